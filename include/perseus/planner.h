@@ -1,0 +1,103 @@
+/* The Perseus frequency planner: stage profile -> iteration time-energy frontier, one frequency
+ * plan per frontier point (PLANNER.md). Also the exact evaluation of any plan.
+ *
+ * A plan gives, for every stage, the SM clock (MHz) of each of that stage's computations in the
+ * stage's execution order under the schedule (1F1B: PLANNER.md §5.1); plans are flat arrays of
+ * stages * ops_per_stage ints, stage-major. */
+#ifndef PERSEUS_PLANNER_H
+#define PERSEUS_PLANNER_H
+
+#include <stddef.h>
+#include "perseus/error.h"
+#include "perseus/profile.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum prs_schedule { PRS_SCHEDULE_1F1B = 0 } prs_schedule;
+typedef enum prs_cost_model { PRS_COST_EXP = 0, PRS_COST_HULL = 1 } prs_cost_model;
+
+/* The pipeline being planned: a value type shared by planning and evaluation. */
+typedef struct prs_pipeline {
+    int stages;
+    int microbatches;
+    prs_schedule schedule;
+    double unit_time_s;      /* quantum tau; > 0 */
+    double blocking_power_w; /* GPU power while blocked or idle; >= 0 */
+} prs_pipeline;
+
+typedef void (*prs_progress_fn)(void *ud, long done, long total);
+typedef void (*prs_warn_fn)(void *ud, const char *msg);
+
+typedef struct prs_plan_opts {
+    prs_pipeline pipe;
+    prs_cost_model cost_model;
+    int always_noise_factor;   /* reference --always-use-noise-factor (exp only) */
+    prs_progress_fn progress;  /* optional; called now and then with (done, total estimate) */
+    prs_warn_fn warn;          /* optional; one line per warning (e.g. a fallback to hull) */
+    void *ud;                  /* passed to progress and warn */
+} prs_plan_opts;
+
+/* Defaults: 1F1B, exp, unit 1 ms, 0 W, stages/microbatches 0 (must be set). */
+void prs_plan_opts_default(prs_plan_opts *o);
+
+/* Name <-> enum. Parsers return PRS_EINVAL for unknown names. */
+const char *prs_schedule_name(prs_schedule s);
+int prs_schedule_parse(const char *name, prs_schedule *out);
+const char *prs_cost_model_name(prs_cost_model m);
+int prs_cost_model_parse(const char *name, prs_cost_model *out);
+
+/* Validate a pipeline description (positive sizes, finite positive unit, finite power >= 0). */
+int prs_pipeline_check(const prs_pipeline *pipe, prs_error *err);
+
+/* Computations per stage in one iteration (1F1B: 2 * microbatches). */
+int prs_ops_per_stage(const prs_pipeline *pipe);
+/* What the computation at position pos of stage's execution order is. */
+int prs_op_describe(const prs_pipeline *pipe, int stage, int pos, prs_instr *instr, int *microbatch);
+
+/* One emitted planner iteration. */
+typedef struct prs_frontier_point {
+    long time_units;      /* planned iteration time in units of tau */
+    double time_s;        /* time_units * tau: the reference's frontier time */
+    double energy_j;      /* model-predicted iteration energy (the reference's frontier energy) */
+    double cost_change_j; /* change of predicted effective energy in this iteration */
+    double eval_time_s;   /* critical path of the chosen clocks' real quantized times */
+    double eval_energy_j; /* real energies of the chosen clocks + blocking power when idle */
+} prs_frontier_point;
+
+typedef struct prs_frontier prs_frontier;
+
+/* Run the planner. On success *out owns the frontier (points slowest first). */
+int prs_plan(const prs_profile *profile, const prs_plan_opts *opts, prs_frontier **out,
+             prs_error *err);
+void prs_frontier_free(prs_frontier *f);
+
+size_t prs_frontier_size(const prs_frontier *f);
+/* Pointer into the frontier; valid until prs_frontier_free. NULL if k is out of range. */
+const prs_frontier_point *prs_frontier_point_at(const prs_frontier *f, size_t k);
+const prs_pipeline *prs_frontier_pipeline(const prs_frontier *f);
+prs_cost_model prs_frontier_cost_model(const prs_frontier *f);
+/* Write plan k into clocks_mhz (stages * ops_per_stage entries). */
+int prs_frontier_plan(const prs_frontier *f, size_t k, int *clocks_mhz, prs_error *err);
+/* Index of the least evaluated-energy plan whose evaluated time is <= time_s (+1e-9 s).
+ * PRS_ERANGE if every plan is slower. */
+int prs_frontier_find_time(const prs_frontier *f, double time_s, size_t *k, prs_error *err);
+
+/* Persist to / restore from a directory: frontier.csv (time,energy: the reference's semantics),
+ * frontier-detail.csv (index, planned and evaluated figures), plans.prs (all plans, stored as
+ * the first plan plus per-iteration changes). save creates dir if missing. */
+int prs_frontier_save(const prs_frontier *f, const char *dir, prs_error *err);
+int prs_frontier_load(const char *dir, prs_frontier **out, prs_error *err);
+
+/* Exact evaluation of a plan against a profile: each computation takes its clock's measured
+ * time quantized to units of tau (as the planner quantizes) and its measured energy; the
+ * iteration time is the critical path; every stage burns blocking power while not computing.
+ * energy = sum(e) + P_block * (stages * T - sum(q * tau)). Fails if a clock is not profiled. */
+int prs_evaluate_plan(const prs_profile *profile, const prs_pipeline *pipe, const int *clocks_mhz,
+                      double *time_s, double *energy_j, prs_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

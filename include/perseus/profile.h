@@ -1,0 +1,65 @@
+/* Stage profiles: measured (time, energy) of one forward or backward computation of one pipeline
+ * stage at one GPU SM clock. CSV format (DESIGN.md §3): header naming the five columns
+ * stage,instruction,frequency,time,energy in any order; one row per (stage, instruction, clock);
+ * time in seconds and energy in joules of a single computation. Rows whose instruction is "load"
+ * (written by the artifact's profiler) are accepted and ignored, as the reference does. */
+#ifndef PERSEUS_PROFILE_H
+#define PERSEUS_PROFILE_H
+
+#include <stdio.h>
+#include "perseus/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum prs_instr { PRS_FORWARD = 0, PRS_BACKWARD = 1 } prs_instr;
+
+/* One profile row: a value type. line is the 1-based CSV line it came from (0 if built in code). */
+typedef struct prs_profile_row {
+    int stage;
+    prs_instr instr;
+    int freq_mhz;
+    double time_s;
+    double energy_j;
+    int line;
+} prs_profile_row;
+
+typedef struct prs_profile prs_profile;
+
+/* "forward" / "backward". */
+const char *prs_instr_name(prs_instr instr);
+
+/* Empty profile to fill with prs_profile_add. Free with prs_profile_free. */
+prs_profile *prs_profile_new(void);
+void prs_profile_free(prs_profile *p);
+
+/* Append a row after validating it (stage >= 0, clock > 0, time and energy finite and > 0, no
+ * duplicate (stage, instruction, clock)). */
+int prs_profile_add(prs_profile *p, const prs_profile_row *row, prs_error *err);
+
+/* Parse CSV text. name is used in messages ("NAME:LINE: problem"). On success *out owns a new
+ * profile; on failure *out is NULL and err names the line and problem. */
+int prs_profile_parse(const char *name, const char *text, size_t len, prs_profile **out,
+                      prs_error *err);
+/* Read and parse a CSV file. */
+int prs_profile_load(const char *path, prs_profile **out, prs_error *err);
+
+/* Write as CSV (header + rows in insertion order, shortest round-trip numbers). */
+int prs_profile_write_csv(const prs_profile *p, FILE *f);
+
+size_t prs_profile_nrows(const prs_profile *p);
+/* Rows in insertion order; valid until the next prs_profile_add or prs_profile_free. */
+const prs_profile_row *prs_profile_rows(const prs_profile *p);
+/* Largest stage index present + 1 (0 for an empty profile). */
+int prs_profile_num_stages(const prs_profile *p);
+/* Check that stages 0..stages-1 each have forward and backward rows; the message names the
+ * first missing (stage, instruction). */
+int prs_profile_check_stages(const prs_profile *p, int stages, prs_error *err);
+/* Name the profile was parsed or loaded from ("<memory>" otherwise). */
+const char *prs_profile_name(const prs_profile *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

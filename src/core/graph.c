@@ -1,0 +1,212 @@
+/* Schedule DAGs in activity-on-arc form, and critical paths (PLANNER.md §5-§7).
+ *
+ * The activity-on-node DAG of one iteration has a node per computation plus a source and a sink;
+ * edges are each stage's execution order and the cross-stage data dependencies. The solver works
+ * on arcs, so every AON node v becomes an arc L(v) -> R(v) (AOA nodes 2v and 2v+1) carrying v's
+ * duration, and every AON edge u -> v a dummy arc R(u) -> L(v). The source's and sink's own arcs
+ * are dummies. AON node ids: 0 source, 1 sink, 2 + op for computation op (stage-major, in each
+ * stage's execution order), exactly the reference's numbering. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_int.h"
+
+int prs_ops_per_stage(const prs_pipeline *pipe)
+{
+    return 2 * pipe->microbatches;
+}
+
+/* 1F1B (DeepSpeed TrainSchedule order, PLANNER.md §5.1): stage s runs w = min(S - s, M) warm-up
+ * forwards, then alternates backward/forward until the forwards run out, then the backwards. */
+static void order_1f1b(int stages, int mbs, int s, prs_instr *instr, int *mb)
+{
+    int w = stages - s < mbs ? stages - s : mbs;
+    int k = 0, nf = 0, nb = 0;
+    for (; nf < w; nf++, k++) instr[k] = PRS_FORWARD, mb[k] = nf;
+    while (nf < mbs) {
+        instr[k] = PRS_BACKWARD, mb[k++] = nb++;
+        instr[k] = PRS_FORWARD, mb[k++] = nf++;
+    }
+    while (nb < mbs) instr[k] = PRS_BACKWARD, mb[k++] = nb++;
+}
+
+int prs_op_describe(const prs_pipeline *pipe, int stage, int pos, prs_instr *instr, int *microbatch)
+{
+    int n = prs_ops_per_stage(pipe);
+    if (stage < 0 || stage >= pipe->stages || pos < 0 || pos >= n) return PRS_ERANGE;
+    prs_instr *in = malloc(sizeof *in * (size_t)n);
+    int *mb = malloc(sizeof *mb * (size_t)n);
+    if (!in || !mb) {
+        free(in);
+        free(mb);
+        return PRS_ENOMEM;
+    }
+    order_1f1b(pipe->stages, pipe->microbatches, stage, in, mb);
+    *instr = in[pos];
+    *microbatch = mb[pos];
+    free(in);
+    free(mb);
+    return 0;
+}
+
+void prsG_free(prsG_graph *g)
+{
+    if (!g) return;
+    free(g->op_type);
+    free(g->op_mb);
+    free(g->arcs);
+    free(g->op_arc);
+    free(g->topo);
+    free(g->out_start);
+    free(g->out_arcs);
+    free(g->in_start);
+    free(g->in_arcs);
+    memset(g, 0, sizeof *g);
+}
+
+static int build_csr(int nnodes, int narcs, const prsG_arc *arcs, int by_from, int **start_out,
+                     int **list_out)
+{
+    int *start = calloc((size_t)nnodes + 1, sizeof *start);
+    int *list = malloc(sizeof *list * (size_t)(narcs ? narcs : 1));
+    if (!start || !list) {
+        free(start);
+        free(list);
+        return -1;
+    }
+    for (int a = 0; a < narcs; a++) start[(by_from ? arcs[a].from : arcs[a].to) + 1]++;
+    for (int v = 0; v < nnodes; v++) start[v + 1] += start[v];
+    int *fill = malloc(sizeof *fill * (size_t)nnodes);
+    if (!fill) {
+        free(start);
+        free(list);
+        return -1;
+    }
+    memcpy(fill, start, sizeof *fill * (size_t)nnodes);
+    for (int a = 0; a < narcs; a++) list[fill[by_from ? arcs[a].from : arcs[a].to]++] = a;
+    free(fill);
+    *start_out = start;
+    *list_out = list;
+    return 0;
+}
+
+int prsG_build(const prs_pipeline *pipe, prsG_graph *g, prs_error *err)
+{
+    memset(g, 0, sizeof *g);
+    int S = pipe->stages, M = pipe->microbatches, per = prs_ops_per_stage(pipe);
+    if ((long)S * per > 20000000L)
+        return prs_error_set(err, PRS_EINVAL, "pipeline too large: %d stages x %d microbatches", S,
+                             M);
+    int nops = S * per, naon = nops + 2;
+    g->nops = nops;
+    g->ops_per_stage = per;
+    g->op_type = malloc(sizeof *g->op_type * (size_t)nops);
+    g->op_mb = malloc(sizeof *g->op_mb * (size_t)nops);
+    prs_instr *instr = malloc(sizeof *instr * (size_t)nops);
+    /* index of F(s,m) and B(s,m) among ops */
+    int *fwd = malloc(sizeof *fwd * (size_t)nops), *bwd = malloc(sizeof *bwd * (size_t)nops);
+    /* AON edges: stage order + cross-stage deps + source/sink links */
+    size_t max_aon_edges = (size_t)nops * 2 + (size_t)naon * 2;
+    int(*edges)[2] = malloc(sizeof *edges * max_aon_edges);
+    int *indeg = calloc((size_t)naon, sizeof *indeg), *outdeg = calloc((size_t)naon, sizeof *outdeg);
+    int rc = PRS_ENOMEM;
+    if (!g->op_type || !g->op_mb || !instr || !fwd || !bwd || !edges || !indeg || !outdeg)
+        goto out;
+    for (int s = 0; s < S; s++) {
+        order_1f1b(S, M, s, instr + s * per, g->op_mb + s * per);
+        for (int k = 0; k < per; k++) {
+            int op = s * per + k;
+            g->op_type[op] = s * 2 + (int)instr[op];
+            (instr[op] == PRS_FORWARD ? fwd : bwd)[s * M + g->op_mb[op]] = op;
+        }
+    }
+    size_t ne = 0;
+#define EDGE(u, v) (edges[ne][0] = (u), edges[ne][1] = (v), ne++, outdeg[u]++, indeg[v]++)
+    for (int s = 0; s < S; s++)
+        for (int k = 0; k + 1 < per; k++) EDGE(2 + s * per + k, 2 + s * per + k + 1);
+    for (int s = 0; s + 1 < S; s++)
+        for (int m = 0; m < M; m++) {
+            EDGE(2 + fwd[s * M + m], 2 + fwd[(s + 1) * M + m]);
+            EDGE(2 + bwd[(s + 1) * M + m], 2 + bwd[s * M + m]);
+        }
+    for (int v = 2; v < naon; v++) {
+        if (indeg[v] == 0) EDGE(0, v);
+        if (outdeg[v] == 0) EDGE(v, 1);
+    }
+#undef EDGE
+    g->nnodes = 2 * naon;
+    g->narcs = naon + (int)ne;
+    g->source = 0;    /* L(source) */
+    g->sink = 2 * 1 + 1; /* R(sink) */
+    g->arcs = malloc(sizeof *g->arcs * (size_t)g->narcs);
+    g->op_arc = malloc(sizeof *g->op_arc * (size_t)nops);
+    g->topo = malloc(sizeof *g->topo * (size_t)g->nnodes);
+    if (!g->arcs || !g->op_arc || !g->topo) goto out;
+    for (int v = 0; v < naon; v++) {
+        g->arcs[v] = (prsG_arc){2 * v, 2 * v + 1, v >= 2 ? v - 2 : -1};
+        if (v >= 2) g->op_arc[v - 2] = v;
+    }
+    for (size_t e = 0; e < ne; e++)
+        g->arcs[naon + (int)e] = (prsG_arc){2 * edges[e][0] + 1, 2 * edges[e][1], -1};
+    if (build_csr(g->nnodes, g->narcs, g->arcs, 1, &g->out_start, &g->out_arcs) ||
+        build_csr(g->nnodes, g->narcs, g->arcs, 0, &g->in_start, &g->in_arcs))
+        goto out;
+    /* Kahn's algorithm */
+    int *deg = calloc((size_t)g->nnodes, sizeof *deg);
+    if (!deg) goto out;
+    for (int a = 0; a < g->narcs; a++) deg[g->arcs[a].to]++;
+    int head = 0, tail = 0;
+    for (int v = 0; v < g->nnodes; v++)
+        if (deg[v] == 0) g->topo[tail++] = v;
+    while (head < tail) {
+        int v = g->topo[head++];
+        for (int i = g->out_start[v]; i < g->out_start[v + 1]; i++) {
+            int w = g->arcs[g->out_arcs[i]].to;
+            if (--deg[w] == 0) g->topo[tail++] = w;
+        }
+    }
+    free(deg);
+    if (tail != g->nnodes) {
+        rc = prs_error_set(err, PRS_EINVAL, "internal error: schedule graph has a cycle");
+        goto out;
+    }
+    rc = 0;
+out:
+    free(instr);
+    free(fwd);
+    free(bwd);
+    free(edges);
+    free(indeg);
+    free(outdeg);
+    if (rc == PRS_ENOMEM) prs_error_set(err, rc, "out of memory building the schedule graph");
+    if (rc) prsG_free(g);
+    return rc;
+}
+
+long prsG_cpm(const prsG_graph *g, const long *dur, long *earliest, long *latest)
+{
+    for (int i = 0; i < g->nnodes; i++) {
+        int v = g->topo[i];
+        long e = 0;
+        for (int k = g->in_start[v]; k < g->in_start[v + 1]; k++) {
+            const prsG_arc *a = &g->arcs[g->in_arcs[k]];
+            long t = earliest[a->from] + (a->op >= 0 ? dur[a->op] : 0);
+            if (t > e) e = t;
+        }
+        earliest[v] = e;
+    }
+    long T = earliest[g->sink];
+    if (latest) {
+        for (int i = g->nnodes - 1; i >= 0; i--) {
+            int v = g->topo[i];
+            long l = T;
+            for (int k = g->out_start[v]; k < g->out_start[v + 1]; k++) {
+                const prsG_arc *a = &g->arcs[g->out_arcs[k]];
+                long t = latest[a->to] - (a->op >= 0 ? dur[a->op] : 0);
+                if (t < l) l = t;
+            }
+            latest[v] = l;
+        }
+    }
+    return T;
+}

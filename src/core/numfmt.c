@@ -1,0 +1,175 @@
+/* Number formatting and strict parsing (numfmt.h).
+ *
+ * Python's repr(float) prints the shortest digit string that round-trips, in positional notation
+ * when the decimal exponent is in [-4, 16) and in scientific notation otherwise. We get the
+ * shortest digits by trying %.{p}e for p = 0..16 until strtod gives x back (plus one string up at
+ * powers of two, see below), then lay them out.
+ *
+ * The strict parsers take plain decimal text only: no leading whitespace (strto* would skip it),
+ * and for doubles no hex floats, "inf" or "nan" (strtod takes them; none is a measurement). */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "numfmt.h"
+
+/* Adds one unit in the last place of the nd-digit mantissa digits[] (value D.DDD x 10^exp10);
+ * on carry out of the first digit the string becomes 100..0 and exp10 grows. */
+static void bump_digits(char *digits, size_t nd, int *exp10)
+{
+    size_t i = nd;
+    while (i > 0) {
+        i--;
+        if (digits[i] != '9') {
+            digits[i]++;
+            return;
+        }
+        digits[i] = '0';
+    }
+    digits[0] = '1';
+    (*exp10)++;
+}
+
+/* Whether the decimal D.DDD x 10^exp10 reads back (strtod) as exactly x. */
+static int reads_back(const char *digits, size_t nd, int exp10, double x)
+{
+    char s[48];
+    size_t o = 0;
+    s[o++] = digits[0];
+    s[o++] = '.';
+    for (size_t i = 1; i < nd; i++)
+        s[o++] = digits[i];
+    snprintf(s + o, sizeof s - o, "e%d", exp10);
+    return strtod(s, NULL) == x;
+}
+
+char *prsN_fmt_double(char *buf, size_t n, double x)
+{
+    if (isnan(x)) {
+        snprintf(buf, n, "nan");
+        return buf;
+    }
+    if (isinf(x)) {
+        snprintf(buf, n, x < 0 ? "-inf" : "inf");
+        return buf;
+    }
+    if (x == 0) {
+        snprintf(buf, n, signbit(x) ? "-0.0" : "0.0");
+        return buf;
+    }
+    int neg = signbit(x) != 0;
+    double ax = fabs(x);
+    char digits[24];
+    size_t nd = 0;
+    int exp10 = 0;
+    for (int p = 0; p < 17; p++) {
+        char sci[40];
+        snprintf(sci, sizeof sci, "%.*e", p, ax);
+        /* sci = D[.DDD]e[+-]XX */
+        const char *s = sci;
+        nd = 0;
+        for (; *s && *s != 'e'; s++)
+            if (*s != '.') digits[nd++] = *s;
+        exp10 = atoi(s + 1);
+        double back = strtod(sci, NULL);
+        if (back == ax) break;
+        /* The nearest p+1-digit string misses x. At a power of two the interval of decimals
+         * that read back as x is twice as wide above x as below, so the next string up may
+         * still hit it (Python's repr picks it: 2**-1017 is 7.120236347223045e-307). p = 16
+         * always reads back, so the loop never ends on a bumped string that misses. */
+        if (back < ax) {
+            bump_digits(digits, nd, &exp10);
+            if (reads_back(digits, nd, exp10, ax)) break;
+        }
+    }
+    digits[nd] = '\0';
+    while (nd > 1 && digits[nd - 1] == '0')
+        digits[--nd] = '\0';
+
+    char out[64];
+    size_t o = 0;
+    if (neg) out[o++] = '-';
+    if (exp10 >= -4 && exp10 < 16) {
+        if (exp10 < 0) {
+            out[o++] = '0';
+            out[o++] = '.';
+            for (int i = -1; i > exp10; i--)
+                out[o++] = '0';
+            for (size_t i = 0; i < nd; i++)
+                out[o++] = digits[i];
+        } else {
+            size_t intlen = (size_t)exp10 + 1;
+            for (size_t i = 0; i < intlen; i++)
+                out[o++] = i < nd ? digits[i] : '0';
+            out[o++] = '.';
+            if (nd > intlen)
+                for (size_t i = intlen; i < nd; i++)
+                    out[o++] = digits[i];
+            else
+                out[o++] = '0';
+        }
+        out[o] = '\0';
+    } else {
+        out[o++] = digits[0];
+        if (nd > 1) {
+            out[o++] = '.';
+            for (size_t i = 1; i < nd; i++)
+                out[o++] = digits[i];
+        }
+        snprintf(out + o, sizeof out - o, "e%c%02d", exp10 < 0 ? '-' : '+', abs(exp10));
+    }
+    snprintf(buf, n, "%s", out);
+    return buf;
+}
+
+int prsN_parse_double(const char *s, double *out)
+{
+    if (!s || !*s) return -1;
+    /* Only [+-] digits . e E: rejects leading whitespace, hex floats, inf, nan. */
+    if (s[strspn(s, "0123456789+-.eE")] != '\0') return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || !isfinite(v)) return -1;
+    if (errno == ERANGE && fabs(v) > 1) return -1;
+    *out = v;
+    return 0;
+}
+
+int prsN_parse_long(const char *s, long *out)
+{
+    if (!s || !*s) return -1;
+    if (!(*s == '+' || *s == '-' || (*s >= '0' && *s <= '9'))) return -1; /* no leading space */
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end != '\0' || errno == ERANGE) return -1;
+    *out = v;
+    return 0;
+}
+
+int prsN_parse_int(const char *s, int *out)
+{
+    long v;
+    if (prsN_parse_long(s, &v) != 0 || v < INT_MIN || v > INT_MAX) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+double prsN_py_floordiv(double a, double b)
+{
+    double mod = fmod(a, b);
+    double div = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1.0;
+    double floordiv;
+    if (div != 0) {
+        floordiv = floor(div);
+        if (div - floordiv > 0.5) floordiv += 1.0;
+    } else {
+        floordiv = copysign(0.0, a / b);
+    }
+    return floordiv;
+}

@@ -1,0 +1,364 @@
+/* The Phillips-Dessouky time-cost tradeoff loop (PLANNER.md §4, §7-§10).
+ *
+ * Start with every computation at its slowest candidate (T_max). Each iteration: find the
+ * critical arcs (longest-path slack 0), give each critical computation flow bounds from its cost
+ * model (shortening costs u(d), lengthening refunds l(d)), and cut the critical DAG at the
+ * minimum cut: computations crossing it forwards get one unit faster, those crossing it
+ * backwards one unit slower. Every critical path crosses the cut once net, so the iteration gets
+ * one unit shorter at the least predicted energy. Stop when no finite cut exists (some critical
+ * path is all at its fastest). Each iteration is one frontier point.
+ *
+ * exp mode reproduces the reference bit for bit where it matters (capacities padded by 1e-6 and
+ * floored to a 1e-6 grid, the same termination rules). hull mode uses the exact piecewise-linear
+ * slopes, no padding, a tighter cut tolerance, and skips (rather than stops at) a lengthening
+ * that is impossible. Both modes guard the step: if lengthening made a non-critical path too
+ * long, the lengthenings are undone so the iteration still shrinks by exactly one unit. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontier_int.h"
+#include "numfmt.h"
+#include "plan_int.h"
+
+#define FP_ERROR 1e-6
+
+void prs_plan_opts_default(prs_plan_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->pipe.schedule = PRS_SCHEDULE_1F1B;
+    o->pipe.unit_time_s = 0.001;
+    o->cost_model = PRS_COST_EXP;
+}
+
+const char *prs_schedule_name(prs_schedule s)
+{
+    return s == PRS_SCHEDULE_1F1B ? "1f1b" : "unknown";
+}
+
+int prs_schedule_parse(const char *name, prs_schedule *out)
+{
+    if (name && strcmp(name, "1f1b") == 0) {
+        *out = PRS_SCHEDULE_1F1B;
+        return 0;
+    }
+    return PRS_EINVAL;
+}
+
+const char *prs_cost_model_name(prs_cost_model m)
+{
+    return m == PRS_COST_EXP ? "exp" : m == PRS_COST_HULL ? "hull" : "unknown";
+}
+
+int prs_cost_model_parse(const char *name, prs_cost_model *out)
+{
+    if (!name) return PRS_EINVAL;
+    if (strcmp(name, "exp") == 0) *out = PRS_COST_EXP;
+    else if (strcmp(name, "hull") == 0) *out = PRS_COST_HULL;
+    else return PRS_EINVAL;
+    return 0;
+}
+
+int prs_pipeline_check(const prs_pipeline *p, prs_error *err)
+{
+    if (p->stages < 1)
+        return prs_error_set(err, PRS_EINVAL, "stages must be >= 1 (got %d)", p->stages);
+    if (p->microbatches < 1)
+        return prs_error_set(err, PRS_EINVAL, "microbatches must be >= 1 (got %d)",
+                             p->microbatches);
+    if ((long)p->stages * p->microbatches > 1000000L)
+        return prs_error_set(err, PRS_EINVAL, "stages x microbatches = %ld is too large",
+                             (long)p->stages * p->microbatches);
+    if (p->schedule != PRS_SCHEDULE_1F1B)
+        return prs_error_set(err, PRS_EINVAL, "unknown schedule %d", (int)p->schedule);
+    if (!(p->unit_time_s > 0) || !isfinite(p->unit_time_s))
+        return prs_error_set(err, PRS_EINVAL, "unit time must be a finite number > 0 s");
+    if (!(p->blocking_power_w >= 0) || !isfinite(p->blocking_power_w))
+        return prs_error_set(err, PRS_EINVAL, "blocking power must be a finite number >= 0 W");
+    return 0;
+}
+
+/* Everything one planning run owns. */
+typedef struct run {
+    const prs_plan_opts *o;
+    prsG_graph g;
+    prsE_table ev;
+    prsO_optype *types;
+    prsF_net *net;
+    long *dur, *earliest, *latest, *eval_q, *eval_earliest;
+    double *eval_e;
+    int *freq, *arc_id, *touched, *chg_op, *chg_freq;
+    unsigned char *side;
+} run;
+
+static void run_free(run *r)
+{
+    if (r->types)
+        for (int k = 0; k < r->o->pipe.stages * 2; k++) prsO_free(&r->types[k]);
+    free(r->types);
+    prsG_free(&r->g);
+    prsE_free(&r->ev);
+    prsF_free(r->net);
+    free(r->dur);
+    free(r->earliest);
+    free(r->latest);
+    free(r->eval_q);
+    free(r->eval_earliest);
+    free(r->eval_e);
+    free(r->freq);
+    free(r->arc_id);
+    free(r->touched);
+    free(r->chg_op);
+    free(r->chg_freq);
+    free(r->side);
+}
+
+static const prsO_optype *op_type(const run *r, int op)
+{
+    return &r->types[r->g.op_type[op]];
+}
+
+static int knob(const run *r, int op)
+{
+    const prsO_optype *t = op_type(r, op);
+    return t->knob[r->dur[op] - t->q_min];
+}
+
+/* Set op's real (quantized time, energy) from its clock. */
+static void set_eval(run *r, int op)
+{
+    int k = prsE_find(&r->ev, r->g.op_type[op], r->freq[op]);
+    r->eval_q[op] = r->ev.q[k];
+    r->eval_e[op] = r->ev.energy_j[k];
+}
+
+static double floor_grid(double x)
+{
+    return isinf(x) ? x : prsN_py_floordiv(x, FP_ERROR) * FP_ERROR;
+}
+
+/* Flow bounds of a critical arc (PLANNER.md §8.1). */
+static void arc_bounds(const run *r, const prsG_arc *a, double *lb, double *ub)
+{
+    *lb = 0;
+    *ub = INFINITY;
+    if (a->op < 0) return;
+    const prsO_optype *t = op_type(r, a->op);
+    long d = r->dur[a->op], i = d - t->q_min;
+    int exp_mode = r->o->cost_model == PRS_COST_EXP;
+    if (t->q_min == t->q_max) return;
+    if (d == t->q_min) *lb = t->down[i];
+    else if (d == t->q_max) *ub = t->up[i];
+    else {
+        *lb = t->down[i];
+        *ub = exp_mode ? t->up[i] + FP_ERROR : t->up[i];
+    }
+    if (exp_mode) {
+        *lb = floor_grid(*lb);
+        *ub = floor_grid(*ub);
+    }
+}
+
+enum step_result { STEP_OK, STEP_DONE, STEP_INFEASIBLE };
+
+/* One iteration; T is the current critical path length (earliest/latest filled). On STEP_OK
+ * the durations are updated, *delta holds the effective-energy change and r->touched[0..*nt)
+ * the computations whose duration changed. */
+static enum step_result step(run *r, long T, double *delta, int *nt)
+{
+    const prsG_graph *g = &r->g;
+    int exp_mode = r->o->cost_model == PRS_COST_EXP;
+    prsF_reset(r->net, g->nnodes, g->source, g->sink);
+    int ncrit = 0;
+    for (int a = 0; a < g->narcs; a++) {
+        const prsG_arc *arc = &g->arcs[a];
+        long d = arc->op >= 0 ? r->dur[arc->op] : 0;
+        if (r->earliest[arc->from] + d != r->latest[arc->to]) continue;
+        double lb, ub;
+        arc_bounds(r, arc, &lb, &ub);
+        prsF_add(r->net, arc->from, arc->to, lb, ub);
+        r->arc_id[ncrit++] = a;
+    }
+    (void)T;
+    int rc = prsF_min_cut(r->net, exp_mode ? FP_ERROR : 1e-9, r->side);
+    if (rc == PRS_ERANGE) return STEP_DONE;
+    if (rc == PRS_EINFEASIBLE) return STEP_INFEASIBLE;
+    double dl = 0;
+    int n = 0, nfw = 0;
+    /* forward-crossing arcs: shorten */
+    for (int i = 0; i < ncrit; i++) {
+        const prsG_arc *arc = &g->arcs[r->arc_id[i]];
+        if (!(r->side[arc->from] && !r->side[arc->to])) continue;
+        nfw++;
+        if (arc->op < 0) return STEP_DONE;
+        const prsO_optype *t = op_type(r, arc->op);
+        long d = r->dur[arc->op];
+        if (d - 1 < t->q_min) return STEP_DONE;
+        dl += t->up[d - t->q_min];
+        r->touched[n++] = arc->op;
+    }
+    if (nfw == 0) return STEP_DONE;
+    int nshort = n;
+    /* backward-crossing arcs: lengthen (never dummies) */
+    for (int i = 0; i < ncrit; i++) {
+        const prsG_arc *arc = &g->arcs[r->arc_id[i]];
+        if (!(!r->side[arc->from] && r->side[arc->to]) || arc->op < 0) continue;
+        const prsO_optype *t = op_type(r, arc->op);
+        long d = r->dur[arc->op];
+        if (d + 1 > t->q_max) {
+            if (exp_mode) return STEP_DONE;
+            continue;
+        }
+        dl -= t->down[d - t->q_min];
+        r->touched[n++] = arc->op;
+    }
+    if (exp_mode && fabs(dl) < FP_ERROR) return STEP_DONE;
+    for (int i = 0; i < nshort; i++) r->dur[r->touched[i]]--;
+    for (int i = nshort; i < n; i++) r->dur[r->touched[i]]++;
+    /* Step guard: lengthening may have made a near-critical path longer than T - 1. */
+    if (n > nshort && prsG_cpm(g, r->dur, r->earliest, NULL) > T - 1) {
+        for (int i = nshort; i < n; i++) {
+            int op = r->touched[i];
+            r->dur[op]--;
+            dl += op_type(r, op)->down[r->dur[op] - op_type(r, op)->q_min];
+        }
+        n = nshort;
+    }
+    *delta = dl;
+    *nt = n;
+    return STEP_OK;
+}
+
+static int alloc_run(run *r, prs_error *err)
+{
+    const prsG_graph *g = &r->g;
+    size_t ops = (size_t)g->nops, nodes = (size_t)g->nnodes, arcs = (size_t)g->narcs;
+    r->dur = malloc(ops * sizeof *r->dur);
+    r->eval_q = malloc(ops * sizeof *r->eval_q);
+    r->eval_e = malloc(ops * sizeof *r->eval_e);
+    r->freq = malloc(ops * sizeof *r->freq);
+    r->touched = malloc(ops * sizeof *r->touched);
+    r->chg_op = malloc(ops * sizeof *r->chg_op);
+    r->chg_freq = malloc(ops * sizeof *r->chg_freq);
+    r->earliest = malloc(nodes * sizeof *r->earliest);
+    r->latest = malloc(nodes * sizeof *r->latest);
+    r->eval_earliest = malloc(nodes * sizeof *r->eval_earliest);
+    r->side = malloc(nodes);
+    r->arc_id = malloc(arcs * sizeof *r->arc_id);
+    r->net = prsF_new(g->nnodes, g->narcs);
+    if (!r->dur || !r->eval_q || !r->eval_e || !r->freq || !r->touched || !r->chg_op ||
+        !r->chg_freq || !r->earliest || !r->latest || !r->eval_earliest || !r->side ||
+        !r->arc_id || !r->net)
+        return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    return 0;
+}
+
+static double predicted_cost(const run *r)
+{
+    double cost = 0;
+    for (int op = 0; op < r->g.nops; op++) {
+        const prsO_optype *t = op_type(r, op);
+        cost += t->cost[r->dur[op] - t->q_min];
+    }
+    return cost;
+}
+
+static void evaluate_current(run *r, double *time_s, double *energy_j)
+{
+    double sum_e = 0;
+    long sum_q = 0;
+    for (int op = 0; op < r->g.nops; op++) {
+        sum_e += r->eval_e[op];
+        sum_q += r->eval_q[op];
+    }
+    long T = prsG_cpm(&r->g, r->eval_q, r->eval_earliest, NULL);
+    *time_s = (double)T * r->o->pipe.unit_time_s;
+    *energy_j = prsE_energy(&r->o->pipe, T, sum_e, sum_q);
+}
+
+int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **out,
+             prs_error *err)
+{
+    *out = NULL;
+    int rc = prs_pipeline_check(&o->pipe, err);
+    if (rc) return rc;
+    if (o->cost_model != PRS_COST_EXP && o->cost_model != PRS_COST_HULL)
+        return prs_error_set(err, PRS_EINVAL, "unknown cost model %d", (int)o->cost_model);
+    if ((rc = prs_profile_check_stages(profile, o->pipe.stages, err))) return rc;
+    run r;
+    memset(&r, 0, sizeof r);
+    r.o = o;
+    prs_frontier *f = NULL;
+    int S = o->pipe.stages;
+    r.types = calloc((size_t)S * 2, sizeof *r.types);
+    if (!r.types) {
+        rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int k = 0; k < S * 2; k++) {
+        int fallback = 0;
+        prs_error note = {0, ""};
+        if ((rc = prsO_build(profile, k / 2, (prs_instr)(k % 2), o, &r.types[k], &fallback,
+                             &note))) {
+            prs_error_set(err, rc, "%s", note.msg);
+            goto out;
+        }
+        if (fallback && o->warn) o->warn(o->ud, note.msg);
+    }
+    if ((rc = prsG_build(&o->pipe, &r.g, err))) goto out;
+    if ((rc = prsE_build(profile, &o->pipe, &r.ev, err))) goto out;
+    if ((rc = alloc_run(&r, err))) goto out;
+
+    const prsG_graph *g = &r.g;
+    for (int op = 0; op < g->nops; op++) r.dur[op] = op_type(&r, op)->q_min;
+    long T_min = prsG_cpm(g, r.dur, r.earliest, NULL);
+    for (int op = 0; op < g->nops; op++) {
+        r.dur[op] = op_type(&r, op)->q_max;
+        r.freq[op] = knob(&r, op);
+        set_eval(&r, op);
+    }
+    f = prsR_new(&o->pipe, o->cost_model, r.freq);
+    if (!f) {
+        rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
+        goto out;
+    }
+    long T = prsG_cpm(g, r.dur, r.earliest, r.latest);
+    long total = T - T_min > 0 ? T - T_min : 1, done = 0;
+    for (;;) {
+        double delta = 0;
+        int nt = 0;
+        enum step_result sr = step(&r, T, &delta, &nt);
+        if (sr == STEP_INFEASIBLE && o->warn)
+            o->warn(o->ud, "flow with lower bounds infeasible; frontier ends here");
+        if (sr != STEP_OK) break;
+        size_t nchg = 0;
+        for (int i = 0; i < nt; i++) {
+            int op = r.touched[i], fq = knob(&r, op);
+            if (fq == r.freq[op]) continue;
+            r.freq[op] = fq;
+            set_eval(&r, op);
+            r.chg_op[nchg] = op;
+            r.chg_freq[nchg++] = fq;
+        }
+        T = prsG_cpm(g, r.dur, r.earliest, r.latest);
+        prs_frontier_point pt;
+        pt.time_units = T;
+        pt.time_s = (double)T * o->pipe.unit_time_s;
+        pt.energy_j = predicted_cost(&r) + (double)S * o->pipe.blocking_power_w * pt.time_s;
+        pt.cost_change_j = delta;
+        evaluate_current(&r, &pt.eval_time_s, &pt.eval_energy_j);
+        if (prsR_push(f, &pt, r.chg_op, r.chg_freq, nchg)) {
+            rc = prs_error_set(err, PRS_ENOMEM, "out of memory storing plans");
+            goto out;
+        }
+        if (o->progress && (++done % 16 == 0)) o->progress(o->ud, done, total);
+    }
+    if (o->progress) o->progress(o->ud, total, total);
+    *out = f;
+    f = NULL;
+    rc = 0;
+out:
+    prs_frontier_free(f);
+    run_free(&r);
+    return rc;
+}
