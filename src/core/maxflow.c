@@ -2,12 +2,17 @@
  *
  * Each Phillips-Dessouky step asks for the cheapest way to shorten every critical path by one
  * unit: a minimum s-t cut where crossing an arc forwards costs its upper bound and crossing it
- * backwards refunds its lower bound. We solve it as the reference does, in two phases on one
- * residual network: (1) a feasible circulation meeting the lower bounds (super source and sink on
- * each node's net demand, plus an infinite sink->source arc), (2) from that flow, a maximum
- * source->sink flow. The nodes reachable from the source in the final residual graph form the
- * unique source-minimal minimum cut, whatever max-flow algorithm found the flow; we use Dinic
- * with an iterative depth-first search (no recursion depth limit on long pipelines).
+ * backwards refunds its lower bound. The reference finds it in two max-flow phases (a feasible
+ * flow meeting the lower bounds via super source and sink, then a max flow from it). The cut
+ * function itself is an ordinary cut function in disguise: with excess(v) = lower bounds in -
+ * lower bounds out, cut(S) = sum over forward arcs of (ub - lb) + sum over v on the sink side of
+ * excess(v). So a single max flow on capacities ub - lb plus source -> v arcs of capacity
+ * excess(v) > 0 and v -> sink arcs of capacity -excess(v) has exactly the same minimisers. The
+ * nodes reachable from the source in its final residual graph are the unique source-minimal
+ * minimum cut, the set the reference's procedure finds too. Dinic's algorithm, with an
+ * iterative depth-first search (no recursion depth limit on long pipelines). Consecutive
+ * planner iterations differ in a few arcs, so callers pass the previous flow as a starting point
+ * and the solve needs a few augmentations instead of a full max flow.
  *
  * Infinity is real (IEEE inf), not the reference's 10000 stand-in: an s-t path made only of
  * infinite-capacity arcs is detected up front and reported as PRS_ERANGE (no finite cut). */
@@ -87,17 +92,26 @@ static int add_edge(prsF_net *n, int u, int v, double cap)
     int e = n->nedges;
     n->to[e] = v, n->cap[e] = cap, n->next[e] = n->head[u], n->head[u] = e;
     n->to[e + 1] = u, n->cap[e + 1] = 0, n->next[e + 1] = n->head[v], n->head[v] = e + 1;
+    n->inf_arc[e / 2] = 0;
     n->nedges += 2;
     return e;
 }
 
-int prsF_add(prsF_net *n, int from, int to, double lb, double ub)
+int prsF_add(prsF_net *n, int from, int to, double lb, double ub, double flow)
 {
-    int e = add_edge(n, from, to, ub - lb);
+    if (!(flow >= lb)) flow = lb; /* also catches NaN */
+    if (flow > ub) flow = ub;
+    int e = add_edge(n, from, to, ub - flow);
+    n->cap[e + 1] = flow - lb;
     n->inf_arc[e / 2] = isinf(ub) != 0;
-    n->excess[to] += lb;
-    n->excess[from] -= lb;
+    n->excess[to] += flow;
+    n->excess[from] -= flow;
     return e / 2;
+}
+
+double prsF_flow(const prsF_net *n, int arc, double lb)
+{
+    return lb + n->cap[2 * arc + 1];
 }
 
 static int bfs_levels(prsF_net *n, int s, int t, int nv)
@@ -182,20 +196,42 @@ static int infinite_path(prsF_net *n)
 int prsF_min_cut(prsF_net *n, double eps, unsigned char *side)
 {
     if (infinite_path(n)) return PRS_ERANGE;
-    int V = n->nnodes, ss = V, tt = V + 1;
-    int first_super = n->nedges;
+    /* cut(S) = sum_fw ub - sum_bw lb = sum_fw (ub - lb) + sum_{v in T} excess(v) + const, so
+     * one ordinary max flow with arcs s -> v (excess > 0) and v -> t (excess < 0) has the same
+     * minimisers as the lower-bounded problem: no separate feasibility phase is needed. The same
+     * holds with any starting flow f0 in [lb, ub] in place of lb (residuals ub - f0 forwards,
+     * f0 - lb backwards, excess from f0), which lets a caller warm-start from the last solve. */
+    int V = n->nnodes;
+    int *to_sink = n->it; /* scratch: node -> its v -> t helper edge, or -1 */
     for (int v = 0; v < V; v++) {
-        if (n->excess[v] > 0) add_edge(n, ss, v, n->excess[v]);
-        else if (n->excess[v] < 0) add_edge(n, v, tt, -n->excess[v]);
+        to_sink[v] = -1;
+        if (v == n->s || v == n->t) continue;
+        if (n->excess[v] > 0) add_edge(n, n->s, v, n->excess[v]);
+        else if (n->excess[v] < 0) to_sink[v] = add_edge(n, v, n->t, -n->excess[v]);
     }
-    int back = add_edge(n, n->t, n->s, INFINITY);
-    int end_super = n->nedges;
-    dinic(n, ss, tt, V + 2);
-    for (int e = first_super; e < back; e += 2)
-        if (n->cap[e] > 1e-6) return PRS_EINFEASIBLE;
-    /* Drop the helper arcs: what remains is a feasible s-t flow on the original arcs. */
-    for (int e = first_super; e < end_super; e++) n->cap[e] = 0;
-    dinic(n, n->s, n->t, V);
+    /* Cheap head start: most excess is next to a deficit one infinite arc away (the end of one
+     * computation feeds the start of the next); push it along s -> v -> w -> t directly. */
+    double flow = 0;
+    for (int e = n->head[n->s]; e >= 0; e = n->next[e]) {
+        if (e & 1) continue;
+        int v = n->to[e];
+        for (int a = n->head[v]; a >= 0 && n->cap[e] > AUG_EPS; a = n->next[a]) {
+            int w = n->to[a], h = to_sink[w];
+            if ((a & 1) || !n->inf_arc[a / 2] || h < 0 || n->cap[h] <= AUG_EPS) continue;
+            double x = n->cap[e] < n->cap[h] ? n->cap[e] : n->cap[h];
+            n->cap[e] -= x, n->cap[e ^ 1] += x;
+            n->cap[a] -= x, n->cap[a ^ 1] += x;
+            n->cap[h] -= x, n->cap[h ^ 1] += x;
+            flow += x;
+        }
+    }
+    flow += dinic(n, n->s, n->t, V);
+    /* value of the cut = flow + sum of negative excesses (outside s and t) + excess(t); a
+     * negative value means no feasible flow meets the lower bounds */
+    double value = flow + n->excess[n->t];
+    for (int v = 0; v < V; v++)
+        if (v != n->s && v != n->t && n->excess[v] < 0) value += n->excess[v];
+    if (value < -1e-6) return PRS_EINFEASIBLE;
     for (int v = 0; v < V; v++) side[v] = 0;
     int head = 0, tail = 0;
     n->queue[tail++] = n->s;
@@ -203,7 +239,7 @@ int prsF_min_cut(prsF_net *n, double eps, unsigned char *side)
     while (head < tail) {
         int v = n->queue[head++];
         for (int e = n->head[v]; e >= 0; e = n->next[e])
-            if (e < first_super && n->cap[e] > eps && !side[n->to[e]]) {
+            if (n->cap[e] > eps && !side[n->to[e]]) {
                 side[n->to[e]] = 1;
                 n->queue[tail++] = n->to[e];
             }

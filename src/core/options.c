@@ -228,8 +228,23 @@ void prsO_free(prsO_optype *t)
     memset(t, 0, sizeof *t);
 }
 
+static int same_candidates(const prsO_optype *x, const prsO_cand *cand, int n)
+{
+    if (x->kind != PRSO_EXP || x->ncand != n) return 0;
+    for (int i = 0; i < n; i++)
+        if (x->cand[i].q != cand[i].q || x->cand[i].cost_j != cand[i].cost_j) return 0;
+    return 1;
+}
+
 int prsO_build(const prs_profile *p, int stage, prs_instr instr, const prs_plan_opts *o,
                prsO_optype *t, int *fallback, prs_error *err)
+{
+    return prsO_build_memo(p, stage, instr, o, NULL, 0, t, fallback, err);
+}
+
+int prsO_build_memo(const prs_profile *p, int stage, prs_instr instr, const prs_plan_opts *o,
+                    const prsO_optype *done, int ndone, prsO_optype *t, int *fallback,
+                    prs_error *err)
 {
     memset(t, 0, sizeof *t);
     *fallback = 0;
@@ -263,7 +278,12 @@ int prsO_build(const prs_profile *p, int stage, prs_instr instr, const prs_plan_
             t->cand[i] = t->cand[j];
             t->cand[j] = x;
         }
-        if (m <= 3 || prsO_fit_exp(t->cand, m, unit, &t->a, &t->b, &t->c) != 0) {
+        const prsO_optype *twin = NULL;
+        for (int k = 0; k < ndone && !twin; k++)
+            if (same_candidates(&done[k], t->cand, m)) twin = &done[k];
+        if (twin) {
+            t->a = twin->a, t->b = twin->b, t->c = twin->c;
+        } else if (m <= 3 || prsO_fit_exp(t->cand, m, unit, &t->a, &t->b, &t->c) != 0) {
             *fallback = 1;
             prs_error_set(err, PRS_OK,
                           "stage %d %s: %s; using the hull cost model for this computation",

@@ -41,6 +41,11 @@ typedef struct prsO_optype {
  * fallback is set to 1 when an exp type fell back to hull (msg then holds the reason). */
 int prsO_build(const prs_profile *p, int stage, prs_instr instr, const prs_plan_opts *o,
                prsO_optype *out, int *fallback, prs_error *err);
+/* Same, reusing the fit of an earlier type in done[0..ndone) whose candidates are identical
+ * (pipeline stages are often copies of each other; the fit is the costly part). */
+int prsO_build_memo(const prs_profile *p, int stage, prs_instr instr, const prs_plan_opts *o,
+                    const prsO_optype *done, int ndone, prsO_optype *out, int *fallback,
+                    prs_error *err);
 void prsO_free(prsO_optype *t);
 
 /* The reference's candidate filter (PLANNER.md §2 steps 1-6), exposed for tests.
@@ -94,8 +99,11 @@ prsF_net *prsF_new(int max_nodes, int max_arcs);
 void prsF_free(prsF_net *n);
 /* Start a problem on nodes 0..nnodes-1 (source s, sink t). */
 void prsF_reset(prsF_net *n, int nnodes, int s, int t);
-/* Add arc with flow bounds [lb, ub] (ub may be INFINITY); returns its id (0, 1, 2, ...). */
-int prsF_add(prsF_net *n, int from, int to, double lb, double ub);
+/* Add arc with flow bounds [lb, ub] (ub may be INFINITY) and a starting flow (clamped into the
+ * bounds; any value works, a good one saves work); returns its id (0, 1, 2, ...). */
+int prsF_add(prsF_net *n, int from, int to, double lb, double ub, double flow);
+/* After prsF_min_cut: the flow on arc id (whose lower bound was lb). */
+double prsF_flow(const prsF_net *n, int arc, double lb);
 /* Solve. Writes side[v] = 1 for nodes on the source side of the source-minimal min cut
  * (reachable from s in the final residual graph through capacity > eps). Returns 0, or
  * PRS_EINFEASIBLE when no flow meets the lower bounds, or PRS_ERANGE when the max flow is

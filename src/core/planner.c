@@ -86,7 +86,7 @@ typedef struct run {
     prsO_optype *types;
     prsF_net *net;
     long *dur, *earliest, *latest, *eval_q, *eval_earliest;
-    double *eval_e;
+    double *eval_e, *arc_flow, *arc_lb;
     int *freq, *arc_id, *touched, *chg_op, *chg_freq;
     unsigned char *side;
 } run;
@@ -105,6 +105,8 @@ static void run_free(run *r)
     free(r->eval_q);
     free(r->eval_earliest);
     free(r->eval_e);
+    free(r->arc_flow);
+    free(r->arc_lb);
     free(r->freq);
     free(r->arc_id);
     free(r->touched);
@@ -176,11 +178,16 @@ static enum step_result step(run *r, long T, double *delta, int *nt)
         if (r->earliest[arc->from] + d != r->latest[arc->to]) continue;
         double lb, ub;
         arc_bounds(r, arc, &lb, &ub);
-        prsF_add(r->net, arc->from, arc->to, lb, ub);
+        r->arc_lb[ncrit] = lb;
+        prsF_add(r->net, arc->from, arc->to, lb, ub, r->arc_flow[a]);
         r->arc_id[ncrit++] = a;
     }
-    (void)T;
     int rc = prsF_min_cut(r->net, exp_mode ? FP_ERROR : 1e-9, r->side);
+    /* keep this flow as the next solve's starting point (0 on arcs that were not critical) */
+    for (int a = 0; a < g->narcs; a++) r->arc_flow[a] = 0;
+    if (rc == 0)
+        for (int i = 0; i < ncrit; i++)
+            r->arc_flow[r->arc_id[i]] = prsF_flow(r->net, i, r->arc_lb[i]);
     if (rc == PRS_ERANGE) return STEP_DONE;
     if (rc == PRS_EINFEASIBLE) return STEP_INFEASIBLE;
     double dl = 0;
@@ -245,10 +252,12 @@ static int alloc_run(run *r, prs_error *err)
     r->eval_earliest = malloc(nodes * sizeof *r->eval_earliest);
     r->side = malloc(nodes);
     r->arc_id = malloc(arcs * sizeof *r->arc_id);
+    r->arc_lb = malloc(arcs * sizeof *r->arc_lb);
+    r->arc_flow = calloc(arcs, sizeof *r->arc_flow);
     r->net = prsF_new(g->nnodes, g->narcs);
     if (!r->dur || !r->eval_q || !r->eval_e || !r->freq || !r->touched || !r->chg_op ||
         !r->chg_freq || !r->earliest || !r->latest || !r->eval_earliest || !r->side ||
-        !r->arc_id || !r->net)
+        !r->arc_id || !r->arc_lb || !r->arc_flow || !r->net)
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
     return 0;
 }
@@ -298,8 +307,8 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
     for (int k = 0; k < S * 2; k++) {
         int fallback = 0;
         prs_error note = {0, ""};
-        if ((rc = prsO_build(profile, k / 2, (prs_instr)(k % 2), o, &r.types[k], &fallback,
-                             &note))) {
+        if ((rc = prsO_build_memo(profile, k / 2, (prs_instr)(k % 2), o, r.types, k,
+                                  &r.types[k], &fallback, &note))) {
             prs_error_set(err, rc, "%s", note.msg);
             goto out;
         }
