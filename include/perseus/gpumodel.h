@@ -73,8 +73,9 @@ int prs_gpu_clock_at(const prs_gpu_preset *g, int i);
 /* 1 if freq_mhz is one of the supported clocks, else 0. */
 int prs_gpu_clock_supported(const prs_gpu_preset *g, int freq_mhz);
 
-/* The model at clock freq_mhz (> 0; clocks outside the supported range are extrapolated). These
- * return NAN when freq_mhz <= 0. When gamma is an integer the power is computed with
+/* The model at clock freq_mhz (> 0; clocks outside the supported range are extrapolated); g and
+ * w must be non-NULL (check them once with prs_gpu_preset_check). These return NAN when
+ * freq_mhz <= 0. When gamma is an integer the power is computed with
  * multiplications only, so results are bit-identical on every IEEE-754 platform. */
 double prs_gpu_time_s(const prs_gpu_preset *g, const prs_gpu_work *w, double freq_mhz);
 double prs_gpu_power_w(const prs_gpu_preset *g, double freq_mhz);

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Build and run the whole test suite twice: an optimised build, then AddressSanitizer +
+# UndefinedBehaviorSanitizer. Then a short libFuzzer run of each fuzz target.
+# Usage: scripts/test.sh [--no-sanitize] [--no-fuzz]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+sanitize=1 fuzz=1
+for a in "$@"; do
+  case "$a" in
+    --no-sanitize) sanitize=0 ;;
+    --no-fuzz) fuzz=0 ;;
+    *) echo "scripts/test.sh: unknown option '$a'" >&2; exit 2 ;;
+  esac
+done
+jobs=$(nproc)
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j "$jobs"
+ctest --test-dir build --output-on-failure -j "$jobs"
+
+if ((sanitize)); then
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPRS_SANITIZE=ON >/dev/null
+  cmake --build build-asan -j "$jobs"
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$jobs"
+fi
+
+if ((fuzz)); then
+  CC=clang cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPRS_FUZZ=ON \
+    -DPRS_SANITIZE=ON >/dev/null
+  for src in fuzz/fuzz_*.c; do
+    name=$(basename "$src" .c)
+    cmake --build build-fuzz -j "$jobs" --target "$name"
+    f=build-fuzz/fuzz/$name
+    work=$(mktemp -d)
+    cp -r "fuzz/corpus/$name/." "$work/"
+    echo "fuzzing $name for 30 s"
+    "$f" -max_total_time=30 -print_final_stats=0 "$work" 2>&1 | tail -n 2
+    rm -rf "$work"
+  done
+fi

@@ -1,0 +1,42 @@
+/* perseus: command-line entry point. Dispatches to one subcommand per file (cli.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void usage(FILE *out)
+{
+    fputs("usage: perseus COMMAND [OPTIONS]\n"
+          "\n"
+          "Plan GPU clocks for pipeline-parallel training at the least energy for each\n"
+          "iteration time.\n"
+          "\n"
+          "commands:\n"
+          "  plan          stage profile -> iteration time-energy frontier and frequency plans\n"
+          "  plan export   print one plan of a planned frontier (JSON or the reference's list)\n"
+          "  synth         write a synthetic stage profile from the simulated GPU model\n"
+          "\n"
+          "Run 'perseus COMMAND --help' for a command's options.\n",
+          out);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        puts("perseus " PRS_VERSION);
+        return 0;
+    }
+    if (strcmp(cmd, "plan") == 0) return prs_cmd_plan(argc - 1, argv + 1);
+    if (strcmp(cmd, "synth") == 0) return prs_cmd_synth(argc - 1, argv + 1);
+    fprintf(stderr, "perseus: unknown command '%s' (try 'perseus --help')\n", cmd);
+    return 2;
+}

@@ -1,0 +1,294 @@
+/* Saving and loading a frontier directory (include/perseus/planner.h).
+ *
+ *   frontier.csv         time,energy per point, slowest first: the reference's
+ *                        iteration_time_energy.csv, numbers printed as Python prints them, so
+ *                        the published frontiers compare textually;
+ *   frontier-detail.csv  index, planned and evaluated figures per point;
+ *   plans.prs            everything needed to rebuild every plan: a header of key/value lines,
+ *                        the first (all-slowest, not emitted) plan, then one line per point with
+ *                        its figures and the computations whose clock changed ("op:MHz").
+ * Consecutive plans differ in a few computations, so plans.prs stays small (GPT-3 M=96: 3,495
+ * plans of 1,536 clocks each). Every file is written to a temporary name and renamed into
+ * place, so a crash never leaves a half-written frontier behind a complete-looking name. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "frontier_int.h"
+#include "numfmt.h"
+
+#define PLANS_MAGIC "perseus-plans 1"
+
+typedef int (*writer_fn)(const prs_frontier *f, FILE *out);
+
+static int write_frontier_csv(const prs_frontier *f, FILE *out)
+{
+    char t[PRS_NUMFMT_MAX], e[PRS_NUMFMT_MAX];
+    fputs("time,energy\n", out);
+    for (size_t k = 0; k < f->npoints; k++)
+        fprintf(out, "%s,%s\n", prsN_fmt_double(t, sizeof t, f->pts[k].time_s),
+                prsN_fmt_double(e, sizeof e, f->pts[k].energy_j));
+    return 0;
+}
+
+static int write_detail_csv(const prs_frontier *f, FILE *out)
+{
+    char b[5][PRS_NUMFMT_MAX];
+    fputs("index,time_units,time,energy,cost_change,eval_time,eval_energy\n", out);
+    for (size_t k = 0; k < f->npoints; k++) {
+        const prs_frontier_point *p = &f->pts[k];
+        fprintf(out, "%zu,%ld,%s,%s,%s,%s,%s\n", k, p->time_units,
+                prsN_fmt_double(b[0], sizeof b[0], p->time_s),
+                prsN_fmt_double(b[1], sizeof b[1], p->energy_j),
+                prsN_fmt_double(b[2], sizeof b[2], p->cost_change_j),
+                prsN_fmt_double(b[3], sizeof b[3], p->eval_time_s),
+                prsN_fmt_double(b[4], sizeof b[4], p->eval_energy_j));
+    }
+    return 0;
+}
+
+static int write_plans(const prs_frontier *f, FILE *out)
+{
+    char a[PRS_NUMFMT_MAX], b[PRS_NUMFMT_MAX], c[PRS_NUMFMT_MAX], d[PRS_NUMFMT_MAX];
+    fprintf(out, "%s\nstages %d\nmicrobatches %d\nschedule %s\nunit_time %s\n", PLANS_MAGIC,
+            f->pipe.stages, f->pipe.microbatches, prs_schedule_name(f->pipe.schedule),
+            prsN_fmt_double(a, sizeof a, f->pipe.unit_time_s));
+    fprintf(out, "blocking_power %s\ncost_model %s\npoints %zu\nbase",
+            prsN_fmt_double(a, sizeof a, f->pipe.blocking_power_w), prs_cost_model_name(f->model),
+            f->npoints);
+    for (int i = 0; i < f->nops; i++) fprintf(out, " %d", f->base[i]);
+    fputc('\n', out);
+    for (size_t k = 0; k < f->npoints; k++) {
+        const prs_frontier_point *p = &f->pts[k];
+        fprintf(out, "p %ld %s %s %s %s", p->time_units,
+                prsN_fmt_double(a, sizeof a, p->energy_j),
+                prsN_fmt_double(b, sizeof b, p->cost_change_j),
+                prsN_fmt_double(c, sizeof c, p->eval_time_s),
+                prsN_fmt_double(d, sizeof d, p->eval_energy_j));
+        for (size_t i = f->dstart[k]; i < f->dstart[k + 1]; i++)
+            fprintf(out, " %d:%d", f->dop[i], f->dfreq[i]);
+        fputc('\n', out);
+    }
+    return 0;
+}
+
+static int write_atomically(const char *dir, const char *name, const prs_frontier *f,
+                            writer_fn fn, prs_error *err)
+{
+    size_t n = strlen(dir) + strlen(name) + 16;
+    char *path = malloc(n), *tmp = malloc(n);
+    if (!path || !tmp) {
+        free(path);
+        free(tmp);
+        return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    }
+    snprintf(path, n, "%s/%s", dir, name);
+    snprintf(tmp, n, "%s/.%s.tmp", dir, name);
+    int rc = 0;
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        rc = prs_error_set(err, PRS_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+        goto done;
+    }
+    fn(f, out);
+    int bad = ferror(out);
+    if (fclose(out) != 0 || bad) {
+        rc = prs_error_set(err, PRS_EIO, "%s: write failed: %s", tmp, strerror(errno));
+        unlink(tmp);
+        goto done;
+    }
+    if (rename(tmp, path) != 0) {
+        rc = prs_error_set(err, PRS_EIO, "%s: cannot rename into place: %s", path,
+                           strerror(errno));
+        unlink(tmp);
+    }
+done:
+    free(path);
+    free(tmp);
+    return rc;
+}
+
+int prs_frontier_save(const prs_frontier *f, const char *dir, prs_error *err)
+{
+    struct stat st;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return prs_error_set(err, PRS_EIO, "%s: cannot create directory: %s", dir,
+                             strerror(errno));
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return prs_error_set(err, PRS_EIO, "%s: not a directory", dir);
+    int rc;
+    if ((rc = write_atomically(dir, "plans.prs", f, write_plans, err))) return rc;
+    if ((rc = write_atomically(dir, "frontier-detail.csv", f, write_detail_csv, err))) return rc;
+    return write_atomically(dir, "frontier.csv", f, write_frontier_csv, err);
+}
+
+/* ---- loading ---- */
+
+typedef struct reader {
+    const char *path;
+    FILE *in;
+    char *line;
+    size_t cap;
+    long lineno;
+    prs_error *err;
+} reader;
+
+static int next_line(reader *r)
+{
+    ssize_t n = getline(&r->line, &r->cap, r->in);
+    if (n < 0) return -1;
+    r->lineno++;
+    if (n > 0 && r->line[n - 1] == '\n') r->line[--n] = '\0';
+    if ((size_t)n != strlen(r->line)) return -2; /* embedded NUL */
+    return 0;
+}
+
+static int bad(reader *r, const char *what)
+{
+    return prs_error_set(r->err, PRS_EPARSE, "%s:%ld: %s", r->path, r->lineno, what);
+}
+
+/* Read "key value" and return value (points into r->line). */
+static const char *keyed(reader *r, const char *key)
+{
+    if (next_line(r) != 0) return NULL;
+    size_t k = strlen(key);
+    if (strncmp(r->line, key, k) != 0 || r->line[k] != ' ') return NULL;
+    return r->line + k + 1;
+}
+
+static int parse_header(reader *r, prs_pipeline *pipe, prs_cost_model *model, size_t *npoints)
+{
+    const char *v;
+    long points;
+    if (next_line(r) != 0 || strcmp(r->line, PLANS_MAGIC) != 0)
+        return bad(r, "not a perseus plans file (expected '" PLANS_MAGIC "')");
+    if (!(v = keyed(r, "stages")) || prsN_parse_int(v, &pipe->stages))
+        return bad(r, "expected 'stages N'");
+    if (!(v = keyed(r, "microbatches")) || prsN_parse_int(v, &pipe->microbatches))
+        return bad(r, "expected 'microbatches N'");
+    if (!(v = keyed(r, "schedule")) || prs_schedule_parse(v, &pipe->schedule))
+        return bad(r, "expected 'schedule NAME' with a known schedule");
+    if (!(v = keyed(r, "unit_time")) || prsN_parse_double(v, &pipe->unit_time_s))
+        return bad(r, "expected 'unit_time SECONDS'");
+    if (!(v = keyed(r, "blocking_power")) || prsN_parse_double(v, &pipe->blocking_power_w))
+        return bad(r, "expected 'blocking_power WATTS'");
+    if (!(v = keyed(r, "cost_model")) || prs_cost_model_parse(v, model))
+        return bad(r, "expected 'cost_model exp|hull'");
+    if (!(v = keyed(r, "points")) || prsN_parse_long(v, &points) || points < 0)
+        return bad(r, "expected 'points N'");
+    if (prs_pipeline_check(pipe, NULL) != 0) return bad(r, "invalid pipeline description");
+    *npoints = (size_t)points;
+    return 0;
+}
+
+/* Next whitespace-separated token of *s (modified in place), or NULL. */
+static char *token(char **s)
+{
+    char *p = *s;
+    while (*p == ' ') p++;
+    if (!*p) return NULL;
+    char *start = p;
+    while (*p && *p != ' ') p++;
+    if (*p) *p++ = '\0';
+    *s = p;
+    return start;
+}
+
+static int parse_point(reader *r, prs_frontier *f, int *ops, int *freqs)
+{
+    char *s = r->line, *tok;
+    prs_frontier_point pt;
+    if (!(tok = token(&s)) || strcmp(tok, "p") != 0) return bad(r, "expected a point line 'p ...'");
+    if (!(tok = token(&s)) || prsN_parse_long(tok, &pt.time_units)) return bad(r, "bad time units");
+    double *fields[] = {&pt.energy_j, &pt.cost_change_j, &pt.eval_time_s, &pt.eval_energy_j};
+    for (int i = 0; i < 4; i++)
+        if (!(tok = token(&s)) || prsN_parse_double(tok, fields[i]))
+            return bad(r, "bad number in point line");
+    pt.time_s = (double)pt.time_units * f->pipe.unit_time_s;
+    size_t n = 0;
+    while ((tok = token(&s))) {
+        char *colon = strchr(tok, ':');
+        if (!colon || (size_t)n >= (size_t)f->nops) return bad(r, "bad change 'op:MHz'");
+        *colon = '\0';
+        if (prsN_parse_int(tok, &ops[n]) || ops[n] < 0 || ops[n] >= f->nops ||
+            prsN_parse_int(colon + 1, &freqs[n]) || freqs[n] <= 0)
+            return bad(r, "bad change 'op:MHz'");
+        n++;
+    }
+    if (prsR_push(f, &pt, ops, freqs, n)) return prs_error_set(r->err, PRS_ENOMEM, "out of memory");
+    return 0;
+}
+
+int prs_frontier_load(const char *dir, prs_frontier **out, prs_error *err)
+{
+    *out = NULL;
+    size_t n = strlen(dir) + 16;
+    char *path = malloc(n);
+    if (!path) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    snprintf(path, n, "%s/plans.prs", dir);
+    reader r = {path, fopen(path, "r"), NULL, 0, 0, err};
+    prs_frontier *f = NULL;
+    int *base = NULL, *ops = NULL, *freqs = NULL;
+    int rc;
+    if (!r.in) {
+        rc = prs_error_set(err, PRS_EIO, "%s: cannot open: %s", path, strerror(errno));
+        goto out;
+    }
+    prs_pipeline pipe = {0};
+    prs_cost_model model = PRS_COST_EXP;
+    size_t npoints = 0;
+    if ((rc = parse_header(&r, &pipe, &model, &npoints))) goto out;
+    int nops = pipe.stages * prs_ops_per_stage(&pipe);
+    base = malloc(sizeof *base * (size_t)nops);
+    ops = malloc(sizeof *ops * (size_t)nops);
+    freqs = malloc(sizeof *freqs * (size_t)nops);
+    if (!base || !ops || !freqs) {
+        rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (next_line(&r) != 0 || strncmp(r.line, "base", 4) != 0) {
+        rc = bad(&r, "expected 'base' followed by one clock per computation");
+        goto out;
+    }
+    char *s = r.line + 4, *tok;
+    for (int i = 0; i < nops; i++)
+        if (!(tok = token(&s)) || prsN_parse_int(tok, &base[i]) || base[i] <= 0) {
+            rc = bad(&r, "base plan: expected one positive clock per computation");
+            goto out;
+        }
+    if (token(&s)) {
+        rc = bad(&r, "base plan: more clocks than computations");
+        goto out;
+    }
+    if (!(f = prsR_new(&pipe, model, base))) {
+        rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t k = 0; k < npoints; k++) {
+        if (next_line(&r) != 0) {
+            rc = bad(&r, "file ends before all points were read");
+            goto out;
+        }
+        if ((rc = parse_point(&r, f, ops, freqs))) goto out;
+    }
+    if (next_line(&r) == 0) {
+        rc = bad(&r, "unexpected data after the last point");
+        goto out;
+    }
+    *out = f;
+    f = NULL;
+    rc = 0;
+out:
+    if (r.in) fclose(r.in);
+    free(r.line);
+    free(path);
+    free(base);
+    free(ops);
+    free(freqs);
+    prs_frontier_free(f);
+    return rc;
+}

@@ -1,0 +1,521 @@
+/* Stage profiles (include/perseus/profile.h): a growable array of rows plus a small open-addressing
+ * hash set of (stage, instruction, clock) keys, so duplicate detection stays O(1) per row.
+ *
+ * The CSV reader works on a bounded buffer (text need not be NUL-terminated and may hold anything):
+ * it walks it line by line, copies each line into a scratch buffer, splits it on commas and trims
+ * blanks around each field. Quoting: a field may be wrapped in double quotes as long as it holds no
+ * quote itself (no "" escapes) and no line break; anything else with a quote in it is rejected with
+ * a message, never misread. Every error is one line, "NAME:LINE: problem" ("NAME: problem" for the
+ * file as a whole), and echoes at most a short, escaped excerpt of the offending field.
+ *
+ * Rows whose instruction is "load" must have five fields but are otherwise not looked at: the
+ * reference ignores them, and we do not know every profiler's conventions for them.
+ *
+ * Limits: stage <= PRS_PROFILE_MAX_STAGE (so that num_stages and per-stage arrays stay sane). */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perseus/profile.h"
+#include "numfmt.h"
+
+#define PRS_PROFILE_MAX_STAGE 1000000
+#define NCOLS 5
+#define MAX_FIELDS 8 /* fields kept per line; more are only counted */
+
+struct prs_profile {
+    char *name;
+    prs_profile_row *rows;
+    size_t nrows, cap;
+    /* Hash set: slot holds row index + 1 (0 = empty); nslots is a power of two. */
+    size_t *slots;
+    size_t nslots;
+    int max_stage; /* -1 when empty */
+};
+
+static const char MEMORY_NAME[] = "<memory>";
+
+const char *prs_instr_name(prs_instr instr)
+{
+    switch (instr) {
+    case PRS_FORWARD:
+        return "forward";
+    case PRS_BACKWARD:
+        return "backward";
+    default:
+        return "?";
+    }
+}
+
+static prs_profile *profile_alloc(const char *name)
+{
+    prs_profile *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    size_t len = strlen(name);
+    p->name = malloc(len + 1);
+    if (!p->name) {
+        free(p);
+        return NULL;
+    }
+    memcpy(p->name, name, len + 1);
+    p->max_stage = -1;
+    return p;
+}
+
+prs_profile *prs_profile_new(void)
+{
+    return profile_alloc(MEMORY_NAME);
+}
+
+void prs_profile_free(prs_profile *p)
+{
+    if (!p) return;
+    free(p->name);
+    free(p->rows);
+    free(p->slots);
+    free(p);
+}
+
+/* "NAME:LINE: problem", or "NAME: problem" when line is 0. */
+static int fail(prs_error *err, int code, const char *name, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int fail(prs_error *err, int code, const char *name, int line, const char *fmt, ...)
+{
+    if (!err) return code;
+    char problem[PRS_ERRMSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(problem, sizeof problem, fmt, ap);
+    va_end(ap);
+    if (line > 0) return prs_error_set(err, code, "%s:%d: %s", name, line, problem);
+    return prs_error_set(err, code, "%s: %s", name, problem);
+}
+
+/* ---- duplicate detection ----------------------------------------------------------------------
+ */
+
+static uint64_t key_hash(int stage, prs_instr instr, int freq_mhz)
+{
+    uint64_t h = ((uint64_t)(uint32_t)stage << 33) ^ ((uint64_t)(instr & 1) << 32) ^
+                 (uint64_t)(uint32_t)freq_mhz;
+    /* splitmix64 finaliser */
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebULL;
+    h ^= h >> 31;
+    return h;
+}
+
+static int same_key(const prs_profile_row *a, const prs_profile_row *b)
+{
+    return a->stage == b->stage && a->instr == b->instr && a->freq_mhz == b->freq_mhz;
+}
+
+/* The row with row's key, or NULL. */
+static const prs_profile_row *find_row(const prs_profile *p, const prs_profile_row *row)
+{
+    if (p->nslots == 0 || !p->rows) return NULL;
+    size_t mask = p->nslots - 1;
+    size_t i = (size_t)key_hash(row->stage, row->instr, row->freq_mhz) & mask;
+    while (p->slots[i] != 0) {
+        const prs_profile_row *cand = &p->rows[p->slots[i] - 1];
+        if (same_key(cand, row)) return cand;
+        i = (i + 1) & mask;
+    }
+    return NULL;
+}
+
+static void slot_insert(size_t *slots, size_t nslots, const prs_profile_row *row, size_t idx)
+{
+    size_t mask = nslots - 1;
+    size_t i = (size_t)key_hash(row->stage, row->instr, row->freq_mhz) & mask;
+    while (slots[i] != 0)
+        i = (i + 1) & mask;
+    slots[i] = idx + 1;
+}
+
+/* Room for one more row in rows[] and in the hash set (kept at most half full). */
+static int reserve_one(prs_profile *p)
+{
+    if (p->nrows == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 64;
+        if (cap > SIZE_MAX / sizeof *p->rows) return PRS_ENOMEM;
+        prs_profile_row *rows = realloc(p->rows, cap * sizeof *rows);
+        if (!rows) return PRS_ENOMEM;
+        p->rows = rows;
+        p->cap = cap;
+    }
+    if ((p->nrows + 1) * 2 > p->nslots) {
+        size_t nslots = p->nslots ? p->nslots * 2 : 128;
+        if (nslots > SIZE_MAX / sizeof *p->slots) return PRS_ENOMEM;
+        size_t *slots = calloc(nslots, sizeof *slots);
+        if (!slots) return PRS_ENOMEM;
+        for (size_t k = 0; k < p->nrows; k++)
+            slot_insert(slots, nslots, &p->rows[k], k);
+        free(p->slots);
+        p->slots = slots;
+        p->nslots = nslots;
+    }
+    return PRS_OK;
+}
+
+/* Appends a row whose values are already valid; checks only for a duplicate key. */
+static int append_row(prs_profile *p, const prs_profile_row *row, prs_error *err)
+{
+    const prs_profile_row *old = find_row(p, row);
+    if (old) {
+        if (old->line > 0)
+            return fail(err, PRS_EPARSE, p->name, row->line,
+                        "duplicate row for stage %d %s at %d MHz (first on line %d)", row->stage,
+                        prs_instr_name(row->instr), row->freq_mhz, old->line);
+        return fail(err, PRS_EPARSE, p->name, row->line,
+                    "duplicate row for stage %d %s at %d MHz (same as row %zu)", row->stage,
+                    prs_instr_name(row->instr), row->freq_mhz, (size_t)(old - p->rows) + 1);
+    }
+    if (reserve_one(p) != PRS_OK) return fail(err, PRS_ENOMEM, p->name, 0, "out of memory");
+    p->rows[p->nrows] = *row;
+    slot_insert(p->slots, p->nslots, row, p->nrows);
+    p->nrows++;
+    if (row->stage > p->max_stage) p->max_stage = row->stage;
+    return PRS_OK;
+}
+
+int prs_profile_add(prs_profile *p, const prs_profile_row *row, prs_error *err)
+{
+    if (!p || !row) return prs_error_set(err, PRS_EINVAL, "prs_profile_add: NULL argument");
+    if (row->stage < 0 || row->stage > PRS_PROFILE_MAX_STAGE)
+        return fail(err, PRS_EPARSE, p->name, row->line, "stage %d out of range 0..%d", row->stage,
+                    PRS_PROFILE_MAX_STAGE);
+    if (row->instr != PRS_FORWARD && row->instr != PRS_BACKWARD)
+        return fail(err, PRS_EPARSE, p->name, row->line,
+                    "instruction %d is neither forward nor backward", (int)row->instr);
+    if (row->freq_mhz <= 0)
+        return fail(err, PRS_EPARSE, p->name, row->line, "frequency must be > 0 MHz, got %d",
+                    row->freq_mhz);
+    if (!(isfinite(row->time_s) && row->time_s > 0))
+        return fail(err, PRS_EPARSE, p->name, row->line, "time must be a finite number > 0, got %g",
+                    row->time_s);
+    if (!(isfinite(row->energy_j) && row->energy_j > 0))
+        return fail(err, PRS_EPARSE, p->name, row->line,
+                    "energy must be a finite number > 0, got %g", row->energy_j);
+    return append_row(p, row, err);
+}
+
+/* ---- CSV reading ------------------------------------------------------------------------------
+ */
+
+enum col { COL_STAGE, COL_INSTR, COL_FREQ, COL_TIME, COL_ENERGY };
+static const char *const COL_NAMES[NCOLS] = {"stage", "instruction", "frequency", "time", "energy"};
+
+static int is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* Short, printable excerpt of a field for a message: control bytes as \xNN, at most ~40 bytes. */
+static const char *excerpt(char *buf, size_t n, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0, i = 0;
+    for (; i < 40 && s[i] && o + 5 < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f || c == '\'' || c == '\\') {
+            buf[o++] = '\\';
+            buf[o++] = 'x';
+            buf[o++] = hex[c >> 4];
+            buf[o++] = hex[c & 15];
+        } else {
+            buf[o++] = (char)c;
+        }
+    }
+    buf[o] = '\0';
+    if (s[i] && o + 4 < n) memcpy(buf + o, "...", 4);
+    return buf;
+}
+
+/* Splits a NUL-terminated line in place into at most MAX_FIELDS fields (trimmed, unquoted);
+ * *nfields gets the true count. Returns NULL or a problem description. */
+static const char *split_fields(char *line, char **fields, int *nfields)
+{
+    int n = 0;
+    char *s = line;
+    for (;;) {
+        while (is_blank(*s))
+            s++;
+        char *start, *end, *next;
+        if (*s == '"') {
+            start = s + 1;
+            char *q = strchr(start, '"');
+            if (!q) return "unterminated quoted field";
+            end = q;
+            next = q + 1;
+            while (is_blank(*next))
+                next++;
+            if (*next == '"') return "quote inside a quoted field (\"\" escapes are not supported)";
+            if (*next != ',' && *next != '\0') return "unexpected text after a quoted field";
+            while (start < end && is_blank(*start))
+                start++;
+        } else {
+            start = s;
+            next = s + strcspn(s, ",\"");
+            if (*next == '"') return "unexpected quote inside an unquoted field";
+            end = next;
+        }
+        while (end > start && is_blank(end[-1]))
+            end--;
+        if (n < MAX_FIELDS) fields[n] = start;
+        n++;
+        char sep = *next;
+        *end = '\0';
+        if (sep == '\0') break;
+        s = next + 1;
+    }
+    *nfields = n;
+    return NULL;
+}
+
+typedef struct reader {
+    const char *name;
+    prs_profile *p;
+    prs_error *err;
+    char *buf; /* scratch copy of the current line */
+    size_t bufcap;
+} reader;
+
+static int parse_header(reader *r, char **fields, int nfields, int line, int *colmap)
+{
+    char ex[200];
+    int seen[NCOLS] = {0};
+    int nstored = nfields < MAX_FIELDS ? nfields : MAX_FIELDS;
+    for (int i = 0; i < nstored; i++) {
+        int c = -1;
+        for (int k = 0; k < NCOLS; k++)
+            if (strcmp(fields[i], COL_NAMES[k]) == 0) c = k;
+        if (c < 0)
+            return fail(r->err, PRS_EPARSE, r->name, line,
+                        "unknown column '%s' (expected stage,instruction,frequency,time,energy)",
+                        excerpt(ex, sizeof ex, fields[i]));
+        if (seen[c])
+            return fail(r->err, PRS_EPARSE, r->name, line, "duplicate column '%s'", COL_NAMES[c]);
+        seen[c] = 1;
+        colmap[c] = i;
+    }
+    /* Every field is a distinct known name (more than NCOLS fields would have repeated one), so
+     * nfields <= NCOLS here and any name not seen is missing. */
+    for (int k = 0; k < NCOLS; k++)
+        if (!seen[k])
+            return fail(r->err, PRS_EPARSE, r->name, line, "missing column '%s'", COL_NAMES[k]);
+    return PRS_OK;
+}
+
+static int parse_row(reader *r, char **fields, int nfields, int line, const int *colmap)
+{
+    char ex[200];
+    if (nfields != NCOLS)
+        return fail(r->err, PRS_EPARSE, r->name, line, "expected %d fields, got %d", NCOLS,
+                    nfields);
+    const char *instr = fields[colmap[COL_INSTR]];
+    prs_profile_row row = {0};
+    row.line = line;
+    if (strcmp(instr, "forward") == 0)
+        row.instr = PRS_FORWARD;
+    else if (strcmp(instr, "backward") == 0)
+        row.instr = PRS_BACKWARD;
+    else if (strcmp(instr, "load") == 0)
+        return PRS_OK;
+    else
+        return fail(r->err, PRS_EPARSE, r->name, line,
+                    "column 'instruction': expected forward, backward or load, got '%s'",
+                    excerpt(ex, sizeof ex, instr));
+
+    const char *s = fields[colmap[COL_STAGE]];
+    if (prsN_parse_int(s, &row.stage) != 0 || row.stage < 0 || row.stage > PRS_PROFILE_MAX_STAGE)
+        return fail(r->err, PRS_EPARSE, r->name, line,
+                    "column 'stage': expected an integer in 0..%d, got '%s'", PRS_PROFILE_MAX_STAGE,
+                    excerpt(ex, sizeof ex, s));
+    s = fields[colmap[COL_FREQ]];
+    if (prsN_parse_int(s, &row.freq_mhz) != 0 || row.freq_mhz <= 0)
+        return fail(r->err, PRS_EPARSE, r->name, line,
+                    "column 'frequency': expected an integer > 0 (MHz), got '%s'",
+                    excerpt(ex, sizeof ex, s));
+    s = fields[colmap[COL_TIME]];
+    if (prsN_parse_double(s, &row.time_s) != 0 || !(row.time_s > 0))
+        return fail(r->err, PRS_EPARSE, r->name, line,
+                    "column 'time': expected a number > 0, got '%s'", excerpt(ex, sizeof ex, s));
+    s = fields[colmap[COL_ENERGY]];
+    if (prsN_parse_double(s, &row.energy_j) != 0 || !(row.energy_j > 0))
+        return fail(r->err, PRS_EPARSE, r->name, line,
+                    "column 'energy': expected a number > 0, got '%s'", excerpt(ex, sizeof ex, s));
+    return append_row(r->p, &row, r->err);
+}
+
+static int parse_text(reader *r, const char *text, size_t len)
+{
+    size_t pos = 0;
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) pos = 3; /* UTF-8 byte-order mark */
+    int line = 0, have_header = 0;
+    int colmap[NCOLS] = {0};
+    while (pos < len) {
+        if (line == INT_MAX) return fail(r->err, PRS_EPARSE, r->name, 0, "too many lines");
+        line++;
+        const char *nl = memchr(text + pos, '\n', len - pos);
+        size_t linelen = nl ? (size_t)(nl - (text + pos)) : len - pos;
+        const char *ltext = text + pos;
+        pos += linelen + (nl ? 1 : 0);
+        if (memchr(ltext, '\0', linelen))
+            return fail(r->err, PRS_EPARSE, r->name, line, "embedded NUL byte");
+        size_t k = 0;
+        while (k < linelen && is_blank(ltext[k]))
+            k++;
+        if (k == linelen) continue; /* blank line */
+        if (linelen >= r->bufcap) {
+            char *b = realloc(r->buf, linelen + 1);
+            if (!b) return fail(r->err, PRS_ENOMEM, r->name, 0, "out of memory");
+            r->buf = b;
+            r->bufcap = linelen + 1;
+        }
+        memcpy(r->buf, ltext, linelen);
+        r->buf[linelen] = '\0';
+        char *fields[MAX_FIELDS];
+        int nfields = 0;
+        const char *problem = split_fields(r->buf, fields, &nfields);
+        if (problem) return fail(r->err, PRS_EPARSE, r->name, line, "%s", problem);
+        int rc = have_header ? parse_row(r, fields, nfields, line, colmap)
+                             : parse_header(r, fields, nfields, line, colmap);
+        if (rc != PRS_OK) return rc;
+        have_header = 1;
+    }
+    if (!have_header)
+        return fail(r->err, PRS_EPARSE, r->name, 0,
+                    "empty file (expected header stage,instruction,frequency,time,energy)");
+    if (r->p->nrows == 0)
+        return fail(r->err, PRS_EPARSE, r->name, 0, "no forward or backward data rows");
+    return PRS_OK;
+}
+
+int prs_profile_parse(const char *name, const char *text, size_t len, prs_profile **out,
+                      prs_error *err)
+{
+    if (out) *out = NULL;
+    if (!name) name = MEMORY_NAME;
+    if (!out || (!text && len > 0))
+        return prs_error_set(err, PRS_EINVAL, "prs_profile_parse: NULL argument");
+    reader r = {.name = name, .err = err};
+    r.p = profile_alloc(name);
+    if (!r.p) return fail(err, PRS_ENOMEM, name, 0, "out of memory");
+    int rc = parse_text(&r, text ? text : "", len);
+    free(r.buf);
+    if (rc != PRS_OK) {
+        prs_profile_free(r.p);
+        return rc;
+    }
+    *out = r.p;
+    return PRS_OK;
+}
+
+int prs_profile_load(const char *path, prs_profile **out, prs_error *err)
+{
+    if (out) *out = NULL;
+    if (!path || !out) return prs_error_set(err, PRS_EINVAL, "prs_profile_load: NULL argument");
+    FILE *f = fopen(path, "rb");
+    if (!f) return fail(err, PRS_EIO, path, 0, "cannot open: %s", strerror(errno));
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    int rc = PRS_OK;
+    for (;;) {
+        if (len == cap) {
+            size_t ncap = cap ? cap * 2 : 65536;
+            char *t = ncap > cap ? realloc(text, ncap) : NULL;
+            if (!t) {
+                rc = fail(err, PRS_ENOMEM, path, 0, "out of memory");
+                break;
+            }
+            text = t;
+            cap = ncap;
+        }
+        size_t got = fread(text + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) {
+            if (ferror(f)) rc = fail(err, PRS_EIO, path, 0, "read error: %s", strerror(errno));
+            break;
+        }
+    }
+    fclose(f);
+    if (rc == PRS_OK) rc = prs_profile_parse(path, text, len, out, err);
+    free(text);
+    return rc;
+}
+
+/* ---- output and queries -----------------------------------------------------------------------
+ */
+
+int prs_profile_write_csv(const prs_profile *p, FILE *f)
+{
+    if (!p || !f) return PRS_EINVAL;
+    if (fputs("stage,instruction,frequency,time,energy\n", f) == EOF) return PRS_EIO;
+    for (size_t i = 0; i < p->nrows; i++) {
+        const prs_profile_row *row = &p->rows[i];
+        char t[PRS_NUMFMT_MAX], e[PRS_NUMFMT_MAX];
+        if (fprintf(f, "%d,%s,%d,%s,%s\n", row->stage, prs_instr_name(row->instr), row->freq_mhz,
+                    prsN_fmt_double(t, sizeof t, row->time_s),
+                    prsN_fmt_double(e, sizeof e, row->energy_j)) < 0)
+            return PRS_EIO;
+    }
+    return ferror(f) ? PRS_EIO : PRS_OK;
+}
+
+size_t prs_profile_nrows(const prs_profile *p)
+{
+    return p ? p->nrows : 0;
+}
+
+const prs_profile_row *prs_profile_rows(const prs_profile *p)
+{
+    return p ? p->rows : NULL;
+}
+
+int prs_profile_num_stages(const prs_profile *p)
+{
+    return p ? p->max_stage + 1 : 0;
+}
+
+const char *prs_profile_name(const prs_profile *p)
+{
+    return p ? p->name : MEMORY_NAME;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+int prs_profile_check_stages(const prs_profile *p, int stages, prs_error *err)
+{
+    if (!p || stages < 0)
+        return prs_error_set(err, PRS_EINVAL, "prs_profile_check_stages: bad argument");
+    /* Codes 2*stage+instr of the rows below `stages`, sorted and deduplicated; the first gap in
+     * 0, 1, 2, ... is the first missing (stage, instruction). O(n log n), independent of stages. */
+    int *codes = malloc((p->nrows ? p->nrows : 1) * sizeof *codes);
+    if (!codes) return fail(err, PRS_ENOMEM, p->name, 0, "out of memory");
+    size_t n = 0;
+    for (size_t i = 0; i < p->nrows; i++)
+        if (p->rows[i].stage < stages) codes[n++] = 2 * p->rows[i].stage + (int)p->rows[i].instr;
+    qsort(codes, n, sizeof *codes, cmp_int);
+    long long need = 2LL * stages, want = 0; /* want: next code expected */
+    for (size_t i = 0; i < n && want < need; i++) {
+        if (codes[i] < want) continue; /* duplicate code */
+        if (codes[i] > want) break;
+        want++;
+    }
+    free(codes);
+    if (want >= need) return PRS_OK;
+    return fail(err, PRS_EPARSE, p->name, 0, "stage %d has no %s rows", (int)(want / 2),
+                prs_instr_name((prs_instr)(want % 2)));
+}
