@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# End-to-end tests of `perseus plan` and `perseus plan export`, run as a user would.
+set -euo pipefail
+bin=${PRS_BIN_DIR:?}/perseus
+src=${PRS_SOURCE_DIR:?}
+data=${PRS_SHARED_DIR:-}/data/sosp24
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# expect_error STATUS PATTERN CMD...: exit status and a one-line stderr matching PATTERN
+expect_error() {
+  local want=$1 pattern=$2; shift 2
+  local rc=0
+  "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+  [[ $rc -eq $want ]] || fail "exit $rc (want $want): $* :: $(cat "$tmp/err")"
+  [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "want one line on stderr: $* :: $(cat "$tmp/err")"
+  grep -qE -- "$pattern" "$tmp/err" || fail "stderr '$(cat "$tmp/err")' lacks /$pattern/: $*"
+}
+
+ex=$src/examples/a100-8stage.csv
+common=(--stages 8 --microbatches 12 --unit-time 0.001 --blocking-power 83.64)
+
+# --- usage errors ---
+"$bin" plan --help | grep -q -- "--cost-model" || fail "plan --help"
+"$bin" plan export --help | grep -q -- "--format" || fail "plan export --help"
+"$bin" --help | grep -q "plan" || fail "--help"
+expect_error 2 "missing required option '--out'" "$bin" plan --profile "$ex" "${common[@]}"
+expect_error 2 "missing required option '--profile'" "$bin" plan "${common[@]}" --out "$tmp/x"
+expect_error 2 "--stages: expected an integer >= 1, got '0'" "$bin" plan --profile "$ex" --stages 0
+expect_error 2 "--microbatches: expected an integer >= 1, got 'x'" "$bin" plan --microbatches x
+expect_error 2 "--unit-time: expected a number > 0, got 'abc'" "$bin" plan --unit-time abc
+expect_error 2 "--unit-time: expected a number > 0, got '-1'" "$bin" plan --unit-time -1
+expect_error 2 "--blocking-power: expected a number >= 0, got 'nan'" "$bin" plan --blocking-power nan
+expect_error 2 "--cost-model: expected exp or hull, got 'cubic'" "$bin" plan --cost-model cubic
+expect_error 2 "unknown option '--bogus'" "$bin" plan --bogus
+expect_error 2 "unknown command 'plna'" "$bin" plna
+expect_error 2 "stage 8 has no forward rows" "$bin" plan --profile "$ex" --stages 9 \
+  --microbatches 4 --unit-time 0.001 --blocking-power 83.64 --out "$tmp/x"
+
+# --- bad profiles: one line naming file and line, exit 2 ---
+hdr="stage,instruction,frequency,time,energy"
+good_rows() { for f in 1410 1300 1200 1100 1000; do
+  echo "0,forward,$f,0.0$((f / 100)),2$((f / 100))"; echo "0,backward,$f,0.0$((f / 50)),4$((f / 100))"; done; }
+check_bad() { # name pattern content
+  printf '%s' "$3" >"$tmp/$1.csv"
+  expect_error 2 "$2" "$bin" plan --profile "$tmp/$1.csv" --stages 1 --microbatches 2 \
+    --unit-time 0.001 --blocking-power 50 --out "$tmp/o-$1"
+  [[ ! -e $tmp/o-$1 ]] || fail "output directory created for bad profile $1"
+}
+check_bad empty "empty.csv" ""
+check_bad header_only "header_only.csv" "$hdr"$'\n'
+check_bad unknown_col "unknown_col.csv:1:.*power" "stage,instruction,frequency,time,energy,power"$'\n'
+check_bad missing_col "missing_col.csv:1:.*energy" "stage,instruction,frequency,time"$'\n'"0,forward,1410,0.1"$'\n'
+check_bad nonnum "nonnum.csv:3:.*time" "$hdr"$'\n'"0,forward,1410,0.05,20"$'\n'"0,forward,1300,abc,20"$'\n'
+check_bad negative "negative.csv:2:.*energy" "$hdr"$'\n'"0,forward,1410,0.05,-2"$'\n'
+check_bad zero "zero.csv:2:.*time" "$hdr"$'\n'"0,forward,1410,0,2"$'\n'
+check_bad nan "nan.csv:2:.*energy" "$hdr"$'\n'"0,forward,1410,0.05,nan"$'\n'
+check_bad dup "dup.csv:3:.*(duplicate|line 2)" "$hdr"$'\n'"0,forward,1410,0.05,2"$'\n'"0,forward,1410,0.05,2"$'\n'
+check_bad instr "instr.csv:2:.*instruction" "$hdr"$'\n'"0,sideways,1410,0.05,2"$'\n'
+check_bad no_backward "no_backward.csv: stage 0 has no backward rows" "$hdr"$'\n'"0,forward,1410,0.05,2"$'\n'
+check_bad fields "fields.csv:2:" "$hdr"$'\n'"0,forward,1410,0.05"$'\n'
+
+# --- fewer than 4 usable options: falls back to hull for that computation, with a warning ---
+{ echo "$hdr"; good_rows; } | grep -v "forward,1[023]00" >"$tmp/few.csv"
+"$bin" plan --profile "$tmp/few.csv" --stages 1 --microbatches 2 --unit-time 0.001 \
+  --blocking-power 50 --out "$tmp/few" 2>"$tmp/err" || fail "fallback profile: $(cat "$tmp/err")"
+grep -q "stage 0 forward: .*using the hull cost model" "$tmp/err" || fail "no fallback warning"
+[[ -s $tmp/few/frontier.csv ]] || fail "fallback: no frontier"
+
+# --- the example profile, both models; export by index and time ---
+"$bin" plan --profile "$ex" "${common[@]}" --quiet --out "$tmp/ex"
+"$bin" plan --profile "$ex" "${common[@]}" --quiet --cost-model hull --out "$tmp/exh"
+for d in ex exh; do
+  for f in frontier.csv frontier-detail.csv plans.prs; do [[ -s $tmp/$d/$f ]] || fail "$d/$f"; done
+  [[ $(head -1 "$tmp/$d/frontier.csv") == "time,energy" ]] || fail "frontier header"
+done
+n=$(($(wc -l <"$tmp/ex/frontier.csv") - 1))
+"$bin" plan export "$tmp/ex" --index 0 >"$tmp/p0.json"
+/usr/bin/python3 - "$tmp/p0.json" "$tmp/ex/frontier-detail.csv" <<'PY'
+import csv, json, sys
+plan = json.load(open(sys.argv[1]))
+row = next(csv.DictReader(open(sys.argv[2])))
+assert plan["index"] == 0 and plan["stages"] == 8 and plan["microbatches"] == 12, plan
+assert len(plan["plan"]) == 8 and all(len(s["clocks_mhz"]) == 24 for s in plan["plan"])
+assert plan["plan"][0]["ops"][:5] == ["F0", "F1", "F2", "F3", "F4"], plan["plan"][0]["ops"]
+assert plan["plan"][7]["ops"][:4] == ["F0", "B0", "F1", "B1"]
+assert abs(plan["eval_energy_j"] - float(row["eval_energy"])) < 1e-9
+PY
+"$bin" plan export "$tmp/ex" --index $((n - 1)) --format lowtime >"$tmp/last.txt"
+grep -qE '^\[\[[0-9]+(, [0-9]+){23}\](, \[[0-9]+(, [0-9]+){23}\]){7}\]$' "$tmp/last.txt" || fail "lowtime format"
+expect_error 2 "--index: expected 0\.\.$((n - 1)), got '$n'" "$bin" plan export "$tmp/ex" --index $n
+expect_error 2 "give exactly one of --index K or --time SEC" "$bin" plan export "$tmp/ex"
+expect_error 2 "no plan meets 0.1 s" "$bin" plan export "$tmp/ex" --time 0.1
+expect_error 2 "plans.prs: cannot open" "$bin" plan export "$tmp/nowhere" --index 0
+# --time picks the least evaluated energy among plans no slower than the target
+t=$(awk -F, 'NR==2{print $6}' "$tmp/exh/frontier-detail.csv")
+want=$(awk -F, -v t="$t" 'NR>1 && $6<=t+1e-9 && (best=="" || $7<best) {best=$7; k=$1} END{print k}' "$tmp/exh/frontier-detail.csv")
+got=$("$bin" plan export "$tmp/exh" --time "$t" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["index"])')
+[[ $got == "$want" ]] || fail "--time $t picked $got, want $want"
+# a corrupted plans file is an error naming the line
+sed -i '3s/.*/microbatches lots/' "$tmp/ex/plans.prs"
+expect_error 2 "plans.prs:3: expected 'microbatches N'" "$bin" plan export "$tmp/ex" --index 0
+
+# --- progress bar on a terminal only ---
+if command -v script >/dev/null; then
+  script -qec "$bin plan --profile $ex ${common[*]} --out $tmp/tty" /dev/null >"$tmp/tty.txt" </dev/null
+  grep -q "planning \[" "$tmp/tty.txt" || fail "no progress bar on a terminal"
+fi
+"$bin" plan --profile "$ex" "${common[@]}" --out "$tmp/notty" 2>"$tmp/err"
+! grep -q "planning \[" "$tmp/err" || fail "progress bar written to a non-terminal"
+
+# --- the published frontiers through the CLI (skipped without the shared data) ---
+if [[ -f $data/stage_profile/gpt3-175b+a100_sxm_bf16.csv ]]; then
+  for model in gpt3-175b bloom; do
+    "$bin" plan --profile "$data/stage_profile/$model+a100_sxm_bf16.csv" "${common[@]}" --quiet \
+      --out "$tmp/g-$model"
+    paste -d, "$tmp/g-$model/frontier.csv" "$data/frontier/${model}+a100_sxm_bf16_mb12.csv" |
+      awk -F, 'NR==1 {next} $1 != $3 {print "time differs on row " NR; bad=1}
+               { r = ($2 - $4) / $4; if (r < 0) r = -r; if (r > 1e-6) {print "energy differs on row " NR; bad=1} }
+               END {exit bad}' || fail "$model frontier differs from the published one"
+    [[ $(wc -l <"$tmp/g-$model/frontier.csv") -eq $(wc -l <"$data/frontier/${model}+a100_sxm_bf16_mb12.csv") ]] ||
+      fail "$model row count"
+  done
+else
+  echo "shared data not found; published-frontier checks skipped"
+fi
+echo "plan CLI tests passed"
