@@ -102,12 +102,15 @@ void prsF_reset(prsF_net *n, int nnodes, int s, int t);
 /* Add arc with flow bounds [lb, ub] (ub may be INFINITY) and a starting flow (clamped into the
  * bounds; any value works, a good one saves work); returns its id (0, 1, 2, ...). */
 int prsF_add(prsF_net *n, int from, int to, double lb, double ub, double flow);
-/* After prsF_min_cut: the flow on arc id (whose lower bound was lb). */
+/* After prsF_min_cut: the flow on arc id (whose lower bound was lb), within its bounds. It is
+ * meant as the next solve's starting flow; on its own it need not be conserved at every node
+ * (the solver's node-excess arcs carry the difference). */
 double prsF_flow(const prsF_net *n, int arc, double lb);
 /* Solve. Writes side[v] = 1 for nodes on the source side of the source-minimal min cut
  * (reachable from s in the final residual graph through capacity > eps). Returns 0, or
- * PRS_EINFEASIBLE when no flow meets the lower bounds, or PRS_ERANGE when the max flow is
- * unbounded (an s-t path of infinite capacity exists). */
+ * PRS_ERANGE when no finite cut exists (an s-t path of infinite capacity), or PRS_EINFEASIBLE
+ * when the minimum cut is negative (the lower bounds admit no s-t flow; the planner's networks,
+ * with lb <= ub from convex costs, never are). */
 int prsF_min_cut(prsF_net *n, double eps, unsigned char *side);
 
 /* ---- Exact evaluation (evaluate.c) ---- */

@@ -1,0 +1,153 @@
+/* Min cut with lower bounds (maxflow.c) against brute force: on small random networks every
+ * source-side set S is enumerated, its cost sum_{forward} ub - sum_{backward} lb computed, and
+ * the solver's cut must be the source-minimal minimiser (the intersection of all minimisers),
+ * whatever starting flow it is given. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "plan_int.h"
+
+static uint64_t rng_state;
+static uint64_t next_u64(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+static double uniform(void)
+{
+    return (double)(next_u64() >> 11) / 9007199254740992.0;
+}
+static int below(int n)
+{
+    return (int)(next_u64() % (uint64_t)n);
+}
+
+typedef struct arc {
+    int from, to;
+    double lb, ub, flow;
+} arc;
+
+/* Random DAG on n nodes (0 = source, n-1 = sink) with a feasible flow, then bounds around it. */
+static int make_case(int n, arc *arcs)
+{
+    int m = 0;
+    for (int u = 0; u < n; u++)
+        for (int v = u + 1; v < n; v++)
+            if (uniform() < 0.45) arcs[m++] = (arc){u, v, 0, 0, 0};
+    /* route a few unit-ish flows along random source-sink paths through existing arcs */
+    for (int p = 0; p < 4; p++) {
+        double amount = 0.5 + 2 * uniform();
+        int v = 0;
+        while (v != n - 1) {
+            int choices[64], nc = 0;
+            for (int a = 0; a < m; a++)
+                if (arcs[a].from == v) choices[nc++] = a;
+            if (nc == 0) break;
+            int a = choices[below(nc)];
+            arcs[a].flow += amount;
+            v = arcs[a].to;
+        }
+        if (v != n - 1) { /* dead end: undo by zeroing this instance's flows */
+            for (int a = 0; a < m; a++) arcs[a].flow = 0;
+            return make_case(n, arcs);
+        }
+    }
+    for (int a = 0; a < m; a++) {
+        double f = arcs[a].flow;
+        int kind = below(5);
+        if (kind == 0) { /* dummy-like */
+            arcs[a].lb = 0;
+            arcs[a].ub = INFINITY;
+        } else if (kind == 1) { /* tight: lb == ub (a linear cost segment) */
+            arcs[a].lb = arcs[a].ub = f;
+        } else {
+            arcs[a].lb = f * uniform();
+            arcs[a].ub = f + 3 * uniform();
+            if (below(4) == 0) arcs[a].ub = INFINITY;
+        }
+    }
+    return m;
+}
+
+static double cut_cost(const arc *arcs, int m, unsigned mask)
+{
+    double c = 0;
+    for (int a = 0; a < m; a++) {
+        int fs = (mask >> arcs[a].from) & 1, ts = (mask >> arcs[a].to) & 1;
+        if (fs && !ts) c += arcs[a].ub;
+        else if (!fs && ts) c -= arcs[a].lb;
+    }
+    return c;
+}
+
+static void random_cuts(void **state)
+{
+    (void)state;
+    rng_state = 12345;
+    prsF_net *net = prsF_new(16, 256);
+    assert_non_null(net);
+    int infinite = 0, finite = 0;
+    for (int iter = 0; iter < 3000; iter++) {
+        int n = 3 + below(8);
+        arc arcs[128];
+        int m = make_case(n, arcs);
+        /* brute force over S containing 0, not n-1 */
+        double best = INFINITY;
+        unsigned inter = ~0u;
+        for (unsigned mask = 0; mask < (1u << n); mask++) {
+            if (!(mask & 1) || (mask >> (n - 1)) & 1) continue;
+            double c = cut_cost(arcs, m, mask);
+            if (c < best - 1e-9) {
+                best = c;
+                inter = mask;
+            } else if (fabs(c - best) <= 1e-9) {
+                inter &= mask;
+            }
+        }
+        for (int start = 0; start < 3; start++) {
+            prsF_reset(net, n, 0, n - 1);
+            for (int a = 0; a < m; a++) {
+                double f0 = start == 0 ? arcs[a].lb : start == 1 ? arcs[a].flow : 10 * uniform();
+                prsF_add(net, arcs[a].from, arcs[a].to, arcs[a].lb, arcs[a].ub, f0);
+            }
+            unsigned char side[16];
+            int rc = prsF_min_cut(net, 1e-9, side);
+            if (isinf(best)) {
+                assert_int_equal(rc, PRS_ERANGE);
+                infinite++;
+                continue;
+            }
+            assert_int_equal(rc, 0);
+            finite++;
+            unsigned got = 0;
+            for (int v = 0; v < n; v++) got |= (unsigned)side[v] << v;
+            if (got != inter)
+                print_message("case %d start %d: got set %#x, want %#x (cost %g vs %g)\n", iter,
+                              start, got, inter, cut_cost(arcs, m, got), best);
+            assert_int_equal(got, inter);
+            /* the flow handed back for warm starts respects the bounds */
+            for (int a = 0; a < m; a++) {
+                double f = prsF_flow(net, a, arcs[a].lb);
+                assert_true(f >= arcs[a].lb - 1e-9 && f <= arcs[a].ub + 1e-9);
+            }
+        }
+    }
+    print_message("%d finite and %d infinite cuts checked\n", finite, infinite);
+    assert_true(finite > 1000 && infinite > 50);
+    prsF_free(net);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(random_cuts)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
