@@ -132,4 +132,15 @@ int prsE_find(const prsE_table *t, int type, int freq_mhz);
  * sum(e) + P_block * (stages * T - sum(q)) * tau. */
 double prsE_energy(const prs_pipeline *pipe, long T, double sum_energy_j, long sum_q);
 
+/* ---- Slack reclaiming (refine.c) ---- */
+
+typedef struct prsP_refiner prsP_refiner;
+
+prsP_refiner *prsP_new(const prsG_graph *g, const prsE_table *ev, const prs_pipeline *pipe);
+void prsP_free(prsP_refiner *rf);
+/* Replace clocks in freq (one per op, all profiled) by the cheapest ones, in effective energy,
+ * that keep the critical path within budget units. No op gets costlier. PRS_EINVAL if a clock
+ * is not profiled or the plan already exceeds the budget. */
+int prsP_refine(prsP_refiner *rf, int *freq, long budget);
+
 #endif

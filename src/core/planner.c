@@ -86,8 +86,10 @@ typedef struct run {
     prsO_optype *types;
     prsF_net *net;
     long *dur, *earliest, *latest, *eval_q, *eval_earliest;
-    double *eval_e, *arc_flow, *arc_lb;
+    double *arc_flow, *arc_lb;
     int *freq, *arc_id, *touched, *chg_op, *chg_freq;
+    int *plan, *prev_plan, *scratch; /* emitted plan (hull: refined), the previous one */
+    prsP_refiner *refiner;           /* hull mode only */
     unsigned char *side;
 } run;
 
@@ -104,7 +106,6 @@ static void run_free(run *r)
     free(r->latest);
     free(r->eval_q);
     free(r->eval_earliest);
-    free(r->eval_e);
     free(r->arc_flow);
     free(r->arc_lb);
     free(r->freq);
@@ -112,6 +113,10 @@ static void run_free(run *r)
     free(r->touched);
     free(r->chg_op);
     free(r->chg_freq);
+    free(r->plan);
+    free(r->prev_plan);
+    free(r->scratch);
+    prsP_free(r->refiner);
     free(r->side);
 }
 
@@ -124,14 +129,6 @@ static int knob(const run *r, int op)
 {
     const prsO_optype *t = op_type(r, op);
     return t->knob[r->dur[op] - t->q_min];
-}
-
-/* Set op's real (quantized time, energy) from its clock. */
-static void set_eval(run *r, int op)
-{
-    int k = prsE_find(&r->ev, r->g.op_type[op], r->freq[op]);
-    r->eval_q[op] = r->ev.q[k];
-    r->eval_e[op] = r->ev.energy_j[k];
 }
 
 static double floor_grid(double x)
@@ -242,11 +239,13 @@ static int alloc_run(run *r, prs_error *err)
     size_t ops = (size_t)g->nops, nodes = (size_t)g->nnodes, arcs = (size_t)g->narcs;
     r->dur = malloc(ops * sizeof *r->dur);
     r->eval_q = malloc(ops * sizeof *r->eval_q);
-    r->eval_e = malloc(ops * sizeof *r->eval_e);
     r->freq = malloc(ops * sizeof *r->freq);
     r->touched = malloc(ops * sizeof *r->touched);
     r->chg_op = malloc(ops * sizeof *r->chg_op);
     r->chg_freq = malloc(ops * sizeof *r->chg_freq);
+    r->plan = malloc(ops * sizeof *r->plan);
+    r->prev_plan = malloc(ops * sizeof *r->prev_plan);
+    r->scratch = malloc(ops * sizeof *r->scratch);
     r->earliest = malloc(nodes * sizeof *r->earliest);
     r->latest = malloc(nodes * sizeof *r->latest);
     r->eval_earliest = malloc(nodes * sizeof *r->eval_earliest);
@@ -255,8 +254,8 @@ static int alloc_run(run *r, prs_error *err)
     r->arc_lb = malloc(arcs * sizeof *r->arc_lb);
     r->arc_flow = calloc(arcs, sizeof *r->arc_flow);
     r->net = prsF_new(g->nnodes, g->narcs);
-    if (!r->dur || !r->eval_q || !r->eval_e || !r->freq || !r->touched || !r->chg_op ||
-        !r->chg_freq || !r->earliest || !r->latest || !r->eval_earliest || !r->side ||
+    if (!r->dur || !r->eval_q || !r->freq || !r->touched || !r->chg_op ||
+        !r->chg_freq || !r->plan || !r->prev_plan || !r->scratch || !r->earliest || !r->latest || !r->eval_earliest || !r->side ||
         !r->arc_id || !r->arc_lb || !r->arc_flow || !r->net)
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
     return 0;
@@ -272,17 +271,43 @@ static double predicted_cost(const run *r)
     return cost;
 }
 
-static void evaluate_current(run *r, double *time_s, double *energy_j)
+/* Exact evaluation of a plan (every clock is profiled: plans only hold candidates). */
+static void evaluate_plan(run *r, const int *plan, long *T, double *energy_j)
 {
     double sum_e = 0;
     long sum_q = 0;
     for (int op = 0; op < r->g.nops; op++) {
-        sum_e += r->eval_e[op];
-        sum_q += r->eval_q[op];
+        int k = prsE_find(&r->ev, r->g.op_type[op], plan[op]);
+        r->eval_q[op] = r->ev.q[k];
+        sum_q += r->ev.q[k];
+        sum_e += r->ev.energy_j[k];
     }
-    long T = prsG_cpm(&r->g, r->eval_q, r->eval_earliest, NULL);
-    *time_s = (double)T * r->o->pipe.unit_time_s;
-    *energy_j = prsE_energy(&r->o->pipe, T, sum_e, sum_q);
+    *T = prsG_cpm(&r->g, r->eval_q, r->eval_earliest, NULL);
+    *energy_j = prsE_energy(&r->o->pipe, *T, sum_e, sum_q);
+}
+
+/* The plan to emit for the current durations: exp mode emits the duration -> clock map as the
+ * reference does; hull mode reclaims slack (refine.c) within the planned time and within the
+ * unrefined plan's own time, and keeps the cheaper. */
+static void emit_plan(run *r, long T_planned, long *T, double *energy_j)
+{
+    memcpy(r->plan, r->freq, sizeof *r->plan * (size_t)r->g.nops);
+    evaluate_plan(r, r->plan, T, energy_j);
+    if (!r->refiner) return;
+    long budgets[2] = {*T, T_planned};
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && budgets[1] == budgets[0]) break;
+        memcpy(r->scratch, r->freq, sizeof *r->scratch * (size_t)r->g.nops);
+        if (prsP_refine(r->refiner, r->scratch, budgets[b]) != 0) continue;
+        long t;
+        double e;
+        evaluate_plan(r, r->scratch, &t, &e);
+        if (b == 0 ? e <= *energy_j : e < *energy_j) {
+            memcpy(r->plan, r->scratch, sizeof *r->plan * (size_t)r->g.nops);
+            *T = t;
+            *energy_j = e;
+        }
+    }
 }
 
 int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **out,
@@ -324,8 +349,12 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
     for (int op = 0; op < g->nops; op++) {
         r.dur[op] = op_type(&r, op)->q_max;
         r.freq[op] = knob(&r, op);
-        set_eval(&r, op);
     }
+    if (o->cost_model == PRS_COST_HULL && !(r.refiner = prsP_new(g, &r.ev, &o->pipe))) {
+        rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
+        goto out;
+    }
+    memcpy(r.prev_plan, r.freq, sizeof *r.prev_plan * (size_t)g->nops);
     f = prsR_new(&o->pipe, o->cost_model, r.freq);
     if (!f) {
         rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
@@ -340,22 +369,25 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
         if (sr == STEP_INFEASIBLE && o->warn)
             o->warn(o->ud, "flow with lower bounds infeasible; frontier ends here");
         if (sr != STEP_OK) break;
-        size_t nchg = 0;
-        for (int i = 0; i < nt; i++) {
-            int op = r.touched[i], fq = knob(&r, op);
-            if (fq == r.freq[op]) continue;
-            r.freq[op] = fq;
-            set_eval(&r, op);
-            r.chg_op[nchg] = op;
-            r.chg_freq[nchg++] = fq;
-        }
+        for (int i = 0; i < nt; i++) r.freq[r.touched[i]] = knob(&r, r.touched[i]);
         T = prsG_cpm(g, r.dur, r.earliest, r.latest);
+        long T_eval;
+        double E_eval;
+        emit_plan(&r, T, &T_eval, &E_eval);
+        size_t nchg = 0;
+        for (int op = 0; op < g->nops; op++)
+            if (r.plan[op] != r.prev_plan[op]) {
+                r.chg_op[nchg] = op;
+                r.chg_freq[nchg++] = r.plan[op];
+                r.prev_plan[op] = r.plan[op];
+            }
         prs_frontier_point pt;
         pt.time_units = T;
         pt.time_s = (double)T * o->pipe.unit_time_s;
         pt.energy_j = predicted_cost(&r) + (double)S * o->pipe.blocking_power_w * pt.time_s;
         pt.cost_change_j = delta;
-        evaluate_current(&r, &pt.eval_time_s, &pt.eval_energy_j);
+        pt.eval_time_s = (double)T_eval * o->pipe.unit_time_s;
+        pt.eval_energy_j = E_eval;
         if (prsR_push(f, &pt, r.chg_op, r.chg_freq, nchg)) {
             rc = prs_error_set(err, PRS_ENOMEM, "out of memory storing plans");
             goto out;

@@ -1,0 +1,152 @@
+/* Slack reclaiming: turn a plan into a cheaper one that is no slower than a time budget.
+ *
+ * The hull model plans in a continuous relaxation: a computation whose duration d falls between
+ * two hull vertices runs at the faster vertex, so the real plan usually finishes early and pays
+ * for speed it does not need. Given the budget T, a backward pass over the activity-on-arc
+ * graph (latest times from the already-decided successors, earliest times from the current
+ * plan) gives every computation the cheapest profiled clock, in effective energy
+ * e - P_block q tau, whose quantized time fits between its earliest start and its latest
+ * finish; a forward pass then does the same from the other side. Along any path the chosen
+ * durations sum to at most T (each choice fits under latest times that already account for the
+ * successors' choices), and every computation's current clock always fits, so no computation
+ * gets costlier and the plan never exceeds T. Any profiled clock is eligible, hull vertex or
+ * not. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_int.h"
+
+struct prsP_refiner {
+    const prsG_graph *g;
+    const prsE_table *ev;
+    int ntypes;
+    /* per type: options sorted by q ascending; best[k] = index (into ev) of the cheapest
+     * option among the first k+1 */
+    int *start, *order, *best;
+    long *oq;
+    long *dur, *earliest, *latest;
+};
+
+prsP_refiner *prsP_new(const prsG_graph *g, const prsE_table *ev, const prs_pipeline *pipe)
+{
+    prsP_refiner *rf = calloc(1, sizeof *rf);
+    if (!rf) return NULL;
+    rf->g = g;
+    rf->ev = ev;
+    rf->ntypes = ev->ntypes;
+    int total = ev->start[ev->ntypes];
+    rf->start = malloc(sizeof *rf->start * (size_t)(ev->ntypes + 1));
+    rf->order = malloc(sizeof *rf->order * (size_t)(total ? total : 1));
+    rf->best = malloc(sizeof *rf->best * (size_t)(total ? total : 1));
+    rf->oq = malloc(sizeof *rf->oq * (size_t)(total ? total : 1));
+    rf->dur = malloc(sizeof *rf->dur * (size_t)g->nops);
+    rf->earliest = malloc(sizeof *rf->earliest * (size_t)g->nnodes);
+    rf->latest = malloc(sizeof *rf->latest * (size_t)g->nnodes);
+    if (!rf->start || !rf->order || !rf->best || !rf->oq || !rf->dur || !rf->earliest ||
+        !rf->latest) {
+        prsP_free(rf);
+        return NULL;
+    }
+    memcpy(rf->start, ev->start, sizeof *rf->start * (size_t)(ev->ntypes + 1));
+    for (int k = 0; k < ev->ntypes; k++) {
+        int lo = ev->start[k], hi = ev->start[k + 1];
+        for (int i = lo; i < hi; i++) { /* insertion sort by q, then by cost */
+            int j = i;
+            rf->order[j] = i;
+            while (j > lo && ev->q[rf->order[j - 1]] > ev->q[rf->order[j]]) {
+                int x = rf->order[j];
+                rf->order[j] = rf->order[j - 1];
+                rf->order[j - 1] = x;
+                j--;
+            }
+        }
+        for (int i = lo; i < hi; i++) {
+            int o = rf->order[i];
+            rf->oq[i] = ev->q[o];
+            double c = ev->energy_j[o] - pipe->blocking_power_w * (double)ev->q[o] *
+                                             pipe->unit_time_s;
+            int b = i > lo ? rf->best[i - 1] : o;
+            double cb = ev->energy_j[b] - pipe->blocking_power_w * (double)ev->q[b] *
+                                              pipe->unit_time_s;
+            rf->best[i] = (i == lo || c < cb) ? o : b;
+        }
+    }
+    return rf;
+}
+
+void prsP_free(prsP_refiner *rf)
+{
+    if (!rf) return;
+    free(rf->start);
+    free(rf->order);
+    free(rf->best);
+    free(rf->oq);
+    free(rf->dur);
+    free(rf->earliest);
+    free(rf->latest);
+    free(rf);
+}
+
+/* Cheapest option of a type with q <= limit (index into ev), or -1. */
+static int cheapest_within(const prsP_refiner *rf, int type, long limit)
+{
+    int lo = rf->start[type], hi = rf->start[type + 1] - 1, found = -1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (rf->oq[mid] <= limit) {
+            found = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    return found < 0 ? -1 : rf->best[found];
+}
+
+static void choose(prsP_refiner *rf, int op, long limit, int *freq)
+{
+    int k = cheapest_within(rf, rf->g->op_type[op], limit);
+    if (k < 0) return; /* cannot happen: the current option always fits */
+    freq[op] = rf->ev->freq[k];
+    rf->dur[op] = rf->ev->q[k];
+}
+
+int prsP_refine(prsP_refiner *rf, int *freq, long budget)
+{
+    const prsG_graph *g = rf->g;
+    for (int op = 0; op < g->nops; op++) {
+        int k = prsE_find(rf->ev, g->op_type[op], freq[op]);
+        if (k < 0) return PRS_EINVAL;
+        rf->dur[op] = rf->ev->q[k];
+    }
+    /* backward pass: latest times from decided successors, earliest from the current plan */
+    prsG_cpm(g, rf->dur, rf->earliest, NULL);
+    if (rf->earliest[g->sink] > budget) return PRS_EINVAL;
+    for (int i = g->nnodes - 1; i >= 0; i--) {
+        int v = g->topo[i];
+        long l = budget;
+        for (int k = g->out_start[v]; k < g->out_start[v + 1]; k++) {
+            const prsG_arc *a = &g->arcs[g->out_arcs[k]];
+            if (a->op >= 0) choose(rf, a->op, rf->latest[a->to] - rf->earliest[v], freq);
+            long t = rf->latest[a->to] - (a->op >= 0 ? rf->dur[a->op] : 0);
+            if (t < l) l = t;
+        }
+        rf->latest[v] = l;
+    }
+    /* forward pass: earliest times from decided predecessors, latest from the current plan */
+    prsG_cpm(g, rf->dur, rf->earliest, rf->latest);
+    long T = rf->earliest[g->sink];
+    for (int v = 0; v < g->nnodes; v++) rf->latest[v] += budget - T;
+    for (int i = 0; i < g->nnodes; i++) {
+        int v = g->topo[i];
+        long e = 0;
+        for (int k = g->in_start[v]; k < g->in_start[v + 1]; k++) {
+            const prsG_arc *a = &g->arcs[g->in_arcs[k]];
+            if (a->op >= 0) choose(rf, a->op, rf->latest[v] - rf->earliest[a->from], freq);
+            long t = rf->earliest[a->from] + (a->op >= 0 ? rf->dur[a->op] : 0);
+            if (t > e) e = t;
+        }
+        rf->earliest[v] = e;
+    }
+    return 0;
+}
