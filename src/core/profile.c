@@ -96,8 +96,7 @@ static int fail(prs_error *err, int code, const char *name, int line, const char
     return prs_error_set(err, code, "%s: %s", name, problem);
 }
 
-/* ---- duplicate detection ----------------------------------------------------------------------
- */
+/* ---- duplicate detection ---- */
 
 static uint64_t key_hash(int stage, prs_instr instr, int freq_mhz)
 {
@@ -207,8 +206,7 @@ int prs_profile_add(prs_profile *p, const prs_profile_row *row, prs_error *err)
     return append_row(p, row, err);
 }
 
-/* ---- CSV reading ------------------------------------------------------------------------------
- */
+/* ---- CSV reading ---- */
 
 enum col { COL_STAGE, COL_INSTR, COL_FREQ, COL_TIME, COL_ENERGY };
 static const char *const COL_NAMES[NCOLS] = {"stage", "instruction", "frequency", "time", "energy"};
@@ -218,14 +216,15 @@ static int is_blank(char c)
     return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
 }
 
-/* Short, printable excerpt of a field for a message: control bytes as \xNN, at most ~40 bytes. */
+/* Short excerpt of a field for a message: at most 40 input bytes, printable ASCII only (anything
+ * else, and quote and backslash, as \xNN), so a message stays one clean line even inside JSON. */
 static const char *excerpt(char *buf, size_t n, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
     size_t o = 0, i = 0;
     for (; i < 40 && s[i] && o + 5 < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c == 0x7f || c == '\'' || c == '\\') {
+        if (c < 0x20 || c >= 0x7f || c == '\'' || c == '\\') {
             buf[o++] = '\\';
             buf[o++] = 'x';
             buf[o++] = hex[c >> 4];
@@ -270,7 +269,7 @@ static const char *split_fields(char *line, char **fields, int *nfields)
         while (end > start && is_blank(end[-1]))
             end--;
         if (n < MAX_FIELDS) fields[n] = start;
-        n++;
+        if (n < INT_MAX) n++;
         char sep = *next;
         *end = '\0';
         if (sep == '\0') break;
@@ -452,8 +451,7 @@ int prs_profile_load(const char *path, prs_profile **out, prs_error *err)
     return rc;
 }
 
-/* ---- output and queries -----------------------------------------------------------------------
- */
+/* ---- output and queries ---- */
 
 int prs_profile_write_csv(const prs_profile *p, FILE *f)
 {

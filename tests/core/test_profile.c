@@ -309,18 +309,18 @@ static void test_message_escapes_junk(void **state)
     char junk[200], row[300];
     memset(junk, 'x', sizeof junk - 1);
     junk[sizeof junk - 1] = '\0';
-    snprintf(row, sizeof row, "0,forward,1410,\r\x01%s,2.0", junk);
+    snprintf(row, sizeof row, "0,forward,1410,\r\x01\xc3\xa9%s,2.0", junk);
     expect_bad_row(row, "column 'time'");
     prs_error err = {0};
     prs_profile *p = NULL;
     char csv[512];
     snprintf(csv, sizeof csv, "%s%s\n", HEADER, row);
     assert_int_equal(prs_profile_parse("j.csv", csv, strlen(csv), &p, &err), PRS_EPARSE);
-    assert_non_null(strstr(err.msg, "\\x01"));
+    assert_non_null(strstr(err.msg, "got '\\x01\\xc3\\xa9xxx"));
     assert_non_null(strstr(err.msg, "..."));
     assert_true(strlen(err.msg) < 200);
     for (const char *c = err.msg; *c; c++)
-        assert_true((unsigned char)*c >= 0x20);
+        assert_true((unsigned char)*c >= 0x20 && (unsigned char)*c < 0x7f);
 }
 
 static void test_bad_arguments(void **state)
