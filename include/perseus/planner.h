@@ -15,16 +15,26 @@
 extern "C" {
 #endif
 
-typedef enum prs_schedule { PRS_SCHEDULE_1F1B = 0 } prs_schedule;
+/* Pipeline schedules (the order each GPU runs its computations in):
+ *   1f1b         DeepSpeed/Megatron one-forward-one-backward (PLANNER.md §5.1): the reference's;
+ *   gpipe        all forwards (microbatch 0, 1, ...) then all backwards (same order);
+ *   interleaved  Megatron-LM's interleaved 1F1B: each GPU holds virtual_stages model chunks
+ *                (chunk c runs on GPU c mod stages); microbatches a multiple of stages. */
+typedef enum prs_schedule {
+    PRS_SCHEDULE_1F1B = 0,
+    PRS_SCHEDULE_GPIPE = 1,
+    PRS_SCHEDULE_INTERLEAVED = 2
+} prs_schedule;
 typedef enum prs_cost_model { PRS_COST_EXP = 0, PRS_COST_HULL = 1 } prs_cost_model;
 
 /* The pipeline being planned: a value type shared by planning and evaluation. */
 typedef struct prs_pipeline {
-    int stages;
+    int stages;              /* GPUs in the pipeline */
     int microbatches;
     prs_schedule schedule;
     double unit_time_s;      /* quantum tau; > 0 */
     double blocking_power_w; /* GPU power while blocked or idle; >= 0 */
+    int virtual_stages;      /* model chunks per GPU: interleaved only (>= 2); 0 or 1 otherwise */
 } prs_pipeline;
 
 typedef void (*prs_progress_fn)(void *ud, long done, long total);
@@ -51,10 +61,16 @@ int prs_cost_model_parse(const char *name, prs_cost_model *out);
 /* Validate a pipeline description (positive sizes, finite positive unit, finite power >= 0). */
 int prs_pipeline_check(const prs_pipeline *pipe, prs_error *err);
 
-/* Computations per stage in one iteration (1F1B: 2 * microbatches). */
+/* Model chunks = profile stages the pipeline needs: stages * virtual stages (interleaved),
+ * stages otherwise. Profile stage c is model chunk c, run by GPU c mod stages. */
+int prs_pipeline_chunks(const prs_pipeline *pipe);
+/* Computations per GPU in one iteration: 2 * microbatches * virtual stages. */
 int prs_ops_per_stage(const prs_pipeline *pipe);
-/* What the computation at position pos of stage's execution order is. */
+/* What the computation at position pos of GPU stage's execution order is. */
 int prs_op_describe(const prs_pipeline *pipe, int stage, int pos, prs_instr *instr, int *microbatch);
+/* Same, with the model chunk (profile stage) it belongs to (chunk may be NULL). */
+int prs_op_describe_chunk(const prs_pipeline *pipe, int stage, int pos, prs_instr *instr,
+                          int *microbatch, int *chunk);
 
 /* One emitted planner iteration. */
 typedef struct prs_frontier_point {
@@ -89,6 +105,31 @@ int prs_frontier_find_time(const prs_frontier *f, double time_s, size_t *k, prs_
  * the first plan plus per-iteration changes). save creates dir if missing. */
 int prs_frontier_save(const prs_frontier *f, const char *dir, prs_error *err);
 int prs_frontier_load(const char *dir, prs_frontier **out, prs_error *err);
+
+/* The frontier lookup rule. With no straggler (straggler_time_s <= 0): the least evaluated
+ * energy plan at the frontier's fastest evaluated time. With a straggler pipeline at T': among
+ * plans whose evaluated time is <= T' (the fastest plan if none), the one minimising its
+ * evaluated energy plus the blocking energy of its stages until T',
+ * stages * P_block * (T' - t). */
+int prs_frontier_lookup(const prs_frontier *f, double straggler_time_s, size_t *k);
+
+/* One computation of a plan laid out in time (earliest start), for timelines and breakdowns. */
+typedef struct prs_timeline_op {
+    int stage;      /* GPU */
+    int pos;        /* position in the GPU's execution order */
+    int chunk;      /* model chunk = profile stage */
+    prs_instr instr;
+    int microbatch;
+    int freq_mhz;
+    double start_s, end_s; /* quantized times, as the evaluation uses them */
+    double energy_j;       /* measured energy of the computation at that clock */
+} prs_timeline_op;
+
+/* Lay a plan out in time: ops[stage * ops_per_stage + pos] (caller allocates stages *
+ * ops_per_stage entries). *time_s is the iteration time, *energy_j the evaluated energy
+ * (same figures as prs_evaluate_plan). */
+int prs_plan_timeline(const prs_profile *profile, const prs_pipeline *pipe, const int *clocks_mhz,
+                      prs_timeline_op *ops, double *time_s, double *energy_j, prs_error *err);
 
 /* Exact evaluation of a plan against a profile: each computation takes its clock's measured
  * time quantized to units of tau (as the planner quantizes) and its measured energy; the

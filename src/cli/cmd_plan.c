@@ -13,10 +13,10 @@
 
 static const char plan_usage[] =
     "usage: perseus plan --profile FILE --stages S --microbatches M --unit-time SEC\n"
-    "                    --blocking-power W [--cost-model exp|hull] --out DIR\n"
+    "                    --blocking-power W [--schedule NAME] [--cost-model exp|hull] --out DIR\n"
     "       perseus plan export DIR (--index K | --time SEC) [--format json|lowtime]\n"
     "\n"
-    "Compute the iteration time-energy frontier of a 1F1B pipeline from a stage profile\n"
+    "Compute the iteration time-energy frontier of a pipeline from a stage profile\n"
     "(CSV: stage,instruction,frequency,time,energy) and one frequency plan per point.\n"
     "\n"
     "  --profile FILE         stage profile CSV\n"
@@ -24,6 +24,9 @@ static const char plan_usage[] =
     "  --microbatches M       microbatches per iteration\n"
     "  --unit-time SEC        time quantum of the planner, e.g. 0.001\n"
     "  --blocking-power W     GPU power while blocked or idle, e.g. 83.64 (A100)\n"
+    "  --schedule NAME        1f1b (default), gpipe, or interleaved (Megatron-LM)\n"
+    "  --virtual-stages V     model chunks per GPU for the interleaved schedule (>= 2);\n"
+    "                         the profile then has stages * V stages (chunk c on GPU c mod S)\n"
     "  --cost-model MODEL     exp: the reference's exponential fit (default);\n"
     "                         hull: convex hull of measured options, closer to optimal\n"
     "  --always-use-noise-factor  the reference's 5%% noise tolerance for every option set\n"
@@ -110,9 +113,11 @@ static void print_json_plan(const prs_frontier *f, size_t k, const int *clocks)
            prsN_fmt_double(b[2], sizeof b[2], pt->eval_time_s),
            prsN_fmt_double(b[3], sizeof b[3], pt->eval_energy_j));
     printf("  \"stages\": %d,\n  \"microbatches\": %d,\n  \"schedule\": \"%s\",\n"
+           "  \"virtual_stages\": %d,\n"
            "  \"unit_time_s\": %s,\n  \"blocking_power_w\": %s,\n  \"cost_model\": \"%s\",\n"
            "  \"plan\": [\n",
            pipe->stages, pipe->microbatches, prs_schedule_name(pipe->schedule),
+           pipe->virtual_stages > 1 ? pipe->virtual_stages : 1,
            prsN_fmt_double(b[0], sizeof b[0], pipe->unit_time_s),
            prsN_fmt_double(b[1], sizeof b[1], pipe->blocking_power_w),
            prs_cost_model_name(prs_frontier_cost_model(f)));
@@ -121,9 +126,13 @@ static void print_json_plan(const prs_frontier *f, size_t k, const int *clocks)
         printf("    {\"stage\": %d, \"ops\": [", s);
         for (int i = 0; i < per; i++) {
             prs_instr in = PRS_FORWARD;
-            int mb = 0;
-            prs_op_describe(pipe, s, i, &in, &mb);
-            printf("%s\"%c%d\"", i ? ", " : "", in == PRS_FORWARD ? 'F' : 'B', mb);
+            int mb = 0, chunk = s;
+            prs_op_describe_chunk(pipe, s, i, &in, &mb, &chunk);
+            /* "F3": forward of microbatch 3; interleaved adds the model chunk: "F3@5" */
+            if (pipe->virtual_stages > 1)
+                printf("%s\"%c%d@%d\"", i ? ", " : "", in == PRS_FORWARD ? 'F' : 'B', mb, chunk);
+            else
+                printf("%s\"%c%d\"", i ? ", " : "", in == PRS_FORWARD ? 'F' : 'B', mb);
         }
         printf("],\n     \"clocks_mhz\": [");
         for (int i = 0; i < per; i++) printf("%s%d", i ? ", " : "", clocks[s * per + i]);
@@ -222,6 +231,8 @@ int prs_cmd_plan(int argc, char **argv)
                                          {"unit-time", required_argument, 0, 'u'},
                                          {"blocking-power", required_argument, 0, 'b'},
                                          {"cost-model", required_argument, 0, 'c'},
+                                         {"schedule", required_argument, 0, 'S'},
+                                         {"virtual-stages", required_argument, 0, 'V'},
                                          {"always-use-noise-factor", no_argument, 0, 'n'},
                                          {"out", required_argument, 0, 'o'},
                                          {"quiet", no_argument, 0, 'q'},
@@ -255,6 +266,14 @@ int prs_cmd_plan(int argc, char **argv)
             if (prs_cost_model_parse(optarg, &o.cost_model))
                 return usage_error("plan", "--cost-model: expected exp or hull, got", optarg);
             break;
+        case 'S':
+            if (prs_schedule_parse(optarg, &o.pipe.schedule))
+                return usage_error("plan", "--schedule: expected 1f1b, gpipe or interleaved, got",
+                                   optarg);
+            break;
+        case 'V':
+            if (parse_positive_int("--virtual-stages", optarg, &o.pipe.virtual_stages)) return 2;
+            break;
         case 'n': o.always_noise_factor = 1; break;
         case 'o': out_dir = optarg; break;
         case 'q': quiet = 1; break;
@@ -274,12 +293,13 @@ int prs_cmd_plan(int argc, char **argv)
     if (missing) return usage_error("plan", "missing required option", missing);
 
     prs_error err = {0, ""};
+    if (prs_pipeline_check(&o.pipe, &err)) return usage_error("plan", err.msg, NULL);
     prs_profile *profile = NULL;
     if (prs_profile_load(profile_path, &profile, &err)) {
         fprintf(stderr, "perseus plan: %s\n", err.msg);
         return 2;
     }
-    if (prs_profile_check_stages(profile, o.pipe.stages, &err)) {
+    if (prs_profile_check_stages(profile, prs_pipeline_chunks(&o.pipe), &err)) {
         fprintf(stderr, "perseus plan: %s\n", err.msg);
         prs_profile_free(profile);
         return 2;

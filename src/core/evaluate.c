@@ -26,7 +26,8 @@ int prsE_build(const prs_profile *p, const prs_pipeline *pipe, prsE_table *t, pr
     memset(t, 0, sizeof *t);
     size_t n = prs_profile_nrows(p);
     const prs_profile_row *rows = prs_profile_rows(p);
-    t->ntypes = pipe->stages * 2;
+    int chunks = prs_pipeline_chunks(pipe);
+    t->ntypes = chunks * 2;
     t->start = calloc((size_t)t->ntypes + 1, sizeof *t->start);
     t->freq = malloc(sizeof *t->freq * (n ? n : 1));
     t->q = malloc(sizeof *t->q * (n ? n : 1));
@@ -36,7 +37,7 @@ int prsE_build(const prs_profile *p, const prs_pipeline *pipe, prsE_table *t, pr
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
     }
     for (size_t i = 0; i < n; i++)
-        if (rows[i].stage < pipe->stages) t->start[rows[i].stage * 2 + (int)rows[i].instr + 1]++;
+        if (rows[i].stage < chunks) t->start[rows[i].stage * 2 + (int)rows[i].instr + 1]++;
     for (int k = 0; k < t->ntypes; k++) t->start[k + 1] += t->start[k];
     int *fill = malloc(sizeof *fill * (size_t)(t->ntypes ? t->ntypes : 1));
     if (!fill) {
@@ -45,7 +46,7 @@ int prsE_build(const prs_profile *p, const prs_pipeline *pipe, prsE_table *t, pr
     }
     memcpy(fill, t->start, sizeof *fill * (size_t)t->ntypes);
     for (size_t i = 0; i < n; i++) {
-        if (rows[i].stage >= pipe->stages) continue;
+        if (rows[i].stage >= chunks) continue;
         int k = rows[i].stage * 2 + (int)rows[i].instr;
         int j = fill[k]++;
         /* insertion into the type's slice, ascending frequency */
@@ -81,12 +82,14 @@ double prsE_energy(const prs_pipeline *pipe, long T, double sum_energy_j, long s
                               (double)((long)pipe->stages * T - sum_q) * pipe->unit_time_s;
 }
 
-int prs_evaluate_plan(const prs_profile *profile, const prs_pipeline *pipe, const int *clocks_mhz,
-                      double *time_s, double *energy_j, prs_error *err)
+/* Shared by prs_evaluate_plan and prs_plan_timeline: quantized times and energies of every
+ * computation at its clock, the critical path, and (if ops) the timeline. */
+static int evaluate(const prs_profile *profile, const prs_pipeline *pipe, const int *clocks_mhz,
+                    prs_timeline_op *ops, double *time_s, double *energy_j, prs_error *err)
 {
     int rc = prs_pipeline_check(pipe, err);
     if (rc) return rc;
-    if ((rc = prs_profile_check_stages(profile, pipe->stages, err))) return rc;
+    if ((rc = prs_profile_check_stages(profile, prs_pipeline_chunks(pipe), err))) return rc;
     prsG_graph g;
     prsE_table t;
     if ((rc = prsG_build(pipe, &g, err))) return rc;
@@ -96,7 +99,8 @@ int prs_evaluate_plan(const prs_profile *profile, const prs_pipeline *pipe, cons
     }
     long *dur = malloc(sizeof *dur * (size_t)g.nops);
     long *earliest = malloc(sizeof *earliest * (size_t)g.nnodes);
-    if (!dur || !earliest) {
+    int *idx = malloc(sizeof *idx * (size_t)g.nops);
+    if (!dur || !earliest || !idx) {
         rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
         goto out;
     }
@@ -107,11 +111,12 @@ int prs_evaluate_plan(const prs_profile *profile, const prs_pipeline *pipe, cons
         if (k < 0) {
             rc = prs_error_set(err, PRS_EINVAL,
                                "plan: stage %d position %d runs at %d MHz, which the profile has "
-                               "no %s row for",
+                               "no row for (stage %d %s)",
                                op / g.ops_per_stage, op % g.ops_per_stage, clocks_mhz[op],
-                               prs_instr_name((prs_instr)(g.op_type[op] % 2)));
+                               g.op_chunk[op], prs_instr_name((prs_instr)(g.op_type[op] % 2)));
             goto out;
         }
+        idx[op] = k;
         dur[op] = t.q[k];
         sum_q += t.q[k];
         sum_e += t.energy_j[k];
@@ -119,10 +124,36 @@ int prs_evaluate_plan(const prs_profile *profile, const prs_pipeline *pipe, cons
     long T = prsG_cpm(&g, dur, earliest, NULL);
     *time_s = (double)T * pipe->unit_time_s;
     *energy_j = prsE_energy(pipe, T, sum_e, sum_q);
+    for (int op = 0; ops && op < g.nops; op++) {
+        const prsG_arc *a = &g.arcs[g.op_arc[op]];
+        prs_timeline_op *o = &ops[op];
+        o->stage = op / g.ops_per_stage;
+        o->pos = op % g.ops_per_stage;
+        o->chunk = g.op_chunk[op];
+        o->instr = (prs_instr)(g.op_type[op] % 2);
+        o->microbatch = g.op_mb[op];
+        o->freq_mhz = clocks_mhz[op];
+        o->start_s = (double)earliest[a->from] * pipe->unit_time_s;
+        o->end_s = (double)(earliest[a->from] + dur[op]) * pipe->unit_time_s;
+        o->energy_j = t.energy_j[idx[op]];
+    }
 out:
     free(dur);
     free(earliest);
+    free(idx);
     prsE_free(&t);
     prsG_free(&g);
     return rc;
+}
+
+int prs_evaluate_plan(const prs_profile *profile, const prs_pipeline *pipe, const int *clocks_mhz,
+                      double *time_s, double *energy_j, prs_error *err)
+{
+    return evaluate(profile, pipe, clocks_mhz, NULL, time_s, energy_j, err);
+}
+
+int prs_plan_timeline(const prs_profile *profile, const prs_pipeline *pipe, const int *clocks_mhz,
+                      prs_timeline_op *ops, double *time_s, double *energy_j, prs_error *err)
+{
+    return evaluate(profile, pipe, clocks_mhz, ops, time_s, energy_j, err);
 }

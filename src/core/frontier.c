@@ -118,3 +118,28 @@ int prs_frontier_find_time(const prs_frontier *f, double time_s, size_t *k, prs_
     *k = best;
     return 0;
 }
+
+int prs_frontier_lookup(const prs_frontier *f, double straggler_time_s, size_t *k)
+{
+    if (f->npoints == 0) return PRS_ERANGE;
+    size_t fastest = 0;
+    for (size_t i = 1; i < f->npoints; i++) {
+        const prs_frontier_point *p = &f->pts[i], *b = &f->pts[fastest];
+        if (p->eval_time_s < b->eval_time_s ||
+            (p->eval_time_s == b->eval_time_s && p->eval_energy_j < b->eval_energy_j))
+            fastest = i;
+    }
+    *k = fastest;
+    if (!(straggler_time_s > f->pts[fastest].eval_time_s)) return 0;
+    double block_w = (double)f->pipe.stages * f->pipe.blocking_power_w, best = INFINITY;
+    for (size_t i = 0; i < f->npoints; i++) {
+        const prs_frontier_point *p = &f->pts[i];
+        if (p->eval_time_s > straggler_time_s + 1e-12) continue;
+        double e = p->eval_energy_j + block_w * (straggler_time_s - p->eval_time_s);
+        if (e < best) {
+            best = e;
+            *k = i;
+        }
+    }
+    return 0;
+}

@@ -53,8 +53,10 @@ static int write_detail_csv(const prs_frontier *f, FILE *out)
 static int write_plans(const prs_frontier *f, FILE *out)
 {
     char a[PRS_NUMFMT_MAX], b[PRS_NUMFMT_MAX], c[PRS_NUMFMT_MAX], d[PRS_NUMFMT_MAX];
-    fprintf(out, "%s\nstages %d\nmicrobatches %d\nschedule %s\nunit_time %s\n", PLANS_MAGIC,
-            f->pipe.stages, f->pipe.microbatches, prs_schedule_name(f->pipe.schedule),
+    fprintf(out,
+            "%s\nstages %d\nmicrobatches %d\nschedule %s\nvirtual_stages %d\nunit_time %s\n",
+            PLANS_MAGIC, f->pipe.stages, f->pipe.microbatches, prs_schedule_name(f->pipe.schedule),
+            f->pipe.virtual_stages > 1 ? f->pipe.virtual_stages : 1,
             prsN_fmt_double(a, sizeof a, f->pipe.unit_time_s));
     fprintf(out, "blocking_power %s\ncost_model %s\npoints %zu\nbase",
             prsN_fmt_double(a, sizeof a, f->pipe.blocking_power_w), prs_cost_model_name(f->model),
@@ -172,6 +174,8 @@ static int parse_header(reader *r, prs_pipeline *pipe, prs_cost_model *model, si
         return bad(r, "expected 'microbatches N'");
     if (!(v = keyed(r, "schedule")) || prs_schedule_parse(v, &pipe->schedule))
         return bad(r, "expected 'schedule NAME' with a known schedule");
+    if (!(v = keyed(r, "virtual_stages")) || prsN_parse_int(v, &pipe->virtual_stages))
+        return bad(r, "expected 'virtual_stages N'");
     if (!(v = keyed(r, "unit_time")) || prsN_parse_double(v, &pipe->unit_time_s))
         return bad(r, "expected 'unit_time SECONDS'");
     if (!(v = keyed(r, "blocking_power")) || prsN_parse_double(v, &pipe->blocking_power_w))
@@ -180,7 +184,8 @@ static int parse_header(reader *r, prs_pipeline *pipe, prs_cost_model *model, si
         return bad(r, "expected 'cost_model exp|hull'");
     if (!(v = keyed(r, "points")) || prsN_parse_long(v, &points) || points < 0)
         return bad(r, "expected 'points N'");
-    if (prs_pipeline_check(pipe, NULL) != 0) return bad(r, "invalid pipeline description");
+    prs_error why = {0, ""};
+    if (prs_pipeline_check(pipe, &why) != 0) return bad(r, why.msg);
     *npoints = (size_t)points;
     return 0;
 }

@@ -11,14 +11,24 @@
 
 #include "plan_int.h"
 
+static int vstages(const prs_pipeline *pipe)
+{
+    return pipe->virtual_stages > 1 ? pipe->virtual_stages : 1;
+}
+
+int prs_pipeline_chunks(const prs_pipeline *pipe)
+{
+    return pipe->stages * vstages(pipe);
+}
+
 int prs_ops_per_stage(const prs_pipeline *pipe)
 {
-    return 2 * pipe->microbatches;
+    return 2 * pipe->microbatches * vstages(pipe);
 }
 
 /* 1F1B (DeepSpeed TrainSchedule order, PLANNER.md §5.1): stage s runs w = min(S - s, M) warm-up
  * forwards, then alternates backward/forward until the forwards run out, then the backwards. */
-static void order_1f1b(int stages, int mbs, int s, prs_instr *instr, int *mb)
+static void order_1f1b(int stages, int mbs, int s, prs_instr *instr, int *mb, int *chunk)
 {
     int w = stages - s < mbs ? stages - s : mbs;
     int k = 0, nf = 0, nb = 0;
@@ -28,25 +38,82 @@ static void order_1f1b(int stages, int mbs, int s, prs_instr *instr, int *mb)
         instr[k] = PRS_FORWARD, mb[k++] = nf++;
     }
     while (nb < mbs) instr[k] = PRS_BACKWARD, mb[k++] = nb++;
+    for (k = 0; k < 2 * mbs; k++) chunk[k] = s;
 }
 
-int prs_op_describe(const prs_pipeline *pipe, int stage, int pos, prs_instr *instr, int *microbatch)
+/* GPipe: every forward, then every backward, microbatches in increasing order. */
+static void order_gpipe(int mbs, int s, prs_instr *instr, int *mb, int *chunk)
+{
+    for (int m = 0; m < mbs; m++) {
+        instr[m] = PRS_FORWARD, mb[m] = m, chunk[m] = s;
+        instr[mbs + m] = PRS_BACKWARD, mb[mbs + m] = m, chunk[mbs + m] = s;
+    }
+}
+
+/* Megatron-LM interleaved 1F1B for GPU r of S with V chunks and M microbatches (M % S == 0):
+ * the k-th forward runs local chunk (k mod SV) / S on microbatch (k / SV) S + k mod S; the k-th
+ * backward the same microbatch of local chunk V - 1 - (k mod SV) / S. The GPU runs
+ * min((S - r - 1) 2 + (V - 1) S, MV) warm-up forwards, then alternates one forward and one
+ * backward, then drains the backwards. Local chunk j of GPU r is model chunk j S + r. */
+static void order_interleaved(int S, int V, int M, int r, prs_instr *instr, int *mb, int *chunk)
+{
+    int total = M * V, sv = S * V;
+    int warm = (S - r - 1) * 2 + (V - 1) * S;
+    if (warm > total) warm = total;
+    int k = 0, nf = 0, nb = 0;
+#define FWD()                                                                                      \
+    (instr[k] = PRS_FORWARD, mb[k] = (nf / sv) * S + nf % S, chunk[k] = ((nf % sv) / S) * S + r, \
+     k++, nf++)
+#define BWD()                                                                                      \
+    (instr[k] = PRS_BACKWARD, mb[k] = (nb / sv) * S + nb % S,                                    \
+     chunk[k] = (V - 1 - (nb % sv) / S) * S + r, k++, nb++)
+    while (nf < warm) FWD();
+    while (nf < total) {
+        FWD();
+        BWD();
+    }
+    while (nb < total) BWD();
+#undef FWD
+#undef BWD
+}
+
+static void stage_order(const prs_pipeline *pipe, int s, prs_instr *instr, int *mb, int *chunk)
+{
+    switch (pipe->schedule) {
+    case PRS_SCHEDULE_GPIPE: order_gpipe(pipe->microbatches, s, instr, mb, chunk); break;
+    case PRS_SCHEDULE_INTERLEAVED:
+        order_interleaved(pipe->stages, vstages(pipe), pipe->microbatches, s, instr, mb, chunk);
+        break;
+    default: order_1f1b(pipe->stages, pipe->microbatches, s, instr, mb, chunk); break;
+    }
+}
+
+int prs_op_describe_chunk(const prs_pipeline *pipe, int stage, int pos, prs_instr *instr,
+                          int *microbatch, int *chunk)
 {
     int n = prs_ops_per_stage(pipe);
     if (stage < 0 || stage >= pipe->stages || pos < 0 || pos >= n) return PRS_ERANGE;
     prs_instr *in = malloc(sizeof *in * (size_t)n);
-    int *mb = malloc(sizeof *mb * (size_t)n);
-    if (!in || !mb) {
+    int *mb = malloc(sizeof *mb * (size_t)n), *ch = malloc(sizeof *ch * (size_t)n);
+    if (!in || !mb || !ch) {
         free(in);
         free(mb);
+        free(ch);
         return PRS_ENOMEM;
     }
-    order_1f1b(pipe->stages, pipe->microbatches, stage, in, mb);
+    stage_order(pipe, stage, in, mb, ch);
     *instr = in[pos];
     *microbatch = mb[pos];
+    if (chunk) *chunk = ch[pos];
     free(in);
     free(mb);
+    free(ch);
     return 0;
+}
+
+int prs_op_describe(const prs_pipeline *pipe, int stage, int pos, prs_instr *instr, int *microbatch)
+{
+    return prs_op_describe_chunk(pipe, stage, pos, instr, microbatch, NULL);
 }
 
 void prsG_free(prsG_graph *g)
@@ -54,6 +121,7 @@ void prsG_free(prsG_graph *g)
     if (!g) return;
     free(g->op_type);
     free(g->op_mb);
+    free(g->op_chunk);
     free(g->arcs);
     free(g->op_arc);
     free(g->topo);
@@ -94,6 +162,7 @@ int prsG_build(const prs_pipeline *pipe, prsG_graph *g, prs_error *err)
 {
     memset(g, 0, sizeof *g);
     int S = pipe->stages, M = pipe->microbatches, per = prs_ops_per_stage(pipe);
+    int C = prs_pipeline_chunks(pipe);
     if ((long)S * per > 20000000L)
         return prs_error_set(err, PRS_EINVAL, "pipeline too large: %d stages x %d microbatches", S,
                              M);
@@ -102,33 +171,39 @@ int prsG_build(const prs_pipeline *pipe, prsG_graph *g, prs_error *err)
     g->ops_per_stage = per;
     g->op_type = malloc(sizeof *g->op_type * (size_t)nops);
     g->op_mb = malloc(sizeof *g->op_mb * (size_t)nops);
+    g->op_chunk = malloc(sizeof *g->op_chunk * (size_t)nops);
     prs_instr *instr = malloc(sizeof *instr * (size_t)nops);
-    /* index of F(s,m) and B(s,m) among ops */
+    /* index of F(c,m) and B(c,m) among ops, per model chunk c */
     int *fwd = malloc(sizeof *fwd * (size_t)nops), *bwd = malloc(sizeof *bwd * (size_t)nops);
-    /* AON edges: stage order + cross-stage deps + source/sink links */
-    size_t max_aon_edges = (size_t)nops * 2 + (size_t)naon * 2;
+    /* AON edges: stage order + cross-chunk deps + F->B on the last chunk + source/sink links */
+    size_t max_aon_edges = (size_t)nops * 3 + (size_t)naon * 2;
     int(*edges)[2] = malloc(sizeof *edges * max_aon_edges);
     int *indeg = calloc((size_t)naon, sizeof *indeg), *outdeg = calloc((size_t)naon, sizeof *outdeg);
     int rc = PRS_ENOMEM;
-    if (!g->op_type || !g->op_mb || !instr || !fwd || !bwd || !edges || !indeg || !outdeg)
+    if (!g->op_type || !g->op_mb || !g->op_chunk || !instr || !fwd || !bwd || !edges || !indeg ||
+        !outdeg)
         goto out;
     for (int s = 0; s < S; s++) {
-        order_1f1b(S, M, s, instr + s * per, g->op_mb + s * per);
+        stage_order(pipe, s, instr + s * per, g->op_mb + s * per, g->op_chunk + s * per);
         for (int k = 0; k < per; k++) {
-            int op = s * per + k;
-            g->op_type[op] = s * 2 + (int)instr[op];
-            (instr[op] == PRS_FORWARD ? fwd : bwd)[s * M + g->op_mb[op]] = op;
+            int op = s * per + k, c = g->op_chunk[op];
+            g->op_type[op] = c * 2 + (int)instr[op];
+            (instr[op] == PRS_FORWARD ? fwd : bwd)[c * M + g->op_mb[op]] = op;
         }
     }
     size_t ne = 0;
 #define EDGE(u, v) (edges[ne][0] = (u), edges[ne][1] = (v), ne++, outdeg[u]++, indeg[v]++)
     for (int s = 0; s < S; s++)
         for (int k = 0; k + 1 < per; k++) EDGE(2 + s * per + k, 2 + s * per + k + 1);
-    for (int s = 0; s + 1 < S; s++)
+    for (int c = 0; c + 1 < C; c++)
         for (int m = 0; m < M; m++) {
-            EDGE(2 + fwd[s * M + m], 2 + fwd[(s + 1) * M + m]);
-            EDGE(2 + bwd[(s + 1) * M + m], 2 + bwd[s * M + m]);
+            EDGE(2 + fwd[c * M + m], 2 + fwd[(c + 1) * M + m]);
+            EDGE(2 + bwd[(c + 1) * M + m], 2 + bwd[c * M + m]);
         }
+    /* 1F1B and GPipe run F then B of a microbatch on the last stage back to back in stage
+     * order; interleaving does not guarantee it, so state the dependency. */
+    if (pipe->schedule == PRS_SCHEDULE_INTERLEAVED)
+        for (int m = 0; m < M; m++) EDGE(2 + fwd[(C - 1) * M + m], 2 + bwd[(C - 1) * M + m]);
     for (int v = 2; v < naon; v++) {
         if (indeg[v] == 0) EDGE(0, v);
         if (outdeg[v] == 0) EDGE(v, 1);

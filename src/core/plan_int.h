@@ -73,8 +73,9 @@ typedef struct prsG_arc {
 typedef struct prsG_graph {
     int nops;          /* stages * ops_per_stage */
     int ops_per_stage;
-    int *op_type;      /* per op: index of its operation type (stage * 2 + instr) */
+    int *op_type;      /* per op: index of its operation type (chunk * 2 + instr) */
     int *op_mb;        /* per op: microbatch */
+    int *op_chunk;     /* per op: model chunk (profile stage) */
     int nnodes, narcs;
     int source, sink;  /* AOA node ids */
     prsG_arc *arcs;
@@ -117,7 +118,7 @@ int prsF_min_cut(prsF_net *n, double eps, unsigned char *side);
 
 /* Measured (quantized time, energy) of every profiled clock of every operation type. */
 typedef struct prsE_table {
-    int ntypes;   /* stages * 2 */
+    int ntypes;   /* chunks * 2 */
     int *start;   /* per type: first entry; start[ntypes] = total */
     int *freq;    /* ascending within a type */
     long *q;

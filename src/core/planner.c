@@ -31,17 +31,20 @@ void prs_plan_opts_default(prs_plan_opts *o)
     o->cost_model = PRS_COST_EXP;
 }
 
+static const char *const schedule_names[] = {"1f1b", "gpipe", "interleaved"};
+
 const char *prs_schedule_name(prs_schedule s)
 {
-    return s == PRS_SCHEDULE_1F1B ? "1f1b" : "unknown";
+    return (unsigned)s < 3 ? schedule_names[s] : "unknown";
 }
 
 int prs_schedule_parse(const char *name, prs_schedule *out)
 {
-    if (name && strcmp(name, "1f1b") == 0) {
-        *out = PRS_SCHEDULE_1F1B;
-        return 0;
-    }
+    for (int i = 0; name && i < 3; i++)
+        if (strcmp(name, schedule_names[i]) == 0) {
+            *out = (prs_schedule)i;
+            return 0;
+        }
     return PRS_EINVAL;
 }
 
@@ -69,8 +72,30 @@ int prs_pipeline_check(const prs_pipeline *p, prs_error *err)
     if ((long)p->stages * p->microbatches > 1000000L)
         return prs_error_set(err, PRS_EINVAL, "stages x microbatches = %ld is too large",
                              (long)p->stages * p->microbatches);
-    if (p->schedule != PRS_SCHEDULE_1F1B)
+    if ((unsigned)p->schedule > PRS_SCHEDULE_INTERLEAVED)
         return prs_error_set(err, PRS_EINVAL, "unknown schedule %d", (int)p->schedule);
+    if (p->virtual_stages < 0 || p->virtual_stages > 1024)
+        return prs_error_set(err, PRS_EINVAL, "virtual stages must be 1..1024 (got %d)",
+                             p->virtual_stages);
+    if (p->schedule == PRS_SCHEDULE_INTERLEAVED) {
+        if (p->virtual_stages < 2)
+            return prs_error_set(err, PRS_EINVAL,
+                                 "the interleaved schedule needs at least 2 virtual stages per "
+                                 "GPU (got %d)",
+                                 p->virtual_stages);
+        if (p->microbatches % p->stages != 0)
+            return prs_error_set(err, PRS_EINVAL,
+                                 "the interleaved schedule needs microbatches to be a multiple "
+                                 "of stages (got %d microbatches, %d stages)",
+                                 p->microbatches, p->stages);
+    } else if (p->virtual_stages > 1) {
+        return prs_error_set(err, PRS_EINVAL,
+                             "virtual stages (%d) need the interleaved schedule, not %s",
+                             p->virtual_stages, prs_schedule_name(p->schedule));
+    }
+    if ((long)p->stages * p->microbatches * (p->virtual_stages > 1 ? p->virtual_stages : 1) >
+        1000000L)
+        return prs_error_set(err, PRS_EINVAL, "pipeline too large");
     if (!(p->unit_time_s > 0) || !isfinite(p->unit_time_s))
         return prs_error_set(err, PRS_EINVAL, "unit time must be a finite number > 0 s");
     if (!(p->blocking_power_w >= 0) || !isfinite(p->blocking_power_w))
@@ -96,7 +121,7 @@ typedef struct run {
 static void run_free(run *r)
 {
     if (r->types)
-        for (int k = 0; k < r->o->pipe.stages * 2; k++) prsO_free(&r->types[k]);
+        for (int k = 0; k < prs_pipeline_chunks(&r->o->pipe) * 2; k++) prsO_free(&r->types[k]);
     free(r->types);
     prsG_free(&r->g);
     prsE_free(&r->ev);
@@ -318,18 +343,19 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
     if (rc) return rc;
     if (o->cost_model != PRS_COST_EXP && o->cost_model != PRS_COST_HULL)
         return prs_error_set(err, PRS_EINVAL, "unknown cost model %d", (int)o->cost_model);
-    if ((rc = prs_profile_check_stages(profile, o->pipe.stages, err))) return rc;
+    if ((rc = prs_profile_check_stages(profile, prs_pipeline_chunks(&o->pipe), err))) return rc;
     run r;
     memset(&r, 0, sizeof r);
     r.o = o;
     prs_frontier *f = NULL;
     int S = o->pipe.stages;
-    r.types = calloc((size_t)S * 2, sizeof *r.types);
+    int ntypes = prs_pipeline_chunks(&o->pipe) * 2;
+    r.types = calloc((size_t)ntypes, sizeof *r.types);
     if (!r.types) {
         rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
         goto out;
     }
-    for (int k = 0; k < S * 2; k++) {
+    for (int k = 0; k < ntypes; k++) {
         int fallback = 0;
         prs_error note = {0, ""};
         if ((rc = prsO_build_memo(profile, k / 2, (prs_instr)(k % 2), o, r.types, k,
