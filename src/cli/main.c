@@ -14,6 +14,9 @@ static void usage(FILE *out)
           "commands:\n"
           "  plan          stage profile -> iteration time-energy frontier and frequency plans\n"
           "  plan export   print one plan of a planned frontier (JSON or the reference's list)\n"
+          "  evaluate      time and energy of a plan, a uniform clock or all-max, per stage\n"
+          "  emulate       savings of Perseus and baselines for N pipelines with a straggler\n"
+          "  plot          SVG pictures: frontier, pipeline timeline, savings vs slowdown\n"
           "  synth         write a synthetic stage profile from the simulated GPU model\n"
           "\n"
           "Run 'perseus COMMAND --help' for a command's options.\n",
@@ -37,6 +40,9 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "plan") == 0) return prs_cmd_plan(argc - 1, argv + 1);
     if (strcmp(cmd, "synth") == 0) return prs_cmd_synth(argc - 1, argv + 1);
+    if (strcmp(cmd, "evaluate") == 0) return prs_cmd_evaluate(argc - 1, argv + 1);
+    if (strcmp(cmd, "emulate") == 0) return prs_cmd_emulate(argc - 1, argv + 1);
+    if (strcmp(cmd, "plot") == 0) return prs_cmd_plot(argc - 1, argv + 1);
     fprintf(stderr, "perseus: unknown command '%s' (try 'perseus --help')\n", cmd);
     return 2;
 }
