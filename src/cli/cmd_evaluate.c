@@ -1,0 +1,12 @@
+/* perseus evaluate: placeholder until the command lands (being written now). */
+#include <stdio.h>
+
+#include "cli.h"
+
+int prs_cmd_evaluate(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    fputs("perseus evaluate: not available in this build\n", stderr);
+    return 1;
+}
