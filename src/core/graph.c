@@ -200,10 +200,13 @@ int prsG_build(const prs_pipeline *pipe, prsG_graph *g, prs_error *err)
             EDGE(2 + fwd[c * M + m], 2 + fwd[(c + 1) * M + m]);
             EDGE(2 + bwd[(c + 1) * M + m], 2 + bwd[c * M + m]);
         }
-    /* 1F1B and GPipe run F then B of a microbatch on the last stage back to back in stage
-     * order; interleaving does not guarantee it, so state the dependency. */
-    if (pipe->schedule == PRS_SCHEDULE_INTERLEAVED)
-        for (int m = 0; m < M; m++) EDGE(2 + fwd[(C - 1) * M + m], 2 + bwd[(C - 1) * M + m]);
+    /* The backward of the last chunk needs its forward. Every schedule here runs both on the
+     * last GPU with the forward first, so the GPU's own order already implies it; state the
+     * dependency only where it would not (a future schedule), so no arc is doubled. */
+    for (int m = 0; m < M; m++) {
+        int f = fwd[(C - 1) * M + m], b = bwd[(C - 1) * M + m];
+        if (f / per != b / per || f > b) EDGE(2 + f, 2 + b);
+    }
     for (int v = 2; v < naon; v++) {
         if (indeg[v] == 0) EDGE(0, v);
         if (outdeg[v] == 0) EDGE(v, 1);
