@@ -2,7 +2,8 @@
 # Install the Debian packages needed to build and test Perseus (idempotent).
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
-      libcmocka-dev libcminpack-dev libglpk-dev libxml2-utils librsvg2-bin)
+      libcmocka-dev libcminpack-dev libglpk-dev libxml2-utils librsvg2-bin
+      libmicrohttpd-dev libjansson-dev libsqlite3-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,66 @@
+/* perseusd as a library: the control plane that registers the ranks of training jobs, sweeps their
+ * GPU clocks to build a stage profile, plans, serves each rank its clocks and switches plans when
+ * a data-parallel pipeline straggles (DESIGN.md §1, §5; docs/server.md, docs/api.md).
+ *
+ * One prs_server owns an HTTP daemon (libmicrohttpd, its own threads), a SQLite database (WAL)
+ * holding every job, and a planner thread per job in the planning phase. Everything that matters
+ * is committed to the database before a request is acknowledged, so a server started on the same
+ * database after a crash resumes every job where it was. */
+#ifndef PERSEUS_SERVER_H
+#define PERSEUS_SERVER_H
+
+#include <stddef.h>
+
+#include "perseus/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PRS_SERVER_DEFAULT_PORT 7787
+
+typedef enum prs_log_level {
+    PRS_LOG_ERROR = 0,
+    PRS_LOG_INFO = 1, /* job events and every 4xx/5xx request */
+    PRS_LOG_DEBUG = 2 /* every request */
+} prs_log_level;
+
+/* Server configuration: a value type. */
+typedef struct prs_server_config {
+    const char *listen_host;  /* numeric IPv4 address to bind; default "127.0.0.1" */
+    int port;                 /* 0 picks a free port (see prs_server_port) */
+    const char *db_path;      /* SQLite database file; required (created if missing) */
+    const char *data_dir;     /* scratch directory for frontier files (server-made names only);
+                               * required, created if missing */
+    size_t max_body_bytes;    /* JSON request bodies; default 1 MiB */
+    size_t max_profile_bytes; /* uploaded profile CSV; default 16 MiB */
+    unsigned max_connections; /* concurrent connections; default 8192 (split evenly over the
+                               * threads) */
+    unsigned threads;         /* HTTP worker threads; default 4 */
+    prs_log_level log_level;  /* default PRS_LOG_INFO */
+    int log_fd;               /* where one-line logs go; default 2 (stderr); -1: nowhere */
+    int sync_full;            /* fsync every commit (survive power loss); default 0: a commit
+                               * survives a crash of the process, not of the machine */
+} prs_server_config;
+
+/* Defaults as documented beside each field (db_path and data_dir NULL: must be set). */
+void prs_server_config_default(prs_server_config *c);
+
+typedef struct prs_server prs_server;
+
+/* Open (or create) the database, load every job, restart planning where a job was planning and
+ * start serving. On success *out owns a running server; on failure *out is NULL and err says why
+ * (PRS_EINVAL for a bad configuration, PRS_EIO for a database or socket problem). */
+int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *err);
+
+/* Port the server listens on (useful with port 0). */
+int prs_server_port(const prs_server *s);
+
+/* Stop accepting requests, finish the ones in flight, wait for planner threads, close the
+ * database. NULL is a no-op. */
+void prs_server_stop(prs_server *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,1137 @@
+/* The job state machine (job.h).
+ *
+ * Profiling protocol. Round r sweeps clock sweep[r] (highest first). Every rank runs all its
+ * computations at that clock and posts its iterations tagged with the round; the first
+ * warmup_iterations of each rank in a round are stored but not used, the next
+ * iterations_per_clock are. When every rank has posted warm-up + k iterations the round ends and
+ * the next clock starts. With skip_dominated, a round whose clock turned out slower AND costlier
+ * than the clock above it for every (stage, instruction) ends the sweep: on a U-shaped energy
+ * curve every lower clock is dominated too. Windows are aggregated by the clock the client says
+ * it actually applied, so a clock the GPU refused shows up under the clock it ran at.
+ *
+ * Straggler detection. A pipeline's reported iteration time is first scaled to what it would be
+ * on the fastest plan (time * T_fastest / T_its_plan), so a pipeline slowed down on purpose is not
+ * mistaken for a straggler; it is a straggler when that exceeds factor times the median of the
+ * other pipelines' latest scaled times for k consecutive iterations, and clears after k
+ * consecutive iterations below. With straggler time T' (the slowest straggler's), every other
+ * pipeline runs plan prs_frontier_lookup(T'); stragglers and everyone with no straggler run the
+ * fastest plan. */
+#include "job.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "numfmt.h"
+
+static const char *const PHASES[JOB_NPHASES] = {"registering", "profiling", "planning",
+                                                "running",     "done",      "failed"};
+
+const char *job_phase_name(job_phase p)
+{
+    return p >= 0 && p < JOB_NPHASES ? PHASES[p] : "unknown";
+}
+
+int job_phase_parse(const char *name, job_phase *out)
+{
+    for (int i = 0; i < JOB_NPHASES; i++)
+        if (strcmp(name, PHASES[i]) == 0) {
+            *out = (job_phase)i;
+            return 0;
+        }
+    return -1;
+}
+
+int api_fail(api_err *e, int http, const char *code, const char *fmt, ...)
+{
+    e->http = http;
+    e->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int store_fail(api_err *e, store *st)
+{
+    return api_fail(e, 500, "storage", "database: %s", store_errmsg(st));
+}
+
+static int wrong_phase(api_err *e, const job *j, const char *what)
+{
+    return api_fail(e, 409, "wrong_phase", "%s is not possible while the job is %s", what,
+                    job_phase_name(j->phase));
+}
+
+void job_config_key(const req_job_spec *s, char key[2 * SECURE_SHA256_LEN + 1])
+{
+    key[0] = '\0';
+    if (!s->model[0] || !s->reuse_frontier) return;
+    char buf[8192], a[PRS_NUMFMT_MAX], b[PRS_NUMFMT_MAX];
+    int n = snprintf(
+        buf, sizeof buf,
+        "perseus-config-v1\nmodel=%s\nstages=%d\nmicrobatches=%d\ntp=%d\n"
+        "schedule=%s\nvirtual_stages=%d\nmin_clock=%d\nunit_time=%s\n"
+        "blocking_power=%s\ncost_model=%s\nclocks=",
+        s->model, s->stages, s->microbatches, s->tp, prs_schedule_name(s->schedule),
+        s->virtual_stages, s->min_clock_mhz, prsN_fmt_double(a, sizeof a, s->unit_time_s),
+        prsN_fmt_double(b, sizeof b, s->blocking_power_w), prs_cost_model_name(s->cost_model));
+    for (int i = 0; i < s->nclocks && n > 0 && (size_t)n < sizeof buf; i++)
+        n += snprintf(buf + n, sizeof buf - (size_t)n, "%d,", s->clocks_mhz[i]);
+    if (n < 0 || (size_t)n >= sizeof buf) n = (int)sizeof buf - 1;
+    uint8_t h[SECURE_SHA256_LEN];
+    secure_sha256(buf, (size_t)n, h);
+    for (int i = 0; i < SECURE_SHA256_LEN; i++)
+        snprintf(key + 2 * i, 3, "%02x", h[i]);
+}
+
+static int slot_index(const job *j, int dp, int pp, int tp)
+{
+    return (dp * j->spec.stages + pp) * j->spec.tp + tp;
+}
+
+static job *job_alloc(const req_job_spec *spec)
+{
+    job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->spec = *spec;
+    j->world = spec->dp * spec->stages * spec->tp;
+    j->ops_per_stage = req_spec_ops_per_stage(spec);
+    j->ranks = calloc((size_t)j->world, sizeof *j->ranks);
+    j->slot = malloc(sizeof *j->slot * (size_t)j->world);
+    j->round_iters = calloc((size_t)j->world, sizeof *j->round_iters);
+    j->pipes = calloc((size_t)spec->dp, sizeof *j->pipes);
+    if (!j->ranks || !j->slot || !j->round_iters || !j->pipes) {
+        job_free(j);
+        return NULL;
+    }
+    for (int i = 0; i < j->world; i++)
+        j->slot[i] = -1;
+    for (int d = 0; d < spec->dp; d++)
+        j->pipes[d].last_iteration = -1;
+    for (int i = 0; i < spec->nclocks; i++)
+        if (spec->clocks_mhz[i] >= spec->min_clock_mhz) j->sweep[j->nsweep++] = spec->clocks_mhz[i];
+    for (int i = 0; i < JOB_PLAN_CACHE; i++)
+        j->cache_id[i] = -1;
+    job_config_key(spec, j->config_key);
+    return j;
+}
+
+void job_free(job *j)
+{
+    if (!j) return;
+    free(j->ranks);
+    free(j->slot);
+    free(j->round_iters);
+    free(j->pipes);
+    for (int i = 0; i < JOB_PLAN_CACHE; i++)
+        free(j->cache_plan[i]);
+    prs_profile_free(j->profile);
+    prs_frontier_free(j->frontier);
+    free(j);
+}
+
+static int persist(job *j, store *st, api_err *e)
+{
+    if (store_update_job(st, j->id, job_phase_name(j->phase), j->reason, j->sweep_index, j->round,
+                         j->planning_s))
+        return store_fail(e, st);
+    return 0;
+}
+
+static void set_failed(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_failed(job *j, const char *fmt, ...)
+{
+    j->phase = JOB_FAILED;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(j->reason, sizeof j->reason, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- frontier in memory ---- */
+
+static void cache_clear(job *j)
+{
+    for (int i = 0; i < JOB_PLAN_CACHE; i++) {
+        free(j->cache_plan[i]);
+        j->cache_plan[i] = NULL;
+        j->cache_id[i] = -1;
+    }
+}
+
+const int *job_plan_clocks(job *j, long k)
+{
+    if (!j->frontier || k < 0 || (size_t)k >= prs_frontier_size(j->frontier)) return NULL;
+    for (int i = 0; i < JOB_PLAN_CACHE; i++)
+        if (j->cache_id[i] == k) return j->cache_plan[i];
+    int slot = j->cache_next;
+    j->cache_next = (j->cache_next + 1) % JOB_PLAN_CACHE;
+    free(j->cache_plan[slot]);
+    j->cache_id[slot] = -1;
+    j->cache_plan[slot] = malloc(sizeof(int) * (size_t)j->spec.stages * (size_t)j->ops_per_stage);
+    if (!j->cache_plan[slot] ||
+        prs_frontier_plan(j->frontier, (size_t)k, j->cache_plan[slot], NULL))
+        return NULL;
+    j->cache_id[slot] = k;
+    return j->cache_plan[slot];
+}
+
+/* Evaluate the all-max baseline: every computation at the highest clock profiled for its
+ * (chunk, instruction). */
+static void compute_allmax(job *j)
+{
+    j->allmax_time_s = j->allmax_energy_j = 0;
+    if (!j->profile || !j->frontier) return;
+    const prs_pipeline *pipe = prs_frontier_pipeline(j->frontier);
+    int chunks = prs_pipeline_chunks(pipe), per = prs_ops_per_stage(pipe);
+    int *maxf = calloc((size_t)chunks * 2, sizeof *maxf);
+    int *clocks = malloc(sizeof *clocks * (size_t)pipe->stages * (size_t)per);
+    if (!maxf || !clocks) goto out;
+    const prs_profile_row *rows = prs_profile_rows(j->profile);
+    for (size_t i = 0; i < prs_profile_nrows(j->profile); i++)
+        if (rows[i].stage < chunks && rows[i].freq_mhz > maxf[rows[i].stage * 2 + rows[i].instr])
+            maxf[rows[i].stage * 2 + rows[i].instr] = rows[i].freq_mhz;
+    for (int s = 0; s < pipe->stages; s++)
+        for (int p = 0; p < per; p++) {
+            prs_instr in = PRS_FORWARD;
+            int mb = 0, chunk = s;
+            prs_op_describe_chunk(pipe, s, p, &in, &mb, &chunk);
+            clocks[s * per + p] = maxf[chunk * 2 + in];
+        }
+    double t, en;
+    if (prs_evaluate_plan(j->profile, pipe, clocks, &t, &en, NULL) == 0) {
+        j->allmax_time_s = t;
+        j->allmax_energy_j = en;
+    }
+out:
+    free(maxf);
+    free(clocks);
+}
+
+static double plan_time(const job *j, long k)
+{
+    const prs_frontier_point *p = prs_frontier_point_at(j->frontier, (size_t)k);
+    return p ? p->eval_time_s : 0;
+}
+
+/* Give every pipeline the plan the lookup rule chooses; bump the round when anything changed
+ * and store the pipelines. */
+static int assign_plans(job *j, store *st, int force_store, api_err *e)
+{
+    if (!j->frontier) return 0;
+    double tprime = 0;
+    for (int d = 0; d < j->spec.dp; d++)
+        if (j->pipes[d].straggler && j->pipes[d].straggler_time_s > tprime)
+            tprime = j->pipes[d].straggler_time_s;
+    size_t slow = j->fastest;
+    if (tprime > 0 && prs_frontier_lookup(j->frontier, tprime, &slow) != 0) slow = j->fastest;
+    int changed = 0;
+    for (int d = 0; d < j->spec.dp; d++) {
+        job_pipe *p = &j->pipes[d];
+        long want = (long)(p->straggler || tprime <= 0 ? j->fastest : slow);
+        if (p->plan_id != want || force_store) {
+            changed |= p->plan_id != want;
+            p->plan_id = want;
+            if (store_put_pipeline(st, j->id, d, p->straggler, p->straggler_time_s, p->plan_id))
+                return store_fail(e, st);
+        }
+    }
+    if (changed) {
+        j->round++;
+        return persist(j, st, e);
+    }
+    return 0;
+}
+
+/* Install a frontier (owned) and enter running. */
+static int start_running(job *j, store *st, prs_frontier *f, api_err *e)
+{
+    if (f != j->frontier) {
+        prs_frontier_free(j->frontier);
+        j->frontier = f;
+        cache_clear(j);
+    }
+    if (prs_frontier_lookup(f, 0, &j->fastest) != 0) {
+        set_failed(j, "the planner produced an empty frontier");
+        return persist(j, st, e);
+    }
+    compute_allmax(j);
+    j->phase = JOB_RUNNING;
+    j->round = 0;
+    for (int d = 0; d < j->spec.dp; d++)
+        j->pipes[d].plan_id = -1;
+    if (assign_plans(j, st, 1, e)) return -1;
+    j->round = 0;
+    return persist(j, st, e);
+}
+
+/* Parse stored plans.prs text into a frontier: written to a scratch file first, because the
+ * core reads frontiers from a directory. */
+static int frontier_from_text(const char *scratch_dir, const char *id, const void *text, size_t len,
+                              prs_frontier **out, char *msg);
+
+/* Scratch directory for frontier files (set by the server at startup). */
+static char g_scratch[512] = "/tmp";
+
+void job_set_scratch_dir(const char *dir)
+{
+    snprintf(g_scratch, sizeof g_scratch, "%s", dir);
+}
+
+/* ---- create / load ---- */
+
+static int profile_to_csv(const prs_profile *p, char **csv, size_t *len)
+{
+    *csv = NULL;
+    *len = 0;
+    FILE *f = open_memstream(csv, len);
+    if (!f) return -1;
+    int rc = prs_profile_write_csv(p, f);
+    if (fclose(f) != 0 || rc != 0) {
+        free(*csv);
+        *csv = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static int adopt_frontier(job *j, store *st, const char *from, api_err *e)
+{
+    char *csv = NULL, src[16];
+    size_t clen = 0, flen = 0;
+    void *plans = NULL;
+    prs_frontier *f = NULL;
+    prs_profile *p = NULL;
+    char msg[REQ_MSG_MAX];
+    int rc = -1;
+    if (store_get_profile(st, from, &csv, &clen, src) ||
+        store_get_frontier(st, from, &plans, &flen)) {
+        rc = store_fail(e, st);
+        goto out;
+    }
+    if (!csv || !plans) { /* nothing to reuse after all */
+        rc = 0;
+        goto out;
+    }
+    if (prs_profile_parse("stored profile", csv, clen, &p, NULL) ||
+        frontier_from_text(g_scratch, j->id, plans, flen, &f, msg)) {
+        rc = 0; /* an unreadable old frontier is not this job's problem: profile afresh */
+        goto out;
+    }
+    if (store_put_profile(st, j->id, "reused", csv, clen) ||
+        store_put_frontier(st, j->id, j->config_key, plans, flen, 0)) {
+        rc = store_fail(e, st);
+        goto out;
+    }
+    j->profile = p;
+    p = NULL;
+    snprintf(j->profile_source, sizeof j->profile_source, "reused");
+    j->frontier = f;
+    f = NULL;
+    prs_frontier_lookup(j->frontier, 0, &j->fastest);
+    compute_allmax(j);
+    rc = 0;
+out:
+    free(csv);
+    free(plans);
+    prs_profile_free(p);
+    prs_frontier_free(f);
+    return rc;
+}
+
+int job_create(store *st, const req_job_spec *spec, const char *id, const uint8_t *token_hash,
+               long long now_unix, job **out, api_err *e)
+{
+    *out = NULL;
+    job *j = job_alloc(spec);
+    if (!j) return api_fail(e, 500, "internal", "out of memory");
+    snprintf(j->id, sizeof j->id, "%s", id);
+    memcpy(j->token_hash, token_hash, SECURE_SHA256_LEN);
+    j->created_unix = now_unix;
+    json_t *sj = req_job_spec_json(spec);
+    char *text = sj ? json_dumps(sj, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(sj);
+    if (!text) {
+        job_free(j);
+        return api_fail(e, 500, "internal", "out of memory");
+    }
+    store_job_row row = {
+        j->id, j->token_hash, text, j->config_key, job_phase_name(j->phase), "", 0, 0, 0, now_unix};
+    int rc = store_insert_job(st, &row);
+    free(text);
+    if (rc) {
+        job_free(j);
+        return store_fail(e, st);
+    }
+    if (j->config_key[0]) {
+        char from[32];
+        if (store_find_frontier(st, j->config_key, from) ||
+            (from[0] && adopt_frontier(j, st, from, e))) {
+            if (!from[0]) store_fail(e, st);
+            job_free(j);
+            return -1;
+        }
+    }
+    *out = j;
+    return 0;
+}
+
+static int load_rank(void *ud, int rank, int dp, int pp, int tp)
+{
+    job *j = ud;
+    if (rank < 0 || rank >= j->world || dp < 0 || dp >= j->spec.dp || pp < 0 ||
+        pp >= j->spec.stages || tp < 0 || tp >= j->spec.tp)
+        return 0;
+    j->ranks[rank] = (job_rank){1, dp, pp, tp};
+    j->slot[slot_index(j, dp, pp, tp)] = rank;
+    j->nregistered++;
+    return 0;
+}
+
+static int load_count(void *ud, int rank, long count)
+{
+    job *j = ud;
+    if (rank < 0 || rank >= j->world) return 0;
+    j->round_iters[rank] = (int)(count > 1000000 ? 1000000 : count);
+    return 0;
+}
+
+static int load_pipe(void *ud, int dp, int straggler, double time_s, long plan_id)
+{
+    job *j = ud;
+    if (dp < 0 || dp >= j->spec.dp) return 0;
+    j->pipes[dp].straggler = straggler;
+    j->pipes[dp].straggler_time_s = time_s;
+    j->pipes[dp].plan_id = plan_id;
+    return 0;
+}
+
+static void count_done_ranks(job *j)
+{
+    int need = j->spec.warmup_iterations + j->spec.iterations_per_clock;
+    j->ranks_done = 0;
+    for (int r = 0; r < j->world; r++)
+        if (j->round_iters[r] >= need) j->ranks_done++;
+}
+
+int job_load(store *st, const store_job_row *row, job **out, int *action, char *msg)
+{
+    *out = NULL;
+    *action = JOB_ACT_NONE;
+    req_job_spec spec;
+    if (req_parse_job_spec(row->spec_json, strlen(row->spec_json), &spec, msg)) return -1;
+    job *j = job_alloc(&spec);
+    if (!j) {
+        snprintf(msg, REQ_MSG_MAX, "out of memory");
+        return -1;
+    }
+    snprintf(j->id, sizeof j->id, "%s", row->id);
+    memcpy(j->token_hash, row->token_hash, SECURE_SHA256_LEN);
+    snprintf(j->reason, sizeof j->reason, "%s", row->reason);
+    j->sweep_index = row->sweep_index;
+    j->round = row->round;
+    j->planning_s = row->planning_s;
+    j->created_unix = row->created_unix;
+    if (job_phase_parse(row->phase, &j->phase)) {
+        snprintf(msg, REQ_MSG_MAX, "unknown phase '%.32s'", row->phase);
+        job_free(j);
+        return -1;
+    }
+    char *csv = NULL;
+    size_t clen = 0, flen = 0;
+    void *plans = NULL;
+    if (store_each_rank(st, j->id, load_rank, j) ||
+        store_get_profile(st, j->id, &csv, &clen, j->profile_source) ||
+        store_get_frontier(st, j->id, &plans, &flen) ||
+        store_each_pipeline(st, j->id, load_pipe, j) ||
+        (j->phase == JOB_PROFILING && store_round_counts(st, j->id, j->round, load_count, j))) {
+        snprintf(msg, REQ_MSG_MAX, "%s", store_errmsg(st));
+        free(csv);
+        free(plans);
+        job_free(j);
+        return -1;
+    }
+    j->measurements = store_count_measurements(st, j->id);
+    count_done_ranks(j);
+    int bad = 0;
+    if (csv && prs_profile_parse("stored profile", csv, clen, &j->profile, NULL)) bad = 1;
+    if (!bad && plans && frontier_from_text(g_scratch, j->id, plans, flen, &j->frontier, msg))
+        bad = 2;
+    free(csv);
+    free(plans);
+    if (bad == 1) {
+        snprintf(msg, REQ_MSG_MAX, "stored profile does not parse");
+        job_free(j);
+        return -1;
+    }
+    if (bad) {
+        job_free(j);
+        return -1;
+    }
+    if (j->frontier) {
+        prs_frontier_lookup(j->frontier, 0, &j->fastest);
+        compute_allmax(j);
+        for (int d = 0; d < spec.dp; d++)
+            if (j->pipes[d].plan_id < 0 ||
+                (size_t)j->pipes[d].plan_id >= prs_frontier_size(j->frontier))
+                j->pipes[d].plan_id = (long)j->fastest;
+    }
+    if (j->phase == JOB_PLANNING) {
+        if (j->profile)
+            *action = JOB_ACT_PLAN;
+        else
+            set_failed(j, "planning without a profile");
+    }
+    if (j->phase == JOB_RUNNING && !j->frontier) set_failed(j, "running without a frontier");
+    *out = j;
+    return 0;
+}
+
+/* ---- registering ---- */
+
+static int enter_after_registration(job *j, store *st, api_err *e)
+{
+    if (j->frontier) return start_running(j, st, j->frontier, e);
+    j->phase = JOB_PROFILING;
+    j->sweep_index = 0;
+    j->round = 0;
+    memset(j->round_iters, 0, sizeof *j->round_iters * (size_t)j->world);
+    j->ranks_done = 0;
+    return persist(j, st, e);
+}
+
+int job_register(job *j, store *st, const req_rank *r, int *created, int *action, api_err *e)
+{
+    *created = 0;
+    *action = JOB_ACT_NONE;
+    if (j->phase == JOB_DONE || j->phase == JOB_FAILED) return wrong_phase(e, j, "registering");
+    if (r->rank >= j->world)
+        return api_fail(e, 400, "bad_request", "rank: %d is not below the world size %d", r->rank,
+                        j->world);
+    if (r->dp >= j->spec.dp || r->pp >= j->spec.stages || r->tp >= j->spec.tp)
+        return api_fail(e, 400, "bad_request",
+                        "coordinates (dp %d, pp %d, tp %d) outside (%d, %d, %d)", r->dp, r->pp,
+                        r->tp, j->spec.dp, j->spec.stages, j->spec.tp);
+    job_rank *k = &j->ranks[r->rank];
+    int s = slot_index(j, r->dp, r->pp, r->tp);
+    if (k->registered) {
+        if (k->dp == r->dp && k->pp == r->pp && k->tp == r->tp) return 0; /* a client restarted */
+        return api_fail(e, 409, "conflict", "rank %d is registered as (dp %d, pp %d, tp %d)",
+                        r->rank, k->dp, k->pp, k->tp);
+    }
+    if (j->slot[s] >= 0)
+        return api_fail(e, 409, "conflict", "(dp %d, pp %d, tp %d) is taken by rank %d", r->dp,
+                        r->pp, r->tp, j->slot[s]);
+    if (j->phase != JOB_REGISTERING && j->phase != JOB_PLANNING)
+        return wrong_phase(e, j, "registering a new rank");
+    if (store_insert_rank(st, j->id, r->rank, r->dp, r->pp, r->tp, r->gpu))
+        return store_fail(e, st);
+    *k = (job_rank){1, r->dp, r->pp, r->tp};
+    j->slot[s] = r->rank;
+    j->nregistered++;
+    *created = 1;
+    if (j->nregistered == j->world && j->phase == JOB_REGISTERING)
+        return enter_after_registration(j, st, e);
+    return 0;
+}
+
+/* ---- schedule ---- */
+
+static json_t *uniform_clocks(int n, int mhz)
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++)
+        json_array_append_new(a, json_integer(mhz));
+    return a;
+}
+
+int job_schedule(job *j, int rank, json_t **out, api_err *e)
+{
+    *out = NULL;
+    if (rank < 0 || rank >= j->world || !j->ranks[rank].registered)
+        return api_fail(e, 404, "not_registered", "rank %d is not registered", rank);
+    const job_rank *k = &j->ranks[rank];
+    json_t *o = json_object();
+    if (!o) return api_fail(e, 500, "internal", "out of memory");
+    json_object_set_new(o, "phase", json_string(job_phase_name(j->phase)));
+    json_object_set_new(o, "round", json_integer(j->round));
+    switch (j->phase) {
+    case JOB_PROFILING: {
+        int f = j->sweep[j->sweep_index];
+        json_object_set_new(o, "plan_id", json_null());
+        json_object_set_new(o, "clock_mhz", json_integer(f));
+        json_object_set_new(o, "clocks_mhz", uniform_clocks(j->ops_per_stage, f));
+        json_object_set_new(o, "warmup_iterations", json_integer(j->spec.warmup_iterations));
+        json_object_set_new(o, "iterations",
+                            json_integer(j->spec.warmup_iterations + j->spec.iterations_per_clock));
+        json_object_set_new(o, "iterations_reported", json_integer(j->round_iters[rank]));
+        break;
+    }
+    case JOB_RUNNING: {
+        const job_pipe *p = &j->pipes[k->dp];
+        const int *plan = job_plan_clocks(j, p->plan_id);
+        if (!plan) {
+            json_decref(o);
+            return api_fail(e, 500, "internal", "plan %ld cannot be decoded", p->plan_id);
+        }
+        json_t *a = json_array();
+        for (int i = 0; a && i < j->ops_per_stage; i++)
+            json_array_append_new(a, json_integer(plan[k->pp * j->ops_per_stage + i]));
+        json_object_set_new(o, "plan_id", json_integer(p->plan_id));
+        json_object_set_new(o, "clocks_mhz", a);
+        json_object_set_new(o, "iteration_time_s", json_real(plan_time(j, p->plan_id)));
+        json_object_set_new(o, "straggler", json_boolean(p->straggler != STRAGGLER_NONE));
+        break;
+    }
+    case JOB_PLANNING:
+        /* Training goes on at the highest clock while the planner runs. */
+        json_object_set_new(o, "plan_id", json_null());
+        json_object_set_new(o, "clocks_mhz",
+                            uniform_clocks(j->ops_per_stage, j->spec.clocks_mhz[0]));
+        break;
+    default: /* registering: wait; done, failed: reset clocks */
+        json_object_set_new(o, "plan_id", json_null());
+        json_object_set_new(o, "clocks_mhz", json_array());
+        break;
+    }
+    *out = o;
+    return 0;
+}
+
+/* ---- profiling ---- */
+
+typedef struct means_ctx {
+    const job *j;
+    prs_profile *p;
+    int bad;
+    char msg[REQ_MSG_MAX];
+} means_ctx;
+
+static int add_mean(void *ud, int stage, int instr, int clock, double t, double en, long n)
+{
+    means_ctx *c = ud;
+    prs_profile_row row = {stage, instr ? PRS_BACKWARD : PRS_FORWARD, clock, t, en, 0};
+    prs_error err = {0, ""};
+    if (prs_profile_add(c->p, &row, &err)) {
+        c->bad = 1;
+        snprintf(c->msg, sizeof c->msg, "%.200s", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+/* Mean time/energy per (stage, instr) at one clock, from the used windows. */
+typedef struct clock_means {
+    int clock;
+    int chunks;
+    double *t, *e; /* chunks * 2, NAN when absent */
+} clock_means;
+
+static int collect_clock(void *ud, int stage, int instr, int clock, double t, double en, long n)
+{
+    clock_means *m = ud;
+    if (clock == m->clock && stage >= 0 && stage < m->chunks) {
+        m->t[stage * 2 + instr] = t;
+        m->e[stage * 2 + instr] = en;
+    }
+    return 0;
+}
+
+/* 1 when clock lo is dominated by clock hi for every (chunk, instruction): no faster and no
+ * cheaper. */
+static int clock_dominated(job *j, store *st, int hi, int lo)
+{
+    prs_pipeline pipe;
+    req_spec_pipeline(&j->spec, &pipe);
+    int chunks = prs_pipeline_chunks(&pipe);
+    double *buf = malloc(sizeof(double) * (size_t)chunks * 8);
+    if (!buf) return 0;
+    for (int i = 0; i < chunks * 8; i++)
+        buf[i] = NAN;
+    clock_means a = {hi, chunks, buf, buf + 2 * chunks};
+    clock_means b = {lo, chunks, buf + 4 * chunks, buf + 6 * chunks};
+    int dom = store_profile_means(st, j->id, collect_clock, &a) == 0 &&
+              store_profile_means(st, j->id, collect_clock, &b) == 0;
+    for (int i = 0; dom && i < chunks * 2; i++)
+        if (!(isfinite(a.e[i]) && isfinite(b.e[i]) && b.e[i] >= a.e[i] && b.t[i] >= a.t[i]))
+            dom = 0;
+    free(buf);
+    return dom;
+}
+
+static int finish_profiling(job *j, store *st, int *action, api_err *e)
+{
+    means_ctx c = {j, prs_profile_new(), 0, ""};
+    if (!c.p) return api_fail(e, 500, "internal", "out of memory");
+    if (store_profile_means(st, j->id, add_mean, &c) && !c.bad) {
+        prs_profile_free(c.p);
+        return store_fail(e, st);
+    }
+    prs_pipeline pipe;
+    req_spec_pipeline(&j->spec, &pipe);
+    prs_error err = {0, ""};
+    if (c.bad || prs_profile_nrows(c.p) == 0 ||
+        prs_profile_check_stages(c.p, prs_pipeline_chunks(&pipe), &err)) {
+        set_failed(j, "profile incomplete: %s",
+                   c.bad                    ? c.msg
+                   : prs_profile_nrows(c.p) ? err.msg
+                                            : "no windows were reported");
+        prs_profile_free(c.p);
+        return persist(j, st, e);
+    }
+    char *csv;
+    size_t len;
+    if (profile_to_csv(c.p, &csv, &len)) {
+        prs_profile_free(c.p);
+        return api_fail(e, 500, "internal", "out of memory");
+    }
+    int rc = store_put_profile(st, j->id, "measured", csv, len);
+    free(csv);
+    if (rc) {
+        prs_profile_free(c.p);
+        return store_fail(e, st);
+    }
+    prs_profile_free(j->profile);
+    j->profile = c.p;
+    snprintf(j->profile_source, sizeof j->profile_source, "measured");
+    j->phase = JOB_PLANNING;
+    j->plan_done = j->plan_total = 0;
+    *action = JOB_ACT_PLAN;
+    return persist(j, st, e);
+}
+
+static int advance_round(job *j, store *st, int *action, api_err *e)
+{
+    int stop = j->sweep_index + 1 >= j->nsweep;
+    if (!stop && j->spec.skip_dominated && j->sweep_index > 0 &&
+        clock_dominated(j, st, j->sweep[j->sweep_index - 1], j->sweep[j->sweep_index]))
+        stop = 1;
+    if (stop) return finish_profiling(j, st, action, e);
+    j->sweep_index++;
+    j->round = j->sweep_index;
+    memset(j->round_iters, 0, sizeof *j->round_iters * (size_t)j->world);
+    j->ranks_done = 0;
+    return persist(j, st, e);
+}
+
+static int check_windows(const job *j, const job_rank *k, const req_results *r, api_err *e)
+{
+    int chunks = j->spec.stages *
+                 (j->spec.schedule == PRS_SCHEDULE_INTERLEAVED ? j->spec.virtual_stages : 1);
+    for (size_t i = 0; i < r->niterations; i++)
+        for (size_t w = 0; w < r->iterations[i].nwindows; w++) {
+            const req_window *win = &r->iterations[i].windows[w];
+            if (win->chunk < 0 && chunks != j->spec.stages)
+                return api_fail(e, 400, "bad_request",
+                                "iterations[%zu].windows[%zu].chunk: required with model chunks", i,
+                                w);
+            if (win->chunk >= 0 && (win->chunk >= chunks || win->chunk % j->spec.stages != k->pp))
+                return api_fail(e, 400, "bad_request",
+                                "iterations[%zu].windows[%zu].chunk: %d is not a chunk of stage %d",
+                                i, w, win->chunk, k->pp);
+            if (win->microbatch >= j->spec.microbatches)
+                return api_fail(e, 400, "bad_request",
+                                "iterations[%zu].windows[%zu].microbatch: not below %d", i, w,
+                                j->spec.microbatches);
+        }
+    return 0;
+}
+
+static int store_iteration(job *j, store *st, int rank, const req_iteration *it, long round,
+                           int used, api_err *e)
+{
+    const job_rank *k = &j->ranks[rank];
+    long long mid;
+    if (store_insert_measurement(st, j->id, rank, job_phase_name(j->phase), round, it->iteration,
+                                 it->clock_mhz, it->time_s, it->energy_j, used, &mid))
+        return store_fail(e, st);
+    for (size_t w = 0; w < it->nwindows; w++) {
+        const req_window *win = &it->windows[w];
+        int stage = win->chunk >= 0 ? win->chunk : k->pp;
+        if (store_insert_window(st, j->id, mid, stage, win->instr, win->microbatch, win->clock_mhz,
+                                win->time_s, win->energy_j, used))
+            return store_fail(e, st);
+    }
+    j->measurements++;
+    return 0;
+}
+
+static double median(double *v, int n)
+{
+    for (int i = 1; i < n; i++) /* n is the number of pipelines: small */
+        for (int k = i; k > 0 && v[k - 1] > v[k]; k--) {
+            double t = v[k];
+            v[k] = v[k - 1];
+            v[k - 1] = t;
+        }
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Automatic straggler detection on one new iteration of pipeline d. Returns 1 when the
+ * pipeline's straggler state changed. */
+static int detect(job *j, int d, long iteration, double time_s)
+{
+    job_pipe *p = &j->pipes[d];
+    if (iteration <= p->last_iteration) return 0;
+    p->last_iteration = iteration;
+    p->iterations++;
+    const prs_frontier_point *pt = prs_frontier_point_at(j->frontier, (size_t)p->plan_id);
+    if (pt && j->allmax_energy_j > 0) p->saved_j += j->allmax_energy_j - pt->eval_energy_j;
+    double tp = plan_time(j, p->plan_id), tf = plan_time(j, (long)j->fastest);
+    p->last_norm_s = tp > 0 ? time_s * tf / tp : time_s;
+    if (j->spec.dp < 2) return 0;
+    double *others = malloc(sizeof(double) * (size_t)j->spec.dp);
+    if (!others) return 0;
+    int n = 0;
+    for (int o = 0; o < j->spec.dp; o++)
+        if (o != d && j->pipes[o].last_norm_s > 0) others[n++] = j->pipes[o].last_norm_s;
+    if (n == 0) {
+        free(others);
+        return 0;
+    }
+    double m = median(others, n);
+    free(others);
+    int k = j->spec.straggler_iterations;
+    if (p->last_norm_s > j->spec.straggler_factor * m) {
+        p->over++;
+        p->under = 0;
+        if (p->over >= k && p->straggler == STRAGGLER_NONE) {
+            p->straggler = STRAGGLER_AUTO;
+            p->straggler_time_s = time_s;
+            return 1;
+        }
+    } else {
+        p->under++;
+        p->over = 0;
+        if (p->under >= k && p->straggler == STRAGGLER_AUTO) {
+            p->straggler = STRAGGLER_NONE;
+            p->straggler_time_s = 0;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int job_results(job *j, store *st, const req_results *r, int *action, api_err *e)
+{
+    *action = JOB_ACT_NONE;
+    if (j->phase != JOB_PROFILING && j->phase != JOB_PLANNING && j->phase != JOB_RUNNING)
+        return wrong_phase(e, j, "posting results");
+    if (r->rank >= j->world || !j->ranks[r->rank].registered)
+        return api_fail(e, 404, "not_registered", "rank %d is not registered", r->rank);
+    const job_rank *k = &j->ranks[r->rank];
+    if (check_windows(j, k, r, e)) return -1;
+    if (j->phase == JOB_PROFILING) {
+        long round = r->round < 0 ? j->round : r->round;
+        if (round > j->round)
+            return api_fail(e, 409, "wrong_round", "round %ld has not started (current %ld)", round,
+                            j->round);
+        int need = j->spec.warmup_iterations + j->spec.iterations_per_clock;
+        for (size_t i = 0; i < r->niterations; i++) {
+            int used = 1;
+            if (round == j->round) {
+                int idx = j->round_iters[r->rank]++;
+                used = idx >= j->spec.warmup_iterations;
+                if (idx + 1 == need) j->ranks_done++;
+            }
+            /* A late iteration of an earlier round: that rank was past warm-up there. */
+            if (store_iteration(j, st, r->rank, &r->iterations[i], round, used, e)) return -1;
+        }
+        if (j->ranks_done >= j->world) return advance_round(j, st, action, e);
+        return 0;
+    }
+    int changed = 0;
+    for (size_t i = 0; i < r->niterations; i++) {
+        if (store_iteration(j, st, r->rank, &r->iterations[i], j->round, 0, e)) return -1;
+        if (j->phase == JOB_RUNNING)
+            changed |= detect(j, k->dp, r->iterations[i].iteration, r->iterations[i].time_s);
+    }
+    if (changed) {
+        for (int d = 0; d < j->spec.dp; d++)
+            if (store_put_pipeline(st, j->id, d, j->pipes[d].straggler,
+                                   j->pipes[d].straggler_time_s, j->pipes[d].plan_id))
+                return store_fail(e, st);
+        return assign_plans(j, st, 0, e);
+    }
+    return 0;
+}
+
+/* ---- profile upload, stragglers, completion ---- */
+
+int job_upload_profile(job *j, store *st, const char *csv, size_t len, int *action, api_err *e)
+{
+    *action = JOB_ACT_NONE;
+    if (j->phase != JOB_REGISTERING && j->phase != JOB_PROFILING)
+        return wrong_phase(e, j, "uploading a profile");
+    prs_profile *p = NULL;
+    prs_error err = {0, ""};
+    if (prs_profile_parse("profile", csv, len, &p, &err))
+        return api_fail(e, 400, "bad_profile", "%s", err.msg);
+    prs_pipeline pipe;
+    req_spec_pipeline(&j->spec, &pipe);
+    if (prs_profile_check_stages(p, prs_pipeline_chunks(&pipe), &err)) {
+        prs_profile_free(p);
+        return api_fail(e, 400, "bad_profile", "%s", err.msg);
+    }
+    char *text;
+    size_t tlen;
+    if (profile_to_csv(p, &text, &tlen)) {
+        prs_profile_free(p);
+        return api_fail(e, 500, "internal", "out of memory");
+    }
+    int rc = store_put_profile(st, j->id, "uploaded", text, tlen);
+    free(text);
+    if (rc) {
+        prs_profile_free(p);
+        return store_fail(e, st);
+    }
+    prs_profile_free(j->profile);
+    j->profile = p;
+    prs_frontier_free(j->frontier); /* a reused frontier belongs to another profile */
+    j->frontier = NULL;
+    cache_clear(j);
+    snprintf(j->profile_source, sizeof j->profile_source, "uploaded");
+    j->phase = JOB_PLANNING;
+    j->plan_done = j->plan_total = 0;
+    *action = JOB_ACT_PLAN;
+    return persist(j, st, e);
+}
+
+int job_set_straggler(job *j, store *st, const req_straggler *r, api_err *e)
+{
+    if (j->phase != JOB_RUNNING) return wrong_phase(e, j, "reporting a straggler");
+    if (r->dp >= j->spec.dp)
+        return api_fail(e, 400, "bad_request", "dp: %d is not below %d", r->dp, j->spec.dp);
+    job_pipe *p = &j->pipes[r->dp];
+    p->straggler = STRAGGLER_EXPLICIT;
+    p->straggler_time_s = r->time_s > 0 ? r->time_s : r->slowdown * plan_time(j, (long)j->fastest);
+    p->over = p->under = 0;
+    if (store_put_pipeline(st, j->id, r->dp, p->straggler, p->straggler_time_s, p->plan_id))
+        return store_fail(e, st);
+    return assign_plans(j, st, 0, e);
+}
+
+int job_clear_straggler(job *j, store *st, int dp, api_err *e)
+{
+    if (j->phase != JOB_RUNNING) return wrong_phase(e, j, "clearing a straggler");
+    if (dp < 0 || dp >= j->spec.dp)
+        return api_fail(e, 404, "not_found", "no data-parallel pipeline %d", dp);
+    job_pipe *p = &j->pipes[dp];
+    p->straggler = STRAGGLER_NONE;
+    p->straggler_time_s = 0;
+    p->over = p->under = 0;
+    if (store_put_pipeline(st, j->id, dp, p->straggler, 0, p->plan_id)) return store_fail(e, st);
+    return assign_plans(j, st, 0, e);
+}
+
+int job_complete(job *j, store *st, api_err *e)
+{
+    if (j->phase == JOB_DONE || j->phase == JOB_FAILED) return wrong_phase(e, j, "completing");
+    j->phase = JOB_DONE;
+    return persist(j, st, e);
+}
+
+int job_plan_finished(job *j, store *st, prs_frontier *f, const void *plans, size_t plans_len,
+                      double planning_s, const char *why, api_err *e)
+{
+    if (j->phase != JOB_PLANNING) { /* completed meanwhile: drop the result */
+        prs_frontier_free(f);
+        return 0;
+    }
+    j->planning_s = planning_s;
+    if (!f) {
+        set_failed(j, "planning failed: %s", why ? why : "unknown error");
+        return persist(j, st, e);
+    }
+    if (store_put_frontier(st, j->id, j->config_key, plans, plans_len, planning_s)) {
+        prs_frontier_free(f);
+        return store_fail(e, st);
+    }
+    if (j->nregistered < j->world) { /* profile uploaded early: keep the frontier, wait */
+        prs_frontier_free(j->frontier);
+        j->frontier = f;
+        cache_clear(j);
+        prs_frontier_lookup(f, 0, &j->fastest);
+        compute_allmax(j);
+        j->phase = JOB_REGISTERING;
+        return persist(j, st, e);
+    }
+    return start_running(j, st, f, e);
+}
+
+/* ---- JSON views ---- */
+
+static json_t *point_json(const job *j, long k)
+{
+    const prs_frontier_point *p = prs_frontier_point_at(j->frontier, (size_t)k);
+    if (!p) return json_null();
+    return json_pack("{s:i, s:f, s:f, s:f, s:f}", "plan_id", (json_int_t)k, "time_s", p->time_s,
+                     "energy_j", p->energy_j, "eval_time_s", p->eval_time_s, "eval_energy_j",
+                     p->eval_energy_j);
+}
+
+json_t *job_status_json(const job *j)
+{
+    json_t *o = json_object();
+    if (!o) return NULL;
+    json_object_set_new(o, "job_id", json_string(j->id));
+    json_object_set_new(o, "phase", json_string(job_phase_name(j->phase)));
+    if (j->phase == JOB_FAILED) json_object_set_new(o, "reason", json_string(j->reason));
+    json_object_set_new(o, "round", json_integer(j->round));
+    json_object_set_new(o, "spec", req_job_spec_json(&j->spec));
+    json_object_set_new(
+        o, "ranks", json_pack("{s:i, s:i}", "registered", j->nregistered, "expected", j->world));
+    json_object_set_new(o, "measurements", json_integer(j->measurements));
+    json_t *prof = json_pack("{s:i, s:I, s:i}", "clocks_total", j->nsweep, "clocks_done",
+                             (json_int_t)(j->phase == JOB_PROFILING ? j->sweep_index : 0),
+                             "ranks_done", j->phase == JOB_PROFILING ? j->ranks_done : 0);
+    if (j->phase == JOB_PROFILING)
+        json_object_set_new(prof, "clock_mhz", json_integer(j->sweep[j->sweep_index]));
+    json_object_set_new(o, "profiling", prof);
+    double frac = j->plan_total > 0 ? (double)j->plan_done / (double)j->plan_total : 0;
+    if (frac > 1) frac = 1;
+    if (j->frontier && j->phase != JOB_PLANNING) frac = 1;
+    json_object_set_new(o, "planning",
+                        json_pack("{s:I, s:I, s:f, s:f}", "done", (json_int_t)j->plan_done, "total",
+                                  (json_int_t)j->plan_total, "fraction", frac, "seconds",
+                                  j->planning_s));
+    json_object_set_new(o, "profile_source",
+                        j->profile ? json_string(j->profile_source) : json_null());
+    if (j->frontier) {
+        json_t *fr = json_object();
+        json_object_set_new(fr, "points", json_integer((json_int_t)prs_frontier_size(j->frontier)));
+        json_object_set_new(fr, "fastest", point_json(j, (long)j->fastest));
+        if (j->allmax_energy_j > 0)
+            json_object_set_new(fr, "all_max",
+                                json_pack("{s:f, s:f}", "eval_time_s", j->allmax_time_s,
+                                          "eval_energy_j", j->allmax_energy_j));
+        json_object_set_new(o, "frontier", fr);
+        json_t *pipes = json_array();
+        double saved = 0;
+        long iters = 0;
+        for (int d = 0; d < j->spec.dp; d++) {
+            const job_pipe *p = &j->pipes[d];
+            static const char *const kinds[] = {"none", "explicit", "automatic"};
+            json_t *pj = json_pack("{s:i, s:I, s:s, s:I}", "dp", d, "plan_id",
+                                   (json_int_t)p->plan_id, "straggler",
+                                   kinds[p->straggler >= 0 && p->straggler <= 2 ? p->straggler : 0],
+                                   "iterations", (json_int_t)p->iterations);
+            if (p->straggler)
+                json_object_set_new(pj, "straggler_time_s", json_real(p->straggler_time_s));
+            json_object_set_new(pj, "plan", point_json(j, p->plan_id));
+            json_array_append_new(pipes, pj);
+            saved += p->saved_j;
+            iters += p->iterations;
+        }
+        json_object_set_new(o, "pipelines", pipes);
+        const prs_frontier_point *fp = prs_frontier_point_at(j->frontier, j->fastest);
+        if (fp && j->allmax_energy_j > 0)
+            json_object_set_new(
+                o, "savings",
+                json_pack("{s:f, s:f, s:I, s:f}", "per_iteration_j",
+                          j->allmax_energy_j - fp->eval_energy_j, "fraction",
+                          (j->allmax_energy_j - fp->eval_energy_j) / j->allmax_energy_j,
+                          "iterations", (json_int_t)iters, "so_far_j", saved));
+    }
+    return o;
+}
+
+json_t *job_frontier_json(job *j)
+{
+    if (!j->frontier) return NULL;
+    json_t *pts = json_array();
+    for (size_t k = 0; k < prs_frontier_size(j->frontier); k++)
+        json_array_append_new(pts, point_json(j, (long)k));
+    return json_pack("{s:s, s:I, s:o}", "cost_model",
+                     prs_cost_model_name(prs_frontier_cost_model(j->frontier)), "fastest",
+                     (json_int_t)j->fastest, "points", pts);
+}
+
+/* ---- frontier text <-> core ---- */
+
+static int frontier_from_text(const char *scratch_dir, const char *id, const void *text, size_t len,
+                              prs_frontier **out, char *msg)
+{
+    *out = NULL;
+    char dir[640], path[700];
+    uint8_t r[6];
+    char rs[16];
+    if (secure_random(r, sizeof r)) {
+        snprintf(msg, REQ_MSG_MAX, "no randomness");
+        return -1;
+    }
+    secure_b64url(r, sizeof r, rs);
+    snprintf(dir, sizeof dir, "%s/load-%s-%s", scratch_dir, id, rs);
+    if (mkdir(dir, 0700) != 0) {
+        snprintf(msg, REQ_MSG_MAX, "cannot create scratch directory");
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/plans.prs", dir);
+    FILE *f = fopen(path, "wb");
+    int rc = -1;
+    if (f && fwrite(text, 1, len, f) == len && fclose(f) == 0) {
+        f = NULL;
+        prs_error err = {0, ""};
+        if (prs_frontier_load(dir, out, &err) == 0)
+            rc = 0;
+        else
+            snprintf(msg, REQ_MSG_MAX, "stored frontier: %.200s", err.msg);
+    } else {
+        snprintf(msg, REQ_MSG_MAX, "cannot write scratch file");
+    }
+    if (f) fclose(f);
+    unlink(path);
+    rmdir(dir);
+    return rc;
+}
+
+int job_frontier_to_text(const prs_frontier *f, const char *id, char **text, size_t *len, char *msg)
+{
+    *text = NULL;
+    *len = 0;
+    char dir[640], path[700];
+    uint8_t r[6];
+    char rs[16];
+    if (secure_random(r, sizeof r)) {
+        snprintf(msg, REQ_MSG_MAX, "no randomness");
+        return -1;
+    }
+    secure_b64url(r, sizeof r, rs);
+    snprintf(dir, sizeof dir, "%s/save-%s-%s", g_scratch, id, rs);
+    prs_error err = {0, ""};
+    int rc = -1;
+    if (prs_frontier_save(f, dir, &err) != 0) {
+        snprintf(msg, REQ_MSG_MAX, "saving the frontier: %.200s", err.msg);
+    } else {
+        snprintf(path, sizeof path, "%s/plans.prs", dir);
+        FILE *in = fopen(path, "rb");
+        FILE *out = open_memstream(text, len);
+        if (in && out) {
+            char buf[65536];
+            size_t n;
+            while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+                fwrite(buf, 1, n, out);
+            rc = ferror(in) ? -1 : 0;
+        }
+        if (in) fclose(in);
+        if (out && fclose(out) != 0) rc = -1;
+        if (rc) {
+            free(*text);
+            *text = NULL;
+            snprintf(msg, REQ_MSG_MAX, "cannot read back the saved frontier");
+        }
+    }
+    static const char *const files[] = {"plans.prs", "frontier.csv", "frontier-detail.csv"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+    return rc;
+}

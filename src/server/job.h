@@ -1,0 +1,159 @@
+/* One training job and its state machine (docs/server.md):
+ *
+ *   registering --all ranks in--> profiling --sweep done--> planning --planner done--> running
+ *        |                                                     ^                         |
+ *        +---- profile uploaded (any time before running) -----+        complete --> done
+ *        +---- frontier reused: all ranks in -------------------------------> running
+ *   any phase --(planning fails, profile unusable)--> failed (with a reason)
+ *
+ * Every mutating call writes what it changes to the store; the caller wraps the call in a
+ * transaction and commits before answering, or rolls back and reloads the job from the store
+ * (job_load), so memory never runs ahead of the database. Calls are not thread-safe: the server
+ * holds its lock around them. Errors come back as an api_err: the HTTP status, a stable code
+ * ("wrong_phase") and a one-line message. */
+#ifndef PRS_SERVER_JOB_H
+#define PRS_SERVER_JOB_H
+
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "perseus/planner.h"
+#include "request.h"
+#include "secure.h"
+#include "store.h"
+
+typedef enum job_phase {
+    JOB_REGISTERING = 0,
+    JOB_PROFILING,
+    JOB_PLANNING,
+    JOB_RUNNING,
+    JOB_DONE,
+    JOB_FAILED,
+    JOB_NPHASES
+} job_phase;
+
+const char *job_phase_name(job_phase p);
+/* -1 for an unknown name. */
+int job_phase_parse(const char *name, job_phase *out);
+
+typedef struct api_err {
+    int http;         /* 400, 404, 409, 500, ... */
+    const char *code; /* static string: "bad_request", "wrong_phase", ... */
+    char msg[REQ_MSG_MAX];
+} api_err;
+
+/* Fill e and return -1. */
+int api_fail(api_err *e, int http, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+typedef struct job_rank {
+    int registered;
+    int dp, pp, tp;
+} job_rank;
+
+enum { STRAGGLER_NONE = 0, STRAGGLER_EXPLICIT = 1, STRAGGLER_AUTO = 2 };
+
+/* One data-parallel pipeline while running. */
+typedef struct job_pipe {
+    int straggler; /* STRAGGLER_* */
+    double straggler_time_s;
+    long plan_id;
+    long last_iteration; /* last iteration the detector looked at (-1: none) */
+    double last_norm_s;  /* its time scaled to the fastest plan (0: none yet) */
+    int over, under;     /* consecutive iterations above / below the threshold */
+    long iterations;     /* iterations seen while running (since the server started) */
+    double saved_j;      /* energy saved against all-max over those iterations */
+} job_pipe;
+
+#define JOB_PLAN_CACHE 4
+
+typedef struct job {
+    char id[SECURE_ID_LEN + 1];
+    uint8_t token_hash[SECURE_SHA256_LEN];
+    req_job_spec spec;
+    char config_key[2 * SECURE_SHA256_LEN + 1]; /* "" when not reusable */
+    job_phase phase;
+    char reason[REQ_MSG_MAX];
+    long long created_unix;
+
+    int world, nregistered, ops_per_stage;
+    job_rank *ranks; /* world entries, indexed by rank */
+    int *slot;       /* (dp, pp, tp) -> rank, or -1 */
+
+    /* profiling: clocks to sweep (spec clocks >= floor, highest first) */
+    int nsweep;
+    int sweep[REQ_MAX_CLOCKS];
+    long sweep_index; /* clock being profiled */
+    long round;       /* profiling: = sweep_index; running: bumped at every plan change */
+    int *round_iters; /* per rank: iterations reported in the current profiling round */
+    int ranks_done;   /* ranks with warm-up + k iterations in the current round */
+
+    /* planning */
+    long plan_done, plan_total;
+    double planning_s;
+    int planner_active; /* a planner thread works on this job */
+    prs_profile *profile;
+    char profile_source[16]; /* "measured", "uploaded", "reused" */
+
+    /* running */
+    prs_frontier *frontier;
+    size_t fastest;
+    double allmax_time_s, allmax_energy_j; /* 0 when unknown */
+    job_pipe *pipes;                       /* dp entries */
+    long cache_id[JOB_PLAN_CACHE];
+    int *cache_plan[JOB_PLAN_CACHE];
+    int cache_next;
+
+    long long measurements; /* rows in the store */
+    struct job *next;
+} job;
+
+/* Actions the caller must take after a call. */
+enum { JOB_ACT_NONE = 0, JOB_ACT_PLAN = 1 };
+
+/* A new job in the registering phase with the given id and token hash, written to the store.
+ * If the spec names a model and allows reuse, and the store holds a frontier for the same
+ * configuration (job_config_key), the job adopts that profile and frontier. */
+int job_create(store *st, const req_job_spec *spec, const char *id, const uint8_t *token_hash,
+               long long now_unix, job **out, api_err *e);
+/* Load a job and everything it owns from the store (startup, or resync after a failed
+ * transaction). *action is JOB_ACT_PLAN when the job was planning. */
+int job_load(store *st, const store_job_row *row, job **out, int *action, char *msg);
+void job_free(job *j);
+
+/* Reuse key of a spec, hex SHA-256 into key (65 bytes); "" when the spec names no model or
+ * turns reuse off. Same key = same model name, pipeline (stages, microbatches, tp, schedule,
+ * virtual stages), clock list, profiling floor, unit time, blocking power and cost model. */
+void job_config_key(const req_job_spec *spec, char key[2 * SECURE_SHA256_LEN + 1]);
+
+int job_register(job *j, store *st, const req_rank *r, int *created, int *action, api_err *e);
+/* Schedule of a rank: {phase, round, plan_id, clocks_mhz, ...} (new reference). */
+int job_schedule(job *j, int rank, json_t **out, api_err *e);
+int job_results(job *j, store *st, const req_results *r, int *action, api_err *e);
+int job_upload_profile(job *j, store *st, const char *csv, size_t len, int *action, api_err *e);
+int job_set_straggler(job *j, store *st, const req_straggler *r, api_err *e);
+int job_clear_straggler(job *j, store *st, int dp, api_err *e);
+int job_complete(job *j, store *st, api_err *e);
+
+/* The planner finished: f (owned, may be NULL on failure) with its plans.prs text, or the
+ * failure why. Moves to running or failed unless the job left planning meanwhile. */
+int job_plan_finished(job *j, store *st, prs_frontier *f, const void *plans, size_t plans_len,
+                      double planning_s, const char *why, api_err *e);
+
+/* GET /v1/jobs/{id} body (new reference). */
+json_t *job_status_json(const job *j);
+/* GET /v1/jobs/{id}/frontier body (new reference); NULL when there is no frontier. */
+json_t *job_frontier_json(job *j);
+
+/* Directory for the scratch files the frontier round trip needs (server-made names only). */
+void job_set_scratch_dir(const char *dir);
+/* plans.prs text of a frontier (malloc'd into *text). 0, or -1 with msg. */
+int job_frontier_to_text(const prs_frontier *f, const char *id, char **text, size_t *len,
+                         char *msg);
+
+/* Clocks of plan k (stages * ops_per_stage, stage-major): a pointer into a small cache, valid
+ * until the next call on this job. NULL on failure. */
+const int *job_plan_clocks(job *j, long k);
+
+#endif

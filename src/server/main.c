@@ -1,0 +1,187 @@
+/* perseusd: the Perseus control plane (docs/server.md). Parses the command line, starts the
+ * server (perseus/server.h) and waits for SIGTERM or SIGINT, then shuts down cleanly: requests in
+ * flight finish, planner threads are joined, the database is closed. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "numfmt.h"
+#include "perseus/server.h"
+
+static const char usage[] =
+    "usage: perseusd [--listen HOST:PORT] [--data-dir DIR] [--db FILE] [options]\n"
+    "\n"
+    "The Perseus control plane: registers the ranks of training jobs, sweeps GPU clocks to\n"
+    "profile them, plans, serves each rank its clocks and reacts to stragglers (API v1:\n"
+    "docs/api.md). All state is in a SQLite database; a restarted server resumes every job.\n"
+    "\n"
+    "  --listen HOST:PORT     numeric IPv4 address and port (default 127.0.0.1:7787;\n"
+    "                         port 0 picks a free one, see --port-file)\n"
+    "  --data-dir DIR         data directory, created if missing (default ./perseusd-data)\n"
+    "  --db FILE              database file (default DIR/perseusd.db)\n"
+    "  --port-file FILE       write the port listened on to FILE once serving\n"
+    "  --max-body BYTES       largest JSON request body (default 1048576)\n"
+    "  --max-profile BYTES    largest uploaded profile CSV (default 16777216)\n"
+    "  --max-connections N    concurrent connections, split evenly over the threads\n"
+    "                         (default 8192)\n"
+    "  --threads N            HTTP worker threads (default 4)\n"
+    "  --sync normal|full     full: fsync every commit, surviving power loss (default normal:\n"
+    "                         every acknowledged request survives a crash of the process)\n"
+    "  --log-level LEVEL      error, info (default: job events and failed requests) or debug\n"
+    "                         (every request); logs are key=value lines on stderr\n"
+    "  -h, --help             this help\n";
+
+static int bad(const char *msg, const char *arg)
+{
+    fprintf(stderr, "perseusd: %s '%s'\n%s", msg, arg, "try 'perseusd --help'\n");
+    return 2;
+}
+
+static int parse_size(const char *v, size_t *out)
+{
+    long n;
+    if (prsN_parse_long(v, &n) != 0 || n < 1) return -1;
+    *out = (size_t)n;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {{"listen", required_argument, NULL, 'l'},
+                                         {"data-dir", required_argument, NULL, 'd'},
+                                         {"db", required_argument, NULL, 'b'},
+                                         {"port-file", required_argument, NULL, 'p'},
+                                         {"max-body", required_argument, NULL, 'm'},
+                                         {"max-profile", required_argument, NULL, 'P'},
+                                         {"max-connections", required_argument, NULL, 'c'},
+                                         {"threads", required_argument, NULL, 't'},
+                                         {"sync", required_argument, NULL, 's'},
+                                         {"log-level", required_argument, NULL, 'L'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    prs_server_config cfg;
+    prs_server_config_default(&cfg);
+    const char *data_dir = "perseusd-data", *db = NULL, *port_file = NULL;
+    static char host[64];
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'l': {
+            const char *colon = strrchr(optarg, ':');
+            int port;
+            if (!colon || (size_t)(colon - optarg) >= sizeof host || colon == optarg ||
+                prsN_parse_int(colon + 1, &port) != 0 || port < 0 || port > 65535)
+                return bad("--listen: expected HOST:PORT, got", optarg);
+            memcpy(host, optarg, (size_t)(colon - optarg));
+            host[colon - optarg] = '\0';
+            cfg.listen_host = host;
+            cfg.port = port;
+            break;
+        }
+        case 'd':
+            data_dir = optarg;
+            break;
+        case 'b':
+            db = optarg;
+            break;
+        case 'p':
+            port_file = optarg;
+            break;
+        case 'm':
+            if (parse_size(optarg, &cfg.max_body_bytes)) return bad("--max-body: bad size", optarg);
+            break;
+        case 'P':
+            if (parse_size(optarg, &cfg.max_profile_bytes))
+                return bad("--max-profile: bad size", optarg);
+            break;
+        case 'c': {
+            size_t n;
+            if (parse_size(optarg, &n) || n > 1000000)
+                return bad("--max-connections: bad count", optarg);
+            cfg.max_connections = (unsigned)n;
+            break;
+        }
+        case 't': {
+            size_t n;
+            if (parse_size(optarg, &n) || n > 256) return bad("--threads: bad count", optarg);
+            cfg.threads = (unsigned)n;
+            break;
+        }
+        case 's':
+            if (strcmp(optarg, "full") == 0)
+                cfg.sync_full = 1;
+            else if (strcmp(optarg, "normal") == 0)
+                cfg.sync_full = 0;
+            else
+                return bad("--sync: expected normal or full, got", optarg);
+            break;
+        case 'L':
+            if (strcmp(optarg, "error") == 0)
+                cfg.log_level = PRS_LOG_ERROR;
+            else if (strcmp(optarg, "info") == 0)
+                cfg.log_level = PRS_LOG_INFO;
+            else if (strcmp(optarg, "debug") == 0)
+                cfg.log_level = PRS_LOG_DEBUG;
+            else
+                return bad("--log-level: expected error, info or debug, got", optarg);
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            return 0;
+        default:
+            fputs("try 'perseusd --help'\n", stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) return bad("unexpected argument", argv[optind]);
+    static char dbpath[4096];
+    if (!db) {
+        if ((size_t)snprintf(dbpath, sizeof dbpath, "%s/perseusd.db", data_dir) >= sizeof dbpath)
+            return bad("--data-dir: path too long", data_dir);
+        db = dbpath;
+    }
+    cfg.data_dir = data_dir;
+    cfg.db_path = db;
+
+    /* Room for every connection the server allows, plus the database and logs. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    /* Block the shutdown signals in every thread; this one waits for them below. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    prs_server *s = NULL;
+    prs_error err = {0, ""};
+    if (prs_server_start(&cfg, &s, &err) != 0) {
+        fprintf(stderr, "perseusd: %s\n", err.msg);
+        return 1;
+    }
+    if (port_file) {
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s.tmp", port_file);
+        FILE *f = fopen(tmp, "w");
+        if (!f || fprintf(f, "%d\n", prs_server_port(s)) < 0 || fclose(f) != 0 ||
+            rename(tmp, port_file) != 0) {
+            fprintf(stderr, "perseusd: %s: cannot write port file\n", port_file);
+            prs_server_stop(s);
+            return 1;
+        }
+    }
+    int sig = 0;
+    while (sigwait(&set, &sig) != 0) {
+    }
+    prs_server_stop(s);
+    return 0;
+}

@@ -1,0 +1,420 @@
+/* Strict request-body parsing (request.h).
+ *
+ * jansson parses the text (JSON_REJECT_DUPLICATES; its default end-of-input check rejects
+ * trailing data); the walkers below then accept exactly the documented shape. Integers must be
+ * JSON integers (1.0 is not a rank), reals may be integers or reals but must be finite (jansson
+ * never produces NaN or infinity from text; the checks stay for values built in code). Every
+ * bound is explicit, so no request can make the server allocate more than its body size allows
+ * in proportion. */
+#include "request.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(char *msg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(char *msg, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, REQ_MSG_MAX, fmt, ap);
+    va_end(ap);
+    /* One line, printable: a message may quote a key from the request. */
+    for (char *p = msg; *p; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
+    return -1;
+}
+
+static json_t *load(const char *text, size_t len, char *msg)
+{
+    json_error_t je;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        fail(msg, "malformed JSON at line %d column %d: %s", je.line, je.column, je.text);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        fail(msg, "expected a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+/* Every key of obj must be in allowed (NULL-terminated). */
+static int only_keys(json_t *obj, const char *where, const char *const *allowed, char *msg)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v)
+    {
+        int ok = 0;
+        for (const char *const *a = allowed; *a; a++)
+            if (strcmp(key, *a) == 0) ok = 1;
+        if (!ok) {
+            char k[48];
+            snprintf(k, sizeof k, "%s", key);
+            return fail(msg, "%s%sunknown field '%s'", where, *where ? ": " : "", k);
+        }
+    }
+    return 0;
+}
+
+/* Integer field: required when req, else *out keeps its default when absent. */
+static int get_int(json_t *obj, const char *key, int req, long lo, long hi, long *out, char *msg)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v) return req ? fail(msg, "%s: required", key) : 0;
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return fail(msg, "%s: expected an integer in %ld..%ld", key, lo, hi);
+    *out = (long)json_integer_value(v);
+    return 0;
+}
+
+static int get_i(json_t *obj, const char *key, int req, long lo, long hi, int *out, char *msg)
+{
+    long v = *out;
+    if (get_int(obj, key, req, lo, hi, &v, msg)) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* Real field in [lo, hi] (lo excluded when open_lo). */
+static int get_real(json_t *obj, const char *key, int req, double lo, int open_lo, double hi,
+                    double *out, char *msg)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v) return req ? fail(msg, "%s: required", key) : 0;
+    double x = json_is_number(v) ? json_number_value(v) : NAN;
+    if (!isfinite(x) || (open_lo ? !(x > lo) : !(x >= lo)) || x > hi)
+        return fail(msg, "%s: expected a number %s %g and <= %g", key, open_lo ? ">" : ">=", lo,
+                    hi);
+    *out = x;
+    return 0;
+}
+
+static int get_bool(json_t *obj, const char *key, int *out, char *msg)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v) return 0;
+    if (!json_is_boolean(v)) return fail(msg, "%s: expected true or false", key);
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* String of printable ASCII, at most max bytes. */
+static int get_str(json_t *obj, const char *key, size_t max, char *out, char *msg)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v) return 0;
+    if (!json_is_string(v)) return fail(msg, "%s: expected a string", key);
+    size_t n = json_string_length(v);
+    const char *s = json_string_value(v);
+    if (n > max) return fail(msg, "%s: longer than %zu bytes", key, max);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f)
+            return fail(msg, "%s: only printable ASCII is allowed", key);
+    memcpy(out, s, n);
+    out[n] = '\0';
+    return 0;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x < y) - (x > y);
+}
+
+int req_spec_ops_per_stage(const req_job_spec *s)
+{
+    prs_pipeline p;
+    req_spec_pipeline(s, &p);
+    return prs_ops_per_stage(&p);
+}
+
+void req_spec_pipeline(const req_job_spec *s, prs_pipeline *pipe)
+{
+    memset(pipe, 0, sizeof *pipe);
+    pipe->stages = s->stages;
+    pipe->microbatches = s->microbatches;
+    pipe->schedule = s->schedule;
+    pipe->unit_time_s = s->unit_time_s;
+    pipe->blocking_power_w = s->blocking_power_w;
+    pipe->virtual_stages = s->schedule == PRS_SCHEDULE_INTERLEAVED ? s->virtual_stages : 0;
+}
+
+static int parse_spec(json_t *root, req_job_spec *s, char *msg)
+{
+    static const char *const keys[] = {"model",
+                                       "stages",
+                                       "microbatches",
+                                       "dp",
+                                       "tp",
+                                       "schedule",
+                                       "virtual_stages",
+                                       "clocks_mhz",
+                                       "profiling",
+                                       "unit_time_s",
+                                       "blocking_power_w",
+                                       "cost_model",
+                                       "straggler",
+                                       "reuse_frontier",
+                                       NULL};
+    static const char *const pkeys[] = {"warmup_iterations", "iterations_per_clock",
+                                        "min_clock_mhz", "skip_dominated", NULL};
+    static const char *const skeys[] = {"factor", "iterations", NULL};
+    memset(s, 0, sizeof *s);
+    s->tp = 1;
+    s->virtual_stages = 1;
+    s->schedule = PRS_SCHEDULE_1F1B;
+    s->warmup_iterations = 1;
+    s->iterations_per_clock = 3;
+    s->skip_dominated = 1;
+    s->unit_time_s = 0.001;
+    s->cost_model = PRS_COST_EXP;
+    s->straggler_factor = 1.2;
+    s->straggler_iterations = 3;
+    s->reuse_frontier = 1;
+    if (only_keys(root, "", keys, msg) || get_str(root, "model", REQ_MAX_MODEL, s->model, msg) ||
+        get_i(root, "stages", 1, 1, REQ_MAX_STAGES, &s->stages, msg) ||
+        get_i(root, "microbatches", 1, 1, REQ_MAX_MICROBATCHES, &s->microbatches, msg) ||
+        get_i(root, "dp", 1, 1, REQ_MAX_WORLD, &s->dp, msg) ||
+        get_i(root, "tp", 0, 1, REQ_MAX_WORLD, &s->tp, msg) ||
+        get_i(root, "virtual_stages", 0, 1, 64, &s->virtual_stages, msg) ||
+        get_real(root, "unit_time_s", 0, 1e-6, 0, 10.0, &s->unit_time_s, msg) ||
+        get_real(root, "blocking_power_w", 1, 0.0, 0, 1e5, &s->blocking_power_w, msg) ||
+        get_bool(root, "reuse_frontier", &s->reuse_frontier, msg))
+        return -1;
+    json_t *v = json_object_get(root, "schedule");
+    if (v && (!json_is_string(v) || prs_schedule_parse(json_string_value(v), &s->schedule)))
+        return fail(msg, "schedule: expected \"1f1b\", \"gpipe\" or \"interleaved\"");
+    v = json_object_get(root, "cost_model");
+    if (v && (!json_is_string(v) || prs_cost_model_parse(json_string_value(v), &s->cost_model)))
+        return fail(msg, "cost_model: expected \"exp\" or \"hull\"");
+    if ((long)s->dp * s->stages * s->tp > REQ_MAX_WORLD)
+        return fail(msg, "dp * stages * tp: at most %d ranks", REQ_MAX_WORLD);
+    if (s->schedule == PRS_SCHEDULE_INTERLEAVED) {
+        if (s->virtual_stages < 2)
+            return fail(msg, "virtual_stages: the interleaved schedule needs at least 2");
+    } else if (s->virtual_stages != 1) {
+        return fail(msg, "virtual_stages: only the interleaved schedule has model chunks");
+    }
+    prs_pipeline pipe;
+    req_spec_pipeline(s, &pipe);
+    prs_error perr = {0, ""};
+    if (prs_pipeline_check(&pipe, &perr)) return fail(msg, "pipeline: %s", perr.msg);
+    if ((long)s->stages * prs_ops_per_stage(&pipe) > REQ_MAX_OPS)
+        return fail(msg, "stages * computations per stage: at most %d", REQ_MAX_OPS);
+
+    v = json_object_get(root, "clocks_mhz");
+    if (!v) return fail(msg, "clocks_mhz: required");
+    if (!json_is_array(v) || json_array_size(v) < 1 || json_array_size(v) > REQ_MAX_CLOCKS)
+        return fail(msg, "clocks_mhz: expected an array of 1..%d clocks", REQ_MAX_CLOCKS);
+    s->nclocks = (int)json_array_size(v);
+    for (int i = 0; i < s->nclocks; i++) {
+        json_t *c = json_array_get(v, (size_t)i);
+        if (!json_is_integer(c) || json_integer_value(c) < 1 ||
+            json_integer_value(c) > REQ_MAX_CLOCK_MHZ)
+            return fail(msg, "clocks_mhz[%d]: expected an integer in 1..%d", i, REQ_MAX_CLOCK_MHZ);
+        s->clocks_mhz[i] = (int)json_integer_value(c);
+    }
+    qsort(s->clocks_mhz, (size_t)s->nclocks, sizeof(int), cmp_desc);
+    for (int i = 1; i < s->nclocks; i++)
+        if (s->clocks_mhz[i] == s->clocks_mhz[i - 1])
+            return fail(msg, "clocks_mhz: %d MHz is listed twice", s->clocks_mhz[i]);
+
+    s->min_clock_mhz = s->clocks_mhz[s->nclocks - 1];
+    v = json_object_get(root, "profiling");
+    if (v) {
+        if (!json_is_object(v)) return fail(msg, "profiling: expected an object");
+        if (only_keys(v, "profiling", pkeys, msg) ||
+            get_i(v, "warmup_iterations", 0, 0, 1000, &s->warmup_iterations, msg) ||
+            get_i(v, "iterations_per_clock", 0, 1, 1000, &s->iterations_per_clock, msg) ||
+            get_i(v, "min_clock_mhz", 0, 1, REQ_MAX_CLOCK_MHZ, &s->min_clock_mhz, msg) ||
+            get_bool(v, "skip_dominated", &s->skip_dominated, msg))
+            return -1;
+    }
+    if (s->min_clock_mhz > s->clocks_mhz[0])
+        return fail(msg, "profiling.min_clock_mhz: above every clock in clocks_mhz");
+    v = json_object_get(root, "straggler");
+    if (v) {
+        if (!json_is_object(v)) return fail(msg, "straggler: expected an object");
+        if (only_keys(v, "straggler", skeys, msg) ||
+            get_real(v, "factor", 0, 1.0, 1, 100.0, &s->straggler_factor, msg) ||
+            get_i(v, "iterations", 0, 1, 1000, &s->straggler_iterations, msg))
+            return -1;
+    }
+    return 0;
+}
+
+int req_parse_job_spec(const char *text, size_t len, req_job_spec *out, char msg[REQ_MSG_MAX])
+{
+    json_t *root = load(text, len, msg);
+    if (!root) return -1;
+    int rc = parse_spec(root, out, msg);
+    json_decref(root);
+    return rc;
+}
+
+json_t *req_job_spec_json(const req_job_spec *s)
+{
+    json_t *clocks = json_array();
+    for (int i = 0; clocks && i < s->nclocks; i++)
+        if (json_array_append_new(clocks, json_integer(s->clocks_mhz[i]))) {
+            json_decref(clocks);
+            return NULL;
+        }
+    if (!clocks) return NULL;
+    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:s, s:i, s:o, s:{s:i, s:i, s:i, s:b}, s:f, s:f, "
+                     "s:s, s:{s:f, s:i}, s:b}",
+                     "model", s->model, "stages", s->stages, "microbatches", s->microbatches, "dp",
+                     s->dp, "tp", s->tp, "schedule", prs_schedule_name(s->schedule),
+                     "virtual_stages", s->virtual_stages, "clocks_mhz", clocks, "profiling",
+                     "warmup_iterations", s->warmup_iterations, "iterations_per_clock",
+                     s->iterations_per_clock, "min_clock_mhz", s->min_clock_mhz, "skip_dominated",
+                     s->skip_dominated, "unit_time_s", s->unit_time_s, "blocking_power_w",
+                     s->blocking_power_w, "cost_model", prs_cost_model_name(s->cost_model),
+                     "straggler", "factor", s->straggler_factor, "iterations",
+                     s->straggler_iterations, "reuse_frontier", s->reuse_frontier);
+}
+
+int req_parse_rank(const char *text, size_t len, req_rank *out, char msg[REQ_MSG_MAX])
+{
+    static const char *const keys[] = {"rank", "dp", "pp", "tp", "gpu", NULL};
+    json_t *root = load(text, len, msg);
+    if (!root) return -1;
+    memset(out, 0, sizeof *out);
+    int rc = only_keys(root, "", keys, msg) ||
+                     get_i(root, "rank", 1, 0, REQ_MAX_WORLD - 1, &out->rank, msg) ||
+                     get_i(root, "dp", 1, 0, REQ_MAX_WORLD - 1, &out->dp, msg) ||
+                     get_i(root, "pp", 1, 0, REQ_MAX_STAGES - 1, &out->pp, msg) ||
+                     get_i(root, "tp", 0, 0, REQ_MAX_WORLD - 1, &out->tp, msg) ||
+                     get_str(root, "gpu", REQ_MAX_GPU, out->gpu, msg)
+                 ? -1
+                 : 0;
+    json_decref(root);
+    return rc;
+}
+
+void req_results_free(req_results *r)
+{
+    if (!r) return;
+    free(r->iterations);
+    free(r->all_windows);
+    r->iterations = NULL;
+    r->all_windows = NULL;
+    r->niterations = 0;
+}
+
+static int parse_window(json_t *w, req_window *out, char *msg)
+{
+    static const char *const keys[] = {"instruction", "chunk",    "microbatch", "clock_mhz",
+                                       "time_s",      "energy_j", NULL};
+    if (!json_is_object(w)) return fail(msg, "expected an object");
+    out->chunk = -1;
+    out->microbatch = -1;
+    if (only_keys(w, "", keys, msg) ||
+        get_i(w, "chunk", 0, 0, REQ_MAX_STAGES * 64 - 1, &out->chunk, msg) ||
+        get_i(w, "microbatch", 0, 0, REQ_MAX_MICROBATCHES - 1, &out->microbatch, msg) ||
+        get_i(w, "clock_mhz", 1, 1, REQ_MAX_CLOCK_MHZ, &out->clock_mhz, msg) ||
+        get_real(w, "time_s", 1, 0.0, 1, 1e6, &out->time_s, msg) ||
+        get_real(w, "energy_j", 1, 0.0, 1, 1e12, &out->energy_j, msg))
+        return -1;
+    json_t *in = json_object_get(w, "instruction");
+    const char *name = json_is_string(in) ? json_string_value(in) : "";
+    if (strcmp(name, "forward") == 0)
+        out->instr = PRS_FORWARD;
+    else if (strcmp(name, "backward") == 0)
+        out->instr = PRS_BACKWARD;
+    else
+        return fail(msg, "instruction: expected \"forward\" or \"backward\"");
+    return 0;
+}
+
+static int parse_results(json_t *root, req_results *r, char *msg)
+{
+    static const char *const keys[] = {"rank", "round", "iterations", NULL};
+    static const char *const ikeys[] = {"iteration", "time_s",  "energy_j",
+                                        "clock_mhz", "windows", NULL};
+    if (only_keys(root, "", keys, msg) ||
+        get_i(root, "rank", 1, 0, REQ_MAX_WORLD - 1, &r->rank, msg) ||
+        get_int(root, "round", 0, 0, 1L << 40, &r->round, msg))
+        return -1;
+    json_t *its = json_object_get(root, "iterations");
+    if (!its) return fail(msg, "iterations: required");
+    if (!json_is_array(its) || json_array_size(its) < 1 ||
+        json_array_size(its) > REQ_MAX_ITERATIONS)
+        return fail(msg, "iterations: expected an array of 1..%d iterations", REQ_MAX_ITERATIONS);
+    size_t n = json_array_size(its), nw = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *it = json_array_get(its, i);
+        json_t *ws = json_is_object(it) ? json_object_get(it, "windows") : NULL;
+        if (ws && json_is_array(ws)) nw += json_array_size(ws);
+    }
+    if (nw > REQ_MAX_WINDOWS)
+        return fail(msg, "iterations: at most %d windows in one post", REQ_MAX_WINDOWS);
+    r->iterations = calloc(n, sizeof *r->iterations);
+    r->all_windows = calloc(nw ? nw : 1, sizeof *r->all_windows);
+    if (!r->iterations || !r->all_windows) return fail(msg, "out of memory");
+    r->niterations = n;
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *it = json_array_get(its, i);
+        req_iteration *ri = &r->iterations[i];
+        char sub[REQ_MSG_MAX];
+        if (!json_is_object(it)) return fail(msg, "iterations[%zu]: expected an object", i);
+        if (only_keys(it, "", ikeys, sub) ||
+            get_int(it, "iteration", 1, 0, 1L << 40, &ri->iteration, sub) ||
+            get_real(it, "time_s", 1, 0.0, 1, 1e6, &ri->time_s, sub) ||
+            get_real(it, "energy_j", 0, 0.0, 0, 1e12, &ri->energy_j, sub) ||
+            get_i(it, "clock_mhz", 0, 1, REQ_MAX_CLOCK_MHZ, &ri->clock_mhz, sub))
+            return fail(msg, "iterations[%zu].%s", i, sub);
+        json_t *ws = json_object_get(it, "windows");
+        ri->windows = r->all_windows + used;
+        if (!ws) continue;
+        if (!json_is_array(ws)) return fail(msg, "iterations[%zu].windows: expected an array", i);
+        for (size_t j = 0; j < json_array_size(ws); j++) {
+            if (parse_window(json_array_get(ws, j), &ri->windows[j], sub))
+                return fail(msg, "iterations[%zu].windows[%zu]: %s", i, j, sub);
+        }
+        ri->nwindows = json_array_size(ws);
+        used += ri->nwindows;
+    }
+    return 0;
+}
+
+int req_parse_results(const char *text, size_t len, req_results *out, char msg[REQ_MSG_MAX])
+{
+    memset(out, 0, sizeof *out);
+    out->round = -1;
+    json_t *root = load(text, len, msg);
+    if (!root) return -1;
+    int rc = parse_results(root, out, msg);
+    json_decref(root);
+    if (rc) req_results_free(out);
+    return rc;
+}
+
+int req_parse_straggler(const char *text, size_t len, req_straggler *out, char msg[REQ_MSG_MAX])
+{
+    static const char *const keys[] = {"dp", "time_s", "slowdown", NULL};
+    json_t *root = load(text, len, msg);
+    if (!root) return -1;
+    memset(out, 0, sizeof *out);
+    int rc = -1;
+    if (only_keys(root, "", keys, msg) ||
+        get_i(root, "dp", 1, 0, REQ_MAX_WORLD - 1, &out->dp, msg) ||
+        get_real(root, "time_s", 0, 0.0, 1, 1e6, &out->time_s, msg) ||
+        get_real(root, "slowdown", 0, 1.0, 1, 100.0, &out->slowdown, msg))
+        goto out;
+    if ((out->time_s > 0) == (out->slowdown > 0)) {
+        fail(msg, "exactly one of time_s and slowdown is required");
+        goto out;
+    }
+    rc = 0;
+out:
+    json_decref(root);
+    return rc;
+}

@@ -1,0 +1,100 @@
+/* Request bodies of API v1 (docs/api.md): strict parsing and validation of JSON text into plain
+ * structs. Strict means: the text is one JSON value (no trailing data), objects have no duplicate
+ * and no unknown keys, every field has the documented type and range, required fields are
+ * present. Every failure gives a one-line message naming the field ("clocks_mhz[3]: expected an
+ * integer in 1..100000"). Nothing here touches the database or a job: checks that need the job
+ * (a rank below the world size, a chunk of this stage) are made by the caller. */
+#ifndef PRS_SERVER_REQUEST_H
+#define PRS_SERVER_REQUEST_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "perseus/planner.h"
+
+#define REQ_MSG_MAX 256
+#define REQ_MAX_CLOCKS 512
+#define REQ_MAX_MODEL 128
+#define REQ_MAX_GPU 256
+#define REQ_MAX_STAGES 1024
+#define REQ_MAX_MICROBATCHES 4096
+#define REQ_MAX_WORLD 65536
+#define REQ_MAX_OPS (1 << 20)  /* stages * computations per stage: bounds planner memory */
+#define REQ_MAX_ITERATIONS 256 /* per results post */
+#define REQ_MAX_WINDOWS 65536  /* per results post, all iterations together */
+#define REQ_MAX_CLOCK_MHZ 100000
+
+/* A job specification (POST /v1/jobs). */
+typedef struct req_job_spec {
+    char model[REQ_MAX_MODEL + 1]; /* "" when not given: the job's frontier is never reused */
+    int stages, microbatches, dp, tp, virtual_stages;
+    prs_schedule schedule;
+    int nclocks;
+    int clocks_mhz[REQ_MAX_CLOCKS]; /* distinct, highest first */
+    int warmup_iterations;          /* dropped at each clock, per rank */
+    int iterations_per_clock;       /* k kept at each clock, per rank */
+    int min_clock_mhz;              /* profiling floor: lower clocks are never swept */
+    int skip_dominated;             /* stop the sweep at a clock dominated by the one above */
+    double unit_time_s, blocking_power_w;
+    prs_cost_model cost_model;
+    double straggler_factor; /* automatic detection threshold, > 1 */
+    int straggler_iterations;
+    int reuse_frontier;
+} req_job_spec;
+
+/* A rank registration (POST /v1/jobs/{id}/ranks). */
+typedef struct req_rank {
+    int rank, dp, pp, tp;
+    char gpu[REQ_MAX_GPU + 1]; /* GPU identity as the client reports it; "" if not given */
+} req_rank;
+
+/* One measured computation window. */
+typedef struct req_window {
+    prs_instr instr;
+    int chunk; /* model chunk (profile stage); -1 when not given (= the rank's pipeline stage) */
+    int microbatch; /* -1 when not given */
+    int clock_mhz;  /* the clock actually applied */
+    double time_s, energy_j;
+} req_window;
+
+typedef struct req_iteration {
+    long iteration;
+    double time_s, energy_j; /* of the whole iteration on this rank */
+    int clock_mhz;           /* 0 when not given */
+    size_t nwindows;
+    req_window *windows; /* points into req_results.all_windows */
+} req_iteration;
+
+/* POST /v1/jobs/{id}/results. Free with req_results_free. */
+typedef struct req_results {
+    int rank;
+    long round; /* -1 when not given */
+    size_t niterations;
+    req_iteration *iterations;
+    req_window *all_windows;
+} req_results;
+
+/* POST /v1/jobs/{id}/stragglers: exactly one of time_s and slowdown is > 0. */
+typedef struct req_straggler {
+    int dp;
+    double time_s;   /* the straggler's iteration time T' */
+    double slowdown; /* or T' as a multiple of the fastest plan's time */
+} req_straggler;
+
+/* Parse text (len bytes, not NUL-terminated) into out. 0, or -1 with msg filled. */
+int req_parse_job_spec(const char *text, size_t len, req_job_spec *out, char msg[REQ_MSG_MAX]);
+int req_parse_rank(const char *text, size_t len, req_rank *out, char msg[REQ_MSG_MAX]);
+int req_parse_results(const char *text, size_t len, req_results *out, char msg[REQ_MSG_MAX]);
+void req_results_free(req_results *r);
+int req_parse_straggler(const char *text, size_t len, req_straggler *out, char msg[REQ_MSG_MAX]);
+
+/* The spec as a canonical JSON object (every field, defaults filled in); NULL on no memory.
+ * req_parse_job_spec(json_dumps(req_job_spec_json(s))) gives back s. */
+json_t *req_job_spec_json(const req_job_spec *s);
+
+/* Computations per GPU and model chunks of the spec's pipeline. */
+int req_spec_ops_per_stage(const req_job_spec *s);
+void req_spec_pipeline(const req_job_spec *s, prs_pipeline *pipe);
+
+#endif

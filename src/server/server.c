@@ -1,0 +1,1061 @@
+/* perseusd's HTTP layer (perseus/server.h): routing, authentication, body limits, JSON errors,
+ * metrics, logs and the planner threads, around the job state machine (job.c) and the store
+ * (store.c).
+ *
+ * Concurrency. libmicrohttpd runs a pool of threads (epoll on Linux); every request that reads
+ * or changes jobs takes the one server lock, and all SQLite work happens under it. Requests are
+ * short (a schedule poll builds a small JSON object from memory; a post commits one small
+ * transaction), so one lock keeps the state machine simple without limiting a control plane
+ * that hears from each rank once per iteration. The planner runs outside the lock in a thread
+ * per planning job and takes the lock only to report progress and to install its result.
+ *
+ * Durability. A mutating request runs as one transaction; the response is queued only after the
+ * commit, so an acknowledged result is in the database. If the transaction fails the job is
+ * reloaded from the database, so memory never holds what the database lost.
+ *
+ * Safety. Ids and tokens are made by the server from /dev/urandom; tokens are kept only as
+ * SHA-256 and compared in constant time. Bodies are bounded (413 past the limit) and parsed
+ * strictly (request.c). No request text reaches SQL (bound values only) or a file path
+ * (scratch files are named from the server-made job id and random bytes). Every error is a JSON
+ * body {"error": {"code", "message"}}. */
+#define _DEFAULT_SOURCE /* struct timespec helpers, vdprintf */
+#include "perseus/server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "job.h"
+#include "numfmt.h"
+#include "request.h"
+#include "secure.h"
+#include "store.h"
+
+/* ---- routes and metrics ---- */
+
+enum route {
+    R_HEALTHZ,
+    R_METRICS,
+    R_CREATE,
+    R_STATUS,
+    R_REGISTER,
+    R_SCHEDULE,
+    R_RESULTS,
+    R_STRAGGLER_SET,
+    R_STRAGGLER_CLEAR,
+    R_PROFILE_GET,
+    R_PROFILE_PUT,
+    R_FRONTIER,
+    R_COMPLETE,
+    R_UNKNOWN,
+    N_ROUTES
+};
+
+static const char *const ROUTE_NAMES[N_ROUTES] = {
+    "healthz",        "metrics",      "create_job",    "get_job",         "register_rank",
+    "schedule",       "results",      "set_straggler", "clear_straggler", "get_profile",
+    "upload_profile", "get_frontier", "complete",      "unknown"};
+
+static const int CODES[] = {200, 201, 400, 401, 404, 405, 409, 413, 500, 503};
+#define N_CODES ((int)(sizeof CODES / sizeof CODES[0]) + 1) /* + "other" */
+static const double BUCKETS[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                 0.05,   0.1,   0.25,   0.5,   1.0,  2.5};
+#define N_BUCKETS ((int)(sizeof BUCKETS / sizeof BUCKETS[0]))
+
+typedef struct metrics {
+    pthread_mutex_t mu;
+    unsigned long long count[N_ROUTES][N_CODES];
+    unsigned long long hist[N_ROUTES][N_BUCKETS + 1]; /* cumulative at render time */
+    double sum_s[N_ROUTES];
+    unsigned long long planning_count, planning_failed;
+    double planning_sum_s, planning_last_s;
+} metrics;
+
+typedef struct plan_task {
+    struct prs_server *s;
+    job *j;
+    prs_profile *profile; /* a copy: the job's may be replaced while we plan */
+    pthread_t thread;
+    int finished;
+    struct plan_task *next;
+} plan_task;
+
+#define JOB_BUCKETS 1024
+
+struct prs_server {
+    prs_server_config cfg;
+    char *listen_host, *db_path, *data_dir, *scratch_dir;
+    struct MHD_Daemon *mhd;
+    int port;
+    pthread_mutex_t lock; /* jobs, store, plan tasks */
+    store *st;
+    job *jobs[JOB_BUCKETS];
+    long njobs;
+    plan_task *tasks;
+    metrics m;
+    double started;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- logging: one line per event, key=value ---- */
+
+static void log_kv(prs_server *s, prs_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void log_kv(prs_server *s, prs_log_level level, const char *fmt, ...)
+{
+    if (s->cfg.log_fd < 0 || level > s->cfg.log_level) return;
+    static const char *const names[] = {"error", "info", "debug"};
+    char line[1024];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    int n = snprintf(line, sizeof line, "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s ",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     ts.tv_nsec / 1000000, names[level]);
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+    if (len > sizeof line - 2) len = sizeof line - 2;
+    for (size_t i = (size_t)n; i < len; i++)
+        if (line[i] == '\n' || line[i] == '\r') line[i] = ' ';
+    line[len++] = '\n';
+    ssize_t w = write(s->cfg.log_fd, line, len);
+    (void)w;
+}
+
+/* A message as a key=value value: quoted, with quotes and backslashes replaced. */
+static const char *kv_quote(const char *in, char *out, size_t n)
+{
+    size_t o = 0;
+    out[o++] = '"';
+    for (; *in && o + 2 < n; in++)
+        out[o++] = (*in == '"' || *in == '\\') ? '\'' : *in;
+    out[o++] = '"';
+    out[o] = '\0';
+    return out;
+}
+
+static void mhd_logger(void *cls, const char *fmt, va_list ap)
+{
+    prs_server *s = cls;
+    char msg[512], q[600];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    log_kv(s, PRS_LOG_ERROR, "msg=http_daemon detail=%s", kv_quote(msg, q, sizeof q));
+}
+
+/* ---- jobs table ---- */
+
+static unsigned bucket_of(const char *id)
+{
+    unsigned h = 2166136261u;
+    for (; *id; id++)
+        h = (h ^ (unsigned char)*id) * 16777619u;
+    return h % JOB_BUCKETS;
+}
+
+static job *find_job(prs_server *s, const char *id)
+{
+    for (job *j = s->jobs[bucket_of(id)]; j; j = j->next)
+        if (strcmp(j->id, id) == 0) return j;
+    return NULL;
+}
+
+static void add_job(prs_server *s, job *j)
+{
+    unsigned b = bucket_of(j->id);
+    j->next = s->jobs[b];
+    s->jobs[b] = j;
+    s->njobs++;
+}
+
+/* ---- planner threads ---- */
+
+static void on_plan_progress(void *ud, long done, long total)
+{
+    plan_task *t = ud;
+    pthread_mutex_lock(&t->s->lock);
+    t->j->plan_done = done;
+    t->j->plan_total = total;
+    pthread_mutex_unlock(&t->s->lock);
+}
+
+static int reload_job(prs_server *s, job *j);
+
+static void *planner_main(void *arg)
+{
+    plan_task *t = arg;
+    prs_server *s = t->s;
+    job *j = t->j;
+    prs_plan_opts o;
+    prs_plan_opts_default(&o);
+    req_spec_pipeline(&j->spec, &o.pipe); /* spec never changes */
+    o.cost_model = j->spec.cost_model;
+    o.progress = on_plan_progress;
+    o.ud = t;
+    prs_frontier *f = NULL;
+    prs_error err = {0, ""};
+    double t0 = now_s();
+    int rc = prs_plan(t->profile, &o, &f, &err);
+    double secs = now_s() - t0;
+    char *text = NULL, msg[REQ_MSG_MAX] = "";
+    size_t len = 0;
+    if (rc == 0 && job_frontier_to_text(f, j->id, &text, &len, msg) != 0) {
+        prs_frontier_free(f);
+        f = NULL;
+        snprintf(err.msg, sizeof err.msg, "%s", msg);
+    }
+    pthread_mutex_lock(&s->lock);
+    api_err e = {0, NULL, ""};
+    int ok = store_begin(s->st) == 0 &&
+             job_plan_finished(j, s->st, f, text, len, secs, err.msg, &e) == 0 &&
+             store_commit(s->st) == 0;
+    if (!ok) {
+        store_rollback(s->st);
+        log_kv(s, PRS_LOG_ERROR, "msg=plan_store_failed job=%s detail=%s", j->id,
+               e.msg[0] ? e.msg : store_errmsg(s->st));
+        reload_job(s, j);
+    }
+    pthread_mutex_lock(&s->m.mu);
+    if (f) {
+        s->m.planning_count++;
+        s->m.planning_sum_s += secs;
+        s->m.planning_last_s = secs;
+    } else {
+        s->m.planning_failed++;
+    }
+    pthread_mutex_unlock(&s->m.mu);
+    log_kv(s, PRS_LOG_INFO, "msg=planned job=%s ok=%d seconds=%.3f points=%zu phase=%s", j->id,
+           f != NULL, secs, f ? prs_frontier_size(f) : (size_t)0, job_phase_name(j->phase));
+    j->planner_active = 0;
+    t->finished = 1;
+    pthread_mutex_unlock(&s->lock);
+    free(text);
+    return NULL;
+}
+
+/* Copy a profile row by row. */
+static prs_profile *profile_copy(const prs_profile *p)
+{
+    prs_profile *c = prs_profile_new();
+    const prs_profile_row *rows = prs_profile_rows(p);
+    for (size_t i = 0; c && i < prs_profile_nrows(p); i++)
+        if (prs_profile_add(c, &rows[i], NULL) != 0) {
+            prs_profile_free(c);
+            return NULL;
+        }
+    return c;
+}
+
+/* Join planner threads that have finished (lock held; they no longer need it). */
+static void reap_tasks(prs_server *s, int all)
+{
+    plan_task **pp = &s->tasks;
+    while (*pp) {
+        plan_task *t = *pp;
+        if (t->finished || all) {
+            *pp = t->next;
+            if (all) pthread_mutex_unlock(&s->lock);
+            pthread_join(t->thread, NULL);
+            if (all) pthread_mutex_lock(&s->lock);
+            prs_profile_free(t->profile);
+            free(t);
+            if (all) pp = &s->tasks;
+        } else {
+            pp = &t->next;
+        }
+    }
+}
+
+/* Start planning a job (lock held). */
+static void start_planner(prs_server *s, job *j)
+{
+    reap_tasks(s, 0);
+    if (j->planner_active) return;
+    plan_task *t = calloc(1, sizeof *t);
+    if (t) t->profile = j->profile ? profile_copy(j->profile) : NULL;
+    if (!t || !t->profile) {
+        free(t);
+        log_kv(s, PRS_LOG_ERROR, "msg=planner_not_started job=%s detail=out_of_memory", j->id);
+        return;
+    }
+    t->s = s;
+    t->j = j;
+    j->planner_active = 1;
+    j->plan_done = j->plan_total = 0;
+    if (pthread_create(&t->thread, NULL, planner_main, t) != 0) {
+        j->planner_active = 0;
+        prs_profile_free(t->profile);
+        free(t);
+        log_kv(s, PRS_LOG_ERROR, "msg=planner_not_started job=%s detail=no_thread", j->id);
+        return;
+    }
+    t->next = s->tasks;
+    s->tasks = t;
+    log_kv(s, PRS_LOG_INFO, "msg=planning job=%s", j->id);
+}
+
+/* ---- reload after a failed transaction ---- */
+
+typedef struct reload_ctx {
+    const char *id;
+    job *found;
+    int action;
+    char msg[REQ_MSG_MAX];
+} reload_ctx;
+
+/* Store handle for job_load through the callback (lock held). */
+static store *g_reload_store;
+
+static int reload_one_st(void *ud, const store_job_row *row)
+{
+    reload_ctx *c = ud;
+    if (strcmp(row->id, c->id) != 0) return 0;
+    if (job_load(g_reload_store, row, &c->found, &c->action, c->msg) != 0) c->found = NULL;
+    return 1;
+}
+
+static int reload_job(prs_server *s, job *j)
+{
+    reload_ctx c = {j->id, NULL, 0, ""};
+    g_reload_store = s->st;
+    store_each_job(s->st, reload_one_st, &c);
+    if (!c.found) {
+        log_kv(s, PRS_LOG_ERROR, "msg=reload_failed job=%s detail=%s", j->id, c.msg);
+        return -1;
+    }
+    /* Swap contents so pointers to j (planner tasks, the table) stay valid. */
+    job tmp = *c.found;
+    tmp.next = j->next;
+    tmp.planner_active = j->planner_active;
+    *c.found = *j;
+    *j = tmp;
+    c.found->next = NULL;
+    job_free(c.found);
+    return 0;
+}
+
+/* ---- responses ---- */
+
+typedef struct conn_ctx {
+    double start;
+    enum route route;
+    char job_id[SECURE_ID_LEN + 1];
+    size_t limit;
+    char *body;
+    size_t len, cap;
+    int too_large;
+    int status;
+} conn_ctx;
+
+static enum MHD_Result send_text(struct MHD_Connection *c, conn_ctx *cc, int status,
+                                 const char *ctype, char *text, size_t len)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    cc->status = status;
+    return ret;
+}
+
+/* Send a JSON value (steals the reference). */
+static enum MHD_Result send_json(struct MHD_Connection *c, conn_ctx *cc, int status, json_t *v)
+{
+    char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    json_decref(v);
+    if (!text) {
+        static const char oom[] =
+            "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
+        text = strdup(oom);
+        status = 500;
+        if (!text) return MHD_NO;
+    }
+    return send_text(c, cc, status, "application/json", text, strlen(text));
+}
+
+static enum MHD_Result send_error(prs_server *s, struct MHD_Connection *c, conn_ctx *cc, int status,
+                                  const char *code, const char *msg)
+{
+    json_t *v = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg);
+    char q[REQ_MSG_MAX + 8];
+    log_kv(s, status >= 500 ? PRS_LOG_ERROR : PRS_LOG_INFO,
+           "msg=request_error route=%s status=%d code=%s job=%s detail=%s", ROUTE_NAMES[cc->route],
+           status, code, cc->job_id[0] ? cc->job_id : "-", kv_quote(msg, q, sizeof q));
+    return send_json(c, cc, status, v);
+}
+
+static enum MHD_Result send_api_error(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
+                                      const api_err *e)
+{
+    return send_error(s, c, cc, e->http ? e->http : 500, e->code ? e->code : "internal", e->msg);
+}
+
+/* ---- routing ---- */
+
+typedef struct route_match {
+    enum route route;
+    int method_ok;
+    const char *allow;
+    char id[SECURE_ID_LEN + 1];
+    int has_id; /* the path had a well-formed job id */
+    long dp;
+} route_match;
+
+static void match(const char *method, const char *url, route_match *m)
+{
+    memset(m, 0, sizeof *m);
+    m->route = R_UNKNOWN;
+    m->dp = -1;
+    int get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0,
+        del = strcmp(method, "DELETE") == 0;
+#define ROUTE(r, ok, allowed)                                                                      \
+    do {                                                                                           \
+        m->route = (r);                                                                            \
+        m->method_ok = (ok);                                                                       \
+        m->allow = (allowed);                                                                      \
+        return;                                                                                    \
+    } while (0)
+    if (strcmp(url, "/healthz") == 0) ROUTE(R_HEALTHZ, get, "GET");
+    if (strcmp(url, "/metrics") == 0) ROUTE(R_METRICS, get, "GET");
+    if (strcmp(url, "/v1/jobs") == 0) ROUTE(R_CREATE, post, "POST");
+    if (strncmp(url, "/v1/jobs/", 9) != 0) return;
+    const char *p = url + 9, *slash = strchr(p, '/');
+    size_t idlen = slash ? (size_t)(slash - p) : strlen(p);
+    if (!secure_is_id(p, idlen)) return;
+    memcpy(m->id, p, idlen);
+    m->id[idlen] = '\0';
+    m->has_id = 1;
+    const char *rest = slash ? slash : "";
+    if (strcmp(rest, "") == 0) ROUTE(R_STATUS, get, "GET");
+    if (strcmp(rest, "/ranks") == 0) ROUTE(R_REGISTER, post, "POST");
+    if (strcmp(rest, "/schedule") == 0) ROUTE(R_SCHEDULE, get, "GET");
+    if (strcmp(rest, "/results") == 0) ROUTE(R_RESULTS, post, "POST");
+    if (strcmp(rest, "/stragglers") == 0) ROUTE(R_STRAGGLER_SET, post, "POST");
+    if (strcmp(rest, "/frontier") == 0) ROUTE(R_FRONTIER, get, "GET");
+    if (strcmp(rest, "/complete") == 0) ROUTE(R_COMPLETE, post, "POST");
+    if (strcmp(rest, "/profile") == 0)
+        ROUTE(get ? R_PROFILE_GET : R_PROFILE_PUT, get || post, "GET, POST");
+    if (strncmp(rest, "/stragglers/", 12) == 0) {
+        long dp;
+        if (prsN_parse_long(rest + 12, &dp) == 0 && dp >= 0 && dp < REQ_MAX_WORLD &&
+            rest[12] >= '0' && rest[12] <= '9') {
+            m->dp = dp;
+            ROUTE(R_STRAGGLER_CLEAR, del, "DELETE");
+        }
+    }
+    m->has_id = 0;
+#undef ROUTE
+}
+
+/* ---- handlers (lock held unless noted) ---- */
+
+static int authorize(struct MHD_Connection *c, const job *j)
+{
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncmp(h, "Bearer ", 7) != 0) return 0;
+    const char *tok = h + 7;
+    uint8_t hash[SECURE_SHA256_LEN];
+    secure_sha256(tok, strlen(tok), hash);
+    return secure_equal(hash, j->token_hash, SECURE_SHA256_LEN);
+}
+
+static enum MHD_Result handle_create(prs_server *s, struct MHD_Connection *c, conn_ctx *cc)
+{
+    req_job_spec spec;
+    char msg[REQ_MSG_MAX];
+    if (req_parse_job_spec(cc->body ? cc->body : "", cc->len, &spec, msg))
+        return send_error(s, c, cc, 400, "bad_request", msg);
+    char id[SECURE_ID_LEN + 1], token[SECURE_TOKEN_LEN + 1];
+    if (secure_new_token(token)) return send_error(s, c, cc, 500, "internal", "no randomness");
+    uint8_t hash[SECURE_SHA256_LEN];
+    secure_sha256(token, strlen(token), hash);
+    pthread_mutex_lock(&s->lock);
+    do {
+        if (secure_new_id(id)) {
+            pthread_mutex_unlock(&s->lock);
+            return send_error(s, c, cc, 500, "internal", "no randomness");
+        }
+    } while (find_job(s, id));
+    api_err e = {0, NULL, ""};
+    job *j = NULL;
+    if (store_begin(s->st)) {
+        pthread_mutex_unlock(&s->lock);
+        return send_error(s, c, cc, 500, "storage", store_errmsg(s->st));
+    }
+    if (job_create(s->st, &spec, id, hash, (long long)time(NULL), &j, &e) != 0 ||
+        store_commit(s->st) != 0) {
+        store_rollback(s->st);
+        job_free(j);
+        pthread_mutex_unlock(&s->lock);
+        if (!e.code) api_fail(&e, 500, "storage", "database: %s", store_errmsg(s->st));
+        return send_api_error(s, c, cc, &e);
+    }
+    add_job(s, j);
+    int reused = j->frontier != NULL;
+    snprintf(cc->job_id, sizeof cc->job_id, "%s", id);
+    pthread_mutex_unlock(&s->lock);
+    log_kv(s, PRS_LOG_INFO, "msg=job_created job=%s ranks=%d reused_frontier=%d", id,
+           spec.dp * spec.stages * spec.tp, reused);
+    return send_json(c, cc, 201,
+                     json_pack("{s:s, s:s, s:s, s:b}", "job_id", id, "token", token, "phase",
+                               "registering", "reused_frontier", reused));
+}
+
+static int parse_rank_arg(struct MHD_Connection *c, int *rank)
+{
+    const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "rank");
+    return v && v[0] >= '0' && v[0] <= '9' && prsN_parse_int(v, rank) == 0 && *rank >= 0 ? 0 : -1;
+}
+
+/* Run a mutating job call as one transaction; reload the job if it fails on the server side. */
+typedef int (*mutate_fn)(prs_server *s, job *j, conn_ctx *cc, void *arg, int *action, api_err *e);
+
+static int run_tx(prs_server *s, job *j, conn_ctx *cc, mutate_fn fn, void *arg, api_err *e)
+{
+    int action = JOB_ACT_NONE;
+    if (store_begin(s->st)) return api_fail(e, 500, "storage", "database: %s", store_errmsg(s->st));
+    job_phase before = j->phase;
+    if (fn(s, j, cc, arg, &action, e) != 0 || store_commit(s->st) != 0) {
+        store_rollback(s->st);
+        if (!e->code) api_fail(e, 500, "storage", "database: %s", store_errmsg(s->st));
+        if (e->http >= 500) reload_job(s, j);
+        return -1;
+    }
+    if (j->phase != before)
+        log_kv(s, PRS_LOG_INFO, "msg=phase job=%s from=%s to=%s%s%s", j->id, job_phase_name(before),
+               job_phase_name(j->phase), j->phase == JOB_FAILED ? " reason=" : "",
+               j->phase == JOB_FAILED ? "see_job_status" : "");
+    if (action == JOB_ACT_PLAN) start_planner(s, j);
+    return 0;
+}
+
+static int do_register(prs_server *s, job *j, conn_ctx *cc, void *arg, int *action, api_err *e)
+{
+    int *created = arg;
+    req_rank r;
+    char msg[REQ_MSG_MAX];
+    if (req_parse_rank(cc->body ? cc->body : "", cc->len, &r, msg))
+        return api_fail(e, 400, "bad_request", "%s", msg);
+    return job_register(j, s->st, &r, created, action, e);
+}
+
+static int do_results(prs_server *s, job *j, conn_ctx *cc, void *arg, int *action, api_err *e)
+{
+    req_results r;
+    char msg[REQ_MSG_MAX];
+    if (req_parse_results(cc->body ? cc->body : "", cc->len, &r, msg))
+        return api_fail(e, 400, "bad_request", "%s", msg);
+    *(size_t *)arg = r.niterations;
+    int rc = job_results(j, s->st, &r, action, e);
+    req_results_free(&r);
+    return rc;
+}
+
+static int do_straggler(prs_server *s, job *j, conn_ctx *cc, void *arg, int *action, api_err *e)
+{
+    req_straggler r;
+    char msg[REQ_MSG_MAX];
+    if (req_parse_straggler(cc->body ? cc->body : "", cc->len, &r, msg))
+        return api_fail(e, 400, "bad_request", "%s", msg);
+    return job_set_straggler(j, s->st, &r, e);
+}
+
+static int do_clear(prs_server *s, job *j, conn_ctx *cc, void *arg, int *action, api_err *e)
+{
+    return job_clear_straggler(j, s->st, (int)*(long *)arg, e);
+}
+
+static int do_profile(prs_server *s, job *j, conn_ctx *cc, void *arg, int *action, api_err *e)
+{
+    return job_upload_profile(j, s->st, cc->body ? cc->body : "", cc->len, action, e);
+}
+
+static int do_complete(prs_server *s, job *j, conn_ctx *cc, void *arg, int *action, api_err *e)
+{
+    return job_complete(j, s->st, e);
+}
+
+static json_t *pipes_json(const job *j)
+{
+    json_t *a = json_array();
+    for (int d = 0; a && j->frontier && d < j->spec.dp; d++)
+        json_array_append_new(a, json_pack("{s:i, s:I, s:b}", "dp", d, "plan_id",
+                                           (json_int_t)j->pipes[d].plan_id, "straggler",
+                                           j->pipes[d].straggler != STRAGGLER_NONE));
+    return a;
+}
+
+static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
+                                  const route_match *m)
+{
+    pthread_mutex_lock(&s->lock);
+    job *j = find_job(s, m->id);
+    if (!j) {
+        pthread_mutex_unlock(&s->lock);
+        return send_error(s, c, cc, 404, "not_found", "no such job");
+    }
+    if (!authorize(c, j)) {
+        pthread_mutex_unlock(&s->lock);
+        return send_error(s, c, cc, 401, "unauthorized", "missing or wrong bearer token");
+    }
+    api_err e = {0, NULL, ""};
+    json_t *out = NULL;
+    int status = 200, rc = 0;
+    char *text = NULL;
+    size_t tlen = 0;
+    switch (m->route) {
+    case R_STATUS:
+        out = job_status_json(j);
+        break;
+    case R_SCHEDULE: {
+        int rank;
+        if (parse_rank_arg(c, &rank))
+            rc = api_fail(&e, 400, "bad_request", "rank: expected ?rank=N");
+        else
+            rc = job_schedule(j, rank, &out, &e);
+        break;
+    }
+    case R_REGISTER: {
+        int created = 0;
+        rc = run_tx(s, j, cc, do_register, &created, &e);
+        if (!rc) {
+            status = created ? 201 : 200;
+            out = json_pack("{s:s, s:i, s:i}", "phase", job_phase_name(j->phase), "registered",
+                            j->nregistered, "expected", j->world);
+        }
+        break;
+    }
+    case R_RESULTS: {
+        size_t n = 0;
+        rc = run_tx(s, j, cc, do_results, &n, &e);
+        if (!rc)
+            out = json_pack("{s:I, s:s, s:I, s:I}", "accepted", (json_int_t)n, "phase",
+                            job_phase_name(j->phase), "round", (json_int_t)j->round, "measurements",
+                            (json_int_t)j->measurements);
+        break;
+    }
+    case R_STRAGGLER_SET:
+    case R_STRAGGLER_CLEAR: {
+        long dp = m->dp;
+        rc = run_tx(s, j, cc, m->route == R_STRAGGLER_SET ? do_straggler : do_clear, &dp, &e);
+        if (!rc)
+            out = json_pack("{s:s, s:I, s:o}", "phase", job_phase_name(j->phase), "round",
+                            (json_int_t)j->round, "pipelines", pipes_json(j));
+        break;
+    }
+    case R_PROFILE_PUT:
+        rc = run_tx(s, j, cc, do_profile, NULL, &e);
+        if (!rc) out = json_pack("{s:s}", "phase", job_phase_name(j->phase));
+        break;
+    case R_COMPLETE:
+        rc = run_tx(s, j, cc, do_complete, NULL, &e);
+        if (!rc) out = json_pack("{s:s}", "phase", job_phase_name(j->phase));
+        break;
+    case R_FRONTIER:
+        out = job_frontier_json(j);
+        if (!out) rc = api_fail(&e, 404, "not_found", "the job has no frontier yet");
+        break;
+    case R_PROFILE_GET: {
+        char src[16];
+        if (store_get_profile(s->st, j->id, &text, &tlen, src))
+            rc = api_fail(&e, 500, "storage", "database: %s", store_errmsg(s->st));
+        else if (!text)
+            rc = api_fail(&e, 404, "not_found", "the job has no profile yet");
+        break;
+    }
+    default:
+        rc = api_fail(&e, 404, "not_found", "no such route");
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (rc) {
+        json_decref(out);
+        free(text);
+        return send_api_error(s, c, cc, &e);
+    }
+    if (text) return send_text(c, cc, 200, "text/csv", text, tlen);
+    return send_json(c, cc, status, out);
+}
+
+/* ---- metrics ---- */
+
+static void count_request(prs_server *s, enum route r, int status, double secs)
+{
+    int ci = N_CODES - 1;
+    for (int i = 0; i < N_CODES - 1; i++)
+        if (CODES[i] == status) ci = i;
+    int b = N_BUCKETS;
+    for (int i = 0; i < N_BUCKETS; i++)
+        if (secs <= BUCKETS[i]) {
+            b = i;
+            break;
+        }
+    pthread_mutex_lock(&s->m.mu);
+    s->m.count[r][ci]++;
+    s->m.hist[r][b]++;
+    s->m.sum_s[r] += secs;
+    pthread_mutex_unlock(&s->m.mu);
+}
+
+static enum MHD_Result handle_metrics(prs_server *s, struct MHD_Connection *c, conn_ctx *cc)
+{
+    long phases[JOB_NPHASES] = {0};
+    long njobs;
+    pthread_mutex_lock(&s->lock);
+    for (int b = 0; b < JOB_BUCKETS; b++)
+        for (job *j = s->jobs[b]; j; j = j->next)
+            if (j->phase >= 0 && j->phase < JOB_NPHASES) phases[j->phase]++;
+    njobs = s->njobs;
+    pthread_mutex_unlock(&s->lock);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return send_error(s, c, cc, 500, "internal", "out of memory");
+    fprintf(f, "# HELP perseusd_jobs Jobs by phase.\n# TYPE perseusd_jobs gauge\n");
+    for (int p = 0; p < JOB_NPHASES; p++)
+        fprintf(f, "perseusd_jobs{phase=\"%s\"} %ld\n", job_phase_name((job_phase)p), phases[p]);
+    fprintf(f,
+            "# HELP perseusd_jobs_total_loaded Jobs known to the server.\n"
+            "# TYPE perseusd_jobs_total_loaded gauge\nperseusd_jobs_total_loaded %ld\n",
+            njobs);
+    metrics m;
+    pthread_mutex_lock(&s->m.mu);
+    memcpy(&m, &s->m, sizeof m);
+    pthread_mutex_unlock(&s->m.mu);
+    fprintf(f, "# HELP perseusd_http_requests_total HTTP requests by route and status.\n"
+               "# TYPE perseusd_http_requests_total counter\n");
+    for (int r = 0; r < N_ROUTES; r++)
+        for (int k = 0; k < N_CODES; k++)
+            if (m.count[r][k]) {
+                if (k < N_CODES - 1)
+                    fprintf(f, "perseusd_http_requests_total{route=\"%s\",code=\"%d\"} %llu\n",
+                            ROUTE_NAMES[r], CODES[k], m.count[r][k]);
+                else
+                    fprintf(f, "perseusd_http_requests_total{route=\"%s\",code=\"other\"} %llu\n",
+                            ROUTE_NAMES[r], m.count[r][k]);
+            }
+    fprintf(f, "# HELP perseusd_http_request_duration_seconds Request latency by route.\n"
+               "# TYPE perseusd_http_request_duration_seconds histogram\n");
+    char num[PRS_NUMFMT_MAX];
+    for (int r = 0; r < N_ROUTES; r++) {
+        unsigned long long cum = 0;
+        for (int b = 0; b <= N_BUCKETS; b++)
+            cum += m.hist[r][b];
+        if (!cum) continue;
+        unsigned long long total = cum;
+        cum = 0;
+        for (int b = 0; b < N_BUCKETS; b++) {
+            cum += m.hist[r][b];
+            fprintf(f,
+                    "perseusd_http_request_duration_seconds_bucket{route=\"%s\",le=\"%s\"} %llu\n",
+                    ROUTE_NAMES[r], prsN_fmt_double(num, sizeof num, BUCKETS[b]), cum);
+        }
+        fprintf(f, "perseusd_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
+                ROUTE_NAMES[r], total);
+        fprintf(f, "perseusd_http_request_duration_seconds_sum{route=\"%s\"} %.9f\n",
+                ROUTE_NAMES[r], m.sum_s[r]);
+        fprintf(f, "perseusd_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
+                ROUTE_NAMES[r], total);
+    }
+    fprintf(
+        f,
+        "# HELP perseusd_planning_seconds Wall time of completed planner runs.\n"
+        "# TYPE perseusd_planning_seconds summary\n"
+        "perseusd_planning_seconds_sum %.6f\nperseusd_planning_seconds_count %llu\n"
+        "# HELP perseusd_planning_last_seconds Wall time of the last planner run.\n"
+        "# TYPE perseusd_planning_last_seconds gauge\nperseusd_planning_last_seconds %.6f\n"
+        "# HELP perseusd_planning_failures_total Planner runs that failed.\n"
+        "# TYPE perseusd_planning_failures_total counter\nperseusd_planning_failures_total %llu\n"
+        "# HELP perseusd_uptime_seconds Seconds since the server started.\n"
+        "# TYPE perseusd_uptime_seconds gauge\nperseusd_uptime_seconds %.3f\n",
+        m.planning_sum_s, m.planning_count, m.planning_last_s, m.planning_failed,
+        now_s() - s->started);
+    if (fclose(f) != 0) {
+        free(text);
+        return send_error(s, c, cc, 500, "internal", "out of memory");
+    }
+    return send_text(c, cc, 200, "text/plain; version=0.0.4", text, len);
+}
+
+/* ---- libmicrohttpd callbacks ---- */
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    prs_server *s = cls;
+    conn_ctx *cc = *con_cls;
+    if (!cc) return;
+    double secs = now_s() - cc->start;
+    count_request(s, cc->route, cc->status, secs);
+    log_kv(s, PRS_LOG_DEBUG, "msg=request route=%s status=%d job=%s ms=%.3f complete=%d",
+           ROUTE_NAMES[cc->route], cc->status, cc->job_id[0] ? cc->job_id : "-", secs * 1e3,
+           toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+    free(cc->body);
+    free(cc);
+    *con_cls = NULL;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    prs_server *s = cls;
+    conn_ctx *cc = *con_cls;
+    route_match m;
+    match(method, url, &m);
+    if (!cc) {
+        cc = calloc(1, sizeof *cc);
+        if (!cc) return MHD_NO;
+        cc->start = now_s();
+        cc->route = m.route;
+        cc->limit = m.route == R_PROFILE_PUT ? s->cfg.max_profile_bytes : s->cfg.max_body_bytes;
+        if (m.has_id) snprintf(cc->job_id, sizeof cc->job_id, "%s", m.id);
+        *con_cls = cc;
+        /* A declared body over the limit is refused before it is read: a response queued on
+         * this first call makes libmicrohttpd answer and close the connection. */
+        const char *cl =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        long declared;
+        if (cl && prsN_parse_long(cl, &declared) == 0 && declared > 0 &&
+            (size_t)declared > cc->limit) {
+            cc->too_large = 1;
+            char msg[96];
+            snprintf(msg, sizeof msg, "request body larger than %zu bytes", cc->limit);
+            return send_error(s, c, cc, 413, "too_large", msg);
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        if (cc->too_large || cc->len + *upload_data_size > cc->limit) {
+            /* A chunked body that grew past the limit: no response can be queued in the middle
+             * of an upload, so the connection is closed. */
+            cc->too_large = 1;
+            cc->status = 413;
+            return MHD_NO;
+        }
+        if (cc->len + *upload_data_size + 1 > cc->cap) {
+            size_t nc = cc->cap ? cc->cap : 4096;
+            while (nc < cc->len + *upload_data_size + 1)
+                nc *= 2;
+            char *b = realloc(cc->body, nc);
+            if (!b) return MHD_NO;
+            cc->body = b;
+            cc->cap = nc;
+        }
+        memcpy(cc->body + cc->len, upload_data, *upload_data_size);
+        cc->len += *upload_data_size;
+        cc->body[cc->len] = '\0';
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (cc->too_large) return MHD_YES; /* response already queued */
+    if (m.route == R_UNKNOWN) return send_error(s, c, cc, 404, "not_found", "no such route");
+    if (!m.method_ok) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "method %.16s not allowed here (allowed: %s)", method, m.allow);
+        return send_error(s, c, cc, 405, "method_not_allowed", msg);
+    }
+    switch (m.route) {
+    case R_HEALTHZ: {
+        pthread_mutex_lock(&s->lock);
+        long n = s->njobs;
+        pthread_mutex_unlock(&s->lock);
+        return send_json(c, cc, 200,
+                         json_pack("{s:s, s:I}", "status", "ok", "jobs", (json_int_t)n));
+    }
+    case R_METRICS:
+        return handle_metrics(s, c, cc);
+    case R_CREATE:
+        return handle_create(s, c, cc);
+    default:
+        return handle_job(s, c, cc, &m);
+    }
+}
+
+/* ---- lifecycle ---- */
+
+void prs_server_config_default(prs_server_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->listen_host = "127.0.0.1";
+    c->port = PRS_SERVER_DEFAULT_PORT;
+    c->max_body_bytes = 1u << 20;
+    c->max_profile_bytes = 16u << 20;
+    c->max_connections = 8192;
+    c->threads = 4;
+    c->log_level = PRS_LOG_INFO;
+    c->log_fd = 2;
+}
+
+typedef struct load_ctx {
+    prs_server *s;
+    int failed;
+    char msg[REQ_MSG_MAX];
+} load_ctx;
+
+static int load_job_row(void *ud, const store_job_row *row)
+{
+    load_ctx *c = ud;
+    job *j = NULL;
+    int action = JOB_ACT_NONE;
+    char msg[REQ_MSG_MAX] = "";
+    if (job_load(c->s->st, row, &j, &action, msg) != 0) {
+        char q[REQ_MSG_MAX + 8];
+        log_kv(c->s, PRS_LOG_ERROR, "msg=job_not_loaded job=%.16s detail=%s", row->id,
+               kv_quote(msg, q, sizeof q));
+        return 0; /* one unreadable job must not take the others down */
+    }
+    add_job(c->s, j);
+    log_kv(c->s, PRS_LOG_INFO, "msg=job_loaded job=%s phase=%s registered=%d measurements=%lld",
+           j->id, job_phase_name(j->phase), j->nregistered, j->measurements);
+    if (action == JOB_ACT_PLAN) start_planner(c->s, j);
+    return 0;
+}
+
+static int make_dir(const char *path)
+{
+    return mkdir(path, 0700) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+static void server_free(prs_server *s)
+{
+    if (!s) return;
+    for (int b = 0; b < JOB_BUCKETS; b++)
+        while (s->jobs[b]) {
+            job *j = s->jobs[b];
+            s->jobs[b] = j->next;
+            job_free(j);
+        }
+    store_close(s->st);
+    pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->m.mu);
+    free(s->listen_host);
+    free(s->db_path);
+    free(s->data_dir);
+    free(s->scratch_dir);
+    free(s);
+}
+
+int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *err)
+{
+    *out = NULL;
+    if (!cfg || !cfg->db_path || !cfg->data_dir || !cfg->listen_host)
+        return prs_error_set(err, PRS_EINVAL, "db_path, data_dir and listen_host are required");
+    if (cfg->port < 0 || cfg->port > 65535)
+        return prs_error_set(err, PRS_EINVAL, "port %d is not in 0..65535", cfg->port);
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons((uint16_t)cfg->port);
+    if (inet_pton(AF_INET, cfg->listen_host, &addr.sin_addr) != 1)
+        return prs_error_set(err, PRS_EINVAL, "listen address '%s' is not a numeric IPv4 address",
+                             cfg->listen_host);
+    prs_server *s = calloc(1, sizeof *s);
+    if (!s) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    s->cfg = *cfg;
+    if (!s->cfg.max_body_bytes) s->cfg.max_body_bytes = 1u << 20;
+    if (!s->cfg.max_profile_bytes) s->cfg.max_profile_bytes = 16u << 20;
+    if (!s->cfg.max_connections) s->cfg.max_connections = 8192;
+    if (!s->cfg.threads) s->cfg.threads = 4;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->m.mu, NULL);
+    s->started = now_s();
+    s->listen_host = strdup(cfg->listen_host);
+    s->db_path = strdup(cfg->db_path);
+    s->data_dir = strdup(cfg->data_dir);
+    size_t n = strlen(cfg->data_dir) + 8;
+    s->scratch_dir = malloc(n);
+    if (!s->listen_host || !s->db_path || !s->data_dir || !s->scratch_dir) {
+        server_free(s);
+        return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    }
+    snprintf(s->scratch_dir, n, "%s/tmp", cfg->data_dir);
+    s->cfg.listen_host = s->listen_host;
+    s->cfg.db_path = s->db_path;
+    s->cfg.data_dir = s->data_dir;
+    if (make_dir(s->data_dir) || make_dir(s->scratch_dir)) {
+        int e = errno;
+        prs_error_set(err, PRS_EIO, "%s: cannot create data directory: %s", s->data_dir,
+                      strerror(e));
+        server_free(s);
+        return PRS_EIO;
+    }
+    job_set_scratch_dir(s->scratch_dir);
+    char msg[256];
+    if (store_open(s->db_path, s->cfg.sync_full, &s->st, msg) != 0) {
+        prs_error_set(err, PRS_EIO, "%s", msg);
+        server_free(s);
+        return PRS_EIO;
+    }
+    load_ctx lc = {s, 0, ""};
+    pthread_mutex_lock(&s->lock);
+    int rc = store_each_job(s->st, load_job_row, &lc);
+    pthread_mutex_unlock(&s->lock);
+    if (rc) {
+        prs_error_set(err, PRS_EIO, "%s", store_errmsg(s->st));
+        prs_server_stop(s);
+        return PRS_EIO;
+    }
+    s->mhd = MHD_start_daemon(
+        MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, s,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->cfg.threads, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)s->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)4096, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        s, MHD_OPTION_END);
+    if (!s->mhd) {
+        prs_error_set(err, PRS_EIO, "cannot listen on %s:%d", s->listen_host, cfg->port);
+        prs_server_stop(s);
+        return PRS_EIO;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? (int)info->port : cfg->port;
+    log_kv(s, PRS_LOG_INFO, "msg=listening addr=%s port=%d db=%s jobs=%ld", s->listen_host, s->port,
+           s->db_path, s->njobs);
+    *out = s;
+    return 0;
+}
+
+int prs_server_port(const prs_server *s)
+{
+    return s ? s->port : 0;
+}
+
+void prs_server_stop(prs_server *s)
+{
+    if (!s) return;
+    if (s->mhd) MHD_stop_daemon(s->mhd); /* finishes requests in flight */
+    s->mhd = NULL;
+    pthread_mutex_lock(&s->lock);
+    reap_tasks(s, 1); /* planner threads take the lock to finish: reap_tasks drops it to join */
+    pthread_mutex_unlock(&s->lock);
+    log_kv(s, PRS_LOG_INFO, "msg=stopped");
+    server_free(s);
+}

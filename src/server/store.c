@@ -1,0 +1,519 @@
+/* SQLite storage of the server (store.h).
+ *
+ * The database runs in WAL mode: readers never block the writer, and a commit is one append to
+ * the log. With synchronous=NORMAL a commit survives a crash of the process (kill -9) but not of
+ * the machine; --sync full adds an fsync per commit for that. Every statement is prepared once
+ * in store_open from a fixed table below; values are bound, never spliced, so nothing a client
+ * sends can change the SQL. The schema version is kept in PRAGMA user_version.
+ *
+ * Frontiers are kept as the plans.prs text that prs_frontier_save writes (first plan plus
+ * per-point changes: a few kB for a realistic pipeline), so plans are stored as compactly as the
+ * planner core stores them and load back exactly. */
+#include "store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+static const char SCHEMA[] =
+    "CREATE TABLE IF NOT EXISTS jobs("
+    " id TEXT PRIMARY KEY, token_hash BLOB NOT NULL, spec TEXT NOT NULL,"
+    " config_key TEXT NOT NULL, phase TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',"
+    " sweep_index INTEGER NOT NULL DEFAULT 0, round INTEGER NOT NULL DEFAULT 0,"
+    " planning_s REAL NOT NULL DEFAULT 0, created_unix INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS ranks("
+    " job_id TEXT NOT NULL REFERENCES jobs(id), rank INTEGER NOT NULL, dp INTEGER NOT NULL,"
+    " pp INTEGER NOT NULL, tp INTEGER NOT NULL, gpu TEXT NOT NULL,"
+    " PRIMARY KEY(job_id, rank));"
+    "CREATE TABLE IF NOT EXISTS measurements("
+    " id INTEGER PRIMARY KEY, job_id TEXT NOT NULL REFERENCES jobs(id), rank INTEGER NOT NULL,"
+    " phase TEXT NOT NULL, round INTEGER NOT NULL, iteration INTEGER NOT NULL,"
+    " clock_mhz INTEGER NOT NULL, time_s REAL NOT NULL, energy_j REAL NOT NULL,"
+    " used INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS measurements_job ON measurements(job_id, round, rank);"
+    "CREATE TABLE IF NOT EXISTS windows("
+    " job_id TEXT NOT NULL, measurement_id INTEGER NOT NULL REFERENCES measurements(id),"
+    " stage INTEGER NOT NULL, instr INTEGER NOT NULL, microbatch INTEGER NOT NULL,"
+    " clock_mhz INTEGER NOT NULL, time_s REAL NOT NULL, energy_j REAL NOT NULL,"
+    " used INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS windows_job ON windows(job_id, used);"
+    "CREATE TABLE IF NOT EXISTS profiles("
+    " job_id TEXT PRIMARY KEY REFERENCES jobs(id), source TEXT NOT NULL, csv BLOB NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS frontiers("
+    " job_id TEXT PRIMARY KEY REFERENCES jobs(id), config_key TEXT NOT NULL,"
+    " plans BLOB NOT NULL, planning_s REAL NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS frontiers_key ON frontiers(config_key);"
+    "CREATE TABLE IF NOT EXISTS pipelines("
+    " job_id TEXT NOT NULL REFERENCES jobs(id), dp INTEGER NOT NULL,"
+    " straggler INTEGER NOT NULL, straggler_time_s REAL NOT NULL, plan_id INTEGER NOT NULL,"
+    " PRIMARY KEY(job_id, dp));";
+
+enum {
+    Q_BEGIN,
+    Q_COMMIT,
+    Q_ROLLBACK,
+    Q_INS_JOB,
+    Q_UPD_JOB,
+    Q_ALL_JOBS,
+    Q_INS_RANK,
+    Q_RANKS,
+    Q_INS_MEAS,
+    Q_INS_WIN,
+    Q_COUNT_MEAS,
+    Q_ROUND_COUNTS,
+    Q_MEANS,
+    Q_PUT_PROFILE,
+    Q_GET_PROFILE,
+    Q_PUT_FRONTIER,
+    Q_GET_FRONTIER,
+    Q_FIND_FRONTIER,
+    Q_PUT_PIPE,
+    Q_PIPES,
+    Q_COUNT
+};
+
+static const char *const SQL[Q_COUNT] = {
+    [Q_BEGIN] = "BEGIN IMMEDIATE",
+    [Q_COMMIT] = "COMMIT",
+    [Q_ROLLBACK] = "ROLLBACK",
+    [Q_INS_JOB] = "INSERT INTO jobs(id, token_hash, spec, config_key, phase, reason, sweep_index,"
+                  " round, planning_s, created_unix) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
+    [Q_UPD_JOB] = "UPDATE jobs SET phase=?2, reason=?3, sweep_index=?4, round=?5, planning_s=?6"
+                  " WHERE id=?1",
+    [Q_ALL_JOBS] = "SELECT id, token_hash, spec, config_key, phase, reason, sweep_index, round,"
+                   " planning_s, created_unix FROM jobs ORDER BY created_unix, rowid",
+    [Q_INS_RANK] = "INSERT INTO ranks(job_id, rank, dp, pp, tp, gpu) VALUES(?1,?2,?3,?4,?5,?6)",
+    [Q_RANKS] = "SELECT rank, dp, pp, tp FROM ranks WHERE job_id=?1",
+    [Q_INS_MEAS] = "INSERT INTO measurements(job_id, rank, phase, round, iteration, clock_mhz,"
+                   " time_s, energy_j, used) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)",
+    [Q_INS_WIN] = "INSERT INTO windows(job_id, measurement_id, stage, instr, microbatch,"
+                  " clock_mhz, time_s, energy_j, used) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)",
+    [Q_COUNT_MEAS] = "SELECT count(*) FROM measurements WHERE job_id=?1",
+    [Q_ROUND_COUNTS] = "SELECT rank, count(*) FROM measurements WHERE job_id=?1 AND round=?2"
+                       " AND phase='profiling' GROUP BY rank",
+    [Q_MEANS] = "SELECT stage, instr, clock_mhz, avg(time_s), avg(energy_j), count(*) FROM windows"
+                " WHERE job_id=?1 AND used=1 GROUP BY stage, instr, clock_mhz"
+                " ORDER BY stage, clock_mhz DESC, instr",
+    [Q_PUT_PROFILE] = "INSERT OR REPLACE INTO profiles(job_id, source, csv) VALUES(?1,?2,?3)",
+    [Q_GET_PROFILE] = "SELECT source, csv FROM profiles WHERE job_id=?1",
+    [Q_PUT_FRONTIER] = "INSERT OR REPLACE INTO frontiers(job_id, config_key, plans, planning_s)"
+                       " VALUES(?1,?2,?3,?4)",
+    [Q_GET_FRONTIER] = "SELECT plans FROM frontiers WHERE job_id=?1",
+    [Q_FIND_FRONTIER] = "SELECT f.job_id FROM frontiers f JOIN jobs j ON j.id=f.job_id"
+                        " WHERE f.config_key=?1 AND f.config_key<>''"
+                        " ORDER BY j.created_unix DESC, j.rowid DESC LIMIT 1",
+    [Q_PUT_PIPE] = "INSERT OR REPLACE INTO pipelines(job_id, dp, straggler, straggler_time_s,"
+                   " plan_id) VALUES(?1,?2,?3,?4,?5)",
+    [Q_PIPES] = "SELECT dp, straggler, straggler_time_s, plan_id FROM pipelines WHERE job_id=?1",
+};
+
+struct store {
+    sqlite3 *db;
+    sqlite3_stmt *q[Q_COUNT];
+    char err[256];
+};
+
+const char *store_errmsg(const store *s)
+{
+    return s->err;
+}
+
+static int db_fail(store *s, const char *what)
+{
+    snprintf(s->err, sizeof s->err, "%s: %s", what, sqlite3_errmsg(s->db));
+    return -1;
+}
+
+/* Reset and clear a cached statement before use. */
+static sqlite3_stmt *stmt(store *s, int q)
+{
+    sqlite3_reset(s->q[q]);
+    sqlite3_clear_bindings(s->q[q]);
+    return s->q[q];
+}
+
+/* Run a statement that returns no rows. */
+static int exec_done(store *s, sqlite3_stmt *st, const char *what)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(s, what);
+}
+
+void store_close(store *s)
+{
+    if (!s) return;
+    for (int i = 0; i < Q_COUNT; i++)
+        sqlite3_finalize(s->q[i]);
+    sqlite3_close(s->db);
+    free(s);
+}
+
+int store_open(const char *path, int full_sync, store **out, char *msg)
+{
+    *out = NULL;
+    store *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(msg, 256, "out of memory");
+        return -1;
+    }
+    int rc = sqlite3_open_v2(
+        path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        snprintf(msg, 256, "%s: cannot open database: %s", path,
+                 s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+        store_close(s);
+        return -1;
+    }
+    sqlite3_busy_timeout(s->db, 5000);
+    char *emsg = NULL;
+    const char *pragmas = full_sync ? "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+                                      " PRAGMA foreign_keys=ON;"
+                                    : "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                                      " PRAGMA foreign_keys=ON;";
+    if (sqlite3_exec(s->db, pragmas, NULL, NULL, &emsg) != SQLITE_OK ||
+        sqlite3_exec(s->db, "BEGIN", NULL, NULL, &emsg) != SQLITE_OK) {
+        snprintf(msg, 256, "%s: %s", path, emsg ? emsg : "cannot configure database");
+        sqlite3_free(emsg);
+        store_close(s);
+        return -1;
+    }
+    sqlite3_stmt *v = NULL;
+    int version = -1;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &v, NULL) == SQLITE_OK &&
+        sqlite3_step(v) == SQLITE_ROW)
+        version = sqlite3_column_int(v, 0);
+    sqlite3_finalize(v);
+    if (version < 0 || version > STORE_SCHEMA_VERSION) {
+        snprintf(msg, 256, "%s: database schema version %d is newer than this server's (%d)", path,
+                 version, STORE_SCHEMA_VERSION);
+        store_close(s);
+        return -1;
+    }
+    char pv[64];
+    snprintf(pv, sizeof pv, "PRAGMA user_version=%d; COMMIT;", STORE_SCHEMA_VERSION);
+    if (sqlite3_exec(s->db, SCHEMA, NULL, NULL, &emsg) != SQLITE_OK ||
+        sqlite3_exec(s->db, pv, NULL, NULL, &emsg) != SQLITE_OK) {
+        snprintf(msg, 256, "%s: cannot create schema: %s", path, emsg ? emsg : "?");
+        sqlite3_free(emsg);
+        store_close(s);
+        return -1;
+    }
+    for (int i = 0; i < Q_COUNT; i++)
+        if (sqlite3_prepare_v3(s->db, SQL[i], -1, SQLITE_PREPARE_PERSISTENT, &s->q[i], NULL) !=
+            SQLITE_OK) {
+            snprintf(msg, 256, "%s: cannot prepare statement %d: %s", path, i,
+                     sqlite3_errmsg(s->db));
+            store_close(s);
+            return -1;
+        }
+    *out = s;
+    return 0;
+}
+
+int store_begin(store *s)
+{
+    return exec_done(s, stmt(s, Q_BEGIN), "begin");
+}
+
+int store_commit(store *s)
+{
+    return exec_done(s, stmt(s, Q_COMMIT), "commit");
+}
+
+void store_rollback(store *s)
+{
+    if (!sqlite3_get_autocommit(s->db)) exec_done(s, stmt(s, Q_ROLLBACK), "rollback");
+}
+
+static void bind_text(sqlite3_stmt *st, int i, const char *v)
+{
+    sqlite3_bind_text(st, i, v ? v : "", -1, SQLITE_TRANSIENT);
+}
+
+int store_insert_job(store *s, const store_job_row *j)
+{
+    sqlite3_stmt *st = stmt(s, Q_INS_JOB);
+    bind_text(st, 1, j->id);
+    sqlite3_bind_blob(st, 2, j->token_hash, 32, SQLITE_TRANSIENT);
+    bind_text(st, 3, j->spec_json);
+    bind_text(st, 4, j->config_key);
+    bind_text(st, 5, j->phase);
+    bind_text(st, 6, j->reason);
+    sqlite3_bind_int64(st, 7, j->sweep_index);
+    sqlite3_bind_int64(st, 8, j->round);
+    sqlite3_bind_double(st, 9, j->planning_s);
+    sqlite3_bind_int64(st, 10, j->created_unix);
+    return exec_done(s, st, "insert job");
+}
+
+int store_update_job(store *s, const char *id, const char *phase, const char *reason,
+                     long sweep_index, long round, double planning_s)
+{
+    sqlite3_stmt *st = stmt(s, Q_UPD_JOB);
+    bind_text(st, 1, id);
+    bind_text(st, 2, phase);
+    bind_text(st, 3, reason);
+    sqlite3_bind_int64(st, 4, sweep_index);
+    sqlite3_bind_int64(st, 5, round);
+    sqlite3_bind_double(st, 6, planning_s);
+    return exec_done(s, st, "update job");
+}
+
+static const char *col_text(sqlite3_stmt *st, int i)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    return t ? (const char *)t : "";
+}
+
+int store_each_job(store *s, int (*fn)(void *ud, const store_job_row *j), void *ud)
+{
+    sqlite3_stmt *st = stmt(s, Q_ALL_JOBS);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        store_job_row j;
+        uint8_t hash[32] = {0};
+        const void *h = sqlite3_column_blob(st, 1);
+        if (h && sqlite3_column_bytes(st, 1) == 32) memcpy(hash, h, 32);
+        j.id = col_text(st, 0);
+        j.token_hash = hash;
+        j.spec_json = col_text(st, 2);
+        j.config_key = col_text(st, 3);
+        j.phase = col_text(st, 4);
+        j.reason = col_text(st, 5);
+        j.sweep_index = (long)sqlite3_column_int64(st, 6);
+        j.round = (long)sqlite3_column_int64(st, 7);
+        j.planning_s = sqlite3_column_double(st, 8);
+        j.created_unix = sqlite3_column_int64(st, 9);
+        int r = fn(ud, &j);
+        if (r) {
+            sqlite3_reset(st);
+            return r;
+        }
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(s, "load jobs");
+}
+
+int store_insert_rank(store *s, const char *job, int rank, int dp, int pp, int tp, const char *gpu)
+{
+    sqlite3_stmt *st = stmt(s, Q_INS_RANK);
+    bind_text(st, 1, job);
+    sqlite3_bind_int(st, 2, rank);
+    sqlite3_bind_int(st, 3, dp);
+    sqlite3_bind_int(st, 4, pp);
+    sqlite3_bind_int(st, 5, tp);
+    bind_text(st, 6, gpu);
+    return exec_done(s, st, "insert rank");
+}
+
+int store_each_rank(store *s, const char *job,
+                    int (*fn)(void *ud, int rank, int dp, int pp, int tp), void *ud)
+{
+    sqlite3_stmt *st = stmt(s, Q_RANKS);
+    bind_text(st, 1, job);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int r = fn(ud, sqlite3_column_int(st, 0), sqlite3_column_int(st, 1),
+                   sqlite3_column_int(st, 2), sqlite3_column_int(st, 3));
+        if (r) {
+            sqlite3_reset(st);
+            return r;
+        }
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(s, "load ranks");
+}
+
+int store_insert_measurement(store *s, const char *job, int rank, const char *phase, long round,
+                             long iteration, int clock_mhz, double time_s, double energy_j,
+                             int used, long long *id)
+{
+    sqlite3_stmt *st = stmt(s, Q_INS_MEAS);
+    bind_text(st, 1, job);
+    sqlite3_bind_int(st, 2, rank);
+    bind_text(st, 3, phase);
+    sqlite3_bind_int64(st, 4, round);
+    sqlite3_bind_int64(st, 5, iteration);
+    sqlite3_bind_int(st, 6, clock_mhz);
+    sqlite3_bind_double(st, 7, time_s);
+    sqlite3_bind_double(st, 8, energy_j);
+    sqlite3_bind_int(st, 9, used);
+    if (exec_done(s, st, "insert measurement")) return -1;
+    *id = sqlite3_last_insert_rowid(s->db);
+    return 0;
+}
+
+int store_insert_window(store *s, const char *job, long long measurement, int stage, int instr,
+                        int microbatch, int clock_mhz, double time_s, double energy_j, int used)
+{
+    sqlite3_stmt *st = stmt(s, Q_INS_WIN);
+    bind_text(st, 1, job);
+    sqlite3_bind_int64(st, 2, measurement);
+    sqlite3_bind_int(st, 3, stage);
+    sqlite3_bind_int(st, 4, instr);
+    sqlite3_bind_int(st, 5, microbatch);
+    sqlite3_bind_int(st, 6, clock_mhz);
+    sqlite3_bind_double(st, 7, time_s);
+    sqlite3_bind_double(st, 8, energy_j);
+    sqlite3_bind_int(st, 9, used);
+    return exec_done(s, st, "insert window");
+}
+
+long long store_count_measurements(store *s, const char *job)
+{
+    sqlite3_stmt *st = stmt(s, Q_COUNT_MEAS);
+    bind_text(st, 1, job);
+    long long n = -1;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        n = sqlite3_column_int64(st, 0);
+    else
+        db_fail(s, "count measurements");
+    sqlite3_reset(st);
+    return n;
+}
+
+int store_round_counts(store *s, const char *job, long round,
+                       int (*fn)(void *ud, int rank, long count), void *ud)
+{
+    sqlite3_stmt *st = stmt(s, Q_ROUND_COUNTS);
+    bind_text(st, 1, job);
+    sqlite3_bind_int64(st, 2, round);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        fn(ud, sqlite3_column_int(st, 0), (long)sqlite3_column_int64(st, 1));
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(s, "round counts");
+}
+
+int store_profile_means(store *s, const char *job,
+                        int (*fn)(void *ud, int stage, int instr, int clock, double time_s,
+                                  double energy_j, long n),
+                        void *ud)
+{
+    sqlite3_stmt *st = stmt(s, Q_MEANS);
+    bind_text(st, 1, job);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int r = fn(ud, sqlite3_column_int(st, 0), sqlite3_column_int(st, 1),
+                   sqlite3_column_int(st, 2), sqlite3_column_double(st, 3),
+                   sqlite3_column_double(st, 4), (long)sqlite3_column_int64(st, 5));
+        if (r) {
+            sqlite3_reset(st);
+            return r;
+        }
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(s, "profile means");
+}
+
+int store_put_profile(store *s, const char *job, const char *source, const char *csv, size_t len)
+{
+    sqlite3_stmt *st = stmt(s, Q_PUT_PROFILE);
+    bind_text(st, 1, job);
+    bind_text(st, 2, source);
+    sqlite3_bind_blob64(st, 3, csv, len, SQLITE_TRANSIENT);
+    return exec_done(s, st, "store profile");
+}
+
+/* Copy column i of the current row into a new NUL-terminated buffer. */
+static int copy_blob(store *s, sqlite3_stmt *st, int i, void **out, size_t *len)
+{
+    const void *b = sqlite3_column_blob(st, i);
+    size_t n = (size_t)sqlite3_column_bytes(st, i);
+    char *p = malloc(n + 1);
+    if (!p) {
+        snprintf(s->err, sizeof s->err, "out of memory");
+        return -1;
+    }
+    if (n) memcpy(p, b, n);
+    p[n] = '\0';
+    *out = p;
+    *len = n;
+    return 0;
+}
+
+int store_get_profile(store *s, const char *job, char **csv, size_t *len, char source[16])
+{
+    *csv = NULL;
+    *len = 0;
+    sqlite3_stmt *st = stmt(s, Q_GET_PROFILE);
+    bind_text(st, 1, job);
+    int rc = sqlite3_step(st), r = 0;
+    if (rc == SQLITE_ROW) {
+        snprintf(source, 16, "%s", col_text(st, 0));
+        r = copy_blob(s, st, 1, (void **)csv, len);
+    } else if (rc != SQLITE_DONE) {
+        r = db_fail(s, "get profile");
+    }
+    sqlite3_reset(st);
+    return r;
+}
+
+int store_put_frontier(store *s, const char *job, const char *config_key, const void *blob,
+                       size_t len, double planning_s)
+{
+    sqlite3_stmt *st = stmt(s, Q_PUT_FRONTIER);
+    bind_text(st, 1, job);
+    bind_text(st, 2, config_key);
+    sqlite3_bind_blob64(st, 3, blob, len, SQLITE_TRANSIENT);
+    sqlite3_bind_double(st, 4, planning_s);
+    return exec_done(s, st, "store frontier");
+}
+
+int store_get_frontier(store *s, const char *job, void **blob, size_t *len)
+{
+    *blob = NULL;
+    *len = 0;
+    sqlite3_stmt *st = stmt(s, Q_GET_FRONTIER);
+    bind_text(st, 1, job);
+    int rc = sqlite3_step(st), r = 0;
+    if (rc == SQLITE_ROW)
+        r = copy_blob(s, st, 0, blob, len);
+    else if (rc != SQLITE_DONE)
+        r = db_fail(s, "get frontier");
+    sqlite3_reset(st);
+    return r;
+}
+
+int store_find_frontier(store *s, const char *config_key, char job_out[32])
+{
+    job_out[0] = '\0';
+    sqlite3_stmt *st = stmt(s, Q_FIND_FRONTIER);
+    bind_text(st, 1, config_key);
+    int rc = sqlite3_step(st), r = 0;
+    if (rc == SQLITE_ROW)
+        snprintf(job_out, 32, "%s", col_text(st, 0));
+    else if (rc != SQLITE_DONE)
+        r = db_fail(s, "find frontier");
+    sqlite3_reset(st);
+    return r;
+}
+
+int store_put_pipeline(store *s, const char *job, int dp, int straggler, double straggler_time_s,
+                       long plan_id)
+{
+    sqlite3_stmt *st = stmt(s, Q_PUT_PIPE);
+    bind_text(st, 1, job);
+    sqlite3_bind_int(st, 2, dp);
+    sqlite3_bind_int(st, 3, straggler);
+    sqlite3_bind_double(st, 4, straggler_time_s);
+    sqlite3_bind_int64(st, 5, plan_id);
+    return exec_done(s, st, "store pipeline");
+}
+
+int store_each_pipeline(store *s, const char *job,
+                        int (*fn)(void *ud, int dp, int straggler, double time_s, long plan_id),
+                        void *ud)
+{
+    sqlite3_stmt *st = stmt(s, Q_PIPES);
+    bind_text(st, 1, job);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        fn(ud, sqlite3_column_int(st, 0), sqlite3_column_int(st, 1), sqlite3_column_double(st, 2),
+           (long)sqlite3_column_int64(st, 3));
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(s, "load pipelines");
+}

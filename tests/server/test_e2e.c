@@ -1,0 +1,263 @@
+/* End to end, against the real perseusd binary over HTTP: a job of 4 stages x 2 data-parallel
+ * pipelines (8 ranks) goes through registering, profiling (measurements from the GPU model),
+ * planning and running; the plan it ends on evaluates (prs_evaluate_plan on the server's own
+ * profile) below all-max energy at no slower iteration time; an explicit straggler moves the
+ * other pipeline to the plan the lookup rule chooses and back when cleared; an automatic one
+ * (reported iteration times) does the same; completing the job ends in done. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "perseus/planner.h"
+#include "perseus/profile.h"
+#include "sim_ranks.h"
+
+#define STAGES 4
+#define MB 4
+#define DP 2
+#define OPS (2 * MB)
+
+static const int CLOCKS[] = {1410, 1350, 1290, 1230, 1170, 1110, 1050,
+                             990,  930,  870,  810,  750,  690};
+
+static int create_job(int port, sim_job *j, const char *model)
+{
+    json_t *clocks = json_array();
+    for (size_t i = 0; i < sizeof CLOCKS / sizeof CLOCKS[0]; i++)
+        json_array_append_new(clocks, json_integer(CLOCKS[i]));
+    json_t *spec = json_pack(
+        "{s:s, s:i, s:i, s:i, s:i, s:s, s:o, s:{s:i, s:i, s:i, s:b},"
+        " s:f, s:f, s:s, s:{s:f, s:i}}",
+        "model", model, "stages", STAGES, "microbatches", MB, "dp", DP, "tp", 1, "schedule", "1f1b",
+        "clocks_mhz", clocks, "profiling", "warmup_iterations", 1, "iterations_per_clock", 2,
+        "min_clock_mhz", 750, "skip_dominated", 1, "unit_time_s", 0.001, "blocking_power_w", 83.64,
+        "cost_model", "exp", "straggler", "factor", 1.2, "iterations", 2);
+    http_reply r = http_json(port, "POST", "/v1/jobs", NULL, spec);
+    int st = r.status;
+    memset(j, 0, sizeof *j);
+    j->port = port;
+    j->stages = STAGES;
+    j->microbatches = MB;
+    j->dp = DP;
+    snprintf(j->id, sizeof j->id, "%s", json_str(r.json, "job_id"));
+    snprintf(j->token, sizeof j->token, "%s", json_str(r.json, "token"));
+    http_reply_free(&r);
+    return st;
+}
+
+/* Plan of pipeline dp as the ranks receive it: clocks[pp * OPS + i]. Returns its plan_id. */
+static long pipeline_plan(const sim_job *j, int dp, int *clocks)
+{
+    long plan = -1;
+    for (int p = 0; p < STAGES; p++) {
+        char phase[32];
+        long id = -1;
+        assert_true(sim_schedule(j, dp * STAGES + p, phase, clocks + p * OPS, &id, NULL) >= 0);
+        assert_string_equal(phase, "running");
+        if (p > 0) assert_int_equal(id, plan);
+        plan = id;
+    }
+    return plan;
+}
+
+/* The lookup rule (planner.h), recomputed from GET /frontier. */
+static long expected_lookup(json_t *frontier, double tprime)
+{
+    json_t *pts = json_object_get(frontier, "points");
+    long fastest = json_int(frontier, "fastest");
+    double tf = json_num(json_array_get(pts, (size_t)fastest), "eval_time_s");
+    if (!(tprime > tf)) return fastest;
+    long best = fastest;
+    double be = INFINITY;
+    for (size_t k = 0; k < json_array_size(pts); k++) {
+        json_t *p = json_array_get(pts, k);
+        double t = json_num(p, "eval_time_s"), e = json_num(p, "eval_energy_j");
+        if (t > tprime + 1e-12) continue;
+        double c = e + STAGES * 83.64 * (tprime - t);
+        if (c < be) {
+            be = c;
+            best = (long)k;
+        }
+    }
+    return best;
+}
+
+static void post_running(sim_job *j, int dp, long iteration, double time_s)
+{
+    int clocks[OPS];
+    for (int i = 0; i < OPS; i++)
+        clocks[i] = 1410;
+    for (int p = 0; p < STAGES; p++) {
+        json_t *its = json_array();
+        json_array_append_new(its, sim_iteration(j, p, iteration, clocks, 0, time_s));
+        assert_int_equal(sim_post(j, dp * STAGES + p, -1, its), 200);
+    }
+}
+
+static daemon_proc d;
+
+/* On a failed assertion cmocka jumps past the end of the test: stop the server here. */
+static int teardown(void **state)
+{
+    (void)state;
+    if (d.pid > 0) daemon_stop(&d, SIGKILL);
+    harness_rmdir(d.dir);
+    d.dir[0] = '\0';
+    return 0;
+}
+
+static void test_job_through_every_phase(void **state)
+{
+    (void)state;
+    harness_tmpdir(d.dir, sizeof d.dir, "e2e");
+    assert_true(d.dir[0]);
+    assert_int_equal(daemon_start(&d), 0);
+    sim_job j;
+    assert_int_equal(create_job(d.port, &j, "e2e-model"), 201);
+    assert_int_equal(strlen(j.id), 16);
+
+    /* Registering: schedules say wait until all 8 are in, then profiling starts. */
+    char phase[32];
+    int clocks[OPS];
+    assert_int_equal(sim_register_all(&j), DP * STAGES);
+    assert_true(sim_schedule(&j, 0, phase, clocks, NULL, NULL) >= 0);
+    assert_string_equal(phase, "profiling");
+    assert_int_equal(clocks[0], 1410);
+
+    /* Profiling: clocks high to low; stops early once a clock is dominated. */
+    long iteration = 0;
+    long posts = sim_profile(&j, 100000, &iteration);
+    assert_true(posts > 0);
+    json_t *st = sim_wait_phase_change(&j, "planning", 60);
+    assert_non_null(st);
+    assert_string_equal(json_str(st, "phase"), "running");
+    assert_int_equal(json_int(st, "measurements"), j.acked);
+    assert_int_equal(posts, j.acked);
+    json_t *prof = json_object_get(st, "profiling");
+    /* 3 iterations (1 warm-up + 2) per rank per clock; fewer clocks than listed were swept. */
+    long swept = posts / (3 * DP * STAGES);
+    assert_int_equal(posts % (3 * DP * STAGES), 0);
+    long above_floor = (long)(sizeof CLOCKS / sizeof CLOCKS[0]) - 1; /* 690 < 750 */
+    assert_int_equal(json_int(prof, "clocks_total"), above_floor);
+    print_message("swept %ld of %ld clocks in %ld posts\n", swept, above_floor, posts);
+    assert_true(swept >= 3 && swept < above_floor);
+    json_t *planning = json_object_get(st, "planning");
+    assert_true(json_num(planning, "fraction") == 1.0);
+    json_decref(st);
+
+    /* Running: each pipeline gets the fastest plan; check it against the server's profile. */
+    http_reply pr = sim_get(&j, "/profile");
+    assert_int_equal(pr.status, 200);
+    prs_profile *profile = NULL;
+    assert_int_equal(prs_profile_parse("server", pr.body, pr.len, &profile, NULL), 0);
+    http_reply_free(&pr);
+    int plan0[STAGES * OPS], plan1[STAGES * OPS], allmax[STAGES * OPS];
+    long id0 = pipeline_plan(&j, 0, plan0), id1 = pipeline_plan(&j, 1, plan1);
+    assert_int_equal(id0, id1);
+    assert_memory_equal(plan0, plan1, sizeof plan0);
+    for (int i = 0; i < STAGES * OPS; i++)
+        allmax[i] = 1410;
+    prs_pipeline pipe = {STAGES, MB, PRS_SCHEDULE_1F1B, 0.001, 83.64, 0};
+    double t_plan, e_plan, t_max, e_max;
+    assert_int_equal(prs_evaluate_plan(profile, &pipe, plan0, &t_plan, &e_plan, NULL), 0);
+    assert_int_equal(prs_evaluate_plan(profile, &pipe, allmax, &t_max, &e_max, NULL), 0);
+    print_message("plan %ld: %.4f s %.2f J; all-max: %.4f s %.2f J (%.1f %% saved)\n", id0, t_plan,
+                  e_plan, t_max, e_max, 100 * (1 - e_plan / e_max));
+    assert_true(t_plan <= t_max + 1e-9);
+    assert_true(e_plan < e_max);
+    prs_profile_free(profile);
+
+    http_reply fr = sim_get(&j, "/frontier");
+    assert_int_equal(fr.status, 200);
+    json_t *frontier = json_incref(fr.json);
+    http_reply_free(&fr);
+    assert_int_equal(json_int(frontier, "fastest"), id0);
+    double tf =
+        json_num(json_array_get(json_object_get(frontier, "points"), (size_t)id0), "eval_time_s");
+
+    /* Explicit straggler: pipeline 1 at 1.25x; pipeline 0 gets lookup(T'), 1 stays fastest. */
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s/stragglers", j.id);
+    http_reply r = http_json(d.port, "POST", path, j.token,
+                             json_pack("{s:i, s:f}", "dp", 1, "slowdown", 1.25));
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    long want = expected_lookup(frontier, 1.25 * tf);
+    assert_true(want != id0);
+    int slow[STAGES * OPS];
+    assert_int_equal(pipeline_plan(&j, 0, slow), want);
+    assert_true(memcmp(slow, plan0, sizeof slow) != 0);
+    assert_int_equal(pipeline_plan(&j, 1, plan1), id0);
+    assert_memory_equal(plan1, plan0, sizeof plan0);
+
+    /* Cleared: back to the fastest plan. */
+    snprintf(path, sizeof path, "/v1/jobs/%s/stragglers/1", j.id);
+    r = http_do(d.port, "DELETE", path, j.token, NULL, 0, NULL);
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    assert_int_equal(pipeline_plan(&j, 0, slow), id0);
+    assert_memory_equal(slow, plan0, sizeof plan0);
+
+    /* Automatic: pipeline 0 reports 1.4x the time of pipeline 1 for 2 iterations (factor
+     * 1.2, k = 2) -> pipeline 1 slows down; then normal times for 2 iterations -> back. */
+    long it = 1000;
+    post_running(&j, 1, it, tf);
+    post_running(&j, 0, it++, 1.4 * tf);
+    assert_int_equal(pipeline_plan(&j, 1, slow), id0); /* one iteration is not enough */
+    post_running(&j, 1, it, tf);
+    post_running(&j, 0, it++, 1.4 * tf);
+    want = expected_lookup(frontier, 1.4 * tf);
+    assert_int_equal(pipeline_plan(&j, 1, slow), want);
+    assert_int_equal(pipeline_plan(&j, 0, slow), id0);
+    http_reply js = sim_get(&j, "");
+    json_t *p0 = json_array_get(json_object_get(js.json, "pipelines"), 0);
+    assert_string_equal(json_str(p0, "straggler"), "automatic");
+    http_reply_free(&js);
+    for (int k = 0; k < 2; k++) {
+        /* Pipeline 1 now runs a slower plan on purpose: its reported time is that plan's. */
+        double t1 = json_num(json_array_get(json_object_get(frontier, "points"), (size_t)want),
+                             "eval_time_s");
+        post_running(&j, 1, it, t1);
+        post_running(&j, 0, it++, tf);
+    }
+    assert_int_equal(pipeline_plan(&j, 1, slow), id0);
+    assert_memory_equal(slow, plan0, sizeof plan0);
+    json_decref(frontier);
+
+    /* Metrics saw it all; completing ends the job. */
+    r = http_do(d.port, "GET", "/metrics", NULL, NULL, 0, NULL);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "perseusd_jobs{phase=\"running\"} 1"));
+    assert_non_null(strstr(r.body, "perseusd_planning_seconds_count 1"));
+    assert_non_null(strstr(r.body, "route=\"schedule\",code=\"200\""));
+    http_reply_free(&r);
+    snprintf(path, sizeof path, "/v1/jobs/%s/complete", j.id);
+    r = http_do(d.port, "POST", path, j.token, NULL, 0, NULL);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(json_str(r.json, "phase"), "done");
+    http_reply_free(&r);
+
+    /* A second job with the same model and configuration reuses the frontier: running as soon
+     * as its ranks are in, no profiling. */
+    sim_job k;
+    assert_int_equal(create_job(d.port, &k, "e2e-model"), 201);
+    assert_int_equal(sim_register_all(&k), DP * STAGES);
+    long kid = -1;
+    assert_true(sim_schedule(&k, 0, phase, clocks, &kid, NULL) >= 0);
+    assert_string_equal(phase, "running");
+    assert_int_equal(kid, id0);
+    assert_memory_equal(clocks, plan0, sizeof clocks);
+
+    assert_int_equal(daemon_stop(&d, SIGTERM), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_job_through_every_phase, teardown)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

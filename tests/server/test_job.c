@@ -1,0 +1,319 @@
+/* job.h: the state machine driven directly (no HTTP) on a scratch database: registration,
+ * the profiling sweep (warm-up dropped, k per clock, late and early rounds, dominated clocks
+ * ending the sweep), planning results, the lookup rule under explicit and automatic stragglers,
+ * completion, and reloading every piece of state from the store. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "job.h"
+#include "perseus/gpumodel.h"
+#include "server_harness.h"
+
+static char dir[256];
+static store *st;
+
+static int setup(void **state)
+{
+    (void)state;
+    harness_tmpdir(dir, sizeof dir, "job");
+    char db[300], msg[256];
+    snprintf(db, sizeof db, "%s/job.db", dir);
+    job_set_scratch_dir(dir);
+    return store_open(db, 0, &st, msg);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    store_close(st);
+    harness_rmdir(dir);
+    return 0;
+}
+
+static req_job_spec make_spec(void)
+{
+    req_job_spec s;
+    char msg[REQ_MSG_MAX];
+    const char *t = "{\"stages\":2,\"microbatches\":2,\"dp\":2,\"clocks_mhz\":[1410,1200,1000,400],"
+                    "\"blocking_power_w\":83.64,\"profiling\":{\"warmup_iterations\":1,"
+                    "\"iterations_per_clock\":1,\"min_clock_mhz\":500},"
+                    "\"straggler\":{\"factor\":1.2,\"iterations\":2}}";
+    assert_int_equal(req_parse_job_spec(t, strlen(t), &s, msg), 0);
+    return s;
+}
+
+static job *new_job(const char *id)
+{
+    req_job_spec s = make_spec();
+    uint8_t h[32] = {1};
+    job *j = NULL;
+    api_err e = {0};
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(job_create(st, &s, id, h, 1, &j, &e), 0);
+    assert_int_equal(store_commit(st), 0);
+    return j;
+}
+
+static int tx_ok(int rc)
+{
+    if (rc == 0) return store_commit(st);
+    store_rollback(st);
+    return rc;
+}
+
+static void register_all(job *j)
+{
+    for (int r = 0; r < 4; r++) {
+        req_rank rr = {r, r / 2, r % 2, 0, ""};
+        int created, action;
+        api_err e = {0};
+        assert_int_equal(store_begin(st), 0);
+        assert_int_equal(tx_ok(job_register(j, st, &rr, &created, &action, &e)), 0);
+        assert_true(created);
+    }
+}
+
+/* One iteration of rank at clock mhz, windows from the GPU model; energy scaled by escale. */
+static int post(job *j, int rank, long round, int mhz, double escale, int *action, api_err *e)
+{
+    const prs_gpu_preset *g = prs_gpu_preset_find("a100");
+    req_window w[4];
+    for (int i = 0; i < 4; i++) {
+        prs_instr in = i < 2 ? PRS_FORWARD : PRS_BACKWARD;
+        w[i] = (req_window){in,
+                            -1,
+                            i % 2,
+                            mhz,
+                            prs_gpu_time_s(g, &g->work[in], mhz),
+                            escale * prs_gpu_energy_j(g, &g->work[in], mhz)};
+    }
+    static long iter = 0;
+    req_iteration it = {iter++, 1.0, 100.0, mhz, 4, w};
+    req_results r = {rank, round, 1, &it, w};
+    assert_int_equal(store_begin(st), 0);
+    return tx_ok(job_results(j, st, &r, action, e));
+}
+
+static void test_registration_and_sweep(void **state)
+{
+    (void)state;
+    job *j = new_job("AAAAAAAAAAAAAAA1");
+    assert_int_equal(j->phase, JOB_REGISTERING);
+    assert_int_equal(j->nsweep, 3); /* 400 is below the floor */
+    int action;
+    api_err e = {0};
+    /* Results before profiling: wrong phase. */
+    assert_int_equal(post(j, 0, -1, 1410, 1, &action, &e), -1);
+    assert_int_equal(e.http, 409);
+    register_all(j);
+    assert_int_equal(j->phase, JOB_PROFILING);
+
+    json_t *sch = NULL;
+    assert_int_equal(job_schedule(j, 3, &sch, &e), 0);
+    assert_int_equal(json_integer_value(json_object_get(sch, "clock_mhz")), 1410);
+    assert_int_equal(json_array_size(json_object_get(sch, "clocks_mhz")), 4);
+    json_decref(sch);
+
+    /* Round 0: warm-up + 1 per rank. A future round is refused. */
+    assert_int_equal(post(j, 0, 1, 1410, 1, &action, &e), -1);
+    assert_int_equal(e.http, 409);
+    for (int r = 0; r < 4; r++) {
+        assert_int_equal(post(j, r, 0, 1410, 1, &action, &e), 0);
+        assert_int_equal(j->round, 0);
+    }
+    for (int r = 0; r < 3; r++)
+        assert_int_equal(post(j, r, 0, 1410, 1, &action, &e), 0);
+    assert_int_equal(j->round, 0);
+    assert_int_equal(j->ranks_done, 3);
+    assert_int_equal(post(j, 3, 0, 1410, 1, &action, &e), 0);
+    assert_int_equal(j->round, 1); /* next clock */
+    assert_int_equal(j->sweep[j->sweep_index], 1200);
+    /* A late post for round 0 is stored and does not count for round 1. */
+    assert_int_equal(post(j, 0, 0, 1410, 1, &action, &e), 0);
+    assert_int_equal(j->round_iters[0], 0);
+    assert_int_equal(j->measurements, 9);
+    assert_int_equal(store_count_measurements(st, j->id), 9);
+
+    /* Reload mid-sweep: same position. */
+    job *k = NULL;
+    int act;
+    char msg[REQ_MSG_MAX];
+    store_job_row row = {j->id, j->token_hash, "", "", "profiling", "", 1, 1, 0, 1};
+    json_t *sj = req_job_spec_json(&j->spec);
+    char *text = json_dumps(sj, JSON_COMPACT);
+    json_decref(sj);
+    row.spec_json = text;
+    assert_int_equal(job_load(st, &row, &k, &act, msg), 0);
+    free(text);
+    assert_int_equal(k->phase, JOB_PROFILING);
+    assert_int_equal(k->nregistered, 4);
+    assert_int_equal(k->measurements, 9);
+    assert_int_equal(k->sweep_index, 1);
+    job_free(k);
+
+    /* Round 1 at 1200, round 2 at 1000: then the sweep ends and planning starts. */
+    for (int round = 1; round <= 2; round++)
+        for (int rep = 0; rep < 2; rep++)
+            for (int r = 0; r < 4; r++) {
+                action = JOB_ACT_NONE;
+                assert_int_equal(post(j, r, round, j->sweep[round], 1, &action, &e), 0);
+            }
+    assert_int_equal(j->phase, JOB_PLANNING);
+    assert_int_equal(action, JOB_ACT_PLAN);
+    assert_non_null(j->profile);
+    /* 2 stages x 2 instructions x 3 clocks, warm-ups dropped. */
+    assert_int_equal(prs_profile_nrows(j->profile), 12);
+    char *csv = NULL, src[16];
+    size_t len;
+    assert_int_equal(store_get_profile(st, j->id, &csv, &len, src), 0);
+    assert_string_equal(src, "measured");
+    free(csv);
+
+    /* Plan for real and finish. */
+    prs_plan_opts o;
+    prs_plan_opts_default(&o);
+    req_spec_pipeline(&j->spec, &o.pipe);
+    prs_frontier *f = NULL;
+    assert_int_equal(prs_plan(j->profile, &o, &f, NULL), 0);
+    char *plans;
+    size_t plen;
+    assert_int_equal(job_frontier_to_text(f, j->id, &plans, &plen, msg), 0);
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_plan_finished(j, st, f, plans, plen, 0.5, NULL, &e)), 0);
+    free(plans);
+    assert_int_equal(j->phase, JOB_RUNNING);
+    size_t fastest;
+    assert_int_equal(prs_frontier_lookup(j->frontier, 0, &fastest), 0);
+    assert_int_equal(j->pipes[0].plan_id, (long)fastest);
+    assert_int_equal(j->pipes[1].plan_id, (long)fastest);
+    assert_true(j->allmax_energy_j > 0);
+
+    /* Explicit straggler: the other pipeline follows the lookup rule. */
+    const prs_frontier_point *fp = prs_frontier_point_at(j->frontier, fastest);
+    req_straggler sr = {1, 0, 1.5};
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_set_straggler(j, st, &sr, &e)), 0);
+    size_t want;
+    assert_int_equal(prs_frontier_lookup(j->frontier, 1.5 * fp->eval_time_s, &want), 0);
+    assert_int_equal(j->pipes[0].plan_id, (long)want);
+    assert_int_equal(j->pipes[1].plan_id, (long)fastest);
+    assert_int_equal(j->round, 1);
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_clear_straggler(j, st, 1, &e)), 0);
+    assert_int_equal(j->pipes[0].plan_id, (long)fastest);
+    assert_int_equal(j->round, 2);
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_clear_straggler(j, st, 7, &e)), -1);
+    assert_int_equal(e.http, 404);
+
+    /* Complete; nothing more is accepted. */
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_complete(j, st, &e)), 0);
+    assert_int_equal(j->phase, JOB_DONE);
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_complete(j, st, &e)), -1);
+    assert_int_equal(e.http, 409);
+    job_free(j);
+}
+
+static void test_dominated_clock_ends_sweep(void **state)
+{
+    (void)state;
+    job *j = new_job("AAAAAAAAAAAAAAA2");
+    register_all(j);
+    int action = 0;
+    api_err e = {0};
+    /* 1410 normal; 1200 costs 3x the energy: slower and costlier -> dominated. */
+    for (int rep = 0; rep < 2; rep++)
+        for (int r = 0; r < 4; r++)
+            assert_int_equal(post(j, r, 0, 1410, 1, &action, &e), 0);
+    for (int rep = 0; rep < 2; rep++)
+        for (int r = 0; r < 4; r++)
+            assert_int_equal(post(j, r, 1, 1200, 3, &action, &e), 0);
+    assert_int_equal(j->phase, JOB_PLANNING);
+    assert_int_equal(action, JOB_ACT_PLAN);
+    assert_int_equal(j->sweep_index, 1); /* 1000 never swept */
+    assert_int_equal(prs_profile_nrows(j->profile), 8);
+    job_free(j);
+}
+
+static void test_profile_upload_and_failure(void **state)
+{
+    (void)state;
+    job *j = new_job("AAAAAAAAAAAAAAA3");
+    int action = 0;
+    api_err e = {0};
+    const char *one_stage = "stage,instruction,frequency,time,energy\n0,forward,1410,0.1,10\n"
+                            "0,backward,1410,0.2,20\n";
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_upload_profile(j, st, one_stage, strlen(one_stage), &action, &e)),
+                     -1);
+    assert_int_equal(e.http, 400);
+    assert_non_null(strstr(e.msg, "stage 1"));
+    const char *two = "stage,instruction,frequency,time,energy\n0,forward,1410,0.1,10\n"
+                      "0,backward,1410,0.2,20\n1,forward,1410,0.1,10\n1,backward,1410,0.2,20\n";
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_upload_profile(j, st, two, strlen(two), &action, &e)), 0);
+    assert_int_equal(j->phase, JOB_PLANNING);
+    assert_int_equal(action, JOB_ACT_PLAN);
+    assert_string_equal(j->profile_source, "uploaded");
+    /* The planner failing puts the job in failed with the reason. */
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_plan_finished(j, st, NULL, NULL, 0, 0.1, "boom", &e)), 0);
+    assert_int_equal(j->phase, JOB_FAILED);
+    assert_non_null(strstr(j->reason, "boom"));
+    json_t *s = job_status_json(j);
+    assert_string_equal(json_string_value(json_object_get(s, "phase")), "failed");
+    assert_non_null(strstr(json_string_value(json_object_get(s, "reason")), "boom"));
+    json_decref(s);
+    job_free(j);
+}
+
+static void test_config_key(void **state)
+{
+    (void)state;
+    req_job_spec a = make_spec(), b;
+    char ka[65], kb[65];
+    job_config_key(&a, ka);
+    assert_string_equal(ka, ""); /* no model: never reused */
+    snprintf(a.model, sizeof a.model, "gpt3");
+    b = a;
+    job_config_key(&a, ka);
+    job_config_key(&b, kb);
+    assert_int_equal(strlen(ka), 64);
+    assert_string_equal(ka, kb);
+    b.dp = 8; /* the number of pipelines does not change a pipeline's plan */
+    job_config_key(&b, kb);
+    assert_string_equal(ka, kb);
+    b.microbatches = 4;
+    job_config_key(&b, kb);
+    assert_string_not_equal(ka, kb);
+    b = a;
+    b.clocks_mhz[1] = 1215;
+    job_config_key(&b, kb);
+    assert_string_not_equal(ka, kb);
+    b = a;
+    b.reuse_frontier = 0;
+    job_config_key(&b, kb);
+    assert_string_equal(kb, "");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_registration_and_sweep),
+        cmocka_unit_test(test_dominated_clock_ends_sweep),
+        cmocka_unit_test(test_profile_upload_and_failure),
+        cmocka_unit_test(test_config_key),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

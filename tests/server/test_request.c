@@ -1,0 +1,174 @@
+/* request.h: strict parsing of API v1 request bodies. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "request.h"
+
+static int spec(const char *text, req_job_spec *s, char *msg)
+{
+    return req_parse_job_spec(text, strlen(text), s, msg);
+}
+
+#define BASE "\"stages\":4,\"microbatches\":8,\"dp\":2,\"blocking_power_w\":83.64"
+
+static void test_spec_defaults_and_round_trip(void **state)
+{
+    (void)state;
+    req_job_spec s, back;
+    char msg[REQ_MSG_MAX] = "";
+    assert_int_equal(spec("{" BASE ",\"clocks_mhz\":[1000,1410,1200]}", &s, msg), 0);
+    assert_int_equal(s.stages, 4);
+    assert_int_equal(s.tp, 1);
+    assert_int_equal(s.schedule, PRS_SCHEDULE_1F1B);
+    assert_int_equal(s.nclocks, 3);
+    assert_int_equal(s.clocks_mhz[0], 1410); /* sorted high to low */
+    assert_int_equal(s.clocks_mhz[2], 1000);
+    assert_int_equal(s.min_clock_mhz, 1000);
+    assert_int_equal(s.warmup_iterations, 1);
+    assert_int_equal(s.iterations_per_clock, 3);
+    assert_true(s.skip_dominated);
+    assert_true(s.unit_time_s == 0.001);
+    assert_string_equal(s.model, "");
+
+    assert_int_equal(spec("{" BASE ",\"clocks_mhz\":[1410,1395],\"model\":\"gpt3\","
+                          "\"schedule\":\"interleaved\",\"virtual_stages\":2,\"tp\":2,"
+                          "\"profiling\":{\"warmup_iterations\":0,\"iterations_per_clock\":5,"
+                          "\"min_clock_mhz\":1395,\"skip_dominated\":false},"
+                          "\"unit_time_s\":0.0005,\"cost_model\":\"hull\","
+                          "\"straggler\":{\"factor\":1.5,\"iterations\":4},"
+                          "\"reuse_frontier\":false}",
+                          &s, msg),
+                     0);
+    json_t *j = req_job_spec_json(&s);
+    char *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    assert_int_equal(spec(text, &back, msg), 0);
+    free(text);
+    assert_memory_equal(&s, &back, sizeof s);
+    assert_int_equal(back.virtual_stages, 2);
+    assert_int_equal(back.cost_model, PRS_COST_HULL);
+    assert_false(back.reuse_frontier);
+    assert_true(back.straggler_factor == 1.5);
+}
+
+static void test_spec_errors_name_the_field(void **state)
+{
+    (void)state;
+    struct {
+        const char *text, *needle;
+    } bad[] = {
+        {"not json", "malformed JSON"},
+        {"[1]", "expected a JSON object"},
+        {"{" BASE "}", "clocks_mhz: required"},
+        {"{" BASE ",\"clocks_mhz\":[1410],\"extra\":1}", "unknown field 'extra'"},
+        {"{" BASE ",\"clocks_mhz\":[1410,\"x\"]}", "clocks_mhz[1]"},
+        {"{" BASE ",\"clocks_mhz\":[1410,0]}", "clocks_mhz[1]"},
+        {"{" BASE ",\"clocks_mhz\":[1410,1410]}", "listed twice"},
+        {"{" BASE ",\"clocks_mhz\":[1410],\"tp\":1.5}", "tp:"},
+        {"{" BASE ",\"clocks_mhz\":[1410],\"schedule\":3}", "schedule:"},
+        {"{" BASE ",\"clocks_mhz\":[1410],\"virtual_stages\":2}", "virtual_stages"},
+        {"{" BASE ",\"clocks_mhz\":[1410],\"schedule\":\"interleaved\"}", "virtual_stages"},
+        {"{" BASE ",\"clocks_mhz\":[1410],\"profiling\":{\"k\":1}}", "profiling: unknown field"},
+        {"{" BASE ",\"clocks_mhz\":[1410],\"profiling\":[]}", "profiling: expected an object"},
+        {"{" BASE ",\"clocks_mhz\":[1410],\"straggler\":{\"factor\":1.0}}", "factor"},
+        {"{" BASE ",\"clocks_mhz\":[1410],\"unit_time_s\":0}", "unit_time_s"},
+        {"{" BASE ",\"clocks_mhz\":[1410],\"model\":\"\\u00e9\"}", "printable ASCII"},
+        {"{" BASE ",\"clocks_mhz\":[1410],\"reuse_frontier\":1}", "true or false"},
+        {"{\"stages\":1,\"stages\":1}", "malformed JSON"},
+        {"{\"a\\u0001b\":1}", "unknown field 'a?b'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        req_job_spec s;
+        char msg[REQ_MSG_MAX] = "";
+        assert_int_equal(spec(bad[i].text, &s, msg), -1);
+        if (!strstr(msg, bad[i].needle)) fprintf(stderr, "%s -> %s\n", bad[i].text, msg);
+        assert_non_null(strstr(msg, bad[i].needle));
+        assert_null(strchr(msg, '\n'));
+    }
+}
+
+static void test_rank_and_straggler(void **state)
+{
+    (void)state;
+    char msg[REQ_MSG_MAX];
+    req_rank r;
+    const char *ok = "{\"rank\":3,\"dp\":1,\"pp\":1,\"tp\":0,\"gpu\":\"A100 GPU-1234\"}";
+    assert_int_equal(req_parse_rank(ok, strlen(ok), &r, msg), 0);
+    assert_int_equal(r.rank, 3);
+    assert_string_equal(r.gpu, "A100 GPU-1234");
+    const char *neg = "{\"rank\":-1,\"dp\":0,\"pp\":0}";
+    assert_int_equal(req_parse_rank(neg, strlen(neg), &r, msg), -1);
+    req_straggler s;
+    const char *both = "{\"dp\":0,\"time_s\":2,\"slowdown\":1.5}";
+    assert_int_equal(req_parse_straggler(both, strlen(both), &s, msg), -1);
+    const char *none = "{\"dp\":0}";
+    assert_int_equal(req_parse_straggler(none, strlen(none), &s, msg), -1);
+    const char *t = "{\"dp\":1,\"time_s\":2.5}";
+    assert_int_equal(req_parse_straggler(t, strlen(t), &s, msg), 0);
+    assert_true(s.time_s == 2.5 && s.slowdown == 0 && s.dp == 1);
+    const char *low = "{\"dp\":1,\"slowdown\":0.9}";
+    assert_int_equal(req_parse_straggler(low, strlen(low), &s, msg), -1);
+}
+
+static void test_results(void **state)
+{
+    (void)state;
+    char msg[REQ_MSG_MAX];
+    req_results r;
+    const char *ok =
+        "{\"rank\":1,\"round\":2,\"iterations\":["
+        "{\"iteration\":7,\"time_s\":1.5,\"energy_j\":300,\"clock_mhz\":1410,\"windows\":["
+        "{\"instruction\":\"forward\",\"microbatch\":0,\"clock_mhz\":1395,\"time_s\":0.05,"
+        "\"energy_j\":20},{\"instruction\":\"backward\",\"chunk\":5,\"clock_mhz\":1410,"
+        "\"time_s\":0.1,\"energy_j\":40}]},{\"iteration\":8,\"time_s\":1.4}]}";
+    assert_int_equal(req_parse_results(ok, strlen(ok), &r, msg), 0);
+    assert_int_equal(r.rank, 1);
+    assert_int_equal(r.round, 2);
+    assert_int_equal(r.niterations, 2);
+    assert_int_equal(r.iterations[0].nwindows, 2);
+    assert_int_equal(r.iterations[0].windows[0].clock_mhz, 1395);
+    assert_int_equal(r.iterations[0].windows[0].chunk, -1);
+    assert_int_equal(r.iterations[0].windows[1].chunk, 5);
+    assert_int_equal(r.iterations[0].windows[1].instr, PRS_BACKWARD);
+    assert_int_equal(r.iterations[1].nwindows, 0);
+    assert_int_equal(r.iterations[1].clock_mhz, 0);
+    req_results_free(&r);
+
+    const char *bad[] = {
+        "{\"rank\":1,\"iterations\":[]}",
+        "{\"rank\":1}",
+        "{\"rank\":1,\"iterations\":[{\"iteration\":1}]}",
+        "{\"rank\":1,\"iterations\":[{\"iteration\":1,\"time_s\":0}]}",
+        "{\"rank\":1,\"iterations\":[{\"iteration\":1,\"time_s\":1,\"windows\":{}}]}",
+        "{\"rank\":1,\"iterations\":[{\"iteration\":1,\"time_s\":1,\"windows\":[{\"instruction\":"
+        "\"load\",\"clock_mhz\":1,\"time_s\":1,\"energy_j\":1}]}]}",
+        "{\"rank\":1,\"iterations\":[{\"iteration\":1,\"time_s\":1,\"windows\":[{\"instruction\":"
+        "\"forward\",\"time_s\":1,\"energy_j\":1}]}]}",
+        "{\"rank\":1,\"iterations\":[{\"iteration\":1,\"time_s\":1,\"windows\":[{\"instruction\":"
+        "\"forward\",\"clock_mhz\":1,\"time_s\":1,\"energy_j\":-1}]}]}",
+        "{\"rank\":1,\"round\":-3,\"iterations\":[{\"iteration\":1,\"time_s\":1}]}",
+        "{\"rank\":1,\"iterations\":[{\"iteration\":1,\"time_s\":1,\"x\":1}]}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(req_parse_results(bad[i], strlen(bad[i]), &r, msg), -1);
+        assert_null(r.iterations);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_spec_defaults_and_round_trip),
+        cmocka_unit_test(test_spec_errors_name_the_field),
+        cmocka_unit_test(test_rank_and_straggler),
+        cmocka_unit_test(test_results),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
