@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# End-to-end tests of `perseus emulate`, run as a user would:
+#   - bad input: one line on stderr, exit status 2;
+#   - straggler lists and ranges in every accepted form give the same factors;
+#   - other schedules (gpipe, interleaved) and tp (percentages unchanged, energies scaled);
+#   - the paper's published figures (EVALUATION.md §2.2-2.5) through --json on the SOSP'24
+#     A100-SXM profiles: Table 6 for M = 12, 24, 48, 96; Figure 7 at s = 1.2, N = 16; the check
+#     values E_base, E_intr and the first grid rows for GPT-3 M = 12; Figure 8's maxima.
+# Without the shared data the paper checks are skipped (exit 77) after the rest has run.
+set -euo pipefail
+bin=${PRS_BIN_DIR:?}/perseus
+src=${PRS_SOURCE_DIR:?}
+data=${PRS_SHARED_DIR:-}/data/sosp24
+py=/usr/bin/python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# expect_error STATUS PATTERN CMD...: exit status and a one-line stderr matching PATTERN
+expect_error() {
+  local want=$1 pattern=$2; shift 2
+  local rc=0
+  "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+  [[ $rc -eq $want ]] || fail "exit $rc (want $want): $* :: $(cat "$tmp/err")"
+  [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "want one line on stderr: $* :: $(cat "$tmp/err")"
+  grep -qE -- "$pattern" "$tmp/err" || fail "stderr '$(cat "$tmp/err")' lacks /$pattern/: $*"
+}
+
+ex=$src/examples/a100-8stage.csv
+job=(--profile "$ex" --stages 8 --microbatches 12 --pipelines 16 --tp 8 --unit-time 0.001
+  --blocking-power 83.64)
+
+# --- usage and bad input ---
+"$bin" emulate --help | grep -q -- "--straggler" || fail "emulate --help"
+expect_error 2 "missing required option '--pipelines'" "$bin" emulate --profile "$ex" --stages 8 \
+  --microbatches 12 --tp 8 --unit-time 0.001 --blocking-power 83.64
+expect_error 2 "missing required option '--tp'" "$bin" emulate --profile "$ex" --stages 8 \
+  --microbatches 12 --pipelines 2 --unit-time 0.001 --blocking-power 83.64
+expect_error 2 "missing required option '--profile'" "$bin" emulate --stages 8
+expect_error 2 "--pipelines: expected an integer >= 1, got '0'" "$bin" emulate "${job[@]}" --pipelines 0
+expect_error 2 "--pipelines: expected an integer >= 1, got '-3'" "$bin" emulate "${job[@]}" --pipelines -3
+expect_error 2 "--tp: expected an integer >= 1, got '0'" "$bin" emulate "${job[@]}" --tp 0
+expect_error 2 "--microbatches: expected an integer >= 1, got 'x'" "$bin" emulate "${job[@]}" --microbatches x
+expect_error 2 "--unit-time: expected a number > 0, got '0'" "$bin" emulate "${job[@]}" --unit-time 0
+expect_error 2 "--schedule: expected 1f1b, gpipe or interleaved, got 'zigzag'" \
+  "$bin" emulate "${job[@]}" --schedule zigzag
+expect_error 2 "--cost-model: expected exp or hull, got 'cubic'" "$bin" emulate "${job[@]}" --cost-model cubic
+expect_error 2 "--straggler: straggler factor '0.9' is below 1" "$bin" emulate "${job[@]}" --straggler 0.9
+expect_error 2 "--straggler: straggler factor '0.5' is below 1" "$bin" emulate "${job[@]}" --straggler 1.1 0.5
+expect_error 2 "--straggler: malformed straggler range '1.0:1.5'" "$bin" emulate "${job[@]}" --straggler 1.0:1.5
+expect_error 2 "--straggler: straggler range '1.5:1.0:0.1': STOP is below START" \
+  "$bin" emulate "${job[@]}" --straggler 1.5:1.0:0.1
+expect_error 2 "--straggler: straggler range '1:2:0': the step must be > 0" \
+  "$bin" emulate "${job[@]}" --straggler 1:2:0
+expect_error 2 "--straggler: straggler factor 'fast' is not a number" "$bin" emulate "${job[@]}" --straggler fast
+expect_error 2 "--straggler: empty straggler factor" "$bin" emulate "${job[@]}" --straggler 1.1,,1.2
+expect_error 2 "missing value for '--straggler'" "$bin" emulate "${job[@]}" --straggler
+expect_error 2 "unknown option '--bogus'" "$bin" emulate "${job[@]}" --bogus
+expect_error 2 "stage 8 has no forward rows" "$bin" emulate "${job[@]}" --stages 9
+# interleaved needs M a multiple of S (so M >= S) and virtual stages; 1F1B and GPipe run M < S
+expect_error 2 "microbatches to be a multiple of stages" "$bin" emulate "${job[@]}" --stages 4 \
+  --microbatches 2 --schedule interleaved --virtual-stages 2
+expect_error 2 "at least 2 virtual stages" "$bin" emulate "${job[@]}" --stages 4 --microbatches 4 \
+  --schedule interleaved
+expect_error 2 "stage 8 has no forward rows" "$bin" emulate "${job[@]}" --stages 8 --microbatches 8 \
+  --schedule interleaved --virtual-stages 2
+expect_error 2 "no such file|cannot open|No such file" "$bin" emulate "${job[@]}" --profile "$tmp/none.csv"
+for sch in 1f1b gpipe; do
+  "$bin" emulate "${job[@]}" --microbatches 3 --schedule $sch --straggler 1.2 --json >"$tmp/small-$sch.json" ||
+    fail "M < S with $sch"
+done
+
+# --- straggler lists and ranges: every spelling gives the same factors ---
+"$bin" emulate "${job[@]}" --straggler 1.1 1.2 --json >"$tmp/a.json"
+"$bin" emulate "${job[@]}" --straggler 1.1,1.2 --json >"$tmp/b.json"
+"$bin" emulate "${job[@]}" --straggler 1.1 --straggler 1.2 --json >"$tmp/c.json"
+"$bin" emulate "${job[@]}" --json --straggler=1.1:1.2:0.1 >"$tmp/d.json"
+"$bin" emulate "${job[@]}" --straggler 1.01:1.50:0.01 --json >"$tmp/grid.json"
+"$bin" emulate "${job[@]}" --straggler 1.2 >"$tmp/table.txt"
+"$bin" emulate "${job[@]}" --tp 1 --straggler 1.01:1.50:0.01 --json >"$tmp/tp1.json"
+"$bin" emulate "${job[@]}" --cost-model hull --straggler 1.2 --json >"$tmp/hull.json"
+"$bin" synth --gpu a100 --stages 16 --out "$tmp/s16.csv"
+"$bin" emulate --profile "$tmp/s16.csv" --stages 8 --microbatches 16 --schedule interleaved \
+  --virtual-stages 2 --pipelines 4 --tp 2 --unit-time 0.001 --blocking-power 83.64 --straggler 1.2 \
+  --json >"$tmp/interleaved.json"
+"$bin" synth --gpu a40 --stages 4 --out "$tmp/a40.csv"
+"$bin" emulate --profile "$tmp/a40.csv" --stages 4 --microbatches 8 --schedule gpipe --pipelines 32 \
+  --tp 4 --unit-time 0.0001 --blocking-power 70.38 --straggler 1.2 --json >"$tmp/gpipe.json"
+
+"$py" - "$tmp" <<'PY'
+import json, sys, os
+tmp = sys.argv[1]
+load = lambda n: json.load(open(os.path.join(tmp, n)))
+KEYS = ["intrinsic_saving_pp", "saving", "intrinsic_saving", "extrinsic_saving", "saving_pp", "tstar"]
+a, b, c, d = (load(n) for n in ("a.json", "b.json", "c.json", "d.json"))
+for x in (a, b, c, d):
+    assert [r["s"] for r in x["stragglers"]] == [1.1, 1.2], x["stragglers"]
+    assert x["stragglers"] == a["stragglers"]
+g = load("grid.json")
+s = [r["s"] for r in g["stragglers"]]
+assert len(s) == 50 and s[0] == 1.01 and s[-1] == 1.5 and s[6] == 1.07, s
+assert s == [round(1 + i / 100, 2) for i in range(1, 51)], s
+# every row carries the six keys, for Perseus and for every baseline, in every variant
+for rows in [g["stragglers"]] + [g["baselines"][k]["stragglers"] for k in ("all-max", "uniform", "envpipe")] \
+        + [g["exact"]["stragglers"], g["lookup"]["stragglers"]] \
+        + [g["exact"]["baselines"][k]["stragglers"] for k in ("all-max", "uniform", "envpipe")]:
+    assert len(rows) == 50
+    for r in rows:
+        for k in KEYS:
+            assert k in r, (k, r)
+        assert r["saving"] < 100, r
+for r in g["stragglers"] + g["exact"]["stragglers"] + g["lookup"]["stragglers"]:
+    assert 0 <= r["intrinsic_saving"] <= r["saving"] + 1e-9, r
+assert all(r["saving"] == 0 and r["intrinsic_saving_pp"] == 0 for r in g["baselines"]["all-max"]["stragglers"])
+assert g["intrinsic_saving_pp"] == g["stragglers"][0]["intrinsic_saving_pp"]
+assert 0 < g["intrinsic_saving_pp"] < 100
+# the lookup rule never saves less than the exact paper rule
+for lk, ex in zip(g["lookup"]["stragglers"], g["exact"]["stragglers"]):
+    assert lk["saving"] >= ex["saving"] - 1e-9, (lk, ex)
+    assert abs(lk["saving_minus_paper_rule"] - (lk["saving"] - ex["saving"])) < 1e-9
+# tp: same percentages, energies scaled by 8
+t1 = load("tp1.json")
+assert t1["tp"] == 1 and g["tp"] == 8 and g["gpus"] == 16 * 8 * 8
+def close(x, y, rel=1e-9):
+    return abs(x - y) <= rel * (1 + abs(y))
+assert close(g["intrinsic_saving_pp"], t1["intrinsic_saving_pp"])
+assert close(g["e_base_j"], 8 * t1["e_base_j"]) and close(g["e_intr_j"], 8 * t1["e_intr_j"])
+for r8, r1 in zip(g["stragglers"], t1["stragglers"]):
+    for k in KEYS:
+        assert close(r8[k], r1[k]), (k, r8, r1)
+    assert close(r8["job_energy_j"], 8 * r1["job_energy_j"])
+for k in ("all-max", "uniform", "envpipe"):
+    assert close(g["baselines"][k]["energy_j"], 8 * t1["baselines"][k]["energy_j"])
+h = load("hull.json")
+assert h["cost_model"] == "hull" and 0 < h["intrinsic_saving_pp"] < 100
+for n, sched in (("interleaved.json", "interleaved"), ("gpipe.json", "gpipe"),
+                 ("small-1f1b.json", "1f1b"), ("small-gpipe.json", "gpipe")):
+    x = load(n)
+    assert x["schedule"] == sched, x["schedule"]
+    r = x["stragglers"][0]
+    assert 0 < x["intrinsic_saving_pp"] < 100 and r["intrinsic_saving"] <= r["saving"] < 100, (n, r)
+assert load("interleaved.json")["virtual_stages"] == 2
+PY
+grep -q "^\[paper\]" "$tmp/table.txt" || fail "table: no [paper] section"
+grep -q "^\[exact\]" "$tmp/table.txt" || fail "table: no [exact] section"
+grep -q "^\[lookup\]" "$tmp/table.txt" || fail "table: no [lookup] section"
+grep -qE "^ +s +strategy +saving % +intr\. % +extr\. % +per-pipe % +tstar" "$tmp/table.txt" ||
+  fail "table: no labelled columns"
+
+# --- the paper's figures (EVALUATION.md §2) ---
+if [[ ! -f $data/stage_profile/gpt3-175b+a100_sxm_bf16.csv ]]; then
+  echo "shared data not found; paper checks skipped"
+  exit 77
+fi
+for model in gpt3-175b bloom; do
+  for m in 12 24 48 96; do
+    "$bin" emulate --profile "$data/stage_profile/$model+a100_sxm_bf16.csv" --stages 8 \
+      --microbatches $m --pipelines $((1536 / m)) --tp 8 --unit-time 0.001 --blocking-power 83.64 \
+      --straggler 1.01:1.50:0.01 --json >"$tmp/$model-$m.json"
+  done
+done
+"$py" - "$tmp" <<'PY'
+import json, sys, os
+tmp = sys.argv[1]
+load = lambda model, m: json.load(open(os.path.join(tmp, "%s-%d.json" % (model, m))))
+errors = []
+def check(what, got, want, tol):
+    if not abs(got - want) <= tol:
+        errors.append("%s: %.6f, want %.6f +- %g" % (what, got, want, tol))
+def row(d, s):
+    return next(r for r in d["stragglers"] if r["s"] == s)
+
+# Table 6: intrinsic saving per pipeline
+table6 = {"gpt3-175b": [15.20, 14.19, 13.62, 13.32], "bloom": [10.47, 7.06, 5.23, 4.28]}
+for model, want in table6.items():
+    for m, w in zip((12, 24, 48, 96), want):
+        d = load(model, m)
+        assert d["pipelines"] == 1536 // m and d["gpus"] == 1536 // m * 64
+        check("%s M=%d intrinsic_saving_pp" % (model, m), d["intrinsic_saving_pp"], w, 0.05)
+
+# Figure 7: s = 1.2, N = 16 (M = 96)
+fig7 = {"gpt3-175b": (27.01, 12.86, 28.07, 1.15), "bloom": (29.88, 4.14, 31.85, 1.20)}
+for model, (sav, intr, pp, tstar) in fig7.items():
+    d = load(model, 96)
+    assert d["pipelines"] == 16
+    r = row(d, 1.2)
+    check(model + " s=1.2 saving", r["saving"], sav, 0.05)
+    check(model + " s=1.2 intrinsic_saving", r["intrinsic_saving"], intr, 0.05)
+    check(model + " s=1.2 saving_pp", r["saving_pp"], pp, 0.05)
+    if r["tstar"] != tstar:
+        errors.append("%s s=1.2 tstar %r, want %r" % (model, r["tstar"], tstar))
+
+# check values, GPT-3 A100 M=12 (scaled: times x10, energies x10 tp)
+d = load("gpt3-175b", 12)
+check("T_min (scaled)", 10 * d["t_min_s"], 28.18, 1e-9)
+check("E_base (scaled)", 10 * d["e_base_j"], 586128.9, 0.1)
+check("E_intr (scaled)", 10 * d["e_intr_j"], 497027.9, 0.1)
+for s, sav, intr, ext, t in ((1.01, 17.096, 15.163, 2.279, 28.46), (1.02, 18.586, 15.124, 4.078, 28.74)):
+    r = row(d, s)
+    check("M=12 s=%.2f saving" % s, r["saving"], sav, 0.0005)
+    check("M=12 s=%.2f intrinsic_saving" % s, r["intrinsic_saving"], intr, 0.0005)
+    check("M=12 s=%.2f extrinsic_saving" % s, r["extrinsic_saving"], ext, 0.0005)
+    check("M=12 s=%.2f optimized time (scaled)" % s, 10 * r["t_star_s"], t, 1e-9)
+
+# selected grid values at N = 16 (Perseus total saving)
+grid = {"gpt3-175b": {1.05: 20.59, 1.1: 24.98, 1.3: 26.48, 1.5: 25.47},
+        "bloom": {1.05: 16.22, 1.1: 23.33, 1.5: 28.58}}
+for model, vals in grid.items():
+    d = load(model, 96)
+    for s, w in vals.items():
+        check("%s N=16 s=%.2f saving" % (model, s), row(d, s)["saving"], w, 0.05)
+
+# Figure 8: maximum extrinsic saving over the grid, and where
+fig8 = {"gpt3-175b": [(12.31, 1.13), (15.06, 1.14), (16.28, 1.15), (16.45, 1.15)],
+        "bloom": [(20.87, 1.18), (25.35, 1.20), (27.23, 1.21), (27.34, 1.22)]}
+for model, want in fig8.items():
+    for m, (w, at) in zip((12, 24, 48, 96), want):
+        rows = load(model, m)["stragglers"]
+        best = max(rows, key=lambda r: r["extrinsic_saving"])
+        check("%s M=%d max extrinsic_saving" % (model, m), best["extrinsic_saving"], w, 0.05)
+        if abs(best["s"] - at) > 1e-9:
+            errors.append("%s M=%d max extrinsic at s=%r, want %r" % (model, m, best["s"], at))
+
+# internal consistency on the real data: Bloom's quirk (frontier T_min below the all-max path)
+b = load("bloom", 12)
+assert b["t_min_s"] < b["t_allmax_s"], (b["t_min_s"], b["t_allmax_s"])
+g = load("gpt3-175b", 12)
+assert g["t_min_s"] == g["t_allmax_s"]
+# the exact evaluation of the fastest GPT-3 M=12 plan: 6204.1 J per GPU (EVALUATION.md §3)
+check("GPT-3 M=12 exact E_intr per GPU", g["exact"]["energy_j"] / 8, 6204.1, 0.05)
+if errors:
+    print("\n".join(errors))
+    sys.exit(1)
+PY
+echo "emulate CLI tests passed"
