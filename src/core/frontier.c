@@ -104,7 +104,7 @@ int prs_frontier_find_time(const prs_frontier *f, double time_s, size_t *k, prs_
     size_t best = (size_t)-1;
     for (size_t i = 0; i < f->npoints; i++) {
         const prs_frontier_point *p = &f->pts[i];
-        if (p->eval_time_s > time_s + 1e-9) continue;
+        if (p->eval_time_s > time_s + PRS_TIME_TOL_S) continue;
         if (best == (size_t)-1 || p->eval_energy_j < f->pts[best].eval_energy_j) best = i;
     }
     if (best == (size_t)-1) {
@@ -134,7 +134,7 @@ int prs_frontier_lookup(const prs_frontier *f, double straggler_time_s, size_t *
     double block_w = (double)f->pipe.stages * f->pipe.blocking_power_w, best = INFINITY;
     for (size_t i = 0; i < f->npoints; i++) {
         const prs_frontier_point *p = &f->pts[i];
-        if (p->eval_time_s > straggler_time_s + 1e-12) continue;
+        if (p->eval_time_s > straggler_time_s + PRS_TIME_TOL_S) continue;
         double e = p->eval_energy_j + block_w * (straggler_time_s - p->eval_time_s);
         if (e < best) {
             best = e;
