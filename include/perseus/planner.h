@@ -29,7 +29,7 @@ typedef enum prs_cost_model { PRS_COST_EXP = 0, PRS_COST_HULL = 1 } prs_cost_mod
 
 /* The pipeline being planned: a value type shared by planning and evaluation. */
 typedef struct prs_pipeline {
-    int stages;              /* GPUs in the pipeline */
+    int stages; /* GPUs in the pipeline */
     int microbatches;
     prs_schedule schedule;
     double unit_time_s;      /* quantum tau; > 0 */
@@ -43,10 +43,10 @@ typedef void (*prs_warn_fn)(void *ud, const char *msg);
 typedef struct prs_plan_opts {
     prs_pipeline pipe;
     prs_cost_model cost_model;
-    int always_noise_factor;   /* reference --always-use-noise-factor (exp only) */
-    prs_progress_fn progress;  /* optional; called now and then with (done, total estimate) */
-    prs_warn_fn warn;          /* optional; one line per warning (e.g. a fallback to hull) */
-    void *ud;                  /* passed to progress and warn */
+    int always_noise_factor;  /* reference --always-use-noise-factor (exp only) */
+    prs_progress_fn progress; /* optional; called now and then with (done, total estimate) */
+    prs_warn_fn warn;         /* optional; one line per warning (e.g. a fallback to hull) */
+    void *ud;                 /* passed to progress and warn */
 } prs_plan_opts;
 
 /* Defaults: 1F1B, exp, unit 1 ms, 0 W, stages/microbatches 0 (must be set). */
@@ -67,7 +67,8 @@ int prs_pipeline_chunks(const prs_pipeline *pipe);
 /* Computations per GPU in one iteration: 2 * microbatches * virtual stages. */
 int prs_ops_per_stage(const prs_pipeline *pipe);
 /* What the computation at position pos of GPU stage's execution order is. */
-int prs_op_describe(const prs_pipeline *pipe, int stage, int pos, prs_instr *instr, int *microbatch);
+int prs_op_describe(const prs_pipeline *pipe, int stage, int pos, prs_instr *instr,
+                    int *microbatch);
 /* Same, with the model chunk (profile stage) it belongs to (chunk may be NULL). */
 int prs_op_describe_chunk(const prs_pipeline *pipe, int stage, int pos, prs_instr *instr,
                           int *microbatch, int *chunk);
@@ -119,9 +120,9 @@ int prs_frontier_lookup(const prs_frontier *f, double straggler_time_s, size_t *
 
 /* One computation of a plan laid out in time (earliest start), for timelines and breakdowns. */
 typedef struct prs_timeline_op {
-    int stage;      /* GPU */
-    int pos;        /* position in the GPU's execution order */
-    int chunk;      /* model chunk = profile stage */
+    int stage; /* GPU */
+    int pos;   /* position in the GPU's execution order */
+    int chunk; /* model chunk = profile stage */
     prs_instr instr;
     int microbatch;
     int freq_mhz;

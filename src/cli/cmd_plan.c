@@ -48,8 +48,10 @@ static const char export_usage[] =
 
 static int usage_error(const char *cmd, const char *msg, const char *arg)
 {
-    if (arg) fprintf(stderr, "perseus %s: %s '%s'\n", cmd, msg, arg);
-    else fprintf(stderr, "perseus %s: %s\n", cmd, msg);
+    if (arg)
+        fprintf(stderr, "perseus %s: %s '%s'\n", cmd, msg, arg);
+    else
+        fprintf(stderr, "perseus %s: %s\n", cmd, msg);
     return 2;
 }
 
@@ -68,7 +70,8 @@ static void on_progress(void *ud, long done, long total)
     p->last_pct = pct;
     char bar[41];
     int filled = pct * 40 / 100;
-    for (int i = 0; i < 40; i++) bar[i] = i < filled ? '#' : '.';
+    for (int i = 0; i < 40; i++)
+        bar[i] = i < filled ? '#' : '.';
     bar[40] = '\0';
     fprintf(stderr, "\rplanning [%s] %3d%% %ld/%ld", bar, pct, done, total);
     if (pct == 100) fputc('\n', stderr);
@@ -135,7 +138,8 @@ static void print_json_plan(const prs_frontier *f, size_t k, const int *clocks)
                 printf("%s\"%c%d\"", i ? ", " : "", in == PRS_FORWARD ? 'F' : 'B', mb);
         }
         printf("],\n     \"clocks_mhz\": [");
-        for (int i = 0; i < per; i++) printf("%s%d", i ? ", " : "", clocks[s * per + i]);
+        for (int i = 0; i < per; i++)
+            printf("%s%d", i ? ", " : "", clocks[s * per + i]);
         printf("]}%s\n", s + 1 < pipe->stages ? "," : "");
     }
     printf("  ]\n}\n");
@@ -148,7 +152,8 @@ static void print_lowtime_plan(const prs_frontier *f, const int *clocks)
     putchar('[');
     for (int s = 0; s < pipe->stages; s++) {
         printf("%s[", s ? ", " : "");
-        for (int i = 0; i < per; i++) printf("%s%d", i ? ", " : "", clocks[s * per + i]);
+        for (int i = 0; i < per; i++)
+            printf("%s%d", i ? ", " : "", clocks[s * per + i]);
         putchar(']');
     }
     puts("]");
@@ -168,14 +173,22 @@ static int cmd_export(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (c) {
-        case 'i': index_arg = optarg; break;
+        case 'i':
+            index_arg = optarg;
+            break;
         case 't':
             if (parse_number("plan export", "--time", optarg, 0, 1, &time_s)) return 2;
             break;
-        case 'f': format = optarg; break;
-        case 'h': fputs(export_usage, stdout); return 0;
-        case ':': return usage_error("plan export", "missing value for", argv[optind - 1]);
-        default: return usage_error("plan export", "unknown option", argv[optind - 1]);
+        case 'f':
+            format = optarg;
+            break;
+        case 'h':
+            fputs(export_usage, stdout);
+            return 0;
+        case ':':
+            return usage_error("plan export", "missing value for", argv[optind - 1]);
+        default:
+            return usage_error("plan export", "unknown option", argv[optind - 1]);
         }
     }
     if (optind + 1 != argc)
@@ -214,8 +227,10 @@ static int cmd_export(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    if (strcmp(format, "json") == 0) print_json_plan(f, k, clocks);
-    else print_lowtime_plan(f, clocks);
+    if (strcmp(format, "json") == 0)
+        print_json_plan(f, k, clocks);
+    else
+        print_lowtime_plan(f, clocks);
     free(clocks);
 out:
     prs_frontier_free(f);
@@ -246,7 +261,9 @@ int prs_cmd_plan(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (c) {
-        case 'p': profile_path = optarg; break;
+        case 'p':
+            profile_path = optarg;
+            break;
         case 's':
             if (parse_positive_int("--stages", optarg, &o.pipe.stages)) return 2;
             break;
@@ -274,16 +291,26 @@ int prs_cmd_plan(int argc, char **argv)
         case 'V':
             if (parse_positive_int("--virtual-stages", optarg, &o.pipe.virtual_stages)) return 2;
             break;
-        case 'n': o.always_noise_factor = 1; break;
-        case 'o': out_dir = optarg; break;
-        case 'q': quiet = 1; break;
-        case 'h': fputs(plan_usage, stdout); return 0;
-        case ':': return usage_error("plan", "missing value for", argv[optind - 1]);
-        default: return usage_error("plan", "unknown option", argv[optind - 1]);
+        case 'n':
+            o.always_noise_factor = 1;
+            break;
+        case 'o':
+            out_dir = optarg;
+            break;
+        case 'q':
+            quiet = 1;
+            break;
+        case 'h':
+            fputs(plan_usage, stdout);
+            return 0;
+        case ':':
+            return usage_error("plan", "missing value for", argv[optind - 1]);
+        default:
+            return usage_error("plan", "unknown option", argv[optind - 1]);
         }
     }
     if (optind < argc) return usage_error("plan", "unexpected argument", argv[optind]);
-    const char *missing = !profile_path         ? "--profile"
+    const char *missing = !profile_path          ? "--profile"
                           : !o.pipe.stages       ? "--stages"
                           : !o.pipe.microbatches ? "--microbatches"
                           : !have_unit           ? "--unit-time"

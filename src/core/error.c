@@ -7,15 +7,24 @@
 const char *prs_strerror(int code)
 {
     switch (code) {
-    case PRS_OK: return "success";
-    case PRS_EINVAL: return "invalid argument";
-    case PRS_ENOMEM: return "out of memory";
-    case PRS_EIO: return "input/output error";
-    case PRS_EPARSE: return "malformed input";
-    case PRS_EFIT: return "cost model fit failed";
-    case PRS_EINFEASIBLE: return "flow problem infeasible";
-    case PRS_ERANGE: return "out of range";
-    default: return "unknown error";
+    case PRS_OK:
+        return "success";
+    case PRS_EINVAL:
+        return "invalid argument";
+    case PRS_ENOMEM:
+        return "out of memory";
+    case PRS_EIO:
+        return "input/output error";
+    case PRS_EPARSE:
+        return "malformed input";
+    case PRS_EFIT:
+        return "cost model fit failed";
+    case PRS_EINFEASIBLE:
+        return "flow problem infeasible";
+    case PRS_ERANGE:
+        return "out of range";
+    default:
+        return "unknown error";
     }
 }
 

@@ -38,7 +38,8 @@ int prsE_build(const prs_profile *p, const prs_pipeline *pipe, prsE_table *t, pr
     }
     for (size_t i = 0; i < n; i++)
         if (rows[i].stage < chunks) t->start[rows[i].stage * 2 + (int)rows[i].instr + 1]++;
-    for (int k = 0; k < t->ntypes; k++) t->start[k + 1] += t->start[k];
+    for (int k = 0; k < t->ntypes; k++)
+        t->start[k + 1] += t->start[k];
     int *fill = malloc(sizeof *fill * (size_t)(t->ntypes ? t->ntypes : 1));
     if (!fill) {
         prsE_free(t);
@@ -70,16 +71,18 @@ int prsE_find(const prsE_table *t, int type, int freq_mhz)
     while (lo <= hi) {
         int mid = lo + (hi - lo) / 2;
         if (t->freq[mid] == freq_mhz) return mid;
-        if (t->freq[mid] < freq_mhz) lo = mid + 1;
-        else hi = mid - 1;
+        if (t->freq[mid] < freq_mhz)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
     }
     return -1;
 }
 
 double prsE_energy(const prs_pipeline *pipe, long T, double sum_energy_j, long sum_q)
 {
-    return sum_energy_j + pipe->blocking_power_w *
-                              (double)((long)pipe->stages * T - sum_q) * pipe->unit_time_s;
+    return sum_energy_j +
+           pipe->blocking_power_w * (double)((long)pipe->stages * T - sum_q) * pipe->unit_time_s;
 }
 
 /* Shared by prs_evaluate_plan and prs_plan_timeline: quantized times and energies of every

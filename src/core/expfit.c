@@ -26,7 +26,8 @@ static int residuals(void *p, int m, int n, const double *x, double *fvec, int i
     (void)n;
     (void)iflag;
     const fit_data *d = p;
-    for (int i = 0; i < m; i++) fvec[i] = x[0] * exp(x[1] * d->x[i]) + x[2] - d->y[i];
+    for (int i = 0; i < m; i++)
+        fvec[i] = x[0] * exp(x[1] * d->x[i]) + x[2] - d->y[i];
     return 0;
 }
 
@@ -38,7 +39,8 @@ static int covariance_infinite(const double *fjac, int m, int n, double cost)
     if (m <= n) return 1;
     double r[3][3] = {{0}}, inv[3][3] = {{0}};
     for (int j = 0; j < n; j++)
-        for (int i = 0; i <= j; i++) r[i][j] = fjac[i + j * m];
+        for (int i = 0; i <= j; i++)
+            r[i][j] = fjac[i + j * m];
     for (int i = 0; i < n; i++)
         if (r[i][i] == 0) return 1;
     /* invert the upper-triangular R by back substitution (LAPACK trtri's result) */
@@ -46,7 +48,8 @@ static int covariance_infinite(const double *fjac, int m, int n, double cost)
         inv[j][j] = 1.0 / r[j][j];
         for (int i = j - 1; i >= 0; i--) {
             double s = 0;
-            for (int k = i + 1; k <= j; k++) s += r[i][k] * inv[k][j];
+            for (int k = i + 1; k <= j; k++)
+                s += r[i][k] * inv[k][j];
             inv[i][j] = -s / r[i][i];
         }
     }
@@ -54,7 +57,8 @@ static int covariance_infinite(const double *fjac, int m, int n, double cost)
     for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++) {
             double v = 0;
-            for (int k = 0; k < n; k++) v += inv[i][k] * inv[j][k];
+            for (int k = 0; k < n; k++)
+                v += inv[i][k] * inv[j][k];
             if (isinf(v * s_sq)) return 1;
         }
     return 0;
@@ -87,9 +91,8 @@ int prsO_fit_exp(const prsO_cand *cand, int n, double unit_s, double *a_out, dou
                 double x[NP] = {a_grid[ia], -k_grid[ib] * (unit_s / 0.001), c_grid[ic]};
                 double diag[NP];
                 int nfev = 0;
-                int info = lmdif(residuals, &data, n, NP, x, fvec, tol, tol, 0.0, 50000, eps,
-                                 diag, 1, 100.0, 0, &nfev, fjac, n, ipvt, qtf, wa1, wa2, wa3,
-                                 wa4);
+                int info = lmdif(residuals, &data, n, NP, x, fvec, tol, tol, 0.0, 50000, eps, diag,
+                                 1, 100.0, 0, &nfev, fjac, n, ipvt, qtf, wa1, wa2, wa3, wa4);
                 if (info < 1 || info > 4) continue;
                 double sse = 0;
                 for (int i = 0; i < n; i++) {

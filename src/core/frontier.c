@@ -39,7 +39,8 @@ int prsR_push(prs_frontier *f, const prs_frontier_point *pt, const int *ops, con
     }
     if (f->ndelta + nchanges > f->cap_delta) {
         size_t nc = f->cap_delta ? 2 * f->cap_delta : 256;
-        while (nc < f->ndelta + nchanges) nc *= 2;
+        while (nc < f->ndelta + nchanges)
+            nc *= 2;
         int *o = realloc(f->dop, nc * sizeof *o);
         if (!o) return PRS_ENOMEM;
         f->dop = o;
@@ -95,7 +96,8 @@ int prs_frontier_plan(const prs_frontier *f, size_t k, int *clocks_mhz, prs_erro
         return prs_error_set(err, PRS_ERANGE, "plan index %zu out of range (the frontier has %zu)",
                              k, f->npoints);
     memcpy(clocks_mhz, f->base, sizeof *clocks_mhz * (size_t)f->nops);
-    for (size_t i = 0; i < f->dstart[k + 1]; i++) clocks_mhz[f->dop[i]] = f->dfreq[i];
+    for (size_t i = 0; i < f->dstart[k + 1]; i++)
+        clocks_mhz[f->dop[i]] = f->dfreq[i];
     return 0;
 }
 

@@ -53,20 +53,19 @@ static int write_detail_csv(const prs_frontier *f, FILE *out)
 static int write_plans(const prs_frontier *f, FILE *out)
 {
     char a[PRS_NUMFMT_MAX], b[PRS_NUMFMT_MAX], c[PRS_NUMFMT_MAX], d[PRS_NUMFMT_MAX];
-    fprintf(out,
-            "%s\nstages %d\nmicrobatches %d\nschedule %s\nvirtual_stages %d\nunit_time %s\n",
+    fprintf(out, "%s\nstages %d\nmicrobatches %d\nschedule %s\nvirtual_stages %d\nunit_time %s\n",
             PLANS_MAGIC, f->pipe.stages, f->pipe.microbatches, prs_schedule_name(f->pipe.schedule),
             f->pipe.virtual_stages > 1 ? f->pipe.virtual_stages : 1,
             prsN_fmt_double(a, sizeof a, f->pipe.unit_time_s));
     fprintf(out, "blocking_power %s\ncost_model %s\npoints %zu\nbase",
             prsN_fmt_double(a, sizeof a, f->pipe.blocking_power_w), prs_cost_model_name(f->model),
             f->npoints);
-    for (int i = 0; i < f->nops; i++) fprintf(out, " %d", f->base[i]);
+    for (int i = 0; i < f->nops; i++)
+        fprintf(out, " %d", f->base[i]);
     fputc('\n', out);
     for (size_t k = 0; k < f->npoints; k++) {
         const prs_frontier_point *p = &f->pts[k];
-        fprintf(out, "p %ld %s %s %s %s", p->time_units,
-                prsN_fmt_double(a, sizeof a, p->energy_j),
+        fprintf(out, "p %ld %s %s %s %s", p->time_units, prsN_fmt_double(a, sizeof a, p->energy_j),
                 prsN_fmt_double(b, sizeof b, p->cost_change_j),
                 prsN_fmt_double(c, sizeof c, p->eval_time_s),
                 prsN_fmt_double(d, sizeof d, p->eval_energy_j));
@@ -77,8 +76,8 @@ static int write_plans(const prs_frontier *f, FILE *out)
     return 0;
 }
 
-static int write_atomically(const char *dir, const char *name, const prs_frontier *f,
-                            writer_fn fn, prs_error *err)
+static int write_atomically(const char *dir, const char *name, const prs_frontier *f, writer_fn fn,
+                            prs_error *err)
 {
     size_t n = strlen(dir) + strlen(name) + 16;
     char *path = malloc(n), *tmp = malloc(n);
@@ -103,8 +102,7 @@ static int write_atomically(const char *dir, const char *name, const prs_frontie
         goto done;
     }
     if (rename(tmp, path) != 0) {
-        rc = prs_error_set(err, PRS_EIO, "%s: cannot rename into place: %s", path,
-                           strerror(errno));
+        rc = prs_error_set(err, PRS_EIO, "%s: cannot rename into place: %s", path, strerror(errno));
         unlink(tmp);
     }
 done:
@@ -117,8 +115,7 @@ int prs_frontier_save(const prs_frontier *f, const char *dir, prs_error *err)
 {
     struct stat st;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return prs_error_set(err, PRS_EIO, "%s: cannot create directory: %s", dir,
-                             strerror(errno));
+        return prs_error_set(err, PRS_EIO, "%s: cannot create directory: %s", dir, strerror(errno));
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return prs_error_set(err, PRS_EIO, "%s: not a directory", dir);
     int rc;
@@ -194,10 +191,12 @@ static int parse_header(reader *r, prs_pipeline *pipe, prs_cost_model *model, si
 static char *token(char **s)
 {
     char *p = *s;
-    while (*p == ' ') p++;
+    while (*p == ' ')
+        p++;
     if (!*p) return NULL;
     char *start = p;
-    while (*p && *p != ' ') p++;
+    while (*p && *p != ' ')
+        p++;
     if (*p) *p++ = '\0';
     *s = p;
     return start;

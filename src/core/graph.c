@@ -32,13 +32,16 @@ static void order_1f1b(int stages, int mbs, int s, prs_instr *instr, int *mb, in
 {
     int w = stages - s < mbs ? stages - s : mbs;
     int k = 0, nf = 0, nb = 0;
-    for (; nf < w; nf++, k++) instr[k] = PRS_FORWARD, mb[k] = nf;
+    for (; nf < w; nf++, k++)
+        instr[k] = PRS_FORWARD, mb[k] = nf;
     while (nf < mbs) {
         instr[k] = PRS_BACKWARD, mb[k++] = nb++;
         instr[k] = PRS_FORWARD, mb[k++] = nf++;
     }
-    while (nb < mbs) instr[k] = PRS_BACKWARD, mb[k++] = nb++;
-    for (k = 0; k < 2 * mbs; k++) chunk[k] = s;
+    while (nb < mbs)
+        instr[k] = PRS_BACKWARD, mb[k++] = nb++;
+    for (k = 0; k < 2 * mbs; k++)
+        chunk[k] = s;
 }
 
 /* GPipe: every forward, then every backward, microbatches in increasing order. */
@@ -62,17 +65,19 @@ static void order_interleaved(int S, int V, int M, int r, prs_instr *instr, int 
     if (warm > total) warm = total;
     int k = 0, nf = 0, nb = 0;
 #define FWD()                                                                                      \
-    (instr[k] = PRS_FORWARD, mb[k] = (nf / sv) * S + nf % S, chunk[k] = ((nf % sv) / S) * S + r, \
+    (instr[k] = PRS_FORWARD, mb[k] = (nf / sv) * S + nf % S, chunk[k] = ((nf % sv) / S) * S + r,   \
      k++, nf++)
 #define BWD()                                                                                      \
-    (instr[k] = PRS_BACKWARD, mb[k] = (nb / sv) * S + nb % S,                                    \
+    (instr[k] = PRS_BACKWARD, mb[k] = (nb / sv) * S + nb % S,                                      \
      chunk[k] = (V - 1 - (nb % sv) / S) * S + r, k++, nb++)
-    while (nf < warm) FWD();
+    while (nf < warm)
+        FWD();
     while (nf < total) {
         FWD();
         BWD();
     }
-    while (nb < total) BWD();
+    while (nb < total)
+        BWD();
 #undef FWD
 #undef BWD
 }
@@ -80,11 +85,15 @@ static void order_interleaved(int S, int V, int M, int r, prs_instr *instr, int 
 static void stage_order(const prs_pipeline *pipe, int s, prs_instr *instr, int *mb, int *chunk)
 {
     switch (pipe->schedule) {
-    case PRS_SCHEDULE_GPIPE: order_gpipe(pipe->microbatches, s, instr, mb, chunk); break;
+    case PRS_SCHEDULE_GPIPE:
+        order_gpipe(pipe->microbatches, s, instr, mb, chunk);
+        break;
     case PRS_SCHEDULE_INTERLEAVED:
         order_interleaved(pipe->stages, vstages(pipe), pipe->microbatches, s, instr, mb, chunk);
         break;
-    default: order_1f1b(pipe->stages, pipe->microbatches, s, instr, mb, chunk); break;
+    default:
+        order_1f1b(pipe->stages, pipe->microbatches, s, instr, mb, chunk);
+        break;
     }
 }
 
@@ -142,8 +151,10 @@ static int build_csr(int nnodes, int narcs, const prsG_arc *arcs, int by_from, i
         free(list);
         return -1;
     }
-    for (int a = 0; a < narcs; a++) start[(by_from ? arcs[a].from : arcs[a].to) + 1]++;
-    for (int v = 0; v < nnodes; v++) start[v + 1] += start[v];
+    for (int a = 0; a < narcs; a++)
+        start[(by_from ? arcs[a].from : arcs[a].to) + 1]++;
+    for (int v = 0; v < nnodes; v++)
+        start[v + 1] += start[v];
     int *fill = malloc(sizeof *fill * (size_t)nnodes);
     if (!fill) {
         free(start);
@@ -151,7 +162,8 @@ static int build_csr(int nnodes, int narcs, const prsG_arc *arcs, int by_from, i
         return -1;
     }
     memcpy(fill, start, sizeof *fill * (size_t)nnodes);
-    for (int a = 0; a < narcs; a++) list[fill[by_from ? arcs[a].from : arcs[a].to]++] = a;
+    for (int a = 0; a < narcs; a++)
+        list[fill[by_from ? arcs[a].from : arcs[a].to]++] = a;
     free(fill);
     *start_out = start;
     *list_out = list;
@@ -178,7 +190,8 @@ int prsG_build(const prs_pipeline *pipe, prsG_graph *g, prs_error *err)
     /* AON edges: stage order + cross-chunk deps + F->B on the last chunk + source/sink links */
     size_t max_aon_edges = (size_t)nops * 3 + (size_t)naon * 2;
     int(*edges)[2] = malloc(sizeof *edges * max_aon_edges);
-    int *indeg = calloc((size_t)naon, sizeof *indeg), *outdeg = calloc((size_t)naon, sizeof *outdeg);
+    int *indeg = calloc((size_t)naon, sizeof *indeg),
+        *outdeg = calloc((size_t)naon, sizeof *outdeg);
     int rc = PRS_ENOMEM;
     if (!g->op_type || !g->op_mb || !g->op_chunk || !instr || !fwd || !bwd || !edges || !indeg ||
         !outdeg)
@@ -194,7 +207,8 @@ int prsG_build(const prs_pipeline *pipe, prsG_graph *g, prs_error *err)
     size_t ne = 0;
 #define EDGE(u, v) (edges[ne][0] = (u), edges[ne][1] = (v), ne++, outdeg[u]++, indeg[v]++)
     for (int s = 0; s < S; s++)
-        for (int k = 0; k + 1 < per; k++) EDGE(2 + s * per + k, 2 + s * per + k + 1);
+        for (int k = 0; k + 1 < per; k++)
+            EDGE(2 + s * per + k, 2 + s * per + k + 1);
     for (int c = 0; c + 1 < C; c++)
         for (int m = 0; m < M; m++) {
             EDGE(2 + fwd[c * M + m], 2 + fwd[(c + 1) * M + m]);
@@ -214,7 +228,7 @@ int prsG_build(const prs_pipeline *pipe, prsG_graph *g, prs_error *err)
 #undef EDGE
     g->nnodes = 2 * naon;
     g->narcs = naon + (int)ne;
-    g->source = 0;    /* L(source) */
+    g->source = 0;       /* L(source) */
     g->sink = 2 * 1 + 1; /* R(sink) */
     g->arcs = malloc(sizeof *g->arcs * (size_t)g->narcs);
     g->op_arc = malloc(sizeof *g->op_arc * (size_t)nops);
@@ -232,7 +246,8 @@ int prsG_build(const prs_pipeline *pipe, prsG_graph *g, prs_error *err)
     /* Kahn's algorithm */
     int *deg = calloc((size_t)g->nnodes, sizeof *deg);
     if (!deg) goto out;
-    for (int a = 0; a < g->narcs; a++) deg[g->arcs[a].to]++;
+    for (int a = 0; a < g->narcs; a++)
+        deg[g->arcs[a].to]++;
     int head = 0, tail = 0;
     for (int v = 0; v < g->nnodes; v++)
         if (deg[v] == 0) g->topo[tail++] = v;

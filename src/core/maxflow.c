@@ -116,7 +116,8 @@ double prsF_flow(const prsF_net *n, int arc, double lb)
 
 static int bfs_levels(prsF_net *n, int s, int t, int nv)
 {
-    for (int v = 0; v < nv; v++) n->level[v] = -1;
+    for (int v = 0; v < nv; v++)
+        n->level[v] = -1;
     int head = 0, tail = 0;
     n->queue[tail++] = s;
     n->level[s] = 0;
@@ -136,7 +137,8 @@ static double dinic(prsF_net *n, int s, int t, int nv)
 {
     double total = 0;
     while (bfs_levels(n, s, t, nv)) {
-        for (int v = 0; v < nv; v++) n->it[v] = n->head[v];
+        for (int v = 0; v < nv; v++)
+            n->it[v] = n->head[v];
         int depth = 0, v = s;
         for (;;) {
             if (v == t) {
@@ -177,7 +179,8 @@ static double dinic(prsF_net *n, int s, int t, int nv)
 /* Is there an s-t path of infinite-capacity original arcs? */
 static int infinite_path(prsF_net *n)
 {
-    for (int v = 0; v < n->nnodes; v++) n->level[v] = -1;
+    for (int v = 0; v < n->nnodes; v++)
+        n->level[v] = -1;
     int head = 0, tail = 0;
     n->queue[tail++] = n->s;
     n->level[n->s] = 0;
@@ -206,8 +209,10 @@ int prsF_min_cut(prsF_net *n, double eps, unsigned char *side)
     for (int v = 0; v < V; v++) {
         to_sink[v] = -1;
         if (v == n->s || v == n->t) continue;
-        if (n->excess[v] > 0) add_edge(n, n->s, v, n->excess[v]);
-        else if (n->excess[v] < 0) to_sink[v] = add_edge(n, v, n->t, -n->excess[v]);
+        if (n->excess[v] > 0)
+            add_edge(n, n->s, v, n->excess[v]);
+        else if (n->excess[v] < 0)
+            to_sink[v] = add_edge(n, v, n->t, -n->excess[v]);
     }
     /* Cheap head start: most excess is next to a deficit one infinite arc away (the end of one
      * computation feeds the start of the next); push it along s -> v -> w -> t directly. */
@@ -232,7 +237,8 @@ int prsF_min_cut(prsF_net *n, double eps, unsigned char *side)
     for (int v = 0; v < V; v++)
         if (v != n->s && v != n->t && n->excess[v] < 0) value += n->excess[v];
     if (value < -1e-6) return PRS_EINFEASIBLE;
-    for (int v = 0; v < V; v++) side[v] = 0;
+    for (int v = 0; v < V; v++)
+        side[v] = 0;
     int head = 0, tail = 0;
     n->queue[tail++] = n->s;
     side[n->s] = 1;

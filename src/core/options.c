@@ -47,9 +47,12 @@ static void stable_sort(prsO_cand *v, int n, cand_cmp cmp)
             int mid = lo + width < n ? lo + width : n;
             int hi = lo + 2 * width < n ? lo + 2 * width : n;
             int i = lo, j = mid, k = lo;
-            while (i < mid && j < hi) tmp[k++] = cmp(&v[j], &v[i]) < 0 ? v[j++] : v[i++];
-            while (i < mid) tmp[k++] = v[i++];
-            while (j < hi) tmp[k++] = v[j++];
+            while (i < mid && j < hi)
+                tmp[k++] = cmp(&v[j], &v[i]) < 0 ? v[j++] : v[i++];
+            while (i < mid)
+                tmp[k++] = v[i++];
+            while (j < hi)
+                tmp[k++] = v[j++];
         }
         memcpy(v, tmp, sizeof *v * (size_t)n);
     }
@@ -96,7 +99,8 @@ static int filter_once(const prsO_cand *all, int n, double nf, prsO_cand *out)
     int m = 0;
     for (int i = 0; i < kept; i++) {
         int seen = 0;
-        for (int j = 0; j < m && !seen; j++) seen = out[j].q == v[i].q;
+        for (int j = 0; j < m && !seen; j++)
+            seen = out[j].q == v[i].q;
         if (!seen) out[m++] = v[i];
     }
     stable_sort(out, m, by_q_desc);
@@ -156,8 +160,10 @@ static int hull_candidates(const prs_profile_row *const *rows, int nrows, double
             const prsO_cand *p0 = &out[h - 2], *p1 = &out[h - 1];
             double cross = (double)(p1->q - p0->q) * (v[i].cost_j - p0->cost_j) -
                            (p1->cost_j - p0->cost_j) * (double)(v[i].q - p0->q);
-            if (cross <= 0) h--; /* p1 on or above the chord p0 -> v[i] */
-            else break;
+            if (cross <= 0)
+                h--; /* p1 on or above the chord p0 -> v[i] */
+            else
+                break;
         }
         out[h++] = v[i];
     }
@@ -212,7 +218,8 @@ static void fill_knobs(prsO_optype *t)
     int k = 0; /* candidates ascending in q: largest q <= d */
     for (long i = 0; i <= span; i++) {
         long d = t->q_min + i;
-        while (k + 1 < t->ncand && t->cand[k + 1].q <= d) k++;
+        while (k + 1 < t->ncand && t->cand[k + 1].q <= d)
+            k++;
         t->knob[i] = t->cand[k].freq_mhz;
     }
 }
@@ -286,8 +293,8 @@ int prsO_build_memo(const prs_profile *p, int stage, prs_instr instr, const prs_
         } else if (m <= 3 || prsO_fit_exp(t->cand, m, unit, &t->a, &t->b, &t->c) != 0) {
             *fallback = 1;
             prs_error_set(err, PRS_OK,
-                          "stage %d %s: %s; using the hull cost model for this computation",
-                          stage, prs_instr_name(instr),
+                          "stage %d %s: %s; using the hull cost model for this computation", stage,
+                          prs_instr_name(instr),
                           m <= 3 ? "3 or fewer usable options, too few to fit a curve"
                                  : "no acceptable exponential fit");
             t->kind = PRSO_HULL;
@@ -313,8 +320,10 @@ int prsO_build_memo(const prs_profile *p, int stage, prs_instr instr, const prs_
     t->down = calloc(span, sizeof *t->down);
     t->knob = calloc(span, sizeof *t->knob);
     if (!t->cost || !t->up || !t->down || !t->knob) goto nomem;
-    if (t->kind == PRSO_EXP) fill_exp_tables(t);
-    else fill_hull_tables(t);
+    if (t->kind == PRSO_EXP)
+        fill_exp_tables(t);
+    else
+        fill_hull_tables(t);
     fill_knobs(t);
     return 0;
 nomem:

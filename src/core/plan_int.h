@@ -24,16 +24,16 @@ typedef struct prsO_cand {
 typedef struct prsO_optype {
     int stage;
     prs_instr instr;
-    prsO_kind kind;      /* model actually used (exp may fall back to hull) */
+    prsO_kind kind; /* model actually used (exp may fall back to hull) */
     int ncand;
-    prsO_cand *cand;     /* ascending q */
+    prsO_cand *cand; /* ascending q */
     long q_min, q_max;
-    double a, b, c;      /* exp coefficients (kind == PRSO_EXP) */
+    double a, b, c; /* exp coefficients (kind == PRSO_EXP) */
     /* Tables over d in [q_min, q_max], index d - q_min. */
-    double *cost;        /* C(d): predicted effective energy of one computation */
-    double *up;          /* u(d): cost of shortening by one unit (d > q_min) */
-    double *down;        /* l(d): saving from lengthening by one unit (d < q_max) */
-    int *knob;           /* frequency for duration d */
+    double *cost; /* C(d): predicted effective energy of one computation */
+    double *up;   /* u(d): cost of shortening by one unit (d > q_min) */
+    double *down; /* l(d): saving from lengthening by one unit (d < q_max) */
+    int *knob;    /* frequency for duration d */
 } prsO_optype;
 
 /* Options for one operation type from profile rows (exp: the reference's filter and fit, with a
@@ -71,16 +71,16 @@ typedef struct prsG_arc {
 } prsG_arc;
 
 typedef struct prsG_graph {
-    int nops;          /* stages * ops_per_stage */
+    int nops; /* stages * ops_per_stage */
     int ops_per_stage;
-    int *op_type;      /* per op: index of its operation type (chunk * 2 + instr) */
-    int *op_mb;        /* per op: microbatch */
-    int *op_chunk;     /* per op: model chunk (profile stage) */
+    int *op_type;  /* per op: index of its operation type (chunk * 2 + instr) */
+    int *op_mb;    /* per op: microbatch */
+    int *op_chunk; /* per op: model chunk (profile stage) */
     int nnodes, narcs;
-    int source, sink;  /* AOA node ids */
+    int source, sink; /* AOA node ids */
     prsG_arc *arcs;
-    int *op_arc;       /* per op: its arc */
-    int *topo;         /* AOA nodes in topological order */
+    int *op_arc;               /* per op: its arc */
+    int *topo;                 /* AOA nodes in topological order */
     int *out_start, *out_arcs; /* CSR of out-arcs */
     int *in_start, *in_arcs;   /* CSR of in-arcs */
 } prsG_graph;
@@ -118,9 +118,9 @@ int prsF_min_cut(prsF_net *n, double eps, unsigned char *side);
 
 /* Measured (quantized time, energy) of every profiled clock of every operation type. */
 typedef struct prsE_table {
-    int ntypes;   /* chunks * 2 */
-    int *start;   /* per type: first entry; start[ntypes] = total */
-    int *freq;    /* ascending within a type */
+    int ntypes; /* chunks * 2 */
+    int *start; /* per type: first entry; start[ntypes] = total */
+    int *freq;  /* ascending within a type */
     long *q;
     double *energy_j;
 } prsE_table;

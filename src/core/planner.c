@@ -56,9 +56,12 @@ const char *prs_cost_model_name(prs_cost_model m)
 int prs_cost_model_parse(const char *name, prs_cost_model *out)
 {
     if (!name) return PRS_EINVAL;
-    if (strcmp(name, "exp") == 0) *out = PRS_COST_EXP;
-    else if (strcmp(name, "hull") == 0) *out = PRS_COST_HULL;
-    else return PRS_EINVAL;
+    if (strcmp(name, "exp") == 0)
+        *out = PRS_COST_EXP;
+    else if (strcmp(name, "hull") == 0)
+        *out = PRS_COST_HULL;
+    else
+        return PRS_EINVAL;
     return 0;
 }
 
@@ -121,7 +124,8 @@ typedef struct run {
 static void run_free(run *r)
 {
     if (r->types)
-        for (int k = 0; k < prs_pipeline_chunks(&r->o->pipe) * 2; k++) prsO_free(&r->types[k]);
+        for (int k = 0; k < prs_pipeline_chunks(&r->o->pipe) * 2; k++)
+            prsO_free(&r->types[k]);
     free(r->types);
     prsG_free(&r->g);
     prsE_free(&r->ev);
@@ -171,8 +175,10 @@ static void arc_bounds(const run *r, const prsG_arc *a, double *lb, double *ub)
     long d = r->dur[a->op], i = d - t->q_min;
     int exp_mode = r->o->cost_model == PRS_COST_EXP;
     if (t->q_min == t->q_max) return;
-    if (d == t->q_min) *lb = t->down[i];
-    else if (d == t->q_max) *ub = t->up[i];
+    if (d == t->q_min)
+        *lb = t->down[i];
+    else if (d == t->q_max)
+        *ub = t->up[i];
     else {
         *lb = t->down[i];
         *ub = exp_mode ? t->up[i] + FP_ERROR : t->up[i];
@@ -206,7 +212,8 @@ static enum step_result step(run *r, long T, double *delta, int *nt)
     }
     int rc = prsF_min_cut(r->net, exp_mode ? FP_ERROR : 1e-9, r->side);
     /* keep this flow as the next solve's starting point (0 on arcs that were not critical) */
-    for (int a = 0; a < g->narcs; a++) r->arc_flow[a] = 0;
+    for (int a = 0; a < g->narcs; a++)
+        r->arc_flow[a] = 0;
     if (rc == 0)
         for (int i = 0; i < ncrit; i++)
             r->arc_flow[r->arc_id[i]] = prsF_flow(r->net, i, r->arc_lb[i]);
@@ -242,8 +249,10 @@ static enum step_result step(run *r, long T, double *delta, int *nt)
         r->touched[n++] = arc->op;
     }
     if (exp_mode && fabs(dl) < FP_ERROR) return STEP_DONE;
-    for (int i = 0; i < nshort; i++) r->dur[r->touched[i]]--;
-    for (int i = nshort; i < n; i++) r->dur[r->touched[i]]++;
+    for (int i = 0; i < nshort; i++)
+        r->dur[r->touched[i]]--;
+    for (int i = nshort; i < n; i++)
+        r->dur[r->touched[i]]++;
     /* Step guard: lengthening may have made a near-critical path longer than T - 1. */
     if (n > nshort && prsG_cpm(g, r->dur, r->earliest, NULL) > T - 1) {
         for (int i = nshort; i < n; i++) {
@@ -279,9 +288,9 @@ static int alloc_run(run *r, prs_error *err)
     r->arc_lb = malloc(arcs * sizeof *r->arc_lb);
     r->arc_flow = calloc(arcs, sizeof *r->arc_flow);
     r->net = prsF_new(g->nnodes, g->narcs);
-    if (!r->dur || !r->eval_q || !r->freq || !r->touched || !r->chg_op ||
-        !r->chg_freq || !r->plan || !r->prev_plan || !r->scratch || !r->earliest || !r->latest || !r->eval_earliest || !r->side ||
-        !r->arc_id || !r->arc_lb || !r->arc_flow || !r->net)
+    if (!r->dur || !r->eval_q || !r->freq || !r->touched || !r->chg_op || !r->chg_freq ||
+        !r->plan || !r->prev_plan || !r->scratch || !r->earliest || !r->latest ||
+        !r->eval_earliest || !r->side || !r->arc_id || !r->arc_lb || !r->arc_flow || !r->net)
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
     return 0;
 }
@@ -335,8 +344,7 @@ static void emit_plan(run *r, long T_planned, long *T, double *energy_j)
     }
 }
 
-int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **out,
-             prs_error *err)
+int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **out, prs_error *err)
 {
     *out = NULL;
     int rc = prs_pipeline_check(&o->pipe, err);
@@ -358,8 +366,8 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
     for (int k = 0; k < ntypes; k++) {
         int fallback = 0;
         prs_error note = {0, ""};
-        if ((rc = prsO_build_memo(profile, k / 2, (prs_instr)(k % 2), o, r.types, k,
-                                  &r.types[k], &fallback, &note))) {
+        if ((rc = prsO_build_memo(profile, k / 2, (prs_instr)(k % 2), o, r.types, k, &r.types[k],
+                                  &fallback, &note))) {
             prs_error_set(err, rc, "%s", note.msg);
             goto out;
         }
@@ -370,7 +378,8 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
     if ((rc = alloc_run(&r, err))) goto out;
 
     const prsG_graph *g = &r.g;
-    for (int op = 0; op < g->nops; op++) r.dur[op] = op_type(&r, op)->q_min;
+    for (int op = 0; op < g->nops; op++)
+        r.dur[op] = op_type(&r, op)->q_min;
     long T_min = prsG_cpm(g, r.dur, r.earliest, NULL);
     for (int op = 0; op < g->nops; op++) {
         r.dur[op] = op_type(&r, op)->q_max;
@@ -395,7 +404,8 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
         if (sr == STEP_INFEASIBLE && o->warn)
             o->warn(o->ud, "flow with lower bounds infeasible; frontier ends here");
         if (sr != STEP_OK) break;
-        for (int i = 0; i < nt; i++) r.freq[r.touched[i]] = knob(&r, r.touched[i]);
+        for (int i = 0; i < nt; i++)
+            r.freq[r.touched[i]] = knob(&r, r.touched[i]);
         T = prsG_cpm(g, r.dur, r.earliest, r.latest);
         long T_eval;
         double E_eval;

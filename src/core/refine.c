@@ -63,11 +63,11 @@ prsP_refiner *prsP_new(const prsG_graph *g, const prsE_table *ev, const prs_pipe
         for (int i = lo; i < hi; i++) {
             int o = rf->order[i];
             rf->oq[i] = ev->q[o];
-            double c = ev->energy_j[o] - pipe->blocking_power_w * (double)ev->q[o] *
-                                             pipe->unit_time_s;
+            double c =
+                ev->energy_j[o] - pipe->blocking_power_w * (double)ev->q[o] * pipe->unit_time_s;
             int b = i > lo ? rf->best[i - 1] : o;
-            double cb = ev->energy_j[b] - pipe->blocking_power_w * (double)ev->q[b] *
-                                              pipe->unit_time_s;
+            double cb =
+                ev->energy_j[b] - pipe->blocking_power_w * (double)ev->q[b] * pipe->unit_time_s;
             rf->best[i] = (i == lo || c < cb) ? o : b;
         }
     }
@@ -136,7 +136,8 @@ int prsP_refine(prsP_refiner *rf, int *freq, long budget)
     /* forward pass: earliest times from decided predecessors, latest from the current plan */
     prsG_cpm(g, rf->dur, rf->earliest, rf->latest);
     long T = rf->earliest[g->sink];
-    for (int v = 0; v < g->nnodes; v++) rf->latest[v] += budget - T;
+    for (int v = 0; v < g->nnodes; v++)
+        rf->latest[v] += budget - T;
     for (int i = 0; i < g->nnodes; i++) {
         int v = g->topo[i];
         long e = 0;

@@ -94,8 +94,7 @@ static void check_golden(const char *model, int M)
     }
     fclose(in);
     assert_int_equal(k, prs_frontier_size(f));
-    print_message("%s M=%d: %zu rows, worst relative energy difference %.3g\n", model, M, k,
-                  worst);
+    print_message("%s M=%d: %zu rows, worst relative energy difference %.3g\n", model, M, k, worst);
     assert_true(worst < 1e-6);
     prs_frontier_free(f);
     prs_profile_free(p);
@@ -145,14 +144,14 @@ static void fitted_models(void **state)
          -0.08757836205094757, 20.45283296042105},
         {"gpt3-175b", 7, PRS_BACKWARD, 20, 1080, 120, 1410, 98, 32397.65907995576,
          -0.07641848104575638, 20.423359213689697},
-        {"bloom", 0, PRS_FORWARD, 12, 1065, 63, 1395, 51, 42017.35929876874,
-         -0.16484839629552797, 10.040055515757171},
-        {"bloom", 7, PRS_FORWARD, 13, 1065, 56, 1395, 44, 5500.2349735279495,
-         -0.1439772482557124, 8.204280736947167},
-        {"bloom", 0, PRS_BACKWARD, 20, 1065, 120, 1395, 98, 70250.8453060967,
-         -0.0840724934269672, 19.202699401268504},
-        {"bloom", 7, PRS_BACKWARD, 18, 1080, 107, 1395, 88, 67048.45713168278,
-         -0.09428455377476898, 17.70290170893372},
+        {"bloom", 0, PRS_FORWARD, 12, 1065, 63, 1395, 51, 42017.35929876874, -0.16484839629552797,
+         10.040055515757171},
+        {"bloom", 7, PRS_FORWARD, 13, 1065, 56, 1395, 44, 5500.2349735279495, -0.1439772482557124,
+         8.204280736947167},
+        {"bloom", 0, PRS_BACKWARD, 20, 1065, 120, 1395, 98, 70250.8453060967, -0.0840724934269672,
+         19.202699401268504},
+        {"bloom", 7, PRS_BACKWARD, 18, 1080, 107, 1395, 88, 67048.45713168278, -0.09428455377476898,
+         17.70290170893372},
     };
     for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++) {
         prs_profile *p = load_or_skip(fx[i].model);
@@ -233,10 +232,12 @@ static void gpt3_m12_plans(void **state)
     int per = prs_ops_per_stage(pipe), n = pipe->stages * per;
     int *clk = malloc(sizeof *clk * (size_t)n);
     assert_int_equal(prs_frontier_plan(f, 0, clk, NULL), 0);
-    for (int i = 0; i < n; i++) assert_int_equal(clk[i], i == 0 ? 1095 : 1080);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(clk[i], i == 0 ? 1095 : 1080);
     size_t last = prs_frontier_size(f) - 1;
     assert_int_equal(prs_frontier_plan(f, last, clk, NULL), 0);
-    for (int i = 0; i < per; i++) assert_int_equal(clk[7 * per + i], 1410);
+    for (int i = 0; i < per; i++)
+        assert_int_equal(clk[7 * per + i], 1410);
     for (int s = 0; s < 8; s++) {
         assert_int_equal(clk[s * per], 1410);           /* first forward */
         assert_int_equal(clk[s * per + per - 1], 1410); /* last backward */

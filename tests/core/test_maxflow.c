@@ -57,7 +57,8 @@ static int make_case(int n, arc *arcs)
             v = arcs[a].to;
         }
         if (v != n - 1) { /* dead end: undo by zeroing this instance's flows */
-            for (int a = 0; a < m; a++) arcs[a].flow = 0;
+            for (int a = 0; a < m; a++)
+                arcs[a].flow = 0;
             return make_case(n, arcs);
         }
     }
@@ -83,8 +84,10 @@ static double cut_cost(const arc *arcs, int m, unsigned mask)
     double c = 0;
     for (int a = 0; a < m; a++) {
         int fs = (mask >> arcs[a].from) & 1, ts = (mask >> arcs[a].to) & 1;
-        if (fs && !ts) c += arcs[a].ub;
-        else if (!fs && ts) c -= arcs[a].lb;
+        if (fs && !ts)
+            c += arcs[a].ub;
+        else if (!fs && ts)
+            c -= arcs[a].lb;
     }
     return c;
 }
@@ -129,7 +132,8 @@ static void random_cuts(void **state)
             assert_int_equal(rc, 0);
             finite++;
             unsigned got = 0;
-            for (int v = 0; v < n; v++) got |= (unsigned)side[v] << v;
+            for (int v = 0; v < n; v++)
+                got |= (unsigned)side[v] << v;
             if (got != inter)
                 print_message("case %d start %d: got set %#x, want %#x (cost %g vs %g)\n", iter,
                               start, got, inter, cut_cost(arcs, m, got), best);
