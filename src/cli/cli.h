@@ -9,4 +9,23 @@ int prs_cmd_evaluate(int argc, char **argv); /* cmd_evaluate.c */
 int prs_cmd_emulate(int argc, char **argv);  /* cmd_emulate.c */
 int prs_cmd_plot(int argc, char **argv);     /* cmd_plot.c */
 
+/* Shared helpers (cli_util.c). */
+
+/* "perseus CMD: MSG 'ARG'" (or without ARG) on stderr; returns 2, the bad-usage status. */
+int prs_cli_usage_error(const char *cmd, const char *msg, const char *arg);
+/* Strict option values; on failure a one-line message naming the option, and -1. */
+int prs_cli_positive_int(const char *cmd, const char *opt, const char *v, int *out);
+int prs_cli_number(const char *cmd, const char *opt, const char *v, double min, int strict,
+                   double *out);
+
+/* Planner callbacks: a progress bar on stderr (when enabled, i.e. stderr is a terminal) and
+ * warnings as "perseus CMD: warning: ...". Pass a prs_cli_progress as the planner's ud. */
+typedef struct prs_cli_progress {
+    const char *cmd;
+    int enabled;
+    int last_pct;
+} prs_cli_progress;
+void prs_cli_on_progress(void *ud, long done, long total);
+void prs_cli_on_warn(void *ud, const char *msg);
+
 #endif

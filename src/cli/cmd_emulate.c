@@ -44,54 +44,17 @@ static const char emulate_usage[] =
 
 static int usage_error(const char *msg, const char *arg)
 {
-    if (arg)
-        fprintf(stderr, "perseus emulate: %s '%s'\n", msg, arg);
-    else
-        fprintf(stderr, "perseus emulate: %s\n", msg);
-    return 2;
+    return prs_cli_usage_error("emulate", msg, arg);
 }
 
 static int parse_positive_int(const char *opt, const char *v, int *out)
 {
-    if (prsN_parse_int(v, out) != 0 || *out < 1) {
-        fprintf(stderr, "perseus emulate: %s: expected an integer >= 1, got '%s'\n", opt, v);
-        return -1;
-    }
-    return 0;
+    return prs_cli_positive_int("emulate", opt, v, out);
 }
 
 static int parse_number(const char *opt, const char *v, double min, int strict, double *out)
 {
-    if (prsN_parse_double(v, out) != 0 || (strict ? !(*out > min) : !(*out >= min))) {
-        fprintf(stderr, "perseus emulate: %s: expected a number %s %g, got '%s'\n", opt,
-                strict ? ">" : ">=", min, v);
-        return -1;
-    }
-    return 0;
-}
-
-typedef struct progress_state {
-    int enabled;
-    int last_pct;
-} progress_state;
-
-static void on_progress(void *ud, long done, long total)
-{
-    progress_state *p = ud;
-    if (!p->enabled || total <= 0) return;
-    int pct = (int)(100.0 * (double)done / (double)total);
-    if (pct > 100) pct = 100;
-    if (pct == p->last_pct) return;
-    p->last_pct = pct;
-    fprintf(stderr, "\rplanning %3d%%", pct);
-    if (pct == 100) fputc('\n', stderr);
-    fflush(stderr);
-}
-
-static void on_warn(void *ud, const char *msg)
-{
-    (void)ud;
-    fprintf(stderr, "perseus emulate: warning: %s\n", msg);
+    return prs_cli_number("emulate", opt, v, min, strict, out);
 }
 
 /* "--straggler 1.1 1.2 --json": getopt takes one value per option, so the values following a
@@ -479,9 +442,9 @@ int prs_cmd_emulate(int argc, char **argv)
         fprintf(stderr, "perseus emulate: %s\n", err.msg);
         goto out;
     }
-    progress_state ps = {!quiet && !json && isatty(STDERR_FILENO), -1};
-    eo.plan.progress = on_progress;
-    eo.plan.warn = quiet ? NULL : on_warn;
+    prs_cli_progress ps = {"emulate", !quiet && !json && isatty(STDERR_FILENO), -1};
+    eo.plan.progress = prs_cli_on_progress;
+    eo.plan.warn = quiet ? NULL : prs_cli_on_warn;
     eo.plan.ud = &ps;
     eo.stragglers = factors;
     eo.nstragglers = nfactors;

@@ -46,30 +46,17 @@ static const char evaluate_usage[] =
 
 static int usage_error(const char *msg, const char *arg)
 {
-    if (arg)
-        fprintf(stderr, "perseus evaluate: %s '%s'\n", msg, arg);
-    else
-        fprintf(stderr, "perseus evaluate: %s\n", msg);
-    return 2;
+    return prs_cli_usage_error("evaluate", msg, arg);
 }
 
 static int parse_positive_int(const char *opt, const char *v, int *out)
 {
-    if (prsN_parse_int(v, out) != 0 || *out < 1) {
-        fprintf(stderr, "perseus evaluate: %s: expected an integer >= 1, got '%s'\n", opt, v);
-        return -1;
-    }
-    return 0;
+    return prs_cli_positive_int("evaluate", opt, v, out);
 }
 
 static int parse_number(const char *opt, const char *v, double min, int strict, double *out)
 {
-    if (prsN_parse_double(v, out) != 0 || (strict ? !(*out > min) : !(*out >= min))) {
-        fprintf(stderr, "perseus evaluate: %s: expected a number %s %g, got '%s'\n", opt,
-                strict ? ">" : ">=", min, v);
-        return -1;
-    }
-    return 0;
+    return prs_cli_number("evaluate", opt, v, min, strict, out);
 }
 
 typedef enum source { SRC_NONE, SRC_ALLMAX, SRC_UNIFORM, SRC_ENVPIPE, SRC_FRONTIER } source;

@@ -48,60 +48,18 @@ static const char export_usage[] =
 
 static int usage_error(const char *cmd, const char *msg, const char *arg)
 {
-    if (arg)
-        fprintf(stderr, "perseus %s: %s '%s'\n", cmd, msg, arg);
-    else
-        fprintf(stderr, "perseus %s: %s\n", cmd, msg);
-    return 2;
-}
-
-typedef struct progress_state {
-    int enabled;
-    int last_pct;
-} progress_state;
-
-static void on_progress(void *ud, long done, long total)
-{
-    progress_state *p = ud;
-    if (!p->enabled || total <= 0) return;
-    int pct = (int)(100.0 * (double)done / (double)total);
-    if (pct > 100) pct = 100;
-    if (pct == p->last_pct) return;
-    p->last_pct = pct;
-    char bar[41];
-    int filled = pct * 40 / 100;
-    for (int i = 0; i < 40; i++)
-        bar[i] = i < filled ? '#' : '.';
-    bar[40] = '\0';
-    fprintf(stderr, "\rplanning [%s] %3d%% %ld/%ld", bar, pct, done, total);
-    if (pct == 100) fputc('\n', stderr);
-    fflush(stderr);
-}
-
-static void on_warn(void *ud, const char *msg)
-{
-    (void)ud;
-    fprintf(stderr, "perseus plan: warning: %s\n", msg);
+    return prs_cli_usage_error(cmd, msg, arg);
 }
 
 static int parse_positive_int(const char *opt, const char *v, int *out)
 {
-    if (prsN_parse_int(v, out) != 0 || *out < 1) {
-        fprintf(stderr, "perseus plan: %s: expected an integer >= 1, got '%s'\n", opt, v);
-        return -1;
-    }
-    return 0;
+    return prs_cli_positive_int("plan", opt, v, out);
 }
 
 static int parse_number(const char *cmd, const char *opt, const char *v, double min, int strict,
                         double *out)
 {
-    if (prsN_parse_double(v, out) != 0 || (strict ? !(*out > min) : !(*out >= min))) {
-        fprintf(stderr, "perseus %s: %s: expected a number %s %g, got '%s'\n", cmd, opt,
-                strict ? ">" : ">=", min, v);
-        return -1;
-    }
-    return 0;
+    return prs_cli_number(cmd, opt, v, min, strict, out);
 }
 
 static void print_json_plan(const prs_frontier *f, size_t k, const int *clocks)
@@ -331,9 +289,9 @@ int prs_cmd_plan(int argc, char **argv)
         prs_profile_free(profile);
         return 2;
     }
-    progress_state ps = {!quiet && isatty(STDERR_FILENO), -1};
-    o.progress = on_progress;
-    o.warn = quiet ? NULL : on_warn;
+    prs_cli_progress ps = {"plan", !quiet && isatty(STDERR_FILENO), -1};
+    o.progress = prs_cli_on_progress;
+    o.warn = quiet ? NULL : prs_cli_on_warn;
     o.ud = &ps;
     prs_frontier *f = NULL;
     int rc = prs_plan(profile, &o, &f, &err);

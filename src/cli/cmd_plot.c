@@ -67,11 +67,7 @@ static const char plot_usage[] =
 
 static int usage_error(const char *msg, const char *arg)
 {
-    if (arg)
-        fprintf(stderr, "perseus plot: %s '%s'\n", msg, arg);
-    else
-        fprintf(stderr, "perseus plot: %s\n", msg);
-    return 2;
+    return prs_cli_usage_error("plot", msg, arg);
 }
 
 /* Options: one table for all three plots. */
@@ -153,12 +149,7 @@ static int parse_int_min(const char *opt, const char *v, int min, int *out)
 
 static int parse_number(const char *opt, const char *v, double min, int strict, double *out)
 {
-    if (prsN_parse_double(v, out) != 0 || (strict ? !(*out > min) : !(*out >= min))) {
-        fprintf(stderr, "perseus plot: %s: expected a number %s %g, got '%s'\n", opt,
-                strict ? ">" : ">=", min, v);
-        return -1;
-    }
-    return 0;
+    return prs_cli_number("plot", opt, v, min, strict, out);
 }
 
 /* Parse argv (argv[0] is the plot kind) into a; allowed: the options this plot takes. Returns

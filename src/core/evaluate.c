@@ -17,6 +17,7 @@ void prsE_free(prsE_table *t)
     free(t->start);
     free(t->freq);
     free(t->q);
+    free(t->time_s);
     free(t->energy_j);
     memset(t, 0, sizeof *t);
 }
@@ -31,8 +32,9 @@ int prsE_build(const prs_profile *p, const prs_pipeline *pipe, prsE_table *t, pr
     t->start = calloc((size_t)t->ntypes + 1, sizeof *t->start);
     t->freq = malloc(sizeof *t->freq * (n ? n : 1));
     t->q = malloc(sizeof *t->q * (n ? n : 1));
+    t->time_s = malloc(sizeof *t->time_s * (n ? n : 1));
     t->energy_j = malloc(sizeof *t->energy_j * (n ? n : 1));
-    if (!t->start || !t->freq || !t->q || !t->energy_j) {
+    if (!t->start || !t->freq || !t->q || !t->time_s || !t->energy_j) {
         prsE_free(t);
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
     }
@@ -54,11 +56,13 @@ int prsE_build(const prs_profile *p, const prs_pipeline *pipe, prsE_table *t, pr
         while (j > t->start[k] && t->freq[j - 1] > rows[i].freq_mhz) {
             t->freq[j] = t->freq[j - 1];
             t->q[j] = t->q[j - 1];
+            t->time_s[j] = t->time_s[j - 1];
             t->energy_j[j] = t->energy_j[j - 1];
             j--;
         }
         t->freq[j] = rows[i].freq_mhz;
         t->q[j] = prsO_quantize(rows[i].time_s, pipe->unit_time_s);
+        t->time_s[j] = rows[i].time_s;
         t->energy_j[j] = rows[i].energy_j;
     }
     free(fill);

@@ -118,11 +118,12 @@ int prsF_min_cut(prsF_net *n, double eps, unsigned char *side);
 
 /* Measured (quantized time, energy) of every profiled clock of every operation type. */
 typedef struct prsE_table {
-    int ntypes; /* chunks * 2 */
-    int *start; /* per type: first entry; start[ntypes] = total */
-    int *freq;  /* ascending within a type */
-    long *q;
-    double *energy_j;
+    int ntypes;       /* chunks * 2 */
+    int *start;       /* per type: first entry; start[ntypes] = total */
+    int *freq;        /* ascending within a type */
+    long *q;          /* quantized time, units of tau */
+    double *time_s;   /* measured */
+    double *energy_j; /* measured */
 } prsE_table;
 
 int prsE_build(const prs_profile *p, const prs_pipeline *pipe, prsE_table *t, prs_error *err);

@@ -22,70 +22,6 @@
 #include "emu_int.h"
 #include "plan_int.h"
 
-void prsU_free(prsU_table *t)
-{
-    if (!t) return;
-    free(t->start);
-    free(t->freq);
-    free(t->time_s);
-    free(t->energy_j);
-    memset(t, 0, sizeof *t);
-}
-
-int prsU_build(const prs_profile *p, const prs_pipeline *pipe, prsU_table *t, prs_error *err)
-{
-    memset(t, 0, sizeof *t);
-    size_t n = prs_profile_nrows(p);
-    const prs_profile_row *rows = prs_profile_rows(p);
-    int chunks = prs_pipeline_chunks(pipe);
-    t->ntypes = chunks * 2;
-    t->start = calloc((size_t)t->ntypes + 1, sizeof *t->start);
-    t->freq = malloc(sizeof *t->freq * (n ? n : 1));
-    t->time_s = malloc(sizeof *t->time_s * (n ? n : 1));
-    t->energy_j = malloc(sizeof *t->energy_j * (n ? n : 1));
-    int *fill = malloc(sizeof *fill * ((size_t)t->ntypes + 1));
-    if (!t->start || !t->freq || !t->time_s || !t->energy_j || !fill) {
-        free(fill);
-        prsU_free(t);
-        return prsU_error(err, PRS_ENOMEM, "out of memory");
-    }
-    for (size_t i = 0; i < n; i++)
-        if (rows[i].stage < chunks) t->start[rows[i].stage * 2 + (int)rows[i].instr + 1]++;
-    for (int k = 0; k < t->ntypes; k++)
-        t->start[k + 1] += t->start[k];
-    memcpy(fill, t->start, sizeof *fill * (size_t)t->ntypes);
-    for (size_t i = 0; i < n; i++) {
-        if (rows[i].stage >= chunks) continue;
-        int k = rows[i].stage * 2 + (int)rows[i].instr;
-        int j = fill[k]++;
-        while (j > t->start[k] && t->freq[j - 1] > rows[i].freq_mhz) { /* ascending clocks */
-            t->freq[j] = t->freq[j - 1];
-            t->time_s[j] = t->time_s[j - 1];
-            t->energy_j[j] = t->energy_j[j - 1];
-            j--;
-        }
-        t->freq[j] = rows[i].freq_mhz;
-        t->time_s[j] = rows[i].time_s;
-        t->energy_j[j] = rows[i].energy_j;
-    }
-    free(fill);
-    return 0;
-}
-
-int prsU_find(const prsU_table *t, int type, int freq_mhz)
-{
-    int lo = t->start[type], hi = t->start[type + 1] - 1;
-    while (lo <= hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (t->freq[mid] == freq_mhz) return mid;
-        if (t->freq[mid] < freq_mhz)
-            lo = mid + 1;
-        else
-            hi = mid - 1;
-    }
-    return -1;
-}
-
 /* Pipeline and profile checks shared by every entry point. */
 static int check_inputs(const prs_profile *profile, const prs_pipeline *pipe, prs_error *err)
 {
@@ -101,15 +37,15 @@ int prsU_plan_sums(const prs_profile *profile, const prs_pipeline *pipe, const i
     int rc = check_inputs(profile, pipe, err);
     if (rc) return rc;
     prsG_graph g;
-    prsU_table t;
+    prsE_table t;
     if ((rc = prsG_build(pipe, &g, err))) return rc;
-    if ((rc = prsU_build(profile, pipe, &t, err))) {
+    if ((rc = prsE_build(profile, pipe, &t, err))) {
         prsG_free(&g);
         return rc;
     }
     double se = 0, st = 0;
     for (int op = 0; op < g.nops; op++) {
-        int k = prsU_find(&t, g.op_type[op], clocks_mhz[op]);
+        int k = prsE_find(&t, g.op_type[op], clocks_mhz[op]);
         if (k < 0) {
             rc = prsU_error(err, PRS_EINVAL,
                             "plan: stage %d position %d runs at %d MHz, which the profile has "
@@ -121,7 +57,7 @@ int prsU_plan_sums(const prs_profile *profile, const prs_pipeline *pipe, const i
         se += t.energy_j[k];
         st += t.time_s[k];
     }
-    prsU_free(&t);
+    prsE_free(&t);
     prsG_free(&g);
     if (rc) return rc;
     *sum_energy_j = se;
@@ -135,16 +71,16 @@ int prs_baseline_allmax(const prs_profile *profile, const prs_pipeline *pipe, in
     int rc = check_inputs(profile, pipe, err);
     if (rc) return rc;
     prsG_graph g;
-    prsU_table t;
+    prsE_table t;
     if ((rc = prsG_build(pipe, &g, err))) return rc;
-    if ((rc = prsU_build(profile, pipe, &t, err))) {
+    if ((rc = prsE_build(profile, pipe, &t, err))) {
         prsG_free(&g);
         return rc;
     }
     /* every type has rows (check_inputs), so start[k+1] - 1 is its highest clock */
     for (int op = 0; op < g.nops; op++)
         clocks_mhz[op] = t.freq[t.start[g.op_type[op] + 1] - 1];
-    prsU_free(&t);
+    prsE_free(&t);
     prsG_free(&g);
     return 0;
 }
@@ -154,8 +90,8 @@ int prs_uniform_sweep(const prs_profile *profile, const prs_pipeline *pipe, prs_
 {
     int rc = check_inputs(profile, pipe, err);
     if (rc) return rc;
-    prsU_table t;
-    if ((rc = prsU_build(profile, pipe, &t, err))) return rc;
+    prsE_table t;
+    if ((rc = prsE_build(profile, pipe, &t, err))) return rc;
     int nops = pipe->stages * prs_ops_per_stage(pipe);
     int cand = t.start[1] - t.start[0];
     prs_uniform_point *pts = malloc(sizeof *pts * (size_t)(cand ? cand : 1));
@@ -168,7 +104,7 @@ int prs_uniform_sweep(const prs_profile *profile, const prs_pipeline *pipe, prs_
     for (int i = t.start[0]; i < t.start[1]; i++) { /* type 0's clocks, ascending */
         int f = t.freq[i], everywhere = 1;
         for (int k = 1; k < t.ntypes && everywhere; k++)
-            everywhere = prsU_find(&t, k, f) >= 0;
+            everywhere = prsE_find(&t, k, f) >= 0;
         if (!everywhere) continue;
         for (int op = 0; op < nops; op++)
             plan[op] = f;
@@ -185,7 +121,7 @@ int prs_uniform_sweep(const prs_profile *profile, const prs_pipeline *pipe, prs_
     }
 out:
     free(plan);
-    prsU_free(&t);
+    prsE_free(&t);
     if (rc) {
         free(pts);
         return rc;

@@ -1,0 +1,59 @@
+/* Helpers every perseus subcommand shares: one-line usage errors, strict option values, the
+ * planner's progress bar and warnings on stderr (cli.h). */
+#include <stdio.h>
+
+#include "cli.h"
+#include "numfmt.h"
+
+int prs_cli_usage_error(const char *cmd, const char *msg, const char *arg)
+{
+    if (arg)
+        fprintf(stderr, "perseus %s: %s '%s'\n", cmd, msg, arg);
+    else
+        fprintf(stderr, "perseus %s: %s\n", cmd, msg);
+    return 2;
+}
+
+int prs_cli_positive_int(const char *cmd, const char *opt, const char *v, int *out)
+{
+    if (prsN_parse_int(v, out) != 0 || *out < 1) {
+        fprintf(stderr, "perseus %s: %s: expected an integer >= 1, got '%s'\n", cmd, opt, v);
+        return -1;
+    }
+    return 0;
+}
+
+int prs_cli_number(const char *cmd, const char *opt, const char *v, double min, int strict,
+                   double *out)
+{
+    if (prsN_parse_double(v, out) != 0 || (strict ? !(*out > min) : !(*out >= min))) {
+        fprintf(stderr, "perseus %s: %s: expected a number %s %g, got '%s'\n", cmd, opt,
+                strict ? ">" : ">=", min, v);
+        return -1;
+    }
+    return 0;
+}
+
+void prs_cli_on_progress(void *ud, long done, long total)
+{
+    prs_cli_progress *p = ud;
+    if (!p->enabled || total <= 0) return;
+    int pct = (int)(100.0 * (double)done / (double)total);
+    if (pct > 100) pct = 100;
+    if (pct == p->last_pct) return;
+    p->last_pct = pct;
+    char bar[41];
+    int filled = pct * 40 / 100;
+    for (int i = 0; i < 40; i++)
+        bar[i] = i < filled ? '#' : '.';
+    bar[40] = '\0';
+    fprintf(stderr, "\rplanning [%s] %3d%% %ld/%ld", bar, pct, done, total);
+    if (pct == 100) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+void prs_cli_on_warn(void *ud, const char *msg)
+{
+    const prs_cli_progress *p = ud;
+    fprintf(stderr, "perseus %s: warning: %s\n", p->cmd, msg);
+}
