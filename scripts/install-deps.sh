@@ -3,7 +3,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
       libcmocka-dev libcminpack-dev libglpk-dev libxml2-utils librsvg2-bin
-      libmicrohttpd-dev libjansson-dev libsqlite3-dev)
+      libmicrohttpd-dev libjansson-dev libsqlite3-dev libcurl4-openssl-dev
+      python3-torch)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

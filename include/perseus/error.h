@@ -21,6 +21,9 @@ enum {
     PRS_EFIT = -5,        /* cost model could not be fitted */
     PRS_EINFEASIBLE = -6, /* flow problem infeasible: planner stopped */
     PRS_ERANGE = -7,      /* index or time outside what exists */
+    PRS_EGPU = -20,       /* the GPU or its driver refused or failed a call */
+    PRS_ENOLIB = -21,     /* the driver library (or one of its symbols) is missing */
+    PRS_ESERVER = -30,    /* the server refused a request or could not be reached */
 };
 
 #define PRS_ERRMSG_MAX 512

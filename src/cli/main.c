@@ -12,6 +12,7 @@ static void usage(FILE *out)
           "iteration time.\n"
           "\n"
           "commands:\n"
+          "  demo          simulated training job against an embedded perseusd: the savings\n"
           "  plan          stage profile -> iteration time-energy frontier and frequency plans\n"
           "  plan export   print one plan of a planned frontier (JSON or the reference's list)\n"
           "  evaluate      time and energy of a plan, a uniform clock or all-max, per stage\n"
@@ -43,6 +44,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "evaluate") == 0) return prs_cmd_evaluate(argc - 1, argv + 1);
     if (strcmp(cmd, "emulate") == 0) return prs_cmd_emulate(argc - 1, argv + 1);
     if (strcmp(cmd, "plot") == 0) return prs_cmd_plot(argc - 1, argv + 1);
+    if (strcmp(cmd, "demo") == 0) return prs_cmd_demo(argc - 1, argv + 1);
     fprintf(stderr, "perseus: unknown command '%s' (try 'perseus --help')\n", cmd);
     return 2;
 }

@@ -23,6 +23,12 @@ const char *prs_strerror(int code)
         return "flow problem infeasible";
     case PRS_ERANGE:
         return "out of range";
+    case PRS_EGPU:
+        return "GPU call failed";
+    case PRS_ENOLIB:
+        return "GPU driver library missing";
+    case PRS_ESERVER:
+        return "server unreachable or refused the request";
     default:
         return "unknown error";
     }

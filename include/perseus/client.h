@@ -1,0 +1,117 @@
+/* The Perseus client (DESIGN.md §1, §2): called from each rank's training loop, it measures every
+ * forward and backward computation, sets the SM clock the server planned before each one, and
+ * talks to perseusd (docs/api.md) without ever blocking training.
+ *
+ * Use, per rank:
+ *   prs_client_opts o; prs_client_opts_init(&o);
+ *   o.server_url = "http://10.0.0.1:7787"; o.job_id = ID; o.token = TOKEN;
+ *   o.rank = r; o.dp = d; o.pp = p; o.gpu_spec = "nvml:0"; o.device_sync = cuda_sync;
+ *   prs_client_new(&o, &c, &err);
+ *   for each iteration:
+ *     for each computation of the stage, in schedule order:
+ *       prs_client_begin(c, PRS_FORWARD, mb); ... launch ...; prs_client_end(c, PRS_FORWARD, mb);
+ *     prs_client_iteration_end(c);
+ *   prs_client_free(c);   // posts what is pending (bounded wait), resets the clocks
+ *
+ * Threads: the hooks (begin, end, iteration_end) are called from one training thread; they take
+ * no network action and at most one uncontended lock (iteration_end). A background thread
+ * registers the rank, polls the schedule and posts results in batches over HTTP (libcurl); its
+ * latest schedule is adopted at the next iteration boundary, so every iteration runs one schedule.
+ * When the server is unreachable training goes on with the schedule in hand and results queue
+ * (bounded: when the queue is full the newest iterations are dropped) until it is back.
+ *
+ * Clocks: the k-th computation of an iteration runs at clocks_mhz[k] of the schedule; in phases
+ * without clocks (registering) the GPU keeps its default; `done`/`failed` reset it. Clock changes
+ * go through a clock controller (perseus/gpu.h): a watchdog process for nvml, inline for sim. The
+ * clocks are reset by prs_client_free, and by the watchdog when the process dies. */
+#ifndef PERSEUS_CLIENT_H
+#define PERSEUS_CLIENT_H
+
+#include <stdint.h>
+
+#include "perseus/error.h"
+#include "perseus/gpu.h"
+#include "perseus/profile.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Error code PRS_ESERVER: perseus/error.h. */
+
+typedef struct prs_client prs_client;
+
+/* Wait until the device finished the work launched so far (cudaDeviceSynchronize), so a window's
+ * end time and energy include the computation. user is prs_client_opts.sync_user. */
+typedef void (*prs_device_sync_fn)(void *user);
+
+typedef struct prs_client_opts {
+    const char *server_url; /* "http://HOST:PORT" of perseusd; required */
+    /* Join a job: its id and token (POST /v1/jobs answer). Or create it: job_spec_json (the
+     * POST /v1/jobs body) with job_id NULL; prs_client_new then creates the job (blocking, once)
+     * and prs_client_job_id/token give what the other ranks need. Strings are copied. */
+    const char *job_id;
+    const char *token;
+    const char *job_spec_json;
+    int rank;             /* global rank, < dp * stages * tp */
+    int dp, pp, tp;       /* data-, pipeline- and tensor-parallel coordinates */
+    prs_gpu *gpu;         /* GPU backend, borrowed (must outlive the client); NULL: open gpu_spec */
+    const char *gpu_spec; /* prs_gpu_open spec when gpu is NULL; default "nvml" */
+    /* Clock controller: -1 (default) picks PROCESS for nvml, INLINE for sim. */
+    int controller;
+    prs_device_sync_fn device_sync; /* NULL: no sync (CPU-only or sim) */
+    void *sync_user;
+    double poll_interval_s; /* least time between server round trips; default 0.5 */
+    double http_timeout_s;  /* per request; default 5 */
+    double flush_timeout_s; /* prs_client_free waits this long to post what is queued; 2 */
+    int warmup_iterations;  /* first iterations of the process not reported; default 1 */
+    int max_queue;          /* iterations kept while the server is away; default 4096 */
+} prs_client_opts;
+
+void prs_client_opts_init(prs_client_opts *o);
+
+/* Start a client: opens the GPU (unless given), starts the clock controller, then the background
+ * thread. Fails (PRS_EINVAL, PRS_ENOLIB, PRS_EGPU, PRS_ESERVER when creating a job fails) with
+ * *out NULL and a message in err. Registration happens in the background: an unreachable server
+ * is not an error here. */
+int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err);
+
+/* Begin and end one computation (forward or backward of microbatch mb). begin syncs the device,
+ * sets the clock planned for this position of the iteration, and opens a window (time and energy
+ * from the backend); end syncs the device and closes it. Return 0, or PRS_EINVAL when misused
+ * (end without begin; the window is dropped). Clock failures are counted, not returned. */
+int prs_client_begin(prs_client *c, prs_instr instr, int microbatch);
+int prs_client_end(prs_client *c, prs_instr instr, int microbatch);
+/* End of an iteration (after the optimizer step): queue its time, energy and windows for the
+ * background thread, and adopt the newest schedule. */
+int prs_client_iteration_end(prs_client *c);
+
+/* Stop the background thread after a last post (at most flush_timeout_s), reset the clocks,
+ * close what the client opened. NULL is a no-op. */
+void prs_client_free(prs_client *c);
+
+/* The job's id and token (valid for the client's life). */
+const char *prs_client_job_id(const prs_client *c);
+const char *prs_client_token(const prs_client *c);
+
+/* What the client knows (a snapshot; safe from any thread). */
+typedef struct prs_client_stats {
+    char phase[16];        /* phase of the schedule in effect ("" before the first one) */
+    long round;            /* its round */
+    long plan_id;          /* its plan (-1: none) */
+    int clock_mhz;         /* clock requested for the last computation (0: default) */
+    long iterations;       /* iterations ended */
+    long posted;           /* iterations the server acknowledged */
+    long dropped;          /* iterations dropped (queue full, or refused by the server) */
+    long http_failures;    /* requests that got no answer */
+    long clock_failures;   /* clock changes the backend refused */
+    int registered;        /* the server accepted the rank */
+    double last_contact_s; /* CLOCK_MONOTONIC of the last answer from the server (0: never) */
+} prs_client_stats;
+
+void prs_client_get_stats(prs_client *c, prs_client_stats *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

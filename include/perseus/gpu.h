@@ -1,0 +1,118 @@
+/* GPU backends (DESIGN.md §2): one interface to list the supported SM clocks, lock the SM clock,
+ * reset it, and read the cumulative energy counter and the power draw of one GPU.
+ *
+ * Backends:
+ *   nvml  the NVIDIA driver's libnvidia-ml.so.1, loaded at run time with dlopen (no NVIDIA
+ *         headers or libraries are needed to build); a missing library or symbol is a clean
+ *         error with a message, never a crash.
+ *   sim   the simulated GPU of perseus/gpumodel.h (DESIGN.md §4). It has a simulated clock and an
+ *         energy counter that advance only when the caller says work ran (prs_gpu_sim_run) or the
+ *         GPU waited (prs_gpu_sim_idle), so tests drive it deterministically. Its state lives in
+ *         shared memory, so a clock controller process forked from the caller (below) changes the
+ *         clock the caller's simulated work runs at.
+ *
+ * A clock controller (prs_clockctl) applies clock changes off the caller's critical path: in a
+ * child process fed by a pipe that resets the clocks when the caller exits, errs or is killed, or
+ * inline (direct calls) where a clock change is cheap (sim).
+ *
+ * Every call returns 0 or a negative PRS_E* code; the message of the last failure is read with
+ * prs_gpu_errmsg. A handle is not thread-safe: use it from one thread at a time (the sim's clock
+ * and counters themselves are atomics, so a controller may set the clock concurrently). */
+#ifndef PERSEUS_GPU_H
+#define PERSEUS_GPU_H
+
+#include <stdint.h>
+
+#include "perseus/error.h"
+#include "perseus/gpumodel.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Error codes PRS_EGPU and PRS_ENOLIB: perseus/error.h. */
+
+typedef struct prs_gpu prs_gpu;
+
+/* Open a backend from a spec string: "sim" (A100 preset), "sim:PRESET" (gpumodel.h presets),
+ * "nvml" (GPU 0) or "nvml:INDEX". For nvml the library is $PRS_NVML_LIBRARY when set, else
+ * "libnvidia-ml.so.1" from the dynamic loader's search path. On failure *out is NULL and err says
+ * why. Free with prs_gpu_close. */
+int prs_gpu_open(const char *spec, prs_gpu **out, prs_error *err);
+/* nvml backend for GPU index; lib_path NULL: as prs_gpu_open. */
+int prs_gpu_open_nvml(unsigned index, const char *lib_path, prs_gpu **out, prs_error *err);
+/* sim backend with a copy of preset (NULL: "a100"); the preset must pass prs_gpu_preset_check. */
+int prs_gpu_open_sim(const prs_gpu_preset *preset, prs_gpu **out, prs_error *err);
+/* Closes the handle. Does not reset the clocks (prs_gpu_reset_clock, or a controller, does). */
+void prs_gpu_close(prs_gpu *g);
+
+/* "nvml" or "sim". */
+const char *prs_gpu_backend(const prs_gpu *g);
+/* The device's name ("NVIDIA A100-SXM4-40GB", "sim-a100"). Valid while g is open. */
+const char *prs_gpu_name(const prs_gpu *g);
+/* Message of the last failed call on g ("" if none). Valid until the next call on g. */
+const char *prs_gpu_errmsg(const prs_gpu *g);
+
+/* Supported SM clocks, highest first. Writes at most cap of them to clocks_mhz (may be NULL
+ * when cap is 0) and the total count to *n. */
+int prs_gpu_clocks(prs_gpu *g, int *clocks_mhz, int cap, int *n);
+/* Lock the SM clock to freq_mhz (locked clocks min = max = freq_mhz). nvml needs root. */
+int prs_gpu_set_clock(prs_gpu *g, int freq_mhz);
+/* Undo prs_gpu_set_clock: the driver's default clock management. */
+int prs_gpu_reset_clock(prs_gpu *g);
+/* Cumulative energy since the driver was loaded (sim: since open), millijoules. */
+int prs_gpu_energy_mj(prs_gpu *g, uint64_t *energy_mj);
+/* Current power draw, milliwatts (sim: the model's busy power at the current clock). */
+int prs_gpu_power_mw(prs_gpu *g, unsigned *power_mw);
+/* Time source of the profiler, seconds: CLOCK_MONOTONIC for nvml, the simulated clock for sim. */
+double prs_gpu_now_s(prs_gpu *g);
+/* Energy counter in joules at full resolution (sim: sub-millijoule; nvml: energy_mj / 1000).
+ * Returns NAN when the counter cannot be read (the message is in prs_gpu_errmsg). */
+double prs_gpu_read_energy_j(prs_gpu *g);
+
+/* ---- sim backend only (PRS_EINVAL on another backend) ---- */
+
+/* Locked SM clock in effect (0: default clock management, which runs at f_max). */
+int prs_gpu_sim_clock(prs_gpu *g, int *freq_mhz);
+/* One computation of work w ran at the clock in effect: the simulated clock advances by
+ * prs_gpu_time_s and the energy counter by prs_gpu_energy_j. *time_s (may be NULL) gets the time.
+ */
+int prs_gpu_sim_run(prs_gpu *g, const prs_gpu_work *w, double *time_s);
+/* The GPU waited seconds (>= 0) without computing: time advances, energy at blocking power. */
+int prs_gpu_sim_idle(prs_gpu *g, double seconds);
+/* Number of clock changes the device applied (set and reset calls that changed the clock). */
+long prs_gpu_sim_clock_changes(prs_gpu *g);
+
+/* ---- clock controller ---- */
+
+typedef struct prs_clockctl prs_clockctl;
+
+typedef enum prs_clockctl_mode {
+    PRS_CLOCKCTL_INLINE = 0, /* call the backend in the caller's thread */
+    PRS_CLOCKCTL_PROCESS = 1 /* a forked child process fed by a pipe (the watchdog) */
+} prs_clockctl_mode;
+
+/* Start a controller for g (borrowed: g must outlive the controller). PROCESS forks a child that
+ * owns the clock: it applies the latest requested clock, skipping unchanged values, and resets the
+ * clocks when the controller is freed, when the caller's process exits or is killed (it sees the
+ * pipe close or its parent change), or on SIGTERM. Fork it before starting other threads: the
+ * child only calls the backend. */
+int prs_clockctl_new(prs_gpu *g, prs_clockctl_mode mode, prs_clockctl **out, prs_error *err);
+/* Request SM clock freq_mhz (0: reset to default). Never blocks: an unchanged value costs no
+ * system call; PROCESS writes 4 bytes to a non-blocking pipe. INLINE returns the backend's
+ * result; PROCESS returns 0 unless the child is gone (PRS_EGPU). */
+int prs_clockctl_set(prs_clockctl *c, int freq_mhz);
+/* The clock last requested (0: default). */
+int prs_clockctl_requested(const prs_clockctl *c);
+/* Wait (at most timeout_s) until every request so far is applied. Returns 0, the backend's error
+ * for the last failed request, or PRS_EGPU when the child did not answer. */
+int prs_clockctl_sync(prs_clockctl *c, double timeout_s);
+/* Process id of the controller child (0 for INLINE). */
+int prs_clockctl_pid(const prs_clockctl *c);
+/* Reset the clocks, stop the child (waits for it), free. NULL is a no-op. */
+void prs_clockctl_free(prs_clockctl *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

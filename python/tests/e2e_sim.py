@@ -1,0 +1,110 @@
+"""End to end through the Python package: one pipeline of 4 stage ranks on sim GPUs, driven in
+simulated time (a list scheduler runs each stage's 1F1B order; waits are idle GPU time), against
+a running perseusd. Asserts: profiling and running are reached; the profile is built
+from measured windows; the running plan's energy per iteration is below the all-max iteration's at
+a time no more than 2 % longer; clocks are reset when the clients close.
+
+usage: e2e_sim.py SERVER_URL"""
+
+import json
+import os
+import sys
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import perseus  # noqa: E402
+
+STAGES, MB = 4, 4
+A100_WORK = {"forward": (0.0502, 0.85), "backward": (0.0930, 0.79)}
+
+
+def work(stage, kind):
+    t, a = A100_WORK[kind]
+    return (t * 1.07 if stage == STAGES - 1 else t), a
+
+
+def run_iteration(gpus, clients):
+    order = [perseus.one_f_one_b(STAGES, MB, s) for s in range(STAGES)]
+    fin = {}
+    nxt = [0] * STAGES
+    t0 = gpus[0].now_s()
+    e0 = sum(g.energy_j() for g in gpus)
+    left = STAGES * 2 * MB
+    while left:
+        progress = False
+        for s in range(STAGES):
+            if nxt[s] == len(order[s]):
+                continue
+            kind, mb = order[s][nxt[s]]
+            dep = 0.0
+            if kind == "forward" and s > 0:
+                dep = fin.get(("forward", s - 1, mb), -1)
+            if kind == "backward" and s < STAGES - 1:
+                dep = fin.get(("backward", s + 1, mb), -1)
+            if dep < 0:
+                continue
+            gpus[s].sim_idle(dep - gpus[s].now_s())
+            with clients[s].computation(kind, mb):
+                gpus[s].sim_run(*work(s, kind))
+            fin[(kind, s, mb)] = gpus[s].now_s()
+            nxt[s] += 1
+            left -= 1
+            progress = True
+        assert progress
+    end = max(g.now_s() for g in gpus)
+    for g, c in zip(gpus, clients):
+        g.sim_idle(end - g.now_s())
+        c.iteration_end()
+    return end - t0, sum(g.energy_j() for g in gpus) - e0
+
+
+def main():
+    url = sys.argv[1]
+    spec = {"model": "py-e2e", "stages": STAGES, "microbatches": MB, "dp": 1,
+            "clocks_mhz": list(range(1410, 1004, -45)), "blocking_power_w": 83.64,
+            "reuse_frontier": False,
+            "profiling": {"warmup_iterations": 1, "iterations_per_clock": 2}}
+    gpus = [perseus.Gpu("sim:a100") for _ in range(STAGES)]
+    clients = []
+    for s in range(STAGES):
+        kw = {"job_spec": spec} if s == 0 else {"job_id": clients[0].job_id,
+                                               "token": clients[0].token}
+        clients.append(perseus.Client(url, rank=s, dp=0, pp=s, gpu=gpus[s], poll_interval_s=0.01,
+                                      http_timeout_s=2, warmup_iterations=0, **kw))
+    phases, allmax, running = set(), None, []
+    t_start = time.monotonic()
+    while len(running) < 5 and time.monotonic() - t_start < 60:
+        st = [c.stats() for c in clients]
+        uniform = all(x["phase"] == st[0]["phase"] and x["round"] == st[0]["round"] for x in st)
+        t, e = run_iteration(gpus, clients)
+        phases.add(st[0]["phase"])
+        if uniform and st[0]["phase"] == "profiling" and st[0]["round"] == 0:
+            allmax = (t, e)
+        if uniform and st[0]["phase"] == "running":
+            running.append((t, e, st[0]["plan_id"]))
+        time.sleep(0.002)
+    assert "profiling" in phases and "running" in phases, phases
+    assert allmax is not None
+    t, e, plan = running[-1]
+    print(f"python e2e: all-max {allmax[0]:.4f} s {allmax[1]:.2f} J; plan {plan}: {t:.4f} s "
+          f"{e:.2f} J ({100 * (t / allmax[0] - 1):+.2f} % time, "
+          f"{100 * (e / allmax[1] - 1):+.2f} % energy)")
+    assert e < allmax[1], (e, allmax)
+    assert t <= 1.02 * allmax[0], (t, allmax)
+    req = urllib.request.Request(f"{url}/v1/jobs/{clients[0].job_id}",
+                                 headers={"Authorization": f"Bearer {clients[0].token}"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        job = json.load(r)
+    assert job["profile_source"] == "measured", job["profile_source"]
+    assert all(c.stats()["posted"] > 0 for c in clients)
+    for c in clients:
+        c.close()
+    assert all(g.sim_clock() == 0 for g in gpus), [g.sim_clock() for g in gpus]
+    for g in gpus:
+        g.close()
+    print("python e2e: ok")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+/* The nvml GPU backend: NVIDIA's management library loaded at run time.
+ *
+ * We dlopen("libnvidia-ml.so.1") (or a path the caller gives: tests load a fake one built on the
+ * GPU model) and resolve the dozen functions we use with dlsym, against our own declarations of
+ * their C signatures (gpu_int.h): the build needs no NVIDIA header and the program runs on hosts
+ * without a driver, failing cleanly (PRS_ENOLIB and a message naming the library or symbol).
+ * The versioned entry points (nvmlInit_v2, nvmlDeviceGetHandleByIndex_v2) are the ones the
+ * driver's nvml.h maps the plain names to.
+ *
+ * Locking the SM clock is nvmlDeviceSetGpuLockedClocks(min = max = f) (Volta and newer, root);
+ * nvmlDeviceResetGpuLockedClocks undoes it. The supported SM clocks are those listed for the
+ * highest memory clock. Energy is the driver's cumulative counter in millijoules. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_int.h"
+
+#define NVML_SUCCESS 0
+#define NVML_ERROR_INSUFFICIENT_SIZE 7
+
+static const char *nvml_err(prs_gpu *g, gpuI_nvml_return r)
+{
+    const char *s = g->nvml.error_string ? g->nvml.error_string(r) : NULL;
+    return s ? s : "unknown NVML error";
+}
+
+static int nvml_fail(prs_gpu *g, const char *call, gpuI_nvml_return r)
+{
+    return gpuI_fail(g, PRS_EGPU, "NVML %s: %s (%d)", call, nvml_err(g, r), r);
+}
+
+/* dlsym into a function pointer without the object-to-function pointer cast warning. */
+static int resolve(prs_gpu *g, void *fnptr, size_t size, const char *sym, prs_error *err)
+{
+    void *p = dlsym(g->nvml.lib, sym);
+    if (!p)
+        return prs_error_set(err, PRS_ENOLIB, "NVML library lacks symbol %s (driver too old?)",
+                             sym);
+    memcpy(fnptr, &p, size);
+    return 0;
+}
+
+#define RESOLVE(field, sym)                                                                        \
+    do {                                                                                           \
+        int rc_ = resolve(g, &g->nvml.field, sizeof g->nvml.field, sym, err);                      \
+        if (rc_) {                                                                                 \
+            dlclose(g->nvml.lib);                                                                  \
+            memset(&g->nvml, 0, sizeof g->nvml);                                                   \
+            return rc_;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+int gpuI_nvml_open(prs_gpu *g, unsigned index, const char *lib_path, prs_error *err)
+{
+    if (!lib_path || !*lib_path) lib_path = getenv("PRS_NVML_LIBRARY");
+    if (!lib_path || !*lib_path) lib_path = "libnvidia-ml.so.1";
+    g->nvml.lib = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
+    if (!g->nvml.lib) {
+        const char *why = dlerror();
+        return prs_error_set(err, PRS_ENOLIB,
+                             "cannot load the NVIDIA management library %s: %s (is the NVIDIA "
+                             "driver installed? use the sim backend otherwise)",
+                             lib_path, why ? why : "unknown reason");
+    }
+    RESOLVE(init, "nvmlInit_v2");
+    RESOLVE(shutdown, "nvmlShutdown");
+    RESOLVE(error_string, "nvmlErrorString");
+    RESOLVE(handle_by_index, "nvmlDeviceGetHandleByIndex_v2");
+    RESOLVE(get_name, "nvmlDeviceGetName");
+    RESOLVE(mem_clocks, "nvmlDeviceGetSupportedMemoryClocks");
+    RESOLVE(gr_clocks, "nvmlDeviceGetSupportedGraphicsClocks");
+    RESOLVE(set_locked, "nvmlDeviceSetGpuLockedClocks");
+    RESOLVE(reset_locked, "nvmlDeviceResetGpuLockedClocks");
+    RESOLVE(energy, "nvmlDeviceGetTotalEnergyConsumption");
+    RESOLVE(power, "nvmlDeviceGetPowerUsage");
+    g->index = index;
+    gpuI_nvml_return r = g->nvml.init();
+    if (r != NVML_SUCCESS) {
+        prs_error_set(err, PRS_EGPU, "NVML nvmlInit_v2: %s (%d)", nvml_err(g, r), r);
+        dlclose(g->nvml.lib);
+        memset(&g->nvml, 0, sizeof g->nvml);
+        return PRS_EGPU;
+    }
+    r = g->nvml.handle_by_index(index, &g->dev);
+    if (r != NVML_SUCCESS) {
+        prs_error_set(err, PRS_EGPU, "NVML nvmlDeviceGetHandleByIndex_v2(%u): %s (%d)", index,
+                      nvml_err(g, r), r);
+        g->nvml.shutdown();
+        dlclose(g->nvml.lib);
+        memset(&g->nvml, 0, sizeof g->nvml);
+        return PRS_EGPU;
+    }
+    if (g->nvml.get_name(g->dev, g->name, sizeof g->name) != NVML_SUCCESS)
+        snprintf(g->name, sizeof g->name, "NVIDIA GPU %u", index);
+    g->name[sizeof g->name - 1] = '\0';
+    return 0;
+}
+
+int gpuI_nvml_after_fork(prs_gpu *g)
+{
+    gpuI_nvml_return r = g->nvml.init();
+    if (r != NVML_SUCCESS) return nvml_fail(g, "nvmlInit_v2", r);
+    r = g->nvml.handle_by_index(g->index, &g->dev);
+    if (r != NVML_SUCCESS) return nvml_fail(g, "nvmlDeviceGetHandleByIndex_v2", r);
+    return 0;
+}
+
+void gpuI_nvml_close(prs_gpu *g)
+{
+    if (!g->nvml.lib) return;
+    g->nvml.shutdown();
+    dlclose(g->nvml.lib);
+    memset(&g->nvml, 0, sizeof g->nvml);
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Fill a malloc'd list through a size-probing NVML call (count in, count out). */
+static int nvml_list(prs_gpu *g, const char *call, unsigned mem_mhz, int graphics, unsigned **out,
+                     unsigned *count)
+{
+    unsigned cap = 64;
+    for (int tries = 0; tries < 4; tries++) {
+        unsigned *buf = malloc(sizeof *buf * cap);
+        if (!buf) return gpuI_fail(g, PRS_ENOMEM, "out of memory");
+        unsigned n = cap;
+        gpuI_nvml_return r = graphics ? g->nvml.gr_clocks(g->dev, mem_mhz, &n, buf)
+                                      : g->nvml.mem_clocks(g->dev, &n, buf);
+        if (r == NVML_SUCCESS) {
+            *out = buf;
+            *count = n < cap ? n : cap;
+            return 0;
+        }
+        free(buf);
+        if (r != NVML_ERROR_INSUFFICIENT_SIZE) return nvml_fail(g, call, r);
+        cap = n > cap ? n : cap * 4;
+    }
+    return gpuI_fail(g, PRS_EGPU, "NVML %s: list keeps growing", call);
+}
+
+int gpuI_nvml_clocks(prs_gpu *g, int *clocks_mhz, int cap, int *n)
+{
+    unsigned *mem = NULL, nmem = 0, *gr = NULL, ngr = 0;
+    int rc = nvml_list(g, "nvmlDeviceGetSupportedMemoryClocks", 0, 0, &mem, &nmem);
+    if (rc) return rc;
+    if (nmem == 0) {
+        free(mem);
+        return gpuI_fail(g, PRS_EGPU, "NVML lists no memory clock");
+    }
+    qsort(mem, nmem, sizeof *mem, cmp_desc);
+    rc = nvml_list(g, "nvmlDeviceGetSupportedGraphicsClocks", mem[0], 1, &gr, &ngr);
+    free(mem);
+    if (rc) return rc;
+    if (ngr == 0 || !gr) {
+        free(gr);
+        return gpuI_fail(g, PRS_EGPU, "NVML lists no SM clock");
+    }
+    qsort(gr, ngr, sizeof *gr, cmp_desc);
+    *n = (int)ngr;
+    for (int i = 0; i < (int)ngr && i < cap; i++)
+        clocks_mhz[i] = (int)gr[i];
+    free(gr);
+    return 0;
+}
+
+int gpuI_nvml_set_clock(prs_gpu *g, int freq_mhz)
+{
+    if (freq_mhz <= 0) return gpuI_fail(g, PRS_EINVAL, "clock must be > 0 MHz");
+    gpuI_nvml_return r = g->nvml.set_locked(g->dev, (unsigned)freq_mhz, (unsigned)freq_mhz);
+    return r == NVML_SUCCESS ? 0 : nvml_fail(g, "nvmlDeviceSetGpuLockedClocks", r);
+}
+
+int gpuI_nvml_reset_clock(prs_gpu *g)
+{
+    gpuI_nvml_return r = g->nvml.reset_locked(g->dev);
+    return r == NVML_SUCCESS ? 0 : nvml_fail(g, "nvmlDeviceResetGpuLockedClocks", r);
+}
+
+int gpuI_nvml_energy_mj(prs_gpu *g, uint64_t *energy_mj)
+{
+    unsigned long long e = 0;
+    gpuI_nvml_return r = g->nvml.energy(g->dev, &e);
+    if (r != NVML_SUCCESS) return nvml_fail(g, "nvmlDeviceGetTotalEnergyConsumption", r);
+    *energy_mj = (uint64_t)e;
+    return 0;
+}
+
+int gpuI_nvml_power_mw(prs_gpu *g, unsigned *power_mw)
+{
+    gpuI_nvml_return r = g->nvml.power(g->dev, power_mw);
+    return r == NVML_SUCCESS ? 0 : nvml_fail(g, "nvmlDeviceGetPowerUsage", r);
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# PyTorch end to end (python/examples/pipeline_gloo.py): 2 pipelines x 4 stage processes,
+# torch.distributed gloo on CPU, 1F1B with isend/irecv, sim GPU backend, against a real perseusd:
+# profiling -> planning -> running -> straggler -> recovery. Asserts every phase was reached, the
+# profile was measured, running energy per iteration below all-max at <= 2 % longer time, clocks
+# reset at exit. Skipped (77) without Debian's python3-torch or in a sanitizer build.
+set -euo pipefail
+bin="${PRS_BIN_DIR:?}"
+src="${PRS_SOURCE_DIR:?}"
+py=/usr/bin/python3
+[[ -x $py ]] && $py -c 'import torch' 2>/dev/null || { echo "no python3-torch"; exit 77; }
+[[ -f $bin/libperseus.so ]] || { echo "no libperseus.so"; exit 77; }
+if ldd "$bin/libperseus.so" | grep -q 'libasan\|libubsan'; then echo "sanitizer build"; exit 77; fi
+dir=$(mktemp -d "${TMPDIR:-/tmp}/prs-client-torch-XXXXXX")
+pid=
+cleanup() { [[ -n $pid ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$dir"; }
+trap cleanup EXIT
+"$bin/perseusd" --listen 127.0.0.1:0 --data-dir "$dir" --port-file "$dir/port" \
+  2>"$dir/perseusd.log" &
+pid=$!
+for _ in $(seq 300); do [[ -s $dir/port ]] && break; sleep 0.05; done
+[[ -s $dir/port ]] || { echo "perseusd did not start"; cat "$dir/perseusd.log"; exit 1; }
+master=$(PYTHONDONTWRITEBYTECODE=1 $py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PYTHONDONTWRITEBYTECODE=1 PERSEUS_LIBRARY="$bin/libperseus.so" timeout 280 "$py" "$src/python/examples/pipeline_gloo.py" \
+  --server "http://127.0.0.1:$(cat "$dir/port")" --stages 4 --dp 2 --master-port "$master" \
+  --json "$dir/out.json" >/dev/null
+PYTHONDONTWRITEBYTECODE=1 $py - "$dir/out.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+for k in ("allmax", "running", "straggler", "recovery"):
+    assert r[k], f"{k} never measured: {r}"
+assert "profiling" in r["phases"] and "running" in r["phases"], r["phases"]
+assert r["planning"]["fraction"] == 1.0, r["planning"]
+assert r["profile_source"] == "measured", r["profile_source"]
+a, p = r["allmax"], r["running"]
+assert p["energy_j"] < a["energy_j"], (p, a)
+assert p["time_s"] <= 1.02 * a["time_s"], (p, a)
+assert r["straggler"]["time_s"] > p["time_s"]
+assert abs(r["recovery"]["time_s"] - p["time_s"]) < 1e-6 * p["time_s"] + 1e-9
+assert r["clocks_reset"], r
+print(f"pytorch e2e: all-max {a['time_s']:.4f} s {a['energy_j']:.1f} J; running "
+      f"{p['time_s']:.4f} s {p['energy_j']:.1f} J ({100 * (p['energy_j'] / a['energy_j'] - 1):+.2f} %"
+      f" energy); straggler {r['straggler']['time_s']:.4f} s {r['straggler']['energy_j']:.1f} J;"
+      f" {r['iterations']} iterations, {r['wall_s']:.1f} s")
+PY
