@@ -477,14 +477,20 @@ static void match(const char *method, const char *url, route_match *m)
 
 /* ---- handlers (lock held unless noted) ---- */
 
-static int authorize(struct MHD_Connection *c, const job *j)
+/* Hash the presented bearer token (before taking the server lock: hashing is the costly part);
+ * 0 if there is none. */
+static int bearer_hash(struct MHD_Connection *c, uint8_t hash[SECURE_SHA256_LEN])
 {
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     if (!h || strncmp(h, "Bearer ", 7) != 0) return 0;
     const char *tok = h + 7;
-    uint8_t hash[SECURE_SHA256_LEN];
     secure_sha256(tok, strlen(tok), hash);
-    return secure_equal(hash, j->token_hash, SECURE_SHA256_LEN);
+    return 1;
+}
+
+static int authorize(int have_token, const uint8_t hash[SECURE_SHA256_LEN], const job *j)
+{
+    return have_token && secure_equal(hash, j->token_hash, SECURE_SHA256_LEN);
 }
 
 static enum MHD_Result handle_create(prs_server *s, struct MHD_Connection *c, conn_ctx *cc)
@@ -616,13 +622,15 @@ static json_t *pipes_json(const job *j)
 static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
                                   const route_match *m)
 {
+    uint8_t presented[SECURE_SHA256_LEN];
+    int have_token = bearer_hash(c, presented);
     pthread_mutex_lock(&s->lock);
     job *j = find_job(s, m->id);
     if (!j) {
         pthread_mutex_unlock(&s->lock);
         return send_error(s, c, cc, 404, "not_found", "no such job");
     }
-    if (!authorize(c, j)) {
+    if (!authorize(have_token, presented, j)) {
         pthread_mutex_unlock(&s->lock);
         return send_error(s, c, cc, 401, "unauthorized", "missing or wrong bearer token");
     }
