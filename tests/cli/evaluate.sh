@@ -15,16 +15,7 @@ data=${PRS_SHARED_DIR:-}/data/sosp24
 py=/usr/bin/python3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-expect_error() {
-  local want=$1 pattern=$2; shift 2
-  local rc=0
-  "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
-  [[ $rc -eq $want ]] || fail "exit $rc (want $want): $* :: $(cat "$tmp/err")"
-  [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "want one line on stderr: $* :: $(cat "$tmp/err")"
-  grep -qE -- "$pattern" "$tmp/err" || fail "stderr '$(cat "$tmp/err")' lacks /$pattern/: $*"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.bash"
 
 ex=$src/examples/a100-8stage.csv
 pipe=(--stages 8 --microbatches 12 --unit-time 0.001 --blocking-power 83.64)

@@ -7,17 +7,7 @@ bin=${PRS_BIN_DIR:?}/perseus
 src=${PRS_SOURCE_DIR:?}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# expect_error STATUS PATTERN CMD...: exit status and a one-line stderr matching PATTERN
-expect_error() {
-  local want=$1 pattern=$2; shift 2
-  local rc=0
-  "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
-  [[ $rc -eq $want ]] || fail "exit $rc (want $want): $* :: $(cat "$tmp/err")"
-  [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "want one line on stderr: $* :: $(cat "$tmp/err")"
-  grep -qE -- "$pattern" "$tmp/err" || fail "stderr '$(cat "$tmp/err")' lacks /$pattern/: $*"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.bash"
 
 # check_svg FILE LABEL...: a well-formed SVG 1.1 document under 200 KB containing every LABEL
 check_svg() {
