@@ -36,7 +36,8 @@ typedef struct prs_server_config {
     size_t max_profile_bytes; /* uploaded profile CSV; default 16 MiB */
     unsigned max_connections; /* concurrent connections; default 8192 (split evenly over the
                                * threads) */
-    unsigned threads;         /* HTTP worker threads; default 4 */
+    unsigned threads;         /* HTTP worker threads; 0 (the default): one per online CPU, at
+                               * most 16 */
     prs_log_level log_level;  /* default PRS_LOG_INFO */
     int log_fd;               /* where one-line logs go; default 2 (stderr); -1: nowhere */
     int sync_full;            /* fsync every commit (survive power loss); default 0: a commit

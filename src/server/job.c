@@ -95,6 +95,8 @@ static int slot_index(const job *j, int dp, int pp, int tp)
     return (dp * j->spec.stages + pp) * j->spec.tp + tp;
 }
 
+static void decoded_clear(job *j);
+
 static job *job_alloc(const req_job_spec *spec)
 {
     job *j = calloc(1, sizeof *j);
@@ -116,8 +118,6 @@ static job *job_alloc(const req_job_spec *spec)
         j->pipes[d].last_iteration = -1;
     for (int i = 0; i < spec->nclocks; i++)
         if (spec->clocks_mhz[i] >= spec->min_clock_mhz) j->sweep[j->nsweep++] = spec->clocks_mhz[i];
-    for (int i = 0; i < JOB_PLAN_CACHE; i++)
-        j->cache_id[i] = -1;
     job_config_key(spec, j->config_key);
     return j;
 }
@@ -129,8 +129,8 @@ void job_free(job *j)
     free(j->slot);
     free(j->round_iters);
     free(j->pipes);
-    for (int i = 0; i < JOB_PLAN_CACHE; i++)
-        free(j->cache_plan[i]);
+    decoded_clear(j);
+    free(j->decoded);
     prs_profile_free(j->profile);
     prs_frontier_free(j->frontier);
     free(j);
@@ -156,30 +156,60 @@ static void set_failed(job *j, const char *fmt, ...)
 
 /* ---- frontier in memory ---- */
 
-static void cache_clear(job *j)
+/* Forget every decoded plan (the frontier changed). */
+static void decoded_clear(job *j)
 {
-    for (int i = 0; i < JOB_PLAN_CACHE; i++) {
-        free(j->cache_plan[i]);
-        j->cache_plan[i] = NULL;
-        j->cache_id[i] = -1;
-    }
+    for (int i = 0; i < j->ndecoded; i++)
+        free(j->decoded[i].clocks);
+    j->ndecoded = 0;
+    for (int d = 0; j->pipes && d < j->spec.dp; d++)
+        j->pipes[d].clocks = NULL;
 }
 
-const int *job_plan_clocks(job *j, long k)
+/* Point every pipeline at its plan's clocks, decoding the plans not decoded yet and dropping
+ * those no pipeline runs any more. Runs whenever plans change (exclusive lock), so schedule
+ * polls only read. A plan that cannot be decoded (out of memory) leaves clocks NULL: the poll
+ * answers 500 and the next change tries again. */
+static void decode_pipes(job *j)
 {
-    if (!j->frontier || k < 0 || (size_t)k >= prs_frontier_size(j->frontier)) return NULL;
-    for (int i = 0; i < JOB_PLAN_CACHE; i++)
-        if (j->cache_id[i] == k) return j->cache_plan[i];
-    int slot = j->cache_next;
-    j->cache_next = (j->cache_next + 1) % JOB_PLAN_CACHE;
-    free(j->cache_plan[slot]);
-    j->cache_id[slot] = -1;
-    j->cache_plan[slot] = malloc(sizeof(int) * (size_t)j->spec.stages * (size_t)j->ops_per_stage);
-    if (!j->cache_plan[slot] ||
-        prs_frontier_plan(j->frontier, (size_t)k, j->cache_plan[slot], NULL))
-        return NULL;
-    j->cache_id[slot] = k;
-    return j->cache_plan[slot];
+    if (!j->frontier) {
+        decoded_clear(j);
+        return;
+    }
+    size_t per = (size_t)j->spec.stages * (size_t)j->ops_per_stage;
+    for (int d = 0; d < j->spec.dp; d++) {
+        job_pipe *p = &j->pipes[d];
+        p->clocks = NULL;
+        if (p->plan_id < 0 || (size_t)p->plan_id >= prs_frontier_size(j->frontier)) continue;
+        for (int i = 0; i < j->ndecoded && !p->clocks; i++)
+            if (j->decoded[i].id == p->plan_id) p->clocks = j->decoded[i].clocks;
+        if (p->clocks) continue;
+        if (j->ndecoded == j->capdecoded) {
+            int nc = j->capdecoded ? 2 * j->capdecoded : 4;
+            job_decoded *nd = realloc(j->decoded, sizeof *nd * (size_t)nc);
+            if (!nd) continue;
+            j->decoded = nd;
+            j->capdecoded = nc;
+        }
+        int *c = malloc(sizeof *c * per);
+        if (!c || prs_frontier_plan(j->frontier, (size_t)p->plan_id, c, NULL)) {
+            free(c);
+            continue;
+        }
+        j->decoded[j->ndecoded++] = (job_decoded){p->plan_id, c};
+        p->clocks = c;
+    }
+    int keep = 0;
+    for (int i = 0; i < j->ndecoded; i++) {
+        int used = 0;
+        for (int d = 0; d < j->spec.dp && !used; d++)
+            used = j->pipes[d].clocks == j->decoded[i].clocks;
+        if (used)
+            j->decoded[keep++] = j->decoded[i];
+        else
+            free(j->decoded[i].clocks);
+    }
+    j->ndecoded = keep;
 }
 
 /* Evaluate the all-max baseline: every computation at the highest clock profiled for its
@@ -242,6 +272,7 @@ static int assign_plans(job *j, store *st, int force_store, api_err *e)
                 return store_fail(e, st);
         }
     }
+    decode_pipes(j);
     if (changed) {
         j->round++;
         return persist(j, st, e);
@@ -255,7 +286,7 @@ static int start_running(job *j, store *st, prs_frontier *f, api_err *e)
     if (f != j->frontier) {
         prs_frontier_free(j->frontier);
         j->frontier = f;
-        cache_clear(j);
+        decoded_clear(j);
     }
     if (prs_frontier_lookup(f, 0, &j->fastest) != 0) {
         set_failed(j, "the planner produced an empty frontier");
@@ -481,6 +512,7 @@ int job_load(store *st, const store_job_row *row, job **out, int *action, char *
             if (j->pipes[d].plan_id < 0 ||
                 (size_t)j->pipes[d].plan_id >= prs_frontier_size(j->frontier))
                 j->pipes[d].plan_id = (long)j->fastest;
+        decode_pipes(j);
     }
     if (j->phase == JOB_PLANNING) {
         if (j->profile)
@@ -543,64 +575,125 @@ int job_register(job *j, store *st, const req_rank *r, int *created, int *action
 
 /* ---- schedule ---- */
 
-static json_t *uniform_clocks(int n, int mhz)
+/* A growing text buffer for hand-built JSON; on allocation failure it is marked bad and
+ * stops growing. */
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    int bad;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...)
 {
-    json_t *a = json_array();
-    for (int i = 0; a && i < n; i++)
-        json_array_append_new(a, json_integer(mhz));
-    return a;
+    if (b->bad) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->bad = 1;
+            return;
+        }
+        if (b->p && b->len + (size_t)n < b->cap) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t nc = b->cap ? b->cap : 256;
+        while (nc <= b->len + (size_t)n)
+            nc *= 2;
+        char *np = realloc(b->p, nc);
+        if (!np) {
+            b->bad = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = nc;
+    }
 }
 
-int job_schedule(job *j, int rank, json_t **out, api_err *e)
+/* "clocks_mhz": [...] from n clocks, or n copies of one clock when clocks is NULL. Digits are
+ * written by hand: this list is most of every schedule poll's text. */
+static void sb_clocks(sbuf *b, const int *clocks, int n, int same)
 {
-    *out = NULL;
+    sb_printf(b, "\"clocks_mhz\":[");
+    if (b->bad) return;
+    size_t need = b->len + (size_t)n * 12 + 2;
+    if (need > b->cap) {
+        char *np = realloc(b->p, need);
+        if (!np) {
+            b->bad = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = need;
+    }
+    for (int i = 0; i < n; i++) {
+        unsigned v = (unsigned)(clocks ? clocks[i] : same); /* clocks are positive */
+        char digits[12];
+        int nd = 0;
+        do {
+            digits[nd++] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        if (i) b->p[b->len++] = ',';
+        while (nd)
+            b->p[b->len++] = digits[--nd];
+    }
+    b->p[b->len++] = ']';
+    b->p[b->len] = '\0';
+}
+
+int job_schedule(const job *j, int rank, char **text, size_t *len, api_err *e)
+{
+    *text = NULL;
+    *len = 0;
     if (rank < 0 || rank >= j->world || !j->ranks[rank].registered)
         return api_fail(e, 404, "not_registered", "rank %d is not registered", rank);
     const job_rank *k = &j->ranks[rank];
-    json_t *o = json_object();
-    if (!o) return api_fail(e, 500, "internal", "out of memory");
-    json_object_set_new(o, "phase", json_string(job_phase_name(j->phase)));
-    json_object_set_new(o, "round", json_integer(j->round));
+    sbuf b = {NULL, 0, 0, 0};
+    sb_printf(&b, "{\"phase\":\"%s\",\"round\":%ld,", job_phase_name(j->phase), j->round);
     switch (j->phase) {
     case JOB_PROFILING: {
         int f = j->sweep[j->sweep_index];
-        json_object_set_new(o, "plan_id", json_null());
-        json_object_set_new(o, "clock_mhz", json_integer(f));
-        json_object_set_new(o, "clocks_mhz", uniform_clocks(j->ops_per_stage, f));
-        json_object_set_new(o, "warmup_iterations", json_integer(j->spec.warmup_iterations));
-        json_object_set_new(o, "iterations",
-                            json_integer(j->spec.warmup_iterations + j->spec.iterations_per_clock));
-        json_object_set_new(o, "iterations_reported", json_integer(j->round_iters[rank]));
+        sb_printf(&b, "\"plan_id\":null,\"clock_mhz\":%d,", f);
+        sb_clocks(&b, NULL, j->ops_per_stage, f);
+        sb_printf(&b, ",\"warmup_iterations\":%d,\"iterations\":%d,\"iterations_reported\":%d}",
+                  j->spec.warmup_iterations,
+                  j->spec.warmup_iterations + j->spec.iterations_per_clock, j->round_iters[rank]);
         break;
     }
     case JOB_RUNNING: {
         const job_pipe *p = &j->pipes[k->dp];
-        const int *plan = job_plan_clocks(j, p->plan_id);
-        if (!plan) {
-            json_decref(o);
+        if (!p->clocks) {
+            free(b.p);
             return api_fail(e, 500, "internal", "plan %ld cannot be decoded", p->plan_id);
         }
-        json_t *a = json_array();
-        for (int i = 0; a && i < j->ops_per_stage; i++)
-            json_array_append_new(a, json_integer(plan[k->pp * j->ops_per_stage + i]));
-        json_object_set_new(o, "plan_id", json_integer(p->plan_id));
-        json_object_set_new(o, "clocks_mhz", a);
-        json_object_set_new(o, "iteration_time_s", json_real(plan_time(j, p->plan_id)));
-        json_object_set_new(o, "straggler", json_boolean(p->straggler != STRAGGLER_NONE));
+        char t[PRS_NUMFMT_MAX];
+        sb_printf(&b, "\"plan_id\":%ld,", p->plan_id);
+        sb_clocks(&b, p->clocks + (size_t)k->pp * (size_t)j->ops_per_stage, j->ops_per_stage, 0);
+        sb_printf(&b, ",\"iteration_time_s\":%s,\"straggler\":%s}",
+                  prsN_fmt_double(t, sizeof t, plan_time(j, p->plan_id)),
+                  p->straggler != STRAGGLER_NONE ? "true" : "false");
         break;
     }
     case JOB_PLANNING:
         /* Training goes on at the highest clock while the planner runs. */
-        json_object_set_new(o, "plan_id", json_null());
-        json_object_set_new(o, "clocks_mhz",
-                            uniform_clocks(j->ops_per_stage, j->spec.clocks_mhz[0]));
+        sb_printf(&b, "\"plan_id\":null,");
+        sb_clocks(&b, NULL, j->ops_per_stage, j->spec.clocks_mhz[0]);
+        sb_printf(&b, "}");
         break;
     default: /* registering: wait; done, failed: reset clocks */
-        json_object_set_new(o, "plan_id", json_null());
-        json_object_set_new(o, "clocks_mhz", json_array());
+        sb_printf(&b, "\"plan_id\":null,\"clocks_mhz\":[]}");
         break;
     }
-    *out = o;
+    if (b.bad) {
+        free(b.p);
+        return api_fail(e, 500, "internal", "out of memory");
+    }
+    *text = b.p;
+    *len = b.len;
     return 0;
 }
 
@@ -762,15 +855,44 @@ static int store_iteration(job *j, store *st, int rank, const req_iteration *it,
     return 0;
 }
 
+/* k-th smallest of v[0..n) (v is reordered): Hoare's selection, expected O(n). */
+static double select_kth(double *v, int n, int k)
+{
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double pivot = v[lo + (hi - lo) / 2];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i <= j) {
+                double t = v[i];
+                v[i++] = v[j];
+                v[j--] = t;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return v[k];
+    }
+    return v[k];
+}
+
+/* Median of v[0..n), n > 0 (v is reordered). Linear: detection runs for every pipeline's
+ * iteration, over all the other pipelines. */
 static double median(double *v, int n)
 {
-    for (int i = 1; i < n; i++) /* n is the number of pipelines: small */
-        for (int k = i; k > 0 && v[k - 1] > v[k]; k--) {
-            double t = v[k];
-            v[k] = v[k - 1];
-            v[k - 1] = t;
-        }
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    double hi = select_kth(v, n, n / 2);
+    if (n % 2) return hi;
+    double lo = v[0];
+    for (int i = 1; i < n / 2; i++) /* after selection, v[0..n/2) holds the smaller half */
+        if (v[i] > lo) lo = v[i];
+    return 0.5 * (lo + hi);
 }
 
 /* Automatic straggler detection on one new iteration of pipeline d. Returns 1 when the
@@ -895,7 +1017,7 @@ int job_upload_profile(job *j, store *st, const char *csv, size_t len, int *acti
     j->profile = p;
     prs_frontier_free(j->frontier); /* a reused frontier belongs to another profile */
     j->frontier = NULL;
-    cache_clear(j);
+    decoded_clear(j);
     snprintf(j->profile_source, sizeof j->profile_source, "uploaded");
     j->phase = JOB_PLANNING;
     j->plan_done = j->plan_total = 0;
@@ -956,7 +1078,7 @@ int job_plan_finished(job *j, store *st, prs_frontier *f, const void *plans, siz
     if (j->nregistered < j->world) { /* profile uploaded early: keep the frontier, wait */
         prs_frontier_free(j->frontier);
         j->frontier = f;
-        cache_clear(j);
+        decoded_clear(j);
         prs_frontier_lookup(f, 0, &j->fastest);
         compute_allmax(j);
         j->phase = JOB_REGISTERING;
@@ -1042,7 +1164,7 @@ json_t *job_status_json(const job *j)
     return o;
 }
 
-json_t *job_frontier_json(job *j)
+json_t *job_frontier_json(const job *j)
 {
     if (!j->frontier) return NULL;
     json_t *pts = json_array();

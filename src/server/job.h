@@ -9,7 +9,8 @@
  * Every mutating call writes what it changes to the store; the caller wraps the call in a
  * transaction and commits before answering, or rolls back and reloads the job from the store
  * (job_load), so memory never runs ahead of the database. Calls are not thread-safe: the server
- * holds its lock around them. Errors come back as an api_err: the HTTP status, a stable code
+ * holds its lock around them, exclusively for the calls that take a store and shared for the
+ * read-only views (schedule, status, frontier), which change nothing. Errors come back as an api_err: the HTTP status, a stable code
  * ("wrong_phase") and a one-line message. */
 #ifndef PRS_SERVER_JOB_H
 #define PRS_SERVER_JOB_H
@@ -64,9 +65,15 @@ typedef struct job_pipe {
     int over, under;     /* consecutive iterations above / below the threshold */
     long iterations;     /* iterations seen while running (since the server started) */
     double saved_j;      /* energy saved against all-max over those iterations */
+    const int *clocks;   /* plan_id decoded (stages * ops_per_stage, stage-major; owned by the
+                          * job's decoded list), NULL when there is none */
 } job_pipe;
 
-#define JOB_PLAN_CACHE 4
+/* A plan decoded from the frontier, shared by the pipelines that run it. */
+typedef struct job_decoded {
+    long id;
+    int *clocks;
+} job_decoded;
 
 typedef struct job {
     char id[SECURE_ID_LEN + 1];
@@ -101,9 +108,8 @@ typedef struct job {
     size_t fastest;
     double allmax_time_s, allmax_energy_j; /* 0 when unknown */
     job_pipe *pipes;                       /* dp entries */
-    long cache_id[JOB_PLAN_CACHE];
-    int *cache_plan[JOB_PLAN_CACHE];
-    int cache_next;
+    job_decoded *decoded; /* the plans some pipeline runs, decoded (pipes[d].clocks) */
+    int ndecoded, capdecoded;
 
     long long measurements; /* rows in the store */
     struct job *next;
@@ -128,8 +134,10 @@ void job_free(job *j);
 void job_config_key(const req_job_spec *spec, char key[2 * SECURE_SHA256_LEN + 1]);
 
 int job_register(job *j, store *st, const req_rank *r, int *created, int *action, api_err *e);
-/* Schedule of a rank: {phase, round, plan_id, clocks_mhz, ...} (new reference). */
-int job_schedule(job *j, int rank, json_t **out, api_err *e);
+/* Schedule of a rank as JSON text {phase, round, plan_id, clocks_mhz, ...} (malloc'd into
+ * *text). Read-only: safe under a shared lock. Built by hand, not with jansson, because every
+ * rank polls it. */
+int job_schedule(const job *j, int rank, char **text, size_t *len, api_err *e);
 int job_results(job *j, store *st, const req_results *r, int *action, api_err *e);
 int job_upload_profile(job *j, store *st, const char *csv, size_t len, int *action, api_err *e);
 int job_set_straggler(job *j, store *st, const req_straggler *r, api_err *e);
@@ -144,16 +152,12 @@ int job_plan_finished(job *j, store *st, prs_frontier *f, const void *plans, siz
 /* GET /v1/jobs/{id} body (new reference). */
 json_t *job_status_json(const job *j);
 /* GET /v1/jobs/{id}/frontier body (new reference); NULL when there is no frontier. */
-json_t *job_frontier_json(job *j);
+json_t *job_frontier_json(const job *j);
 
 /* Directory for the scratch files the frontier round trip needs (server-made names only). */
 void job_set_scratch_dir(const char *dir);
 /* plans.prs text of a frontier (malloc'd into *text). 0, or -1 with msg. */
 int job_frontier_to_text(const prs_frontier *f, const char *id, char **text, size_t *len,
                          char *msg);
-
-/* Clocks of plan k (stages * ops_per_stage, stage-major): a pointer into a small cache, valid
- * until the next call on this job. NULL on failure. */
-const int *job_plan_clocks(job *j, long k);
 
 #endif

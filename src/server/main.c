@@ -29,7 +29,7 @@ static const char usage[] =
     "  --max-profile BYTES    largest uploaded profile CSV (default 16777216)\n"
     "  --max-connections N    concurrent connections, split evenly over the threads\n"
     "                         (default 8192)\n"
-    "  --threads N            HTTP worker threads (default 4)\n"
+    "  --threads N            HTTP worker threads (default: one per online CPU, at most 16)\n"
     "  --sync normal|full     full: fsync every commit, surviving power loss (default normal:\n"
     "                         every acknowledged request survives a crash of the process)\n"
     "  --log-level LEVEL      error, info (default: job events and failed requests) or debug\n"

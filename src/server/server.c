@@ -18,13 +18,15 @@
  * strictly (request.c). No request text reaches SQL (bound values only) or a file path
  * (scratch files are named from the server-made job id and random bytes). Every error is a JSON
  * body {"error": {"code", "message"}}. */
-#define _DEFAULT_SOURCE /* struct timespec helpers, vdprintf */
+#define _GNU_SOURCE /* pipe2, SOCK_CLOEXEC; struct timespec helpers */
 #include "perseus/server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -90,17 +92,33 @@ typedef struct plan_task {
     prs_profile *profile; /* a copy: the job's may be replaced while we plan */
     pthread_t thread;
     int finished;
+    double progress_at; /* last progress update taken */
     struct plan_task *next;
 } plan_task;
 
 #define JOB_BUCKETS 1024
+/* Memory pool per connection (request line, headers, read buffer, response headers). Bodies
+ * stream through on_request, so this bounds only what one read holds; libmicrohttpd clears the
+ * pool between requests, so a small pool is also a faster one. */
+#define CONN_MEMORY (8u * 1024u)
+
+/* One HTTP worker: a libmicrohttpd daemon driven by our own thread (see start_http). */
+typedef struct http_worker {
+    struct MHD_Daemon *mhd;
+    pthread_t thread;
+    int stop_fd;
+    int started;
+} http_worker;
 
 struct prs_server {
     prs_server_config cfg;
     char *listen_host, *db_path, *data_dir, *scratch_dir;
-    struct MHD_Daemon *mhd;
+    http_worker *workers; /* cfg.threads of them, each with its own daemon and thread */
+    unsigned nworkers;
+    int listen_fd;
+    int stop_pipe[2]; /* written once at shutdown: wakes every worker */
     int port;
-    pthread_mutex_t lock; /* jobs, store, plan tasks */
+    pthread_rwlock_t lock; /* jobs, store, plan tasks: shared for read-only views, else exclusive */
     store *st;
     job *jobs[JOB_BUCKETS];
     long njobs;
@@ -192,13 +210,18 @@ static void add_job(prs_server *s, job *j)
 
 /* ---- planner threads ---- */
 
+/* Progress from the planner: taken at most every 50 ms (each update takes the lock exclusively,
+ * and the planner reports every step). */
 static void on_plan_progress(void *ud, long done, long total)
 {
     plan_task *t = ud;
-    pthread_mutex_lock(&t->s->lock);
+    double now = now_s();
+    if (done < total && now - t->progress_at < 0.05) return;
+    t->progress_at = now;
+    pthread_rwlock_wrlock(&t->s->lock);
     t->j->plan_done = done;
     t->j->plan_total = total;
-    pthread_mutex_unlock(&t->s->lock);
+    pthread_rwlock_unlock(&t->s->lock);
 }
 
 static int reload_job(prs_server *s, job *j);
@@ -226,7 +249,7 @@ static void *planner_main(void *arg)
         f = NULL;
         snprintf(err.msg, sizeof err.msg, "%s", msg);
     }
-    pthread_mutex_lock(&s->lock);
+    pthread_rwlock_wrlock(&s->lock);
     api_err e = {0, NULL, ""};
     int ok = store_begin(s->st) == 0 &&
              job_plan_finished(j, s->st, f, text, len, secs, err.msg, &e) == 0 &&
@@ -250,7 +273,7 @@ static void *planner_main(void *arg)
            f != NULL, secs, f ? prs_frontier_size(f) : (size_t)0, job_phase_name(j->phase));
     j->planner_active = 0;
     t->finished = 1;
-    pthread_mutex_unlock(&s->lock);
+    pthread_rwlock_unlock(&s->lock);
     free(text);
     return NULL;
 }
@@ -276,9 +299,9 @@ static void reap_tasks(prs_server *s, int all)
         plan_task *t = *pp;
         if (t->finished || all) {
             *pp = t->next;
-            if (all) pthread_mutex_unlock(&s->lock);
+            if (all) pthread_rwlock_unlock(&s->lock);
             pthread_join(t->thread, NULL);
-            if (all) pthread_mutex_lock(&s->lock);
+            if (all) pthread_rwlock_wrlock(&s->lock);
             prs_profile_free(t->profile);
             free(t);
             if (all) pp = &s->tasks;
@@ -503,31 +526,31 @@ static enum MHD_Result handle_create(prs_server *s, struct MHD_Connection *c, co
     if (secure_new_token(token)) return send_error(s, c, cc, 500, "internal", "no randomness");
     uint8_t hash[SECURE_SHA256_LEN];
     secure_sha256(token, strlen(token), hash);
-    pthread_mutex_lock(&s->lock);
+    pthread_rwlock_wrlock(&s->lock);
     do {
         if (secure_new_id(id)) {
-            pthread_mutex_unlock(&s->lock);
+            pthread_rwlock_unlock(&s->lock);
             return send_error(s, c, cc, 500, "internal", "no randomness");
         }
     } while (find_job(s, id));
     api_err e = {0, NULL, ""};
     job *j = NULL;
     if (store_begin(s->st)) {
-        pthread_mutex_unlock(&s->lock);
+        pthread_rwlock_unlock(&s->lock);
         return send_error(s, c, cc, 500, "storage", store_errmsg(s->st));
     }
     if (job_create(s->st, &spec, id, hash, (long long)time(NULL), &j, &e) != 0 ||
         store_commit(s->st) != 0) {
         store_rollback(s->st);
         job_free(j);
-        pthread_mutex_unlock(&s->lock);
+        pthread_rwlock_unlock(&s->lock);
         if (!e.code) api_fail(&e, 500, "storage", "database: %s", store_errmsg(s->st));
         return send_api_error(s, c, cc, &e);
     }
     add_job(s, j);
     int reused = j->frontier != NULL;
     snprintf(cc->job_id, sizeof cc->job_id, "%s", id);
-    pthread_mutex_unlock(&s->lock);
+    pthread_rwlock_unlock(&s->lock);
     log_kv(s, PRS_LOG_INFO, "msg=job_created job=%s ranks=%d reused_frontier=%d", id,
            spec.dp * spec.stages * spec.tp, reused);
     return send_json(c, cc, 201,
@@ -624,14 +647,19 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
 {
     uint8_t presented[SECURE_SHA256_LEN];
     int have_token = bearer_hash(c, presented);
-    pthread_mutex_lock(&s->lock);
+    /* Views that change nothing (and touch no SQLite statement) share the lock. */
+    int shared = m->route == R_SCHEDULE || m->route == R_STATUS || m->route == R_FRONTIER;
+    if (shared)
+        pthread_rwlock_rdlock(&s->lock);
+    else
+        pthread_rwlock_wrlock(&s->lock);
     job *j = find_job(s, m->id);
     if (!j) {
-        pthread_mutex_unlock(&s->lock);
+        pthread_rwlock_unlock(&s->lock);
         return send_error(s, c, cc, 404, "not_found", "no such job");
     }
     if (!authorize(have_token, presented, j)) {
-        pthread_mutex_unlock(&s->lock);
+        pthread_rwlock_unlock(&s->lock);
         return send_error(s, c, cc, 401, "unauthorized", "missing or wrong bearer token");
     }
     api_err e = {0, NULL, ""};
@@ -648,7 +676,7 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
         if (parse_rank_arg(c, &rank))
             rc = api_fail(&e, 400, "bad_request", "rank: expected ?rank=N");
         else
-            rc = job_schedule(j, rank, &out, &e);
+            rc = job_schedule(j, rank, &text, &tlen, &e);
         break;
     }
     case R_REGISTER: {
@@ -702,13 +730,15 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
     default:
         rc = api_fail(&e, 404, "not_found", "no such route");
     }
-    pthread_mutex_unlock(&s->lock);
+    pthread_rwlock_unlock(&s->lock);
     if (rc) {
         json_decref(out);
         free(text);
         return send_api_error(s, c, cc, &e);
     }
-    if (text) return send_text(c, cc, 200, "text/csv", text, tlen);
+    if (text)
+        return send_text(c, cc, 200, m->route == R_SCHEDULE ? "application/json" : "text/csv",
+                         text, tlen);
     return send_json(c, cc, status, out);
 }
 
@@ -736,12 +766,12 @@ static enum MHD_Result handle_metrics(prs_server *s, struct MHD_Connection *c, c
 {
     long phases[JOB_NPHASES] = {0};
     long njobs;
-    pthread_mutex_lock(&s->lock);
+    pthread_rwlock_rdlock(&s->lock);
     for (int b = 0; b < JOB_BUCKETS; b++)
         for (job *j = s->jobs[b]; j; j = j->next)
             if (j->phase >= 0 && j->phase < JOB_NPHASES) phases[j->phase]++;
     njobs = s->njobs;
-    pthread_mutex_unlock(&s->lock);
+    pthread_rwlock_unlock(&s->lock);
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -892,9 +922,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     switch (m.route) {
     case R_HEALTHZ: {
-        pthread_mutex_lock(&s->lock);
+        pthread_rwlock_rdlock(&s->lock);
         long n = s->njobs;
-        pthread_mutex_unlock(&s->lock);
+        pthread_rwlock_unlock(&s->lock);
         return send_json(c, cc, 200,
                          json_pack("{s:s, s:I}", "status", "ok", "jobs", (json_int_t)n));
     }
@@ -907,6 +937,105 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
 }
 
+/* ---- HTTP workers ----
+ *
+ * Each worker thread runs its own libmicrohttpd daemon in "external loop" mode: epoll inside the
+ * daemon, but the waiting is ours. All daemons share one listening socket (each holds a dup), so
+ * the kernel spreads new connections over the workers. We wait on the daemon's epoll descriptor
+ * and a stop pipe with poll(), with libmicrohttpd's own timeout, then let the daemon work without
+ * blocking (MHD_run). Waiting ourselves matters: libmicrohttpd 0.9.75's internal epoll loop calls
+ * epoll_wait again with the full idle timeout whenever one call returned exactly its batch size
+ * (128 events), even though connections are queued for processing, so a burst of 1,024 requests
+ * could leave all of them unanswered until the connection timeout (60 s). */
+
+static void *http_worker_main(void *arg)
+{
+    http_worker *w = arg;
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(w->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+    int epfd = info ? info->epoll_fd : -1;
+    for (;;) {
+        MHD_UNSIGNED_LONG_LONG to = 0;
+        int timeout_ms = 1000;
+        if (MHD_get_timeout(w->mhd, &to) == MHD_YES && to < (MHD_UNSIGNED_LONG_LONG)timeout_ms)
+            timeout_ms = (int)to;
+        struct pollfd pf[2] = {{epfd, POLLIN, 0}, {w->stop_fd, POLLIN, 0}};
+        int n = poll(pf, 2, timeout_ms);
+        if (n < 0 && errno != EINTR) break;
+        if (pf[1].revents) break;
+        if (MHD_run(w->mhd) != MHD_YES) break;
+    }
+    return NULL;
+}
+
+static int start_http(prs_server *s, const struct sockaddr_in *addr, prs_error *err)
+{
+    s->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s->listen_fd < 0)
+        return prs_error_set(err, PRS_EIO, "socket: %s", strerror(errno));
+    int one = 1;
+    setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(s->listen_fd, (const struct sockaddr *)addr, sizeof *addr) != 0 ||
+        listen(s->listen_fd, 4096) != 0)
+        return prs_error_set(err, PRS_EIO, "cannot listen on %s:%d: %s", s->listen_host,
+                             s->cfg.port, strerror(errno));
+    struct sockaddr_in bound;
+    socklen_t blen = sizeof bound;
+    if (getsockname(s->listen_fd, (struct sockaddr *)&bound, &blen) != 0)
+        return prs_error_set(err, PRS_EIO, "getsockname: %s", strerror(errno));
+    s->port = ntohs(bound.sin_port);
+    if (pipe2(s->stop_pipe, O_CLOEXEC) != 0)
+        return prs_error_set(err, PRS_EIO, "pipe: %s", strerror(errno));
+    s->nworkers = s->cfg.threads;
+    s->workers = calloc(s->nworkers, sizeof *s->workers);
+    if (!s->workers) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    unsigned per = s->cfg.max_connections / s->nworkers;
+    if (per < 1) per = 1;
+    for (unsigned i = 0; i < s->nworkers; i++) {
+        http_worker *w = &s->workers[i];
+        w->stop_fd = s->stop_pipe[0];
+        int fd = fcntl(s->listen_fd, F_DUPFD_CLOEXEC, 0);
+        if (fd < 0) return prs_error_set(err, PRS_EIO, "dup: %s", strerror(errno));
+        w->mhd = MHD_start_daemon(
+            MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, s,
+            MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
+            MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+            MHD_OPTION_CONNECTION_LIMIT, per, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
+            on_completed, s, MHD_OPTION_END);
+        if (!w->mhd) {
+            close(fd);
+            return prs_error_set(err, PRS_EIO, "cannot start the HTTP daemon on %s:%d",
+                                 s->listen_host, s->port);
+        }
+        if (pthread_create(&w->thread, NULL, http_worker_main, w) != 0)
+            return prs_error_set(err, PRS_EIO, "cannot start an HTTP worker thread");
+        w->started = 1;
+    }
+    return 0;
+}
+
+/* Stop the workers (requests being handled finish first: handlers run on the worker threads),
+ * then the daemons, which close the connections left. */
+static void stop_http(prs_server *s)
+{
+    if (s->stop_pipe[1] >= 0) {
+        ssize_t w = write(s->stop_pipe[1], "x", 1);
+        (void)w;
+    }
+    for (unsigned i = 0; s->workers && i < s->nworkers; i++)
+        if (s->workers[i].started) pthread_join(s->workers[i].thread, NULL);
+    for (unsigned i = 0; s->workers && i < s->nworkers; i++)
+        if (s->workers[i].mhd) MHD_stop_daemon(s->workers[i].mhd);
+    free(s->workers);
+    s->workers = NULL;
+    s->nworkers = 0;
+    if (s->listen_fd >= 0) close(s->listen_fd);
+    s->listen_fd = -1;
+    for (int i = 0; i < 2; i++)
+        if (s->stop_pipe[i] >= 0) close(s->stop_pipe[i]);
+    s->stop_pipe[0] = s->stop_pipe[1] = -1;
+}
+
 /* ---- lifecycle ---- */
 
 void prs_server_config_default(prs_server_config *c)
@@ -917,7 +1046,7 @@ void prs_server_config_default(prs_server_config *c)
     c->max_body_bytes = 1u << 20;
     c->max_profile_bytes = 16u << 20;
     c->max_connections = 8192;
-    c->threads = 4;
+    c->threads = 0; /* one per online CPU */
     c->log_level = PRS_LOG_INFO;
     c->log_fd = 2;
 }
@@ -962,7 +1091,7 @@ static void server_free(prs_server *s)
             job_free(j);
         }
     store_close(s->st);
-    pthread_mutex_destroy(&s->lock);
+    pthread_rwlock_destroy(&s->lock);
     pthread_mutex_destroy(&s->m.mu);
     free(s->listen_host);
     free(s->db_path);
@@ -987,12 +1116,22 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
                              cfg->listen_host);
     prs_server *s = calloc(1, sizeof *s);
     if (!s) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    s->listen_fd = s->stop_pipe[0] = s->stop_pipe[1] = -1;
     s->cfg = *cfg;
     if (!s->cfg.max_body_bytes) s->cfg.max_body_bytes = 1u << 20;
     if (!s->cfg.max_profile_bytes) s->cfg.max_profile_bytes = 16u << 20;
     if (!s->cfg.max_connections) s->cfg.max_connections = 8192;
-    if (!s->cfg.threads) s->cfg.threads = 4;
-    pthread_mutex_init(&s->lock, NULL);
+    if (!s->cfg.threads) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        s->cfg.threads = n < 1 ? 1 : n > 16 ? 16 : (unsigned)n;
+    }
+    pthread_rwlockattr_t ra;
+    pthread_rwlockattr_init(&ra);
+    /* Polls hold the lock shared all the time; without writer preference a posted result
+     * could wait behind them indefinitely. */
+    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&s->lock, &ra);
+    pthread_rwlockattr_destroy(&ra);
     pthread_mutex_init(&s->m.mu, NULL);
     s->started = now_s();
     s->listen_host = strdup(cfg->listen_host);
@@ -1023,28 +1162,18 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
         return PRS_EIO;
     }
     load_ctx lc = {s, 0, ""};
-    pthread_mutex_lock(&s->lock);
+    pthread_rwlock_wrlock(&s->lock);
     int rc = store_each_job(s->st, load_job_row, &lc);
-    pthread_mutex_unlock(&s->lock);
+    pthread_rwlock_unlock(&s->lock);
     if (rc) {
         prs_error_set(err, PRS_EIO, "%s", store_errmsg(s->st));
         prs_server_stop(s);
         return PRS_EIO;
     }
-    s->mhd = MHD_start_daemon(
-        MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, s,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->cfg.threads, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)s->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)4096, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-        s, MHD_OPTION_END);
-    if (!s->mhd) {
-        prs_error_set(err, PRS_EIO, "cannot listen on %s:%d", s->listen_host, cfg->port);
+    if (start_http(s, &addr, err) != 0) {
         prs_server_stop(s);
         return PRS_EIO;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = info ? (int)info->port : cfg->port;
     log_kv(s, PRS_LOG_INFO, "msg=listening addr=%s port=%d db=%s jobs=%ld", s->listen_host, s->port,
            s->db_path, s->njobs);
     *out = s;
@@ -1059,11 +1188,10 @@ int prs_server_port(const prs_server *s)
 void prs_server_stop(prs_server *s)
 {
     if (!s) return;
-    if (s->mhd) MHD_stop_daemon(s->mhd); /* finishes requests in flight */
-    s->mhd = NULL;
-    pthread_mutex_lock(&s->lock);
+    stop_http(s);
+    pthread_rwlock_wrlock(&s->lock);
     reap_tasks(s, 1); /* planner threads take the lock to finish: reap_tasks drops it to join */
-    pthread_mutex_unlock(&s->lock);
+    pthread_rwlock_unlock(&s->lock);
     log_kv(s, PRS_LOG_INFO, "msg=stopped");
     server_free(s);
 }

@@ -117,8 +117,13 @@ static void test_registration_and_sweep(void **state)
     register_all(j);
     assert_int_equal(j->phase, JOB_PROFILING);
 
-    json_t *sch = NULL;
-    assert_int_equal(job_schedule(j, 3, &sch, &e), 0);
+    char *stext = NULL;
+    size_t tlen = 0;
+    assert_int_equal(job_schedule(j, 3, &stext, &tlen, &e), 0);
+    assert_int_equal(strlen(stext), tlen);
+    json_t *sch = json_loads(stext, JSON_REJECT_DUPLICATES, NULL);
+    free(stext);
+    assert_non_null(sch);
     assert_int_equal(json_integer_value(json_object_get(sch, "clock_mhz")), 1410);
     assert_int_equal(json_array_size(json_object_get(sch, "clocks_mhz")), 4);
     json_decref(sch);
