@@ -553,7 +553,14 @@ int job_register(job *j, store *st, const req_rank *r, int *created, int *action
     job_rank *k = &j->ranks[r->rank];
     int s = slot_index(j, r->dp, r->pp, r->tp);
     if (k->registered) {
-        if (k->dp == r->dp && k->pp == r->pp && k->tp == r->tp) return 0; /* a client restarted */
+        if (k->dp == r->dp && k->pp == r->pp && k->tp == r->tp) {
+            /* A client restarted: its iterations are numbered from 0 again, so the detector
+             * must not wait for the numbers it saw before. */
+            job_pipe *p = &j->pipes[k->dp];
+            p->last_iteration = -1;
+            p->over = p->under = 0;
+            return 0;
+        }
         return api_fail(e, 409, "conflict", "rank %d is registered as (dp %d, pp %d, tp %d)",
                         r->rank, k->dp, k->pp, k->tp);
     }

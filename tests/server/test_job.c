@@ -82,6 +82,8 @@ static void register_all(job *j)
     }
 }
 
+static long g_iter; /* number of the next iteration post() reports */
+
 /* One iteration of rank at clock mhz, windows from the GPU model; energy scaled by escale. */
 static int post(job *j, int rank, long round, int mhz, double escale, int *action, api_err *e)
 {
@@ -96,8 +98,7 @@ static int post(job *j, int rank, long round, int mhz, double escale, int *actio
                             prs_gpu_time_s(g, &g->work[in], mhz),
                             escale * prs_gpu_energy_j(g, &g->work[in], mhz)};
     }
-    static long iter = 0;
-    req_iteration it = {iter++, 1.0, 100.0, mhz, 4, w};
+    req_iteration it = {g_iter++, 1.0, 100.0, mhz, 4, w};
     req_results r = {rank, round, 1, &it, w};
     assert_int_equal(store_begin(st), 0);
     return tx_ok(job_results(j, st, &r, action, e));
@@ -201,6 +202,43 @@ static void test_registration_and_sweep(void **state)
     assert_int_equal(j->pipes[0].plan_id, (long)fastest);
     assert_int_equal(j->pipes[1].plan_id, (long)fastest);
     assert_true(j->allmax_energy_j > 0);
+
+    /* Rank 3 (dp 1, pp 1) is told the stage-1 part of the fastest plan. */
+    int *all = malloc(sizeof *all * 2 * 4);
+    assert_int_equal(prs_frontier_plan(j->frontier, fastest, all, NULL), 0);
+    assert_int_equal(job_schedule(j, 3, &stext, &tlen, &e), 0);
+    sch = json_loads(stext, JSON_REJECT_DUPLICATES, NULL);
+    free(stext);
+    assert_non_null(sch);
+    assert_string_equal(json_string_value(json_object_get(sch, "phase")), "running");
+    assert_int_equal(json_integer_value(json_object_get(sch, "plan_id")), (long)fastest);
+    json_t *cl = json_object_get(sch, "clocks_mhz");
+    assert_int_equal(json_array_size(cl), 4);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(json_integer_value(json_array_get(cl, (size_t)i)), all[4 + i]);
+    assert_true(json_real_value(json_object_get(sch, "iteration_time_s")) > 0);
+    assert_true(json_is_false(json_object_get(sch, "straggler")));
+    json_decref(sch);
+    free(all);
+
+    /* A restarted client numbers its iterations from 0 again: after it registers again, the
+     * detector counts them instead of waiting for the old numbers to come round. */
+    g_iter = 1000;
+    assert_int_equal(post(j, 0, -1, 1410, 1, &action, &e), 0);
+    long seen = j->pipes[0].iterations;
+    g_iter = 0;
+    assert_int_equal(post(j, 0, -1, 1410, 1, &action, &e), 0);
+    assert_int_equal(j->pipes[0].iterations, seen); /* an old number: ignored */
+    {
+        req_rank rr = {0, 0, 0, 0, ""};
+        int created;
+        assert_int_equal(store_begin(st), 0);
+        assert_int_equal(tx_ok(job_register(j, st, &rr, &created, &action, &e)), 0);
+        assert_false(created);
+    }
+    g_iter = 0;
+    assert_int_equal(post(j, 0, -1, 1410, 1, &action, &e), 0);
+    assert_int_equal(j->pipes[0].iterations, seen + 1);
 
     /* Explicit straggler: the other pipeline follows the lookup rule. */
     const prs_frontier_point *fp = prs_frontier_point_at(j->frontier, fastest);
