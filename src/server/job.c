@@ -128,9 +128,9 @@ void job_free(job *j)
     free(j->ranks);
     free(j->slot);
     free(j->round_iters);
-    free(j->pipes);
     decoded_clear(j);
     free(j->decoded);
+    free(j->pipes);
     prs_profile_free(j->profile);
     prs_frontier_free(j->frontier);
     free(j);
