@@ -1176,6 +1176,36 @@ typedef struct poll_figures {
     long requests;
 } poll_figures;
 
+/* The server's own latency histogram of schedule requests (GET /metrics): cumulative counts per
+ * bucket bound. Returns the number of buckets read (0 on failure). */
+#define MAX_BUCKETS 32
+static int server_hist(gen *g, double *le, unsigned long long *cum)
+{
+    if (ctl(g, M_GET, NULL, NULL, now_s() + DEADLINE_CHECK_S, "/metrics") != 200) return 0;
+    const char *key = "perseusd_http_request_duration_seconds_bucket{route=\"schedule\",le=\"";
+    int n = 0;
+    for (const char *p = g->ctl.resp.p; p && n < MAX_BUCKETS && (p = strstr(p, key));) {
+        p += strlen(key);
+        char *end;
+        le[n] = strncmp(p, "+Inf", 4) == 0 ? INFINITY : strtod(p, &end);
+        const char *v = strstr(p, "} ");
+        if (!v) break;
+        cum[n++] = strtoull(v + 2, NULL, 10);
+        p = v;
+    }
+    return n;
+}
+
+/* Smallest bucket bound under which a fraction q of the requests between two histograms fall. */
+static double hist_quantile(int n, const double *le, const unsigned long long *a,
+                            const unsigned long long *b, double q, unsigned long long *count)
+{
+    *count = n ? b[n - 1] - a[n - 1] : 0;
+    for (int i = 0; i < n; i++)
+        if ((double)(b[i] - a[i]) >= q * (double)*count) return le[i];
+    return INFINITY;
+}
+
 static int run_polls(gen *g, poll_figures *pf)
 {
     phase_begin(g, "poll", &g->e_poll);
@@ -1890,8 +1920,12 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     poll_figures pf;
+    double le[MAX_BUCKETS], le2[MAX_BUCKETS];
+    unsigned long long h0[MAX_BUCKETS], h1[MAX_BUCKETS];
+    int nh0 = server_hist(g, le, h0);
     memset(&pf, 0, sizeof pf);
     if (run_polls(g, &pf)) goto report;
+    int nh1 = server_hist(g, le2, h1);
     qsort(g->lat, (size_t)g->nlat, sizeof *g->lat, cmp_double);
     long poll_err = total_errors(&g->e_poll) + g->poll_unexpected;
     printf("schedule polls: %d concurrent pollers over %d connections, %s, %ld requests in "
@@ -1910,6 +1944,14 @@ int main(int argc, char **argv)
            100 * pf.gen_cpu / pf.measured_s, pf.gen_user, pf.gen_sys,
            pf.requests ? 1e6 * pf.gen_cpu / (double)pf.requests : 0,
            100 * pf.srv_cpu / pf.measured_s, pf.measured_s, sysconf(_SC_NPROCESSORS_ONLN));
+    if (nh0 > 0 && nh0 == nh1) {
+        unsigned long long cnt;
+        double q50 = hist_quantile(nh0, le, h0, h1, 0.5, &cnt),
+               q99 = hist_quantile(nh0, le, h0, h1, 0.99, &cnt);
+        printf("poll latency inside perseusd (its /metrics histogram, warm-up included): %llu "
+               "requests, p50 <= %g ms, p99 <= %g ms\n",
+               cnt, 1e3 * q50, 1e3 * q99);
+    }
     fflush(stdout);
 
     strag_figures sf;

@@ -73,8 +73,8 @@ static const char *const ROUTE_NAMES[N_ROUTES] = {
 
 static const int CODES[] = {200, 201, 400, 401, 404, 405, 409, 413, 500, 503};
 #define N_CODES ((int)(sizeof CODES / sizeof CODES[0]) + 1) /* + "other" */
-static const double BUCKETS[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                 0.05,   0.1,   0.25,   0.5,   1.0,  2.5};
+static const double BUCKETS[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                 0.025,  0.05,    0.1,    0.25,  0.5,    1.0,   2.5};
 #define N_BUCKETS ((int)(sizeof BUCKETS / sizeof BUCKETS[0]))
 
 typedef struct metrics {
