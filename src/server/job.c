@@ -590,11 +590,28 @@ typedef struct sbuf {
     int bad;
 } sbuf;
 
+/* Room for extra more bytes (and the NUL); 0, or -1 with the buffer marked bad. */
+static int sb_reserve(sbuf *b, size_t extra)
+{
+    if (b->bad) return -1;
+    if (b->len + extra < b->cap) return 0;
+    size_t nc = b->cap ? b->cap : 256;
+    while (nc <= b->len + extra)
+        nc *= 2;
+    char *np = realloc(b->p, nc);
+    if (!np) {
+        b->bad = 1;
+        return -1;
+    }
+    b->p = np;
+    b->cap = nc;
+    return 0;
+}
+
 static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void sb_printf(sbuf *b, const char *fmt, ...)
 {
-    if (b->bad) return;
-    for (;;) {
+    while (!b->bad) { /* format in place; grow and format again only when it did not fit */
         va_list ap;
         va_start(ap, fmt);
         int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
@@ -607,16 +624,7 @@ static void sb_printf(sbuf *b, const char *fmt, ...)
             b->len += (size_t)n;
             return;
         }
-        size_t nc = b->cap ? b->cap : 256;
-        while (nc <= b->len + (size_t)n)
-            nc *= 2;
-        char *np = realloc(b->p, nc);
-        if (!np) {
-            b->bad = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = nc;
+        sb_reserve(b, (size_t)n);
     }
 }
 
@@ -625,17 +633,7 @@ static void sb_printf(sbuf *b, const char *fmt, ...)
 static void sb_clocks(sbuf *b, const int *clocks, int n, int same)
 {
     sb_printf(b, "\"clocks_mhz\":[");
-    if (b->bad) return;
-    size_t need = b->len + (size_t)n * 12 + 2;
-    if (need > b->cap) {
-        char *np = realloc(b->p, need);
-        if (!np) {
-            b->bad = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = need;
-    }
+    if (sb_reserve(b, (size_t)n * 11 + 1)) return; /* up to 10 digits and a comma each, "]" */
     for (int i = 0; i < n; i++) {
         unsigned v = (unsigned)(clocks ? clocks[i] : same); /* clocks are positive */
         char digits[12];

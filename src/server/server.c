@@ -2,12 +2,12 @@
  * metrics, logs and the planner threads, around the job state machine (job.c) and the store
  * (store.c).
  *
- * Concurrency. libmicrohttpd runs a pool of threads (epoll on Linux); every request that reads
- * or changes jobs takes the one server lock, and all SQLite work happens under it. Requests are
- * short (a schedule poll builds a small JSON object from memory; a post commits one small
- * transaction), so one lock keeps the state machine simple without limiting a control plane
- * that hears from each rank once per iteration. The planner runs outside the lock in a thread
- * per planning job and takes the lock only to report progress and to install its result.
+ * Concurrency. Worker threads each drive a libmicrohttpd daemon on a shared listening socket
+ * (see HTTP workers below). Jobs, the store and the planner tasks sit behind one reader-writer
+ * lock: the read-only views (schedule, status, frontier, metrics, healthz) take it shared and
+ * touch no SQLite statement; everything else takes it exclusively, and all SQLite work happens
+ * under it. The planner runs outside the lock in a thread per planning job and takes the lock
+ * only to report progress and to install its result.
  *
  * Durability. A mutating request runs as one transaction; the response is queued only after the
  * commit, so an acknowledged result is in the database. If the transaction fails the job is
