@@ -94,8 +94,15 @@ static void draw_text(prs_svg *s, double x, double y, const char *text, const te
     prs_svg_close(s);
 }
 
-static void draw_titles(prs_svg *s, double width, const char *title, const char *subtitle)
+/* Open the page: a group in the plots' font on a white background, with the title and the
+ * optional subtitle centred on top. The caller closes the group. */
+static void draw_page(prs_svg *s, double width, double height, const char *title,
+                      const char *subtitle)
 {
+    prs_svg_begin(s, "g");
+    prs_svg_attrs(s, "font-family", FONT_FAMILY, PRS_SVG_END);
+    prs_svg_open(s);
+    prs_svg_rect(s, 0, 0, width, height, "fill", "white", PRS_SVG_END);
     text_style ts = {TITLE_PX, "middle", "#111", 1, 0};
     draw_text(s, width / 2, 28, title, &ts);
     if (subtitle) {
@@ -505,11 +512,7 @@ int prs_plot_frontier(FILE *out, const prs_frontier_plot *p, prs_error *err)
     const char *title = p->title ? p->title : "Iteration time-energy frontier";
     prs_svg *s = prs_svg_new(out, width, CHART_H, title);
     if (!s) return prs_error_set(err, PRS_ENOMEM, "plot: out of memory");
-    prs_svg_begin(s, "g");
-    prs_svg_attrs(s, "font-family", FONT_FAMILY, PRS_SVG_END);
-    prs_svg_open(s);
-    prs_svg_rect(s, 0, 0, width, CHART_H, "fill", "white", PRS_SVG_END);
-    draw_titles(s, width, title, p->subtitle);
+    draw_page(s, width, CHART_H, title, p->subtitle);
     draw_axes(s, &c, "Iteration time (s)", "Iteration energy (J)");
 
     /* Markers for T_min and T*: dashed verticals, named just above the plot area. */
@@ -665,11 +668,7 @@ int prs_plot_savings(FILE *out, const prs_savings_plot *p, prs_error *err)
     const char *title = p->title ? p->title : "Energy savings vs straggler slowdown";
     prs_svg *s = prs_svg_new(out, width, CHART_H, title);
     if (!s) return prs_error_set(err, PRS_ENOMEM, "plot: out of memory");
-    prs_svg_begin(s, "g");
-    prs_svg_attrs(s, "font-family", FONT_FAMILY, PRS_SVG_END);
-    prs_svg_open(s);
-    prs_svg_rect(s, 0, 0, width, CHART_H, "fill", "white", PRS_SVG_END);
-    draw_titles(s, width, title, p->subtitle);
+    draw_page(s, width, CHART_H, title, p->subtitle);
     draw_axes(s, &c, "Straggler slowdown T\xe2\x80\xb2 / T_{min}",
               p->y_label ? p->y_label : "Energy saving (%)");
     if (c.y0 < 0 && c.y1 > 0)
@@ -780,11 +779,7 @@ int prs_plot_timeline(FILE *out, const prs_timeline_plot *p, prs_error *err)
     prs_svg_close(s);
     prs_svg_close(s);
 
-    prs_svg_begin(s, "g");
-    prs_svg_attrs(s, "font-family", FONT_FAMILY, PRS_SVG_END);
-    prs_svg_open(s);
-    prs_svg_rect(s, 0, 0, TL_W, height, "fill", "white", PRS_SVG_END);
-    draw_titles(s, TL_W, title, p->subtitle);
+    draw_page(s, TL_W, height, title, p->subtitle);
 
     /* Legend row: forward, backward, idle. */
     legend_entry le[3] = {
