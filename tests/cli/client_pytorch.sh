@@ -10,7 +10,9 @@ src="${PRS_SOURCE_DIR:?}"
 py=/usr/bin/python3
 [[ -x $py ]] && $py -c 'import torch' 2>/dev/null || { echo "no python3-torch"; exit 77; }
 [[ -f $bin/libperseus.so ]] || { echo "no libperseus.so"; exit 77; }
-if ldd "$bin/libperseus.so" | grep -q 'libasan\|libubsan'; then echo "sanitizer build"; exit 77; fi
+# ldd's output is taken whole before grep looks at it: with pipefail, `ldd | grep -q` fails
+# whenever grep exits on the match before ldd has finished writing (SIGPIPE).
+if grep -q 'libasan\|libubsan' <<<"$(ldd "$bin/libperseus.so")"; then echo "sanitizer build"; exit 77; fi
 dir=$(mktemp -d "${TMPDIR:-/tmp}/prs-client-torch-XXXXXX")
 pid=
 cleanup() { [[ -n $pid ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$dir"; }
