@@ -1,6 +1,7 @@
-/* A fake libnvidia-ml.so.1 for the tests: the NVML calls the nvml backend uses (src/gpu/nvml.c),
- * implemented on the simulated GPU model (perseus/gpumodel.h, preset $PRS_FAKE_NVML_PRESET or
- * "a100"), so the real dlopen path runs in CI without a GPU.
+/* A fake libnvidia-ml.so.1 for the tests: the NVML calls the nvml backend uses (src/gpu/nvml.c)
+ * and a few more (device count, UUIDs), implemented on the shared fake devices of fake_gpu.h (the
+ * GPU model, preset $PRS_FAKE_NVML_PRESET or "a100"; $PRS_FAKE_GPU_COUNT devices), so the real
+ * dlopen path runs in CI without a GPU.
  *
  * The locked clocks are written to the file $PRS_FAKE_NVML_STATE (when set) after every change,
  * atomically (write a temporary file, rename), as one line:
@@ -9,64 +10,52 @@
  * were set and then reset. The counters count the calls made by this process. Setting clocks
  * fails with NVML_ERROR_NO_PERMISSION when $PRS_FAKE_NVML_DENY is set (a non-root user).
  *
- * The energy counter integrates the model's busy power at the locked clock over wall time
- * (CLOCK_MONOTONIC) since nvmlInit. No call allocates memory, so the functions are safe in a child
- * forked from a multi-threaded process. */
+ * The energy counter and the power are the device's (fake_gpu.h): refreshed every
+ * $PRS_FAKE_NVML_REFRESH_MS, with $PRS_FAKE_NVML_NOISE; with $PRS_FAKE_NVML_NO_ENERGY=1 the
+ * energy counter is NVML_ERROR_NOT_SUPPORTED, as on GPUs older than Volta. A clock change takes
+ * effect at the instant of the call, in every process sharing the device. Once a process has its
+ * device handles, no call allocates memory, so the functions are safe in a child forked from a
+ * multi-threaded process. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
-#include <fcntl.h>
 
-#include "perseus/gpumodel.h"
+#include "fake_gpu.h"
 
 #define NVML_SUCCESS 0
 #define NVML_ERROR_UNINITIALIZED 1
 #define NVML_ERROR_INVALID_ARGUMENT 2
+#define NVML_ERROR_NOT_SUPPORTED 3
 #define NVML_ERROR_NO_PERMISSION 4
+#define NVML_ERROR_NOT_FOUND 6
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
-
-typedef struct nvmlDevice_st *nvmlDevice_t;
+#define NVML_ERROR_UNKNOWN 999
 
 #define EXPORT __attribute__((visibility("default")))
 
-static const prs_gpu_preset *gpu;
-static int init_count;
-static unsigned locked_min, locked_max;
-static long sets, resets;
-static double energy_j, last_s;
-static char device_token; /* the device handle points here */
+/* A device handle points at one of these. */
+typedef struct nvmlDevice_st {
+    fakegpu_dev *dev; /* NULL until first handed out */
+} * nvmlDevice_t;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+static struct nvmlDevice_st devices[FAKEGPU_MAX_DEVICES];
+static int init_count, device_count, no_energy;
+static long sets, resets; /* calls made by this process */
 
-static double clock_in_effect(void)
-{
-    return locked_max ? (double)locked_max : (double)gpu->f_max_mhz;
-}
-
-static void advance(void)
-{
-    double t = now_s();
-    energy_j += prs_gpu_power_w(gpu, clock_in_effect()) * (t - last_s);
-    last_s = t;
-}
-
-static void write_state(void)
+static void write_state(nvmlDevice_t d)
 {
     const char *path = getenv("PRS_FAKE_NVML_STATE");
     if (!path || !*path) return;
     char tmp[1024], line[256];
     int n = snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     if (n <= 0 || (size_t)n >= sizeof tmp) return;
-    if (locked_max)
-        n = snprintf(line, sizeof line, "locked %u %u sets=%ld resets=%ld pid=%ld\n", locked_min,
-                     locked_max, sets, resets, (long)getpid());
+    unsigned lo, hi;
+    fakegpu_locked(d->dev, &lo, &hi);
+    if (hi)
+        n = snprintf(line, sizeof line, "locked %u %u sets=%ld resets=%ld pid=%ld\n", lo, hi, sets,
+                     resets, (long)getpid());
     else
         n = snprintf(line, sizeof line, "default sets=%ld resets=%ld pid=%ld\n", sets, resets,
                      (long)getpid());
@@ -82,14 +71,22 @@ static void write_state(void)
 
 EXPORT int nvmlInit_v2(void)
 {
-    if (!gpu) {
-        const char *name = getenv("PRS_FAKE_NVML_PRESET");
-        gpu = prs_gpu_preset_find(name && *name ? name : "a100");
-        if (!gpu) gpu = prs_gpu_preset_find("a100");
-        last_s = now_s();
+    if (init_count == 0) {
+        /* A first initialisation (again after a shutdown) takes the devices of the current
+         * environment: $PRS_FAKE_GPU_DIR may have changed. */
+        device_count = fakegpu_count();
+        for (int i = 0; i < FAKEGPU_MAX_DEVICES; i++)
+            devices[i].dev = NULL;
+        const char *ne = getenv("PRS_FAKE_NVML_NO_ENERGY");
+        no_energy = ne && *ne && strcmp(ne, "0") != 0;
     }
     init_count++;
     return NVML_SUCCESS;
+}
+
+EXPORT int nvmlInit(void)
+{
+    return nvmlInit_v2();
 }
 
 EXPORT int nvmlShutdown(void)
@@ -108,8 +105,12 @@ EXPORT const char *nvmlErrorString(int r)
         return "Uninitialized";
     case NVML_ERROR_INVALID_ARGUMENT:
         return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED:
+        return "Not Supported";
     case NVML_ERROR_NO_PERMISSION:
         return "Insufficient Permissions";
+    case NVML_ERROR_NOT_FOUND:
+        return "Not Found";
     case NVML_ERROR_INSUFFICIENT_SIZE:
         return "Insufficient Size";
     default:
@@ -117,18 +118,64 @@ EXPORT const char *nvmlErrorString(int r)
     }
 }
 
+/* The handle of device index, mapping its state on first use. */
+static int handle_at(unsigned index, nvmlDevice_t *out)
+{
+    if (index >= (unsigned)device_count) return NVML_ERROR_INVALID_ARGUMENT;
+    nvmlDevice_t d = &devices[index];
+    if (!d->dev && !(d->dev = fakegpu_open((int)index))) return NVML_ERROR_UNKNOWN;
+    *out = d;
+    return NVML_SUCCESS;
+}
+
 static int check_dev(nvmlDevice_t d)
 {
     if (init_count <= 0) return NVML_ERROR_UNINITIALIZED;
-    return d == (nvmlDevice_t)(void *)&device_token ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+    if (d < devices || d >= devices + device_count || !d->dev) return NVML_ERROR_INVALID_ARGUMENT;
+    return NVML_SUCCESS;
+}
+
+EXPORT int nvmlDeviceGetCount_v2(unsigned *count)
+{
+    if (init_count <= 0) return NVML_ERROR_UNINITIALIZED;
+    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+    *count = (unsigned)device_count;
+    return NVML_SUCCESS;
 }
 
 EXPORT int nvmlDeviceGetHandleByIndex_v2(unsigned index, nvmlDevice_t *device)
 {
     if (init_count <= 0) return NVML_ERROR_UNINITIALIZED;
-    if (index != 0 || !device) return NVML_ERROR_INVALID_ARGUMENT;
-    *device = (nvmlDevice_t)(void *)&device_token;
+    if (!device) return NVML_ERROR_INVALID_ARGUMENT;
+    return handle_at(index, device);
+}
+
+EXPORT int nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned length)
+{
+    int r = check_dev(d);
+    if (r) return r;
+    if (!uuid) return NVML_ERROR_INVALID_ARGUMENT;
+    if (length < 41) return NVML_ERROR_INSUFFICIENT_SIZE;
+    fakegpu_uuid_str(d->dev, uuid, length);
     return NVML_SUCCESS;
+}
+
+EXPORT int nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
+{
+    if (init_count <= 0) return NVML_ERROR_UNINITIALIZED;
+    if (!uuid || !device) return NVML_ERROR_INVALID_ARGUMENT;
+    for (int i = 0; i < device_count; i++) {
+        nvmlDevice_t d;
+        int r = handle_at((unsigned)i, &d);
+        if (r) return r;
+        char s[64];
+        fakegpu_uuid_str(d->dev, s, sizeof s);
+        if (strcmp(s, uuid) == 0) {
+            *device = d;
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
 }
 
 EXPORT int nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned length)
@@ -136,7 +183,7 @@ EXPORT int nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned length)
     int r = check_dev(d);
     if (r) return r;
     if (!name || length < 2) return NVML_ERROR_INSUFFICIENT_SIZE;
-    snprintf(name, length, "Fake NVML %s", gpu->name);
+    snprintf(name, length, "Fake NVML %s", fakegpu_preset(d->dev)->name);
     return NVML_SUCCESS;
 }
 
@@ -161,6 +208,7 @@ EXPORT int nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t d, unsigned mem_mhz
     int r = check_dev(d);
     if (r) return r;
     if (!count || (mem_mhz != 1215 && mem_mhz != 405)) return NVML_ERROR_INVALID_ARGUMENT;
+    const prs_gpu_preset *gpu = fakegpu_preset(d->dev);
     /* Like the real driver, the low memory clock allows only a few SM clocks. */
     unsigned n = mem_mhz == 1215 ? (unsigned)prs_gpu_num_clocks(gpu) : 2;
     if (*count < n || !clocks) {
@@ -179,14 +227,13 @@ EXPORT int nvmlDeviceSetGpuLockedClocks(nvmlDevice_t d, unsigned min_mhz, unsign
     int r = check_dev(d);
     if (r) return r;
     if (getenv("PRS_FAKE_NVML_DENY")) return NVML_ERROR_NO_PERMISSION;
+    const prs_gpu_preset *gpu = fakegpu_preset(d->dev);
     if (min_mhz > max_mhz || !prs_gpu_clock_supported(gpu, (int)min_mhz) ||
         !prs_gpu_clock_supported(gpu, (int)max_mhz))
         return NVML_ERROR_INVALID_ARGUMENT;
-    advance();
-    locked_min = min_mhz;
-    locked_max = max_mhz;
+    fakegpu_set_locked(d->dev, min_mhz, max_mhz);
     sets++;
-    write_state();
+    write_state(d);
     return NVML_SUCCESS;
 }
 
@@ -195,10 +242,9 @@ EXPORT int nvmlDeviceResetGpuLockedClocks(nvmlDevice_t d)
     int r = check_dev(d);
     if (r) return r;
     if (getenv("PRS_FAKE_NVML_DENY")) return NVML_ERROR_NO_PERMISSION;
-    advance();
-    locked_min = locked_max = 0;
+    fakegpu_set_locked(d->dev, 0, 0);
     resets++;
-    write_state();
+    write_state(d);
     return NVML_SUCCESS;
 }
 
@@ -206,9 +252,9 @@ EXPORT int nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t d, unsigned long lon
 {
     int r = check_dev(d);
     if (r) return r;
+    if (no_energy) return NVML_ERROR_NOT_SUPPORTED;
     if (!energy_mj) return NVML_ERROR_INVALID_ARGUMENT;
-    advance();
-    *energy_mj = (unsigned long long)(energy_j * 1000.0);
+    *energy_mj = (unsigned long long)(fakegpu_energy_j(d->dev) * 1000.0);
     return NVML_SUCCESS;
 }
 
@@ -217,6 +263,6 @@ EXPORT int nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned *power_mw)
     int r = check_dev(d);
     if (r) return r;
     if (!power_mw) return NVML_ERROR_INVALID_ARGUMENT;
-    *power_mw = (unsigned)(1000.0 * prs_gpu_power_w(gpu, clock_in_effect()));
+    *power_mw = (unsigned)(1000.0 * fakegpu_power_w(d->dev));
     return NVML_SUCCESS;
 }

@@ -1,0 +1,479 @@
+/* The shared device state of the test fakes (fake_gpu.h has the model).
+ *
+ * Layout and concurrency: one fg_shared per device in a MAP_SHARED mapping. Its mutex is
+ * process-shared and robust (a process killed while holding it does not wedge the others). The
+ * word clock_seq counts clock changes; kernel threads sleep on it with an absolute-deadline futex
+ * wait (shared, not private: the waiters may be in other processes), so a clock change wakes them
+ * at once and a kernel's end is never later than its model end plus the scheduler's wake-up
+ * delay, which is not accumulated: every deadline is computed from model instants.
+ *
+ * A new file is initialised by the first process that moves its `init` word from 0 to 1 (the
+ * file is extended with zeros, so a fresh file reads 0); the others wait until it reads 2. */
+#define _GNU_SOURCE /* syscall(), futex */
+#include "fake_gpu.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FG_MAGIC 0x50524701u
+#define FG_RING 64 /* clock changes remembered */
+
+typedef struct fg_change {
+    double t; /* CLOCK_MONOTONIC instant of the change */
+    int mhz;  /* clock in effect from then on */
+} fg_change;
+
+typedef struct fg_shared {
+    _Atomic uint32_t init;      /* 0: new, 1: being initialised, 2: ready */
+    _Atomic uint32_t clock_seq; /* futex word: bumped at every clock change */
+    uint32_t magic;
+    uint32_t size;
+    pthread_mutex_t mu;
+    /* configuration, fixed at creation */
+    int index;
+    char preset[32];
+    unsigned char uuid[16];
+    double refresh_s, phase_s, noise;
+    /* clock (under mu) */
+    unsigned locked_min, locked_max;
+    uint64_t nchanges; /* change k lives in ring[k % FG_RING]; change 0 is the initial clock */
+    fg_change ring[FG_RING];
+    /* power and energy (under mu) */
+    uint64_t rng;
+    int kernels_seen, running;
+    double kfac, ifac; /* noise factors of the latest kernel and of the current idle stretch */
+    double t_last;     /* the integral is known up to here */
+    double energy_j;   /* integral of the power up to t_last */
+    double snap_t;     /* latest refresh instant <= t_last, and the integral there */
+    double snap_e;
+    double reported_j; /* largest value a reader got */
+} fg_shared;
+
+struct fakegpu_dev {
+    fg_shared *sh;
+    const prs_gpu_preset *preset;
+    int index;
+    char dir[512];
+    struct fakegpu_dev *next;
+};
+
+static pthread_mutex_t g_open_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct fakegpu_dev *g_devs;
+
+FAKEGPU_API double fakegpu_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double env_double(const char *name, double def)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return def;
+    char *end;
+    double x = strtod(v, &end);
+    return end != v && isfinite(x) ? x : def;
+}
+
+FAKEGPU_API int fakegpu_count(void)
+{
+    double n = env_double("PRS_FAKE_GPU_COUNT", 1);
+    if (n < 1) return 1;
+    return n > FAKEGPU_MAX_DEVICES ? FAKEGPU_MAX_DEVICES : (int)n;
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+/* 1 + noise·z, z uniform with zero mean and unit variance; kept positive. */
+static double noise_factor(fg_shared *s)
+{
+    if (s->noise <= 0) return 1.0;
+    double u = (double)(splitmix64(&s->rng) >> 11) * 0x1p-53; /* [0, 1) */
+    double f = 1.0 + s->noise * sqrt(3.0) * (2.0 * u - 1.0);
+    return f > 0.05 ? f : 0.05;
+}
+
+static void lock(fg_shared *s)
+{
+    if (pthread_mutex_lock(&s->mu) == EOWNERDEAD) pthread_mutex_consistent(&s->mu);
+}
+
+static void unlock(fg_shared *s)
+{
+    pthread_mutex_unlock(&s->mu);
+}
+
+static int effective_mhz(const fakegpu_dev *d)
+{
+    return d->sh->locked_max ? (int)d->sh->locked_max : d->preset->f_max_mhz;
+}
+
+static void init_shared(fg_shared *s, int index, const char *dir)
+{
+    memset((char *)s + offsetof(fg_shared, magic), 0, sizeof *s - offsetof(fg_shared, magic));
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&s->mu, &a);
+    pthread_mutexattr_destroy(&a);
+    s->index = index;
+    const char *pn = getenv("PRS_FAKE_NVML_PRESET");
+    const prs_gpu_preset *p = prs_gpu_preset_find(pn && *pn ? pn : "a100");
+    if (!p) p = prs_gpu_preset_find("a100");
+    snprintf(s->preset, sizeof s->preset, "%s", p->name);
+    /* The UUID depends on the directory (a "host") and the index, nothing else. */
+    uint64_t h = 1469598103934665603u;
+    for (const char *c = dir; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211u;
+    uint64_t x = h + (uint64_t)index * 7919u;
+    uint64_t u0 = splitmix64(&x), u1 = splitmix64(&x);
+    memcpy(s->uuid, &u0, 8);
+    memcpy(s->uuid + 8, &u1, 8);
+    double r = env_double("PRS_FAKE_NVML_REFRESH_MS", 0);
+    s->refresh_s = r > 0 ? r * 1e-3 : 0;
+    /* A different phase of the refresh instants on every device (golden-ratio steps). */
+    double ph = fmod(0.6180339887498949 * (index + 1), 1.0);
+    s->phase_s = s->refresh_s * ph;
+    double nz = env_double("PRS_FAKE_NVML_NOISE", 0);
+    s->noise = nz > 0 ? (nz < 0.5 ? nz : 0.5) : 0;
+    s->rng = (uint64_t)env_double("PRS_FAKE_NVML_SEED", 1) * 1000003u + (uint64_t)index;
+    double now = fakegpu_now_s();
+    s->nchanges = 1;
+    s->ring[0].t = now;
+    s->ring[0].mhz = p->f_max_mhz;
+    s->kfac = s->ifac = 1.0;
+    s->t_last = now;
+    s->snap_t = now;
+    s->magic = FG_MAGIC;
+    s->size = (uint32_t)sizeof *s;
+    atomic_store(&s->clock_seq, 1);
+}
+
+/* Wait for, or do, the initialisation of a mapped state. */
+static void ensure_init(fg_shared *s, int index, const char *dir)
+{
+    double t0 = fakegpu_now_s();
+    for (;;) {
+        uint32_t st = atomic_load(&s->init);
+        if (st == 2 && s->magic == FG_MAGIC && s->size == sizeof *s) return;
+        uint32_t expect = st;
+        /* New (0), left half-done by a dead process (1 for over a second), or an older layout
+         * (2 with another magic): take it. */
+        if ((st == 0 || (st == 1 && fakegpu_now_s() - t0 > 1.0) || st == 2) &&
+            atomic_compare_exchange_strong(&s->init, &expect, 1)) {
+            init_shared(s, index, dir);
+            atomic_store(&s->init, 2);
+            return;
+        }
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static fg_shared *map_state(int index, const char *dir)
+{
+    void *m;
+    if (!*dir) {
+        m = mmap(NULL, sizeof(fg_shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+                 0);
+    } else {
+        char path[640];
+        int n = snprintf(path, sizeof path, "%s/gpu%d.state", dir, index);
+        if (n <= 0 || (size_t)n >= sizeof path) return NULL;
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0) return NULL;
+        struct stat st;
+        if (fstat(fd, &st) ||
+            (st.st_size < (off_t)sizeof(fg_shared) && ftruncate(fd, (off_t)sizeof(fg_shared)))) {
+            close(fd);
+            return NULL;
+        }
+        m = mmap(NULL, sizeof(fg_shared), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+    }
+    if (m == MAP_FAILED) return NULL;
+    ensure_init(m, index, dir);
+    return m;
+}
+
+FAKEGPU_API fakegpu_dev *fakegpu_open(int index)
+{
+    if (index < 0 || index >= fakegpu_count()) return NULL;
+    const char *dir = getenv("PRS_FAKE_GPU_DIR");
+    if (!dir) dir = "";
+    if (strlen(dir) >= sizeof g_devs->dir) return NULL;
+    pthread_mutex_lock(&g_open_mu);
+    fakegpu_dev *d;
+    for (d = g_devs; d; d = d->next)
+        if (d->index == index && strcmp(d->dir, dir) == 0) break;
+    if (!d && (d = calloc(1, sizeof *d)) != NULL) {
+        d->sh = map_state(index, dir);
+        if (!d->sh) {
+            free(d);
+            d = NULL;
+        } else {
+            d->index = index;
+            snprintf(d->dir, sizeof d->dir, "%s", dir);
+            d->preset = prs_gpu_preset_find(d->sh->preset);
+            if (!d->preset) d->preset = prs_gpu_preset_find("a100");
+            d->next = g_devs;
+            g_devs = d;
+        }
+    }
+    pthread_mutex_unlock(&g_open_mu);
+    return d;
+}
+
+FAKEGPU_API int fakegpu_index(const fakegpu_dev *d)
+{
+    return d->index;
+}
+
+FAKEGPU_API const prs_gpu_preset *fakegpu_preset(const fakegpu_dev *d)
+{
+    return d->preset;
+}
+
+FAKEGPU_API void fakegpu_uuid(const fakegpu_dev *d, unsigned char out[16])
+{
+    memcpy(out, d->sh->uuid, 16);
+}
+
+FAKEGPU_API void fakegpu_uuid_str(const fakegpu_dev *d, char *buf, size_t n)
+{
+    const unsigned char *u = d->sh->uuid;
+    snprintf(buf, n, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+             u[14], u[15]);
+}
+
+/* ---- power and energy (callers hold the lock) ---- */
+
+static double power_locked(const fakegpu_dev *d)
+{
+    const fg_shared *s = d->sh;
+    if (!s->kernels_seen) return prs_gpu_power_w(d->preset, effective_mhz(d));
+    if (s->running > 0) return prs_gpu_power_w(d->preset, effective_mhz(d)) * s->kfac;
+    return d->preset->blocking_power_w * s->ifac;
+}
+
+/* Integrate power p from t_last to t (>= t_last), keeping the value at the latest refresh
+ * instant passed. */
+static void integrate(fg_shared *s, double t, double p)
+{
+    if (s->refresh_s > 0) {
+        double r = s->phase_s + floor((t - s->phase_s) / s->refresh_s) * s->refresh_s;
+        if (r > s->t_last) {
+            s->snap_e = s->energy_j + p * (r - s->t_last);
+            s->snap_t = r;
+        }
+    }
+    s->energy_j += p * (t - s->t_last);
+    s->t_last = t;
+}
+
+/* A change of the power at model instant t: call before (returns the old power) and after. */
+static double change_begin(fakegpu_dev *d, double t)
+{
+    double p = power_locked(d);
+    if (t >= d->sh->t_last) integrate(d->sh, t, p);
+    return p;
+}
+
+static void change_end(fakegpu_dev *d, double t, double p_old)
+{
+    fg_shared *s = d->sh;
+    if (t >= s->t_last) return;
+    /* A reader integrated past t at the old power: correct (t, t_last]. */
+    double dp = power_locked(d) - p_old;
+    s->energy_j += dp * (s->t_last - t);
+    if (s->refresh_s > 0 && s->snap_t > t) s->snap_e += dp * (s->snap_t - t);
+}
+
+static double read_locked(fakegpu_dev *d, int quantised)
+{
+    fg_shared *s = d->sh;
+    double now = fakegpu_now_s();
+    if (now > s->t_last) integrate(s, now, power_locked(d));
+    if (!quantised) return s->energy_j;
+    double v = s->refresh_s > 0 ? s->snap_e : s->energy_j;
+    if (v < s->reported_j) v = s->reported_j;
+    s->reported_j = v;
+    return v;
+}
+
+FAKEGPU_API double fakegpu_energy_j(fakegpu_dev *d)
+{
+    lock(d->sh);
+    double v = read_locked(d, 1);
+    unlock(d->sh);
+    return v;
+}
+
+FAKEGPU_API double fakegpu_energy_exact_j(fakegpu_dev *d)
+{
+    lock(d->sh);
+    double v = read_locked(d, 0);
+    unlock(d->sh);
+    return v;
+}
+
+FAKEGPU_API double fakegpu_power_w(fakegpu_dev *d)
+{
+    lock(d->sh);
+    double p = power_locked(d);
+    unlock(d->sh);
+    return p;
+}
+
+/* ---- clock ---- */
+
+static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts,
+                  uint32_t mask)
+{
+    return syscall(SYS_futex, (void *)w, op, val, ts, NULL, mask);
+}
+
+FAKEGPU_API void fakegpu_set_locked(fakegpu_dev *d, unsigned min_mhz, unsigned max_mhz)
+{
+    fg_shared *s = d->sh;
+    lock(s);
+    double now = fakegpu_now_s();
+    int before = effective_mhz(d);
+    double p = change_begin(d, now);
+    s->locked_min = min_mhz;
+    s->locked_max = max_mhz;
+    int after = effective_mhz(d);
+    change_end(d, now, p);
+    int changed = after != before;
+    if (changed) {
+        fg_change *c = &s->ring[s->nchanges % FG_RING];
+        c->t = now;
+        c->mhz = after;
+        s->nchanges++;
+        atomic_fetch_add(&s->clock_seq, 1);
+    }
+    unlock(s);
+    if (changed) futex(&s->clock_seq, FUTEX_WAKE, INT_MAX, NULL, 0);
+}
+
+FAKEGPU_API void fakegpu_locked(fakegpu_dev *d, unsigned *min_mhz, unsigned *max_mhz)
+{
+    lock(d->sh);
+    *min_mhz = d->sh->locked_min;
+    *max_mhz = d->sh->locked_max;
+    unlock(d->sh);
+}
+
+FAKEGPU_API int fakegpu_clock_mhz(fakegpu_dev *d)
+{
+    lock(d->sh);
+    int f = effective_mhz(d);
+    unlock(d->sh);
+    return f;
+}
+
+static uint64_t oldest_change(const fg_shared *s)
+{
+    return s->nchanges > FG_RING ? s->nchanges - FG_RING : 0;
+}
+
+/* The clock in effect at instant t (callers hold the lock). */
+static int clock_at(const fg_shared *s, double t)
+{
+    uint64_t lo = oldest_change(s);
+    for (uint64_t k = s->nchanges; k-- > lo;)
+        if (s->ring[k % FG_RING].t <= t) return s->ring[k % FG_RING].mhz;
+    return s->ring[lo % FG_RING].mhz; /* older than what is remembered */
+}
+
+/* The first change after instant t, or NULL (callers hold the lock). */
+static const fg_change *change_after(const fg_shared *s, double t)
+{
+    for (uint64_t k = oldest_change(s); k < s->nchanges; k++)
+        if (s->ring[k % FG_RING].t > t) return &s->ring[k % FG_RING];
+    return NULL;
+}
+
+static struct timespec to_timespec(double t)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)floor(t);
+    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
+FAKEGPU_API double fakegpu_run_kernel(fakegpu_dev *d, double t_start, const prs_gpu_work *w,
+                                      int planned_mhz, double *at_planned_s)
+{
+    fg_shared *s = d->sh;
+    lock(s);
+    double p = change_begin(d, t_start);
+    s->running++;
+    s->kernels_seen = 1;
+    s->kfac = noise_factor(s);
+    change_end(d, t_start, p);
+    int f = clock_at(s, t_start);
+    unlock(s);
+
+    double t = t_start, left = 1.0, at = 0, end;
+    for (;;) {
+        double dur = prs_gpu_time_s(d->preset, w, f);
+        end = t + left * dur;
+        lock(s);
+        const fg_change *c = change_after(s, t);
+        if (c && c->t <= end) {
+            double tc = c->t;
+            int fc = c->mhz;
+            unlock(s);
+            if (f == planned_mhz) at += tc - t;
+            left -= (tc - t) / dur;
+            if (left < 0) left = 0;
+            t = tc;
+            f = fc;
+            continue;
+        }
+        if (fakegpu_now_s() >= end) {
+            /* Decided under the lock: a change made after this has a later instant. */
+            p = change_begin(d, end);
+            s->running--;
+            s->ifac = noise_factor(s);
+            change_end(d, end, p);
+            unlock(s);
+            if (f == planned_mhz) at += end - t;
+            break;
+        }
+        uint32_t seq = atomic_load(&s->clock_seq);
+        unlock(s);
+        struct timespec ts = to_timespec(end);
+        futex(&s->clock_seq, FUTEX_WAIT_BITSET, seq, &ts, FUTEX_BITSET_MATCH_ANY);
+    }
+    if (at_planned_s) *at_planned_s = planned_mhz > 0 ? at : 0;
+    return end;
+}

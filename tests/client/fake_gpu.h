@@ -1,0 +1,81 @@
+/* The device state shared by the test fakes of the NVIDIA libraries (fake_nvml.c: the management
+ * library, fake_cuda.c: the driver API). Both link this one shared object, so in one process they
+ * see the same devices; across processes they share them through files.
+ *
+ * One state per device, in a MAP_SHARED mapping: the file $PRS_FAKE_GPU_DIR/gpuN.state when that
+ * variable is set (created and initialised once, by whichever process maps it first), otherwise
+ * an anonymous mapping made once per process (inherited by children forked after it). A clock
+ * controller in another process that locks the clock through the fake NVML therefore changes the
+ * clock that the fake CUDA kernels of the training process run at, from that instant.
+ *
+ * What the state models, for the GPU model preset $PRS_FAKE_NVML_PRESET (default a100):
+ *   - the SM clock in effect (locked clocks, or f_max), with a short history of the changes and
+ *     the instant (CLOCK_MONOTONIC) of each, so a kernel that runs across a change is timed
+ *     piecewise: its remaining work continues at the new clock from the instant of the change;
+ *   - the power drawn: P(f)·(1 + noise·z) while a kernel runs, the preset's blocking power
+ *     ·(1 + noise·z) between kernels (a GPU waiting on a collective spins), with one z per
+ *     kernel and per idle stretch (zero mean, unit variance, uniform), noise =
+ *     $PRS_FAKE_NVML_NOISE (default 0). Until a kernel has run on the device the power is P(f)
+ *     at the clock in effect, without noise (a busy GPU that nobody tells us about);
+ *   - the energy counter: the exact integral of that power, as a reader sees it: refreshed only
+ *     at the instants phase + k·R of CLOCK_MONOTONIC, R = $PRS_FAKE_NVML_REFRESH_MS (default 0:
+ *     continuous), the phase in [0, R) different for each device. Power changes are entered at
+ *     the device's model instants, which the kernel threads reach a little late; a change entered
+ *     after a reader integrated past its instant is corrected backwards, and readings never
+ *     decrease.
+ * The preset, R, the noise and the noise seed ($PRS_FAKE_NVML_SEED, default 1) are read from the
+ * environment of the process that creates a state; later processes use the stored values.
+ * $PRS_FAKE_GPU_COUNT (default 1, at most FAKEGPU_MAX_DEVICES) is the number of devices. */
+#ifndef PRS_FAKE_GPU_H
+#define PRS_FAKE_GPU_H
+
+#include <stddef.h>
+
+#include "perseus/gpumodel.h"
+
+#define FAKEGPU_MAX_DEVICES 64
+#define FAKEGPU_API __attribute__((visibility("default")))
+
+typedef struct fakegpu_dev fakegpu_dev; /* this process's view of one device */
+
+/* CLOCK_MONOTONIC, seconds. */
+FAKEGPU_API double fakegpu_now_s(void);
+/* $PRS_FAKE_GPU_COUNT, clamped to [1, FAKEGPU_MAX_DEVICES]. */
+FAKEGPU_API int fakegpu_count(void);
+/* The state of device index under the current $PRS_FAKE_GPU_DIR, mapped (and initialised if
+ * new) on first use; later calls with the same directory return the same view, valid until the
+ * process exits. NULL when index is out of range or the file cannot be mapped. Not for a child
+ * forked from a multi-threaded process: take the views before forking. */
+FAKEGPU_API fakegpu_dev *fakegpu_open(int index);
+
+FAKEGPU_API int fakegpu_index(const fakegpu_dev *d);
+FAKEGPU_API const prs_gpu_preset *fakegpu_preset(const fakegpu_dev *d);
+/* The 16 bytes of the device's UUID, and its "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" form
+ * (n >= 41). */
+FAKEGPU_API void fakegpu_uuid(const fakegpu_dev *d, unsigned char out[16]);
+FAKEGPU_API void fakegpu_uuid_str(const fakegpu_dev *d, char *buf, size_t n);
+
+/* Lock the SM clock (min, max; max is the clock in effect), or reset it with (0, 0). Takes effect
+ * now, including for kernels running on the device (they are woken to continue at the new
+ * clock). */
+FAKEGPU_API void fakegpu_set_locked(fakegpu_dev *d, unsigned min_mhz, unsigned max_mhz);
+/* The locked clocks (0, 0 when default). */
+FAKEGPU_API void fakegpu_locked(fakegpu_dev *d, unsigned *min_mhz, unsigned *max_mhz);
+/* The SM clock in effect now. */
+FAKEGPU_API int fakegpu_clock_mhz(fakegpu_dev *d);
+
+/* The energy counter as a reader sees it now (joules; refresh-quantised, never decreasing). */
+FAKEGPU_API double fakegpu_energy_j(fakegpu_dev *d);
+/* The exact integral of the power drawn up to now, without refresh quantisation (joules). */
+FAKEGPU_API double fakegpu_energy_exact_j(fakegpu_dev *d);
+/* The power drawn now, noise included (watts). */
+FAKEGPU_API double fakegpu_power_w(fakegpu_dev *d);
+
+/* Run one kernel of work w on the device, starting at model instant t_start (<= now). Blocks the
+ * calling thread until the kernel's model end, which follows the clock in effect while it runs,
+ * and returns that instant. *at_planned_s (may be NULL) gets the part of its duration run at
+ * planned_mhz (0 when planned_mhz <= 0). */
+FAKEGPU_API double fakegpu_run_kernel(fakegpu_dev *d, double t_start, const prs_gpu_work *w,
+                                      int planned_mhz, double *at_planned_s);
+
+#endif
