@@ -1,0 +1,677 @@
+/* A fake libcuda.so.1 for the tests (fake_cuda.h has the interface and the semantics kept).
+ *
+ * Streams: a ring of operations behind a mutex, run in order by the stream's own thread.
+ * Enqueueing takes the mutex, appends, and signals the thread only when it sleeps, so the host
+ * pays tens of nanoseconds per call. The thread keeps the stream's device time: an operation
+ * starts at max(end of the previous one, the instant the host enqueued it), a kernel then lasts
+ * what the GPU model of its device says (fakegpu_run_kernel sleeps until absolute model
+ * deadlines, so the thread's late wake-ups never add up), an event completes with the model
+ * instant it was reached as its timestamp, and a host function runs on the thread (the stream
+ * waits for it: its own duration is added to the device time). */
+#include "fake_cuda.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake_gpu.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+#define CU_STREAM_LEGACY ((CUstream)(uintptr_t)0x1)
+#define CU_STREAM_PER_THREAD ((CUstream)(uintptr_t)0x2)
+#define CU_EVENT_VALID_FLAGS 0x7u /* blocking sync, disable timing, interprocess */
+
+enum { OP_WORK, OP_EVENT, OP_HOSTFN, OP_BARRIER };
+
+struct barrier;
+
+typedef struct op {
+    int kind;
+    int planned_mhz;
+    double t_enq;
+    union {
+        prs_gpu_work work;
+        struct {
+            CUevent ev;
+            uint64_t seq;
+        } event;
+        struct {
+            CUhostFn fn;
+            void *user;
+        } host;
+        struct barrier *barrier;
+    } u;
+} op;
+
+struct CUctx_st {
+    int index;
+    int refs;
+    fakegpu_dev *dev;
+    CUstream def;     /* default stream, made on first use */
+    CUstream streams; /* every stream of the context, default included */
+};
+
+struct CUstream_st {
+    CUcontext ctx;
+    pthread_mutex_t mu;
+    pthread_cond_t wake; /* the thread waits here for work */
+    pthread_cond_t idle; /* cuStreamSynchronize waits here */
+    op *q;
+    size_t cap, head, len;
+    uint64_t enqueued, done;
+    int sleeping, sync_waiters, stop;
+    double t_dev; /* model instant the last operation ended */
+    pthread_t thread;
+    CUstream next;
+};
+
+struct CUevent_st {
+    unsigned flags;
+    _Atomic uint64_t recorded;  /* records enqueued */
+    _Atomic uint64_t completed; /* the latest record reached */
+    double ts;                  /* model instant of the completed record */
+};
+
+struct barrier {
+    char name[48];
+    int parties, arrived;
+    uint64_t generation;
+    double latest;       /* latest arrival instant in the current generation */
+    double released[16]; /* release instant of generation g at [g % 16] */
+    struct barrier *next;
+};
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* contexts, barriers, statistics */
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;   /* event completions, barriers */
+static _Atomic int g_event_waiters;
+static _Atomic int g_initialized;
+static int g_count;
+static struct CUctx_st g_ctx[FAKEGPU_MAX_DEVICES];
+static struct barrier *g_barriers;
+static double g_busy_s, g_at_planned_s;
+static _Thread_local CUcontext t_current;
+
+/* ---- errors ---- */
+
+static const struct {
+    CUresult code;
+    const char *name, *text;
+} errors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+EXPORT CUresult cuGetErrorName(CUresult r, const char **out)
+{
+    if (!out) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+        if (errors[i].code == r) {
+            *out = errors[i].name;
+            return CUDA_SUCCESS;
+        }
+    *out = NULL;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuGetErrorString(CUresult r, const char **out)
+{
+    if (!out) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+        if (errors[i].code == r) {
+            *out = errors[i].text;
+            return CUDA_SUCCESS;
+        }
+    *out = NULL;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- initialisation, devices, contexts ---- */
+
+EXPORT CUresult cuInit(unsigned flags)
+{
+    if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_mu);
+    if (!atomic_load(&g_initialized)) {
+        g_count = fakegpu_count();
+        for (int i = 0; i < g_count; i++)
+            g_ctx[i].index = i;
+        atomic_store(&g_initialized, 1);
+    }
+    pthread_mutex_unlock(&g_mu);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDriverGetVersion(int *version)
+{
+    if (!version) return CUDA_ERROR_INVALID_VALUE;
+    *version = 12080;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetCount(int *count)
+{
+    if (!atomic_load(&g_initialized)) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!count) return CUDA_ERROR_INVALID_VALUE;
+    *count = g_count;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGet(CUdevice *dev, int ordinal)
+{
+    if (!atomic_load(&g_initialized)) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!dev) return CUDA_ERROR_INVALID_VALUE;
+    if (ordinal < 0 || ordinal >= g_count) return CUDA_ERROR_INVALID_DEVICE;
+    *dev = ordinal;
+    return CUDA_SUCCESS;
+}
+
+static CUresult check_device(CUdevice dev)
+{
+    if (!atomic_load(&g_initialized)) return CUDA_ERROR_NOT_INITIALIZED;
+    return dev >= 0 && dev < g_count ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    CUresult r = check_device(dev);
+    if (r) return r;
+    if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    fakegpu_dev *d = fakegpu_open(dev);
+    snprintf(name, (size_t)len, "Fake CUDA %s", d ? fakegpu_preset(d)->name : "gpu");
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+    CUresult r = check_device(dev);
+    if (r) return r;
+    if (!uuid) return CUDA_ERROR_INVALID_VALUE;
+    fakegpu_dev *d = fakegpu_open(dev);
+    if (!d) return CUDA_ERROR_UNKNOWN;
+    unsigned char u[16];
+    fakegpu_uuid(d, u);
+    memcpy(uuid->bytes, u, 16);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+    return cuDeviceGetUuid_v2(uuid, dev);
+}
+
+static void stream_destroy(CUstream s);
+
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
+{
+    CUresult r = check_device(dev);
+    if (r) return r;
+    if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_mu);
+    CUcontext c = &g_ctx[dev];
+    if (c->refs == 0) {
+        /* A new primary context takes the device of the current environment. */
+        c->dev = fakegpu_open(dev);
+        if (!c->dev) {
+            pthread_mutex_unlock(&g_mu);
+            return CUDA_ERROR_UNKNOWN;
+        }
+    }
+    c->refs++;
+    pthread_mutex_unlock(&g_mu);
+    *ctx = c;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    CUresult r = check_device(dev);
+    if (r) return r;
+    pthread_mutex_lock(&g_mu);
+    CUcontext c = &g_ctx[dev];
+    if (c->refs == 0) {
+        pthread_mutex_unlock(&g_mu);
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    CUstream streams = NULL;
+    if (--c->refs == 0) {
+        streams = c->streams;
+        c->streams = c->def = NULL;
+    }
+    pthread_mutex_unlock(&g_mu);
+    while (streams) {
+        CUstream next = streams->next;
+        stream_destroy(streams);
+        streams = next;
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+static int ctx_live(CUcontext c)
+{
+    return c && c >= g_ctx && c < g_ctx + g_count && c->refs > 0;
+}
+
+EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    if (!atomic_load(&g_initialized)) return CUDA_ERROR_NOT_INITIALIZED;
+    if (ctx && !ctx_live(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+    t_current = ctx;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx)
+{
+    if (!atomic_load(&g_initialized)) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+    *ctx = t_current;
+    return CUDA_SUCCESS;
+}
+
+/* The current context, or NULL with *r set. */
+static CUcontext current(CUresult *r)
+{
+    if (!atomic_load(&g_initialized)) {
+        *r = CUDA_ERROR_NOT_INITIALIZED;
+        return NULL;
+    }
+    if (!ctx_live(t_current)) {
+        *r = CUDA_ERROR_INVALID_CONTEXT;
+        return NULL;
+    }
+    return t_current;
+}
+
+EXPORT CUresult cuCtxGetDevice(CUdevice *dev)
+{
+    CUresult r;
+    CUcontext c = current(&r);
+    if (!c) return r;
+    if (!dev) return CUDA_ERROR_INVALID_VALUE;
+    *dev = c->index;
+    return CUDA_SUCCESS;
+}
+
+/* ---- streams ---- */
+
+static double now_s(void)
+{
+    return fakegpu_now_s();
+}
+
+static void run_op(CUstream s, op *o)
+{
+    double start = s->t_dev > o->t_enq ? s->t_dev : o->t_enq;
+    switch (o->kind) {
+    case OP_WORK: {
+        double at = 0;
+        double end = fakegpu_run_kernel(s->ctx->dev, start, &o->u.work, o->planned_mhz, &at);
+        s->t_dev = end;
+        if (o->planned_mhz > 0) {
+            pthread_mutex_lock(&g_mu);
+            g_busy_s += end - start;
+            g_at_planned_s += at;
+            pthread_mutex_unlock(&g_mu);
+        }
+        break;
+    }
+    case OP_EVENT: {
+        CUevent e = o->u.event.ev;
+        e->ts = start;
+        atomic_store(&e->completed, o->u.event.seq);
+        s->t_dev = start;
+        if (atomic_load(&g_event_waiters) > 0) {
+            pthread_mutex_lock(&g_mu);
+            pthread_cond_broadcast(&g_cv);
+            pthread_mutex_unlock(&g_mu);
+        }
+        break;
+    }
+    case OP_HOSTFN: {
+        double t0 = now_s();
+        o->u.host.fn(o->u.host.user);
+        s->t_dev = start + (now_s() - t0);
+        break;
+    }
+    case OP_BARRIER: {
+        struct barrier *b = o->u.barrier;
+        pthread_mutex_lock(&g_mu);
+        uint64_t gen = b->generation;
+        if (b->arrived == 0 || start > b->latest) b->latest = start;
+        if (++b->arrived >= b->parties) {
+            b->released[gen % 16] = b->latest;
+            b->arrived = 0;
+            b->generation++;
+            pthread_cond_broadcast(&g_cv);
+        }
+        while (b->generation == gen)
+            pthread_cond_wait(&g_cv, &g_mu);
+        s->t_dev = b->released[gen % 16];
+        pthread_mutex_unlock(&g_mu);
+        break;
+    }
+    }
+}
+
+static void *stream_main(void *arg)
+{
+    CUstream s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (s->len == 0 && !s->stop) {
+            s->sleeping = 1;
+            pthread_cond_wait(&s->wake, &s->mu);
+            s->sleeping = 0;
+        }
+        if (s->len == 0) break;
+        op o = s->q[s->head];
+        s->head = (s->head + 1) % s->cap;
+        s->len--;
+        pthread_mutex_unlock(&s->mu);
+        run_op(s, &o);
+        pthread_mutex_lock(&s->mu);
+        s->done++;
+        if (s->sync_waiters) pthread_cond_broadcast(&s->idle);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static CUresult stream_new(CUcontext c, CUstream *out)
+{
+    CUstream s = calloc(1, sizeof *s);
+    if (!s) return CUDA_ERROR_OUT_OF_MEMORY;
+    s->cap = 256;
+    s->q = malloc(s->cap * sizeof *s->q);
+    if (!s->q) {
+        free(s);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    s->ctx = c;
+    s->t_dev = now_s();
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->wake, NULL);
+    pthread_cond_init(&s->idle, NULL);
+    if (pthread_create(&s->thread, NULL, stream_main, s)) {
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->wake);
+        pthread_cond_destroy(&s->idle);
+        free(s->q);
+        free(s);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *out = s;
+    return CUDA_SUCCESS;
+}
+
+/* Wait for the queued work, stop the thread, free. */
+static void stream_destroy(CUstream s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    if (s->sleeping) pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->wake);
+    pthread_cond_destroy(&s->idle);
+    free(s->q);
+    free(s);
+}
+
+EXPORT CUresult cuStreamCreate(CUstream *out, unsigned flags)
+{
+    CUresult r;
+    CUcontext c = current(&r);
+    if (!c) return r;
+    if (!out || (flags & ~1u)) return CUDA_ERROR_INVALID_VALUE;
+    CUstream s;
+    if ((r = stream_new(c, &s))) return r;
+    pthread_mutex_lock(&g_mu);
+    s->next = c->streams;
+    c->streams = s;
+    pthread_mutex_unlock(&g_mu);
+    *out = s;
+    return CUDA_SUCCESS;
+}
+
+/* The stream a handle names: 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD are the current
+ * context's default stream. */
+static CUstream resolve(CUstream h, CUresult *r)
+{
+    if (h && h != CU_STREAM_LEGACY && h != CU_STREAM_PER_THREAD) return h;
+    CUcontext c = current(r);
+    if (!c) return NULL;
+    pthread_mutex_lock(&g_mu);
+    if (!c->def && (*r = stream_new(c, &c->def)) == CUDA_SUCCESS) {
+        c->def->next = c->streams;
+        c->streams = c->def;
+    }
+    CUstream s = c->def;
+    pthread_mutex_unlock(&g_mu);
+    if (!s) *r = CUDA_ERROR_OUT_OF_MEMORY;
+    return s;
+}
+
+EXPORT CUresult cuStreamDestroy_v2(CUstream s)
+{
+    if (!atomic_load(&g_initialized)) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_mu);
+    CUstream *p = &s->ctx->streams;
+    while (*p && *p != s)
+        p = &(*p)->next;
+    int found = *p != NULL && s != s->ctx->def;
+    if (found) *p = s->next;
+    pthread_mutex_unlock(&g_mu);
+    if (!found) return CUDA_ERROR_INVALID_HANDLE;
+    stream_destroy(s);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamDestroy(CUstream s)
+{
+    return cuStreamDestroy_v2(s);
+}
+
+/* Append o to s (the host side of every launch). */
+static CUresult enqueue(CUstream s, op *o)
+{
+    o->t_enq = now_s();
+    pthread_mutex_lock(&s->mu);
+    if (s->len == s->cap) {
+        op *q = malloc(2 * s->cap * sizeof *q);
+        if (!q) {
+            pthread_mutex_unlock(&s->mu);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        for (size_t i = 0; i < s->len; i++)
+            q[i] = s->q[(s->head + i) % s->cap];
+        free(s->q);
+        s->q = q;
+        s->head = 0;
+        s->cap *= 2;
+    }
+    s->q[(s->head + s->len) % s->cap] = *o;
+    s->len++;
+    s->enqueued++;
+    if (s->sleeping) pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->mu);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamSynchronize(CUstream h)
+{
+    CUresult r = CUDA_SUCCESS;
+    CUstream s = resolve(h, &r);
+    if (!s) return r;
+    pthread_mutex_lock(&s->mu);
+    uint64_t target = s->enqueued;
+    s->sync_waiters++;
+    while (s->done < target)
+        pthread_cond_wait(&s->idle, &s->mu);
+    s->sync_waiters--;
+    pthread_mutex_unlock(&s->mu);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuLaunchHostFunc(CUstream h, CUhostFn fn, void *user)
+{
+    CUresult r = CUDA_SUCCESS;
+    if (!fn) return CUDA_ERROR_INVALID_VALUE;
+    CUstream s = resolve(h, &r);
+    if (!s) return r;
+    op o = {.kind = OP_HOSTFN};
+    o.u.host.fn = fn;
+    o.u.host.user = user;
+    return enqueue(s, &o);
+}
+
+/* ---- events ---- */
+
+EXPORT CUresult cuEventCreate(CUevent *out, unsigned flags)
+{
+    CUresult r;
+    if (!current(&r)) return r;
+    if (!out || (flags & ~CU_EVENT_VALID_FLAGS)) return CUDA_ERROR_INVALID_VALUE;
+    CUevent e = calloc(1, sizeof *e);
+    if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
+    e->flags = flags;
+    *out = e;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventRecord(CUevent e, CUstream h)
+{
+    CUresult r = CUDA_SUCCESS;
+    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    CUstream s = resolve(h, &r);
+    if (!s) return r;
+    op o = {.kind = OP_EVENT};
+    o.u.event.ev = e;
+    o.u.event.seq = atomic_fetch_add(&e->recorded, 1) + 1;
+    return enqueue(s, &o);
+}
+
+EXPORT CUresult cuEventQuery(CUevent e)
+{
+    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    return atomic_load(&e->completed) == atomic_load(&e->recorded) ? CUDA_SUCCESS
+                                                                   : CUDA_ERROR_NOT_READY;
+}
+
+EXPORT CUresult cuEventSynchronize(CUevent e)
+{
+    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    uint64_t target = atomic_load(&e->recorded);
+    if (atomic_load(&e->completed) >= target) return CUDA_SUCCESS;
+    pthread_mutex_lock(&g_mu);
+    atomic_fetch_add(&g_event_waiters, 1);
+    while (atomic_load(&e->completed) < target)
+        pthread_cond_wait(&g_cv, &g_mu);
+    atomic_fetch_sub(&g_event_waiters, 1);
+    pthread_mutex_unlock(&g_mu);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventDestroy_v2(CUevent e)
+{
+    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    cuEventSynchronize(e); /* queued records still point at it */
+    free(e);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventDestroy(CUevent e)
+{
+    return cuEventDestroy_v2(e);
+}
+
+EXPORT CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b)
+{
+    if (!ms) return CUDA_ERROR_INVALID_VALUE;
+    if (!a || !b) return CUDA_ERROR_INVALID_HANDLE;
+    if (atomic_load(&a->recorded) == 0 || atomic_load(&b->recorded) == 0 ||
+        ((a->flags | b->flags) & FAKECU_EVENT_DISABLE_TIMING))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (cuEventQuery(a) != CUDA_SUCCESS || cuEventQuery(b) != CUDA_SUCCESS)
+        return CUDA_ERROR_NOT_READY;
+    *ms = (float)((b->ts - a->ts) * 1e3);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
+{
+    return cuEventElapsedTime_v2(ms, a, b);
+}
+
+/* ---- test-only ---- */
+
+EXPORT CUresult fakecuLaunchWork(CUstream h, double t_ref_s, double alpha, int planned_mhz)
+{
+    if (!(t_ref_s > 0) || !isfinite(t_ref_s) || !(alpha >= 0 && alpha <= 1))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    CUstream s = resolve(h, &r);
+    if (!s) return r;
+    op o = {.kind = OP_WORK, .planned_mhz = planned_mhz};
+    o.u.work.t_ref_s = t_ref_s;
+    o.u.work.alpha = alpha;
+    return enqueue(s, &o);
+}
+
+EXPORT void fakecuClockShare(double *busy_s, double *at_planned_s)
+{
+    pthread_mutex_lock(&g_mu);
+    if (busy_s) *busy_s = g_busy_s;
+    if (at_planned_s) *at_planned_s = g_at_planned_s;
+    pthread_mutex_unlock(&g_mu);
+}
+
+EXPORT void fakecuResetStats(void)
+{
+    pthread_mutex_lock(&g_mu);
+    g_busy_s = g_at_planned_s = 0;
+    pthread_mutex_unlock(&g_mu);
+}
+
+EXPORT CUresult fakecuLaunchBarrier(CUstream h, const char *name, int parties)
+{
+    if (!name || strlen(name) >= sizeof g_barriers->name || parties < 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    CUstream s = resolve(h, &r);
+    if (!s) return r;
+    pthread_mutex_lock(&g_mu);
+    struct barrier *b;
+    for (b = g_barriers; b; b = b->next)
+        if (strcmp(b->name, name) == 0) break;
+    if (!b && (b = calloc(1, sizeof *b)) != NULL) {
+        snprintf(b->name, sizeof b->name, "%s", name);
+        b->next = g_barriers;
+        g_barriers = b;
+    }
+    if (b) b->parties = parties;
+    pthread_mutex_unlock(&g_mu);
+    if (!b) return CUDA_ERROR_OUT_OF_MEMORY;
+    op o = {.kind = OP_BARRIER};
+    o.u.barrier = b;
+    return enqueue(s, &o);
+}

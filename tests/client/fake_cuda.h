@@ -1,0 +1,138 @@
+/* The fake libcuda.so.1 of the tests (fake_cuda.c): the CUDA driver calls that perseus/stream.h
+ * uses, plus what a test needs to stand in for a training framework (initialise, take a device's
+ * primary context, make streams), on the fake devices of fake_gpu.h, and test-only calls that
+ * put work on a stream. The library is built in build/tests/fake_cuda/; tests get its path in
+ * $PRS_FAKE_CUDA and load it with dlopen (fakecu_load below), like a framework's libcuda.
+ *
+ * Semantics kept from the real driver: result codes (CUresult values below), a thread-local
+ * current context, cuEventQuery of a never-recorded event succeeds, cuEventElapsedTime needs both
+ * events recorded (CUDA_ERROR_INVALID_HANDLE) and complete (CUDA_ERROR_NOT_READY), stream handle
+ * 0 (and CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) is the current context's default stream, host
+ * functions run on a driver thread in stream order and the stream waits for them. Each stream is
+ * an ordered queue run by its own thread; its device time advances exactly by the GPU model, and
+ * an operation never starts before the host enqueued it. Simplifications: the default stream does
+ * not synchronise with the other streams; cuStreamDestroy and cuEventDestroy wait for the queued
+ * work that uses them; a context's streams are destroyed when its primary context is released for
+ * the last time. */
+#ifndef PRS_FAKE_CUDA_H
+#define PRS_FAKE_CUDA_H
+
+#include <dlfcn.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef struct CUuuid_st {
+    char bytes[16];
+} CUuuid;
+typedef void (*CUhostFn)(void *user);
+
+enum {
+    CUDA_SUCCESS = 0,
+    CUDA_ERROR_INVALID_VALUE = 1,
+    CUDA_ERROR_OUT_OF_MEMORY = 2,
+    CUDA_ERROR_NOT_INITIALIZED = 3,
+    CUDA_ERROR_NO_DEVICE = 100,
+    CUDA_ERROR_INVALID_DEVICE = 101,
+    CUDA_ERROR_INVALID_CONTEXT = 201,
+    CUDA_ERROR_INVALID_HANDLE = 400,
+    CUDA_ERROR_NOT_READY = 600,
+    CUDA_ERROR_UNKNOWN = 999
+};
+
+#define FAKECU_EVENT_DISABLE_TIMING 0x2u
+
+/* ---- test-only exports ---- */
+
+/* Enqueue one kernel on stream s: work (t_ref_s, alpha) of the GPU model, lasting what the model
+ * says at the clock in effect while it runs (piecewise when the clock changes mid-kernel), drawing
+ * busy power. planned_mhz > 0 tracks it: its device time and the part run at planned_mhz are
+ * added to the process's totals (fakecuClockShare). */
+CUresult fakecuLaunchWork(CUstream s, double t_ref_s, double alpha, int planned_mhz);
+/* Totals over the tracked kernels that finished since the last fakecuResetStats: device time, and
+ * the part of it run at each kernel's planned clock (seconds). */
+void fakecuClockShare(double *busy_s, double *at_planned_s);
+void fakecuResetStats(void);
+/* Enqueue a device-side collective on s: the stream waits (the device drawing blocking power)
+ * until `parties` streams of this process reached the same generation of the barrier `name`
+ * (at most 47 bytes); all continue at the model instant the last one arrived. */
+CUresult fakecuLaunchBarrier(CUstream s, const char *name, int parties);
+
+/* ---- loading it like a framework would ---- */
+
+typedef struct fakecu_api {
+    void *lib;
+    CUresult (*cuInit)(unsigned flags);
+    CUresult (*cuDeviceGet)(CUdevice *dev, int ordinal);
+    CUresult (*cuDeviceGetCount)(int *count);
+    CUresult (*cuDeviceGetUuid)(CUuuid *uuid, CUdevice dev);
+    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
+    CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev);
+    CUresult (*cuCtxSetCurrent)(CUcontext ctx);
+    CUresult (*cuCtxGetCurrent)(CUcontext *ctx);
+    CUresult (*cuStreamCreate)(CUstream *s, unsigned flags);
+    CUresult (*cuStreamDestroy)(CUstream s);
+    CUresult (*cuStreamSynchronize)(CUstream s);
+    CUresult (*cuEventCreate)(CUevent *e, unsigned flags);
+    CUresult (*cuEventDestroy)(CUevent e);
+    CUresult (*cuEventRecord)(CUevent e, CUstream s);
+    CUresult (*cuEventQuery)(CUevent e);
+    CUresult (*cuEventSynchronize)(CUevent e);
+    CUresult (*cuEventElapsedTime)(float *ms, CUevent a, CUevent b);
+    CUresult (*cuLaunchHostFunc)(CUstream s, CUhostFn fn, void *user);
+    CUresult (*launch_work)(CUstream s, double t_ref_s, double alpha, int planned_mhz);
+    void (*clock_share)(double *busy_s, double *at_planned_s);
+    void (*reset_stats)(void);
+    CUresult (*launch_barrier)(CUstream s, const char *name, int parties);
+} fakecu_api;
+
+static inline int fakecu_sym(void *lib, void *fnptr, size_t size, const char *name)
+{
+    void *p = dlsym(lib, name);
+    if (!p) return -1;
+    memcpy(fnptr, &p, size);
+    return 0;
+}
+
+/* dlopen the fake (path: $PRS_FAKE_CUDA) and resolve everything: 0, or -1 (dlerror says why). */
+static inline int fakecu_load(fakecu_api *a, const char *path)
+{
+    memset(a, 0, sizeof *a);
+    a->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!a->lib) return -1;
+#define FAKECU_SYM(f, n)                                                                           \
+    if (fakecu_sym(a->lib, &a->f, sizeof a->f, n)) goto fail
+    FAKECU_SYM(cuInit, "cuInit");
+    FAKECU_SYM(cuDeviceGet, "cuDeviceGet");
+    FAKECU_SYM(cuDeviceGetCount, "cuDeviceGetCount");
+    FAKECU_SYM(cuDeviceGetUuid, "cuDeviceGetUuid_v2");
+    FAKECU_SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+    FAKECU_SYM(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
+    FAKECU_SYM(cuCtxSetCurrent, "cuCtxSetCurrent");
+    FAKECU_SYM(cuCtxGetCurrent, "cuCtxGetCurrent");
+    FAKECU_SYM(cuStreamCreate, "cuStreamCreate");
+    FAKECU_SYM(cuStreamDestroy, "cuStreamDestroy_v2");
+    FAKECU_SYM(cuStreamSynchronize, "cuStreamSynchronize");
+    FAKECU_SYM(cuEventCreate, "cuEventCreate");
+    FAKECU_SYM(cuEventDestroy, "cuEventDestroy_v2");
+    FAKECU_SYM(cuEventRecord, "cuEventRecord");
+    FAKECU_SYM(cuEventQuery, "cuEventQuery");
+    FAKECU_SYM(cuEventSynchronize, "cuEventSynchronize");
+    FAKECU_SYM(cuEventElapsedTime, "cuEventElapsedTime_v2");
+    FAKECU_SYM(cuLaunchHostFunc, "cuLaunchHostFunc");
+    FAKECU_SYM(launch_work, "fakecuLaunchWork");
+    FAKECU_SYM(clock_share, "fakecuClockShare");
+    FAKECU_SYM(reset_stats, "fakecuResetStats");
+    FAKECU_SYM(launch_barrier, "fakecuLaunchBarrier");
+#undef FAKECU_SYM
+    return 0;
+fail:
+    dlclose(a->lib);
+    a->lib = NULL;
+    return -1;
+}
+
+#endif
