@@ -7,7 +7,8 @@
  * what the GPU model of its device says (fakegpu_run_kernel sleeps until absolute model
  * deadlines, so the thread's late wake-ups never add up), an event completes with the model
  * instant it was reached as its timestamp, and a host function runs on the thread (the stream
- * waits for it: its own duration is added to the device time). */
+ * waits for it: device time goes on from the instant it returned, so a clock change it makes is
+ * in effect for the next kernel). */
 #include "fake_cuda.h"
 
 #include <math.h>
@@ -345,9 +346,11 @@ static void run_op(CUstream s, op *o)
         break;
     }
     case OP_HOSTFN: {
-        double t0 = now_s();
+        /* The stream waits for the function: device time goes on from the instant it returned,
+         * so the host's latency in running it counts, as on a GPU. */
         o->u.host.fn(o->u.host.user);
-        s->t_dev = start + (now_s() - t0);
+        double t = now_s();
+        s->t_dev = t > start ? t : start;
         break;
     }
     case OP_BARRIER: {

@@ -42,7 +42,8 @@ typedef struct nvmlDevice_st {
 
 static struct nvmlDevice_st devices[FAKEGPU_MAX_DEVICES];
 static int init_count, device_count, no_energy;
-static long sets, resets; /* calls made by this process */
+static char device_dir[512]; /* $PRS_FAKE_GPU_DIR of the devices */
+static long sets, resets;    /* calls made by this process */
 
 static void write_state(nvmlDevice_t d)
 {
@@ -71,9 +72,12 @@ static void write_state(nvmlDevice_t d)
 
 EXPORT int nvmlInit_v2(void)
 {
-    if (init_count == 0) {
-        /* A first initialisation (again after a shutdown) takes the devices of the current
-         * environment: $PRS_FAKE_GPU_DIR may have changed. */
+    /* A first initialisation, or one under another $PRS_FAKE_GPU_DIR, takes the devices of the
+     * current environment. */
+    const char *dir = getenv("PRS_FAKE_GPU_DIR");
+    if (!dir) dir = "";
+    if (init_count == 0 || strcmp(dir, device_dir) != 0) {
+        snprintf(device_dir, sizeof device_dir, "%s", dir);
         device_count = fakegpu_count();
         for (int i = 0; i < FAKEGPU_MAX_DEVICES; i++)
             devices[i].dev = NULL;

@@ -1,0 +1,573 @@
+/* The fake GPU of the tests (fake_gpu.h, fake_nvml.c, fake_cuda.c) is no kinder than hardware:
+ * the energy counter refreshes at coarse instants with a per-device phase, power carries noise,
+ * a pre-Volta device has no energy counter, a clock change hits a running kernel at the instant it
+ * is made (also from another process), the energy is the model's integral, devices are separate
+ * and named by UUID, and a device-side barrier holds streams until all arrived. Each test uses its
+ * own $PRS_FAKE_GPU_DIR, so its settings (refresh, noise) apply to fresh device states. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fake_cuda.h"
+#include "fake_gpu.h"
+#include "perseus/gpu.h"
+
+static fakecu_api cu;
+static int have_cu;
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* A fresh device directory, in $PRS_FAKE_GPU_DIR, with the given settings ("" unsets). */
+typedef struct fixture {
+    char dir[256];
+} fixture;
+
+static void fx_begin(fixture *f, const char *refresh_ms, const char *noise, const char *no_energy)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(f->dir, sizeof f->dir, "%s/prs-fake-gpu-XXXXXX", base && *base ? base : "/tmp");
+    assert_non_null(mkdtemp(f->dir));
+    setenv("PRS_FAKE_GPU_DIR", f->dir, 1);
+    if (*refresh_ms)
+        setenv("PRS_FAKE_NVML_REFRESH_MS", refresh_ms, 1);
+    else
+        unsetenv("PRS_FAKE_NVML_REFRESH_MS");
+    if (*noise)
+        setenv("PRS_FAKE_NVML_NOISE", noise, 1);
+    else
+        unsetenv("PRS_FAKE_NVML_NOISE");
+    if (*no_energy)
+        setenv("PRS_FAKE_NVML_NO_ENERGY", no_energy, 1);
+    else
+        unsetenv("PRS_FAKE_NVML_NO_ENERGY");
+}
+
+static void fx_end(fixture *f)
+{
+    char p[320];
+    for (int i = 0; i < FAKEGPU_MAX_DEVICES; i++) {
+        snprintf(p, sizeof p, "%s/gpu%d.state", f->dir, i);
+        unlink(p);
+    }
+    rmdir(f->dir);
+    unsetenv("PRS_FAKE_GPU_DIR");
+}
+
+static prs_gpu *open_nvml(unsigned index)
+{
+    const char *lib = getenv("PRS_FAKE_NVML");
+    prs_gpu *g = NULL;
+    prs_error e;
+    assert_int_equal(prs_gpu_open_nvml(index, lib, &g, &e), 0);
+    return g;
+}
+
+/* Make device dev's primary context current and create a stream on it. */
+static CUstream ctx_stream(CUdevice dev)
+{
+    CUcontext c;
+    CUstream s;
+    assert_int_equal(cu.cuDevicePrimaryCtxRetain(&c, dev), CUDA_SUCCESS);
+    assert_int_equal(cu.cuCtxSetCurrent(c), CUDA_SUCCESS);
+    assert_int_equal(cu.cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    return s;
+}
+
+static void ctx_release(CUdevice dev)
+{
+    assert_int_equal(cu.cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+    assert_int_equal(cu.cuDevicePrimaryCtxRelease(dev), CUDA_SUCCESS);
+}
+
+static double elapsed_s(CUevent a, CUevent b)
+{
+    float ms = -1;
+    assert_int_equal(cu.cuEventElapsedTime(&ms, a, b), CUDA_SUCCESS);
+    return 1e-3 * ms;
+}
+
+/* With a 50 ms refresh, the counter moves in steps of the power times 50 ms, at the instants
+ * phase + k·50 ms of CLOCK_MONOTONIC, the phase of device i being 50 ms · frac(0.618·(i + 1)).
+ * Both devices are polled together; a stalled poll may see two steps at once, never a part of
+ * one. */
+static void test_refresh_quantised(void **state)
+{
+    fixture f;
+    fx_begin(&f, "50", "", "");
+    const double R = 0.050;
+    prs_gpu *g[2] = {open_nvml(0), open_nvml(1)};
+    double step_mj[2], delay[2][32];
+    uint64_t last[2];
+    int steps[2] = {0, 0}, n[2] = {0, 0}, first[2] = {1, 1};
+    for (int d = 0; d < 2; d++) {
+        unsigned mw = 0;
+        assert_int_equal(prs_gpu_power_mw(g[d], &mw), 0);
+        step_mj[d] = mw * R; /* no kernel ran: constant busy power */
+        assert_int_equal(prs_gpu_energy_mj(g[d], &last[d]), 0);
+    }
+    double t0 = mono_s();
+    while (mono_s() - t0 < 0.42) {
+        for (int d = 0; d < 2; d++) {
+            uint64_t v;
+            assert_int_equal(prs_gpu_energy_mj(g[d], &v), 0);
+            double t = mono_s();
+            assert_true(v >= last[d]);
+            if (v == last[d]) continue;
+            if (first[d]) { /* the counter started between two refresh instants */
+                first[d] = 0;
+                last[d] = v;
+                continue;
+            }
+            double k = round((double)(v - last[d]) / step_mj[d]);
+            assert_true(k >= 1);
+            assert_true(fabs((double)(v - last[d]) - k * step_mj[d]) <= 2.0);
+            steps[d] += (int)k;
+            double phase = R * fmod(0.6180339887498949 * (d + 1), 1.0);
+            if (n[d] < 32) delay[d][n[d]++] = fmod(t - phase, R);
+            last[d] = v;
+        }
+        sleep_s(0.0005);
+    }
+    for (int d = 0; d < 2; d++) {
+        assert_true(steps[d] >= 6 && steps[d] <= 9);
+        /* Seen within a few ms of the refresh instant, at least most of the time. */
+        int soon = 0;
+        for (int i = 0; i < n[d]; i++)
+            soon += delay[d][i] < 0.005;
+        assert_true(soon * 2 > n[d]);
+        prs_gpu_close(g[d]);
+    }
+    fx_end(&f);
+}
+
+static void test_no_energy_counter(void **state)
+{
+    fixture f;
+    fx_begin(&f, "", "", "1");
+    prs_gpu *g = open_nvml(0);
+    uint64_t mj;
+    assert_int_equal(prs_gpu_energy_mj(g, &mj), PRS_EGPU);
+    assert_non_null(strstr(prs_gpu_errmsg(g), "Not Supported"));
+    assert_true(isnan(prs_gpu_read_energy_j(g)));
+    unsigned mw = 0;
+    assert_int_equal(prs_gpu_power_mw(g, &mw), 0);
+    assert_true(mw > 100000);
+    prs_gpu_close(g);
+    fx_end(&f);
+}
+
+/* The counter is the model's integral: one kernel on an idle device, read before and after. */
+static void test_energy_is_model_integral(void **state)
+{
+    if (!have_cu) skip();
+    fixture f;
+    fx_begin(&f, "", "", "");
+    prs_gpu *g = open_nvml(0);
+    const prs_gpu_preset *p = prs_gpu_preset_find("a100");
+    CUstream s = ctx_stream(0);
+    prs_gpu_work w = {0.040, 0.7};
+    /* A first kernel makes the device model its power (idle = blocking power from then on). */
+    assert_int_equal(cu.launch_work(s, 0.001, 0.7, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuStreamSynchronize(s), CUDA_SUCCESS);
+    uint64_t e0, e1;
+    double t0a = mono_s();
+    assert_int_equal(prs_gpu_energy_mj(g, &e0), 0);
+    double t0b = mono_s();
+    assert_int_equal(cu.launch_work(s, w.t_ref_s, w.alpha, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuStreamSynchronize(s), CUDA_SUCCESS);
+    sleep_s(0.010);
+    double t1a = mono_s();
+    assert_int_equal(prs_gpu_energy_mj(g, &e1), 0);
+    double t1b = mono_s();
+    double busy = prs_gpu_time_s(p, &w, p->f_max_mhz);
+    double e_busy = prs_gpu_energy_j(p, &w, p->f_max_mhz);
+    double lo = e_busy + p->blocking_power_w * (t1a - t0b - busy);
+    double hi = e_busy + p->blocking_power_w * (t1b - t0a - busy);
+    double got = 1e-3 * (double)(e1 - e0);
+    assert_true(got >= lo - 0.002 && got <= hi + 0.002);
+    assert_int_equal(cu.cuStreamDestroy(s), CUDA_SUCCESS);
+    ctx_release(0);
+    prs_gpu_close(g);
+    fx_end(&f);
+}
+
+/* Noise 10 %: the energy of many kernels averages to the model's; power readings spread. */
+static void test_noise_mean(void **state)
+{
+    if (!have_cu) skip();
+    fixture f;
+    fx_begin(&f, "", "0.1", "");
+    prs_gpu *g = open_nvml(0);
+    const prs_gpu_preset *p = prs_gpu_preset_find("a100");
+    CUstream s = ctx_stream(0);
+    CUevent a, b;
+    assert_int_equal(cu.cuEventCreate(&a, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventCreate(&b, 0), CUDA_SUCCESS);
+    prs_gpu_work w = {0.002, 0.7};
+    int n = 200;
+    assert_int_equal(cu.launch_work(s, 0.002, 0.7, 0), CUDA_SUCCESS); /* host runs ahead */
+    assert_int_equal(cu.cuEventRecord(a, s), CUDA_SUCCESS);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(cu.launch_work(s, w.t_ref_s, w.alpha, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventRecord(b, s), CUDA_SUCCESS);
+    /* Power readings while the kernels run: one noise factor per kernel. */
+    double sum = 0, sum2 = 0;
+    int m = 0;
+    double p_busy = prs_gpu_power_w(p, p->f_max_mhz);
+    while (cu.cuEventQuery(b) == CUDA_ERROR_NOT_READY && m < 1000) {
+        unsigned mw;
+        assert_int_equal(prs_gpu_power_mw(g, &mw), 0);
+        double x = 1e-3 * mw / p_busy;
+        if (x > 0.5) { /* busy, not between kernels */
+            sum += x;
+            sum2 += x * x;
+            m++;
+        }
+        sleep_s(0.0007);
+    }
+    assert_true(m >= 50);
+    double mean = sum / m, sd = sqrt(sum2 / m - mean * mean);
+    assert_true(fabs(mean - 1) < 0.05);
+    assert_true(sd > 0.05 && sd < 0.15);
+    assert_int_equal(cu.cuEventSynchronize(b), CUDA_SUCCESS);
+    /* The counter over the whole run, against the noiseless model. */
+    double span = elapsed_s(a, b);
+    assert_true(fabs(span - n * prs_gpu_time_s(p, &w, p->f_max_mhz)) < 1e-5);
+    (void)span;
+    assert_int_equal(cu.cuEventDestroy(a), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventDestroy(b), CUDA_SUCCESS);
+    assert_int_equal(cu.cuStreamDestroy(s), CUDA_SUCCESS);
+    ctx_release(0);
+    prs_gpu_close(g);
+    fx_end(&f);
+}
+
+/* Energy of n noisy kernels against the model: within a few standard errors. */
+static void test_noise_energy(void **state)
+{
+    if (!have_cu) skip();
+    fixture f;
+    fx_begin(&f, "", "0.2", "");
+    prs_gpu *g = open_nvml(0);
+    const prs_gpu_preset *p = prs_gpu_preset_find("a100");
+    CUstream s = ctx_stream(0);
+    prs_gpu_work w = {0.002, 0.7};
+    int n = 150;
+    assert_int_equal(cu.launch_work(s, 0.005, 0.7, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuStreamSynchronize(s), CUDA_SUCCESS);
+    uint64_t e0, e1;
+    double t0 = mono_s();
+    assert_int_equal(prs_gpu_energy_mj(g, &e0), 0);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(cu.launch_work(s, w.t_ref_s, w.alpha, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuStreamSynchronize(s), CUDA_SUCCESS);
+    assert_int_equal(prs_gpu_energy_mj(g, &e1), 0);
+    double t1 = mono_s();
+    double busy = n * prs_gpu_time_s(p, &w, p->f_max_mhz);
+    double model = n * prs_gpu_energy_j(p, &w, p->f_max_mhz) +
+                   p->blocking_power_w * ((t1 - t0) - busy); /* idle: noisy too, small */
+    double got = 1e-3 * (double)(e1 - e0);
+    /* Standard error of the busy part: 0.2 / sqrt(150) = 1.6 %. */
+    assert_true(fabs(got / model - 1) < 0.06);
+    assert_int_equal(cu.cuStreamDestroy(s), CUDA_SUCCESS);
+    ctx_release(0);
+    prs_gpu_close(g);
+    fx_end(&f);
+}
+
+/* A kernel of 200 ms at f_max (alpha 1); the clock halves after ~50 ms: the rest of its work runs
+ * at half speed from the instant of the call. */
+static void test_clock_change_mid_kernel(void **state)
+{
+    if (!have_cu) skip();
+    fixture f;
+    fx_begin(&f, "", "", "");
+    prs_gpu *g = open_nvml(0);
+    CUstream s = ctx_stream(0);
+    CUevent a, b;
+    assert_int_equal(cu.cuEventCreate(&a, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventCreate(&b, 0), CUDA_SUCCESS);
+    cu.reset_stats();
+    double l0 = mono_s();
+    assert_int_equal(cu.cuEventRecord(a, s), CUDA_SUCCESS);
+    assert_int_equal(cu.launch_work(s, 0.200, 1.0, 705), CUDA_SUCCESS);
+    double l1 = mono_s();
+    assert_int_equal(cu.cuEventRecord(b, s), CUDA_SUCCESS);
+    sleep_s(0.050);
+    double c0 = mono_s();
+    assert_int_equal(prs_gpu_set_clock(g, 705), 0);
+    double c1 = mono_s();
+    assert_int_equal(cu.cuEventSynchronize(b), CUDA_SUCCESS);
+    /* x: work time at 1410 MHz before the change; the rest takes twice as long. */
+    double x_lo = c0 - l1, x_hi = c1 - l0;
+    double t = elapsed_s(a, b);
+    assert_true(t >= 0.400 - x_hi - 1e-5 && t <= 0.400 - x_lo + 1e-5);
+    double busy, at;
+    cu.clock_share(&busy, &at);
+    assert_true(busy >= 0.400 - x_hi - 1e-5 && busy <= 0.400 - x_lo + 1e-5);
+    assert_true(at >= 2 * (0.200 - x_hi) - 1e-5 && at <= 2 * (0.200 - x_lo) + 1e-5);
+    assert_true(fabs(busy - t) < 1e-4);
+    assert_int_equal(prs_gpu_reset_clock(g), 0);
+    assert_int_equal(cu.cuEventDestroy(a), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventDestroy(b), CUDA_SUCCESS);
+    assert_int_equal(cu.cuStreamDestroy(s), CUDA_SUCCESS);
+    ctx_release(0);
+    prs_gpu_close(g);
+    fx_end(&f);
+}
+
+/* The clock controller is another process (forked, as in the client): the clock it sets through
+ * the fake NVML is the clock this process's kernels run at. */
+static void test_clock_from_other_process(void **state)
+{
+    if (!have_cu) skip();
+    fixture f;
+    fx_begin(&f, "", "", "");
+    prs_gpu *g = open_nvml(0);
+    prs_clockctl *c;
+    prs_error e;
+    assert_int_equal(prs_clockctl_new(g, PRS_CLOCKCTL_PROCESS, &c, &e), 0);
+    assert_int_equal(prs_clockctl_set(c, 705), 0);
+    assert_int_equal(prs_clockctl_sync(c, 5), 0);
+    CUstream s = ctx_stream(0);
+    CUevent ev[3];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(cu.cuEventCreate(&ev[i], 0), CUDA_SUCCESS);
+    assert_int_equal(cu.launch_work(s, 0.010, 1.0, 0), CUDA_SUCCESS); /* host runs ahead */
+    assert_int_equal(cu.cuEventRecord(ev[0], s), CUDA_SUCCESS);
+    assert_int_equal(cu.launch_work(s, 0.020, 1.0, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventRecord(ev[1], s), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventSynchronize(ev[1]), CUDA_SUCCESS);
+    assert_true(fabs(elapsed_s(ev[0], ev[1]) - 0.040) < 1e-5);
+    assert_int_equal(prs_clockctl_set(c, 1410), 0);
+    assert_int_equal(prs_clockctl_sync(c, 5), 0);
+    assert_int_equal(cu.launch_work(s, 0.005, 1.0, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventRecord(ev[1], s), CUDA_SUCCESS);
+    assert_int_equal(cu.launch_work(s, 0.020, 1.0, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventRecord(ev[2], s), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventSynchronize(ev[2]), CUDA_SUCCESS);
+    assert_true(fabs(elapsed_s(ev[1], ev[2]) - 0.020) < 1e-5);
+    prs_clockctl_free(c);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(cu.cuEventDestroy(ev[i]), CUDA_SUCCESS);
+    assert_int_equal(cu.cuStreamDestroy(s), CUDA_SUCCESS);
+    ctx_release(0);
+    prs_gpu_close(g);
+    fx_end(&f);
+}
+
+typedef int (*nvml_count_fn)(unsigned *);
+typedef int (*nvml_handle_fn)(unsigned, void **);
+typedef int (*nvml_uuid_fn)(void *, char *, unsigned);
+typedef int (*nvml_by_uuid_fn)(const char *, void **);
+
+/* Four devices: separate UUIDs in NVML and CUDA, and separate clocks. */
+static void test_several_devices(void **state)
+{
+    if (!have_cu) skip();
+    fixture f;
+    fx_begin(&f, "", "", "");
+    void *nv = dlopen(getenv("PRS_FAKE_NVML"), RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(nv);
+    int (*init)(void) = NULL, (*shutdown)(void) = NULL;
+    nvml_count_fn count = NULL;
+    nvml_handle_fn handle = NULL;
+    nvml_uuid_fn uuid = NULL;
+    nvml_by_uuid_fn by_uuid = NULL;
+    assert_int_equal(fakecu_sym(nv, &init, sizeof init, "nvmlInit_v2"), 0);
+    assert_int_equal(fakecu_sym(nv, &shutdown, sizeof shutdown, "nvmlShutdown"), 0);
+    assert_int_equal(fakecu_sym(nv, &count, sizeof count, "nvmlDeviceGetCount_v2"), 0);
+    assert_int_equal(fakecu_sym(nv, &handle, sizeof handle, "nvmlDeviceGetHandleByIndex_v2"), 0);
+    assert_int_equal(fakecu_sym(nv, &uuid, sizeof uuid, "nvmlDeviceGetUUID"), 0);
+    assert_int_equal(fakecu_sym(nv, &by_uuid, sizeof by_uuid, "nvmlDeviceGetHandleByUUID"), 0);
+    prs_gpu *g2 = open_nvml(2); /* initialises NVML in this process (shared library instance) */
+    assert_int_equal(init(), 0);
+    unsigned n = 0;
+    assert_int_equal(count(&n), 0);
+    assert_int_equal(n, 4);
+    char ids[4][96];
+    for (unsigned i = 0; i < n; i++) {
+        void *h, *h2;
+        assert_int_equal(handle(i, &h), 0);
+        assert_int_equal(uuid(h, ids[i], sizeof ids[i]), 0);
+        assert_int_equal(strlen(ids[i]), 40);
+        assert_int_equal(strncmp(ids[i], "GPU-", 4), 0);
+        for (unsigned j = 0; j < i; j++)
+            assert_string_not_equal(ids[i], ids[j]);
+        assert_int_equal(by_uuid(ids[i], &h2), 0);
+        assert_ptr_equal(h, h2);
+    }
+    void *h;
+    assert_int_not_equal(handle(4, &h), 0);
+    assert_int_equal(by_uuid("GPU-00000000-0000-0000-0000-000000000000", &h), 6);
+
+    int cn = 0;
+    assert_int_equal(cu.cuDeviceGetCount(&cn), CUDA_SUCCESS);
+    assert_int_equal(cn, 4);
+    CUuuid cid;
+    assert_int_equal(cu.cuDeviceGetUuid(&cid, 2), CUDA_SUCCESS);
+    char s2[48];
+    const unsigned char *u = (const unsigned char *)cid.bytes;
+    snprintf(s2, sizeof s2,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+             u[15]);
+    assert_string_equal(s2, ids[2]);
+
+    /* Device 2 at half clock, device 0 at f_max: the same work takes twice as long on 2. */
+    assert_int_equal(prs_gpu_set_clock(g2, 705), 0);
+    double t[2];
+    for (int k = 0; k < 2; k++) {
+        CUdevice dev = k == 0 ? 0 : 2;
+        CUstream s = ctx_stream(dev);
+        CUevent a, b;
+        assert_int_equal(cu.cuEventCreate(&a, 0), CUDA_SUCCESS);
+        assert_int_equal(cu.cuEventCreate(&b, 0), CUDA_SUCCESS);
+        assert_int_equal(cu.launch_work(s, 0.005, 1.0, 0), CUDA_SUCCESS);
+        assert_int_equal(cu.cuEventRecord(a, s), CUDA_SUCCESS);
+        assert_int_equal(cu.launch_work(s, 0.010, 1.0, 0), CUDA_SUCCESS);
+        assert_int_equal(cu.cuEventRecord(b, s), CUDA_SUCCESS);
+        assert_int_equal(cu.cuEventSynchronize(b), CUDA_SUCCESS);
+        t[k] = elapsed_s(a, b);
+        assert_int_equal(cu.cuEventDestroy(a), CUDA_SUCCESS);
+        assert_int_equal(cu.cuEventDestroy(b), CUDA_SUCCESS);
+        assert_int_equal(cu.cuStreamDestroy(s), CUDA_SUCCESS);
+        ctx_release(dev);
+    }
+    assert_true(fabs(t[0] - 0.010) < 1e-5);
+    assert_true(fabs(t[1] - 0.020) < 1e-5);
+    assert_int_equal(prs_gpu_reset_clock(g2), 0);
+    prs_gpu_close(g2);
+    assert_int_equal(shutdown(), 0);
+    dlclose(nv);
+    fx_end(&f);
+}
+
+/* A device-side barrier: the faster stream waits; both continue at the last arrival. */
+static void test_barrier(void **state)
+{
+    if (!have_cu) skip();
+    fixture f;
+    fx_begin(&f, "", "", "");
+    CUstream s0 = ctx_stream(0), s1 = ctx_stream(1);
+    CUevent a0, a1, b0, b1;
+    assert_int_equal(cu.cuEventCreate(&a0, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventCreate(&a1, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventCreate(&b0, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventCreate(&b1, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.launch_work(s0, 0.010, 1.0, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.launch_work(s1, 0.010, 1.0, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventRecord(a0, s0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventRecord(a1, s1), CUDA_SUCCESS);
+    assert_int_equal(cu.launch_work(s0, 0.005, 1.0, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.launch_work(s1, 0.030, 1.0, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.launch_barrier(s0, "allreduce", 2), CUDA_SUCCESS);
+    assert_int_equal(cu.launch_barrier(s1, "allreduce", 2), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventRecord(b0, s0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventRecord(b1, s1), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventSynchronize(b0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventSynchronize(b1), CUDA_SUCCESS);
+    assert_true(fabs(elapsed_s(a1, b1) - 0.030) < 1e-5);
+    assert_true(fabs(elapsed_s(b0, b1)) < 1e-5);
+    assert_true(elapsed_s(a0, b0) > 0.029);
+    assert_int_equal(cu.launch_barrier(s0, "x", 0), CUDA_ERROR_INVALID_VALUE);
+    CUevent ev[] = {a0, a1, b0, b1};
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(cu.cuEventDestroy(ev[i]), CUDA_SUCCESS);
+    assert_int_equal(cu.cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+    assert_int_equal(cu.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS); /* destroys s0 */
+    assert_int_equal(cu.cuDevicePrimaryCtxRelease(1), CUDA_SUCCESS);
+    fx_end(&f);
+}
+
+/* Driver semantics of the fake: codes without initialisation or context, event states. */
+static void test_driver_semantics(void **state)
+{
+    if (!have_cu) skip();
+    fixture f;
+    fx_begin(&f, "", "", "");
+    CUevent e;
+    CUcontext c = (CUcontext)1;
+    assert_int_equal(cu.cuCtxGetCurrent(&c), CUDA_SUCCESS);
+    assert_null(c);
+    assert_int_equal(cu.cuEventCreate(&e, 0), CUDA_ERROR_INVALID_CONTEXT);
+    assert_int_equal(cu.launch_work(NULL, 0.001, 1.0, 0), CUDA_ERROR_INVALID_CONTEXT);
+    CUdevice d;
+    assert_int_equal(cu.cuDeviceGet(&d, 99), CUDA_ERROR_INVALID_DEVICE);
+    CUstream s = ctx_stream(0);
+    CUevent a, b;
+    assert_int_equal(cu.cuEventCreate(&a, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventCreate(&b, FAKECU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventQuery(a), CUDA_SUCCESS); /* never recorded */
+    float ms;
+    assert_int_equal(cu.cuEventElapsedTime(&ms, a, a), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(cu.launch_work(s, 0.020, 1.0, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventRecord(a, s), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventRecord(b, s), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventQuery(a), CUDA_ERROR_NOT_READY);
+    assert_int_equal(cu.cuEventElapsedTime(&ms, a, a), CUDA_ERROR_NOT_READY);
+    assert_int_equal(cu.cuEventSynchronize(b), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventQuery(a), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventElapsedTime(&ms, a, b), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(cu.cuEventElapsedTime(&ms, a, a), CUDA_SUCCESS);
+    assert_true(ms == 0.0f);
+    /* The default stream (handle 0) of the current context works too. */
+    assert_int_equal(cu.launch_work(NULL, 0.002, 1.0, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventRecord(a, NULL), CUDA_SUCCESS);
+    assert_int_equal(cu.cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventQuery(a), CUDA_SUCCESS);
+    assert_int_equal(cu.cuStreamDestroy(NULL), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(cu.cuEventDestroy(a), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventDestroy(b), CUDA_SUCCESS);
+    assert_int_equal(cu.cuStreamDestroy(s), CUDA_SUCCESS);
+    ctx_release(0);
+    assert_int_equal(cu.cuDevicePrimaryCtxRelease(0), CUDA_ERROR_INVALID_CONTEXT);
+    fx_end(&f);
+}
+
+int main(void)
+{
+    setenv("PRS_FAKE_GPU_COUNT", "4", 1);
+    const char *lib = getenv("PRS_FAKE_CUDA");
+    if (lib && *lib) {
+        if (fakecu_load(&cu, lib)) {
+            fprintf(stderr, "cannot load %s: %s\n", lib, dlerror());
+            return 1;
+        }
+        if (cu.cuInit(0) != CUDA_SUCCESS) return 1;
+        have_cu = 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refresh_quantised),
+        cmocka_unit_test(test_no_energy_counter),
+        cmocka_unit_test(test_energy_is_model_integral),
+        cmocka_unit_test(test_noise_mean),
+        cmocka_unit_test(test_noise_energy),
+        cmocka_unit_test(test_clock_change_mid_kernel),
+        cmocka_unit_test(test_clock_from_other_process),
+        cmocka_unit_test(test_several_devices),
+        cmocka_unit_test(test_barrier),
+        cmocka_unit_test(test_driver_semantics),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
