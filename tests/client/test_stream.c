@@ -1,0 +1,373 @@
+/* Device streams (perseus/stream.h) on the fake libcuda.so.1 (tests/client/fake_cuda.c, path in
+ * $PRS_FAKE_CUDA): clean errors without the library, a symbol or a context; event timing exact
+ * while the host runs ahead; operations that never start before the host enqueued them; host
+ * functions in stream order, holding the stream; the device's UUID as NVML names it; and a clock
+ * change made by a host function in stream order, against one requested from the host. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fake_cuda.h"
+#include "perseus/gpu.h"
+#include "perseus/stream.h"
+
+static fakecu_api cu;
+static const char *cu_path;
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* One test's devices: a fresh $PRS_FAKE_GPU_DIR, device dev's context current on this thread, a
+ * CUDA stream made on it, and a prs_stream bound to it. */
+typedef struct fixture {
+    char dir[256];
+    CUdevice dev;
+    CUstream cs;
+    prs_stream *s;
+} fixture;
+
+static void fx_begin(fixture *f, CUdevice dev)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(f->dir, sizeof f->dir, "%s/prs-stream-XXXXXX", base && *base ? base : "/tmp");
+    assert_non_null(mkdtemp(f->dir));
+    setenv("PRS_FAKE_GPU_DIR", f->dir, 1);
+    f->dev = dev;
+    CUcontext c;
+    assert_int_equal(cu.cuDevicePrimaryCtxRetain(&c, dev), CUDA_SUCCESS);
+    assert_int_equal(cu.cuCtxSetCurrent(c), CUDA_SUCCESS);
+    assert_int_equal(cu.cuStreamCreate(&f->cs, 0), CUDA_SUCCESS);
+    prs_error e;
+    assert_int_equal(prs_stream_open_cuda((uintptr_t)f->cs, cu_path, &f->s, &e), 0);
+}
+
+static void fx_end(fixture *f)
+{
+    prs_stream_close(f->s);
+    assert_int_equal(cu.cuStreamDestroy(f->cs), CUDA_SUCCESS);
+    assert_int_equal(cu.cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+    assert_int_equal(cu.cuDevicePrimaryCtxRelease(f->dev), CUDA_SUCCESS);
+    char p[320];
+    for (int i = 0; i < 8; i++) {
+        snprintf(p, sizeof p, "%s/gpu%d.state", f->dir, i);
+        unlink(p);
+    }
+    rmdir(f->dir);
+    unsetenv("PRS_FAKE_GPU_DIR");
+}
+
+static double elapsed(prs_stream *s, prs_event *a, prs_event *b)
+{
+    double t = -1;
+    assert_int_equal(prs_event_elapsed_s(s, a, b, &t), 0);
+    return t;
+}
+
+static void test_errors(void **state)
+{
+    prs_stream *s = (prs_stream *)1;
+    prs_error e;
+    assert_int_equal(prs_stream_open_cuda(0, "/nonexistent/libcuda.so.1", &s, &e), PRS_ENOLIB);
+    assert_null(s);
+    assert_non_null(strstr(e.msg, "/nonexistent/libcuda.so.1"));
+    assert_int_equal(prs_stream_open_cuda(0, "libm.so.6", &s, &e), PRS_ENOLIB);
+    assert_non_null(strstr(e.msg, "cuInit"));
+    if (!cu_path) skip();
+    /* The library is there, but no context is current on this thread. */
+    assert_int_equal(cu.cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+    assert_int_equal(prs_stream_open_cuda(0, cu_path, &s, &e), PRS_EGPU);
+    assert_null(s);
+    assert_non_null(strstr(e.msg, "initialise CUDA on this thread"));
+    /* $PRS_CUDA_LIBRARY names the library when no path is given. */
+    setenv("PRS_CUDA_LIBRARY", "/nonexistent/libcuda-env.so.1", 1);
+    assert_int_equal(prs_stream_open_cuda(0, NULL, &s, &e), PRS_ENOLIB);
+    assert_non_null(strstr(e.msg, "libcuda-env"));
+    unsetenv("PRS_CUDA_LIBRARY");
+
+    /* Driver errors carry the driver's error name. */
+    fixture f;
+    fx_begin(&f, 0);
+    prs_event *a, *b;
+    assert_int_equal(prs_event_new(f.s, &a), 0);
+    assert_int_equal(prs_event_new(f.s, &b), 0);
+    assert_int_equal(prs_event_query(f.s, a), 1); /* never recorded */
+    double t;
+    assert_int_equal(prs_event_elapsed_s(f.s, a, b, &t), PRS_EGPU);
+    assert_non_null(strstr(prs_stream_errmsg(f.s), "CUDA_ERROR_INVALID_HANDLE"));
+    assert_int_equal(cu.launch_work(f.cs, 0.030, 1.0, 0), CUDA_SUCCESS);
+    assert_int_equal(prs_event_record(f.s, a), 0);
+    assert_int_equal(prs_event_record(f.s, b), 0);
+    assert_int_equal(prs_event_query(f.s, b), 0);
+    assert_int_equal(prs_event_elapsed_s(f.s, a, b, &t), PRS_EGPU);
+    assert_non_null(strstr(prs_stream_errmsg(f.s), "CUDA_ERROR_NOT_READY"));
+    assert_int_equal(prs_event_wait(f.s, b), 0);
+    assert_int_equal(prs_event_query(f.s, a), 1);
+    assert_int_equal(prs_event_query(f.s, b), 1);
+    assert_int_equal(prs_stream_host_fn(f.s, NULL, NULL), PRS_EINVAL);
+    char buf[16];
+    assert_int_equal(prs_stream_device_uuid(f.s, buf, sizeof buf), PRS_EINVAL);
+    prs_event_free(f.s, a);
+    prs_event_free(f.s, b);
+    fx_end(&f);
+}
+
+/* While the host runs ahead, every window between two events is the model's time of the kernels
+ * between them, exactly (float milliseconds: a few nanoseconds). */
+static void test_event_elapsed_exact(void **state)
+{
+    if (!cu_path) skip();
+    fixture f;
+    fx_begin(&f, 0);
+    const prs_gpu_preset *p = prs_gpu_preset_find("a100");
+    prs_gpu_work w[3] = {{0.005, 0.85}, {0.012, 0.79}, {0.020, 0.5}};
+    prs_event *ev[7];
+    for (int i = 0; i < 7; i++)
+        assert_int_equal(prs_event_new(f.s, &ev[i]), 0);
+    double h0 = mono_s();
+    assert_int_equal(cu.launch_work(f.cs, 0.010, 1.0, 0), CUDA_SUCCESS); /* the device is busy */
+    assert_int_equal(prs_event_record(f.s, ev[0]), 0);
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(cu.launch_work(f.cs, w[i % 3].t_ref_s, w[i % 3].alpha, 0), CUDA_SUCCESS);
+        assert_int_equal(prs_event_record(f.s, ev[i + 1]), 0);
+    }
+    double h1 = mono_s();
+    assert_true(h1 - h0 < 0.005);                     /* enqueueing does not wait for the device */
+    assert_int_equal(prs_event_query(f.s, ev[6]), 0); /* the host is ahead */
+    assert_int_equal(prs_event_wait(f.s, ev[6]), 0);
+    for (int i = 0; i < 6; i++) {
+        double model = prs_gpu_time_s(p, &w[i % 3], p->f_max_mhz);
+        assert_true(fabs(elapsed(f.s, ev[i], ev[i + 1]) - model) < 2e-6);
+    }
+    for (int i = 0; i < 7; i++)
+        prs_event_free(f.s, ev[i]);
+    fx_end(&f);
+}
+
+/* An operation never starts before the host enqueued it: a host that falls behind leaves the
+ * device idle, and the idle time is in the window. */
+static void test_host_behind(void **state)
+{
+    if (!cu_path) skip();
+    fixture f;
+    fx_begin(&f, 0);
+    prs_event *ev[3];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(prs_event_new(f.s, &ev[i]), 0);
+    assert_int_equal(prs_event_record(f.s, ev[0]), 0);
+    assert_int_equal(cu.launch_work(f.cs, 0.005, 1.0, 0), CUDA_SUCCESS);
+    sleep_s(0.030);
+    assert_int_equal(prs_event_record(f.s, ev[1]), 0);
+    assert_int_equal(cu.launch_work(f.cs, 0.005, 1.0, 0), CUDA_SUCCESS);
+    assert_int_equal(prs_event_record(f.s, ev[2]), 0);
+    assert_int_equal(prs_event_wait(f.s, ev[2]), 0);
+    assert_true(elapsed(f.s, ev[0], ev[1]) >= 0.030);
+    double t = elapsed(f.s, ev[1], ev[2]);
+    assert_true(t >= 0.005 && t < 0.005 + 0.002); /* + the host's time between the two calls */
+    for (int i = 0; i < 3; i++)
+        prs_event_free(f.s, ev[i]);
+    fx_end(&f);
+}
+
+typedef struct host_log {
+    int order[8];
+    double at[8];
+    int n;
+} host_log;
+
+typedef struct host_arg {
+    host_log *log;
+    int id;
+    double sleep_s;
+} host_arg;
+
+static void host_fn(void *user)
+{
+    host_arg *a = user;
+    a->log->at[a->log->n] = mono_s();
+    a->log->order[a->log->n++] = a->id;
+    if (a->sleep_s > 0) sleep_s(a->sleep_s);
+}
+
+/* Host functions run in stream order, after the work before them, and the stream waits for them.
+ */
+static void test_host_fn_order(void **state)
+{
+    if (!cu_path) skip();
+    fixture f;
+    fx_begin(&f, 0);
+    host_log log = {{0}, {0}, 0};
+    host_arg args[4] = {{&log, 1, 0}, {&log, 2, 0}, {&log, 3, 0.020}, {&log, 4, 0}};
+    prs_event *e, *g;
+    assert_int_equal(prs_event_new(f.s, &e), 0);
+    assert_int_equal(prs_event_new(f.s, &g), 0);
+    assert_int_equal(prs_stream_host_fn(f.s, host_fn, &args[0]), 0);
+    assert_int_equal(cu.launch_work(f.cs, 0.010, 1.0, 0), CUDA_SUCCESS);
+    assert_int_equal(prs_stream_host_fn(f.s, host_fn, &args[1]), 0);
+    assert_int_equal(prs_event_record(f.s, e), 0);
+    assert_int_equal(prs_stream_host_fn(f.s, host_fn, &args[2]), 0);
+    assert_int_equal(prs_event_record(f.s, g), 0);
+    assert_int_equal(cu.launch_work(f.cs, 0.005, 1.0, 0), CUDA_SUCCESS);
+    assert_int_equal(prs_stream_host_fn(f.s, host_fn, &args[3]), 0);
+    assert_int_equal(prs_event_query(f.s, g), 0);
+    assert_int_equal(cu.cuStreamSynchronize(f.cs), CUDA_SUCCESS);
+    assert_int_equal(log.n, 4);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(log.order[i], i + 1);
+    assert_true(log.at[1] - log.at[0] >= 0.010 - 1e-4); /* after the kernel */
+    assert_true(log.at[3] - log.at[2] >= 0.025 - 1e-4); /* after the sleep and the kernel */
+    double held = elapsed(f.s, e, g);
+    assert_true(held >= 0.020 && held < 0.020 + 0.050); /* the stream waited for the function */
+    prs_event_free(f.s, e);
+    prs_event_free(f.s, g);
+    fx_end(&f);
+}
+
+typedef struct setter {
+    prs_gpu *gpu;
+    int mhz;
+} setter;
+
+static void set_clock_fn(void *user)
+{
+    setter *s = user;
+    prs_gpu_set_clock(s->gpu, s->mhz);
+}
+
+/* Ten 5 ms computations alternating between two clocks. A clock change enqueued as a host function
+ * just before each one takes effect when the device gets there: all of each computation runs at
+ * its clock. The same requests made by the host when it enqueues (running ahead) miss. */
+static void test_clock_in_stream_order(void **state)
+{
+    if (!cu_path) skip();
+    fixture f;
+    fx_begin(&f, 0);
+    prs_gpu *g;
+    prs_error e;
+    assert_int_equal(prs_gpu_open_nvml(0, getenv("PRS_FAKE_NVML"), &g, &e), 0);
+    int clocks[2] = {1410, 1005};
+    setter set[2] = {{g, clocks[0]}, {g, clocks[1]}};
+    double busy, at, share[2];
+    for (int mode = 0; mode < 2; mode++) {
+        cu.reset_stats();
+        assert_int_equal(cu.launch_work(f.cs, 0.010, 1.0, 0), CUDA_SUCCESS); /* host ahead */
+        for (int k = 0; k < 10; k++) {
+            if (mode == 0)
+                assert_int_equal(prs_stream_host_fn(f.s, set_clock_fn, &set[k % 2]), 0);
+            else
+                assert_int_equal(prs_gpu_set_clock(g, clocks[k % 2]), 0);
+            assert_int_equal(cu.launch_work(f.cs, 0.005, 0.85, clocks[k % 2]), CUDA_SUCCESS);
+        }
+        assert_int_equal(cu.cuStreamSynchronize(f.cs), CUDA_SUCCESS);
+        cu.clock_share(&busy, &at);
+        share[mode] = at / busy;
+    }
+    print_message("share of device time at the planned clock: %.4f in stream order, %.4f from "
+                  "the host\n",
+                  share[0], share[1]);
+    assert_true(share[0] >= 0.999);
+    assert_true(share[1] < 0.7);
+    assert_int_equal(prs_gpu_reset_clock(g), 0);
+    prs_gpu_close(g);
+    fx_end(&f);
+}
+
+/* The context's device UUID, as NVML names the same device. */
+static void test_device_uuid(void **state)
+{
+    if (!cu_path) skip();
+    fixture f;
+    fx_begin(&f, 2);
+    char id[64];
+    assert_int_equal(prs_stream_device_uuid(f.s, id, sizeof id), 0);
+    assert_int_equal(strlen(id), 40);
+    void *nv = dlopen(getenv("PRS_FAKE_NVML"), RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(nv);
+    int (*init)(void) = NULL, (*shutdown)(void) = NULL;
+    int (*by_uuid)(const char *, void **) = NULL;
+    int (*by_index)(unsigned, void **) = NULL;
+    assert_int_equal(fakecu_sym(nv, &init, sizeof init, "nvmlInit_v2"), 0);
+    assert_int_equal(fakecu_sym(nv, &shutdown, sizeof shutdown, "nvmlShutdown"), 0);
+    assert_int_equal(fakecu_sym(nv, &by_uuid, sizeof by_uuid, "nvmlDeviceGetHandleByUUID"), 0);
+    assert_int_equal(fakecu_sym(nv, &by_index, sizeof by_index, "nvmlDeviceGetHandleByIndex_v2"),
+                     0);
+    assert_int_equal(init(), 0);
+    void *h, *h2;
+    assert_int_equal(by_uuid(id, &h), 0);
+    assert_int_equal(by_index(2, &h2), 0);
+    assert_ptr_equal(h, h2);
+    assert_int_equal(shutdown(), 0);
+    dlclose(nv);
+    fx_end(&f);
+}
+
+static void noop_fn(void *user)
+{
+    (void)user;
+}
+
+/* The hook path's cost on the fake: record + host function, per pair (no allocation or wait;
+ * a loose bound here, the benchmark measures it). */
+static void test_enqueue_cost(void **state)
+{
+    if (!cu_path) skip();
+    fixture f;
+    fx_begin(&f, 0);
+    prs_event *ev;
+    assert_int_equal(prs_event_new(f.s, &ev), 0);
+    assert_int_equal(cu.launch_work(f.cs, 0.050, 1.0, 0), CUDA_SUCCESS); /* the device is busy */
+    int n = 2000;
+    double t0 = mono_s();
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(prs_event_record(f.s, ev), 0);
+        assert_int_equal(prs_stream_host_fn(f.s, noop_fn, NULL), 0);
+    }
+    double per = (mono_s() - t0) / n;
+    print_message("record + host function enqueue: %.0f ns per pair\n", per * 1e9);
+    assert_true(per < 50e-6);
+    assert_int_equal(prs_event_query(f.s, ev), 0);
+    prs_event_free(f.s, ev); /* waits for its records */
+    fx_end(&f);
+}
+
+int main(void)
+{
+    setenv("PRS_FAKE_GPU_COUNT", "4", 1);
+    const char *lib = getenv("PRS_FAKE_CUDA");
+    if (lib && *lib) {
+        if (fakecu_load(&cu, lib)) {
+            fprintf(stderr, "cannot load %s: %s\n", lib, dlerror());
+            return 1;
+        }
+        if (cu.cuInit(0) != CUDA_SUCCESS) return 1;
+        cu_path = lib;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_event_elapsed_exact),
+        cmocka_unit_test(test_host_behind),
+        cmocka_unit_test(test_host_fn_order),
+        cmocka_unit_test(test_clock_in_stream_order),
+        cmocka_unit_test(test_device_uuid),
+        cmocka_unit_test(test_enqueue_cost),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
