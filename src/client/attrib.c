@@ -1,7 +1,8 @@
 /* Energy attribution from coarse counters by linear least squares (attrib.h,
  * docs/measurement.md).
  *
- * The timeline is swept once, forward: cum[k] is the busy time of kind k in [t_start, sweep_t].
+ * The timeline is swept once, forward: cum[k] is the busy time of kind k in [t_start, sweep_t] and
+ * integ[k] its integral, so the mean of cum[k] over a reading's time bracket costs O(1).
  * Busy intervals wait in a ring until the sweep passes their end; readings wait in another ring
  * until the known timeline reaches them. A counter row is the difference of cum between two
  * consecutive readings, so the sweep may run ahead of a reading that has not arrived yet only by
@@ -27,7 +28,7 @@ typedef struct attrib_iv {
 } attrib_iv;
 
 typedef struct attrib_reading {
-    double t, v;
+    double lo, hi, v; /* the value was taken at an unknown instant in [lo, hi] */
 } attrib_reading;
 
 struct clientI_attrib {
@@ -38,20 +39,22 @@ struct clientI_attrib {
     double t_start, known_t;
 
     /* Sweep over the timeline. */
-    double sweep_t, last_edge;
-    double *cum; /* nk */
+    double sweep_t;
+    double *cum;                   /* nk */
+    double *integ;                 /* nk: integral of cum over [t_start, sweep_t] */
+    double *c0, *i0, *avg, *share; /* nk + 1: scratch of bracket() */
     attrib_iv *ivs;
     int iv_head, iv_len;
 
     /* Readings waiting for the timeline. */
     attrib_reading *pend;
     int p_head, p_len;
-    double last_t;
+    double last_hi;
 
     /* Counter reference: the previous reading that closed (or opened) a row. */
     int have_ref;
-    double ref_t, ref_e;
-    double *ref_cum; /* nk */
+    double ref_e;
+    double *ref_avg; /* n: mean of cum (and of the elapsed time, last) over the bracket */
 
     /* Rows. */
     double *A, *b; /* max_rows x n, column-major (lda = max_rows) */
@@ -73,7 +76,6 @@ void clientI_attrib_opts_init(clientI_attrib_opts *o)
     o->max_pending = 4096;
     o->max_intervals = 16384;
     o->min_row_s = 0;
-    o->guard_s = 0.001;
     o->min_rows = 3;
     o->max_cond = 1e4;
     o->max_rel_se = 0.02;
@@ -82,8 +84,9 @@ void clientI_attrib_opts_init(clientI_attrib_opts *o)
 void clientI_attrib_free(clientI_attrib *a)
 {
     if (!a) return;
-    double *d[] = {a->cum,    a->ref_cum, a->A, a->b,     a->colsum, a->row, a->W,    a->rdiag,
-                   a->acnorm, a->wa,      a->x, a->sdiag, a->cn,     a->qtb, a->zero, a->rinv};
+    double *d[] = {a->cum, a->ref_avg, a->integ,  a->c0,  a->i0,  a->avg,   a->share,
+                   a->A,   a->b,       a->colsum, a->row, a->W,   a->rdiag, a->acnorm,
+                   a->wa,  a->x,       a->sdiag,  a->cn,  a->qtb, a->zero,  a->rinv};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
         free(d[i]);
     free(a->ivs);
@@ -96,15 +99,20 @@ void clientI_attrib_free(clientI_attrib *a)
 static int opts_ok(const clientI_attrib_opts *o, int n)
 {
     return o->max_rows >= 2 * n && o->max_rows <= (1 << 20) && o->max_pending >= 1 &&
-           o->max_intervals >= 1 && o->min_row_s >= 0 && o->guard_s >= 0 && o->min_rows >= 0 &&
-           o->max_cond > 1 && !isnan(o->max_rel_se);
+           o->max_intervals >= 1 && o->min_row_s >= 0 && o->min_rows >= 0 && o->max_cond > 1 &&
+           !isnan(o->max_rel_se);
 }
 
 static int alloc_all(clientI_attrib *a)
 {
     size_t n = (size_t)a->n, r = (size_t)a->o.max_rows;
     a->cum = calloc(n, sizeof(double));
-    a->ref_cum = calloc(n, sizeof(double));
+    a->ref_avg = calloc(n, sizeof(double));
+    a->integ = calloc(n, sizeof(double));
+    a->c0 = calloc(n, sizeof(double));
+    a->i0 = calloc(n, sizeof(double));
+    a->avg = calloc(n, sizeof(double));
+    a->share = calloc(n, sizeof(double));
     a->A = calloc(r * n, sizeof(double));
     a->b = calloc(r, sizeof(double));
     a->colsum = calloc(n, sizeof(double));
@@ -113,8 +121,8 @@ static int alloc_all(clientI_attrib *a)
     a->qtb = calloc(r, sizeof(double));
     a->rinv = calloc(n * n, sizeof(double));
     double **v[] = {&a->rdiag, &a->acnorm, &a->wa, &a->x, &a->sdiag, &a->cn, &a->zero};
-    int ok =
-        a->cum && a->ref_cum && a->A && a->b && a->colsum && a->row && a->W && a->qtb && a->rinv;
+    int ok = a->cum && a->ref_avg && a->integ && a->c0 && a->i0 && a->avg && a->share && a->A &&
+             a->b && a->colsum && a->row && a->W && a->qtb && a->rinv;
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         ok = (*v[i] = calloc(n, sizeof(double))) != NULL && ok;
     a->ipvt = calloc(n, sizeof(int));
@@ -139,8 +147,7 @@ int clientI_attrib_new(int n_kinds, const clientI_attrib_opts *o, clientI_attrib
     a->o = *o;
     a->nk = n_kinds;
     a->n = n_kinds + 1;
-    a->last_edge = -INFINITY;
-    a->last_t = -INFINITY;
+    a->last_hi = -INFINITY;
     if (alloc_all(a)) {
         clientI_attrib_free(a);
         return PRS_ENOMEM;
@@ -157,37 +164,49 @@ static void iv_pop(clientI_attrib *a)
     a->iv_len--;
 }
 
-/* Advance the sweep to t (<= known_t), accumulating busy time and retiring passed intervals. */
+/* Advance the sweep to t (<= known_t): busy time and its integral, retiring passed intervals. */
 static void sweep_to(clientI_attrib *a, double t)
 {
+    double s = a->sweep_t;
+    if (t <= s) return;
+    for (int k = 0; k < a->nk; k++)
+        a->integ[k] += a->cum[k] * (t - s);
     while (a->iv_len) {
         const attrib_iv *v = &a->ivs[a->iv_head];
         if (v->t0 >= t) break;
-        double lo = v->t0 > a->sweep_t ? v->t0 : a->sweep_t;
+        double lo = v->t0 > s ? v->t0 : s;
         double hi = v->t1 < t ? v->t1 : t;
-        if (hi > lo) a->cum[v->kind] += hi - lo;
+        if (hi > lo) {
+            a->cum[v->kind] += hi - lo;
+            a->integ[v->kind] += (hi - lo) * (hi - lo) / 2 + (hi - lo) * (t - hi);
+        }
         if (v->t1 > t) break;
-        a->last_edge = v->t1;
         iv_pop(a);
     }
-    if (t > a->sweep_t) a->sweep_t = t;
+    a->sweep_t = t;
 }
 
-/* State at t = sweep_t: the kind running (-1: idle) and the distance to the nearest change. */
-static int state_at(const clientI_attrib *a, double t, double *dist)
+/* Sweep over a reading's bracket [lo, hi]. avg: the mean over it of each kind's cumulated busy
+ * time and, last, of the elapsed time; share: the fraction of it each kind ran and, last, idle.
+ * Averaging over the bracket (rather than taking its midpoint) keeps the timing uncertainty out of
+ * the regressors' correlation with the errors, so it adds noise but no bias. */
+static void bracket(clientI_attrib *a, double lo, double hi)
 {
-    if (a->iv_len) {
-        const attrib_iv *v = &a->ivs[a->iv_head];
-        if (v->t0 < t) {
-            *dist = fmin(t - v->t0, v->t1 - t);
-            return v->kind;
-        }
-        *dist = fmin(t - a->last_edge, v->t0 - t);
-        return -1;
+    int nk = a->nk;
+    sweep_to(a, lo);
+    memcpy(a->c0, a->cum, (size_t)nk * sizeof(double));
+    memcpy(a->i0, a->integ, (size_t)nk * sizeof(double));
+    sweep_to(a, hi);
+    double w = hi - lo, busy = 0;
+    const attrib_iv *v = a->iv_len ? &a->ivs[a->iv_head] : NULL;
+    int at = v && v->t0 <= lo && lo < v->t1 ? v->kind : -1; /* state at lo when w == 0 */
+    for (int k = 0; k < nk; k++) {
+        a->avg[k] = w > 0 ? (a->integ[k] - a->i0[k]) / w : a->cum[k];
+        a->share[k] = w > 0 ? (a->cum[k] - a->c0[k]) / w : k == at;
+        busy += a->share[k];
     }
-    /* Idle up to known_t at least; a busy interval may start right there. */
-    *dist = fmin(t - a->last_edge, a->known_t - t);
-    return -1;
+    a->avg[nk] = 0.5 * (lo + hi) - a->t_start;
+    a->share[nk] = busy < 1 ? 1 - busy : 0;
 }
 
 /* ---- rows ---- */
@@ -229,22 +248,23 @@ static void add_row(clientI_attrib *a, const double *x, double y)
     a->rows++;
 }
 
-static void take_energy(clientI_attrib *a, double t, double e)
+static void take_energy(clientI_attrib *a, const attrib_reading *r)
 {
-    sweep_to(a, t);
-    if (a->have_ref && e >= a->ref_e) {
-        double dt = t - a->ref_t;
+    bracket(a, r->lo, r->hi);
+    int nk = a->nk;
+    if (a->have_ref && r->v >= a->ref_e) {
+        double dt = a->avg[nk] - a->ref_avg[nk];
         if (dt <= 0 || dt < a->o.min_row_s) {
             a->dropped++; /* merged into the next row */
             return;
         }
         double busy = 0;
-        for (int k = 0; k < a->nk; k++) {
-            a->row[k] = a->cum[k] - a->ref_cum[k];
+        for (int k = 0; k < nk; k++) {
+            a->row[k] = a->avg[k] - a->ref_avg[k];
             busy += a->row[k];
         }
-        a->row[a->nk] = dt > busy ? dt - busy : 0;
-        add_row(a, a->row, e - a->ref_e);
+        a->row[nk] = dt > busy ? dt - busy : 0;
+        add_row(a, a->row, r->v - a->ref_e);
         a->used++;
     } else if (a->have_ref) {
         a->dropped++; /* the counter went backwards (driver reloaded): start again */
@@ -252,23 +272,21 @@ static void take_energy(clientI_attrib *a, double t, double e)
         a->used++;
     }
     a->have_ref = 1;
-    a->ref_t = t;
-    a->ref_e = e;
-    memcpy(a->ref_cum, a->cum, (size_t)a->nk * sizeof(double));
+    a->ref_e = r->v;
+    memcpy(a->ref_avg, a->avg, (size_t)a->n * sizeof(double));
 }
 
-static void take_power(clientI_attrib *a, double t, double p)
+static void take_power(clientI_attrib *a, const attrib_reading *r)
 {
-    sweep_to(a, t);
-    double dist;
-    int k = state_at(a, t, &dist);
-    if (dist < a->o.guard_s) {
-        a->dropped++;
+    bracket(a, r->lo, r->hi);
+    double top = 0;
+    for (int j = 0; j < a->n; j++)
+        top = fmax(top, a->share[j]);
+    if (!a->o.power_averaged && top < 0.999) {
+        a->dropped++; /* an instant near a state change: which state it saw is unknown */
         return;
     }
-    memset(a->row, 0, (size_t)a->n * sizeof(double));
-    a->row[k < 0 ? a->nk : k] = 1;
-    add_row(a, a->row, p);
+    add_row(a, a->share, r->v);
     a->used++;
 }
 
@@ -278,15 +296,15 @@ static void flush(clientI_attrib *a)
     if (!a->started) return;
     while (a->p_len) {
         attrib_reading r = a->pend[a->p_head];
-        if (r.t > a->known_t) break;
+        if (r.hi > a->known_t) break;
         a->p_head = (a->p_head + 1) % a->o.max_pending;
         a->p_len--;
-        if (r.t < a->sweep_t)
+        if (r.lo < a->sweep_t)
             a->dropped++; /* before the timeline, or the sweep was forced past it */
         else if (a->mode == MODE_ENERGY)
-            take_energy(a, r.t, r.v);
+            take_energy(a, &r);
         else
-            take_power(a, r.t, r.v);
+            take_power(a, &r);
     }
 }
 
@@ -327,31 +345,32 @@ int clientI_attrib_known(clientI_attrib *a, double t)
     return 0;
 }
 
-static int add_reading(clientI_attrib *a, int mode, double t, double v)
+static int add_reading(clientI_attrib *a, int mode, double lo, double hi, double v)
 {
-    if (!isfinite(t) || !isfinite(v) || t < a->last_t) return PRS_EINVAL;
+    if (!isfinite(lo) || !isfinite(hi) || !isfinite(v) || hi < lo || lo < a->last_hi)
+        return PRS_EINVAL;
     if (a->mode != MODE_NONE && a->mode != mode) return PRS_EINVAL;
     a->mode = mode;
-    a->last_t = t;
+    a->last_hi = hi;
     if (a->p_len == a->o.max_pending) {
         a->p_head = (a->p_head + 1) % a->o.max_pending;
         a->p_len--;
         a->dropped++;
     }
-    a->pend[(a->p_head + a->p_len) % a->o.max_pending] = (attrib_reading){t, v};
+    a->pend[(a->p_head + a->p_len) % a->o.max_pending] = (attrib_reading){lo, hi, v};
     a->p_len++;
     flush(a);
     return 0;
 }
 
-int clientI_attrib_energy(clientI_attrib *a, double t, double energy_j)
+int clientI_attrib_energy(clientI_attrib *a, double t_lo, double t_hi, double energy_j)
 {
-    return add_reading(a, MODE_ENERGY, t, energy_j);
+    return add_reading(a, MODE_ENERGY, t_lo, t_hi, energy_j);
 }
 
-int clientI_attrib_power(clientI_attrib *a, double t, double power_w)
+int clientI_attrib_power(clientI_attrib *a, double t_lo, double t_hi, double power_w)
 {
-    return add_reading(a, MODE_POWER, t, power_w);
+    return add_reading(a, MODE_POWER, t_lo, t_hi, power_w);
 }
 
 /* ---- the solve ---- */

@@ -7,16 +7,22 @@
  *
  *   - the timeline: busy intervals (kind, t0, t1) in time order and not overlapping, and "the
  *     timeline is known up to t" (every moment before t outside a busy interval was idle);
- *   - readings: energy counter samples (t, E), the counter's value at t, or instantaneous power
- *     samples (t, P) (one kind of reading per object).
+ *   - readings: energy counter samples (E, [t_lo, t_hi]): the counter took the value E at an
+ *     unknown instant of [t_lo, t_hi] (a sampler that sees a change between two polls gives the
+ *     two poll times), or power samples (P, [t_lo, t_hi]); one kind of reading per object.
  *
  * Readings may arrive before the timeline that covers them (a sampler thread reads continuously,
  * busy intervals are known once the device's events resolve): they wait in a bounded queue and
  * become rows of a linear least-squares problem once the timeline reaches them:
  *
  *   counter row  between consecutive samples a, b:  E_b - E_a = sum_k P_k busy_k + P_idle idle
- *   power row    one sample at t:                   P = P of the state at t (skipped within guard_s
- *                                                   of a state change)
+ *   power row    one sample:                        P = sum_k P_k share_k + P_idle share_idle
+ *                                                   (instants: only brackets within one state)
+ *
+ * where busy_k is the busy time of kind k between the two readings and share_k the fraction of the
+ * bracket kind k ran, both averaged over the readings' brackets: treating a bracket's midpoint as
+ * the exact time would correlate the timing error with the regressors and bias the powers (by
+ * several percent with 100 ms counter refreshes, docs/measurement.md).
  *
  * Counter rows are in joules, power rows in watts, unweighted. The solve (cminpack's qrfac with
  * column pivoting on unit-norm columns, then qrsolv) drops the unknowns no row saw; they come out
@@ -43,30 +49,32 @@ enum {
 };
 
 typedef struct clientI_attrib_opts {
-    int max_rows;      /* rows kept before folding; >= 2 * (n_kinds + 1) (default 512) */
-    int max_pending;   /* readings waiting for the timeline; the oldest is dropped (4096) */
-    int max_intervals; /* busy intervals waiting for readings; beyond, the oldest are consumed
-                          and later readings before them are dropped (16384) */
-    double min_row_s;  /* counter rows shorter than this merge into the next one (0) */
-    double guard_s;    /* power samples this close to a state change are skipped (0.001) */
-    int min_rows;      /* usable only with at least unknowns + min_rows rows (3) */
-    double max_cond;   /* usable only below this condition estimate (1e4) */
-    double max_rel_se; /* usable only when every solved power's estimated standard error is
-                          below this fraction of it (0.02); <= 0 disables the check */
+    int max_rows;       /* rows kept before folding; >= 2 * (n_kinds + 1) (default 512) */
+    int max_pending;    /* readings waiting for the timeline; the oldest is dropped (4096) */
+    int max_intervals;  /* busy intervals waiting for readings; beyond, the oldest are consumed
+                           and later readings before them are dropped (16384) */
+    double min_row_s;   /* counter rows shorter than this merge into the next one (0) */
+    int power_averaged; /* 0: a power reading is the power at an unknown instant of its
+                           bracket, dropped when the bracket spans a state change; 1: the mean
+                           power over the bracket (kept, split by the states' shares) */
+    int min_rows;       /* usable only with at least unknowns + min_rows rows (3) */
+    double max_cond;    /* usable only below this condition estimate (1e4) */
+    double max_rel_se;  /* usable only when every solved power's estimated standard error is
+                           below this fraction of it (0.02); <= 0 disables the check */
 } clientI_attrib_opts;
 
 typedef struct clientI_attrib_quality {
     long rows;            /* rows in the fit (counter intervals or power samples) */
     long samples_used;    /* readings that made or closed a row */
-    long samples_dropped; /* before the timeline, queue overflow, within the guard, counter going
-                             backwards */
+    long samples_dropped; /* before the timeline, queue overflow, merged (min_row_s), counter
+                             going backwards, power instants spanning a state change */
     int unknowns;         /* powers solved (observed kinds, plus idle when observed) */
     double cond;          /* condition estimate of the column-scaled system (|r_11| / |r_nn|) */
     double rms;           /* residual root mean square (J per counter row, W per power row) */
     double max_rel_se;    /* largest standard error / power over the solved powers */
     double kind_se_w[CLIENTI_ATTRIB_MAX_KINDS]; /* standard error estimates (NAN: not solved) */
     double idle_se_w;
-    double kind_busy_s[CLIENTI_ATTRIB_MAX_KINDS]; /* busy time in rows (power: samples) */
+    double kind_busy_s[CLIENTI_ATTRIB_MAX_KINDS]; /* busy time in rows (power: sum of shares) */
     double idle_s;
     int pending, intervals; /* readings and busy intervals queued now (memory in use) */
     char why[96];           /* "" when usable, else why not */
@@ -85,11 +93,13 @@ int clientI_attrib_busy(clientI_attrib *a, int kind, double t0, double t1);
 /* Nothing but the busy intervals given happened before t. A t before the known timeline is a
  * no-op; not finite: PRS_EINVAL. */
 int clientI_attrib_known(clientI_attrib *a, double t);
-/* The energy counter read energy_j at t. Times must not decrease; PRS_EINVAL when they do, when a
- * value is not finite, or after power samples. */
-int clientI_attrib_energy(clientI_attrib *a, double t, double energy_j);
-/* The GPU drew power_w at t. Same rules; PRS_EINVAL after energy samples. */
-int clientI_attrib_power(clientI_attrib *a, double t, double power_w);
+/* The energy counter took the value energy_j at an instant of [t_lo, t_hi] (t_lo == t_hi: known
+ * exactly). Brackets must come in order: PRS_EINVAL when t_hi < t_lo, t_lo is before the previous
+ * reading's t_hi, a value is not finite, or power samples were given. */
+int clientI_attrib_energy(clientI_attrib *a, double t_lo, double t_hi, double energy_j);
+/* The GPU drew power_w over [t_lo, t_hi] (or at an unknown instant of it). Same rules; PRS_EINVAL
+ * after energy samples. */
+int clientI_attrib_power(clientI_attrib *a, double t_lo, double t_hi, double power_w);
 
 /* Solve with the rows so far (may be called again later). kind_power_w gets n_kinds powers, NAN
  * for kinds no row saw; *idle_power_w NAN when no idle time was seen; q (may be NULL) the
