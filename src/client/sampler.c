@@ -1,0 +1,254 @@
+/* The sampler thread (sampler.h). One mutex guards the ring and the stop flag; the thread waits
+ * on a condition variable bound to CLOCK_MONOTONIC, so stop wakes it at once. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sampler.h"
+
+struct clientI_sampler {
+    prs_gpu *gpu;
+    clientI_sampler_opts o;
+    clientI_sample_mode mode;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+    clientI_sample *ring;
+    int head, len;
+    long dropped, errors;
+    uint64_t rng;
+};
+
+void clientI_sampler_opts_init(clientI_sampler_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->poll_s = 0.002;
+    o->power_poll_s = 0.1;
+    o->capacity = 8192;
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Uniform in [0.5, 1.5) (splitmix64). */
+static double dither(clientI_sampler *s)
+{
+    uint64_t z = (s->rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return 0.5 + (double)(z >> 11) * 0x1.0p-53;
+}
+
+/* Sleep until the monotonic time t or a stop; returns 1 when stopping. */
+static int wait_until(clientI_sampler *s, double t)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)t;
+    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop && pthread_cond_timedwait(&s->cv, &s->mu, &ts) != ETIMEDOUT) {
+    }
+    int stop = s->stop;
+    pthread_mutex_unlock(&s->mu);
+    return stop;
+}
+
+static void push(clientI_sampler *s, double lo, double hi, double v)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->len == s->o.capacity) {
+        s->head = (s->head + 1) % s->o.capacity;
+        s->len--;
+        s->dropped++;
+    }
+    s->ring[(s->head + s->len) % s->o.capacity] = (clientI_sample){lo, hi, v};
+    s->len++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void count_error(clientI_sampler *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->errors++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* A read's instant is taken as the middle of the call; a change lies between two such instants,
+ * so consecutive brackets touch but never overlap. */
+static void run_energy(clientI_sampler *s)
+{
+    double t0 = mono_s(), last = prs_gpu_read_energy_j(s->gpu), prev = 0.5 * (t0 + mono_s());
+    double next = t0;
+    while (!wait_until(s, next += s->o.poll_s * dither(s))) {
+        t0 = mono_s();
+        double e = prs_gpu_read_energy_j(s->gpu), mid = 0.5 * (t0 + mono_s());
+        if (isnan(e)) {
+            count_error(s);
+            continue;
+        }
+        if (e != last && !isnan(last)) push(s, prev, mid, e);
+        last = e;
+        prev = mid;
+        if (next < t0) next = t0; /* fell behind: do not try to catch up */
+    }
+}
+
+static void run_power(clientI_sampler *s)
+{
+    double next = mono_s();
+    while (!wait_until(s, next += s->o.power_poll_s * dither(s))) {
+        unsigned mw;
+        double t0 = mono_s();
+        int rc = prs_gpu_power_mw(s->gpu, &mw);
+        double t1 = mono_s();
+        if (rc)
+            count_error(s);
+        else
+            push(s, t0, t1, 1e-3 * (double)mw);
+        if (next < t0) next = t0;
+    }
+}
+
+static void *sampler_main(void *arg)
+{
+    clientI_sampler *s = arg;
+    if (s->mode == CLIENTI_SAMPLE_ENERGY)
+        run_energy(s);
+    else
+        run_power(s);
+    return NULL;
+}
+
+static void sampler_free(clientI_sampler *s)
+{
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s->ring);
+    free(s);
+}
+
+/* Energy when the counter reads, else power when that reads. */
+static int choose_mode(clientI_sampler *s)
+{
+    unsigned mw;
+    if (!s->o.force_power && !isnan(prs_gpu_read_energy_j(s->gpu)))
+        s->mode = CLIENTI_SAMPLE_ENERGY;
+    else if (prs_gpu_power_mw(s->gpu, &mw) == 0)
+        s->mode = CLIENTI_SAMPLE_POWER;
+    else
+        return PRS_EGPU;
+    return 0;
+}
+
+static int init_sync(clientI_sampler *s)
+{
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca)) return PRS_ENOMEM;
+    int rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) || pthread_cond_init(&s->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (rc) return PRS_ENOMEM;
+    if (pthread_mutex_init(&s->mu, NULL)) {
+        pthread_cond_destroy(&s->cv);
+        return PRS_ENOMEM;
+    }
+    return 0;
+}
+
+int clientI_sampler_start(prs_gpu *g, const clientI_sampler_opts *o, clientI_sampler **out)
+{
+    *out = NULL;
+    clientI_sampler_opts def;
+    if (!o) {
+        clientI_sampler_opts_init(&def);
+        o = &def;
+    }
+    if (!g || !(o->poll_s > 0 && o->poll_s < 10) ||
+        !(o->power_poll_s > 0 && o->power_poll_s < 60) || o->capacity < 1)
+        return PRS_EINVAL;
+    clientI_sampler *s = calloc(1, sizeof *s);
+    if (!s) return PRS_ENOMEM;
+    s->gpu = g;
+    s->o = *o;
+    s->rng = (uint64_t)(mono_s() * 1e9) ^ (uint64_t)(uintptr_t)s;
+    s->ring = calloc((size_t)o->capacity, sizeof(clientI_sample));
+    if (!s->ring || init_sync(s)) {
+        free(s->ring);
+        free(s);
+        return PRS_ENOMEM;
+    }
+    int rc = choose_mode(s);
+    if (!rc && pthread_create(&s->thread, NULL, sampler_main, s)) rc = PRS_EIO;
+    if (rc) {
+        sampler_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void clientI_sampler_stop(clientI_sampler *s)
+{
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    sampler_free(s);
+}
+
+clientI_sample_mode clientI_sampler_mode(const clientI_sampler *s)
+{
+    return s->mode;
+}
+
+int clientI_sampler_drain(clientI_sampler *s, clientI_sample *buf, int cap)
+{
+    pthread_mutex_lock(&s->mu);
+    int n = s->len < cap ? s->len : cap;
+    for (int i = 0; i < n; i++)
+        buf[i] = s->ring[(s->head + i) % s->o.capacity];
+    s->head = (s->head + n) % s->o.capacity;
+    s->len -= n;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+int clientI_sampler_feed(clientI_sampler *s, clientI_attrib *a)
+{
+    clientI_sample buf[256];
+    int n, rc = 0;
+    while ((n = clientI_sampler_drain(s, buf, 256)) > 0)
+        for (int i = 0; i < n && !rc; i++)
+            rc = s->mode == CLIENTI_SAMPLE_ENERGY
+                     ? clientI_attrib_energy(a, buf[i].t_lo, buf[i].t_hi, buf[i].value)
+                     : clientI_attrib_power(a, buf[i].t_lo, buf[i].t_hi, buf[i].value);
+    return rc;
+}
+
+long clientI_sampler_dropped(clientI_sampler *s)
+{
+    pthread_mutex_lock(&s->mu);
+    long n = s->dropped;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+long clientI_sampler_errors(clientI_sampler *s)
+{
+    pthread_mutex_lock(&s->mu);
+    long n = s->errors;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}

@@ -1,0 +1,63 @@
+/* The GPU's energy counter (or power draw) sampled by a thread of its own (docs/measurement.md),
+ * internal to the client.
+ *
+ * Energy mode: the thread reads the cumulative energy counter about every poll_s and keeps a
+ * sample only when the value changed: the counter (which a real GPU refreshes only every 10-100
+ * ms) took its new value somewhere between the previous read and this one (the middle of each
+ * call), and that bracket is what the sample carries (its midpoint is the best single time). Poll
+ * instants are dithered (each gap uniform in [0.5, 1.5] x poll_s) so that refresh instants fall
+ * anywhere in a bracket, never at one fixed offset: averaging over the bracket (attrib.h) is then
+ * unbiased.
+ *
+ * Power mode, chosen at start when the energy counter cannot be read (GPUs before Volta): the
+ * thread reads the power draw about every power_poll_s (dithered the same way) and keeps every
+ * reading, bracketed by the call's start and end.
+ *
+ * Samples go into a ring of `capacity`; when it is full the oldest is dropped (counted). Another
+ * thread drains it. The prs_gpu handle is used by the sampler's thread only, from start to stop:
+ * the caller must not use the same handle meanwhile (open a second one for the sampler). Times
+ * are CLOCK_MONOTONIC seconds. */
+#ifndef PRS_CLIENT_SAMPLER_H
+#define PRS_CLIENT_SAMPLER_H
+
+#include "perseus/gpu.h"
+
+#include "attrib.h"
+
+typedef enum clientI_sample_mode {
+    CLIENTI_SAMPLE_ENERGY = 1, /* value: the counter, joules */
+    CLIENTI_SAMPLE_POWER = 2   /* value: the power draw, watts */
+} clientI_sample_mode;
+
+typedef struct clientI_sample {
+    double t_lo, t_hi; /* the value was taken at an instant of [t_lo, t_hi] */
+    double value;
+} clientI_sample;
+
+typedef struct clientI_sampler_opts {
+    double poll_s;       /* energy mode: mean time between reads (0.002) */
+    double power_poll_s; /* power mode: mean time between reads (0.1) */
+    int capacity;        /* ring size in samples (8192) */
+    int force_power;     /* 1: power mode even when the counter works */
+} clientI_sampler_opts;
+
+typedef struct clientI_sampler clientI_sampler;
+
+void clientI_sampler_opts_init(clientI_sampler_opts *o);
+/* Choose the mode (one energy read) and start the thread. o NULL: defaults. PRS_EINVAL for bad
+ * options, PRS_EGPU when neither the counter nor the power can be read (message in
+ * prs_gpu_errmsg(g)), PRS_ENOMEM, or PRS_EIO when the thread cannot start. */
+int clientI_sampler_start(prs_gpu *g, const clientI_sampler_opts *o, clientI_sampler **out);
+/* Stop and join the thread, free everything (samples not drained are lost). NULL: no-op. */
+void clientI_sampler_stop(clientI_sampler *s);
+clientI_sample_mode clientI_sampler_mode(const clientI_sampler *s);
+/* Move at most cap samples, oldest first, into buf; returns how many. */
+int clientI_sampler_drain(clientI_sampler *s, clientI_sample *buf, int cap);
+/* Drain everything into a: clientI_attrib_energy or _power by the mode. Returns 0 or the first
+ * error of a (the samples after it are discarded). */
+int clientI_sampler_feed(clientI_sampler *s, clientI_attrib *a);
+/* Samples dropped because the ring was full, and reads that failed, so far. */
+long clientI_sampler_dropped(clientI_sampler *s);
+long clientI_sampler_errors(clientI_sampler *s);
+
+#endif

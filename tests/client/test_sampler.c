@@ -1,0 +1,165 @@
+/* The sampler thread (src/client/sampler.h) on the fake libnvidia-ml.so.1 ($PRS_FAKE_NVML), whose
+ * counter integrates the model's busy power continuously: change detection, brackets in order,
+ * the power the samples imply, power mode, a full ring, stop while waiting, and feeding an
+ * attribution object. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "perseus/gpu.h"
+#include "sampler.h"
+
+static prs_gpu *open_fake(void)
+{
+    const char *lib = getenv("PRS_FAKE_NVML");
+    if (!lib || !*lib) return NULL;
+    prs_gpu *g;
+    prs_error err;
+    assert_int_equal(prs_gpu_open_nvml(0, lib, &g, &err), 0);
+    return g;
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+static double busy_w(void)
+{
+    const prs_gpu_preset *p = prs_gpu_preset_find("a100");
+    return prs_gpu_power_w(p, p->f_max_mhz);
+}
+
+static void test_energy_mode(void **state)
+{
+    (void)state;
+    prs_gpu *g = open_fake();
+    if (!g) skip();
+    clientI_sampler *s;
+    assert_int_equal(clientI_sampler_start(g, NULL, &s), 0);
+    assert_int_equal(clientI_sampler_mode(s), CLIENTI_SAMPLE_ENERGY);
+    sleep_s(0.3);
+    static clientI_sample buf[8192];
+    int n = clientI_sampler_drain(s, buf, 8192);
+    clientI_sampler_stop(s);
+    printf("energy mode: %d samples in 0.3 s\n", n);
+    assert_true(n >= 30); /* the fake counter changes at every 1-3 ms poll */
+    for (int i = 0; i < n; i++) {
+        assert_true(buf[i].t_lo < buf[i].t_hi);
+        assert_true(buf[i].t_hi - buf[i].t_lo < 0.05);
+        if (i) {
+            assert_true(buf[i].t_lo >= buf[i - 1].t_lo);
+            assert_true(buf[i].value > buf[i - 1].value);
+        }
+    }
+    double dt = 0.5 * (buf[n - 1].t_lo + buf[n - 1].t_hi - buf[0].t_lo - buf[0].t_hi);
+    double w = (buf[n - 1].value - buf[0].value) / dt;
+    printf("energy mode: %.1f W (model %.1f W)\n", w, busy_w());
+    assert_true(fabs(w / busy_w() - 1) < 0.05);
+    prs_gpu_close(g);
+}
+
+static void test_power_mode(void **state)
+{
+    (void)state;
+    prs_gpu *g = open_fake();
+    if (!g) skip();
+    clientI_sampler_opts o;
+    clientI_sampler_opts_init(&o);
+    o.force_power = 1;
+    o.power_poll_s = 0.02;
+    clientI_sampler *s;
+    assert_int_equal(clientI_sampler_start(g, &o, &s), 0);
+    assert_int_equal(clientI_sampler_mode(s), CLIENTI_SAMPLE_POWER);
+    sleep_s(0.25);
+    clientI_sample buf[64];
+    int n = clientI_sampler_drain(s, buf, 64);
+    clientI_sampler_stop(s);
+    assert_true(n >= 5 && n <= 30);
+    for (int i = 0; i < n; i++) {
+        assert_true(buf[i].t_lo <= buf[i].t_hi);
+        assert_true(fabs(buf[i].value / busy_w() - 1) < 0.01);
+    }
+    prs_gpu_close(g);
+}
+
+static void test_ring_and_stop(void **state)
+{
+    (void)state;
+    prs_gpu *g = open_fake();
+    if (!g) skip();
+    clientI_sampler_opts o;
+    clientI_sampler_opts_init(&o);
+    o.capacity = 4;
+    o.poll_s = 0.001;
+    clientI_sampler *s;
+    assert_int_equal(clientI_sampler_start(g, &o, &s), 0);
+    sleep_s(0.1);
+    clientI_sample buf[8];
+    assert_int_equal(clientI_sampler_drain(s, buf, 8), 4);
+    assert_true(clientI_sampler_dropped(s) > 10);
+    assert_int_equal(clientI_sampler_errors(s), 0);
+    clientI_sampler_stop(s);
+
+    /* A long poll period: stop must not wait for it. */
+    o.force_power = 1;
+    o.power_poll_s = 30;
+    assert_int_equal(clientI_sampler_start(g, &o, &s), 0);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    clientI_sampler_stop(s);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    assert_true((double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec) < 1.0);
+    o.poll_s = 0;
+    assert_int_equal(clientI_sampler_start(g, &o, &s), PRS_EINVAL);
+    prs_gpu_close(g);
+}
+
+/* The fake GPU is busy all the time: an attribution over one kind running throughout gives the
+ * model's busy power. */
+static void test_feed_attrib(void **state)
+{
+    (void)state;
+    prs_gpu *g = open_fake();
+    if (!g) skip();
+    clientI_attrib *a;
+    assert_int_equal(clientI_attrib_new(1, NULL, &a), 0);
+    clientI_sampler *s;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double t0 = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    assert_int_equal(clientI_sampler_start(g, NULL, &s), 0);
+    sleep_s(0.3);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double t1 = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    assert_int_equal(clientI_attrib_busy(a, 0, t0, t1), 0);
+    assert_int_equal(clientI_sampler_feed(s, a), 0);
+    clientI_sampler_stop(s);
+    double p, idle;
+    clientI_attrib_quality q;
+    clientI_attrib_solve(a, &p, &idle, &q);
+    printf("attributed %.1f W over %ld rows (model %.1f W)\n", p, q.rows, busy_w());
+    assert_true(q.rows > 20);
+    assert_true(fabs(p / busy_w() - 1) < 0.02);
+    clientI_attrib_free(a);
+    prs_gpu_close(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_energy_mode),
+        cmocka_unit_test(test_power_mode),
+        cmocka_unit_test(test_ring_and_stop),
+        cmocka_unit_test(test_feed_attrib),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
