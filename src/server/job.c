@@ -114,8 +114,10 @@ static job *job_alloc(const req_job_spec *spec)
     }
     for (int i = 0; i < j->world; i++)
         j->slot[i] = -1;
-    for (int d = 0; d < spec->dp; d++)
+    for (int d = 0; d < spec->dp; d++) {
         j->pipes[d].last_iteration = -1;
+        j->pipes[d].prev_plan_id = -1;
+    }
     for (int i = 0; i < spec->nclocks; i++)
         if (spec->clocks_mhz[i] >= spec->min_clock_mhz) j->sweep[j->nsweep++] = spec->clocks_mhz[i];
     job_config_key(spec, j->config_key);
@@ -136,11 +138,36 @@ void job_free(job *j)
     free(j);
 }
 
+static store_job_row job_row(const job *j, const char *spec_json)
+{
+    return (store_job_row){.id = j->id,
+                           .token_hash = j->token_hash,
+                           .spec_json = spec_json,
+                           .config_key = j->config_key,
+                           .phase = job_phase_name(j->phase),
+                           .reason = j->reason,
+                           .sweep_index = j->sweep_index,
+                           .round = j->round,
+                           .planning_s = j->planning_s,
+                           .created_unix = j->created_unix,
+                           .bp_measured_w = j->bp_measured_w,
+                           .bp_used_w = j->bp_used_w};
+}
+
 static int persist(job *j, store *st, api_err *e)
 {
-    if (store_update_job(st, j->id, job_phase_name(j->phase), j->reason, j->sweep_index, j->round,
-                         j->planning_s))
-        return store_fail(e, st);
+    store_job_row row = job_row(j, NULL);
+    if (store_update_job(st, &row)) return store_fail(e, st);
+    return 0;
+}
+
+/* Store pipeline d as it is in memory. */
+static int put_pipe(job *j, store *st, int d, api_err *e)
+{
+    const job_pipe *p = &j->pipes[d];
+    store_pipe_row row = {d,          p->straggler,    p->straggler_time_s,
+                          p->plan_id, p->prev_plan_id, p->from_iteration};
+    if (store_put_pipeline(st, j->id, &row)) return store_fail(e, st);
     return 0;
 }
 
@@ -268,8 +295,7 @@ static int assign_plans(job *j, store *st, int force_store, api_err *e)
         if (p->plan_id != want || force_store) {
             changed |= p->plan_id != want;
             p->plan_id = want;
-            if (store_put_pipeline(st, j->id, d, p->straggler, p->straggler_time_s, p->plan_id))
-                return store_fail(e, st);
+            if (put_pipe(j, st, d, e)) return -1;
         }
     }
     decode_pipes(j);
@@ -392,8 +418,7 @@ int job_create(store *st, const req_job_spec *spec, const char *id, const uint8_
         job_free(j);
         return api_fail(e, 500, "internal", "out of memory");
     }
-    store_job_row row = {
-        j->id, j->token_hash, text, j->config_key, job_phase_name(j->phase), "", 0, 0, 0, now_unix};
+    store_job_row row = job_row(j, text);
     int rc = store_insert_job(st, &row);
     free(text);
     if (rc) {
@@ -433,13 +458,16 @@ static int load_count(void *ud, int rank, long count)
     return 0;
 }
 
-static int load_pipe(void *ud, int dp, int straggler, double time_s, long plan_id)
+static int load_pipe(void *ud, const store_pipe_row *r)
 {
     job *j = ud;
-    if (dp < 0 || dp >= j->spec.dp) return 0;
-    j->pipes[dp].straggler = straggler;
-    j->pipes[dp].straggler_time_s = time_s;
-    j->pipes[dp].plan_id = plan_id;
+    if (r->dp < 0 || r->dp >= j->spec.dp) return 0;
+    job_pipe *p = &j->pipes[r->dp];
+    p->straggler = r->straggler;
+    p->straggler_time_s = r->straggler_time_s;
+    p->plan_id = r->plan_id;
+    p->prev_plan_id = r->prev_plan_id;
+    p->from_iteration = r->from_iteration;
     return 0;
 }
 
@@ -469,6 +497,8 @@ int job_load(store *st, const store_job_row *row, job **out, int *action, char *
     j->round = row->round;
     j->planning_s = row->planning_s;
     j->created_unix = row->created_unix;
+    j->bp_measured_w = row->bp_measured_w;
+    j->bp_used_w = row->bp_used_w;
     if (job_phase_parse(row->phase, &j->phase)) {
         snprintf(msg, REQ_MSG_MAX, "unknown phase '%.32s'", row->phase);
         job_free(j);
@@ -846,9 +876,13 @@ static int store_iteration(job *j, store *st, int rank, const req_iteration *it,
 {
     const job_rank *k = &j->ranks[rank];
     long long mid;
-    if (store_insert_measurement(st, j->id, rank, job_phase_name(j->phase), round, it->iteration,
-                                 it->clock_mhz, it->time_s, it->energy_j, used, &mid))
-        return store_fail(e, st);
+    store_meas_row m = {rank,          job_phase_name(j->phase),
+                        round,         it->iteration,
+                        it->clock_mhz, it->time_s,
+                        it->energy_j,  it->pace_s,
+                        it->plan_id,   it->blocking_power_w,
+                        used};
+    if (store_insert_measurement(st, j->id, &m, &mid)) return store_fail(e, st);
     for (size_t w = 0; w < it->nwindows; w++) {
         const req_window *win = &it->windows[w];
         int stage = win->chunk >= 0 ? win->chunk : k->pp;
@@ -981,9 +1015,7 @@ int job_results(job *j, store *st, const req_results *r, int *action, api_err *e
     }
     if (changed) {
         for (int d = 0; d < j->spec.dp; d++)
-            if (store_put_pipeline(st, j->id, d, j->pipes[d].straggler,
-                                   j->pipes[d].straggler_time_s, j->pipes[d].plan_id))
-                return store_fail(e, st);
+            if (put_pipe(j, st, d, e)) return -1;
         return assign_plans(j, st, 0, e);
     }
     return 0;
@@ -1039,8 +1071,7 @@ int job_set_straggler(job *j, store *st, const req_straggler *r, api_err *e)
     p->straggler = STRAGGLER_EXPLICIT;
     p->straggler_time_s = r->time_s > 0 ? r->time_s : r->slowdown * plan_time(j, (long)j->fastest);
     p->over = p->under = 0;
-    if (store_put_pipeline(st, j->id, r->dp, p->straggler, p->straggler_time_s, p->plan_id))
-        return store_fail(e, st);
+    if (put_pipe(j, st, r->dp, e)) return -1;
     return assign_plans(j, st, 0, e);
 }
 
@@ -1053,7 +1084,7 @@ int job_clear_straggler(job *j, store *st, int dp, api_err *e)
     p->straggler = STRAGGLER_NONE;
     p->straggler_time_s = 0;
     p->over = p->under = 0;
-    if (store_put_pipeline(st, j->id, dp, p->straggler, 0, p->plan_id)) return store_fail(e, st);
+    if (put_pipe(j, st, dp, e)) return -1;
     return assign_plans(j, st, 0, e);
 }
 

@@ -10,7 +10,8 @@
  * transaction and commits before answering, or rolls back and reloads the job from the store
  * (job_load), so memory never runs ahead of the database. Calls are not thread-safe: the server
  * holds its lock around them, exclusively for the calls that take a store and shared for the
- * read-only views (schedule, status, frontier), which change nothing. Errors come back as an api_err: the HTTP status, a stable code
+ * read-only views (schedule, status, frontier), which change nothing. Errors come back as an
+ * api_err: the HTTP status, a stable code
  * ("wrong_phase") and a one-line message. */
 #ifndef PRS_SERVER_JOB_H
 #define PRS_SERVER_JOB_H
@@ -60,6 +61,8 @@ typedef struct job_pipe {
     int straggler; /* STRAGGLER_* */
     double straggler_time_s;
     long plan_id;
+    long prev_plan_id;   /* the plan run before from_iteration (-1: none, the highest clocks) */
+    long from_iteration; /* first iteration of plan_id */
     long last_iteration; /* last iteration the detector looked at (-1: none) */
     double last_norm_s;  /* its time scaled to the fastest plan (0: none yet) */
     int over, under;     /* consecutive iterations above / below the threshold */
@@ -110,6 +113,8 @@ typedef struct job {
     job_pipe *pipes;                       /* dp entries */
     job_decoded *decoded; /* the plans some pipeline runs, decoded (pipes[d].clocks) */
     int ndecoded, capdecoded;
+
+    double bp_measured_w, bp_used_w; /* blocking power measured, planned with (0: none) */
 
     long long measurements; /* rows in the store */
     struct job *next;

@@ -336,8 +336,9 @@ static int parse_window(json_t *w, req_window *out, char *msg)
 static int parse_results(json_t *root, req_results *r, char *msg)
 {
     static const char *const keys[] = {"rank", "round", "iterations", NULL};
-    static const char *const ikeys[] = {"iteration", "time_s",  "energy_j",
-                                        "clock_mhz", "windows", NULL};
+    static const char *const ikeys[] = {"iteration",        "time_s",  "energy_j",
+                                        "clock_mhz",        "pace_s",  "plan_id",
+                                        "blocking_power_w", "windows", NULL};
     if (only_keys(root, "", keys, msg) ||
         get_i(root, "rank", 1, 0, REQ_MAX_WORLD - 1, &r->rank, msg) ||
         get_int(root, "round", 0, 0, 1L << 40, &r->round, msg))
@@ -363,13 +364,17 @@ static int parse_results(json_t *root, req_results *r, char *msg)
     for (size_t i = 0; i < n; i++) {
         json_t *it = json_array_get(its, i);
         req_iteration *ri = &r->iterations[i];
+        ri->plan_id = -1;
         char sub[REQ_MSG_MAX];
         if (!json_is_object(it)) return fail(msg, "iterations[%zu]: expected an object", i);
         if (only_keys(it, "", ikeys, sub) ||
             get_int(it, "iteration", 1, 0, 1L << 40, &ri->iteration, sub) ||
             get_real(it, "time_s", 1, 0.0, 1, 1e6, &ri->time_s, sub) ||
             get_real(it, "energy_j", 0, 0.0, 0, 1e12, &ri->energy_j, sub) ||
-            get_i(it, "clock_mhz", 0, 1, REQ_MAX_CLOCK_MHZ, &ri->clock_mhz, sub))
+            get_i(it, "clock_mhz", 0, 1, REQ_MAX_CLOCK_MHZ, &ri->clock_mhz, sub) ||
+            get_real(it, "pace_s", 0, 0.0, 1, 1e6, &ri->pace_s, sub) ||
+            get_int(it, "plan_id", 0, 0, 1L << 40, &ri->plan_id, sub) ||
+            get_real(it, "blocking_power_w", 0, 0.0, 1, 1e5, &ri->blocking_power_w, sub))
             return fail(msg, "iterations[%zu].%s", i, sub);
         json_t *ws = json_object_get(it, "windows");
         ri->windows = r->all_windows + used;

@@ -98,7 +98,13 @@ static int post(job *j, int rank, long round, int mhz, double escale, int *actio
                             prs_gpu_time_s(g, &g->work[in], mhz),
                             escale * prs_gpu_energy_j(g, &g->work[in], mhz)};
     }
-    req_iteration it = {g_iter++, 1.0, 100.0, mhz, 4, w};
+    req_iteration it = {.iteration = g_iter++,
+                        .time_s = 1.0,
+                        .energy_j = 100.0,
+                        .clock_mhz = mhz,
+                        .plan_id = -1,
+                        .nwindows = 4,
+                        .windows = w};
     req_results r = {rank, round, 1, &it, w};
     assert_int_equal(store_begin(st), 0);
     return tx_ok(job_results(j, st, &r, action, e));
@@ -153,7 +159,7 @@ static void test_registration_and_sweep(void **state)
     job *k = NULL;
     int act;
     char msg[REQ_MSG_MAX];
-    store_job_row row = {j->id, j->token_hash, "", "", "profiling", "", 1, 1, 0, 1};
+    store_job_row row = {j->id, j->token_hash, "", "", "profiling", "", 1, 1, 0, 1, 0, 0};
     json_t *sj = req_job_spec_json(&j->spec);
     char *text = json_dumps(sj, JSON_COMPACT);
     json_decref(sj);

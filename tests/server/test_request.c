@@ -139,6 +139,16 @@ static void test_results(void **state)
     assert_int_equal(r.iterations[0].windows[1].instr, PRS_BACKWARD);
     assert_int_equal(r.iterations[1].nwindows, 0);
     assert_int_equal(r.iterations[1].clock_mhz, 0);
+    assert_true(r.iterations[0].pace_s == 0 && r.iterations[0].blocking_power_w == 0);
+    assert_int_equal(r.iterations[0].plan_id, -1);
+    req_results_free(&r);
+
+    const char *paced = "{\"rank\":0,\"iterations\":[{\"iteration\":3,\"time_s\":1.5,"
+                        "\"pace_s\":1.25,\"plan_id\":0,\"blocking_power_w\":83.5}]}";
+    assert_int_equal(req_parse_results(paced, strlen(paced), &r, msg), 0);
+    assert_true(r.iterations[0].pace_s == 1.25);
+    assert_int_equal(r.iterations[0].plan_id, 0);
+    assert_true(r.iterations[0].blocking_power_w == 83.5);
     req_results_free(&r);
 
     const char *bad[] = {
@@ -159,6 +169,30 @@ static void test_results(void **state)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(req_parse_results(bad[i], strlen(bad[i]), &r, msg), -1);
         assert_null(r.iterations);
+    }
+
+    /* The new per-iteration fields: each bad value is refused with the field named. */
+    struct {
+        const char *field, *needle;
+    } named[] = {
+        {"\"pace_s\":0", "iterations[0].pace_s:"},
+        {"\"pace_s\":-1", "iterations[0].pace_s:"},
+        {"\"pace_s\":\"1\"", "iterations[0].pace_s:"},
+        {"\"pace_s\":1e400", "malformed JSON"},
+        {"\"plan_id\":-1", "iterations[0].plan_id:"},
+        {"\"plan_id\":1.5", "iterations[0].plan_id:"},
+        {"\"plan_id\":null", "iterations[0].plan_id:"},
+        {"\"blocking_power_w\":0", "iterations[0].blocking_power_w:"},
+        {"\"blocking_power_w\":true", "iterations[0].blocking_power_w:"},
+        {"\"blocking_power_w\":1e9", "iterations[0].blocking_power_w:"},
+    };
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
+        char text[256];
+        snprintf(text, sizeof text,
+                 "{\"rank\":1,\"iterations\":[{\"iteration\":1,\"time_s\":1,%s}]}", named[i].field);
+        assert_int_equal(req_parse_results(text, strlen(text), &r, msg), -1);
+        if (!strstr(msg, named[i].needle)) fprintf(stderr, "%s -> %s\n", text, msg);
+        assert_non_null(strstr(msg, named[i].needle));
     }
 }
 
