@@ -90,6 +90,12 @@ void job_config_key(const req_job_spec *s, char key[2 * SECURE_SHA256_LEN + 1])
         snprintf(key + 2 * i, 3, "%02x", h[i]);
 }
 
+void job_pipeline(const job *j, prs_pipeline *pipe)
+{
+    req_spec_pipeline(&j->spec, pipe);
+    pipe->blocking_power_w = j->bp_used_w;
+}
+
 static int slot_index(const job *j, int dp, int pp, int tp)
 {
     return (dp * j->spec.stages + pp) * j->spec.tp + tp;
@@ -116,11 +122,12 @@ static job *job_alloc(const req_job_spec *spec)
         j->slot[i] = -1;
     for (int d = 0; d < spec->dp; d++) {
         j->pipes[d].last_iteration = -1;
-        j->pipes[d].prev_plan_id = -1;
+        j->pipes[d].prev_plan_id = j->pipes[d].want_plan = j->pipes[d].newest = -1;
     }
     for (int i = 0; i < spec->nclocks; i++)
         if (spec->clocks_mhz[i] >= spec->min_clock_mhz) j->sweep[j->nsweep++] = spec->clocks_mhz[i];
     job_config_key(spec, j->config_key);
+    j->bp_used_w = spec->blocking_power_w;
     return j;
 }
 
@@ -277,33 +284,115 @@ static double plan_time(const job *j, long k)
     return p ? p->eval_time_s : 0;
 }
 
-/* Give every pipeline the plan the lookup rule chooses; bump the round when anything changed
- * and store the pipelines. */
+/* The plan the lookup rule gives every pipeline: slowest straggler's T' into *tprime (0: none)
+ * and the plan of the non-stragglers into *slow. */
+static void lookup_rule(const job *j, double *tprime, size_t *slow)
+{
+    *tprime = 0;
+    for (int d = 0; d < j->spec.dp; d++)
+        if (j->pipes[d].straggler && j->pipes[d].straggler_time_s > *tprime)
+            *tprime = j->pipes[d].straggler_time_s;
+    *slow = j->fastest;
+    if (*tprime > 0 && prs_frontier_lookup(j->frontier, *tprime, slow) != 0) *slow = j->fastest;
+}
+
+/* Iterations between announcing plan `to` and running it (replacing `from`, -1: none): at
+ * least 2, and at least switch_lead_s at the shorter of the two plans' iteration times. */
+static long switch_lead(const job *j, long from, long to)
+{
+    double t = plan_time(j, to), tf = from >= 0 ? plan_time(j, from) : 0;
+    if (tf > 0 && (t <= 0 || tf < t)) t = tf;
+    double n = t > 0 ? ceil(j->spec.switch_lead_s / t) : 2;
+    return n > 2 ? (n < 1e6 ? (long)n : 1000000) : 2;
+}
+
+/* Announce plan `want` for pipeline d: it holds from the pipeline's newest iteration plus the
+ * lead; until then the pipeline runs its current plan. */
+static void announce(job *j, int d, long want)
+{
+    job_pipe *p = &j->pipes[d];
+    p->from_iteration = p->newest + switch_lead(j, p->plan_id, want);
+    p->prev_plan_id = p->plan_id;
+    p->plan_id = want;
+    p->want_plan = -1;
+}
+
+/* 1 when pipeline d announced a plan that not every rank runs yet. */
+static int switch_pending(const job *j, int d)
+{
+    const job_pipe *p = &j->pipes[d];
+    return p->plan_id >= 0 && p->newest < p->from_iteration;
+}
+
+/* The plan pipeline d ran in iteration n. */
+static long plan_of(const job_pipe *p, long n)
+{
+    return n >= p->from_iteration || p->prev_plan_id < 0 ? p->plan_id : p->prev_plan_id;
+}
+
+/* Bump the round after plans changed: decode them and store the job. */
+static int plans_changed(job *j, store *st, api_err *e)
+{
+    decode_pipes(j);
+    j->round++;
+    return persist(j, st, e);
+}
+
+/* Give pipeline d plan want. With no switch pending it is announced from the newest iteration
+ * plus the lead. While one is pending (some rank may already have it), the new plan replaces it
+ * at the same iteration when that still leaves the lead; otherwise it waits until the pending
+ * switch happened (apply_deferred). Either way no two ranks that follow the schedule run
+ * different plans in one iteration. 1 when the announced plan changed. */
+static int change_plan(job *j, int d, long want)
+{
+    job_pipe *p = &j->pipes[d];
+    if (p->plan_id == want) {
+        p->want_plan = -1;
+        return 0;
+    }
+    if (!switch_pending(j, d)) {
+        announce(j, d, want);
+        return 1;
+    }
+    if (p->from_iteration - p->newest >= switch_lead(j, p->prev_plan_id, want)) {
+        p->plan_id = want;
+        p->want_plan = -1;
+        return 1;
+    }
+    p->want_plan = want;
+    return 0;
+}
+
+/* Give every pipeline the plan the lookup rule chooses (change_plan). Bump the round when an
+ * announced plan changed and store the pipelines. */
 static int assign_plans(job *j, store *st, int force_store, api_err *e)
 {
     if (!j->frontier) return 0;
-    double tprime = 0;
-    for (int d = 0; d < j->spec.dp; d++)
-        if (j->pipes[d].straggler && j->pipes[d].straggler_time_s > tprime)
-            tprime = j->pipes[d].straggler_time_s;
-    size_t slow = j->fastest;
-    if (tprime > 0 && prs_frontier_lookup(j->frontier, tprime, &slow) != 0) slow = j->fastest;
+    double tprime;
+    size_t slow;
+    lookup_rule(j, &tprime, &slow);
     int changed = 0;
     for (int d = 0; d < j->spec.dp; d++) {
         job_pipe *p = &j->pipes[d];
         long want = (long)(p->straggler || tprime <= 0 ? j->fastest : slow);
-        if (p->plan_id != want || force_store) {
-            changed |= p->plan_id != want;
-            p->plan_id = want;
-            if (put_pipe(j, st, d, e)) return -1;
-        }
+        int announced = change_plan(j, d, want);
+        changed |= announced;
+        if ((announced || force_store) && put_pipe(j, st, d, e)) return -1;
     }
+    if (changed) return plans_changed(j, st, e);
     decode_pipes(j);
-    if (changed) {
-        j->round++;
-        return persist(j, st, e);
-    }
     return 0;
+}
+
+/* Pipeline d reported a newer iteration: announce a deferred plan once the pending switch is
+ * behind every rank. */
+static int apply_deferred(job *j, store *st, int d, api_err *e)
+{
+    job_pipe *p = &j->pipes[d];
+    if (p->want_plan < 0 || switch_pending(j, d)) return 0;
+    announce(j, d, p->want_plan);
+    if (put_pipe(j, st, d, e)) return -1;
+    return plans_changed(j, st, e);
 }
 
 /* Install a frontier (owned) and enter running. */
@@ -321,8 +410,10 @@ static int start_running(job *j, store *st, prs_frontier *f, api_err *e)
     compute_allmax(j);
     j->phase = JOB_RUNNING;
     j->round = 0;
-    for (int d = 0; d < j->spec.dp; d++)
-        j->pipes[d].plan_id = -1;
+    for (int d = 0; d < j->spec.dp; d++) {
+        j->pipes[d].plan_id = j->pipes[d].prev_plan_id = j->pipes[d].want_plan = -1;
+        j->pipes[d].from_iteration = 0;
+    }
     if (assign_plans(j, st, 1, e)) return -1;
     j->round = 0;
     return persist(j, st, e);
@@ -471,6 +562,29 @@ static int load_pipe(void *ud, const store_pipe_row *r)
     return 0;
 }
 
+static int load_latest(void *ud, int rank, long it)
+{
+    job *j = ud;
+    if (rank < 0 || rank >= j->world || !j->ranks[rank].registered) return 0;
+    job_pipe *p = &j->pipes[j->ranks[rank].dp];
+    if (it > p->newest) p->newest = it;
+    return 0;
+}
+
+/* After loading a running job: a pipeline whose stored plan is not what the lookup rule gives
+ * had its change deferred behind a pending switch; take it up again. */
+static void load_deferred(job *j)
+{
+    double tprime;
+    size_t slow;
+    lookup_rule(j, &tprime, &slow);
+    for (int d = 0; d < j->spec.dp; d++) {
+        job_pipe *p = &j->pipes[d];
+        long want = (long)(p->straggler || tprime <= 0 ? j->fastest : slow);
+        if (want != p->plan_id) p->want_plan = want;
+    }
+}
+
 static void count_done_ranks(job *j)
 {
     int need = j->spec.warmup_iterations + j->spec.iterations_per_clock;
@@ -498,7 +612,7 @@ int job_load(store *st, const store_job_row *row, job **out, int *action, char *
     j->planning_s = row->planning_s;
     j->created_unix = row->created_unix;
     j->bp_measured_w = row->bp_measured_w;
-    j->bp_used_w = row->bp_used_w;
+    if (row->bp_used_w > 0) j->bp_used_w = row->bp_used_w;
     if (job_phase_parse(row->phase, &j->phase)) {
         snprintf(msg, REQ_MSG_MAX, "unknown phase '%.32s'", row->phase);
         job_free(j);
@@ -511,6 +625,7 @@ int job_load(store *st, const store_job_row *row, job **out, int *action, char *
         store_get_profile(st, j->id, &csv, &clen, j->profile_source) ||
         store_get_frontier(st, j->id, &plans, &flen) ||
         store_each_pipeline(st, j->id, load_pipe, j) ||
+        store_latest_iterations(st, j->id, load_latest, j) ||
         (j->phase == JOB_PROFILING && store_round_counts(st, j->id, j->round, load_count, j))) {
         snprintf(msg, REQ_MSG_MAX, "%s", store_errmsg(st));
         free(csv);
@@ -543,6 +658,7 @@ int job_load(store *st, const store_job_row *row, job **out, int *action, char *
                 (size_t)j->pipes[d].plan_id >= prs_frontier_size(j->frontier))
                 j->pipes[d].plan_id = (long)j->fastest;
         decode_pipes(j);
+        if (j->phase == JOB_RUNNING) load_deferred(j);
     }
     if (j->phase == JOB_PLANNING) {
         if (j->profile)
@@ -568,6 +684,23 @@ static int enter_after_registration(job *j, store *st, api_err *e)
     return persist(j, st, e);
 }
 
+/* A rank of pipeline d registered again: its client restarted and numbers its iterations from
+ * 0 again (a restart is expected to restart the whole pipeline, as launchers do). The detector
+ * forgets the numbers it saw and, while running, the current plan is announced again as if now:
+ * from the lead's iteration, so the restarted ranks do not wait for the old numbers to come
+ * round. Ranks that did not restart already run it, since the plan itself does not change. */
+static int pipeline_restarted(job *j, store *st, int d, api_err *e)
+{
+    job_pipe *p = &j->pipes[d];
+    p->last_iteration = -1;
+    p->over = p->under = 0;
+    p->newest = -1;
+    if (j->phase != JOB_RUNNING || p->plan_id < 0) return 0;
+    p->from_iteration = p->newest + switch_lead(j, p->prev_plan_id, p->plan_id);
+    if (put_pipe(j, st, d, e)) return -1;
+    return plans_changed(j, st, e);
+}
+
 int job_register(job *j, store *st, const req_rank *r, int *created, int *action, api_err *e)
 {
     *created = 0;
@@ -583,14 +716,8 @@ int job_register(job *j, store *st, const req_rank *r, int *created, int *action
     job_rank *k = &j->ranks[r->rank];
     int s = slot_index(j, r->dp, r->pp, r->tp);
     if (k->registered) {
-        if (k->dp == r->dp && k->pp == r->pp && k->tp == r->tp) {
-            /* A client restarted: its iterations are numbered from 0 again, so the detector
-             * must not wait for the numbers it saw before. */
-            job_pipe *p = &j->pipes[k->dp];
-            p->last_iteration = -1;
-            p->over = p->under = 0;
-            return 0;
-        }
+        if (k->dp == r->dp && k->pp == r->pp && k->tp == r->tp)
+            return pipeline_restarted(j, st, k->dp, e);
         return api_fail(e, 409, "conflict", "rank %d is registered as (dp %d, pp %d, tp %d)",
                         r->rank, k->dp, k->pp, k->tp);
     }
@@ -680,6 +807,14 @@ static void sb_clocks(sbuf *b, const int *clocks, int n, int same)
     b->p[b->len] = '\0';
 }
 
+/* The pipeline's geometry, so a client can check the order of its computations:
+ * "schedule", "stages", "microbatches", "virtual_stages" and a trailing comma. */
+static void sb_geometry(sbuf *b, const req_job_spec *s)
+{
+    sb_printf(b, "\"schedule\":\"%s\",\"stages\":%d,\"microbatches\":%d,\"virtual_stages\":%d,",
+              prs_schedule_name(s->schedule), s->stages, s->microbatches, s->virtual_stages);
+}
+
 int job_schedule(const job *j, int rank, char **text, size_t *len, api_err *e)
 {
     *text = NULL;
@@ -693,6 +828,7 @@ int job_schedule(const job *j, int rank, char **text, size_t *len, api_err *e)
     case JOB_PROFILING: {
         int f = j->sweep[j->sweep_index];
         sb_printf(&b, "\"plan_id\":null,\"clock_mhz\":%d,", f);
+        sb_geometry(&b, &j->spec);
         sb_clocks(&b, NULL, j->ops_per_stage, f);
         sb_printf(&b, ",\"warmup_iterations\":%d,\"iterations\":%d,\"iterations_reported\":%d}",
                   j->spec.warmup_iterations,
@@ -706,7 +842,8 @@ int job_schedule(const job *j, int rank, char **text, size_t *len, api_err *e)
             return api_fail(e, 500, "internal", "plan %ld cannot be decoded", p->plan_id);
         }
         char t[PRS_NUMFMT_MAX];
-        sb_printf(&b, "\"plan_id\":%ld,", p->plan_id);
+        sb_printf(&b, "\"plan_id\":%ld,\"from_iteration\":%ld,", p->plan_id, p->from_iteration);
+        sb_geometry(&b, &j->spec);
         sb_clocks(&b, p->clocks + (size_t)k->pp * (size_t)j->ops_per_stage, j->ops_per_stage, 0);
         sb_printf(&b, ",\"iteration_time_s\":%s,\"straggler\":%s}",
                   prsN_fmt_double(t, sizeof t, plan_time(j, p->plan_id)),
@@ -716,6 +853,7 @@ int job_schedule(const job *j, int rank, char **text, size_t *len, api_err *e)
     case JOB_PLANNING:
         /* Training goes on at the highest clock while the planner runs. */
         sb_printf(&b, "\"plan_id\":null,");
+        sb_geometry(&b, &j->spec);
         sb_clocks(&b, NULL, j->ops_per_stage, j->spec.clocks_mhz[0]);
         sb_printf(&b, "}");
         break;
@@ -891,6 +1029,8 @@ static int store_iteration(job *j, store *st, int rank, const req_iteration *it,
             return store_fail(e, st);
     }
     j->measurements++;
+    job_pipe *p = &j->pipes[k->dp];
+    if (it->iteration > p->newest) p->newest = it->iteration;
     return 0;
 }
 
@@ -942,9 +1082,10 @@ static int detect(job *j, int d, long iteration, double time_s)
     if (iteration <= p->last_iteration) return 0;
     p->last_iteration = iteration;
     p->iterations++;
-    const prs_frontier_point *pt = prs_frontier_point_at(j->frontier, (size_t)p->plan_id);
+    long ran = plan_of(p, iteration);
+    const prs_frontier_point *pt = ran >= 0 ? prs_frontier_point_at(j->frontier, (size_t)ran) : 0;
     if (pt && j->allmax_energy_j > 0) p->saved_j += j->allmax_energy_j - pt->eval_energy_j;
-    double tp = plan_time(j, p->plan_id), tf = plan_time(j, (long)j->fastest);
+    double tp = pt ? pt->eval_time_s : 0, tf = plan_time(j, (long)j->fastest);
     p->last_norm_s = tp > 0 ? time_s * tf / tp : time_s;
     if (j->spec.dp < 2) return 0;
     double *others = malloc(sizeof(double) * (size_t)j->spec.dp);
@@ -979,6 +1120,48 @@ static int detect(job *j, int d, long iteration, double time_s)
     return 0;
 }
 
+/* Results in profiling: count the rank's iterations of the round; the round ends when every
+ * rank has warm-up + k. */
+static int results_profiling(job *j, store *st, const req_results *r, int *action, api_err *e)
+{
+    long round = r->round < 0 ? j->round : r->round;
+    if (round > j->round)
+        return api_fail(e, 409, "wrong_round", "round %ld has not started (current %ld)", round,
+                        j->round);
+    int need = j->spec.warmup_iterations + j->spec.iterations_per_clock;
+    for (size_t i = 0; i < r->niterations; i++) {
+        int used = 1;
+        if (round == j->round) {
+            int idx = j->round_iters[r->rank]++;
+            used = idx >= j->spec.warmup_iterations;
+            if (idx + 1 == need) j->ranks_done++;
+        }
+        /* A late iteration of an earlier round: that rank was past warm-up there. */
+        if (store_iteration(j, st, r->rank, &r->iterations[i], round, used, e)) return -1;
+    }
+    if (j->ranks_done >= j->world) return advance_round(j, st, action, e);
+    return 0;
+}
+
+/* Results in planning and running: stored; while running they feed the straggler detector and
+ * may let a deferred plan change go out. */
+static int results_other(job *j, store *st, const req_results *r, api_err *e)
+{
+    int d = j->ranks[r->rank].dp, changed = 0;
+    for (size_t i = 0; i < r->niterations; i++) {
+        if (store_iteration(j, st, r->rank, &r->iterations[i], j->round, 0, e)) return -1;
+        if (j->phase == JOB_RUNNING)
+            changed |= detect(j, d, r->iterations[i].iteration, r->iterations[i].time_s);
+    }
+    if (j->phase != JOB_RUNNING) return 0;
+    if (changed) {
+        for (int o = 0; o < j->spec.dp; o++)
+            if (put_pipe(j, st, o, e)) return -1;
+        if (assign_plans(j, st, 0, e)) return -1;
+    }
+    return apply_deferred(j, st, d, e);
+}
+
 int job_results(job *j, store *st, const req_results *r, int *action, api_err *e)
 {
     *action = JOB_ACT_NONE;
@@ -986,39 +1169,9 @@ int job_results(job *j, store *st, const req_results *r, int *action, api_err *e
         return wrong_phase(e, j, "posting results");
     if (r->rank >= j->world || !j->ranks[r->rank].registered)
         return api_fail(e, 404, "not_registered", "rank %d is not registered", r->rank);
-    const job_rank *k = &j->ranks[r->rank];
-    if (check_windows(j, k, r, e)) return -1;
-    if (j->phase == JOB_PROFILING) {
-        long round = r->round < 0 ? j->round : r->round;
-        if (round > j->round)
-            return api_fail(e, 409, "wrong_round", "round %ld has not started (current %ld)", round,
-                            j->round);
-        int need = j->spec.warmup_iterations + j->spec.iterations_per_clock;
-        for (size_t i = 0; i < r->niterations; i++) {
-            int used = 1;
-            if (round == j->round) {
-                int idx = j->round_iters[r->rank]++;
-                used = idx >= j->spec.warmup_iterations;
-                if (idx + 1 == need) j->ranks_done++;
-            }
-            /* A late iteration of an earlier round: that rank was past warm-up there. */
-            if (store_iteration(j, st, r->rank, &r->iterations[i], round, used, e)) return -1;
-        }
-        if (j->ranks_done >= j->world) return advance_round(j, st, action, e);
-        return 0;
-    }
-    int changed = 0;
-    for (size_t i = 0; i < r->niterations; i++) {
-        if (store_iteration(j, st, r->rank, &r->iterations[i], j->round, 0, e)) return -1;
-        if (j->phase == JOB_RUNNING)
-            changed |= detect(j, k->dp, r->iterations[i].iteration, r->iterations[i].time_s);
-    }
-    if (changed) {
-        for (int d = 0; d < j->spec.dp; d++)
-            if (put_pipe(j, st, d, e)) return -1;
-        return assign_plans(j, st, 0, e);
-    }
-    return 0;
+    if (check_windows(j, &j->ranks[r->rank], r, e)) return -1;
+    if (j->phase == JOB_PROFILING) return results_profiling(j, st, r, action, e);
+    return results_other(j, st, r, e);
 }
 
 /* ---- profile upload, stragglers, completion ---- */

@@ -63,6 +63,8 @@ typedef struct job_pipe {
     long plan_id;
     long prev_plan_id;   /* the plan run before from_iteration (-1: none, the highest clocks) */
     long from_iteration; /* first iteration of plan_id */
+    long want_plan;      /* a plan change waiting for the pending switch to happen (-1: none) */
+    long newest;         /* newest iteration number any rank of the pipeline reported (-1) */
     long last_iteration; /* last iteration the detector looked at (-1: none) */
     double last_norm_s;  /* its time scaled to the fastest plan (0: none yet) */
     int over, under;     /* consecutive iterations above / below the threshold */
@@ -137,6 +139,9 @@ void job_free(job *j);
  * turns reuse off. Same key = same model name, pipeline (stages, microbatches, tp, schedule,
  * virtual stages), clock list, profiling floor, unit time, blocking power and cost model. */
 void job_config_key(const req_job_spec *spec, char key[2 * SECURE_SHA256_LEN + 1]);
+
+/* The pipeline the job plans with: the spec's, with the blocking power in use. */
+void job_pipeline(const job *j, prs_pipeline *pipe);
 
 int job_register(job *j, store *st, const req_rank *r, int *created, int *action, api_err *e);
 /* Schedule of a rank as JSON text {phase, round, plan_id, clocks_mhz, ...} (malloc'd into

@@ -40,6 +40,7 @@ typedef struct req_job_spec {
     prs_cost_model cost_model;
     double straggler_factor; /* automatic detection threshold, > 1 */
     int straggler_iterations;
+    double switch_lead_s; /* a new plan starts at least this long after it is announced */
     int reuse_frontier;
 } req_job_spec;
 

@@ -133,6 +133,11 @@ static void test_registration_and_sweep(void **state)
     assert_non_null(sch);
     assert_int_equal(json_integer_value(json_object_get(sch, "clock_mhz")), 1410);
     assert_int_equal(json_array_size(json_object_get(sch, "clocks_mhz")), 4);
+    assert_string_equal(json_string_value(json_object_get(sch, "schedule")), "1f1b");
+    assert_int_equal(json_integer_value(json_object_get(sch, "stages")), 2);
+    assert_int_equal(json_integer_value(json_object_get(sch, "microbatches")), 2);
+    assert_int_equal(json_integer_value(json_object_get(sch, "virtual_stages")), 1);
+    assert_null(json_object_get(sch, "from_iteration")); /* running only */
     json_decref(sch);
 
     /* Round 0: warm-up + 1 per rank. A future round is refused. */
@@ -246,20 +251,24 @@ static void test_registration_and_sweep(void **state)
     assert_int_equal(post(j, 0, -1, 1410, 1, &action, &e), 0);
     assert_int_equal(j->pipes[0].iterations, seen + 1);
 
-    /* Explicit straggler: the other pipeline follows the lookup rule. */
+    /* Explicit straggler: the other pipeline follows the lookup rule (once the switch the
+     * restart announced is behind it). */
+    g_iter = j->pipes[0].from_iteration;
+    assert_int_equal(post(j, 0, -1, 1410, 1, &action, &e), 0);
     const prs_frontier_point *fp = prs_frontier_point_at(j->frontier, fastest);
     req_straggler sr = {1, 0, 1.5};
+    long round0 = j->round;
     assert_int_equal(store_begin(st), 0);
     assert_int_equal(tx_ok(job_set_straggler(j, st, &sr, &e)), 0);
     size_t want;
     assert_int_equal(prs_frontier_lookup(j->frontier, 1.5 * fp->eval_time_s, &want), 0);
     assert_int_equal(j->pipes[0].plan_id, (long)want);
     assert_int_equal(j->pipes[1].plan_id, (long)fastest);
-    assert_int_equal(j->round, 1);
+    assert_int_equal(j->round, round0 + 1);
     assert_int_equal(store_begin(st), 0);
     assert_int_equal(tx_ok(job_clear_straggler(j, st, 1, &e)), 0);
     assert_int_equal(j->pipes[0].plan_id, (long)fastest);
-    assert_int_equal(j->round, 2);
+    assert_int_equal(j->round, round0 + 2);
     assert_int_equal(store_begin(st), 0);
     assert_int_equal(tx_ok(job_clear_straggler(j, st, 7, &e)), -1);
     assert_int_equal(e.http, 404);
@@ -356,6 +365,194 @@ static void test_config_key(void **state)
     assert_string_equal(kb, "");
 }
 
+/* ---- running jobs for the plan-switch and straggler tests ---- */
+
+/* A job of the given spec in running: a GPU-model profile (stage s takes 1 + s/10 of the
+ * reference time) uploaded while registering, planned, then every rank registered with rank =
+ * slot index (dp, pp, tp). */
+static job *running_job(const char *id, const char *spec_text)
+{
+    req_job_spec s;
+    char msg[REQ_MSG_MAX];
+    assert_int_equal(req_parse_job_spec(spec_text, strlen(spec_text), &s, msg), 0);
+    uint8_t h[32] = {2};
+    job *j = NULL;
+    api_err e = {0};
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_create(st, &s, id, h, 1, &j, &e)), 0);
+    const prs_gpu_preset *g = prs_gpu_preset_find("a100");
+    char csv[8192];
+    int n = snprintf(csv, sizeof csv, "stage,instruction,frequency,time,energy\n");
+    for (int c = 0; c < s.stages; c++)
+        for (int k = 0; k < s.nclocks; k++)
+            for (int in = 0; in < 2; in++) {
+                prs_gpu_work w = g->work[in];
+                w.t_ref_s *= 1 + 0.1 * c;
+                n += snprintf(csv + n, sizeof csv - (size_t)n, "%d,%s,%d,%.9g,%.9g\n", c,
+                              in ? "backward" : "forward", s.clocks_mhz[k],
+                              prs_gpu_time_s(g, &w, s.clocks_mhz[k]),
+                              prs_gpu_energy_j(g, &w, s.clocks_mhz[k]));
+            }
+    int action = 0;
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_upload_profile(j, st, csv, (size_t)n, &action, &e)), 0);
+    prs_plan_opts o;
+    prs_plan_opts_default(&o);
+    job_pipeline(j, &o.pipe);
+    prs_frontier *f = NULL;
+    assert_int_equal(prs_plan(j->profile, &o, &f, NULL), 0);
+    char *plans;
+    size_t plen;
+    assert_int_equal(job_frontier_to_text(f, j->id, &plans, &plen, msg), 0);
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_plan_finished(j, st, f, plans, plen, 0.1, NULL, &e)), 0);
+    free(plans);
+    for (int r = 0; r < j->world; r++) {
+        int tp = r % s.tp, pp = r / s.tp % s.stages, dp = r / s.tp / s.stages, created;
+        req_rank rr = {r, dp, pp, tp, ""};
+        assert_int_equal(store_begin(st), 0);
+        assert_int_equal(tx_ok(job_register(j, st, &rr, &created, &action, &e)), 0);
+    }
+    assert_int_equal(j->phase, JOB_RUNNING);
+    return j;
+}
+
+/* One running iteration of a rank: time_s, pace_s (0: none), plan_id (-1: none). */
+static void post_iter(job *j, int rank, long iteration, double time_s, double pace_s, long plan)
+{
+    req_iteration it = {.iteration = iteration,
+                        .time_s = time_s,
+                        .pace_s = pace_s,
+                        .plan_id = plan,
+                        .windows = NULL};
+    req_results r = {rank, -1, 1, &it, NULL};
+    int action;
+    api_err e = {0};
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_results(j, st, &r, &action, &e)), 0);
+}
+
+/* The schedule of a rank, parsed. */
+static json_t *schedule_of(const job *j, int rank)
+{
+    char *text = NULL;
+    size_t len = 0;
+    api_err e = {0};
+    assert_int_equal(job_schedule(j, rank, &text, &len, &e), 0);
+    json_t *o = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+    free(text);
+    assert_non_null(o);
+    return o;
+}
+
+static long lead_of(const job *j, long from, long to)
+{
+    double t = prs_frontier_point_at(j->frontier, (size_t)to)->eval_time_s;
+    if (from >= 0) t = fmin(t, prs_frontier_point_at(j->frontier, (size_t)from)->eval_time_s);
+    long n = (long)ceil(j->spec.switch_lead_s / t);
+    return n > 2 ? n : 2;
+}
+
+static void set_straggler(job *j, int dp, double slowdown, int clear)
+{
+    req_straggler sr = {dp, 0, slowdown};
+    api_err e = {0};
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(
+        tx_ok(clear ? job_clear_straggler(j, st, dp, &e) : job_set_straggler(j, st, &sr, &e)), 0);
+}
+
+/* Plans switch at a stated iteration: the lead, a replacement while a switch is pending, a
+ * deferred change, the state after a reload and after a pipeline's ranks restart. */
+static void test_switch_iteration(void **state)
+{
+    (void)state;
+    job *j = running_job("AAAAAAAAAAAAAAA5",
+                         "{\"stages\":2,\"microbatches\":2,\"dp\":2,\"tp\":2,\"switch_lead_s\":1.0,"
+                         "\"clocks_mhz\":[1410,1200,1000,800],\"blocking_power_w\":83.64}");
+    long fastest = (long)j->fastest, lead = lead_of(j, -1, fastest);
+    assert_true(lead > 2); /* 1 s of a sub-second plan */
+    json_t *o = schedule_of(j, 5);
+    assert_string_equal(json_string_value(json_object_get(o, "schedule")), "1f1b");
+    assert_int_equal(json_integer_value(json_object_get(o, "stages")), 2);
+    assert_int_equal(json_integer_value(json_object_get(o, "microbatches")), 2);
+    assert_int_equal(json_integer_value(json_object_get(o, "virtual_stages")), 1);
+    assert_int_equal(json_integer_value(json_object_get(o, "plan_id")), fastest);
+    assert_int_equal(json_integer_value(json_object_get(o, "from_iteration")), -1 + lead);
+    json_decref(o);
+
+    /* Pipeline 0 reaches iteration 20 (rank 3 is its newest); pipeline 1 straggles. */
+    for (long n = 0; n <= 20; n++)
+        post_iter(j, n == 20 ? 3 : 0, n, 0.5, 0, -1);
+    long round = j->round;
+    set_straggler(j, 1, 1.5, 0);
+    long slow = j->pipes[0].plan_id;
+    assert_true(slow != fastest);
+    assert_int_equal(j->round, round + 1);
+    o = schedule_of(j, 2);
+    assert_int_equal(json_integer_value(json_object_get(o, "plan_id")), slow);
+    assert_int_equal(json_integer_value(json_object_get(o, "from_iteration")),
+                     20 + lead_of(j, fastest, slow));
+    json_decref(o);
+    o = schedule_of(j, 4); /* the straggler keeps its plan and switch iteration */
+    assert_int_equal(json_integer_value(json_object_get(o, "plan_id")), fastest);
+    assert_int_equal(json_integer_value(json_object_get(o, "from_iteration")), -1 + lead);
+    json_decref(o);
+
+    /* Cleared at once: the lead is still there, so the change replaces the pending one. */
+    long from = j->pipes[0].from_iteration;
+    set_straggler(j, 1, 0, 1);
+    assert_int_equal(j->pipes[0].plan_id, fastest);
+    assert_int_equal(j->pipes[0].from_iteration, from);
+    assert_int_equal(j->round, round + 2);
+
+    /* One iteration before the switch: a new change waits until the switch happened. */
+    set_straggler(j, 1, 1.5, 0);
+    from = j->pipes[0].from_iteration;
+    post_iter(j, 1, from - 1, 0.5, 0, -1);
+    round = j->round;
+    set_straggler(j, 1, 0, 1);
+    assert_int_equal(j->pipes[0].plan_id, slow);
+    assert_int_equal(j->round, round);
+    post_iter(j, 0, from, 0.5, 0, -1);
+    assert_int_equal(j->pipes[0].plan_id, fastest);
+    assert_int_equal(j->pipes[0].prev_plan_id, slow);
+    assert_int_equal(j->pipes[0].from_iteration, from + lead_of(j, slow, fastest));
+    assert_int_equal(j->round, round + 1);
+
+    /* Reloaded from the store: the same plans, switch iterations and newest iterations. */
+    json_t *sj = req_job_spec_json(&j->spec);
+    char *text = json_dumps(sj, JSON_COMPACT);
+    json_decref(sj);
+    store_job_row row = {j->id, j->token_hash, text, "", "running", "", 0, j->round, 0, 1, 0, 0};
+    job *k = NULL;
+    int act;
+    char msg[REQ_MSG_MAX];
+    assert_int_equal(job_load(st, &row, &k, &act, msg), 0);
+    free(text);
+    for (int d = 0; d < 2; d++) {
+        assert_int_equal(k->pipes[d].plan_id, j->pipes[d].plan_id);
+        assert_int_equal(k->pipes[d].prev_plan_id, j->pipes[d].prev_plan_id);
+        assert_int_equal(k->pipes[d].from_iteration, j->pipes[d].from_iteration);
+        assert_int_equal(k->pipes[d].newest, j->pipes[d].newest);
+    }
+    job_free(k);
+
+    /* Pipeline 0's ranks restart (numbering from 0): its plan is announced again from the
+     * lead, not from the old numbers. */
+    round = j->round;
+    req_rank rr = {1, 0, 0, 1, ""};
+    int created, action;
+    api_err e = {0};
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_register(j, st, &rr, &created, &action, &e)), 0);
+    assert_int_equal(j->pipes[0].plan_id, fastest);
+    assert_int_equal(j->pipes[0].newest, -1);
+    assert_int_equal(j->pipes[0].from_iteration, -1 + lead_of(j, slow, fastest));
+    assert_int_equal(j->round, round + 1);
+    job_free(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -363,6 +560,7 @@ int main(void)
         cmocka_unit_test(test_dominated_clock_ends_sweep),
         cmocka_unit_test(test_profile_upload_and_failure),
         cmocka_unit_test(test_config_key),
+        cmocka_unit_test(test_switch_iteration),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -36,6 +36,7 @@ static void test_spec_defaults_and_round_trip(void **state)
     assert_true(s.skip_dominated);
     assert_true(s.unit_time_s == 0.001);
     assert_string_equal(s.model, "");
+    assert_true(s.switch_lead_s == 2.0);
 
     assert_int_equal(spec("{" BASE ",\"clocks_mhz\":[1410,1395],\"model\":\"gpt3\","
                           "\"schedule\":\"interleaved\",\"virtual_stages\":2,\"tp\":2,"
@@ -43,7 +44,7 @@ static void test_spec_defaults_and_round_trip(void **state)
                           "\"min_clock_mhz\":1395,\"skip_dominated\":false},"
                           "\"unit_time_s\":0.0005,\"cost_model\":\"hull\","
                           "\"straggler\":{\"factor\":1.5,\"iterations\":4},"
-                          "\"reuse_frontier\":false}",
+                          "\"reuse_frontier\":false,\"switch_lead_s\":0}",
                           &s, msg),
                      0);
     json_t *j = req_job_spec_json(&s);
@@ -56,6 +57,7 @@ static void test_spec_defaults_and_round_trip(void **state)
     assert_int_equal(back.cost_model, PRS_COST_HULL);
     assert_false(back.reuse_frontier);
     assert_true(back.straggler_factor == 1.5);
+    assert_true(back.switch_lead_s == 0);
 }
 
 static void test_spec_errors_name_the_field(void **state)
@@ -81,6 +83,8 @@ static void test_spec_errors_name_the_field(void **state)
         {"{" BASE ",\"clocks_mhz\":[1410],\"unit_time_s\":0}", "unit_time_s"},
         {"{" BASE ",\"clocks_mhz\":[1410],\"model\":\"\\u00e9\"}", "printable ASCII"},
         {"{" BASE ",\"clocks_mhz\":[1410],\"reuse_frontier\":1}", "true or false"},
+        {"{" BASE ",\"clocks_mhz\":[1410],\"switch_lead_s\":-0.5}", "switch_lead_s:"},
+        {"{" BASE ",\"clocks_mhz\":[1410],\"switch_lead_s\":\"2\"}", "switch_lead_s:"},
         {"{\"stages\":1,\"stages\":1}", "malformed JSON"},
         {"{\"a\\u0001b\":1}", "unknown field 'a?b'"},
     };
