@@ -114,7 +114,8 @@ static job *job_alloc(const req_job_spec *spec)
     j->slot = malloc(sizeof *j->slot * (size_t)j->world);
     j->round_iters = calloc((size_t)j->world, sizeof *j->round_iters);
     j->pipes = calloc((size_t)spec->dp, sizeof *j->pipes);
-    if (!j->ranks || !j->slot || !j->round_iters || !j->pipes) {
+    j->scratch = malloc(sizeof *j->scratch * (size_t)spec->dp);
+    if (!j->ranks || !j->slot || !j->round_iters || !j->pipes || !j->scratch) {
         job_free(j);
         return NULL;
     }
@@ -140,6 +141,7 @@ void job_free(job *j)
     decoded_clear(j);
     free(j->decoded);
     free(j->pipes);
+    free(j->scratch);
     prs_profile_free(j->profile);
     prs_frontier_free(j->frontier);
     free(j);
@@ -693,6 +695,7 @@ static int pipeline_restarted(job *j, store *st, int d, api_err *e)
 {
     job_pipe *p = &j->pipes[d];
     p->last_iteration = -1;
+    p->npend = 0;
     p->over = p->under = 0;
     p->newest = -1;
     if (j->phase != JOB_RUNNING || p->plan_id < 0) return 0;
@@ -1074,38 +1077,24 @@ static double median(double *v, int n)
     return 0.5 * (lo + hi);
 }
 
-/* Automatic straggler detection on one new iteration of pipeline d. Returns 1 when the
- * pipeline's straggler state changed. */
-static int detect(job *j, int d, long iteration, double time_s)
+/* Compare pipeline d's newest scaled pace with the median of the other pipelines' and count
+ * consecutive iterations above / below the threshold. pace_s: unscaled (T' when it becomes a
+ * straggler). Returns 1 when its straggler state changed. */
+static int judge(job *j, int d, double pace_s)
 {
     job_pipe *p = &j->pipes[d];
-    if (iteration <= p->last_iteration) return 0;
-    p->last_iteration = iteration;
-    p->iterations++;
-    long ran = plan_of(p, iteration);
-    const prs_frontier_point *pt = ran >= 0 ? prs_frontier_point_at(j->frontier, (size_t)ran) : 0;
-    if (pt && j->allmax_energy_j > 0) p->saved_j += j->allmax_energy_j - pt->eval_energy_j;
-    double tp = pt ? pt->eval_time_s : 0, tf = plan_time(j, (long)j->fastest);
-    p->last_norm_s = tp > 0 ? time_s * tf / tp : time_s;
-    if (j->spec.dp < 2) return 0;
-    double *others = malloc(sizeof(double) * (size_t)j->spec.dp);
-    if (!others) return 0;
     int n = 0;
     for (int o = 0; o < j->spec.dp; o++)
-        if (o != d && j->pipes[o].last_norm_s > 0) others[n++] = j->pipes[o].last_norm_s;
-    if (n == 0) {
-        free(others);
-        return 0;
-    }
-    double m = median(others, n);
-    free(others);
+        if (o != d && j->pipes[o].last_norm_s > 0) j->scratch[n++] = j->pipes[o].last_norm_s;
+    if (n == 0) return 0;
+    double m = median(j->scratch, n);
     int k = j->spec.straggler_iterations;
     if (p->last_norm_s > j->spec.straggler_factor * m) {
         p->over++;
         p->under = 0;
         if (p->over >= k && p->straggler == STRAGGLER_NONE) {
             p->straggler = STRAGGLER_AUTO;
-            p->straggler_time_s = time_s;
+            p->straggler_time_s = pace_s;
             return 1;
         }
     } else {
@@ -1118,6 +1107,70 @@ static int detect(job *j, int d, long iteration, double time_s)
         }
     }
     return 0;
+}
+
+/* Evaluate pipeline d's oldest pending iteration: its pace is the slowest reported pace (the
+ * slowest reported time when no rank sent one), scaled to the fastest plan by the plan the
+ * iteration ran. Returns 1 when the pipeline's straggler state changed. */
+static int evaluate_oldest(job *j, int d)
+{
+    job_pipe *p = &j->pipes[d];
+    job_pending it = p->pend[0];
+    memmove(p->pend, p->pend + 1, sizeof *p->pend * (size_t)--p->npend);
+    p->last_iteration = it.iteration;
+    p->iterations++;
+    long ran = it.plan_id >= 0 && (size_t)it.plan_id < prs_frontier_size(j->frontier)
+                   ? it.plan_id
+                   : plan_of(p, it.iteration);
+    const prs_frontier_point *pt = ran >= 0 ? prs_frontier_point_at(j->frontier, (size_t)ran) : 0;
+    if (pt && j->allmax_energy_j > 0) p->saved_j += j->allmax_energy_j - pt->eval_energy_j;
+    double tp = pt ? pt->eval_time_s : 0, tf = plan_time(j, (long)j->fastest);
+    double pace = it.pace_s > 0 ? it.pace_s : it.time_s;
+    p->last_norm_s = tp > 0 ? pace * tf / tp : pace;
+    return j->spec.dp < 2 ? 0 : judge(j, d, pace);
+}
+
+/* The pending entry of iteration n of pipeline d, added in order; when the ring is full the
+ * oldest is evaluated first (NULL when that was n's successor: n comes too late). */
+static job_pending *pending_slot(job *j, int d, long n, int *changed)
+{
+    job_pipe *p = &j->pipes[d];
+    int at = 0;
+    while (at < p->npend && p->pend[at].iteration < n)
+        at++;
+    if (at < p->npend && p->pend[at].iteration == n) return &p->pend[at];
+    if (p->npend == JOB_PENDING) {
+        *changed |= evaluate_oldest(j, d);
+        if (at-- == 0) return NULL;
+    }
+    memmove(p->pend + at + 1, p->pend + at, sizeof *p->pend * (size_t)(p->npend - at));
+    p->npend++;
+    p->pend[at] = (job_pending){n, 0, -1, 0, 0};
+    return &p->pend[at];
+}
+
+/* Automatic straggler detection on one reported iteration of pipeline d. Iteration n of a
+ * pipeline is evaluated once all its ranks (stages x tp) reported it, or once any rank reported
+ * n + 2; a report for an evaluated iteration comes too late and is ignored. At most a few
+ * iterations per pipeline are pending, so a report costs O(1) besides the median over the
+ * pipelines when one is evaluated. Returns 1 when a straggler state changed. */
+static int detect(job *j, int d, const req_iteration *r)
+{
+    job_pipe *p = &j->pipes[d];
+    if (r->iteration <= p->last_iteration) return 0;
+    int changed = 0;
+    while (p->npend > 0 && p->pend[0].iteration <= r->iteration - 2)
+        changed |= evaluate_oldest(j, d);
+    job_pending *it = pending_slot(j, d, r->iteration, &changed);
+    if (!it) return changed;
+    it->reports++;
+    if (r->pace_s > it->pace_s) it->pace_s = r->pace_s;
+    if (r->time_s > it->time_s) it->time_s = r->time_s;
+    if (r->plan_id >= 0) it->plan_id = r->plan_id;
+    if (it->reports < j->spec.stages * j->spec.tp) return changed;
+    while (p->npend > 0 && p->pend[0].iteration <= r->iteration)
+        changed |= evaluate_oldest(j, d);
+    return changed;
 }
 
 /* Results in profiling: count the rank's iterations of the round; the round ends when every
@@ -1150,8 +1203,7 @@ static int results_other(job *j, store *st, const req_results *r, api_err *e)
     int d = j->ranks[r->rank].dp, changed = 0;
     for (size_t i = 0; i < r->niterations; i++) {
         if (store_iteration(j, st, r->rank, &r->iterations[i], j->round, 0, e)) return -1;
-        if (j->phase == JOB_RUNNING)
-            changed |= detect(j, d, r->iterations[i].iteration, r->iterations[i].time_s);
+        if (j->phase == JOB_RUNNING) changed |= detect(j, d, &r->iterations[i]);
     }
     if (j->phase != JOB_RUNNING) return 0;
     if (changed) {

@@ -234,11 +234,17 @@ static void test_registration_and_sweep(void **state)
 
     /* A restarted client numbers its iterations from 0 again: after it registers again, the
      * detector counts them instead of waiting for the old numbers to come round. */
-    g_iter = 1000;
-    assert_int_equal(post(j, 0, -1, 1410, 1, &action, &e), 0);
     long seen = j->pipes[0].iterations;
-    g_iter = 0;
-    assert_int_equal(post(j, 0, -1, 1410, 1, &action, &e), 0);
+    for (int r = 0; r < 2; r++) { /* both ranks of pipeline 0: evaluated */
+        g_iter = 1000;
+        assert_int_equal(post(j, r, -1, 1410, 1, &action, &e), 0);
+    }
+    assert_int_equal(j->pipes[0].iterations, seen + 1);
+    seen = j->pipes[0].iterations;
+    for (int r = 0; r < 2; r++) {
+        g_iter = 0;
+        assert_int_equal(post(j, r, -1, 1410, 1, &action, &e), 0);
+    }
     assert_int_equal(j->pipes[0].iterations, seen); /* an old number: ignored */
     {
         req_rank rr = {0, 0, 0, 0, ""};
@@ -247,8 +253,10 @@ static void test_registration_and_sweep(void **state)
         assert_int_equal(tx_ok(job_register(j, st, &rr, &created, &action, &e)), 0);
         assert_false(created);
     }
-    g_iter = 0;
-    assert_int_equal(post(j, 0, -1, 1410, 1, &action, &e), 0);
+    for (int r = 0; r < 2; r++) {
+        g_iter = 0;
+        assert_int_equal(post(j, r, -1, 1410, 1, &action, &e), 0);
+    }
     assert_int_equal(j->pipes[0].iterations, seen + 1);
 
     /* Explicit straggler: the other pipeline follows the lookup rule (once the switch the
@@ -553,6 +561,156 @@ static void test_switch_iteration(void **state)
     job_free(j);
 }
 
+/* ---- automatic stragglers on paces ---- */
+
+#define PDP 4    /* pipelines */
+#define PRANKS 4 /* ranks per pipeline: 2 stages x tp 2 */
+
+/* Ranks that follow the schedule as a client does: each pipeline runs its current plan until
+ * the iteration the schedule names, then the announced one. */
+typedef struct sim_pipes {
+    job *j;
+    long cur[PDP]; /* plan each pipeline runs now (-1: none yet, the highest clocks) */
+} sim_pipes;
+
+static double plan_t(const job *j, long plan)
+{
+    return prs_frontier_point_at(j->frontier, (size_t)(plan >= 0 ? plan : (long)j->fastest))
+        ->eval_time_s;
+}
+
+enum { WITH_PACE, SYNC_NO_PACE, OWN_TIME_NO_PACE };
+
+/* Iteration n of every pipeline: pipeline d's computations take slow[d] times its plan's time.
+ * WITH_PACE: every rank reports the same synchronised iteration time (the slowest pipeline's,
+ * plus an all-reduce), its own pace (the pipeline's, a little less on all but one rank) and the
+ * plan it ran. SYNC_NO_PACE: the same without paces. OWN_TIME_NO_PACE: unsynchronised, each
+ * pipeline reports its own time and no pace. skip: a rank that does not report (-1: none). */
+static void sim_iteration_all(sim_pipes *sp, long n, const double *slow, int mode, int skip)
+{
+    job *j = sp->j;
+    double pace[PDP], sync = 0;
+    for (int d = 0; d < PDP; d++) {
+        json_t *o = schedule_of(j, d * PRANKS);
+        long plan = json_integer_value(json_object_get(o, "plan_id"));
+        if (n >= json_integer_value(json_object_get(o, "from_iteration"))) sp->cur[d] = plan;
+        json_decref(o);
+        pace[d] = slow[d] * plan_t(j, sp->cur[d]);
+        sync = fmax(sync, pace[d]);
+    }
+    for (int d = 0; d < PDP; d++)
+        for (int r = 0; r < PRANKS; r++) {
+            int rank = d * PRANKS + r;
+            if (rank == skip) continue;
+            double p = pace[d] * (r == 1 ? 1.0 : 0.97 - 0.01 * r);
+            post_iter(j, rank, n, mode == OWN_TIME_NO_PACE ? pace[d] : sync + 0.01,
+                      mode == WITH_PACE ? p : 0, sp->cur[d]);
+        }
+}
+
+static int n_auto(const job *j)
+{
+    int n = 0;
+    for (int d = 0; d < PDP; d++)
+        n += j->pipes[d].straggler == STRAGGLER_AUTO;
+    return n;
+}
+
+#define PACE_SPEC                                                                                  \
+    "{\"stages\":2,\"microbatches\":2,\"dp\":4,\"tp\":2,\"switch_lead_s\":0,"                      \
+    "\"clocks_mhz\":[1410,1200,1000,800],\"blocking_power_w\":83.64,"                              \
+    "\"straggler\":{\"factor\":1.1,\"iterations\":3}}"
+
+/* Synchronous data parallelism: every pipeline reports the same iteration time, so only the
+ * paces tell the straggler. Pipeline 2 computes 1.2x slower from iteration 10 to 29. */
+static void test_pace_straggler(void **state)
+{
+    (void)state;
+    job *j = running_job("AAAAAAAAAAAAAAA6", PACE_SPEC);
+    sim_pipes sp = {j, {-1, -1, -1, -1}};
+    int k = j->spec.straggler_iterations;
+    long fastest = (long)j->fastest, detected = -1, cleared = -1;
+    double tf = plan_t(j, fastest);
+    for (long n = 0; n < 50; n++) {
+        double slow[PDP] = {1, 1, n >= 10 && n < 30 ? 1.2 : 1, 1};
+        sim_iteration_all(&sp, n, slow, WITH_PACE, -1);
+        if (n < 10) assert_int_equal(n_auto(j), 0);
+        if (detected < 0 && j->pipes[2].straggler == STRAGGLER_AUTO) detected = n;
+        if (detected >= 0 && cleared < 0 && n >= 30 && !j->pipes[2].straggler) cleared = n;
+        assert_true(n_auto(j) <= 1);
+        if (detected >= 0 && cleared < 0) {
+            assert_int_equal(j->pipes[2].straggler, STRAGGLER_AUTO);
+            double tprime = j->pipes[2].straggler_time_s;
+            assert_true(fabs(tprime - 1.2 * tf) <= 0.02 * 1.2 * tf);
+            size_t want;
+            assert_int_equal(prs_frontier_lookup(j->frontier, tprime, &want), 0);
+            for (int d = 0; d < PDP; d++)
+                assert_int_equal(j->pipes[d].plan_id, d == 2 ? fastest : (long)want);
+            assert_true((long)want != fastest);
+        }
+    }
+    assert_true(detected >= 10 && detected <= 10 + k); /* within k + 1 iterations */
+    assert_true(cleared >= 30 && cleared <= 30 + k);
+    for (int d = 0; d < PDP; d++)
+        assert_int_equal(j->pipes[d].plan_id, fastest);
+    job_free(j);
+}
+
+/* Without paces the iteration times are used, as before: equal synchronised times never single
+ * out a pipeline; a pipeline that reports longer times is detected with T' = its time. */
+static void test_time_straggler_without_pace(void **state)
+{
+    (void)state;
+    job *j = running_job("AAAAAAAAAAAAAAA7", PACE_SPEC);
+    sim_pipes sp = {j, {-1, -1, -1, -1}};
+    double tf = plan_t(j, (long)j->fastest);
+    for (long n = 0; n < 10; n++) { /* one pipeline computes slower; all report the same time */
+        double slow[PDP] = {1, 1.3, 1, 1};
+        sim_iteration_all(&sp, n, slow, SYNC_NO_PACE, -1);
+    }
+    assert_int_equal(n_auto(j), 0);
+    long n = 10;
+    for (; n < 20 && !j->pipes[1].straggler; n++) {
+        double slow[PDP] = {1, 1.3, 1, 1};
+        sim_iteration_all(&sp, n, slow, OWN_TIME_NO_PACE, -1);
+    }
+    assert_int_equal(j->pipes[1].straggler, STRAGGLER_AUTO);
+    assert_true(n - 1 <= 10 + j->spec.straggler_iterations); /* detected within k + 1 */
+    assert_true(fabs(j->pipes[1].straggler_time_s - 1.3 * tf) < 1e-9 * tf);
+    job_free(j);
+}
+
+/* An iteration is evaluated once all ranks of the pipeline reported it, or when a rank reports
+ * two iterations later; a report of an evaluated iteration is ignored. */
+static void test_evaluation_rule(void **state)
+{
+    (void)state;
+    job *j = running_job("AAAAAAAAAAAAAAA8", PACE_SPEC);
+    sim_pipes sp = {j, {-1, -1, -1, -1}};
+    double one[PDP] = {1, 1, 1, 1};
+    for (long n = 0; n < 5; n++)
+        sim_iteration_all(&sp, n, one, WITH_PACE, -1);
+    assert_int_equal(j->pipes[0].last_iteration, 4);
+    sim_iteration_all(&sp, 5, one, WITH_PACE, 3); /* rank 3 (pipeline 0) misses 5 and 6 */
+    assert_int_equal(j->pipes[0].last_iteration, 4);
+    assert_int_equal(j->pipes[1].last_iteration, 5);
+    sim_iteration_all(&sp, 6, one, WITH_PACE, 3);
+    assert_int_equal(j->pipes[0].last_iteration, 4);
+    assert_int_equal(j->pipes[0].npend, 2);
+    long seen = j->pipes[0].iterations;
+    post_iter(j, 0, 7, 1.0, 0.9, -1);
+    assert_int_equal(j->pipes[0].last_iteration, 5);
+    assert_int_equal(j->pipes[0].iterations, seen + 1);
+    post_iter(j, 3, 5, 1.0, 5.0, -1); /* too late: no effect */
+    assert_int_equal(j->pipes[0].iterations, seen + 1);
+    assert_int_equal(j->pipes[0].over, 0);
+    for (int r = 0; r < PRANKS; r++)
+        post_iter(j, r == 0 ? 3 : r, r == 0 ? 6 : 7, 1.0, 0.9, -1);
+    assert_int_equal(j->pipes[0].last_iteration, 7);
+    assert_int_equal(j->pipes[0].npend, 0);
+    job_free(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -561,6 +719,9 @@ int main(void)
         cmocka_unit_test(test_profile_upload_and_failure),
         cmocka_unit_test(test_config_key),
         cmocka_unit_test(test_switch_iteration),
+        cmocka_unit_test(test_pace_straggler),
+        cmocka_unit_test(test_time_straggler_without_pace),
+        cmocka_unit_test(test_evaluation_rule),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
