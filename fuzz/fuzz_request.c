@@ -95,6 +95,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 const req_iteration *it = &r.iterations[i];
                 check(it->iteration >= 0 && isfinite(it->time_s) && it->time_s > 0);
                 check(isfinite(it->energy_j) && it->energy_j >= 0);
+                check(it->pace_s == 0 || (isfinite(it->pace_s) && it->pace_s > 0));
+                check(it->plan_id >= -1);
+                check(it->blocking_power_w == 0 ||
+                      (isfinite(it->blocking_power_w) && it->blocking_power_w > 0));
                 for (size_t w = 0; w < it->nwindows; w++) {
                     const req_window *win = &it->windows[w];
                     check(win->instr == PRS_FORWARD || win->instr == PRS_BACKWARD);

@@ -90,6 +90,12 @@ void job_config_key(const req_job_spec *s, char key[2 * SECURE_SHA256_LEN + 1])
         snprintf(key + 2 * i, 3, "%02x", h[i]);
 }
 
+void job_pipeline(const job *j, prs_pipeline *pipe)
+{
+    req_spec_pipeline(&j->spec, pipe);
+    pipe->blocking_power_w = j->bp_used_w;
+}
+
 static int slot_index(const job *j, int dp, int pp, int tp)
 {
     return (dp * j->spec.stages + pp) * j->spec.tp + tp;
@@ -108,17 +114,21 @@ static job *job_alloc(const req_job_spec *spec)
     j->slot = malloc(sizeof *j->slot * (size_t)j->world);
     j->round_iters = calloc((size_t)j->world, sizeof *j->round_iters);
     j->pipes = calloc((size_t)spec->dp, sizeof *j->pipes);
-    if (!j->ranks || !j->slot || !j->round_iters || !j->pipes) {
+    j->scratch = malloc(sizeof *j->scratch * (size_t)spec->dp);
+    if (!j->ranks || !j->slot || !j->round_iters || !j->pipes || !j->scratch) {
         job_free(j);
         return NULL;
     }
     for (int i = 0; i < j->world; i++)
         j->slot[i] = -1;
-    for (int d = 0; d < spec->dp; d++)
+    for (int d = 0; d < spec->dp; d++) {
         j->pipes[d].last_iteration = -1;
+        j->pipes[d].prev_plan_id = j->pipes[d].want_plan = j->pipes[d].newest = -1;
+    }
     for (int i = 0; i < spec->nclocks; i++)
         if (spec->clocks_mhz[i] >= spec->min_clock_mhz) j->sweep[j->nsweep++] = spec->clocks_mhz[i];
     job_config_key(spec, j->config_key);
+    j->bp_used_w = spec->blocking_power_w;
     return j;
 }
 
@@ -131,16 +141,42 @@ void job_free(job *j)
     decoded_clear(j);
     free(j->decoded);
     free(j->pipes);
+    free(j->scratch);
     prs_profile_free(j->profile);
     prs_frontier_free(j->frontier);
     free(j);
 }
 
+static store_job_row job_row(const job *j, const char *spec_json)
+{
+    return (store_job_row){.id = j->id,
+                           .token_hash = j->token_hash,
+                           .spec_json = spec_json,
+                           .config_key = j->config_key,
+                           .phase = job_phase_name(j->phase),
+                           .reason = j->reason,
+                           .sweep_index = j->sweep_index,
+                           .round = j->round,
+                           .planning_s = j->planning_s,
+                           .created_unix = j->created_unix,
+                           .bp_measured_w = j->bp_measured_w,
+                           .bp_used_w = j->bp_used_w};
+}
+
 static int persist(job *j, store *st, api_err *e)
 {
-    if (store_update_job(st, j->id, job_phase_name(j->phase), j->reason, j->sweep_index, j->round,
-                         j->planning_s))
-        return store_fail(e, st);
+    store_job_row row = job_row(j, NULL);
+    if (store_update_job(st, &row)) return store_fail(e, st);
+    return 0;
+}
+
+/* Store pipeline d as it is in memory. */
+static int put_pipe(job *j, store *st, int d, api_err *e)
+{
+    const job_pipe *p = &j->pipes[d];
+    store_pipe_row row = {d,          p->straggler,    p->straggler_time_s,
+                          p->plan_id, p->prev_plan_id, p->from_iteration};
+    if (store_put_pipeline(st, j->id, &row)) return store_fail(e, st);
     return 0;
 }
 
@@ -250,34 +286,115 @@ static double plan_time(const job *j, long k)
     return p ? p->eval_time_s : 0;
 }
 
-/* Give every pipeline the plan the lookup rule chooses; bump the round when anything changed
- * and store the pipelines. */
+/* The plan the lookup rule gives every pipeline: slowest straggler's T' into *tprime (0: none)
+ * and the plan of the non-stragglers into *slow. */
+static void lookup_rule(const job *j, double *tprime, size_t *slow)
+{
+    *tprime = 0;
+    for (int d = 0; d < j->spec.dp; d++)
+        if (j->pipes[d].straggler && j->pipes[d].straggler_time_s > *tprime)
+            *tprime = j->pipes[d].straggler_time_s;
+    *slow = j->fastest;
+    if (*tprime > 0 && prs_frontier_lookup(j->frontier, *tprime, slow) != 0) *slow = j->fastest;
+}
+
+/* Iterations between announcing plan `to` and running it (replacing `from`, -1: none): at
+ * least 2, and at least switch_lead_s at the shorter of the two plans' iteration times. */
+static long switch_lead(const job *j, long from, long to)
+{
+    double t = plan_time(j, to), tf = from >= 0 ? plan_time(j, from) : 0;
+    if (tf > 0 && (t <= 0 || tf < t)) t = tf;
+    double n = t > 0 ? ceil(j->spec.switch_lead_s / t) : 2;
+    return n > 2 ? (n < 1e6 ? (long)n : 1000000) : 2;
+}
+
+/* Announce plan `want` for pipeline d: it holds from the pipeline's newest iteration plus the
+ * lead; until then the pipeline runs its current plan. */
+static void announce(job *j, int d, long want)
+{
+    job_pipe *p = &j->pipes[d];
+    p->from_iteration = p->newest + switch_lead(j, p->plan_id, want);
+    p->prev_plan_id = p->plan_id;
+    p->plan_id = want;
+    p->want_plan = -1;
+}
+
+/* 1 when pipeline d announced a plan that not every rank runs yet. */
+static int switch_pending(const job *j, int d)
+{
+    const job_pipe *p = &j->pipes[d];
+    return p->plan_id >= 0 && p->newest < p->from_iteration;
+}
+
+/* The plan pipeline d ran in iteration n. */
+static long plan_of(const job_pipe *p, long n)
+{
+    return n >= p->from_iteration || p->prev_plan_id < 0 ? p->plan_id : p->prev_plan_id;
+}
+
+/* Bump the round after plans changed: decode them and store the job. */
+static int plans_changed(job *j, store *st, api_err *e)
+{
+    decode_pipes(j);
+    j->round++;
+    return persist(j, st, e);
+}
+
+/* Give pipeline d plan want. With no switch pending it is announced from the newest iteration
+ * plus the lead. While one is pending (some rank may already have it), the new plan replaces it
+ * at the same iteration when that still leaves the lead; otherwise it waits until the pending
+ * switch happened (apply_deferred). Either way no two ranks that follow the schedule run
+ * different plans in one iteration. 1 when the announced plan changed. */
+static int change_plan(job *j, int d, long want)
+{
+    job_pipe *p = &j->pipes[d];
+    if (p->plan_id == want) {
+        p->want_plan = -1;
+        return 0;
+    }
+    if (!switch_pending(j, d)) {
+        announce(j, d, want);
+        return 1;
+    }
+    if (p->from_iteration - p->newest >= switch_lead(j, p->prev_plan_id, want)) {
+        p->plan_id = want;
+        p->want_plan = -1;
+        return 1;
+    }
+    p->want_plan = want;
+    return 0;
+}
+
+/* Give every pipeline the plan the lookup rule chooses (change_plan). Bump the round when an
+ * announced plan changed and store the pipelines. */
 static int assign_plans(job *j, store *st, int force_store, api_err *e)
 {
     if (!j->frontier) return 0;
-    double tprime = 0;
-    for (int d = 0; d < j->spec.dp; d++)
-        if (j->pipes[d].straggler && j->pipes[d].straggler_time_s > tprime)
-            tprime = j->pipes[d].straggler_time_s;
-    size_t slow = j->fastest;
-    if (tprime > 0 && prs_frontier_lookup(j->frontier, tprime, &slow) != 0) slow = j->fastest;
+    double tprime;
+    size_t slow;
+    lookup_rule(j, &tprime, &slow);
     int changed = 0;
     for (int d = 0; d < j->spec.dp; d++) {
         job_pipe *p = &j->pipes[d];
         long want = (long)(p->straggler || tprime <= 0 ? j->fastest : slow);
-        if (p->plan_id != want || force_store) {
-            changed |= p->plan_id != want;
-            p->plan_id = want;
-            if (store_put_pipeline(st, j->id, d, p->straggler, p->straggler_time_s, p->plan_id))
-                return store_fail(e, st);
-        }
+        int announced = change_plan(j, d, want);
+        changed |= announced;
+        if ((announced || force_store) && put_pipe(j, st, d, e)) return -1;
     }
+    if (changed) return plans_changed(j, st, e);
     decode_pipes(j);
-    if (changed) {
-        j->round++;
-        return persist(j, st, e);
-    }
     return 0;
+}
+
+/* Pipeline d reported a newer iteration: announce a deferred plan once the pending switch is
+ * behind every rank. */
+static int apply_deferred(job *j, store *st, int d, api_err *e)
+{
+    job_pipe *p = &j->pipes[d];
+    if (p->want_plan < 0 || switch_pending(j, d)) return 0;
+    announce(j, d, p->want_plan);
+    if (put_pipe(j, st, d, e)) return -1;
+    return plans_changed(j, st, e);
 }
 
 /* Install a frontier (owned) and enter running. */
@@ -295,8 +412,10 @@ static int start_running(job *j, store *st, prs_frontier *f, api_err *e)
     compute_allmax(j);
     j->phase = JOB_RUNNING;
     j->round = 0;
-    for (int d = 0; d < j->spec.dp; d++)
-        j->pipes[d].plan_id = -1;
+    for (int d = 0; d < j->spec.dp; d++) {
+        j->pipes[d].plan_id = j->pipes[d].prev_plan_id = j->pipes[d].want_plan = -1;
+        j->pipes[d].from_iteration = 0;
+    }
     if (assign_plans(j, st, 1, e)) return -1;
     j->round = 0;
     return persist(j, st, e);
@@ -392,8 +511,7 @@ int job_create(store *st, const req_job_spec *spec, const char *id, const uint8_
         job_free(j);
         return api_fail(e, 500, "internal", "out of memory");
     }
-    store_job_row row = {
-        j->id, j->token_hash, text, j->config_key, job_phase_name(j->phase), "", 0, 0, 0, now_unix};
+    store_job_row row = job_row(j, text);
     int rc = store_insert_job(st, &row);
     free(text);
     if (rc) {
@@ -433,14 +551,40 @@ static int load_count(void *ud, int rank, long count)
     return 0;
 }
 
-static int load_pipe(void *ud, int dp, int straggler, double time_s, long plan_id)
+static int load_pipe(void *ud, const store_pipe_row *r)
 {
     job *j = ud;
-    if (dp < 0 || dp >= j->spec.dp) return 0;
-    j->pipes[dp].straggler = straggler;
-    j->pipes[dp].straggler_time_s = time_s;
-    j->pipes[dp].plan_id = plan_id;
+    if (r->dp < 0 || r->dp >= j->spec.dp) return 0;
+    job_pipe *p = &j->pipes[r->dp];
+    p->straggler = r->straggler;
+    p->straggler_time_s = r->straggler_time_s;
+    p->plan_id = r->plan_id;
+    p->prev_plan_id = r->prev_plan_id;
+    p->from_iteration = r->from_iteration;
     return 0;
+}
+
+static int load_latest(void *ud, int rank, long it)
+{
+    job *j = ud;
+    if (rank < 0 || rank >= j->world || !j->ranks[rank].registered) return 0;
+    job_pipe *p = &j->pipes[j->ranks[rank].dp];
+    if (it > p->newest) p->newest = it;
+    return 0;
+}
+
+/* After loading a running job: a pipeline whose stored plan is not what the lookup rule gives
+ * had its change deferred behind a pending switch; take it up again. */
+static void load_deferred(job *j)
+{
+    double tprime;
+    size_t slow;
+    lookup_rule(j, &tprime, &slow);
+    for (int d = 0; d < j->spec.dp; d++) {
+        job_pipe *p = &j->pipes[d];
+        long want = (long)(p->straggler || tprime <= 0 ? j->fastest : slow);
+        if (want != p->plan_id) p->want_plan = want;
+    }
 }
 
 static void count_done_ranks(job *j)
@@ -469,6 +613,8 @@ int job_load(store *st, const store_job_row *row, job **out, int *action, char *
     j->round = row->round;
     j->planning_s = row->planning_s;
     j->created_unix = row->created_unix;
+    j->bp_measured_w = row->bp_measured_w;
+    if (row->bp_used_w > 0) j->bp_used_w = row->bp_used_w;
     if (job_phase_parse(row->phase, &j->phase)) {
         snprintf(msg, REQ_MSG_MAX, "unknown phase '%.32s'", row->phase);
         job_free(j);
@@ -481,6 +627,7 @@ int job_load(store *st, const store_job_row *row, job **out, int *action, char *
         store_get_profile(st, j->id, &csv, &clen, j->profile_source) ||
         store_get_frontier(st, j->id, &plans, &flen) ||
         store_each_pipeline(st, j->id, load_pipe, j) ||
+        store_latest_iterations(st, j->id, load_latest, j) ||
         (j->phase == JOB_PROFILING && store_round_counts(st, j->id, j->round, load_count, j))) {
         snprintf(msg, REQ_MSG_MAX, "%s", store_errmsg(st));
         free(csv);
@@ -513,6 +660,7 @@ int job_load(store *st, const store_job_row *row, job **out, int *action, char *
                 (size_t)j->pipes[d].plan_id >= prs_frontier_size(j->frontier))
                 j->pipes[d].plan_id = (long)j->fastest;
         decode_pipes(j);
+        if (j->phase == JOB_RUNNING) load_deferred(j);
     }
     if (j->phase == JOB_PLANNING) {
         if (j->profile)
@@ -538,6 +686,24 @@ static int enter_after_registration(job *j, store *st, api_err *e)
     return persist(j, st, e);
 }
 
+/* A rank of pipeline d registered again: its client restarted and numbers its iterations from
+ * 0 again (a restart is expected to restart the whole pipeline, as launchers do). The detector
+ * forgets the numbers it saw and, while running, the current plan is announced again as if now:
+ * from the lead's iteration, so the restarted ranks do not wait for the old numbers to come
+ * round. Ranks that did not restart already run it, since the plan itself does not change. */
+static int pipeline_restarted(job *j, store *st, int d, api_err *e)
+{
+    job_pipe *p = &j->pipes[d];
+    p->last_iteration = -1;
+    p->npend = 0;
+    p->over = p->under = 0;
+    p->newest = -1;
+    if (j->phase != JOB_RUNNING || p->plan_id < 0) return 0;
+    p->from_iteration = p->newest + switch_lead(j, p->prev_plan_id, p->plan_id);
+    if (put_pipe(j, st, d, e)) return -1;
+    return plans_changed(j, st, e);
+}
+
 int job_register(job *j, store *st, const req_rank *r, int *created, int *action, api_err *e)
 {
     *created = 0;
@@ -553,14 +719,8 @@ int job_register(job *j, store *st, const req_rank *r, int *created, int *action
     job_rank *k = &j->ranks[r->rank];
     int s = slot_index(j, r->dp, r->pp, r->tp);
     if (k->registered) {
-        if (k->dp == r->dp && k->pp == r->pp && k->tp == r->tp) {
-            /* A client restarted: its iterations are numbered from 0 again, so the detector
-             * must not wait for the numbers it saw before. */
-            job_pipe *p = &j->pipes[k->dp];
-            p->last_iteration = -1;
-            p->over = p->under = 0;
-            return 0;
-        }
+        if (k->dp == r->dp && k->pp == r->pp && k->tp == r->tp)
+            return pipeline_restarted(j, st, k->dp, e);
         return api_fail(e, 409, "conflict", "rank %d is registered as (dp %d, pp %d, tp %d)",
                         r->rank, k->dp, k->pp, k->tp);
     }
@@ -650,6 +810,14 @@ static void sb_clocks(sbuf *b, const int *clocks, int n, int same)
     b->p[b->len] = '\0';
 }
 
+/* The pipeline's geometry, so a client can check the order of its computations:
+ * "schedule", "stages", "microbatches", "virtual_stages" and a trailing comma. */
+static void sb_geometry(sbuf *b, const req_job_spec *s)
+{
+    sb_printf(b, "\"schedule\":\"%s\",\"stages\":%d,\"microbatches\":%d,\"virtual_stages\":%d,",
+              prs_schedule_name(s->schedule), s->stages, s->microbatches, s->virtual_stages);
+}
+
 int job_schedule(const job *j, int rank, char **text, size_t *len, api_err *e)
 {
     *text = NULL;
@@ -663,6 +831,7 @@ int job_schedule(const job *j, int rank, char **text, size_t *len, api_err *e)
     case JOB_PROFILING: {
         int f = j->sweep[j->sweep_index];
         sb_printf(&b, "\"plan_id\":null,\"clock_mhz\":%d,", f);
+        sb_geometry(&b, &j->spec);
         sb_clocks(&b, NULL, j->ops_per_stage, f);
         sb_printf(&b, ",\"warmup_iterations\":%d,\"iterations\":%d,\"iterations_reported\":%d}",
                   j->spec.warmup_iterations,
@@ -676,7 +845,8 @@ int job_schedule(const job *j, int rank, char **text, size_t *len, api_err *e)
             return api_fail(e, 500, "internal", "plan %ld cannot be decoded", p->plan_id);
         }
         char t[PRS_NUMFMT_MAX];
-        sb_printf(&b, "\"plan_id\":%ld,", p->plan_id);
+        sb_printf(&b, "\"plan_id\":%ld,\"from_iteration\":%ld,", p->plan_id, p->from_iteration);
+        sb_geometry(&b, &j->spec);
         sb_clocks(&b, p->clocks + (size_t)k->pp * (size_t)j->ops_per_stage, j->ops_per_stage, 0);
         sb_printf(&b, ",\"iteration_time_s\":%s,\"straggler\":%s}",
                   prsN_fmt_double(t, sizeof t, plan_time(j, p->plan_id)),
@@ -686,6 +856,7 @@ int job_schedule(const job *j, int rank, char **text, size_t *len, api_err *e)
     case JOB_PLANNING:
         /* Training goes on at the highest clock while the planner runs. */
         sb_printf(&b, "\"plan_id\":null,");
+        sb_geometry(&b, &j->spec);
         sb_clocks(&b, NULL, j->ops_per_stage, j->spec.clocks_mhz[0]);
         sb_printf(&b, "}");
         break;
@@ -846,9 +1017,13 @@ static int store_iteration(job *j, store *st, int rank, const req_iteration *it,
 {
     const job_rank *k = &j->ranks[rank];
     long long mid;
-    if (store_insert_measurement(st, j->id, rank, job_phase_name(j->phase), round, it->iteration,
-                                 it->clock_mhz, it->time_s, it->energy_j, used, &mid))
-        return store_fail(e, st);
+    store_meas_row m = {rank,          job_phase_name(j->phase),
+                        round,         it->iteration,
+                        it->clock_mhz, it->time_s,
+                        it->energy_j,  it->pace_s,
+                        it->plan_id,   it->blocking_power_w,
+                        used};
+    if (store_insert_measurement(st, j->id, &m, &mid)) return store_fail(e, st);
     for (size_t w = 0; w < it->nwindows; w++) {
         const req_window *win = &it->windows[w];
         int stage = win->chunk >= 0 ? win->chunk : k->pp;
@@ -857,6 +1032,8 @@ static int store_iteration(job *j, store *st, int rank, const req_iteration *it,
             return store_fail(e, st);
     }
     j->measurements++;
+    job_pipe *p = &j->pipes[k->dp];
+    if (it->iteration > p->newest) p->newest = it->iteration;
     return 0;
 }
 
@@ -900,37 +1077,24 @@ static double median(double *v, int n)
     return 0.5 * (lo + hi);
 }
 
-/* Automatic straggler detection on one new iteration of pipeline d. Returns 1 when the
- * pipeline's straggler state changed. */
-static int detect(job *j, int d, long iteration, double time_s)
+/* Compare pipeline d's newest scaled pace with the median of the other pipelines' and count
+ * consecutive iterations above / below the threshold. pace_s: unscaled (T' when it becomes a
+ * straggler). Returns 1 when its straggler state changed. */
+static int judge(job *j, int d, double pace_s)
 {
     job_pipe *p = &j->pipes[d];
-    if (iteration <= p->last_iteration) return 0;
-    p->last_iteration = iteration;
-    p->iterations++;
-    const prs_frontier_point *pt = prs_frontier_point_at(j->frontier, (size_t)p->plan_id);
-    if (pt && j->allmax_energy_j > 0) p->saved_j += j->allmax_energy_j - pt->eval_energy_j;
-    double tp = plan_time(j, p->plan_id), tf = plan_time(j, (long)j->fastest);
-    p->last_norm_s = tp > 0 ? time_s * tf / tp : time_s;
-    if (j->spec.dp < 2) return 0;
-    double *others = malloc(sizeof(double) * (size_t)j->spec.dp);
-    if (!others) return 0;
     int n = 0;
     for (int o = 0; o < j->spec.dp; o++)
-        if (o != d && j->pipes[o].last_norm_s > 0) others[n++] = j->pipes[o].last_norm_s;
-    if (n == 0) {
-        free(others);
-        return 0;
-    }
-    double m = median(others, n);
-    free(others);
+        if (o != d && j->pipes[o].last_norm_s > 0) j->scratch[n++] = j->pipes[o].last_norm_s;
+    if (n == 0) return 0;
+    double m = median(j->scratch, n);
     int k = j->spec.straggler_iterations;
     if (p->last_norm_s > j->spec.straggler_factor * m) {
         p->over++;
         p->under = 0;
         if (p->over >= k && p->straggler == STRAGGLER_NONE) {
             p->straggler = STRAGGLER_AUTO;
-            p->straggler_time_s = time_s;
+            p->straggler_time_s = pace_s;
             return 1;
         }
     } else {
@@ -945,6 +1109,111 @@ static int detect(job *j, int d, long iteration, double time_s)
     return 0;
 }
 
+/* Evaluate pipeline d's oldest pending iteration: its pace is the slowest reported pace (the
+ * slowest reported time when no rank sent one), scaled to the fastest plan by the plan the
+ * iteration ran. Returns 1 when the pipeline's straggler state changed. */
+static int evaluate_oldest(job *j, int d)
+{
+    job_pipe *p = &j->pipes[d];
+    job_pending it = p->pend[0];
+    memmove(p->pend, p->pend + 1, sizeof *p->pend * (size_t)--p->npend);
+    p->last_iteration = it.iteration;
+    p->iterations++;
+    long ran = it.plan_id >= 0 && (size_t)it.plan_id < prs_frontier_size(j->frontier)
+                   ? it.plan_id
+                   : plan_of(p, it.iteration);
+    const prs_frontier_point *pt = ran >= 0 ? prs_frontier_point_at(j->frontier, (size_t)ran) : 0;
+    if (pt && j->allmax_energy_j > 0) p->saved_j += j->allmax_energy_j - pt->eval_energy_j;
+    double tp = pt ? pt->eval_time_s : 0, tf = plan_time(j, (long)j->fastest);
+    double pace = it.pace_s > 0 ? it.pace_s : it.time_s;
+    p->last_norm_s = tp > 0 ? pace * tf / tp : pace;
+    return j->spec.dp < 2 ? 0 : judge(j, d, pace);
+}
+
+/* The pending entry of iteration n of pipeline d, added in order; when the ring is full the
+ * oldest is evaluated first (NULL when that was n's successor: n comes too late). */
+static job_pending *pending_slot(job *j, int d, long n, int *changed)
+{
+    job_pipe *p = &j->pipes[d];
+    int at = 0;
+    while (at < p->npend && p->pend[at].iteration < n)
+        at++;
+    if (at < p->npend && p->pend[at].iteration == n) return &p->pend[at];
+    if (p->npend == JOB_PENDING) {
+        *changed |= evaluate_oldest(j, d);
+        if (at-- == 0) return NULL;
+    }
+    memmove(p->pend + at + 1, p->pend + at, sizeof *p->pend * (size_t)(p->npend - at));
+    p->npend++;
+    p->pend[at] = (job_pending){n, 0, -1, 0, 0};
+    return &p->pend[at];
+}
+
+/* Automatic straggler detection on one reported iteration of pipeline d. Iteration n of a
+ * pipeline is evaluated once all its ranks (stages x tp) reported it, or once any rank reported
+ * n + 2; a report for an evaluated iteration comes too late and is ignored. At most a few
+ * iterations per pipeline are pending, so a report costs O(1) besides the median over the
+ * pipelines when one is evaluated. Returns 1 when a straggler state changed. */
+static int detect(job *j, int d, const req_iteration *r)
+{
+    job_pipe *p = &j->pipes[d];
+    if (r->iteration <= p->last_iteration) return 0;
+    int changed = 0;
+    while (p->npend > 0 && p->pend[0].iteration <= r->iteration - 2)
+        changed |= evaluate_oldest(j, d);
+    job_pending *it = pending_slot(j, d, r->iteration, &changed);
+    if (!it) return changed;
+    it->reports++;
+    if (r->pace_s > it->pace_s) it->pace_s = r->pace_s;
+    if (r->time_s > it->time_s) it->time_s = r->time_s;
+    if (r->plan_id >= 0) it->plan_id = r->plan_id;
+    if (it->reports < j->spec.stages * j->spec.tp) return changed;
+    while (p->npend > 0 && p->pend[0].iteration <= r->iteration)
+        changed |= evaluate_oldest(j, d);
+    return changed;
+}
+
+/* Results in profiling: count the rank's iterations of the round; the round ends when every
+ * rank has warm-up + k. */
+static int results_profiling(job *j, store *st, const req_results *r, int *action, api_err *e)
+{
+    long round = r->round < 0 ? j->round : r->round;
+    if (round > j->round)
+        return api_fail(e, 409, "wrong_round", "round %ld has not started (current %ld)", round,
+                        j->round);
+    int need = j->spec.warmup_iterations + j->spec.iterations_per_clock;
+    for (size_t i = 0; i < r->niterations; i++) {
+        int used = 1;
+        if (round == j->round) {
+            int idx = j->round_iters[r->rank]++;
+            used = idx >= j->spec.warmup_iterations;
+            if (idx + 1 == need) j->ranks_done++;
+        }
+        /* A late iteration of an earlier round: that rank was past warm-up there. */
+        if (store_iteration(j, st, r->rank, &r->iterations[i], round, used, e)) return -1;
+    }
+    if (j->ranks_done >= j->world) return advance_round(j, st, action, e);
+    return 0;
+}
+
+/* Results in planning and running: stored; while running they feed the straggler detector and
+ * may let a deferred plan change go out. */
+static int results_other(job *j, store *st, const req_results *r, api_err *e)
+{
+    int d = j->ranks[r->rank].dp, changed = 0;
+    for (size_t i = 0; i < r->niterations; i++) {
+        if (store_iteration(j, st, r->rank, &r->iterations[i], j->round, 0, e)) return -1;
+        if (j->phase == JOB_RUNNING) changed |= detect(j, d, &r->iterations[i]);
+    }
+    if (j->phase != JOB_RUNNING) return 0;
+    if (changed) {
+        for (int o = 0; o < j->spec.dp; o++)
+            if (put_pipe(j, st, o, e)) return -1;
+        if (assign_plans(j, st, 0, e)) return -1;
+    }
+    return apply_deferred(j, st, d, e);
+}
+
 int job_results(job *j, store *st, const req_results *r, int *action, api_err *e)
 {
     *action = JOB_ACT_NONE;
@@ -952,41 +1221,9 @@ int job_results(job *j, store *st, const req_results *r, int *action, api_err *e
         return wrong_phase(e, j, "posting results");
     if (r->rank >= j->world || !j->ranks[r->rank].registered)
         return api_fail(e, 404, "not_registered", "rank %d is not registered", r->rank);
-    const job_rank *k = &j->ranks[r->rank];
-    if (check_windows(j, k, r, e)) return -1;
-    if (j->phase == JOB_PROFILING) {
-        long round = r->round < 0 ? j->round : r->round;
-        if (round > j->round)
-            return api_fail(e, 409, "wrong_round", "round %ld has not started (current %ld)", round,
-                            j->round);
-        int need = j->spec.warmup_iterations + j->spec.iterations_per_clock;
-        for (size_t i = 0; i < r->niterations; i++) {
-            int used = 1;
-            if (round == j->round) {
-                int idx = j->round_iters[r->rank]++;
-                used = idx >= j->spec.warmup_iterations;
-                if (idx + 1 == need) j->ranks_done++;
-            }
-            /* A late iteration of an earlier round: that rank was past warm-up there. */
-            if (store_iteration(j, st, r->rank, &r->iterations[i], round, used, e)) return -1;
-        }
-        if (j->ranks_done >= j->world) return advance_round(j, st, action, e);
-        return 0;
-    }
-    int changed = 0;
-    for (size_t i = 0; i < r->niterations; i++) {
-        if (store_iteration(j, st, r->rank, &r->iterations[i], j->round, 0, e)) return -1;
-        if (j->phase == JOB_RUNNING)
-            changed |= detect(j, k->dp, r->iterations[i].iteration, r->iterations[i].time_s);
-    }
-    if (changed) {
-        for (int d = 0; d < j->spec.dp; d++)
-            if (store_put_pipeline(st, j->id, d, j->pipes[d].straggler,
-                                   j->pipes[d].straggler_time_s, j->pipes[d].plan_id))
-                return store_fail(e, st);
-        return assign_plans(j, st, 0, e);
-    }
-    return 0;
+    if (check_windows(j, &j->ranks[r->rank], r, e)) return -1;
+    if (j->phase == JOB_PROFILING) return results_profiling(j, st, r, action, e);
+    return results_other(j, st, r, e);
 }
 
 /* ---- profile upload, stragglers, completion ---- */
@@ -1039,8 +1276,7 @@ int job_set_straggler(job *j, store *st, const req_straggler *r, api_err *e)
     p->straggler = STRAGGLER_EXPLICIT;
     p->straggler_time_s = r->time_s > 0 ? r->time_s : r->slowdown * plan_time(j, (long)j->fastest);
     p->over = p->under = 0;
-    if (store_put_pipeline(st, j->id, r->dp, p->straggler, p->straggler_time_s, p->plan_id))
-        return store_fail(e, st);
+    if (put_pipe(j, st, r->dp, e)) return -1;
     return assign_plans(j, st, 0, e);
 }
 
@@ -1053,7 +1289,7 @@ int job_clear_straggler(job *j, store *st, int dp, api_err *e)
     p->straggler = STRAGGLER_NONE;
     p->straggler_time_s = 0;
     p->over = p->under = 0;
-    if (store_put_pipeline(st, j->id, dp, p->straggler, 0, p->plan_id)) return store_fail(e, st);
+    if (put_pipe(j, st, dp, e)) return -1;
     return assign_plans(j, st, 0, e);
 }
 

@@ -10,7 +10,8 @@
  * transaction and commits before answering, or rolls back and reloads the job from the store
  * (job_load), so memory never runs ahead of the database. Calls are not thread-safe: the server
  * holds its lock around them, exclusively for the calls that take a store and shared for the
- * read-only views (schedule, status, frontier), which change nothing. Errors come back as an api_err: the HTTP status, a stable code
+ * read-only views (schedule, status, frontier), which change nothing. Errors come back as an
+ * api_err: the HTTP status, a stable code
  * ("wrong_phase") and a one-line message. */
 #ifndef PRS_SERVER_JOB_H
 #define PRS_SERVER_JOB_H
@@ -55,18 +56,38 @@ typedef struct job_rank {
 
 enum { STRAGGLER_NONE = 0, STRAGGLER_EXPLICIT = 1, STRAGGLER_AUTO = 2 };
 
+/* An iteration of a pipeline that some of its ranks reported and the straggler detector has
+ * not evaluated yet. */
+typedef struct job_pending {
+    long iteration;
+    int reports;   /* rank reports of it so far */
+    long plan_id;  /* the plan a rank said it ran (-1: none said) */
+    double pace_s; /* slowest reported pace (0: none reported) */
+    double time_s; /* slowest reported iteration time */
+} job_pending;
+
+/* Pending iterations per pipeline: the rule keeps at most 2 (n is evaluated when n + 2
+ * arrives); a full ring evaluates its oldest. */
+#define JOB_PENDING 4
+
 /* One data-parallel pipeline while running. */
 typedef struct job_pipe {
     int straggler; /* STRAGGLER_* */
     double straggler_time_s;
     long plan_id;
-    long last_iteration; /* last iteration the detector looked at (-1: none) */
-    double last_norm_s;  /* its time scaled to the fastest plan (0: none yet) */
-    int over, under;     /* consecutive iterations above / below the threshold */
-    long iterations;     /* iterations seen while running (since the server started) */
-    double saved_j;      /* energy saved against all-max over those iterations */
-    const int *clocks;   /* plan_id decoded (stages * ops_per_stage, stage-major; owned by the
-                          * job's decoded list), NULL when there is none */
+    long prev_plan_id;   /* the plan run before from_iteration (-1: none, the highest clocks) */
+    long from_iteration; /* first iteration of plan_id */
+    long want_plan;      /* a plan change waiting for the pending switch to happen (-1: none) */
+    long newest;         /* newest iteration number any rank of the pipeline reported (-1) */
+    long last_iteration; /* last iteration the detector evaluated (-1: none) */
+    job_pending pend[JOB_PENDING]; /* iterations awaiting evaluation, oldest first */
+    int npend;
+    double last_norm_s; /* its latest pace scaled to the fastest plan (0: none yet) */
+    int over, under;    /* consecutive iterations above / below the threshold */
+    long iterations;    /* iterations seen while running (since the server started) */
+    double saved_j;     /* energy saved against all-max over those iterations */
+    const int *clocks;  /* plan_id decoded (stages * ops_per_stage, stage-major; owned by the
+                         * job's decoded list), NULL when there is none */
 } job_pipe;
 
 /* A plan decoded from the frontier, shared by the pipelines that run it. */
@@ -108,8 +129,11 @@ typedef struct job {
     size_t fastest;
     double allmax_time_s, allmax_energy_j; /* 0 when unknown */
     job_pipe *pipes;                       /* dp entries */
+    double *scratch;                       /* dp entries: the detector's median */
     job_decoded *decoded; /* the plans some pipeline runs, decoded (pipes[d].clocks) */
     int ndecoded, capdecoded;
+
+    double bp_measured_w, bp_used_w; /* blocking power measured, planned with (0: none) */
 
     long long measurements; /* rows in the store */
     struct job *next;
@@ -132,6 +156,9 @@ void job_free(job *j);
  * turns reuse off. Same key = same model name, pipeline (stages, microbatches, tp, schedule,
  * virtual stages), clock list, profiling floor, unit time, blocking power and cost model. */
 void job_config_key(const req_job_spec *spec, char key[2 * SECURE_SHA256_LEN + 1]);
+
+/* The pipeline the job plans with: the spec's, with the blocking power in use. */
+void job_pipeline(const job *j, prs_pipeline *pipe);
 
 int job_register(job *j, store *st, const req_rank *r, int *created, int *action, api_err *e);
 /* Schedule of a rank as JSON text {phase, round, plan_id, clocks_mhz, ...} (malloc'd into

@@ -147,21 +147,11 @@ void req_spec_pipeline(const req_job_spec *s, prs_pipeline *pipe)
 
 static int parse_spec(json_t *root, req_job_spec *s, char *msg)
 {
-    static const char *const keys[] = {"model",
-                                       "stages",
-                                       "microbatches",
-                                       "dp",
-                                       "tp",
-                                       "schedule",
-                                       "virtual_stages",
-                                       "clocks_mhz",
-                                       "profiling",
-                                       "unit_time_s",
-                                       "blocking_power_w",
-                                       "cost_model",
-                                       "straggler",
-                                       "reuse_frontier",
-                                       NULL};
+    static const char *const keys[] = {
+        "model",     "stages",         "microbatches",     "dp",
+        "tp",        "schedule",       "virtual_stages",   "clocks_mhz",
+        "profiling", "unit_time_s",    "blocking_power_w", "cost_model",
+        "straggler", "reuse_frontier", "switch_lead_s",    NULL};
     static const char *const pkeys[] = {"warmup_iterations", "iterations_per_clock",
                                         "min_clock_mhz", "skip_dominated", NULL};
     static const char *const skeys[] = {"factor", "iterations", NULL};
@@ -176,6 +166,7 @@ static int parse_spec(json_t *root, req_job_spec *s, char *msg)
     s->cost_model = PRS_COST_EXP;
     s->straggler_factor = 1.2;
     s->straggler_iterations = 3;
+    s->switch_lead_s = 2.0;
     s->reuse_frontier = 1;
     if (only_keys(root, "", keys, msg) || get_str(root, "model", REQ_MAX_MODEL, s->model, msg) ||
         get_i(root, "stages", 1, 1, REQ_MAX_STAGES, &s->stages, msg) ||
@@ -185,6 +176,7 @@ static int parse_spec(json_t *root, req_job_spec *s, char *msg)
         get_i(root, "virtual_stages", 0, 1, 64, &s->virtual_stages, msg) ||
         get_real(root, "unit_time_s", 0, 1e-6, 0, 10.0, &s->unit_time_s, msg) ||
         get_real(root, "blocking_power_w", 1, 0.0, 0, 1e5, &s->blocking_power_w, msg) ||
+        get_real(root, "switch_lead_s", 0, 0.0, 0, 3600.0, &s->switch_lead_s, msg) ||
         get_bool(root, "reuse_frontier", &s->reuse_frontier, msg))
         return -1;
     json_t *v = json_object_get(root, "schedule");
@@ -267,17 +259,17 @@ json_t *req_job_spec_json(const req_job_spec *s)
             return NULL;
         }
     if (!clocks) return NULL;
-    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:s, s:i, s:o, s:{s:i, s:i, s:i, s:b}, s:f, s:f, "
-                     "s:s, s:{s:f, s:i}, s:b}",
-                     "model", s->model, "stages", s->stages, "microbatches", s->microbatches, "dp",
-                     s->dp, "tp", s->tp, "schedule", prs_schedule_name(s->schedule),
-                     "virtual_stages", s->virtual_stages, "clocks_mhz", clocks, "profiling",
-                     "warmup_iterations", s->warmup_iterations, "iterations_per_clock",
-                     s->iterations_per_clock, "min_clock_mhz", s->min_clock_mhz, "skip_dominated",
-                     s->skip_dominated, "unit_time_s", s->unit_time_s, "blocking_power_w",
-                     s->blocking_power_w, "cost_model", prs_cost_model_name(s->cost_model),
-                     "straggler", "factor", s->straggler_factor, "iterations",
-                     s->straggler_iterations, "reuse_frontier", s->reuse_frontier);
+    return json_pack(
+        "{s:s, s:i, s:i, s:i, s:i, s:s, s:i, s:o, s:{s:i, s:i, s:i, s:b}, s:f, s:f, "
+        "s:s, s:{s:f, s:i}, s:f, s:b}",
+        "model", s->model, "stages", s->stages, "microbatches", s->microbatches, "dp", s->dp, "tp",
+        s->tp, "schedule", prs_schedule_name(s->schedule), "virtual_stages", s->virtual_stages,
+        "clocks_mhz", clocks, "profiling", "warmup_iterations", s->warmup_iterations,
+        "iterations_per_clock", s->iterations_per_clock, "min_clock_mhz", s->min_clock_mhz,
+        "skip_dominated", s->skip_dominated, "unit_time_s", s->unit_time_s, "blocking_power_w",
+        s->blocking_power_w, "cost_model", prs_cost_model_name(s->cost_model), "straggler",
+        "factor", s->straggler_factor, "iterations", s->straggler_iterations, "switch_lead_s",
+        s->switch_lead_s, "reuse_frontier", s->reuse_frontier);
 }
 
 int req_parse_rank(const char *text, size_t len, req_rank *out, char msg[REQ_MSG_MAX])
@@ -336,8 +328,9 @@ static int parse_window(json_t *w, req_window *out, char *msg)
 static int parse_results(json_t *root, req_results *r, char *msg)
 {
     static const char *const keys[] = {"rank", "round", "iterations", NULL};
-    static const char *const ikeys[] = {"iteration", "time_s",  "energy_j",
-                                        "clock_mhz", "windows", NULL};
+    static const char *const ikeys[] = {"iteration",        "time_s",  "energy_j",
+                                        "clock_mhz",        "pace_s",  "plan_id",
+                                        "blocking_power_w", "windows", NULL};
     if (only_keys(root, "", keys, msg) ||
         get_i(root, "rank", 1, 0, REQ_MAX_WORLD - 1, &r->rank, msg) ||
         get_int(root, "round", 0, 0, 1L << 40, &r->round, msg))
@@ -363,13 +356,17 @@ static int parse_results(json_t *root, req_results *r, char *msg)
     for (size_t i = 0; i < n; i++) {
         json_t *it = json_array_get(its, i);
         req_iteration *ri = &r->iterations[i];
+        ri->plan_id = -1;
         char sub[REQ_MSG_MAX];
         if (!json_is_object(it)) return fail(msg, "iterations[%zu]: expected an object", i);
         if (only_keys(it, "", ikeys, sub) ||
             get_int(it, "iteration", 1, 0, 1L << 40, &ri->iteration, sub) ||
             get_real(it, "time_s", 1, 0.0, 1, 1e6, &ri->time_s, sub) ||
             get_real(it, "energy_j", 0, 0.0, 0, 1e12, &ri->energy_j, sub) ||
-            get_i(it, "clock_mhz", 0, 1, REQ_MAX_CLOCK_MHZ, &ri->clock_mhz, sub))
+            get_i(it, "clock_mhz", 0, 1, REQ_MAX_CLOCK_MHZ, &ri->clock_mhz, sub) ||
+            get_real(it, "pace_s", 0, 0.0, 1, 1e6, &ri->pace_s, sub) ||
+            get_int(it, "plan_id", 0, 0, 1L << 40, &ri->plan_id, sub) ||
+            get_real(it, "blocking_power_w", 0, 0.0, 1, 1e5, &ri->blocking_power_w, sub))
             return fail(msg, "iterations[%zu].%s", i, sub);
         json_t *ws = json_object_get(it, "windows");
         ri->windows = r->all_windows + used;

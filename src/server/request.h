@@ -40,6 +40,7 @@ typedef struct req_job_spec {
     prs_cost_model cost_model;
     double straggler_factor; /* automatic detection threshold, > 1 */
     int straggler_iterations;
+    double switch_lead_s; /* a new plan starts at least this long after it is announced */
     int reuse_frontier;
 } req_job_spec;
 
@@ -62,6 +63,9 @@ typedef struct req_iteration {
     long iteration;
     double time_s, energy_j; /* of the whole iteration on this rank */
     int clock_mhz;           /* 0 when not given */
+    double pace_s;           /* device time to the end of the last computation; 0: not given */
+    long plan_id;            /* the plan the iteration ran (running phase); -1: not given */
+    double blocking_power_w; /* the rank's estimate of its GPU's power while blocked; 0: none */
     size_t nwindows;
     req_window *windows; /* points into req_results.all_windows */
 } req_iteration;

@@ -90,6 +90,7 @@ typedef struct plan_task {
     struct prs_server *s;
     job *j;
     prs_profile *profile; /* a copy: the job's may be replaced while we plan */
+    prs_pipeline pipe;    /* job_pipeline when planning started */
     pthread_t thread;
     int finished;
     double progress_at; /* last progress update taken */
@@ -233,7 +234,7 @@ static void *planner_main(void *arg)
     job *j = t->j;
     prs_plan_opts o;
     prs_plan_opts_default(&o);
-    req_spec_pipeline(&j->spec, &o.pipe); /* spec never changes */
+    o.pipe = t->pipe;
     o.cost_model = j->spec.cost_model;
     o.progress = on_plan_progress;
     o.ud = t;
@@ -325,6 +326,7 @@ static void start_planner(prs_server *s, job *j)
     }
     t->s = s;
     t->j = j;
+    job_pipeline(j, &t->pipe);
     j->planner_active = 1;
     j->plan_done = j->plan_total = 0;
     if (pthread_create(&t->thread, NULL, planner_main, t) != 0) {
@@ -737,8 +739,8 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
         return send_api_error(s, c, cc, &e);
     }
     if (text)
-        return send_text(c, cc, 200, m->route == R_SCHEDULE ? "application/json" : "text/csv",
-                         text, tlen);
+        return send_text(c, cc, 200, m->route == R_SCHEDULE ? "application/json" : "text/csv", text,
+                         tlen);
     return send_json(c, cc, status, out);
 }
 
@@ -970,8 +972,7 @@ static void *http_worker_main(void *arg)
 static int start_http(prs_server *s, const struct sockaddr_in *addr, prs_error *err)
 {
     s->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (s->listen_fd < 0)
-        return prs_error_set(err, PRS_EIO, "socket: %s", strerror(errno));
+    if (s->listen_fd < 0) return prs_error_set(err, PRS_EIO, "socket: %s", strerror(errno));
     int one = 1;
     setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(s->listen_fd, (const struct sockaddr *)addr, sizeof *addr) != 0 ||
@@ -997,8 +998,7 @@ static int start_http(prs_server *s, const struct sockaddr_in *addr, prs_error *
         if (fd < 0) return prs_error_set(err, PRS_EIO, "dup: %s", strerror(errno));
         w->mhd = MHD_start_daemon(
             MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, s,
-            MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
-            MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+            MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
             MHD_OPTION_CONNECTION_LIMIT, per, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
             on_completed, s, MHD_OPTION_END);

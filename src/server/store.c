@@ -4,7 +4,10 @@
  * the log. With synchronous=NORMAL a commit survives a crash of the process (kill -9) but not of
  * the machine; --sync full adds an fsync per commit for that. Every statement is prepared once
  * in store_open from a fixed table below; values are bound, never spliced, so nothing a client
- * sends can change the SQL. The schema version is kept in PRAGMA user_version.
+ * sends can change the SQL. The schema version is kept in PRAGMA user_version: SCHEMA creates
+ * the tables of version 1, and each MIGRATE step brings a database from one version to the next
+ * (columns added with ALTER TABLE, so old rows stay and read as NULL or the default), all in the
+ * transaction that opens the store.
  *
  * Frontiers are kept as the plans.prs text that prs_frontier_save writes (first plan plus
  * per-point changes: a few kB for a realistic pipeline), so plans are stored as compactly as the
@@ -50,6 +53,17 @@ static const char SCHEMA[] =
     " straggler INTEGER NOT NULL, straggler_time_s REAL NOT NULL, plan_id INTEGER NOT NULL,"
     " PRIMARY KEY(job_id, dp));";
 
+/* MIGRATE[v] brings a version-v database to version v + 1. */
+static const char *const MIGRATE[STORE_SCHEMA_VERSION] = {
+    [1] = "ALTER TABLE measurements ADD COLUMN pace_s REAL;"
+          "ALTER TABLE measurements ADD COLUMN plan_id INTEGER;"
+          "ALTER TABLE measurements ADD COLUMN blocking_power_w REAL;"
+          "ALTER TABLE pipelines ADD COLUMN prev_plan_id INTEGER NOT NULL DEFAULT -1;"
+          "ALTER TABLE pipelines ADD COLUMN from_iteration INTEGER NOT NULL DEFAULT 0;"
+          "ALTER TABLE jobs ADD COLUMN bp_measured_w REAL;"
+          "ALTER TABLE jobs ADD COLUMN bp_used_w REAL;",
+};
+
 enum {
     Q_BEGIN,
     Q_COMMIT,
@@ -62,6 +76,8 @@ enum {
     Q_INS_MEAS,
     Q_INS_WIN,
     Q_COUNT_MEAS,
+    Q_BP,
+    Q_LATEST,
     Q_ROUND_COUNTS,
     Q_MEANS,
     Q_PUT_PROFILE,
@@ -79,18 +95,25 @@ static const char *const SQL[Q_COUNT] = {
     [Q_COMMIT] = "COMMIT",
     [Q_ROLLBACK] = "ROLLBACK",
     [Q_INS_JOB] = "INSERT INTO jobs(id, token_hash, spec, config_key, phase, reason, sweep_index,"
-                  " round, planning_s, created_unix) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
-    [Q_UPD_JOB] = "UPDATE jobs SET phase=?2, reason=?3, sweep_index=?4, round=?5, planning_s=?6"
-                  " WHERE id=?1",
+                  " round, planning_s, created_unix, bp_measured_w, bp_used_w)"
+                  " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)",
+    [Q_UPD_JOB] = "UPDATE jobs SET phase=?2, reason=?3, sweep_index=?4, round=?5, planning_s=?6,"
+                  " bp_measured_w=?7, bp_used_w=?8 WHERE id=?1",
     [Q_ALL_JOBS] = "SELECT id, token_hash, spec, config_key, phase, reason, sweep_index, round,"
-                   " planning_s, created_unix FROM jobs ORDER BY created_unix, rowid",
+                   " planning_s, created_unix, bp_measured_w, bp_used_w FROM jobs"
+                   " ORDER BY created_unix, rowid",
     [Q_INS_RANK] = "INSERT INTO ranks(job_id, rank, dp, pp, tp, gpu) VALUES(?1,?2,?3,?4,?5,?6)",
     [Q_RANKS] = "SELECT rank, dp, pp, tp FROM ranks WHERE job_id=?1",
     [Q_INS_MEAS] = "INSERT INTO measurements(job_id, rank, phase, round, iteration, clock_mhz,"
-                   " time_s, energy_j, used) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)",
+                   " time_s, energy_j, used, pace_s, plan_id, blocking_power_w)"
+                   " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)",
     [Q_INS_WIN] = "INSERT INTO windows(job_id, measurement_id, stage, instr, microbatch,"
                   " clock_mhz, time_s, energy_j, used) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)",
     [Q_COUNT_MEAS] = "SELECT count(*) FROM measurements WHERE job_id=?1",
+    [Q_BP] = "SELECT blocking_power_w FROM measurements WHERE job_id=?1 AND used=1"
+             " AND blocking_power_w IS NOT NULL ORDER BY blocking_power_w",
+    [Q_LATEST] = "SELECT rank, iteration FROM measurements WHERE id IN"
+                 " (SELECT max(id) FROM measurements WHERE job_id=?1 GROUP BY rank)",
     [Q_ROUND_COUNTS] = "SELECT rank, count(*) FROM measurements WHERE job_id=?1 AND round=?2"
                        " AND phase='profiling' GROUP BY rank",
     [Q_MEANS] = "SELECT stage, instr, clock_mhz, avg(time_s), avg(energy_j), count(*) FROM windows"
@@ -105,8 +128,9 @@ static const char *const SQL[Q_COUNT] = {
                         " WHERE f.config_key=?1 AND f.config_key<>''"
                         " ORDER BY j.created_unix DESC, j.rowid DESC LIMIT 1",
     [Q_PUT_PIPE] = "INSERT OR REPLACE INTO pipelines(job_id, dp, straggler, straggler_time_s,"
-                   " plan_id) VALUES(?1,?2,?3,?4,?5)",
-    [Q_PIPES] = "SELECT dp, straggler, straggler_time_s, plan_id FROM pipelines WHERE job_id=?1",
+                   " plan_id, prev_plan_id, from_iteration) VALUES(?1,?2,?3,?4,?5,?6,?7)",
+    [Q_PIPES] = "SELECT dp, straggler, straggler_time_s, plan_id, prev_plan_id, from_iteration"
+                " FROM pipelines WHERE job_id=?1",
 };
 
 struct store {
@@ -151,6 +175,18 @@ void store_close(store *s)
     free(s);
 }
 
+/* Create the version-1 tables if missing, run the migrations from version (0: a new database)
+ * up, record the version and commit. An SQLite result code; *emsg set on failure. */
+static int upgrade_schema(sqlite3 *db, int version, char **emsg)
+{
+    int rc = sqlite3_exec(db, SCHEMA, NULL, NULL, emsg);
+    for (int v = version < 1 ? 1 : version; rc == SQLITE_OK && v < STORE_SCHEMA_VERSION; v++)
+        rc = sqlite3_exec(db, MIGRATE[v], NULL, NULL, emsg);
+    char pv[64];
+    snprintf(pv, sizeof pv, "PRAGMA user_version=%d; COMMIT;", STORE_SCHEMA_VERSION);
+    return rc == SQLITE_OK ? sqlite3_exec(db, pv, NULL, NULL, emsg) : rc;
+}
+
 int store_open(const char *path, int full_sync, store **out, char *msg)
 {
     *out = NULL;
@@ -192,11 +228,8 @@ int store_open(const char *path, int full_sync, store **out, char *msg)
         store_close(s);
         return -1;
     }
-    char pv[64];
-    snprintf(pv, sizeof pv, "PRAGMA user_version=%d; COMMIT;", STORE_SCHEMA_VERSION);
-    if (sqlite3_exec(s->db, SCHEMA, NULL, NULL, &emsg) != SQLITE_OK ||
-        sqlite3_exec(s->db, pv, NULL, NULL, &emsg) != SQLITE_OK) {
-        snprintf(msg, 256, "%s: cannot create schema: %s", path, emsg ? emsg : "?");
+    if (upgrade_schema(s->db, version, &emsg) != SQLITE_OK) {
+        snprintf(msg, 256, "%s: cannot create or upgrade the schema: %s", path, emsg ? emsg : "?");
         sqlite3_free(emsg);
         store_close(s);
         return -1;
@@ -233,6 +266,15 @@ static void bind_text(sqlite3_stmt *st, int i, const char *v)
     sqlite3_bind_text(st, i, v ? v : "", -1, SQLITE_TRANSIENT);
 }
 
+/* A positive real, or NULL for 0 (not known). */
+static void bind_opt_real(sqlite3_stmt *st, int i, double v)
+{
+    if (v > 0)
+        sqlite3_bind_double(st, i, v);
+    else
+        sqlite3_bind_null(st, i);
+}
+
 int store_insert_job(store *s, const store_job_row *j)
 {
     sqlite3_stmt *st = stmt(s, Q_INS_JOB);
@@ -246,19 +288,22 @@ int store_insert_job(store *s, const store_job_row *j)
     sqlite3_bind_int64(st, 8, j->round);
     sqlite3_bind_double(st, 9, j->planning_s);
     sqlite3_bind_int64(st, 10, j->created_unix);
+    bind_opt_real(st, 11, j->bp_measured_w);
+    bind_opt_real(st, 12, j->bp_used_w);
     return exec_done(s, st, "insert job");
 }
 
-int store_update_job(store *s, const char *id, const char *phase, const char *reason,
-                     long sweep_index, long round, double planning_s)
+int store_update_job(store *s, const store_job_row *j)
 {
     sqlite3_stmt *st = stmt(s, Q_UPD_JOB);
-    bind_text(st, 1, id);
-    bind_text(st, 2, phase);
-    bind_text(st, 3, reason);
-    sqlite3_bind_int64(st, 4, sweep_index);
-    sqlite3_bind_int64(st, 5, round);
-    sqlite3_bind_double(st, 6, planning_s);
+    bind_text(st, 1, j->id);
+    bind_text(st, 2, j->phase);
+    bind_text(st, 3, j->reason);
+    sqlite3_bind_int64(st, 4, j->sweep_index);
+    sqlite3_bind_int64(st, 5, j->round);
+    sqlite3_bind_double(st, 6, j->planning_s);
+    bind_opt_real(st, 7, j->bp_measured_w);
+    bind_opt_real(st, 8, j->bp_used_w);
     return exec_done(s, st, "update job");
 }
 
@@ -287,6 +332,8 @@ int store_each_job(store *s, int (*fn)(void *ud, const store_job_row *j), void *
         j.round = (long)sqlite3_column_int64(st, 7);
         j.planning_s = sqlite3_column_double(st, 8);
         j.created_unix = sqlite3_column_int64(st, 9);
+        j.bp_measured_w = sqlite3_column_double(st, 10); /* NULL reads as 0 */
+        j.bp_used_w = sqlite3_column_double(st, 11);
         int r = fn(ud, &j);
         if (r) {
             sqlite3_reset(st);
@@ -327,20 +374,24 @@ int store_each_rank(store *s, const char *job,
     return rc == SQLITE_DONE ? 0 : db_fail(s, "load ranks");
 }
 
-int store_insert_measurement(store *s, const char *job, int rank, const char *phase, long round,
-                             long iteration, int clock_mhz, double time_s, double energy_j,
-                             int used, long long *id)
+int store_insert_measurement(store *s, const char *job, const store_meas_row *m, long long *id)
 {
     sqlite3_stmt *st = stmt(s, Q_INS_MEAS);
     bind_text(st, 1, job);
-    sqlite3_bind_int(st, 2, rank);
-    bind_text(st, 3, phase);
-    sqlite3_bind_int64(st, 4, round);
-    sqlite3_bind_int64(st, 5, iteration);
-    sqlite3_bind_int(st, 6, clock_mhz);
-    sqlite3_bind_double(st, 7, time_s);
-    sqlite3_bind_double(st, 8, energy_j);
-    sqlite3_bind_int(st, 9, used);
+    sqlite3_bind_int(st, 2, m->rank);
+    bind_text(st, 3, m->phase);
+    sqlite3_bind_int64(st, 4, m->round);
+    sqlite3_bind_int64(st, 5, m->iteration);
+    sqlite3_bind_int(st, 6, m->clock_mhz);
+    sqlite3_bind_double(st, 7, m->time_s);
+    sqlite3_bind_double(st, 8, m->energy_j);
+    sqlite3_bind_int(st, 9, m->used);
+    bind_opt_real(st, 10, m->pace_s);
+    if (m->plan_id >= 0)
+        sqlite3_bind_int64(st, 11, m->plan_id);
+    else
+        sqlite3_bind_null(st, 11);
+    bind_opt_real(st, 12, m->blocking_power_w);
     if (exec_done(s, st, "insert measurement")) return -1;
     *id = sqlite3_last_insert_rowid(s->db);
     return 0;
@@ -373,6 +424,32 @@ long long store_count_measurements(store *s, const char *job)
         db_fail(s, "count measurements");
     sqlite3_reset(st);
     return n;
+}
+
+int store_blocking_powers(store *s, const char *job, int (*fn)(void *ud, double watts), void *ud)
+{
+    sqlite3_stmt *st = stmt(s, Q_BP);
+    bind_text(st, 1, job);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        if (fn(ud, sqlite3_column_double(st, 0))) {
+            sqlite3_reset(st);
+            return db_fail(s, "blocking powers");
+        }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(s, "blocking powers");
+}
+
+int store_latest_iterations(store *s, const char *job, int (*fn)(void *ud, int rank, long it),
+                            void *ud)
+{
+    sqlite3_stmt *st = stmt(s, Q_LATEST);
+    bind_text(st, 1, job);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        fn(ud, sqlite3_column_int(st, 0), (long)sqlite3_column_int64(st, 1));
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(s, "latest iterations");
 }
 
 int store_round_counts(store *s, const char *job, long round,
@@ -492,28 +569,31 @@ int store_find_frontier(store *s, const char *config_key, char job_out[32])
     return r;
 }
 
-int store_put_pipeline(store *s, const char *job, int dp, int straggler, double straggler_time_s,
-                       long plan_id)
+int store_put_pipeline(store *s, const char *job, const store_pipe_row *p)
 {
     sqlite3_stmt *st = stmt(s, Q_PUT_PIPE);
     bind_text(st, 1, job);
-    sqlite3_bind_int(st, 2, dp);
-    sqlite3_bind_int(st, 3, straggler);
-    sqlite3_bind_double(st, 4, straggler_time_s);
-    sqlite3_bind_int64(st, 5, plan_id);
+    sqlite3_bind_int(st, 2, p->dp);
+    sqlite3_bind_int(st, 3, p->straggler);
+    sqlite3_bind_double(st, 4, p->straggler_time_s);
+    sqlite3_bind_int64(st, 5, p->plan_id);
+    sqlite3_bind_int64(st, 6, p->prev_plan_id);
+    sqlite3_bind_int64(st, 7, p->from_iteration);
     return exec_done(s, st, "store pipeline");
 }
 
-int store_each_pipeline(store *s, const char *job,
-                        int (*fn)(void *ud, int dp, int straggler, double time_s, long plan_id),
+int store_each_pipeline(store *s, const char *job, int (*fn)(void *ud, const store_pipe_row *p),
                         void *ud)
 {
     sqlite3_stmt *st = stmt(s, Q_PIPES);
     bind_text(st, 1, job);
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        fn(ud, sqlite3_column_int(st, 0), sqlite3_column_int(st, 1), sqlite3_column_double(st, 2),
-           (long)sqlite3_column_int64(st, 3));
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        store_pipe_row p = {sqlite3_column_int(st, 0),         sqlite3_column_int(st, 1),
+                            sqlite3_column_double(st, 2),      (long)sqlite3_column_int64(st, 3),
+                            (long)sqlite3_column_int64(st, 4), (long)sqlite3_column_int64(st, 5)};
+        fn(ud, &p);
+    }
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? 0 : db_fail(s, "load pipelines");
 }

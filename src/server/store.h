@@ -10,7 +10,10 @@
 
 typedef struct store store;
 
-#define STORE_SCHEMA_VERSION 1
+/* 1: the first schema. 2: per-iteration pace, plan and blocking power; each pipeline's switch
+ * iteration and previous plan; the job's measured and used blocking power. A version-1 database
+ * is upgraded in place when opened. */
+#define STORE_SCHEMA_VERSION 2
 
 /* Open or create the database at path and bring its schema up to date. full_sync: fsync at every
  * commit (survives power loss); otherwise commits survive a process crash (synchronous=NORMAL).
@@ -34,11 +37,11 @@ typedef struct store_job_row {
     long sweep_index, round;
     double planning_s;
     long long created_unix;
+    double bp_measured_w, bp_used_w; /* blocking power measured / planned with; 0: none */
 } store_job_row;
 
 int store_insert_job(store *s, const store_job_row *j);
-int store_update_job(store *s, const char *id, const char *phase, const char *reason,
-                     long sweep_index, long round, double planning_s);
+int store_update_job(store *s, const store_job_row *j);
 /* Calls fn for every job (oldest first); stops and returns fn's value if non-zero. */
 int store_each_job(store *s, int (*fn)(void *ud, const store_job_row *j), void *ud);
 
@@ -46,11 +49,27 @@ int store_insert_rank(store *s, const char *job, int rank, int dp, int pp, int t
 int store_each_rank(store *s, const char *job,
                     int (*fn)(void *ud, int rank, int dp, int pp, int tp), void *ud);
 
-/* One reported iteration; *id receives its row id. phase: the job phase it arrived in. used: 1
- * when its windows count in the profile (not a warm-up iteration, not outside profiling). */
-int store_insert_measurement(store *s, const char *job, int rank, const char *phase, long round,
-                             long iteration, int clock_mhz, double time_s, double energy_j,
-                             int used, long long *id);
+/* One reported iteration. phase: the job phase it arrived in. used: 1 when its windows count
+ * in the profile (not a warm-up iteration, not outside profiling). Optional values (stored as
+ * NULL): pace_s 0, plan_id -1, blocking_power_w 0. */
+typedef struct store_meas_row {
+    int rank;
+    const char *phase;
+    long round, iteration;
+    int clock_mhz;
+    double time_s, energy_j, pace_s;
+    long plan_id;
+    double blocking_power_w;
+    int used;
+} store_meas_row;
+
+/* *id receives the new row's id. */
+int store_insert_measurement(store *s, const char *job, const store_meas_row *m, long long *id);
+/* Blocking-power estimates of the used measurements, ascending: fn(watts). */
+int store_blocking_powers(store *s, const char *job, int (*fn)(void *ud, double watts), void *ud);
+/* Iteration number of each rank's most recent measurement: fn(rank, iteration). */
+int store_latest_iterations(store *s, const char *job, int (*fn)(void *ud, int rank, long it),
+                            void *ud);
 int store_insert_window(store *s, const char *job, long long measurement, int stage, int instr,
                         int microbatch, int clock_mhz, double time_s, double energy_j, int used);
 long long store_count_measurements(store *s, const char *job);
@@ -78,11 +97,16 @@ int store_get_frontier(store *s, const char *job, void **blob, size_t *len);
 int store_find_frontier(store *s, const char *config_key, char job_out[32]);
 
 /* Current plan and straggler state of one data-parallel pipeline. straggler: 0 none, 1
- * explicit, 2 automatic. */
-int store_put_pipeline(store *s, const char *job, int dp, int straggler, double straggler_time_s,
-                       long plan_id);
-int store_each_pipeline(store *s, const char *job,
-                        int (*fn)(void *ud, int dp, int straggler, double time_s, long plan_id),
+ * explicit, 2 automatic. The plan holds from iteration from_iteration; before it the pipeline
+ * runs prev_plan_id (-1: none). */
+typedef struct store_pipe_row {
+    int dp, straggler;
+    double straggler_time_s;
+    long plan_id, prev_plan_id, from_iteration;
+} store_pipe_row;
+
+int store_put_pipeline(store *s, const char *job, const store_pipe_row *p);
+int store_each_pipeline(store *s, const char *job, int (*fn)(void *ud, const store_pipe_row *p),
                         void *ud);
 
 #endif

@@ -205,6 +205,20 @@ static void test_wrong_phase_and_bad_calls(void **state)
     expect_error(
         post(path, token, "{\"rank\":0,\"iterations\":[{\"iteration\":0,\"time_s\":\"1\"}]}"), 400,
         "bad_request");
+    static const char *const new_fields[] = {"\"pace_s\":0", "\"plan_id\":-1",
+                                             "\"blocking_power_w\":-80"};
+    for (int i = 0; i < 3; i++) {
+        char body[160];
+        snprintf(body, sizeof body,
+                 "{\"rank\":0,\"iterations\":[{\"iteration\":0,\"time_s\":1,%s}]}", new_fields[i]);
+        http_reply r = post(path, token, body);
+        assert_non_null(r.body);
+        char field[40];
+        snprintf(field, sizeof field, "iterations[0].%.*s", (int)strcspn(new_fields[i] + 1, "\""),
+                 new_fields[i] + 1);
+        assert_non_null(strstr(r.body, field));
+        expect_error(r, 400, "bad_request");
+    }
     snprintf(path, sizeof path, "/v1/jobs/%s/frontier", job_id);
     expect_error(http_do(port, "GET", path, token, NULL, 0, NULL), 404, "not_found");
     snprintf(path, sizeof path, "/v1/jobs/%s/profile", job_id);

@@ -98,7 +98,13 @@ static int post(job *j, int rank, long round, int mhz, double escale, int *actio
                             prs_gpu_time_s(g, &g->work[in], mhz),
                             escale * prs_gpu_energy_j(g, &g->work[in], mhz)};
     }
-    req_iteration it = {g_iter++, 1.0, 100.0, mhz, 4, w};
+    req_iteration it = {.iteration = g_iter++,
+                        .time_s = 1.0,
+                        .energy_j = 100.0,
+                        .clock_mhz = mhz,
+                        .plan_id = -1,
+                        .nwindows = 4,
+                        .windows = w};
     req_results r = {rank, round, 1, &it, w};
     assert_int_equal(store_begin(st), 0);
     return tx_ok(job_results(j, st, &r, action, e));
@@ -127,6 +133,11 @@ static void test_registration_and_sweep(void **state)
     assert_non_null(sch);
     assert_int_equal(json_integer_value(json_object_get(sch, "clock_mhz")), 1410);
     assert_int_equal(json_array_size(json_object_get(sch, "clocks_mhz")), 4);
+    assert_string_equal(json_string_value(json_object_get(sch, "schedule")), "1f1b");
+    assert_int_equal(json_integer_value(json_object_get(sch, "stages")), 2);
+    assert_int_equal(json_integer_value(json_object_get(sch, "microbatches")), 2);
+    assert_int_equal(json_integer_value(json_object_get(sch, "virtual_stages")), 1);
+    assert_null(json_object_get(sch, "from_iteration")); /* running only */
     json_decref(sch);
 
     /* Round 0: warm-up + 1 per rank. A future round is refused. */
@@ -153,7 +164,7 @@ static void test_registration_and_sweep(void **state)
     job *k = NULL;
     int act;
     char msg[REQ_MSG_MAX];
-    store_job_row row = {j->id, j->token_hash, "", "", "profiling", "", 1, 1, 0, 1};
+    store_job_row row = {j->id, j->token_hash, "", "", "profiling", "", 1, 1, 0, 1, 0, 0};
     json_t *sj = req_job_spec_json(&j->spec);
     char *text = json_dumps(sj, JSON_COMPACT);
     json_decref(sj);
@@ -223,11 +234,17 @@ static void test_registration_and_sweep(void **state)
 
     /* A restarted client numbers its iterations from 0 again: after it registers again, the
      * detector counts them instead of waiting for the old numbers to come round. */
-    g_iter = 1000;
-    assert_int_equal(post(j, 0, -1, 1410, 1, &action, &e), 0);
     long seen = j->pipes[0].iterations;
-    g_iter = 0;
-    assert_int_equal(post(j, 0, -1, 1410, 1, &action, &e), 0);
+    for (int r = 0; r < 2; r++) { /* both ranks of pipeline 0: evaluated */
+        g_iter = 1000;
+        assert_int_equal(post(j, r, -1, 1410, 1, &action, &e), 0);
+    }
+    assert_int_equal(j->pipes[0].iterations, seen + 1);
+    seen = j->pipes[0].iterations;
+    for (int r = 0; r < 2; r++) {
+        g_iter = 0;
+        assert_int_equal(post(j, r, -1, 1410, 1, &action, &e), 0);
+    }
     assert_int_equal(j->pipes[0].iterations, seen); /* an old number: ignored */
     {
         req_rank rr = {0, 0, 0, 0, ""};
@@ -236,24 +253,30 @@ static void test_registration_and_sweep(void **state)
         assert_int_equal(tx_ok(job_register(j, st, &rr, &created, &action, &e)), 0);
         assert_false(created);
     }
-    g_iter = 0;
-    assert_int_equal(post(j, 0, -1, 1410, 1, &action, &e), 0);
+    for (int r = 0; r < 2; r++) {
+        g_iter = 0;
+        assert_int_equal(post(j, r, -1, 1410, 1, &action, &e), 0);
+    }
     assert_int_equal(j->pipes[0].iterations, seen + 1);
 
-    /* Explicit straggler: the other pipeline follows the lookup rule. */
+    /* Explicit straggler: the other pipeline follows the lookup rule (once the switch the
+     * restart announced is behind it). */
+    g_iter = j->pipes[0].from_iteration;
+    assert_int_equal(post(j, 0, -1, 1410, 1, &action, &e), 0);
     const prs_frontier_point *fp = prs_frontier_point_at(j->frontier, fastest);
     req_straggler sr = {1, 0, 1.5};
+    long round0 = j->round;
     assert_int_equal(store_begin(st), 0);
     assert_int_equal(tx_ok(job_set_straggler(j, st, &sr, &e)), 0);
     size_t want;
     assert_int_equal(prs_frontier_lookup(j->frontier, 1.5 * fp->eval_time_s, &want), 0);
     assert_int_equal(j->pipes[0].plan_id, (long)want);
     assert_int_equal(j->pipes[1].plan_id, (long)fastest);
-    assert_int_equal(j->round, 1);
+    assert_int_equal(j->round, round0 + 1);
     assert_int_equal(store_begin(st), 0);
     assert_int_equal(tx_ok(job_clear_straggler(j, st, 1, &e)), 0);
     assert_int_equal(j->pipes[0].plan_id, (long)fastest);
-    assert_int_equal(j->round, 2);
+    assert_int_equal(j->round, round0 + 2);
     assert_int_equal(store_begin(st), 0);
     assert_int_equal(tx_ok(job_clear_straggler(j, st, 7, &e)), -1);
     assert_int_equal(e.http, 404);
@@ -350,6 +373,344 @@ static void test_config_key(void **state)
     assert_string_equal(kb, "");
 }
 
+/* ---- running jobs for the plan-switch and straggler tests ---- */
+
+/* A job of the given spec in running: a GPU-model profile (stage s takes 1 + s/10 of the
+ * reference time) uploaded while registering, planned, then every rank registered with rank =
+ * slot index (dp, pp, tp). */
+static job *running_job(const char *id, const char *spec_text)
+{
+    req_job_spec s;
+    char msg[REQ_MSG_MAX];
+    assert_int_equal(req_parse_job_spec(spec_text, strlen(spec_text), &s, msg), 0);
+    uint8_t h[32] = {2};
+    job *j = NULL;
+    api_err e = {0};
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_create(st, &s, id, h, 1, &j, &e)), 0);
+    const prs_gpu_preset *g = prs_gpu_preset_find("a100");
+    char csv[8192];
+    int n = snprintf(csv, sizeof csv, "stage,instruction,frequency,time,energy\n");
+    for (int c = 0; c < s.stages; c++)
+        for (int k = 0; k < s.nclocks; k++)
+            for (int in = 0; in < 2; in++) {
+                prs_gpu_work w = g->work[in];
+                w.t_ref_s *= 1 + 0.1 * c;
+                n += snprintf(csv + n, sizeof csv - (size_t)n, "%d,%s,%d,%.9g,%.9g\n", c,
+                              in ? "backward" : "forward", s.clocks_mhz[k],
+                              prs_gpu_time_s(g, &w, s.clocks_mhz[k]),
+                              prs_gpu_energy_j(g, &w, s.clocks_mhz[k]));
+            }
+    int action = 0;
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_upload_profile(j, st, csv, (size_t)n, &action, &e)), 0);
+    prs_plan_opts o;
+    prs_plan_opts_default(&o);
+    job_pipeline(j, &o.pipe);
+    prs_frontier *f = NULL;
+    assert_int_equal(prs_plan(j->profile, &o, &f, NULL), 0);
+    char *plans;
+    size_t plen;
+    assert_int_equal(job_frontier_to_text(f, j->id, &plans, &plen, msg), 0);
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_plan_finished(j, st, f, plans, plen, 0.1, NULL, &e)), 0);
+    free(plans);
+    for (int r = 0; r < j->world; r++) {
+        int tp = r % s.tp, pp = r / s.tp % s.stages, dp = r / s.tp / s.stages, created;
+        req_rank rr = {r, dp, pp, tp, ""};
+        assert_int_equal(store_begin(st), 0);
+        assert_int_equal(tx_ok(job_register(j, st, &rr, &created, &action, &e)), 0);
+    }
+    assert_int_equal(j->phase, JOB_RUNNING);
+    return j;
+}
+
+/* One running iteration of a rank: time_s, pace_s (0: none), plan_id (-1: none). */
+static void post_iter(job *j, int rank, long iteration, double time_s, double pace_s, long plan)
+{
+    req_iteration it = {.iteration = iteration,
+                        .time_s = time_s,
+                        .pace_s = pace_s,
+                        .plan_id = plan,
+                        .windows = NULL};
+    req_results r = {rank, -1, 1, &it, NULL};
+    int action;
+    api_err e = {0};
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_results(j, st, &r, &action, &e)), 0);
+}
+
+/* The schedule of a rank, parsed. */
+static json_t *schedule_of(const job *j, int rank)
+{
+    char *text = NULL;
+    size_t len = 0;
+    api_err e = {0};
+    assert_int_equal(job_schedule(j, rank, &text, &len, &e), 0);
+    json_t *o = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+    free(text);
+    assert_non_null(o);
+    return o;
+}
+
+static long lead_of(const job *j, long from, long to)
+{
+    double t = prs_frontier_point_at(j->frontier, (size_t)to)->eval_time_s;
+    if (from >= 0) t = fmin(t, prs_frontier_point_at(j->frontier, (size_t)from)->eval_time_s);
+    long n = (long)ceil(j->spec.switch_lead_s / t);
+    return n > 2 ? n : 2;
+}
+
+static void set_straggler(job *j, int dp, double slowdown, int clear)
+{
+    req_straggler sr = {dp, 0, slowdown};
+    api_err e = {0};
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(
+        tx_ok(clear ? job_clear_straggler(j, st, dp, &e) : job_set_straggler(j, st, &sr, &e)), 0);
+}
+
+/* Plans switch at a stated iteration: the lead, a replacement while a switch is pending, a
+ * deferred change, the state after a reload and after a pipeline's ranks restart. */
+static void test_switch_iteration(void **state)
+{
+    (void)state;
+    job *j = running_job("AAAAAAAAAAAAAAA5",
+                         "{\"stages\":2,\"microbatches\":2,\"dp\":2,\"tp\":2,\"switch_lead_s\":1.0,"
+                         "\"clocks_mhz\":[1410,1200,1000,800],\"blocking_power_w\":83.64}");
+    long fastest = (long)j->fastest, lead = lead_of(j, -1, fastest);
+    assert_true(lead > 2); /* 1 s of a sub-second plan */
+    json_t *o = schedule_of(j, 5);
+    assert_string_equal(json_string_value(json_object_get(o, "schedule")), "1f1b");
+    assert_int_equal(json_integer_value(json_object_get(o, "stages")), 2);
+    assert_int_equal(json_integer_value(json_object_get(o, "microbatches")), 2);
+    assert_int_equal(json_integer_value(json_object_get(o, "virtual_stages")), 1);
+    assert_int_equal(json_integer_value(json_object_get(o, "plan_id")), fastest);
+    assert_int_equal(json_integer_value(json_object_get(o, "from_iteration")), -1 + lead);
+    json_decref(o);
+
+    /* Pipeline 0 reaches iteration 20 (rank 3 is its newest); pipeline 1 straggles. */
+    for (long n = 0; n <= 20; n++)
+        post_iter(j, n == 20 ? 3 : 0, n, 0.5, 0, -1);
+    long round = j->round;
+    set_straggler(j, 1, 1.5, 0);
+    long slow = j->pipes[0].plan_id;
+    assert_true(slow != fastest);
+    assert_int_equal(j->round, round + 1);
+    o = schedule_of(j, 2);
+    assert_int_equal(json_integer_value(json_object_get(o, "plan_id")), slow);
+    assert_int_equal(json_integer_value(json_object_get(o, "from_iteration")),
+                     20 + lead_of(j, fastest, slow));
+    json_decref(o);
+    o = schedule_of(j, 4); /* the straggler keeps its plan and switch iteration */
+    assert_int_equal(json_integer_value(json_object_get(o, "plan_id")), fastest);
+    assert_int_equal(json_integer_value(json_object_get(o, "from_iteration")), -1 + lead);
+    json_decref(o);
+
+    /* Cleared at once: the lead is still there, so the change replaces the pending one. */
+    long from = j->pipes[0].from_iteration;
+    set_straggler(j, 1, 0, 1);
+    assert_int_equal(j->pipes[0].plan_id, fastest);
+    assert_int_equal(j->pipes[0].from_iteration, from);
+    assert_int_equal(j->round, round + 2);
+
+    /* One iteration before the switch: a new change waits until the switch happened. */
+    set_straggler(j, 1, 1.5, 0);
+    from = j->pipes[0].from_iteration;
+    post_iter(j, 1, from - 1, 0.5, 0, -1);
+    round = j->round;
+    set_straggler(j, 1, 0, 1);
+    assert_int_equal(j->pipes[0].plan_id, slow);
+    assert_int_equal(j->round, round);
+    post_iter(j, 0, from, 0.5, 0, -1);
+    assert_int_equal(j->pipes[0].plan_id, fastest);
+    assert_int_equal(j->pipes[0].prev_plan_id, slow);
+    assert_int_equal(j->pipes[0].from_iteration, from + lead_of(j, slow, fastest));
+    assert_int_equal(j->round, round + 1);
+
+    /* Reloaded from the store: the same plans, switch iterations and newest iterations. */
+    json_t *sj = req_job_spec_json(&j->spec);
+    char *text = json_dumps(sj, JSON_COMPACT);
+    json_decref(sj);
+    store_job_row row = {j->id, j->token_hash, text, "", "running", "", 0, j->round, 0, 1, 0, 0};
+    job *k = NULL;
+    int act;
+    char msg[REQ_MSG_MAX];
+    assert_int_equal(job_load(st, &row, &k, &act, msg), 0);
+    free(text);
+    for (int d = 0; d < 2; d++) {
+        assert_int_equal(k->pipes[d].plan_id, j->pipes[d].plan_id);
+        assert_int_equal(k->pipes[d].prev_plan_id, j->pipes[d].prev_plan_id);
+        assert_int_equal(k->pipes[d].from_iteration, j->pipes[d].from_iteration);
+        assert_int_equal(k->pipes[d].newest, j->pipes[d].newest);
+    }
+    job_free(k);
+
+    /* Pipeline 0's ranks restart (numbering from 0): its plan is announced again from the
+     * lead, not from the old numbers. */
+    round = j->round;
+    req_rank rr = {1, 0, 0, 1, ""};
+    int created, action;
+    api_err e = {0};
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_register(j, st, &rr, &created, &action, &e)), 0);
+    assert_int_equal(j->pipes[0].plan_id, fastest);
+    assert_int_equal(j->pipes[0].newest, -1);
+    assert_int_equal(j->pipes[0].from_iteration, -1 + lead_of(j, slow, fastest));
+    assert_int_equal(j->round, round + 1);
+    job_free(j);
+}
+
+/* ---- automatic stragglers on paces ---- */
+
+#define PDP 4    /* pipelines */
+#define PRANKS 4 /* ranks per pipeline: 2 stages x tp 2 */
+
+/* Ranks that follow the schedule as a client does: each pipeline runs its current plan until
+ * the iteration the schedule names, then the announced one. */
+typedef struct sim_pipes {
+    job *j;
+    long cur[PDP]; /* plan each pipeline runs now (-1: none yet, the highest clocks) */
+} sim_pipes;
+
+static double plan_t(const job *j, long plan)
+{
+    return prs_frontier_point_at(j->frontier, (size_t)(plan >= 0 ? plan : (long)j->fastest))
+        ->eval_time_s;
+}
+
+enum { WITH_PACE, SYNC_NO_PACE, OWN_TIME_NO_PACE };
+
+/* Iteration n of every pipeline: pipeline d's computations take slow[d] times its plan's time.
+ * WITH_PACE: every rank reports the same synchronised iteration time (the slowest pipeline's,
+ * plus an all-reduce), its own pace (the pipeline's, a little less on all but one rank) and the
+ * plan it ran. SYNC_NO_PACE: the same without paces. OWN_TIME_NO_PACE: unsynchronised, each
+ * pipeline reports its own time and no pace. skip: a rank that does not report (-1: none). */
+static void sim_iteration_all(sim_pipes *sp, long n, const double *slow, int mode, int skip)
+{
+    job *j = sp->j;
+    double pace[PDP], sync = 0;
+    for (int d = 0; d < PDP; d++) {
+        json_t *o = schedule_of(j, d * PRANKS);
+        long plan = json_integer_value(json_object_get(o, "plan_id"));
+        if (n >= json_integer_value(json_object_get(o, "from_iteration"))) sp->cur[d] = plan;
+        json_decref(o);
+        pace[d] = slow[d] * plan_t(j, sp->cur[d]);
+        sync = fmax(sync, pace[d]);
+    }
+    for (int d = 0; d < PDP; d++)
+        for (int r = 0; r < PRANKS; r++) {
+            int rank = d * PRANKS + r;
+            if (rank == skip) continue;
+            double p = pace[d] * (r == 1 ? 1.0 : 0.97 - 0.01 * r);
+            post_iter(j, rank, n, mode == OWN_TIME_NO_PACE ? pace[d] : sync + 0.01,
+                      mode == WITH_PACE ? p : 0, sp->cur[d]);
+        }
+}
+
+static int n_auto(const job *j)
+{
+    int n = 0;
+    for (int d = 0; d < PDP; d++)
+        n += j->pipes[d].straggler == STRAGGLER_AUTO;
+    return n;
+}
+
+#define PACE_SPEC                                                                                  \
+    "{\"stages\":2,\"microbatches\":2,\"dp\":4,\"tp\":2,\"switch_lead_s\":0,"                      \
+    "\"clocks_mhz\":[1410,1200,1000,800],\"blocking_power_w\":83.64,"                              \
+    "\"straggler\":{\"factor\":1.1,\"iterations\":3}}"
+
+/* Synchronous data parallelism: every pipeline reports the same iteration time, so only the
+ * paces tell the straggler. Pipeline 2 computes 1.2x slower from iteration 10 to 29. */
+static void test_pace_straggler(void **state)
+{
+    (void)state;
+    job *j = running_job("AAAAAAAAAAAAAAA6", PACE_SPEC);
+    sim_pipes sp = {j, {-1, -1, -1, -1}};
+    int k = j->spec.straggler_iterations;
+    long fastest = (long)j->fastest, detected = -1, cleared = -1;
+    double tf = plan_t(j, fastest);
+    for (long n = 0; n < 50; n++) {
+        double slow[PDP] = {1, 1, n >= 10 && n < 30 ? 1.2 : 1, 1};
+        sim_iteration_all(&sp, n, slow, WITH_PACE, -1);
+        if (n < 10) assert_int_equal(n_auto(j), 0);
+        if (detected < 0 && j->pipes[2].straggler == STRAGGLER_AUTO) detected = n;
+        if (detected >= 0 && cleared < 0 && n >= 30 && !j->pipes[2].straggler) cleared = n;
+        assert_true(n_auto(j) <= 1);
+        if (detected >= 0 && cleared < 0) {
+            assert_int_equal(j->pipes[2].straggler, STRAGGLER_AUTO);
+            double tprime = j->pipes[2].straggler_time_s;
+            assert_true(fabs(tprime - 1.2 * tf) <= 0.02 * 1.2 * tf);
+            size_t want;
+            assert_int_equal(prs_frontier_lookup(j->frontier, tprime, &want), 0);
+            for (int d = 0; d < PDP; d++)
+                assert_int_equal(j->pipes[d].plan_id, d == 2 ? fastest : (long)want);
+            assert_true((long)want != fastest);
+        }
+    }
+    assert_true(detected >= 10 && detected <= 10 + k); /* within k + 1 iterations */
+    assert_true(cleared >= 30 && cleared <= 30 + k);
+    for (int d = 0; d < PDP; d++)
+        assert_int_equal(j->pipes[d].plan_id, fastest);
+    job_free(j);
+}
+
+/* Without paces the iteration times are used, as before: equal synchronised times never single
+ * out a pipeline; a pipeline that reports longer times is detected with T' = its time. */
+static void test_time_straggler_without_pace(void **state)
+{
+    (void)state;
+    job *j = running_job("AAAAAAAAAAAAAAA7", PACE_SPEC);
+    sim_pipes sp = {j, {-1, -1, -1, -1}};
+    double tf = plan_t(j, (long)j->fastest);
+    for (long n = 0; n < 10; n++) { /* one pipeline computes slower; all report the same time */
+        double slow[PDP] = {1, 1.3, 1, 1};
+        sim_iteration_all(&sp, n, slow, SYNC_NO_PACE, -1);
+    }
+    assert_int_equal(n_auto(j), 0);
+    long n = 10;
+    for (; n < 20 && !j->pipes[1].straggler; n++) {
+        double slow[PDP] = {1, 1.3, 1, 1};
+        sim_iteration_all(&sp, n, slow, OWN_TIME_NO_PACE, -1);
+    }
+    assert_int_equal(j->pipes[1].straggler, STRAGGLER_AUTO);
+    assert_true(n - 1 <= 10 + j->spec.straggler_iterations); /* detected within k + 1 */
+    assert_true(fabs(j->pipes[1].straggler_time_s - 1.3 * tf) < 1e-9 * tf);
+    job_free(j);
+}
+
+/* An iteration is evaluated once all ranks of the pipeline reported it, or when a rank reports
+ * two iterations later; a report of an evaluated iteration is ignored. */
+static void test_evaluation_rule(void **state)
+{
+    (void)state;
+    job *j = running_job("AAAAAAAAAAAAAAA8", PACE_SPEC);
+    sim_pipes sp = {j, {-1, -1, -1, -1}};
+    double one[PDP] = {1, 1, 1, 1};
+    for (long n = 0; n < 5; n++)
+        sim_iteration_all(&sp, n, one, WITH_PACE, -1);
+    assert_int_equal(j->pipes[0].last_iteration, 4);
+    sim_iteration_all(&sp, 5, one, WITH_PACE, 3); /* rank 3 (pipeline 0) misses 5 and 6 */
+    assert_int_equal(j->pipes[0].last_iteration, 4);
+    assert_int_equal(j->pipes[1].last_iteration, 5);
+    sim_iteration_all(&sp, 6, one, WITH_PACE, 3);
+    assert_int_equal(j->pipes[0].last_iteration, 4);
+    assert_int_equal(j->pipes[0].npend, 2);
+    long seen = j->pipes[0].iterations;
+    post_iter(j, 0, 7, 1.0, 0.9, -1);
+    assert_int_equal(j->pipes[0].last_iteration, 5);
+    assert_int_equal(j->pipes[0].iterations, seen + 1);
+    post_iter(j, 3, 5, 1.0, 5.0, -1); /* too late: no effect */
+    assert_int_equal(j->pipes[0].iterations, seen + 1);
+    assert_int_equal(j->pipes[0].over, 0);
+    for (int r = 0; r < PRANKS; r++)
+        post_iter(j, r == 0 ? 3 : r, r == 0 ? 6 : 7, 1.0, 0.9, -1);
+    assert_int_equal(j->pipes[0].last_iteration, 7);
+    assert_int_equal(j->pipes[0].npend, 0);
+    job_free(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -357,6 +718,10 @@ int main(void)
         cmocka_unit_test(test_dominated_clock_ends_sweep),
         cmocka_unit_test(test_profile_upload_and_failure),
         cmocka_unit_test(test_config_key),
+        cmocka_unit_test(test_switch_iteration),
+        cmocka_unit_test(test_pace_straggler),
+        cmocka_unit_test(test_time_straggler_without_pace),
+        cmocka_unit_test(test_evaluation_rule),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

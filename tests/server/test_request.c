@@ -36,6 +36,7 @@ static void test_spec_defaults_and_round_trip(void **state)
     assert_true(s.skip_dominated);
     assert_true(s.unit_time_s == 0.001);
     assert_string_equal(s.model, "");
+    assert_true(s.switch_lead_s == 2.0);
 
     assert_int_equal(spec("{" BASE ",\"clocks_mhz\":[1410,1395],\"model\":\"gpt3\","
                           "\"schedule\":\"interleaved\",\"virtual_stages\":2,\"tp\":2,"
@@ -43,7 +44,7 @@ static void test_spec_defaults_and_round_trip(void **state)
                           "\"min_clock_mhz\":1395,\"skip_dominated\":false},"
                           "\"unit_time_s\":0.0005,\"cost_model\":\"hull\","
                           "\"straggler\":{\"factor\":1.5,\"iterations\":4},"
-                          "\"reuse_frontier\":false}",
+                          "\"reuse_frontier\":false,\"switch_lead_s\":0}",
                           &s, msg),
                      0);
     json_t *j = req_job_spec_json(&s);
@@ -56,6 +57,7 @@ static void test_spec_defaults_and_round_trip(void **state)
     assert_int_equal(back.cost_model, PRS_COST_HULL);
     assert_false(back.reuse_frontier);
     assert_true(back.straggler_factor == 1.5);
+    assert_true(back.switch_lead_s == 0);
 }
 
 static void test_spec_errors_name_the_field(void **state)
@@ -81,6 +83,8 @@ static void test_spec_errors_name_the_field(void **state)
         {"{" BASE ",\"clocks_mhz\":[1410],\"unit_time_s\":0}", "unit_time_s"},
         {"{" BASE ",\"clocks_mhz\":[1410],\"model\":\"\\u00e9\"}", "printable ASCII"},
         {"{" BASE ",\"clocks_mhz\":[1410],\"reuse_frontier\":1}", "true or false"},
+        {"{" BASE ",\"clocks_mhz\":[1410],\"switch_lead_s\":-0.5}", "switch_lead_s:"},
+        {"{" BASE ",\"clocks_mhz\":[1410],\"switch_lead_s\":\"2\"}", "switch_lead_s:"},
         {"{\"stages\":1,\"stages\":1}", "malformed JSON"},
         {"{\"a\\u0001b\":1}", "unknown field 'a?b'"},
     };
@@ -139,6 +143,16 @@ static void test_results(void **state)
     assert_int_equal(r.iterations[0].windows[1].instr, PRS_BACKWARD);
     assert_int_equal(r.iterations[1].nwindows, 0);
     assert_int_equal(r.iterations[1].clock_mhz, 0);
+    assert_true(r.iterations[0].pace_s == 0 && r.iterations[0].blocking_power_w == 0);
+    assert_int_equal(r.iterations[0].plan_id, -1);
+    req_results_free(&r);
+
+    const char *paced = "{\"rank\":0,\"iterations\":[{\"iteration\":3,\"time_s\":1.5,"
+                        "\"pace_s\":1.25,\"plan_id\":0,\"blocking_power_w\":83.5}]}";
+    assert_int_equal(req_parse_results(paced, strlen(paced), &r, msg), 0);
+    assert_true(r.iterations[0].pace_s == 1.25);
+    assert_int_equal(r.iterations[0].plan_id, 0);
+    assert_true(r.iterations[0].blocking_power_w == 83.5);
     req_results_free(&r);
 
     const char *bad[] = {
@@ -159,6 +173,30 @@ static void test_results(void **state)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(req_parse_results(bad[i], strlen(bad[i]), &r, msg), -1);
         assert_null(r.iterations);
+    }
+
+    /* The new per-iteration fields: each bad value is refused with the field named. */
+    struct {
+        const char *field, *needle;
+    } named[] = {
+        {"\"pace_s\":0", "iterations[0].pace_s:"},
+        {"\"pace_s\":-1", "iterations[0].pace_s:"},
+        {"\"pace_s\":\"1\"", "iterations[0].pace_s:"},
+        {"\"pace_s\":1e400", "malformed JSON"},
+        {"\"plan_id\":-1", "iterations[0].plan_id:"},
+        {"\"plan_id\":1.5", "iterations[0].plan_id:"},
+        {"\"plan_id\":null", "iterations[0].plan_id:"},
+        {"\"blocking_power_w\":0", "iterations[0].blocking_power_w:"},
+        {"\"blocking_power_w\":true", "iterations[0].blocking_power_w:"},
+        {"\"blocking_power_w\":1e9", "iterations[0].blocking_power_w:"},
+    };
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
+        char text[256];
+        snprintf(text, sizeof text,
+                 "{\"rank\":1,\"iterations\":[{\"iteration\":1,\"time_s\":1,%s}]}", named[i].field);
+        assert_int_equal(req_parse_results(text, strlen(text), &r, msg), -1);
+        if (!strstr(msg, named[i].needle)) fprintf(stderr, "%s -> %s\n", text, msg);
+        assert_non_null(strstr(msg, named[i].needle));
     }
 }
 

@@ -1,0 +1,191 @@
+/* store.h: schema versions. A database written by the first schema (version 1) is upgraded in
+ * place when opened: its rows stay, the new columns read as "not given", and the new values are
+ * stored and read back. A database from a newer server is refused. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "server_harness.h"
+#include "store.h"
+
+static char dir[256], db[320];
+
+/* The tables as version 1 created them, with one job, rank, measurement and pipeline. */
+static const char V1[] =
+    "CREATE TABLE jobs(id TEXT PRIMARY KEY, token_hash BLOB NOT NULL, spec TEXT NOT NULL,"
+    " config_key TEXT NOT NULL, phase TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',"
+    " sweep_index INTEGER NOT NULL DEFAULT 0, round INTEGER NOT NULL DEFAULT 0,"
+    " planning_s REAL NOT NULL DEFAULT 0, created_unix INTEGER NOT NULL);"
+    "CREATE TABLE ranks(job_id TEXT NOT NULL REFERENCES jobs(id), rank INTEGER NOT NULL,"
+    " dp INTEGER NOT NULL, pp INTEGER NOT NULL, tp INTEGER NOT NULL, gpu TEXT NOT NULL,"
+    " PRIMARY KEY(job_id, rank));"
+    "CREATE TABLE measurements(id INTEGER PRIMARY KEY, job_id TEXT NOT NULL REFERENCES jobs(id),"
+    " rank INTEGER NOT NULL, phase TEXT NOT NULL, round INTEGER NOT NULL,"
+    " iteration INTEGER NOT NULL, clock_mhz INTEGER NOT NULL, time_s REAL NOT NULL,"
+    " energy_j REAL NOT NULL, used INTEGER NOT NULL);"
+    "CREATE TABLE windows(job_id TEXT NOT NULL,"
+    " measurement_id INTEGER NOT NULL REFERENCES measurements(id), stage INTEGER NOT NULL,"
+    " instr INTEGER NOT NULL, microbatch INTEGER NOT NULL, clock_mhz INTEGER NOT NULL,"
+    " time_s REAL NOT NULL, energy_j REAL NOT NULL, used INTEGER NOT NULL);"
+    "CREATE TABLE profiles(job_id TEXT PRIMARY KEY REFERENCES jobs(id), source TEXT NOT NULL,"
+    " csv BLOB NOT NULL);"
+    "CREATE TABLE frontiers(job_id TEXT PRIMARY KEY REFERENCES jobs(id),"
+    " config_key TEXT NOT NULL, plans BLOB NOT NULL, planning_s REAL NOT NULL);"
+    "CREATE TABLE pipelines(job_id TEXT NOT NULL REFERENCES jobs(id), dp INTEGER NOT NULL,"
+    " straggler INTEGER NOT NULL, straggler_time_s REAL NOT NULL, plan_id INTEGER NOT NULL,"
+    " PRIMARY KEY(job_id, dp));"
+    "INSERT INTO jobs VALUES('OLDJOBOLDJOBOLD1', x'00', '{}', '', 'running', '', 3, 7, 0.5, 9);"
+    "INSERT INTO ranks VALUES('OLDJOBOLDJOBOLD1', 0, 0, 0, 0, 'gpu');"
+    "INSERT INTO measurements VALUES(1, 'OLDJOBOLDJOBOLD1', 0, 'running', 7, 41, 1410, 1.5,"
+    " 300, 0);"
+    "INSERT INTO pipelines VALUES('OLDJOBOLDJOBOLD1', 0, 1, 2.5, 12);"
+    "PRAGMA user_version=1;";
+
+static int setup(void **state)
+{
+    (void)state;
+    harness_tmpdir(dir, sizeof dir, "store");
+    snprintf(db, sizeof db, "%s/old.db", dir);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    harness_rmdir(dir);
+    return 0;
+}
+
+static int exec_sql(const char *sql)
+{
+    sqlite3 *h = NULL;
+    int rc = sqlite3_open(db, &h);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(h, sql, NULL, NULL, NULL);
+    sqlite3_close(h);
+    return rc;
+}
+
+/* One integer from a query (-999 when it fails). */
+static long long query_int(const char *sql)
+{
+    sqlite3 *h = NULL;
+    sqlite3_stmt *q = NULL;
+    long long v = -999;
+    if (sqlite3_open(db, &h) == SQLITE_OK &&
+        sqlite3_prepare_v2(h, sql, -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
+        v = sqlite3_column_type(q, 0) == SQLITE_NULL ? -1000 : sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(h);
+    return v;
+}
+
+static int see_job(void *ud, const store_job_row *j)
+{
+    store_job_row *out = ud;
+    *out = *j;
+    out->id = NULL; /* the strings die with the row */
+    return 0;
+}
+
+static int see_pipe(void *ud, const store_pipe_row *p)
+{
+    *(store_pipe_row *)ud = *p;
+    return 0;
+}
+
+static int see_latest(void *ud, int rank, long it)
+{
+    ((long *)ud)[rank] = it;
+    return 0;
+}
+
+static void test_v1_upgrades_in_place(void **state)
+{
+    (void)state;
+    assert_int_equal(exec_sql(V1), SQLITE_OK);
+    store *s = NULL;
+    char msg[256] = "";
+    assert_int_equal(store_open(db, 0, &s, msg), 0);
+    assert_int_equal(query_int("PRAGMA user_version"), STORE_SCHEMA_VERSION);
+
+    store_job_row j;
+    memset(&j, 0, sizeof j);
+    assert_int_equal(store_each_job(s, see_job, &j), 0);
+    assert_int_equal(j.round, 7);
+    assert_true(j.bp_measured_w == 0 && j.bp_used_w == 0);
+    store_pipe_row p = {-1, 0, 0, 0, 0, 0};
+    assert_int_equal(store_each_pipeline(s, "OLDJOBOLDJOBOLD1", see_pipe, &p), 0);
+    assert_int_equal(p.plan_id, 12);
+    assert_int_equal(p.prev_plan_id, -1);
+    assert_int_equal(p.from_iteration, 0);
+    assert_int_equal(store_count_measurements(s, "OLDJOBOLDJOBOLD1"), 1);
+
+    /* New values go in and come back; absent ones are NULL. */
+    assert_int_equal(store_begin(s), 0);
+    store_meas_row m = {0, "profiling", 0, 42, 1410, 1.5, 300, 1.25, 12, 83.5, 1};
+    long long id;
+    assert_int_equal(store_insert_measurement(s, "OLDJOBOLDJOBOLD1", &m, &id), 0);
+    store_meas_row bare = {0, "profiling", 0, 43, 1410, 1.5, 300, 0, -1, 0, 1};
+    assert_int_equal(store_insert_measurement(s, "OLDJOBOLDJOBOLD1", &bare, &id), 0);
+    store_pipe_row np = {0, 0, 0, 14, 12, 50};
+    assert_int_equal(store_put_pipeline(s, "OLDJOBOLDJOBOLD1", &np), 0);
+    j.id = "OLDJOBOLDJOBOLD1";
+    j.phase = "running";
+    j.reason = "";
+    j.bp_measured_w = 81.5;
+    assert_int_equal(store_update_job(s, &j), 0);
+    assert_int_equal(store_commit(s), 0);
+    long latest[1] = {-1};
+    assert_int_equal(store_latest_iterations(s, "OLDJOBOLDJOBOLD1", see_latest, latest), 0);
+    assert_int_equal(latest[0], 43);
+    store_close(s);
+
+    assert_int_equal(query_int("SELECT plan_id FROM measurements WHERE iteration=42"), 12);
+    assert_int_equal(query_int("SELECT pace_s * 100 FROM measurements WHERE iteration=42"), 125);
+    assert_int_equal(query_int("SELECT plan_id FROM measurements WHERE iteration=43"), -1000);
+    assert_int_equal(query_int("SELECT pace_s FROM measurements WHERE iteration=41"), -1000);
+    assert_int_equal(query_int("SELECT bp_used_w FROM jobs"), -1000);
+
+    /* Opening again changes nothing; a newer version is refused. */
+    assert_int_equal(store_open(db, 0, &s, msg), 0);
+    memset(&j, 0, sizeof j);
+    assert_int_equal(store_each_job(s, see_job, &j), 0);
+    assert_true(j.bp_measured_w == 81.5);
+    assert_int_equal(store_each_pipeline(s, "OLDJOBOLDJOBOLD1", see_pipe, &p), 0);
+    assert_int_equal(p.from_iteration, 50);
+    store_close(s);
+    assert_int_equal(exec_sql("PRAGMA user_version=99"), SQLITE_OK);
+    assert_int_equal(store_open(db, 0, &s, msg), -1);
+    assert_non_null(strstr(msg, "newer"));
+}
+
+static void test_new_database(void **state)
+{
+    (void)state;
+    char path[320];
+    snprintf(path, sizeof path, "%s/new.db", dir);
+    store *s = NULL;
+    char msg[256];
+    assert_int_equal(store_open(path, 0, &s, msg), 0);
+    store_close(s);
+    snprintf(db, sizeof db, "%s", path);
+    assert_int_equal(query_int("PRAGMA user_version"), STORE_SCHEMA_VERSION);
+    assert_int_equal(query_int("SELECT count(*) FROM pragma_table_info('measurements')"
+                               " WHERE name IN ('pace_s', 'plan_id', 'blocking_power_w')"),
+                     3);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_v1_upgrades_in_place),
+        cmocka_unit_test(test_new_database),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
