@@ -500,6 +500,35 @@ static void test_barrier(void **state)
     fx_end(&f);
 }
 
+/* Without $PRS_FAKE_GPU_DIR the fake NVML and the fake driver of one process still share their
+ * devices (in memory): a clock locked through NVML is the clock the kernels run at. */
+static void test_shared_without_dir(void **state)
+{
+    if (!have_cu) skip();
+    unsetenv("PRS_FAKE_GPU_DIR");
+    unsetenv("PRS_FAKE_NVML_REFRESH_MS");
+    unsetenv("PRS_FAKE_NVML_NOISE");
+    unsetenv("PRS_FAKE_NVML_NO_ENERGY");
+    prs_gpu *g = open_nvml(0);
+    assert_int_equal(prs_gpu_set_clock(g, 705), 0);
+    CUstream s = ctx_stream(0);
+    CUevent a, b;
+    assert_int_equal(cu.cuEventCreate(&a, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventCreate(&b, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.launch_work(s, 0.005, 1.0, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventRecord(a, s), CUDA_SUCCESS);
+    assert_int_equal(cu.launch_work(s, 0.010, 1.0, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventRecord(b, s), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventSynchronize(b), CUDA_SUCCESS);
+    assert_true(fabs(elapsed_s(a, b) - 0.020) < 1e-5);
+    assert_int_equal(prs_gpu_reset_clock(g), 0);
+    assert_int_equal(cu.cuEventDestroy(a), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventDestroy(b), CUDA_SUCCESS);
+    assert_int_equal(cu.cuStreamDestroy(s), CUDA_SUCCESS);
+    ctx_release(0);
+    prs_gpu_close(g);
+}
+
 /* Driver semantics of the fake: codes without initialisation or context, event states. */
 static void test_driver_semantics(void **state)
 {
@@ -567,6 +596,7 @@ int main(void)
         cmocka_unit_test(test_clock_from_other_process),
         cmocka_unit_test(test_several_devices),
         cmocka_unit_test(test_barrier),
+        cmocka_unit_test(test_shared_without_dir),
         cmocka_unit_test(test_driver_semantics),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
