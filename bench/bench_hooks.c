@@ -72,8 +72,8 @@ int main(int argc, char **argv)
         double t0 = now_s();
         for (int i = 0; i < PAIRS; i++) {
             prs_instr in = i < PAIRS / 2 ? PRS_FORWARD : PRS_BACKWARD;
-            prs_client_begin(c, in, i % (PAIRS / 2));
-            prs_client_end(c, in, i % (PAIRS / 2));
+            prs_client_begin(c, in, i % (PAIRS / 2), 0);
+            prs_client_end(c, in, i % (PAIRS / 2), 0);
         }
         double t1 = now_s();
         prs_client_iteration_end(c);

@@ -9,7 +9,8 @@
  *   prs_client_new(&o, &c, &err);
  *   for each iteration:
  *     for each computation of the stage, in schedule order:
- *       prs_client_begin(c, PRS_FORWARD, mb); ... launch ...; prs_client_end(c, PRS_FORWARD, mb);
+ *       prs_client_begin(c, PRS_FORWARD, mb, 0); ... launch ...;
+ *       prs_client_end(c, PRS_FORWARD, mb, 0);
  *     prs_client_iteration_end(c);
  *   prs_client_free(c);   // posts what is pending (bounded wait), resets the clocks
  *
@@ -66,6 +67,18 @@ typedef struct prs_client_opts {
     double flush_timeout_s; /* prs_client_free waits this long to post what is queued; 2 */
     int warmup_iterations;  /* first iterations of the process not reported; default 1 */
     int max_queue;          /* iterations kept while the server is away; default 4096 */
+    /* Device stream (docs/measurement.md). With use_stream, computations are timed by CUDA
+     * events on `stream` (a CUstream as an integer, e.g. PyTorch's
+     * torch.cuda.current_stream().cuda_stream; 0: the legacy default stream) of the CUDA context
+     * current on the calling thread, clocks change by host functions in stream order, energy is
+     * attributed from the energy counter (or power samples) over many computations, and nothing
+     * waits for the device. The hooks must then be called on this same thread. device_sync is
+     * ignored. */
+    int use_stream;
+    uintptr_t stream;
+    const char *cuda_library; /* NULL: $PRS_CUDA_LIBRARY, else libcuda.so.1 */
+    double energy_poll_s;     /* energy counter polling period; default 0.002 */
+    double power_poll_s;      /* power sampling period without an energy counter; default 0.1 */
 } prs_client_opts;
 
 void prs_client_opts_init(prs_client_opts *o);
@@ -76,12 +89,16 @@ void prs_client_opts_init(prs_client_opts *o);
  * is not an error here. */
 int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err);
 
-/* Begin and end one computation (forward or backward of microbatch mb). begin syncs the device,
- * sets the clock planned for this position of the iteration, and opens a window (time and energy
- * from the backend); end syncs the device and closes it. Return 0, or PRS_EINVAL when misused
- * (end without begin; the window is dropped). Clock failures are counted, not returned. */
-int prs_client_begin(prs_client *c, prs_instr instr, int microbatch);
-int prs_client_end(prs_client *c, prs_instr instr, int microbatch);
+/* Begin and end one computation: the forward or backward of microbatch mb of this GPU's model
+ * chunk `chunk` (0 unless the schedule is interleaved; then 0..virtual_stages-1, Megatron-LM's
+ * model chunk id). begin sets the clock planned for this position of the iteration and opens a
+ * window; end closes it. Once the server sent the pipeline's schedule, every hook is checked
+ * against the position the schedule expects: a computation out of order returns PRS_EORDER, is
+ * counted in order_errors, and its iteration reports no windows (never a misassigned one).
+ * Returns 0, PRS_EINVAL when misused (end without begin, end of another computation), or
+ * PRS_EORDER. Clock failures are counted, not returned. */
+int prs_client_begin(prs_client *c, prs_instr instr, int microbatch, int chunk);
+int prs_client_end(prs_client *c, prs_instr instr, int microbatch, int chunk);
 /* End of an iteration (after the optimizer step): queue its time, energy and windows for the
  * background thread, and adopt the newest schedule. */
 int prs_client_iteration_end(prs_client *c);
@@ -96,17 +113,22 @@ const char *prs_client_token(const prs_client *c);
 
 /* What the client knows (a snapshot; safe from any thread). */
 typedef struct prs_client_stats {
-    char phase[16];        /* phase of the schedule in effect ("" before the first one) */
-    long round;            /* its round */
-    long plan_id;          /* its plan (-1: none) */
-    int clock_mhz;         /* clock requested for the last computation (0: default) */
-    long iterations;       /* iterations ended */
-    long posted;           /* iterations the server acknowledged */
-    long dropped;          /* iterations dropped (queue full, or refused by the server) */
-    long http_failures;    /* requests that got no answer */
-    long clock_failures;   /* clock changes the backend refused */
-    int registered;        /* the server accepted the rank */
-    double last_contact_s; /* CLOCK_MONOTONIC of the last answer from the server (0: never) */
+    char phase[16];          /* phase of the schedule in effect ("" before the first one) */
+    long round;              /* its round */
+    long plan_id;            /* its plan (-1: none) */
+    int clock_mhz;           /* clock requested for the last computation (0: default) */
+    long iterations;         /* iterations ended */
+    long posted;             /* iterations the server acknowledged */
+    long dropped;            /* iterations dropped (queue full, or refused by the server) */
+    long http_failures;      /* requests that got no answer */
+    long clock_failures;     /* clock changes the backend refused */
+    long order_errors;       /* hooks out of the schedule's order */
+    long late_switches;      /* plans adopted after the iteration the server set for them */
+    double pace_s;           /* last iteration: its start to the end of its last computation */
+    double blocking_power_w; /* last estimate of the GPU's power while blocked (0: none) */
+    long measure_failures;   /* iterations whose device timing could not be read */
+    int registered;          /* the server accepted the rank */
+    double last_contact_s;   /* CLOCK_MONOTONIC of the last answer from the server (0: never) */
 } prs_client_stats;
 
 void prs_client_get_stats(prs_client *c, prs_client_stats *s);

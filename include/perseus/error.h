@@ -24,6 +24,7 @@ enum {
     PRS_EGPU = -20,       /* the GPU or its driver refused or failed a call */
     PRS_ENOLIB = -21,     /* the driver library (or one of its symbols) is missing */
     PRS_ESERVER = -30,    /* the server refused a request or could not be reached */
+    PRS_EORDER = -31,     /* a hook out of the order the schedule expects */
 };
 
 #define PRS_ERRMSG_MAX 512

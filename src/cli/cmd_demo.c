@@ -134,9 +134,9 @@ static double run_iteration(demo *d, double *energy)
                 double now = prs_gpu_now_s(d->gpu[r]);
                 if (dep > now) prs_gpu_sim_idle(d->gpu[r], dep - now);
                 prs_gpu_work w = work_of(d, p, s, in);
-                if (d->cl[r]) prs_client_begin(d->cl[r], in, mb);
+                if (d->cl[r]) prs_client_begin(d->cl[r], in, mb, 0);
                 if (prs_gpu_sim_run(d->gpu[r], &w, NULL)) return -1;
-                if (d->cl[r]) prs_client_end(d->cl[r], in, mb);
+                if (d->cl[r]) prs_client_end(d->cl[r], in, mb, 0);
                 fin[in][s][mb] = prs_gpu_now_s(d->gpu[r]);
                 next[s]++;
                 done++;

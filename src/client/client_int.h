@@ -7,10 +7,13 @@
 #include <stdatomic.h>
 
 #include "perseus/client.h"
+#include "perseus/planner.h"
+#include "devtime.h"
 
 typedef struct clientI_window {
     prs_instr instr;
     int microbatch;
+    int chunk; /* model chunk = profile stage (global), -1: not known (no geometry) */
     int clock_mhz;
     double time_s, energy_j;
 } clientI_window;
@@ -19,38 +22,65 @@ typedef struct clientI_window {
 typedef struct clientI_iteration {
     long iteration;
     long round;
+    long plan_id; /* plan it ran (running), -1 otherwise */
     double time_s, energy_j;
+    double pace_s;           /* iteration start to the end of the last computation; 0: unknown */
+    double blocking_power_w; /* estimate of the GPU's blocked power; 0: unknown */
     int clock_mhz;
     int n_windows; /* windows are kept only in the profiling phase */
     clientI_window *windows;
 } clientI_iteration;
 
+/* What the server says a rank should run (GET .../schedule). */
 typedef struct clientI_schedule {
     char phase[16];
     long round;
     long plan_id; /* -1: null */
     int quota;    /* profiling: iterations the round needs (warm-up + measured); 0: no limit */
+    long from_iteration; /* running: the iteration from which this plan holds; -1: at once */
+    int has_pipe;        /* the server sent the pipeline's geometry (pipe below is valid) */
+    prs_pipeline pipe;
     int n;
     int *clocks; /* n entries, malloc'd */
 } clientI_schedule;
+
+/* One computation of the current iteration (sync measurement: backend time and energy read at
+ * begin and end). */
+typedef struct clientI_op {
+    prs_instr instr;
+    int microbatch, chunk;
+    int clock_mhz; /* clock in effect (tag) */
+    double t0, t1, e0, e1;
+} clientI_op;
+
+/* The order the schedule expects of this rank's hooks in one iteration. */
+typedef struct clientI_expect {
+    prs_instr instr;
+    int microbatch, chunk; /* chunk: global model chunk */
+} clientI_expect;
 
 struct prs_client {
     prs_client_opts opts; /* strings below point into this struct's own copies */
     char url[512], job_id[64], token[128];
     prs_gpu *gpu;
     int own_gpu;
+    prs_gpu *sampler_gpu; /* the sampler's own handle (stream mode, gpu opened from a spec) */
     prs_clockctl *ctl;
-    int f_max_mhz; /* tag of windows run at the default clock */
+    struct clientI_dev *dev; /* device-stream measurement (devtime.h); NULL: read at the hooks */
+    int f_max_mhz;           /* tag of windows run at the default clock */
+    int gpu_exact;           /* the backend's time and energy are exact at every read (sim) */
 
     /* Training thread only. */
-    clientI_schedule cur;
+    clientI_schedule cur;  /* the schedule this iteration runs */
+    clientI_schedule next; /* adopted, but holds only from next.from_iteration (n = 0: none) */
     long cur_version;
+    clientI_expect *expect; /* n_expect entries when cur.has_pipe, else NULL */
+    int n_expect;
     int op; /* position of the next computation in the iteration */
     int in_window;
-    double win_t0, win_e0;
-    int win_clock;
-    clientI_window *wins;
-    int n_wins, cap_wins;
+    int bad_order; /* a hook of this iteration was out of order: no windows reported */
+    clientI_op *ops;
+    int n_ops, cap_ops;
     int iter_started;
     double iter_t0, iter_e0;
     long iter_no;
@@ -66,11 +96,24 @@ struct prs_client {
     int stop;
     prs_client_stats stats;
     atomic_long clock_failures;
+    atomic_long order_errors;
+    atomic_long late_switches;
+    atomic_long measure_failures;
     atomic_int clock_mhz;
 
     pthread_t thread;
     int thread_started;
 };
+
+/* hooks.c: schedules, clocks and order, shared by the measurement paths */
+void clientI_expect_free(prs_client *c);
+void clientI_set_clock(prs_client *c, int mhz);
+void clientI_adopt_schedule(prs_client *c);
+int clientI_planned_clock(const prs_client *c);
+int clientI_check_order(prs_client *c, prs_instr instr, int microbatch, int chunk, int *chunk_out);
+int clientI_should_report(prs_client *c, double time_s, double energy_j);
+int clientI_profiling(const prs_client *c);
+void clientI_enqueue(prs_client *c, clientI_iteration *it, int report);
 
 /* net.c */
 void clientI_global_init(void);

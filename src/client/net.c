@@ -183,19 +183,31 @@ static int do_register(CURL *h, prs_client *c)
     return 0;
 }
 
+static json_t *window_json(const clientI_window *w)
+{
+    json_t *o = json_pack("{s:s, s:i, s:i, s:f, s:f}", "instruction", prs_instr_name(w->instr),
+                          "microbatch", w->microbatch, "clock_mhz", w->clock_mhz, "time_s",
+                          w->time_s, "energy_j", w->energy_j);
+    if (o && w->chunk >= 0) json_object_set_new(o, "chunk", json_integer(w->chunk));
+    return o;
+}
+
 static json_t *iteration_json(const clientI_iteration *it)
 {
     json_t *o = json_pack("{s:I, s:f, s:f, s:i}", "iteration", (json_int_t)it->iteration, "time_s",
                           it->time_s, "energy_j", it->energy_j, "clock_mhz", it->clock_mhz);
-    if (!o || it->n_windows == 0) return o;
+    if (!o) return NULL;
+    if (it->pace_s > 0 && isfinite(it->pace_s))
+        json_object_set_new(o, "pace_s", json_real(it->pace_s));
+    if (it->plan_id >= 0) json_object_set_new(o, "plan_id", json_integer(it->plan_id));
+    if (it->blocking_power_w > 0 && isfinite(it->blocking_power_w))
+        json_object_set_new(o, "blocking_power_w", json_real(it->blocking_power_w));
+    if (it->n_windows == 0) return o;
     json_t *ws = json_array();
     for (int i = 0; i < it->n_windows; i++) {
         const clientI_window *w = &it->windows[i];
         if (!(w->time_s > 0) || !(w->energy_j > 0)) continue; /* the server refuses those */
-        json_array_append_new(ws, json_pack("{s:s, s:i, s:i, s:f, s:f}", "instruction",
-                                            prs_instr_name(w->instr), "microbatch", w->microbatch,
-                                            "clock_mhz", w->clock_mhz, "time_s", w->time_s,
-                                            "energy_j", w->energy_j));
+        json_array_append_new(ws, window_json(w));
     }
     json_object_set_new(o, "windows", ws);
     return o;
@@ -252,6 +264,26 @@ static int post_queue(CURL *h, prs_client *c, double deadline)
     }
 }
 
+/* The pipeline's geometry, when the server sends it (s->has_pipe). */
+static void parse_geometry(json_t *r, clientI_schedule *s)
+{
+    json_t *kind = json_object_get(r, "schedule"), *st = json_object_get(r, "stages"),
+           *mb = json_object_get(r, "microbatches"), *v = json_object_get(r, "virtual_stages");
+    memset(&s->pipe, 0, sizeof s->pipe);
+    s->has_pipe = 0;
+    if (!json_is_string(kind) || !json_is_integer(st) || !json_is_integer(mb)) return;
+    if (prs_schedule_parse(json_string_value(kind), &s->pipe.schedule)) return;
+    json_int_t stages = json_integer_value(st), micro = json_integer_value(mb);
+    json_int_t vs = json_is_integer(v) ? json_integer_value(v) : 1;
+    if (stages < 1 || stages > 65536 || micro < 1 || micro > 1000000 || vs < 1 || vs > 1024) return;
+    s->pipe.stages = (int)stages;
+    s->pipe.microbatches = (int)micro;
+    s->pipe.virtual_stages = (int)vs;
+    s->pipe.unit_time_s = 1e-3;
+    s->has_pipe = prs_pipeline_check(&s->pipe, NULL) == 0 &&
+                  (double)stages * (double)micro * (double)vs < 1e8;
+}
+
 static void fetch_schedule(CURL *h, prs_client *c, int *must_register)
 {
     char path[160];
@@ -279,6 +311,11 @@ static void fetch_schedule(CURL *h, prs_client *c, int *must_register)
     if (json_is_integer(warm) && json_is_integer(its) && json_integer_value(warm) >= 0 &&
         json_integer_value(its) > 0 && json_integer_value(warm) + json_integer_value(its) < 1000000)
         s.quota = (int)(json_integer_value(warm) + json_integer_value(its));
+    parse_geometry(r, &s);
+    json_t *from = json_object_get(r, "from_iteration");
+    s.from_iteration = json_is_integer(from) && json_integer_value(from) >= 0
+                           ? (long)json_integer_value(from)
+                           : -1;
     s.n = (int)json_array_size(clocks);
     s.clocks = s.n ? malloc(sizeof(int) * (size_t)s.n) : NULL;
     if (s.n && !s.clocks) {
@@ -293,6 +330,8 @@ static void fetch_schedule(CURL *h, prs_client *c, int *must_register)
     pthread_mutex_lock(&c->mu);
     int same = strcmp(s.phase, c->latest.phase) == 0 && s.round == c->latest.round &&
                s.plan_id == c->latest.plan_id && s.n == c->latest.n && s.quota == c->latest.quota &&
+               s.from_iteration == c->latest.from_iteration && s.has_pipe == c->latest.has_pipe &&
+               memcmp(&s.pipe, &c->latest.pipe, sizeof s.pipe) == 0 &&
                (s.n == 0 || memcmp(s.clocks, c->latest.clocks, sizeof(int) * (size_t)s.n) == 0);
     if (!same) {
         clientI_schedule_free(&c->latest);

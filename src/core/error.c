@@ -29,6 +29,8 @@ const char *prs_strerror(int code)
         return "GPU driver library missing";
     case PRS_ESERVER:
         return "server unreachable or refused the request";
+    case PRS_EORDER:
+        return "computation out of the schedule's order";
     default:
         return "unknown error";
     }

@@ -27,7 +27,7 @@
 #define CU_STREAM_PER_THREAD ((CUstream)(uintptr_t)0x2)
 #define CU_EVENT_VALID_FLAGS 0x7u /* blocking sync, disable timing, interprocess */
 
-enum { OP_WORK, OP_EVENT, OP_HOSTFN, OP_BARRIER };
+enum { OP_WORK, OP_EVENT, OP_HOSTFN, OP_BARRIER, OP_WAIT };
 
 struct barrier;
 
@@ -40,7 +40,7 @@ typedef struct op {
         struct {
             CUevent ev;
             uint64_t seq;
-        } event;
+        } event; /* OP_EVENT and OP_WAIT */
         struct {
             CUhostFn fn;
             void *user;
@@ -76,6 +76,7 @@ struct CUevent_st {
     _Atomic uint64_t recorded;  /* records enqueued */
     _Atomic uint64_t completed; /* the latest record reached */
     double ts;                  /* model instant of the completed record */
+    double ts_of[8];            /* ... and of record seq at [seq % 8], for cross-stream waits */
 };
 
 struct barrier {
@@ -336,6 +337,7 @@ static void run_op(CUstream s, op *o)
     case OP_EVENT: {
         CUevent e = o->u.event.ev;
         e->ts = start;
+        e->ts_of[o->u.event.seq % 8] = start;
         atomic_store(&e->completed, o->u.event.seq);
         s->t_dev = start;
         if (atomic_load(&g_event_waiters) > 0) {
@@ -350,6 +352,22 @@ static void run_op(CUstream s, op *o)
          * so the host's latency in running it counts, as on a GPU. */
         o->u.host.fn(o->u.host.user);
         double t = now_s();
+        s->t_dev = t > start ? t : start;
+        break;
+    }
+    case OP_WAIT: {
+        /* The stream waits (the device idles) until the other stream reached the record. */
+        CUevent e = o->u.event.ev;
+        uint64_t seq = o->u.event.seq;
+        if (atomic_load(&e->completed) < seq) {
+            pthread_mutex_lock(&g_mu);
+            atomic_fetch_add(&g_event_waiters, 1);
+            while (atomic_load(&e->completed) < seq)
+                pthread_cond_wait(&g_cv, &g_mu);
+            atomic_fetch_sub(&g_event_waiters, 1);
+            pthread_mutex_unlock(&g_mu);
+        }
+        double t = e->ts_of[seq % 8];
         s->t_dev = t > start ? t : start;
         break;
     }
@@ -570,6 +588,24 @@ EXPORT CUresult cuEventRecord(CUevent e, CUstream h)
     op o = {.kind = OP_EVENT};
     o.u.event.ev = e;
     o.u.event.seq = atomic_fetch_add(&e->recorded, 1) + 1;
+    return enqueue(s, &o);
+}
+
+/* The stream waits for the latest record of e enqueued before this call (none: no wait). The
+ * event may belong to another device. A stream's device time after the wait is the later of its
+ * own and the record's instant. */
+EXPORT CUresult cuStreamWaitEvent(CUstream h, CUevent e, unsigned flags)
+{
+    CUresult r = CUDA_SUCCESS;
+    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    if (flags & ~1u) return CUDA_ERROR_INVALID_VALUE;
+    CUstream s = resolve(h, &r);
+    if (!s) return r;
+    uint64_t seq = atomic_load(&e->recorded);
+    if (seq == 0) return CUDA_SUCCESS;
+    op o = {.kind = OP_WAIT};
+    o.u.event.ev = e;
+    o.u.event.seq = seq;
     return enqueue(s, &o);
 }
 

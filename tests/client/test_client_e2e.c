@@ -85,9 +85,9 @@ static double run_pipeline(world *w, int dp, double *energy)
             double now = prs_gpu_now_s(r[s].gpu);
             if (dep > now) assert_int_equal(prs_gpu_sim_idle(r[s].gpu, dep - now), 0);
             prs_gpu_work work = stage_work(s, in);
-            assert_int_equal(prs_client_begin(r[s].cl, in, mb), 0);
+            assert_int_equal(prs_client_begin(r[s].cl, in, mb, 0), 0);
             assert_int_equal(prs_gpu_sim_run(r[s].gpu, &work, NULL), 0);
-            assert_int_equal(prs_client_end(r[s].cl, in, mb), 0);
+            assert_int_equal(prs_client_end(r[s].cl, in, mb, 0), 0);
             (in == PRS_FORWARD ? fin_f : fin_b)[s][mb] = prs_gpu_now_s(r[s].gpu);
             next[s]++;
             done++;

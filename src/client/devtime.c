@@ -1,0 +1,332 @@
+/* Measurement on a device stream (docs/measurement.md): the hooks only enqueue, nothing waits
+ * for the GPU.
+ *
+ * begin records a CUDA event before the computation and end one after it; when the planned clock
+ * of the computation differs from the clock requested before it, begin first enqueues a host
+ * function that applies the clock, so it changes when the GPU gets there (the stream waits for
+ * the host function), however far ahead the host runs. Each iteration starts with a host function
+ * that notes CLOCK_MONOTONIC followed by an event: the anchor that puts the iteration's device
+ * times on the host clock, where the energy counter's readings are.
+ *
+ * Ended iterations wait in a FIFO until their last event completed (queried, never waited for,
+ * except when the FIFO is full and at shutdown). Then their windows' times are the elapsed times
+ * between events, exact, and their energies come from the round's attribution (attrib.h): every
+ * profiling round (one clock for every computation) fits one power per (chunk, instruction) and
+ * one for the time in between (the power while blocked) to the energy counter's readings, taken
+ * by the sampler thread (sampler.h), over the device timeline. A window's energy is its kind's
+ * power times its time. An iteration is resolved once its round's fit is usable; in the other
+ * phases once the counter has a reading past its end, its energy then read off the counter. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_int.h"
+
+#define PEND_MAX 64      /* iterations in flight before begin waits for the oldest */
+#define CLOCK_WAIT_S 0.5 /* how long a host function waits for the controller's answer */
+
+/* ---- pools: events and host calls are reused, never allocated on the hook path in steady
+ * state ---- */
+
+static prs_event *event_get(prs_client *c)
+{
+    clientI_dev *d = c->dev;
+    if (d->n_free_ev > 0) return d->free_ev[--d->n_free_ev];
+    prs_event *e = NULL;
+    if (prs_event_new(d->stream, &e)) return NULL;
+    return e;
+}
+
+static void event_put(prs_client *c, prs_event *e)
+{
+    clientI_dev *d = c->dev;
+    if (!e) return;
+    if (d->n_free_ev == d->cap_free_ev) {
+        int cap = d->cap_free_ev ? 2 * d->cap_free_ev : 256;
+        prs_event **p = realloc(d->free_ev, sizeof *p * (size_t)cap);
+        if (!p) {
+            prs_event_free(d->stream, e);
+            return;
+        }
+        d->free_ev = p;
+        d->cap_free_ev = cap;
+    }
+    d->free_ev[d->n_free_ev++] = e;
+}
+
+static clientI_hostcall *call_get(prs_client *c)
+{
+    clientI_dev *d = c->dev;
+    clientI_hostcall *h = d->free_calls;
+    if (h)
+        d->free_calls = h->next;
+    else
+        h = malloc(sizeof *h);
+    if (!h) return NULL;
+    memset(h, 0, sizeof *h);
+    h->c = c;
+    return h;
+}
+
+static void call_put(prs_client *c, clientI_hostcall *h)
+{
+    if (!h) return;
+    h->next = c->dev->free_calls;
+    c->dev->free_calls = h;
+}
+
+/* ---- host functions (run on the driver's thread, in stream order) ---- */
+
+static void on_anchor(void *user)
+{
+    clientI_hostcall *h = user;
+    h->host_s = clientI_mono_s();
+    atomic_store_explicit(&h->done, 1, memory_order_release);
+}
+
+static void on_clock(void *user)
+{
+    clientI_hostcall *h = user;
+    prs_client *c = h->c;
+    int rc = prs_clockctl_set(c->ctl, h->mhz);
+    if (rc == 0) rc = prs_clockctl_sync(c->ctl, CLOCK_WAIT_S);
+    if (rc) atomic_fetch_add_explicit(&c->clock_failures, 1, memory_order_relaxed);
+    h->result = rc;
+    h->host_s = clientI_mono_s();
+    atomic_store_explicit(&h->done, 1, memory_order_release);
+}
+
+static int enqueue_call(prs_client *c, clientI_hostcall *h, void (*fn)(void *))
+{
+    if (!h) return PRS_ENOMEM;
+    int rc = prs_stream_host_fn(c->dev->stream, fn, h);
+    if (rc) call_put(c, h);
+    return rc;
+}
+
+/* ---- iterations in flight ---- */
+
+static clientI_pend *pend_new(void)
+{
+    clientI_pend *p = calloc(1, sizeof *p);
+    if (p) p->plan_id = -1;
+    return p;
+}
+
+/* Frees p and returns its events and host calls to the pools (its end event and anchor belong
+ * to the next iteration). */
+void clientI_dev_pend_free(prs_client *c, clientI_pend *p)
+{
+    if (!p) return;
+    event_put(c, p->start);
+    call_put(c, p->anchor);
+    for (int i = 0; i < p->n_ops; i++) {
+        event_put(c, p->ops[i].b);
+        event_put(c, p->ops[i].e);
+        call_put(c, p->ops[i].change);
+    }
+    for (clientI_hostcall *h = p->closing, *n; h; h = n) {
+        n = h->next;
+        call_put(c, h);
+    }
+    free(p->op_t0);
+    free(p->op_clock);
+    free(p->ops);
+    free(p);
+}
+
+/* Open the iteration's anchor: a host function noting the host time, then the start event. */
+static int open_anchor(prs_client *c, clientI_pend *p)
+{
+    clientI_hostcall *h = call_get(c);
+    int rc = enqueue_call(c, h, on_anchor);
+    if (rc) return rc;
+    p->anchor = h;
+    p->start = event_get(c);
+    if (!p->start) return PRS_ENOMEM;
+    return prs_event_record(c->dev->stream, p->start);
+}
+
+static int dev_start_iteration(prs_client *c)
+{
+    clientI_dev *d = c->dev;
+    if (!d->cur) {
+        d->cur = pend_new();
+        if (!d->cur) return PRS_ENOMEM;
+        int rc = open_anchor(c, d->cur);
+        if (rc) return rc;
+    }
+    clientI_adopt_schedule(c);
+    d->cur->iteration = c->iter_no;
+    d->cur->round = c->cur.round;
+    d->cur->plan_id = c->cur.plan_id;
+    d->cur->profiling = clientI_profiling(c);
+    c->iter_started = 1;
+    return 0;
+}
+
+static int grow_pend_ops(clientI_pend *p)
+{
+    if (p->n_ops < p->cap_ops) return 0;
+    int cap = p->cap_ops ? 2 * p->cap_ops : 64;
+    clientI_devop *o = realloc(p->ops, sizeof *o * (size_t)cap);
+    if (!o) return PRS_ENOMEM;
+    p->ops = o;
+    p->cap_ops = cap;
+    return 0;
+}
+
+/* Ask for clock mhz (0: default) in stream order. */
+static int request_clock(prs_client *c, int mhz, clientI_hostcall **out)
+{
+    if (!c->dev->cur) return PRS_EINVAL;
+    clientI_hostcall *h = call_get(c);
+    if (h) h->mhz = mhz;
+    int rc = enqueue_call(c, h, on_clock);
+    if (rc) return rc;
+    c->dev->requested = mhz;
+    atomic_store_explicit(&c->clock_mhz, mhz, memory_order_relaxed);
+    *out = h;
+    return 0;
+}
+
+/* A clock change outside a computation (a finished job's reset), in stream order. */
+int clientI_dev_request_clock(prs_client *c, int mhz)
+{
+    clientI_hostcall *h = NULL;
+    int rc = request_clock(c, mhz, &h);
+    if (rc) return rc;
+    h->next = c->dev->cur->closing;
+    c->dev->cur->closing = h;
+    return 0;
+}
+
+int clientI_dev_begin(prs_client *c, prs_instr instr, int microbatch, int chunk)
+{
+    clientI_dev *d = c->dev;
+    if (c->in_window) return PRS_EINVAL;
+    if (!c->iter_started) {
+        int rc = dev_start_iteration(c);
+        if (rc) return rc;
+    }
+    clientI_pend *p = d->cur;
+    if (grow_pend_ops(p)) return PRS_ENOMEM;
+    int global;
+    int order = clientI_check_order(c, instr, microbatch, chunk, &global);
+    clientI_devop *o = &p->ops[p->n_ops];
+    memset(o, 0, sizeof *o);
+    o->instr = instr;
+    o->microbatch = microbatch;
+    o->chunk = global;
+    o->local_chunk = chunk;
+    int f = clientI_planned_clock(c);
+    if (f > 0 && f != d->requested) {
+        int rc = request_clock(c, f, &o->change);
+        if (rc) return rc;
+    }
+    o->b = event_get(c);
+    if (!o->b) return PRS_ENOMEM;
+    int rc = prs_event_record(d->stream, o->b);
+    if (rc) return rc;
+    c->in_window = 1;
+    return order;
+}
+
+int clientI_dev_end(prs_client *c, prs_instr instr, int microbatch, int chunk)
+{
+    clientI_dev *d = c->dev;
+    if (!c->in_window) return PRS_EINVAL;
+    clientI_devop *o = &d->cur->ops[d->cur->n_ops];
+    o->e = event_get(c);
+    if (!o->e) return PRS_ENOMEM;
+    int rc = prs_event_record(d->stream, o->e);
+    if (rc) return rc;
+    c->in_window = 0;
+    d->cur->n_ops++;
+    c->op++;
+    if (o->instr != instr || o->microbatch != microbatch || o->local_chunk != chunk) {
+        c->bad_order = 1;
+        atomic_fetch_add_explicit(&c->order_errors, 1, memory_order_relaxed);
+        return PRS_EORDER;
+    }
+    return 0;
+}
+
+int clientI_dev_iteration_end(prs_client *c)
+{
+    clientI_dev *d = c->dev;
+    if (!c->iter_started) return 0;
+    clientI_pend *p = d->cur, *next = pend_new();
+    if (!next) return PRS_ENOMEM;
+    /* This iteration's end is the next one's start: one anchor and one event serve both. */
+    int rc = open_anchor(c, next);
+    if (rc) {
+        clientI_dev_pend_free(c, next);
+        return rc;
+    }
+    p->end = next->start;
+    p->end_anchor = next->anchor;
+    p->bad_order = c->bad_order;
+    p->phase_reportable = clientI_should_report(c, 1.0, 0.0);
+    d->cur = next;
+    clientI_dev_push(c, p);
+    c->iter_no++;
+    c->op = 0;
+    c->in_window = 0;
+    c->bad_order = 0;
+    c->iter_started = 0;
+    clientI_dev_poll(c, d->n_pend >= PEND_MAX);
+    return 0;
+}
+
+static int start_sampler(prs_client *c, prs_gpu *g, prs_error *err)
+{
+    clientI_sampler_opts so;
+    clientI_sampler_opts_init(&so);
+    so.poll_s = c->opts.energy_poll_s;
+    so.power_poll_s = c->opts.power_poll_s;
+    int rc = clientI_sampler_start(g, &so, &c->dev->sampler);
+    if (rc)
+        prs_error_set(err, rc, "client: cannot sample the GPU's energy or power: %s",
+                      prs_gpu_errmsg(g));
+    return rc;
+}
+
+int clientI_dev_open(prs_client *c, prs_gpu *sampler_gpu, prs_error *err)
+{
+    clientI_dev *d = calloc(1, sizeof *d);
+    if (!d) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    c->dev = d;
+    int rc = prs_stream_open_cuda(c->opts.stream, c->opts.cuda_library, &d->stream, err);
+    if (!rc) rc = start_sampler(c, sampler_gpu, err);
+    return rc;
+}
+
+/* Report what is in flight (waiting for the device), then release everything. */
+void clientI_dev_close(prs_client *c)
+{
+    clientI_dev *d = c->dev;
+    if (!d) return;
+    if (d->stream) {
+        while (d->head)
+            clientI_dev_poll(c, 1);
+        /* Host functions still queued point at our records: let the stream pass them. */
+        prs_event *fin = event_get(c);
+        if (fin && prs_event_record(d->stream, fin) == 0) prs_event_wait(d->stream, fin);
+        event_put(c, fin);
+    }
+    clientI_dev_pend_free(c, d->cur);
+    if (d->sampler) clientI_sampler_stop(d->sampler);
+    for (int i = 0; i < CLIENTI_MAX_FITS; i++)
+        clientI_attrib_free(d->fits[i].fit);
+    for (clientI_hostcall *h = d->free_calls, *n; h; h = n) {
+        n = h->next;
+        free(h);
+    }
+    for (int i = 0; i < d->n_free_ev; i++)
+        prs_event_free(d->stream, d->free_ev[i]);
+    free(d->free_ev);
+    if (d->stream) prs_stream_close(d->stream);
+    free(d);
+    c->dev = NULL;
+}

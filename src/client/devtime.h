@@ -1,0 +1,92 @@
+/* Internal to the client: measurement on a device stream (devtime.c enqueues on the training
+ * thread, resolve.c turns completed iterations into reports). */
+#ifndef PRS_CLIENT_DEVTIME_H
+#define PRS_CLIENT_DEVTIME_H
+
+#include <stdatomic.h>
+
+#include "attrib.h"
+#include "perseus/client.h"
+#include "perseus/stream.h"
+#include "sampler.h"
+
+/* A host function's record: written by the driver's thread, read after the stream passed it. */
+typedef struct clientI_hostcall {
+    struct prs_client *c;
+    int mhz;                       /* clock to apply (clock calls) */
+    int result;                    /* 0 or the controller's error */
+    double host_s;                 /* CLOCK_MONOTONIC when it ran */
+    atomic_int done;               /* set (release) when it ran */
+    struct clientI_hostcall *next; /* free list */
+} clientI_hostcall;
+
+typedef struct clientI_devop {
+    prs_instr instr;
+    int microbatch;
+    int chunk;                /* global model chunk, -1: unknown */
+    int local_chunk;          /* as the hook gave it */
+    clientI_hostcall *change; /* clock change enqueued just before it, or NULL */
+    prs_event *b, *e;
+} clientI_devop;
+
+/* One iteration in flight. start/anchor open it; end/end_anchor are the next one's start. */
+typedef struct clientI_pend {
+    long iteration, round, plan_id;
+    int profiling, bad_order, phase_reportable;
+    int fed;      /* its timeline went to the round's attribution */
+    int resolved; /* times computed (below) */
+    prs_event *start, *end;
+    clientI_hostcall *anchor, *end_anchor, *closing;
+    int n_ops, cap_ops;
+    clientI_devop *ops;
+    /* filled when resolved */
+    double t_start, t_end; /* host clock */
+    double *op_t0, *op_t1; /* host clock, n_ops each (one allocation) */
+    int *op_clock;
+    struct clientI_pend *next;
+} clientI_pend;
+
+/* The attribution of one profiling round. */
+typedef struct clientI_round_fit {
+    long round;
+    int n_kinds;
+    clientI_attrib *fit;
+} clientI_round_fit;
+
+#define CLIENTI_MAX_FITS 4
+#define CLIENTI_HISTORY 4096
+
+typedef struct clientI_dev {
+    prs_stream *stream;
+    clientI_sampler *sampler;
+    int requested;             /* clock last requested in stream order (0: default) */
+    int eff_mhz;               /* clock in effect after the last resolved iteration (0: default) */
+    clientI_pend *cur;         /* the iteration being enqueued */
+    clientI_pend *head, *tail; /* ended, not yet reported (FIFO) */
+    int n_pend;
+    prs_event **free_ev;
+    int n_free_ev, cap_free_ev;
+    clientI_hostcall *free_calls;
+    clientI_round_fit fits[CLIENTI_MAX_FITS];
+    /* Recent counter readings (energy, cumulative J; power samples integrated) for the
+     * iterations' energies outside profiling: a ring, oldest first. */
+    double hist_t[CLIENTI_HISTORY], hist_e[CLIENTI_HISTORY];
+    int hist_head, hist_len;
+    double last_power_t, last_power_w, power_energy; /* integrating power samples */
+} clientI_dev;
+
+struct prs_client;
+int clientI_dev_open(struct prs_client *c, prs_gpu *sampler_gpu, prs_error *err);
+void clientI_dev_close(struct prs_client *c);
+int clientI_dev_begin(struct prs_client *c, prs_instr instr, int microbatch, int chunk);
+int clientI_dev_end(struct prs_client *c, prs_instr instr, int microbatch, int chunk);
+int clientI_dev_iteration_end(struct prs_client *c);
+int clientI_dev_request_clock(struct prs_client *c, int mhz);
+/* resolve.c */
+void clientI_dev_push(struct prs_client *c, clientI_pend *p);
+/* Report what completed; force: wait for the oldest iteration and report it even without a
+ * usable fit (FIFO full, shutdown). */
+void clientI_dev_poll(struct prs_client *c, int force);
+void clientI_dev_pend_free(struct prs_client *c, clientI_pend *p);
+
+#endif

@@ -1,0 +1,300 @@
+/* Ended iterations on a device stream, from events to reports (devtime.c enqueues them).
+ *
+ * In FIFO order, an iteration is resolved once its closing event completed: the anchor host
+ * function gives the host time of its start event, and elapsed times between events give every
+ * computation's start and end on the host clock, and the iteration's time and pace. Clock tags:
+ * the clock in effect is followed through the clock host functions in stream order; a change the
+ * controller refused leaves the previous clock in effect (and the tag says so).
+ *
+ * Profiling iterations feed their round's attribution (one fit per round: kind = local chunk * 2
+ * + instruction; the time between computations is the blocked power's). The sampler's readings go
+ * to every live fit (each keeps only those inside its own timeline) and to a short history used
+ * for the energy of iterations outside profiling (the counter interpolated at the iteration's
+ * start and end). An iteration is reported when its fit is usable (profiling) or the history
+ * reaches past its end (otherwise); when forced it is reported with what there is: without
+ * windows if the fit is not usable. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_int.h"
+
+#define DRAIN_BATCH 256
+
+void clientI_dev_push(prs_client *c, clientI_pend *p)
+{
+    clientI_dev *d = c->dev;
+    p->next = NULL;
+    if (d->tail)
+        d->tail->next = p;
+    else
+        d->head = p;
+    d->tail = p;
+    d->n_pend++;
+}
+
+static clientI_round_fit *fit_of(prs_client *c, long round)
+{
+    for (int i = 0; i < CLIENTI_MAX_FITS; i++)
+        if (c->dev->fits[i].fit && c->dev->fits[i].round == round) return &c->dev->fits[i];
+    return NULL;
+}
+
+/* The fit of a profiling round, created on first use (the oldest is dropped past the limit). */
+static clientI_round_fit *fit_for(prs_client *c, long round, int n_kinds)
+{
+    clientI_round_fit *f = fit_of(c, round);
+    if (f) return f;
+    clientI_dev *d = c->dev;
+    int slot = 0;
+    for (int i = 0; i < CLIENTI_MAX_FITS; i++) {
+        if (!d->fits[i].fit) {
+            slot = i;
+            break;
+        }
+        if (d->fits[i].round < d->fits[slot].round) slot = i;
+    }
+    clientI_attrib_free(d->fits[slot].fit);
+    d->fits[slot].fit = NULL;
+    if (clientI_attrib_new(n_kinds, NULL, &d->fits[slot].fit)) return NULL;
+    d->fits[slot].round = round;
+    d->fits[slot].n_kinds = n_kinds;
+    return &d->fits[slot];
+}
+
+/* Drop the fits of rounds that no pending iteration and no future one can use. */
+static void prune_fits(prs_client *c)
+{
+    clientI_dev *d = c->dev;
+    for (int i = 0; i < CLIENTI_MAX_FITS; i++) {
+        if (!d->fits[i].fit || d->fits[i].round == c->cur.round) continue;
+        int used = d->cur && d->cur->round == d->fits[i].round;
+        for (clientI_pend *p = d->head; p && !used; p = p->next)
+            used = p->profiling && p->round == d->fits[i].round;
+        if (!used) {
+            clientI_attrib_free(d->fits[i].fit);
+            d->fits[i].fit = NULL;
+        }
+    }
+}
+
+static void history_add(clientI_dev *d, double t, double e)
+{
+    int i = (d->hist_head + d->hist_len) % CLIENTI_HISTORY;
+    if (d->hist_len == CLIENTI_HISTORY) {
+        d->hist_head = (d->hist_head + 1) % CLIENTI_HISTORY;
+        d->hist_len--;
+        i = (d->hist_head + d->hist_len) % CLIENTI_HISTORY;
+    }
+    d->hist_t[i] = t;
+    d->hist_e[i] = e;
+    d->hist_len++;
+}
+
+/* Move the sampler's readings into the fits and the history. */
+static void drain(prs_client *c)
+{
+    clientI_dev *d = c->dev;
+    clientI_sample buf[DRAIN_BATCH];
+    int power = clientI_sampler_mode(d->sampler) == CLIENTI_SAMPLE_POWER;
+    for (;;) {
+        int n = clientI_sampler_drain(d->sampler, buf, DRAIN_BATCH);
+        for (int k = 0; k < n; k++) {
+            const clientI_sample *m = &buf[k];
+            double t = 0.5 * (m->t_lo + m->t_hi), v = m->value;
+            for (int i = 0; i < CLIENTI_MAX_FITS; i++) {
+                if (!d->fits[i].fit) continue;
+                if (power)
+                    clientI_attrib_power(d->fits[i].fit, m->t_lo, m->t_hi, v);
+                else
+                    clientI_attrib_energy(d->fits[i].fit, m->t_lo, m->t_hi, v);
+            }
+            if (power) {
+                if (d->last_power_t > 0 && t > d->last_power_t)
+                    d->power_energy += 0.5 * (v + d->last_power_w) * (t - d->last_power_t);
+                d->last_power_t = t;
+                d->last_power_w = v;
+                history_add(d, t, d->power_energy);
+            } else {
+                history_add(d, t, v);
+            }
+        }
+        if (n < DRAIN_BATCH) break;
+    }
+}
+
+/* The counter at host time t, interpolated; NAN when the history does not bracket t. */
+static double counter_at(const clientI_dev *d, double t)
+{
+    for (int k = d->hist_len - 1; k > 0; k--) {
+        int i1 = (d->hist_head + k) % CLIENTI_HISTORY,
+            i0 = (d->hist_head + k - 1) % CLIENTI_HISTORY;
+        if (d->hist_t[i0] <= t && t <= d->hist_t[i1]) {
+            double span = d->hist_t[i1] - d->hist_t[i0];
+            double w = span > 0 ? (t - d->hist_t[i0]) / span : 0;
+            return d->hist_e[i0] + w * (d->hist_e[i1] - d->hist_e[i0]);
+        }
+    }
+    return NAN;
+}
+
+static double history_end(const clientI_dev *d)
+{
+    return d->hist_len ? d->hist_t[(d->hist_head + d->hist_len - 1) % CLIENTI_HISTORY] : -INFINITY;
+}
+
+/* Elapsed seconds between two completed events; NAN on failure. */
+static double elapsed(prs_client *c, prs_event *a, prs_event *b)
+{
+    double s;
+    return prs_event_elapsed_s(c->dev->stream, a, b, &s) == 0 ? s : NAN;
+}
+
+/* Times and clock tags of a completed iteration. */
+static int resolve_times(prs_client *c, clientI_pend *p)
+{
+    clientI_dev *d = c->dev;
+    if (!atomic_load_explicit(&p->anchor->done, memory_order_acquire)) return PRS_EGPU;
+    double base = p->anchor->host_s;
+    p->t_start = base;
+    p->t_end = base + elapsed(c, p->start, p->end);
+    p->op_t0 = malloc(sizeof(double) * (size_t)(2 * p->n_ops + 1));
+    p->op_clock = malloc(sizeof(int) * (size_t)(p->n_ops + 1));
+    if (!p->op_t0 || !p->op_clock) return PRS_ENOMEM;
+    p->op_t1 = p->op_t0 + p->n_ops;
+    for (int i = 0; i < p->n_ops; i++) {
+        clientI_devop *o = &p->ops[i];
+        if (o->change && atomic_load_explicit(&o->change->done, memory_order_acquire) &&
+            o->change->result == 0)
+            d->eff_mhz = o->change->mhz;
+        p->op_clock[i] = d->eff_mhz > 0 ? d->eff_mhz : c->f_max_mhz;
+        p->op_t0[i] = base + elapsed(c, p->start, o->b);
+        p->op_t1[i] = base + elapsed(c, p->start, o->e);
+    }
+    if (p->closing && atomic_load_explicit(&p->closing->done, memory_order_acquire) &&
+        p->closing->result == 0)
+        d->eff_mhz = p->closing->mhz;
+    p->resolved = isfinite(p->t_end);
+    for (int i = 0; i < p->n_ops && p->resolved; i++)
+        p->resolved = isfinite(p->op_t0[i]) && isfinite(p->op_t1[i]);
+    return p->resolved ? 0 : PRS_EGPU;
+}
+
+static int n_kinds_of(const prs_client *c)
+{
+    int v = c->cur.has_pipe && c->cur.pipe.virtual_stages > 1 ? c->cur.pipe.virtual_stages : 1;
+    return 2 * v;
+}
+
+/* Give a profiling iteration's timeline to its round's fit (once). */
+static void feed(prs_client *c, clientI_pend *p)
+{
+    p->fed = 1;
+    if (!p->profiling) return;
+    clientI_round_fit *f = fit_for(c, p->round, n_kinds_of(c));
+    if (!f) return;
+    clientI_attrib_known(f->fit, p->t_start);
+    for (int i = 0; i < p->n_ops; i++) {
+        int kind = p->ops[i].local_chunk * 2 + (int)p->ops[i].instr;
+        if (kind >= 0 && kind < f->n_kinds)
+            clientI_attrib_busy(f->fit, kind, p->op_t0[i], p->op_t1[i]);
+    }
+    clientI_attrib_known(f->fit, p->t_end);
+}
+
+/* Windows and energy of a profiling iteration from its round's fitted powers. */
+static int fill_windows(prs_client *c, const clientI_pend *p, const double *pw, double idle,
+                        int n_kinds, clientI_iteration *it)
+{
+    double busy_t = 0, busy_e = 0;
+    int ok = 1;
+    for (int i = 0; i < p->n_ops; i++) {
+        int kind = p->ops[i].local_chunk * 2 + (int)p->ops[i].instr;
+        double t = p->op_t1[i] - p->op_t0[i];
+        if (kind < 0 || kind >= n_kinds || !isfinite(pw[kind])) {
+            ok = 0;
+            continue;
+        }
+        busy_t += t;
+        busy_e += pw[kind] * t;
+    }
+    double idle_t = it->time_s - busy_t;
+    it->energy_j = busy_e + (isfinite(idle) && idle_t > 0 ? idle * idle_t : 0);
+    it->blocking_power_w = isfinite(idle) && idle > 0 ? idle : 0;
+    if (!ok || !p->phase_reportable || p->bad_order || p->n_ops == 0) return 1;
+    it->windows = malloc(sizeof *it->windows * (size_t)p->n_ops);
+    if (!it->windows) return 1;
+    for (int i = 0; i < p->n_ops; i++) {
+        const clientI_devop *o = &p->ops[i];
+        double t = p->op_t1[i] - p->op_t0[i];
+        it->windows[i] = (clientI_window){o->instr, o->microbatch,
+                                          o->chunk, p->op_clock[i],
+                                          t,        pw[o->local_chunk * 2 + (int)o->instr] * t};
+    }
+    it->n_windows = p->n_ops;
+    (void)c;
+    return 1;
+}
+
+/* Build the report of a resolved iteration. Returns 1 when it is ready (or forced), 0 to wait
+ * for more readings. */
+static int build_report(prs_client *c, clientI_pend *p, int force, clientI_iteration *it)
+{
+    memset(it, 0, sizeof *it);
+    it->iteration = p->iteration;
+    it->round = p->round;
+    it->plan_id = p->profiling ? -1 : p->plan_id;
+    it->time_s = p->t_end - p->t_start;
+    it->pace_s = p->n_ops ? p->op_t1[p->n_ops - 1] - p->t_start : 0;
+    it->clock_mhz =
+        p->n_ops ? p->op_clock[0] : (c->dev->eff_mhz > 0 ? c->dev->eff_mhz : c->f_max_mhz);
+    clientI_round_fit *f = p->profiling ? fit_of(c, p->round) : NULL;
+    if (f) {
+        double pw[CLIENTI_ATTRIB_MAX_KINDS], idle;
+        int rc = clientI_attrib_solve(f->fit, pw, &idle, NULL);
+        if (rc != 0 && !force) return 0;
+        if (rc == 0) return fill_windows(c, p, pw, idle, f->n_kinds, it);
+    }
+    if (!force && history_end(c->dev) < p->t_end) return 0;
+    it->energy_j = counter_at(c->dev, p->t_end) - counter_at(c->dev, p->t_start);
+    return 1;
+}
+
+/* Resolve the oldest iteration's times when its events completed (or wait, when forced).
+ * Returns 1 when resolved, 0 when not yet, -1 when it cannot be (dropped by the caller). */
+static int complete(prs_client *c, clientI_pend *p, int force)
+{
+    if (p->resolved) return 1;
+    int q = prs_event_query(c->dev->stream, p->end);
+    if (q == 0 && !force) return 0;
+    if (q == 0) q = prs_event_wait(c->dev->stream, p->end) == 0;
+    if (q < 0 || resolve_times(c, p)) return -1;
+    feed(c, p);
+    return 1;
+}
+
+void clientI_dev_poll(prs_client *c, int force)
+{
+    clientI_dev *d = c->dev;
+    drain(c);
+    while (d->head) {
+        clientI_pend *p = d->head;
+        int st = complete(c, p, force);
+        if (st == 0) break;
+        clientI_iteration it;
+        memset(&it, 0, sizeof it);
+        if (st > 0) {
+            drain(c);
+            if (!build_report(c, p, force, &it)) break;
+        }
+        int report = st > 0 && p->phase_reportable && it.time_s > 0 && isfinite(it.energy_j);
+        if (st < 0) atomic_fetch_add_explicit(&c->measure_failures, 1, memory_order_relaxed);
+        clientI_enqueue(c, &it, report);
+        d->head = p->next;
+        if (!d->head) d->tail = NULL;
+        d->n_pend--;
+        clientI_dev_pend_free(c, p);
+        force = 0;
+    }
+    prune_fits(c);
+}
