@@ -452,6 +452,18 @@ static int profile_to_csv(const prs_profile *p, char **csv, size_t *len)
     return 0;
 }
 
+/* Take over job `from`'s measured blocking power, and the one it planned with unless the spec
+ * pins one. 1: go on; 0: nothing to reuse (*rc = 0); -1: store failure (*rc = -1). */
+static int reuse_blocking_power(job *j, store *st, const char *from, int *rc, api_err *e)
+{
+    double measured, used;
+    if (store_job_blocking_power(st, from, &measured, &used)) return *rc = store_fail(e, st);
+    if (!j->spec.has_blocking_power && !(used > 0)) return *rc = 0; /* none known: profile */
+    j->bp_measured_w = measured;
+    if (!j->spec.has_blocking_power) j->bp_used_w = used;
+    return 1;
+}
+
 static int adopt_frontier(job *j, store *st, const char *from, api_err *e)
 {
     char *csv = NULL, src[16];
@@ -470,18 +482,12 @@ static int adopt_frontier(job *j, store *st, const char *from, api_err *e)
         rc = 0;
         goto out;
     }
-    double measured, used;
-    if (store_job_blocking_power(st, from, &measured, &used)) {
-        rc = store_fail(e, st);
-        goto out;
-    }
-    if (!j->spec.has_blocking_power && !(used > 0)) { /* planned with no known blocking power? */
-        rc = 0;
-        goto out;
-    }
+    if (reuse_blocking_power(j, st, from, &rc, e) <= 0) goto out;
     if (prs_profile_parse("stored profile", csv, clen, &p, NULL) ||
         frontier_from_text(g_scratch, j->id, plans, flen, &f, msg)) {
         rc = 0; /* an unreadable old frontier is not this job's problem: profile afresh */
+        j->bp_measured_w = 0;
+        j->bp_used_w = j->spec.blocking_power_w;
         goto out;
     }
     if (store_put_profile(st, j->id, "reused", csv, clen) ||
@@ -494,8 +500,6 @@ static int adopt_frontier(job *j, store *st, const char *from, api_err *e)
     snprintf(j->profile_source, sizeof j->profile_source, "reused");
     j->frontier = f;
     f = NULL;
-    j->bp_measured_w = measured;
-    if (!j->spec.has_blocking_power) j->bp_used_w = used;
     prs_frontier_lookup(j->frontier, 0, &j->fastest);
     compute_allmax(j);
     rc = persist(j, st, e);
