@@ -46,6 +46,8 @@ static void check_spec(const req_job_spec *s)
     check(s->min_clock_mhz <= s->clocks_mhz[0]);
     check(isfinite(s->unit_time_s) && s->unit_time_s > 0);
     check(isfinite(s->blocking_power_w) && s->blocking_power_w >= 0);
+    check(s->has_blocking_power || s->blocking_power_w == 0);
+    check(isfinite(s->switch_lead_s) && s->switch_lead_s >= 0);
     check(s->straggler_factor > 1 && s->straggler_iterations >= 1);
     check((long)s->stages * req_spec_ops_per_stage(s) <= REQ_MAX_OPS);
     check(strlen(s->model) <= REQ_MAX_MODEL);

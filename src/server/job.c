@@ -80,7 +80,8 @@ void job_config_key(const req_job_spec *s, char key[2 * SECURE_SHA256_LEN + 1])
         "blocking_power=%s\ncost_model=%s\nclocks=",
         s->model, s->stages, s->microbatches, s->tp, prs_schedule_name(s->schedule),
         s->virtual_stages, s->min_clock_mhz, prsN_fmt_double(a, sizeof a, s->unit_time_s),
-        prsN_fmt_double(b, sizeof b, s->blocking_power_w), prs_cost_model_name(s->cost_model));
+        s->has_blocking_power ? prsN_fmt_double(b, sizeof b, s->blocking_power_w) : "measured",
+        prs_cost_model_name(s->cost_model));
     for (int i = 0; i < s->nclocks && n > 0 && (size_t)n < sizeof buf; i++)
         n += snprintf(buf + n, sizeof buf - (size_t)n, "%d,", s->clocks_mhz[i]);
     if (n < 0 || (size_t)n >= sizeof buf) n = (int)sizeof buf - 1;
@@ -128,7 +129,7 @@ static job *job_alloc(const req_job_spec *spec)
     for (int i = 0; i < spec->nclocks; i++)
         if (spec->clocks_mhz[i] >= spec->min_clock_mhz) j->sweep[j->nsweep++] = spec->clocks_mhz[i];
     job_config_key(spec, j->config_key);
-    j->bp_used_w = spec->blocking_power_w;
+    j->bp_used_w = spec->has_blocking_power ? spec->blocking_power_w : 0;
     return j;
 }
 
@@ -451,6 +452,18 @@ static int profile_to_csv(const prs_profile *p, char **csv, size_t *len)
     return 0;
 }
 
+/* Take over job `from`'s measured blocking power, and the one it planned with unless the spec
+ * pins one. 1: go on; 0: nothing to reuse (*rc = 0); -1: store failure (*rc = -1). */
+static int reuse_blocking_power(job *j, store *st, const char *from, int *rc, api_err *e)
+{
+    double measured, used;
+    if (store_job_blocking_power(st, from, &measured, &used)) return *rc = store_fail(e, st);
+    if (!j->spec.has_blocking_power && !(used > 0)) return *rc = 0; /* none known: profile */
+    j->bp_measured_w = measured;
+    if (!j->spec.has_blocking_power) j->bp_used_w = used;
+    return 1;
+}
+
 static int adopt_frontier(job *j, store *st, const char *from, api_err *e)
 {
     char *csv = NULL, src[16];
@@ -469,9 +482,12 @@ static int adopt_frontier(job *j, store *st, const char *from, api_err *e)
         rc = 0;
         goto out;
     }
+    if (reuse_blocking_power(j, st, from, &rc, e) <= 0) goto out;
     if (prs_profile_parse("stored profile", csv, clen, &p, NULL) ||
         frontier_from_text(g_scratch, j->id, plans, flen, &f, msg)) {
         rc = 0; /* an unreadable old frontier is not this job's problem: profile afresh */
+        j->bp_measured_w = 0;
+        j->bp_used_w = j->spec.blocking_power_w;
         goto out;
     }
     if (store_put_profile(st, j->id, "reused", csv, clen) ||
@@ -486,7 +502,7 @@ static int adopt_frontier(job *j, store *st, const char *from, api_err *e)
     f = NULL;
     prs_frontier_lookup(j->frontier, 0, &j->fastest);
     compute_allmax(j);
-    rc = 0;
+    rc = persist(j, st, e);
 out:
     free(csv);
     free(plans);
@@ -614,7 +630,7 @@ int job_load(store *st, const store_job_row *row, job **out, int *action, char *
     j->planning_s = row->planning_s;
     j->created_unix = row->created_unix;
     j->bp_measured_w = row->bp_measured_w;
-    if (row->bp_used_w > 0) j->bp_used_w = row->bp_used_w;
+    if (!spec.has_blocking_power) j->bp_used_w = row->bp_used_w;
     if (job_phase_parse(row->phase, &j->phase)) {
         snprintf(msg, REQ_MSG_MAX, "unknown phase '%.32s'", row->phase);
         job_free(j);
@@ -663,10 +679,12 @@ int job_load(store *st, const store_job_row *row, job **out, int *action, char *
         if (j->phase == JOB_RUNNING) load_deferred(j);
     }
     if (j->phase == JOB_PLANNING) {
-        if (j->profile)
-            *action = JOB_ACT_PLAN;
-        else
+        if (!j->profile)
             set_failed(j, "planning without a profile");
+        else if (!spec.has_blocking_power && !(j->bp_used_w > 0))
+            set_failed(j, "planning without a blocking power");
+        else
+            *action = JOB_ACT_PLAN;
     }
     if (j->phase == JOB_RUNNING && !j->frontier) set_failed(j, "running without a frontier");
     *out = j;
@@ -934,6 +952,59 @@ static int clock_dominated(job *j, store *st, int hi, int lo)
     return dom;
 }
 
+/* Blocking-power estimates of the used profiling iterations, ascending. */
+typedef struct bp_list {
+    double *v;
+    size_t n, cap;
+    int bad;
+} bp_list;
+
+static int add_bp(void *ud, double watts)
+{
+    bp_list *l = ud;
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? 2 * l->cap : 64;
+        double *nv = realloc(l->v, sizeof *nv * nc);
+        if (!nv) return l->bad = 1;
+        l->v = nv;
+        l->cap = nc;
+    }
+    l->v[l->n++] = watts;
+    return 0;
+}
+
+/* The measured blocking power: the median of the used profiling iterations' estimates (0 when
+ * none); the job plans with it unless the spec pins one. */
+static int measure_blocking_power(job *j, store *st, api_err *e)
+{
+    bp_list l = {NULL, 0, 0, 0};
+    if (store_blocking_powers(st, j->id, add_bp, &l)) {
+        free(l.v);
+        return l.bad ? api_fail(e, 500, "internal", "out of memory") : store_fail(e, st);
+    }
+    size_t h = l.n / 2;
+    j->bp_measured_w = l.n == 0 ? 0 : l.n % 2 ? l.v[h] : 0.5 * (l.v[h - 1] + l.v[h]);
+    free(l.v);
+    if (!j->spec.has_blocking_power) j->bp_used_w = j->bp_measured_w;
+    return 0;
+}
+
+/* The job has its profile: measure the blocking power and plan, or fail when there is no
+ * blocking power to plan with. */
+static int enter_planning(job *j, store *st, int *action, api_err *e)
+{
+    if (measure_blocking_power(j, st, e)) return -1;
+    if (!j->spec.has_blocking_power && !(j->bp_used_w > 0)) {
+        set_failed(j, "no blocking power to plan with: the spec gives no blocking_power_w and no "
+                      "rank reported blocking_power_w in a used profiling iteration");
+        return persist(j, st, e);
+    }
+    j->phase = JOB_PLANNING;
+    j->plan_done = j->plan_total = 0;
+    *action = JOB_ACT_PLAN;
+    return persist(j, st, e);
+}
+
 static int finish_profiling(job *j, store *st, int *action, api_err *e)
 {
     means_ctx c = {j, prs_profile_new(), 0, ""};
@@ -969,10 +1040,7 @@ static int finish_profiling(job *j, store *st, int *action, api_err *e)
     prs_profile_free(j->profile);
     j->profile = c.p;
     snprintf(j->profile_source, sizeof j->profile_source, "measured");
-    j->phase = JOB_PLANNING;
-    j->plan_done = j->plan_total = 0;
-    *action = JOB_ACT_PLAN;
-    return persist(j, st, e);
+    return enter_planning(j, st, action, e);
 }
 
 static int advance_round(job *j, store *st, int *action, api_err *e)
@@ -1261,10 +1329,7 @@ int job_upload_profile(job *j, store *st, const char *csv, size_t len, int *acti
     j->frontier = NULL;
     decoded_clear(j);
     snprintf(j->profile_source, sizeof j->profile_source, "uploaded");
-    j->phase = JOB_PLANNING;
-    j->plan_done = j->plan_total = 0;
-    *action = JOB_ACT_PLAN;
-    return persist(j, st, e);
+    return enter_planning(j, st, action, e);
 }
 
 int job_set_straggler(job *j, store *st, const req_straggler *r, api_err *e)
@@ -1339,6 +1404,23 @@ static json_t *point_json(const job *j, long k)
                      p->eval_energy_j);
 }
 
+static json_t *watts_or_null(double w, int known)
+{
+    return known ? json_real(w) : json_null();
+}
+
+/* {"spec", "measured", "used"}: watts, or null when not given / not measured / not known yet. */
+static json_t *blocking_power_json(const job *j)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "spec",
+                        watts_or_null(j->spec.blocking_power_w, j->spec.has_blocking_power));
+    json_object_set_new(o, "measured", watts_or_null(j->bp_measured_w, j->bp_measured_w > 0));
+    json_object_set_new(
+        o, "used", watts_or_null(j->bp_used_w, j->spec.has_blocking_power || j->bp_used_w > 0));
+    return o;
+}
+
 json_t *job_status_json(const job *j)
 {
     json_t *o = json_object();
@@ -1366,6 +1448,7 @@ json_t *job_status_json(const job *j)
                                   j->planning_s));
     json_object_set_new(o, "profile_source",
                         j->profile ? json_string(j->profile_source) : json_null());
+    json_object_set_new(o, "blocking_power", blocking_power_json(j));
     if (j->frontier) {
         json_t *fr = json_object();
         json_object_set_new(fr, "points", json_integer((json_int_t)prs_frontier_size(j->frontier)));

@@ -121,6 +121,15 @@ static int get_str(json_t *obj, const char *key, size_t max, char *out, char *ms
     return 0;
 }
 
+/* blocking_power_w: optional; null is the same as absent (the canonical form of "measure it"). */
+static int get_blocking_power(json_t *root, req_job_spec *s, char *msg)
+{
+    json_t *v = json_object_get(root, "blocking_power_w");
+    if (!v || json_is_null(v)) return 0;
+    s->has_blocking_power = 1;
+    return get_real(root, "blocking_power_w", 1, 0.0, 0, 1e5, &s->blocking_power_w, msg);
+}
+
 static int cmp_desc(const void *a, const void *b)
 {
     int x = *(const int *)a, y = *(const int *)b;
@@ -175,7 +184,7 @@ static int parse_spec(json_t *root, req_job_spec *s, char *msg)
         get_i(root, "tp", 0, 1, REQ_MAX_WORLD, &s->tp, msg) ||
         get_i(root, "virtual_stages", 0, 1, 64, &s->virtual_stages, msg) ||
         get_real(root, "unit_time_s", 0, 1e-6, 0, 10.0, &s->unit_time_s, msg) ||
-        get_real(root, "blocking_power_w", 1, 0.0, 0, 1e5, &s->blocking_power_w, msg) ||
+        get_blocking_power(root, s, msg) ||
         get_real(root, "switch_lead_s", 0, 0.0, 0, 3600.0, &s->switch_lead_s, msg) ||
         get_bool(root, "reuse_frontier", &s->reuse_frontier, msg))
         return -1;
@@ -259,17 +268,22 @@ json_t *req_job_spec_json(const req_job_spec *s)
             return NULL;
         }
     if (!clocks) return NULL;
-    return json_pack(
-        "{s:s, s:i, s:i, s:i, s:i, s:s, s:i, s:o, s:{s:i, s:i, s:i, s:b}, s:f, s:f, "
-        "s:s, s:{s:f, s:i}, s:f, s:b}",
-        "model", s->model, "stages", s->stages, "microbatches", s->microbatches, "dp", s->dp, "tp",
-        s->tp, "schedule", prs_schedule_name(s->schedule), "virtual_stages", s->virtual_stages,
-        "clocks_mhz", clocks, "profiling", "warmup_iterations", s->warmup_iterations,
-        "iterations_per_clock", s->iterations_per_clock, "min_clock_mhz", s->min_clock_mhz,
-        "skip_dominated", s->skip_dominated, "unit_time_s", s->unit_time_s, "blocking_power_w",
-        s->blocking_power_w, "cost_model", prs_cost_model_name(s->cost_model), "straggler",
-        "factor", s->straggler_factor, "iterations", s->straggler_iterations, "switch_lead_s",
-        s->switch_lead_s, "reuse_frontier", s->reuse_frontier);
+    json_t *bp = s->has_blocking_power ? json_real(s->blocking_power_w) : json_null();
+    if (!bp) {
+        json_decref(clocks);
+        return NULL;
+    }
+    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:s, s:i, s:o, s:{s:i, s:i, s:i, s:b}, s:f, s:o, "
+                     "s:s, s:{s:f, s:i}, s:f, s:b}",
+                     "model", s->model, "stages", s->stages, "microbatches", s->microbatches, "dp",
+                     s->dp, "tp", s->tp, "schedule", prs_schedule_name(s->schedule),
+                     "virtual_stages", s->virtual_stages, "clocks_mhz", clocks, "profiling",
+                     "warmup_iterations", s->warmup_iterations, "iterations_per_clock",
+                     s->iterations_per_clock, "min_clock_mhz", s->min_clock_mhz, "skip_dominated",
+                     s->skip_dominated, "unit_time_s", s->unit_time_s, "blocking_power_w", bp,
+                     "cost_model", prs_cost_model_name(s->cost_model), "straggler", "factor",
+                     s->straggler_factor, "iterations", s->straggler_iterations, "switch_lead_s",
+                     s->switch_lead_s, "reuse_frontier", s->reuse_frontier);
 }
 
 int req_parse_rank(const char *text, size_t len, req_rank *out, char msg[REQ_MSG_MAX])

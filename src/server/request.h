@@ -36,7 +36,9 @@ typedef struct req_job_spec {
     int iterations_per_clock;       /* k kept at each clock, per rank */
     int min_clock_mhz;              /* profiling floor: lower clocks are never swept */
     int skip_dominated;             /* stop the sweep at a clock dominated by the one above */
-    double unit_time_s, blocking_power_w;
+    double unit_time_s;
+    int has_blocking_power;  /* 0: not given, the job plans with the measured blocking power */
+    double blocking_power_w; /* when given (0 otherwise) */
     prs_cost_model cost_model;
     double straggler_factor; /* automatic detection threshold, > 1 */
     int straggler_iterations;

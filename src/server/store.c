@@ -71,6 +71,7 @@ enum {
     Q_INS_JOB,
     Q_UPD_JOB,
     Q_ALL_JOBS,
+    Q_JOB_BP,
     Q_INS_RANK,
     Q_RANKS,
     Q_INS_MEAS,
@@ -102,6 +103,7 @@ static const char *const SQL[Q_COUNT] = {
     [Q_ALL_JOBS] = "SELECT id, token_hash, spec, config_key, phase, reason, sweep_index, round,"
                    " planning_s, created_unix, bp_measured_w, bp_used_w FROM jobs"
                    " ORDER BY created_unix, rowid",
+    [Q_JOB_BP] = "SELECT bp_measured_w, bp_used_w FROM jobs WHERE id=?1",
     [Q_INS_RANK] = "INSERT INTO ranks(job_id, rank, dp, pp, tp, gpu) VALUES(?1,?2,?3,?4,?5,?6)",
     [Q_RANKS] = "SELECT rank, dp, pp, tp FROM ranks WHERE job_id=?1",
     [Q_INS_MEAS] = "INSERT INTO measurements(job_id, rank, phase, round, iteration, clock_mhz,"
@@ -342,6 +344,20 @@ int store_each_job(store *s, int (*fn)(void *ud, const store_job_row *j), void *
     }
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? 0 : db_fail(s, "load jobs");
+}
+
+int store_job_blocking_power(store *s, const char *id, double *measured_w, double *used_w)
+{
+    *measured_w = *used_w = 0;
+    sqlite3_stmt *st = stmt(s, Q_JOB_BP);
+    bind_text(st, 1, id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *measured_w = sqlite3_column_double(st, 0); /* NULL reads as 0 */
+        *used_w = sqlite3_column_double(st, 1);
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(s, "job blocking power");
 }
 
 int store_insert_rank(store *s, const char *job, int rank, int dp, int pp, int tp, const char *gpu)

@@ -44,6 +44,8 @@ int store_insert_job(store *s, const store_job_row *j);
 int store_update_job(store *s, const store_job_row *j);
 /* Calls fn for every job (oldest first); stops and returns fn's value if non-zero. */
 int store_each_job(store *s, int (*fn)(void *ud, const store_job_row *j), void *ud);
+/* Blocking power measured and used by one job (0 when not known, or no such job). */
+int store_job_blocking_power(store *s, const char *id, double *measured_w, double *used_w);
 
 int store_insert_rank(store *s, const char *job, int rank, int dp, int pp, int tp, const char *gpu);
 int store_each_rank(store *s, const char *job,

@@ -83,6 +83,7 @@ static void register_all(job *j)
 }
 
 static long g_iter; /* number of the next iteration post() reports */
+static double g_bp; /* blocking power post() reports (0: none) */
 
 /* One iteration of rank at clock mhz, windows from the GPU model; energy scaled by escale. */
 static int post(job *j, int rank, long round, int mhz, double escale, int *action, api_err *e)
@@ -103,6 +104,7 @@ static int post(job *j, int rank, long round, int mhz, double escale, int *actio
                         .energy_j = 100.0,
                         .clock_mhz = mhz,
                         .plan_id = -1,
+                        .blocking_power_w = g_bp,
                         .nwindows = 4,
                         .windows = w};
     req_results r = {rank, round, 1, &it, w};
@@ -711,6 +713,135 @@ static void test_evaluation_rule(void **state)
     job_free(j);
 }
 
+/* ---- measured blocking power ---- */
+
+/* A job of make_spec's shape (a model named after the job, blocking power as given or none: bp < 0)
+ * profiled to planning; rank r reports blocking power 80 + r in its used iterations (warm-ups say
+ * 500) when report is set. */
+static job *profiled_job(const char *id, double bp, int report)
+{
+    req_job_spec s = make_spec();
+    snprintf(s.model, sizeof s.model, "model-%s", id);
+    s.has_blocking_power = bp >= 0;
+    s.blocking_power_w = bp >= 0 ? bp : 0;
+    uint8_t h[32] = {3};
+    job *j = NULL;
+    api_err e = {0};
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_create(st, &s, id, h, 1, &j, &e)), 0);
+    register_all(j);
+    int action = 0;
+    for (int round = 0; j->phase == JOB_PROFILING && round < 3; round++)
+        for (int rep = 0; rep < 2; rep++)
+            for (int r = 0; r < 4; r++) {
+                g_bp = report ? (rep == 0 ? 500 : 80 + r) : 0;
+                assert_int_equal(post(j, r, round, j->sweep[round], 1, &action, &e), 0);
+            }
+    g_bp = 0;
+    return j;
+}
+
+static void plan_it(job *j)
+{
+    prs_plan_opts o;
+    prs_plan_opts_default(&o);
+    job_pipeline(j, &o.pipe);
+    prs_frontier *f = NULL;
+    char msg[REQ_MSG_MAX];
+    assert_int_equal(prs_plan(j->profile, &o, &f, NULL), 0);
+    assert_true(prs_frontier_pipeline(f)->blocking_power_w == j->bp_used_w);
+    char *plans;
+    size_t plen;
+    assert_int_equal(job_frontier_to_text(f, j->id, &plans, &plen, msg), 0);
+    api_err e = {0};
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_plan_finished(j, st, f, plans, plen, 0.1, NULL, &e)), 0);
+    free(plans);
+}
+
+static void check_bp_status(const job *j, double spec, double measured, double used)
+{
+    json_t *o = job_status_json(j);
+    json_t *bp = json_object_get(o, "blocking_power");
+    double want[3] = {spec, measured, used};
+    const char *keys[3] = {"spec", "measured", "used"};
+    for (int i = 0; i < 3; i++) {
+        json_t *v = json_object_get(bp, keys[i]);
+        if (want[i] < 0)
+            assert_true(json_is_null(v));
+        else
+            assert_true(fabs(json_number_value(v) - want[i]) < 1e-9);
+    }
+    json_decref(o);
+}
+
+/* Without a blocking power in the spec the job plans with the median of the ranks' estimates;
+ * with one it plans with the spec's and shows both; with neither it fails. Frontier reuse keeps
+ * the two kinds apart and carries the measured value along. */
+static void test_measured_blocking_power(void **state)
+{
+    (void)state;
+    job *j = profiled_job("AAAAAAAAAAAAAAB1", -1, 1);
+    assert_int_equal(j->phase, JOB_PLANNING);
+    assert_true(j->bp_measured_w == 81.5); /* median of 80..83; warm-ups not used */
+    assert_true(j->bp_used_w == 81.5);
+    prs_pipeline pipe;
+    job_pipeline(j, &pipe);
+    assert_true(pipe.blocking_power_w == 81.5);
+    check_bp_status(j, -1, 81.5, 81.5);
+    plan_it(j);
+    assert_int_equal(j->phase, JOB_RUNNING);
+
+    /* Reloaded: the same values. */
+    json_t *sj = req_job_spec_json(&j->spec);
+    char *text = json_dumps(sj, JSON_COMPACT);
+    json_decref(sj);
+    store_job_row row = {j->id, j->token_hash, text, "", "running", "", 0, 0, 0, 1, 81.5, 81.5};
+    job *k = NULL;
+    int act;
+    char msg[REQ_MSG_MAX];
+    assert_int_equal(job_load(st, &row, &k, &act, msg), 0);
+    free(text);
+    check_bp_status(k, -1, 81.5, 81.5);
+    job_free(k);
+
+    /* A second job of the same configuration reuses the frontier and its blocking power. */
+    req_job_spec s = j->spec;
+    uint8_t h[32] = {4};
+    api_err e = {0};
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_create(st, &s, "AAAAAAAAAAAAAAB2", h, 2, &k, &e)), 0);
+    assert_string_equal(k->profile_source, "reused");
+    check_bp_status(k, -1, 81.5, 81.5);
+    job_free(k);
+    /* A pinned blocking power is another configuration. */
+    s.has_blocking_power = 1;
+    s.blocking_power_w = 81.5;
+    char k1[65], k2[65];
+    job_config_key(&j->spec, k1);
+    job_config_key(&s, k2);
+    assert_string_not_equal(k1, k2);
+    job_free(j);
+
+    /* Pinned: planned with the spec's, the measured one shown beside it. */
+    j = profiled_job("AAAAAAAAAAAAAAB3", 90, 1);
+    assert_int_equal(j->phase, JOB_PLANNING);
+    assert_true(j->bp_used_w == 90);
+    check_bp_status(j, 90, 81.5, 90);
+    job_free(j);
+    j = profiled_job("AAAAAAAAAAAAAAB4", 90, 0);
+    assert_int_equal(j->phase, JOB_PLANNING);
+    check_bp_status(j, 90, -1, 90);
+    job_free(j);
+
+    /* Neither: failed, with the reason. */
+    j = profiled_job("AAAAAAAAAAAAAAB5", -1, 0);
+    assert_int_equal(j->phase, JOB_FAILED);
+    assert_non_null(strstr(j->reason, "blocking_power_w"));
+    check_bp_status(j, -1, -1, -1);
+    job_free(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -722,6 +853,7 @@ int main(void)
         cmocka_unit_test(test_pace_straggler),
         cmocka_unit_test(test_time_straggler_without_pace),
         cmocka_unit_test(test_evaluation_rule),
+        cmocka_unit_test(test_measured_blocking_power),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -60,6 +60,43 @@ static void test_spec_defaults_and_round_trip(void **state)
     assert_true(back.switch_lead_s == 0);
 }
 
+/* blocking_power_w is optional (absent or null: the job measures it) and round-trips as null. */
+static void test_spec_blocking_power(void **state)
+{
+    (void)state;
+    req_job_spec s, back;
+    char msg[REQ_MSG_MAX] = "";
+    const char *none = "{\"stages\":2,\"microbatches\":2,\"dp\":1,\"clocks_mhz\":[1410]}";
+    assert_int_equal(spec(none, &s, msg), 0);
+    assert_false(s.has_blocking_power);
+    assert_true(s.blocking_power_w == 0);
+    json_t *j = req_job_spec_json(&s);
+    assert_true(json_is_null(json_object_get(j, "blocking_power_w")));
+    char *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    assert_int_equal(spec(text, &back, msg), 0);
+    free(text);
+    assert_memory_equal(&s, &back, sizeof s);
+    const char *null = "{\"stages\":2,\"microbatches\":2,\"dp\":1,\"clocks_mhz\":[1410],"
+                       "\"blocking_power_w\":null}";
+    assert_int_equal(spec(null, &back, msg), 0);
+    assert_memory_equal(&s, &back, sizeof s);
+    const char *given = "{\"stages\":2,\"microbatches\":2,\"dp\":1,\"clocks_mhz\":[1410],"
+                        "\"blocking_power_w\":70.5}";
+    assert_int_equal(spec(given, &s, msg), 0);
+    assert_true(s.has_blocking_power && s.blocking_power_w == 70.5);
+    const char *bad[] = {"-1", "\"70\"", "true", "1e6", "[]"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char t[160];
+        snprintf(t, sizeof t,
+                 "{\"stages\":2,\"microbatches\":2,\"dp\":1,\"clocks_mhz\":[1410],"
+                 "\"blocking_power_w\":%s}",
+                 bad[i]);
+        assert_int_equal(spec(t, &s, msg), -1);
+        assert_non_null(strstr(msg, "blocking_power_w:"));
+    }
+}
+
 static void test_spec_errors_name_the_field(void **state)
 {
     (void)state;
@@ -205,6 +242,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spec_defaults_and_round_trip),
         cmocka_unit_test(test_spec_errors_name_the_field),
+        cmocka_unit_test(test_spec_blocking_power),
         cmocka_unit_test(test_rank_and_straggler),
         cmocka_unit_test(test_results),
     };
