@@ -35,6 +35,7 @@ typedef struct clientI_pend {
     int profiling, bad_order, phase_reportable;
     int fed;      /* its timeline went to the round's attribution */
     int resolved; /* times computed (below) */
+    int failed;   /* its device times could not be read: reported as a failure */
     prs_event *start, *end;
     clientI_hostcall *anchor, *end_anchor, *closing;
     int n_ops, cap_ops;

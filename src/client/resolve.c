@@ -20,6 +20,10 @@
 #include "client_int.h"
 
 #define DRAIN_BATCH 256
+/* A round's fit is used once every fitted power's standard error is below this share of it. The
+ * server averages the windows of several iterations and ranks, so each fit need not be final. */
+#define FIT_MAX_REL_SE 0.05
+#define FIT_KIND_REL_SE 0.01
 
 void clientI_dev_push(prs_client *c, clientI_pend *p)
 {
@@ -56,7 +60,10 @@ static clientI_round_fit *fit_for(prs_client *c, long round, int n_kinds)
     }
     clientI_attrib_free(d->fits[slot].fit);
     d->fits[slot].fit = NULL;
-    if (clientI_attrib_new(n_kinds, NULL, &d->fits[slot].fit)) return NULL;
+    clientI_attrib_opts o;
+    clientI_attrib_opts_init(&o);
+    o.max_rel_se = FIT_MAX_REL_SE;
+    if (clientI_attrib_new(n_kinds, &o, &d->fits[slot].fit)) return NULL;
     d->fits[slot].round = round;
     d->fits[slot].n_kinds = n_kinds;
     return &d->fits[slot];
@@ -236,6 +243,14 @@ static int fill_windows(prs_client *c, const clientI_pend *p, const double *pw, 
     return 1;
 }
 
+/* The computations' powers (what the windows carry) are known to FIT_KIND_REL_SE. */
+static int kinds_settled(const double *pw, const clientI_attrib_quality *q, int n_kinds)
+{
+    for (int k = 0; k < n_kinds; k++)
+        if (isfinite(pw[k]) && !(q->kind_se_w[k] <= FIT_KIND_REL_SE * pw[k])) return 0;
+    return 1;
+}
+
 /* Build the report of a resolved iteration. Returns 1 when it is ready (or forced), 0 to wait
  * for more readings. */
 static int build_report(prs_client *c, clientI_pend *p, int force, clientI_iteration *it)
@@ -251,7 +266,9 @@ static int build_report(prs_client *c, clientI_pend *p, int force, clientI_itera
     clientI_round_fit *f = p->profiling ? fit_of(c, p->round) : NULL;
     if (f) {
         double pw[CLIENTI_ATTRIB_MAX_KINDS], idle;
-        int rc = clientI_attrib_solve(f->fit, pw, &idle, NULL);
+        clientI_attrib_quality q;
+        int rc = clientI_attrib_solve(f->fit, pw, &idle, &q);
+        if (rc == 0 && !kinds_settled(pw, &q, f->n_kinds)) rc = CLIENTI_ATTRIB_MORE;
         if (rc != 0 && !force) return 0;
         if (rc == 0) return fill_windows(c, p, pw, idle, f->n_kinds, it);
     }
@@ -273,20 +290,31 @@ static int complete(prs_client *c, clientI_pend *p, int force)
     return 1;
 }
 
+/* Resolve and feed every completed iteration (in order: the first incomplete one stops it), so
+ * a round's fit grows while its oldest iteration waits to be reported. */
+static void complete_all(prs_client *c)
+{
+    for (clientI_pend *p = c->dev->head; p; p = p->next) {
+        if (p->resolved || p->failed) continue;
+        int st = complete(c, p, 0);
+        if (st == 0) break;
+        if (st < 0) p->failed = 1;
+    }
+}
+
 void clientI_dev_poll(prs_client *c, int force)
 {
     clientI_dev *d = c->dev;
     drain(c);
+    complete_all(c);
+    drain(c);
     while (d->head) {
         clientI_pend *p = d->head;
-        int st = complete(c, p, force);
+        int st = p->failed ? -1 : complete(c, p, force);
         if (st == 0) break;
         clientI_iteration it;
         memset(&it, 0, sizeof it);
-        if (st > 0) {
-            drain(c);
-            if (!build_report(c, p, force, &it)) break;
-        }
+        if (st > 0 && !build_report(c, p, force, &it)) break;
         int report = st > 0 && p->phase_reportable && it.time_s > 0 && isfinite(it.energy_j);
         if (st < 0) atomic_fetch_add_explicit(&c->measure_failures, 1, memory_order_relaxed);
         clientI_enqueue(c, &it, report);

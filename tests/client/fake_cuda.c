@@ -66,7 +66,8 @@ struct CUstream_st {
     size_t cap, head, len;
     uint64_t enqueued, done;
     int sleeping, sync_waiters, stop;
-    double t_dev; /* model instant the last operation ended */
+    double t_dev;   /* model instant the last operation ended */
+    double resumed; /* when the thread ran again after sleeping or waiting (0: it did not) */
     pthread_t thread;
     CUstream next;
 };
@@ -321,6 +322,10 @@ static double now_s(void)
 static void run_op(CUstream s, op *o)
 {
     double start = s->t_dev > o->t_enq ? s->t_dev : o->t_enq;
+    /* A thread that slept or waited starts when it runs again, not at the instant it should
+     * have woken: a late start would rewrite energy the counter already handed out. */
+    if (s->resumed > start) start = s->resumed;
+    s->resumed = 0;
     switch (o->kind) {
     case OP_WORK: {
         double at = 0;
@@ -369,6 +374,7 @@ static void run_op(CUstream s, op *o)
         }
         double t = e->ts_of[seq % 8];
         s->t_dev = t > start ? t : start;
+        s->resumed = now_s();
         break;
     }
     case OP_BARRIER: {
@@ -386,6 +392,7 @@ static void run_op(CUstream s, op *o)
             pthread_cond_wait(&g_cv, &g_mu);
         s->t_dev = b->released[gen % 16];
         pthread_mutex_unlock(&g_mu);
+        s->resumed = now_s();
         break;
     }
     }
@@ -400,6 +407,7 @@ static void *stream_main(void *arg)
             s->sleeping = 1;
             pthread_cond_wait(&s->wake, &s->mu);
             s->sleeping = 0;
+            s->resumed = now_s();
         }
         if (s->len == 0) break;
         op o = s->q[s->head];

@@ -57,6 +57,7 @@ typedef struct fg_shared {
     int kernels_seen, running;
     double kfac, ifac; /* noise factors of the latest kernel and of the current idle stretch */
     double t_last;     /* the integral is known up to here */
+    double busy_until; /* model instant the running kernel ends (at the clock in effect) */
     double energy_j;   /* integral of the power up to t_last */
     double snap_t;     /* latest refresh instant <= t_last, and the integral there */
     double snap_e;
@@ -316,6 +317,10 @@ static double read_locked(fakegpu_dev *d, int quantised)
 {
     fg_shared *s = d->sh;
     double now = fakegpu_now_s();
+    /* A kernel's end is settled by its stream's thread, which may wake after the instant: never
+     * integrate busy power past the instant the kernel ends (the thread corrects nothing then,
+     * and readings already handed out stay right). */
+    if (s->running > 0 && s->busy_until < now) now = s->busy_until;
     if (now > s->t_last) integrate(s, now, power_locked(d));
     if (!quantised) return s->energy_j;
     double v = s->refresh_s > 0 ? s->snap_e : s->energy_j;
@@ -470,6 +475,7 @@ FAKEGPU_API double fakegpu_run_kernel(fakegpu_dev *d, double t_start, const prs_
             break;
         }
         uint32_t seq = atomic_load(&s->clock_seq);
+        s->busy_until = end;
         unlock(s);
         struct timespec ts = to_timespec(end);
         futex(&s->clock_seq, FUTEX_WAIT_BITSET, seq, &ts, FUTEX_BITSET_MATCH_ANY);

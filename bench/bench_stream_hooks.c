@@ -1,0 +1,162 @@
+/* bench_stream_hooks: host cost of the client's hooks on the device-stream path (perseus/client.h
+ * with use_stream), a clock change requested before every computation.
+ *
+ * The CUDA driver is the tests' fake libcuda.so.1 and NVML the fake libnvidia-ml.so.1 (paths in
+ * $PRS_FAKE_CUDA and $PRS_FAKE_NVML, or as arguments): what is timed is our begin + end, i.e. one
+ * host function enqueued for the clock change and two event records, plus the fake driver's
+ * enqueue (a mutex and a queue slot; a real driver's cuEventRecord costs a few hundred ns more).
+ * The schedule is set in the client as the server would send it for the running phase, with the
+ * clock alternating between two values at every computation, so every begin requests a change.
+ * No server answers (the background thread sleeps).
+ *
+ * A sample is the mean cost of one begin + end over a batch of 16 pairs (one iteration of 8
+ * microbatches); iteration_end (which also resolves completed iterations) is sampled on its own.
+ * Prints median, p1, p99 and a PASS/MISS verdict against the target (median < 2 us).
+ *
+ * usage: bench_stream_hooks [SAMPLES [FAKE_CUDA FAKE_NVML]]   (default 5000) */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "client_int.h"
+
+enum { PAIRS = 16 };
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void report(const char *what, double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    printf("%-22s median %7.1f ns   p1 %7.1f ns   p99 %7.1f ns   (%d samples)\n", what,
+           1e9 * v[n / 2], 1e9 * v[n / 100], 1e9 * v[n - 1 - n / 100], n);
+}
+
+/* A CUDA context current on this thread, through the fake driver. */
+static int cuda_context(const char *lib_path)
+{
+    void *lib = dlopen(lib_path, RTLD_NOW | RTLD_GLOBAL);
+    if (!lib) return -1;
+    int (*init)(unsigned), (*get)(int *, int), (*retain)(void **, int), (*set)(void *);
+    void *p[4] = {dlsym(lib, "cuInit"), dlsym(lib, "cuDeviceGet"),
+                  dlsym(lib, "cuDevicePrimaryCtxRetain"), dlsym(lib, "cuCtxSetCurrent")};
+    if (!p[0] || !p[1] || !p[2] || !p[3]) return -1;
+    memcpy(&init, &p[0], sizeof init);
+    memcpy(&get, &p[1], sizeof get);
+    memcpy(&retain, &p[2], sizeof retain);
+    memcpy(&set, &p[3], sizeof set);
+    int dev;
+    void *ctx;
+    if (init(0) || get(&dev, 0) || retain(&ctx, dev) || set(ctx)) return -1;
+    return 0;
+}
+
+/* Publish a running schedule whose clock alternates at every computation. */
+static void set_schedule(prs_client *c)
+{
+    clientI_schedule s;
+    memset(&s, 0, sizeof s);
+    snprintf(s.phase, sizeof s.phase, "running");
+    s.plan_id = 1;
+    s.from_iteration = -1;
+    s.n = PAIRS;
+    s.clocks = malloc(sizeof(int) * PAIRS);
+    for (int i = 0; i < PAIRS; i++)
+        s.clocks[i] = i % 2 ? 1395 : 1410;
+    pthread_mutex_lock(&c->mu);
+    clientI_schedule_free(&c->latest);
+    c->latest = s;
+    atomic_fetch_add(&c->latest_version, 1);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static int run(prs_client *c, int samples)
+{
+    double *pair = malloc(sizeof *pair * (size_t)samples);
+    double *iter = malloc(sizeof *iter * (size_t)samples);
+    if (!pair || !iter) {
+        free(pair);
+        free(iter);
+        return 1;
+    }
+    for (int s = -100; s < samples; s++) { /* 100 batches of warm-up */
+        double t0 = now_s();
+        for (int i = 0; i < PAIRS; i++) {
+            prs_instr in = i % 2 ? PRS_BACKWARD : PRS_FORWARD;
+            prs_client_begin(c, in, i / 2, 0);
+            prs_client_end(c, in, i / 2, 0);
+        }
+        double t1 = now_s();
+        prs_client_iteration_end(c);
+        double t2 = now_s();
+        if (s >= 0) {
+            pair[s] = (t1 - t0) / PAIRS;
+            iter[s] = t2 - t1;
+        }
+    }
+    prs_client_stats st;
+    prs_client_get_stats(c, &st);
+    printf("bench_stream_hooks: fake CUDA stream, a clock change before every computation, %d "
+           "pairs per sample (clock failures %ld)\n",
+           PAIRS, st.clock_failures);
+    report("begin + end", pair, samples);
+    report("iteration_end", iter, samples);
+    double median = pair[samples / 2];
+    printf("target: median begin + end < 2 us: %s (%.3f us)\n", median < 2e-6 ? "PASS" : "MISS",
+           1e6 * median);
+    free(pair);
+    free(iter);
+    return median < 2e-6 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    int samples = argc > 1 ? atoi(argv[1]) : 5000;
+    const char *cuda = argc > 3 ? argv[2] : getenv("PRS_FAKE_CUDA");
+    const char *nvml = argc > 3 ? argv[3] : getenv("PRS_FAKE_NVML");
+    if (samples < 100) samples = 100;
+    if (!cuda || !nvml) {
+        fprintf(stderr, "bench_stream_hooks: give the fake libcuda.so.1 and libnvidia-ml.so.1 "
+                        "(arguments or $PRS_FAKE_CUDA, $PRS_FAKE_NVML)\n");
+        return 2;
+    }
+    setenv("PRS_NVML_LIBRARY", nvml, 1);
+    if (cuda_context(cuda)) {
+        fprintf(stderr, "bench_stream_hooks: no CUDA context from %s\n", cuda);
+        return 1;
+    }
+    prs_client_opts o;
+    prs_client_opts_init(&o);
+    o.server_url = "http://127.0.0.1:9"; /* discard port: nobody answers */
+    o.job_id = "benchjob";
+    o.token = "benchtoken";
+    o.gpu_spec = "nvml:0";
+    o.controller = PRS_CLOCKCTL_INLINE;
+    o.use_stream = 1;
+    o.cuda_library = cuda;
+    o.poll_interval_s = 3600;
+    o.flush_timeout_s = 0;
+    o.warmup_iterations = 0;
+    prs_client *c;
+    prs_error err;
+    if (prs_client_new(&o, &c, &err)) {
+        fprintf(stderr, "bench_stream_hooks: %s\n", err.msg);
+        return 1;
+    }
+    set_schedule(c);
+    int rc = run(c, samples);
+    prs_client_free(c);
+    return rc;
+}
