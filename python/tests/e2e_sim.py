@@ -2,7 +2,8 @@
 simulated time (a list scheduler runs each stage's 1F1B order; waits are idle GPU time), against
 a running perseusd. Asserts: profiling and running are reached; the profile is built
 from measured windows; the running plan's energy per iteration is below the all-max iteration's at
-a time no more than 2 % longer; clocks are reset when the clients close.
+a time no more than 2 % longer; a hook out of the schedule's order raises PerseusError (-31);
+clocks are reset when the clients close; a closed client raises instead of crashing.
 
 usage: e2e_sim.py SERVER_URL"""
 
@@ -25,7 +26,7 @@ def work(stage, kind):
 
 
 def run_iteration(gpus, clients):
-    order = [perseus.one_f_one_b(STAGES, MB, s) for s in range(STAGES)]
+    order = [perseus.order("1f1b", STAGES, MB, s) for s in range(STAGES)]
     fin = {}
     nxt = [0] * STAGES
     t0 = gpus[0].now_s()
@@ -36,7 +37,7 @@ def run_iteration(gpus, clients):
         for s in range(STAGES):
             if nxt[s] == len(order[s]):
                 continue
-            kind, mb = order[s][nxt[s]]
+            kind, mb, chunk = order[s][nxt[s]]
             dep = 0.0
             if kind == "forward" and s > 0:
                 dep = fin.get(("forward", s - 1, mb), -1)
@@ -45,7 +46,7 @@ def run_iteration(gpus, clients):
             if dep < 0:
                 continue
             gpus[s].sim_idle(dep - gpus[s].now_s())
-            with clients[s].computation(kind, mb):
+            with clients[s].computation(kind, mb, chunk):
                 gpus[s].sim_run(*work(s, kind))
             fin[(kind, s, mb)] = gpus[s].now_s()
             nxt[s] += 1
@@ -98,8 +99,21 @@ def main():
         job = json.load(r)
     assert job["profile_source"] == "measured", job["profile_source"]
     assert all(c.stats()["posted"] > 0 for c in clients)
+    assert perseus.order("1f1b", STAGES, MB, 3)[:2] == [("forward", 0, 0), ("backward", 0, 0)]
+    try:  # the schedule expects stage 1's forward of microbatch 0 first
+        clients[1].begin("backward", 3)
+        raise AssertionError("a computation out of order was accepted")
+    except perseus.PerseusError as e:
+        assert e.code == -31, e
+    clients[1].end("backward", 3)
+    assert clients[1].stats()["order_errors"] == 1
     for c in clients:
         c.close()
+    try:
+        clients[0].iteration_end()
+        raise AssertionError("a closed client was used")
+    except perseus.PerseusError:
+        pass
     assert all(g.sim_clock() == 0 for g in gpus), [g.sim_clock() for g in gpus]
     for g in gpus:
         g.close()

@@ -112,6 +112,8 @@ void clientI_adopt_schedule(prs_client *c);
 int clientI_planned_clock(const prs_client *c);
 int clientI_check_order(prs_client *c, prs_instr instr, int microbatch, int chunk, int *chunk_out);
 int clientI_should_report(prs_client *c, double time_s, double energy_j);
+int clientI_phase_reports(const prs_client *c);
+int clientI_take_quota(prs_client *c, long round);
 int clientI_profiling(const prs_client *c);
 void clientI_enqueue(prs_client *c, clientI_iteration *it, int report);
 

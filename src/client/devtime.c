@@ -267,7 +267,7 @@ int clientI_dev_iteration_end(prs_client *c)
     p->end = next->start;
     p->end_anchor = next->anchor;
     p->bad_order = c->bad_order;
-    p->phase_reportable = clientI_should_report(c, 1.0, 0.0);
+    p->phase_reportable = clientI_phase_reports(c);
     d->cur = next;
     clientI_dev_push(c, p);
     c->iter_no++;

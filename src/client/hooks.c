@@ -150,19 +150,31 @@ int clientI_check_order(prs_client *c, prs_instr instr, int microbatch, int chun
     return PRS_EORDER;
 }
 
-/* Whether an iteration that just ended is reported, and counts it against the round's quota. */
+/* Whether an iteration that just ended is reported by its phase (and the process's warm-up). */
+int clientI_phase_reports(const prs_client *c)
+{
+    return c->iter_no >= c->opts.warmup_iterations &&
+           (phase_is(&c->cur, "profiling") || phase_is(&c->cur, "planning") ||
+            phase_is(&c->cur, "running"));
+}
+
+/* A profiling round needs warm-up + measured iterations from each rank; more would only load
+ * the server while the other ranks finish the round. Takes one of the current round's reports:
+ * 1 when the iteration of `round` is reported. */
+int clientI_take_quota(prs_client *c, long round)
+{
+    if (!phase_is(&c->cur, "profiling")) return 1;
+    if (round != c->cur.round) return 0; /* the round is over */
+    if (c->cur.quota > 0 && c->round_reported >= c->cur.quota) return 0;
+    c->round_reported++;
+    return 1;
+}
+
+/* Both, for an iteration measured at the hooks (reported as it ends). */
 int clientI_should_report(prs_client *c, double time_s, double energy_j)
 {
-    int report = c->iter_no >= c->opts.warmup_iterations && time_s > 0 && isfinite(energy_j) &&
-                 (phase_is(&c->cur, "profiling") || phase_is(&c->cur, "planning") ||
-                  phase_is(&c->cur, "running"));
-    /* A profiling round needs warm-up + measured iterations from each rank; more would only
-     * load the server while the other ranks finish the round. */
-    if (report && phase_is(&c->cur, "profiling") && c->cur.quota > 0 &&
-        c->round_reported >= c->cur.quota)
-        report = 0;
-    if (report) c->round_reported++;
-    return report;
+    return clientI_phase_reports(c) && time_s > 0 && isfinite(energy_j) &&
+           clientI_take_quota(c, c->cur.round);
 }
 
 int clientI_profiling(const prs_client *c)

@@ -252,7 +252,7 @@ static int kinds_settled(const double *pw, const clientI_attrib_quality *q, int 
 }
 
 /* Build the report of a resolved iteration. Returns 1 when it is ready (or forced), 0 to wait
- * for more readings. */
+ * for more readings, -1 when it is dropped (forced before its round's fit was usable). */
 static int build_report(prs_client *c, clientI_pend *p, int force, clientI_iteration *it)
 {
     memset(it, 0, sizeof *it);
@@ -269,8 +269,10 @@ static int build_report(prs_client *c, clientI_pend *p, int force, clientI_itera
         clientI_attrib_quality q;
         int rc = clientI_attrib_solve(f->fit, pw, &idle, &q);
         if (rc == 0 && !kinds_settled(pw, &q, f->n_kinds)) rc = CLIENTI_ATTRIB_MORE;
-        if (rc != 0 && !force) return 0;
         if (rc == 0) return fill_windows(c, p, pw, idle, f->n_kinds, it);
+        /* Its timeline is in the fit already: when the FIFO is full, the round goes on without
+         * this iteration's report rather than with a report that lacks windows. */
+        return force ? -1 : 0;
     }
     if (!force && history_end(c->dev) < p->t_end) return 0;
     it->energy_j = counter_at(c->dev, p->t_end) - counter_at(c->dev, p->t_start);
@@ -314,8 +316,10 @@ void clientI_dev_poll(prs_client *c, int force)
         if (st == 0) break;
         clientI_iteration it;
         memset(&it, 0, sizeof it);
-        if (st > 0 && !build_report(c, p, force, &it)) break;
-        int report = st > 0 && p->phase_reportable && it.time_s > 0 && isfinite(it.energy_j);
+        int built = st > 0 ? build_report(c, p, force, &it) : 0;
+        if (st > 0 && built == 0) break;
+        int report = built > 0 && p->phase_reportable && it.time_s > 0 && isfinite(it.energy_j) &&
+                     (!p->profiling || clientI_take_quota(c, p->round));
         if (st < 0) atomic_fetch_add_explicit(&c->measure_failures, 1, memory_order_relaxed);
         clientI_enqueue(c, &it, report);
         d->head = p->next;

@@ -1219,15 +1219,15 @@ static job_pending *pending_slot(job *j, int d, long n, int *changed)
 
 /* Automatic straggler detection on one reported iteration of pipeline d. Iteration n of a
  * pipeline is evaluated once all its ranks (stages x tp) reported it, or once any rank reported
- * n + 2; a report for an evaluated iteration comes too late and is ignored. At most a few
- * iterations per pipeline are pending, so a report costs O(1) besides the median over the
+ * n + JOB_PACE_LAG; a report for an evaluated iteration comes too late and is ignored. At most a
+ * few iterations per pipeline are pending, so a report costs O(1) besides the median over the
  * pipelines when one is evaluated. Returns 1 when a straggler state changed. */
 static int detect(job *j, int d, const req_iteration *r)
 {
     job_pipe *p = &j->pipes[d];
     if (r->iteration <= p->last_iteration) return 0;
     int changed = 0;
-    while (p->npend > 0 && p->pend[0].iteration <= r->iteration - 2)
+    while (p->npend > 0 && p->pend[0].iteration <= r->iteration - JOB_PACE_LAG)
         changed |= evaluate_oldest(j, d);
     job_pending *it = pending_slot(j, d, r->iteration, &changed);
     if (!it) return changed;

@@ -66,9 +66,11 @@ typedef struct job_pending {
     double time_s; /* slowest reported iteration time */
 } job_pending;
 
-/* Pending iterations per pipeline: the rule keeps at most 2 (n is evaluated when n + 2
- * arrives); a full ring evaluates its oldest. */
-#define JOB_PENDING 4
+/* Iteration n of a pipeline waits for its ranks' reports until iteration n + JOB_PACE_LAG
+ * arrives (clients post what ended since their last post, several iterations at once when
+ * iterations are short); a full ring evaluates its oldest. */
+#define JOB_PACE_LAG 8
+#define JOB_PENDING 16
 
 /* One data-parallel pipeline while running. */
 typedef struct job_pipe {

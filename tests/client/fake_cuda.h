@@ -8,9 +8,12 @@
  * current context, cuEventQuery of a never-recorded event succeeds, cuEventElapsedTime needs both
  * events recorded (CUDA_ERROR_INVALID_HANDLE) and complete (CUDA_ERROR_NOT_READY), stream handle
  * 0 (and CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) is the current context's default stream, host
- * functions run on a driver thread in stream order and the stream waits for them. Each stream is
- * an ordered queue run by its own thread; its device time advances exactly by the GPU model, and
- * an operation never starts before the host enqueued it. Simplifications: the default stream does
+ * functions run on a driver thread in stream order and the stream waits for them,
+ * cuStreamWaitEvent makes a stream wait for another stream's record. Each stream is an ordered
+ * queue run by its own thread; its device time advances exactly by the GPU model while it runs
+ * work back to back, an operation never starts before the host enqueued it, and a stream that
+ * slept or waited (empty queue, barrier, cross-stream wait) resumes when its thread runs again:
+ * the energy counter is never rewritten behind a reader's back. Simplifications: the default stream does
  * not synchronise with the other streams; cuStreamDestroy and cuEventDestroy wait for the queued
  * work that uses them; a context's streams are destroyed when its primary context is released for
  * the last time. */
@@ -58,7 +61,8 @@ void fakecuClockShare(double *busy_s, double *at_planned_s);
 void fakecuResetStats(void);
 /* Enqueue a device-side collective on s: the stream waits (the device drawing blocking power)
  * until `parties` streams of this process reached the same generation of the barrier `name`
- * (at most 47 bytes); all continue at the model instant the last one arrived. */
+ * (at most 47 bytes); all continue once the last one arrived, each when its stream's thread
+ * runs again. */
 CUresult fakecuLaunchBarrier(CUstream s, const char *name, int parties);
 
 /* ---- loading it like a framework would ---- */

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <math.h>
 
 #include "perseus/client.h"
 #include "perseus/planner.h"
@@ -28,9 +29,9 @@
 
 #define STAGES 4
 #define MB 4
-#define DP 2
-#define RANKS (STAGES * DP)
-#define OPS (2 * MB)
+#define MAX_DP 4
+#define MAX_RANKS (STAGES * MAX_DP)
+#define MAX_V 2 /* model chunks per GPU (interleaved) */
 
 typedef struct rank {
     prs_gpu *gpu;
@@ -40,9 +41,13 @@ typedef struct rank {
 
 typedef struct world {
     daemon_proc d;
-    rank r[RANKS];
+    rank r[MAX_RANKS];
+    int dp;              /* pipelines */
+    double slow[MAX_DP]; /* work multiplier of each pipeline (a straggler: > 1) */
+    double pace[MAX_DP]; /* last iteration: each pipeline's own critical path */
     prs_pipeline pipe;
     long iterations;
+    long mixed_plans; /* running iterations in which pipeline 0's ranks ran different plans */
 } world;
 
 typedef struct iter_rec {
@@ -52,43 +57,46 @@ typedef struct iter_rec {
     double time_s, energy_j;
 } iter_rec;
 
-static prs_gpu_work stage_work(int pp, prs_instr in)
+/* Work of one computation of model chunk c (of `chunks`): the stage's work split over chunks. */
+static prs_gpu_work stage_work(int c, int chunks, prs_instr in)
 {
     const prs_gpu_preset *g = prs_gpu_preset_find("a100");
     prs_gpu_work w = g->work[in];
-    if (pp == STAGES - 1) w.t_ref_s *= PRS_SYNTH_LAST_STAGE_DEFAULT;
+    if (c == chunks - 1) w.t_ref_s *= PRS_SYNTH_LAST_STAGE_DEFAULT;
+    w.t_ref_s *= (double)STAGES / chunks;
     return w;
 }
 
-/* One iteration of pipeline dp; returns its time; *energy gets the sum over its GPUs. */
-static double run_pipeline(world *w, int dp, double *energy)
+/* The computations of one iteration of pipeline dp (a forward of chunk c waits for chunk c - 1's
+ * forward of that microbatch, a backward for chunk c + 1's); returns when its last GPU finished. */
+static double run_pipeline(world *w, int dp)
 {
     rank *r = &w->r[(size_t)dp * STAGES];
-    double fin_f[STAGES][MB], fin_b[STAGES][MB], e0 = 0, t0 = prs_gpu_now_s(r[0].gpu);
+    int chunks = prs_pipeline_chunks(&w->pipe), ops = prs_ops_per_stage(&w->pipe);
+    double fin[2][STAGES * MAX_V][MB];
     int next[STAGES] = {0};
-    for (int s = 0; s < STAGES; s++) {
-        e0 += prs_gpu_read_energy_j(r[s].gpu);
+    for (int c = 0; c < chunks; c++)
         for (int m = 0; m < MB; m++)
-            fin_f[s][m] = fin_b[s][m] = -1;
-    }
-    for (int done = 0; done < STAGES * OPS;) {
+            fin[0][c][m] = fin[1][c][m] = -1;
+    for (int done = 0; done < STAGES * ops;) {
         int progress = 0;
         for (int s = 0; s < STAGES; s++) {
-            if (next[s] == OPS) continue;
+            if (next[s] == ops) continue;
             prs_instr in;
-            int mb;
-            prs_op_describe(&w->pipe, s, next[s], &in, &mb);
+            int mb, c;
+            prs_op_describe_chunk(&w->pipe, s, next[s], &in, &mb, &c);
             double dep = 0;
-            if (in == PRS_FORWARD && s > 0) dep = fin_f[s - 1][mb];
-            if (in == PRS_BACKWARD && s < STAGES - 1) dep = fin_b[s + 1][mb];
+            if (in == PRS_FORWARD && c > 0) dep = fin[0][c - 1][mb];
+            if (in == PRS_BACKWARD && c < chunks - 1) dep = fin[1][c + 1][mb];
             if (dep < 0) continue;
             double now = prs_gpu_now_s(r[s].gpu);
             if (dep > now) assert_int_equal(prs_gpu_sim_idle(r[s].gpu, dep - now), 0);
-            prs_gpu_work work = stage_work(s, in);
-            assert_int_equal(prs_client_begin(r[s].cl, in, mb, 0), 0);
+            prs_gpu_work work = stage_work(c, chunks, in);
+            work.t_ref_s *= w->slow[dp];
+            assert_int_equal(prs_client_begin(r[s].cl, in, mb, c / STAGES), 0);
             assert_int_equal(prs_gpu_sim_run(r[s].gpu, &work, NULL), 0);
-            assert_int_equal(prs_client_end(r[s].cl, in, mb, 0), 0);
-            (in == PRS_FORWARD ? fin_f : fin_b)[s][mb] = prs_gpu_now_s(r[s].gpu);
+            assert_int_equal(prs_client_end(r[s].cl, in, mb, c / STAGES), 0);
+            fin[in][c][mb] = prs_gpu_now_s(r[s].gpu);
             next[s]++;
             done++;
             progress = 1;
@@ -98,14 +106,7 @@ static double run_pipeline(world *w, int dp, double *energy)
     double end = 0;
     for (int s = 0; s < STAGES; s++)
         if (prs_gpu_now_s(r[s].gpu) > end) end = prs_gpu_now_s(r[s].gpu);
-    double e1 = 0;
-    for (int s = 0; s < STAGES; s++) {
-        prs_gpu_sim_idle(r[s].gpu, end - prs_gpu_now_s(r[s].gpu));
-        e1 += prs_gpu_read_energy_j(r[s].gpu);
-        assert_int_equal(prs_client_iteration_end(r[s].cl), 0);
-    }
-    *energy = e1 - e0;
-    return end - t0;
+    return end;
 }
 
 /* Snapshot of pipeline 0's schedule before an iteration. */
@@ -120,33 +121,62 @@ static void snapshot(world *w, iter_rec *rec)
     for (int i = 1; i < STAGES; i++) {
         prs_client_get_stats(w->r[i].cl, &s);
         rec->uniform &= strcmp(s.phase, s0.phase) == 0 && s.round == s0.round;
+        if (strcmp(s0.phase, "running") == 0 && s.plan_id != s0.plan_id) w->mixed_plans++;
     }
 }
 
+/* One iteration of every pipeline, ended by the gradient all-reduce: every GPU waits (blocking
+ * power) for the slowest pipeline. rec gets pipeline 0's time and energy. */
 static double run_iteration(world *w, iter_rec *rec)
 {
     snapshot(w, rec);
-    double e_other;
-    rec->time_s = run_pipeline(w, 0, &rec->energy_j);
-    run_pipeline(w, 1, &e_other);
+    int n = w->dp * STAGES;
+    double t0 = prs_gpu_now_s(w->r[0].gpu), e0 = 0, e1 = 0, end = 0;
+    for (int s = 0; s < STAGES; s++)
+        e0 += prs_gpu_read_energy_j(w->r[s].gpu);
+    for (int d = 0; d < w->dp; d++) {
+        double fin = run_pipeline(w, d);
+        w->pace[d] = fin - t0;
+        if (fin > end) end = fin;
+    }
+    for (int i = 0; i < n; i++) {
+        prs_gpu_sim_idle(w->r[i].gpu, end - prs_gpu_now_s(w->r[i].gpu));
+        assert_int_equal(prs_client_iteration_end(w->r[i].cl), 0);
+    }
+    for (int s = 0; s < STAGES; s++)
+        e1 += prs_gpu_read_energy_j(w->r[s].gpu);
+    rec->time_s = end - t0;
+    rec->energy_j = e1 - e0;
     w->iterations++;
     return rec->time_s;
 }
 
-static void world_start(world *w, double poll_s)
+/* v: model chunks per GPU (1: 1F1B, 2: interleaved). The plan-switch lead is long in iterations
+ * (each is about a simulated second, a few wall milliseconds), so every rank has the new plan
+ * before the iteration it holds from. */
+static void world_start(world *w, double poll_s, int v, int dp, const char *extra)
 {
     memset(w, 0, sizeof *w);
-    w->pipe = (prs_pipeline){STAGES, MB, PRS_SCHEDULE_1F1B, 0.001, 0, 0};
+    w->dp = dp;
+    for (int d = 0; d < MAX_DP; d++)
+        w->slow[d] = 1;
+    w->pipe = (prs_pipeline){STAGES, MB, v > 1 ? PRS_SCHEDULE_INTERLEAVED : PRS_SCHEDULE_1F1B,
+                             0.001,  0,  v > 1 ? v : 0};
     harness_tmpdir(w->d.dir, sizeof w->d.dir, "client-e2e");
     assert_true(w->d.dir[0]);
     assert_int_equal(daemon_start(&w->d), 0);
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", w->d.port);
-    const char *spec = "{\"model\": \"client-e2e\", \"stages\": 4, \"microbatches\": 4, \"dp\": 2,"
-                       " \"clocks_mhz\": [1410, 1365, 1320, 1275, 1230, 1185, 1140, 1095, 1050,"
-                       " 1005], \"blocking_power_w\": 83.64, \"reuse_frontier\": false,"
-                       " \"profiling\": {\"warmup_iterations\": 1, \"iterations_per_clock\": 2}}";
-    for (int i = 0; i < RANKS; i++) {
+    char spec[512];
+    snprintf(
+        spec, sizeof spec,
+        "{\"model\": \"client-e2e\", \"stages\": 4, \"microbatches\": 4, \"dp\": %d,%s"
+        " \"schedule\": \"%s\", \"virtual_stages\": %d,"
+        " \"clocks_mhz\": [1410, 1365, 1320, 1275, 1230, 1185, 1140, 1095, 1050,"
+        " 1005], \"blocking_power_w\": 83.64, \"reuse_frontier\": false, \"switch_lead_s\": 20,"
+        " \"profiling\": {\"warmup_iterations\": 1, \"iterations_per_clock\": 2}}",
+        dp, extra, v > 1 ? "interleaved" : "1f1b", v > 1 ? v : 1);
+    for (int i = 0; i < dp * STAGES; i++) {
         rank *r = &w->r[i];
         r->dp = i / STAGES;
         r->pp = i % STAGES;
@@ -176,7 +206,7 @@ static void world_start(world *w, double poll_s)
 
 static void world_stop(world *w)
 {
-    for (int i = 0; i < RANKS; i++) {
+    for (int i = 0; i < w->dp * STAGES; i++) {
         long changes = prs_gpu_sim_clock_changes(w->r[i].gpu);
         prs_client_free(w->r[i].cl);
         int f = -1;
@@ -211,10 +241,10 @@ static long train_until_running(world *w, iter_rec *recs, long cap, int want)
     return n;
 }
 
-static void test_profile_plan_run(void **state)
+static void profile_plan_run(int v)
 {
     world w;
-    world_start(&w, 0.01);
+    world_start(&w, 0.01, v, 2, "");
     enum { CAP = 4000 };
     iter_rec *recs = calloc(CAP, sizeof *recs);
     long n = train_until_running(&w, recs, CAP, 5);
@@ -254,6 +284,107 @@ static void test_profile_plan_run(void **state)
     assert_true(s.registered);
     assert_true(s.posted > 0);
     assert_int_equal(s.clock_failures, 0);
+    assert_int_equal(s.order_errors, 0);
+    assert_int_equal(s.late_switches, 0);
+    assert_true(s.pace_s > 0 && s.pace_s < run->time_s + 1e-9);
+    assert_true(fabs(s.blocking_power_w - 83.64) < 1e-6 * 83.64); /* the sim's, measured exactly */
+    printf("%s: %ld running iterations in which pipeline 0's ranks ran different plans\n",
+           v > 1 ? "interleaved" : "1f1b", w.mixed_plans);
+    assert_int_equal(w.mixed_plans, 0);
+
+    /* A hook out of the schedule's order is refused and counted, never filed as another. */
+    prs_instr in;
+    int mb, chunk;
+    prs_op_describe_chunk(&w.pipe, 1, 0, &in, &mb, &chunk);
+    assert_int_equal(prs_client_begin(w.r[1].cl, PRS_BACKWARD, MB - 1, 0), PRS_EORDER);
+    assert_int_equal(prs_client_end(w.r[1].cl, PRS_BACKWARD, MB - 1, 0), 0);
+    prs_client_get_stats(w.r[1].cl, &s);
+    assert_int_equal(s.order_errors, 1);
+    free(recs);
+    world_stop(&w);
+}
+
+static void test_profile_plan_run(void **state)
+{
+    (void)state;
+    profile_plan_run(1);
+}
+
+/* Megatron-LM's interleaved 1F1B, 2 model chunks per GPU: the hooks give the chunk, the server
+ * files each window under its chunk, and the job profiles, plans and runs. */
+static void test_interleaved(void **state)
+{
+    (void)state;
+    profile_plan_run(2);
+}
+
+/* Pipeline d's straggler state in the job status ("none", "automatic", "explicit"), its T' and
+ * plan. */
+static const char *straggler_of(world *w, int d, double *tprime, long *plan)
+{
+    static char kind[16];
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s", prs_client_job_id(w->r[0].cl));
+    http_reply r = http_do(w->d.port, "GET", path, prs_client_token(w->r[0].cl), NULL, 0, NULL);
+    json_t *p = json_array_get(json_object_get(r.json, "pipelines"), (size_t)d);
+    snprintf(kind, sizeof kind, "%s", json_str(p, "straggler"));
+    *tprime = json_num(p, "straggler_time_s");
+    *plan = json_int(p, "plan_id");
+    http_reply_free(&r);
+    return kind;
+}
+
+/* Iterate (paced in wall time so results reach the server as they end) until pipeline d's state
+ * is `want`; returns the iterations it took, or -1. */
+static long until_state(world *w, int d, const char *want, double *tprime, long *plan)
+{
+    iter_rec rec;
+    for (long n = 1; n <= 40; n++) {
+        run_iteration(w, &rec);
+        harness_sleep_ms(40);
+        if (strcmp(straggler_of(w, d, tprime, plan), want) == 0) return n;
+    }
+    return -1;
+}
+
+/* Automatic straggler detection with no explicit report: 4 pipelines whose iterations end in the
+ * all-reduce (every pipeline reports the straggler's iteration time), one made 1.2x slower. Its
+ * pace gives it away within straggler.iterations + 1 iterations, with T' its own pace; the others
+ * move to the lookup plan; it clears when the pipeline recovers. */
+static void test_straggler_auto(void **state)
+{
+    (void)state;
+    world w;
+    world_start(&w, 0.01, 1, 4, " \"straggler\": {\"factor\": 1.1, \"iterations\": 3},");
+    enum { CAP = 4000 };
+    iter_rec *recs = calloc(CAP, sizeof *recs);
+    long n = train_until_running(&w, recs, CAP, 10);
+    assert_true(seen(recs, n, "running"));
+    double tprime;
+    long fastest, plan;
+    assert_string_equal(straggler_of(&w, 0, &tprime, &fastest), "none");
+    w.slow[3] = 1.2;
+    long took = until_state(&w, 3, "automatic", &tprime, &plan);
+    double pace = w.pace[3], unused;
+    iter_rec rec;
+    for (int i = 0; i < 40; i++) { /* the others switch from the iteration the server set */
+        assert_string_equal(straggler_of(&w, 0, &unused, &plan), "none");
+        prs_client_stats st;
+        prs_client_get_stats(w.r[0].cl, &st);
+        if (plan != fastest && st.plan_id == plan) break;
+        run_iteration(&w, &rec);
+        harness_sleep_ms(20);
+    }
+    printf("straggler 1.2x: detected after %ld iterations (straggler.iterations = 3); T' %.4f s, "
+           "its pace %.4f s (%+.2f %%); the others run plan %ld (fastest %ld)\n",
+           took, tprime, pace, 100 * (tprime / pace - 1), plan, fastest);
+    assert_true(took > 0 && took <= 3 + 1 + 1); /* + 1: the last result reaches the server */
+    assert_true(fabs(tprime / pace - 1) <= 0.02);
+    assert_true(plan != fastest);
+    w.slow[3] = 1;
+    took = until_state(&w, 3, "none", &tprime, &plan);
+    printf("recovered: cleared after %ld iterations\n", took);
+    assert_true(took > 0 && took <= 3 + 1 + 1);
     free(recs);
     world_stop(&w);
 }
@@ -297,7 +428,7 @@ static double wall_iteration(world *w, iter_rec *rec)
 static void test_server_killed(void **state)
 {
     world w;
-    world_start(&w, 0.01);
+    world_start(&w, 0.01, 1, 2, "");
     enum { CAP = 4000 };
     iter_rec *recs = calloc(CAP, sizeof *recs);
     long n = train_until_running(&w, recs, CAP, 3);
@@ -346,6 +477,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile_plan_run),
+        cmocka_unit_test(test_interleaved),
+        cmocka_unit_test(test_straggler_auto),
         cmocka_unit_test(test_server_killed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -683,7 +683,7 @@ static void test_time_straggler_without_pace(void **state)
 }
 
 /* An iteration is evaluated once all ranks of the pipeline reported it, or when a rank reports
- * two iterations later; a report of an evaluated iteration is ignored. */
+ * JOB_PACE_LAG iterations later; a report of an evaluated iteration is ignored. */
 static void test_evaluation_rule(void **state)
 {
     (void)state;
@@ -693,22 +693,26 @@ static void test_evaluation_rule(void **state)
     for (long n = 0; n < 5; n++)
         sim_iteration_all(&sp, n, one, WITH_PACE, -1);
     assert_int_equal(j->pipes[0].last_iteration, 4);
-    sim_iteration_all(&sp, 5, one, WITH_PACE, 3); /* rank 3 (pipeline 0) misses 5 and 6 */
-    assert_int_equal(j->pipes[0].last_iteration, 4);
-    assert_int_equal(j->pipes[1].last_iteration, 5);
-    sim_iteration_all(&sp, 6, one, WITH_PACE, 3);
-    assert_int_equal(j->pipes[0].last_iteration, 4);
-    assert_int_equal(j->pipes[0].npend, 2);
+    const long lag = JOB_PACE_LAG, last = 5 + lag - 1; /* rank 3 (pipeline 0) misses 5..last */
+    for (long n = 5; n <= last; n++) {
+        sim_iteration_all(&sp, n, one, WITH_PACE, 3);
+        assert_int_equal(j->pipes[0].last_iteration, 4);
+        assert_int_equal(j->pipes[1].last_iteration, n);
+    }
+    assert_int_equal(j->pipes[0].npend, lag);
     long seen = j->pipes[0].iterations;
-    post_iter(j, 0, 7, 1.0, 0.9, -1);
+    post_iter(j, 0, last + 1, 1.0, 0.9, -1);
     assert_int_equal(j->pipes[0].last_iteration, 5);
     assert_int_equal(j->pipes[0].iterations, seen + 1);
     post_iter(j, 3, 5, 1.0, 5.0, -1); /* too late: no effect */
     assert_int_equal(j->pipes[0].iterations, seen + 1);
     assert_int_equal(j->pipes[0].over, 0);
-    for (int r = 0; r < PRANKS; r++)
-        post_iter(j, r == 0 ? 3 : r, r == 0 ? 6 : 7, 1.0, 0.9, -1);
-    assert_int_equal(j->pipes[0].last_iteration, 7);
+    for (long n = 6; n <= last; n++) /* rank 3 catches up: each iteration is complete */
+        post_iter(j, 3, n, 1.0, 0.9, -1);
+    assert_int_equal(j->pipes[0].last_iteration, last);
+    for (int r = 1; r < PRANKS; r++)
+        post_iter(j, r, last + 1, 1.0, 0.9, -1);
+    assert_int_equal(j->pipes[0].last_iteration, last + 1);
     assert_int_equal(j->pipes[0].npend, 0);
     job_free(j);
 }
