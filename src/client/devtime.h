@@ -8,6 +8,7 @@
 #include "attrib.h"
 #include "perseus/client.h"
 #include "perseus/stream.h"
+#include "refresh.h"
 #include "sampler.h"
 
 /* A host function's record: written by the driver's thread, read after the stream passed it. */
@@ -69,6 +70,7 @@ typedef struct clientI_dev {
     int n_free_ev, cap_free_ev;
     clientI_hostcall *free_calls;
     clientI_round_fit fits[CLIENTI_MAX_FITS];
+    clientI_refresh refresh; /* when the counter's values were taken */
     /* Recent counter readings (energy, cumulative J; power samples integrated) for the
      * iterations' energies outside profiling: a ring, oldest first. */
     double hist_t[CLIENTI_HISTORY], hist_e[CLIENTI_HISTORY];

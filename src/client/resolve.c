@@ -107,14 +107,15 @@ static void drain(prs_client *c)
     for (;;) {
         int n = clientI_sampler_drain(d->sampler, buf, DRAIN_BATCH);
         for (int k = 0; k < n; k++) {
-            const clientI_sample *m = &buf[k];
-            double t = 0.5 * (m->t_lo + m->t_hi), v = m->value;
+            double lo = buf[k].t_lo, hi = buf[k].t_hi, v = buf[k].value;
+            if (!power) clientI_refresh_map(&d->refresh, &lo, &hi);
+            double t = 0.5 * (lo + hi);
             for (int i = 0; i < CLIENTI_MAX_FITS; i++) {
                 if (!d->fits[i].fit) continue;
                 if (power)
-                    clientI_attrib_power(d->fits[i].fit, m->t_lo, m->t_hi, v);
+                    clientI_attrib_power(d->fits[i].fit, lo, hi, v);
                 else
-                    clientI_attrib_energy(d->fits[i].fit, m->t_lo, m->t_hi, v);
+                    clientI_attrib_energy(d->fits[i].fit, lo, hi, v);
             }
             if (power) {
                 if (d->last_power_t > 0 && t > d->last_power_t)

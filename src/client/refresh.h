@@ -1,0 +1,31 @@
+/* When the energy counter took its values (docs/measurement.md), internal to the client.
+ *
+ * The sampler (sampler.h) sees a new counter value between two reads: the counter took it at an
+ * unknown instant of that bracket. Two kinds of counters make the instant knowable:
+ *   - a continuous counter (the value changes at nearly every read): the value is the one at the
+ *     read, the bracket's end;
+ *   - a counter refreshed periodically (every 10-100 ms on current GPUs): the refresh instants
+ *     are phase + k * period; fitted by least squares to the brackets' midpoints, they fall
+ *     inside the brackets (checked), and then give each value's instant to a fraction of a
+ *     millisecond where the bracket only gives it to one poll period.
+ * Otherwise (irregular refreshes, too few readings yet) the bracket stands. Readings go through
+ * clientI_refresh_map in time order; it narrows [*lo, *hi] to [t, t] when it can. */
+#ifndef PRS_CLIENT_REFRESH_H
+#define PRS_CLIENT_REFRESH_H
+
+#define CLIENTI_REFRESH_WINDOW 256
+
+typedef struct clientI_refresh {
+    double lo[CLIENTI_REFRESH_WINDOW], hi[CLIENTI_REFRESH_WINDOW];
+    int head, len;        /* recent brackets, a ring */
+    int since_fit;        /* brackets since the last fit */
+    int contiguous;       /* of the recent brackets, those that began at the previous one's end */
+    double period, phase; /* the fitted refresh instants (period 0: none) */
+    int locked;           /* the fit held for the recent brackets */
+    long misses;          /* brackets that the locked fit did not fall in */
+} clientI_refresh;
+
+void clientI_refresh_init(clientI_refresh *r);
+void clientI_refresh_map(clientI_refresh *r, double *lo, double *hi);
+
+#endif
