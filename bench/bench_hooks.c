@@ -15,27 +15,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "hook_stats.h"
 #include "perseus/client.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static void report(const char *what, double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    printf("%-22s median %7.1f ns   p1 %7.1f ns   p99 %7.1f ns   (%d samples)\n", what,
-           1e9 * v[n / 2], 1e9 * v[n / 100], 1e9 * v[n - 1 - n / 100], n);
-}
 
 int main(int argc, char **argv)
 {
@@ -69,15 +50,15 @@ int main(int argc, char **argv)
         return 1;
     }
     for (int s = -100; s < samples; s++) { /* 100 batches of warm-up */
-        double t0 = now_s();
+        double t0 = hook_now_s();
         for (int i = 0; i < PAIRS; i++) {
             prs_instr in = i < PAIRS / 2 ? PRS_FORWARD : PRS_BACKWARD;
             prs_client_begin(c, in, i % (PAIRS / 2), 0);
             prs_client_end(c, in, i % (PAIRS / 2), 0);
         }
-        double t1 = now_s();
+        double t1 = hook_now_s();
         prs_client_iteration_end(c);
-        double t2 = now_s();
+        double t2 = hook_now_s();
         if (s >= 0) {
             pair[s] = (t1 - t0) / PAIRS;
             iter[s] = t2 - t1;
@@ -85,8 +66,8 @@ int main(int argc, char **argv)
     }
     printf("bench_hooks: sim backend, no device sync, no clock change, %d pairs per sample\n",
            PAIRS);
-    report("begin + end", pair, samples);
-    report("iteration_end", iter, samples);
+    hook_report("begin + end", pair, samples);
+    hook_report("iteration_end", iter, samples);
     double median = pair[samples / 2];
     printf("target: median begin + end < 2 us: %s (%.3f us)\n", median < 2e-6 ? "PASS" : "MISS",
            1e6 * median);

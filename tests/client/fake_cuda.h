@@ -13,10 +13,10 @@
  * queue run by its own thread; its device time advances exactly by the GPU model while it runs
  * work back to back, an operation never starts before the host enqueued it, and a stream that
  * slept or waited (empty queue, barrier, cross-stream wait) resumes when its thread runs again:
- * the energy counter is never rewritten behind a reader's back. Simplifications: the default stream does
- * not synchronise with the other streams; cuStreamDestroy and cuEventDestroy wait for the queued
- * work that uses them; a context's streams are destroyed when its primary context is released for
- * the last time. */
+ * the energy counter is never rewritten behind a reader's back. Simplifications: the default stream
+ * does not synchronise with the other streams; cuStreamDestroy and cuEventDestroy wait for the
+ * queued work that uses them; a context's streams are destroyed when its primary context is
+ * released for the last time. */
 #ifndef PRS_FAKE_CUDA_H
 #define PRS_FAKE_CUDA_H
 

@@ -18,24 +18,12 @@
 #include <unistd.h>
 
 #include "fake_cuda.h"
+#include "fake_dir.h"
 #include "fake_gpu.h"
 #include "perseus/gpu.h"
 
 static fakecu_api cu;
 static int have_cu;
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void sleep_s(double s)
-{
-    struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
-    nanosleep(&ts, NULL);
-}
 
 /* A fresh device directory, in $PRS_FAKE_GPU_DIR, with the given settings ("" unsets). */
 typedef struct fixture {
@@ -44,10 +32,7 @@ typedef struct fixture {
 
 static void fx_begin(fixture *f, const char *refresh_ms, const char *noise, const char *no_energy)
 {
-    const char *base = getenv("TMPDIR");
-    snprintf(f->dir, sizeof f->dir, "%s/prs-fake-gpu-XXXXXX", base && *base ? base : "/tmp");
-    assert_non_null(mkdtemp(f->dir));
-    setenv("PRS_FAKE_GPU_DIR", f->dir, 1);
+    assert_int_equal(fake_dir_begin(f->dir, sizeof f->dir, "fake-gpu"), 0);
     if (*refresh_ms)
         setenv("PRS_FAKE_NVML_REFRESH_MS", refresh_ms, 1);
     else
@@ -64,13 +49,7 @@ static void fx_begin(fixture *f, const char *refresh_ms, const char *noise, cons
 
 static void fx_end(fixture *f)
 {
-    char p[320];
-    for (int i = 0; i < FAKEGPU_MAX_DEVICES; i++) {
-        snprintf(p, sizeof p, "%s/gpu%d.state", f->dir, i);
-        unlink(p);
-    }
-    rmdir(f->dir);
-    unsetenv("PRS_FAKE_GPU_DIR");
+    fake_dir_end(f->dir, FAKEGPU_MAX_DEVICES);
 }
 
 static prs_gpu *open_nvml(unsigned index)

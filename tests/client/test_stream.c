@@ -18,23 +18,11 @@
 
 #include "fake_cuda.h"
 #include "perseus/gpu.h"
+#include "fake_dir.h"
 #include "perseus/stream.h"
 
 static fakecu_api cu;
 static const char *cu_path;
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void sleep_s(double s)
-{
-    struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
-    nanosleep(&ts, NULL);
-}
 
 /* One test's devices: a fresh $PRS_FAKE_GPU_DIR, device dev's context current on this thread, a
  * CUDA stream made on it, and a prs_stream bound to it. */
@@ -47,10 +35,7 @@ typedef struct fixture {
 
 static void fx_begin(fixture *f, CUdevice dev)
 {
-    const char *base = getenv("TMPDIR");
-    snprintf(f->dir, sizeof f->dir, "%s/prs-stream-XXXXXX", base && *base ? base : "/tmp");
-    assert_non_null(mkdtemp(f->dir));
-    setenv("PRS_FAKE_GPU_DIR", f->dir, 1);
+    assert_int_equal(fake_dir_begin(f->dir, sizeof f->dir, "stream"), 0);
     f->dev = dev;
     CUcontext c;
     assert_int_equal(cu.cuDevicePrimaryCtxRetain(&c, dev), CUDA_SUCCESS);
@@ -66,13 +51,7 @@ static void fx_end(fixture *f)
     assert_int_equal(cu.cuStreamDestroy(f->cs), CUDA_SUCCESS);
     assert_int_equal(cu.cuCtxSetCurrent(NULL), CUDA_SUCCESS);
     assert_int_equal(cu.cuDevicePrimaryCtxRelease(f->dev), CUDA_SUCCESS);
-    char p[320];
-    for (int i = 0; i < 8; i++) {
-        snprintf(p, sizeof p, "%s/gpu%d.state", f->dir, i);
-        unlink(p);
-    }
-    rmdir(f->dir);
-    unsetenv("PRS_FAKE_GPU_DIR");
+    fake_dir_end(f->dir, 8);
 }
 
 static double elapsed(prs_stream *s, prs_event *a, prs_event *b)
