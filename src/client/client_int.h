@@ -82,6 +82,7 @@ struct prs_client {
     clientI_op *ops;
     int n_ops, cap_ops;
     int iter_started;
+    int reset_clock; /* the job ended: the measurement path resets the clock */
     double iter_t0, iter_e0;
     long iter_no;
     long round_reported; /* iterations reported in the current schedule */
@@ -107,7 +108,6 @@ struct prs_client {
 
 /* hooks.c: schedules, clocks and order, shared by the measurement paths */
 void clientI_expect_free(prs_client *c);
-void clientI_set_clock(prs_client *c, int mhz);
 void clientI_adopt_schedule(prs_client *c);
 int clientI_planned_clock(const prs_client *c);
 int clientI_check_order(prs_client *c, prs_instr instr, int microbatch, int chunk, int *chunk_out);

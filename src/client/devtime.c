@@ -25,56 +25,6 @@
 #define PEND_MAX 64      /* iterations in flight before begin waits for the oldest */
 #define CLOCK_WAIT_S 0.5 /* how long a host function waits for the controller's answer */
 
-/* ---- pools: events and host calls are reused, never allocated on the hook path in steady
- * state ---- */
-
-static prs_event *event_get(prs_client *c)
-{
-    clientI_dev *d = c->dev;
-    if (d->n_free_ev > 0) return d->free_ev[--d->n_free_ev];
-    prs_event *e = NULL;
-    if (prs_event_new(d->stream, &e)) return NULL;
-    return e;
-}
-
-static void event_put(prs_client *c, prs_event *e)
-{
-    clientI_dev *d = c->dev;
-    if (!e) return;
-    if (d->n_free_ev == d->cap_free_ev) {
-        int cap = d->cap_free_ev ? 2 * d->cap_free_ev : 256;
-        prs_event **p = realloc(d->free_ev, sizeof *p * (size_t)cap);
-        if (!p) {
-            prs_event_free(d->stream, e);
-            return;
-        }
-        d->free_ev = p;
-        d->cap_free_ev = cap;
-    }
-    d->free_ev[d->n_free_ev++] = e;
-}
-
-static clientI_hostcall *call_get(prs_client *c)
-{
-    clientI_dev *d = c->dev;
-    clientI_hostcall *h = d->free_calls;
-    if (h)
-        d->free_calls = h->next;
-    else
-        h = malloc(sizeof *h);
-    if (!h) return NULL;
-    memset(h, 0, sizeof *h);
-    h->c = c;
-    return h;
-}
-
-static void call_put(prs_client *c, clientI_hostcall *h)
-{
-    if (!h) return;
-    h->next = c->dev->free_calls;
-    c->dev->free_calls = h;
-}
-
 /* ---- host functions (run on the driver's thread, in stream order) ---- */
 
 static void on_anchor(void *user)
@@ -100,49 +50,20 @@ static int enqueue_call(prs_client *c, clientI_hostcall *h, void (*fn)(void *))
 {
     if (!h) return PRS_ENOMEM;
     int rc = prs_stream_host_fn(c->dev->stream, fn, h);
-    if (rc) call_put(c, h);
+    if (rc) clientI_call_put(c, h);
     return rc;
 }
 
 /* ---- iterations in flight ---- */
 
-static clientI_pend *pend_new(void)
-{
-    clientI_pend *p = calloc(1, sizeof *p);
-    if (p) p->plan_id = -1;
-    return p;
-}
-
-/* Frees p and returns its events and host calls to the pools (its end event and anchor belong
- * to the next iteration). */
-void clientI_dev_pend_free(prs_client *c, clientI_pend *p)
-{
-    if (!p) return;
-    event_put(c, p->start);
-    call_put(c, p->anchor);
-    for (int i = 0; i < p->n_ops; i++) {
-        event_put(c, p->ops[i].b);
-        event_put(c, p->ops[i].e);
-        call_put(c, p->ops[i].change);
-    }
-    for (clientI_hostcall *h = p->closing, *n; h; h = n) {
-        n = h->next;
-        call_put(c, h);
-    }
-    free(p->op_t0);
-    free(p->op_clock);
-    free(p->ops);
-    free(p);
-}
-
 /* Open the iteration's anchor: a host function noting the host time, then the start event. */
 static int open_anchor(prs_client *c, clientI_pend *p)
 {
-    clientI_hostcall *h = call_get(c);
+    clientI_hostcall *h = clientI_call_get(c);
     int rc = enqueue_call(c, h, on_anchor);
     if (rc) return rc;
     p->anchor = h;
-    p->start = event_get(c);
+    p->start = clientI_event_get(c);
     if (!p->start) return PRS_ENOMEM;
     return prs_event_record(c->dev->stream, p->start);
 }
@@ -151,12 +72,17 @@ static int dev_start_iteration(prs_client *c)
 {
     clientI_dev *d = c->dev;
     if (!d->cur) {
-        d->cur = pend_new();
+        d->cur = clientI_pend_new();
         if (!d->cur) return PRS_ENOMEM;
         int rc = open_anchor(c, d->cur);
         if (rc) return rc;
     }
     clientI_adopt_schedule(c);
+    if (c->reset_clock) { /* the job ended: default clocks, in stream order */
+        c->reset_clock = 0;
+        if (clientI_dev_request_clock(c, 0))
+            atomic_fetch_add_explicit(&c->clock_failures, 1, memory_order_relaxed);
+    }
     d->cur->iteration = c->iter_no;
     d->cur->round = c->cur.round;
     d->cur->plan_id = c->cur.plan_id;
@@ -180,7 +106,7 @@ static int grow_pend_ops(clientI_pend *p)
 static int request_clock(prs_client *c, int mhz, clientI_hostcall **out)
 {
     if (!c->dev->cur) return PRS_EINVAL;
-    clientI_hostcall *h = call_get(c);
+    clientI_hostcall *h = clientI_call_get(c);
     if (h) h->mhz = mhz;
     int rc = enqueue_call(c, h, on_clock);
     if (rc) return rc;
@@ -224,7 +150,7 @@ int clientI_dev_begin(prs_client *c, prs_instr instr, int microbatch, int chunk)
         int rc = request_clock(c, f, &o->change);
         if (rc) return rc;
     }
-    o->b = event_get(c);
+    o->b = clientI_event_get(c);
     if (!o->b) return PRS_ENOMEM;
     int rc = prs_event_record(d->stream, o->b);
     if (rc) return rc;
@@ -237,7 +163,7 @@ int clientI_dev_end(prs_client *c, prs_instr instr, int microbatch, int chunk)
     clientI_dev *d = c->dev;
     if (!c->in_window) return PRS_EINVAL;
     clientI_devop *o = &d->cur->ops[d->cur->n_ops];
-    o->e = event_get(c);
+    o->e = clientI_event_get(c);
     if (!o->e) return PRS_ENOMEM;
     int rc = prs_event_record(d->stream, o->e);
     if (rc) return rc;
@@ -256,7 +182,7 @@ int clientI_dev_iteration_end(prs_client *c)
 {
     clientI_dev *d = c->dev;
     if (!c->iter_started) return 0;
-    clientI_pend *p = d->cur, *next = pend_new();
+    clientI_pend *p = d->cur, *next = clientI_pend_new();
     if (!next) return PRS_ENOMEM;
     /* This iteration's end is the next one's start: one anchor and one event serve both. */
     int rc = open_anchor(c, next);
@@ -311,9 +237,9 @@ void clientI_dev_close(prs_client *c)
         while (d->head)
             clientI_dev_poll(c, 1);
         /* Host functions still queued point at our records: let the stream pass them. */
-        prs_event *fin = event_get(c);
+        prs_event *fin = clientI_event_get(c);
         if (fin && prs_event_record(d->stream, fin) == 0) prs_event_wait(d->stream, fin);
-        event_put(c, fin);
+        clientI_event_put(c, fin);
     }
     clientI_dev_pend_free(c, d->cur);
     if (d->sampler) clientI_sampler_stop(d->sampler);

@@ -85,11 +85,19 @@ int clientI_dev_begin(struct prs_client *c, prs_instr instr, int microbatch, int
 int clientI_dev_end(struct prs_client *c, prs_instr instr, int microbatch, int chunk);
 int clientI_dev_iteration_end(struct prs_client *c);
 int clientI_dev_request_clock(struct prs_client *c, int mhz);
+/* devpool.c */
+prs_event *clientI_event_get(struct prs_client *c);
+void clientI_event_put(struct prs_client *c, prs_event *e);
+clientI_hostcall *clientI_call_get(struct prs_client *c);
+void clientI_call_put(struct prs_client *c, clientI_hostcall *h);
+clientI_pend *clientI_pend_new(void);
 /* resolve.c */
 void clientI_dev_push(struct prs_client *c, clientI_pend *p);
 /* Report what completed; force: wait for the oldest iteration and report it even without a
  * usable fit (FIFO full, shutdown). */
 void clientI_dev_poll(struct prs_client *c, int force);
+/* devpool.c: frees p, its events and host calls back to the pools (its end event and anchor
+ * belong to the next iteration). */
 void clientI_dev_pend_free(struct prs_client *c, clientI_pend *p);
 
 #endif

@@ -26,18 +26,6 @@ static int phase_is(const clientI_schedule *s, const char *p)
     return strcmp(s->phase, p) == 0;
 }
 
-void clientI_set_clock(prs_client *c, int mhz)
-{
-    if (c->dev) { /* in stream order: the controller is the driver thread's */
-        if (clientI_dev_request_clock(c, mhz))
-            atomic_fetch_add_explicit(&c->clock_failures, 1, memory_order_relaxed);
-        return;
-    }
-    if (prs_clockctl_set(c->ctl, mhz) != 0)
-        atomic_fetch_add_explicit(&c->clock_failures, 1, memory_order_relaxed);
-    atomic_store_explicit(&c->clock_mhz, mhz, memory_order_relaxed);
-}
-
 void clientI_expect_free(prs_client *c)
 {
     free(c->expect);
@@ -89,7 +77,8 @@ static void install(prs_client *c, clientI_schedule *s)
     c->stats.round = c->cur.round;
     c->stats.plan_id = c->cur.plan_id;
     pthread_mutex_unlock(&c->mu);
-    if (phase_is(&c->cur, "done") || phase_is(&c->cur, "failed")) clientI_set_clock(c, 0);
+    /* The measurement path resets the clock in its own order (measure.c, devtime.c). */
+    if (phase_is(&c->cur, "done") || phase_is(&c->cur, "failed")) c->reset_clock = 1;
 }
 
 /* A plan that holds from a later iteration waits in c->next while the current schedule runs. */

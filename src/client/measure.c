@@ -25,9 +25,26 @@ static void device_sync(prs_client *c)
     if (c->opts.device_sync) c->opts.device_sync(c->opts.sync_user);
 }
 
-static void start_iteration(prs_client *c)
+static void set_clock(prs_client *c, int mhz)
+{
+    if (prs_clockctl_set(c->ctl, mhz) != 0)
+        atomic_fetch_add_explicit(&c->clock_failures, 1, memory_order_relaxed);
+    atomic_store_explicit(&c->clock_mhz, mhz, memory_order_relaxed);
+}
+
+/* The newest schedule, and the clock reset when the job ended. */
+static void adopt(prs_client *c)
 {
     clientI_adopt_schedule(c);
+    if (c->reset_clock) {
+        c->reset_clock = 0;
+        set_clock(c, 0);
+    }
+}
+
+static void start_iteration(prs_client *c)
+{
+    adopt(c);
     c->iter_t0 = prs_gpu_now_s(c->gpu);
     c->iter_e0 = prs_gpu_read_energy_j(c->gpu);
     c->iter_started = 1;
@@ -55,7 +72,7 @@ int prs_client_begin(prs_client *c, prs_instr instr, int microbatch, int chunk)
     int global;
     int rc = clientI_check_order(c, instr, microbatch, chunk, &global);
     int f = clientI_planned_clock(c);
-    if (f > 0 && f != prs_clockctl_requested(c->ctl)) clientI_set_clock(c, f);
+    if (f > 0 && f != prs_clockctl_requested(c->ctl)) set_clock(c, f);
     clientI_op *o = &c->ops[c->n_ops];
     o->instr = instr;
     o->microbatch = microbatch;
@@ -146,6 +163,6 @@ int prs_client_iteration_end(prs_client *c)
     c->bad_order = 0;
     c->iter_t0 = now;
     c->iter_e0 = energy;
-    clientI_adopt_schedule(c);
+    adopt(c);
     return 0;
 }
