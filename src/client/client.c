@@ -54,17 +54,36 @@ static void client_destroy(prs_client *c)
 
 /* Device-stream measurement: the sampler reads the energy counter on a GPU handle of its own
  * (the clock controller's calls come from the driver's thread). */
-static int open_stream(prs_client *c, prs_error *err)
+static int open_stream(prs_client *c, prs_stream *stream, prs_error *err)
 {
-    if (c->gpu_exact)
+    if (c->gpu_exact) {
+        prs_stream_close(stream);
         return prs_error_set(
             err, PRS_EINVAL,
             "client: the sim backend has no device stream (use_stream needs nvml)");
-    if (!c->opts.gpu) {
-        int rc = prs_gpu_open(c->opts.gpu_spec ? c->opts.gpu_spec : "nvml", &c->sampler_gpu, err);
-        if (rc) return rc;
     }
-    return clientI_dev_open(c, c->sampler_gpu ? c->sampler_gpu : c->gpu, err);
+    if (!c->opts.gpu) {
+        int rc = prs_gpu_open(c->gpu_spec, &c->sampler_gpu, err);
+        if (rc) {
+            prs_stream_close(stream);
+            return rc;
+        }
+    }
+    return clientI_dev_open(c, stream, c->sampler_gpu ? c->sampler_gpu : c->gpu, err);
+}
+
+/* With a device stream and the default spec "nvml", the GPU is the stream's own: NVML by the
+ * CUDA device's UUID, so every rank of a node drives its GPU (CUDA_VISIBLE_DEVICES included). */
+static int stream_first(prs_client *c, prs_stream **stream, prs_error *err)
+{
+    *stream = NULL;
+    if (!c->opts.use_stream) return 0;
+    int rc = prs_stream_open_cuda(c->opts.stream, c->opts.cuda_library, stream, err);
+    char uuid[64];
+    if (!rc && !c->opts.gpu && strcmp(c->gpu_spec, "nvml") == 0 &&
+        prs_stream_device_uuid(*stream, uuid, sizeof uuid) == 0)
+        snprintf(c->gpu_spec, sizeof c->gpu_spec, "nvml:%s", uuid);
+    return rc;
 }
 
 int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err)
@@ -105,11 +124,16 @@ int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err)
         rc = clientI_create_job(c, err);
         c->opts.job_spec_json = NULL;
     }
+    prs_stream *stream = NULL;
+    if (!rc)
+        rc = copy_str(c->gpu_spec, sizeof c->gpu_spec, o->gpu_spec ? o->gpu_spec : "nvml",
+                      "gpu_spec", err);
+    if (!rc) rc = stream_first(c, &stream, err);
     if (!rc) {
         if (o->gpu) {
             c->gpu = o->gpu;
         } else {
-            rc = prs_gpu_open(o->gpu_spec ? o->gpu_spec : "nvml", &c->gpu, err);
+            rc = prs_gpu_open(c->gpu_spec, &c->gpu, err);
             c->own_gpu = rc == 0;
         }
     }
@@ -124,7 +148,10 @@ int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err)
         /* Fork the watchdog before the background thread exists. */
         rc = prs_clockctl_new(c->gpu, (prs_clockctl_mode)mode, &c->ctl, err);
     }
-    if (!rc && o->use_stream) rc = open_stream(c, err);
+    if (!rc && stream) {
+        rc = open_stream(c, stream, err);
+        stream = NULL; /* the client's now, freed with it */
+    }
     if (!rc) {
         if (pthread_create(&c->thread, NULL, clientI_thread_main, c) != 0)
             rc = prs_error_set(err, PRS_ENOMEM, "client: cannot start its thread");
@@ -132,6 +159,7 @@ int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err)
             c->thread_started = 1;
     }
     if (rc) {
+        prs_stream_close(stream);
         client_destroy(c);
         return rc;
     }

@@ -218,14 +218,17 @@ static int start_sampler(prs_client *c, prs_gpu *g, prs_error *err)
     return rc;
 }
 
-int clientI_dev_open(prs_client *c, prs_gpu *sampler_gpu, prs_error *err)
+/* Takes stream (closed on failure too). */
+int clientI_dev_open(prs_client *c, prs_stream *stream, prs_gpu *sampler_gpu, prs_error *err)
 {
     clientI_dev *d = calloc(1, sizeof *d);
-    if (!d) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    if (!d) {
+        prs_stream_close(stream);
+        return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    }
     c->dev = d;
-    int rc = prs_stream_open_cuda(c->opts.stream, c->opts.cuda_library, &d->stream, err);
-    if (!rc) rc = start_sampler(c, sampler_gpu, err);
-    return rc;
+    d->stream = stream;
+    return start_sampler(c, sampler_gpu, err);
 }
 
 /* Report what is in flight (waiting for the device), then release everything. */

@@ -79,7 +79,8 @@ typedef struct clientI_dev {
 } clientI_dev;
 
 struct prs_client;
-int clientI_dev_open(struct prs_client *c, prs_gpu *sampler_gpu, prs_error *err);
+int clientI_dev_open(struct prs_client *c, prs_stream *stream, prs_gpu *sampler_gpu,
+                     prs_error *err);
 void clientI_dev_close(struct prs_client *c);
 int clientI_dev_begin(struct prs_client *c, prs_instr instr, int microbatch, int chunk);
 int clientI_dev_end(struct prs_client *c, prs_instr instr, int microbatch, int chunk);

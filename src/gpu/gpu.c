@@ -53,18 +53,34 @@ int prs_gpu_open_sim(const prs_gpu_preset *preset, prs_gpu **out, prs_error *err
     return 0;
 }
 
-int prs_gpu_open_nvml(unsigned index, const char *lib_path, prs_gpu **out, prs_error *err)
+static int open_nvml(unsigned index, const char *uuid, const char *lib_path, prs_gpu **out,
+                     prs_error *err)
 {
     *out = NULL;
     prs_gpu *g = calloc(1, sizeof *g);
     if (!g) return prs_error_set(err, PRS_ENOMEM, "out of memory");
-    int rc = gpuI_nvml_open(g, index, lib_path, err);
+    int rc = gpuI_nvml_open(g, index, uuid, lib_path, err);
     if (rc) {
         free(g);
         return rc;
     }
     *out = g;
     return 0;
+}
+
+int prs_gpu_open_nvml(unsigned index, const char *lib_path, prs_gpu **out, prs_error *err)
+{
+    return open_nvml(index, NULL, lib_path, out, err);
+}
+
+int prs_gpu_open_nvml_uuid(const char *uuid, const char *lib_path, prs_gpu **out, prs_error *err)
+{
+    if (!uuid || strncmp(uuid, "GPU-", 4) != 0) {
+        *out = NULL;
+        return prs_error_set(err, PRS_EINVAL, "GPU UUID: expected GPU-..., got '%.60s'",
+                             uuid ? uuid : "(null)");
+    }
+    return open_nvml(0, uuid, lib_path, out, err);
 }
 
 int prs_gpu_open(const char *spec, prs_gpu **out, prs_error *err)
@@ -82,6 +98,7 @@ int prs_gpu_open(const char *spec, prs_gpu **out, prs_error *err)
         return prs_gpu_open_sim(p, out, err);
     }
     if (strcmp(spec, "nvml") == 0) return prs_gpu_open_nvml(0, NULL, out, err);
+    if (strncmp(spec, "nvml:GPU-", 9) == 0) return prs_gpu_open_nvml_uuid(spec + 5, NULL, out, err);
     if (strncmp(spec, "nvml:", 5) == 0) {
         char *end;
         unsigned long idx = strtoul(spec + 5, &end, 10);
@@ -89,8 +106,9 @@ int prs_gpu_open(const char *spec, prs_gpu **out, prs_error *err)
             return prs_error_set(err, PRS_EINVAL, "GPU backend '%s': expected nvml:INDEX", spec);
         return prs_gpu_open_nvml((unsigned)idx, NULL, out, err);
     }
-    return prs_error_set(err, PRS_EINVAL,
-                         "GPU backend '%s': expected sim, sim:PRESET, nvml or nvml:INDEX", spec);
+    return prs_error_set(
+        err, PRS_EINVAL,
+        "GPU backend '%s': expected sim, sim:PRESET, nvml, nvml:INDEX or nvml:GPU-UUID", spec);
 }
 
 void prs_gpu_close(prs_gpu *g)

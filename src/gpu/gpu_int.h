@@ -27,6 +27,7 @@ typedef struct gpuI_nvml_api {
     gpuI_nvml_return (*shutdown)(void);
     const char *(*error_string)(gpuI_nvml_return);
     gpuI_nvml_return (*handle_by_index)(unsigned, gpuI_nvml_device *);
+    gpuI_nvml_return (*handle_by_uuid)(const char *, gpuI_nvml_device *);
     gpuI_nvml_return (*get_name)(gpuI_nvml_device, char *, unsigned);
     gpuI_nvml_return (*mem_clocks)(gpuI_nvml_device, unsigned *, unsigned *);
     gpuI_nvml_return (*gr_clocks)(gpuI_nvml_device, unsigned, unsigned *, unsigned *);
@@ -47,13 +48,15 @@ struct prs_gpu {
     gpuI_nvml_api nvml;
     gpuI_nvml_device dev;
     unsigned index;
+    char uuid[96]; /* "" unless opened by UUID */
 };
 
 /* Record a message on g and return code. */
 int gpuI_fail(prs_gpu *g, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* nvml.c */
-int gpuI_nvml_open(prs_gpu *g, unsigned index, const char *lib_path, prs_error *err);
+int gpuI_nvml_open(prs_gpu *g, unsigned index, const char *uuid, const char *lib_path,
+                   prs_error *err);
 void gpuI_nvml_close(prs_gpu *g);
 int gpuI_nvml_clocks(prs_gpu *g, int *clocks_mhz, int cap, int *n);
 int gpuI_nvml_set_clock(prs_gpu *g, int freq_mhz);

@@ -52,8 +52,21 @@ static int resolve(prs_gpu *g, void *fnptr, size_t size, const char *sym, prs_er
         }                                                                                          \
     } while (0)
 
-int gpuI_nvml_open(prs_gpu *g, unsigned index, const char *lib_path, prs_error *err)
+/* The device handle: by UUID when g->uuid is set (a CUDA device's, so ranks that see their GPU
+ * through CUDA_VISIBLE_DEVICES find the same physical GPU in NVML), else by index. */
+static gpuI_nvml_return device_handle(prs_gpu *g, const char **call)
 {
+    *call = g->uuid[0] ? "nvmlDeviceGetHandleByUUID" : "nvmlDeviceGetHandleByIndex_v2";
+    return g->uuid[0] ? g->nvml.handle_by_uuid(g->uuid, &g->dev)
+                      : g->nvml.handle_by_index(g->index, &g->dev);
+}
+
+int gpuI_nvml_open(prs_gpu *g, unsigned index, const char *uuid, const char *lib_path,
+                   prs_error *err)
+{
+    if (uuid && strlen(uuid) >= sizeof g->uuid)
+        return prs_error_set(err, PRS_EINVAL, "GPU UUID '%.40s...' is too long", uuid);
+    snprintf(g->uuid, sizeof g->uuid, "%s", uuid ? uuid : "");
     if (!lib_path || !*lib_path) lib_path = getenv("PRS_NVML_LIBRARY");
     if (!lib_path || !*lib_path) lib_path = "libnvidia-ml.so.1";
     g->nvml.lib = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
@@ -68,6 +81,7 @@ int gpuI_nvml_open(prs_gpu *g, unsigned index, const char *lib_path, prs_error *
     RESOLVE(shutdown, "nvmlShutdown");
     RESOLVE(error_string, "nvmlErrorString");
     RESOLVE(handle_by_index, "nvmlDeviceGetHandleByIndex_v2");
+    RESOLVE(handle_by_uuid, "nvmlDeviceGetHandleByUUID");
     RESOLVE(get_name, "nvmlDeviceGetName");
     RESOLVE(mem_clocks, "nvmlDeviceGetSupportedMemoryClocks");
     RESOLVE(gr_clocks, "nvmlDeviceGetSupportedGraphicsClocks");
@@ -83,9 +97,12 @@ int gpuI_nvml_open(prs_gpu *g, unsigned index, const char *lib_path, prs_error *
         memset(&g->nvml, 0, sizeof g->nvml);
         return PRS_EGPU;
     }
-    r = g->nvml.handle_by_index(index, &g->dev);
+    const char *call;
+    r = device_handle(g, &call);
     if (r != NVML_SUCCESS) {
-        prs_error_set(err, PRS_EGPU, "NVML nvmlDeviceGetHandleByIndex_v2(%u): %s (%d)", index,
+        char which[32];
+        snprintf(which, sizeof which, "%u", index);
+        prs_error_set(err, PRS_EGPU, "NVML %s(%s): %s (%d)", call, g->uuid[0] ? g->uuid : which,
                       nvml_err(g, r), r);
         g->nvml.shutdown();
         dlclose(g->nvml.lib);
@@ -102,8 +119,9 @@ int gpuI_nvml_after_fork(prs_gpu *g)
 {
     gpuI_nvml_return r = g->nvml.init();
     if (r != NVML_SUCCESS) return nvml_fail(g, "nvmlInit_v2", r);
-    r = g->nvml.handle_by_index(g->index, &g->dev);
-    if (r != NVML_SUCCESS) return nvml_fail(g, "nvmlDeviceGetHandleByIndex_v2", r);
+    const char *call;
+    r = device_handle(g, &call);
+    if (r != NVML_SUCCESS) return nvml_fail(g, call, r);
     return 0;
 }
 

@@ -207,7 +207,7 @@ static void *rank_main(void *arg)
     o.rank = r->index;
     o.dp = r->dp;
     o.pp = r->pp;
-    o.gpu_spec = spec;
+    o.gpu_spec = w->cfg->stream ? NULL : spec; /* NULL: the stream's own GPU, by UUID */
     o.controller = r->index == 0 ? PRS_CLOCKCTL_PROCESS : PRS_CLOCKCTL_INLINE;
     o.poll_interval_s = 0.05;
     o.warmup_iterations = 0;

@@ -295,6 +295,32 @@ static void test_device_uuid(void **state)
     assert_ptr_equal(h, h2);
     assert_int_equal(shutdown(), 0);
     dlclose(nv);
+
+    /* The nvml backend opened by that UUID drives this stream's GPU: a clock it locks is the
+     * clock the stream's kernels run at (705 MHz: twice as long for compute-bound work). */
+    char spec[80];
+    snprintf(spec, sizeof spec, "nvml:%s", id);
+    setenv("PRS_NVML_LIBRARY", getenv("PRS_FAKE_NVML"), 1);
+    prs_gpu *g = NULL;
+    prs_error e;
+    assert_int_equal(prs_gpu_open(spec, &g, &e), 0);
+    assert_int_equal(prs_gpu_set_clock(g, 705), 0);
+    prs_event *a, *b;
+    assert_int_equal(prs_event_new(f.s, &a), 0);
+    assert_int_equal(prs_event_new(f.s, &b), 0);
+    assert_int_equal(prs_event_record(f.s, a), 0);
+    assert_int_equal(cu.launch_work(f.cs, 0.010, 1.0, 0), CUDA_SUCCESS);
+    assert_int_equal(prs_event_record(f.s, b), 0);
+    assert_int_equal(prs_event_wait(f.s, b), 0);
+    assert_true(fabs(elapsed(f.s, a, b) - 0.020) < 1e-5);
+    assert_int_equal(prs_gpu_reset_clock(g), 0);
+    prs_gpu_close(g);
+    assert_int_equal(prs_gpu_open("nvml:GPU-00000000-0000-0000-0000-000000000000", &g, &e),
+                     PRS_EGPU);
+    assert_non_null(strstr(e.msg, "nvmlDeviceGetHandleByUUID"));
+    unsetenv("PRS_NVML_LIBRARY");
+    prs_event_free(f.s, a);
+    prs_event_free(f.s, b);
     fx_end(&f);
 }
 
