@@ -76,6 +76,7 @@ typedef struct clientI_dev {
     double hist_t[CLIENTI_HISTORY], hist_e[CLIENTI_HISTORY];
     int hist_head, hist_len;
     double last_power_t, last_power_w, power_energy; /* integrating power samples */
+    double chain_end; /* host time the last resolved iteration ended (0: none) */
 } clientI_dev;
 
 struct prs_client;

@@ -24,6 +24,9 @@
  * server averages the windows of several iterations and ranks, so each fit need not be final. */
 #define FIT_MAX_REL_SE 0.05
 #define FIT_KIND_REL_SE 0.01
+/* Beyond this gap between an iteration's anchor and the previous iteration's end the anchor
+ * wins (a skipped iteration, a clock step). */
+#define CHAIN_DRIFT_S 1e-3
 
 void clientI_dev_push(prs_client *c, clientI_pend *p)
 {
@@ -163,9 +166,15 @@ static int resolve_times(prs_client *c, clientI_pend *p)
 {
     clientI_dev *d = c->dev;
     if (!atomic_load_explicit(&p->anchor->done, memory_order_acquire)) return PRS_EGPU;
+    /* An iteration starts at the event that ended the one before: continue that timeline rather
+     * than restart it from this anchor, which was noted a little before the event (the host
+     * function runs first) and would overlap the previous iteration's end. The anchor corrects
+     * the chain only when they drift apart. */
     double base = p->anchor->host_s;
+    if (d->chain_end > 0 && fabs(base - d->chain_end) < CHAIN_DRIFT_S) base = d->chain_end;
     p->t_start = base;
     p->t_end = base + elapsed(c, p->start, p->end);
+    d->chain_end = p->t_end;
     p->op_t0 = malloc(sizeof(double) * (size_t)(2 * p->n_ops + 1));
     p->op_clock = malloc(sizeof(int) * (size_t)(p->n_ops + 1));
     if (!p->op_t0 || !p->op_clock) return PRS_ENOMEM;
@@ -202,10 +211,12 @@ static void feed(prs_client *c, clientI_pend *p)
     clientI_round_fit *f = fit_for(c, p->round, n_kinds_of(c));
     if (!f) return;
     clientI_attrib_known(f->fit, p->t_start);
+    double floor_t = p->t_start; /* rounding never makes intervals overlap or go back */
     for (int i = 0; i < p->n_ops; i++) {
         int kind = p->ops[i].local_chunk * 2 + (int)p->ops[i].instr;
-        if (kind >= 0 && kind < f->n_kinds)
-            clientI_attrib_busy(f->fit, kind, p->op_t0[i], p->op_t1[i]);
+        double t0 = fmax(p->op_t0[i], floor_t), t1 = fmax(p->op_t1[i], t0);
+        if (kind >= 0 && kind < f->n_kinds) clientI_attrib_busy(f->fit, kind, t0, t1);
+        floor_t = t1;
     }
     clientI_attrib_known(f->fit, p->t_end);
 }
