@@ -23,7 +23,8 @@
 /* A round's fit is used once every fitted power's standard error is below this share of it. The
  * server averages the windows of several iterations and ranks, so each fit need not be final. */
 #define FIT_MAX_REL_SE 0.05
-#define FIT_KIND_REL_SE 0.01
+#define FIT_KIND_REL_SE 0.015       /* energy counter rows */
+#define FIT_KIND_REL_SE_POWER 0.008 /* power samples: less per reading, held to more */
 /* Beyond this gap between an iteration's anchor and the previous iteration's end the anchor
  * wins (a skipped iteration, a clock step). */
 #define CHAIN_DRIFT_S 1e-3
@@ -255,11 +256,15 @@ static int fill_windows(prs_client *c, const clientI_pend *p, const double *pw, 
     return 1;
 }
 
-/* The computations' powers (what the windows carry) are known to FIT_KIND_REL_SE. */
-static int kinds_settled(const double *pw, const clientI_attrib_quality *q, int n_kinds)
+/* The computations' powers (what the windows carry) are known to the mode's share. */
+static int kinds_settled(const prs_client *c, const double *pw, const clientI_attrib_quality *q,
+                         int n_kinds)
 {
+    double share = clientI_sampler_mode(c->dev->sampler) == CLIENTI_SAMPLE_POWER
+                       ? FIT_KIND_REL_SE_POWER
+                       : FIT_KIND_REL_SE;
     for (int k = 0; k < n_kinds; k++)
-        if (isfinite(pw[k]) && !(q->kind_se_w[k] <= FIT_KIND_REL_SE * pw[k])) return 0;
+        if (isfinite(pw[k]) && !(q->kind_se_w[k] <= share * pw[k])) return 0;
     return 1;
 }
 
@@ -280,7 +285,7 @@ static int build_report(prs_client *c, clientI_pend *p, int force, clientI_itera
         double pw[CLIENTI_ATTRIB_MAX_KINDS], idle;
         clientI_attrib_quality q;
         int rc = clientI_attrib_solve(f->fit, pw, &idle, &q);
-        if (rc == 0 && !kinds_settled(pw, &q, f->n_kinds)) rc = CLIENTI_ATTRIB_MORE;
+        if (rc == 0 && !kinds_settled(c, pw, &q, f->n_kinds)) rc = CLIENTI_ATTRIB_MORE;
         if (rc == 0) return fill_windows(c, p, pw, idle, f->n_kinds, it);
         /* Its timeline is in the fit already: when the FIFO is full, the round goes on without
          * this iteration's report rather than with a report that lacks windows. */

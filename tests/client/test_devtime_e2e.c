@@ -23,9 +23,8 @@
  * hooks (no stream) and prints that share beside it.
  *
  * The configurations run as child processes in parallel (the fakes read their settings from the
- * environment when loaded). The coarse counters' rounds last until their fits settle, minutes
- * for the whole sweep: those three configurations run with PRS_DEVTIME_ALL=1 (and
- * PRS_DEVTIME_CONFIG=NAME runs one configuration in this process). */
+ * environment when loaded), in about 2-3 minutes; the coarse counters' rounds last until their
+ * fits settle. PRS_DEVTIME_CONFIG=NAME runs one configuration in this process. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -48,8 +47,10 @@
 #define RANKS (STAGES * DP)
 #define OPS (2 * MB)
 #define N_CLOCKS 4
-#define ENERGY_TOL 0.04 /* worst profile row */
-#define PLAN_TOL 0.01   /* energy at the fastest time, plan from the measured vs the true profile */
+#define ENERGY_TOL 0.03 /* worst profile row */
+#define PLAN_TOL                                                                                   \
+    0.0075 /* energy at the fastest time, plan from the measured vs the true profile               \
+            */
 
 static const int sweep[N_CLOCKS] = {1410, 1290, 1170, 1050};
 
@@ -58,13 +59,12 @@ typedef struct config {
     int refresh_ms; /* energy counter refresh; 0 with no_energy */
     int no_energy;  /* pre-Volta: power sampling */
     int stream;     /* 0: clocks from the host at the hooks (today's way), share only */
-    int slow;       /* profiling takes minutes: run only with PRS_DEVTIME_ALL=1 */
 } config;
 
 static const config configs[] = {
-    {"refresh-10ms", 10, 0, 1, 0},     {"refresh-50ms", 50, 0, 1, 1},
-    {"refresh-100ms", 100, 0, 1, 1},   {"power-sampling-100ms", 100, 1, 1, 1},
-    {"host-side-clocks", 10, 0, 0, 0},
+    {"refresh-10ms", 10, 0, 1},     {"refresh-50ms", 50, 0, 1},
+    {"refresh-100ms", 100, 0, 1},   {"power-sampling-100ms", 100, 1, 1},
+    {"host-side-clocks", 10, 0, 0},
 };
 
 /* Work of one computation of stage s (forward 24 ms, backward 48 ms at f_max; the last stage
@@ -299,9 +299,10 @@ static void check_profile(world *w, const prs_profile *meas, double blocking_w)
            "(%+.3f %% energy)\n",
            w->cfg->name, prs_profile_nrows(meas), 100 * worst_t, 100 * worst_e, mt, me, tt, te,
            100 * (me / te - 1));
-    /* The issue's targets are 1 % in time, 3 % in energy and 0.5 % for the plan; measured at a
-     * 10 ms refresh: 0.000 %, 1.9-3.1 % and 0.00-0.49 % over runs (docs/measurement.md). The
-     * bounds leave room for that spread. */
+    /* Targets: 1 % in time, 3 % in energy, 0.5 % for the plan. Measured (docs/measurement.md):
+     * 0.000 %, 1.5-2.3 % and 0.00-0.49 % at a 10 ms refresh; the plans made from a measured
+     * profile land on a few discrete alternatives (+0.000, +0.247, +0.494 %), so the plan bound
+     * keeps a margin over the target for the next one. */
     assert_true(worst_t <= 0.01);
     assert_true(worst_e <= ENERGY_TOL);
     assert_true(me <= (1 + PLAN_TOL) * te);
@@ -486,7 +487,7 @@ static void run_config(const config *cfg)
     pthread_t th[RANKS];
     for (int i = 0; i < RANKS; i++)
         assert_int_equal(pthread_create(&th[i], NULL, rank_main, &w.r[i]), 0);
-    json_t *st = wait_running(&w, cfg->slow ? 900 : 150);
+    json_t *st = wait_running(&w, 480);
     /* Let every rank switch to the plan, then measure the clocks the computations ran at. */
     harness_sleep_ms(2500);
     w.cu.reset_stats();
@@ -537,10 +538,7 @@ static void test_configs(void **state)
     for (int i = 0; only && i < N; i++)
         if (strcmp(only, configs[i].name) == 0) return run_config(&configs[i]);
     pid_t pid[N];
-    int all = getenv("PRS_DEVTIME_ALL") != NULL;
     for (int i = 0; i < N; i++) {
-        pid[i] = 0;
-        if (configs[i].slow && !all) continue;
         fflush(stdout);
         pid[i] = fork();
         if (pid[i] == 0) {
@@ -552,7 +550,6 @@ static void test_configs(void **state)
     int failures = 0;
     for (int i = 0; i < N; i++) {
         int st = 0;
-        if (pid[i] <= 0) continue;
         waitpid(pid[i], &st, 0);
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
             fprintf(stderr, "configuration %s failed\n", configs[i].name);
