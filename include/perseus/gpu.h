@@ -35,16 +35,15 @@ extern "C" {
 typedef struct prs_gpu prs_gpu;
 
 /* Open a backend from a spec string: "sim" (A100 preset), "sim:PRESET" (gpumodel.h presets),
- * "nvml" (GPU 0), "nvml:INDEX" or "nvml:GPU-UUID". For nvml the library is $PRS_NVML_LIBRARY when set, else
- * "libnvidia-ml.so.1" from the dynamic loader's search path. On failure *out is NULL and err says
- * why. Free with prs_gpu_close. */
+ * "nvml" (GPU 0), "nvml:INDEX" or "nvml:GPU-UUID". For nvml the library is $PRS_NVML_LIBRARY when
+ * set, else "libnvidia-ml.so.1" from the dynamic loader's search path. On failure *out is NULL and
+ * err says why. Free with prs_gpu_close. */
 int prs_gpu_open(const char *spec, prs_gpu **out, prs_error *err);
 /* nvml backend for GPU index; lib_path NULL: as prs_gpu_open. */
 int prs_gpu_open_nvml(unsigned index, const char *lib_path, prs_gpu **out, prs_error *err);
 /* nvml backend for the GPU with this UUID ("GPU-xxxxxxxx-...", as prs_stream_device_uuid and
  * nvidia-smi -L give it): the same physical GPU whatever CUDA_VISIBLE_DEVICES says. */
-int prs_gpu_open_nvml_uuid(const char *uuid, const char *lib_path, prs_gpu **out,
-                           prs_error *err);
+int prs_gpu_open_nvml_uuid(const char *uuid, const char *lib_path, prs_gpu **out, prs_error *err);
 /* sim backend with a copy of preset (NULL: "a100"); the preset must pass prs_gpu_preset_check. */
 int prs_gpu_open_sim(const prs_gpu_preset *preset, prs_gpu **out, prs_error *err);
 /* Closes the handle. Does not reset the clocks (prs_gpu_reset_clock, or a controller, does). */
