@@ -1,29 +1,36 @@
-/* The Perseus client (DESIGN.md §1, §2): called from each rank's training loop, it measures every
- * forward and backward computation, sets the SM clock the server planned before each one, and
- * talks to perseusd (docs/api.md) without ever blocking training.
+/* The Perseus client: called from each rank's training loop, it measures every forward and
+ * backward computation, sets the SM clock the server planned before each one, and talks to
+ * perseusd (docs/api.md) without ever blocking training.
  *
- * Use, per rank:
+ * Use, per rank, on the thread where the model's CUDA context is current:
  *   prs_client_opts o; prs_client_opts_init(&o);
  *   o.server_url = "http://10.0.0.1:7787"; o.job_id = ID; o.token = TOKEN;
- *   o.rank = r; o.dp = d; o.pp = p; o.gpu_spec = "nvml:0"; o.device_sync = cuda_sync;
+ *   o.rank = r; o.dp = d; o.pp = p;
+ *   o.use_stream = 1; o.stream = (uintptr_t)stream;   // the CUstream the model runs on
  *   prs_client_new(&o, &c, &err);
  *   for each iteration:
  *     for each computation of the stage, in schedule order:
- *       prs_client_begin(c, PRS_FORWARD, mb, 0); ... launch ...;
- *       prs_client_end(c, PRS_FORWARD, mb, 0);
+ *       prs_client_begin(c, PRS_FORWARD, mb, chunk); ... launch on the stream ...;
+ *       prs_client_end(c, PRS_FORWARD, mb, chunk);
  *     prs_client_iteration_end(c);
  *   prs_client_free(c);   // posts what is pending (bounded wait), resets the clocks
+ *
+ * Measurement (docs/measurement.md): on a device stream, CUDA events time every computation and
+ * energy is attributed from the GPU's energy counter (or power readings) over many computations;
+ * nothing waits for the GPU. Without a stream (the sim backend), the backend is read at the hooks.
  *
  * Threads: the hooks (begin, end, iteration_end) are called from one training thread; they take
  * no network action and at most one uncontended lock (iteration_end). A background thread
  * registers the rank, polls the schedule and posts results in batches over HTTP (libcurl); its
- * latest schedule is adopted at the next iteration boundary, so every iteration runs one schedule.
- * When the server is unreachable training goes on with the schedule in hand and results queue
- * (bounded: when the queue is full the newest iterations are dropped) until it is back.
+ * latest schedule is adopted at an iteration boundary (a running plan at the iteration the server
+ * set for the whole pipeline), so every iteration runs one schedule. When the server is
+ * unreachable training goes on with the schedule in hand and results queue (bounded: when the
+ * queue is full the newest iterations are dropped) until it is back.
  *
- * Clocks: the k-th computation of an iteration runs at clocks_mhz[k] of the schedule; in phases
- * without clocks (registering) the GPU keeps its default; `done`/`failed` reset it. Clock changes
- * go through a clock controller (perseus/gpu.h): a watchdog process for nvml, inline for sim. The
+ * Clocks: the k-th computation of an iteration runs at clocks_mhz[k] of the schedule, changed by a
+ * host function enqueued just before it on the stream (at the hook without one); in phases without
+ * clocks (registering) the GPU keeps its default; `done`/`failed` reset it. Clock changes go
+ * through a clock controller (perseus/gpu.h): a watchdog process for nvml, inline for sim. The
  * clocks are reset by prs_client_free, and by the watchdog when the process dies. */
 #ifndef PERSEUS_CLIENT_H
 #define PERSEUS_CLIENT_H
