@@ -12,7 +12,15 @@ ex=$src/examples/a100-8stage.csv
 common=(--stages 8 --microbatches 12 --unit-time 0.001 --blocking-power 83.64)
 
 # --- usage errors ---
-"$bin" plan --help | grep -q -- "--cost-model" || fail "plan --help"
+"$bin" plan --help >"$tmp/help"
+grep -q -- "--cost-model" "$tmp/help" || fail "plan --help"
+# The help is printed as is, not as a format: percentages read "5%", never "5%%".
+grep -q "5% noise" "$tmp/help" || fail "plan --help lacks '5% noise'"
+! grep -q "%%" "$tmp/help" || fail "plan --help prints a literal %%"
+# Every option is in the synopsis as well as in the list.
+sed -n '/^usage:/,/^$/p' "$tmp/help" | grep -q -- "--virtual-stages V" ||
+  fail "plan --help: --virtual-stages missing from the synopsis"
+grep -q -- "^  --virtual-stages V" "$tmp/help" || fail "plan --help: --virtual-stages not described"
 "$bin" plan export --help | grep -q -- "--format" || fail "plan export --help"
 "$bin" --help | grep -q "plan" || fail "--help"
 expect_error 2 "missing required option '--out'" "$bin" plan --profile "$ex" "${common[@]}"
