@@ -20,9 +20,10 @@ extern "C" {
 #define PRS_SERVER_DEFAULT_PORT 7787
 
 typedef enum prs_log_level {
-    PRS_LOG_ERROR = 0,
-    PRS_LOG_INFO = 1, /* job events and every 4xx/5xx request */
-    PRS_LOG_DEBUG = 2 /* every request */
+    PRS_LOG_ERROR = 0, /* server faults: 5xx requests, storage and planner-thread failures */
+    PRS_LOG_WARN = 1,  /* and the client's mistakes (4xx requests) and failed plannings */
+    PRS_LOG_INFO = 2,  /* and job events */
+    PRS_LOG_DEBUG = 3  /* and every request */
 } prs_log_level;
 
 /* Server configuration: a value type. */

@@ -13,7 +13,8 @@
 
 static const char plan_usage[] =
     "usage: perseus plan --profile FILE --stages S --microbatches M --unit-time SEC\n"
-    "                    --blocking-power W [--schedule NAME] [--cost-model exp|hull] --out DIR\n"
+    "                    --blocking-power W [--schedule NAME [--virtual-stages V]]\n"
+    "                    [--cost-model exp|hull] --out DIR\n"
     "       perseus plan export DIR (--index K | --time SEC) [--format json|lowtime]\n"
     "\n"
     "Compute the iteration time-energy frontier of a pipeline from a stage profile\n"
@@ -29,7 +30,7 @@ static const char plan_usage[] =
     "                         the profile then has stages * V stages (chunk c on GPU c mod S)\n"
     "  --cost-model MODEL     exp: the reference's exponential fit (default);\n"
     "                         hull: convex hull of measured options, closer to optimal\n"
-    "  --always-use-noise-factor  the reference's 5%% noise tolerance for every option set\n"
+    "  --always-use-noise-factor  the reference's 5% noise tolerance for every option set\n"
     "  --out DIR              output directory (created if missing): frontier.csv,\n"
     "                         frontier-detail.csv, plans.prs\n"
     "  --quiet                no progress bar or warnings\n"

@@ -24,7 +24,7 @@
  * server averages the windows of several iterations and ranks, so each fit need not be final. */
 #define FIT_MAX_REL_SE 0.05
 #define FIT_KIND_REL_SE 0.015       /* energy counter rows */
-#define FIT_KIND_REL_SE_POWER 0.008 /* power samples: less per reading, held to more */
+#define FIT_KIND_REL_SE_POWER 0.006 /* power samples: less per reading, held to more */
 /* Beyond this gap between an iteration's anchor and the previous iteration's end the anchor
  * wins (a skipped iteration, a clock step). */
 #define CHAIN_DRIFT_S 1e-3

@@ -3,12 +3,17 @@
  * flight finish, planner threads are joined, the database is closed. */
 #include <errno.h>
 #include <getopt.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "numfmt.h"
 #include "perseus/server.h"
@@ -20,8 +25,9 @@ static const char usage[] =
     "profile them, plans, serves each rank its clocks and reacts to stragglers (API v1:\n"
     "docs/api.md). All state is in a SQLite database; a restarted server resumes every job.\n"
     "\n"
-    "  --listen HOST:PORT     numeric IPv4 address and port (default 127.0.0.1:7787;\n"
-    "                         port 0 picks a free one, see --port-file)\n"
+    "  --listen HOST:PORT     IPv4 address or host name (resolved to its first IPv4\n"
+    "                         address) and port (default 127.0.0.1:7787; port 0 picks a\n"
+    "                         free one, see --port-file)\n"
     "  --data-dir DIR         data directory, created if missing (default ./perseusd-data)\n"
     "  --db FILE              database file (default DIR/perseusd.db)\n"
     "  --port-file FILE       write the port listened on to FILE once serving\n"
@@ -32,14 +38,32 @@ static const char usage[] =
     "  --threads N            HTTP worker threads (default: one per online CPU, at most 16)\n"
     "  --sync normal|full     full: fsync every commit, surviving power loss (default normal:\n"
     "                         every acknowledged request survives a crash of the process)\n"
-    "  --log-level LEVEL      error, info (default: job events and failed requests) or debug\n"
-    "                         (every request); logs are key=value lines on stderr\n"
+    "  --log-level LEVEL      what to log, each level adding to the one after it: debug\n"
+    "                         (every request), info (job events; the default), warn (failed\n"
+    "                         requests and plannings) or error (server faults); logs are\n"
+    "                         key=value lines on stderr\n"
     "  -h, --help             this help\n";
 
 static int bad(const char *msg, const char *arg)
 {
     fprintf(stderr, "perseusd: %s '%s'\n%s", msg, arg, "try 'perseusd --help'\n");
     return 2;
+}
+
+/* Resolves HOST (an IPv4 address or a host name) to its first IPv4 address, written in dotted
+ * form into out (INET_ADDRSTRLEN bytes). Returns 0, or a getaddrinfo error code. */
+static int resolve_ipv4(const char *host, char *out)
+{
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    int rc = getaddrinfo(host, NULL, &hints, &res);
+    if (rc != 0) return rc;
+    const struct sockaddr_in *a = (const struct sockaddr_in *)(const void *)res->ai_addr;
+    if (!inet_ntop(AF_INET, &a->sin_addr, out, INET_ADDRSTRLEN)) rc = EAI_FAIL;
+    freeaddrinfo(res);
+    return rc;
 }
 
 static int parse_size(const char *v, size_t *out)
@@ -67,7 +91,7 @@ int main(int argc, char **argv)
     prs_server_config cfg;
     prs_server_config_default(&cfg);
     const char *data_dir = "perseusd-data", *db = NULL, *port_file = NULL;
-    static char host[64];
+    static char host[256], addr[INET_ADDRSTRLEN];
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -79,7 +103,14 @@ int main(int argc, char **argv)
                 return bad("--listen: expected HOST:PORT, got", optarg);
             memcpy(host, optarg, (size_t)(colon - optarg));
             host[colon - optarg] = '\0';
-            cfg.listen_host = host;
+            int rc = resolve_ipv4(host, addr);
+            if (rc != 0) {
+                fprintf(stderr, "perseusd: --listen: cannot resolve '%s' to an IPv4 address: %s\n",
+                        host, rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+                fputs("try 'perseusd --help'\n", stderr);
+                return 2;
+            }
+            cfg.listen_host = addr;
             cfg.port = port;
             break;
         }
@@ -123,12 +154,14 @@ int main(int argc, char **argv)
         case 'L':
             if (strcmp(optarg, "error") == 0)
                 cfg.log_level = PRS_LOG_ERROR;
+            else if (strcmp(optarg, "warn") == 0)
+                cfg.log_level = PRS_LOG_WARN;
             else if (strcmp(optarg, "info") == 0)
                 cfg.log_level = PRS_LOG_INFO;
             else if (strcmp(optarg, "debug") == 0)
                 cfg.log_level = PRS_LOG_DEBUG;
             else
-                return bad("--log-level: expected error, info or debug, got", optarg);
+                return bad("--log-level: expected debug, info, warn or error, got", optarg);
             break;
         case 'h':
             fputs(usage, stdout);

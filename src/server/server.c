@@ -142,7 +142,7 @@ static void log_kv(prs_server *s, prs_log_level level, const char *fmt, ...)
 static void log_kv(prs_server *s, prs_log_level level, const char *fmt, ...)
 {
     if (s->cfg.log_fd < 0 || level > s->cfg.log_level) return;
-    static const char *const names[] = {"error", "info", "debug"};
+    static const char *const names[] = {"error", "warn", "info", "debug"};
     char line[1024];
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -270,8 +270,9 @@ static void *planner_main(void *arg)
         s->m.planning_failed++;
     }
     pthread_mutex_unlock(&s->m.mu);
-    log_kv(s, PRS_LOG_INFO, "msg=planned job=%s ok=%d seconds=%.3f points=%zu phase=%s", j->id,
-           f != NULL, secs, f ? prs_frontier_size(f) : (size_t)0, job_phase_name(j->phase));
+    log_kv(s, f ? PRS_LOG_INFO : PRS_LOG_WARN,
+           "msg=planned job=%s ok=%d seconds=%.3f points=%zu phase=%s", j->id, f != NULL, secs,
+           f ? prs_frontier_size(f) : (size_t)0, job_phase_name(j->phase));
     j->planner_active = 0;
     t->finished = 1;
     pthread_rwlock_unlock(&s->lock);
@@ -431,7 +432,7 @@ static enum MHD_Result send_error(prs_server *s, struct MHD_Connection *c, conn_
 {
     json_t *v = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg);
     char q[REQ_MSG_MAX + 8];
-    log_kv(s, status >= 500 ? PRS_LOG_ERROR : PRS_LOG_INFO,
+    log_kv(s, status >= 500 ? PRS_LOG_ERROR : PRS_LOG_WARN,
            "msg=request_error route=%s status=%d code=%s job=%s detail=%s", ROUTE_NAMES[cc->route],
            status, code, cc->job_id[0] ? cc->job_id : "-", kv_quote(msg, q, sizeof q));
     return send_json(c, cc, status, v);

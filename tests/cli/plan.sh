@@ -12,7 +12,15 @@ ex=$src/examples/a100-8stage.csv
 common=(--stages 8 --microbatches 12 --unit-time 0.001 --blocking-power 83.64)
 
 # --- usage errors ---
-"$bin" plan --help | grep -q -- "--cost-model" || fail "plan --help"
+"$bin" plan --help >"$tmp/help"
+grep -q -- "--cost-model" "$tmp/help" || fail "plan --help"
+# The help is printed as is, not as a format: percentages read "5%", never "5%%".
+grep -q "5% noise" "$tmp/help" || fail "plan --help lacks '5% noise'"
+! grep -q "%%" "$tmp/help" || fail "plan --help prints a literal %%"
+# Every option is in the synopsis as well as in the list.
+sed -n '/^usage:/,/^$/p' "$tmp/help" | grep -q -- "--virtual-stages V" ||
+  fail "plan --help: --virtual-stages missing from the synopsis"
+grep -q -- "^  --virtual-stages V" "$tmp/help" || fail "plan --help: --virtual-stages not described"
 "$bin" plan export --help | grep -q -- "--format" || fail "plan export --help"
 "$bin" --help | grep -q "plan" || fail "--help"
 expect_error 2 "missing required option '--out'" "$bin" plan --profile "$ex" "${common[@]}"
@@ -100,7 +108,7 @@ fi
 "$bin" plan --profile "$ex" "${common[@]}" --out "$tmp/notty" 2>"$tmp/err"
 ! grep -q "planning \[" "$tmp/err" || fail "progress bar written to a non-terminal"
 
-# --- the published frontiers through the CLI (skipped without the shared data) ---
+# --- the published frontiers through the CLI (without the shared data: exit 77, skipped) ---
 if [[ -f $data/stage_profile/gpt3-175b+a100_sxm_bf16.csv ]]; then
   for model in gpt3-175b bloom; do
     "$bin" plan --profile "$data/stage_profile/$model+a100_sxm_bf16.csv" "${common[@]}" --quiet \
@@ -113,6 +121,7 @@ if [[ -f $data/stage_profile/gpt3-175b+a100_sxm_bf16.csv ]]; then
       fail "$model row count"
   done
 else
-  echo "shared data not found; published-frontier checks skipped"
+  echo "plan CLI tests passed, but the shared data was not found: published-frontier checks skipped"
+  exit 77
 fi
 echo "plan CLI tests passed"

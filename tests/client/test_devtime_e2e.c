@@ -31,6 +31,8 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+
+#include "skips.h"
 #include <math.h>
 #include <pthread.h>
 
@@ -527,7 +529,8 @@ static void test_one(void **state)
 static void test_configs(void **state)
 {
     (void)state;
-    if (!getenv("PRS_FAKE_CUDA") || !getenv("PRS_FAKE_NVML")) skip();
+    if (!getenv("PRS_FAKE_CUDA") || !getenv("PRS_FAKE_NVML"))
+        prs_skip_case("no fake driver libraries (PRS_FAKE_CUDA, PRS_FAKE_NVML)");
     enum { N = sizeof configs / sizeof configs[0] };
     const char *only = getenv("PRS_DEVTIME_CONFIG"); /* one configuration, in this process */
     for (int i = 0; only && i < N; i++)
@@ -536,7 +539,7 @@ static void test_configs(void **state)
     /* Real-time fakes: the sanitizers' slowdown would measure the machine, not the client (the
      * client's code runs under them in test_stream, the hook benchmark's test and, by hand, with
      * PRS_DEVTIME_CONFIG=refresh-10ms). */
-    skip();
+    prs_skip_case("real-time fakes do not run under the sanitizers");
 #endif
     pid_t pid[N];
     for (int i = 0; i < N; i++) {
@@ -563,5 +566,5 @@ static void test_configs(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_configs)};
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return prs_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -8,6 +8,8 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+
+#include "skips.h"
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -140,7 +142,7 @@ static void test_nvml_missing(void **state)
 
 static void test_nvml_fake(void **state)
 {
-    if (!fake_lib()) skip();
+    if (!fake_lib()) prs_skip_case("no fake NVML library (PRS_FAKE_NVML)");
     char st[512], buf[256];
     state_path(st, sizeof st, "basic");
     setenv("PRS_FAKE_NVML_STATE", st, 1);
@@ -263,7 +265,7 @@ static void run_training_child(const char *st, int ready_fd, int go_fd, int how)
 
 static void watchdog_case(int how)
 {
-    if (!fake_lib()) skip();
+    if (!fake_lib()) prs_skip_case("no fake NVML library (PRS_FAKE_NVML)");
     char st[512], buf[256];
     state_path(st, sizeof st, how == 0 ? "kill" : how == 1 ? "exit" : "abort");
     setenv("PRS_FAKE_NVML_STATE", st, 1);
@@ -335,5 +337,5 @@ int main(void)
         cmocka_unit_test(test_watchdog_exit),
         cmocka_unit_test(test_watchdog_abort),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return prs_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

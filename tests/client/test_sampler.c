@@ -8,6 +8,8 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+
+#include "skips.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +44,7 @@ static void test_energy_mode(void **state)
 {
     (void)state;
     prs_gpu *g = open_fake();
-    if (!g) skip();
+    if (!g) prs_skip_case("no fake NVML library (PRS_FAKE_NVML)");
     clientI_sampler *s;
     assert_int_equal(clientI_sampler_start(g, NULL, &s), 0);
     assert_int_equal(clientI_sampler_mode(s), CLIENTI_SAMPLE_ENERGY);
@@ -71,7 +73,7 @@ static void test_power_mode(void **state)
 {
     (void)state;
     prs_gpu *g = open_fake();
-    if (!g) skip();
+    if (!g) prs_skip_case("no fake NVML library (PRS_FAKE_NVML)");
     clientI_sampler_opts o;
     clientI_sampler_opts_init(&o);
     o.force_power = 1;
@@ -95,7 +97,7 @@ static void test_ring_and_stop(void **state)
 {
     (void)state;
     prs_gpu *g = open_fake();
-    if (!g) skip();
+    if (!g) prs_skip_case("no fake NVML library (PRS_FAKE_NVML)");
     clientI_sampler_opts o;
     clientI_sampler_opts_init(&o);
     o.capacity = 4;
@@ -129,7 +131,7 @@ static void test_feed_attrib(void **state)
 {
     (void)state;
     prs_gpu *g = open_fake();
-    if (!g) skip();
+    if (!g) prs_skip_case("no fake NVML library (PRS_FAKE_NVML)");
     clientI_attrib *a;
     assert_int_equal(clientI_attrib_new(1, NULL, &a), 0);
     clientI_sampler *s;
@@ -161,5 +163,5 @@ int main(void)
         cmocka_unit_test(test_ring_and_stop),
         cmocka_unit_test(test_feed_attrib),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return prs_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

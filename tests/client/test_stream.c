@@ -9,6 +9,8 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+
+#include "skips.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,7 +72,7 @@ static void test_errors(void **state)
     assert_non_null(strstr(e.msg, "/nonexistent/libcuda.so.1"));
     assert_int_equal(prs_stream_open_cuda(0, "libm.so.6", &s, &e), PRS_ENOLIB);
     assert_non_null(strstr(e.msg, "cuInit"));
-    if (!cu_path) skip();
+    if (!cu_path) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
     /* The library is there, but no context is current on this thread. */
     assert_int_equal(cu.cuCtxSetCurrent(NULL), CUDA_SUCCESS);
     assert_int_equal(prs_stream_open_cuda(0, cu_path, &s, &e), PRS_EGPU);
@@ -113,7 +115,7 @@ static void test_errors(void **state)
  * between them, exactly (float milliseconds: a few nanoseconds). */
 static void test_event_elapsed_exact(void **state)
 {
-    if (!cu_path) skip();
+    if (!cu_path) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, 0);
     const prs_gpu_preset *p = prs_gpu_preset_find("a100");
@@ -122,14 +124,14 @@ static void test_event_elapsed_exact(void **state)
     for (int i = 0; i < 7; i++)
         assert_int_equal(prs_event_new(f.s, &ev[i]), 0);
     double h0 = mono_s();
-    assert_int_equal(cu.launch_work(f.cs, 0.010, 1.0, 0), CUDA_SUCCESS); /* the device is busy */
+    assert_int_equal(cu.launch_work(f.cs, 0.050, 1.0, 0), CUDA_SUCCESS); /* the device is busy */
     assert_int_equal(prs_event_record(f.s, ev[0]), 0);
     for (int i = 0; i < 6; i++) {
         assert_int_equal(cu.launch_work(f.cs, w[i % 3].t_ref_s, w[i % 3].alpha, 0), CUDA_SUCCESS);
         assert_int_equal(prs_event_record(f.s, ev[i + 1]), 0);
     }
     double h1 = mono_s();
-    assert_true(h1 - h0 < 0.005);                     /* enqueueing does not wait for the device */
+    assert_true(h1 - h0 < 0.025);                     /* enqueueing does not wait for the device */
     assert_int_equal(prs_event_query(f.s, ev[6]), 0); /* the host is ahead */
     assert_int_equal(prs_event_wait(f.s, ev[6]), 0);
     for (int i = 0; i < 6; i++) {
@@ -145,7 +147,7 @@ static void test_event_elapsed_exact(void **state)
  * device idle, and the idle time is in the window. */
 static void test_host_behind(void **state)
 {
-    if (!cu_path) skip();
+    if (!cu_path) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, 0);
     prs_event *ev[3];
@@ -160,7 +162,7 @@ static void test_host_behind(void **state)
     assert_int_equal(prs_event_wait(f.s, ev[2]), 0);
     assert_true(elapsed(f.s, ev[0], ev[1]) >= 0.030);
     double t = elapsed(f.s, ev[1], ev[2]);
-    assert_true(t >= 0.005 && t < 0.005 + 0.002); /* + the host's time between the two calls */
+    assert_true(t >= 0.005 && t < 0.005 + 0.010); /* + the host's time between the two calls */
     for (int i = 0; i < 3; i++)
         prs_event_free(f.s, ev[i]);
     fx_end(&f);
@@ -190,7 +192,7 @@ static void host_fn(void *user)
  */
 static void test_host_fn_order(void **state)
 {
-    if (!cu_path) skip();
+    if (!cu_path) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, 0);
     host_log log = {{0}, {0}, 0};
@@ -236,7 +238,7 @@ static void set_clock_fn(void *user)
  * its clock. The same requests made by the host when it enqueues (running ahead) miss. */
 static void test_clock_in_stream_order(void **state)
 {
-    if (!cu_path) skip();
+    if (!cu_path) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, 0);
     prs_gpu *g;
@@ -272,7 +274,7 @@ static void test_clock_in_stream_order(void **state)
 /* The context's device UUID, as NVML names the same device. */
 static void test_device_uuid(void **state)
 {
-    if (!cu_path) skip();
+    if (!cu_path) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, 2);
     char id[64];
@@ -333,7 +335,7 @@ static void noop_fn(void *user)
  * a loose bound here, the benchmark measures it). */
 static void test_enqueue_cost(void **state)
 {
-    if (!cu_path) skip();
+    if (!cu_path) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, 0);
     prs_event *ev;
@@ -374,5 +376,5 @@ int main(void)
         cmocka_unit_test(test_device_uuid),
         cmocka_unit_test(test_enqueue_cost),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return prs_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

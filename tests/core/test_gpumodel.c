@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "skips.h"
+
 #include "perseus/gpumodel.h"
 #include "perseus/profile.h"
 
@@ -181,7 +183,7 @@ static void test_a100_vs_measured(void **state)
              dir ? dir : "../shared");
     FILE *probe = fopen(path, "r");
     if (!probe) {
-        skip();
+        prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
         return;
     }
     fclose(probe);
@@ -481,5 +483,5 @@ int main(void)
         cmocka_unit_test(test_synth_bad_options),
         cmocka_unit_test(test_synth_csv_roundtrip),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return prs_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

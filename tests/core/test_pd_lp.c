@@ -40,6 +40,8 @@
 #include <time.h>
 
 #include <cmocka.h>
+
+#include "skips.h"
 #include <glpk.h>
 
 #include "perseus/gpumodel.h"
@@ -477,8 +479,7 @@ static void test_real(void **state)
     if (!profs[0] || !profs[1]) {
         prs_profile_free(profs[0]);
         prs_profile_free(profs[1]);
-        print_message("PRS_SHARED_DIR stage profiles not found: skipping\n");
-        skip();
+        prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
     }
     stats st;
     memset(&st, 0, sizeof st);
@@ -510,5 +511,5 @@ int main(void)
         cmocka_unit_test(test_synthetic),
         cmocka_unit_test(test_real),
     };
-    return cmocka_run_group_tests(tests, NULL, teardown_glpk);
+    return prs_test_result(cmocka_run_group_tests(tests, NULL, teardown_glpk));
 }

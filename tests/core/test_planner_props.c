@@ -23,6 +23,8 @@
 
 #include <cmocka.h>
 
+#include "skips.h"
+
 #include "perseus/gpumodel.h"
 #include "perseus/planner.h"
 #include "perseus/profile.h"
@@ -377,7 +379,7 @@ static void test_real_profiles(void **state)
     if (!prof[0] || !prof[1]) {
         prs_profile_free(prof[0]);
         prs_profile_free(prof[1]);
-        skip();
+        prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
         return;
     }
     /* (profile, stages, microbatches, unit): the paper's pipeline at both units, fewer
@@ -410,7 +412,7 @@ static void test_gpt3_hull_beats_exp(void **state)
     (void)state;
     prs_profile *p = load_real(REAL[0]);
     if (!p) {
-        skip();
+        prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
         return;
     }
     totals tot = {0};
@@ -499,5 +501,5 @@ int main(void)
         cmocka_unit_test(test_gpt3_hull_beats_exp),
         cmocka_unit_test(test_synthetic_profiles),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return prs_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

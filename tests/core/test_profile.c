@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "skips.h"
+
 #include "perseus/profile.h"
 
 static const char HEADER[] = "stage,instruction,frequency,time,energy\n";
@@ -603,10 +605,10 @@ static void test_real_profile(void **state)
 {
     (void)state;
     const char *dir = getenv("PRS_SHARED_DIR");
-    if (!dir || !*dir) skip();
+    if (!dir || !*dir) prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
     char path[4096];
     snprintf(path, sizeof path, "%s/data/sosp24/stage_profile/gpt3-175b+a100_sxm_bf16.csv", dir);
-    if (access(path, R_OK) != 0) skip();
+    if (access(path, R_OK) != 0) prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
     prs_profile *p = NULL;
     prs_error err = {0};
     int rc = prs_profile_load(path, &p, &err);
@@ -656,5 +658,5 @@ int main(void)
         cmocka_unit_test(test_load_file),
         cmocka_unit_test(test_real_profile),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return prs_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

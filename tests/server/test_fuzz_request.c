@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "skips.h"
+
 #define PRS_FUZZ_REQUEST_LINKED 1
 #include "../../fuzz/fuzz_request.c"
 
@@ -29,7 +31,7 @@ static void test_corpus_and_mutations(void **state)
 {
     (void)state;
     const char *src = getenv("PRS_SOURCE_DIR");
-    if (!src) skip();
+    if (!src) prs_skip_case("PRS_SOURCE_DIR not set");
     char path[1024];
     snprintf(path, sizeof path, "%s/fuzz/corpus/fuzz_request", src);
     DIR *d = opendir(path);
@@ -88,5 +90,5 @@ static void test_corpus_and_mutations(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_corpus_and_mutations)};
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return prs_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

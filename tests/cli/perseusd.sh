@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The perseusd command line, run as an operator would:
+#   - --listen takes an IPv4 address or a host name (localhost: resolved to 127.0.0.1); a name
+#     that does not resolve is refused with exit 2 and a message naming --listen;
+#   - --log-level takes debug, info, warn or error, each logging what docs/server.md says
+#     (debug: every request; info: job and server events; warn: failed requests; error: server
+#     faults only); any other value is refused with exit 2.
+set -euo pipefail
+bin=${PRS_BIN_DIR:?}/perseusd
+tmp=$(mktemp -d)
+pid=
+cleanup() {
+  if [[ -n $pid ]]; then kill "$pid" 2>/dev/null || true; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib.bash"
+
+# bad_arg PATTERN ARGS...: perseusd refuses ARGS with exit 2, its first line on stderr matches
+# the extended regex PATTERN, and it creates nothing.
+bad_arg() {
+  local pattern=$1 rc=0
+  shift
+  "$bin" "$@" --data-dir "$tmp/never" >"$tmp/out" 2>"$tmp/err" || rc=$?
+  [[ $rc -eq 2 ]] || fail "exit $rc (want 2): perseusd $* :: $(cat "$tmp/err")"
+  head -n 1 "$tmp/err" | grep -qE -- "$pattern" ||
+    fail "stderr '$(cat "$tmp/err")' lacks /$pattern/: perseusd $*"
+  [[ ! -e $tmp/never ]] || fail "perseusd $* created its data directory"
+}
+
+# start LEVEL LISTEN: perseusd in the background at LEVEL on LISTEN, its log in $tmp/log-LEVEL;
+# sets pid and port once it serves.
+start() {
+  local level=$1 listen=$2
+  rm -f "$tmp/port"
+  "$bin" --listen "$listen" --data-dir "$tmp/d-$level" --port-file "$tmp/port" \
+    --log-level "$level" 2>"$tmp/log-$level" &
+  pid=$!
+  for _ in $(seq 150); do
+    [[ -s $tmp/port ]] && break
+    kill -0 "$pid" 2>/dev/null || fail "perseusd --log-level $level exited: $(cat "$tmp/log-$level")"
+    sleep 0.1
+  done
+  [[ -s $tmp/port ]] || fail "perseusd --log-level $level: no port file"
+  port=$(cat "$tmp/port")
+}
+
+# stop: SIGTERM, and perseusd exits 0.
+stop() {
+  local rc=0
+  kill -TERM "$pid"
+  wait "$pid" || rc=$?
+  pid=
+  [[ $rc -eq 0 ]] || fail "perseusd exited $rc on SIGTERM"
+}
+
+# status PATH: the HTTP status of GET PATH on 127.0.0.1:$port.
+status() {
+  exec 3<>"/dev/tcp/127.0.0.1/$port"
+  printf 'GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n' "$1" >&3
+  head -n 1 <&3 | awk '{print $2}'
+  exec 3<&-
+}
+
+# --- usage ---
+"$bin" --help >"$tmp/help"
+grep -q -- "--log-level LEVEL" "$tmp/help" || fail "--help lacks --log-level"
+levels=$(grep -A3 -- "--log-level LEVEL" "$tmp/help" | tr -s ' \n' ' ')
+for level in debug info warn error; do
+  grep -q " $level (" <<<"$levels" || fail "--help lacks $level: $levels"
+done
+grep -A2 -- "--listen HOST:PORT" "$tmp/help" | grep -q "host name" || fail "--help: host names"
+bad_arg "^perseusd: --log-level: expected debug, info, warn or error, got 'verbose'$" \
+  --log-level verbose
+bad_arg "^perseusd: --log-level: expected debug, info, warn or error, got 'WARN'$" \
+  --log-level WARN
+bad_arg "^perseusd: --listen: expected HOST:PORT, got 'localhost'$" --listen localhost
+bad_arg "^perseusd: --listen: expected HOST:PORT, got 'localhost:99999'$" --listen localhost:99999
+bad_arg "^perseusd: --listen: cannot resolve 'no-such-host\.invalid' to an IPv4 address: " \
+  --listen no-such-host.invalid:7787
+
+# --- each level, on a host name: what is logged ---
+for level in debug info warn error; do
+  start "$level" localhost:0
+  [[ $(status /healthz) == 200 ]] || fail "$level: /healthz"
+  [[ $(status /v1/jobs/nosuchjob) == 404 ]] || fail "$level: unknown job not 404"
+  stop
+  log=$tmp/log-$level
+  has() { grep -qE -- "$1" "$log"; }
+  case $level in
+    debug)
+      has "level=debug msg=request route=healthz status=200" || fail "debug: no request line"
+      ;;&
+    debug | info)
+      has "level=info msg=listening addr=127\.0\.0\.1 port=$port " || fail "$level: listening"
+      has "level=info msg=stopped" || fail "$level: stopped"
+      ;;&
+    debug | info | warn)
+      has "level=warn msg=request_error route=[a-z_]+ status=404 code=not_found" ||
+        fail "$level: no warn line for the 404"
+      ;;
+  esac
+  case $level in
+    info | warn | error) ! has "level=debug" || fail "$level: debug lines logged" ;;&
+    warn | error) ! has "level=info" || fail "$level: info lines logged" ;;&
+    error) [[ ! -s $log ]] || fail "error: logged without a fault: $(cat "$log")" ;;
+  esac
+done
+
+# --- a numeric address still works ---
+start info 127.0.0.1:0
+[[ $(status /healthz) == 200 ]] || fail "127.0.0.1: /healthz"
+stop
+echo "perseusd CLI tests passed"
