@@ -23,7 +23,7 @@
 /* A round's fit is used once every fitted power's standard error is below this share of it. The
  * server averages the windows of several iterations and ranks, so each fit need not be final. */
 #define FIT_MAX_REL_SE 0.05
-#define FIT_KIND_REL_SE 0.015       /* energy counter rows */
+#define FIT_KIND_REL_SE 0.01        /* energy counter rows */
 #define FIT_KIND_REL_SE_POWER 0.006 /* power samples: less per reading, held to more */
 /* Beyond this gap between an iteration's anchor and the previous iteration's end the anchor
  * wins (a skipped iteration, a clock step). */
