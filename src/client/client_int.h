@@ -79,6 +79,8 @@ struct prs_client {
     int n_expect;
     int op; /* position of the next computation in the iteration */
     int in_window;
+    prs_instr open_instr; /* the computation the last begin opened */
+    int open_microbatch, open_chunk;
     int bad_order; /* a hook of this iteration was out of order: no windows reported */
     clientI_op *ops;
     int n_ops, cap_ops;
@@ -112,6 +114,7 @@ void clientI_expect_free(prs_client *c);
 void clientI_adopt_schedule(prs_client *c);
 int clientI_planned_clock(const prs_client *c);
 int clientI_check_order(prs_client *c, prs_instr instr, int microbatch, int chunk, int *chunk_out);
+int clientI_check_end(prs_client *c, prs_instr instr, int microbatch, int chunk);
 int clientI_should_report(prs_client *c, double time_s, double energy_j);
 int clientI_phase_reports(const prs_client *c);
 int clientI_take_quota(prs_client *c, long round);

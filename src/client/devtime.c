@@ -42,7 +42,6 @@ static void on_clock(void *user)
     if (rc == 0) rc = prs_clockctl_sync(c->ctl, CLOCK_WAIT_S);
     if (rc) atomic_fetch_add_explicit(&c->clock_failures, 1, memory_order_relaxed);
     h->result = rc;
-    h->host_s = clientI_mono_s();
     atomic_store_explicit(&h->done, 1, memory_order_release);
 }
 
@@ -170,12 +169,7 @@ int clientI_dev_end(prs_client *c, prs_instr instr, int microbatch, int chunk)
     c->in_window = 0;
     d->cur->n_ops++;
     c->op++;
-    if (o->instr != instr || o->microbatch != microbatch || o->local_chunk != chunk) {
-        c->bad_order = 1;
-        atomic_fetch_add_explicit(&c->order_errors, 1, memory_order_relaxed);
-        return PRS_EORDER;
-    }
-    return 0;
+    return clientI_check_end(c, instr, microbatch, chunk);
 }
 
 int clientI_dev_iteration_end(prs_client *c)
@@ -191,7 +185,6 @@ int clientI_dev_iteration_end(prs_client *c)
         return rc;
     }
     p->end = next->start;
-    p->end_anchor = next->anchor;
     p->bad_order = c->bad_order;
     p->phase_reportable = clientI_phase_reports(c);
     d->cur = next;

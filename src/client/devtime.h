@@ -16,7 +16,7 @@ typedef struct clientI_hostcall {
     struct prs_client *c;
     int mhz;                       /* clock to apply (clock calls) */
     int result;                    /* 0 or the controller's error */
-    double host_s;                 /* CLOCK_MONOTONIC when it ran */
+    double host_s;                 /* anchors: CLOCK_MONOTONIC when it ran */
     atomic_int done;               /* set (release) when it ran */
     struct clientI_hostcall *next; /* free list */
 } clientI_hostcall;
@@ -30,15 +30,14 @@ typedef struct clientI_devop {
     prs_event *b, *e;
 } clientI_devop;
 
-/* One iteration in flight. start/anchor open it; end/end_anchor are the next one's start. */
+/* One iteration in flight. start/anchor open it; end is the next one's start. */
 typedef struct clientI_pend {
     long iteration, round, plan_id;
     int profiling, bad_order, phase_reportable;
-    int fed;      /* its timeline went to the round's attribution */
     int resolved; /* times computed (below) */
     int failed;   /* its device times could not be read: reported as a failure */
     prs_event *start, *end;
-    clientI_hostcall *anchor, *end_anchor, *closing;
+    clientI_hostcall *anchor, *closing;
     int n_ops, cap_ops;
     clientI_devop *ops;
     /* filled when resolved */

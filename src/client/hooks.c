@@ -122,10 +122,21 @@ int clientI_planned_clock(const prs_client *c)
     return c->cur.clocks[c->op < c->cur.n ? c->op : c->cur.n - 1];
 }
 
-/* Check a hook against the schedule's order. Returns 0 or PRS_EORDER (counted, and the
- * iteration's windows are dropped). *chunk_out gets the global model chunk (-1: unknown). */
+/* A hook out of order: counted, and the iteration reports no windows. */
+static int order_error(prs_client *c)
+{
+    c->bad_order = 1;
+    atomic_fetch_add_explicit(&c->order_errors, 1, memory_order_relaxed);
+    return PRS_EORDER;
+}
+
+/* Check a begin against the schedule's order and remember what it opened. Returns 0 or
+ * PRS_EORDER. *chunk_out gets the global model chunk (-1: unknown). */
 int clientI_check_order(prs_client *c, prs_instr instr, int microbatch, int chunk, int *chunk_out)
 {
+    c->open_instr = instr;
+    c->open_microbatch = microbatch;
+    c->open_chunk = chunk;
     *chunk_out = -1;
     if (!c->expect) return 0;
     int global = chunk * c->cur.pipe.stages + c->opts.pp;
@@ -134,9 +145,15 @@ int clientI_check_order(prs_client *c, prs_instr instr, int microbatch, int chun
         *chunk_out = global;
         return 0;
     }
-    c->bad_order = 1;
-    atomic_fetch_add_explicit(&c->order_errors, 1, memory_order_relaxed);
-    return PRS_EORDER;
+    return order_error(c);
+}
+
+/* An end must close the computation its begin opened. Returns 0 or PRS_EORDER. */
+int clientI_check_end(prs_client *c, prs_instr instr, int microbatch, int chunk)
+{
+    if (instr == c->open_instr && microbatch == c->open_microbatch && chunk == c->open_chunk)
+        return 0;
+    return order_error(c);
 }
 
 /* Whether an iteration that just ended is reported by its phase (and the process's warm-up). */

@@ -97,13 +97,7 @@ int prs_client_end(prs_client *c, prs_instr instr, int microbatch, int chunk)
     c->in_window = 0;
     c->n_ops++;
     c->op++;
-    if (o->instr != instr || o->microbatch != microbatch ||
-        (o->chunk >= 0 && o->chunk != chunk * c->cur.pipe.stages + c->opts.pp)) {
-        c->bad_order = 1;
-        atomic_fetch_add_explicit(&c->order_errors, 1, memory_order_relaxed);
-        return PRS_EORDER;
-    }
-    return 0;
+    return clientI_check_end(c, instr, microbatch, chunk);
 }
 
 /* Windows of the iteration's computations (profiling only); NULL when none or out of memory. */

@@ -96,10 +96,7 @@ void clientI_refresh_map(clientI_refresh *r, double *lo, double *hi)
     if (!r->locked) return;
     double m = 0.5 * (*lo + *hi);
     double t = r->phase + nearbyint((m - r->phase) / r->period) * r->period;
-    if (t < *lo - SLACK_S || t > *hi + SLACK_S) {
-        r->misses++;
-        return;
-    }
+    if (t < *lo - SLACK_S || t > *hi + SLACK_S) return; /* the fit misses this one */
     t = t < *lo ? *lo : t > *hi ? *hi : t;
     *lo = *hi = t;
 }

@@ -22,7 +22,6 @@ typedef struct clientI_refresh {
     int contiguous;       /* of the recent brackets, those that began at the previous one's end */
     double period, phase; /* the fitted refresh instants (period 0: none) */
     int locked;           /* the fit held for the recent brackets */
-    long misses;          /* brackets that the locked fit did not fall in */
 } clientI_refresh;
 
 void clientI_refresh_init(clientI_refresh *r);

@@ -207,7 +207,6 @@ static int n_kinds_of(const prs_client *c)
 /* Give a profiling iteration's timeline to its round's fit (once). */
 static void feed(prs_client *c, clientI_pend *p)
 {
-    p->fed = 1;
     if (!p->profiling) return;
     clientI_round_fit *f = fit_for(c, p->round, n_kinds_of(c));
     if (!f) return;

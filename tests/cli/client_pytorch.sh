@@ -7,24 +7,14 @@
 set -euo pipefail
 bin="${PRS_BIN_DIR:?}"
 src="${PRS_SOURCE_DIR:?}"
-py=/usr/bin/python3
-[[ -x $py ]] && $py -c 'import torch' 2>/dev/null || { echo "no python3-torch"; exit 77; }
-[[ -f $bin/libperseus.so ]] || { echo "no libperseus.so"; exit 77; }
-# ldd's output is taken whole before grep looks at it: with pipefail, `ldd | grep -q` fails
-# whenever grep exits on the match before ldd has finished writing (SIGPIPE).
-if grep -q 'libasan\|libubsan' <<<"$(ldd "$bin/libperseus.so")"; then echo "sanitizer build"; exit 77; fi
+source "$src/tests/cli/lib.bash"
+python_client_checks
+$py -c 'import torch' 2>/dev/null || { echo "no python3-torch"; exit 77; }
 dir=$(mktemp -d "${TMPDIR:-/tmp}/prs-client-torch-XXXXXX")
-pid=
-cleanup() { [[ -n $pid ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$dir"; }
-trap cleanup EXIT
-"$bin/perseusd" --listen 127.0.0.1:0 --data-dir "$dir" --port-file "$dir/port" \
-  2>"$dir/perseusd.log" &
-pid=$!
-for _ in $(seq 300); do [[ -s $dir/port ]] && break; sleep 0.05; done
-[[ -s $dir/port ]] || { echo "perseusd did not start"; cat "$dir/perseusd.log"; exit 1; }
+start_perseusd "$dir"
 master=$(PYTHONDONTWRITEBYTECODE=1 $py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 PYTHONDONTWRITEBYTECODE=1 PERSEUS_LIBRARY="$bin/libperseus.so" timeout 280 "$py" "$src/python/examples/pipeline_gloo.py" \
-  --server "http://127.0.0.1:$(cat "$dir/port")" --stages 4 --dp 2 --master-port "$master" \
+  --server "$url" --stages 4 --dp 2 --master-port "$master" \
   --json "$dir/out.json" >/dev/null
 PYTHONDONTWRITEBYTECODE=1 $py - "$dir/out.json" <<'PY'
 import json, sys

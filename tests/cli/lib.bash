@@ -13,3 +13,29 @@ expect_error() {
   [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "want one line on stderr: $* :: $(cat "$tmp/err")"
   grep -qE -- "$pattern" "$tmp/err" || fail "stderr '$(cat "$tmp/err")' lacks /$pattern/: $*"
 }
+
+# python_client_checks: exit 77 (skipped) without Debian's python3, without libperseus.so, or
+# when libperseus.so is built with the sanitizers (Python would need libasan preloaded). Sets $py.
+python_client_checks() {
+  py=/usr/bin/python3
+  [[ -x $py ]] || { echo "no $py"; exit 77; }
+  [[ -f $bin/libperseus.so ]] || { echo "no libperseus.so"; exit 77; }
+  # ldd's output is taken whole before grep looks at it: with pipefail, `ldd | grep -q` fails
+  # whenever grep exits on the match before ldd has finished writing (SIGPIPE).
+  if grep -q 'libasan\|libubsan' <<<"$(ldd "$bin/libperseus.so")"; then
+    echo "sanitizer build"; exit 77
+  fi
+}
+
+# start_perseusd DIR: perseusd on a free loopback port with its data in DIR, stopped and DIR
+# removed at exit; sets $url.
+start_perseusd() {
+  local d=$1
+  "$bin/perseusd" --listen 127.0.0.1:0 --data-dir "$d" --port-file "$d/port" \
+    2>"$d/perseusd.log" &
+  perseusd_pid=$!
+  trap 'kill "$perseusd_pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "'"$d"'"' EXIT
+  for _ in $(seq 300); do [[ -s $d/port ]] && break; sleep 0.05; done
+  [[ -s $d/port ]] || { echo "perseusd did not start"; cat "$d/perseusd.log"; exit 1; }
+  url="http://127.0.0.1:$(cat "$d/port")"
+}
