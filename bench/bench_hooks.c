@@ -22,7 +22,6 @@ int main(int argc, char **argv)
 {
     int samples = argc > 1 ? atoi(argv[1]) : 20000;
     if (samples < 100) samples = 100;
-    enum { PAIRS = 16 };
     prs_gpu *gpu;
     prs_error err;
     if (prs_gpu_open("sim:a100", &gpu, &err)) {
@@ -42,38 +41,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_hooks: %s\n", err.msg);
         return 1;
     }
-    double *pair = malloc(sizeof *pair * (size_t)samples);
-    double *iter = malloc(sizeof *iter * (size_t)samples);
-    if (!pair || !iter) {
-        free(pair);
-        free(iter);
-        return 1;
-    }
-    for (int s = -100; s < samples; s++) { /* 100 batches of warm-up */
-        double t0 = hook_now_s();
-        for (int i = 0; i < PAIRS; i++) {
-            prs_instr in = i < PAIRS / 2 ? PRS_FORWARD : PRS_BACKWARD;
-            prs_client_begin(c, in, i % (PAIRS / 2), 0);
-            prs_client_end(c, in, i % (PAIRS / 2), 0);
-        }
-        double t1 = hook_now_s();
-        prs_client_iteration_end(c);
-        double t2 = hook_now_s();
-        if (s >= 0) {
-            pair[s] = (t1 - t0) / PAIRS;
-            iter[s] = t2 - t1;
-        }
-    }
     printf("bench_hooks: sim backend, no device sync, no clock change, %d pairs per sample\n",
-           PAIRS);
-    hook_report("begin + end", pair, samples);
-    hook_report("iteration_end", iter, samples);
-    double median = pair[samples / 2];
-    printf("target: median begin + end < 2 us: %s (%.3f us)\n", median < 2e-6 ? "PASS" : "MISS",
-           1e6 * median);
-    free(pair);
-    free(iter);
+           HOOK_PAIRS);
+    int rc = hook_bench(c, samples);
     prs_client_free(c);
     prs_gpu_close(gpu);
-    return median < 2e-6 ? 0 : 1;
+    return rc;
 }
