@@ -9,7 +9,6 @@
  * controller forked from the caller (clockctl.c) sets the clock the caller's work runs at. */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,15 +16,6 @@
 #include <time.h>
 
 #include "gpu_int.h"
-
-int gpuI_fail(prs_gpu *g, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(g->errmsg, sizeof g->errmsg, fmt, ap);
-    va_end(ap);
-    return code;
-}
 
 int prs_gpu_open_sim(const prs_gpu_preset *preset, prs_gpu **out, prs_error *err)
 {

@@ -51,7 +51,7 @@ struct prs_gpu {
     char uuid[96]; /* "" unless opened by UUID */
 };
 
-/* Record a message on g and return code. */
+/* gpu_fail.c: record a message on g and return code. */
 int gpuI_fail(prs_gpu *g, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* nvml.c */
