@@ -7,7 +7,7 @@
  * (prs_evaluate_plan).
  *
  * On top of them, the paper's large-scale emulation (SOSP'24 Table 6 and Figures 7-8;
- * EVALUATION.md §2): N data-parallel pipelines of `stages` GPUs, each GPU one rank of a
+ * docs/emulator.md): N data-parallel pipelines of `stages` GPUs, each GPU one rank of a
  * `tp`-way tensor-parallel group, one pipeline straggling at T' = s * T. Energies handed in are
  * per GPU of a tensor-parallel group (as the frontier reports them); absolute energies handed
  * back are per pipeline (times tp) or per job. Every metric is a ratio of such energies, so tp
@@ -72,7 +72,7 @@ int prs_baseline_uniform(const prs_profile *profile, const prs_pipeline *pipe, d
 int prs_baseline_envpipe(const prs_profile *profile, const prs_pipeline *pipe, int *clocks_mhz,
                          prs_error *err);
 
-/* ---- The paper's metrics (EVALUATION.md §2.2-2.3) ---- */
+/* ---- The paper's metrics (docs/emulator.md, 'The recipe') ---- */
 
 /* A data-parallel job. */
 typedef struct prs_emu_job {
@@ -123,7 +123,7 @@ typedef struct prs_emu_metrics {
     double tstar;             /* round(t* / T0, 2) */
 } prs_emu_metrics;
 
-/* The straggler model (EVALUATION.md §2.3), with B = P_b tp pp (s - 1) base_time and
+/* The straggler model (docs/emulator.md, 'The recipe'), with B = P_b tp pp (s - 1) base_time and
  * B0 = P_b tp pp (s - 1) T0:
  *   E_job_base = s E_base + (N-1)(E_base + B)
  *   E_job_intr = s E0 + (N-1)(E0 + B0)

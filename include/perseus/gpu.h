@@ -1,11 +1,12 @@
-/* GPU backends (DESIGN.md §2): one interface to list the supported SM clocks, lock the SM clock,
- * reset it, and read the cumulative energy counter and the power draw of one GPU.
+/* GPU backends (docs/client.md, 'GPU backends'): one interface to list the supported SM clocks,
+ * lock the SM clock, reset it, and read the cumulative energy counter and the power draw of one
+ * GPU.
  *
  * Backends:
  *   nvml  the NVIDIA driver's libnvidia-ml.so.1, loaded at run time with dlopen (no NVIDIA
  *         headers or libraries are needed to build); a missing library or symbol is a clean
  *         error with a message, never a crash.
- *   sim   the simulated GPU of perseus/gpumodel.h (DESIGN.md §4). It has a simulated clock and an
+ *   sim   the simulated GPU of perseus/gpumodel.h. It has a simulated clock and an
  *         energy counter that advance only when the caller says work ran (prs_gpu_sim_run) or the
  *         GPU waited (prs_gpu_sim_idle), so tests drive it deterministically. Its state lives in
  *         shared memory, so a clock controller process forked from the caller (below) changes the

@@ -1,16 +1,16 @@
-/* The simulated GPU (DESIGN.md §4): a documented, physically plausible model of how long one
- * computation takes and how much energy it costs at a given SM clock, GPU presets with figures
- * from public spec sheets, and a generator of synthetic stage profiles built on the model.
+/* The simulated GPU: a documented, physically plausible model of how long one computation takes
+ * and how much energy it costs at a given SM clock, GPU presets with figures from public spec
+ * sheets, and a generator of synthetic stage profiles built on the model.
  *
  * Model, per computation, at SM clock f (MHz):
  *   time    t(f) = t_ref · (α · f_max / f + (1 − α))
  *   power   P(f) = P_static + (P_busy_max − P_static) · (f / f_max)^γ
  *   energy  E(f) = P(f) · t(f)
  * α is the compute-bound share of the work (the part that scales with the clock; the rest is
- * memory- or launch-bound), t_ref the time at f_max. P_static (P_idle in DESIGN.md) is the part of
- * busy power that does not scale with the SM clock (leakage, HBM, fabric); the dynamic part grows
- * as f^γ because voltage rises with the clock (γ = 3 for V ∝ f). With a large enough P_static the
- * energy is U-shaped in f: below the minimum-energy clock a computation is slower AND costlier, so
+ * memory- or launch-bound), t_ref the time at f_max. P_static is the part of busy power that
+ * does not scale with the SM clock (leakage, HBM, fabric); the dynamic part grows as f^γ because
+ * voltage rises with the clock (γ = 3 for V ∝ f). With a large enough P_static the energy is
+ * U-shaped in f: below the minimum-energy clock a computation is slower AND costlier, so
  * the lowest clocks are dominated, as on real GPUs.
  *
  * Every function here is pure; presets are static read-only data. */

@@ -1,9 +1,9 @@
 /* The Perseus frequency planner: stage profile -> iteration time-energy frontier, one frequency
- * plan per frontier point (PLANNER.md). Also the exact evaluation of any plan.
+ * plan per frontier point (docs/planner.md). Also the exact evaluation of any plan.
  *
  * A plan gives, for every stage, the SM clock (MHz) of each of that stage's computations in the
- * stage's execution order under the schedule (1F1B: PLANNER.md §5.1); plans are flat arrays of
- * stages * ops_per_stage ints, stage-major. */
+ * stage's execution order under the schedule (1F1B: docs/planner.md, 'Schedule DAG'); plans are
+ * flat arrays of stages * ops_per_stage ints, stage-major. */
 #ifndef PERSEUS_PLANNER_H
 #define PERSEUS_PLANNER_H
 
@@ -16,7 +16,7 @@ extern "C" {
 #endif
 
 /* Pipeline schedules (the order each GPU runs its computations in):
- *   1f1b         DeepSpeed/Megatron one-forward-one-backward (PLANNER.md §5.1): the reference's;
+ *   1f1b         DeepSpeed/Megatron one-forward-one-backward, the reference's (docs/planner.md);
  *   gpipe        all forwards (microbatch 0, 1, ...) then all backwards (same order);
  *   interleaved  Megatron-LM's interleaved 1F1B: each GPU holds virtual_stages model chunks
  *                (chunk c runs on GPU c mod stages); microbatches a multiple of stages. */

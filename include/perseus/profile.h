@@ -1,8 +1,8 @@
 /* Stage profiles: measured (time, energy) of one forward or backward computation of one pipeline
- * stage at one GPU SM clock. CSV format (DESIGN.md §3): header naming the five columns
- * stage,instruction,frequency,time,energy in any order; one row per (stage, instruction, clock);
- * time in seconds and energy in joules of a single computation. Rows whose instruction is "load"
- * (written by the artifact's profiler) are accepted and ignored, as the reference does. */
+ * stage at one GPU SM clock. CSV format (docs/design.md, 'Data formats'): header naming the five
+ * columns stage,instruction,frequency,time,energy in any order; one row per (stage, instruction,
+ * clock); time in seconds and energy in joules of a single computation. Rows whose instruction is
+ * "load" (written by the artifact's profiler) are accepted and ignored, as the reference does. */
 #ifndef PERSEUS_PROFILE_H
 #define PERSEUS_PROFILE_H
 

@@ -1,6 +1,6 @@
 /* perseusd as a library: the control plane that registers the ranks of training jobs, sweeps their
  * GPU clocks to build a stage profile, plans, serves each rank its clocks and switches plans when
- * a data-parallel pipeline straggles (DESIGN.md §1, §5; docs/server.md, docs/api.md).
+ * a data-parallel pipeline straggles (docs/design.md, docs/server.md, docs/api.md).
  *
  * One prs_server owns an HTTP daemon (libmicrohttpd, its own threads), a SQLite database (WAL)
  * holding every job, and a planner thread per job in the planning phase. Everything that matters

@@ -1,4 +1,4 @@
-/* perseus demo: the whole loop of DESIGN.md §1 on one machine, in a few seconds.
+/* perseus demo: the whole loop of docs/design.md ('The loop') on one machine, in a few seconds.
  *
  * It starts perseusd in-process (prs_server_start) on a temporary directory with its SQLite
  * database, creates a job, and runs every rank of D data-parallel pipelines of S stages as a

@@ -1,7 +1,7 @@
 /* perseus emulate: what Perseus and the baselines save for N data-parallel pipelines with a
  * straggler (include/perseus/emulator.h, docs/emulator.md). Plans one pipeline with the core,
- * builds the baselines, and prints the paper's metrics (EVALUATION.md §2.2-2.3) as a table or
- * JSON, followed by the exact-evaluation and lookup-rule variants, labelled apart. */
+ * builds the baselines, and prints the paper's metrics (docs/emulator.md, 'The recipe') as a table
+ * or JSON, followed by the exact-evaluation and lookup-rule variants, labelled apart. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -289,7 +289,7 @@ static void print_table(const prs_emulation *e, const char *profile_path, prs_co
            in->uniform_energy_j * tp);
     printf("envpipe    %.6g s, %.6g J\n", in->envpipe_time_s, in->envpipe_energy_j * tp);
 
-    printf("\n[paper] the artifact's recipe (EVALUATION.md 2.2-2.3): predicted frontier "
+    printf("\n[paper] the artifact's recipe (docs/emulator.md): predicted frontier "
            "energies;\n        all-max baseline E_base %.6g J charged at T_min %.6g s\n",
            pp->base_energy_j, pp->base_time_s);
     table_rows(e, PRS_EMU_PAPER);

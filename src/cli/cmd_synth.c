@@ -1,4 +1,4 @@
-/* perseus synth: write a synthetic stage profile from the simulated-GPU model (DESIGN.md §4).
+/* perseus synth: write a synthetic stage profile from the simulated-GPU model (perseus/gpumodel.h).
  *
  * A thin front end over prs_synth_profile: parse and check options strictly (every bad value is
  * one line on stderr and exit status 2), build the profile, write it as CSV to stdout or --out.

@@ -1,4 +1,4 @@
-/* The reference's exponential cost model fit (PLANNER.md §3).
+/* The reference's exponential cost model fit (docs/planner.md, 'Exponential fit').
  *
  * C(d) = a exp(b d) + c is fitted by nonlinear least squares to the candidates' effective costs
  * against their quantized times, exactly as SciPy's curve_fit does it: MINPACK lmdif

@@ -1,4 +1,4 @@
-/* Schedule DAGs in activity-on-arc form, and critical paths (PLANNER.md §5-§7).
+/* Schedule DAGs in activity-on-arc form, and critical paths (docs/planner.md).
  *
  * The activity-on-node DAG of one iteration has a node per computation plus a source and a sink;
  * edges are each stage's execution order and the cross-stage data dependencies. The solver works
@@ -26,7 +26,7 @@ int prs_ops_per_stage(const prs_pipeline *pipe)
     return 2 * pipe->microbatches * vstages(pipe);
 }
 
-/* 1F1B (DeepSpeed TrainSchedule order, PLANNER.md §5.1): stage s runs w = min(S - s, M) warm-up
+/* 1F1B (DeepSpeed TrainSchedule order, docs/planner.md): stage s runs w = min(S - s, M) warm-up
  * forwards, then alternates backward/forward until the forwards run out, then the backwards. */
 static void order_1f1b(int stages, int mbs, int s, prs_instr *instr, int *mb, int *chunk)
 {

@@ -1,4 +1,4 @@
-/* Maximum flow with lower bounds and the source-minimal minimum cut (PLANNER.md §8.2).
+/* Maximum flow with lower bounds and the source-minimal minimum cut (docs/planner.md).
  *
  * Each Phillips-Dessouky step asks for the cheapest way to shorten every critical path by one
  * unit: a minimum s-t cut where crossing an arc forwards costs its upper bound and crossing it

@@ -17,7 +17,7 @@ int prsN_parse_long(const char *s, long *out);
 int prsN_parse_int(const char *s, int *out);
 
 /* Python's float floor division a // b (fmod-based; differs from floor(a/b) in corner cases:
- * Python gives 9.0 for 1.0 // 0.1). PLANNER.md §2 step 2. */
+ * Python gives 9.0 for 1.0 // 0.1). docs/planner.md, 'Options'. */
 double prsN_py_floordiv(double a, double b);
 
 #endif

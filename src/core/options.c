@@ -1,4 +1,4 @@
-/* Operation types: candidate options and their cost models (PLANNER.md §2-§4).
+/* Operation types: candidate options and their cost models (docs/planner.md, 'Options').
  *
  * All forwards of a stage share one option set and one cost model; so do all backwards. Two
  * models are built here:
@@ -7,7 +7,7 @@
  *   hull - ours: every profiled clock, effective cost e - P_block q tau, the lower convex hull
  *          over quantized time, linear in between. No fit, so nothing can fail to converge; and
  *          since it filters on effective rather than raw energy it keeps slow, low-clock options
- *          that are cheapest for computations with slack (the reference's main loss, §17).
+ *          that are cheapest for computations with slack (the reference's main loss).
  * Either way the planner sees the same thing: integer durations d in [q_min, q_max] with tables
  * C(d), u(d) (shortening cost), l(d) (lengthening saving) and knob(d) (the clock to run). */
 #include <math.h>

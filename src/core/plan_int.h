@@ -8,7 +8,7 @@
 
 #include "perseus/planner.h"
 
-/* ---- Operation types: (stage, instruction), PLANNER.md §2-§4 ---- */
+/* ---- Operation types: (stage, instruction), docs/planner.md, 'Options', 'Exponential fit' ---- */
 
 typedef enum prsO_kind { PRSO_EXP = 0, PRSO_HULL = 1 } prsO_kind;
 
@@ -48,7 +48,7 @@ int prsO_build_memo(const prs_profile *p, int stage, prs_instr instr, const prs_
                     prs_error *err);
 void prsO_free(prsO_optype *t);
 
-/* The reference's candidate filter (PLANNER.md §2 steps 1-6), exposed for tests.
+/* The reference's candidate filter (docs/planner.md, 'Options'), exposed for tests.
  * rows: the (stage, instruction) rows. Writes up to nrows candidates sorted by q descending,
  * returns their count. */
 int prsO_reference_candidates(const prs_profile_row *const *rows, int nrows, double unit_s,
@@ -58,10 +58,10 @@ int prsO_reference_candidates(const prs_profile_row *const *rows, int nrows, dou
  * of 54 starts, least MSE among accepted fits). 0 on success, PRS_EFIT if no start is accepted. */
 int prsO_fit_exp(const prsO_cand *cand, int n, double unit_s, double *a, double *b, double *c);
 
-/* Quantize a measured time: Python's t // tau (PLANNER.md §2 step 2). */
+/* Quantize a measured time: Python's t // tau (docs/planner.md, 'Options'). */
 long prsO_quantize(double time_s, double unit_s);
 
-/* ---- Schedule DAG, activity-on-arc form (PLANNER.md §5-§6) ---- */
+/* ---- Schedule DAG, activity-on-arc form (docs/planner.md, 'Schedule DAG') ---- */
 
 /* Arc of the AOA graph: op >= 0 is the computation (index into the plan: stage * ops_per_stage +
  * position), op < 0 a dummy arc of duration 0. */
@@ -92,7 +92,7 @@ void prsG_free(prsG_graph *g);
  * node; latest may be NULL) and returns the critical path length. */
 long prsG_cpm(const prsG_graph *g, const long *dur, long *earliest, long *latest);
 
-/* ---- Max flow with lower bounds, min cut (PLANNER.md §8.2) ---- */
+/* ---- Max flow with lower bounds, min cut (docs/planner.md, 'Iteration loop') ---- */
 
 typedef struct prsF_net prsF_net;
 

@@ -1,4 +1,4 @@
-/* The Phillips-Dessouky time-cost tradeoff loop (PLANNER.md §4, §7-§10).
+/* The Phillips-Dessouky time-cost tradeoff loop (docs/planner.md).
  *
  * Start with every computation at its slowest candidate (T_max). Each iteration: find the
  * critical arcs (longest-path slack 0), give each critical computation flow bounds from its cost
@@ -165,7 +165,7 @@ static double floor_grid(double x)
     return isinf(x) ? x : prsN_py_floordiv(x, FP_ERROR) * FP_ERROR;
 }
 
-/* Flow bounds of a critical arc (PLANNER.md §8.1). */
+/* Flow bounds of a critical arc (docs/planner.md, 'Iteration loop'). */
 static void arc_bounds(const run *r, const prsG_arc *a, double *lb, double *ub)
 {
     *lb = 0;

@@ -1,4 +1,4 @@
-/* The large-scale emulation (include/perseus/emulator.h; EVALUATION.md §2; docs/emulator.md).
+/* The large-scale emulation (include/perseus/emulator.h; docs/emulator.md).
  *
  * One pipeline is planned once; N data-parallel copies of it, one straggling, are then pure
  * arithmetic on a handful of figures per strategy: its no-slowdown plan (time, energy), the plan

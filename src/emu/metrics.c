@@ -1,4 +1,4 @@
-/* The paper's metrics (include/perseus/emulator.h; EVALUATION.md §2.2-2.3) as plain
+/* The paper's metrics (include/perseus/emulator.h; docs/emulator.md, 'The recipe') as plain
  * functions of a few figures, so they can be checked by hand on tiny frontiers, and the parser
  * of straggler factors.
  *

@@ -1,5 +1,4 @@
-/* The simulated GPU model and the synthetic stage-profile generator (perseus/gpumodel.h,
- * DESIGN.md §4).
+/* The simulated GPU model and the synthetic stage-profile generator (perseus/gpumodel.h).
  *
  * The idea: a GPU computation has a part that scales with the SM clock (tensor-core math) and a
  * part that does not (waiting on HBM, kernel launches), so t(f) = t_ref·(α·f_max/f + 1 − α). Busy

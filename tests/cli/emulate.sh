@@ -3,7 +3,7 @@
 #   - bad input: one line on stderr, exit status 2;
 #   - straggler lists and ranges in every accepted form give the same factors;
 #   - other schedules (gpipe, interleaved) and tp (percentages unchanged, energies scaled);
-#   - the paper's published figures (EVALUATION.md §2.2-2.5) through --json on the SOSP'24
+#   - the paper's published figures (docs/emulator.md, 'Measured') through --json on the SOSP'24
 #     A100-SXM profiles: Table 6 for M = 12, 24, 48, 96; Figure 7 at s = 1.2, N = 16; the check
 #     values E_base, E_intr and the first grid rows for GPT-3 M = 12; Figure 8's maxima.
 # Without the shared data the paper checks are skipped (exit 77) after the rest has run.
@@ -137,7 +137,7 @@ grep -q "^\[lookup\]" "$tmp/table.txt" || fail "table: no [lookup] section"
 grep -qE "^ +s +strategy +saving % +intr\. % +extr\. % +per-pipe % +tstar" "$tmp/table.txt" ||
   fail "table: no labelled columns"
 
-# --- the paper's figures (EVALUATION.md §2) ---
+# --- the paper's figures ---
 if [[ ! -f $data/stage_profile/gpt3-175b+a100_sxm_bf16.csv ]]; then
   echo "shared data not found; paper checks skipped"
   exit 77
@@ -216,7 +216,7 @@ b = load("bloom", 12)
 assert b["t_min_s"] < b["t_allmax_s"], (b["t_min_s"], b["t_allmax_s"])
 g = load("gpt3-175b", 12)
 assert g["t_min_s"] == g["t_allmax_s"]
-# the exact evaluation of the fastest GPT-3 M=12 plan: 6204.1 J per GPU (EVALUATION.md §3)
+# the exact evaluation of the fastest GPT-3 M=12 plan: 6204.1 J per GPU (docs/planner.md, 'Quality')
 check("GPT-3 M=12 exact E_intr per GPU", g["exact"]["energy_j"] / 8, 6204.1, 0.05)
 if errors:
     print("\n".join(errors))

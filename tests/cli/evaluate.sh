@@ -7,7 +7,7 @@
 #   - frontier plans evaluate to the figures `perseus plan` recorded, all-max to the figures
 #     recomputed here from the profile, EnvPipe no slower and no costlier than all-max;
 #   - the SOSP'24 profiles (skipped without the shared data): all-max critical paths and the
-#     exact figures EVALUATION.md §2.2/§3 quotes.
+#     exact figures docs/emulator.md and docs/planner.md ('Quality') quote.
 set -euo pipefail
 bin=${PRS_BIN_DIR:?}/perseus
 src=${PRS_SOURCE_DIR:?}
@@ -161,9 +161,10 @@ tmp = sys.argv[1]
 load = lambda n: json.load(open(os.path.join(tmp, n)))
 g, b = load("g-am.json"), load("b-am.json")
 # all-f_max critical paths: GPT-3 2.818 s = its frontier's T_min; Bloom 2.818 s too, above its
-# frontier's T_min of 2.797 s (EVALUATION.md §2.2 quirk)
+# frontier's T_min of 2.797 s (docs/emulator.md, 'Quirks kept on purpose')
 assert abs(g["time_s"] - 2.818) < 1e-9 and abs(b["time_s"] - 2.818) < 1e-9, (g["time_s"], b["time_s"])
-# the exact least-energy plan: 5641.8 J at 3.171 s; the fastest: 6204.1 J (EVALUATION.md §3)
+# the exact least-energy plan: 5641.8 J at 3.171 s; the fastest: 6204.1 J
+# (docs/planner.md, 'Quality')
 m, f = load("g-min.json"), load("g-fast.json")
 assert abs(m["time_s"] - 3.171) < 1e-9 and abs(m["energy_j"] - 5641.8) < 0.05, m
 assert abs(f["time_s"] - 2.818) < 1e-9 and abs(f["energy_j"] - 6204.1) < 0.05, f

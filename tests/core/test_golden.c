@@ -1,5 +1,5 @@
 /* Golden tests: the planner against the reference planner's published frontiers and the
- * fixtures measured from it (PLANNER.md §17), read from $PRS_SHARED_DIR/data/sosp24. */
+ * fixtures measured from it (docs/planner.md), read from $PRS_SHARED_DIR/data/sosp24. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -124,7 +124,7 @@ static void golden_bloom_m24(void **state)
     check_golden("bloom", 24);
 }
 
-/* PLANNER.md §17: candidate counts, slowest/fastest candidates and fitted coefficients. */
+/* docs/planner.md: candidate counts, slowest/fastest candidates and fitted coefficients. */
 static void fitted_models(void **state)
 {
     (void)state;
@@ -195,7 +195,7 @@ static void fitted_models(void **state)
     }
 }
 
-/* PLANNER.md §17 small cases: only the first S stages of the GPT-3 profile. */
+/* docs/planner.md small cases: only the first S stages of the GPT-3 profile. */
 static void small_cases(void **state)
 {
     (void)state;
@@ -223,7 +223,7 @@ static void small_cases(void **state)
     prs_profile_free(p);
 }
 
-/* First and last plans of GPT-3 M=12, and the exact evaluation of the last (§17: 6204.1 J). */
+/* First and last plans of GPT-3 M=12, and the exact evaluation of the last (6204.1 J). */
 static void gpt3_m12_plans(void **state)
 {
     (void)state;
@@ -255,7 +255,7 @@ static void gpt3_m12_plans(void **state)
     prs_profile_free(p);
 }
 
-/* §5.2 sizes: S=8, M=12 gives 194 AON nodes / 354 edges, so 388 AOA nodes / 548 arcs. */
+/* Sizes: S=8, M=12 gives 194 AON nodes / 354 edges, so 388 AOA nodes / 548 arcs. */
 static void graph_sizes(void **state)
 {
     (void)state;
@@ -267,7 +267,7 @@ static void graph_sizes(void **state)
     prsG_free(&g);
 }
 
-/* §5.1 orders: S=4, M=8 stage 0 and stage 3; S=4, M=2. */
+/* 1F1B orders: S=4, M=8 stage 0 and stage 3; S=4, M=2. */
 static void schedule_order(void **state)
 {
     (void)state;

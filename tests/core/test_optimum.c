@@ -1,12 +1,12 @@
 /* How far is the planner from the true optimum? On small random pipelines (up to 3 stages and 3
  * microbatches, 2-5 profiled clocks per computation type) we enumerate every clock assignment
  * (one clock per computation) and compute, for every iteration time T in units of tau, the least
- * evaluated energy (PLANNER.md §10's accounting: measured energies plus blocking power whenever a
- * stage is not computing). Then every frontier point's evaluated energy is compared with the
- * least energy of any assignment that is at least as fast.
+ * evaluated energy (the exact evaluation's accounting: measured energies plus blocking power
+ * whenever a stage is not computing). Then every frontier point's evaluated energy is compared with
+ * the least energy of any assignment that is at least as fast.
  *
- * The enumerator is independent of the planner: it builds the 1F1B DAG itself from PLANNER.md
- * §5 (and cross-checks it against prs_evaluate_plan on random assignments), and walks the
+ * The enumerator is independent of the planner: it builds the 1F1B DAG itself from docs/planner.md
+ * (and cross-checks it against prs_evaluate_plan on random assignments), and walks the
  * computations in topological order so each assignment costs O(1) on average. Options dominated
  * in (quantized time, effective cost e - P_block q tau) are dropped first; that is exact for the
  * "at least as fast" optimum because energy = sum(effective cost) + stages P_block T tau and T
@@ -70,7 +70,7 @@ static int rng_int(rng *r, int lo, int hi)
     return lo + (int)(rng_next(r) % (uint64_t)(hi - lo + 1));
 }
 
-/* ---- The 1F1B DAG, built from PLANNER.md §5 (not from the planner's graph code) ---- */
+/* ---- The 1F1B DAG, built from docs/planner.md (not from the planner's graph code) ---- */
 
 typedef struct dag {
     int stages, mbs, nops;

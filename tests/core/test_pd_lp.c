@@ -7,9 +7,10 @@
  *     s.t.      longest source-sink path with durations d <= T,  q_min <= d <= q_max, d integer,
  *
  * where C_type is the cost model of the computation's (stage, instruction) type, tabulated by
- * prsO_build at every integer d in [q_min, q_max] (PLANNER.md §3). The planner reports, at each
- * frontier point, the predicted effective energy sum C(d) of its plan (PLANNER.md §10:
- * energy - stages * P_block * time). Here the same problem is solved by GLPK's simplex:
+ * prsO_build at every integer d in [q_min, q_max] (docs/planner.md, 'Exponential fit'). The planner
+ * reports, at each frontier point, the predicted effective energy sum C(d) of its plan
+ * (docs/planner.md, 'Frontier output': energy - stages * P_block * time). Here the same problem is
+ * solved by GLPK's simplex:
  *
  *   - event times x_v >= 0 per AOA node, x_source = 0, x_sink <= T;
  *   - per computation one variable y_k in [0, 1] per unit segment k of its range, "shortened

@@ -2,13 +2,13 @@
  * (skipped when the shared data folder is absent) and on synthetic profiles of every GPU preset:
  *   (a) each iteration shortens the planned iteration by exactly one unit;
  *   (b) the reported cost change is the difference of the predicted energies, less the blocking
- *       energy of the unit saved (PLANNER.md §10);
+ *       energy of the unit saved (docs/planner.md);
  *   (c) a plan never runs slower than planned (evaluated time <= planned time);
  *   (d) the frontier runs from T_max - 1 (all at the slowest candidate) down to T_min (all at
- *       the fastest profiled clock), T_max and T_min taken from our own 1F1B DAG (PLANNER.md §5);
+ *       the fastest profiled clock), T_max and T_min taken from our own 1F1B DAG (docs/planner.md);
  *   (e) every plan names profiled clocks only and re-evaluates to exactly its evaluated figures;
  *   (f) on GPT-3 / A100, M = 12, the hull model beats the reference at the least time, and exp
- *       reproduces the reference's 6204.1 J there (PLANNER.md §17).
+ *       reproduces the reference's 6204.1 J there (docs/planner.md).
  * Failures are collected per run and described (profile, stages, microbatches, unit, model,
  * point) before the test fails, so one run reports everything that is wrong. */
 #include <math.h>
@@ -36,7 +36,7 @@
 /* Failures described in detail per run and property; the rest are only counted. */
 #define MAX_REPORTS 3
 
-/* ---- The 1F1B DAG, built from PLANNER.md §5 (not from the planner's graph code) ---- */
+/* ---- The 1F1B DAG, built from docs/planner.md (not from the planner's graph code) ---- */
 
 typedef struct dag {
     int nops;
@@ -405,8 +405,8 @@ static void test_real_profiles(void **state)
     assert_no_failures(&tot);
 }
 
-/* (f) PLANNER.md §17: GPT-3 / A100, 8 stages, M = 12, 1 ms. The reference's last plan evaluates
- * to 6204.1 J at 2.818 s; the exact optimum there is 6128.4 J. */
+/* (f) docs/planner.md, 'Quality': GPT-3 / A100, 8 stages, M = 12, 1 ms. The reference's last plan
+ * evaluates to 6204.1 J at 2.818 s; the exact optimum there is 6128.4 J. */
 static void test_gpt3_hull_beats_exp(void **state)
 {
     (void)state;
@@ -426,7 +426,7 @@ static void test_gpt3_hull_beats_exp(void **state)
     }
     const prs_frontier_point *e = last[PRS_COST_EXP], *h = last[PRS_COST_HULL];
     print_message("GPT-3 M=12 fastest plans: exp %.4f s %.4f J (%zu points), hull %.4f s %.4f J "
-                  "(%zu points); optimum 6128.4 J at 2.818 s (PLANNER.md §17)\n",
+                  "(%zu points); optimum 6128.4 J at 2.818 s (docs/planner.md)\n",
                   e->eval_time_s, e->eval_energy_j, prs_frontier_size(f[PRS_COST_EXP]),
                   h->eval_time_s, h->eval_energy_j, prs_frontier_size(f[PRS_COST_HULL]));
     assert_true(fabs(e->eval_time_s - 2.818) < 1e-9);

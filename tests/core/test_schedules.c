@@ -2,13 +2,13 @@
  * independent construction:
  *   1. per-GPU execution orders, re-derived the way the frameworks describe them: Megatron-LM's
  *      non-interleaved 1F1B (S - s - 1 warm-up forwards, then forward/backward pairs, then the
- *      cool-down backwards) checked against PLANNER.md §5.1's examples; GPipe (all forwards,
+ *      cool-down backwards) checked against docs/planner.md's examples; GPipe (all forwards,
  *      then all backwards); and a transcription of the loop structure of Megatron-LM's
  *      forward_backward_pipelining_with_interleaving (virtual microbatch ids, get_model_chunk_id,
  *      warm-up / steady / cool-down), plus hand-derived orders for S = 2, V = 2, M = 4;
  *   2. the dependency DAG from prsG_build, converted back from activity-on-arc form, against
  *      the activity-on-node edge set built here from those orders and the data dependencies
- *      (as a set: no dependency may appear twice, so |E_aoa| = |E_aon| + N, PLANNER.md §6);
+ *      (as a set: no dependency may appear twice, so |E_aoa| = |E_aon| + N, docs/planner.md);
  *   3. iteration times of uniform pipelines against closed forms ((M + S - 1)(f + b) for 1F1B and
  *      GPipe, Megatron-LM's M(f + b) + (S - 1)(f + b) / V for interleaving), and the evaluated
  *      timeline against a longest-path computation on the DAG built here;
@@ -309,7 +309,7 @@ static const int plain_cases[][2] = {{1, 1}, {1, 3}, {2, 1}, {2, 2}, {2, 5}, {3,
 static void test_orders_1f1b(void **state)
 {
     (void)state;
-    /* PLANNER.md §5.1's examples (the reference's enumerated TrainSchedule) */
+    /* docs/planner.md's 1F1B examples (the reference's enumerated TrainSchedule) */
     check_literal(PRS_SCHEDULE_1F1B, 4, 0, 8, 0,
                   "F0@0 F0@1 F0@2 F0@3 B0@0 F0@4 B0@1 F0@5 B0@2 F0@6 B0@3 F0@7 B0@4 B0@5 B0@6 "
                   "B0@7");
@@ -395,7 +395,7 @@ static void add_edge(xdag *d, int cap, int u, int v)
 /* Build the expected DAG from the expected orders: each GPU's order as a chain; the data flow
  * of microbatch m through the model chunks 0 .. C-1 and back (F(c,m) -> F(c+1,m),
  * B(c+1,m) -> B(c,m)); the loss turns around on the last chunk (F(C-1,m) -> B(C-1,m)): for 1F1B
- * and GPipe the reference (PLANNER.md §5.2) leaves it implied by the last GPU's order, where F
+ * and GPipe the reference (docs/planner.md) leaves it implied by the last GPU's order, where F
  * always precedes B; for interleaving it is stated. Then source/sink links. */
 static void xdag_build(xdag *d, const xsched *x)
 {
@@ -625,7 +625,7 @@ static void check_dag(const xsched *x)
     assert_int_equal(missing, 0);
     assert_int_equal(extra, 0);
     /* The AON graph is a set of edges (the reference builds a networkx DiGraph), so
-     * |E_aoa| = |E_aon| + N (PLANNER.md §6): a dependency that is also a same-GPU order edge
+     * |E_aoa| = |E_aon| + N (docs/planner.md): a dependency that is also a same-GPU order edge
      * (on the last GPU of Megatron-LM's interleaving, F(C-1,m) always runs right before
      * B(C-1,m)) must not become a second, parallel dummy arc. */
     if (repeated)
@@ -633,7 +633,7 @@ static void check_dag(const xsched *x)
                       "%d nodes = %d)\n",
                       what, repeated, g.narcs, d.nedges, d.naon, d.nedges + d.naon);
     assert_int_equal(repeated, 0);
-    assert_int_equal(g.narcs, d.nedges + d.naon); /* |E_aoa| = |E_aon| + N (PLANNER.md §6) */
+    assert_int_equal(g.narcs, d.nedges + d.naon); /* |E_aoa| = |E_aon| + N (docs/planner.md) */
     /* the graph's topological order is one */
     int *at = malloc(sizeof *at * (size_t)g.nnodes);
     assert_non_null(at);
@@ -661,7 +661,7 @@ static void test_dag_1f1b(void **state)
         check_dag(&x);
         xsched_free(&x);
     }
-    /* PLANNER.md §5.2 / §17: S = 8, M = 12 has 194 nodes and 354 edges, 388 AOA nodes, 548 arcs */
+    /* docs/planner.md: S = 8, M = 12 has 194 nodes and 354 edges, 388 AOA nodes, 548 arcs */
     xsched x;
     xsched_init(&x, PRS_SCHEDULE_1F1B, 8, 0, 12);
     xdag d;

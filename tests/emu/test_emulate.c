@@ -1,6 +1,6 @@
 /* The emulation end to end on synthetic profiles (other GPUs, units, blocking powers and
  * schedules than the paper's): internal consistency of every figure with the recipe
- * (EVALUATION.md §2.2-2.3), recomputed here independently from the frontier and the profile.
+ * (docs/emulator.md), recomputed here independently from the frontier and the profile.
  *   - intrinsic_saving_pp equals 100 (1 - E_intr / E_base), with T_min, E_intr read off the
  *     frontier and E_base summed from the profile's rows at their highest clock;
  *   - every straggler row: t* is a frontier point's time, the least-energy one within T', and

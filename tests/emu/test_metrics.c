@@ -1,4 +1,4 @@
-/* The paper's metric formulas (EVALUATION.md §2.2-2.3) on tiny hand-made frontiers whose every
+/* The paper's metric formulas (docs/emulator.md) on tiny hand-made frontiers whose every
  * figure is worked out by hand below; the paper's selection rule; the artifact's rounding of
  * tstar; the all-max baseline energy on a profile small enough to lay out by hand; and the parser
  * of straggler factors (lists, ranges, errors). */
