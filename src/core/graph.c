@@ -11,120 +11,6 @@
 
 #include "plan_int.h"
 
-static int vstages(const prs_pipeline *pipe)
-{
-    return pipe->virtual_stages > 1 ? pipe->virtual_stages : 1;
-}
-
-int prs_pipeline_chunks(const prs_pipeline *pipe)
-{
-    return pipe->stages * vstages(pipe);
-}
-
-int prs_ops_per_stage(const prs_pipeline *pipe)
-{
-    return 2 * pipe->microbatches * vstages(pipe);
-}
-
-/* 1F1B (DeepSpeed TrainSchedule order, docs/planner.md): stage s runs w = min(S - s, M) warm-up
- * forwards, then alternates backward/forward until the forwards run out, then the backwards. */
-static void order_1f1b(int stages, int mbs, int s, prs_instr *instr, int *mb, int *chunk)
-{
-    int w = stages - s < mbs ? stages - s : mbs;
-    int k = 0, nf = 0, nb = 0;
-    for (; nf < w; nf++, k++)
-        instr[k] = PRS_FORWARD, mb[k] = nf;
-    while (nf < mbs) {
-        instr[k] = PRS_BACKWARD, mb[k++] = nb++;
-        instr[k] = PRS_FORWARD, mb[k++] = nf++;
-    }
-    while (nb < mbs)
-        instr[k] = PRS_BACKWARD, mb[k++] = nb++;
-    for (k = 0; k < 2 * mbs; k++)
-        chunk[k] = s;
-}
-
-/* GPipe: every forward, then every backward, microbatches in increasing order. */
-static void order_gpipe(int mbs, int s, prs_instr *instr, int *mb, int *chunk)
-{
-    for (int m = 0; m < mbs; m++) {
-        instr[m] = PRS_FORWARD, mb[m] = m, chunk[m] = s;
-        instr[mbs + m] = PRS_BACKWARD, mb[mbs + m] = m, chunk[mbs + m] = s;
-    }
-}
-
-/* Megatron-LM interleaved 1F1B for GPU r of S with V chunks and M microbatches (M % S == 0):
- * the k-th forward runs local chunk (k mod SV) / S on microbatch (k / SV) S + k mod S; the k-th
- * backward the same microbatch of local chunk V - 1 - (k mod SV) / S. The GPU runs
- * min((S - r - 1) 2 + (V - 1) S, MV) warm-up forwards, then alternates one forward and one
- * backward, then drains the backwards. Local chunk j of GPU r is model chunk j S + r. */
-static void order_interleaved(int S, int V, int M, int r, prs_instr *instr, int *mb, int *chunk)
-{
-    int total = M * V, sv = S * V;
-    int warm = (S - r - 1) * 2 + (V - 1) * S;
-    if (warm > total) warm = total;
-    int k = 0, nf = 0, nb = 0;
-#define FWD()                                                                                      \
-    (instr[k] = PRS_FORWARD, mb[k] = (nf / sv) * S + nf % S, chunk[k] = ((nf % sv) / S) * S + r,   \
-     k++, nf++)
-#define BWD()                                                                                      \
-    (instr[k] = PRS_BACKWARD, mb[k] = (nb / sv) * S + nb % S,                                      \
-     chunk[k] = (V - 1 - (nb % sv) / S) * S + r, k++, nb++)
-    while (nf < warm)
-        FWD();
-    while (nf < total) {
-        FWD();
-        BWD();
-    }
-    while (nb < total)
-        BWD();
-#undef FWD
-#undef BWD
-}
-
-static void stage_order(const prs_pipeline *pipe, int s, prs_instr *instr, int *mb, int *chunk)
-{
-    switch (pipe->schedule) {
-    case PRS_SCHEDULE_GPIPE:
-        order_gpipe(pipe->microbatches, s, instr, mb, chunk);
-        break;
-    case PRS_SCHEDULE_INTERLEAVED:
-        order_interleaved(pipe->stages, vstages(pipe), pipe->microbatches, s, instr, mb, chunk);
-        break;
-    default:
-        order_1f1b(pipe->stages, pipe->microbatches, s, instr, mb, chunk);
-        break;
-    }
-}
-
-int prs_op_describe_chunk(const prs_pipeline *pipe, int stage, int pos, prs_instr *instr,
-                          int *microbatch, int *chunk)
-{
-    int n = prs_ops_per_stage(pipe);
-    if (stage < 0 || stage >= pipe->stages || pos < 0 || pos >= n) return PRS_ERANGE;
-    prs_instr *in = malloc(sizeof *in * (size_t)n);
-    int *mb = malloc(sizeof *mb * (size_t)n), *ch = malloc(sizeof *ch * (size_t)n);
-    if (!in || !mb || !ch) {
-        free(in);
-        free(mb);
-        free(ch);
-        return PRS_ENOMEM;
-    }
-    stage_order(pipe, stage, in, mb, ch);
-    *instr = in[pos];
-    *microbatch = mb[pos];
-    if (chunk) *chunk = ch[pos];
-    free(in);
-    free(mb);
-    free(ch);
-    return 0;
-}
-
-int prs_op_describe(const prs_pipeline *pipe, int stage, int pos, prs_instr *instr, int *microbatch)
-{
-    return prs_op_describe_chunk(pipe, stage, pos, instr, microbatch, NULL);
-}
-
 void prsG_free(prsG_graph *g)
 {
     if (!g) return;
@@ -197,7 +83,7 @@ int prsG_build(const prs_pipeline *pipe, prsG_graph *g, prs_error *err)
         !outdeg)
         goto out;
     for (int s = 0; s < S; s++) {
-        stage_order(pipe, s, instr + s * per, g->op_mb + s * per, g->op_chunk + s * per);
+        prsS_stage_order(pipe, s, instr + s * per, g->op_mb + s * per, g->op_chunk + s * per);
         for (int k = 0; k < per; k++) {
             int op = s * per + k, c = g->op_chunk[op];
             g->op_type[op] = c * 2 + (int)instr[op];

@@ -88,6 +88,10 @@ typedef struct prsG_graph {
 int prsG_build(const prs_pipeline *pipe, prsG_graph *g, prs_error *err);
 void prsG_free(prsG_graph *g);
 
+/* pipeline.c: GPU s's computations in execution order (2 * microbatches * virtual stages of
+ * each array; chunk may be NULL). The pipeline must pass prs_pipeline_check. */
+void prsS_stage_order(const prs_pipeline *pipe, int s, prs_instr *instr, int *mb, int *chunk);
+
 /* Longest path with op durations dur[op] (dummies 0): fills earliest[] and latest[] (per AOA
  * node; latest may be NULL) and returns the critical path length. */
 long prsG_cpm(const prsG_graph *g, const long *dur, long *earliest, long *latest);

@@ -31,81 +31,6 @@ void prs_plan_opts_default(prs_plan_opts *o)
     o->cost_model = PRS_COST_EXP;
 }
 
-static const char *const schedule_names[] = {"1f1b", "gpipe", "interleaved"};
-
-const char *prs_schedule_name(prs_schedule s)
-{
-    return (unsigned)s < 3 ? schedule_names[s] : "unknown";
-}
-
-int prs_schedule_parse(const char *name, prs_schedule *out)
-{
-    for (int i = 0; name && i < 3; i++)
-        if (strcmp(name, schedule_names[i]) == 0) {
-            *out = (prs_schedule)i;
-            return 0;
-        }
-    return PRS_EINVAL;
-}
-
-const char *prs_cost_model_name(prs_cost_model m)
-{
-    return m == PRS_COST_EXP ? "exp" : m == PRS_COST_HULL ? "hull" : "unknown";
-}
-
-int prs_cost_model_parse(const char *name, prs_cost_model *out)
-{
-    if (!name) return PRS_EINVAL;
-    if (strcmp(name, "exp") == 0)
-        *out = PRS_COST_EXP;
-    else if (strcmp(name, "hull") == 0)
-        *out = PRS_COST_HULL;
-    else
-        return PRS_EINVAL;
-    return 0;
-}
-
-int prs_pipeline_check(const prs_pipeline *p, prs_error *err)
-{
-    if (p->stages < 1)
-        return prs_error_set(err, PRS_EINVAL, "stages must be >= 1 (got %d)", p->stages);
-    if (p->microbatches < 1)
-        return prs_error_set(err, PRS_EINVAL, "microbatches must be >= 1 (got %d)",
-                             p->microbatches);
-    if ((long)p->stages * p->microbatches > 1000000L)
-        return prs_error_set(err, PRS_EINVAL, "stages x microbatches = %ld is too large",
-                             (long)p->stages * p->microbatches);
-    if ((unsigned)p->schedule > PRS_SCHEDULE_INTERLEAVED)
-        return prs_error_set(err, PRS_EINVAL, "unknown schedule %d", (int)p->schedule);
-    if (p->virtual_stages < 0 || p->virtual_stages > 1024)
-        return prs_error_set(err, PRS_EINVAL, "virtual stages must be 1..1024 (got %d)",
-                             p->virtual_stages);
-    if (p->schedule == PRS_SCHEDULE_INTERLEAVED) {
-        if (p->virtual_stages < 2)
-            return prs_error_set(err, PRS_EINVAL,
-                                 "the interleaved schedule needs at least 2 virtual stages per "
-                                 "GPU (got %d)",
-                                 p->virtual_stages);
-        if (p->microbatches % p->stages != 0)
-            return prs_error_set(err, PRS_EINVAL,
-                                 "the interleaved schedule needs microbatches to be a multiple "
-                                 "of stages (got %d microbatches, %d stages)",
-                                 p->microbatches, p->stages);
-    } else if (p->virtual_stages > 1) {
-        return prs_error_set(err, PRS_EINVAL,
-                             "virtual stages (%d) need the interleaved schedule, not %s",
-                             p->virtual_stages, prs_schedule_name(p->schedule));
-    }
-    if ((long)p->stages * p->microbatches * (p->virtual_stages > 1 ? p->virtual_stages : 1) >
-        1000000L)
-        return prs_error_set(err, PRS_EINVAL, "pipeline too large");
-    if (!(p->unit_time_s > 0) || !isfinite(p->unit_time_s))
-        return prs_error_set(err, PRS_EINVAL, "unit time must be a finite number > 0 s");
-    if (!(p->blocking_power_w >= 0) || !isfinite(p->blocking_power_w))
-        return prs_error_set(err, PRS_EINVAL, "blocking power must be a finite number >= 0 W");
-    return 0;
-}
-
 /* Everything one planning run owns. */
 typedef struct run {
     const prs_plan_opts *o;
@@ -149,14 +74,14 @@ static void run_free(run *r)
     free(r->side);
 }
 
-static const prsO_optype *op_type(const run *r, int op)
+static const prsO_optype *type_of(const run *r, int op)
 {
     return &r->types[r->g.op_type[op]];
 }
 
 static int knob(const run *r, int op)
 {
-    const prsO_optype *t = op_type(r, op);
+    const prsO_optype *t = type_of(r, op);
     return t->knob[r->dur[op] - t->q_min];
 }
 
@@ -171,7 +96,7 @@ static void arc_bounds(const run *r, const prsG_arc *a, double *lb, double *ub)
     *lb = 0;
     *ub = INFINITY;
     if (a->op < 0) return;
-    const prsO_optype *t = op_type(r, a->op);
+    const prsO_optype *t = type_of(r, a->op);
     long d = r->dur[a->op], i = d - t->q_min;
     int exp_mode = r->o->cost_model == PRS_COST_EXP;
     if (t->q_min == t->q_max) return;
@@ -227,7 +152,7 @@ static enum step_result step(run *r, long T, double *delta, int *nt)
         if (!(r->side[arc->from] && !r->side[arc->to])) continue;
         nfw++;
         if (arc->op < 0) return STEP_DONE;
-        const prsO_optype *t = op_type(r, arc->op);
+        const prsO_optype *t = type_of(r, arc->op);
         long d = r->dur[arc->op];
         if (d - 1 < t->q_min) return STEP_DONE;
         dl += t->up[d - t->q_min];
@@ -239,7 +164,7 @@ static enum step_result step(run *r, long T, double *delta, int *nt)
     for (int i = 0; i < ncrit; i++) {
         const prsG_arc *arc = &g->arcs[r->arc_id[i]];
         if (!(!r->side[arc->from] && r->side[arc->to]) || arc->op < 0) continue;
-        const prsO_optype *t = op_type(r, arc->op);
+        const prsO_optype *t = type_of(r, arc->op);
         long d = r->dur[arc->op];
         if (d + 1 > t->q_max) {
             if (exp_mode) return STEP_DONE;
@@ -258,7 +183,7 @@ static enum step_result step(run *r, long T, double *delta, int *nt)
         for (int i = nshort; i < n; i++) {
             int op = r->touched[i];
             r->dur[op]--;
-            dl += op_type(r, op)->down[r->dur[op] - op_type(r, op)->q_min];
+            dl += type_of(r, op)->down[r->dur[op] - type_of(r, op)->q_min];
         }
         n = nshort;
     }
@@ -299,7 +224,7 @@ static double predicted_cost(const run *r)
 {
     double cost = 0;
     for (int op = 0; op < r->g.nops; op++) {
-        const prsO_optype *t = op_type(r, op);
+        const prsO_optype *t = type_of(r, op);
         cost += t->cost[r->dur[op] - t->q_min];
     }
     return cost;
@@ -379,10 +304,10 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
 
     const prsG_graph *g = &r.g;
     for (int op = 0; op < g->nops; op++)
-        r.dur[op] = op_type(&r, op)->q_min;
+        r.dur[op] = type_of(&r, op)->q_min;
     long T_min = prsG_cpm(g, r.dur, r.earliest, NULL);
     for (int op = 0; op < g->nops; op++) {
-        r.dur[op] = op_type(&r, op)->q_max;
+        r.dur[op] = type_of(&r, op)->q_max;
         r.freq[op] = knob(&r, op);
     }
     if (o->cost_model == PRS_COST_HULL && !(r.refiner = prsP_new(g, &r.ev, &o->pipe))) {
