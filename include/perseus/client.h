@@ -30,8 +30,10 @@
  * Clocks: the k-th computation of an iteration runs at clocks_mhz[k] of the schedule, changed by a
  * host function enqueued just before it on the stream (at the hook without one); in phases without
  * clocks (registering) the GPU keeps its default; `done`/`failed` reset it. Clock changes go
- * through a clock controller (perseus/gpu.h): a watchdog process for nvml, inline for sim. The
- * clocks are reset by prs_client_free, and by the watchdog when the process dies. */
+ * through a clock controller (perseus/gpu.h): perseus-gpud for nvml (the node's daemon, so the
+ * training process needs no privilege, or a private one), inline for sim. A window is tagged
+ * with the clock the controller confirmed in effect; one whose clock is not confirmed is not
+ * reported. The clocks are reset by prs_client_free, and by perseus-gpud when the process dies. */
 #ifndef PERSEUS_CLIENT_H
 #define PERSEUS_CLIENT_H
 
@@ -65,8 +67,11 @@ typedef struct prs_client_opts {
     int dp, pp, tp;       /* data-, pipeline- and tensor-parallel coordinates */
     prs_gpu *gpu;         /* GPU backend, borrowed (must outlive the client); NULL: open gpu_spec */
     const char *gpu_spec; /* prs_gpu_open spec when gpu is NULL; default "nvml" */
-    /* Clock controller: -1 (default) picks PROCESS for nvml, INLINE for sim. */
+    /* Clock controller (perseus/gpu.h): -1 (default) picks INLINE for sim, else DAEMON when the
+     * node's perseus-gpud socket exists, else PROCESS (a private perseus-gpud with this
+     * process's privileges). */
     int controller;
+    const char *gpud_socket; /* perseus-gpud's socket; NULL: $PRS_GPUD_SOCKET or the default */
     prs_device_sync_fn device_sync; /* NULL: no sync (CPU-only or sim) */
     void *sync_user;
     double poll_interval_s; /* least time between server round trips; default 0.5 */
@@ -90,7 +95,9 @@ typedef struct prs_client_opts {
 
 void prs_client_opts_init(prs_client_opts *o);
 
-/* Start a client: opens the GPU (unless given), starts the clock controller, then the background
+/* Start a client: opens the GPU (unless given), starts the clock controller and checks that the
+ * GPU takes a clock change (it locks the highest clock once and resets it: a GPU that refuses
+ * fails the start with PRS_EGPU and a message that says what to do), then the background
  * thread. Fails (PRS_EINVAL, PRS_ENOLIB, PRS_EGPU, PRS_ESERVER when creating a job fails) with
  * *out NULL and a message in err. Registration happens in the background: an unreachable server
  * is not an error here. */
@@ -128,7 +135,7 @@ typedef struct prs_client_stats {
     long posted;             /* iterations the server acknowledged */
     long dropped;            /* iterations dropped (queue full, or refused by the server) */
     long http_failures;      /* requests that got no answer */
-    long clock_failures;     /* clock changes the backend refused */
+    long clock_failures;     /* clock changes that did not take (refused, not in effect) */
     long order_errors;       /* hooks out of the schedule's order */
     long late_switches;      /* plans adopted after the iteration the server set for them */
     double pace_s;           /* last iteration: its start to the end of its last computation */

@@ -8,13 +8,13 @@
  *         error with a message, never a crash.
  *   sim   the simulated GPU of perseus/gpumodel.h. It has a simulated clock and an
  *         energy counter that advance only when the caller says work ran (prs_gpu_sim_run) or the
- *         GPU waited (prs_gpu_sim_idle), so tests drive it deterministically. Its state lives in
- *         shared memory, so a clock controller process forked from the caller (below) changes the
- *         clock the caller's simulated work runs at.
+ *         GPU waited (prs_gpu_sim_idle), so tests drive it deterministically. Its state is
+ *         atomics, so an inline clock controller on another thread (a stream's host function)
+ *         changes the clock the caller's simulated work runs at.
  *
- * A clock controller (prs_clockctl) applies clock changes off the caller's critical path: in a
- * child process fed by a pipe that resets the clocks when the caller exits, errs or is killed, or
- * inline (direct calls) where a clock change is cheap (sim).
+ * A clock controller (prs_clockctl) applies clock changes off the caller's critical path: through
+ * perseus-gpud (the node's daemon, or a private one), which resets the clocks when the caller
+ * exits, errs or is killed, or inline (direct calls) where a clock change is cheap (sim).
  *
  * Every call returns 0 or a negative PRS_E* code; the message of the last failure is read with
  * prs_gpu_errmsg. A handle is not thread-safe: use it from one thread at a time (the sim's clock
@@ -92,28 +92,54 @@ long prs_gpu_sim_clock_changes(prs_gpu *g);
 typedef struct prs_clockctl prs_clockctl;
 
 typedef enum prs_clockctl_mode {
-    PRS_CLOCKCTL_INLINE = 0, /* call the backend in the caller's thread */
-    PRS_CLOCKCTL_PROCESS = 1 /* a forked child process fed by a pipe (the watchdog) */
+    PRS_CLOCKCTL_INLINE = 0,  /* call the backend in the caller's thread */
+    PRS_CLOCKCTL_PROCESS = 1, /* a private perseus-gpud started for this process */
+    PRS_CLOCKCTL_DAEMON = 2   /* the node's perseus-gpud, at its socket */
 } prs_clockctl_mode;
 
-/* Start a controller for g (borrowed: g must outlive the controller). PROCESS forks a child that
- * owns the clock: it applies the latest requested clock, skipping unchanged values, and resets the
- * clocks when the controller is freed, when the caller's process exits or is killed (it sees the
- * pipe close or its parent change), or on SIGTERM. Fork it before starting other threads: the
- * child only calls the backend. */
+/* The node daemon's socket: $PRS_GPUD_SOCKET, else /run/perseus/gpud.sock. */
+#define PRS_GPUD_DEFAULT_SOCKET "/run/perseus/gpud.sock"
+const char *prs_gpud_socket_path(void);
+/* 1 when a socket exists at socket_path (NULL: prs_gpud_socket_path()), else 0. */
+int prs_gpud_available(const char *socket_path);
+
+/* Start a controller for g (borrowed: g must outlive the controller). Clock changes go through
+ * perseus-gpud (docs/gpud.md) in DAEMON mode (the node's daemon at socket_path, NULL: the
+ * default; it checks who may control which GPU) and PROCESS mode (a private perseus-gpud started
+ * with posix_spawn, with this process's privileges; the program is $PRS_GPUD, the one built or
+ * installed with this library, or the first on PATH). Both take an exclusive lease on the GPU
+ * (refused when another process holds it) and reset its clocks when the controller is freed and
+ * whenever this process dies, however it dies. INLINE calls the backend directly (the sim
+ * backend, or a root process that accepts that a crash leaves the clocks locked); DAEMON and
+ * PROCESS need the nvml backend. Fails with a message that says what to do. */
+int prs_clockctl_open(prs_gpu *g, prs_clockctl_mode mode, const char *socket_path,
+                      prs_clockctl **out, prs_error *err);
+/* prs_clockctl_open with the default socket. */
 int prs_clockctl_new(prs_gpu *g, prs_clockctl_mode mode, prs_clockctl **out, prs_error *err);
+prs_clockctl_mode prs_clockctl_mode_of(const prs_clockctl *c);
 /* Request SM clock freq_mhz (0: reset to default). Never blocks: an unchanged value costs no
- * system call; PROCESS writes 4 bytes to a non-blocking pipe. INLINE returns the backend's
- * result; PROCESS returns 0 unless the child is gone (PRS_EGPU). */
+ * system call; DAEMON and PROCESS send one line on a non-blocking socket and the answer comes
+ * later (prs_clockctl_sync, prs_clockctl_confirmed). INLINE returns the backend's result; the
+ * others return 0 unless the daemon is gone (PRS_EGPU). */
 int prs_clockctl_set(prs_clockctl *c, int freq_mhz);
 /* The clock last requested (0: default). */
 int prs_clockctl_requested(const prs_clockctl *c);
-/* Wait (at most timeout_s) until every request so far is applied. Returns 0, the backend's error
- * for the last failed request, or PRS_EGPU when the child did not answer. */
+/* The clock in effect as the last answer says (0: default), or -1 while a request is not
+ * answered yet: a measurement is tagged with a clock only once it is known to be in effect. */
+int prs_clockctl_confirmed(const prs_clockctl *c);
+/* Requests that did not take: refused by the driver, accepted but not in effect when read back,
+ * or unanswered because the daemon went away. */
+long prs_clockctl_failures(const prs_clockctl *c);
+/* Daemon-side time from receiving the last applied request to the driver's return, ns (0: none
+ * or INLINE). */
+long prs_clockctl_apply_ns(const prs_clockctl *c);
+/* Wait (at most timeout_s) until the last request is answered. Returns 0 when it took, PRS_EGPU
+ * (message in prs_gpu_errmsg) when refused, not in effect, unanswered or the daemon is gone. */
 int prs_clockctl_sync(prs_clockctl *c, double timeout_s);
-/* Process id of the controller child (0 for INLINE). */
+/* Process id of a private perseus-gpud (0 for INLINE and DAEMON). */
 int prs_clockctl_pid(const prs_clockctl *c);
-/* Reset the clocks, stop the child (waits for it), free. NULL is a no-op. */
+/* Reset the clocks (the lease's end: the reset is done when this returns, or the daemon does it
+ * on its own), stop a private daemon (waits for it), free. NULL is a no-op. */
 void prs_clockctl_free(prs_clockctl *c);
 
 #ifdef __cplusplus

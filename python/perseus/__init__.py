@@ -16,8 +16,10 @@ enqueued on it, so nothing waits for the GPU (stream="auto", the default; stream
 off, an integer gives a CUstream). Every request to perseusd happens on the library's background
 thread. A hook that fails (a computation out of the schedule's order, a driver error) raises
 PerseusError. Leaving the `with` block (or close()) posts what is queued and resets the GPU
-clocks; a killed process gets its clocks reset by the controller's watchdog. Using a closed client
-raises PerseusError.
+clocks; a killed process gets its clocks reset by perseus-gpud, the node's GPU daemon through
+which clock changes go (when it is not running, a private one is started with the process's own
+privileges). A GPU that refuses clock changes makes Client(...) raise PerseusError with what to
+do. Using a closed client raises PerseusError.
 
 The shared library is found through $PERSEUS_LIBRARY, then build/libperseus.so of the source
 tree this package sits in, then the loader's search path (libperseus.so).
@@ -62,6 +64,7 @@ class _Opts(ctypes.Structure):
         ("gpu", ctypes.c_void_p),
         ("gpu_spec", ctypes.c_char_p),
         ("controller", ctypes.c_int),
+        ("gpud_socket", ctypes.c_char_p),
         ("device_sync", _SYNC_FN),
         ("sync_user", ctypes.c_void_p),
         ("poll_interval_s", ctypes.c_double),
@@ -290,12 +293,14 @@ class Client:
 
     stream: "auto" (default) times computations on PyTorch's current CUDA stream when CUDA is
     available and the GPU backend is nvml; an integer is a CUstream to use; False or None turns
-    device timing off (then device_sync, if given, is called around every computation)."""
+    device timing off (then device_sync, if given, is called around every computation).
+    gpud_socket: perseus-gpud's socket (default $PRS_GPUD_SOCKET or /run/perseus/gpud.sock)."""
 
     def __init__(self, server_url, *, job_id=None, token=None, job_spec=None, rank=0, dp=0, pp=0,
                  tp=0, gpu="nvml", device_sync=None, stream="auto", cuda_library=None,
                  poll_interval_s=None, http_timeout_s=None, flush_timeout_s=None,
-                 warmup_iterations=None, max_queue=None, energy_poll_s=None, power_poll_s=None):
+                 warmup_iterations=None, max_queue=None, energy_poll_s=None, power_poll_s=None,
+                 gpud_socket=None):
         self._lib = load_library()
         self._h = ctypes.c_void_p()
         o = _Opts()
@@ -325,6 +330,8 @@ class Client:
             o.use_stream, o.stream = 1, int(stream)
         if cuda_library is not None:
             o.cuda_library = s(cuda_library)
+        if gpud_socket is not None:
+            o.gpud_socket = s(gpud_socket)
         if device_sync is not None:
             cb = _SYNC_FN(lambda _user: device_sync())
             self._keep.append(cb)

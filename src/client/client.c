@@ -8,6 +8,8 @@
 
 #include "client_int.h"
 
+#define PROBE_TIMEOUT_S 5.0
+
 void prs_client_opts_init(prs_client_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -86,6 +88,41 @@ static int stream_first(prs_client *c, prs_stream **stream, prs_error *err)
     return rc;
 }
 
+/* A clock the GPU would refuse fails the start, with what to do, rather than a run whose
+ * profile is tagged with clocks that never were: lock the highest clock once and reset. */
+static int probe_clock(prs_client *c, prs_error *err)
+{
+    if (c->gpu_exact || c->f_max_mhz <= 0) return 0;
+    int rc = prs_clockctl_set(c->ctl, c->f_max_mhz);
+    if (!rc) rc = prs_clockctl_sync(c->ctl, PROBE_TIMEOUT_S);
+    if (!rc) rc = prs_clockctl_set(c->ctl, 0);
+    if (!rc) rc = prs_clockctl_sync(c->ctl, PROBE_TIMEOUT_S);
+    if (!rc) return 0;
+    const char *how =
+        prs_clockctl_mode_of(c->ctl) == PRS_CLOCKCTL_DAEMON
+            ? "check perseus-gpud's log (journalctl -u perseus-gpud)"
+            : "start perseus-gpud on this node (systemctl start perseus-gpud) and allow this "
+              "user in /etc/perseus/gpud.conf, or run as root";
+    return prs_error_set(err, PRS_EGPU, "client: the GPU refused a clock change (%s): %s",
+                         prs_gpu_errmsg(c->gpu), how);
+}
+
+/* The clock controller: the node's perseus-gpud when its socket exists, else a private one (the
+ * process's own privileges); inline for the sim backend. Then the probe. */
+static int start_controller(prs_client *c, prs_error *err)
+{
+    int n = 0, top = 0;
+    if (prs_gpu_clocks(c->gpu, &top, 1, &n) == 0 && n > 0) c->f_max_mhz = top;
+    c->gpu_exact = strcmp(prs_gpu_backend(c->gpu), "sim") == 0;
+    int mode = c->opts.controller;
+    if (mode < 0)
+        mode = c->gpu_exact                              ? PRS_CLOCKCTL_INLINE
+               : prs_gpud_available(c->opts.gpud_socket) ? PRS_CLOCKCTL_DAEMON
+                                                         : PRS_CLOCKCTL_PROCESS;
+    int rc = prs_clockctl_open(c->gpu, (prs_clockctl_mode)mode, c->opts.gpud_socket, &c->ctl, err);
+    return rc ? rc : probe_clock(c, err);
+}
+
 int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err)
 {
     *out = NULL;
@@ -96,7 +133,7 @@ int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err)
     if (o->rank < 0 || o->dp < 0 || o->pp < 0 || o->tp < 0)
         return prs_error_set(err, PRS_EINVAL, "client: rank and coordinates must be >= 0");
     if (!(o->poll_interval_s > 0) || !(o->http_timeout_s > 0) || !(o->flush_timeout_s >= 0) ||
-        o->warmup_iterations < 0 || o->max_queue < 1 || o->controller < -1 || o->controller > 1 ||
+        o->warmup_iterations < 0 || o->max_queue < 1 || o->controller < -1 || o->controller > 2 ||
         (o->use_stream && (!(o->energy_poll_s > 0) || !(o->power_poll_s > 0))))
         return prs_error_set(err, PRS_EINVAL, "client: bad option value");
     clientI_global_init();
@@ -108,12 +145,15 @@ int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err)
     int rc = copy_str(c->url, sizeof c->url, o->server_url, "server_url", err);
     if (!rc) rc = copy_str(c->job_id, sizeof c->job_id, o->job_id, "job_id", err);
     if (!rc) rc = copy_str(c->token, sizeof c->token, o->token, "token", err);
+    if (!rc)
+        rc = copy_str(c->gpud_socket, sizeof c->gpud_socket, o->gpud_socket, "gpud_socket", err);
     size_t ul = strlen(c->url);
     while (ul > 0 && c->url[ul - 1] == '/')
         c->url[--ul] = '\0';
     c->opts.server_url = c->url;
     c->opts.job_id = c->job_id;
     c->opts.token = c->token;
+    c->opts.gpud_socket = c->gpud_socket[0] ? c->gpud_socket : NULL;
     c->opts.job_spec_json = NULL;
     c->cur.plan_id = c->latest.plan_id = c->next.plan_id = -1;
     c->stats.plan_id = -1;
@@ -137,17 +177,7 @@ int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err)
             c->own_gpu = rc == 0;
         }
     }
-    if (!rc) {
-        int n = 0, top = 0;
-        if (prs_gpu_clocks(c->gpu, &top, 1, &n) == 0 && n > 0) c->f_max_mhz = top;
-        c->gpu_exact = strcmp(prs_gpu_backend(c->gpu), "sim") == 0;
-        int mode = o->controller;
-        if (mode < 0)
-            mode = strcmp(prs_gpu_backend(c->gpu), "sim") == 0 ? PRS_CLOCKCTL_INLINE
-                                                               : PRS_CLOCKCTL_PROCESS;
-        /* Fork the watchdog before the background thread exists. */
-        rc = prs_clockctl_new(c->gpu, (prs_clockctl_mode)mode, &c->ctl, err);
-    }
+    if (!rc) rc = start_controller(c, err);
     if (!rc && stream) {
         rc = open_stream(c, stream, err);
         stream = NULL; /* the client's now, freed with it */
@@ -195,7 +225,8 @@ void prs_client_get_stats(prs_client *c, prs_client_stats *s)
     pthread_mutex_lock(&c->mu);
     *s = c->stats;
     pthread_mutex_unlock(&c->mu);
-    s->clock_failures = atomic_load_explicit(&c->clock_failures, memory_order_relaxed);
+    s->clock_failures = atomic_load_explicit(&c->clock_failures, memory_order_relaxed) +
+                        (c->ctl ? prs_clockctl_failures(c->ctl) : 0);
     s->clock_mhz = atomic_load_explicit(&c->clock_mhz, memory_order_relaxed);
     s->order_errors = atomic_load_explicit(&c->order_errors, memory_order_relaxed);
     s->late_switches = atomic_load_explicit(&c->late_switches, memory_order_relaxed);

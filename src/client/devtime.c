@@ -40,8 +40,9 @@ static void on_clock(void *user)
     prs_client *c = h->c;
     int rc = prs_clockctl_set(c->ctl, h->mhz);
     if (rc == 0) rc = prs_clockctl_sync(c->ctl, CLOCK_WAIT_S);
-    if (rc) atomic_fetch_add_explicit(&c->clock_failures, 1, memory_order_relaxed);
     h->result = rc;
+    /* What is in effect now: the new clock, the old one when refused, -1 when unknown. */
+    h->in_effect = prs_clockctl_confirmed(c->ctl);
     atomic_store_explicit(&h->done, 1, memory_order_release);
 }
 

@@ -16,6 +16,7 @@ typedef struct clientI_hostcall {
     struct prs_client *c;
     int mhz;                       /* clock to apply (clock calls) */
     int result;                    /* 0 or the controller's error */
+    int in_effect;                 /* clock calls: clock in effect after it (0: default, -1: ?) */
     double host_s;                 /* anchors: CLOCK_MONOTONIC when it ran */
     atomic_int done;               /* set (release) when it ran */
     struct clientI_hostcall *next; /* free list */

@@ -25,10 +25,10 @@ static void device_sync(prs_client *c)
     if (c->opts.device_sync) c->opts.device_sync(c->opts.sync_user);
 }
 
+/* The controller counts a request that did not take (clock_failures in the stats). */
 static void set_clock(prs_client *c, int mhz)
 {
-    if (prs_clockctl_set(c->ctl, mhz) != 0)
-        atomic_fetch_add_explicit(&c->clock_failures, 1, memory_order_relaxed);
+    prs_clockctl_set(c->ctl, mhz);
     atomic_store_explicit(&c->clock_mhz, mhz, memory_order_relaxed);
 }
 
@@ -77,8 +77,10 @@ int prs_client_begin(prs_client *c, prs_instr instr, int microbatch, int chunk)
     o->instr = instr;
     o->microbatch = microbatch;
     o->chunk = global;
-    o->clock_mhz = prs_clockctl_requested(c->ctl);
-    if (o->clock_mhz <= 0) o->clock_mhz = c->f_max_mhz;
+    /* The clock known to be in effect; -1 while a change is not acknowledged yet (a window
+     * never carries a clock that did not take). */
+    o->clock_mhz = prs_clockctl_confirmed(c->ctl);
+    if (o->clock_mhz == 0) o->clock_mhz = c->f_max_mhz;
     c->in_window = 1;
     o->t0 = prs_gpu_now_s(c->gpu);
     o->e0 = prs_gpu_read_energy_j(c->gpu);
@@ -100,11 +102,14 @@ int prs_client_end(prs_client *c, prs_instr instr, int microbatch, int chunk)
     return clientI_check_end(c, instr, microbatch, chunk);
 }
 
-/* Windows of the iteration's computations (profiling only); NULL when none or out of memory. */
+/* Windows of the iteration's computations (profiling only); NULL when none, when a window's
+ * clock is not known to have been in effect, or out of memory. */
 static clientI_window *make_windows(const prs_client *c, int *n)
 {
     *n = 0;
-    if (c->n_ops == 0) return NULL;
+    if (c->n_ops <= 0) return NULL;
+    for (int i = 0; i < c->n_ops; i++)
+        if (c->ops[i].clock_mhz < 0) return NULL;
     clientI_window *w = malloc(sizeof *w * (size_t)c->n_ops);
     if (!w) return NULL;
     for (int i = 0; i < c->n_ops; i++) {
@@ -143,7 +148,7 @@ int prs_client_iteration_end(prs_client *c)
     it.plan_id = c->cur.plan_id;
     it.time_s = now - c->iter_t0;
     it.energy_j = energy - c->iter_e0;
-    it.clock_mhz = c->n_ops ? c->ops[0].clock_mhz : c->f_max_mhz;
+    it.clock_mhz = c->n_ops && c->ops[0].clock_mhz > 0 ? c->ops[0].clock_mhz : c->f_max_mhz;
     it.pace_s = c->n_ops ? c->ops[c->n_ops - 1].t1 - c->iter_t0 : 0;
     it.blocking_power_w = blocked_power(c, it.time_s, it.energy_j);
     int report = clientI_should_report(c, it.time_s, it.energy_j);

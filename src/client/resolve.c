@@ -182,16 +182,14 @@ static int resolve_times(prs_client *c, clientI_pend *p)
     p->op_t1 = p->op_t0 + p->n_ops;
     for (int i = 0; i < p->n_ops; i++) {
         clientI_devop *o = &p->ops[i];
-        if (o->change && atomic_load_explicit(&o->change->done, memory_order_acquire) &&
-            o->change->result == 0)
-            d->eff_mhz = o->change->mhz;
-        p->op_clock[i] = d->eff_mhz > 0 ? d->eff_mhz : c->f_max_mhz;
+        if (o->change && atomic_load_explicit(&o->change->done, memory_order_acquire))
+            d->eff_mhz = o->change->in_effect;
+        p->op_clock[i] = d->eff_mhz > 0 ? d->eff_mhz : d->eff_mhz == 0 ? c->f_max_mhz : -1;
         p->op_t0[i] = base + elapsed(c, p->start, o->b);
         p->op_t1[i] = base + elapsed(c, p->start, o->e);
     }
-    if (p->closing && atomic_load_explicit(&p->closing->done, memory_order_acquire) &&
-        p->closing->result == 0)
-        d->eff_mhz = p->closing->mhz;
+    if (p->closing && atomic_load_explicit(&p->closing->done, memory_order_acquire))
+        d->eff_mhz = p->closing->in_effect;
     p->resolved = isfinite(p->t_end);
     for (int i = 0; i < p->n_ops && p->resolved; i++)
         p->resolved = isfinite(p->op_t0[i]) && isfinite(p->op_t1[i]);
@@ -240,6 +238,8 @@ static int fill_windows(prs_client *c, const clientI_pend *p, const double *pw, 
     double idle_t = it->time_s - busy_t;
     it->energy_j = busy_e + (isfinite(idle) && idle_t > 0 ? idle * idle_t : 0);
     it->blocking_power_w = isfinite(idle) && idle > 0 ? idle : 0;
+    for (int i = 0; i < p->n_ops; i++)
+        if (p->op_clock[i] < 0) ok = 0; /* a clock not known to be in effect: no windows */
     if (!ok || !p->phase_reportable || p->bad_order || p->n_ops == 0) return 1;
     it->windows = malloc(sizeof *it->windows * (size_t)p->n_ops);
     if (!it->windows) return 1;
@@ -277,8 +277,9 @@ static int build_report(prs_client *c, clientI_pend *p, int force, clientI_itera
     it->plan_id = p->profiling ? -1 : p->plan_id;
     it->time_s = p->t_end - p->t_start;
     it->pace_s = p->n_ops ? p->op_t1[p->n_ops - 1] - p->t_start : 0;
-    it->clock_mhz =
-        p->n_ops ? p->op_clock[0] : (c->dev->eff_mhz > 0 ? c->dev->eff_mhz : c->f_max_mhz);
+    it->clock_mhz = p->n_ops && p->op_clock[0] > 0 ? p->op_clock[0]
+                    : c->dev->eff_mhz > 0          ? c->dev->eff_mhz
+                                                   : c->f_max_mhz;
     clientI_round_fit *f = p->profiling ? fit_of(c, p->round) : NULL;
     if (f) {
         double pw[CLIENTI_ATTRIB_MAX_KINDS], idle;

@@ -1,185 +1,218 @@
 /* The clock controller (perseus/gpu.h): SM clock changes off the training thread's critical path,
- * and a watchdog that never leaves a GPU with locked clocks.
+ * made by a process that may make them, and never a GPU left with locked clocks.
  *
- * PROCESS mode forks a child that owns the clock. The parent writes 4-byte commands into a
- * non-blocking pipe (a clock > 0, 0 = reset, -1 = ping); an unchanged clock is not even written.
- * The child drains what is in the pipe, applies only the last clock of the batch (older ones are
- * stale) unless it is the one already applied, and answers pings on a second pipe with the result
- * of the last clock change. It resets the clocks and exits when:
- *   - the pipe reaches end of file: the parent closed it (prs_clockctl_free) or died, whatever
- *     killed it (SIGKILL included: the kernel closes the dead process's descriptors);
- *   - its parent changed (getppid, checked every 200 ms): covers a write end that leaked into
- *     another child forked by the training process;
- *   - it gets SIGTERM or SIGHUP. SIGINT is ignored: a Ctrl-C in the terminal reaches the whole
- *     process group, and the child must outlive the parent long enough to see it go.
- * The pipes are O_CLOEXEC so programs the training process execs do not hold them open.
+ * INLINE calls the backend in the caller's thread (the sim backend's clock change is an atomic
+ * store; a root process may also do it for a real GPU).
  *
- * INLINE mode calls the backend directly (the sim backend's clock change is an atomic store). */
+ * DAEMON and PROCESS talk to perseus-gpud (docs/gpud.md) over a stream socket (gpud_conn.h): the
+ * node's daemon at its socket, or a private instance started for this process with posix_spawn
+ * (never fork: the training process has threads, and a forked child of a threaded process may
+ * only call async-signal-safe functions). Either holds an exclusive lease on the GPU and resets
+ * its clocks when the lease ends for any reason: the socket closes (exit, crash, SIGKILL), or the
+ * leaseholder process dies while a forked child still holds the socket. The private instance runs
+ * in a session of its own, so a signal to the training process group (a Ctrl-C, scancel) does not
+ * kill it before it could reset; it exits once it reset.
+ *
+ * A request is one non-blocking send; its answer (applied, refused, or applied but not in effect
+ * when read back) arrives on the controller's reader thread. prs_clockctl_sync waits for it. */
+#define _GNU_SOURCE /* POSIX_SPAWN_SETSID */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <stdint.h>
+#include <spawn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <time.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gpu_int.h"
+#include "gpud_conn.h"
 
-#define CMD_PING (-1)
+#define LEASE_TIMEOUT_S 10.0 /* a private daemon starts, opens NVML and answers */
+#define CLOSE_TIMEOUT_S 10.0
+
+extern char **environ;
 
 struct prs_clockctl {
     prs_gpu *gpu;
     prs_clockctl_mode mode;
     int requested; /* last clock requested (0: default) */
-    int pending;   /* a request the full pipe refused, to send first next time; -2: none */
-    pid_t pid;
-    int cmd_fd; /* parent's write end */
-    int ack_fd; /* parent's read end of the answers */
+    long last_seq; /* DAEMON, PROCESS: sequence number of the last request */
+    gpuI_conn *conn;
+    pid_t helper;
+    /* INLINE */
+    int inline_rc;        /* result of the last request */
+    int inline_confirmed; /* clock in effect (0: default) */
+    long inline_failures;
 };
 
-static volatile sig_atomic_t child_stop;
-
-static void on_stop(int sig)
+const char *prs_gpud_socket_path(void)
 {
-    (void)sig;
-    child_stop = 1;
+    const char *p = getenv("PRS_GPUD_SOCKET");
+    return p && *p ? p : PRS_GPUD_DEFAULT_SOCKET;
 }
 
-/* The child's loop; never returns. */
-static void child_main(prs_gpu *g, int cmd_fd, int ack_fd, pid_t parent)
+int prs_gpud_available(const char *socket_path)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop; /* no SA_RESTART: poll returns EINTR */
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    signal(SIGINT, SIG_IGN);
-    signal(SIGPIPE, SIG_IGN);
-    int last_rc = gpuI_after_fork(g);
-    int applied = 0; /* 0: default clocks */
-    int32_t buf[256];
-    while (!child_stop) {
-        struct pollfd p = {cmd_fd, POLLIN, 0};
-        int pr = poll(&p, 1, 200);
-        if (pr < 0 && errno != EINTR) break;
-        if (getppid() != parent) break;
-        if (pr <= 0) continue;
-        ssize_t got = read(cmd_fd, buf, sizeof buf);
-        if (got == 0) break; /* every write end is closed: the parent is gone */
-        if (got < 0) {
-            if (errno == EINTR || errno == EAGAIN) continue;
-            break;
-        }
-        int n = (int)(got / (ssize_t)sizeof buf[0]);
-        for (int i = 0; i < n; i++) {
-            int cmd = buf[i];
-            if (cmd == CMD_PING) {
-                int32_t answer = last_rc;
-                if (write(ack_fd, &answer, sizeof answer) < 0) {
-                    /* the parent stopped listening; nothing to do */
-                }
-                continue;
-            }
-            int later_clock = 0;
-            for (int j = i + 1; j < n && !later_clock; j++)
-                later_clock = buf[j] != CMD_PING;
-            if (later_clock || cmd == applied) continue;
-            last_rc = cmd > 0 ? prs_gpu_set_clock(g, cmd) : prs_gpu_reset_clock(g);
-            /* A refused clock leaves the device as it was; a refused reset is retried at exit. */
-            if (last_rc == 0) applied = cmd;
-        }
+    struct stat st;
+    if (!socket_path) socket_path = prs_gpud_socket_path();
+    return stat(socket_path, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+/* How perseus-gpud knows the GPU: its UUID when we have it, else its NVML index. */
+static void lease_id(prs_gpu *g, char *buf, size_t n)
+{
+    if (g->uuid[0])
+        snprintf(buf, n, "%s", g->uuid);
+    else
+        snprintf(buf, n, "%u", g->index);
+}
+
+/* The perseus-gpud program: $PRS_GPUD, the one built beside this library, the installed one, or
+ * the first on PATH. */
+static const char *gpud_program(int *search_path)
+{
+    *search_path = 0;
+    const char *p = getenv("PRS_GPUD");
+    if (p && *p) return p;
+#ifdef PRS_GPUD_BUILD_PATH
+    if (access(PRS_GPUD_BUILD_PATH, X_OK) == 0) return PRS_GPUD_BUILD_PATH;
+#endif
+#ifdef PRS_GPUD_INSTALL_PATH
+    if (access(PRS_GPUD_INSTALL_PATH, X_OK) == 0) return PRS_GPUD_INSTALL_PATH;
+#endif
+    *search_path = 1;
+    return "perseus-gpud";
+}
+
+/* Start a private perseus-gpud on one end of a socket pair; *fd gets our end. */
+static int spawn_private(prs_gpu *g, int *fd, pid_t *pid, prs_error *err)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        return prs_error_set(err, PRS_EIO, "clock controller: socketpair: %s", strerror(errno));
+    if (sv[1] == 3) { /* dup2(3, 3) would keep close-on-exec */
+        int moved = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
+        close(sv[1]);
+        sv[1] = moved;
     }
-    if (applied != 0 || last_rc != 0) prs_gpu_reset_clock(g);
-    /* The parent may be gone; only the clocks matter. Skip atexit handlers (not ours). */
-    _exit(0);
+    char spec[128], parent[32];
+    char id[100];
+    lease_id(g, id, sizeof id);
+    snprintf(spec, sizeof spec, "nvml:%s", id);
+    snprintf(parent, sizeof parent, "%ld", (long)getpid());
+    int search;
+    const char *prog = gpud_program(&search);
+    char *argv[] = {(char *)prog, "--private-fd", "3", "--gpu", spec, "--parent-pid", parent, NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+    posix_spawnattr_init(&at);
+    sigset_t none, dfl;
+    sigemptyset(&none);
+    sigemptyset(&dfl);
+    sigaddset(&dfl, SIGPIPE);
+    sigaddset(&dfl, SIGTERM);
+    sigaddset(&dfl, SIGHUP);
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setsigdefault(&at, &dfl);
+    posix_spawnattr_setflags(&at,
+                             POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    int rc = search ? posix_spawnp(pid, prog, &fa, &at, argv, environ)
+                    : posix_spawn(pid, prog, &fa, &at, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    close(sv[1]);
+    if (rc != 0) {
+        close(sv[0]);
+        return prs_error_set(err, PRS_ENOLIB,
+                             "clock controller: cannot start %s: %s (install perseus-gpud, or "
+                             "set PRS_GPUD to its path)",
+                             prog, strerror(rc));
+    }
+    *fd = sv[0];
+    return 0;
 }
 
-int prs_clockctl_new(prs_gpu *g, prs_clockctl_mode mode, prs_clockctl **out, prs_error *err)
+static int open_conn(prs_clockctl *c, const char *socket_path, prs_error *err)
+{
+    prs_gpu *g = c->gpu;
+    if (g->is_sim)
+        return prs_error_set(err, PRS_EINVAL,
+                             "clock controller: the sim GPU has no perseus-gpud (use INLINE)");
+    int rc;
+    if (c->mode == PRS_CLOCKCTL_DAEMON) {
+        rc = gpuI_conn_connect(socket_path ? socket_path : prs_gpud_socket_path(), &c->conn, err);
+    } else {
+        int fd = -1;
+        rc = spawn_private(g, &fd, &c->helper, err);
+        if (!rc) rc = gpuI_conn_adopt(fd, c->helper, &c->conn, err);
+        if (rc && c->helper > 0) close(fd); /* the helper sees the end and exits */
+    }
+    char id[128];
+    lease_id(g, id, sizeof id);
+    if (!rc) rc = gpuI_conn_lease(c->conn, id, LEASE_TIMEOUT_S, err);
+    if (!rc) rc = gpuI_conn_start(c->conn, err);
+    return rc;
+}
+
+int prs_clockctl_open(prs_gpu *g, prs_clockctl_mode mode, const char *socket_path,
+                      prs_clockctl **out, prs_error *err)
 {
     *out = NULL;
     if (!g) return prs_error_set(err, PRS_EINVAL, "clock controller: no GPU");
-    if (mode != PRS_CLOCKCTL_INLINE && mode != PRS_CLOCKCTL_PROCESS)
+    if (mode != PRS_CLOCKCTL_INLINE && mode != PRS_CLOCKCTL_PROCESS && mode != PRS_CLOCKCTL_DAEMON)
         return prs_error_set(err, PRS_EINVAL, "clock controller: unknown mode %d", (int)mode);
     prs_clockctl *c = calloc(1, sizeof *c);
     if (!c) return prs_error_set(err, PRS_ENOMEM, "out of memory");
     c->gpu = g;
     c->mode = mode;
-    c->pending = -2;
-    c->cmd_fd = c->ack_fd = -1;
-    if (mode == PRS_CLOCKCTL_INLINE) {
-        *out = c;
-        return 0;
+    if (mode != PRS_CLOCKCTL_INLINE) {
+        int rc = open_conn(c, socket_path, err);
+        if (rc) {
+            gpuI_conn_close(c->conn, CLOSE_TIMEOUT_S);
+            free(c);
+            return rc;
+        }
     }
-    int cmd[2], ack[2];
-    if (pipe(cmd) != 0) {
-        free(c);
-        return prs_error_set(err, PRS_EIO, "clock controller: pipe: %s", strerror(errno));
-    }
-    if (pipe(ack) != 0) {
-        close(cmd[0]);
-        close(cmd[1]);
-        free(c);
-        return prs_error_set(err, PRS_EIO, "clock controller: pipe: %s", strerror(errno));
-    }
-    for (int i = 0; i < 2; i++) {
-        fcntl(cmd[i], F_SETFD, FD_CLOEXEC);
-        fcntl(ack[i], F_SETFD, FD_CLOEXEC);
-    }
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(cmd[0]);
-        close(cmd[1]);
-        close(ack[0]);
-        close(ack[1]);
-        free(c);
-        return prs_error_set(err, PRS_EIO, "clock controller: fork: %s", strerror(errno));
-    }
-    if (pid == 0) {
-        close(cmd[1]);
-        close(ack[0]);
-        child_main(g, cmd[0], ack[1], parent);
-    }
-    close(cmd[0]);
-    close(ack[1]);
-    fcntl(cmd[1], F_SETFL, fcntl(cmd[1], F_GETFL) | O_NONBLOCK);
-    c->pid = pid;
-    c->cmd_fd = cmd[1];
-    c->ack_fd = ack[0];
     *out = c;
     return 0;
 }
 
-/* 0 sent, 1 pipe full, PRS_EGPU child gone. */
-static int send_cmd(prs_clockctl *c, int32_t cmd)
+int prs_clockctl_new(prs_gpu *g, prs_clockctl_mode mode, prs_clockctl **out, prs_error *err)
 {
-    for (;;) {
-        ssize_t w = write(c->cmd_fd, &cmd, sizeof cmd);
-        if (w == (ssize_t)sizeof cmd) return 0;
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && errno == EAGAIN) return 1;
-        return PRS_EGPU;
-    }
+    return prs_clockctl_open(g, mode, NULL, out, err);
+}
+
+prs_clockctl_mode prs_clockctl_mode_of(const prs_clockctl *c)
+{
+    return c->mode;
+}
+
+static int inline_set(prs_clockctl *c, int freq_mhz)
+{
+    int rc = freq_mhz > 0 ? prs_gpu_set_clock(c->gpu, freq_mhz) : prs_gpu_reset_clock(c->gpu);
+    c->inline_rc = rc;
+    if (rc == 0)
+        c->inline_confirmed = freq_mhz;
+    else
+        c->inline_failures++;
+    return rc;
 }
 
 int prs_clockctl_set(prs_clockctl *c, int freq_mhz)
 {
     if (freq_mhz < 0) return gpuI_fail(c->gpu, PRS_EINVAL, "clock must be >= 0 MHz");
-    if (freq_mhz == c->requested && c->pending == -2) return 0;
+    if (freq_mhz == c->requested && (c->mode != PRS_CLOCKCTL_INLINE || c->inline_rc == 0)) return 0;
     c->requested = freq_mhz;
-    if (c->mode == PRS_CLOCKCTL_INLINE)
-        return freq_mhz > 0 ? prs_gpu_set_clock(c->gpu, freq_mhz) : prs_gpu_reset_clock(c->gpu);
-    int rc = send_cmd(c, freq_mhz);
-    if (rc == 1) {
-        c->pending = freq_mhz; /* the child is behind; the latest value is all that matters */
-        return 0;
-    }
-    c->pending = -2;
-    return rc == 0 ? 0 : gpuI_fail(c->gpu, PRS_EGPU, "clock controller process is gone");
+    if (c->mode == PRS_CLOCKCTL_INLINE) return inline_set(c, freq_mhz);
+    long seq = gpuI_conn_set(c->conn, freq_mhz);
+    if (seq < 0) return gpuI_fail(c->gpu, PRS_EGPU, "the connection to perseus-gpud is gone");
+    c->last_seq = seq;
+    return 0;
 }
 
 int prs_clockctl_requested(const prs_clockctl *c)
@@ -187,57 +220,44 @@ int prs_clockctl_requested(const prs_clockctl *c)
     return c->requested;
 }
 
-int prs_clockctl_pid(const prs_clockctl *c)
+int prs_clockctl_confirmed(const prs_clockctl *c)
 {
-    return (int)c->pid;
+    if (c->mode == PRS_CLOCKCTL_INLINE) return c->inline_confirmed;
+    return gpuI_conn_confirmed(c->conn);
 }
 
-static double now_s(void)
+long prs_clockctl_failures(const prs_clockctl *c)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return c->mode == PRS_CLOCKCTL_INLINE ? c->inline_failures : gpuI_conn_failures(c->conn);
+}
+
+long prs_clockctl_apply_ns(const prs_clockctl *c)
+{
+    return c->mode == PRS_CLOCKCTL_INLINE ? 0 : gpuI_conn_apply_ns(c->conn);
+}
+
+int prs_clockctl_pid(const prs_clockctl *c)
+{
+    return (int)c->helper;
 }
 
 int prs_clockctl_sync(prs_clockctl *c, double timeout_s)
 {
-    if (c->mode == PRS_CLOCKCTL_INLINE) return 0;
-    double t0 = now_s();
-    while (c->pending != -2) {
-        int rc = send_cmd(c, c->pending);
-        if (rc == 0) c->pending = -2;
-        if (rc < 0) return gpuI_fail(c->gpu, PRS_EGPU, "clock controller process is gone");
-        if (rc == 1) {
-            if (now_s() - t0 > timeout_s)
-                return gpuI_fail(c->gpu, PRS_EGPU, "clock controller does not answer");
-            struct timespec ts = {0, 1000000};
-            nanosleep(&ts, NULL);
-        }
-    }
-    int32_t ping = CMD_PING;
-    for (;;) {
-        int rc = send_cmd(c, ping);
-        if (rc == 0) break;
-        if (rc < 0 || now_s() - t0 > timeout_s)
-            return gpuI_fail(c->gpu, PRS_EGPU, "clock controller does not answer");
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-    }
-    for (;;) {
-        double left = timeout_s - (now_s() - t0);
-        if (left < 0) left = 0;
-        struct pollfd p = {c->ack_fd, POLLIN, 0};
-        int pr = poll(&p, 1, (int)(left * 1000) + 1);
-        if (pr < 0 && errno == EINTR) continue;
-        if (pr <= 0) return gpuI_fail(c->gpu, PRS_EGPU, "clock controller does not answer");
-        int32_t answer;
-        ssize_t got = read(c->ack_fd, &answer, sizeof answer);
-        if (got < 0 && errno == EINTR) continue;
-        if (got != (ssize_t)sizeof answer)
-            return gpuI_fail(c->gpu, PRS_EGPU, "clock controller process is gone");
-        if (answer != 0)
-            return gpuI_fail(c->gpu, answer, "clock controller: the GPU refused the clock");
+    if (c->mode == PRS_CLOCKCTL_INLINE) return c->inline_rc;
+    if (c->last_seq == 0) return 0;
+    char msg[256];
+    gpuI_ack_status s = gpuI_conn_wait(c->conn, c->last_seq, timeout_s, msg, sizeof msg);
+    switch (s) {
+    case GPUI_ACK_OK:
+    case GPUI_ACK_SAME:
+    case GPUI_ACK_SUPERSEDED: /* only an older request can be; the latest was answered */
         return 0;
+    case GPUI_ACK_REFUSED:
+        return gpuI_fail(c->gpu, PRS_EGPU, "perseus-gpud: the GPU refused the clock: %s", msg);
+    case GPUI_ACK_MISMATCH:
+        return gpuI_fail(c->gpu, PRS_EGPU, "perseus-gpud: the clock did not take: %s", msg);
+    default:
+        return gpuI_fail(c->gpu, PRS_EGPU, "clock controller: %s", msg);
     }
 }
 
@@ -245,24 +265,9 @@ void prs_clockctl_free(prs_clockctl *c)
 {
     if (!c) return;
     if (c->mode == PRS_CLOCKCTL_INLINE) {
-        if (c->requested != 0) prs_gpu_reset_clock(c->gpu);
-        free(c);
-        return;
+        if (c->requested != 0 || c->inline_failures) prs_gpu_reset_clock(c->gpu);
+    } else {
+        gpuI_conn_close(c->conn, CLOSE_TIMEOUT_S);
     }
-    /* Closing the pipe is the stop command: the child resets the clocks and exits. */
-    close(c->cmd_fd);
-    double t0 = now_s();
-    for (;;) {
-        pid_t r = waitpid(c->pid, NULL, WNOHANG);
-        if (r == c->pid || (r < 0 && errno != EINTR)) break;
-        if (now_s() - t0 > 10) {
-            kill(c->pid, SIGKILL);
-            waitpid(c->pid, NULL, 0);
-            break;
-        }
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-    }
-    close(c->ack_fd);
     free(c);
 }

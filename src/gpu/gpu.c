@@ -5,8 +5,8 @@
  * a simulated clock and an energy counter. Nothing advances on its own: the caller says that a
  * computation ran (prs_gpu_sim_run: time and energy from the model at the clock in effect) or that
  * the GPU waited (prs_gpu_sim_idle: blocking power), so a test gets the same figures on every run.
- * The state is in an anonymous MAP_SHARED mapping and its fields are atomics, so a clock
- * controller forked from the caller (clockctl.c) sets the clock the caller's work runs at. */
+ * Its fields are atomics, so an inline clock controller on another thread (a stream's host
+ * function) sets the clock the caller's work runs at. */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <math.h>
 #include <stdio.h>
@@ -124,11 +124,6 @@ const char *prs_gpu_name(const prs_gpu *g)
 const char *prs_gpu_errmsg(const prs_gpu *g)
 {
     return g->errmsg;
-}
-
-int gpuI_after_fork(prs_gpu *g)
-{
-    return g->is_sim ? 0 : gpuI_nvml_after_fork(g);
 }
 
 int prs_gpu_clocks(prs_gpu *g, int *clocks_mhz, int cap, int *n)

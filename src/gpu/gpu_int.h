@@ -13,7 +13,7 @@
 typedef int gpuI_nvml_return;
 typedef struct gpuI_nvml_device_st *gpuI_nvml_device;
 
-/* Sim state, in a MAP_SHARED mapping so a forked controller shares it. */
+/* Sim state: atomics, so a controller on another thread may change the clock. */
 typedef struct gpuI_sim_state {
     _Atomic int locked_mhz;     /* 0: default clock management (runs at f_max) */
     _Atomic long clock_changes; /* set/reset calls that changed the clock */
@@ -63,10 +63,5 @@ int gpuI_nvml_set_clock(prs_gpu *g, int freq_mhz);
 int gpuI_nvml_reset_clock(prs_gpu *g);
 int gpuI_nvml_energy_mj(prs_gpu *g, uint64_t *energy_mj);
 int gpuI_nvml_power_mw(prs_gpu *g, unsigned *power_mw);
-/* In a forked child: initialise the library again and take a fresh device handle. */
-int gpuI_nvml_after_fork(prs_gpu *g);
-
-/* gpu.c: what the controller child calls after fork. */
-int gpuI_after_fork(prs_gpu *g);
 
 #endif

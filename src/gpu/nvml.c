@@ -115,16 +115,6 @@ int gpuI_nvml_open(prs_gpu *g, unsigned index, const char *uuid, const char *lib
     return 0;
 }
 
-int gpuI_nvml_after_fork(prs_gpu *g)
-{
-    gpuI_nvml_return r = g->nvml.init();
-    if (r != NVML_SUCCESS) return nvml_fail(g, "nvmlInit_v2", r);
-    const char *call;
-    r = device_handle(g, &call);
-    if (r != NVML_SUCCESS) return nvml_fail(g, call, r);
-    return 0;
-}
-
 void gpuI_nvml_close(prs_gpu *g)
 {
     if (!g->nvml.lib) return;

@@ -553,7 +553,7 @@ static int load_rank(void *ud, int rank, int dp, int pp, int tp)
     if (rank < 0 || rank >= j->world || dp < 0 || dp >= j->spec.dp || pp < 0 ||
         pp >= j->spec.stages || tp < 0 || tp >= j->spec.tp)
         return 0;
-    j->ranks[rank] = (job_rank){1, dp, pp, tp};
+    j->ranks[rank] = (job_rank){1, dp, pp, tp, 0};
     j->slot[slot_index(j, dp, pp, tp)] = rank;
     j->nregistered++;
     return 0;
@@ -749,7 +749,7 @@ int job_register(job *j, store *st, const req_rank *r, int *created, int *action
         return wrong_phase(e, j, "registering a new rank");
     if (store_insert_rank(st, j->id, r->rank, r->dp, r->pp, r->tp, r->gpu))
         return store_fail(e, st);
-    *k = (job_rank){1, r->dp, r->pp, r->tp};
+    *k = (job_rank){1, r->dp, r->pp, r->tp, 0};
     j->slot[s] = r->rank;
     j->nregistered++;
     *created = 1;
@@ -1290,6 +1290,8 @@ int job_results(job *j, store *st, const req_results *r, int *action, api_err *e
     if (r->rank >= j->world || !j->ranks[r->rank].registered)
         return api_fail(e, 404, "not_registered", "rank %d is not registered", r->rank);
     if (check_windows(j, &j->ranks[r->rank], r, e)) return -1;
+    if (r->clock_failures > j->ranks[r->rank].clock_failures)
+        j->ranks[r->rank].clock_failures = r->clock_failures;
     if (j->phase == JOB_PROFILING) return results_profiling(j, st, r, action, e);
     return results_other(j, st, r, e);
 }
@@ -1421,6 +1423,25 @@ static json_t *blocking_power_json(const job *j)
     return o;
 }
 
+/* Registered and expected ranks, and the clock changes that did not take on any of them (with
+ * the ranks that had some, at most RANKS_LISTED of them). */
+#define RANKS_LISTED 16
+static json_t *ranks_json(const job *j)
+{
+    json_t *o = json_pack("{s:i, s:i}", "registered", j->nregistered, "expected", j->world);
+    json_t *bad = json_array();
+    long total = 0;
+    for (int r = 0; r < j->world; r++) {
+        long n = j->ranks[r].clock_failures;
+        total += n;
+        if (n > 0 && json_array_size(bad) < RANKS_LISTED)
+            json_array_append_new(bad, json_integer(r));
+    }
+    json_object_set_new(o, "clock_failures", json_integer(total));
+    json_object_set_new(o, "clock_failure_ranks", bad);
+    return o;
+}
+
 json_t *job_status_json(const job *j)
 {
     json_t *o = json_object();
@@ -1430,8 +1451,7 @@ json_t *job_status_json(const job *j)
     if (j->phase == JOB_FAILED) json_object_set_new(o, "reason", json_string(j->reason));
     json_object_set_new(o, "round", json_integer(j->round));
     json_object_set_new(o, "spec", req_job_spec_json(&j->spec));
-    json_object_set_new(
-        o, "ranks", json_pack("{s:i, s:i}", "registered", j->nregistered, "expected", j->world));
+    json_object_set_new(o, "ranks", ranks_json(j));
     json_object_set_new(o, "measurements", json_integer(j->measurements));
     json_t *prof = json_pack("{s:i, s:I, s:i}", "clocks_total", j->nsweep, "clocks_done",
                              (json_int_t)(j->phase == JOB_PROFILING ? j->sweep_index : 0),

@@ -52,6 +52,7 @@ int api_fail(api_err *e, int http, const char *code, const char *fmt, ...)
 typedef struct job_rank {
     int registered;
     int dp, pp, tp;
+    long clock_failures; /* as the rank last said (cumulative; resent with every post) */
 } job_rank;
 
 enum { STRAGGLER_NONE = 0, STRAGGLER_EXPLICIT = 1, STRAGGLER_AUTO = 2 };

@@ -341,13 +341,14 @@ static int parse_window(json_t *w, req_window *out, char *msg)
 
 static int parse_results(json_t *root, req_results *r, char *msg)
 {
-    static const char *const keys[] = {"rank", "round", "iterations", NULL};
+    static const char *const keys[] = {"rank", "round", "iterations", "clock_failures", NULL};
     static const char *const ikeys[] = {"iteration",        "time_s",  "energy_j",
                                         "clock_mhz",        "pace_s",  "plan_id",
                                         "blocking_power_w", "windows", NULL};
     if (only_keys(root, "", keys, msg) ||
         get_i(root, "rank", 1, 0, REQ_MAX_WORLD - 1, &r->rank, msg) ||
-        get_int(root, "round", 0, 0, 1L << 40, &r->round, msg))
+        get_int(root, "round", 0, 0, 1L << 40, &r->round, msg) ||
+        get_int(root, "clock_failures", 0, 0, 1L << 40, &r->clock_failures, msg))
         return -1;
     json_t *its = json_object_get(root, "iterations");
     if (!its) return fail(msg, "iterations: required");
@@ -400,6 +401,7 @@ int req_parse_results(const char *text, size_t len, req_results *out, char msg[R
 {
     memset(out, 0, sizeof *out);
     out->round = -1;
+    out->clock_failures = -1;
     json_t *root = load(text, len, msg);
     if (!root) return -1;
     int rc = parse_results(root, out, msg);

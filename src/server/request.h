@@ -79,6 +79,7 @@ typedef struct req_results {
     size_t niterations;
     req_iteration *iterations;
     req_window *all_windows;
+    long clock_failures; /* the rank's clock changes that did not take, so far; -1: not given */
 } req_results;
 
 /* POST /v1/jobs/{id}/stragglers: exactly one of time_s and slowdown is > 0. */

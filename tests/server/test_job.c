@@ -107,7 +107,7 @@ static int post(job *j, int rank, long round, int mhz, double escale, int *actio
                         .blocking_power_w = g_bp,
                         .nwindows = 4,
                         .windows = w};
-    req_results r = {rank, round, 1, &it, w};
+    req_results r = {rank, round, 1, &it, w, -1};
     assert_int_equal(store_begin(st), 0);
     return tx_ok(job_results(j, st, &r, action, e));
 }
@@ -435,7 +435,7 @@ static void post_iter(job *j, int rank, long iteration, double time_s, double pa
                         .pace_s = pace_s,
                         .plan_id = plan,
                         .windows = NULL};
-    req_results r = {rank, -1, 1, &it, NULL};
+    req_results r = {rank, -1, 1, &it, NULL, -1};
     int action;
     api_err e = {0};
     assert_int_equal(store_begin(st), 0);
