@@ -50,8 +50,10 @@ int prs_gpu_open_sim(const prs_gpu_preset *preset, prs_gpu **out, prs_error *err
 /* Closes the handle. Does not reset the clocks (prs_gpu_reset_clock, or a controller, does). */
 void prs_gpu_close(prs_gpu *g);
 
-/* "nvml" or "sim". */
+/* "nvml" or "sim" (a "gpud" spec opens an nvml GPU). */
 const char *prs_gpu_backend(const prs_gpu *g);
+/* 1 when opened with a "gpud" spec: its clocks change only through the node's perseus-gpud. */
+int prs_gpu_via_gpud(const prs_gpu *g);
 /* The device's name ("NVIDIA A100-SXM4-40GB", "sim-a100"). Valid while g is open. */
 const char *prs_gpu_name(const prs_gpu *g);
 /* Message of the last failed call on g ("" if none). Valid until the next call on g. */

@@ -325,7 +325,7 @@ class Client:
         else:
             o.gpu_spec = s(gpu)
         if stream == "auto":
-            stream = _torch_stream() if backend == "nvml" else None
+            stream = _torch_stream() if backend in ("nvml", "gpud") else None
         if stream is not None and stream is not False:
             o.use_stream, o.stream = 1, int(stream)
         if cuda_library is not None:

@@ -116,9 +116,14 @@ static int start_controller(prs_client *c, prs_error *err)
     c->gpu_exact = strcmp(prs_gpu_backend(c->gpu), "sim") == 0;
     int mode = c->opts.controller;
     if (mode < 0)
-        mode = c->gpu_exact                              ? PRS_CLOCKCTL_INLINE
-               : prs_gpud_available(c->opts.gpud_socket) ? PRS_CLOCKCTL_DAEMON
-                                                         : PRS_CLOCKCTL_PROCESS;
+        mode = c->gpu_exact ? PRS_CLOCKCTL_INLINE
+               : prs_gpu_via_gpud(c->gpu) || prs_gpud_available(c->opts.gpud_socket)
+                   ? PRS_CLOCKCTL_DAEMON
+                   : PRS_CLOCKCTL_PROCESS;
+    if (mode != PRS_CLOCKCTL_DAEMON && prs_gpu_via_gpud(c->gpu))
+        return prs_error_set(err, PRS_EINVAL,
+                             "client: a gpud GPU spec changes clocks only through perseus-gpud "
+                             "(controller must be -1 or DAEMON)");
     int rc = prs_clockctl_open(c->gpu, (prs_clockctl_mode)mode, c->opts.gpud_socket, &c->ctl, err);
     return rc ? rc : probe_clock(c, err);
 }

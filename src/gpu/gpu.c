@@ -73,10 +73,25 @@ int prs_gpu_open_nvml_uuid(const char *uuid, const char *lib_path, prs_gpu **out
     return open_nvml(0, uuid, lib_path, out, err);
 }
 
+/* "gpud" and "gpud:REST": the nvml GPU "nvml" / "nvml:REST", whose clocks change only through
+ * the node's perseus-gpud. */
+static int open_gpud(const char *spec, prs_gpu **out, prs_error *err)
+{
+    char nv[160];
+    if (strlen(spec) >= sizeof nv - 1)
+        return prs_error_set(err, PRS_EINVAL, "GPU backend '%.60s...': too long", spec);
+    snprintf(nv, sizeof nv, "nvml%s", spec + 4);
+    int rc = prs_gpu_open(nv, out, err);
+    if (!rc) (*out)->via_gpud = 1;
+    return rc;
+}
+
 int prs_gpu_open(const char *spec, prs_gpu **out, prs_error *err)
 {
     *out = NULL;
     if (!spec) return prs_error_set(err, PRS_EINVAL, "GPU backend: no spec");
+    if (strncmp(spec, "gpud", 4) == 0 && (spec[4] == '\0' || spec[4] == ':'))
+        return open_gpud(spec, out, err);
     if (strcmp(spec, "sim") == 0) return prs_gpu_open_sim(NULL, out, err);
     if (strncmp(spec, "sim:", 4) == 0) {
         const prs_gpu_preset *p = prs_gpu_preset_find(spec + 4);
@@ -114,6 +129,11 @@ void prs_gpu_close(prs_gpu *g)
 const char *prs_gpu_backend(const prs_gpu *g)
 {
     return g->is_sim ? "sim" : "nvml";
+}
+
+int prs_gpu_via_gpud(const prs_gpu *g)
+{
+    return g->via_gpud;
 }
 
 const char *prs_gpu_name(const prs_gpu *g)

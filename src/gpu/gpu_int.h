@@ -39,6 +39,7 @@ typedef struct gpuI_nvml_api {
 
 struct prs_gpu {
     int is_sim;
+    int via_gpud; /* opened as "gpud...": clock changes only through the node's perseus-gpud */
     char name[96];
     char errmsg[256];
     /* sim */
@@ -48,7 +49,8 @@ struct prs_gpu {
     gpuI_nvml_api nvml;
     gpuI_nvml_device dev;
     unsigned index;
-    char uuid[96]; /* "" unless opened by UUID */
+    char uuid[96];      /* "" unless opened by UUID */
+    char lib_path[512]; /* the NVML library it loaded */
 };
 
 /* gpu_fail.c: record a message on g and return code. */

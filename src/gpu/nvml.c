@@ -69,6 +69,7 @@ int gpuI_nvml_open(prs_gpu *g, unsigned index, const char *uuid, const char *lib
     snprintf(g->uuid, sizeof g->uuid, "%s", uuid ? uuid : "");
     if (!lib_path || !*lib_path) lib_path = getenv("PRS_NVML_LIBRARY");
     if (!lib_path || !*lib_path) lib_path = "libnvidia-ml.so.1";
+    snprintf(g->lib_path, sizeof g->lib_path, "%s", lib_path);
     g->nvml.lib = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
     if (!g->nvml.lib) {
         const char *why = dlerror();
