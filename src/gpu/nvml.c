@@ -48,8 +48,7 @@ static void resolve_optional(prs_gpu *g)
     prs_error ignored;
     if (resolve(g, &g->nvml.get_uuid, sizeof g->nvml.get_uuid, "nvmlDeviceGetUUID", &ignored))
         g->nvml.get_uuid = NULL;
-    if (resolve(g, &g->nvml.pci_info, sizeof g->nvml.pci_info, "nvmlDeviceGetPciInfo_v3",
-                &ignored))
+    if (resolve(g, &g->nvml.pci_info, sizeof g->nvml.pci_info, "nvmlDeviceGetPciInfo_v3", &ignored))
         g->nvml.pci_info = NULL;
     if (resolve(g, &g->nvml.clock_info, sizeof g->nvml.clock_info, "nvmlDeviceGetClockInfo",
                 &ignored))
