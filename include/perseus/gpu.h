@@ -76,6 +76,23 @@ double prs_gpu_now_s(prs_gpu *g);
  * Returns NAN when the counter cannot be read (the message is in prs_gpu_errmsg). */
 double prs_gpu_read_energy_j(prs_gpu *g);
 
+/* ---- identity, read-back and memory clocks (used by perseus-gpud, docs/gpud.md) ---- */
+
+/* Number of GPUs the NVML library sees (nvmlDeviceGetCount_v2); lib_path NULL: as
+ * prs_gpu_open. */
+int prs_gpu_nvml_count(const char *lib_path, unsigned *n, prs_error *err);
+/* The GPU's UUID ("GPU-xxxxxxxx-..."; sim: a synthetic "GPU-51300000-0000-0000-0000-..." id
+ * unique to the handle within the process) into buf (n bytes, at least 41). */
+int prs_gpu_uuid(prs_gpu *g, char *buf, size_t n);
+/* The PCI bus id ("00000000:3B:00.0") into buf (n bytes, at least 32). sim: PRS_EINVAL. */
+int prs_gpu_pci_bus_id(prs_gpu *g, char *buf, size_t n);
+/* The SM clock in effect now, read back from the device (sim: the locked clock, else f_max). */
+int prs_gpu_sm_clock_now(prs_gpu *g, int *mhz);
+/* Lock the memory clock at its highest supported value / undo it. nvml needs root and a driver
+ * with nvmlDeviceSetMemoryLockedClocks (PRS_EGPU "not supported" otherwise). sim: no-ops. */
+int prs_gpu_lock_memory_max(prs_gpu *g);
+int prs_gpu_reset_memory_clock(prs_gpu *g);
+
 /* ---- sim backend only (PRS_EINVAL on another backend) ---- */
 
 /* Locked SM clock in effect (0: default clock management, which runs at f_max). */

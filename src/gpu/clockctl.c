@@ -106,7 +106,8 @@ static int spawn_private(prs_gpu *g, int *fd, pid_t *pid, prs_error *err)
     int search;
     const char *prog = gpud_program(&search);
     char *argv[] = {(char *)prog, "--private-fd", "3",        "--gpu",      spec,
-                    "--parent-pid", parent,           "--nvml-library", g->lib_path, NULL};
+                    "--parent-pid", parent,           "--nvml-library", g->lib_path,
+                    "--log-level",  "warn",           NULL};
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
     posix_spawn_file_actions_init(&fa);

@@ -37,6 +37,8 @@ int prs_gpu_open_sim(const prs_gpu_preset *preset, prs_gpu **out, prs_error *err
     atomic_init(&g->sim->energy_nj, 0);
     atomic_init(&g->sim->time_ns, 0);
     g->is_sim = 1;
+    static _Atomic unsigned sim_serial;
+    g->index = atomic_fetch_add(&sim_serial, 1); /* the synthetic UUID's last digits */
     g->preset = *preset;
     snprintf(g->name, sizeof g->name, "sim-%s", preset->name ? preset->name : "gpu");
     *out = g;
@@ -247,4 +249,38 @@ int prs_gpu_sim_idle(prs_gpu *g, double seconds)
 long prs_gpu_sim_clock_changes(prs_gpu *g)
 {
     return g->is_sim ? atomic_load(&g->sim->clock_changes) : 0;
+}
+
+/* ---- identity, read-back, memory clocks (perseus/gpu.h) ---- */
+
+int prs_gpu_uuid(prs_gpu *g, char *buf, size_t n)
+{
+    if (!buf || n < 41) return gpuI_fail(g, PRS_EINVAL, "uuid: buffer must hold 41 bytes");
+    if (!g->is_sim) return gpuI_nvml_uuid(g, buf, n);
+    snprintf(buf, n, "GPU-51300000-0000-0000-0000-%012x", g->index);
+    return 0;
+}
+
+int prs_gpu_pci_bus_id(prs_gpu *g, char *buf, size_t n)
+{
+    if (!buf || n < 32) return gpuI_fail(g, PRS_EINVAL, "pci bus id: buffer must hold 32 bytes");
+    if (!g->is_sim) return gpuI_nvml_pci_bus_id(g, buf, n);
+    return gpuI_fail(g, PRS_EINVAL, "sim GPU: no PCI bus id");
+}
+
+int prs_gpu_sm_clock_now(prs_gpu *g, int *mhz)
+{
+    if (!g->is_sim) return gpuI_nvml_sm_clock_now(g, mhz);
+    *mhz = sim_effective_mhz(g);
+    return 0;
+}
+
+int prs_gpu_lock_memory_max(prs_gpu *g)
+{
+    return g->is_sim ? 0 : gpuI_nvml_lock_memory_max(g);
+}
+
+int prs_gpu_reset_memory_clock(prs_gpu *g)
+{
+    return g->is_sim ? 0 : gpuI_nvml_reset_memory_clock(g);
 }

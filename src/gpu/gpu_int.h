@@ -35,6 +35,12 @@ typedef struct gpuI_nvml_api {
     gpuI_nvml_return (*reset_locked)(gpuI_nvml_device);
     gpuI_nvml_return (*energy)(gpuI_nvml_device, unsigned long long *);
     gpuI_nvml_return (*power)(gpuI_nvml_device, unsigned *);
+    /* Optional (NULL when the driver lacks them; the calls using them fail with a message). */
+    gpuI_nvml_return (*get_uuid)(gpuI_nvml_device, char *, unsigned);
+    gpuI_nvml_return (*pci_info)(gpuI_nvml_device, void *);
+    gpuI_nvml_return (*clock_info)(gpuI_nvml_device, int, unsigned *);
+    gpuI_nvml_return (*set_mem_locked)(gpuI_nvml_device, unsigned, unsigned);
+    gpuI_nvml_return (*reset_mem_locked)(gpuI_nvml_device);
 } gpuI_nvml_api;
 
 struct prs_gpu {
@@ -65,5 +71,11 @@ int gpuI_nvml_set_clock(prs_gpu *g, int freq_mhz);
 int gpuI_nvml_reset_clock(prs_gpu *g);
 int gpuI_nvml_energy_mj(prs_gpu *g, uint64_t *energy_mj);
 int gpuI_nvml_power_mw(prs_gpu *g, unsigned *power_mw);
+/* nvml.c: identity, read-back of the SM clock, memory clock locks (perseus/gpu.h). */
+int gpuI_nvml_uuid(prs_gpu *g, char *buf, size_t n);
+int gpuI_nvml_pci_bus_id(prs_gpu *g, char *buf, size_t n);
+int gpuI_nvml_sm_clock_now(prs_gpu *g, int *mhz);
+int gpuI_nvml_lock_memory_max(prs_gpu *g);
+int gpuI_nvml_reset_memory_clock(prs_gpu *g);
 
 #endif

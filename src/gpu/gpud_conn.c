@@ -228,12 +228,31 @@ static void on_ack(gpuI_conn *c, char *line)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* Answers come in order, one per request: an ERR while clock requests are unanswered refuses
+ * the oldest of them (the daemon refuses a clock it does not support that way). */
+static int on_err(gpuI_conn *c, const char *line)
+{
+    pthread_mutex_lock(&c->mu);
+    int ours = strncmp(line, "ERR ", 4) == 0 && c->acked < atomic_load(&c->seq);
+    if (ours) {
+        c->acked++;
+        c->last_status = GPUI_ACK_REFUSED;
+        snprintf(c->last_msg, sizeof c->last_msg, "%.199s", line + 4);
+        atomic_fetch_add(&c->failures, 1);
+        atomic_store(&c->acked_a, c->acked);
+        pthread_cond_broadcast(&c->cv);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return ours;
+}
+
 static void on_line(gpuI_conn *c, char *line)
 {
     if (strncmp(line, "ACK ", 4) == 0) {
         on_ack(c, line);
         return;
     }
+    if (on_err(c, line)) return;
     pthread_mutex_lock(&c->mu);
     snprintf(c->reply, sizeof c->reply, "%.255s", line);
     c->replies++;

@@ -42,6 +42,25 @@ static int resolve(prs_gpu *g, void *fnptr, size_t size, const char *sym, prs_er
     return 0;
 }
 
+/* The symbols older drivers may lack: NULL when missing (the calls needing them say so). */
+static void resolve_optional(prs_gpu *g)
+{
+    prs_error ignored;
+    if (resolve(g, &g->nvml.get_uuid, sizeof g->nvml.get_uuid, "nvmlDeviceGetUUID", &ignored))
+        g->nvml.get_uuid = NULL;
+    if (resolve(g, &g->nvml.pci_info, sizeof g->nvml.pci_info, "nvmlDeviceGetPciInfo_v3", &ignored))
+        g->nvml.pci_info = NULL;
+    if (resolve(g, &g->nvml.clock_info, sizeof g->nvml.clock_info, "nvmlDeviceGetClockInfo",
+                &ignored))
+        g->nvml.clock_info = NULL;
+    if (resolve(g, &g->nvml.set_mem_locked, sizeof g->nvml.set_mem_locked,
+                "nvmlDeviceSetMemoryLockedClocks", &ignored))
+        g->nvml.set_mem_locked = NULL;
+    if (resolve(g, &g->nvml.reset_mem_locked, sizeof g->nvml.reset_mem_locked,
+                "nvmlDeviceResetMemoryLockedClocks", &ignored))
+        g->nvml.reset_mem_locked = NULL;
+}
+
 #define RESOLVE(field, sym)                                                                        \
     do {                                                                                           \
         int rc_ = resolve(g, &g->nvml.field, sizeof g->nvml.field, sym, err);                      \
@@ -90,6 +109,7 @@ int gpuI_nvml_open(prs_gpu *g, unsigned index, const char *uuid, const char *lib
     RESOLVE(reset_locked, "nvmlDeviceResetGpuLockedClocks");
     RESOLVE(energy, "nvmlDeviceGetTotalEnergyConsumption");
     RESOLVE(power, "nvmlDeviceGetPowerUsage");
+    resolve_optional(g);
     g->index = index;
     gpuI_nvml_return r = g->nvml.init();
     if (r != NVML_SUCCESS) {
@@ -204,4 +224,126 @@ int gpuI_nvml_power_mw(prs_gpu *g, unsigned *power_mw)
 {
     gpuI_nvml_return r = g->nvml.power(g->dev, power_mw);
     return r == NVML_SUCCESS ? 0 : nvml_fail(g, "nvmlDeviceGetPowerUsage", r);
+}
+
+/* ---- identity, read-back, memory clocks (perseus-gpud) ---- */
+
+#define NVML_CLOCK_SM 1
+#define NVML_CLOCK_MEM 2
+
+/* nvmlPciInfo_t as of nvmlDeviceGetPciInfo_v3: the legacy 16-byte bus id, five unsigned fields
+ * (domain, bus, device, PCI device id, subsystem id), then the 32-byte bus id. */
+typedef struct nvml_pci_info {
+    char bus_id_legacy[16];
+    unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
+    char bus_id[32];
+} nvml_pci_info;
+
+static int not_supported(prs_gpu *g, const char *sym)
+{
+    return gpuI_fail(g, PRS_EGPU, "NVML %s: not supported by this driver (symbol missing)", sym);
+}
+
+int gpuI_nvml_uuid(prs_gpu *g, char *buf, size_t n)
+{
+    if (!g->nvml.get_uuid) return not_supported(g, "nvmlDeviceGetUUID");
+    char tmp[96];
+    gpuI_nvml_return r = g->nvml.get_uuid(g->dev, tmp, sizeof tmp);
+    if (r != NVML_SUCCESS) return nvml_fail(g, "nvmlDeviceGetUUID", r);
+    tmp[sizeof tmp - 1] = '\0';
+    if (strlen(tmp) >= n) return gpuI_fail(g, PRS_EINVAL, "UUID buffer too small");
+    memcpy(buf, tmp, strlen(tmp) + 1);
+    return 0;
+}
+
+int gpuI_nvml_pci_bus_id(prs_gpu *g, char *buf, size_t n)
+{
+    if (!g->nvml.pci_info) return not_supported(g, "nvmlDeviceGetPciInfo_v3");
+    nvml_pci_info pci;
+    memset(&pci, 0, sizeof pci);
+    gpuI_nvml_return r = g->nvml.pci_info(g->dev, &pci);
+    if (r != NVML_SUCCESS) return nvml_fail(g, "nvmlDeviceGetPciInfo_v3", r);
+    pci.bus_id[sizeof pci.bus_id - 1] = '\0';
+    if (strlen(pci.bus_id) >= n) return gpuI_fail(g, PRS_EINVAL, "PCI bus id buffer too small");
+    memcpy(buf, pci.bus_id, strlen(pci.bus_id) + 1);
+    return 0;
+}
+
+int gpuI_nvml_sm_clock_now(prs_gpu *g, int *mhz)
+{
+    if (!g->nvml.clock_info) return not_supported(g, "nvmlDeviceGetClockInfo");
+    unsigned f = 0;
+    gpuI_nvml_return r = g->nvml.clock_info(g->dev, NVML_CLOCK_SM, &f);
+    if (r != NVML_SUCCESS) return nvml_fail(g, "nvmlDeviceGetClockInfo", r);
+    *mhz = (int)f;
+    return 0;
+}
+
+int gpuI_nvml_lock_memory_max(prs_gpu *g)
+{
+    if (!g->nvml.set_mem_locked) return not_supported(g, "nvmlDeviceSetMemoryLockedClocks");
+    unsigned *mem = NULL, nmem = 0;
+    int rc = nvml_list(g, "nvmlDeviceGetSupportedMemoryClocks", 0, 0, &mem, &nmem);
+    if (rc) return rc;
+    unsigned top = 0;
+    for (unsigned i = 0; i < nmem; i++)
+        if (mem[i] > top) top = mem[i];
+    free(mem);
+    if (top == 0) return gpuI_fail(g, PRS_EGPU, "NVML lists no memory clock");
+    gpuI_nvml_return r = g->nvml.set_mem_locked(g->dev, top, top);
+    return r == NVML_SUCCESS ? 0 : nvml_fail(g, "nvmlDeviceSetMemoryLockedClocks", r);
+}
+
+int gpuI_nvml_reset_memory_clock(prs_gpu *g)
+{
+    if (!g->nvml.reset_mem_locked) return not_supported(g, "nvmlDeviceResetMemoryLockedClocks");
+    gpuI_nvml_return r = g->nvml.reset_mem_locked(g->dev);
+    return r == NVML_SUCCESS ? 0 : nvml_fail(g, "nvmlDeviceResetMemoryLockedClocks", r);
+}
+
+/* dlsym into a function pointer; 0 when found. */
+static int sym_fn(void *lib, const char *sym, void *fnptr, size_t size)
+{
+    void *p = dlsym(lib, sym);
+    if (!p) return -1;
+    memcpy(fnptr, &p, size);
+    return 0;
+}
+
+/* The device count, through a library handle of its own (loaded and unloaded here). */
+int prs_gpu_nvml_count(const char *lib_path, unsigned *n, prs_error *err)
+{
+    if (!lib_path || !*lib_path) lib_path = getenv("PRS_NVML_LIBRARY");
+    if (!lib_path || !*lib_path) lib_path = "libnvidia-ml.so.1";
+    void *lib = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *why = dlerror();
+        return prs_error_set(err, PRS_ENOLIB, "cannot load the NVIDIA management library %s: %s",
+                             lib_path, why ? why : "unknown reason");
+    }
+    gpuI_nvml_return (*init)(void), (*shutdown)(void), (*count)(unsigned *);
+    int rc = 0;
+    if (sym_fn(lib, "nvmlInit_v2", &init, sizeof init) ||
+        sym_fn(lib, "nvmlShutdown", &shutdown, sizeof shutdown) ||
+        sym_fn(lib, "nvmlDeviceGetCount_v2", &count, sizeof count)) {
+        dlclose(lib);
+        return prs_error_set(err, PRS_ENOLIB,
+                             "NVML library %s lacks nvmlInit_v2, nvmlShutdown or "
+                             "nvmlDeviceGetCount_v2 (driver too old?)",
+                             lib_path);
+    }
+    gpuI_nvml_return r = init();
+    if (r != NVML_SUCCESS) {
+        rc = prs_error_set(err, PRS_EGPU, "NVML nvmlInit_v2 failed (%d)", r);
+    } else {
+        unsigned c = 0;
+        r = count(&c);
+        if (r != NVML_SUCCESS)
+            rc = prs_error_set(err, PRS_EGPU, "NVML nvmlDeviceGetCount_v2 failed (%d)", r);
+        else
+            *n = c;
+        shutdown();
+    }
+    dlclose(lib);
+    return rc;
 }

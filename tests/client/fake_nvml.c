@@ -9,6 +9,13 @@
  * so a test can check from outside, even after the process that set them died, that the clocks
  * were set and then reset. The counters count the calls made by this process. Setting clocks
  * fails with NVML_ERROR_NO_PERMISSION when $PRS_FAKE_NVML_DENY is set (a non-root user).
+ * The line ends with the memory clock lock, " mem=MHZ" or " mem=default"
+ * (nvmlDeviceSet/ResetMemoryLockedClocks, refused like the SM clock under $PRS_FAKE_NVML_DENY);
+ * unlike the SM clock, the memory lock is this process's view only (not shared through the
+ * device files). With $PRS_FAKE_NVML_IGNORE_LOCK=1, nvmlDeviceSetGpuLockedClocks returns success
+ * but changes nothing, like GPUs (and vGPUs) that silently ignore it: only reading the clock back
+ * (nvmlDeviceGetClockInfo: the locked clock in effect, else f_max) shows it.
+ * nvmlDeviceGetPciInfo_v3 gives device index i the bus id "00000000:XX:00.0", XX = 0x10 + i.
  *
  * The energy counter and the power are the device's (fake_gpu.h): refreshed every
  * $PRS_FAKE_NVML_REFRESH_MS, with $PRS_FAKE_NVML_NOISE; with $PRS_FAKE_NVML_NO_ENERGY=1 the
@@ -42,8 +49,11 @@ typedef struct nvmlDevice_st {
 
 static struct nvmlDevice_st devices[FAKEGPU_MAX_DEVICES];
 static int init_count, device_count, no_energy;
-static char device_dir[512]; /* $PRS_FAKE_GPU_DIR of the devices */
-static long sets, resets;    /* calls made by this process */
+static char device_dir[512];                     /* $PRS_FAKE_GPU_DIR of the devices */
+static long sets, resets;                        /* calls made by this process */
+static unsigned mem_locked[FAKEGPU_MAX_DEVICES]; /* memory clock lock per index, 0: default */
+
+static int mem_state(const struct nvmlDevice_st *d, char *buf, size_t n);
 
 static void write_state(nvmlDevice_t d)
 {
@@ -54,12 +64,14 @@ static void write_state(nvmlDevice_t d)
     if (n <= 0 || (size_t)n >= sizeof tmp) return;
     unsigned lo, hi;
     fakegpu_locked(d->dev, &lo, &hi);
+    char mem[32];
+    mem_state(d, mem, sizeof mem);
     if (hi)
-        n = snprintf(line, sizeof line, "locked %u %u sets=%ld resets=%ld pid=%ld\n", lo, hi, sets,
-                     resets, (long)getpid());
+        n = snprintf(line, sizeof line, "locked %u %u sets=%ld resets=%ld pid=%ld%s\n", lo, hi,
+                     sets, resets, (long)getpid(), mem);
     else
-        n = snprintf(line, sizeof line, "default sets=%ld resets=%ld pid=%ld\n", sets, resets,
-                     (long)getpid());
+        n = snprintf(line, sizeof line, "default sets=%ld resets=%ld pid=%ld%s\n", sets, resets,
+                     (long)getpid(), mem);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0) return;
     int ok = write(fd, line, (size_t)n) == n;
@@ -235,6 +247,8 @@ EXPORT int nvmlDeviceSetGpuLockedClocks(nvmlDevice_t d, unsigned min_mhz, unsign
     if (min_mhz > max_mhz || !prs_gpu_clock_supported(gpu, (int)min_mhz) ||
         !prs_gpu_clock_supported(gpu, (int)max_mhz))
         return NVML_ERROR_INVALID_ARGUMENT;
+    const char *ignore = getenv("PRS_FAKE_NVML_IGNORE_LOCK");
+    if (ignore && *ignore && strcmp(ignore, "0") != 0) return NVML_SUCCESS;
     fakegpu_set_locked(d->dev, min_mhz, max_mhz);
     sets++;
     write_state(d);
@@ -268,5 +282,76 @@ EXPORT int nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned *power_mw)
     if (r) return r;
     if (!power_mw) return NVML_ERROR_INVALID_ARGUMENT;
     *power_mw = (unsigned)(1000.0 * fakegpu_power_w(d->dev));
+    return NVML_SUCCESS;
+}
+
+/* ---- read-back, PCI identity and memory clock locks ---- */
+
+#define NVML_CLOCK_GRAPHICS 0
+#define NVML_CLOCK_SM 1
+#define NVML_CLOCK_MEM 2
+#define FAKE_MEM_MAX_MHZ 1215
+
+/* nvmlPciInfo_t (nvmlDeviceGetPciInfo_v3). */
+typedef struct nvmlPciInfo_st {
+    char busIdLegacy[16];
+    unsigned domain, bus, device, pciDeviceId, pciSubSystemId;
+    char busId[32];
+} nvmlPciInfo_t;
+
+static int mem_state(const struct nvmlDevice_st *d, char *buf, size_t n)
+{
+    unsigned m = mem_locked[d - devices];
+    return m ? snprintf(buf, n, " mem=%u", m) : snprintf(buf, n, " mem=default");
+}
+
+EXPORT int nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned *clock)
+{
+    int r = check_dev(d);
+    if (r) return r;
+    if (!clock) return NVML_ERROR_INVALID_ARGUMENT;
+    if (type == NVML_CLOCK_SM || type == NVML_CLOCK_GRAPHICS)
+        *clock = (unsigned)fakegpu_clock_mhz(d->dev);
+    else if (type == NVML_CLOCK_MEM)
+        *clock = mem_locked[d - devices] ? mem_locked[d - devices] : FAKE_MEM_MAX_MHZ;
+    else
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return NVML_SUCCESS;
+}
+
+EXPORT int nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *pci)
+{
+    int r = check_dev(d);
+    if (r) return r;
+    if (!pci) return NVML_ERROR_INVALID_ARGUMENT;
+    memset(pci, 0, sizeof *pci);
+    unsigned index = (unsigned)(d - devices);
+    pci->bus = 0x10 + index;
+    pci->pciDeviceId = 0x20b010de;
+    snprintf(pci->busId, sizeof pci->busId, "00000000:%02X:00.0", pci->bus);
+    snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "0000:%02X:00.0", pci->bus);
+    return NVML_SUCCESS;
+}
+
+EXPORT int nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t d, unsigned min_mhz, unsigned max_mhz)
+{
+    int r = check_dev(d);
+    if (r) return r;
+    if (getenv("PRS_FAKE_NVML_DENY")) return NVML_ERROR_NO_PERMISSION;
+    if (min_mhz > max_mhz || (max_mhz != FAKE_MEM_MAX_MHZ && max_mhz != 405) ||
+        (min_mhz != FAKE_MEM_MAX_MHZ && min_mhz != 405))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    mem_locked[d - devices] = max_mhz;
+    write_state(d);
+    return NVML_SUCCESS;
+}
+
+EXPORT int nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t d)
+{
+    int r = check_dev(d);
+    if (r) return r;
+    if (getenv("PRS_FAKE_NVML_DENY")) return NVML_ERROR_NO_PERMISSION;
+    mem_locked[d - devices] = 0;
+    write_state(d);
     return NVML_SUCCESS;
 }

@@ -1,7 +1,7 @@
 /* GPU backends (perseus/gpu.h): the sim backend driven deterministically, the nvml backend through
  * the fake libnvidia-ml.so.1 (tests/client/fake_nvml.c, path in $PRS_FAKE_NVML), clean failures
- * when the library is missing, and the clock controller: skipping unchanged values, the child
- * process, and the watchdog that resets the clocks when the training process is SIGKILLed. */
+ * when the library is missing, and the clock controller: skipping unchanged values, a private
+ * perseus-gpud, and the reset when the training process is SIGKILLed, exits or crashes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -206,40 +206,60 @@ static void test_clockctl_inline_skips(void **state)
     prs_gpu_close(g);
 }
 
-/* A process controller on the sim backend: the child's clock changes reach the caller's GPU
- * state (shared memory), only the latest of a burst is applied, and free resets the clock. */
-static void test_clockctl_process_sim(void **state)
+/* The sim GPU has no perseus-gpud: only the inline controller drives it. */
+static void test_clockctl_sim_inline_only(void **state)
 {
     prs_gpu *g;
     prs_error e;
     assert_int_equal(prs_gpu_open_sim(NULL, &g, &e), 0);
+    prs_clockctl *c = (prs_clockctl *)1;
+    assert_int_equal(prs_clockctl_new(g, PRS_CLOCKCTL_PROCESS, &c, &e), PRS_EINVAL);
+    assert_null(c);
+    assert_non_null(strstr(e.msg, "INLINE"));
+    prs_gpu_close(g);
+}
+
+/* A process controller (a private perseus-gpud) on the fake NVML: its clock changes reach the
+ * device, a burst is coalesced, a refused clock is reported by sync and counted, the confirmed
+ * clock follows the answers, and free resets the clock and reaps the helper. */
+static void test_clockctl_process_nvml(void **state)
+{
+    if (!fake_lib()) prs_skip_case("no fake NVML library (PRS_FAKE_NVML)");
+    char st[512], buf[256];
+    state_path(st, sizeof st, "process");
+    setenv("PRS_FAKE_NVML_STATE", st, 1);
+    prs_gpu *g;
+    prs_error e;
+    assert_int_equal(prs_gpu_open_nvml(0, fake_lib(), &g, &e), 0);
     prs_clockctl *c;
     assert_int_equal(prs_clockctl_new(g, PRS_CLOCKCTL_PROCESS, &c, &e), 0);
     assert_true(prs_clockctl_pid(c) > 0);
+    assert_int_equal(prs_clockctl_confirmed(c), 0);
     assert_int_equal(prs_clockctl_set(c, 1200), 0);
     assert_int_equal(prs_clockctl_sync(c, 5), 0);
-    int f = 0;
-    prs_gpu_sim_clock(g, &f);
-    assert_int_equal(f, 1200);
-    long changes = prs_gpu_sim_clock_changes(g);
+    assert_int_equal(prs_clockctl_confirmed(c), 1200);
+    assert_int_equal(wait_state(st, "locked 1200 1200", buf, sizeof buf), 0);
     for (int i = 0; i < 1000; i++)
         assert_int_equal(prs_clockctl_set(c, 1200 - 15 * (i % 20)), 0);
     assert_int_equal(prs_clockctl_set(c, 990), 0);
     assert_int_equal(prs_clockctl_sync(c, 5), 0);
-    prs_gpu_sim_clock(g, &f);
-    assert_int_equal(f, 990);
-    assert_true(prs_gpu_sim_clock_changes(g) - changes <= 1001);
-    /* A clock the GPU refuses is reported by sync, and the clock stays. */
+    assert_int_equal(prs_clockctl_confirmed(c), 990);
+    assert_int_equal(wait_state(st, "locked 990 990", buf, sizeof buf), 0);
+    assert_int_equal(prs_clockctl_failures(c), 0);
+    /* A clock the GPU refuses is reported by sync, counted, and the clock stays. */
     assert_int_equal(prs_clockctl_set(c, 991), 0);
     assert_int_equal(prs_clockctl_sync(c, 5), PRS_EGPU);
-    prs_gpu_sim_clock(g, &f);
-    assert_int_equal(f, 990);
+    assert_non_null(strstr(prs_gpu_errmsg(g), "refused"));
+    assert_int_equal(prs_clockctl_failures(c), 1);
+    assert_int_equal(prs_clockctl_confirmed(c), 990);
     pid_t pid = prs_clockctl_pid(c);
     prs_clockctl_free(c);
-    prs_gpu_sim_clock(g, &f);
-    assert_int_equal(f, 0);
+    assert_int_equal(read_state(st, buf, sizeof buf), 0);
+    assert_int_equal(strncmp(buf, "default", 7), 0);
     assert_int_equal(kill(pid, 0), -1); /* reaped */
     prs_gpu_close(g);
+    unsetenv("PRS_FAKE_NVML_STATE");
+    unlink(st);
 }
 
 /* The training process (a child here) opens the nvml backend on the fake library, starts a
@@ -332,7 +352,8 @@ int main(void)
         cmocka_unit_test(test_nvml_missing),
         cmocka_unit_test(test_nvml_fake),
         cmocka_unit_test(test_clockctl_inline_skips),
-        cmocka_unit_test(test_clockctl_process_sim),
+        cmocka_unit_test(test_clockctl_sim_inline_only),
+        cmocka_unit_test(test_clockctl_process_nvml),
         cmocka_unit_test(test_watchdog_sigkill),
         cmocka_unit_test(test_watchdog_exit),
         cmocka_unit_test(test_watchdog_abort),

@@ -1,0 +1,193 @@
+/* perseus-gpud internals (docs/gpud.md): the per-node daemon that alone changes GPU clocks and
+ * lends GPUs to unprivileged trainers over a Unix socket.
+ *
+ * One concept per file:
+ *   log.c     logfmt lines on stderr, with a level
+ *   config.c  the access config (who may lease which GPUs) and a user's groups
+ *   gpus.c    the device table: identity, supported clocks, the clock the daemon locked, reset
+ *   lease.c   leases: access check, taking and dropping (reset), the lease file, start-up recovery
+ *   conn.c    the protocol state machine of one connection, fed bytes, producing reply bytes
+ *   server.c  sockets, the poll() loop, peer credentials, bounds, timeouts, signals, pid watches
+ *   main.c    options and modes (system daemon, private mode, --list)
+ * Every function returns 0 or a negative PRS_E* code (perseus/error.h) unless it says otherwise.
+ * Single-threaded: the daemon is one poll() loop. */
+#ifndef PRS_GPUD_H
+#define PRS_GPUD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "perseus/error.h"
+#include "perseus/gpu.h"
+
+#define GPUD_PROTO_VERSION 1
+#define GPUD_MAX_GPUS 64
+#define GPUD_MAX_CLOCKS 512
+#define GPUD_MAX_CONNS 256
+#define GPUD_MAX_PER_UID 64
+#define GPUD_LINE_MAX 255        /* request line, without its '\n' */
+#define GPUD_IN_MAX 4096         /* bytes read ahead per connection */
+#define GPUD_OUT_MAX (64 * 1024) /* pending reply bytes before the connection is dropped */
+#define GPUD_HELLO_TIMEOUT_S 5.0 /* a connection must say HELLO within this */
+#define GPUD_PID_POLL_S 0.2      /* kill(pid, 0) period where pidfd_open is missing */
+#define GPUD_CONF_LINE_MAX 4096  /* config line, bytes */
+#define GPUD_CONF_RULES_MAX 4096 /* config rules */
+#define GPUD_DEFAULT_SOCKET "/run/perseus/gpud.sock"
+#define GPUD_DEFAULT_CONFIG "/etc/perseus/gpud.conf"
+#define GPUD_DEFAULT_STATE_DIR "/run/perseus"
+
+/* ---- log.c ---- */
+
+typedef enum gpud_log_level {
+    GPUD_LOG_ERROR = 0,
+    GPUD_LOG_WARN = 1,
+    GPUD_LOG_INFO = 2,
+    GPUD_LOG_DEBUG = 3
+} gpud_log_level;
+
+/* Log lines go to fd (-1: nowhere) when at or below level. Defaults: stderr, info. */
+void gpud_log_setup(int fd, gpud_log_level level);
+/* "error", "warn", "info" or "debug"; PRS_EINVAL otherwise. */
+int gpud_log_parse_level(const char *s, gpud_log_level *out);
+/* One line "ts=... level=L " followed by fmt (key=value pairs; the caller starts with msg=). */
+void gpud_log(gpud_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* s as a logfmt value: quoted when it has spaces or quotes (quotes become '). Returns out. */
+const char *gpud_logq(const char *s, char *out, size_t n);
+
+/* CLOCK_MONOTONIC in nanoseconds and seconds. */
+int64_t gpud_now_ns(void);
+double gpud_now_s(void);
+
+/* ---- config.c ---- */
+
+typedef struct gpud_rule {
+    int is_group; /* 0: matches a uid; 1: a gid */
+    unsigned id;
+    char *gpus; /* comma-separated indices or UUIDs; NULL: all */
+    int line;
+} gpud_rule;
+
+typedef struct gpud_config {
+    int present; /* 0: no config file: only root may lease */
+    char path[512];
+    gpud_rule *rules;
+    int n;
+} gpud_config;
+
+/* Parse a config from f; name is used in messages ("NAME:LINE: ..."). On failure *out is empty. */
+int gpud_config_read(FILE *f, const char *name, gpud_config *out, prs_error *err);
+/* Load path; a missing file gives an empty config with present = 0 (only root). */
+int gpud_config_load(const char *path, gpud_config *out, prs_error *err);
+void gpud_config_free(gpud_config *c);
+/* 1 when uid (whose groups are gids[0..ngids)) may lease the GPU (index, uuid); uid 0 always. */
+int gpud_config_allows(const gpud_config *c, unsigned uid, const unsigned *gids, int ngids,
+                       int gpu_index, const char *uuid);
+/* gid and the supplementary groups of the user uid (getgrouplist); returns the count (>= 1). */
+int gpud_user_groups(unsigned uid, unsigned gid, unsigned *gids, int cap);
+
+/* ---- gpus.c ---- */
+
+struct gpud_conn;
+
+typedef struct gpud_gpu {
+    prs_gpu *g;
+    int index;
+    char uuid[96];
+    char pci[32]; /* "-" when unknown */
+    int clocks[GPUD_MAX_CLOCKS];
+    int nclocks;
+    int locked_mhz;           /* the SM clock the daemon locked (0: default) */
+    struct gpud_conn *holder; /* NULL: free */
+    long holder_pid;
+    unsigned holder_uid;
+    long long since_unix;
+    double since_mono;
+} gpud_gpu;
+
+typedef struct gpud gpud;
+
+/* Add an open GPU (taken over, closed by gpud_gpus_close) as index. */
+int gpud_gpus_add(gpud *d, prs_gpu *g, int index, prs_error *err);
+/* Every GPU the NVML library sees. */
+int gpud_gpus_open_all(gpud *d, const char *lib_path, prs_error *err);
+void gpud_gpus_close(gpud *d);
+/* By UUID or decimal index; NULL when none. */
+gpud_gpu *gpud_gpu_find(gpud *d, const char *token);
+/* 1 when mhz is a supported SM clock. */
+int gpud_gpu_supports(const gpud_gpu *u, int mhz);
+/* Reset SM and memory locked clocks; 0, or the SM reset's error (memory "not supported" is
+ * ignored). why goes to the log. */
+int gpud_gpu_reset(gpud_gpu *u, const char *why);
+/* Print the table read-only (--list). */
+void gpud_gpus_print(gpud *d, FILE *out);
+
+/* ---- lease.c ---- */
+
+/* 1 when the connection's user may lease u; else 0 and msg says why and what to edit. */
+int gpud_lease_allowed(gpud *d, const struct gpud_conn *c, const gpud_gpu *u, char *msg, size_t n);
+/* Give u to c (which holds nothing): memory clock at max, pid watch, lease file. */
+int gpud_lease_take(gpud *d, struct gpud_conn *c, gpud_gpu *u);
+/* Release c's lease if any: reset the clocks, log with the lease's duration, lease file. */
+void gpud_lease_drop(gpud *d, struct gpud_conn *c, const char *why);
+/* Write the lease file (no-op without a state dir). */
+int gpud_leases_save(gpud *d);
+/* At start-up: reset every GPU the lease file lists (every GPU when it is corrupt). */
+void gpud_leases_recover(gpud *d);
+
+/* ---- conn.c ---- */
+
+typedef struct gpud_conn {
+    int fd;   /* -1 when fed directly (tests, fuzz) */
+    long pid; /* peer credentials */
+    unsigned uid, gid;
+    int hello;   /* HELLO done */
+    int closing; /* close once the output is flushed; read nothing more */
+    int dead;    /* close now, without flushing */
+    char in[GPUD_IN_MAX];
+    size_t nin;
+    char *out;
+    size_t nout, out_cap;
+    gpud_gpu *lease;
+    int pidfd;         /* of the leaseholder; -1 */
+    int pid_poll;      /* 1: no pidfd, check with kill(pid, 0) */
+    double accepted_s; /* gpud_now_s at accept */
+    int64_t recv_ns;   /* when the bytes being processed were received */
+} gpud_conn;
+
+gpud_conn *gpud_conn_new(int fd, long pid, unsigned uid, unsigned gid);
+/* Release the lease, close fds, free. NULL: no-op. */
+void gpud_conn_free(gpud *d, gpud_conn *c, const char *why);
+/* Bytes from the peer: handles every complete request line, appends the replies to c->out. */
+void gpud_conn_feed(gpud *d, gpud_conn *c, const char *buf, size_t n);
+/* Mark c closing after a fatal error reply: releases its lease now. */
+void gpud_conn_fail(gpud *d, gpud_conn *c, const char *kind, const char *msg);
+
+/* ---- the daemon ---- */
+
+struct gpud {
+    gpud_gpu gpus[GPUD_MAX_GPUS];
+    int ngpus;
+    gpud_config cfg;
+    const char *config_path; /* for messages and reloads */
+    const char *state_dir;   /* NULL: no lease file */
+    int private_mode;        /* no access check */
+    int watch_pids;          /* watch leaseholders' pids (pidfd or kill(pid, 0)) */
+    gpud_conn *conns[GPUD_MAX_CONNS];
+    int nconns;
+    int reset_failures; /* resets that failed when a lease was dropped */
+};
+
+/* ---- server.c ---- */
+
+typedef struct gpud_server_opts {
+    const char *socket_path;
+    int private_fd;  /* >= 0: private mode on this fd */
+    long parent_pid; /* private mode: exit when it exits (0: getppid() at start) */
+} gpud_server_opts;
+
+/* Run until SIGTERM/SIGINT (or, in private mode, the end of the connection or the parent).
+ * Returns 0 after resetting every leased GPU, or a negative code. */
+int gpud_serve(gpud *d, const gpud_server_opts *o, prs_error *err);
+
+#endif
