@@ -38,8 +38,9 @@ extern char **environ;
 struct prs_clockctl {
     prs_gpu *gpu;
     prs_clockctl_mode mode;
-    int requested; /* last clock requested (0: default) */
-    long last_seq; /* DAEMON, PROCESS: sequence number of the last request */
+    int requested;   /* last clock requested (0: default) */
+    long last_seq;   /* DAEMON, PROCESS: sequence number of the last request */
+    int send_failed; /* the last request could not be sent (the daemon is gone) */
     gpuI_conn *conn;
     pid_t helper;
     /* INLINE */
@@ -105,9 +106,9 @@ static int spawn_private(prs_gpu *g, int *fd, pid_t *pid, prs_error *err)
     snprintf(parent, sizeof parent, "%ld", (long)getpid());
     int search;
     const char *prog = gpud_program(&search);
-    char *argv[] = {(char *)prog, "--private-fd", "3",        "--gpu",      spec,
-                    "--parent-pid", parent,           "--nvml-library", g->lib_path,
-                    "--log-level",  "warn",           NULL};
+    char *argv[] = {(char *)prog, "--private-fd", "3",    "--gpu",
+                    spec,         "--parent-pid", parent, "--nvml-library",
+                    g->lib_path,  "--log-level",  "warn", NULL};
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
     posix_spawn_file_actions_init(&fa);
@@ -208,10 +209,13 @@ static int inline_set(prs_clockctl *c, int freq_mhz)
 int prs_clockctl_set(prs_clockctl *c, int freq_mhz)
 {
     if (freq_mhz < 0) return gpuI_fail(c->gpu, PRS_EINVAL, "clock must be >= 0 MHz");
-    if (freq_mhz == c->requested && (c->mode != PRS_CLOCKCTL_INLINE || c->inline_rc == 0)) return 0;
+    if (freq_mhz == c->requested && !c->send_failed &&
+        (c->mode != PRS_CLOCKCTL_INLINE || c->inline_rc == 0))
+        return 0;
     c->requested = freq_mhz;
     if (c->mode == PRS_CLOCKCTL_INLINE) return inline_set(c, freq_mhz);
     long seq = gpuI_conn_set(c->conn, freq_mhz);
+    c->send_failed = seq < 0;
     if (seq < 0) return gpuI_fail(c->gpu, PRS_EGPU, "the connection to perseus-gpud is gone");
     c->last_seq = seq;
     return 0;
@@ -246,6 +250,8 @@ int prs_clockctl_pid(const prs_clockctl *c)
 int prs_clockctl_sync(prs_clockctl *c, double timeout_s)
 {
     if (c->mode == PRS_CLOCKCTL_INLINE) return c->inline_rc;
+    if (c->send_failed)
+        return gpuI_fail(c->gpu, PRS_EGPU, "the connection to perseus-gpud is gone");
     if (c->last_seq == 0) return 0;
     char msg[256];
     gpuI_ack_status s = gpuI_conn_wait(c->conn, c->last_seq, timeout_s, msg, sizeof msg);

@@ -1,0 +1,210 @@
+/* The client side of perseus-gpud, as an unprivileged trainer sees it: the fake NVML refuses
+ * clock changes in this process (PRS_FAKE_NVML_DENY=1, as for a non-root user) and accepts them
+ * in the daemon, which runs without it (tests/client/gpud_harness.h). Checks that clocks change
+ * only through the daemon, that a start whose clock change is refused fails with what to do, that
+ * a gpud spec needs the daemon, that a second trainer is refused the GPU, and that a daemon killed
+ * under a client leaves the client alive (no SIGPIPE), counting the failures, and its restart
+ * resets the GPU. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "gpud_harness.h"
+#include "perseus/client.h"
+#include "perseus/gpu.h"
+#include "skips.h"
+
+static gpud_harness H;
+static const char *g_lib;
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int setup(void **state)
+{
+    g_lib = getenv("PRS_FAKE_NVML");
+    if (!g_lib || gpud_harness_init(&H, NULL)) return 0; /* the cases skip */
+    setenv("PRS_FAKE_GPU_DIR", H.dir, 1); /* devices shared with the daemon through files */
+    setenv("PRS_NVML_LIBRARY", g_lib, 1);
+    setenv("PRS_FAKE_NVML_DEVICES", "2", 1);
+    setenv("PRS_FAKE_GPU_COUNT", "2", 1);
+    unsetenv("PRS_FAKE_NVML_DENY");
+    if (gpud_harness_start(&H, g_lib)) return -1;
+    setenv("PRS_FAKE_NVML_DENY", "1", 1); /* from here on, this process is unprivileged */
+    setenv("PRS_GPUD_SOCKET", H.sock, 1);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    if (H.dir[0]) gpud_harness_fini(&H);
+    return 0;
+}
+
+static void need_daemon(void)
+{
+    if (!g_lib || !H.dir[0]) prs_skip_case("no fake NVML or no perseus-gpud binary");
+}
+
+/* The SM clock in effect on device i, read through our own handle. */
+static int clock_now(int i)
+{
+    prs_gpu *g;
+    prs_error e;
+    assert_int_equal(prs_gpu_open_nvml((unsigned)i, g_lib, &g, &e), 0);
+    int mhz = -1;
+    assert_int_equal(prs_gpu_sm_clock_now(g, &mhz), 0);
+    prs_gpu_close(g);
+    return mhz;
+}
+
+static void test_clocks_only_through_daemon(void **state)
+{
+    need_daemon();
+    prs_gpu *g;
+    prs_error e;
+    assert_int_equal(prs_gpu_open_nvml(0, g_lib, &g, &e), 0);
+    assert_int_equal(prs_gpu_set_clock(g, 1200), PRS_EGPU); /* we may not */
+    prs_clockctl *c;
+    assert_int_equal(prs_clockctl_open(g, PRS_CLOCKCTL_DAEMON, H.sock, &c, &e), 0);
+    assert_int_equal(prs_clockctl_set(c, 1200), 0);
+    assert_int_equal(prs_clockctl_sync(c, 5), 0);
+    assert_int_equal(prs_clockctl_confirmed(c), 1200);
+    assert_int_equal(clock_now(0), 1200);
+    assert_int_equal(clock_now(1), 1410); /* the other GPU is untouched */
+    prs_clockctl_free(c);
+    assert_int_equal(clock_now(0), 1410); /* reset when free returns */
+    prs_gpu_close(g);
+}
+
+static void client_opts(prs_client_opts *o, const char *spec)
+{
+    prs_client_opts_init(o);
+    o->server_url = "http://127.0.0.1:9"; /* nobody: registration waits in the background */
+    o->job_id = "job";
+    o->token = "token";
+    o->gpu_spec = spec;
+}
+
+static void test_client_start_via_daemon(void **state)
+{
+    need_daemon();
+    prs_client_opts o;
+    client_opts(&o, "nvml:0");
+    prs_client *cl;
+    prs_error e;
+    assert_int_equal(prs_client_new(&o, &cl, &e), 0);
+    prs_client_stats st;
+    prs_client_get_stats(cl, &st);
+    assert_int_equal(st.clock_failures, 0);
+    prs_client_free(cl);
+    assert_int_equal(clock_now(0), 1410);
+}
+
+/* No daemon: a private one with our privileges, which the GPU refuses: the start fails, loudly. */
+static void test_client_start_refused(void **state)
+{
+    need_daemon();
+    setenv("PRS_GPUD_SOCKET", "/nonexistent/gpud.sock", 1);
+    prs_client_opts o;
+    client_opts(&o, "nvml:0");
+    prs_client *cl = NULL;
+    prs_error e;
+    int rc = prs_client_new(&o, &cl, &e);
+    setenv("PRS_GPUD_SOCKET", H.sock, 1);
+    printf("refused start: %s\n", e.msg);
+    assert_int_equal(rc, PRS_EGPU);
+    assert_null(cl);
+    assert_non_null(strstr(e.msg, "refused"));
+    assert_non_null(strstr(e.msg, "Insufficient Permissions"));
+    assert_non_null(strstr(e.msg, "start perseus-gpud"));
+}
+
+static void test_gpud_spec_needs_daemon(void **state)
+{
+    need_daemon();
+    prs_client_opts o;
+    client_opts(&o, "gpud:0");
+    o.gpud_socket = "/nonexistent/gpud.sock";
+    prs_client *cl = NULL;
+    prs_error e;
+    assert_int_equal(prs_client_new(&o, &cl, &e), PRS_EGPU);
+    assert_non_null(strstr(e.msg, "cannot reach perseus-gpud"));
+    o.gpud_socket = H.sock;
+    assert_int_equal(prs_client_new(&o, &cl, &e), 0);
+    prs_client_free(cl);
+}
+
+static void test_second_trainer_busy(void **state)
+{
+    need_daemon();
+    prs_gpu *g;
+    prs_error e;
+    assert_int_equal(prs_gpu_open_nvml(1, g_lib, &g, &e), 0);
+    prs_clockctl *a, *b = NULL;
+    assert_int_equal(prs_clockctl_open(g, PRS_CLOCKCTL_DAEMON, H.sock, &a, &e), 0);
+    assert_int_equal(prs_clockctl_open(g, PRS_CLOCKCTL_DAEMON, H.sock, &b, &e), PRS_EGPU);
+    assert_null(b);
+    printf("second trainer: %s\n", e.msg);
+    assert_non_null(strstr(e.msg, "refused the lease"));
+    prs_clockctl_free(a);
+    assert_int_equal(prs_clockctl_open(g, PRS_CLOCKCTL_DAEMON, H.sock, &b, &e), 0);
+    prs_clockctl_free(b);
+    prs_gpu_close(g);
+}
+
+/* The daemon is SIGKILLed under a client holding a locked clock: the client lives on (no
+ * SIGPIPE), its requests fail and are counted, nothing is confirmed; the restarted daemon resets
+ * the GPU from its lease file. */
+static void test_daemon_killed_under_client(void **state)
+{
+    need_daemon();
+    prs_gpu *g;
+    prs_error e;
+    assert_int_equal(prs_gpu_open_nvml(0, g_lib, &g, &e), 0);
+    prs_clockctl *c;
+    assert_int_equal(prs_clockctl_open(g, PRS_CLOCKCTL_DAEMON, H.sock, &c, &e), 0);
+    assert_int_equal(prs_clockctl_set(c, 1110), 0);
+    assert_int_equal(prs_clockctl_sync(c, 5), 0);
+    gpud_harness_stop(&H, SIGKILL);
+    assert_int_equal(clock_now(0), 1110); /* nobody reset it yet */
+    for (int i = 0; i < 3; i++) {         /* the first send may still succeed into a dead socket */
+        prs_clockctl_set(c, i % 2 ? 1200 : 1290);
+        gpud_nap_ms(20);
+    }
+    assert_int_not_equal(prs_clockctl_sync(c, 1), 0);
+    assert_true(prs_clockctl_failures(c) >= 1);
+    assert_int_equal(prs_clockctl_confirmed(c), -1);
+    unsetenv("PRS_FAKE_NVML_DENY");
+    double t0 = mono_s();
+    assert_int_equal(gpud_harness_start(&H, g_lib), 0);
+    setenv("PRS_FAKE_NVML_DENY", "1", 1);
+    double t1 = mono_s();
+    while (clock_now(0) != 1410 && mono_s() - t1 < 5)
+        gpud_nap_ms(1);
+    printf("daemon restarted: GPU reset %.1f ms after the restart began\n", 1e3 * (mono_s() - t0));
+    assert_int_equal(clock_now(0), 1410);
+    prs_clockctl_free(c);
+    prs_gpu_close(g);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_DFL); /* a send into a dead socket must not kill us */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_clocks_only_through_daemon),
+        cmocka_unit_test(test_client_start_via_daemon),
+        cmocka_unit_test(test_client_start_refused),
+        cmocka_unit_test(test_gpud_spec_needs_daemon),
+        cmocka_unit_test(test_second_trainer_busy),
+        cmocka_unit_test(test_daemon_killed_under_client),
+    };
+    return prs_test_result(cmocka_run_group_tests(tests, setup, teardown));
+}
