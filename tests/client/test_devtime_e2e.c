@@ -19,8 +19,11 @@
  *   - the measured blocking power is within 5 % of the model's, and the job planned with it;
  *   - in the running phase >= 99 % of every tracked computation's device time ran at its
  *     planned clock (the fake measures it).
- * A last configuration runs the running phase with the clocks requested from the host at the
- * hooks (no stream) and prints that share beside it.
+ * One configuration runs the running phase with the clocks requested from the host at the
+ * hooks (no stream) and prints that share beside it. In "gpud-unprivileged" the ranks may not
+ * change clocks themselves (the fake NVML refuses them, as for a non-root user): every change
+ * goes through a node perseus-gpud, and every GPU is back at its default clock at the end.
+ * Every configuration ends with no clock failure on any rank, in the job's status too.
  *
  * The configurations run as child processes in parallel (the fakes read their settings from the
  * environment when loaded), in about 4 minutes; the coarse counters' rounds last until their
@@ -37,6 +40,7 @@
 #include <pthread.h>
 
 #include "fake_cuda.h"
+#include "gpud_harness.h"
 #include "perseus/client.h"
 #include "perseus/gpumodel.h"
 #include "perseus/planner.h"
@@ -61,12 +65,13 @@ typedef struct config {
     int refresh_ms; /* energy counter refresh; 0 with no_energy */
     int no_energy;  /* pre-Volta: power sampling */
     int stream;     /* 0: clocks from the host at the hooks (today's way), share only */
+    int gpud;       /* unprivileged ranks: clocks only through a node perseus-gpud */
 } config;
 
 static const config configs[] = {
-    {"refresh-10ms", 10, 0, 1},     {"refresh-50ms", 50, 0, 1},
-    {"refresh-100ms", 100, 0, 1},   {"power-sampling-100ms", 100, 1, 1},
-    {"host-side-clocks", 10, 0, 0},
+    {"refresh-10ms", 10, 0, 1, 0},     {"refresh-50ms", 50, 0, 1, 0},
+    {"refresh-100ms", 100, 0, 1, 0},   {"power-sampling-100ms", 100, 1, 1, 0},
+    {"host-side-clocks", 10, 0, 0, 0}, {"gpud-unprivileged", 10, 0, 1, 1},
 };
 
 /* Work of one computation of stage s (forward 24 ms, backward 48 ms at f_max; the last stage
@@ -103,6 +108,7 @@ struct world {
     fakecu_api cu;
     CUresult (*wait_event)(CUstream, CUevent, unsigned);
     daemon_proc d;
+    gpud_harness g; /* cfg->gpud */
     char url[64], job_id[64], token[128];
     rank r[RANKS];
     prs_pipeline pipe;
@@ -210,7 +216,9 @@ static void *rank_main(void *arg)
     o.dp = r->dp;
     o.pp = r->pp;
     o.gpu_spec = w->cfg->stream ? NULL : spec; /* NULL: the stream's own GPU, by UUID */
-    o.controller = r->index == 0 ? PRS_CLOCKCTL_PROCESS : PRS_CLOCKCTL_INLINE;
+    /* A private perseus-gpud for rank 0, inline for the others; with gpud, the default: the
+     * node's daemon, whose socket exists. */
+    o.controller = w->cfg->gpud ? -1 : r->index == 0 ? PRS_CLOCKCTL_PROCESS : PRS_CLOCKCTL_INLINE;
     o.poll_interval_s = 0.05;
     o.warmup_iterations = 0;
     o.use_stream = w->cfg->stream;
@@ -422,6 +430,8 @@ static void set_env(const config *cfg, const char *dir)
     setenv("PRS_NVML_LIBRARY", getenv("PRS_FAKE_NVML"), 1);
 }
 
+static void gpud_open(world *w);
+
 static void world_open(world *w, const config *cfg)
 {
     memset(w, 0, sizeof *w);
@@ -453,6 +463,35 @@ static void world_open(world *w, const config *cfg)
     }
     assert_int_equal(daemon_start(&w->d), 0);
     snprintf(w->url, sizeof w->url, "http://127.0.0.1:%d", w->d.port);
+    if (cfg->gpud) gpud_open(w);
+}
+
+/* A node perseus-gpud that may change clocks, then this process (the ranks) may not. */
+static void gpud_open(world *w)
+{
+    char conf[64];
+    snprintf(conf, sizeof conf, "allow uid %d all\n", (int)getuid());
+    assert_int_equal(gpud_harness_init(&w->g, conf), 0);
+    assert_int_equal(gpud_harness_start(&w->g, getenv("PRS_FAKE_NVML")), 0);
+    setenv("PRS_FAKE_NVML_DENY", "1", 1);
+    setenv("PRS_GPUD_SOCKET", w->g.sock, 1);
+}
+
+/* Every GPU is back at its default clock once the ranks are gone. */
+static void gpud_close(world *w)
+{
+    for (int i = 0; i < RANKS; i++) {
+        prs_gpu *g;
+        prs_error e;
+        int mhz = 0;
+        assert_int_equal(prs_gpu_open_nvml((unsigned)i, NULL, &g, &e), 0);
+        assert_int_equal(prs_gpu_sm_clock_now(g, &mhz), 0);
+        assert_int_equal(mhz, 1410);
+        prs_gpu_close(g);
+    }
+    gpud_harness_fini(&w->g);
+    unsetenv("PRS_FAKE_NVML_DENY");
+    unsetenv("PRS_GPUD_SOCKET");
 }
 
 /* The blocking power the job measured and the one it planned with. */
@@ -516,7 +555,10 @@ static void run_config(const config *cfg)
         check_profile(&w, meas, blocking);
         prs_profile_free(meas);
     }
+    json_t *ranks = json_object_get(st, "ranks");
+    assert_int_equal(json_integer_value(json_object_get(ranks, "clock_failures")), 0);
     json_decref(st);
+    if (cfg->gpud) gpud_close(&w);
     assert_int_equal(daemon_stop(&w.d, SIGTERM), 0);
     harness_rmdir(w.d.dir);
 }
