@@ -15,6 +15,8 @@
  * device files). With $PRS_FAKE_NVML_IGNORE_LOCK=1, nvmlDeviceSetGpuLockedClocks returns success
  * but changes nothing, like GPUs (and vGPUs) that silently ignore it: only reading the clock back
  * (nvmlDeviceGetClockInfo: the locked clock in effect, else f_max) shows it.
+ * With $PRS_FAKE_NVML_DENY_BELOW=MHZ, locks below MHZ are NVML_ERROR_NOT_SUPPORTED although
+ * listed (a driver or board that narrows the range it lets a user lock).
  * nvmlDeviceGetPciInfo_v3 gives device index i the bus id "00000000:XX:00.0", XX = 0x10 + i.
  *
  * The energy counter and the power are the device's (fake_gpu.h): refreshed every
@@ -247,6 +249,8 @@ EXPORT int nvmlDeviceSetGpuLockedClocks(nvmlDevice_t d, unsigned min_mhz, unsign
     if (min_mhz > max_mhz || !prs_gpu_clock_supported(gpu, (int)min_mhz) ||
         !prs_gpu_clock_supported(gpu, (int)max_mhz))
         return NVML_ERROR_INVALID_ARGUMENT;
+    const char *below = getenv("PRS_FAKE_NVML_DENY_BELOW");
+    if (below && *below && min_mhz < (unsigned)atoi(below)) return NVML_ERROR_NOT_SUPPORTED;
     const char *ignore = getenv("PRS_FAKE_NVML_IGNORE_LOCK");
     if (ignore && *ignore && strcmp(ignore, "0") != 0) return NVML_SUCCESS;
     fakegpu_set_locked(d->dev, min_mhz, max_mhz);

@@ -66,12 +66,17 @@ typedef struct config {
     int no_energy;  /* pre-Volta: power sampling */
     int stream;     /* 0: clocks from the host at the hooks (today's way), share only */
     int gpud;       /* unprivileged ranks: clocks only through a node perseus-gpud */
+    int deny_below; /* the GPUs refuse locks below this clock (0: none) */
 } config;
 
 static const config configs[] = {
-    {"refresh-10ms", 10, 0, 1, 0},     {"refresh-50ms", 50, 0, 1, 0},
-    {"refresh-100ms", 100, 0, 1, 0},   {"power-sampling-100ms", 100, 1, 1, 0},
-    {"host-side-clocks", 10, 0, 0, 0}, {"gpud-unprivileged", 10, 0, 1, 1},
+    {"refresh-10ms", 10, 0, 1, 0, 0},
+    {"refresh-50ms", 50, 0, 1, 0, 0},
+    {"refresh-100ms", 100, 0, 1, 0, 0},
+    {"power-sampling-100ms", 100, 1, 1, 0, 0},
+    {"host-side-clocks", 10, 0, 0, 0, 0},
+    {"gpud-unprivileged", 10, 0, 1, 1, 0},
+    {"gpud-refuses-low-clocks", 10, 0, 1, 1, 1100},
 };
 
 /* Work of one computation of stage s (forward 24 ms, backward 48 ms at f_max; the last stage
@@ -320,6 +325,18 @@ static void check_profile(world *w, const prs_profile *meas, double blocking_w)
     prs_profile_free(truth);
 }
 
+/* No stored window carries a clock the GPUs refused. */
+static void check_clocks(world *w, const prs_profile *meas)
+{
+    const prs_profile_row *m = prs_profile_rows(meas);
+    int lowest = 1 << 30;
+    for (size_t i = 0; i < prs_profile_nrows(meas); i++)
+        if (m[i].freq_mhz < lowest) lowest = m[i].freq_mhz;
+    printf("%s: lowest profiled clock %d MHz (GPUs refuse below %d)\n", w->cfg->name, lowest,
+           w->cfg->deny_below);
+    assert_true(lowest >= w->cfg->deny_below);
+}
+
 static json_t *job_status(world *w)
 {
     char path[128];
@@ -428,6 +445,10 @@ static void set_env(const config *cfg, const char *dir)
     setenv("PRS_FAKE_NVML_NOISE", noise ? noise : "0.05", 1);
     if (cfg->no_energy) setenv("PRS_FAKE_NVML_NO_ENERGY", "1", 1);
     setenv("PRS_NVML_LIBRARY", getenv("PRS_FAKE_NVML"), 1);
+    if (cfg->deny_below) {
+        snprintf(v, sizeof v, "%d", cfg->deny_below);
+        setenv("PRS_FAKE_NVML_DENY_BELOW", v, 1);
+    }
 }
 
 static void gpud_open(world *w);
@@ -547,16 +568,22 @@ static void run_config(const config *cfg)
            cfg->name, 100 * at_plan / busy, busy, order, late, clockf);
     assert_true(busy > 1);
     assert_int_equal(order, 0);
-    assert_int_equal(clockf, 0);
+    if (!cfg->deny_below) assert_int_equal(clockf, 0);
+    if (cfg->deny_below) assert_true(clockf >= RANKS); /* each refused at least once */
     if (cfg->stream) {
         assert_true(at_plan >= 0.99 * busy);
         double blocking = getenv("PRS_DEVTIME_PIN_BP") ? 83.64 : check_blocking(&w, st);
         prs_profile *meas = fetch_profile(&w);
         check_profile(&w, meas, blocking);
+        check_clocks(&w, meas);
         prs_profile_free(meas);
     }
     json_t *ranks = json_object_get(st, "ranks");
-    assert_int_equal(json_integer_value(json_object_get(ranks, "clock_failures")), 0);
+    json_int_t failures = json_integer_value(json_object_get(ranks, "clock_failures"));
+    if (cfg->deny_below)
+        assert_true(failures > 0);
+    else
+        assert_int_equal(failures, 0);
     json_decref(st);
     if (cfg->gpud) gpud_close(&w);
     assert_int_equal(daemon_stop(&w.d, SIGTERM), 0);
