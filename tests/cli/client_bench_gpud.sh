@@ -11,9 +11,9 @@ trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"'
 export PRS_FAKE_GPU_DIR=$dir PRS_NVML_LIBRARY=$PRS_FAKE_NVML
 echo "# root only" >"$dir/gpud.conf"
 "$bin/perseus-gpud" --socket "$dir/gpud.sock" --state-dir "$dir" --config "$dir/gpud.conf" \
-  --log-level warn 2>"$dir/gpud.log" &
+  --log-level info 2>"$dir/gpud.log" &
 pid=$!
-for _ in $(seq 500); do [[ -S $dir/gpud.sock ]] && break; sleep 0.01; done
+for _ in $(seq 500); do grep -q "msg=serving" "$dir/gpud.log" && break; sleep 0.01; done
 sanitized=0
 grep -q 'libasan\|libubsan' <<<"$(ldd "$bin/bench/bench_gpud")" && sanitized=1
 rc=0
