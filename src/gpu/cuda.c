@@ -7,7 +7,11 @@
  * CUDA 12.8 and later headers call) with cuEventElapsedTime as a fallback. Stream-ordered calls
  * (cuEventRecord, cuLaunchHostFunc) use the plain names, the legacy default-stream variants.
  * The library handle is a reference: when the framework already loaded the driver, dlopen returns
- * the same instance, with the same contexts and streams. */
+ * the same instance, with the same contexts and streams; it is never unmapped (RTLD_NODELETE).
+ *
+ * The same loader serves device selection (gpuI_cuda_device_uuid: cuInit, cuDeviceGetCount,
+ * cuDeviceGet, cuDeviceGetUuid): the UUID of CUDA device N as the driver enumerates it, after
+ * CUDA_VISIBLE_DEVICES. */
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>

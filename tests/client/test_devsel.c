@@ -21,9 +21,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "client_int.h"
 #include "fake_dir.h"
 #include "fake_gpu.h"
 #include "gpu_int.h"
+#include "perseus/client.h"
 #include "perseus/gpu.h"
 
 #define NDEV 8
@@ -544,6 +546,55 @@ static void test_eight_ranks_env_uuids(void **state)
     eight_ranks(0, 1);
 }
 
+/* ---- the client's default ---- */
+
+typedef struct client_case {
+    const char *cuda_lib, *want;
+} client_case;
+
+/* A client with no gpu_spec (nothing is posted: the server is unreachable and never waited for)
+ * opens the rank's GPU. */
+static int client_child(void *arg)
+{
+    const client_case *cc = arg;
+    setenv("LOCAL_RANK", "2", 1);
+    setenv("CUDA_VISIBLE_DEVICES", "3,1,7,0,2,6,4,5", 1);
+    setenv("PRS_CUDA_LIBRARY", cc->cuda_lib, 1);
+    prs_client_opts o;
+    prs_client_opts_init(&o);
+    o.server_url = "http://127.0.0.1:9";
+    o.job_id = "devsel";
+    o.token = "t";
+    o.controller = PRS_CLOCKCTL_INLINE;
+    o.flush_timeout_s = 0;
+    prs_client *c;
+    prs_error e;
+    if (prs_client_new(&o, &c, &e)) {
+        fprintf(stderr, "prs_client_new: %s\n", e.msg);
+        return 1;
+    }
+    int ok = strcmp(c->gpu_spec, cc->want) == 0;
+    if (!ok) fprintf(stderr, "client opened %s, want %s\n", c->gpu_spec, cc->want);
+    prs_client_free(c);
+    return ok ? 0 : 2;
+}
+
+static void test_client_default(void **state)
+{
+    fakes f;
+    char dir[256];
+    if (fakes_begin(&f, dir, sizeof dir, "devsel-client", NDEV))
+        prs_skip_case("no fake NVML/CUDA libraries (PRS_FAKE_NVML, PRS_FAKE_CUDA)");
+    char u[64], want[96];
+    uuid_of(&f, 7, u, sizeof u);
+    snprintf(want, sizeof want, "nvml:uuid=%s", u);
+    client_case via_cuda = {getenv("PRS_FAKE_CUDA"), want};
+    client_case via_env = {"/nonexistent/libcuda.so.1", want};
+    assert_int_equal(in_child(client_child, &via_cuda), 0);
+    assert_int_equal(in_child(client_child, &via_env), 0);
+    fakes_end(&f, dir, NDEV);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -558,6 +609,7 @@ int main(void)
         cmocka_unit_test(test_eight_ranks_cuda_uuids),
         cmocka_unit_test(test_eight_ranks_env),
         cmocka_unit_test(test_eight_ranks_env_uuids),
+        cmocka_unit_test(test_client_default),
     };
     return prs_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }
