@@ -63,7 +63,8 @@ int prs_gpu_open_nvml_uuid(const char *uuid, const char *lib_path, prs_gpu **out
  * driver's rules (indices or unique UUID prefixes; the list ends at an invalid entry), taking
  * indices in NVML (PCI) order, which is CUDA's under CUDA_DEVICE_ORDER=PCI_BUS_ID. Errors name
  * LOCAL_RANK and CUDA_VISIBLE_DEVICES: no such device, no device visible, an ambiguous UUID
- * prefix, a MIG entry. n >= PRS_GPU_SPEC_MAX is always enough. */
+ * prefix, a MIG entry. n >= PRS_GPU_SPEC_MAX is always enough. Where the CUDA driver loads, this
+ * initialises it in the calling process (cuInit), as the training framework does anyway. */
 int prs_gpu_rank_device(char *spec, size_t n, prs_error *err);
 /* As prs_gpu_rank_device for CUDA device cuda_index (-1: $LOCAL_RANK), with the CUDA driver
  * library cuda_lib (NULL: $PRS_CUDA_LIBRARY, else libcuda.so.1; when it cannot be loaded,

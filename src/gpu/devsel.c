@@ -220,6 +220,11 @@ static int rank_device_env(int index, const char *who, char *spec, size_t n, prs
     int count = 0;
     char uuid[GPUI_UUID_LEN];
     int rc = gpuI_nvml_uuids(NULL, uuids, GPUI_MAX_INDEX + 1, &count, err);
+    if (rc && err) {
+        size_t used = strlen(err->msg);
+        snprintf(err->msg + used, sizeof err->msg - used,
+                 " (finding %s's GPU without the CUDA driver library, which did not load)", who);
+    }
     if (count > GPUI_MAX_INDEX + 1) count = GPUI_MAX_INDEX + 1;
     if (!rc)
         rc = gpuI_cvd_resolve(getenv("CUDA_VISIBLE_DEVICES"), index, who, uuids, count, uuid,
