@@ -22,6 +22,7 @@
 #ifndef PERSEUS_GPU_H
 #define PERSEUS_GPU_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "perseus/error.h"
@@ -35,16 +36,42 @@ extern "C" {
 
 typedef struct prs_gpu prs_gpu;
 
-/* Open a backend from a spec string: "sim" (A100 preset), "sim:PRESET" (gpumodel.h presets),
- * "nvml" (GPU 0), "nvml:INDEX" or "nvml:GPU-UUID". For nvml the library is $PRS_NVML_LIBRARY when
- * set, else "libnvidia-ml.so.1" from the dynamic loader's search path. On failure *out is NULL and
- * err says why. Free with prs_gpu_close. */
+/* Open a backend from a spec string:
+ *   sim, sim:PRESET        the simulated GPU (A100 preset; gpumodel.h presets)
+ *   nvml                   the calling rank's GPU: prs_gpu_rank_device below
+ *   nvml:INDEX             NVML's GPU INDEX (NVML orders GPUs by PCI bus id)
+ *   nvml:GPU-UUID, nvml:uuid=GPU-UUID   the GPU with that UUID (nvidia-smi -L)
+ *   nvml:pci=DOMAIN:BUS:DEV.FN          the GPU at that PCI address (4- or 8-digit domain, any
+ *                                       case: 0000:1a:00.0, 00000000:1A:00.0)
+ * MIG instances ("MIG-..." UUIDs) and GPUs in MIG mode are refused (PRS_EINVAL): a locked SM
+ * clock applies to the whole physical GPU, not to one instance. For nvml the library is
+ * $PRS_NVML_LIBRARY when set, else "libnvidia-ml.so.1" from the dynamic loader's search path. On
+ * failure *out is NULL and err says why. Free with prs_gpu_close. */
 int prs_gpu_open(const char *spec, prs_gpu **out, prs_error *err);
 /* nvml backend for GPU index; lib_path NULL: as prs_gpu_open. */
 int prs_gpu_open_nvml(unsigned index, const char *lib_path, prs_gpu **out, prs_error *err);
 /* nvml backend for the GPU with this UUID ("GPU-xxxxxxxx-...", as prs_stream_device_uuid and
  * nvidia-smi -L give it): the same physical GPU whatever CUDA_VISIBLE_DEVICES says. */
 int prs_gpu_open_nvml_uuid(const char *uuid, const char *lib_path, prs_gpu **out, prs_error *err);
+/* Room for any spec prs_gpu_rank_device writes. */
+#define PRS_GPU_SPEC_MAX 128
+
+/* The spec ("nvml:uuid=GPU-...") of the calling rank's GPU: CUDA device $LOCAL_RANK (0 when
+ * unset; anything but an integer 0..1023 is PRS_EINVAL), mapped to the physical GPU as CUDA maps
+ * it under CUDA_VISIBLE_DEVICES. Asks the CUDA driver ($PRS_CUDA_LIBRARY or libcuda.so.1) when it
+ * loads; otherwise reads CUDA_VISIBLE_DEVICES itself against NVML's list of GPUs, with the
+ * driver's rules (indices or unique UUID prefixes; the list ends at an invalid entry), taking
+ * indices in NVML (PCI) order, which is CUDA's under CUDA_DEVICE_ORDER=PCI_BUS_ID. Errors name
+ * LOCAL_RANK and CUDA_VISIBLE_DEVICES: no such device, no device visible, an ambiguous UUID
+ * prefix, a MIG entry. n >= PRS_GPU_SPEC_MAX is always enough. Where the CUDA driver loads, this
+ * initialises it in the calling process (cuInit), as the training framework does anyway. */
+int prs_gpu_rank_device(char *spec, size_t n, prs_error *err);
+/* As prs_gpu_rank_device for CUDA device cuda_index (-1: $LOCAL_RANK), with the CUDA driver
+ * library cuda_lib (NULL: $PRS_CUDA_LIBRARY, else libcuda.so.1; when it cannot be loaded,
+ * CUDA_VISIBLE_DEVICES is read as above). */
+int prs_gpu_rank_device_at(int cuda_index, const char *cuda_lib, char *spec, size_t n,
+                           prs_error *err);
+
 /* sim backend with a copy of preset (NULL: "a100"); the preset must pass prs_gpu_preset_check. */
 int prs_gpu_open_sim(const prs_gpu_preset *preset, prs_gpu **out, prs_error *err);
 /* Closes the handle. Does not reset the clocks (prs_gpu_reset_clock, or a controller, does). */

@@ -218,7 +218,9 @@ def _torch_stream():
 
 
 class Gpu:
-    """A GPU backend: "nvml", "nvml:INDEX", "sim" or "sim:PRESET" (a100, a40, h100)."""
+    """A GPU backend: "nvml" (this rank's GPU: CUDA device $LOCAL_RANK under
+    CUDA_VISIBLE_DEVICES), "nvml:INDEX", "nvml:uuid=GPU-...", "nvml:pci=0000:1a:00.0", "sim" or
+    "sim:PRESET" (a100, a40, h100)."""
 
     def __init__(self, spec="nvml"):
         self._lib = load_library()

@@ -74,18 +74,31 @@ static int open_stream(prs_client *c, prs_stream *stream, prs_error *err)
     return clientI_dev_open(c, stream, c->sampler_gpu ? c->sampler_gpu : c->gpu, err);
 }
 
-/* With a device stream and the default spec "nvml", the GPU is the stream's own: NVML by the
- * CUDA device's UUID, so every rank of a node drives its GPU (CUDA_VISIBLE_DEVICES included). */
+/* The default spec "nvml" is the rank's own GPU: with a device stream, the stream's CUDA device
+ * (found in NVML by UUID); otherwise CUDA device $LOCAL_RANK as CUDA_VISIBLE_DEVICES maps it
+ * (prs_gpu_rank_device), so every rank of a node measures and controls its own GPU. */
+static int default_gpu_spec(prs_client *c, prs_stream *stream, prs_error *err)
+{
+    int gpud = strcmp(c->gpu_spec, "gpud") == 0; /* the same, through perseus-gpud */
+    if (c->opts.gpu || (strcmp(c->gpu_spec, "nvml") != 0 && !gpud)) return 0;
+    char uuid[64];
+    int rc = 0;
+    if (stream && prs_stream_device_uuid(stream, uuid, sizeof uuid) == 0)
+        snprintf(c->gpu_spec, sizeof c->gpu_spec, "nvml:uuid=%s", uuid);
+    else
+        rc = prs_gpu_rank_device_at(-1, c->opts.cuda_library, c->gpu_spec, sizeof c->gpu_spec,
+                                    err);
+    if (!rc && gpud) memcpy(c->gpu_spec, "gpud", 4); /* "nvml:uuid=..." -> "gpud:uuid=..." */
+    return rc;
+}
+
 static int stream_first(prs_client *c, prs_stream **stream, prs_error *err)
 {
     *stream = NULL;
-    if (!c->opts.use_stream) return 0;
-    int rc = prs_stream_open_cuda(c->opts.stream, c->opts.cuda_library, stream, err);
-    char uuid[64];
-    if (!rc && !c->opts.gpu && strcmp(c->gpu_spec, "nvml") == 0 &&
-        prs_stream_device_uuid(*stream, uuid, sizeof uuid) == 0)
-        snprintf(c->gpu_spec, sizeof c->gpu_spec, "nvml:%s", uuid);
-    return rc;
+    int rc = 0;
+    if (c->opts.use_stream)
+        rc = prs_stream_open_cuda(c->opts.stream, c->opts.cuda_library, stream, err);
+    return rc ? rc : default_gpu_spec(c, *stream, err);
 }
 
 /* A clock the GPU would refuse fails the start, with what to do, rather than a run whose

@@ -7,13 +7,18 @@
  * CUDA 12.8 and later headers call) with cuEventElapsedTime as a fallback. Stream-ordered calls
  * (cuEventRecord, cuLaunchHostFunc) use the plain names, the legacy default-stream variants.
  * The library handle is a reference: when the framework already loaded the driver, dlopen returns
- * the same instance, with the same contexts and streams. */
+ * the same instance, with the same contexts and streams; it is never unmapped (RTLD_NODELETE).
+ *
+ * The same loader serves device selection (gpuI_cuda_device_uuid: cuInit, cuDeviceGetCount,
+ * cuDeviceGet, cuDeviceGetUuid): the UUID of CUDA device N as the driver enumerates it, after
+ * CUDA_VISIBLE_DEVICES. */
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_int.h"
 #include "perseus/stream.h"
 
 /* Our declarations of the driver's types: an int result, an int device ordinal, opaque pointers
@@ -37,6 +42,8 @@ typedef struct cu_api {
     cu_result (*error_string)(cu_result, const char **);
     cu_result (*ctx_get_current)(cu_context *);
     cu_result (*ctx_get_device)(cu_device *);
+    cu_result (*device_count)(int *);
+    cu_result (*device_get)(cu_device *, int);
     cu_result (*device_uuid)(cu_uuid *, cu_device);
     cu_result (*event_create)(cu_event *, unsigned);
     cu_result (*event_destroy)(cu_event);
@@ -104,7 +111,8 @@ static int load(cu_api *cu, const char *lib_path, prs_error *err)
     if (!lib_path || !*lib_path) lib_path = getenv("PRS_CUDA_LIBRARY");
     if (!lib_path || !*lib_path) lib_path = "libcuda.so.1";
     memset(cu, 0, sizeof *cu);
-    cu->lib = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
+    /* Never unmapped: the driver keeps threads of its own once initialised. */
+    cu->lib = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!cu->lib) {
         const char *why = dlerror();
         return prs_error_set(err, PRS_ENOLIB,
@@ -122,6 +130,8 @@ static int load(cu_api *cu, const char *lib_path, prs_error *err)
         {&cu->error_string, sizeof cu->error_string, "cuGetErrorString", NULL},
         {&cu->ctx_get_current, sizeof cu->ctx_get_current, "cuCtxGetCurrent", NULL},
         {&cu->ctx_get_device, sizeof cu->ctx_get_device, "cuCtxGetDevice", NULL},
+        {&cu->device_count, sizeof cu->device_count, "cuDeviceGetCount", NULL},
+        {&cu->device_get, sizeof cu->device_get, "cuDeviceGet", NULL},
         {&cu->device_uuid, sizeof cu->device_uuid, "cuDeviceGetUuid_v2", "cuDeviceGetUuid"},
         {&cu->event_create, sizeof cu->event_create, "cuEventCreate", NULL},
         {&cu->event_destroy, sizeof cu->event_destroy, "cuEventDestroy_v2", NULL},
@@ -196,17 +206,66 @@ const char *prs_stream_errmsg(const prs_stream *s)
     return s->errmsg;
 }
 
+/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (n >= 41). */
+static void format_uuid(const cu_uuid *u, char *buf, size_t n)
+{
+    const unsigned char *b = u->bytes;
+    snprintf(buf, n, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
+}
+
 int prs_stream_device_uuid(prs_stream *s, char *buf, size_t n)
 {
     if (!buf || n < 41) return fail(s, PRS_EINVAL, "device UUID: the buffer needs 41 bytes");
     cu_uuid u;
     cu_result r = s->cu.device_uuid(&u, s->device);
     if (r != CU_SUCCESS) return cu_fail(s, "cuDeviceGetUuid", r);
-    const unsigned char *b = u.bytes;
-    snprintf(buf, n, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-             b[14], b[15]);
+    format_uuid(&u, buf, n);
     return 0;
+}
+
+/* The device lookup's failure: the call, the driver's answer, and CUDA_VISIBLE_DEVICES. */
+static int lookup_fail(const cu_api *cu, const char *call, cu_result r, prs_error *err)
+{
+    char d[160];
+    describe(cu, r, d, sizeof d);
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    return prs_error_set(err, PRS_EGPU, "CUDA %s: %s (CUDA_VISIBLE_DEVICES %s%.200s%s)", call, d,
+                         cvd ? "= '" : "unset", cvd ? cvd : "", cvd ? "'" : "");
+}
+
+static int device_uuid_at(const cu_api *cu, int ordinal, char *buf, size_t n, int *count,
+                          prs_error *err)
+{
+    cu_result r = cu->init(0);
+    if (r != CU_SUCCESS) return lookup_fail(cu, "cuInit", r, err);
+    if ((r = cu->device_count(count)) != CU_SUCCESS)
+        return lookup_fail(cu, "cuDeviceGetCount", r, err);
+    if (ordinal < 0 || ordinal >= *count) return 0; /* the caller words the error */
+    cu_device dev = 0;
+    if ((r = cu->device_get(&dev, ordinal)) != CU_SUCCESS)
+        return lookup_fail(cu, "cuDeviceGet", r, err);
+    cu_uuid u;
+    if ((r = cu->device_uuid(&u, dev)) != CU_SUCCESS)
+        return lookup_fail(cu, "cuDeviceGetUuid", r, err);
+    format_uuid(&u, buf, n);
+    return 0;
+}
+
+int gpuI_cuda_device_uuid(const char *lib_path, int ordinal, char *buf, size_t n, int *count,
+                          prs_error *err)
+{
+    *count = 0;
+    if (!buf || n < 41)
+        return prs_error_set(err, PRS_EINVAL, "device UUID: the buffer needs 41 bytes");
+    buf[0] = '\0';
+    cu_api cu;
+    int rc = load(&cu, lib_path, err);
+    if (rc) return rc;
+    rc = device_uuid_at(&cu, ordinal, buf, n, count, err);
+    dlclose(cu.lib);
+    return rc;
 }
 
 int prs_event_new(prs_stream *s, prs_event **out)

@@ -45,12 +45,15 @@ int prs_gpu_open_sim(const prs_gpu_preset *preset, prs_gpu **out, prs_error *err
     return 0;
 }
 
-static int open_nvml(unsigned index, const char *uuid, const char *lib_path, prs_gpu **out,
-                     prs_error *err)
+static int open_nvml(unsigned index, const char *uuid, const char *pci, const char *lib_path,
+                     prs_gpu **out, prs_error *err)
 {
     *out = NULL;
+    if (pci && strlen(pci) >= sizeof((prs_gpu *)0)->pci)
+        return prs_error_set(err, PRS_EINVAL, "PCI bus id '%.40s' is too long", pci);
     prs_gpu *g = calloc(1, sizeof *g);
     if (!g) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    if (pci) snprintf(g->pci, sizeof g->pci, "%s", pci);
     int rc = gpuI_nvml_open(g, index, uuid, lib_path, err);
     if (rc) {
         free(g);
@@ -62,17 +65,27 @@ static int open_nvml(unsigned index, const char *uuid, const char *lib_path, prs
 
 int prs_gpu_open_nvml(unsigned index, const char *lib_path, prs_gpu **out, prs_error *err)
 {
-    return open_nvml(index, NULL, lib_path, out, err);
+    return open_nvml(index, NULL, NULL, lib_path, out, err);
+}
+
+int gpuI_open_nvml_dev(unsigned index, const char *uuid, const char *pci, prs_gpu **out,
+                       prs_error *err)
+{
+    return open_nvml(index, uuid, pci, NULL, out, err);
 }
 
 int prs_gpu_open_nvml_uuid(const char *uuid, const char *lib_path, prs_gpu **out, prs_error *err)
 {
+    if (uuid && strncmp(uuid, "MIG-", 4) == 0) {
+        *out = NULL;
+        return gpuI_mig_refusal(err, uuid);
+    }
     if (!uuid || strncmp(uuid, "GPU-", 4) != 0) {
         *out = NULL;
         return prs_error_set(err, PRS_EINVAL, "GPU UUID: expected GPU-..., got '%.60s'",
                              uuid ? uuid : "(null)");
     }
-    return open_nvml(0, uuid, lib_path, out, err);
+    return open_nvml(0, uuid, NULL, lib_path, out, err);
 }
 
 /* "gpud" and "gpud:REST": the nvml GPU "nvml" / "nvml:REST", whose clocks change only through
@@ -104,18 +117,12 @@ int prs_gpu_open(const char *spec, prs_gpu **out, prs_error *err)
         }
         return prs_gpu_open_sim(p, out, err);
     }
-    if (strcmp(spec, "nvml") == 0) return prs_gpu_open_nvml(0, NULL, out, err);
-    if (strncmp(spec, "nvml:GPU-", 9) == 0) return prs_gpu_open_nvml_uuid(spec + 5, NULL, out, err);
-    if (strncmp(spec, "nvml:", 5) == 0) {
-        char *end;
-        unsigned long idx = strtoul(spec + 5, &end, 10);
-        if (end == spec + 5 || *end || idx > 1024)
-            return prs_error_set(err, PRS_EINVAL, "GPU backend '%s': expected nvml:INDEX", spec);
-        return prs_gpu_open_nvml((unsigned)idx, NULL, out, err);
-    }
-    return prs_error_set(
-        err, PRS_EINVAL,
-        "GPU backend '%s': expected sim, sim:PRESET, nvml, nvml:INDEX or nvml:GPU-UUID", spec);
+    if (strncmp(spec, "nvml", 4) == 0 && (spec[4] == '\0' || spec[4] == ':'))
+        return gpuI_open_nvml_spec(spec, out, err);
+    return prs_error_set(err, PRS_EINVAL,
+                         "GPU backend '%.80s': expected sim, sim:PRESET, nvml, nvml:INDEX, "
+                         "nvml:GPU-UUID, nvml:uuid=GPU-UUID or nvml:pci=DOMAIN:BUS:DEV.FN",
+                         spec);
 }
 
 void prs_gpu_close(prs_gpu *g)

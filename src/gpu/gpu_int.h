@@ -4,6 +4,7 @@
 #define PRS_GPU_INT_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "perseus/gpu.h"
@@ -41,7 +42,15 @@ typedef struct gpuI_nvml_api {
     gpuI_nvml_return (*clock_info)(gpuI_nvml_device, int, unsigned *);
     gpuI_nvml_return (*set_mem_locked)(gpuI_nvml_device, unsigned, unsigned);
     gpuI_nvml_return (*reset_mem_locked)(gpuI_nvml_device);
+    gpuI_nvml_return (*handle_by_pci)(const char *, gpuI_nvml_device *);
+    gpuI_nvml_return (*mig_mode)(gpuI_nvml_device, unsigned *, unsigned *);
+    gpuI_nvml_return (*count)(unsigned *);
 } gpuI_nvml_api;
+
+/* Room for a GPU UUID ("GPU-" and 36 characters) and its terminating NUL, with margin. */
+#define GPUI_UUID_LEN 96
+/* Largest device index accepted anywhere (nvml:INDEX, LOCAL_RANK, CUDA_VISIBLE_DEVICES). */
+#define GPUI_MAX_INDEX 1023
 
 struct prs_gpu {
     int is_sim;
@@ -55,16 +64,21 @@ struct prs_gpu {
     gpuI_nvml_api nvml;
     gpuI_nvml_device dev;
     unsigned index;
-    char uuid[96];      /* "" unless opened by UUID */
-    char lib_path[512]; /* the NVML library it loaded */
+    char uuid[GPUI_UUID_LEN]; /* "" unless opened by UUID */
+    char pci[32];             /* "" unless opened by PCI bus id ("00000000:1A:00.0") */
+    char lib_path[512];       /* the NVML library it loaded */
 };
 
 /* gpu_fail.c: record a message on g and return code. */
 int gpuI_fail(prs_gpu *g, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* nvml.c */
+/* nvml.c. The device is found by g->pci when set, else by uuid when not NULL, else by index. */
 int gpuI_nvml_open(prs_gpu *g, unsigned index, const char *uuid, const char *lib_path,
                    prs_error *err);
+/* The UUIDs of every GPU NVML lists, in NVML (PCI) order: at most cap to uuids, the count to *n.
+ * lib_path NULL: as prs_gpu_open. */
+int gpuI_nvml_uuids(const char *lib_path, char (*uuids)[GPUI_UUID_LEN], int cap, int *n,
+                    prs_error *err);
 void gpuI_nvml_close(prs_gpu *g);
 int gpuI_nvml_clocks(prs_gpu *g, int *clocks_mhz, int cap, int *n);
 int gpuI_nvml_set_clock(prs_gpu *g, int freq_mhz);
@@ -77,5 +91,31 @@ int gpuI_nvml_pci_bus_id(prs_gpu *g, char *buf, size_t n);
 int gpuI_nvml_sm_clock_now(prs_gpu *g, int *mhz);
 int gpuI_nvml_lock_memory_max(prs_gpu *g);
 int gpuI_nvml_reset_memory_clock(prs_gpu *g);
+/* gpu.c: an nvml handle found by index, UUID or PCI bus id (at most one of uuid, pci). */
+int gpuI_open_nvml_dev(unsigned index, const char *uuid, const char *pci, prs_gpu **out,
+                       prs_error *err);
+
+/* cuda.c: the UUID ("GPU-...") of CUDA device `ordinal` as the driver enumerates it (it applies
+ * CUDA_VISIBLE_DEVICES); *count gets the number of devices CUDA sees. lib_path NULL:
+ * $PRS_CUDA_LIBRARY, else libcuda.so.1. PRS_ENOLIB when the library cannot be loaded. */
+int gpuI_cuda_device_uuid(const char *lib_path, int ordinal, char *buf, size_t n, int *count,
+                          prs_error *err);
+
+/* devsel.c: device selection (docs/client.md, 'Which GPU a rank drives'). */
+/* prs_gpu_open for a spec starting with "nvml". */
+int gpuI_open_nvml_spec(const char *spec, prs_gpu **out, prs_error *err);
+/* The message refusing MIG (what: the UUID, entry or GPU at fault); returns PRS_EINVAL. */
+int gpuI_mig_refusal(prs_error *err, const char *what);
+/* $LOCAL_RANK (value v, NULL: unset) as a device index: 0 when unset; PRS_EINVAL unless digits
+ * in [0, GPUI_MAX_INDEX]. */
+int gpuI_parse_local_rank(const char *v, int *index, prs_error *err);
+/* The physical GPU that CUDA device `index` is under CUDA_VISIBLE_DEVICES = cvd (NULL: unset),
+ * resolved against the node's UUIDs in NVML order (uuids[0..n)), as the driver does: entries are
+ * NVML indices or (unique prefixes of) GPU UUIDs; an invalid or repeated entry ends the list.
+ * who names the index in messages ("LOCAL_RANK=3"). Writes the UUID to out (outn bytes). */
+int gpuI_cvd_resolve(const char *cvd, int index, const char *who, char (*uuids)[GPUI_UUID_LEN],
+                     int n, char *out, size_t outn, prs_error *err);
+/* "00000000:1A:00.0" from "DOMAIN:BUS:DEV.FN" (4 or 8 hex digits of domain, any case). */
+int gpuI_pci_normalize(const char *in, char *out, size_t n, prs_error *err);
 
 #endif

@@ -9,7 +9,12 @@
  *
  * Locking the SM clock is nvmlDeviceSetGpuLockedClocks(min = max = f) (Volta and newer, root);
  * nvmlDeviceResetGpuLockedClocks undoes it. The supported SM clocks are those listed for the
- * highest memory clock. Energy is the driver's cumulative counter in millijoules. */
+ * highest memory clock. Energy is the driver's cumulative counter in millijoules.
+ *
+ * Optional symbols (the field stays NULL without them): nvmlDeviceGetHandleByPciBusId_v2 (for
+ * nvml:pci=...), nvmlDeviceGetMigMode (older drivers lack it: not in MIG mode), and
+ * nvmlDeviceGetCount_v2 with nvmlDeviceGetUUID (listing the node's GPUs, to resolve
+ * CUDA_VISIBLE_DEVICES without the CUDA driver). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,24 +48,6 @@ static int resolve(prs_gpu *g, void *fnptr, size_t size, const char *sym, prs_er
 }
 
 /* The symbols older drivers may lack: NULL when missing (the calls needing them say so). */
-static void resolve_optional(prs_gpu *g)
-{
-    prs_error ignored;
-    if (resolve(g, &g->nvml.get_uuid, sizeof g->nvml.get_uuid, "nvmlDeviceGetUUID", &ignored))
-        g->nvml.get_uuid = NULL;
-    if (resolve(g, &g->nvml.pci_info, sizeof g->nvml.pci_info, "nvmlDeviceGetPciInfo_v3", &ignored))
-        g->nvml.pci_info = NULL;
-    if (resolve(g, &g->nvml.clock_info, sizeof g->nvml.clock_info, "nvmlDeviceGetClockInfo",
-                &ignored))
-        g->nvml.clock_info = NULL;
-    if (resolve(g, &g->nvml.set_mem_locked, sizeof g->nvml.set_mem_locked,
-                "nvmlDeviceSetMemoryLockedClocks", &ignored))
-        g->nvml.set_mem_locked = NULL;
-    if (resolve(g, &g->nvml.reset_mem_locked, sizeof g->nvml.reset_mem_locked,
-                "nvmlDeviceResetMemoryLockedClocks", &ignored))
-        g->nvml.reset_mem_locked = NULL;
-}
-
 #define RESOLVE(field, sym)                                                                        \
     do {                                                                                           \
         int rc_ = resolve(g, &g->nvml.field, sizeof g->nvml.field, sym, err);                      \
@@ -71,21 +58,36 @@ static void resolve_optional(prs_gpu *g)
         }                                                                                          \
     } while (0)
 
-/* The device handle: by UUID when g->uuid is set (a CUDA device's, so ranks that see their GPU
- * through CUDA_VISIBLE_DEVICES find the same physical GPU in NVML), else by index. */
+/* An optional symbol: the field stays NULL when the driver lacks it. */
+static void resolve_opt(prs_gpu *g, void *fnptr, size_t size, const char *sym)
+{
+    void *p = dlsym(g->nvml.lib, sym);
+    if (p) memcpy(fnptr, &p, size);
+}
+
+/* The device handle: by PCI bus id or by UUID when set (a CUDA device's, so ranks that see their
+ * GPU through CUDA_VISIBLE_DEVICES find the same physical GPU in NVML), else by index. */
 static gpuI_nvml_return device_handle(prs_gpu *g, const char **call)
 {
+    if (g->pci[0]) {
+        *call = "nvmlDeviceGetHandleByPciBusId_v2";
+        return g->nvml.handle_by_pci(g->pci, &g->dev);
+    }
     *call = g->uuid[0] ? "nvmlDeviceGetHandleByUUID" : "nvmlDeviceGetHandleByIndex_v2";
     return g->uuid[0] ? g->nvml.handle_by_uuid(g->uuid, &g->dev)
                       : g->nvml.handle_by_index(g->index, &g->dev);
 }
 
-int gpuI_nvml_open(prs_gpu *g, unsigned index, const char *uuid, const char *lib_path,
-                   prs_error *err)
+static void unload(prs_gpu *g, int shutdown)
 {
-    if (uuid && strlen(uuid) >= sizeof g->uuid)
-        return prs_error_set(err, PRS_EINVAL, "GPU UUID '%.40s...' is too long", uuid);
-    snprintf(g->uuid, sizeof g->uuid, "%s", uuid ? uuid : "");
+    if (shutdown) g->nvml.shutdown();
+    dlclose(g->nvml.lib);
+    memset(&g->nvml, 0, sizeof g->nvml);
+}
+
+/* dlopen the library, resolve the symbols, nvmlInit_v2. */
+static int nvml_load(prs_gpu *g, const char *lib_path, prs_error *err)
+{
     if (!lib_path || !*lib_path) lib_path = getenv("PRS_NVML_LIBRARY");
     if (!lib_path || !*lib_path) lib_path = "libnvidia-ml.so.1";
     snprintf(g->lib_path, sizeof g->lib_path, "%s", lib_path);
@@ -109,39 +111,119 @@ int gpuI_nvml_open(prs_gpu *g, unsigned index, const char *uuid, const char *lib
     RESOLVE(reset_locked, "nvmlDeviceResetGpuLockedClocks");
     RESOLVE(energy, "nvmlDeviceGetTotalEnergyConsumption");
     RESOLVE(power, "nvmlDeviceGetPowerUsage");
-    resolve_optional(g);
-    g->index = index;
+    resolve_opt(g, &g->nvml.handle_by_pci, sizeof g->nvml.handle_by_pci,
+                "nvmlDeviceGetHandleByPciBusId_v2");
+    resolve_opt(g, &g->nvml.mig_mode, sizeof g->nvml.mig_mode, "nvmlDeviceGetMigMode");
+    resolve_opt(g, &g->nvml.count, sizeof g->nvml.count, "nvmlDeviceGetCount_v2");
+    resolve_opt(g, &g->nvml.get_uuid, sizeof g->nvml.get_uuid, "nvmlDeviceGetUUID");
+    resolve_opt(g, &g->nvml.pci_info, sizeof g->nvml.pci_info, "nvmlDeviceGetPciInfo_v3");
+    resolve_opt(g, &g->nvml.clock_info, sizeof g->nvml.clock_info, "nvmlDeviceGetClockInfo");
+    resolve_opt(g, &g->nvml.set_mem_locked, sizeof g->nvml.set_mem_locked,
+                "nvmlDeviceSetMemoryLockedClocks");
+    resolve_opt(g, &g->nvml.reset_mem_locked, sizeof g->nvml.reset_mem_locked,
+                "nvmlDeviceResetMemoryLockedClocks");
     gpuI_nvml_return r = g->nvml.init();
     if (r != NVML_SUCCESS) {
         prs_error_set(err, PRS_EGPU, "NVML nvmlInit_v2: %s (%d)", nvml_err(g, r), r);
-        dlclose(g->nvml.lib);
-        memset(&g->nvml, 0, sizeof g->nvml);
+        unload(g, 0);
         return PRS_EGPU;
     }
+    return 0;
+}
+
+/* A GPU in MIG mode is refused (its locked clocks are the whole GPU's). Drivers without
+ * nvmlDeviceGetMigMode, and GPUs that do not support MIG, are not in MIG mode. */
+static int refuse_mig(prs_gpu *g, prs_error *err)
+{
+    unsigned current = 0, pending = 0;
+    if (!g->nvml.mig_mode || g->nvml.mig_mode(g->dev, &current, &pending) != NVML_SUCCESS ||
+        current != 1)
+        return 0;
+    char what[160];
+    snprintf(what, sizeof what, "GPU %.96s (%.40s)",
+             g->pci[0]    ? g->pci
+             : g->uuid[0] ? g->uuid
+                          : "by index",
+             g->name);
+    return gpuI_mig_refusal(err, what);
+}
+
+int gpuI_nvml_open(prs_gpu *g, unsigned index, const char *uuid, const char *lib_path,
+                   prs_error *err)
+{
+    if (uuid && strlen(uuid) >= sizeof g->uuid)
+        return prs_error_set(err, PRS_EINVAL, "GPU UUID '%.40s...' is too long", uuid);
+    snprintf(g->uuid, sizeof g->uuid, "%s", uuid ? uuid : "");
+    g->index = index;
+    int rc = nvml_load(g, lib_path, err);
+    if (rc) return rc;
+    if (g->pci[0] && !g->nvml.handle_by_pci) {
+        unload(g, 1);
+        return prs_error_set(err, PRS_ENOLIB,
+                             "NVML library lacks symbol nvmlDeviceGetHandleByPciBusId_v2 (driver "
+                             "too old? select the GPU by UUID or index)");
+    }
     const char *call;
-    r = device_handle(g, &call);
+    gpuI_nvml_return r = device_handle(g, &call);
     if (r != NVML_SUCCESS) {
         char which[32];
         snprintf(which, sizeof which, "%u", index);
-        prs_error_set(err, PRS_EGPU, "NVML %s(%s): %s (%d)", call, g->uuid[0] ? g->uuid : which,
+        prs_error_set(err, PRS_EGPU, "NVML %s(%s): %s (%d)", call,
+                      g->pci[0]    ? g->pci
+                      : g->uuid[0] ? g->uuid
+                                   : which,
                       nvml_err(g, r), r);
-        g->nvml.shutdown();
-        dlclose(g->nvml.lib);
-        memset(&g->nvml, 0, sizeof g->nvml);
+        unload(g, 1);
         return PRS_EGPU;
     }
     if (g->nvml.get_name(g->dev, g->name, sizeof g->name) != NVML_SUCCESS)
         snprintf(g->name, sizeof g->name, "NVIDIA GPU %u", index);
     g->name[sizeof g->name - 1] = '\0';
+    if ((rc = refuse_mig(g, err)) != 0) unload(g, 1);
+    return rc;
+}
+
+/* Fill uuids from a loaded library. */
+static int list_uuids(prs_gpu *g, char (*uuids)[GPUI_UUID_LEN], int cap, int *n, prs_error *err)
+{
+    unsigned count = 0;
+    gpuI_nvml_return r = g->nvml.count(&count);
+    if (r != NVML_SUCCESS)
+        return prs_error_set(err, PRS_EGPU, "NVML nvmlDeviceGetCount_v2: %s (%d)", nvml_err(g, r),
+                             r);
+    *n = (int)count;
+    for (unsigned i = 0; i < count && (int)i < cap; i++) {
+        gpuI_nvml_device d;
+        r = g->nvml.handle_by_index(i, &d);
+        if (r == NVML_SUCCESS) r = g->nvml.get_uuid(d, uuids[i], GPUI_UUID_LEN);
+        if (r != NVML_SUCCESS)
+            return prs_error_set(err, PRS_EGPU, "NVML UUID of GPU %u: %s (%d)", i, nvml_err(g, r),
+                                 r);
+        uuids[i][GPUI_UUID_LEN - 1] = '\0';
+    }
     return 0;
+}
+
+int gpuI_nvml_uuids(const char *lib_path, char (*uuids)[GPUI_UUID_LEN], int cap, int *n,
+                    prs_error *err)
+{
+    *n = 0;
+    prs_gpu *g = calloc(1, sizeof *g);
+    if (!g) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    int rc = nvml_load(g, lib_path, err);
+    if (!rc && (!g->nvml.count || !g->nvml.get_uuid))
+        rc = prs_error_set(err, PRS_ENOLIB,
+                           "NVML library lacks nvmlDeviceGetCount_v2 or "
+                           "nvmlDeviceGetUUID (driver too old?)");
+    if (!rc) rc = list_uuids(g, uuids, cap, n, err);
+    if (g->nvml.lib) unload(g, 1);
+    free(g);
+    return rc;
 }
 
 void gpuI_nvml_close(prs_gpu *g)
 {
-    if (!g->nvml.lib) return;
-    g->nvml.shutdown();
-    dlclose(g->nvml.lib);
-    memset(&g->nvml, 0, sizeof g->nvml);
+    if (g->nvml.lib) unload(g, 1);
 }
 
 static int cmp_desc(const void *a, const void *b)

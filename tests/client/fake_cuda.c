@@ -93,7 +93,8 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* contexts, barriers, 
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;   /* event completions, barriers */
 static _Atomic int g_event_waiters;
 static _Atomic int g_initialized;
-static int g_count;
+static int g_count;                     /* devices visible */
+static int g_phys[FAKEGPU_MAX_DEVICES]; /* fake device of each ordinal */
 static struct CUctx_st g_ctx[FAKEGPU_MAX_DEVICES];
 static struct barrier *g_barriers;
 static double g_busy_s, g_at_planned_s;
@@ -143,18 +144,75 @@ EXPORT CUresult cuGetErrorString(CUresult r, const char **out)
 
 /* ---- initialisation, devices, contexts ---- */
 
+/* The fake device an entry of CUDA_VISIBLE_DEVICES names (an index, or a prefix of exactly one
+ * device's "GPU-..." UUID), or -1. MIG instances are not modelled: invalid. */
+static int visible_entry(const char *e, size_t len, int n)
+{
+    if (len == 0) return -1;
+    if (len >= 4 && strncmp(e, "GPU-", 4) == 0) {
+        int found = -1, matches = 0;
+        for (int i = 0; i < n; i++) {
+            fakegpu_dev *d = fakegpu_open(i);
+            char u[64];
+            if (!d) return -1;
+            fakegpu_uuid_str(d, u, sizeof u);
+            if (strlen(u) >= len && strncmp(u, e, len) == 0) {
+                found = i;
+                matches++;
+            }
+        }
+        return matches == 1 ? found : -1;
+    }
+    int v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (e[i] < '0' || e[i] > '9' || v > FAKEGPU_MAX_DEVICES) return -1;
+        v = 10 * v + (e[i] - '0');
+    }
+    return v < n ? v : -1;
+}
+
+/* Fill g_phys as the driver reads CUDA_VISIBLE_DEVICES: unset, every device; otherwise the listed
+ * ones in list order, up to the first invalid or repeated entry. Returns the count. */
+static int visible_devices(void)
+{
+    int n = fakegpu_count(), count = 0;
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    if (!v) {
+        for (int i = 0; i < n; i++)
+            g_phys[i] = i;
+        return n;
+    }
+    while (count < n) {
+        size_t len = strcspn(v, ",");
+        int d = visible_entry(v, len, n);
+        for (int k = 0; d >= 0 && k < count; k++)
+            if (g_phys[k] == d) d = -1;
+        if (d < 0) break;
+        g_phys[count++] = d;
+        if (v[len] == '\0') break;
+        v += len + 1;
+    }
+    return count;
+}
+
+/* Reads CUDA_VISIBLE_DEVICES once, like the driver; CUDA_ERROR_NO_DEVICE when it hides every
+ * device (and again at every later cuInit). */
 EXPORT CUresult cuInit(unsigned flags)
 {
     if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&g_mu);
     if (!atomic_load(&g_initialized)) {
-        g_count = fakegpu_count();
+        g_count = visible_devices();
         for (int i = 0; i < g_count; i++)
             g_ctx[i].index = i;
-        atomic_store(&g_initialized, 1);
+        if (g_count > 0)
+            atomic_store(&g_initialized, 1);
+        else
+            r = CUDA_ERROR_NO_DEVICE;
     }
     pthread_mutex_unlock(&g_mu);
-    return CUDA_SUCCESS;
+    return r;
 }
 
 EXPORT CUresult cuDriverGetVersion(int *version)
@@ -192,7 +250,7 @@ EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
     CUresult r = check_device(dev);
     if (r) return r;
     if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
-    fakegpu_dev *d = fakegpu_open(dev);
+    fakegpu_dev *d = fakegpu_open(g_phys[dev]);
     snprintf(name, (size_t)len, "Fake CUDA %s", d ? fakegpu_preset(d)->name : "gpu");
     return CUDA_SUCCESS;
 }
@@ -202,7 +260,7 @@ EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
     CUresult r = check_device(dev);
     if (r) return r;
     if (!uuid) return CUDA_ERROR_INVALID_VALUE;
-    fakegpu_dev *d = fakegpu_open(dev);
+    fakegpu_dev *d = fakegpu_open(g_phys[dev]);
     if (!d) return CUDA_ERROR_UNKNOWN;
     unsigned char u[16];
     fakegpu_uuid(d, u);
@@ -226,7 +284,7 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
     CUcontext c = &g_ctx[dev];
     if (c->refs == 0) {
         /* A new primary context takes the device of the current environment. */
-        c->dev = fakegpu_open(dev);
+        c->dev = fakegpu_open(g_phys[dev]);
         if (!c->dev) {
             pthread_mutex_unlock(&g_mu);
             return CUDA_ERROR_UNKNOWN;

@@ -4,11 +4,15 @@
  * put work on a stream. The library is built in build/tests/fake_cuda/; tests get its path in
  * $PRS_FAKE_CUDA and load it with dlopen (fakecu_load below), like a framework's libcuda.
  *
- * Semantics kept from the real driver: result codes (CUresult values below), a thread-local
- * current context, cuEventQuery of a never-recorded event succeeds, cuEventElapsedTime needs both
- * events recorded (CUDA_ERROR_INVALID_HANDLE) and complete (CUDA_ERROR_NOT_READY), stream handle
- * 0 (and CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) is the current context's default stream, host
- * functions run on a driver thread in stream order and the stream waits for them,
+ * Semantics kept from the real driver: CUDA_VISIBLE_DEVICES, read at the first cuInit (unset:
+ * every device; else the listed devices in list order, each an index or a unique prefix of a
+ * "GPU-..." UUID, up to the first invalid or repeated entry; MIG entries are not modelled and
+ * count as invalid; no device left: cuInit returns CUDA_ERROR_NO_DEVICE), so cuDeviceGetCount,
+ * cuDeviceGet and cuDeviceGetUuid see the permuted subset; result codes (CUresult values below), a
+ * thread-local current context, cuEventQuery of a never-recorded event succeeds, cuEventElapsedTime
+ * needs both events recorded (CUDA_ERROR_INVALID_HANDLE) and complete (CUDA_ERROR_NOT_READY),
+ * stream handle 0 (and CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) is the current context's default
+ * stream, host functions run on a driver thread in stream order and the stream waits for them,
  * cuStreamWaitEvent makes a stream wait for another stream's record. Each stream is an ordered
  * queue run by its own thread; its device time advances exactly by the GPU model while it runs
  * work back to back, an operation never starts before the host enqueued it, and a stream that

@@ -62,6 +62,9 @@ typedef struct fg_shared {
     double snap_t;     /* latest refresh instant <= t_last, and the integral there */
     double snap_e;
     double reported_j; /* largest value a reader got */
+    /* which processes made which calls (under mu) */
+    int ntouchers;
+    fakegpu_toucher touchers[FAKEGPU_MAX_TOUCHERS];
 } fg_shared;
 
 struct fakegpu_dev {
@@ -93,7 +96,8 @@ static double env_double(const char *name, double def)
 
 FAKEGPU_API int fakegpu_count(void)
 {
-    double n = env_double("PRS_FAKE_GPU_COUNT", 1);
+    const char *v = getenv("PRS_FAKE_NVML_DEVICES");
+    double n = env_double(v && *v ? "PRS_FAKE_NVML_DEVICES" : "PRS_FAKE_GPU_COUNT", 1);
     if (n < 1) return 1;
     return n > FAKEGPU_MAX_DEVICES ? FAKEGPU_MAX_DEVICES : (int)n;
 }
@@ -268,6 +272,41 @@ FAKEGPU_API void fakegpu_uuid_str(const fakegpu_dev *d, char *buf, size_t n)
     snprintf(buf, n, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
              u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
              u[14], u[15]);
+}
+
+/* ---- who touched the device ---- */
+
+FAKEGPU_API void fakegpu_touch(fakegpu_dev *d, fakegpu_call call)
+{
+    if ((int)call < 0 || call >= FAKEGPU_NCALLS) return;
+    fg_shared *s = d->sh;
+    long pid = (long)getpid();
+    lock(s);
+    int i = 0;
+    while (i < s->ntouchers && s->touchers[i].pid != pid)
+        i++;
+    if (i == s->ntouchers) {
+        if (i == FAKEGPU_MAX_TOUCHERS) {
+            i = FAKEGPU_MAX_TOUCHERS - 1; /* the overflow entry */
+            s->touchers[i].pid = -1;
+        } else {
+            s->touchers[i].pid = pid;
+            s->ntouchers++;
+        }
+    }
+    s->touchers[i].calls[call]++;
+    unlock(s);
+}
+
+FAKEGPU_API int fakegpu_touchers(fakegpu_dev *d, fakegpu_toucher *out, int cap)
+{
+    fg_shared *s = d->sh;
+    lock(s);
+    int n = s->ntouchers;
+    for (int i = 0; i < n && i < cap; i++)
+        out[i] = s->touchers[i];
+    unlock(s);
+    return n;
 }
 
 /* ---- power and energy (callers hold the lock) ---- */

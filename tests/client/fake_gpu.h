@@ -25,7 +25,12 @@
  *     decrease.
  * The preset, R, the noise and the noise seed ($PRS_FAKE_NVML_SEED, default 1) are read from the
  * environment of the process that creates a state; later processes use the stored values.
- * $PRS_FAKE_GPU_COUNT (default 1, at most FAKEGPU_MAX_DEVICES) is the number of devices. */
+ * $PRS_FAKE_NVML_DEVICES (default 1, at most FAKEGPU_MAX_DEVICES) is the number of devices;
+ * $PRS_FAKE_GPU_COUNT is an older name for it, read when the first is unset.
+ *
+ * Each device also counts, per process id, the calls made on it (fakegpu_touch), in a fixed table
+ * of FAKEGPU_MAX_TOUCHERS processes under the device's lock, so a test can check from outside
+ * which process locked, reset or read which GPU. */
 #ifndef PRS_FAKE_GPU_H
 #define PRS_FAKE_GPU_H
 
@@ -40,7 +45,7 @@ typedef struct fakegpu_dev fakegpu_dev; /* this process's view of one device */
 
 /* CLOCK_MONOTONIC, seconds. */
 FAKEGPU_API double fakegpu_now_s(void);
-/* $PRS_FAKE_GPU_COUNT, clamped to [1, FAKEGPU_MAX_DEVICES]. */
+/* $PRS_FAKE_NVML_DEVICES (else $PRS_FAKE_GPU_COUNT), clamped to [1, FAKEGPU_MAX_DEVICES]. */
 FAKEGPU_API int fakegpu_count(void);
 /* The state of device index under the current $PRS_FAKE_GPU_DIR, mapped (and initialised if
  * new) on first use; later calls with the same directory return the same view, valid until the
@@ -70,6 +75,30 @@ FAKEGPU_API double fakegpu_energy_j(fakegpu_dev *d);
 FAKEGPU_API double fakegpu_energy_exact_j(fakegpu_dev *d);
 /* The power drawn now, noise included (watts). */
 FAKEGPU_API double fakegpu_power_w(fakegpu_dev *d);
+
+/* ---- who touched the device ---- */
+
+#define FAKEGPU_MAX_TOUCHERS 16
+
+typedef enum fakegpu_call {
+    FAKEGPU_LOCK = 0, /* the SM clock locked */
+    FAKEGPU_RESET,    /* the locked clocks reset */
+    FAKEGPU_ENERGY,   /* the energy counter read */
+    FAKEGPU_POWER,    /* the power read */
+    FAKEGPU_NCALLS
+} fakegpu_call;
+
+typedef struct fakegpu_toucher {
+    long pid;
+    long calls[FAKEGPU_NCALLS]; /* indexed by fakegpu_call */
+} fakegpu_toucher;
+
+/* Count one call of the calling process on d. Processes past the table's FAKEGPU_MAX_TOUCHERS
+ * are counted together under pid -1 in the last entry. No allocation. */
+FAKEGPU_API void fakegpu_touch(fakegpu_dev *d, fakegpu_call call);
+/* Copy up to cap entries of d's table to out (in first-touch order); returns how many there are.
+ */
+FAKEGPU_API int fakegpu_touchers(fakegpu_dev *d, fakegpu_toucher *out, int cap);
 
 /* Run one kernel of work w on the device, starting at model instant t_start (<= now). Blocks the
  * calling thread until the kernel's model end, which follows the clock in effect while it runs,

@@ -1,7 +1,13 @@
 /* A fake libnvidia-ml.so.1 for the tests: the NVML calls the nvml backend uses (src/gpu/nvml.c)
  * and a few more (device count, UUIDs), implemented on the shared fake devices of fake_gpu.h (the
- * GPU model, preset $PRS_FAKE_NVML_PRESET or "a100"; $PRS_FAKE_GPU_COUNT devices), so the real
+ * GPU model, preset $PRS_FAKE_NVML_PRESET or "a100"; $PRS_FAKE_NVML_DEVICES devices), so the real
  * dlopen path runs in CI without a GPU.
+ *
+ * Device selection: device i sits at PCI bus id "00000000:%02X:00.0" with bus 0x10 + i
+ * (nvmlDeviceGetHandleByPciBusId_v2 takes any case and a 4- or 8-digit domain), and
+ * nvmlDeviceGetMigMode says MIG mode is on (current and pending) for the indices listed in
+ * $PRS_FAKE_NVML_MIG ("3,5"), off for the others. Every lock, reset, energy and power call is
+ * counted per calling process on its device (fakegpu_touch), so a test sees who drove which GPU.
  *
  * The locked clocks are written to the file $PRS_FAKE_NVML_STATE (when set) after every change,
  * atomically (write a temporary file, rename), as one line:
@@ -196,6 +202,45 @@ EXPORT int nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
     return NVML_ERROR_NOT_FOUND;
 }
 
+/* 1 when s is a fake device's PCI bus id ("%x:%x:%x.%x", domain 0, bus 0x10 + i, device 0,
+ * function 0), with i in *index. */
+static int parse_bus_id(const char *s, int *index)
+{
+    unsigned dom, bus, dev, fn;
+    int used = 0;
+    if (sscanf(s, "%x:%x:%x.%x%n", &dom, &bus, &dev, &fn, &used) != 4 || s[used] != '\0') return 0;
+    if (dom != 0 || dev != 0 || fn != 0 || bus < 0x10) return 0;
+    *index = (int)bus - 0x10;
+    return 1;
+}
+
+EXPORT int nvmlDeviceGetHandleByPciBusId_v2(const char *bus_id, nvmlDevice_t *device)
+{
+    if (init_count <= 0) return NVML_ERROR_UNINITIALIZED;
+    if (!bus_id || !device) return NVML_ERROR_INVALID_ARGUMENT;
+    int index;
+    if (!parse_bus_id(bus_id, &index) || index >= device_count) return NVML_ERROR_NOT_FOUND;
+    return handle_at((unsigned)index, device);
+}
+
+/* MIG mode: on for the indices listed in $PRS_FAKE_NVML_MIG. */
+EXPORT int nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned *current, unsigned *pending)
+{
+    int r = check_dev(d);
+    if (r) return r;
+    if (!current || !pending) return NVML_ERROR_INVALID_ARGUMENT;
+    const char *v = getenv("PRS_FAKE_NVML_MIG");
+    int on = 0, index = fakegpu_index(d->dev);
+    while (v && *v && !on) {
+        char *end;
+        long i = strtol(v, &end, 10);
+        on = end != v && i == index;
+        v = *end == ',' ? end + 1 : NULL;
+    }
+    *current = *pending = (unsigned)on;
+    return NVML_SUCCESS;
+}
+
 EXPORT int nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned length)
 {
     int r = check_dev(d);
@@ -254,6 +299,7 @@ EXPORT int nvmlDeviceSetGpuLockedClocks(nvmlDevice_t d, unsigned min_mhz, unsign
     const char *ignore = getenv("PRS_FAKE_NVML_IGNORE_LOCK");
     if (ignore && *ignore && strcmp(ignore, "0") != 0) return NVML_SUCCESS;
     fakegpu_set_locked(d->dev, min_mhz, max_mhz);
+    fakegpu_touch(d->dev, FAKEGPU_LOCK);
     sets++;
     write_state(d);
     return NVML_SUCCESS;
@@ -265,6 +311,7 @@ EXPORT int nvmlDeviceResetGpuLockedClocks(nvmlDevice_t d)
     if (r) return r;
     if (getenv("PRS_FAKE_NVML_DENY")) return NVML_ERROR_NO_PERMISSION;
     fakegpu_set_locked(d->dev, 0, 0);
+    fakegpu_touch(d->dev, FAKEGPU_RESET);
     resets++;
     write_state(d);
     return NVML_SUCCESS;
@@ -276,6 +323,7 @@ EXPORT int nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t d, unsigned long lon
     if (r) return r;
     if (no_energy) return NVML_ERROR_NOT_SUPPORTED;
     if (!energy_mj) return NVML_ERROR_INVALID_ARGUMENT;
+    fakegpu_touch(d->dev, FAKEGPU_ENERGY);
     *energy_mj = (unsigned long long)(fakegpu_energy_j(d->dev) * 1000.0);
     return NVML_SUCCESS;
 }
@@ -285,6 +333,7 @@ EXPORT int nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned *power_mw)
     int r = check_dev(d);
     if (r) return r;
     if (!power_mw) return NVML_ERROR_INVALID_ARGUMENT;
+    fakegpu_touch(d->dev, FAKEGPU_POWER);
     *power_mw = (unsigned)(1000.0 * fakegpu_power_w(d->dev));
     return NVML_SUCCESS;
 }
