@@ -86,8 +86,7 @@ static int default_gpu_spec(prs_client *c, prs_stream *stream, prs_error *err)
     if (stream && prs_stream_device_uuid(stream, uuid, sizeof uuid) == 0)
         snprintf(c->gpu_spec, sizeof c->gpu_spec, "nvml:uuid=%s", uuid);
     else
-        rc = prs_gpu_rank_device_at(-1, c->opts.cuda_library, c->gpu_spec, sizeof c->gpu_spec,
-                                    err);
+        rc = prs_gpu_rank_device_at(-1, c->opts.cuda_library, c->gpu_spec, sizeof c->gpu_spec, err);
     if (!rc && gpud) memcpy(c->gpu_spec, "gpud", 4); /* "nvml:uuid=..." -> "gpud:uuid=..." */
     return rc;
 }
