@@ -314,8 +314,8 @@ static void test_device_uuid(void **state)
     assert_int_equal(cu.launch_work(f.cs, 0.010, 1.0, 0), CUDA_SUCCESS);
     assert_int_equal(prs_event_record(f.s, b), 0);
     assert_int_equal(prs_event_wait(f.s, b), 0);
-    assert_true(fabs(elapsed(f.s, a, b) - 0.020) <
-                2e-4); /* the launch may trail the record by host time */
+    /* The launch may trail the record by host time. */
+    assert_true(fabs(elapsed(f.s, a, b) - 0.020) < 2e-4);
     assert_int_equal(prs_gpu_reset_clock(g), 0);
     prs_gpu_close(g);
     assert_int_equal(prs_gpu_open("nvml:GPU-00000000-0000-0000-0000-000000000000", &g, &e),
