@@ -377,6 +377,7 @@ static void process_lines(gpud *d, gpud_conn *c)
         handle_line(d, c, line, len, later_set(c->in + pos, c->nin - pos));
     }
     if (c->closing || c->dead) pos = c->nin;
+    if (pos == 0) return;
     memmove(c->in, c->in + pos, c->nin - pos);
     c->nin -= pos;
 }

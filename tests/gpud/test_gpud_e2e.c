@@ -139,13 +139,23 @@ static int read_line(int fd, char *buf, size_t n)
     return 0;
 }
 
-/* Send req (a line without '\n') and read one reply line. */
-static const char *cmd(int fd, const char *req, char *buf, size_t n)
+/* Send req (a line without '\n') and read one reply line into buf; -1 when either fails. No
+ * cmocka calls: safe in forked children (a failed assertion there would run the rest of the
+ * suite in the child). */
+static int raw_cmd(int fd, const char *req, char *buf, size_t n)
 {
     char line[512];
     int len = snprintf(line, sizeof line, "%s\n", req);
-    assert_int_equal(send(fd, line, (size_t)len, MSG_NOSIGNAL), len);
-    if (read_line(fd, buf, n) != 0) snprintf(buf, n, "(no reply)");
+    if (send(fd, line, (size_t)len, MSG_NOSIGNAL) != len || read_line(fd, buf, n) != 0) {
+        snprintf(buf, n, "(no reply to %s)", req);
+        return -1;
+    }
+    return 0;
+}
+
+static const char *cmd(int fd, const char *req, char *buf, size_t n)
+{
+    raw_cmd(fd, req, buf, n);
     return buf;
 }
 
@@ -156,20 +166,53 @@ static const char *cmd(int fd, const char *req, char *buf, size_t n)
             fail_msg("got '%s', expected '%s...'", g_, want);                                      \
     } while (0)
 
-/* Connect, HELLO, LEASE gpu, SET to mhz: the connection. */
+/* Connect, HELLO, LEASE gpu, SET to mhz: the connection, or -1 with the reply at fault in err.
+ * Child-safe. */
+static int raw_lease_and_set(int gpu, int mhz, char *err, size_t n)
+{
+    char req[64], want[64];
+    int fd = try_connect();
+    if (fd < 0) {
+        snprintf(err, n, "cannot connect to %s", T.sock);
+        return -1;
+    }
+    snprintf(want, sizeof want, "ACK 1 ok %d %d ", mhz, mhz);
+    int ok = raw_cmd(fd, "HELLO 1", err, n) == 0 && strncmp(err, "OK perseus-gpud 1 ", 18) == 0;
+    snprintf(req, sizeof req, "LEASE %d", gpu);
+    ok = ok && raw_cmd(fd, req, err, n) == 0 && strncmp(err, "OK GPU-", 7) == 0;
+    snprintf(req, sizeof req, "SET 1 %d", mhz);
+    ok = ok && raw_cmd(fd, req, err, n) == 0 && strncmp(err, want, strlen(want)) == 0;
+    if (ok) return fd;
+    close(fd);
+    return -1;
+}
+
 static int lease_and_set(int gpu, int mhz)
 {
-    char buf[4200], req[64];
-    int fd = try_connect();
-    assert_true(fd >= 0);
-    EXPECT_PREFIX(cmd(fd, "HELLO 1", buf, sizeof buf), "OK perseus-gpud 1 ");
-    snprintf(req, sizeof req, "LEASE %d", gpu);
-    EXPECT_PREFIX(cmd(fd, req, buf, sizeof buf), "OK GPU-");
-    snprintf(req, sizeof req, "SET 1 %d", mhz);
-    char want[64];
-    snprintf(want, sizeof want, "ACK 1 ok %d %d ", mhz, mhz);
-    EXPECT_PREFIX(cmd(fd, req, buf, sizeof buf), want);
+    char err[512];
+    int fd = raw_lease_and_set(gpu, mhz, err, sizeof err);
+    if (fd < 0) fail_msg("lease of GPU %d at %d MHz failed: %s", gpu, mhz, err);
     return fd;
+}
+
+/* In a child: tell the parent on fd that the lease is set ("r"), or why not; exit on failure. */
+static void child_lease(int gpu, int fd)
+{
+    char msg[600] = "r";
+    if (raw_lease_and_set(gpu, T.low, msg + 1, sizeof msg - 1) >= 0)
+        msg[1] = '\0';
+    else
+        msg[0] = 'f';
+    if (write(fd, msg, strlen(msg)) < 0 || msg[0] != 'r') _exit(1);
+}
+
+/* In the parent: the child's report from child_lease. */
+static void parent_wait_lease(int fd)
+{
+    char msg[600] = "";
+    ssize_t got = read(fd, msg, sizeof msg - 1);
+    msg[got > 0 ? got : 0] = '\0';
+    if (msg[0] != 'r') fail_msg("child could not lease: %s", msg[0] ? msg + 1 : "(no word)");
 }
 
 static int setup(void **state)
@@ -201,9 +244,27 @@ static int setup(void **state)
     return 0;
 }
 
+/* 0 when the daemon's log has no sanitizer report. */
+static int log_clean(void)
+{
+    FILE *f = fopen(T.log, "r");
+    if (!f) return 0;
+    char line[1024];
+    int bad = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, "runtime error") || strstr(line, "Sanitizer")) {
+            fprintf(stderr, "perseus-gpud log: %s", line);
+            bad = 1;
+        }
+    fclose(f);
+    return bad ? -1 : 0;
+}
+
 static int teardown(void **state)
 {
-    if (T.daemon > 0) stop_daemon(SIGTERM);
+    int rc = 0;
+    if (T.daemon > 0 && stop_daemon(SIGTERM) != 0) rc = -1;
+    if (T.dir[0] && log_clean() != 0) rc = -1;
     for (int i = 0; i < 2; i++)
         prs_gpu_close(T.gpu[i]);
     if (T.dir[0] && getenv("PRS_KEEP_TMP") == NULL) {
@@ -211,7 +272,7 @@ static int teardown(void **state)
         snprintf(cmdline, sizeof cmdline, "rm -rf '%s'", T.dir);
         if (system(cmdline) != 0) return -1;
     }
-    return 0;
+    return rc;
 }
 
 #define NEED_DAEMON()                                                                              \
@@ -269,16 +330,17 @@ static pid_t leaseholder(int group)
     if (pid == 0) {
         close(p[0]);
         if (group) setpgid(0, 0);
-        if (group && fork() != 0) pause(); /* the group leader waits too */
-        int fd = lease_and_set(0, T.low);
-        (void)fd;
-        if (write(p[1], "r", 1) != 1) _exit(1);
+        if (group && fork() != 0) {
+            close(p[1]);
+            for (;;) /* the group leader waits too */
+                pause();
+        }
+        child_lease(0, p[1]);
         for (;;)
             pause();
     }
     close(p[1]);
-    char ch;
-    assert_int_equal(read(p[0], &ch, 1), 1);
+    parent_wait_lease(p[0]);
     close(p[0]);
     return pid;
 }
@@ -319,8 +381,8 @@ static void test_forked_child_keeps_socket(void **state)
     assert_true(pid >= 0);
     if (pid == 0) {
         close(go[1]);
-        int fd = lease_and_set(0, T.low);
-        (void)fd;
+        char err[512];
+        if (raw_lease_and_set(0, T.low, err, sizeof err) < 0) _exit(1);
         pid_t worker = fork(); /* like a data-loader worker: inherits the socket */
         if (worker == 0) {
             for (;;)
@@ -339,6 +401,10 @@ static void test_forked_child_keeps_socket(void **state)
     assert_true(read(p[0], msg, sizeof msg - 1) > 0);
     close(p[0]);
     pid_t worker = (pid_t)atol(msg);
+    if (worker <= 1) {
+        waitpid(pid, NULL, 0);
+        fail_msg("the leaseholder child failed before forking its worker");
+    }
     assert_int_equal(gpu_clock(0), T.low);
     double t0 = mono_s();
     assert_int_equal(write(go[1], "x", 1), 1);
@@ -415,8 +481,9 @@ static void lease_as_nobody(char *buf, size_t n)
             int fd = try_connect();
             if (fd < 0)
                 snprintf(reply, sizeof reply, "(connect failed: %s)", strerror(errno));
-            else if (strncmp(cmd(fd, "HELLO 1", reply, sizeof reply), "OK", 2) == 0)
-                cmd(fd, "LEASE 0", reply, sizeof reply);
+            else if (raw_cmd(fd, "HELLO 1", reply, sizeof reply) == 0 &&
+                     strncmp(reply, "OK", 2) == 0)
+                raw_cmd(fd, "LEASE 0", reply, sizeof reply);
         }
         if (write(p[1], reply, strlen(reply)) < 0) _exit(1);
         _exit(0);
