@@ -576,6 +576,45 @@ static void test_ignore_lock(void **state)
     T.daemon = start_daemon(NULL);
 }
 
+/* Private mode: the daemon serves one end of a socketpair for GPU 1 with no config, outside our
+ * session, and exits 0 after resetting when the other end closes. */
+static void test_private_mode(void **state)
+{
+    NEED_DAEMON();
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(sv[0]);
+        int fd = open(T.log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) dup2(fd, 2);
+        char fdarg[16];
+        snprintf(fdarg, sizeof fdarg, "%d", sv[1]);
+        execl(T.bin, T.bin, "--private-fd", fdarg, "--gpu", "nvml:1", "--nvml-library", T.lib,
+              (char *)NULL);
+        _exit(127);
+    }
+    close(sv[1]);
+    char buf[512], req[64], want[64];
+    EXPECT_PREFIX(cmd(sv[0], "HELLO 1", buf, sizeof buf), "OK perseus-gpud 1 ");
+    EXPECT_PREFIX(cmd(sv[0], "LEASE 0", buf, sizeof buf), "ERR nogpu");
+    EXPECT_PREFIX(cmd(sv[0], "LEASE 1", buf, sizeof buf), "OK GPU-");
+    snprintf(req, sizeof req, "SET 1 %d", T.low);
+    snprintf(want, sizeof want, "ACK 1 ok %d %d ", T.low, T.low);
+    EXPECT_PREFIX(cmd(sv[0], req, buf, sizeof buf), want);
+    assert_int_equal(gpu_clock(1), T.low);
+    assert_int_not_equal(getsid(pid), getsid(0)); /* its own session */
+    double t0 = mono_s();
+    close(sv[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_int_equal(gpu_clock(1), 1410);
+    print_message("private mode: reset and exit 0 in %.2f ms after the socket closed\n",
+                  (mono_s() - t0) * 1e3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -589,6 +628,7 @@ int main(void)
         cmocka_unit_test(test_denied),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_ignore_lock),
+        cmocka_unit_test(test_private_mode),
     };
     return prs_test_result(cmocka_run_group_tests(tests, setup, teardown));
 }
