@@ -6,8 +6,8 @@
  * lease. The state machine knows nothing of sockets: the server (or a test, or the fuzzer) feeds
  * it whatever bytes arrived and sends what it appended to c->out.
  *
- * Coalescing: a SET followed, among the bytes already received, by another SET is not applied
- * ("superseded"), so a burst of clock changes costs one NVML call. */
+ * Coalescing: a SET whose next request, already received, is another SET is not applied
+ * ("superseded"), so a burst of clock changes costs one NVML call: the last one. */
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -351,17 +351,11 @@ static void handle_line(gpud *d, gpud_conn *c, char *line, size_t len, int later
     gpud_conn_fail(d, c, "proto", msg);
 }
 
-/* 1 when a complete SET line waits in buf[0..n). */
+/* 1 when the next request, already received in buf[0..n), is a SET (a burst of SETs). */
 static int later_set(const char *buf, size_t n)
 {
-    while (n > 0) {
-        const char *nl = memchr(buf, '\n', n);
-        if (!nl) return 0;
-        if (nl - buf >= 4 && memcmp(buf, "SET ", 4) == 0) return 1;
-        n -= (size_t)(nl + 1 - buf);
-        buf = nl + 1;
-    }
-    return 0;
+    const char *nl = memchr(buf, '\n', n);
+    return nl && nl - buf >= 4 && memcmp(buf, "SET ", 4) == 0;
 }
 
 static void process_lines(gpud *d, gpud_conn *c)
@@ -383,6 +377,7 @@ static void process_lines(gpud *d, gpud_conn *c)
         handle_line(d, c, line, len, later_set(c->in + pos, c->nin - pos));
     }
     if (c->closing || c->dead) pos = c->nin;
+    if (pos == 0) return;
     memmove(c->in, c->in + pos, c->nin - pos);
     c->nin -= pos;
 }

@@ -149,6 +149,7 @@ static int flush_out(gpud_conn *c)
         if (w <= 0) return -1;
         done += (size_t)w;
     }
+    if (done == 0) return 0;
     memmove(c->out, c->out + done, c->nout - done);
     c->nout -= done;
     return 0;

@@ -57,9 +57,11 @@ typedef struct nvmlDevice_st {
 
 static struct nvmlDevice_st devices[FAKEGPU_MAX_DEVICES];
 static int init_count, device_count, no_energy;
-static char device_dir[512];                     /* $PRS_FAKE_GPU_DIR of the devices */
-static long sets, resets;                        /* calls made by this process */
-static unsigned mem_locked[FAKEGPU_MAX_DEVICES]; /* memory clock lock per index, 0: default */
+static char device_dir[512]; /* $PRS_FAKE_GPU_DIR of the devices */
+static long sets, resets;    /* calls made by this process */
+
+/* The memory clock lock of each device index in this process (0: default). */
+static unsigned mem_locked[FAKEGPU_MAX_DEVICES];
 
 static int mem_state(const struct nvmlDevice_st *d, char *buf, size_t n);
 

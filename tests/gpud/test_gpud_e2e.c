@@ -1,0 +1,634 @@
+/* perseus-gpud end to end: the real binary ($PRS_BIN_DIR/perseus-gpud) on a temporary socket and
+ * state directory, over the fake NVML ($PRS_FAKE_NVML, two devices shared through files), run
+ * without PRS_FAKE_NVML_DENY (the daemon is the privileged process). This process reads the
+ * clocks in effect through the same fake devices. Checks the protocol, every way a lease ends
+ * (client SIGKILL, process-group SIGKILL, a leaseholder whose forked child keeps the socket,
+ * daemon SIGKILL and restart, SIGTERM), busy and denied leases, malformed input, and a GPU that
+ * ignores the lock; prints the measured times to reset. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "skips.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <grp.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "perseus/gpu.h"
+
+static struct {
+    char dir[256], sock[300], state[300], conf[300], log[300], bin[512];
+    const char *lib;
+    pid_t daemon;
+    prs_gpu *gpu[2];
+    int low; /* a supported clock below f_max */
+} T;
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+static int gpu_clock(int i)
+{
+    int f = -1;
+    assert_int_equal(prs_gpu_sm_clock_now(T.gpu[i], &f), 0);
+    return f;
+}
+
+/* Seconds until GPU i runs at mhz (at most 5 s), or -1. */
+static double wait_clock(int i, int mhz, double t0)
+{
+    while (mono_s() - t0 < 5) {
+        if (gpu_clock(i) == mhz) return mono_s() - t0;
+        nap_ms(1);
+    }
+    return -1;
+}
+
+static int try_connect(void)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(T.sock) >= sizeof sa.sun_path) fail_msg("socket path too long: %s", T.sock);
+    memcpy(sa.sun_path, T.sock, strlen(T.sock) + 1);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) return fd;
+    if (fd >= 0) close(fd);
+    return -1;
+}
+
+static void write_config(const char *text)
+{
+    FILE *f = fopen(T.conf, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Start the daemon (extra: an environment assignment for it, or NULL); wait for its socket. */
+static pid_t start_daemon(const char *extra)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(T.log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) dup2(fd, 2);
+        if (extra) putenv((char *)extra);
+        execl(T.bin, T.bin, "--socket", T.sock, "--state-dir", T.state, "--config", T.conf,
+              "--nvml-library", T.lib, "--log-level", "debug", (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 500; i++) {
+        int fd = try_connect();
+        if (fd >= 0) {
+            close(fd);
+            return pid;
+        }
+        nap_ms(10);
+    }
+    fail_msg("perseus-gpud did not start (log: %s)", T.log);
+    return -1;
+}
+
+/* Signal the daemon and wait for it; its exit status (128 + signal when killed). */
+static int stop_daemon(int sig)
+{
+    kill(T.daemon, sig);
+    int st = 0;
+    waitpid(T.daemon, &st, 0);
+    T.daemon = 0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* One reply line into buf (without '\n'); -1 on EOF or after 5 s. */
+static int read_line(int fd, char *buf, size_t n)
+{
+    size_t len = 0;
+    while (len + 1 < n) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 5000) <= 0) return -1;
+        char ch;
+        if (read(fd, &ch, 1) != 1) return -1;
+        if (ch == '\n') break;
+        buf[len++] = ch;
+    }
+    buf[len] = '\0';
+    return 0;
+}
+
+/* Send req (a line without '\n') and read one reply line into buf; -1 when either fails. No
+ * cmocka calls: safe in forked children (a failed assertion there would run the rest of the
+ * suite in the child). */
+static int raw_cmd(int fd, const char *req, char *buf, size_t n)
+{
+    char line[512];
+    int len = snprintf(line, sizeof line, "%s\n", req);
+    if (send(fd, line, (size_t)len, MSG_NOSIGNAL) != len || read_line(fd, buf, n) != 0) {
+        snprintf(buf, n, "(no reply to %s)", req);
+        return -1;
+    }
+    return 0;
+}
+
+static const char *cmd(int fd, const char *req, char *buf, size_t n)
+{
+    raw_cmd(fd, req, buf, n);
+    return buf;
+}
+
+#define EXPECT_PREFIX(got, want)                                                                   \
+    do {                                                                                           \
+        const char *g_ = (got);                                                                    \
+        if (strncmp(g_, want, strlen(want)) != 0)                                                  \
+            fail_msg("got '%s', expected '%s...'", g_, want);                                      \
+    } while (0)
+
+/* Connect, HELLO, LEASE gpu, SET to mhz: the connection, or -1 with the reply at fault in err.
+ * Child-safe. */
+static int raw_lease_and_set(int gpu, int mhz, char *err, size_t n)
+{
+    char req[64], want[64];
+    int fd = try_connect();
+    if (fd < 0) {
+        snprintf(err, n, "cannot connect to %s", T.sock);
+        return -1;
+    }
+    snprintf(want, sizeof want, "ACK 1 ok %d %d ", mhz, mhz);
+    int ok = raw_cmd(fd, "HELLO 1", err, n) == 0 && strncmp(err, "OK perseus-gpud 1 ", 18) == 0;
+    snprintf(req, sizeof req, "LEASE %d", gpu);
+    ok = ok && raw_cmd(fd, req, err, n) == 0 && strncmp(err, "OK GPU-", 7) == 0;
+    snprintf(req, sizeof req, "SET 1 %d", mhz);
+    ok = ok && raw_cmd(fd, req, err, n) == 0 && strncmp(err, want, strlen(want)) == 0;
+    if (ok) return fd;
+    close(fd);
+    return -1;
+}
+
+static int lease_and_set(int gpu, int mhz)
+{
+    char err[512];
+    int fd = raw_lease_and_set(gpu, mhz, err, sizeof err);
+    if (fd < 0) fail_msg("lease of GPU %d at %d MHz failed: %s", gpu, mhz, err);
+    return fd;
+}
+
+/* In a child: tell the parent on fd that the lease is set ("r"), or why not; exit on failure. */
+static void child_lease(int gpu, int fd)
+{
+    char msg[600] = "r";
+    if (raw_lease_and_set(gpu, T.low, msg + 1, sizeof msg - 1) >= 0)
+        msg[1] = '\0';
+    else
+        msg[0] = 'f';
+    if (write(fd, msg, strlen(msg)) < 0 || msg[0] != 'r') _exit(1);
+}
+
+/* In the parent: the child's report from child_lease. */
+static void parent_wait_lease(int fd)
+{
+    char msg[600] = "";
+    ssize_t got = read(fd, msg, sizeof msg - 1);
+    msg[got > 0 ? got : 0] = '\0';
+    if (msg[0] != 'r') fail_msg("child could not lease: %s", msg[0] ? msg + 1 : "(no word)");
+}
+
+static int setup(void **state)
+{
+    T.lib = getenv("PRS_FAKE_NVML");
+    const char *bin = getenv("PRS_BIN_DIR");
+    if (!T.lib || !*T.lib || !bin) return 0;
+    snprintf(T.bin, sizeof T.bin, "%s/perseus-gpud", bin);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(T.dir, sizeof T.dir, "%s/prs-gpud-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(T.dir)) return -1;
+    chmod(T.dir, 0755); /* the unprivileged client of test_denied reaches the socket */
+    snprintf(T.sock, sizeof T.sock, "%s/run/gpud.sock", T.dir);
+    snprintf(T.state, sizeof T.state, "%s/state", T.dir);
+    snprintf(T.conf, sizeof T.conf, "%s/gpud.conf", T.dir);
+    snprintf(T.log, sizeof T.log, "%s/gpud.log", T.dir);
+    setenv("PRS_FAKE_GPU_DIR", T.dir, 1);
+    setenv("PRS_FAKE_GPU_COUNT", "2", 1);
+    unsetenv("PRS_FAKE_NVML_DENY");
+    unsetenv("PRS_FAKE_NVML_IGNORE_LOCK");
+    prs_error e;
+    for (int i = 0; i < 2; i++)
+        if (prs_gpu_open_nvml((unsigned)i, T.lib, &T.gpu[i], &e)) return -1;
+    int clocks[8], n;
+    if (prs_gpu_clocks(T.gpu[0], clocks, 8, &n) || n < 8) return -1;
+    T.low = clocks[5];
+    write_config("# e2e\nallow uid 12345 all\n");
+    T.daemon = start_daemon(NULL);
+    return 0;
+}
+
+/* 0 when the daemon's log has no sanitizer report. */
+static int log_clean(void)
+{
+    FILE *f = fopen(T.log, "r");
+    if (!f) return 0;
+    char line[1024];
+    int bad = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, "runtime error") || strstr(line, "Sanitizer")) {
+            fprintf(stderr, "perseus-gpud log: %s", line);
+            bad = 1;
+        }
+    fclose(f);
+    return bad ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+    int rc = 0;
+    if (T.daemon > 0 && stop_daemon(SIGTERM) != 0) rc = -1;
+    if (T.dir[0] && log_clean() != 0) rc = -1;
+    for (int i = 0; i < 2; i++)
+        prs_gpu_close(T.gpu[i]);
+    if (T.dir[0] && getenv("PRS_KEEP_TMP") == NULL) {
+        char cmdline[400];
+        snprintf(cmdline, sizeof cmdline, "rm -rf '%s'", T.dir);
+        if (system(cmdline) != 0) return -1;
+    }
+    return rc;
+}
+
+#define NEED_DAEMON()                                                                              \
+    do {                                                                                           \
+        if (!T.gpu[0]) {                                                                           \
+            prs_skip_case("no fake NVML ($PRS_FAKE_NVML) or $PRS_BIN_DIR");                        \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+
+static void test_protocol(void **state)
+{
+    NEED_DAEMON();
+    char buf[4200], req[64];
+    int fd = try_connect();
+    assert_true(fd >= 0);
+    EXPECT_PREFIX(cmd(fd, "HELLO 1", buf, sizeof buf), "OK perseus-gpud 1 ");
+    EXPECT_PREFIX(cmd(fd, "LIST", buf, sizeof buf), "GPU 0 GPU-");
+    assert_non_null(strstr(buf, " 00000000:10:00.0 1410 0 "));
+    EXPECT_PREFIX((read_line(fd, buf, sizeof buf), buf), "GPU 1 GPU-");
+    assert_non_null(strstr(buf, " 00000000:11:00.0 "));
+    EXPECT_PREFIX((read_line(fd, buf, sizeof buf), buf), "OK 2");
+    EXPECT_PREFIX(cmd(fd, "CLOCKS", buf, sizeof buf), "ERR state no lease");
+    EXPECT_PREFIX(cmd(fd, "LEASE 0", buf, sizeof buf), "OK GPU-");
+    assert_non_null(strstr(buf, " 81 1410"));
+    EXPECT_PREFIX(cmd(fd, "CLOCKS", buf, sizeof buf), "OK 1410 1395 ");
+    snprintf(req, sizeof req, "SET 1 %d", T.low);
+    char want[64];
+    snprintf(want, sizeof want, "ACK 1 ok %d %d ", T.low, T.low);
+    EXPECT_PREFIX(cmd(fd, req, buf, sizeof buf), want);
+    long long apply_ns = atoll(strrchr(buf, ' ') + 1);
+    print_message("SET applied in %.3f ms (daemon-side, request to NVML return)\n", apply_ns / 1e6);
+    assert_int_equal(gpu_clock(0), T.low);
+    snprintf(want, sizeof want, "ACK 2 same %d - ", T.low);
+    snprintf(req, sizeof req, "SET 2 %d", T.low);
+    EXPECT_PREFIX(cmd(fd, req, buf, sizeof buf), want);
+    EXPECT_PREFIX(cmd(fd, "READ", buf, sizeof buf), "OK ");
+    snprintf(want, sizeof want, " %d %d", T.low, T.low);
+    assert_non_null(strstr(buf, want));
+    EXPECT_PREFIX(cmd(fd, "RELEASE", buf, sizeof buf), "OK");
+    assert_int_equal(gpu_clock(0), 1410);
+    EXPECT_PREFIX(cmd(fd, "LEASE 1", buf, sizeof buf), "OK GPU-");
+    close(fd);
+    assert_true(wait_clock(1, 1410, mono_s()) >= 0);
+}
+
+/* A child that leases gpu 0 at T.low, says so on the pipe, and waits to be killed. With group,
+ * it first makes its own process group, and the lease is held by a grandchild in it. */
+static pid_t leaseholder(int group)
+{
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        if (group) setpgid(0, 0);
+        if (group && fork() != 0) {
+            close(p[1]);
+            for (;;) /* the group leader waits too */
+                pause();
+        }
+        child_lease(0, p[1]);
+        for (;;)
+            pause();
+    }
+    close(p[1]);
+    parent_wait_lease(p[0]);
+    close(p[0]);
+    return pid;
+}
+
+static void test_client_sigkill(void **state)
+{
+    NEED_DAEMON();
+    pid_t pid = leaseholder(0);
+    assert_int_equal(gpu_clock(0), T.low);
+    double t0 = mono_s();
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    double dt = wait_clock(0, 1410, t0);
+    assert_true(dt >= 0);
+    print_message("reset after the leaseholder was SIGKILLed: %.2f ms\n", dt * 1e3);
+}
+
+static void test_group_sigkill(void **state)
+{
+    NEED_DAEMON();
+    pid_t pid = leaseholder(1);
+    assert_int_equal(gpu_clock(0), T.low);
+    double t0 = mono_s();
+    kill(-pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    double dt = wait_clock(0, 1410, t0);
+    assert_true(dt >= 0);
+    print_message("reset after the trainer's process group was SIGKILLed: %.2f ms\n", dt * 1e3);
+}
+
+static void test_forked_child_keeps_socket(void **state)
+{
+    NEED_DAEMON();
+    int p[2], go[2];
+    assert_int_equal(pipe(p), 0);
+    assert_int_equal(pipe(go), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(go[1]);
+        char err[512];
+        if (raw_lease_and_set(0, T.low, err, sizeof err) < 0) _exit(1);
+        pid_t worker = fork(); /* like a data-loader worker: inherits the socket */
+        if (worker == 0) {
+            for (;;)
+                pause();
+        }
+        char msg[32];
+        int n = snprintf(msg, sizeof msg, "%ld\n", (long)worker);
+        if (write(p[1], msg, (size_t)n) != n) _exit(1);
+        char ch;
+        if (read(go[0], &ch, 1) != 1) _exit(1);
+        _exit(0); /* the leaseholder dies; the worker still holds the socket */
+    }
+    close(p[1]);
+    close(go[0]);
+    char msg[32] = "";
+    assert_true(read(p[0], msg, sizeof msg - 1) > 0);
+    close(p[0]);
+    pid_t worker = (pid_t)atol(msg);
+    if (worker <= 1) {
+        waitpid(pid, NULL, 0);
+        fail_msg("the leaseholder child failed before forking its worker");
+    }
+    assert_int_equal(gpu_clock(0), T.low);
+    double t0 = mono_s();
+    assert_int_equal(write(go[1], "x", 1), 1);
+    close(go[1]);
+    waitpid(pid, NULL, 0);
+    double dt = wait_clock(0, 1410, t0);
+    kill(worker, SIGKILL);
+    assert_true(dt >= 0);
+    print_message("reset after the leaseholder exited, its forked worker still holding the "
+                  "socket: %.2f ms\n",
+                  dt * 1e3);
+}
+
+static void test_daemon_sigkill_restart(void **state)
+{
+    NEED_DAEMON();
+    int fd = lease_and_set(1, T.low);
+    assert_int_equal(stop_daemon(SIGKILL), 128 + SIGKILL);
+    assert_int_equal(gpu_clock(1), T.low); /* nobody reset it */
+    close(fd);
+    double t0 = mono_s();
+    T.daemon = start_daemon(NULL);
+    double dt = wait_clock(1, 1410, t0);
+    assert_true(dt >= 0);
+    print_message("daemon SIGKILLed holding a lease: restarted and reset in %.2f ms\n", dt * 1e3);
+    char path[400], buf[256] = "x";
+    snprintf(path, sizeof path, "%s/leases", T.state);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    assert_null(fgets(buf, sizeof buf, f)); /* empty again */
+    fclose(f);
+}
+
+static void test_sigterm(void **state)
+{
+    NEED_DAEMON();
+    int fd = lease_and_set(0, T.low);
+    double t0 = mono_s();
+    assert_int_equal(stop_daemon(SIGTERM), 0);
+    print_message("SIGTERM: daemon reset and exited in %.2f ms\n", (mono_s() - t0) * 1e3);
+    assert_int_equal(gpu_clock(0), 1410);
+    struct stat st;
+    assert_int_not_equal(stat(T.sock, &st), 0); /* socket removed */
+    close(fd);
+    T.daemon = start_daemon(NULL);
+}
+
+static void test_busy(void **state)
+{
+    NEED_DAEMON();
+    char buf[512];
+    int a = lease_and_set(0, T.low);
+    int b = try_connect();
+    EXPECT_PREFIX(cmd(b, "HELLO 1", buf, sizeof buf), "OK ");
+    EXPECT_PREFIX(cmd(b, "LEASE 0", buf, sizeof buf), "ERR busy GPU-");
+    assert_non_null(strstr(buf, "is leased by pid"));
+    close(a);
+    assert_true(wait_clock(0, 1410, mono_s()) >= 0);
+    EXPECT_PREFIX(cmd(b, "LEASE 0", buf, sizeof buf), "OK GPU-");
+    close(b);
+}
+
+/* In a child running as uid/gid 65534: HELLO and LEASE 0; the reply line into buf. */
+static void lease_as_nobody(char *buf, size_t n)
+{
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        char reply[1024] = "(setuid failed)";
+        if (setgroups(0, NULL) == 0 && setgid(65534) == 0 && setuid(65534) == 0) {
+            int fd = try_connect();
+            if (fd < 0)
+                snprintf(reply, sizeof reply, "(connect failed: %s)", strerror(errno));
+            else if (raw_cmd(fd, "HELLO 1", reply, sizeof reply) == 0 &&
+                     strncmp(reply, "OK", 2) == 0)
+                raw_cmd(fd, "LEASE 0", reply, sizeof reply);
+        }
+        if (write(p[1], reply, strlen(reply)) < 0) _exit(1);
+        _exit(0);
+    }
+    close(p[1]);
+    ssize_t got = read(p[0], buf, n - 1);
+    buf[got > 0 ? got : 0] = '\0';
+    close(p[0]);
+    waitpid(pid, NULL, 0);
+}
+
+static void test_denied(void **state)
+{
+    NEED_DAEMON();
+    if (geteuid() != 0) {
+        prs_skip_case("needs root to run a client as uid 65534");
+        return;
+    }
+    char buf[1024];
+    lease_as_nobody(buf, sizeof buf);
+    EXPECT_PREFIX(buf, "ERR denied uid 65534 may not lease GPU-");
+    assert_non_null(strstr(buf, T.conf));
+    write_config("allow uid 65534 all\n");
+    kill(T.daemon, SIGHUP);
+    nap_ms(200);
+    lease_as_nobody(buf, sizeof buf);
+    EXPECT_PREFIX(buf, "OK GPU-");
+    write_config("# e2e\nallow uid 12345 all\n");
+    kill(T.daemon, SIGHUP);
+    nap_ms(200);
+}
+
+/* Send raw bytes and expect the daemon to close the connection after a last reply starting with
+ * want. */
+static void expect_dropped(const char *bytes, size_t n, const char *want)
+{
+    char buf[512], last[512] = "(none)";
+    int fd = try_connect();
+    assert_true(fd >= 0);
+    assert_int_equal(send(fd, bytes, n, MSG_NOSIGNAL), (ssize_t)n);
+    int lines = 0;
+    while (lines < 10 && read_line(fd, buf, sizeof buf) == 0) {
+        snprintf(last, sizeof last, "%s", buf);
+        lines++;
+    }
+    assert_true(lines < 10); /* closed by the daemon */
+    EXPECT_PREFIX(last, want);
+    close(fd);
+}
+
+static void test_malformed(void **state)
+{
+    NEED_DAEMON();
+    char buf[512];
+    int ok = try_connect(); /* a well-behaved client, served throughout */
+    EXPECT_PREFIX(cmd(ok, "HELLO 1", buf, sizeof buf), "OK ");
+    expect_dropped("LIST\n", 5, "ERR proto HELLO 1 must be the first request");
+    expect_dropped("HELLO 1\nGARBAGE here\n", 21, "ERR proto unknown request 'GARBAGE'");
+    expect_dropped("HELLO 7\n", 8, "ERR version");
+    char big[600];
+    memset(big, 'x', sizeof big);
+    expect_dropped(big, sizeof big, "ERR proto request line longer than 255 bytes");
+    expect_dropped("HELLO 1\x01\n", 9, "ERR proto non-printable");
+    /* truncated: a leaseholder whose last request never ends, then EOF */
+    int fd = lease_and_set(0, T.low);
+    assert_int_equal(send(fd, "SET 2 12", 8, MSG_NOSIGNAL), 8);
+    close(fd);
+    assert_true(wait_clock(0, 1410, mono_s()) >= 0);
+    EXPECT_PREFIX(cmd(ok, "LIST", buf, sizeof buf), "GPU 0 ");
+    read_line(ok, buf, sizeof buf);
+    EXPECT_PREFIX((read_line(ok, buf, sizeof buf), buf), "OK 2");
+    close(ok);
+}
+
+static void test_ignore_lock(void **state)
+{
+    NEED_DAEMON();
+    char buf[512], req[64];
+    assert_int_equal(stop_daemon(SIGTERM), 0);
+    T.daemon = start_daemon("PRS_FAKE_NVML_IGNORE_LOCK=1");
+    int fd = try_connect();
+    EXPECT_PREFIX(cmd(fd, "HELLO 1", buf, sizeof buf), "OK ");
+    EXPECT_PREFIX(cmd(fd, "LEASE 0", buf, sizeof buf), "OK ");
+    snprintf(req, sizeof req, "SET 5 %d", T.low);
+    EXPECT_PREFIX(cmd(fd, req, buf, sizeof buf), "ACK 5 mismatch 0 1410 ");
+    print_message("a GPU that ignores the lock: '%s'\n", buf);
+    EXPECT_PREFIX(cmd(fd, "READ", buf, sizeof buf), "OK ");
+    close(fd);
+    assert_int_equal(stop_daemon(SIGTERM), 0);
+    T.daemon = start_daemon(NULL);
+}
+
+/* Private mode: the daemon serves one end of a socketpair for GPU 1 with no config, outside our
+ * session, and exits 0 after resetting when the other end closes. */
+static void test_private_mode(void **state)
+{
+    NEED_DAEMON();
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(sv[0]);
+        int fd = open(T.log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) dup2(fd, 2);
+        char fdarg[16];
+        snprintf(fdarg, sizeof fdarg, "%d", sv[1]);
+        execl(T.bin, T.bin, "--private-fd", fdarg, "--gpu", "nvml:1", "--nvml-library", T.lib,
+              (char *)NULL);
+        _exit(127);
+    }
+    close(sv[1]);
+    char buf[512], req[64], want[64];
+    EXPECT_PREFIX(cmd(sv[0], "HELLO 1", buf, sizeof buf), "OK perseus-gpud 1 ");
+    EXPECT_PREFIX(cmd(sv[0], "LEASE 0", buf, sizeof buf), "ERR nogpu");
+    EXPECT_PREFIX(cmd(sv[0], "LEASE 1", buf, sizeof buf), "OK GPU-");
+    snprintf(req, sizeof req, "SET 1 %d", T.low);
+    snprintf(want, sizeof want, "ACK 1 ok %d %d ", T.low, T.low);
+    EXPECT_PREFIX(cmd(sv[0], req, buf, sizeof buf), want);
+    assert_int_equal(gpu_clock(1), T.low);
+    assert_int_not_equal(getsid(pid), getsid(0)); /* its own session */
+    double t0 = mono_s();
+    close(sv[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_int_equal(gpu_clock(1), 1410);
+    print_message("private mode: reset and exit 0 in %.2f ms after the socket closed\n",
+                  (mono_s() - t0) * 1e3);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_protocol),
+        cmocka_unit_test(test_client_sigkill),
+        cmocka_unit_test(test_group_sigkill),
+        cmocka_unit_test(test_forked_child_keeps_socket),
+        cmocka_unit_test(test_daemon_sigkill_restart),
+        cmocka_unit_test(test_sigterm),
+        cmocka_unit_test(test_busy),
+        cmocka_unit_test(test_denied),
+        cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_ignore_lock),
+        cmocka_unit_test(test_private_mode),
+    };
+    return prs_test_result(cmocka_run_group_tests(tests, setup, teardown));
+}
