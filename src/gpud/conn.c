@@ -279,8 +279,10 @@ static void do_set(gpud *d, gpud_conn *c, char **tok, int later)
     if (!need_lease(c)) return;
     gpud_gpu *u = c->lease;
     if (mhz && !gpud_gpu_supports(u, (int)mhz)) {
-        reply(c, "ERR clock %d MHz is not a supported SM clock of %s (CLOCKS lists them)", (int)mhz,
-              u->uuid);
+        reply(c,
+              "ACK %llu refused %d - 0 -1 %d MHz is not a supported SM clock of %s (CLOCKS lists "
+              "them)",
+              (unsigned long long)seq, u->locked_mhz, (int)mhz, u->uuid);
         return;
     }
     if (later)

@@ -159,7 +159,9 @@ static int flush_out(gpud_conn *c)
 static const char *conn_input(gpud *d, gpud_conn *c)
 {
     char buf[GPUD_IN_MAX];
-    for (int k = 0; k < 16 && !c->closing && !c->dead; k++) {
+    /* At most 16 reads, and none once the answers pile up (GPUD_OUT_HIGH): the client reads them
+     * first. */
+    for (int k = 0; k < 16 && !c->closing && !c->dead && c->nout < GPUD_OUT_HIGH; k++) {
         ssize_t r = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
@@ -294,8 +296,8 @@ static void loop_once(loop *L)
     for (int i = 0; i < nc; i++) {
         gpud_conn *c = snap[i] = d->conns[i];
         conn_at[i] = n;
-        pfd[n++] =
-            (struct pollfd){.fd = c->fd, .events = (short)(POLLIN | (c->nout ? POLLOUT : 0))};
+        short ev = (short)((c->nout < GPUD_OUT_HIGH ? POLLIN : 0) | (c->nout ? POLLOUT : 0));
+        pfd[n++] = (struct pollfd){.fd = c->fd, .events = ev};
         pid_at[i] = c->pidfd >= 0 ? n : -1;
         if (c->pidfd >= 0) pfd[n++] = (struct pollfd){.fd = c->pidfd, .events = POLLIN};
     }

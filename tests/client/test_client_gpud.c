@@ -195,6 +195,58 @@ static void test_daemon_killed_under_client(void **state)
     prs_gpu_close(g);
 }
 
+/* Read from fd until n lines came (or 10 s); returns the lines seen. */
+static long read_lines(int fd, long n)
+{
+    char buf[65536];
+    long lines = 0;
+    double t0 = mono_s();
+    while (lines < n && mono_s() - t0 < 10) {
+        ssize_t r = recv(fd, buf, sizeof buf, 0);
+        if (r <= 0) break;
+        for (ssize_t i = 0; i < r; i++)
+            lines += buf[i] == '\n';
+    }
+    return lines;
+}
+
+/* A client that sends a long burst of requests without reading the answers for a while is
+ * slowed down (the daemon stops reading it), not dropped: every request is answered. */
+static void test_burst_without_reading(void **state)
+{
+    need_daemon();
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    memcpy(a.sun_path, H.sock, strlen(H.sock) + 1);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    const char *hello = "HELLO 1\nLEASE 1\n";
+    assert_int_equal(write(fd, hello, strlen(hello)), (ssize_t)strlen(hello));
+    assert_int_equal(read_lines(fd, 2), 2);
+    enum { N = 60000 };
+    pid_t w = fork(); /* the writer: blocks when the daemon stops reading */
+    assert_true(w >= 0);
+    if (w == 0) {
+        char line[48];
+        for (long i = 1; i <= N; i++) {
+            int n = snprintf(line, sizeof line, "SET %ld %d\n", i, i % 2 ? 1200 : 1290);
+            if (write(fd, line, (size_t)n) != n) _exit(1);
+        }
+        _exit(0);
+    }
+    gpud_nap_ms(300); /* nobody reads the answers meanwhile */
+    long got = read_lines(fd, N);
+    int st = 0;
+    waitpid(w, &st, 0);
+    printf("burst of %d requests, answers read late: %ld answered\n", N, got);
+    assert_int_equal(got, N);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(fd);
+    gpud_nap_ms(50);
+    assert_int_equal(clock_now(1), 1410); /* released */
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_DFL); /* a send into a dead socket must not kill us */
@@ -204,6 +256,7 @@ int main(void)
         cmocka_unit_test(test_client_start_refused),
         cmocka_unit_test(test_gpud_spec_needs_daemon),
         cmocka_unit_test(test_second_trainer_busy),
+        cmocka_unit_test(test_burst_without_reading),
         cmocka_unit_test(test_daemon_killed_under_client),
     };
     return prs_test_result(cmocka_run_group_tests(tests, setup, teardown));

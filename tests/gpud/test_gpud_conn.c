@@ -189,7 +189,7 @@ static void test_errors(void **state)
     EXPECT("SET 9223372036854775807 0\n", "ACK 9223372036854775807 ok 0", 0);
     EXPECT("SET -1 0\n", "ERR proto", 1);
     EXPECT("SET 1 +1200\n", "ERR proto", 1);
-    EXPECT("SET 2 1201\n", "ERR clock 1201 MHz is not a supported", 0);
+    EXPECT("SET 2 1201\n", "ACK 2 refused 1200 - 0 -1 1201 MHz is not a supported", 0);
     EXPECT("SET 2\n", "ERR proto SET takes 2 argument(s)", 1);
     EXPECT("READ  \n", "ERR proto expected words separated by single spaces", 1);
     EXPECT(" READ\n", "ERR proto expected words", 1);
