@@ -235,11 +235,11 @@ static int post_queue(CURL *h, prs_client *c, double deadline)
             json_array_append_new(its, iteration_json(it));
             k++;
         }
-        prs_client_stats cs;
-        prs_client_get_stats(c, &cs);
-        json_t *body = json_pack("{s:i, s:I, s:o, s:I}", "rank", c->opts.rank, "round",
-                                 (json_int_t)round, "iterations", its, "clock_failures",
-                                 (json_int_t)cs.clock_failures);
+        long clock_failures = atomic_load_explicit(&c->clock_failures, memory_order_relaxed) +
+                              prs_clockctl_failures(c->ctl);
+        json_t *body =
+            json_pack("{s:i, s:I, s:o, s:I}", "rank", c->opts.rank, "round", (json_int_t)round,
+                      "iterations", its, "clock_failures", (json_int_t)clock_failures);
         char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
         json_decref(body);
         if (!text) return 0;

@@ -24,16 +24,6 @@
     "nvml, nvml:INDEX, nvml:GPU-UUID, nvml:uuid=GPU-UUID or nvml:pci=DOMAIN:BUS:DEV.FN (e.g. "     \
     "nvml:pci=0000:1a:00.0)"
 
-int gpuI_mig_refusal(prs_error *err, const char *what)
-{
-    return prs_error_set(err, PRS_EINVAL,
-                         "%.200s: MIG is not supported: a locked SM clock applies to the whole "
-                         "physical GPU, shared by all its MIG instances, not to one instance; "
-                         "give each rank a whole GPU (disable MIG mode: nvidia-smi -i GPU -mig 0, "
-                         "then reset the GPU) or use the sim backend",
-                         what);
-}
-
 /* Digits only, at most GPUI_MAX_INDEX; -1 otherwise. */
 static int parse_index(const char *s, size_t len)
 {
@@ -282,7 +272,7 @@ static int open_by_uuid(const char *spec, const char *uuid, prs_gpu **out, prs_e
                              "GPU backend '%.80s': a UUID starts with GPU- (as nvidia-smi -L "
                              "prints it); accepted: " SPEC_FORMS,
                              spec);
-    return gpuI_open_nvml_dev(0, uuid, NULL, out, err);
+    return gpuI_open_nvml_dev(0, uuid, NULL, NULL, out, err);
 }
 
 int gpuI_open_nvml_spec(const char *spec, prs_gpu **out, prs_error *err)
@@ -300,12 +290,12 @@ int gpuI_open_nvml_spec(const char *spec, prs_gpu **out, prs_error *err)
     if (strncmp(a, "pci=", 4) == 0) {
         char pci[32];
         int rc = gpuI_pci_normalize(a + 4, pci, sizeof pci, err);
-        return rc ? rc : gpuI_open_nvml_dev(0, NULL, pci, out, err);
+        return rc ? rc : gpuI_open_nvml_dev(0, NULL, pci, NULL, out, err);
     }
     int idx = parse_index(a, strlen(a));
     if (idx < 0)
         return prs_error_set(err, PRS_EINVAL,
                              "GPU backend '%.80s': expected " SPEC_FORMS "; an index is 0 to %d",
                              spec, GPUI_MAX_INDEX);
-    return gpuI_open_nvml_dev((unsigned)idx, NULL, NULL, out, err);
+    return gpuI_open_nvml_dev((unsigned)idx, NULL, NULL, NULL, out, err);
 }

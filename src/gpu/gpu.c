@@ -45,33 +45,9 @@ int prs_gpu_open_sim(const prs_gpu_preset *preset, prs_gpu **out, prs_error *err
     return 0;
 }
 
-static int open_nvml(unsigned index, const char *uuid, const char *pci, const char *lib_path,
-                     prs_gpu **out, prs_error *err)
-{
-    *out = NULL;
-    if (pci && strlen(pci) >= sizeof((prs_gpu *)0)->pci)
-        return prs_error_set(err, PRS_EINVAL, "PCI bus id '%.40s' is too long", pci);
-    prs_gpu *g = calloc(1, sizeof *g);
-    if (!g) return prs_error_set(err, PRS_ENOMEM, "out of memory");
-    if (pci) snprintf(g->pci, sizeof g->pci, "%s", pci);
-    int rc = gpuI_nvml_open(g, index, uuid, lib_path, err);
-    if (rc) {
-        free(g);
-        return rc;
-    }
-    *out = g;
-    return 0;
-}
-
 int prs_gpu_open_nvml(unsigned index, const char *lib_path, prs_gpu **out, prs_error *err)
 {
-    return open_nvml(index, NULL, NULL, lib_path, out, err);
-}
-
-int gpuI_open_nvml_dev(unsigned index, const char *uuid, const char *pci, prs_gpu **out,
-                       prs_error *err)
-{
-    return open_nvml(index, uuid, pci, NULL, out, err);
+    return gpuI_open_nvml_dev(index, NULL, NULL, lib_path, out, err);
 }
 
 int prs_gpu_open_nvml_uuid(const char *uuid, const char *lib_path, prs_gpu **out, prs_error *err)
@@ -85,7 +61,7 @@ int prs_gpu_open_nvml_uuid(const char *uuid, const char *lib_path, prs_gpu **out
         return prs_error_set(err, PRS_EINVAL, "GPU UUID: expected GPU-..., got '%.60s'",
                              uuid ? uuid : "(null)");
     }
-    return open_nvml(0, uuid, NULL, lib_path, out, err);
+    return gpuI_open_nvml_dev(0, uuid, NULL, lib_path, out, err);
 }
 
 /* "gpud" and "gpud:REST": the nvml GPU "nvml" / "nvml:REST", whose clocks change only through

@@ -1,6 +1,7 @@
 /* The GPU backends' error convention (gpu_int.h): a failed call records its message on the handle
- * (prs_gpu_errmsg) and returns its PRS_E* code. Its own file so that the backends (gpu.c, nvml.c,
- * clockctl.c) share it without depending on one another. */
+ * (prs_gpu_errmsg) and returns its PRS_E* code; and the one refusal message several of them give
+ * (MIG). Its own file so that the backends (gpu.c, nvml.c, devsel.c, clockctl.c) share it without
+ * depending on one another. */
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -13,4 +14,15 @@ int gpuI_fail(prs_gpu *g, int code, const char *fmt, ...)
     vsnprintf(g->errmsg, sizeof g->errmsg, fmt, ap);
     va_end(ap);
     return code;
+}
+
+/* Locked clocks are a whole GPU's: MIG instances are refused, with what to do. */
+int gpuI_mig_refusal(prs_error *err, const char *what)
+{
+    return prs_error_set(err, PRS_EINVAL,
+                         "%.200s: MIG is not supported: a locked SM clock applies to the whole "
+                         "physical GPU, shared by all its MIG instances, not to one instance; "
+                         "give each rank a whole GPU (disable MIG mode: nvidia-smi -i GPU -mig 0, "
+                         "then reset the GPU) or use the sim backend",
+                         what);
 }

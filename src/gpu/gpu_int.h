@@ -69,6 +69,8 @@ struct prs_gpu {
     char lib_path[512];       /* the NVML library it loaded */
 };
 
+/* gpu_fail.c: the message refusing MIG (what: the UUID, entry or GPU at fault); PRS_EINVAL. */
+int gpuI_mig_refusal(prs_error *err, const char *what);
 /* gpu_fail.c: record a message on g and return code. */
 int gpuI_fail(prs_gpu *g, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -91,9 +93,10 @@ int gpuI_nvml_pci_bus_id(prs_gpu *g, char *buf, size_t n);
 int gpuI_nvml_sm_clock_now(prs_gpu *g, int *mhz);
 int gpuI_nvml_lock_memory_max(prs_gpu *g);
 int gpuI_nvml_reset_memory_clock(prs_gpu *g);
-/* gpu.c: an nvml handle found by index, UUID or PCI bus id (at most one of uuid, pci). */
-int gpuI_open_nvml_dev(unsigned index, const char *uuid, const char *pci, prs_gpu **out,
-                       prs_error *err);
+/* nvml.c: a new nvml handle found by index, UUID or PCI bus id (at most one of uuid, pci);
+ * lib_path NULL: $PRS_NVML_LIBRARY, else libnvidia-ml.so.1. */
+int gpuI_open_nvml_dev(unsigned index, const char *uuid, const char *pci, const char *lib_path,
+                       prs_gpu **out, prs_error *err);
 
 /* cuda.c: the UUID ("GPU-...") of CUDA device `ordinal` as the driver enumerates it (it applies
  * CUDA_VISIBLE_DEVICES); *count gets the number of devices CUDA sees. lib_path NULL:
@@ -104,8 +107,6 @@ int gpuI_cuda_device_uuid(const char *lib_path, int ordinal, char *buf, size_t n
 /* devsel.c: device selection (docs/client.md, 'Which GPU a rank drives'). */
 /* prs_gpu_open for a spec starting with "nvml". */
 int gpuI_open_nvml_spec(const char *spec, prs_gpu **out, prs_error *err);
-/* The message refusing MIG (what: the UUID, entry or GPU at fault); returns PRS_EINVAL. */
-int gpuI_mig_refusal(prs_error *err, const char *what);
 /* $LOCAL_RANK (value v, NULL: unset) as a device index: 0 when unset; PRS_EINVAL unless digits
  * in [0, GPUI_MAX_INDEX]. */
 int gpuI_parse_local_rank(const char *v, int *index, prs_error *err);

@@ -429,3 +429,21 @@ int prs_gpu_nvml_count(const char *lib_path, unsigned *n, prs_error *err)
     dlclose(lib);
     return rc;
 }
+
+int gpuI_open_nvml_dev(unsigned index, const char *uuid, const char *pci, const char *lib_path,
+                       prs_gpu **out, prs_error *err)
+{
+    *out = NULL;
+    if (pci && strlen(pci) >= sizeof((prs_gpu *)0)->pci)
+        return prs_error_set(err, PRS_EINVAL, "PCI bus id '%.40s' is too long", pci);
+    prs_gpu *g = calloc(1, sizeof *g);
+    if (!g) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    if (pci) snprintf(g->pci, sizeof g->pci, "%s", pci);
+    int rc = gpuI_nvml_open(g, index, uuid, lib_path, err);
+    if (rc) {
+        free(g);
+        return rc;
+    }
+    *out = g;
+    return 0;
+}
