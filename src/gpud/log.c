@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "gpud.h"
+#include "perseus/logfmt.h"
 
 static int log_fd = 2;
 static gpud_log_level log_level = GPUD_LOG_INFO;
@@ -31,25 +32,10 @@ void gpud_log(gpud_log_level level, const char *fmt, ...)
 {
     if (log_fd < 0 || level > log_level) return;
     static const char *const names[] = {"error", "warn", "info", "debug"};
-    char line[1024];
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    int n = snprintf(line, sizeof line, "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s ",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     ts.tv_nsec / 1000000, names[level]);
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    prs_logfmt_write(log_fd, names[level], fmt, ap);
     va_end(ap);
-    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-    if (len > sizeof line - 2) len = sizeof line - 2;
-    for (size_t i = (size_t)n; i < len; i++)
-        if (line[i] == '\n' || line[i] == '\r') line[i] = ' ';
-    line[len++] = '\n';
-    ssize_t w = write(log_fd, line, len);
-    (void)w;
 }
 
 const char *gpud_logq(const char *s, char *out, size_t n)

@@ -19,6 +19,7 @@
  * (scratch files are named from the server-made job id and random bytes). Every error is a JSON
  * body {"error": {"code", "message"}}. */
 #define _GNU_SOURCE /* pipe2, SOCK_CLOEXEC; struct timespec helpers */
+#include "perseus/logfmt.h"
 #include "perseus/server.h"
 
 #include <arpa/inet.h>
@@ -143,25 +144,10 @@ static void log_kv(prs_server *s, prs_log_level level, const char *fmt, ...)
 {
     if (s->cfg.log_fd < 0 || level > s->cfg.log_level) return;
     static const char *const names[] = {"error", "warn", "info", "debug"};
-    char line[1024];
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    int n = snprintf(line, sizeof line, "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s ",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     ts.tv_nsec / 1000000, names[level]);
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    prs_logfmt_write(s->cfg.log_fd, names[level], fmt, ap);
     va_end(ap);
-    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-    if (len > sizeof line - 2) len = sizeof line - 2;
-    for (size_t i = (size_t)n; i < len; i++)
-        if (line[i] == '\n' || line[i] == '\r') line[i] = ' ';
-    line[len++] = '\n';
-    ssize_t w = write(s->cfg.log_fd, line, len);
-    (void)w;
 }
 
 /* A message as a key=value value: quoted, with quotes and backslashes replaced. */

@@ -4,20 +4,15 @@
 # change request meets its target (< 2 us). Sanitizer builds only check that it runs.
 set -euo pipefail
 bin="${PRS_BIN_DIR:?}"
+src="${PRS_SOURCE_DIR:?}"
+source "$src/tests/cli/lib.bash"
 [[ -n ${PRS_FAKE_NVML:-} ]] || { echo "no fake NVML"; exit 77; }
 dir=$(mktemp -d "${TMPDIR:-/tmp}/prs-bench-gpud-XXXXXX")
-pid=
-trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
-export PRS_FAKE_GPU_DIR=$dir PRS_NVML_LIBRARY=$PRS_FAKE_NVML
-echo "# root only" >"$dir/gpud.conf"
-"$bin/perseus-gpud" --socket "$dir/gpud.sock" --state-dir "$dir" --config "$dir/gpud.conf" \
-  --log-level info 2>"$dir/gpud.log" &
-pid=$!
-for _ in $(seq 500); do grep -q "msg=serving" "$dir/gpud.log" && break; sleep 0.01; done
+start_gpud "$dir"
 sanitized=0
 grep -q 'libasan\|libubsan' <<<"$(ldd "$bin/bench/bench_gpud")" && sanitized=1
 rc=0
-for sock in "$dir/gpud.sock" ""; do
+for sock in "$gpud_sock" ""; do
   r=0
   "$bin/bench/bench_gpud" nvml:0 "$sock" 20000 >"$dir/out" 2>&1 || r=$?
   cat "$dir/out"

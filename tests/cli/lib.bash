@@ -39,3 +39,19 @@ start_perseusd() {
   [[ -s $d/port ]] || { echo "perseusd did not start"; cat "$d/perseusd.log"; exit 1; }
   url="http://127.0.0.1:$(cat "$d/port")"
 }
+
+# start_gpud DIR: perseus-gpud on the fake NVML ($PRS_FAKE_NVML, devices shared through files in
+# DIR), socket $gpud_sock, config "root only", log DIR/gpud.log; stopped and DIR removed at exit.
+# Exports PRS_FAKE_GPU_DIR and PRS_NVML_LIBRARY for the programs the script runs next.
+start_gpud() {
+  local d=$1
+  export PRS_FAKE_GPU_DIR=$d PRS_NVML_LIBRARY=$PRS_FAKE_NVML
+  gpud_sock=$d/gpud.sock
+  echo "# root only" >"$d/gpud.conf"
+  "$bin/perseus-gpud" --socket "$gpud_sock" --state-dir "$d" --config "$d/gpud.conf" \
+    --log-level info 2>"$d/gpud.log" &
+  gpud_pid=$!
+  trap 'kill "$gpud_pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "'"$d"'"' EXIT
+  for _ in $(seq 500); do grep -q "msg=serving" "$d/gpud.log" && break; sleep 0.01; done
+  grep -q "msg=serving" "$d/gpud.log" || { echo "perseus-gpud did not start"; cat "$d/gpud.log"; exit 1; }
+}
