@@ -58,8 +58,8 @@ static void check_spec(const req_job_spec *s)
     json_decref(j);
     if (!text) return;
     req_job_spec back;
-    char msg[REQ_MSG_MAX];
-    check(req_parse_job_spec(text, strlen(text), &back, msg) == 0);
+    prs_error err;
+    check(req_parse_job_spec(text, strlen(text), &back, &err) == 0);
     check(memcmp(s, &back, sizeof back) == 0);
     free(text);
 }
@@ -69,19 +69,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1) return 0;
     const char *body = (const char *)data + 1;
     size_t len = size - 1;
-    char msg[REQ_MSG_MAX];
-    memset(msg, 0, sizeof msg);
+    prs_error err;
+    memset(&err, 0, sizeof err);
+    const char *msg = err.msg;
     int rc;
     switch (data[0] % 4) {
     case 0: {
         req_job_spec s;
-        rc = req_parse_job_spec(body, len, &s, msg);
+        rc = req_parse_job_spec(body, len, &s, &err);
         if (rc == 0) check_spec(&s);
         break;
     }
     case 1: {
         req_rank r;
-        rc = req_parse_rank(body, len, &r, msg);
+        rc = req_parse_rank(body, len, &r, &err);
         if (rc == 0)
             check(r.rank >= 0 && r.dp >= 0 && r.pp >= 0 && r.tp >= 0 &&
                   strlen(r.gpu) <= REQ_MAX_GPU);
@@ -89,7 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     case 2: {
         req_results r;
-        rc = req_parse_results(body, len, &r, msg);
+        rc = req_parse_results(body, len, &r, &err);
         if (rc == 0) {
             check(r.niterations >= 1 && r.niterations <= REQ_MAX_ITERATIONS);
             size_t nw = 0;
@@ -118,12 +119,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     default: {
         req_straggler s;
-        rc = req_parse_straggler(body, len, &s, msg);
+        rc = req_parse_straggler(body, len, &s, &err);
         if (rc == 0) check(s.dp >= 0 && ((s.time_s > 0) != (s.slowdown > 0)));
         break;
     }
     }
-    check(rc == 0 || rc == -1);
+    check(rc == 0 || rc == PRS_EINVAL);
     if (rc) check_msg(msg);
     return 0;
 }

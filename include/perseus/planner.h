@@ -110,6 +110,13 @@ int prs_frontier_find_time(const prs_frontier *f, double time_s, size_t *k, prs_
  * the first plan plus per-iteration changes). save creates dir if missing. */
 int prs_frontier_save(const prs_frontier *f, const char *dir, prs_error *err);
 int prs_frontier_load(const char *dir, prs_frontier **out, prs_error *err);
+/* The same plans.prs text in memory, for callers that keep frontiers elsewhere (a database):
+ * to_plans writes it, byte for byte what save writes, into a malloc'd buffer (*text, *len; the
+ * caller frees; NUL-terminated, the NUL not counted); from_plans parses len bytes of it (no NUL
+ * needed), naming the text `name` in error messages. */
+int prs_frontier_to_plans(const prs_frontier *f, char **text, size_t *len, prs_error *err);
+int prs_frontier_from_plans(const char *name, const void *text, size_t len, prs_frontier **out,
+                            prs_error *err);
 
 /* The frontier lookup rule. With no straggler (straggler_time_s <= 0): the least evaluated
  * energy plan at the frontier's fastest evaluated time. With a straggler pipeline at T': among

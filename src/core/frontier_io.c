@@ -9,7 +9,11 @@
  *                        its figures and the computations whose clock changed ("op:MHz").
  * Consecutive plans differ in a few computations, so plans.prs stays small (GPT-3 M=96: 3,495
  * plans of 1,536 clocks each). Every file is written to a temporary name and renamed into
- * place, so a crash never leaves a half-written frontier behind a complete-looking name. */
+ * place, so a crash never leaves a half-written frontier behind a complete-looking name.
+ *
+ * plans.prs also travels without a file (prs_frontier_to_plans / prs_frontier_from_plans, for
+ * the server's database): the same writer and reader run on a memory stream (open_memstream,
+ * fmemopen: POSIX 2008), so the text in memory is the text on disk. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -227,21 +231,13 @@ static int parse_point(reader *r, prs_frontier *f, int *ops, int *freqs)
     return 0;
 }
 
-int prs_frontier_load(const char *dir, prs_frontier **out, prs_error *err)
+/* Read plans.prs from in (named path in messages) into *out. */
+static int load_stream(const char *path, FILE *in, prs_frontier **out, prs_error *err)
 {
-    *out = NULL;
-    size_t n = strlen(dir) + 16;
-    char *path = malloc(n);
-    if (!path) return prs_error_set(err, PRS_ENOMEM, "out of memory");
-    snprintf(path, n, "%s/plans.prs", dir);
-    reader r = {path, fopen(path, "r"), NULL, 0, 0, err};
+    reader r = {path, in, NULL, 0, 0, err};
     prs_frontier *f = NULL;
     int *base = NULL, *ops = NULL, *freqs = NULL;
     int rc;
-    if (!r.in) {
-        rc = prs_error_set(err, PRS_EIO, "%s: cannot open: %s", path, strerror(errno));
-        goto out;
-    }
     prs_pipeline pipe = {0};
     prs_cost_model model = PRS_COST_EXP;
     size_t npoints = 0;
@@ -287,12 +283,58 @@ int prs_frontier_load(const char *dir, prs_frontier **out, prs_error *err)
     f = NULL;
     rc = 0;
 out:
-    if (r.in) fclose(r.in);
     free(r.line);
-    free(path);
     free(base);
     free(ops);
     free(freqs);
     prs_frontier_free(f);
     return rc;
+}
+
+int prs_frontier_load(const char *dir, prs_frontier **out, prs_error *err)
+{
+    *out = NULL;
+    size_t n = strlen(dir) + 16;
+    char *path = malloc(n);
+    if (!path) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    snprintf(path, n, "%s/plans.prs", dir);
+    FILE *in = fopen(path, "r");
+    int rc = in ? load_stream(path, in, out, err)
+                : prs_error_set(err, PRS_EIO, "%s: cannot open: %s", path, strerror(errno));
+    if (in) fclose(in);
+    free(path);
+    return rc;
+}
+
+int prs_frontier_from_plans(const char *name, const void *text, size_t len, prs_frontier **out,
+                            prs_error *err)
+{
+    *out = NULL;
+    /* fmemopen may refuse a zero size: an empty text reads as one NUL byte, refused the same */
+    FILE *in = len ? fmemopen((void *)text, len, "r") : fmemopen((void *)"", 1, "r");
+    if (!in)
+        return prs_error_set(err, PRS_ENOMEM, "%s: cannot open in memory: %s", name,
+                             strerror(errno));
+    int rc = load_stream(name, in, out, err);
+    fclose(in);
+    return rc;
+}
+
+int prs_frontier_to_plans(const prs_frontier *f, char **text, size_t *len, prs_error *err)
+{
+    *text = NULL;
+    *len = 0;
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *out = open_memstream(&buf, &n);
+    if (!out) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    write_plans(f, out);
+    int bad = ferror(out);
+    if (fclose(out) != 0 || bad) {
+        free(buf);
+        return prs_error_set(err, PRS_ENOMEM, "plans.prs in memory: write failed");
+    }
+    *text = buf;
+    *len = n;
+    return 0;
 }

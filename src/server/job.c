@@ -23,8 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "numfmt.h"
 
@@ -59,7 +57,7 @@ int api_fail(api_err *e, int http, const char *code, const char *fmt, ...)
 
 static int store_fail(api_err *e, store *st)
 {
-    return api_fail(e, 500, "storage", "database: %s", store_errmsg(st));
+    return api_fail(e, 500, "storage", "database: %s", store_error(st)->msg);
 }
 
 static int wrong_phase(api_err *e, const job *j, const char *what)
@@ -422,19 +420,6 @@ static int start_running(job *j, store *st, prs_frontier *f, api_err *e)
     return persist(j, st, e);
 }
 
-/* Parse stored plans.prs text into a frontier: written to a scratch file first, because the
- * core reads frontiers from a directory. */
-static int frontier_from_text(const char *scratch_dir, const char *id, const void *text, size_t len,
-                              prs_frontier **out, char *msg);
-
-/* Scratch directory for frontier files (set by the server at startup). */
-static char g_scratch[512] = "/tmp";
-
-void job_set_scratch_dir(const char *dir)
-{
-    snprintf(g_scratch, sizeof g_scratch, "%s", dir);
-}
-
 /* ---- create / load ---- */
 
 static int profile_to_csv(const prs_profile *p, char **csv, size_t *len)
@@ -471,7 +456,6 @@ static int adopt_frontier(job *j, store *st, const char *from, api_err *e)
     void *plans = NULL;
     prs_frontier *f = NULL;
     prs_profile *p = NULL;
-    char msg[REQ_MSG_MAX];
     int rc = -1;
     if (store_get_profile(st, from, &csv, &clen, src) ||
         store_get_frontier(st, from, &plans, &flen)) {
@@ -484,7 +468,7 @@ static int adopt_frontier(job *j, store *st, const char *from, api_err *e)
     }
     if (reuse_blocking_power(j, st, from, &rc, e) <= 0) goto out;
     if (prs_profile_parse("stored profile", csv, clen, &p, NULL) ||
-        frontier_from_text(g_scratch, j->id, plans, flen, &f, msg)) {
+        prs_frontier_from_plans("stored frontier", plans, flen, &f, NULL)) {
         rc = 0; /* an unreadable old frontier is not this job's problem: profile afresh */
         j->bp_measured_w = 0;
         j->bp_used_w = j->spec.blocking_power_w;
@@ -611,17 +595,70 @@ static void count_done_ranks(job *j)
         if (j->round_iters[r] >= need) j->ranks_done++;
 }
 
-int job_load(store *st, const store_job_row *row, job **out, int *action, char *msg)
+/* The job's rows besides its own: ranks, profile and frontier text, pipelines, latest
+ * iterations, and the current profiling round's counts. */
+static int load_rows(job *j, store *st, char **csv, size_t *clen, void **plans, size_t *flen,
+                     prs_error *err)
+{
+    if (store_each_rank(st, j->id, load_rank, j) ||
+        store_get_profile(st, j->id, csv, clen, j->profile_source) ||
+        store_get_frontier(st, j->id, plans, flen) ||
+        store_each_pipeline(st, j->id, load_pipe, j) ||
+        store_latest_iterations(st, j->id, load_latest, j) ||
+        (j->phase == JOB_PROFILING && store_round_counts(st, j->id, j->round, load_count, j)))
+        return prs_error_set(err, store_error(st)->code, "%s", store_error(st)->msg);
+    j->measurements = store_count_measurements(st, j->id);
+    count_done_ranks(j);
+    return 0;
+}
+
+/* The stored profile and frontier, parsed into the job. */
+static int load_parsed(job *j, const char *csv, size_t clen, const void *plans, size_t flen,
+                       prs_error *err)
+{
+    if (csv && prs_profile_parse("stored profile", csv, clen, &j->profile, NULL))
+        return prs_error_set(err, PRS_EPARSE, "stored profile does not parse");
+    if (plans) {
+        int rc = prs_frontier_from_plans("stored frontier", plans, flen, &j->frontier, err);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* A loaded job's derived state: the fastest plan, each pipeline's decoded plan, and the phase
+ * checks a restart needs (a planning job plans again). */
+static void load_derive(job *j, int *action)
+{
+    if (j->frontier) {
+        prs_frontier_lookup(j->frontier, 0, &j->fastest);
+        compute_allmax(j);
+        for (int d = 0; d < j->spec.dp; d++)
+            if (j->pipes[d].plan_id < 0 ||
+                (size_t)j->pipes[d].plan_id >= prs_frontier_size(j->frontier))
+                j->pipes[d].plan_id = (long)j->fastest;
+        decode_pipes(j);
+        if (j->phase == JOB_RUNNING) load_deferred(j);
+    }
+    if (j->phase == JOB_PLANNING) {
+        if (!j->profile)
+            set_failed(j, "planning without a profile");
+        else if (!j->spec.has_blocking_power && !(j->bp_used_w > 0))
+            set_failed(j, "planning without a blocking power");
+        else
+            *action = JOB_ACT_PLAN;
+    }
+    if (j->phase == JOB_RUNNING && !j->frontier) set_failed(j, "running without a frontier");
+}
+
+int job_load(store *st, const store_job_row *row, job **out, int *action, prs_error *err)
 {
     *out = NULL;
     *action = JOB_ACT_NONE;
     req_job_spec spec;
-    if (req_parse_job_spec(row->spec_json, strlen(row->spec_json), &spec, msg)) return -1;
+    int rc = req_parse_job_spec(row->spec_json, strlen(row->spec_json), &spec, err);
+    if (rc) return rc;
     job *j = job_alloc(&spec);
-    if (!j) {
-        snprintf(msg, REQ_MSG_MAX, "out of memory");
-        return -1;
-    }
+    if (!j) return prs_error_set(err, PRS_ENOMEM, "out of memory");
     snprintf(j->id, sizeof j->id, "%s", row->id);
     memcpy(j->token_hash, row->token_hash, SECURE_SHA256_LEN);
     snprintf(j->reason, sizeof j->reason, "%s", row->reason);
@@ -632,61 +669,21 @@ int job_load(store *st, const store_job_row *row, job **out, int *action, char *
     j->bp_measured_w = row->bp_measured_w;
     if (!spec.has_blocking_power) j->bp_used_w = row->bp_used_w;
     if (job_phase_parse(row->phase, &j->phase)) {
-        snprintf(msg, REQ_MSG_MAX, "unknown phase '%.32s'", row->phase);
         job_free(j);
-        return -1;
+        return prs_error_set(err, PRS_EPARSE, "unknown phase '%.32s'", row->phase);
     }
     char *csv = NULL;
     size_t clen = 0, flen = 0;
     void *plans = NULL;
-    if (store_each_rank(st, j->id, load_rank, j) ||
-        store_get_profile(st, j->id, &csv, &clen, j->profile_source) ||
-        store_get_frontier(st, j->id, &plans, &flen) ||
-        store_each_pipeline(st, j->id, load_pipe, j) ||
-        store_latest_iterations(st, j->id, load_latest, j) ||
-        (j->phase == JOB_PROFILING && store_round_counts(st, j->id, j->round, load_count, j))) {
-        snprintf(msg, REQ_MSG_MAX, "%s", store_errmsg(st));
-        free(csv);
-        free(plans);
-        job_free(j);
-        return -1;
-    }
-    j->measurements = store_count_measurements(st, j->id);
-    count_done_ranks(j);
-    int bad = 0;
-    if (csv && prs_profile_parse("stored profile", csv, clen, &j->profile, NULL)) bad = 1;
-    if (!bad && plans && frontier_from_text(g_scratch, j->id, plans, flen, &j->frontier, msg))
-        bad = 2;
+    rc = load_rows(j, st, &csv, &clen, &plans, &flen, err);
+    if (!rc) rc = load_parsed(j, csv, clen, plans, flen, err);
     free(csv);
     free(plans);
-    if (bad == 1) {
-        snprintf(msg, REQ_MSG_MAX, "stored profile does not parse");
+    if (rc) {
         job_free(j);
-        return -1;
+        return rc;
     }
-    if (bad) {
-        job_free(j);
-        return -1;
-    }
-    if (j->frontier) {
-        prs_frontier_lookup(j->frontier, 0, &j->fastest);
-        compute_allmax(j);
-        for (int d = 0; d < spec.dp; d++)
-            if (j->pipes[d].plan_id < 0 ||
-                (size_t)j->pipes[d].plan_id >= prs_frontier_size(j->frontier))
-                j->pipes[d].plan_id = (long)j->fastest;
-        decode_pipes(j);
-        if (j->phase == JOB_RUNNING) load_deferred(j);
-    }
-    if (j->phase == JOB_PLANNING) {
-        if (!j->profile)
-            set_failed(j, "planning without a profile");
-        else if (!spec.has_blocking_power && !(j->bp_used_w > 0))
-            set_failed(j, "planning without a blocking power");
-        else
-            *action = JOB_ACT_PLAN;
-    }
-    if (j->phase == JOB_RUNNING && !j->frontier) set_failed(j, "running without a frontier");
+    load_derive(j, action);
     *out = j;
     return 0;
 }
@@ -897,20 +894,16 @@ typedef struct means_ctx {
     const job *j;
     prs_profile *p;
     int bad;
-    char msg[REQ_MSG_MAX];
+    prs_error err; /* why a row was refused, when bad */
 } means_ctx;
 
 static int add_mean(void *ud, int stage, int instr, int clock, double t, double en, long n)
 {
     means_ctx *c = ud;
     prs_profile_row row = {stage, instr ? PRS_BACKWARD : PRS_FORWARD, clock, t, en, 0};
-    prs_error err = {0, ""};
-    if (prs_profile_add(c->p, &row, &err)) {
-        c->bad = 1;
-        snprintf(c->msg, sizeof c->msg, "%.200s", err.msg);
-        return 1;
-    }
-    return 0;
+    int rc = prs_profile_add(c->p, &row, &c->err);
+    if (rc) c->bad = 1;
+    return rc;
 }
 
 /* Mean time/energy per (stage, instr) at one clock, from the used windows. */
@@ -965,7 +958,10 @@ static int add_bp(void *ud, double watts)
     if (l->n == l->cap) {
         size_t nc = l->cap ? 2 * l->cap : 64;
         double *nv = realloc(l->v, sizeof *nv * nc);
-        if (!nv) return l->bad = 1;
+        if (!nv) {
+            l->bad = 1;
+            return PRS_ENOMEM;
+        }
         l->v = nv;
         l->cap = nc;
     }
@@ -1007,7 +1003,7 @@ static int enter_planning(job *j, store *st, int *action, api_err *e)
 
 static int finish_profiling(job *j, store *st, int *action, api_err *e)
 {
-    means_ctx c = {j, prs_profile_new(), 0, ""};
+    means_ctx c = {j, prs_profile_new(), 0, {0, ""}};
     if (!c.p) return api_fail(e, 500, "internal", "out of memory");
     if (store_profile_means(st, j->id, add_mean, &c) && !c.bad) {
         prs_profile_free(c.p);
@@ -1018,8 +1014,8 @@ static int finish_profiling(job *j, store *st, int *action, api_err *e)
     prs_error err = {0, ""};
     if (c.bad || prs_profile_nrows(c.p) == 0 ||
         prs_profile_check_stages(c.p, prs_pipeline_chunks(&pipe), &err)) {
-        set_failed(j, "profile incomplete: %s",
-                   c.bad                    ? c.msg
+        set_failed(j, "profile incomplete: %.*s", c.bad ? 200 : (int)sizeof err.msg,
+                   c.bad                    ? c.err.msg
                    : prs_profile_nrows(c.p) ? err.msg
                                             : "no windows were reported");
         prs_profile_free(c.p);
@@ -1517,87 +1513,4 @@ json_t *job_frontier_json(const job *j)
     return json_pack("{s:s, s:I, s:o}", "cost_model",
                      prs_cost_model_name(prs_frontier_cost_model(j->frontier)), "fastest",
                      (json_int_t)j->fastest, "points", pts);
-}
-
-/* ---- frontier text <-> core ---- */
-
-static int frontier_from_text(const char *scratch_dir, const char *id, const void *text, size_t len,
-                              prs_frontier **out, char *msg)
-{
-    *out = NULL;
-    char dir[640], path[700];
-    uint8_t r[6];
-    char rs[16];
-    if (secure_random(r, sizeof r)) {
-        snprintf(msg, REQ_MSG_MAX, "no randomness");
-        return -1;
-    }
-    secure_b64url(r, sizeof r, rs);
-    snprintf(dir, sizeof dir, "%s/load-%s-%s", scratch_dir, id, rs);
-    if (mkdir(dir, 0700) != 0) {
-        snprintf(msg, REQ_MSG_MAX, "cannot create scratch directory");
-        return -1;
-    }
-    snprintf(path, sizeof path, "%s/plans.prs", dir);
-    FILE *f = fopen(path, "wb");
-    int rc = -1;
-    if (f && fwrite(text, 1, len, f) == len && fclose(f) == 0) {
-        f = NULL;
-        prs_error err = {0, ""};
-        if (prs_frontier_load(dir, out, &err) == 0)
-            rc = 0;
-        else
-            snprintf(msg, REQ_MSG_MAX, "stored frontier: %.200s", err.msg);
-    } else {
-        snprintf(msg, REQ_MSG_MAX, "cannot write scratch file");
-    }
-    if (f) fclose(f);
-    unlink(path);
-    rmdir(dir);
-    return rc;
-}
-
-int job_frontier_to_text(const prs_frontier *f, const char *id, char **text, size_t *len, char *msg)
-{
-    *text = NULL;
-    *len = 0;
-    char dir[640], path[700];
-    uint8_t r[6];
-    char rs[16];
-    if (secure_random(r, sizeof r)) {
-        snprintf(msg, REQ_MSG_MAX, "no randomness");
-        return -1;
-    }
-    secure_b64url(r, sizeof r, rs);
-    snprintf(dir, sizeof dir, "%s/save-%s-%s", g_scratch, id, rs);
-    prs_error err = {0, ""};
-    int rc = -1;
-    if (prs_frontier_save(f, dir, &err) != 0) {
-        snprintf(msg, REQ_MSG_MAX, "saving the frontier: %.200s", err.msg);
-    } else {
-        snprintf(path, sizeof path, "%s/plans.prs", dir);
-        FILE *in = fopen(path, "rb");
-        FILE *out = open_memstream(text, len);
-        if (in && out) {
-            char buf[65536];
-            size_t n;
-            while ((n = fread(buf, 1, sizeof buf, in)) > 0)
-                fwrite(buf, 1, n, out);
-            rc = ferror(in) ? -1 : 0;
-        }
-        if (in) fclose(in);
-        if (out && fclose(out) != 0) rc = -1;
-        if (rc) {
-            free(*text);
-            *text = NULL;
-            snprintf(msg, REQ_MSG_MAX, "cannot read back the saved frontier");
-        }
-    }
-    static const char *const files[] = {"plans.prs", "frontier.csv", "frontier-detail.csv"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        unlink(path);
-    }
-    rmdir(dir);
-    return rc;
 }

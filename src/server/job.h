@@ -10,9 +10,14 @@
  * transaction and commits before answering, or rolls back and reloads the job from the store
  * (job_load), so memory never runs ahead of the database. Calls are not thread-safe: the server
  * holds its lock around them, exclusively for the calls that take a store and shared for the
- * read-only views (schedule, status, frontier), which change nothing. Errors come back as an
- * api_err: the HTTP status, a stable code
- * ("wrong_phase") and a one-line message. */
+ * read-only views (schedule, status, frontier), which change nothing.
+ *
+ * Errors. The request calls (job_create, job_register, ...) answer with an api_err: the HTTP
+ * status, a stable code ("wrong_phase") and a one-line message, the outermost layer the server
+ * turns into a JSON error. Everything below them, and job_load, which answers no request, uses
+ * the project convention: 0 or a negative PRS_E* code with details in a prs_error. Frontiers
+ * travel to and from the store as plans.prs text in memory (prs_frontier_to_plans /
+ * prs_frontier_from_plans); no file is involved. */
 #ifndef PRS_SERVER_JOB_H
 #define PRS_SERVER_JOB_H
 
@@ -152,7 +157,7 @@ int job_create(store *st, const req_job_spec *spec, const char *id, const uint8_
                long long now_unix, job **out, api_err *e);
 /* Load a job and everything it owns from the store (startup, or resync after a failed
  * transaction). *action is JOB_ACT_PLAN when the job was planning. */
-int job_load(store *st, const store_job_row *row, job **out, int *action, char *msg);
+int job_load(store *st, const store_job_row *row, job **out, int *action, prs_error *err);
 void job_free(job *j);
 
 /* Reuse key of a spec, hex SHA-256 into key (65 bytes); "" when the spec names no model or
@@ -174,8 +179,9 @@ int job_set_straggler(job *j, store *st, const req_straggler *r, api_err *e);
 int job_clear_straggler(job *j, store *st, int dp, api_err *e);
 int job_complete(job *j, store *st, api_err *e);
 
-/* The planner finished: f (owned, may be NULL on failure) with its plans.prs text, or the
- * failure why. Moves to running or failed unless the job left planning meanwhile. */
+/* The planner finished: f (owned, may be NULL on failure) with its plans.prs text
+ * (prs_frontier_to_plans), or the failure why. Moves to running or failed unless the job left
+ * planning meanwhile. */
 int job_plan_finished(job *j, store *st, prs_frontier *f, const void *plans, size_t plans_len,
                       double planning_s, const char *why, api_err *e);
 
@@ -183,11 +189,5 @@ int job_plan_finished(job *j, store *st, prs_frontier *f, const void *plans, siz
 json_t *job_status_json(const job *j);
 /* GET /v1/jobs/{id}/frontier body (new reference); NULL when there is no frontier. */
 json_t *job_frontier_json(const job *j);
-
-/* Directory for the scratch files the frontier round trip needs (server-made names only). */
-void job_set_scratch_dir(const char *dir);
-/* plans.prs text of a frontier (malloc'd into *text). 0, or -1 with msg. */
-int job_frontier_to_text(const prs_frontier *f, const char *id, char **text, size_t *len,
-                         char *msg);
 
 #endif

@@ -14,37 +14,39 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *msg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(char *msg, const char *fmt, ...)
+/* The one failure path: PRS_EINVAL with a message of at most REQ_MSG_MAX - 1 bytes. */
+static int fail(prs_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(prs_error *err, const char *fmt, ...)
 {
+    char msg[REQ_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, REQ_MSG_MAX, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     /* One line, printable: a message may quote a key from the request. */
     for (char *p = msg; *p; p++)
         if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
-    return -1;
+    return prs_error_set(err, PRS_EINVAL, "%s", msg);
 }
 
-static json_t *load(const char *text, size_t len, char *msg)
+static json_t *load(const char *text, size_t len, prs_error *err)
 {
     json_error_t je;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
-        fail(msg, "malformed JSON at line %d column %d: %s", je.line, je.column, je.text);
+        fail(err, "malformed JSON at line %d column %d: %s", je.line, je.column, je.text);
         return NULL;
     }
     if (!json_is_object(root)) {
         json_decref(root);
-        fail(msg, "expected a JSON object");
+        fail(err, "expected a JSON object");
         return NULL;
     }
     return root;
 }
 
 /* Every key of obj must be in allowed (NULL-terminated). */
-static int only_keys(json_t *obj, const char *where, const char *const *allowed, char *msg)
+static int only_keys(json_t *obj, const char *where, const char *const *allowed, prs_error *err)
 {
     const char *key;
     json_t *v;
@@ -56,78 +58,79 @@ static int only_keys(json_t *obj, const char *where, const char *const *allowed,
         if (!ok) {
             char k[48];
             snprintf(k, sizeof k, "%s", key);
-            return fail(msg, "%s%sunknown field '%s'", where, *where ? ": " : "", k);
+            return fail(err, "%s%sunknown field '%s'", where, *where ? ": " : "", k);
         }
     }
     return 0;
 }
 
 /* Integer field: required when req, else *out keeps its default when absent. */
-static int get_int(json_t *obj, const char *key, int req, long lo, long hi, long *out, char *msg)
+static int get_int(json_t *obj, const char *key, int req, long lo, long hi, long *out,
+                   prs_error *err)
 {
     json_t *v = json_object_get(obj, key);
-    if (!v) return req ? fail(msg, "%s: required", key) : 0;
+    if (!v) return req ? fail(err, "%s: required", key) : 0;
     if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-        return fail(msg, "%s: expected an integer in %ld..%ld", key, lo, hi);
+        return fail(err, "%s: expected an integer in %ld..%ld", key, lo, hi);
     *out = (long)json_integer_value(v);
     return 0;
 }
 
-static int get_i(json_t *obj, const char *key, int req, long lo, long hi, int *out, char *msg)
+static int get_i(json_t *obj, const char *key, int req, long lo, long hi, int *out, prs_error *err)
 {
     long v = *out;
-    if (get_int(obj, key, req, lo, hi, &v, msg)) return -1;
+    if (get_int(obj, key, req, lo, hi, &v, err)) return PRS_EINVAL;
     *out = (int)v;
     return 0;
 }
 
 /* Real field in [lo, hi] (lo excluded when open_lo). */
 static int get_real(json_t *obj, const char *key, int req, double lo, int open_lo, double hi,
-                    double *out, char *msg)
+                    double *out, prs_error *err)
 {
     json_t *v = json_object_get(obj, key);
-    if (!v) return req ? fail(msg, "%s: required", key) : 0;
+    if (!v) return req ? fail(err, "%s: required", key) : 0;
     double x = json_is_number(v) ? json_number_value(v) : NAN;
     if (!isfinite(x) || (open_lo ? !(x > lo) : !(x >= lo)) || x > hi)
-        return fail(msg, "%s: expected a number %s %g and <= %g", key, open_lo ? ">" : ">=", lo,
+        return fail(err, "%s: expected a number %s %g and <= %g", key, open_lo ? ">" : ">=", lo,
                     hi);
     *out = x;
     return 0;
 }
 
-static int get_bool(json_t *obj, const char *key, int *out, char *msg)
+static int get_bool(json_t *obj, const char *key, int *out, prs_error *err)
 {
     json_t *v = json_object_get(obj, key);
     if (!v) return 0;
-    if (!json_is_boolean(v)) return fail(msg, "%s: expected true or false", key);
+    if (!json_is_boolean(v)) return fail(err, "%s: expected true or false", key);
     *out = json_is_true(v);
     return 0;
 }
 
 /* String of printable ASCII, at most max bytes. */
-static int get_str(json_t *obj, const char *key, size_t max, char *out, char *msg)
+static int get_str(json_t *obj, const char *key, size_t max, char *out, prs_error *err)
 {
     json_t *v = json_object_get(obj, key);
     if (!v) return 0;
-    if (!json_is_string(v)) return fail(msg, "%s: expected a string", key);
+    if (!json_is_string(v)) return fail(err, "%s: expected a string", key);
     size_t n = json_string_length(v);
     const char *s = json_string_value(v);
-    if (n > max) return fail(msg, "%s: longer than %zu bytes", key, max);
+    if (n > max) return fail(err, "%s: longer than %zu bytes", key, max);
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f)
-            return fail(msg, "%s: only printable ASCII is allowed", key);
+            return fail(err, "%s: only printable ASCII is allowed", key);
     memcpy(out, s, n);
     out[n] = '\0';
     return 0;
 }
 
 /* blocking_power_w: optional; null is the same as absent (the canonical form of "measure it"). */
-static int get_blocking_power(json_t *root, req_job_spec *s, char *msg)
+static int get_blocking_power(json_t *root, req_job_spec *s, prs_error *err)
 {
     json_t *v = json_object_get(root, "blocking_power_w");
     if (!v || json_is_null(v)) return 0;
     s->has_blocking_power = 1;
-    return get_real(root, "blocking_power_w", 1, 0.0, 0, 1e5, &s->blocking_power_w, msg);
+    return get_real(root, "blocking_power_w", 1, 0.0, 0, 1e5, &s->blocking_power_w, err);
 }
 
 static int cmp_desc(const void *a, const void *b)
@@ -154,7 +157,7 @@ void req_spec_pipeline(const req_job_spec *s, prs_pipeline *pipe)
     pipe->virtual_stages = s->schedule == PRS_SCHEDULE_INTERLEAVED ? s->virtual_stages : 0;
 }
 
-static int parse_spec(json_t *root, req_job_spec *s, char *msg)
+static int parse_spec(json_t *root, req_job_spec *s, prs_error *err)
 {
     static const char *const keys[] = {
         "model",     "stages",         "microbatches",     "dp",
@@ -177,84 +180,84 @@ static int parse_spec(json_t *root, req_job_spec *s, char *msg)
     s->straggler_iterations = 3;
     s->switch_lead_s = 2.0;
     s->reuse_frontier = 1;
-    if (only_keys(root, "", keys, msg) || get_str(root, "model", REQ_MAX_MODEL, s->model, msg) ||
-        get_i(root, "stages", 1, 1, REQ_MAX_STAGES, &s->stages, msg) ||
-        get_i(root, "microbatches", 1, 1, REQ_MAX_MICROBATCHES, &s->microbatches, msg) ||
-        get_i(root, "dp", 1, 1, REQ_MAX_WORLD, &s->dp, msg) ||
-        get_i(root, "tp", 0, 1, REQ_MAX_WORLD, &s->tp, msg) ||
-        get_i(root, "virtual_stages", 0, 1, 64, &s->virtual_stages, msg) ||
-        get_real(root, "unit_time_s", 0, 1e-6, 0, 10.0, &s->unit_time_s, msg) ||
-        get_blocking_power(root, s, msg) ||
-        get_real(root, "switch_lead_s", 0, 0.0, 0, 3600.0, &s->switch_lead_s, msg) ||
-        get_bool(root, "reuse_frontier", &s->reuse_frontier, msg))
-        return -1;
+    if (only_keys(root, "", keys, err) || get_str(root, "model", REQ_MAX_MODEL, s->model, err) ||
+        get_i(root, "stages", 1, 1, REQ_MAX_STAGES, &s->stages, err) ||
+        get_i(root, "microbatches", 1, 1, REQ_MAX_MICROBATCHES, &s->microbatches, err) ||
+        get_i(root, "dp", 1, 1, REQ_MAX_WORLD, &s->dp, err) ||
+        get_i(root, "tp", 0, 1, REQ_MAX_WORLD, &s->tp, err) ||
+        get_i(root, "virtual_stages", 0, 1, 64, &s->virtual_stages, err) ||
+        get_real(root, "unit_time_s", 0, 1e-6, 0, 10.0, &s->unit_time_s, err) ||
+        get_blocking_power(root, s, err) ||
+        get_real(root, "switch_lead_s", 0, 0.0, 0, 3600.0, &s->switch_lead_s, err) ||
+        get_bool(root, "reuse_frontier", &s->reuse_frontier, err))
+        return PRS_EINVAL;
     json_t *v = json_object_get(root, "schedule");
     if (v && (!json_is_string(v) || prs_schedule_parse(json_string_value(v), &s->schedule)))
-        return fail(msg, "schedule: expected \"1f1b\", \"gpipe\" or \"interleaved\"");
+        return fail(err, "schedule: expected \"1f1b\", \"gpipe\" or \"interleaved\"");
     v = json_object_get(root, "cost_model");
     if (v && (!json_is_string(v) || prs_cost_model_parse(json_string_value(v), &s->cost_model)))
-        return fail(msg, "cost_model: expected \"exp\" or \"hull\"");
+        return fail(err, "cost_model: expected \"exp\" or \"hull\"");
     if ((long)s->dp * s->stages * s->tp > REQ_MAX_WORLD)
-        return fail(msg, "dp * stages * tp: at most %d ranks", REQ_MAX_WORLD);
+        return fail(err, "dp * stages * tp: at most %d ranks", REQ_MAX_WORLD);
     if (s->schedule == PRS_SCHEDULE_INTERLEAVED) {
         if (s->virtual_stages < 2)
-            return fail(msg, "virtual_stages: the interleaved schedule needs at least 2");
+            return fail(err, "virtual_stages: the interleaved schedule needs at least 2");
     } else if (s->virtual_stages != 1) {
-        return fail(msg, "virtual_stages: only the interleaved schedule has model chunks");
+        return fail(err, "virtual_stages: only the interleaved schedule has model chunks");
     }
     prs_pipeline pipe;
     req_spec_pipeline(s, &pipe);
     prs_error perr = {0, ""};
-    if (prs_pipeline_check(&pipe, &perr)) return fail(msg, "pipeline: %s", perr.msg);
+    if (prs_pipeline_check(&pipe, &perr)) return fail(err, "pipeline: %s", perr.msg);
     if ((long)s->stages * prs_ops_per_stage(&pipe) > REQ_MAX_OPS)
-        return fail(msg, "stages * computations per stage: at most %d", REQ_MAX_OPS);
+        return fail(err, "stages * computations per stage: at most %d", REQ_MAX_OPS);
 
     v = json_object_get(root, "clocks_mhz");
-    if (!v) return fail(msg, "clocks_mhz: required");
+    if (!v) return fail(err, "clocks_mhz: required");
     if (!json_is_array(v) || json_array_size(v) < 1 || json_array_size(v) > REQ_MAX_CLOCKS)
-        return fail(msg, "clocks_mhz: expected an array of 1..%d clocks", REQ_MAX_CLOCKS);
+        return fail(err, "clocks_mhz: expected an array of 1..%d clocks", REQ_MAX_CLOCKS);
     s->nclocks = (int)json_array_size(v);
     for (int i = 0; i < s->nclocks; i++) {
         json_t *c = json_array_get(v, (size_t)i);
         if (!json_is_integer(c) || json_integer_value(c) < 1 ||
             json_integer_value(c) > REQ_MAX_CLOCK_MHZ)
-            return fail(msg, "clocks_mhz[%d]: expected an integer in 1..%d", i, REQ_MAX_CLOCK_MHZ);
+            return fail(err, "clocks_mhz[%d]: expected an integer in 1..%d", i, REQ_MAX_CLOCK_MHZ);
         s->clocks_mhz[i] = (int)json_integer_value(c);
     }
     qsort(s->clocks_mhz, (size_t)s->nclocks, sizeof(int), cmp_desc);
     for (int i = 1; i < s->nclocks; i++)
         if (s->clocks_mhz[i] == s->clocks_mhz[i - 1])
-            return fail(msg, "clocks_mhz: %d MHz is listed twice", s->clocks_mhz[i]);
+            return fail(err, "clocks_mhz: %d MHz is listed twice", s->clocks_mhz[i]);
 
     s->min_clock_mhz = s->clocks_mhz[s->nclocks - 1];
     v = json_object_get(root, "profiling");
     if (v) {
-        if (!json_is_object(v)) return fail(msg, "profiling: expected an object");
-        if (only_keys(v, "profiling", pkeys, msg) ||
-            get_i(v, "warmup_iterations", 0, 0, 1000, &s->warmup_iterations, msg) ||
-            get_i(v, "iterations_per_clock", 0, 1, 1000, &s->iterations_per_clock, msg) ||
-            get_i(v, "min_clock_mhz", 0, 1, REQ_MAX_CLOCK_MHZ, &s->min_clock_mhz, msg) ||
-            get_bool(v, "skip_dominated", &s->skip_dominated, msg))
-            return -1;
+        if (!json_is_object(v)) return fail(err, "profiling: expected an object");
+        if (only_keys(v, "profiling", pkeys, err) ||
+            get_i(v, "warmup_iterations", 0, 0, 1000, &s->warmup_iterations, err) ||
+            get_i(v, "iterations_per_clock", 0, 1, 1000, &s->iterations_per_clock, err) ||
+            get_i(v, "min_clock_mhz", 0, 1, REQ_MAX_CLOCK_MHZ, &s->min_clock_mhz, err) ||
+            get_bool(v, "skip_dominated", &s->skip_dominated, err))
+            return PRS_EINVAL;
     }
     if (s->min_clock_mhz > s->clocks_mhz[0])
-        return fail(msg, "profiling.min_clock_mhz: above every clock in clocks_mhz");
+        return fail(err, "profiling.min_clock_mhz: above every clock in clocks_mhz");
     v = json_object_get(root, "straggler");
     if (v) {
-        if (!json_is_object(v)) return fail(msg, "straggler: expected an object");
-        if (only_keys(v, "straggler", skeys, msg) ||
-            get_real(v, "factor", 0, 1.0, 1, 100.0, &s->straggler_factor, msg) ||
-            get_i(v, "iterations", 0, 1, 1000, &s->straggler_iterations, msg))
-            return -1;
+        if (!json_is_object(v)) return fail(err, "straggler: expected an object");
+        if (only_keys(v, "straggler", skeys, err) ||
+            get_real(v, "factor", 0, 1.0, 1, 100.0, &s->straggler_factor, err) ||
+            get_i(v, "iterations", 0, 1, 1000, &s->straggler_iterations, err))
+            return PRS_EINVAL;
     }
     return 0;
 }
 
-int req_parse_job_spec(const char *text, size_t len, req_job_spec *out, char msg[REQ_MSG_MAX])
+int req_parse_job_spec(const char *text, size_t len, req_job_spec *out, prs_error *err)
 {
-    json_t *root = load(text, len, msg);
-    if (!root) return -1;
-    int rc = parse_spec(root, out, msg);
+    json_t *root = load(text, len, err);
+    if (!root) return PRS_EINVAL;
+    int rc = parse_spec(root, out, err);
     json_decref(root);
     return rc;
 }
@@ -286,19 +289,19 @@ json_t *req_job_spec_json(const req_job_spec *s)
                      s->switch_lead_s, "reuse_frontier", s->reuse_frontier);
 }
 
-int req_parse_rank(const char *text, size_t len, req_rank *out, char msg[REQ_MSG_MAX])
+int req_parse_rank(const char *text, size_t len, req_rank *out, prs_error *err)
 {
     static const char *const keys[] = {"rank", "dp", "pp", "tp", "gpu", NULL};
-    json_t *root = load(text, len, msg);
-    if (!root) return -1;
+    json_t *root = load(text, len, err);
+    if (!root) return PRS_EINVAL;
     memset(out, 0, sizeof *out);
-    int rc = only_keys(root, "", keys, msg) ||
-                     get_i(root, "rank", 1, 0, REQ_MAX_WORLD - 1, &out->rank, msg) ||
-                     get_i(root, "dp", 1, 0, REQ_MAX_WORLD - 1, &out->dp, msg) ||
-                     get_i(root, "pp", 1, 0, REQ_MAX_STAGES - 1, &out->pp, msg) ||
-                     get_i(root, "tp", 0, 0, REQ_MAX_WORLD - 1, &out->tp, msg) ||
-                     get_str(root, "gpu", REQ_MAX_GPU, out->gpu, msg)
-                 ? -1
+    int rc = only_keys(root, "", keys, err) ||
+                     get_i(root, "rank", 1, 0, REQ_MAX_WORLD - 1, &out->rank, err) ||
+                     get_i(root, "dp", 1, 0, REQ_MAX_WORLD - 1, &out->dp, err) ||
+                     get_i(root, "pp", 1, 0, REQ_MAX_STAGES - 1, &out->pp, err) ||
+                     get_i(root, "tp", 0, 0, REQ_MAX_WORLD - 1, &out->tp, err) ||
+                     get_str(root, "gpu", REQ_MAX_GPU, out->gpu, err)
+                 ? PRS_EINVAL
                  : 0;
     json_decref(root);
     return rc;
@@ -314,20 +317,20 @@ void req_results_free(req_results *r)
     r->niterations = 0;
 }
 
-static int parse_window(json_t *w, req_window *out, char *msg)
+static int parse_window(json_t *w, req_window *out, prs_error *err)
 {
     static const char *const keys[] = {"instruction", "chunk",    "microbatch", "clock_mhz",
                                        "time_s",      "energy_j", NULL};
-    if (!json_is_object(w)) return fail(msg, "expected an object");
+    if (!json_is_object(w)) return fail(err, "expected an object");
     out->chunk = -1;
     out->microbatch = -1;
-    if (only_keys(w, "", keys, msg) ||
-        get_i(w, "chunk", 0, 0, REQ_MAX_STAGES * 64 - 1, &out->chunk, msg) ||
-        get_i(w, "microbatch", 0, 0, REQ_MAX_MICROBATCHES - 1, &out->microbatch, msg) ||
-        get_i(w, "clock_mhz", 1, 1, REQ_MAX_CLOCK_MHZ, &out->clock_mhz, msg) ||
-        get_real(w, "time_s", 1, 0.0, 1, 1e6, &out->time_s, msg) ||
-        get_real(w, "energy_j", 1, 0.0, 1, 1e12, &out->energy_j, msg))
-        return -1;
+    if (only_keys(w, "", keys, err) ||
+        get_i(w, "chunk", 0, 0, REQ_MAX_STAGES * 64 - 1, &out->chunk, err) ||
+        get_i(w, "microbatch", 0, 0, REQ_MAX_MICROBATCHES - 1, &out->microbatch, err) ||
+        get_i(w, "clock_mhz", 1, 1, REQ_MAX_CLOCK_MHZ, &out->clock_mhz, err) ||
+        get_real(w, "time_s", 1, 0.0, 1, 1e6, &out->time_s, err) ||
+        get_real(w, "energy_j", 1, 0.0, 1, 1e12, &out->energy_j, err))
+        return PRS_EINVAL;
     json_t *in = json_object_get(w, "instruction");
     const char *name = json_is_string(in) ? json_string_value(in) : "";
     if (strcmp(name, "forward") == 0)
@@ -335,26 +338,26 @@ static int parse_window(json_t *w, req_window *out, char *msg)
     else if (strcmp(name, "backward") == 0)
         out->instr = PRS_BACKWARD;
     else
-        return fail(msg, "instruction: expected \"forward\" or \"backward\"");
+        return fail(err, "instruction: expected \"forward\" or \"backward\"");
     return 0;
 }
 
-static int parse_results(json_t *root, req_results *r, char *msg)
+static int parse_results(json_t *root, req_results *r, prs_error *err)
 {
     static const char *const keys[] = {"rank", "round", "iterations", "clock_failures", NULL};
     static const char *const ikeys[] = {"iteration",        "time_s",  "energy_j",
                                         "clock_mhz",        "pace_s",  "plan_id",
                                         "blocking_power_w", "windows", NULL};
-    if (only_keys(root, "", keys, msg) ||
-        get_i(root, "rank", 1, 0, REQ_MAX_WORLD - 1, &r->rank, msg) ||
-        get_int(root, "round", 0, 0, 1L << 40, &r->round, msg) ||
-        get_int(root, "clock_failures", 0, 0, 1L << 40, &r->clock_failures, msg))
-        return -1;
+    if (only_keys(root, "", keys, err) ||
+        get_i(root, "rank", 1, 0, REQ_MAX_WORLD - 1, &r->rank, err) ||
+        get_int(root, "round", 0, 0, 1L << 40, &r->round, err) ||
+        get_int(root, "clock_failures", 0, 0, 1L << 40, &r->clock_failures, err))
+        return PRS_EINVAL;
     json_t *its = json_object_get(root, "iterations");
-    if (!its) return fail(msg, "iterations: required");
+    if (!its) return fail(err, "iterations: required");
     if (!json_is_array(its) || json_array_size(its) < 1 ||
         json_array_size(its) > REQ_MAX_ITERATIONS)
-        return fail(msg, "iterations: expected an array of 1..%d iterations", REQ_MAX_ITERATIONS);
+        return fail(err, "iterations: expected an array of 1..%d iterations", REQ_MAX_ITERATIONS);
     size_t n = json_array_size(its), nw = 0;
     for (size_t i = 0; i < n; i++) {
         json_t *it = json_array_get(its, i);
@@ -362,34 +365,34 @@ static int parse_results(json_t *root, req_results *r, char *msg)
         if (ws && json_is_array(ws)) nw += json_array_size(ws);
     }
     if (nw > REQ_MAX_WINDOWS)
-        return fail(msg, "iterations: at most %d windows in one post", REQ_MAX_WINDOWS);
+        return fail(err, "iterations: at most %d windows in one post", REQ_MAX_WINDOWS);
     r->iterations = calloc(n, sizeof *r->iterations);
     r->all_windows = calloc(nw ? nw : 1, sizeof *r->all_windows);
-    if (!r->iterations || !r->all_windows) return fail(msg, "out of memory");
+    if (!r->iterations || !r->all_windows) return fail(err, "out of memory");
     r->niterations = n;
     size_t used = 0;
     for (size_t i = 0; i < n; i++) {
         json_t *it = json_array_get(its, i);
         req_iteration *ri = &r->iterations[i];
         ri->plan_id = -1;
-        char sub[REQ_MSG_MAX];
-        if (!json_is_object(it)) return fail(msg, "iterations[%zu]: expected an object", i);
-        if (only_keys(it, "", ikeys, sub) ||
-            get_int(it, "iteration", 1, 0, 1L << 40, &ri->iteration, sub) ||
-            get_real(it, "time_s", 1, 0.0, 1, 1e6, &ri->time_s, sub) ||
-            get_real(it, "energy_j", 0, 0.0, 0, 1e12, &ri->energy_j, sub) ||
-            get_i(it, "clock_mhz", 0, 1, REQ_MAX_CLOCK_MHZ, &ri->clock_mhz, sub) ||
-            get_real(it, "pace_s", 0, 0.0, 1, 1e6, &ri->pace_s, sub) ||
-            get_int(it, "plan_id", 0, 0, 1L << 40, &ri->plan_id, sub) ||
-            get_real(it, "blocking_power_w", 0, 0.0, 1, 1e5, &ri->blocking_power_w, sub))
-            return fail(msg, "iterations[%zu].%s", i, sub);
+        prs_error sub;
+        if (!json_is_object(it)) return fail(err, "iterations[%zu]: expected an object", i);
+        if (only_keys(it, "", ikeys, &sub) ||
+            get_int(it, "iteration", 1, 0, 1L << 40, &ri->iteration, &sub) ||
+            get_real(it, "time_s", 1, 0.0, 1, 1e6, &ri->time_s, &sub) ||
+            get_real(it, "energy_j", 0, 0.0, 0, 1e12, &ri->energy_j, &sub) ||
+            get_i(it, "clock_mhz", 0, 1, REQ_MAX_CLOCK_MHZ, &ri->clock_mhz, &sub) ||
+            get_real(it, "pace_s", 0, 0.0, 1, 1e6, &ri->pace_s, &sub) ||
+            get_int(it, "plan_id", 0, 0, 1L << 40, &ri->plan_id, &sub) ||
+            get_real(it, "blocking_power_w", 0, 0.0, 1, 1e5, &ri->blocking_power_w, &sub))
+            return fail(err, "iterations[%zu].%s", i, sub.msg);
         json_t *ws = json_object_get(it, "windows");
         ri->windows = r->all_windows + used;
         if (!ws) continue;
-        if (!json_is_array(ws)) return fail(msg, "iterations[%zu].windows: expected an array", i);
+        if (!json_is_array(ws)) return fail(err, "iterations[%zu].windows: expected an array", i);
         for (size_t j = 0; j < json_array_size(ws); j++) {
-            if (parse_window(json_array_get(ws, j), &ri->windows[j], sub))
-                return fail(msg, "iterations[%zu].windows[%zu]: %s", i, j, sub);
+            if (parse_window(json_array_get(ws, j), &ri->windows[j], &sub))
+                return fail(err, "iterations[%zu].windows[%zu]: %s", i, j, sub.msg);
         }
         ri->nwindows = json_array_size(ws);
         used += ri->nwindows;
@@ -397,33 +400,33 @@ static int parse_results(json_t *root, req_results *r, char *msg)
     return 0;
 }
 
-int req_parse_results(const char *text, size_t len, req_results *out, char msg[REQ_MSG_MAX])
+int req_parse_results(const char *text, size_t len, req_results *out, prs_error *err)
 {
     memset(out, 0, sizeof *out);
     out->round = -1;
     out->clock_failures = -1;
-    json_t *root = load(text, len, msg);
-    if (!root) return -1;
-    int rc = parse_results(root, out, msg);
+    json_t *root = load(text, len, err);
+    if (!root) return PRS_EINVAL;
+    int rc = parse_results(root, out, err);
     json_decref(root);
     if (rc) req_results_free(out);
     return rc;
 }
 
-int req_parse_straggler(const char *text, size_t len, req_straggler *out, char msg[REQ_MSG_MAX])
+int req_parse_straggler(const char *text, size_t len, req_straggler *out, prs_error *err)
 {
     static const char *const keys[] = {"dp", "time_s", "slowdown", NULL};
-    json_t *root = load(text, len, msg);
-    if (!root) return -1;
+    json_t *root = load(text, len, err);
+    if (!root) return PRS_EINVAL;
     memset(out, 0, sizeof *out);
-    int rc = -1;
-    if (only_keys(root, "", keys, msg) ||
-        get_i(root, "dp", 1, 0, REQ_MAX_WORLD - 1, &out->dp, msg) ||
-        get_real(root, "time_s", 0, 0.0, 1, 1e6, &out->time_s, msg) ||
-        get_real(root, "slowdown", 0, 1.0, 1, 100.0, &out->slowdown, msg))
+    int rc = PRS_EINVAL;
+    if (only_keys(root, "", keys, err) ||
+        get_i(root, "dp", 1, 0, REQ_MAX_WORLD - 1, &out->dp, err) ||
+        get_real(root, "time_s", 0, 0.0, 1, 1e6, &out->time_s, err) ||
+        get_real(root, "slowdown", 0, 1.0, 1, 100.0, &out->slowdown, err))
         goto out;
     if ((out->time_s > 0) == (out->slowdown > 0)) {
-        fail(msg, "exactly one of time_s and slowdown is required");
+        fail(err, "exactly one of time_s and slowdown is required");
         goto out;
     }
     rc = 0;

@@ -1,9 +1,10 @@
 /* Request bodies of API v1 (docs/api.md): strict parsing and validation of JSON text into plain
  * structs. Strict means: the text is one JSON value (no trailing data), objects have no duplicate
  * and no unknown keys, every field has the documented type and range, required fields are
- * present. Every failure gives a one-line message naming the field ("clocks_mhz[3]: expected an
- * integer in 1..100000"). Nothing here touches the database or a job: checks that need the job
- * (a rank below the world size, a chunk of this stage) are made by the caller. */
+ * present. Every failure returns PRS_EINVAL with a one-line message in a prs_error naming the
+ * field ("clocks_mhz[3]: expected an integer in 1..100000"). Nothing here touches the database or a
+ * job: checks that need the job (a rank below the world size, a chunk of this stage) are made by
+ * the caller. */
 #ifndef PRS_SERVER_REQUEST_H
 #define PRS_SERVER_REQUEST_H
 
@@ -11,9 +12,10 @@
 
 #include <jansson.h>
 
+#include "perseus/error.h"
 #include "perseus/planner.h"
 
-#define REQ_MSG_MAX 256
+#define REQ_MSG_MAX 256 /* bound of a request error message, and of api_err's */
 #define REQ_MAX_CLOCKS 512
 #define REQ_MAX_MODEL 128
 #define REQ_MAX_GPU 256
@@ -89,12 +91,13 @@ typedef struct req_straggler {
     double slowdown; /* or T' as a multiple of the fastest plan's time */
 } req_straggler;
 
-/* Parse text (len bytes, not NUL-terminated) into out. 0, or -1 with msg filled. */
-int req_parse_job_spec(const char *text, size_t len, req_job_spec *out, char msg[REQ_MSG_MAX]);
-int req_parse_rank(const char *text, size_t len, req_rank *out, char msg[REQ_MSG_MAX]);
-int req_parse_results(const char *text, size_t len, req_results *out, char msg[REQ_MSG_MAX]);
+/* Parse text (len bytes, not NUL-terminated) into out. 0, or PRS_EINVAL with err's message
+ * (one printable line of fewer than REQ_MSG_MAX bytes) naming the field. */
+int req_parse_job_spec(const char *text, size_t len, req_job_spec *out, prs_error *err);
+int req_parse_rank(const char *text, size_t len, req_rank *out, prs_error *err);
+int req_parse_results(const char *text, size_t len, req_results *out, prs_error *err);
 void req_results_free(req_results *r);
-int req_parse_straggler(const char *text, size_t len, req_straggler *out, char msg[REQ_MSG_MAX]);
+int req_parse_straggler(const char *text, size_t len, req_straggler *out, prs_error *err);
 
 /* The spec as a canonical JSON object (every field, defaults filled in); NULL on no memory.
  * req_parse_job_spec(json_dumps(req_job_spec_json(s))) gives back s. */

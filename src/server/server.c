@@ -15,9 +15,13 @@
  *
  * Safety. Ids and tokens are made by the server from /dev/urandom; tokens are kept only as
  * SHA-256 and compared in constant time. Bodies are bounded (413 past the limit) and parsed
- * strictly (request.c). No request text reaches SQL (bound values only) or a file path
- * (scratch files are named from the server-made job id and random bytes). Every error is a JSON
- * body {"error": {"code", "message"}}. */
+ * strictly (request.c). No request text reaches SQL (bound values only), and the server makes no
+ * file besides its database: frontiers go to and from the store as plans.prs text in memory.
+ * Every error is a JSON body {"error": {"code", "message"}}.
+ *
+ * Errors. Below the HTTP layer every call returns 0 or a negative PRS_E* code with details in a
+ * prs_error (perseus/error.h), the store's in its handle (store_error); the request handlers
+ * turn those, and the job calls' api_err, into the JSON error: api_err is the outermost layer. */
 #define _GNU_SOURCE /* pipe2, SOCK_CLOEXEC; struct timespec helpers */
 #include "perseus/logfmt.h"
 #include "perseus/server.h"
@@ -114,7 +118,7 @@ typedef struct http_worker {
 
 struct prs_server {
     prs_server_config cfg;
-    char *listen_host, *db_path, *data_dir, *scratch_dir;
+    char *listen_host, *db_path, *data_dir;
     http_worker *workers; /* cfg.threads of them, each with its own daemon and thread */
     unsigned nworkers;
     int listen_fd;
@@ -229,12 +233,11 @@ static void *planner_main(void *arg)
     double t0 = now_s();
     int rc = prs_plan(t->profile, &o, &f, &err);
     double secs = now_s() - t0;
-    char *text = NULL, msg[REQ_MSG_MAX] = "";
+    char *text = NULL;
     size_t len = 0;
-    if (rc == 0 && job_frontier_to_text(f, j->id, &text, &len, msg) != 0) {
+    if (rc == 0 && prs_frontier_to_plans(f, &text, &len, &err) != 0) {
         prs_frontier_free(f);
         f = NULL;
-        snprintf(err.msg, sizeof err.msg, "%s", msg);
     }
     pthread_rwlock_wrlock(&s->lock);
     api_err e = {0, NULL, ""};
@@ -244,7 +247,7 @@ static void *planner_main(void *arg)
     if (!ok) {
         store_rollback(s->st);
         log_kv(s, PRS_LOG_ERROR, "msg=plan_store_failed job=%s detail=%s", j->id,
-               e.msg[0] ? e.msg : store_errmsg(s->st));
+               e.msg[0] ? e.msg : store_error(s->st)->msg);
         reload_job(s, j);
     }
     pthread_mutex_lock(&s->m.mu);
@@ -331,31 +334,30 @@ static void start_planner(prs_server *s, job *j)
 /* ---- reload after a failed transaction ---- */
 
 typedef struct reload_ctx {
+    store *st;
     const char *id;
     job *found;
     int action;
-    char msg[REQ_MSG_MAX];
+    prs_error err;
 } reload_ctx;
 
-/* Store handle for job_load through the callback (lock held). */
-static store *g_reload_store;
-
+/* The row of the job to reload: load it and stop the walk (1), or its failure. */
 static int reload_one_st(void *ud, const store_job_row *row)
 {
     reload_ctx *c = ud;
     if (strcmp(row->id, c->id) != 0) return 0;
-    if (job_load(g_reload_store, row, &c->found, &c->action, c->msg) != 0) c->found = NULL;
-    return 1;
+    int rc = job_load(c->st, row, &c->found, &c->action, &c->err);
+    return rc ? rc : 1;
 }
 
 static int reload_job(prs_server *s, job *j)
 {
-    reload_ctx c = {j->id, NULL, 0, ""};
-    g_reload_store = s->st;
-    store_each_job(s->st, reload_one_st, &c);
+    reload_ctx c = {s->st, j->id, NULL, 0, {0, ""}};
+    int rc = store_each_job(s->st, reload_one_st, &c);
+    if (rc < 0 && !c.found && c.err.code == 0) c.err = *store_error(s->st);
     if (!c.found) {
-        log_kv(s, PRS_LOG_ERROR, "msg=reload_failed job=%s detail=%s", j->id, c.msg);
-        return -1;
+        log_kv(s, PRS_LOG_ERROR, "msg=reload_failed job=%s detail=%s", j->id, c.err.msg);
+        return PRS_EIO;
     }
     /* Swap contents so pointers to j (planner tasks, the table) stay valid. */
     job tmp = *c.found;
@@ -508,9 +510,9 @@ static int authorize(int have_token, const uint8_t hash[SECURE_SHA256_LEN], cons
 static enum MHD_Result handle_create(prs_server *s, struct MHD_Connection *c, conn_ctx *cc)
 {
     req_job_spec spec;
-    char msg[REQ_MSG_MAX];
-    if (req_parse_job_spec(cc->body ? cc->body : "", cc->len, &spec, msg))
-        return send_error(s, c, cc, 400, "bad_request", msg);
+    prs_error err;
+    if (req_parse_job_spec(cc->body ? cc->body : "", cc->len, &spec, &err))
+        return send_error(s, c, cc, 400, "bad_request", err.msg);
     char id[SECURE_ID_LEN + 1], token[SECURE_TOKEN_LEN + 1];
     if (secure_new_token(token)) return send_error(s, c, cc, 500, "internal", "no randomness");
     uint8_t hash[SECURE_SHA256_LEN];
@@ -526,14 +528,14 @@ static enum MHD_Result handle_create(prs_server *s, struct MHD_Connection *c, co
     job *j = NULL;
     if (store_begin(s->st)) {
         pthread_rwlock_unlock(&s->lock);
-        return send_error(s, c, cc, 500, "storage", store_errmsg(s->st));
+        return send_error(s, c, cc, 500, "storage", store_error(s->st)->msg);
     }
     if (job_create(s->st, &spec, id, hash, (long long)time(NULL), &j, &e) != 0 ||
         store_commit(s->st) != 0) {
         store_rollback(s->st);
         job_free(j);
         pthread_rwlock_unlock(&s->lock);
-        if (!e.code) api_fail(&e, 500, "storage", "database: %s", store_errmsg(s->st));
+        if (!e.code) api_fail(&e, 500, "storage", "database: %s", store_error(s->st)->msg);
         return send_api_error(s, c, cc, &e);
     }
     add_job(s, j);
@@ -559,11 +561,12 @@ typedef int (*mutate_fn)(prs_server *s, job *j, conn_ctx *cc, void *arg, int *ac
 static int run_tx(prs_server *s, job *j, conn_ctx *cc, mutate_fn fn, void *arg, api_err *e)
 {
     int action = JOB_ACT_NONE;
-    if (store_begin(s->st)) return api_fail(e, 500, "storage", "database: %s", store_errmsg(s->st));
+    if (store_begin(s->st))
+        return api_fail(e, 500, "storage", "database: %s", store_error(s->st)->msg);
     job_phase before = j->phase;
     if (fn(s, j, cc, arg, &action, e) != 0 || store_commit(s->st) != 0) {
         store_rollback(s->st);
-        if (!e->code) api_fail(e, 500, "storage", "database: %s", store_errmsg(s->st));
+        if (!e->code) api_fail(e, 500, "storage", "database: %s", store_error(s->st)->msg);
         if (e->http >= 500) reload_job(s, j);
         return -1;
     }
@@ -579,18 +582,18 @@ static int do_register(prs_server *s, job *j, conn_ctx *cc, void *arg, int *acti
 {
     int *created = arg;
     req_rank r;
-    char msg[REQ_MSG_MAX];
-    if (req_parse_rank(cc->body ? cc->body : "", cc->len, &r, msg))
-        return api_fail(e, 400, "bad_request", "%s", msg);
+    prs_error err;
+    if (req_parse_rank(cc->body ? cc->body : "", cc->len, &r, &err))
+        return api_fail(e, 400, "bad_request", "%s", err.msg);
     return job_register(j, s->st, &r, created, action, e);
 }
 
 static int do_results(prs_server *s, job *j, conn_ctx *cc, void *arg, int *action, api_err *e)
 {
     req_results r;
-    char msg[REQ_MSG_MAX];
-    if (req_parse_results(cc->body ? cc->body : "", cc->len, &r, msg))
-        return api_fail(e, 400, "bad_request", "%s", msg);
+    prs_error err;
+    if (req_parse_results(cc->body ? cc->body : "", cc->len, &r, &err))
+        return api_fail(e, 400, "bad_request", "%s", err.msg);
     *(size_t *)arg = r.niterations;
     int rc = job_results(j, s->st, &r, action, e);
     req_results_free(&r);
@@ -600,9 +603,9 @@ static int do_results(prs_server *s, job *j, conn_ctx *cc, void *arg, int *actio
 static int do_straggler(prs_server *s, job *j, conn_ctx *cc, void *arg, int *action, api_err *e)
 {
     req_straggler r;
-    char msg[REQ_MSG_MAX];
-    if (req_parse_straggler(cc->body ? cc->body : "", cc->len, &r, msg))
-        return api_fail(e, 400, "bad_request", "%s", msg);
+    prs_error err;
+    if (req_parse_straggler(cc->body ? cc->body : "", cc->len, &r, &err))
+        return api_fail(e, 400, "bad_request", "%s", err.msg);
     return job_set_straggler(j, s->st, &r, e);
 }
 
@@ -711,7 +714,7 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
     case R_PROFILE_GET: {
         char src[16];
         if (store_get_profile(s->st, j->id, &text, &tlen, src))
-            rc = api_fail(&e, 500, "storage", "database: %s", store_errmsg(s->st));
+            rc = api_fail(&e, 500, "storage", "database: %s", store_error(s->st)->msg);
         else if (!text)
             rc = api_fail(&e, 404, "not_found", "the job has no profile yet");
         break;
@@ -1038,28 +1041,22 @@ void prs_server_config_default(prs_server_config *c)
     c->log_fd = 2;
 }
 
-typedef struct load_ctx {
-    prs_server *s;
-    int failed;
-    char msg[REQ_MSG_MAX];
-} load_ctx;
-
 static int load_job_row(void *ud, const store_job_row *row)
 {
-    load_ctx *c = ud;
+    prs_server *s = ud;
     job *j = NULL;
     int action = JOB_ACT_NONE;
-    char msg[REQ_MSG_MAX] = "";
-    if (job_load(c->s->st, row, &j, &action, msg) != 0) {
-        char q[REQ_MSG_MAX + 8];
-        log_kv(c->s, PRS_LOG_ERROR, "msg=job_not_loaded job=%.16s detail=%s", row->id,
-               kv_quote(msg, q, sizeof q));
+    prs_error err = {0, ""};
+    if (job_load(s->st, row, &j, &action, &err) != 0) {
+        char q[PRS_ERRMSG_MAX + 8];
+        log_kv(s, PRS_LOG_ERROR, "msg=job_not_loaded job=%.16s detail=%s", row->id,
+               kv_quote(err.msg, q, sizeof q));
         return 0; /* one unreadable job must not take the others down */
     }
-    add_job(c->s, j);
-    log_kv(c->s, PRS_LOG_INFO, "msg=job_loaded job=%s phase=%s registered=%d measurements=%lld",
-           j->id, job_phase_name(j->phase), j->nregistered, j->measurements);
-    if (action == JOB_ACT_PLAN) start_planner(c->s, j);
+    add_job(s, j);
+    log_kv(s, PRS_LOG_INFO, "msg=job_loaded job=%s phase=%s registered=%d measurements=%lld", j->id,
+           job_phase_name(j->phase), j->nregistered, j->measurements);
+    if (action == JOB_ACT_PLAN) start_planner(s, j);
     return 0;
 }
 
@@ -1083,7 +1080,6 @@ static void server_free(prs_server *s)
     free(s->listen_host);
     free(s->db_path);
     free(s->data_dir);
-    free(s->scratch_dir);
     free(s);
 }
 
@@ -1124,36 +1120,30 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
     s->listen_host = strdup(cfg->listen_host);
     s->db_path = strdup(cfg->db_path);
     s->data_dir = strdup(cfg->data_dir);
-    size_t n = strlen(cfg->data_dir) + 8;
-    s->scratch_dir = malloc(n);
-    if (!s->listen_host || !s->db_path || !s->data_dir || !s->scratch_dir) {
+    if (!s->listen_host || !s->db_path || !s->data_dir) {
         server_free(s);
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
     }
-    snprintf(s->scratch_dir, n, "%s/tmp", cfg->data_dir);
     s->cfg.listen_host = s->listen_host;
     s->cfg.db_path = s->db_path;
     s->cfg.data_dir = s->data_dir;
-    if (make_dir(s->data_dir) || make_dir(s->scratch_dir)) {
+    if (make_dir(s->data_dir)) {
         int e = errno;
         prs_error_set(err, PRS_EIO, "%s: cannot create data directory: %s", s->data_dir,
                       strerror(e));
         server_free(s);
         return PRS_EIO;
     }
-    job_set_scratch_dir(s->scratch_dir);
-    char msg[256];
-    if (store_open(s->db_path, s->cfg.sync_full, &s->st, msg) != 0) {
-        prs_error_set(err, PRS_EIO, "%s", msg);
+    if (store_open(s->db_path, s->cfg.sync_full, &s->st, err) != 0) {
+        if (err) err->code = PRS_EIO;
         server_free(s);
         return PRS_EIO;
     }
-    load_ctx lc = {s, 0, ""};
     pthread_rwlock_wrlock(&s->lock);
-    int rc = store_each_job(s->st, load_job_row, &lc);
+    int rc = store_each_job(s->st, load_job_row, s);
     pthread_rwlock_unlock(&s->lock);
     if (rc) {
-        prs_error_set(err, PRS_EIO, "%s", store_errmsg(s->st));
+        prs_error_set(err, PRS_EIO, "%s", store_error(s->st)->msg);
         prs_server_stop(s);
         return PRS_EIO;
     }

@@ -20,6 +20,8 @@
 
 #include <sqlite3.h>
 
+#include "perseus/error.h"
+
 static const char SCHEMA[] =
     "CREATE TABLE IF NOT EXISTS jobs("
     " id TEXT PRIMARY KEY, token_hash BLOB NOT NULL, spec TEXT NOT NULL,"
@@ -138,18 +140,18 @@ static const char *const SQL[Q_COUNT] = {
 struct store {
     sqlite3 *db;
     sqlite3_stmt *q[Q_COUNT];
-    char err[256];
+    prs_error err; /* the last failure */
 };
 
-const char *store_errmsg(const store *s)
+const prs_error *store_error(const store *s)
 {
-    return s->err;
+    return &s->err;
 }
 
+/* The store's one failure path: record what failed with SQLite's reason; PRS_EIO. */
 static int db_fail(store *s, const char *what)
 {
-    snprintf(s->err, sizeof s->err, "%s: %s", what, sqlite3_errmsg(s->db));
-    return -1;
+    return prs_error_set(&s->err, PRS_EIO, "%s: %s", what, sqlite3_errmsg(s->db));
 }
 
 /* Reset and clear a cached statement before use. */
@@ -158,6 +160,13 @@ static sqlite3_stmt *stmt(store *s, int q)
     sqlite3_reset(s->q[q]);
     sqlite3_clear_bindings(s->q[q]);
     return s->q[q];
+}
+
+/* A row callback stopped the walk with r: release the statement and hand r back. */
+static int stop(sqlite3_stmt *st, int r)
+{
+    sqlite3_reset(st);
+    return r;
 }
 
 /* Run a statement that returns no rows. */
@@ -189,21 +198,18 @@ static int upgrade_schema(sqlite3 *db, int version, char **emsg)
     return rc == SQLITE_OK ? sqlite3_exec(db, pv, NULL, NULL, emsg) : rc;
 }
 
-int store_open(const char *path, int full_sync, store **out, char *msg)
+int store_open(const char *path, int full_sync, store **out, prs_error *err)
 {
     *out = NULL;
     store *s = calloc(1, sizeof *s);
-    if (!s) {
-        snprintf(msg, 256, "out of memory");
-        return -1;
-    }
+    if (!s) return prs_error_set(err, PRS_ENOMEM, "out of memory");
     int rc = sqlite3_open_v2(
         path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
-        snprintf(msg, 256, "%s: cannot open database: %s", path,
-                 s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+        prs_error_set(err, PRS_EIO, "%s: cannot open database: %s", path,
+                      s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
         store_close(s);
-        return -1;
+        return PRS_EIO;
     }
     sqlite3_busy_timeout(s->db, 5000);
     char *emsg = NULL;
@@ -213,10 +219,10 @@ int store_open(const char *path, int full_sync, store **out, char *msg)
                                       " PRAGMA foreign_keys=ON;";
     if (sqlite3_exec(s->db, pragmas, NULL, NULL, &emsg) != SQLITE_OK ||
         sqlite3_exec(s->db, "BEGIN", NULL, NULL, &emsg) != SQLITE_OK) {
-        snprintf(msg, 256, "%s: %s", path, emsg ? emsg : "cannot configure database");
+        prs_error_set(err, PRS_EIO, "%s: %s", path, emsg ? emsg : "cannot configure database");
         sqlite3_free(emsg);
         store_close(s);
-        return -1;
+        return PRS_EIO;
     }
     sqlite3_stmt *v = NULL;
     int version = -1;
@@ -225,24 +231,25 @@ int store_open(const char *path, int full_sync, store **out, char *msg)
         version = sqlite3_column_int(v, 0);
     sqlite3_finalize(v);
     if (version < 0 || version > STORE_SCHEMA_VERSION) {
-        snprintf(msg, 256, "%s: database schema version %d is newer than this server's (%d)", path,
-                 version, STORE_SCHEMA_VERSION);
         store_close(s);
-        return -1;
+        return prs_error_set(err, PRS_EINVAL,
+                             "%s: database schema version %d is newer than this server's (%d)",
+                             path, version, STORE_SCHEMA_VERSION);
     }
     if (upgrade_schema(s->db, version, &emsg) != SQLITE_OK) {
-        snprintf(msg, 256, "%s: cannot create or upgrade the schema: %s", path, emsg ? emsg : "?");
+        prs_error_set(err, PRS_EIO, "%s: cannot create or upgrade the schema: %s", path,
+                      emsg ? emsg : "?");
         sqlite3_free(emsg);
         store_close(s);
-        return -1;
+        return PRS_EIO;
     }
     for (int i = 0; i < Q_COUNT; i++)
         if (sqlite3_prepare_v3(s->db, SQL[i], -1, SQLITE_PREPARE_PERSISTENT, &s->q[i], NULL) !=
             SQLITE_OK) {
-            snprintf(msg, 256, "%s: cannot prepare statement %d: %s", path, i,
-                     sqlite3_errmsg(s->db));
+            prs_error_set(err, PRS_EIO, "%s: cannot prepare statement %d: %s", path, i,
+                          sqlite3_errmsg(s->db));
             store_close(s);
-            return -1;
+            return PRS_EIO;
         }
     *out = s;
     return 0;
@@ -337,10 +344,7 @@ int store_each_job(store *s, int (*fn)(void *ud, const store_job_row *j), void *
         j.bp_measured_w = sqlite3_column_double(st, 10); /* NULL reads as 0 */
         j.bp_used_w = sqlite3_column_double(st, 11);
         int r = fn(ud, &j);
-        if (r) {
-            sqlite3_reset(st);
-            return r;
-        }
+        if (r) return stop(st, r);
     }
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? 0 : db_fail(s, "load jobs");
@@ -381,10 +385,7 @@ int store_each_rank(store *s, const char *job,
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         int r = fn(ud, sqlite3_column_int(st, 0), sqlite3_column_int(st, 1),
                    sqlite3_column_int(st, 2), sqlite3_column_int(st, 3));
-        if (r) {
-            sqlite3_reset(st);
-            return r;
-        }
+        if (r) return stop(st, r);
     }
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? 0 : db_fail(s, "load ranks");
@@ -408,7 +409,8 @@ int store_insert_measurement(store *s, const char *job, const store_meas_row *m,
     else
         sqlite3_bind_null(st, 11);
     bind_opt_real(st, 12, m->blocking_power_w);
-    if (exec_done(s, st, "insert measurement")) return -1;
+    int rc = exec_done(s, st, "insert measurement");
+    if (rc) return rc;
     *id = sqlite3_last_insert_rowid(s->db);
     return 0;
 }
@@ -447,11 +449,10 @@ int store_blocking_powers(store *s, const char *job, int (*fn)(void *ud, double 
     sqlite3_stmt *st = stmt(s, Q_BP);
     bind_text(st, 1, job);
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        if (fn(ud, sqlite3_column_double(st, 0))) {
-            sqlite3_reset(st);
-            return db_fail(s, "blocking powers");
-        }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int r = fn(ud, sqlite3_column_double(st, 0));
+        if (r) return stop(st, r);
+    }
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? 0 : db_fail(s, "blocking powers");
 }
@@ -462,8 +463,10 @@ int store_latest_iterations(store *s, const char *job, int (*fn)(void *ud, int r
     sqlite3_stmt *st = stmt(s, Q_LATEST);
     bind_text(st, 1, job);
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        fn(ud, sqlite3_column_int(st, 0), (long)sqlite3_column_int64(st, 1));
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int r = fn(ud, sqlite3_column_int(st, 0), (long)sqlite3_column_int64(st, 1));
+        if (r) return stop(st, r);
+    }
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? 0 : db_fail(s, "latest iterations");
 }
@@ -475,8 +478,10 @@ int store_round_counts(store *s, const char *job, long round,
     bind_text(st, 1, job);
     sqlite3_bind_int64(st, 2, round);
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        fn(ud, sqlite3_column_int(st, 0), (long)sqlite3_column_int64(st, 1));
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int r = fn(ud, sqlite3_column_int(st, 0), (long)sqlite3_column_int64(st, 1));
+        if (r) return stop(st, r);
+    }
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? 0 : db_fail(s, "round counts");
 }
@@ -493,10 +498,7 @@ int store_profile_means(store *s, const char *job,
         int r = fn(ud, sqlite3_column_int(st, 0), sqlite3_column_int(st, 1),
                    sqlite3_column_int(st, 2), sqlite3_column_double(st, 3),
                    sqlite3_column_double(st, 4), (long)sqlite3_column_int64(st, 5));
-        if (r) {
-            sqlite3_reset(st);
-            return r;
-        }
+        if (r) return stop(st, r);
     }
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? 0 : db_fail(s, "profile means");
@@ -517,10 +519,7 @@ static int copy_blob(store *s, sqlite3_stmt *st, int i, void **out, size_t *len)
     const void *b = sqlite3_column_blob(st, i);
     size_t n = (size_t)sqlite3_column_bytes(st, i);
     char *p = malloc(n + 1);
-    if (!p) {
-        snprintf(s->err, sizeof s->err, "out of memory");
-        return -1;
-    }
+    if (!p) return prs_error_set(&s->err, PRS_ENOMEM, "out of memory");
     if (n) memcpy(p, b, n);
     p[n] = '\0';
     *out = p;
@@ -608,7 +607,8 @@ int store_each_pipeline(store *s, const char *job, int (*fn)(void *ud, const sto
         store_pipe_row p = {sqlite3_column_int(st, 0),         sqlite3_column_int(st, 1),
                             sqlite3_column_double(st, 2),      (long)sqlite3_column_int64(st, 3),
                             (long)sqlite3_column_int64(st, 4), (long)sqlite3_column_int64(st, 5)};
-        fn(ud, &p);
+        int r = fn(ud, &p);
+        if (r) return stop(st, r);
     }
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? 0 : db_fail(s, "load pipelines");

@@ -1,12 +1,20 @@
 /* The server's database (SQLite, WAL): every job, rank, measurement, profile, frontier and
  * current plan. Statements are prepared once at open and bound with values only: no text from a
  * request is ever part of SQL. Calls are not thread-safe; the server serialises them under its
- * lock. Each function returns 0, or -1 with the reason in store_errmsg. */
+ * lock.
+ *
+ * Errors follow the project convention (perseus/error.h): each function returns 0 or a negative
+ * PRS_E* code (PRS_EIO for a database failure, PRS_ENOMEM), the details recorded in the handle's
+ * prs_error (store_error), as SQLite keeps its own. The row walks (store_each_*, ...) call fn per
+ * row: fn returns 0 to go on, or a negative PRS_E* code to stop, which the walk returns (fn keeps
+ * its details). */
 #ifndef PRS_SERVER_STORE_H
 #define PRS_SERVER_STORE_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "perseus/error.h"
 
 typedef struct store store;
 
@@ -17,10 +25,12 @@ typedef struct store store;
 
 /* Open or create the database at path and bring its schema up to date. full_sync: fsync at every
  * commit (survives power loss); otherwise commits survive a process crash (synchronous=NORMAL).
- * On failure *out is NULL and msg (256 bytes) says why. */
-int store_open(const char *path, int full_sync, store **out, char *msg);
+ * On failure *out is NULL and err says why: PRS_EINVAL for a schema newer than this server's,
+ * PRS_EIO otherwise. */
+int store_open(const char *path, int full_sync, store **out, prs_error *err);
 void store_close(store *s);
-const char *store_errmsg(const store *s);
+/* The last failure of a call on s (code and message). */
+const prs_error *store_error(const store *s);
 
 int store_begin(store *s);
 int store_commit(store *s);
@@ -42,7 +52,7 @@ typedef struct store_job_row {
 
 int store_insert_job(store *s, const store_job_row *j);
 int store_update_job(store *s, const store_job_row *j);
-/* Calls fn for every job (oldest first); stops and returns fn's value if non-zero. */
+/* Calls fn for every job (oldest first). */
 int store_each_job(store *s, int (*fn)(void *ud, const store_job_row *j), void *ud);
 /* Blocking power measured and used by one job (0 when not known, or no such job). */
 int store_job_blocking_power(store *s, const char *id, double *measured_w, double *used_w);

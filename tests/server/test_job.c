@@ -25,10 +25,9 @@ static int setup(void **state)
 {
     (void)state;
     harness_tmpdir(dir, sizeof dir, "job");
-    char db[300], msg[256];
+    char db[300];
     snprintf(db, sizeof db, "%s/job.db", dir);
-    job_set_scratch_dir(dir);
-    return store_open(db, 0, &st, msg);
+    return store_open(db, 0, &st, NULL);
 }
 
 static int teardown(void **state)
@@ -42,12 +41,12 @@ static int teardown(void **state)
 static req_job_spec make_spec(void)
 {
     req_job_spec s;
-    char msg[REQ_MSG_MAX];
+    prs_error err;
     const char *t = "{\"stages\":2,\"microbatches\":2,\"dp\":2,\"clocks_mhz\":[1410,1200,1000,400],"
                     "\"blocking_power_w\":83.64,\"profiling\":{\"warmup_iterations\":1,"
                     "\"iterations_per_clock\":1,\"min_clock_mhz\":500},"
                     "\"straggler\":{\"factor\":1.2,\"iterations\":2}}";
-    assert_int_equal(req_parse_job_spec(t, strlen(t), &s, msg), 0);
+    assert_int_equal(req_parse_job_spec(t, strlen(t), &s, &err), 0);
     return s;
 }
 
@@ -165,13 +164,13 @@ static void test_registration_and_sweep(void **state)
     /* Reload mid-sweep: same position. */
     job *k = NULL;
     int act;
-    char msg[REQ_MSG_MAX];
+    prs_error err;
     store_job_row row = {j->id, j->token_hash, "", "", "profiling", "", 1, 1, 0, 1, 0, 0};
     json_t *sj = req_job_spec_json(&j->spec);
     char *text = json_dumps(sj, JSON_COMPACT);
     json_decref(sj);
     row.spec_json = text;
-    assert_int_equal(job_load(st, &row, &k, &act, msg), 0);
+    assert_int_equal(job_load(st, &row, &k, &act, &err), 0);
     free(text);
     assert_int_equal(k->phase, JOB_PROFILING);
     assert_int_equal(k->nregistered, 4);
@@ -205,7 +204,7 @@ static void test_registration_and_sweep(void **state)
     assert_int_equal(prs_plan(j->profile, &o, &f, NULL), 0);
     char *plans;
     size_t plen;
-    assert_int_equal(job_frontier_to_text(f, j->id, &plans, &plen, msg), 0);
+    assert_int_equal(prs_frontier_to_plans(f, &plans, &plen, &err), 0);
     assert_int_equal(store_begin(st), 0);
     assert_int_equal(tx_ok(job_plan_finished(j, st, f, plans, plen, 0.5, NULL, &e)), 0);
     free(plans);
@@ -383,8 +382,8 @@ static void test_config_key(void **state)
 static job *running_job(const char *id, const char *spec_text)
 {
     req_job_spec s;
-    char msg[REQ_MSG_MAX];
-    assert_int_equal(req_parse_job_spec(spec_text, strlen(spec_text), &s, msg), 0);
+    prs_error err;
+    assert_int_equal(req_parse_job_spec(spec_text, strlen(spec_text), &s, &err), 0);
     uint8_t h[32] = {2};
     job *j = NULL;
     api_err e = {0};
@@ -413,7 +412,7 @@ static job *running_job(const char *id, const char *spec_text)
     assert_int_equal(prs_plan(j->profile, &o, &f, NULL), 0);
     char *plans;
     size_t plen;
-    assert_int_equal(job_frontier_to_text(f, j->id, &plans, &plen, msg), 0);
+    assert_int_equal(prs_frontier_to_plans(f, &plans, &plen, &err), 0);
     assert_int_equal(store_begin(st), 0);
     assert_int_equal(tx_ok(job_plan_finished(j, st, f, plans, plen, 0.1, NULL, &e)), 0);
     free(plans);
@@ -537,8 +536,8 @@ static void test_switch_iteration(void **state)
     store_job_row row = {j->id, j->token_hash, text, "", "running", "", 0, j->round, 0, 1, 0, 0};
     job *k = NULL;
     int act;
-    char msg[REQ_MSG_MAX];
-    assert_int_equal(job_load(st, &row, &k, &act, msg), 0);
+    prs_error err;
+    assert_int_equal(job_load(st, &row, &k, &act, &err), 0);
     free(text);
     for (int d = 0; d < 2; d++) {
         assert_int_equal(k->pipes[d].plan_id, j->pipes[d].plan_id);
@@ -751,12 +750,12 @@ static void plan_it(job *j)
     prs_plan_opts_default(&o);
     job_pipeline(j, &o.pipe);
     prs_frontier *f = NULL;
-    char msg[REQ_MSG_MAX];
+    prs_error err;
     assert_int_equal(prs_plan(j->profile, &o, &f, NULL), 0);
     assert_true(prs_frontier_pipeline(f)->blocking_power_w == j->bp_used_w);
     char *plans;
     size_t plen;
-    assert_int_equal(job_frontier_to_text(f, j->id, &plans, &plen, msg), 0);
+    assert_int_equal(prs_frontier_to_plans(f, &plans, &plen, &err), 0);
     api_err e = {0};
     assert_int_equal(store_begin(st), 0);
     assert_int_equal(tx_ok(job_plan_finished(j, st, f, plans, plen, 0.1, NULL, &e)), 0);
@@ -803,8 +802,8 @@ static void test_measured_blocking_power(void **state)
     store_job_row row = {j->id, j->token_hash, text, "", "running", "", 0, 0, 0, 1, 81.5, 81.5};
     job *k = NULL;
     int act;
-    char msg[REQ_MSG_MAX];
-    assert_int_equal(job_load(st, &row, &k, &act, msg), 0);
+    prs_error err;
+    assert_int_equal(job_load(st, &row, &k, &act, &err), 0);
     free(text);
     check_bp_status(k, -1, 81.5, 81.5);
     job_free(k);

@@ -11,9 +11,13 @@
 
 #include "request.h"
 
+/* The parse, its message copied into msg (REQ_MSG_MAX bytes). */
 static int spec(const char *text, req_job_spec *s, char *msg)
 {
-    return req_parse_job_spec(text, strlen(text), s, msg);
+    prs_error err = {0, ""};
+    int rc = req_parse_job_spec(text, strlen(text), s, &err);
+    snprintf(msg, REQ_MSG_MAX, "%s", err.msg);
+    return rc;
 }
 
 #define BASE "\"stages\":4,\"microbatches\":8,\"dp\":2,\"blocking_power_w\":83.64"
@@ -138,30 +142,31 @@ static void test_spec_errors_name_the_field(void **state)
 static void test_rank_and_straggler(void **state)
 {
     (void)state;
-    char msg[REQ_MSG_MAX];
+    prs_error err = {0, ""};
     req_rank r;
     const char *ok = "{\"rank\":3,\"dp\":1,\"pp\":1,\"tp\":0,\"gpu\":\"A100 GPU-1234\"}";
-    assert_int_equal(req_parse_rank(ok, strlen(ok), &r, msg), 0);
+    assert_int_equal(req_parse_rank(ok, strlen(ok), &r, &err), 0);
     assert_int_equal(r.rank, 3);
     assert_string_equal(r.gpu, "A100 GPU-1234");
     const char *neg = "{\"rank\":-1,\"dp\":0,\"pp\":0}";
-    assert_int_equal(req_parse_rank(neg, strlen(neg), &r, msg), -1);
+    assert_int_equal(req_parse_rank(neg, strlen(neg), &r, &err), -1);
     req_straggler s;
     const char *both = "{\"dp\":0,\"time_s\":2,\"slowdown\":1.5}";
-    assert_int_equal(req_parse_straggler(both, strlen(both), &s, msg), -1);
+    assert_int_equal(req_parse_straggler(both, strlen(both), &s, &err), -1);
     const char *none = "{\"dp\":0}";
-    assert_int_equal(req_parse_straggler(none, strlen(none), &s, msg), -1);
+    assert_int_equal(req_parse_straggler(none, strlen(none), &s, &err), -1);
     const char *t = "{\"dp\":1,\"time_s\":2.5}";
-    assert_int_equal(req_parse_straggler(t, strlen(t), &s, msg), 0);
+    assert_int_equal(req_parse_straggler(t, strlen(t), &s, &err), 0);
     assert_true(s.time_s == 2.5 && s.slowdown == 0 && s.dp == 1);
     const char *low = "{\"dp\":1,\"slowdown\":0.9}";
-    assert_int_equal(req_parse_straggler(low, strlen(low), &s, msg), -1);
+    assert_int_equal(req_parse_straggler(low, strlen(low), &s, &err), -1);
 }
 
 static void test_results(void **state)
 {
     (void)state;
-    char msg[REQ_MSG_MAX];
+    prs_error err = {0, ""};
+    const char *msg = err.msg;
     req_results r;
     const char *ok =
         "{\"rank\":1,\"round\":2,\"iterations\":["
@@ -169,7 +174,7 @@ static void test_results(void **state)
         "{\"instruction\":\"forward\",\"microbatch\":0,\"clock_mhz\":1395,\"time_s\":0.05,"
         "\"energy_j\":20},{\"instruction\":\"backward\",\"chunk\":5,\"clock_mhz\":1410,"
         "\"time_s\":0.1,\"energy_j\":40}]},{\"iteration\":8,\"time_s\":1.4}]}";
-    assert_int_equal(req_parse_results(ok, strlen(ok), &r, msg), 0);
+    assert_int_equal(req_parse_results(ok, strlen(ok), &r, &err), 0);
     assert_int_equal(r.rank, 1);
     assert_int_equal(r.round, 2);
     assert_int_equal(r.niterations, 2);
@@ -186,7 +191,7 @@ static void test_results(void **state)
 
     const char *paced = "{\"rank\":0,\"iterations\":[{\"iteration\":3,\"time_s\":1.5,"
                         "\"pace_s\":1.25,\"plan_id\":0,\"blocking_power_w\":83.5}]}";
-    assert_int_equal(req_parse_results(paced, strlen(paced), &r, msg), 0);
+    assert_int_equal(req_parse_results(paced, strlen(paced), &r, &err), 0);
     assert_true(r.iterations[0].pace_s == 1.25);
     assert_int_equal(r.iterations[0].plan_id, 0);
     assert_true(r.iterations[0].blocking_power_w == 83.5);
@@ -208,7 +213,7 @@ static void test_results(void **state)
         "{\"rank\":1,\"iterations\":[{\"iteration\":1,\"time_s\":1,\"x\":1}]}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        assert_int_equal(req_parse_results(bad[i], strlen(bad[i]), &r, msg), -1);
+        assert_int_equal(req_parse_results(bad[i], strlen(bad[i]), &r, &err), -1);
         assert_null(r.iterations);
     }
 
@@ -231,7 +236,7 @@ static void test_results(void **state)
         char text[256];
         snprintf(text, sizeof text,
                  "{\"rank\":1,\"iterations\":[{\"iteration\":1,\"time_s\":1,%s}]}", named[i].field);
-        assert_int_equal(req_parse_results(text, strlen(text), &r, msg), -1);
+        assert_int_equal(req_parse_results(text, strlen(text), &r, &err), -1);
         if (!strstr(msg, named[i].needle)) fprintf(stderr, "%s -> %s\n", text, msg);
         assert_non_null(strstr(msg, named[i].needle));
     }

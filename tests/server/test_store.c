@@ -110,8 +110,9 @@ static void test_v1_upgrades_in_place(void **state)
     (void)state;
     assert_int_equal(exec_sql(V1), SQLITE_OK);
     store *s = NULL;
-    char msg[256] = "";
-    assert_int_equal(store_open(db, 0, &s, msg), 0);
+    prs_error err = {0, ""};
+    const char *msg = err.msg;
+    assert_int_equal(store_open(db, 0, &s, &err), 0);
     assert_int_equal(query_int("PRAGMA user_version"), STORE_SCHEMA_VERSION);
 
     store_job_row j;
@@ -153,7 +154,7 @@ static void test_v1_upgrades_in_place(void **state)
     assert_int_equal(query_int("SELECT bp_used_w FROM jobs"), -1000);
 
     /* Opening again changes nothing; a newer version is refused. */
-    assert_int_equal(store_open(db, 0, &s, msg), 0);
+    assert_int_equal(store_open(db, 0, &s, &err), 0);
     memset(&j, 0, sizeof j);
     assert_int_equal(store_each_job(s, see_job, &j), 0);
     assert_true(j.bp_measured_w == 81.5);
@@ -161,7 +162,7 @@ static void test_v1_upgrades_in_place(void **state)
     assert_int_equal(p.from_iteration, 50);
     store_close(s);
     assert_int_equal(exec_sql("PRAGMA user_version=99"), SQLITE_OK);
-    assert_int_equal(store_open(db, 0, &s, msg), -1);
+    assert_int_equal(store_open(db, 0, &s, &err), -1);
     assert_non_null(strstr(msg, "newer"));
 }
 
@@ -171,8 +172,8 @@ static void test_new_database(void **state)
     char path[320];
     snprintf(path, sizeof path, "%s/new.db", dir);
     store *s = NULL;
-    char msg[256];
-    assert_int_equal(store_open(path, 0, &s, msg), 0);
+    prs_error err = {0, ""};
+    assert_int_equal(store_open(path, 0, &s, &err), 0);
     store_close(s);
     snprintf(db, sizeof db, "%s", path);
     assert_int_equal(query_int("PRAGMA user_version"), STORE_SCHEMA_VERSION);
