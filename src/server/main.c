@@ -74,7 +74,101 @@ static int parse_size(const char *v, size_t *out)
     return 0;
 }
 
-int main(int argc, char **argv)
+/* --listen HOST:PORT into cfg: -1 to go on, or the exit status. */
+static int parse_listen(const char *arg, prs_server_config *cfg)
+{
+    static char host[256], addr[INET_ADDRSTRLEN];
+    const char *colon = strrchr(arg, ':');
+    int port;
+    if (!colon || (size_t)(colon - arg) >= sizeof host || colon == arg ||
+        prsN_parse_int(colon + 1, &port) != 0 || port < 0 || port > 65535)
+        return bad("--listen: expected HOST:PORT, got", arg);
+    memcpy(host, arg, (size_t)(colon - arg));
+    host[colon - arg] = '\0';
+    int rc = resolve_ipv4(host, addr);
+    if (rc != 0) {
+        fprintf(stderr, "perseusd: --listen: cannot resolve '%s' to an IPv4 address: %s\n", host,
+                rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+        fputs("try 'perseusd --help'\n", stderr);
+        return 2;
+    }
+    cfg->listen_host = addr;
+    cfg->port = port;
+    return -1;
+}
+
+/* What the command line names besides the server configuration. */
+typedef struct args {
+    const char *data_dir, *db, *port_file;
+} args;
+
+/* One option c (its value in optarg): -1 to go on, or the exit status. */
+static int parse_option(int c, prs_server_config *cfg, args *a)
+{
+    switch (c) {
+    case 'l':
+        return parse_listen(optarg, cfg);
+    case 'd':
+        a->data_dir = optarg;
+        break;
+    case 'b':
+        a->db = optarg;
+        break;
+    case 'p':
+        a->port_file = optarg;
+        break;
+    case 'm':
+        if (parse_size(optarg, &cfg->max_body_bytes)) return bad("--max-body: bad size", optarg);
+        break;
+    case 'P':
+        if (parse_size(optarg, &cfg->max_profile_bytes))
+            return bad("--max-profile: bad size", optarg);
+        break;
+    case 'c': {
+        size_t n;
+        if (parse_size(optarg, &n) || n > 1000000)
+            return bad("--max-connections: bad count", optarg);
+        cfg->max_connections = (unsigned)n;
+        break;
+    }
+    case 't': {
+        size_t n;
+        if (parse_size(optarg, &n) || n > 256) return bad("--threads: bad count", optarg);
+        cfg->threads = (unsigned)n;
+        break;
+    }
+    case 's':
+        if (strcmp(optarg, "full") == 0)
+            cfg->sync_full = 1;
+        else if (strcmp(optarg, "normal") == 0)
+            cfg->sync_full = 0;
+        else
+            return bad("--sync: expected normal or full, got", optarg);
+        break;
+    case 'L':
+        if (strcmp(optarg, "error") == 0)
+            cfg->log_level = PRS_LOG_ERROR;
+        else if (strcmp(optarg, "warn") == 0)
+            cfg->log_level = PRS_LOG_WARN;
+        else if (strcmp(optarg, "info") == 0)
+            cfg->log_level = PRS_LOG_INFO;
+        else if (strcmp(optarg, "debug") == 0)
+            cfg->log_level = PRS_LOG_DEBUG;
+        else
+            return bad("--log-level: expected debug, info, warn or error, got", optarg);
+        break;
+    case 'h':
+        fputs(usage, stdout);
+        return 0;
+    default:
+        fputs("try 'perseusd --help'\n", stderr);
+        return 2;
+    }
+    return -1;
+}
+
+/* The command line into cfg and a: -1 to go on, or the exit status. */
+static int parse_args(int argc, char **argv, prs_server_config *cfg, args *a)
 {
     static const struct option opts[] = {{"listen", required_argument, NULL, 'l'},
                                          {"data-dir", required_argument, NULL, 'd'},
@@ -88,98 +182,42 @@ int main(int argc, char **argv)
                                          {"log-level", required_argument, NULL, 'L'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
-    prs_server_config cfg;
-    prs_server_config_default(&cfg);
-    const char *data_dir = "perseusd-data", *db = NULL, *port_file = NULL;
-    static char host[256], addr[INET_ADDRSTRLEN];
-    int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'l': {
-            const char *colon = strrchr(optarg, ':');
-            int port;
-            if (!colon || (size_t)(colon - optarg) >= sizeof host || colon == optarg ||
-                prsN_parse_int(colon + 1, &port) != 0 || port < 0 || port > 65535)
-                return bad("--listen: expected HOST:PORT, got", optarg);
-            memcpy(host, optarg, (size_t)(colon - optarg));
-            host[colon - optarg] = '\0';
-            int rc = resolve_ipv4(host, addr);
-            if (rc != 0) {
-                fprintf(stderr, "perseusd: --listen: cannot resolve '%s' to an IPv4 address: %s\n",
-                        host, rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
-                fputs("try 'perseusd --help'\n", stderr);
-                return 2;
-            }
-            cfg.listen_host = addr;
-            cfg.port = port;
-            break;
-        }
-        case 'd':
-            data_dir = optarg;
-            break;
-        case 'b':
-            db = optarg;
-            break;
-        case 'p':
-            port_file = optarg;
-            break;
-        case 'm':
-            if (parse_size(optarg, &cfg.max_body_bytes)) return bad("--max-body: bad size", optarg);
-            break;
-        case 'P':
-            if (parse_size(optarg, &cfg.max_profile_bytes))
-                return bad("--max-profile: bad size", optarg);
-            break;
-        case 'c': {
-            size_t n;
-            if (parse_size(optarg, &n) || n > 1000000)
-                return bad("--max-connections: bad count", optarg);
-            cfg.max_connections = (unsigned)n;
-            break;
-        }
-        case 't': {
-            size_t n;
-            if (parse_size(optarg, &n) || n > 256) return bad("--threads: bad count", optarg);
-            cfg.threads = (unsigned)n;
-            break;
-        }
-        case 's':
-            if (strcmp(optarg, "full") == 0)
-                cfg.sync_full = 1;
-            else if (strcmp(optarg, "normal") == 0)
-                cfg.sync_full = 0;
-            else
-                return bad("--sync: expected normal or full, got", optarg);
-            break;
-        case 'L':
-            if (strcmp(optarg, "error") == 0)
-                cfg.log_level = PRS_LOG_ERROR;
-            else if (strcmp(optarg, "warn") == 0)
-                cfg.log_level = PRS_LOG_WARN;
-            else if (strcmp(optarg, "info") == 0)
-                cfg.log_level = PRS_LOG_INFO;
-            else if (strcmp(optarg, "debug") == 0)
-                cfg.log_level = PRS_LOG_DEBUG;
-            else
-                return bad("--log-level: expected debug, info, warn or error, got", optarg);
-            break;
-        case 'h':
-            fputs(usage, stdout);
-            return 0;
-        default:
-            fputs("try 'perseusd --help'\n", stderr);
-            return 2;
-        }
-    }
+    int c, rc;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1)
+        if ((rc = parse_option(c, cfg, a)) >= 0) return rc;
     if (optind < argc) return bad("unexpected argument", argv[optind]);
     static char dbpath[4096];
-    if (!db) {
-        if ((size_t)snprintf(dbpath, sizeof dbpath, "%s/perseusd.db", data_dir) >= sizeof dbpath)
-            return bad("--data-dir: path too long", data_dir);
-        db = dbpath;
+    if (!a->db) {
+        if ((size_t)snprintf(dbpath, sizeof dbpath, "%s/perseusd.db", a->data_dir) >= sizeof dbpath)
+            return bad("--data-dir: path too long", a->data_dir);
+        a->db = dbpath;
     }
-    cfg.data_dir = data_dir;
-    cfg.db_path = db;
+    cfg->data_dir = a->data_dir;
+    cfg->db_path = a->db;
+    return -1;
+}
+
+/* The port listened on into port_file, written under a temporary name and renamed into place
+ * so that a reader never sees half of it. 0, or -1 with a message on stderr. */
+static int write_port_file(const char *port_file, int port)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", port_file);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0 || rename(tmp, port_file) != 0) {
+        fprintf(stderr, "perseusd: %s: cannot write port file\n", port_file);
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    prs_server_config cfg;
+    prs_server_config_default(&cfg);
+    args a = {"perseusd-data", NULL, NULL};
+    int rc = parse_args(argc, argv, &cfg, &a);
+    if (rc >= 0) return rc;
 
     /* Room for every connection the server allows, plus the database and logs. */
     struct rlimit rl;
@@ -201,16 +239,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "perseusd: %s\n", err.msg);
         return 1;
     }
-    if (port_file) {
-        char tmp[4096];
-        snprintf(tmp, sizeof tmp, "%s.tmp", port_file);
-        FILE *f = fopen(tmp, "w");
-        if (!f || fprintf(f, "%d\n", prs_server_port(s)) < 0 || fclose(f) != 0 ||
-            rename(tmp, port_file) != 0) {
-            fprintf(stderr, "perseusd: %s: cannot write port file\n", port_file);
-            prs_server_stop(s);
-            return 1;
-        }
+    if (a.port_file && write_port_file(a.port_file, prs_server_port(s)) != 0) {
+        prs_server_stop(s);
+        return 1;
     }
     int sig = 0;
     while (sigwait(&set, &sig) != 0) {

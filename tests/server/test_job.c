@@ -1,7 +1,8 @@
 /* job.h: the state machine driven directly (no HTTP) on a scratch database: registration,
  * the profiling sweep (warm-up dropped, k per clock, late and early rounds, dominated clocks
  * ending the sweep), planning results, the lookup rule under explicit and automatic stragglers,
- * completion, and reloading every piece of state from the store. */
+ * completion, reloading every piece of state from the store, and the plans.prs text kept in the
+ * store (the same bytes as the file the core saves). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -845,6 +846,54 @@ static void test_measured_blocking_power(void **state)
     job_free(j);
 }
 
+/* The plans.prs text the store keeps is byte for byte the file prs_frontier_save writes, and
+ * parses back into the same frontier; damaged text is refused with a message naming it. */
+static void test_plans_text_matches_file(void **state)
+{
+    (void)state;
+    job *j = running_job("AAAAAAAAAAAAAAA9", PACE_SPEC);
+    char *text = NULL, *again = NULL, sub[300], path[320];
+    size_t len = 0, alen = 0;
+    prs_error err = {0, ""};
+    assert_int_equal(prs_frontier_to_plans(j->frontier, &text, &len, &err), 0);
+    snprintf(sub, sizeof sub, "%s/saved", dir);
+    assert_int_equal(prs_frontier_save(j->frontier, sub, &err), 0);
+    snprintf(path, sizeof path, "%s/plans.prs", sub);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char *file = malloc(len + 2);
+    assert_non_null(file);
+    size_t flen = fread(file, 1, len + 2, f);
+    fclose(f);
+    assert_int_equal(flen, len);
+    assert_memory_equal(file, text, len);
+    free(file);
+    static const char *const names[] = {"plans.prs", "frontier.csv", "frontier-detail.csv"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", sub, names[i]);
+        unlink(path);
+    }
+    rmdir(sub);
+
+    prs_frontier *back = NULL;
+    assert_int_equal(prs_frontier_from_plans("stored frontier", text, len, &back, &err), 0);
+    assert_int_equal(prs_frontier_size(back), prs_frontier_size(j->frontier));
+    assert_int_equal(prs_frontier_to_plans(back, &again, &alen, &err), 0);
+    assert_int_equal(alen, len);
+    assert_memory_equal(again, text, len);
+    prs_frontier_free(back);
+    free(again);
+
+    assert_int_equal(prs_frontier_from_plans("stored frontier", text, len / 2, &back, &err),
+                     PRS_EPARSE);
+    assert_null(back);
+    assert_non_null(strstr(err.msg, "stored frontier:"));
+    assert_int_equal(prs_frontier_from_plans("stored frontier", "", 0, &back, &err), PRS_EPARSE);
+    assert_null(back);
+    free(text);
+    job_free(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -857,6 +906,7 @@ int main(void)
         cmocka_unit_test(test_time_straggler_without_pace),
         cmocka_unit_test(test_evaluation_rule),
         cmocka_unit_test(test_measured_blocking_power),
+        cmocka_unit_test(test_plans_text_matches_file),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -16,7 +16,7 @@ static int spec(const char *text, req_job_spec *s, char *msg)
 {
     prs_error err = {0, ""};
     int rc = req_parse_job_spec(text, strlen(text), s, &err);
-    snprintf(msg, REQ_MSG_MAX, "%s", err.msg);
+    snprintf(msg, REQ_MSG_MAX, "%.*s", REQ_MSG_MAX - 1, err.msg);
     return rc;
 }
 
