@@ -97,17 +97,18 @@ int secure_equal(const void *a, const void *b, size_t n)
     return d == 0;
 }
 
-int secure_random(void *buf, size_t n)
+int secure_random(void *buf, size_t n, prs_error *err)
 {
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
+    if (fd < 0) return prs_error_set(err, PRS_EIO, "/dev/urandom: %s", strerror(errno));
     uint8_t *p = buf;
     while (n > 0) {
         ssize_t r = read(fd, p, n);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
+            int e = r < 0 ? errno : EIO;
             close(fd);
-            return -1;
+            return prs_error_set(err, PRS_EIO, "/dev/urandom: %s", strerror(e));
         }
         p += r;
         n -= (size_t)r;
@@ -142,18 +143,20 @@ size_t secure_b64url(const uint8_t *in, size_t n, char *out)
     return o;
 }
 
-int secure_new_id(char out[SECURE_ID_LEN + 1])
+int secure_new_id(char out[SECURE_ID_LEN + 1], prs_error *err)
 {
     uint8_t r[12];
-    if (secure_random(r, sizeof r)) return -1;
+    int rc = secure_random(r, sizeof r, err);
+    if (rc) return rc;
     secure_b64url(r, sizeof r, out);
     return 0;
 }
 
-int secure_new_token(char out[SECURE_TOKEN_LEN + 1])
+int secure_new_token(char out[SECURE_TOKEN_LEN + 1], prs_error *err)
 {
     uint8_t r[32];
-    if (secure_random(r, sizeof r)) return -1;
+    int rc = secure_random(r, sizeof r, err);
+    if (rc) return rc;
     secure_b64url(r, sizeof r, out);
     return 0;
 }

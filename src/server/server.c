@@ -514,12 +514,13 @@ static enum MHD_Result handle_create(prs_server *s, struct MHD_Connection *c, co
     if (req_parse_job_spec(cc->body ? cc->body : "", cc->len, &spec, &err))
         return send_error(s, c, cc, 400, "bad_request", err.msg);
     char id[SECURE_ID_LEN + 1], token[SECURE_TOKEN_LEN + 1];
-    if (secure_new_token(token)) return send_error(s, c, cc, 500, "internal", "no randomness");
+    if (secure_new_token(token, NULL))
+        return send_error(s, c, cc, 500, "internal", "no randomness");
     uint8_t hash[SECURE_SHA256_LEN];
     secure_sha256(token, strlen(token), hash);
     pthread_rwlock_wrlock(&s->lock);
     do {
-        if (secure_new_id(id)) {
+        if (secure_new_id(id, NULL)) {
             pthread_rwlock_unlock(&s->lock);
             return send_error(s, c, cc, 500, "internal", "no randomness");
         }

@@ -9,9 +9,13 @@
  * (columns added with ALTER TABLE, so old rows stay and read as NULL or the default), all in the
  * transaction that opens the store.
  *
- * Frontiers are kept as the plans.prs text that prs_frontier_save writes (first plan plus
- * per-point changes: a few kB for a realistic pipeline), so plans are stored as compactly as the
- * planner core stores them and load back exactly. */
+ * Frontiers are kept as the plans.prs text that prs_frontier_to_plans makes in memory, the bytes
+ * prs_frontier_save writes (first plan plus per-point changes: a few kB for a realistic
+ * pipeline), so plans are stored as compactly as the planner core stores them and load back
+ * exactly (prs_frontier_from_plans).
+ *
+ * Errors: db_fail is the one failure path (PRS_EIO with SQLite's reason, kept in the handle);
+ * every row callback's result is checked and a non-zero one ends the walk (stop). */
 #include "store.h"
 
 #include <stdio.h>

@@ -6,8 +6,8 @@
  * Errors follow the project convention (perseus/error.h): each function returns 0 or a negative
  * PRS_E* code (PRS_EIO for a database failure, PRS_ENOMEM), the details recorded in the handle's
  * prs_error (store_error), as SQLite keeps its own. The row walks (store_each_*, ...) call fn per
- * row: fn returns 0 to go on, or a negative PRS_E* code to stop, which the walk returns (fn keeps
- * its details). */
+ * row: fn returns 0 to go on; any other value ends the walk and is returned (a negative PRS_E*
+ * code for a failure, whose details fn keeps; a positive one for "found, stop here"). */
 #ifndef PRS_SERVER_STORE_H
 #define PRS_SERVER_STORE_H
 
@@ -100,7 +100,7 @@ int store_profile_means(store *s, const char *job,
 int store_put_profile(store *s, const char *job, const char *source, const char *csv, size_t len);
 int store_get_profile(store *s, const char *job, char **csv, size_t *len, char source[16]);
 
-/* Frontier (plans.prs of prs_frontier_save) of a job; config_key "" if not reusable. */
+/* Frontier (plans.prs text, prs_frontier_to_plans) of a job; config_key "" if not reusable. */
 int store_put_frontier(store *s, const char *job, const char *config_key, const void *blob,
                        size_t len, double planning_s);
 int store_get_frontier(store *s, const char *job, void **blob, size_t *len);

@@ -81,9 +81,9 @@ static void test_b64url_and_ids(void **state)
     assert_string_equal(out, "Zm9vYmFy");
 
     char id[SECURE_ID_LEN + 1], id2[SECURE_ID_LEN + 1], tok[SECURE_TOKEN_LEN + 1];
-    assert_int_equal(secure_new_id(id), 0);
-    assert_int_equal(secure_new_id(id2), 0);
-    assert_int_equal(secure_new_token(tok), 0);
+    assert_int_equal(secure_new_id(id, NULL), 0);
+    assert_int_equal(secure_new_id(id2, NULL), 0);
+    assert_int_equal(secure_new_token(tok, NULL), 0);
     assert_int_equal(strlen(id), SECURE_ID_LEN);
     assert_int_equal(strlen(tok), SECURE_TOKEN_LEN);
     assert_string_not_equal(id, id2);
