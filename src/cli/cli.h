@@ -88,8 +88,10 @@ int prs_cli_pipeline_match(const char *cmd, const prs_cli_pipeline *p, const prs
 /* JSON output (jansson). Numbers are written so that they read back as the same doubles. */
 /* A real, or null where x is not finite (JSON has no NaN or infinity). */
 json_t *prs_cli_json_real(double x);
-/* Write v (taking the reference) to stdout with a newline: indented by 2, or on one line with
- * ", " and ": " separators. Returns 0, or -1 when it could not be built or written. */
-int prs_cli_json_print(json_t *v, int indent);
+/* Write v (taking the reference) to stdout with a newline, keys in insertion order. flags:
+ * jansson's dump flags, e.g. JSON_INDENT(2) (else one line, ", " and ": " separators); reals
+ * with 17 significant digits unless a JSON_REAL_PRECISION is given. Returns 0, or -1 when v is
+ * NULL (not built) or could not be written. */
+int prs_cli_json_print(json_t *v, size_t flags);
 
 #endif

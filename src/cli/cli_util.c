@@ -64,9 +64,10 @@ json_t *prs_cli_json_real(double x)
     return isfinite(x) ? json_real(x) : json_null();
 }
 
-int prs_cli_json_print(json_t *v, int indent)
+int prs_cli_json_print(json_t *v, size_t flags)
 {
-    size_t flags = JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17) | (indent ? JSON_INDENT(2) : 0);
+    if (!(flags & JSON_REAL_PRECISION(31))) flags |= JSON_REAL_PRECISION(17);
+    flags |= JSON_PRESERVE_ORDER;
     int rc = v && json_dumpf(v, stdout, flags) == 0 && putchar('\n') != EOF ? 0 : -1;
     json_decref(v);
     return rc;

@@ -222,7 +222,7 @@ static int print_json(const prs_emulation *e, const char *profile_path, prs_cost
     set_real(lookup, "intrinsic_saving_pp", lk->intrinsic_saving_pp);
     json_object_set_new(lookup, "stragglers", json_rows(lk, ex));
     json_object_set_new(o, "lookup", lookup);
-    return prs_cli_json_print(o, 1);
+    return prs_cli_json_print(o, JSON_INDENT(2));
 }
 
 static void table_rows(const prs_emulation *e, prs_emu_variant v)

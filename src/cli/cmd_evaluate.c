@@ -123,7 +123,7 @@ static int print_json(const char *profile_path, const prs_pipeline *pipe, const 
         json_array_append_new(per, row);
     }
     json_object_set_new(o, "per_stage", per);
-    return prs_cli_json_print(o, 1);
+    return prs_cli_json_print(o, JSON_INDENT(2));
 }
 
 static void print_table(const char *profile_path, const prs_pipeline *pipe, const result *r)

@@ -104,7 +104,7 @@ static int print_json_plan(const prs_frontier *f, size_t k, const int *clocks)
         json_array_append_new(plan, st);
     }
     json_object_set_new(o, "plan", plan);
-    return prs_cli_json_print(o, 1);
+    return prs_cli_json_print(o, JSON_INDENT(2));
 }
 
 static void print_lowtime_plan(const prs_frontier *f, const int *clocks)
