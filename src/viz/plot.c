@@ -428,17 +428,29 @@ static const char *const baseline_colors[] = {"#000000", "#CC79A7", "#009E73",
 static const char *const curve_colors[] = {"#56B4E9", "#CC79A7", "#999999", "#000000"};
 static const char *const curve_dashes[] = {"7 4", "2 3", "9 3 2 3", "4 4"};
 
-int prs_plot_frontier(FILE *out, const prs_frontier_plot *p, prs_error *err)
+static int has_tmin(const prs_frontier_plot *p)
 {
-    if (!out || !p) return prs_error_set(err, PRS_EINVAL, "plot: no output or no data");
+    return p->tmin_s > 0 && isfinite(p->tmin_s);
+}
+
+static int has_tstar(const prs_frontier_plot *p)
+{
+    return p->tstar_s > 0 && isfinite(p->tstar_s);
+}
+
+/* Check p; the data's ranges (the T_min and T* lines included) and the series drawn as lines in
+ * ser (predicted, evaluated, the curves). 0 or an error. */
+static int frontier_check(const prs_frontier_plot *p, const prs_plot_series **ser, range *xr,
+                          range *yr, prs_error *err)
+{
     if (!series_ok(&p->predicted) || !series_ok(&p->evaluated) || (p->nbaselines && !p->baselines))
         return prs_error_set(err, PRS_EINVAL, "plot: a series has points but no arrays");
     if (p->nbaselines > MAX_BASELINES)
         return prs_error_set(err, PRS_EINVAL, "plot: at most %d baselines", MAX_BASELINES);
     if (p->ncurves > MAX_CURVES || (p->ncurves && !p->curves))
         return prs_error_set(err, PRS_EINVAL, "plot: at most %d curves", MAX_CURVES);
-    range xr = {INFINITY, -INFINITY}, yr = {INFINITY, -INFINITY};
-    const prs_plot_series *ser[2 + MAX_CURVES] = {&p->predicted, &p->evaluated};
+    ser[0] = &p->predicted;
+    ser[1] = &p->evaluated;
     for (size_t k = 0; k < p->ncurves; k++) {
         if (!series_ok(&p->curves[k]))
             return prs_error_set(err, PRS_EINVAL, "plot: a series has points but no arrays");
@@ -447,25 +459,26 @@ int prs_plot_frontier(FILE *out, const prs_frontier_plot *p, prs_error *err)
     for (size_t k = 0; k < 2 + p->ncurves; k++)
         for (size_t i = 0; i < ser[k]->n; i++)
             if (isfinite(ser[k]->x[i]) && isfinite(ser[k]->y[i])) {
-                range_add(&xr, ser[k]->x[i]);
-                range_add(&yr, ser[k]->y[i]);
+                range_add(xr, ser[k]->x[i]);
+                range_add(yr, ser[k]->y[i]);
             }
     for (size_t i = 0; i < p->nbaselines; i++)
         if (isfinite(p->baselines[i].x) && isfinite(p->baselines[i].y)) {
-            range_add(&xr, p->baselines[i].x);
-            range_add(&yr, p->baselines[i].y);
+            range_add(xr, p->baselines[i].x);
+            range_add(yr, p->baselines[i].y);
         }
-    int has_tmin = p->tmin_s > 0 && isfinite(p->tmin_s),
-        has_tstar = p->tstar_s > 0 && isfinite(p->tstar_s);
-    if (has_tmin) range_add(&xr, p->tmin_s);
-    if (has_tstar) range_add(&xr, p->tstar_s);
-    if (!(xr.lo <= xr.hi) || !(yr.lo <= yr.hi))
+    if (has_tmin(p)) range_add(xr, p->tmin_s);
+    if (has_tstar(p)) range_add(xr, p->tstar_s);
+    if (!(xr->lo <= xr->hi) || !(yr->lo <= yr->hi))
         return prs_error_set(err, PRS_EINVAL, "plot: the frontier has no finite points");
 
-    char tmin_label[96], tstar_label[96];
-    snprintf(tmin_label, sizeof tmin_label, "T_{min} = %.4g s (fastest plan)", p->tmin_s);
-    snprintf(tstar_label, sizeof tstar_label, "T* = %.4g s (least energy)", p->tstar_s);
-    legend_entry le[4 + MAX_BASELINES + MAX_CURVES];
+    return 0;
+}
+
+/* The legend's entries (le: 4 + MAX_BASELINES + MAX_CURVES); their number. */
+static size_t frontier_legend(const prs_frontier_plot *p, legend_entry *le, const char *tmin_label,
+                              const char *tstar_label)
+{
     size_t nle = 0;
     if (p->predicted.n)
         le[nle++] = (legend_entry){p->predicted.label ? p->predicted.label : "predicted",
@@ -499,54 +512,51 @@ int prs_plot_frontier(FILE *out, const prs_frontier_plot *p, prs_error *err)
                                    baseline_shapes[i],
                                    1,
                                    NULL};
-    if (has_tmin) le[nle++] = (legend_entry){tmin_label, "#555", "6 4", 1.5, MARK_NONE, 0, NULL};
-    if (has_tstar) le[nle++] = (legend_entry){tstar_label, "#009E73", "2 3", 2, MARK_NONE, 0, NULL};
+    if (has_tmin(p)) le[nle++] = (legend_entry){tmin_label, "#555", "6 4", 1.5, MARK_NONE, 0, NULL};
+    if (has_tstar(p))
+        le[nle++] = (legend_entry){tstar_label, "#009E73", "2 3", 2, MARK_NONE, 0, NULL};
 
-    chart c;
-    double lw = legend_width(le, nle);
-    chart_frame(&c, lw, p->subtitle != NULL, 14);
-    if (chart_axis(xr.lo, xr.hi, 0.03, 0.03, 7, &c.x0, &c.x1, &c.xt) ||
-        chart_axis(yr.lo, yr.hi, 0.06, 0.06, 6, &c.y0, &c.y1, &c.yt))
-        return prs_error_set(err, PRS_EINVAL, "plot: cannot scale the axes");
-    double width = chart_width(&c, lw);
-    const char *title = p->title ? p->title : "Iteration time-energy frontier";
-    prs_svg *s = prs_svg_new(out, width, CHART_H, title);
-    if (!s) return prs_error_set(err, PRS_ENOMEM, "plot: out of memory");
-    draw_page(s, width, CHART_H, title, p->subtitle);
-    draw_axes(s, &c, "Iteration time (s)", "Iteration energy (J)");
+    return nle;
+}
 
+static void draw_time_marks(prs_svg *s, const chart *c, const prs_frontier_plot *p)
+{
     /* Markers for T_min and T*: dashed verticals, named just above the plot area. */
     text_style ml = {LEGEND_PX - 0.5, "end", "#444", 0, 0};
-    if (has_tmin) {
-        double x = map_x(&c, p->tmin_s);
-        prs_svg_line(s, x, c.top, x, c.bottom, "stroke", "#555", "stroke-width", "1.5",
+    if (has_tmin(p)) {
+        double x = map_x(c, p->tmin_s);
+        prs_svg_line(s, x, c->top, x, c->bottom, "stroke", "#555", "stroke-width", "1.5",
                      "stroke-dasharray", "6 4", PRS_SVG_END);
-        draw_text(s, x, c.top - 6, "T_{min}", &ml);
+        draw_text(s, x, c->top - 6, "T_{min}", &ml);
     }
-    if (has_tstar) {
-        double x = map_x(&c, p->tstar_s);
-        prs_svg_line(s, x, c.top, x, c.bottom, "stroke", "#009E73", "stroke-width", "2",
+    if (has_tstar(p)) {
+        double x = map_x(c, p->tstar_s);
+        prs_svg_line(s, x, c->top, x, c->bottom, "stroke", "#009E73", "stroke-width", "2",
                      "stroke-dasharray", "2 3", PRS_SVG_END);
         ml.anchor = "start";
         ml.fill = "#00704f";
-        draw_text(s, x + 2, c.top - 6, "T*", &ml);
+        draw_text(s, x + 2, c->top - 6, "T*", &ml);
     }
+}
 
+/* The curves with their markers, the predicted line, the evaluated points (thinned). */
+static int draw_frontier_series(prs_svg *s, const chart *c, const prs_frontier_plot *p)
+{
     int rc = 0;
     for (size_t k = 0; k < p->ncurves && !rc; k++) {
-        rc = draw_polyline(s, &c, &p->curves[k], curve_colors[k], 1.5, curve_dashes[k]);
+        rc = draw_polyline(s, c, &p->curves[k], curve_colors[k], 1.5, curve_dashes[k]);
         double *cxy = NULL;
         int coom = 0;
-        size_t ck = rc ? 0 : thin_points(&c, &p->curves[k], 3.0, &cxy, &coom);
+        size_t ck = rc ? 0 : thin_points(c, &p->curves[k], 3.0, &cxy, &coom);
         if (coom) rc = PRS_ENOMEM;
         for (size_t i = 0; i < ck; i++)
             draw_marker(s, MARK_CIRCLE, cxy[2 * i], cxy[2 * i + 1], 4, curve_colors[k], 1);
         free(cxy);
     }
-    if (!rc) rc = draw_polyline(s, &c, &p->predicted, "#0072B2", 2, NULL);
+    if (!rc) rc = draw_polyline(s, c, &p->predicted, "#0072B2", 2, NULL);
     double *xy = NULL;
     int oom = 0;
-    size_t k = rc ? 0 : thin_points(&c, &p->evaluated, 7.0, &xy, &oom);
+    size_t k = rc ? 0 : thin_points(c, &p->evaluated, 7.0, &xy, &oom);
     if (oom) rc = PRS_ENOMEM;
     if (k) {
         prs_svg_begin(s, "g");
@@ -563,17 +573,23 @@ int prs_plot_frontier(FILE *out, const prs_frontier_plot *p, prs_error *err)
     }
     free(xy);
 
-    /* Baselines: a marker and its name beside it, at whichever of eight places around the
-     * marker covers the fewest data (curves sampled every 2 px, other markers), stays inside
-     * the plot area and clears the names already placed; a white halo keeps grid lines from
-     * crossing the letters. */
+    return rc;
+}
+
+/* Baselines: a marker and its name beside it, at whichever of eight places around the
+ * marker covers the fewest data (curves sampled every 2 px, other markers), stays inside
+ * the plot area and clears the names already placed; a white halo keeps grid lines from
+ * crossing the letters. */
+static void draw_baselines(prs_svg *s, const chart *c, const prs_frontier_plot *p,
+                           const prs_plot_series *const *ser)
+{
     double boxes[MAX_BASELINES][4];
     size_t nboxes = 0;
     text_style bl = {LEGEND_PX - 0.5, "start", "#111", 0, 0};
     for (size_t i = 0; i < p->nbaselines; i++) {
         const prs_plot_point *b = &p->baselines[i];
         if (!isfinite(b->x) || !isfinite(b->y)) continue;
-        double x = map_x(&c, b->x), y = map_y(&c, b->y);
+        double x = map_x(c, b->x), y = map_y(c, b->y);
         draw_marker(s, baseline_shapes[i], x, y, 11, baseline_colors[i], 1);
         const char *name = b->label ? b->label : "baseline";
         double w = rich_width(name, bl.size_px), h = 14;
@@ -584,16 +600,17 @@ int prs_plot_frontier(FILE *out, const prs_frontier_plot *p, prs_error *err)
         double best = INFINITY;
         for (int ci = 0; ci < 8; ci++) {
             double bx = cand[ci][0], by = cand[ci][1], score = 0;
-            if (bx < c.left + 2 || bx + w > c.right - 2 || by < c.top + 2 || by + h > c.bottom - 2)
+            if (bx < c->left + 2 || bx + w > c->right - 2 || by < c->top + 2 ||
+                by + h > c->bottom - 2)
                 score += 1e6;
             for (size_t j = 0; j < nboxes; j++)
                 if (bx < boxes[j][0] + boxes[j][2] && boxes[j][0] < bx + w &&
                     by < boxes[j][1] + boxes[j][3] && boxes[j][1] < by + h)
                     score += 1e4;
             for (size_t k2 = 0; k2 < 2 + p->ncurves; k2++)
-                score += series_hits(&c, ser[k2], bx - 2, by - 2, w + 4, h + 4);
+                score += series_hits(c, ser[k2], bx - 2, by - 2, w + 4, h + 4);
             for (size_t j = 0; j < p->nbaselines; j++) {
-                double mx = map_x(&c, p->baselines[j].x), my = map_y(&c, p->baselines[j].y);
+                double mx = map_x(c, p->baselines[j].x), my = map_y(c, p->baselines[j].y);
                 if (mx > bx - 7 && mx < bx + w + 7 && my > by - 7 && my < by + h + 7) score += 100;
             }
             if (score < best) {
@@ -602,8 +619,8 @@ int prs_plot_frontier(FILE *out, const prs_frontier_plot *p, prs_error *err)
             }
         }
         double bx = cand[pick][0], by = cand[pick][1];
-        if (bx + w > c.right - 2) bx = c.right - 2 - w;
-        if (bx < c.left + 2) bx = c.left + 2;
+        if (bx + w > c->right - 2) bx = c->right - 2 - w;
+        if (bx < c->left + 2) bx = c->left + 2;
         text_style halo = bl;
         halo.fill = NULL;
         prs_svg_begin(s, "g");
@@ -619,6 +636,35 @@ int prs_plot_frontier(FILE *out, const prs_frontier_plot *p, prs_error *err)
         boxes[nboxes][3] = h;
         nboxes++;
     }
+}
+
+int prs_plot_frontier(FILE *out, const prs_frontier_plot *p, prs_error *err)
+{
+    if (!out || !p) return prs_error_set(err, PRS_EINVAL, "plot: no output or no data");
+    range xr = {INFINITY, -INFINITY}, yr = {INFINITY, -INFINITY};
+    const prs_plot_series *ser[2 + MAX_CURVES];
+    int rc = frontier_check(p, ser, &xr, &yr, err);
+    if (rc) return rc;
+    char tmin_label[96], tstar_label[96];
+    snprintf(tmin_label, sizeof tmin_label, "T_{min} = %.4g s (fastest plan)", p->tmin_s);
+    snprintf(tstar_label, sizeof tstar_label, "T* = %.4g s (least energy)", p->tstar_s);
+    legend_entry le[4 + MAX_BASELINES + MAX_CURVES];
+    size_t nle = frontier_legend(p, le, tmin_label, tstar_label);
+    chart c;
+    double lw = legend_width(le, nle);
+    chart_frame(&c, lw, p->subtitle != NULL, 14);
+    if (chart_axis(xr.lo, xr.hi, 0.03, 0.03, 7, &c.x0, &c.x1, &c.xt) ||
+        chart_axis(yr.lo, yr.hi, 0.06, 0.06, 6, &c.y0, &c.y1, &c.yt))
+        return prs_error_set(err, PRS_EINVAL, "plot: cannot scale the axes");
+    double width = chart_width(&c, lw);
+    const char *title = p->title ? p->title : "Iteration time-energy frontier";
+    prs_svg *s = prs_svg_new(out, width, CHART_H, title);
+    if (!s) return prs_error_set(err, PRS_ENOMEM, "plot: out of memory");
+    draw_page(s, width, CHART_H, title, p->subtitle);
+    draw_axes(s, &c, "Iteration time (s)", "Iteration energy (J)");
+    draw_time_marks(s, &c, p);
+    rc = draw_frontier_series(s, &c, p);
+    draw_baselines(s, &c, p, ser);
     draw_legend(s, c.right + 16, c.top, le, nle);
     prs_svg_close(s);
     int frc = prs_svg_finish(s, err);
