@@ -5,7 +5,11 @@
  * file only gathers them: frontiers from a `perseus plan --out DIR` directory, baselines and
  * savings from the emulator (include/perseus/emulator.h). One option table serves the three
  * plots; options a plot does not use are rejected by name. Every SVG is written to FILE.tmp and
- * renamed into place, so a failed run never leaves a half-written picture behind. */
+ * renamed into place, so a failed run never leaves a half-written picture behind.
+ *
+ * Each plot is parse (parse_args and the plot's own checks), run (load the frontier and profile,
+ * plan or emulate: frontier_series, timeline_plan, prs_emulate) and draw (write_svg). The
+ * pipeline options go through the shared parser (cli_pipeline.c). */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -494,6 +498,71 @@ static int plot_frontier(int argc, char **argv)
 
 /* ---- timeline --------------------------------------------------------------------------- */
 
+/* The clocks of the plan a selects (a baseline, or a frontier point) and the plot's title; 0 or
+ * the exit status (message printed). */
+static int timeline_plan(const plot_args *a, const prs_frontier *f, const prs_profile *profile,
+                         int *clocks, char *title, size_t title_len)
+{
+    const prs_pipeline *pipe = prs_frontier_pipeline(f);
+    prs_error err = {0, ""};
+    size_t n = prs_frontier_size(f), k = 0;
+    int rc;
+    if (a->baseline) {
+        if (strcmp(a->baseline, "all-max") == 0) {
+            rc = prs_baseline_allmax(profile, pipe, clocks, &err);
+            snprintf(title, title_len, "Pipeline timeline: all-max baseline");
+        } else if (strcmp(a->baseline, "envpipe") == 0) {
+            rc = prs_baseline_envpipe(profile, pipe, clocks, &err);
+            snprintf(title, title_len, "Pipeline timeline: EnvPipe-style baseline");
+        } else {
+            prs_uniform_point up;
+            rc = prs_baseline_uniform(profile, pipe, a->time_s, clocks, &up, &err);
+            snprintf(title, title_len, "Pipeline timeline: uniform clock %d MHz", up.freq_mhz);
+        }
+        return rc ? lib_error(&err, rc) : 0;
+    }
+    if (a->index >= 0) {
+        if ((size_t)a->index >= n) {
+            fprintf(stderr, "perseus plot: --index: expected 0..%zu, got '%ld'\n", n ? n - 1 : 0,
+                    a->index);
+            return 2;
+        }
+        k = (size_t)a->index;
+    } else if (prs_frontier_find_time(f, a->time_s, &k, &err)) {
+        fprintf(stderr, "perseus plot: --time: %s\n", err.msg);
+        return 2;
+    }
+    if ((rc = prs_frontier_plan(f, k, clocks, &err))) return lib_error(&err, rc);
+    snprintf(title, title_len, "Pipeline timeline: plan %zu of %zu (0 = slowest)", k, n);
+    return 0;
+}
+
+/* Lay the plan out in time and draw it (ops: one per computation). */
+static int timeline_draw(const plot_args *a, const prs_pipeline *pipe, const prs_profile *profile,
+                         const int *clocks, prs_timeline_op *ops, const char *title)
+{
+    prs_error err = {0, ""};
+    double time_s, energy_j;
+    int rc = prs_plan_timeline(profile, pipe, clocks, ops, &time_s, &energy_j, &err);
+    if (rc) return lib_error(&err, rc);
+    /* Colour scale: the clocks profiled for the model chunks this pipeline runs. */
+    int chunks = prs_pipeline_chunks(pipe), fmin = 0, fmax = 0;
+    const prs_profile_row *rows = prs_profile_rows(profile);
+    for (size_t i = 0; i < prs_profile_nrows(profile); i++) {
+        if (rows[i].stage >= chunks) continue;
+        if (!fmin || rows[i].freq_mhz < fmin) fmin = rows[i].freq_mhz;
+        if (rows[i].freq_mhz > fmax) fmax = rows[i].freq_mhz;
+    }
+    char pipe_text[160], subtitle[256];
+    describe_pipeline(pipe, pipe_text, sizeof pipe_text);
+    snprintf(subtitle, sizeof subtitle, "iteration %.4g s, %.6g J (evaluated); %s", time_s,
+             energy_j, pipe_text);
+    size_t nops = (size_t)pipe->stages * (size_t)prs_ops_per_stage(pipe);
+    prs_timeline_plot p = {
+        a->title ? a->title : title, subtitle, ops, nops, pipe->stages, time_s, fmin, fmax};
+    return write_svg(a->out_path, draw_timeline, &p);
+}
+
 static int plot_timeline(int argc, char **argv)
 {
     plot_args a;
@@ -514,7 +583,7 @@ static int plot_timeline(int argc, char **argv)
     prs_profile *profile = NULL;
     int *clocks = NULL;
     prs_timeline_op *ops = NULL;
-    prs_error err = {0, ""};
+    char title[128];
     if ((rc = load_profile(a.profile_path, pipe, &profile))) goto out;
     size_t nops = (size_t)pipe->stages * (size_t)prs_ops_per_stage(pipe);
     clocks = malloc(sizeof *clocks * nops);
@@ -524,64 +593,8 @@ static int plot_timeline(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    char title[128], subtitle[256];
-    size_t n = prs_frontier_size(f), k = 0;
-    if (a.baseline) {
-        if (strcmp(a.baseline, "all-max") == 0) {
-            rc = prs_baseline_allmax(profile, pipe, clocks, &err);
-            snprintf(title, sizeof title, "Pipeline timeline: all-max baseline");
-        } else if (strcmp(a.baseline, "envpipe") == 0) {
-            rc = prs_baseline_envpipe(profile, pipe, clocks, &err);
-            snprintf(title, sizeof title, "Pipeline timeline: EnvPipe-style baseline");
-        } else {
-            prs_uniform_point up;
-            rc = prs_baseline_uniform(profile, pipe, a.time_s, clocks, &up, &err);
-            snprintf(title, sizeof title, "Pipeline timeline: uniform clock %d MHz", up.freq_mhz);
-        }
-        if (rc) {
-            rc = lib_error(&err, rc);
-            goto out;
-        }
-    } else {
-        if (a.index >= 0) {
-            if ((size_t)a.index >= n) {
-                fprintf(stderr, "perseus plot: --index: expected 0..%zu, got '%ld'\n",
-                        n ? n - 1 : 0, a.index);
-                rc = 2;
-                goto out;
-            }
-            k = (size_t)a.index;
-        } else if (prs_frontier_find_time(f, a.time_s, &k, &err)) {
-            fprintf(stderr, "perseus plot: --time: %s\n", err.msg);
-            rc = 2;
-            goto out;
-        }
-        if ((rc = prs_frontier_plan(f, k, clocks, &err))) {
-            rc = lib_error(&err, rc);
-            goto out;
-        }
-        snprintf(title, sizeof title, "Pipeline timeline: plan %zu of %zu (0 = slowest)", k, n);
-    }
-    double time_s, energy_j;
-    if ((rc = prs_plan_timeline(profile, pipe, clocks, ops, &time_s, &energy_j, &err))) {
-        rc = lib_error(&err, rc);
-        goto out;
-    }
-    /* Colour scale: the clocks profiled for the model chunks this pipeline runs. */
-    int chunks = prs_pipeline_chunks(pipe), fmin = 0, fmax = 0;
-    const prs_profile_row *rows = prs_profile_rows(profile);
-    for (size_t i = 0; i < prs_profile_nrows(profile); i++) {
-        if (rows[i].stage >= chunks) continue;
-        if (!fmin || rows[i].freq_mhz < fmin) fmin = rows[i].freq_mhz;
-        if (rows[i].freq_mhz > fmax) fmax = rows[i].freq_mhz;
-    }
-    char pipe_text[160];
-    describe_pipeline(pipe, pipe_text, sizeof pipe_text);
-    snprintf(subtitle, sizeof subtitle, "iteration %.4g s, %.6g J (evaluated); %s", time_s,
-             energy_j, pipe_text);
-    prs_timeline_plot p = {
-        a.title ? a.title : title, subtitle, ops, nops, pipe->stages, time_s, fmin, fmax};
-    rc = write_svg(a.out_path, draw_timeline, &p);
+    rc = timeline_plan(&a, f, profile, clocks, title, sizeof title);
+    if (!rc) rc = timeline_draw(&a, pipe, profile, clocks, ops, title);
 out:
     free(ops);
     free(clocks);
@@ -606,6 +619,55 @@ static double metric_of(const prs_emu_metrics *m, metric which)
     }
 }
 
+/* The savings plot's checks beyond the option values; 0 or the exit status. */
+static int savings_check(plot_args *a)
+{
+    prs_error err = {0, ""};
+    const char *missing = !a->profile_path ? "--profile" : !a->pipelines ? "--pipelines" : NULL;
+    if (a->frontier_dir && (a->seen & PLAN_OPTS))
+        return usage_error("give --frontier DIR or the pipeline options, not both", NULL);
+    if (!missing && !a->frontier_dir)
+        missing = prs_cli_pipeline_missing(&a->pl, PRS_CLI_PIPELINE_REQUIRED);
+    if (missing) return usage_error("missing required option", missing);
+    if (a->nstragglers == 0 &&
+        prs_straggler_parse("1.00:1.50:0.01", &a->stragglers, &a->nstragglers, &err))
+        return lib_error(&err, PRS_ENOMEM);
+    return 0;
+}
+
+/* One series per strategy of the emulation (xy: their points); draw them. */
+static int savings_draw(const plot_args *a, const prs_emulation *emu, double *xy)
+{
+    static const prs_emu_strategy order[] = {PRS_EMU_PERSEUS, PRS_EMU_ENVPIPE, PRS_EMU_UNIFORM,
+                                             PRS_EMU_ALLMAX};
+    static const char *const labels[] = {"Perseus", "EnvPipe-style", "uniform clock",
+                                         "all-max (reference)"};
+    prs_plot_series series[4];
+    size_t nseries = 0;
+    for (size_t i = 0; i < 4; i++) {
+        const prs_emu_summary *sum = prs_emulation_get(emu, a->variant, order[i]);
+        if (!sum && a->variant == PRS_EMU_LOOKUP)
+            sum = prs_emulation_get(emu, PRS_EMU_EXACT, order[i]);
+        if (!sum) continue;
+        double *x = xy + 2 * i * (a->nstragglers + 1), *y = x + a->nstragglers + 1;
+        for (size_t r = 0; r < sum->nrows; r++) {
+            x[r] = sum->rows[r].s;
+            y[r] = metric_of(&sum->rows[r], a->metric);
+        }
+        series[nseries++] = (prs_plot_series){labels[i], x, y, sum->nrows};
+    }
+    static const char *const ylabels[] = {
+        "Energy saving of the job (%)", "Energy saving per pipeline (%)",
+        "Intrinsic energy saving (%)", "Extrinsic energy saving (%)"};
+    char subtitle[256], pipe_text[160];
+    const prs_pipeline *ep = prs_frontier_pipeline(prs_emulation_frontier(emu));
+    describe_pipeline(ep, pipe_text, sizeof pipe_text);
+    snprintf(subtitle, sizeof subtitle, "%d pipelines of %s; %s variant, against all-max",
+             a->pipelines, pipe_text, prs_emu_variant_name(a->variant));
+    prs_savings_plot p = {a->title, subtitle, ylabels[a->metric], series, nseries};
+    return write_svg(a->out_path, draw_savings, &p);
+}
+
 static int plot_savings(int argc, char **argv)
 {
     plot_args a;
@@ -619,24 +681,7 @@ static int plot_savings(int argc, char **argv)
     prs_emulation *emu = NULL;
     double *xy = NULL;
     prs_error err = {0, ""};
-    if (rc || done) goto out;
-    const char *missing = !a.profile_path ? "--profile" : !a.pipelines ? "--pipelines" : NULL;
-    if (a.frontier_dir && (a.seen & PLAN_OPTS)) {
-        rc = usage_error("give --frontier DIR or the pipeline options, not both", NULL);
-        goto out;
-    }
-    if (!missing && !a.frontier_dir) {
-        missing = prs_cli_pipeline_missing(&a.pl, PRS_CLI_PIPELINE_REQUIRED);
-    }
-    if (missing) {
-        rc = usage_error("missing required option", missing);
-        goto out;
-    }
-    if (a.nstragglers == 0 &&
-        prs_straggler_parse("1.00:1.50:0.01", &a.stragglers, &a.nstragglers, &err)) {
-        rc = lib_error(&err, PRS_ENOMEM);
-        goto out;
-    }
+    if (rc || done || (rc = savings_check(&a))) goto out;
     if (a.frontier_dir && (rc = load_frontier(a.frontier_dir, &f))) goto out;
     if (!a.frontier_dir && prs_pipeline_check(&a.pl.plan.pipe, &err)) {
         rc = usage_error(err.msg, NULL);
@@ -651,40 +696,13 @@ static int plot_savings(int argc, char **argv)
         rc = lib_error(&err, rc);
         goto out;
     }
-    static const prs_emu_strategy order[] = {PRS_EMU_PERSEUS, PRS_EMU_ENVPIPE, PRS_EMU_UNIFORM,
-                                             PRS_EMU_ALLMAX};
-    static const char *const labels[] = {"Perseus", "EnvPipe-style", "uniform clock",
-                                         "all-max (reference)"};
-    prs_plot_series series[4];
-    size_t nseries = 0;
     xy = malloc(sizeof *xy * 2 * 4 * (a.nstragglers + 1));
     if (!xy) {
         fputs("perseus plot: out of memory\n", stderr);
         rc = 1;
         goto out;
     }
-    for (size_t i = 0; i < 4; i++) {
-        const prs_emu_summary *sum = prs_emulation_get(emu, a.variant, order[i]);
-        if (!sum && a.variant == PRS_EMU_LOOKUP)
-            sum = prs_emulation_get(emu, PRS_EMU_EXACT, order[i]);
-        if (!sum) continue;
-        double *x = xy + 2 * i * (a.nstragglers + 1), *y = x + a.nstragglers + 1;
-        for (size_t r = 0; r < sum->nrows; r++) {
-            x[r] = sum->rows[r].s;
-            y[r] = metric_of(&sum->rows[r], a.metric);
-        }
-        series[nseries++] = (prs_plot_series){labels[i], x, y, sum->nrows};
-    }
-    static const char *const ylabels[] = {
-        "Energy saving of the job (%)", "Energy saving per pipeline (%)",
-        "Intrinsic energy saving (%)", "Extrinsic energy saving (%)"};
-    char subtitle[256], pipe_text[160];
-    const prs_pipeline *ep = prs_frontier_pipeline(prs_emulation_frontier(emu));
-    describe_pipeline(ep, pipe_text, sizeof pipe_text);
-    snprintf(subtitle, sizeof subtitle, "%d pipelines of %s; %s variant, against all-max",
-             a.pipelines, pipe_text, prs_emu_variant_name(a.variant));
-    prs_savings_plot p = {a.title, subtitle, ylabels[a.metric], series, nseries};
-    rc = write_svg(a.out_path, draw_savings, &p);
+    rc = savings_draw(&a, emu, xy);
 out:
     free(xy);
     free(a.stragglers);
