@@ -3,6 +3,12 @@
 #ifndef PRS_CLI_H
 #define PRS_CLI_H
 
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "perseus/planner.h"
+
 int prs_cmd_plan(int argc, char **argv);     /* cmd_plan.c */
 int prs_cmd_synth(int argc, char **argv);    /* cmd_synth.c */
 int prs_cmd_evaluate(int argc, char **argv); /* cmd_evaluate.c */
@@ -28,5 +34,64 @@ typedef struct prs_cli_progress {
 } prs_cli_progress;
 void prs_cli_on_progress(void *ud, long done, long total);
 void prs_cli_on_warn(void *ud, const char *msg);
+
+/* The pipeline options (cli_pipeline.c), shared by plan, evaluate, emulate and plot savings.
+ * A command lists the ones it takes in its getopt table (PRS_CLI_PIPELINE_OPTIONS, and
+ * PRS_CLI_COST_MODEL_OPTION where it plans) and hands each one to prs_cli_pipeline_option by
+ * its long name. */
+enum {
+    PRS_CLI_STAGES,
+    PRS_CLI_MICROBATCHES,
+    PRS_CLI_UNIT_TIME,
+    PRS_CLI_BLOCKING_POWER,
+    PRS_CLI_SCHEDULE,
+    PRS_CLI_VIRTUAL_STAGES,
+    PRS_CLI_COST_MODEL,
+    PRS_CLI_NPIPE
+};
+#define PRS_CLI_BIT(i) (1u << (i))
+/* The options without which a pipeline cannot be planned. */
+#define PRS_CLI_PIPELINE_REQUIRED                                                                  \
+    (PRS_CLI_BIT(PRS_CLI_STAGES) | PRS_CLI_BIT(PRS_CLI_MICROBATCHES) |                             \
+     PRS_CLI_BIT(PRS_CLI_UNIT_TIME) | PRS_CLI_BIT(PRS_CLI_BLOCKING_POWER))
+/* getopt_long entries; VAL is the command's code for "a pipeline option". */
+#define PRS_CLI_PIPELINE_OPTIONS(val)                                                              \
+    {"stages", required_argument, 0, (val)}, {"microbatches", required_argument, 0, (val)},        \
+        {"unit-time", required_argument, 0, (val)},                                                \
+        {"blocking-power", required_argument, 0, (val)},                                           \
+        {"schedule", required_argument, 0, (val)},                                                 \
+    {                                                                                              \
+        "virtual-stages", required_argument, 0, (val)                                              \
+    }
+#define PRS_CLI_COST_MODEL_OPTION(val)                                                             \
+    {                                                                                              \
+        "cost-model", required_argument, 0, (val)                                                  \
+    }
+
+typedef struct prs_cli_pipeline {
+    prs_plan_opts plan; /* the pipeline and the cost model, planner defaults where not given */
+    unsigned given;     /* PRS_CLI_BIT(PRS_CLI_...) of every option given */
+} prs_cli_pipeline;
+
+void prs_cli_pipeline_init(prs_cli_pipeline *p);
+/* Parse the value of the option NAME ("stages", without dashes) into p: 0, -1 on a bad value
+ * (one line on stderr, "perseus CMD: ..."; exit status 2), 1 if NAME is not a pipeline option. */
+int prs_cli_pipeline_option(const char *cmd, const char *name, const char *arg,
+                            prs_cli_pipeline *p);
+/* The first option of WHICH (PRS_CLI_BIT mask) not given, as "--stages", or NULL. */
+const char *prs_cli_pipeline_missing(const prs_cli_pipeline *p, unsigned which);
+/* The options given against a planned frontier's pipeline f (from DIR): 0 when every one
+ * matches, else -1 with the first mismatch on stderr. */
+int prs_cli_pipeline_match(const char *cmd, const prs_cli_pipeline *p, const prs_pipeline *f,
+                           const char *dir);
+
+/* JSON output (jansson). Numbers are written so that they read back as the same doubles. */
+/* A real, or null where x is not finite (JSON has no NaN or infinity). */
+json_t *prs_cli_json_real(double x);
+/* Write v (taking the reference) to stdout with a newline, keys in insertion order. flags:
+ * jansson's dump flags, e.g. JSON_INDENT(2) (else one line, ", " and ": " separators); reals
+ * with 17 significant digits unless a JSON_REAL_PRECISION is given. Returns 0, or -1 when v is
+ * NULL (not built) or could not be written. */
+int prs_cli_json_print(json_t *v, size_t flags);
 
 #endif

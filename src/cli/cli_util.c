@@ -1,5 +1,6 @@
 /* Helpers every perseus subcommand shares: one-line usage errors, strict option values, the
- * planner's progress bar and warnings on stderr (cli.h). */
+ * planner's progress bar and warnings on stderr, JSON on stdout (cli.h). */
+#include <math.h>
 #include <stdio.h>
 
 #include "cli.h"
@@ -56,4 +57,18 @@ void prs_cli_on_warn(void *ud, const char *msg)
 {
     const prs_cli_progress *p = ud;
     fprintf(stderr, "perseus %s: warning: %s\n", p->cmd, msg);
+}
+
+json_t *prs_cli_json_real(double x)
+{
+    return isfinite(x) ? json_real(x) : json_null();
+}
+
+int prs_cli_json_print(json_t *v, size_t flags)
+{
+    if (!(flags & JSON_REAL_PRECISION(31))) flags |= JSON_REAL_PRECISION(17);
+    flags |= JSON_PRESERVE_ORDER;
+    int rc = v && json_dumpf(v, stdout, flags) == 0 && putchar('\n') != EOF ? 0 : -1;
+    json_decref(v);
+    return rc;
 }

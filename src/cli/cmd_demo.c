@@ -14,7 +14,8 @@
  * Reported: all-max versus Perseus iteration time and energy (all GPUs), the intrinsic saving, the
  * slowdown, and the saving with a straggler; --json prints them as one object. Plots (SVG) go to
  * --out: the frontier the server planned with the measured points, and the savings versus the
- * straggler's slowdown. */
+ * straggler's slowdown. Parse (parse_args), run (run: perseusd, the clients, run_demo), print
+ * (print_table, or print_json with jansson). */
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -305,12 +306,10 @@ static int parse_int(const char *opt, const char *arg, int lo, int hi, int *out)
     return 0;
 }
 
-static int run_demo(demo *d, prs_server *srv, const char *out_dir, double straggler, results *res)
+/* The job's spec for POST /v1/jobs: the sweep is every supported clock from the preset's
+ * profiling minimum up. Returns a string to free. */
+static char *job_spec(const demo *d)
 {
-    int port = prs_server_port(srv), n = d->dp * d->stages;
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
-    /* The sweep: every supported clock from the preset's profiling minimum up. */
     json_t *clocks = json_array();
     for (int f = d->preset->f_max_mhz; f >= d->preset->prof_min_mhz; f -= d->preset->f_step_mhz)
         json_array_append_new(clocks, json_integer(f));
@@ -321,7 +320,14 @@ static int run_demo(demo *d, prs_server *srv, const char *out_dir, double stragg
                   "warmup_iterations", 1, "iterations_per_clock", 2);
     char *spec_text = json_dumps(spec, JSON_COMPACT);
     json_decref(spec);
-    int rc = 0;
+    return spec_text;
+}
+
+/* One sim GPU and one client per rank; rank 0 creates the job. 0, or 1 on a failure. */
+static int start_clients(demo *d, const char *url)
+{
+    int n = d->dp * d->stages, rc = 0;
+    char *spec_text = job_spec(d);
     for (int i = 0; i < n && !rc; i++) {
         prs_error err;
         rc = prs_gpu_open_sim(d->preset, &d->gpu[i], &err);
@@ -345,15 +351,14 @@ static int run_demo(demo *d, prs_server *srv, const char *out_dir, double stragg
         if (rc) fprintf(stderr, CMD ": rank %d: %s\n", i, err.msg);
     }
     free(spec_text);
-    if (rc) return 1;
+    return rc ? 1 : 0;
+}
+
+/* Stragglers: the last pipeline slows down by each factor (ascending, the requested one
+ * included) and is reported; each gives a point of the savings curve. 0 or the exit status. */
+static int run_stragglers(demo *d, int port, double straggler, long *round, results *res)
+{
     const char *id = prs_client_job_id(d->cl[0]), *token = prs_client_token(d->cl[0]);
-    double wall0 = mono_s();
-    if (!rc && baseline(d, &res->allmax_t, &res->allmax_e)) rc = bad("baseline failed");
-    long round = 0;
-    if (!rc && measure(d, "running", 0, 120, &res->perseus_t, &res->perseus_e, &round))
-        rc = bad("the job did not reach the running phase");
-    /* Stragglers: the last pipeline slows down by each factor (ascending, the requested one
-     * included) and is reported; each gives a point of the savings curve. */
     double factors[MAX_SLOWDOWNS] = {1.05, 1.1, 1.2, 1.3, 1.5};
     int nf = 5, have = 0;
     for (int k = 0; k < nf; k++)
@@ -366,7 +371,7 @@ static int run_demo(demo *d, prs_server *srv, const char *out_dir, double stragg
         }
         factors[k] = straggler;
     }
-    for (int k = 0; k < nf && !rc; k++) {
+    for (int k = 0; k < nf; k++) {
         double x = factors[k];
         d->slow[d->dp - 1] = x;
         char path[128], req[96];
@@ -375,15 +380,10 @@ static int run_demo(demo *d, prs_server *srv, const char *out_dir, double stragg
         json_t *ans = NULL;
         long st = request(port, "POST", path, token, req, &ans);
         json_decref(ans);
-        if (st != 200) {
-            rc = bad("reporting the straggler: HTTP %ld", st);
-            break;
-        }
+        if (st != 200) return bad("reporting the straggler: HTTP %ld", st);
         double t, e, base_t, base_e;
-        if (measure(d, "running", round + 1, 60, &t, &e, &round) || baseline(d, &base_t, &base_e)) {
-            rc = bad("no new plan for the straggler");
-            break;
-        }
+        if (measure(d, "running", *round + 1, 60, &t, &e, round) || baseline(d, &base_t, &base_e))
+            return bad("no new plan for the straggler");
         if (fabs(x - straggler) < 1e-9) {
             res->strag_t = t;
             res->strag_perseus_e = e;
@@ -392,6 +392,81 @@ static int run_demo(demo *d, prs_server *srv, const char *out_dir, double stragg
         res->slowdowns[res->nslow] = x;
         res->saving_pct[res->nslow++] = 100 * (1 - e / base_e);
     }
+    return 0;
+}
+
+/* The frontier the server planned, with the measured all-max and Perseus points. */
+static int plot_frontier(const demo *d, int port, const char *out_dir, const results *res)
+{
+    const char *id = prs_client_job_id(d->cl[0]), *token = prs_client_token(d->cl[0]);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s/frontier", id);
+    json_t *fr = NULL;
+    int rc = 0;
+    if (request(port, "GET", path, token, NULL, &fr) == 200 && fr) {
+        json_t *pts = json_object_get(fr, "points");
+        size_t np = json_array_size(pts);
+        double *px = calloc(np + 1, sizeof *px), *py = calloc(np + 1, sizeof *py);
+        double *ex = calloc(np + 1, sizeof *ex), *ey = calloc(np + 1, sizeof *ey);
+        for (size_t i = 0; px && py && ex && ey && i < np; i++) {
+            json_t *p = json_array_get(pts, i);
+            px[i] = json_number_value(json_object_get(p, "time_s"));
+            py[i] = json_number_value(json_object_get(p, "energy_j"));
+            ex[i] = json_number_value(json_object_get(p, "eval_time_s"));
+            ey[i] = json_number_value(json_object_get(p, "eval_energy_j"));
+        }
+        /* The frontier is per pipeline: baselines are the measured figures over dp. */
+        prs_plot_point base[2] = {{"all-max (measured)", res->allmax_t, res->allmax_e / d->dp},
+                                  {"Perseus (measured)", res->perseus_t, res->perseus_e / d->dp}};
+        prs_frontier_plot fp;
+        memset(&fp, 0, sizeof fp);
+        fp.subtitle = "perseus demo: measured on the sim backend";
+        fp.predicted = (prs_plot_series){"planned", px, py, px ? np : 0};
+        fp.evaluated = (prs_plot_series){"evaluated", ex, ey, ex ? np : 0};
+        fp.baselines = base;
+        fp.nbaselines = 2;
+        fp.tmin_s = res->perseus_t;
+        fp.tstar_s = NAN;
+        if (write_svg(out_dir, "frontier.svg", draw_frontier, &fp)) rc = 1;
+        free(px);
+        free(py);
+        free(ex);
+        free(ey);
+    }
+    json_decref(fr);
+    return rc;
+}
+
+/* frontier.svg and savings.svg in out_dir (created). 0, or 1 when one could not be written. */
+static int write_plots(const demo *d, int port, const char *out_dir, results *res)
+{
+    mkdir(out_dir, 0777);
+    int rc = plot_frontier(d, port, out_dir, res);
+    prs_plot_series ss = {"Perseus (measured)", res->slowdowns, res->saving_pct,
+                          (size_t)res->nslow};
+    prs_savings_plot sp;
+    memset(&sp, 0, sizeof sp);
+    sp.subtitle = "perseus demo: energy saving over all-max with a straggler pipeline";
+    sp.series = &ss;
+    sp.nseries = 1;
+    if (res->nslow > 0 && write_svg(out_dir, "savings.svg", draw_savings, &sp)) rc = 1;
+    return rc;
+}
+
+static int run_demo(demo *d, prs_server *srv, const char *out_dir, double straggler, results *res)
+{
+    int port = prs_server_port(srv);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    if (start_clients(d, url)) return 1;
+    const char *id = prs_client_job_id(d->cl[0]), *token = prs_client_token(d->cl[0]);
+    double wall0 = mono_s();
+    int rc = 0;
+    if (baseline(d, &res->allmax_t, &res->allmax_e)) rc = bad("baseline failed");
+    long round = 0;
+    if (!rc && measure(d, "running", 0, 120, &res->perseus_t, &res->perseus_e, &round))
+        rc = bad("the job did not reach the running phase");
+    if (!rc) rc = run_stragglers(d, port, straggler, &round, res);
     if (!rc) { /* recovery */
         d->slow[d->dp - 1] = 1;
         char path[128];
@@ -405,60 +480,22 @@ static int run_demo(demo *d, prs_server *srv, const char *out_dir, double stragg
     prs_client_get_stats(d->cl[0], &s);
     res->iterations = s.iterations;
     res->wall_s = mono_s() - wall0;
-
-    if (!rc && out_dir) {
-        mkdir(out_dir, 0777);
-        char path[128];
-        snprintf(path, sizeof path, "/v1/jobs/%s/frontier", id);
-        json_t *fr = NULL;
-        if (request(port, "GET", path, token, NULL, &fr) == 200 && fr) {
-            json_t *pts = json_object_get(fr, "points");
-            size_t np = json_array_size(pts);
-            double *px = calloc(np + 1, sizeof *px), *py = calloc(np + 1, sizeof *py);
-            double *ex = calloc(np + 1, sizeof *ex), *ey = calloc(np + 1, sizeof *ey);
-            for (size_t i = 0; px && py && ex && ey && i < np; i++) {
-                json_t *p = json_array_get(pts, i);
-                px[i] = json_number_value(json_object_get(p, "time_s"));
-                py[i] = json_number_value(json_object_get(p, "energy_j"));
-                ex[i] = json_number_value(json_object_get(p, "eval_time_s"));
-                ey[i] = json_number_value(json_object_get(p, "eval_energy_j"));
-            }
-            /* The frontier is per pipeline: baselines are the measured figures over dp. */
-            prs_plot_point base[2] = {
-                {"all-max (measured)", res->allmax_t, res->allmax_e / d->dp},
-                {"Perseus (measured)", res->perseus_t, res->perseus_e / d->dp}};
-            prs_frontier_plot fp;
-            memset(&fp, 0, sizeof fp);
-            fp.subtitle = "perseus demo: measured on the sim backend";
-            fp.predicted = (prs_plot_series){"planned", px, py, px ? np : 0};
-            fp.evaluated = (prs_plot_series){"evaluated", ex, ey, ex ? np : 0};
-            fp.baselines = base;
-            fp.nbaselines = 2;
-            fp.tmin_s = res->perseus_t;
-            fp.tstar_s = NAN;
-            if (write_svg(out_dir, "frontier.svg", draw_frontier, &fp)) rc = 1;
-            free(px);
-            free(py);
-            free(ex);
-            free(ey);
-        }
-        json_decref(fr);
-        prs_plot_series ss = {"Perseus (measured)", res->slowdowns, res->saving_pct,
-                              (size_t)res->nslow};
-        prs_savings_plot sp;
-        memset(&sp, 0, sizeof sp);
-        sp.subtitle = "perseus demo: energy saving over all-max with a straggler pipeline";
-        sp.series = &ss;
-        sp.nseries = 1;
-        if (res->nslow > 0 && write_svg(out_dir, "savings.svg", draw_savings, &sp)) rc = 1;
-    }
+    if (!rc && out_dir) rc = write_plots(d, port, out_dir, res);
     char path[128];
     snprintf(path, sizeof path, "/v1/jobs/%s/complete", id);
     request(port, "POST", path, token, "{}", NULL);
     return rc;
 }
 
-int prs_cmd_demo(int argc, char **argv)
+/* The command line: the job's shape in a demo, the rest here. */
+typedef struct demo_args {
+    double straggler;
+    const char *out_dir; /* NULL: --no-plots */
+    int json;
+} demo_args;
+
+/* Parse argv into d and a; 0, or the exit status (*done: help printed). */
+static int parse_args(int argc, char **argv, demo *d, demo_args *a, int *done)
 {
     enum {
         OPT_STAGES = 256,
@@ -480,31 +517,24 @@ int prs_cmd_demo(int argc, char **argv)
                                              {"json", no_argument, 0, OPT_JSON},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
-    demo d;
-    memset(&d, 0, sizeof d);
-    d.stages = 4;
-    d.mb = 8;
-    d.dp = 2;
-    d.preset = prs_gpu_preset_find("a100");
-    double straggler = 1.2;
-    const char *out_dir = "perseus-demo";
-    int json_out = 0, c;
+    int c;
+    *done = 0;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case OPT_STAGES:
-            if (parse_int("--stages", optarg, 2, MAX_STAGES, &d.stages)) return 2;
+            if (parse_int("--stages", optarg, 2, MAX_STAGES, &d->stages)) return 2;
             break;
         case OPT_MB:
-            if (parse_int("--microbatches", optarg, 1, MAX_MB, &d.mb)) return 2;
+            if (parse_int("--microbatches", optarg, 1, MAX_MB, &d->mb)) return 2;
             break;
         case OPT_DP:
-            if (parse_int("--dp", optarg, 2, MAX_DP, &d.dp)) return 2;
+            if (parse_int("--dp", optarg, 2, MAX_DP, &d->dp)) return 2;
             break;
         case OPT_GPU:
-            d.preset = prs_gpu_preset_find(optarg);
-            if (!d.preset) {
+            d->preset = prs_gpu_preset_find(optarg);
+            if (!d->preset) {
                 char names[128];
                 return bad("--gpu: unknown preset '%s' (known: %s)", optarg,
                            prs_gpu_preset_names(names, sizeof names));
@@ -512,32 +542,38 @@ int prs_cmd_demo(int argc, char **argv)
             break;
         case OPT_STRAGGLER: {
             char *end;
-            straggler = strtod(optarg, &end);
-            if (end == optarg || *end || !(straggler > 1 && straggler <= 3))
+            a->straggler = strtod(optarg, &end);
+            if (end == optarg || *end || !(a->straggler > 1 && a->straggler <= 3))
                 return bad("--straggler: expected a number in (1, 3], got '%s'", optarg);
             break;
         }
         case OPT_OUT:
-            out_dir = optarg;
+            a->out_dir = optarg;
             break;
         case OPT_NOPLOTS:
-            out_dir = NULL;
+            a->out_dir = NULL;
             break;
         case OPT_JSON:
-            json_out = 1;
+            a->json = 1;
             break;
         case 'h':
             usage(stdout);
+            *done = 1;
             return 0;
         default:
             return bad("unknown option '%s' (try --help)", argv[optind - 1]);
         }
     }
     if (optind < argc) return bad("unexpected argument '%s'", argv[optind]);
-    d.pipe = (prs_pipeline){d.stages, d.mb, PRS_SCHEDULE_1F1B, 0.001, 0, 0};
-    for (int p = 0; p < d.dp; p++)
-        d.slow[p] = 1;
+    return 0;
+}
 
+/* Start perseusd on a temporary directory, run the demo, stop and remove it all. */
+static int run(demo *d, const demo_args *a, results *res)
+{
+    d->pipe = (prs_pipeline){d->stages, d->mb, PRS_SCHEDULE_1F1B, 0.001, 0, 0};
+    for (int p = 0; p < d->dp; p++)
+        d->slow[p] = 1;
     char dir[256], db[300];
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/perseus-demo-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -553,55 +589,96 @@ int prs_cmd_demo(int argc, char **argv)
     prs_server *srv;
     prs_error err;
     int rc = 1;
-    results res;
-    memset(&res, 0, sizeof res);
     if (prs_server_start(&cfg, &srv, &err)) {
         fprintf(stderr, CMD ": cannot start perseusd: %s\n", err.msg);
     } else {
-        rc = run_demo(&d, srv, out_dir, straggler, &res);
-        for (int i = 0; i < d.dp * d.stages; i++) {
-            prs_client_free(d.cl[i]);
-            prs_gpu_close(d.gpu[i]);
+        rc = run_demo(d, srv, a->out_dir, a->straggler, res);
+        for (int i = 0; i < d->dp * d->stages; i++) {
+            prs_client_free(d->cl[i]);
+            prs_gpu_close(d->gpu[i]);
         }
         prs_server_stop(srv);
     }
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, CMD ": could not remove %s\n", dir);
-    if (rc) return rc;
+    return rc;
+}
 
-    double intrinsic = 100 * (1 - res.perseus_e / res.allmax_e);
-    double slowdown = 100 * (res.perseus_t / res.allmax_t - 1);
-    double strag = 100 * (1 - res.strag_perseus_e / res.strag_allmax_e);
-    if (json_out) {
-        printf("{\"gpu\": \"%s\", \"stages\": %d, \"microbatches\": %d, \"dp\": %d, "
-               "\"allmax_time_s\": %.6f, \"allmax_energy_j\": %.3f, "
-               "\"perseus_time_s\": %.6f, \"perseus_energy_j\": %.3f, "
-               "\"intrinsic_saving_pct\": %.3f, \"slowdown_pct\": %.3f, "
-               "\"straggler_slowdown\": %.3f, \"straggler_allmax_energy_j\": %.3f, "
-               "\"straggler_perseus_energy_j\": %.3f, \"straggler_saving_pct\": %.3f, "
-               "\"iterations\": %ld, \"wall_s\": %.3f, \"plots\": %s%s%s}\n",
-               d.preset->name, d.stages, d.mb, d.dp, res.allmax_t, res.allmax_e, res.perseus_t,
-               res.perseus_e, intrinsic, slowdown, straggler, res.strag_allmax_e,
-               res.strag_perseus_e, strag, res.iterations, res.wall_s, out_dir ? "\"" : "",
-               out_dir ? out_dir : "null", out_dir ? "\"" : "");
-        return 0;
-    }
-    printf("perseus demo: %d pipelines x %d stages, %d microbatches, 1F1B, sim %s GPUs\n", d.dp,
-           d.stages, d.mb, d.preset->name);
-    printf("profiled, planned and ran in %ld iterations (%.1f s wall)\n\n", res.iterations,
-           res.wall_s);
+/* x as printf's "%.*f" shows it, read back: the JSON value is the figure the table shows. */
+static json_t *fixed(double x, int decimals)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.*f", decimals, x);
+    return prs_cli_json_real(strtod(buf, NULL));
+}
+
+static int print_json(const demo *d, const demo_args *a, const results *res)
+{
+    double intrinsic = 100 * (1 - res->perseus_e / res->allmax_e);
+    double slowdown = 100 * (res->perseus_t / res->allmax_t - 1);
+    double strag = 100 * (1 - res->strag_perseus_e / res->strag_allmax_e);
+    json_t *o = json_object();
+    json_object_set_new(o, "gpu", json_string(d->preset->name));
+    json_object_set_new(o, "stages", json_integer(d->stages));
+    json_object_set_new(o, "microbatches", json_integer(d->mb));
+    json_object_set_new(o, "dp", json_integer(d->dp));
+    json_object_set_new(o, "allmax_time_s", fixed(res->allmax_t, 6));
+    json_object_set_new(o, "allmax_energy_j", fixed(res->allmax_e, 3));
+    json_object_set_new(o, "perseus_time_s", fixed(res->perseus_t, 6));
+    json_object_set_new(o, "perseus_energy_j", fixed(res->perseus_e, 3));
+    json_object_set_new(o, "intrinsic_saving_pct", fixed(intrinsic, 3));
+    json_object_set_new(o, "slowdown_pct", fixed(slowdown, 3));
+    json_object_set_new(o, "straggler_slowdown", fixed(a->straggler, 3));
+    json_object_set_new(o, "straggler_allmax_energy_j", fixed(res->strag_allmax_e, 3));
+    json_object_set_new(o, "straggler_perseus_energy_j", fixed(res->strag_perseus_e, 3));
+    json_object_set_new(o, "straggler_saving_pct", fixed(strag, 3));
+    json_object_set_new(o, "iterations", json_integer(res->iterations));
+    json_object_set_new(o, "wall_s", fixed(res->wall_s, 3));
+    json_object_set_new(o, "plots", a->out_dir ? json_string(a->out_dir) : json_null());
+    /* 15 digits: every figure above reads back as printed, and prints as it reads */
+    return prs_cli_json_print(o, JSON_REAL_PRECISION(15));
+}
+
+static void print_table(const demo *d, const demo_args *a, const results *res)
+{
+    double intrinsic = 100 * (1 - res->perseus_e / res->allmax_e);
+    double slowdown = 100 * (res->perseus_t / res->allmax_t - 1);
+    double strag = 100 * (1 - res->strag_perseus_e / res->strag_allmax_e);
+    const char *out_dir = a->out_dir;
+    printf("perseus demo: %d pipelines x %d stages, %d microbatches, 1F1B, sim %s GPUs\n", d->dp,
+           d->stages, d->mb, d->preset->name);
+    printf("profiled, planned and ran in %ld iterations (%.1f s wall)\n\n", res->iterations,
+           res->wall_s);
     printf("%-28s %12s %14s\n", "per iteration (all GPUs)", "time (s)", "energy (J)");
-    printf("%-28s %12.4f %14.1f\n", "all-max", res.allmax_t, res.allmax_e);
-    printf("%-28s %12.4f %14.1f\n", "Perseus", res.perseus_t, res.perseus_e);
+    printf("%-28s %12.4f %14.1f\n", "all-max", res->allmax_t, res->allmax_e);
+    printf("%-28s %12.4f %14.1f\n", "Perseus", res->perseus_t, res->perseus_e);
     /* a rounding-level -0 would print as "-0.00 %" */
     printf("intrinsic energy saving %.2f %% at a slowdown of %.2f %%\n\n", intrinsic,
            fabs(slowdown) < 5e-5 ? 0.0 : slowdown);
-    printf("with a straggler pipeline %.2fx slower:\n", straggler);
-    printf("%-28s %12.4f %14.1f\n", "all-max", res.strag_t, res.strag_allmax_e);
-    printf("%-28s %12.4f %14.1f\n", "Perseus", res.strag_t, res.strag_perseus_e);
+    printf("with a straggler pipeline %.2fx slower:\n", a->straggler);
+    printf("%-28s %12.4f %14.1f\n", "all-max", res->strag_t, res->strag_allmax_e);
+    printf("%-28s %12.4f %14.1f\n", "Perseus", res->strag_t, res->strag_perseus_e);
     printf("energy saving %.2f %%\n", strag);
-    printf("after recovery: %.4f s, %.1f J per iteration\n", res.recovered_t, res.recovered_e);
+    printf("after recovery: %.4f s, %.1f J per iteration\n", res->recovered_t, res->recovered_e);
     if (out_dir) printf("plots: %s/frontier.svg, %s/savings.svg\n", out_dir, out_dir);
+}
+
+int prs_cmd_demo(int argc, char **argv)
+{
+    demo d;
+    memset(&d, 0, sizeof d);
+    d.stages = 4;
+    d.mb = 8;
+    d.dp = 2;
+    d.preset = prs_gpu_preset_find("a100");
+    demo_args a = {1.2, "perseus-demo", 0};
+    int done = 0, rc = parse_args(argc, argv, &d, &a, &done);
+    if (rc || done) return rc;
+    results res;
+    memset(&res, 0, sizeof res);
+    if ((rc = run(&d, &a, &res))) return rc;
+    if (a.json) return print_json(&d, &a, &res) ? 1 : 0;
+    print_table(&d, &a, &res);
     return 0;
 }

@@ -1,7 +1,9 @@
 /* perseus emulate: what Perseus and the baselines save for N data-parallel pipelines with a
  * straggler (include/perseus/emulator.h, docs/emulator.md). Plans one pipeline with the core,
  * builds the baselines, and prints the paper's metrics (docs/emulator.md, 'The recipe') as a table
- * or JSON, followed by the exact-evaluation and lookup-rule variants, labelled apart. */
+ * or JSON, followed by the exact-evaluation and lookup-rule variants, labelled apart. Parse
+ * (parse_args: options into emulate_args), run (run: prs_emulate), print (print_table, print_json).
+ */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -45,16 +47,6 @@ static const char emulate_usage[] =
 static int usage_error(const char *msg, const char *arg)
 {
     return prs_cli_usage_error("emulate", msg, arg);
-}
-
-static int parse_positive_int(const char *opt, const char *v, int *out)
-{
-    return prs_cli_positive_int("emulate", opt, v, out);
-}
-
-static int parse_number(const char *opt, const char *v, double min, int strict, double *out)
-{
-    return prs_cli_number("emulate", opt, v, min, strict, out);
 }
 
 /* "--straggler 1.1 1.2 --json": getopt takes one value per option, so the values following a
@@ -119,117 +111,118 @@ static char **join_straggler_values(int argc, char **argv, int *new_argc, char *
     return out;
 }
 
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
-    }
-    putchar('"');
-}
-
 static const char *num(char *buf, double x)
 {
     return prsN_fmt_double(buf, PRS_NUMFMT_MAX, x);
 }
 
-static void json_rows(const prs_emu_summary *sm, const prs_emu_summary *paper_rule,
-                      const char *indent)
+static void set_real(json_t *o, const char *key, double x)
 {
-    char b[12][PRS_NUMFMT_MAX];
-    printf("\"stragglers\": [");
+    json_object_set_new(o, key, prs_cli_json_real(x));
+}
+
+/* The per-straggler metrics of sm; with paper_rule, each row's saving against its row. */
+static json_t *json_rows(const prs_emu_summary *sm, const prs_emu_summary *paper_rule)
+{
+    json_t *rows = json_array();
     for (size_t i = 0; i < sm->nrows; i++) {
         const prs_emu_metrics *r = &sm->rows[i];
-        printf("%s\n%s  {\"s\": %s, \"t_prime_s\": %s, \"t_star_s\": %s, "
-               "\"intrinsic_saving_pp\": %s, \"saving\": %s, \"intrinsic_saving\": %s, "
-               "\"extrinsic_saving\": %s, \"saving_pp\": %s, \"tstar\": %s, "
-               "\"job_energy_j\": %s, \"job_base_energy_j\": %s",
-               i ? "," : "", indent, num(b[0], r->s), num(b[1], r->t_prime_s),
-               num(b[2], r->choice_time_s), num(b[3], sm->intrinsic_saving_pp),
-               num(b[4], r->saving), num(b[5], r->intrinsic_saving), num(b[6], r->extrinsic_saving),
-               num(b[7], r->saving_pp), num(b[8], r->tstar), num(b[9], r->job_energy_j),
-               num(b[10], r->job_base_energy_j));
+        json_t *o = json_object();
+        set_real(o, "s", r->s);
+        set_real(o, "t_prime_s", r->t_prime_s);
+        set_real(o, "t_star_s", r->choice_time_s);
+        set_real(o, "intrinsic_saving_pp", sm->intrinsic_saving_pp);
+        set_real(o, "saving", r->saving);
+        set_real(o, "intrinsic_saving", r->intrinsic_saving);
+        set_real(o, "extrinsic_saving", r->extrinsic_saving);
+        set_real(o, "saving_pp", r->saving_pp);
+        set_real(o, "tstar", r->tstar);
+        set_real(o, "job_energy_j", r->job_energy_j);
+        set_real(o, "job_base_energy_j", r->job_base_energy_j);
         if (paper_rule)
-            printf(", \"saving_minus_paper_rule\": %s",
-                   num(b[11], r->saving - paper_rule->rows[i].saving));
-        putchar('}');
+            set_real(o, "saving_minus_paper_rule", r->saving - paper_rule->rows[i].saving);
+        json_array_append_new(rows, o);
     }
-    if (sm->nrows)
-        printf("\n%s]", indent);
-    else
-        putchar(']');
+    return rows;
 }
 
-static void json_summary(const prs_emu_summary *sm, const char *indent)
+static json_t *json_summary(const prs_emu_summary *sm)
 {
-    char b[3][PRS_NUMFMT_MAX];
-    printf("{\"time_s\": %s, \"energy_j\": %s, ", num(b[0], sm->time_s), num(b[1], sm->energy_j));
-    if (sm->freq_mhz) printf("\"freq_mhz\": %d, ", sm->freq_mhz);
-    printf("\"intrinsic_saving_pp\": %s, ", num(b[2], sm->intrinsic_saving_pp));
-    json_rows(sm, NULL, indent);
-    putchar('}');
+    json_t *o = json_object();
+    set_real(o, "time_s", sm->time_s);
+    set_real(o, "energy_j", sm->energy_j);
+    if (sm->freq_mhz) json_object_set_new(o, "freq_mhz", json_integer(sm->freq_mhz));
+    set_real(o, "intrinsic_saving_pp", sm->intrinsic_saving_pp);
+    json_object_set_new(o, "stragglers", json_rows(sm, NULL));
+    return o;
 }
 
-static void json_baselines(const prs_emulation *e, prs_emu_variant v, const char *indent)
+static json_t *json_baselines(const prs_emulation *e, prs_emu_variant v)
 {
     static const prs_emu_strategy bl[] = {PRS_EMU_ALLMAX, PRS_EMU_UNIFORM, PRS_EMU_ENVPIPE};
-    char inner[32];
-    snprintf(inner, sizeof inner, "%s  ", indent);
-    printf("\"baselines\": {");
-    for (size_t i = 0; i < sizeof bl / sizeof bl[0]; i++) {
-        printf("%s\n%s  \"%s\": ", i ? "," : "", indent, prs_emu_strategy_name(bl[i]));
-        json_summary(prs_emulation_get(e, v, bl[i]), inner);
-    }
-    printf("\n%s}", indent);
+    json_t *o = json_object();
+    for (size_t i = 0; i < sizeof bl / sizeof bl[0]; i++)
+        json_object_set_new(o, prs_emu_strategy_name(bl[i]),
+                            json_summary(prs_emulation_get(e, v, bl[i])));
+    return o;
 }
 
-static void print_json(const prs_emulation *e, const char *profile_path, prs_cost_model model)
+/* The job and the planner's figures, the keys before the [paper] metrics. */
+static json_t *json_job(const prs_emulation *e, const char *profile_path, prs_cost_model model)
 {
-    const prs_frontier *f = prs_emulation_frontier(e);
-    const prs_pipeline *pipe = prs_frontier_pipeline(f);
+    const prs_pipeline *pipe = prs_frontier_pipeline(prs_emulation_frontier(e));
     const prs_emu_job *job = prs_emulation_job(e);
     const prs_emu_info *in = prs_emulation_info(e);
     const prs_emu_summary *pp = prs_emulation_get(e, PRS_EMU_PAPER, PRS_EMU_PERSEUS);
+    json_t *o = json_object();
+    json_object_set_new(o, "profile", json_string(profile_path));
+    json_object_set_new(o, "stages", json_integer(pipe->stages));
+    json_object_set_new(o, "microbatches", json_integer(pipe->microbatches));
+    json_object_set_new(o, "schedule", json_string(prs_schedule_name(pipe->schedule)));
+    json_object_set_new(o, "virtual_stages",
+                        json_integer(pipe->virtual_stages > 1 ? pipe->virtual_stages : 1));
+    json_object_set_new(o, "pipelines", json_integer(job->pipelines));
+    json_object_set_new(o, "tp", json_integer(job->tp));
+    json_object_set_new(o, "gpus",
+                        json_integer((json_int_t)job->pipelines * job->tp * pipe->stages));
+    set_real(o, "unit_time_s", pipe->unit_time_s);
+    set_real(o, "blocking_power_w", pipe->blocking_power_w);
+    json_object_set_new(o, "cost_model", json_string(prs_cost_model_name(model)));
+    json_object_set_new(o, "frontier_points", json_integer((json_int_t)in->frontier_points));
+    set_real(o, "t_min_s", in->t_min_s);
+    set_real(o, "e_intr_j", pp->energy_j);
+    set_real(o, "t_energy_min_s", in->t_energy_min_s);
+    set_real(o, "e_energy_min_j", in->e_energy_min_j * job->tp);
+    set_real(o, "e_base_j", pp->base_energy_j);
+    set_real(o, "t_allmax_s", in->allmax_time_s);
+    return o;
+}
+
+static int print_json(const prs_emulation *e, const char *profile_path, prs_cost_model model)
+{
+    const prs_emu_summary *pp = prs_emulation_get(e, PRS_EMU_PAPER, PRS_EMU_PERSEUS);
     const prs_emu_summary *ex = prs_emulation_get(e, PRS_EMU_EXACT, PRS_EMU_PERSEUS);
     const prs_emu_summary *lk = prs_emulation_get(e, PRS_EMU_LOOKUP, PRS_EMU_PERSEUS);
-    char b[8][PRS_NUMFMT_MAX];
-    printf("{\n  \"profile\": ");
-    json_string(profile_path);
-    printf(",\n  \"stages\": %d,\n  \"microbatches\": %d,\n  \"schedule\": \"%s\",\n"
-           "  \"virtual_stages\": %d,\n  \"pipelines\": %d,\n  \"tp\": %d,\n  \"gpus\": %ld,\n"
-           "  \"unit_time_s\": %s,\n  \"blocking_power_w\": %s,\n  \"cost_model\": \"%s\",\n"
-           "  \"frontier_points\": %zu,\n",
-           pipe->stages, pipe->microbatches, prs_schedule_name(pipe->schedule),
-           pipe->virtual_stages > 1 ? pipe->virtual_stages : 1, job->pipelines, job->tp,
-           (long)job->pipelines * job->tp * pipe->stages, num(b[0], pipe->unit_time_s),
-           num(b[1], pipe->blocking_power_w), prs_cost_model_name(model), in->frontier_points);
-    printf("  \"t_min_s\": %s,\n  \"e_intr_j\": %s,\n  \"t_energy_min_s\": %s,\n"
-           "  \"e_energy_min_j\": %s,\n  \"e_base_j\": %s,\n  \"t_allmax_s\": %s,\n"
-           "  \"intrinsic_saving_pp\": %s,\n  ",
-           num(b[0], in->t_min_s), num(b[1], pp->energy_j), num(b[2], in->t_energy_min_s),
-           num(b[3], in->e_energy_min_j * job->tp), num(b[4], pp->base_energy_j),
-           num(b[5], in->allmax_time_s), num(b[6], pp->intrinsic_saving_pp));
-    json_rows(pp, NULL, "  ");
-    printf(",\n  ");
-    json_baselines(e, PRS_EMU_PAPER, "  ");
-    printf(",\n  \"exact\": {\n    \"base_time_s\": %s,\n    \"base_energy_j\": %s,\n"
-           "    \"time_s\": %s,\n    \"energy_j\": %s,\n    \"intrinsic_saving_pp\": %s,\n    ",
-           num(b[0], ex->base_time_s), num(b[1], ex->base_energy_j), num(b[2], ex->time_s),
-           num(b[3], ex->energy_j), num(b[4], ex->intrinsic_saving_pp));
-    json_rows(ex, NULL, "    ");
-    printf(",\n    ");
-    json_baselines(e, PRS_EMU_EXACT, "    ");
-    printf("\n  },\n  \"lookup\": {\n    \"time_s\": %s,\n    \"energy_j\": %s,\n"
-           "    \"intrinsic_saving_pp\": %s,\n    ",
-           num(b[0], lk->time_s), num(b[1], lk->energy_j), num(b[2], lk->intrinsic_saving_pp));
-    json_rows(lk, ex, "    ");
-    printf("\n  }\n}\n");
+    json_t *o = json_job(e, profile_path, model);
+    set_real(o, "intrinsic_saving_pp", pp->intrinsic_saving_pp);
+    json_object_set_new(o, "stragglers", json_rows(pp, NULL));
+    json_object_set_new(o, "baselines", json_baselines(e, PRS_EMU_PAPER));
+    json_t *exact = json_object();
+    set_real(exact, "base_time_s", ex->base_time_s);
+    set_real(exact, "base_energy_j", ex->base_energy_j);
+    set_real(exact, "time_s", ex->time_s);
+    set_real(exact, "energy_j", ex->energy_j);
+    set_real(exact, "intrinsic_saving_pp", ex->intrinsic_saving_pp);
+    json_object_set_new(exact, "stragglers", json_rows(ex, NULL));
+    json_object_set_new(exact, "baselines", json_baselines(e, PRS_EMU_EXACT));
+    json_object_set_new(o, "exact", exact);
+    json_t *lookup = json_object();
+    set_real(lookup, "time_s", lk->time_s);
+    set_real(lookup, "energy_j", lk->energy_j);
+    set_real(lookup, "intrinsic_saving_pp", lk->intrinsic_saving_pp);
+    json_object_set_new(lookup, "stragglers", json_rows(lk, ex));
+    json_object_set_new(o, "lookup", lookup);
+    return prs_cli_json_print(o, JSON_INDENT(2));
 }
 
 static void table_rows(const prs_emulation *e, prs_emu_variant v)
@@ -315,23 +308,110 @@ static void print_table(const prs_emulation *e, const char *profile_path, prs_co
     }
 }
 
+/* The command line, parsed and checked. */
+typedef struct emulate_args {
+    const char *profile_path;
+    double *factors; /* --straggler values (owned) */
+    size_t nfactors;
+    int pipelines, tp, json, quiet;
+    prs_cli_pipeline pl;
+} emulate_args;
+
+/* Parse the command line (stragglers joined) into a; 0, or the exit status (*done: help). */
+static int parse_args(int argc, char **argv, emulate_args *a, int *done)
+{
+    enum { OPT_PIPE = 'P' };
+    static const struct option opts[] = {
+        {"profile", required_argument, 0, 'p'}, PRS_CLI_PIPELINE_OPTIONS(OPT_PIPE),
+        PRS_CLI_COST_MODEL_OPTION(OPT_PIPE),    {"pipelines", required_argument, 0, 'N'},
+        {"tp", required_argument, 0, 't'},      {"straggler", required_argument, 0, 'x'},
+        {"json", no_argument, 0, 'j'},          {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    prs_error err = {0, ""};
+    int c, li = 0;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
+        switch (c) {
+        case 'p':
+            a->profile_path = optarg;
+            break;
+        case OPT_PIPE:
+            if (prs_cli_pipeline_option("emulate", opts[li].name, optarg, &a->pl)) return 2;
+            break;
+        case 'N':
+            if (prs_cli_positive_int("emulate", "--pipelines", optarg, &a->pipelines)) return 2;
+            break;
+        case 't':
+            if (prs_cli_positive_int("emulate", "--tp", optarg, &a->tp)) return 2;
+            break;
+        case 'x':
+            if (prs_straggler_parse(optarg, &a->factors, &a->nfactors, &err)) {
+                fprintf(stderr, "perseus emulate: --straggler: %s\n", err.msg);
+                return 2;
+            }
+            break;
+        case 'j':
+            a->json = 1;
+            break;
+        case 'q':
+            a->quiet = 1;
+            break;
+        case 'h':
+            fputs(emulate_usage, stdout);
+            *done = 1;
+            return 0;
+        case ':':
+            return usage_error("missing value for", argv[optind - 1]);
+        default:
+            return usage_error("unknown option", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return usage_error("unexpected argument", argv[optind]);
+    const prs_cli_pipeline *pl = &a->pl;
+    const unsigned shape = PRS_CLI_BIT(PRS_CLI_STAGES) | PRS_CLI_BIT(PRS_CLI_MICROBATCHES);
+    const char *missing = !a->profile_path ? "--profile"
+                          : prs_cli_pipeline_missing(pl, shape)
+                              ? prs_cli_pipeline_missing(pl, shape)
+                          : !a->pipelines ? "--pipelines"
+                          : !a->tp        ? "--tp"
+                                          : prs_cli_pipeline_missing(pl, PRS_CLI_PIPELINE_REQUIRED);
+    if (missing) return usage_error("missing required option", missing);
+    prs_error perr = {0, ""};
+    if (prs_pipeline_check(&a->pl.plan.pipe, &perr)) return usage_error(perr.msg, NULL);
+    return 0;
+}
+
+/* Load the profile and emulate the job; 0, or the exit status (message printed). */
+static int run(emulate_args *a, prs_profile **profile, prs_emulation **em)
+{
+    prs_error err = {0, ""};
+    prs_emulate_opts eo;
+    memset(&eo, 0, sizeof eo);
+    eo.plan = a->pl.plan;
+    if (prs_profile_load(a->profile_path, profile, &err) ||
+        prs_profile_check_stages(*profile, prs_pipeline_chunks(&eo.plan.pipe), &err)) {
+        fprintf(stderr, "perseus emulate: %s\n", err.msg);
+        return 2;
+    }
+    prs_cli_progress ps = {"emulate", !a->quiet && !a->json && isatty(STDERR_FILENO), -1};
+    eo.plan.progress = prs_cli_on_progress;
+    eo.plan.warn = a->quiet ? NULL : prs_cli_on_warn;
+    eo.plan.ud = &ps;
+    eo.pipelines = a->pipelines;
+    eo.tp = a->tp;
+    eo.stragglers = a->factors;
+    eo.nstragglers = a->nfactors;
+    int erc = prs_emulate(*profile, &eo, em, &err);
+    if (erc) {
+        fprintf(stderr, "perseus emulate: %s\n", err.msg);
+        return erc == PRS_EINVAL || erc == PRS_EPARSE ? 2 : 1;
+    }
+    return 0;
+}
+
 int prs_cmd_emulate(int argc, char **argv)
 {
-    static const struct option opts[] = {{"profile", required_argument, 0, 'p'},
-                                         {"stages", required_argument, 0, 's'},
-                                         {"microbatches", required_argument, 0, 'm'},
-                                         {"pipelines", required_argument, 0, 'N'},
-                                         {"tp", required_argument, 0, 't'},
-                                         {"unit-time", required_argument, 0, 'u'},
-                                         {"blocking-power", required_argument, 0, 'b'},
-                                         {"cost-model", required_argument, 0, 'c'},
-                                         {"schedule", required_argument, 0, 'S'},
-                                         {"virtual-stages", required_argument, 0, 'V'},
-                                         {"straggler", required_argument, 0, 'x'},
-                                         {"json", no_argument, 0, 'j'},
-                                         {"quiet", no_argument, 0, 'q'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
     char **owned = NULL;
     int nowned = 0, nargc = 0;
     char **args = join_straggler_values(argc, argv, &nargc, &owned, &nowned);
@@ -339,130 +419,23 @@ int prs_cmd_emulate(int argc, char **argv)
         fputs("perseus emulate: out of memory\n", stderr);
         return 1;
     }
-    prs_emulate_opts eo;
-    memset(&eo, 0, sizeof eo);
-    prs_plan_opts_default(&eo.plan);
-    const char *profile_path = NULL;
-    double *factors = NULL;
-    size_t nfactors = 0;
-    int have_unit = 0, have_power = 0, json = 0, quiet = 0, c, rc = 2;
-    prs_error err = {0, ""};
+    emulate_args a;
+    memset(&a, 0, sizeof a);
+    prs_cli_pipeline_init(&a.pl);
     prs_profile *profile = NULL;
     prs_emulation *em = NULL;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(nargc, args, ":h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'p':
-            profile_path = optarg;
-            break;
-        case 's':
-            if (parse_positive_int("--stages", optarg, &eo.plan.pipe.stages)) goto out;
-            break;
-        case 'm':
-            if (parse_positive_int("--microbatches", optarg, &eo.plan.pipe.microbatches)) goto out;
-            break;
-        case 'N':
-            if (parse_positive_int("--pipelines", optarg, &eo.pipelines)) goto out;
-            break;
-        case 't':
-            if (parse_positive_int("--tp", optarg, &eo.tp)) goto out;
-            break;
-        case 'u':
-            if (parse_number("--unit-time", optarg, 0, 1, &eo.plan.pipe.unit_time_s)) goto out;
-            have_unit = 1;
-            break;
-        case 'b':
-            if (parse_number("--blocking-power", optarg, 0, 0, &eo.plan.pipe.blocking_power_w))
-                goto out;
-            have_power = 1;
-            break;
-        case 'c':
-            if (prs_cost_model_parse(optarg, &eo.plan.cost_model)) {
-                usage_error("--cost-model: expected exp or hull, got", optarg);
-                goto out;
-            }
-            break;
-        case 'S':
-            if (prs_schedule_parse(optarg, &eo.plan.pipe.schedule)) {
-                usage_error("--schedule: expected 1f1b, gpipe or interleaved, got", optarg);
-                goto out;
-            }
-            break;
-        case 'V':
-            if (parse_positive_int("--virtual-stages", optarg, &eo.plan.pipe.virtual_stages))
-                goto out;
-            break;
-        case 'x':
-            if (prs_straggler_parse(optarg, &factors, &nfactors, &err)) {
-                fprintf(stderr, "perseus emulate: --straggler: %s\n", err.msg);
-                goto out;
-            }
-            break;
-        case 'j':
-            json = 1;
-            break;
-        case 'q':
-            quiet = 1;
-            break;
-        case 'h':
-            fputs(emulate_usage, stdout);
-            rc = 0;
-            goto out;
-        case ':':
-            usage_error("missing value for", args[optind - 1]);
-            goto out;
-        default:
-            usage_error("unknown option", args[optind - 1]);
-            goto out;
-        }
+    int done = 0, rc = parse_args(nargc, args, &a, &done);
+    if (!rc && !done) rc = run(&a, &profile, &em);
+    if (!rc && !done) {
+        if (a.json)
+            rc = print_json(em, a.profile_path, a.pl.plan.cost_model) ? 1 : 0;
+        else
+            print_table(em, a.profile_path, a.pl.plan.cost_model);
+        if (!rc) rc = fflush(stdout) == 0 ? 0 : 1;
     }
-    if (optind < nargc) {
-        usage_error("unexpected argument", args[optind]);
-        goto out;
-    }
-    const char *missing = !profile_path                ? "--profile"
-                          : !eo.plan.pipe.stages       ? "--stages"
-                          : !eo.plan.pipe.microbatches ? "--microbatches"
-                          : !eo.pipelines              ? "--pipelines"
-                          : !eo.tp                     ? "--tp"
-                          : !have_unit                 ? "--unit-time"
-                          : !have_power                ? "--blocking-power"
-                                                       : NULL;
-    if (missing) {
-        usage_error("missing required option", missing);
-        goto out;
-    }
-    if (prs_pipeline_check(&eo.plan.pipe, &err)) {
-        usage_error(err.msg, NULL);
-        goto out;
-    }
-    if (prs_profile_load(profile_path, &profile, &err) ||
-        prs_profile_check_stages(profile, prs_pipeline_chunks(&eo.plan.pipe), &err)) {
-        fprintf(stderr, "perseus emulate: %s\n", err.msg);
-        goto out;
-    }
-    prs_cli_progress ps = {"emulate", !quiet && !json && isatty(STDERR_FILENO), -1};
-    eo.plan.progress = prs_cli_on_progress;
-    eo.plan.warn = quiet ? NULL : prs_cli_on_warn;
-    eo.plan.ud = &ps;
-    eo.stragglers = factors;
-    eo.nstragglers = nfactors;
-    int erc = prs_emulate(profile, &eo, &em, &err);
-    if (erc) {
-        fprintf(stderr, "perseus emulate: %s\n", err.msg);
-        rc = erc == PRS_EINVAL || erc == PRS_EPARSE ? 2 : 1;
-        goto out;
-    }
-    if (json)
-        print_json(em, profile_path, eo.plan.cost_model);
-    else
-        print_table(em, profile_path, eo.plan.cost_model);
-    rc = fflush(stdout) == 0 ? 0 : 1;
-out:
     prs_emulation_free(em);
     prs_profile_free(profile);
-    free(factors);
+    free(a.factors);
     for (int i = 0; i < nowned; i++)
         free(owned[i]);
     free(owned);

@@ -1,7 +1,8 @@
 /* perseus evaluate: iteration time and energy of one plan against a stage profile, with each
  * GPU's busy and idle (blocking) time and energy. The plan is a frontier point (by index or
  * time), a uniform clock, all-max or the EnvPipe-style baseline (include/perseus/emulator.h);
- * the figures are the core's exact evaluation (prs_plan_timeline). */
+ * the figures are the core's exact evaluation (prs_plan_timeline). Parse (parse_args: options
+ * into evaluate_args), run (run: load, plan, evaluate), print (print_table or print_json). */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -49,16 +50,6 @@ static int usage_error(const char *msg, const char *arg)
     return prs_cli_usage_error("evaluate", msg, arg);
 }
 
-static int parse_positive_int(const char *opt, const char *v, int *out)
-{
-    return prs_cli_positive_int("evaluate", opt, v, out);
-}
-
-static int parse_number(const char *opt, const char *v, double min, int strict, double *out)
-{
-    return prs_cli_number("evaluate", opt, v, min, strict, out);
-}
-
 typedef enum source { SRC_NONE, SRC_ALLMAX, SRC_UNIFORM, SRC_ENVPIPE, SRC_FRONTIER } source;
 
 typedef struct stage_sum {
@@ -75,81 +66,64 @@ typedef struct result {
     stage_sum *stages;
 } result;
 
-/* Pipeline options given on the command line against the frontier's. */
-static int check_match(const prs_pipeline *f, const prs_pipeline *cl, const int *given,
-                       const char *dir)
-{
-    char a[PRS_NUMFMT_MAX], b[PRS_NUMFMT_MAX];
-    int fv = f->virtual_stages > 1 ? f->virtual_stages : 1;
-    int cv = cl->virtual_stages > 1 ? cl->virtual_stages : 1;
-    if (given[0] && f->stages != cl->stages)
-        fprintf(stderr, "perseus evaluate: --stages %d does not match the frontier's %d (%s)\n",
-                cl->stages, f->stages, dir);
-    else if (given[1] && f->microbatches != cl->microbatches)
-        fprintf(stderr,
-                "perseus evaluate: --microbatches %d does not match the frontier's %d (%s)\n",
-                cl->microbatches, f->microbatches, dir);
-    else if (given[2] && f->unit_time_s != cl->unit_time_s)
-        fprintf(stderr, "perseus evaluate: --unit-time %s does not match the frontier's %s (%s)\n",
-                prsN_fmt_double(a, sizeof a, cl->unit_time_s),
-                prsN_fmt_double(b, sizeof b, f->unit_time_s), dir);
-    else if (given[3] && f->blocking_power_w != cl->blocking_power_w)
-        fprintf(stderr,
-                "perseus evaluate: --blocking-power %s does not match the frontier's %s (%s)\n",
-                prsN_fmt_double(a, sizeof a, cl->blocking_power_w),
-                prsN_fmt_double(b, sizeof b, f->blocking_power_w), dir);
-    else if (given[4] && f->schedule != cl->schedule)
-        fprintf(stderr, "perseus evaluate: --schedule %s does not match the frontier's %s (%s)\n",
-                prs_schedule_name(cl->schedule), prs_schedule_name(f->schedule), dir);
-    else if (given[5] && fv != cv)
-        fprintf(stderr,
-                "perseus evaluate: --virtual-stages %d does not match the frontier's %d (%s)\n", cv,
-                fv, dir);
-    else
-        return 0;
-    return -1;
-}
+/* The command line, parsed and checked. */
+typedef struct evaluate_args {
+    const char *profile_path, *frontier_dir, *index_arg, *uniform_arg;
+    double time_s; /* --time, or -1 */
+    source src;
+    int nsources;
+    int freq_mhz; /* --uniform MHZ; 0 for 'auto' */
+    int json;
+    prs_cli_pipeline pl;
+} evaluate_args;
 
-static void print_json(const char *profile_path, const prs_pipeline *pipe, const result *r)
+/* What the evaluation owns. */
+typedef struct evaluation {
+    prs_frontier *f;
+    prs_profile *profile;
+    prs_pipeline pipe;
+    prs_timeline_op *ops;
+    int *clocks;
+    size_t nops;
+    result r;
+} evaluation;
+
+static int print_json(const char *profile_path, const prs_pipeline *pipe, const result *r)
 {
-    char b[6][PRS_NUMFMT_MAX];
     double tau = pipe->unit_time_s, pb = pipe->blocking_power_w;
     long T = lround(r->time_s / tau);
-    printf("{\n  \"profile\": \"");
-    for (const char *s = profile_path; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
+    json_t *o = json_object();
+    json_object_set_new(o, "profile", json_string(profile_path));
+    json_object_set_new(o, "plan", json_string(r->plan));
+    if (r->freq_mhz) json_object_set_new(o, "freq_mhz", json_integer(r->freq_mhz));
+    if (r->point) {
+        json_object_set_new(o, "index", json_integer(r->index));
+        json_object_set_new(o, "predicted_time_s", prs_cli_json_real(r->point->time_s));
+        json_object_set_new(o, "predicted_energy_j", prs_cli_json_real(r->point->energy_j));
     }
-    printf("\",\n  \"plan\": \"%s\",\n", r->plan);
-    if (r->freq_mhz) printf("  \"freq_mhz\": %d,\n", r->freq_mhz);
-    if (r->point)
-        printf("  \"index\": %ld,\n  \"predicted_time_s\": %s,\n  \"predicted_energy_j\": %s,\n",
-               r->index, prsN_fmt_double(b[0], sizeof b[0], r->point->time_s),
-               prsN_fmt_double(b[1], sizeof b[1], r->point->energy_j));
-    printf("  \"stages\": %d,\n  \"microbatches\": %d,\n  \"schedule\": \"%s\",\n"
-           "  \"virtual_stages\": %d,\n  \"unit_time_s\": %s,\n  \"blocking_power_w\": %s,\n"
-           "  \"time_s\": %s,\n  \"energy_j\": %s,\n  \"per_stage\": [",
-           pipe->stages, pipe->microbatches, prs_schedule_name(pipe->schedule),
-           pipe->virtual_stages > 1 ? pipe->virtual_stages : 1,
-           prsN_fmt_double(b[0], sizeof b[0], tau), prsN_fmt_double(b[1], sizeof b[1], pb),
-           prsN_fmt_double(b[2], sizeof b[2], r->time_s),
-           prsN_fmt_double(b[3], sizeof b[3], r->energy_j));
+    json_object_set_new(o, "stages", json_integer(pipe->stages));
+    json_object_set_new(o, "microbatches", json_integer(pipe->microbatches));
+    json_object_set_new(o, "schedule", json_string(prs_schedule_name(pipe->schedule)));
+    json_object_set_new(o, "virtual_stages",
+                        json_integer(pipe->virtual_stages > 1 ? pipe->virtual_stages : 1));
+    json_object_set_new(o, "unit_time_s", prs_cli_json_real(tau));
+    json_object_set_new(o, "blocking_power_w", prs_cli_json_real(pb));
+    json_object_set_new(o, "time_s", prs_cli_json_real(r->time_s));
+    json_object_set_new(o, "energy_j", prs_cli_json_real(r->energy_j));
+    json_t *per = json_array();
     for (int s = 0; s < pipe->stages; s++) {
         const stage_sum *st = &r->stages[s];
         double idle = (double)(T - st->busy_units) * tau;
-        printf("%s\n    {\"stage\": %d, \"busy_time_s\": %s, \"idle_time_s\": %s, "
-               "\"busy_energy_j\": %s, \"idle_energy_j\": %s}",
-               s ? "," : "", s, prsN_fmt_double(b[0], sizeof b[0], (double)st->busy_units * tau),
-               prsN_fmt_double(b[1], sizeof b[1], idle),
-               prsN_fmt_double(b[2], sizeof b[2], st->busy_energy_j),
-               prsN_fmt_double(b[3], sizeof b[3], pb * idle));
+        json_t *row = json_object();
+        json_object_set_new(row, "stage", json_integer(s));
+        json_object_set_new(row, "busy_time_s", prs_cli_json_real((double)st->busy_units * tau));
+        json_object_set_new(row, "idle_time_s", prs_cli_json_real(idle));
+        json_object_set_new(row, "busy_energy_j", prs_cli_json_real(st->busy_energy_j));
+        json_object_set_new(row, "idle_energy_j", prs_cli_json_real(pb * idle));
+        json_array_append_new(per, row);
     }
-    printf("\n  ]\n}\n");
+    json_object_set_new(o, "per_stage", per);
+    return prs_cli_json_print(o, JSON_INDENT(2));
 }
 
 static void print_table(const char *profile_path, const prs_pipeline *pipe, const result *r)
@@ -185,15 +159,12 @@ static void print_table(const char *profile_path, const prs_pipeline *pipe, cons
            te_b + te_i);
 }
 
-int prs_cmd_evaluate(int argc, char **argv)
+/* Parse argv into a and check the combination; 0, or the exit status (*done: help printed). */
+static int parse_args(int argc, char **argv, evaluate_args *a, int *done)
 {
+    enum { OPT_PIPE = 'P' };
     static const struct option opts[] = {{"profile", required_argument, 0, 'p'},
-                                         {"stages", required_argument, 0, 's'},
-                                         {"microbatches", required_argument, 0, 'm'},
-                                         {"unit-time", required_argument, 0, 'u'},
-                                         {"blocking-power", required_argument, 0, 'b'},
-                                         {"schedule", required_argument, 0, 'S'},
-                                         {"virtual-stages", required_argument, 0, 'V'},
+                                         PRS_CLI_PIPELINE_OPTIONS(OPT_PIPE),
                                          {"frontier", required_argument, 0, 'f'},
                                          {"index", required_argument, 0, 'i'},
                                          {"time", required_argument, 0, 't'},
@@ -203,75 +174,52 @@ int prs_cmd_evaluate(int argc, char **argv)
                                          {"json", no_argument, 0, 'j'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    prs_pipeline cl;
-    memset(&cl, 0, sizeof cl);
-    cl.schedule = PRS_SCHEDULE_1F1B;
-    /* given: stages, microbatches, unit, power, schedule, virtual stages */
-    int given[6] = {0, 0, 0, 0, 0, 0}, json = 0, nsources = 0, c;
-    const char *profile_path = NULL, *frontier_dir = NULL, *index_arg = NULL, *uniform_arg = NULL;
-    double time_arg = -1;
-    source src = SRC_NONE;
+    memset(a, 0, sizeof *a);
+    a->time_s = -1;
+    a->src = SRC_NONE;
+    prs_cli_pipeline_init(&a->pl);
+    *done = 0;
+    int c, li = 0;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
         switch (c) {
         case 'p':
-            profile_path = optarg;
+            a->profile_path = optarg;
             break;
-        case 's':
-            if (parse_positive_int("--stages", optarg, &cl.stages)) return 2;
-            given[0] = 1;
-            break;
-        case 'm':
-            if (parse_positive_int("--microbatches", optarg, &cl.microbatches)) return 2;
-            given[1] = 1;
-            break;
-        case 'u':
-            if (parse_number("--unit-time", optarg, 0, 1, &cl.unit_time_s)) return 2;
-            given[2] = 1;
-            break;
-        case 'b':
-            if (parse_number("--blocking-power", optarg, 0, 0, &cl.blocking_power_w)) return 2;
-            given[3] = 1;
-            break;
-        case 'S':
-            if (prs_schedule_parse(optarg, &cl.schedule))
-                return usage_error("--schedule: expected 1f1b, gpipe or interleaved, got", optarg);
-            given[4] = 1;
-            break;
-        case 'V':
-            if (parse_positive_int("--virtual-stages", optarg, &cl.virtual_stages)) return 2;
-            given[5] = 1;
+        case OPT_PIPE:
+            if (prs_cli_pipeline_option("evaluate", opts[li].name, optarg, &a->pl)) return 2;
             break;
         case 'f':
-            frontier_dir = optarg;
-            src = SRC_FRONTIER;
-            nsources++;
+            a->frontier_dir = optarg;
+            a->src = SRC_FRONTIER;
+            a->nsources++;
             break;
         case 'i':
-            index_arg = optarg;
+            a->index_arg = optarg;
             break;
         case 't':
-            if (parse_number("--time", optarg, 0, 1, &time_arg)) return 2;
+            if (prs_cli_number("evaluate", "--time", optarg, 0, 1, &a->time_s)) return 2;
             break;
         case 'U':
-            uniform_arg = optarg;
-            src = SRC_UNIFORM;
-            nsources++;
+            a->uniform_arg = optarg;
+            a->src = SRC_UNIFORM;
+            a->nsources++;
             break;
         case 'A':
-            src = SRC_ALLMAX;
-            nsources++;
+            a->src = SRC_ALLMAX;
+            a->nsources++;
             break;
         case 'E':
-            src = SRC_ENVPIPE;
-            nsources++;
+            a->src = SRC_ENVPIPE;
+            a->nsources++;
             break;
         case 'j':
-            json = 1;
+            a->json = 1;
             break;
         case 'h':
             fputs(evaluate_usage, stdout);
+            *done = 1;
             return 0;
         case ':':
             return usage_error("missing value for", argv[optind - 1]);
@@ -280,127 +228,154 @@ int prs_cmd_evaluate(int argc, char **argv)
         }
     }
     if (optind < argc) return usage_error("unexpected argument", argv[optind]);
-    if (!profile_path) return usage_error("missing required option", "--profile");
-    if (nsources != 1)
+    if (!a->profile_path) return usage_error("missing required option", "--profile");
+    if (a->nsources != 1)
         return usage_error("give exactly one plan: --frontier DIR, --uniform MHZ, --all-max or "
                            "--envpipe",
                            NULL);
-    if (src == SRC_FRONTIER && (index_arg != NULL) == (time_arg >= 0))
+    if (a->src == SRC_FRONTIER && (a->index_arg != NULL) == (a->time_s >= 0))
         return usage_error("--frontier needs exactly one of --index K or --time SEC", NULL);
-    if (src != SRC_FRONTIER && (index_arg || time_arg >= 0))
+    if (a->src != SRC_FRONTIER && (a->index_arg || a->time_s >= 0))
         return usage_error("--index and --time select a point of a --frontier", NULL);
-    int freq = 0;
-    if (src == SRC_UNIFORM && strcmp(uniform_arg, "auto") != 0 &&
-        (prsN_parse_int(uniform_arg, &freq) || freq < 1))
-        return usage_error("--uniform: expected a clock in MHz or 'auto', got", uniform_arg);
-    if (src != SRC_FRONTIER) {
-        const char *missing = !given[0]   ? "--stages"
-                              : !given[1] ? "--microbatches"
-                              : !given[2] ? "--unit-time"
-                              : !given[3] ? "--blocking-power"
-                                          : NULL;
+    if (a->src == SRC_UNIFORM && strcmp(a->uniform_arg, "auto") != 0 &&
+        (prsN_parse_int(a->uniform_arg, &a->freq_mhz) || a->freq_mhz < 1))
+        return usage_error("--uniform: expected a clock in MHz or 'auto', got", a->uniform_arg);
+    if (a->src != SRC_FRONTIER) {
+        const char *missing = prs_cli_pipeline_missing(&a->pl, PRS_CLI_PIPELINE_REQUIRED);
         if (missing) return usage_error("missing required option", missing);
     }
+    return 0;
+}
 
-    prs_error err = {0, ""};
-    prs_frontier *f = NULL;
-    prs_profile *profile = NULL;
-    prs_timeline_op *ops = NULL;
-    int *clocks = NULL, rc = 2;
-    result r;
-    memset(&r, 0, sizeof r);
-    r.index = -1;
-    prs_pipeline pipe = cl;
-    if (src == SRC_FRONTIER) {
-        if (prs_frontier_load(frontier_dir, &f, &err)) {
-            fprintf(stderr, "perseus evaluate: %s\n", err.msg);
-            goto out;
+/* Load the frontier (or check the pipeline) and the profile, and allocate the plan. */
+static int load_inputs(const evaluate_args *a, evaluation *ev, prs_error *err)
+{
+    ev->pipe = a->pl.plan.pipe;
+    if (a->src == SRC_FRONTIER) {
+        if (prs_frontier_load(a->frontier_dir, &ev->f, err)) {
+            fprintf(stderr, "perseus evaluate: %s\n", err->msg);
+            return 2;
         }
-        pipe = *prs_frontier_pipeline(f);
-        if (check_match(&pipe, &cl, given, frontier_dir)) goto out;
-    } else if (prs_pipeline_check(&pipe, &err)) {
-        usage_error(err.msg, NULL);
-        goto out;
+        ev->pipe = *prs_frontier_pipeline(ev->f);
+        if (prs_cli_pipeline_match("evaluate", &a->pl, &ev->pipe, a->frontier_dir)) return 2;
+    } else if (prs_pipeline_check(&ev->pipe, err)) {
+        return usage_error(err->msg, NULL);
     }
-    if (prs_profile_load(profile_path, &profile, &err) ||
-        prs_profile_check_stages(profile, prs_pipeline_chunks(&pipe), &err)) {
-        fprintf(stderr, "perseus evaluate: %s\n", err.msg);
-        goto out;
+    if (prs_profile_load(a->profile_path, &ev->profile, err) ||
+        prs_profile_check_stages(ev->profile, prs_pipeline_chunks(&ev->pipe), err)) {
+        fprintf(stderr, "perseus evaluate: %s\n", err->msg);
+        return 2;
     }
-    size_t nops = (size_t)pipe.stages * (size_t)prs_ops_per_stage(&pipe);
-    clocks = malloc(sizeof *clocks * nops);
-    ops = malloc(sizeof *ops * nops);
-    r.stages = calloc((size_t)pipe.stages, sizeof *r.stages);
-    if (!clocks || !ops || !r.stages) {
+    ev->nops = (size_t)ev->pipe.stages * (size_t)prs_ops_per_stage(&ev->pipe);
+    ev->clocks = malloc(sizeof *ev->clocks * ev->nops);
+    ev->ops = malloc(sizeof *ev->ops * ev->nops);
+    ev->r.stages = calloc((size_t)ev->pipe.stages, sizeof *ev->r.stages);
+    if (!ev->clocks || !ev->ops || !ev->r.stages) {
         fputs("perseus evaluate: out of memory\n", stderr);
-        rc = 1;
-        goto out;
+        return 1;
     }
-    int lrc = 0;
-    switch (src) {
+    return 0;
+}
+
+/* The frontier point --index or --time selects: 0, or 2 with the message printed. */
+static int pick_point(const evaluate_args *a, const prs_frontier *f, size_t *k, prs_error *err)
+{
+    if (a->index_arg) {
+        long idx;
+        if (prsN_parse_long(a->index_arg, &idx) || idx < 0 || (size_t)idx >= prs_frontier_size(f)) {
+            fprintf(stderr, "perseus evaluate: --index: expected 0..%zu, got '%s'\n",
+                    prs_frontier_size(f) ? prs_frontier_size(f) - 1 : 0, a->index_arg);
+            return 2;
+        }
+        *k = (size_t)idx;
+    } else if (prs_frontier_find_time(f, a->time_s, k, err)) {
+        fprintf(stderr, "perseus evaluate: --time: %s\n", err->msg);
+        return 2;
+    }
+    return 0;
+}
+
+/* Fill ev->clocks with the plan a selects; the library's status (usage errors: *usage set). */
+static int make_plan(const evaluate_args *a, evaluation *ev, int *usage, prs_error *err)
+{
+    result *r = &ev->r;
+    switch (a->src) {
     case SRC_ALLMAX:
-        r.plan = "all-max";
-        lrc = prs_baseline_allmax(profile, &pipe, clocks, &err);
-        break;
+        r->plan = "all-max";
+        return prs_baseline_allmax(ev->profile, &ev->pipe, ev->clocks, err);
     case SRC_ENVPIPE:
-        r.plan = "envpipe";
-        lrc = prs_baseline_envpipe(profile, &pipe, clocks, &err);
-        break;
+        r->plan = "envpipe";
+        return prs_baseline_envpipe(ev->profile, &ev->pipe, ev->clocks, err);
     case SRC_UNIFORM:
-        r.plan = "uniform";
-        if (freq) {
-            for (size_t i = 0; i < nops; i++)
-                clocks[i] = freq;
+        r->plan = "uniform";
+        r->freq_mhz = a->freq_mhz;
+        if (a->freq_mhz) {
+            for (size_t i = 0; i < ev->nops; i++)
+                ev->clocks[i] = a->freq_mhz;
+            return 0;
         } else {
             prs_uniform_point up;
-            lrc = prs_baseline_uniform(profile, &pipe, 0, clocks, &up, &err);
-            freq = up.freq_mhz;
+            int rc = prs_baseline_uniform(ev->profile, &ev->pipe, 0, ev->clocks, &up, err);
+            r->freq_mhz = up.freq_mhz;
+            return rc;
         }
-        r.freq_mhz = freq;
-        break;
     default: {
-        r.plan = "frontier";
+        r->plan = "frontier";
         size_t k = 0;
-        if (index_arg) {
-            long idx;
-            if (prsN_parse_long(index_arg, &idx) || idx < 0 ||
-                (size_t)idx >= prs_frontier_size(f)) {
-                fprintf(stderr, "perseus evaluate: --index: expected 0..%zu, got '%s'\n",
-                        prs_frontier_size(f) ? prs_frontier_size(f) - 1 : 0, index_arg);
-                goto out;
-            }
-            k = (size_t)idx;
-        } else if (prs_frontier_find_time(f, time_arg, &k, &err)) {
-            fprintf(stderr, "perseus evaluate: --time: %s\n", err.msg);
-            goto out;
+        if (pick_point(a, ev->f, &k, err)) {
+            *usage = 1;
+            return 0;
         }
-        r.index = (long)k;
-        r.point = prs_frontier_point_at(f, k);
-        lrc = prs_frontier_plan(f, k, clocks, &err);
-        break;
+        r->index = (long)k;
+        r->point = prs_frontier_point_at(ev->f, k);
+        return prs_frontier_plan(ev->f, k, ev->clocks, err);
     }
     }
-    if (!lrc) lrc = prs_plan_timeline(profile, &pipe, clocks, ops, &r.time_s, &r.energy_j, &err);
+}
+
+/* Evaluate the plan a selects into ev->r; 0 or the exit status (message printed). */
+static int run(const evaluate_args *a, evaluation *ev)
+{
+    prs_error err = {0, ""};
+    int rc = load_inputs(a, ev, &err), usage = 0;
+    if (rc) return rc;
+    int lrc = make_plan(a, ev, &usage, &err);
+    if (usage) return 2;
+    if (!lrc)
+        lrc = prs_plan_timeline(ev->profile, &ev->pipe, ev->clocks, ev->ops, &ev->r.time_s,
+                                &ev->r.energy_j, &err);
     if (lrc) {
         fprintf(stderr, "perseus evaluate: %s\n", err.msg);
-        rc = lrc == PRS_ENOMEM ? 1 : 2;
-        goto out;
+        return lrc == PRS_ENOMEM ? 1 : 2;
     }
-    for (size_t i = 0; i < nops; i++) {
-        stage_sum *st = &r.stages[ops[i].stage];
-        st->busy_units += lround((ops[i].end_s - ops[i].start_s) / pipe.unit_time_s);
-        st->busy_energy_j += ops[i].energy_j;
+    for (size_t i = 0; i < ev->nops; i++) {
+        stage_sum *st = &ev->r.stages[ev->ops[i].stage];
+        st->busy_units += lround((ev->ops[i].end_s - ev->ops[i].start_s) / ev->pipe.unit_time_s);
+        st->busy_energy_j += ev->ops[i].energy_j;
     }
-    if (json)
-        print_json(profile_path, &pipe, &r);
-    else
-        print_table(profile_path, &pipe, &r);
-    rc = fflush(stdout) == 0 ? 0 : 1;
-out:
-    free(r.stages);
-    free(ops);
-    free(clocks);
-    prs_profile_free(profile);
-    prs_frontier_free(f);
+    return 0;
+}
+
+int prs_cmd_evaluate(int argc, char **argv)
+{
+    evaluate_args a;
+    int done = 0, rc = parse_args(argc, argv, &a, &done);
+    if (rc || done) return rc;
+    evaluation ev;
+    memset(&ev, 0, sizeof ev);
+    ev.r.index = -1;
+    rc = run(&a, &ev);
+    if (!rc) {
+        if (a.json)
+            rc = print_json(a.profile_path, &ev.pipe, &ev.r) ? 1 : 0;
+        else
+            print_table(a.profile_path, &ev.pipe, &ev.r);
+        if (!rc) rc = fflush(stdout) == 0 ? 0 : 1;
+    }
+    free(ev.r.stages);
+    free(ev.ops);
+    free(ev.clocks);
+    prs_profile_free(ev.profile);
+    prs_frontier_free(ev.f);
     return rc;
 }

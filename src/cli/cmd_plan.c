@@ -1,5 +1,7 @@
 /* perseus plan / perseus plan export: run the planner on a stage profile and write the
- * frontier directory; print one stored plan. */
+ * frontier directory; print one stored plan. Each is parse (options into plan_args or export_args),
+ * run (the planner, or the stored plan's clocks) and print (the frontier directory, or the plan
+ * as JSON or the reference's list). */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -52,56 +54,57 @@ static int usage_error(const char *cmd, const char *msg, const char *arg)
     return prs_cli_usage_error(cmd, msg, arg);
 }
 
-static int parse_positive_int(const char *opt, const char *v, int *out)
+/* "F3": forward of microbatch 3; interleaved adds the model chunk: "F3@5". */
+static json_t *json_ops(const prs_pipeline *pipe, int s)
 {
-    return prs_cli_positive_int("plan", opt, v, out);
+    json_t *ops = json_array();
+    for (int i = 0; i < prs_ops_per_stage(pipe); i++) {
+        prs_instr in = PRS_FORWARD;
+        int mb = 0, chunk = s;
+        char name[48];
+        prs_op_describe_chunk(pipe, s, i, &in, &mb, &chunk);
+        if (pipe->virtual_stages > 1)
+            snprintf(name, sizeof name, "%c%d@%d", in == PRS_FORWARD ? 'F' : 'B', mb, chunk);
+        else
+            snprintf(name, sizeof name, "%c%d", in == PRS_FORWARD ? 'F' : 'B', mb);
+        json_array_append_new(ops, json_string(name));
+    }
+    return ops;
 }
 
-static int parse_number(const char *cmd, const char *opt, const char *v, double min, int strict,
-                        double *out)
-{
-    return prs_cli_number(cmd, opt, v, min, strict, out);
-}
-
-static void print_json_plan(const prs_frontier *f, size_t k, const int *clocks)
+static int print_json_plan(const prs_frontier *f, size_t k, const int *clocks)
 {
     const prs_pipeline *pipe = prs_frontier_pipeline(f);
     const prs_frontier_point *pt = prs_frontier_point_at(f, k);
-    char b[5][PRS_NUMFMT_MAX];
-    printf("{\n  \"index\": %zu,\n  \"time_units\": %ld,\n  \"time_s\": %s,\n"
-           "  \"energy_j\": %s,\n  \"eval_time_s\": %s,\n  \"eval_energy_j\": %s,\n",
-           k, pt->time_units, prsN_fmt_double(b[0], sizeof b[0], pt->time_s),
-           prsN_fmt_double(b[1], sizeof b[1], pt->energy_j),
-           prsN_fmt_double(b[2], sizeof b[2], pt->eval_time_s),
-           prsN_fmt_double(b[3], sizeof b[3], pt->eval_energy_j));
-    printf("  \"stages\": %d,\n  \"microbatches\": %d,\n  \"schedule\": \"%s\",\n"
-           "  \"virtual_stages\": %d,\n"
-           "  \"unit_time_s\": %s,\n  \"blocking_power_w\": %s,\n  \"cost_model\": \"%s\",\n"
-           "  \"plan\": [\n",
-           pipe->stages, pipe->microbatches, prs_schedule_name(pipe->schedule),
-           pipe->virtual_stages > 1 ? pipe->virtual_stages : 1,
-           prsN_fmt_double(b[0], sizeof b[0], pipe->unit_time_s),
-           prsN_fmt_double(b[1], sizeof b[1], pipe->blocking_power_w),
-           prs_cost_model_name(prs_frontier_cost_model(f)));
+    json_t *o = json_object();
+    json_object_set_new(o, "index", json_integer((json_int_t)k));
+    json_object_set_new(o, "time_units", json_integer(pt->time_units));
+    json_object_set_new(o, "time_s", prs_cli_json_real(pt->time_s));
+    json_object_set_new(o, "energy_j", prs_cli_json_real(pt->energy_j));
+    json_object_set_new(o, "eval_time_s", prs_cli_json_real(pt->eval_time_s));
+    json_object_set_new(o, "eval_energy_j", prs_cli_json_real(pt->eval_energy_j));
+    json_object_set_new(o, "stages", json_integer(pipe->stages));
+    json_object_set_new(o, "microbatches", json_integer(pipe->microbatches));
+    json_object_set_new(o, "schedule", json_string(prs_schedule_name(pipe->schedule)));
+    json_object_set_new(o, "virtual_stages",
+                        json_integer(pipe->virtual_stages > 1 ? pipe->virtual_stages : 1));
+    json_object_set_new(o, "unit_time_s", prs_cli_json_real(pipe->unit_time_s));
+    json_object_set_new(o, "blocking_power_w", prs_cli_json_real(pipe->blocking_power_w));
+    json_object_set_new(o, "cost_model",
+                        json_string(prs_cost_model_name(prs_frontier_cost_model(f))));
+    json_t *plan = json_array();
     int per = prs_ops_per_stage(pipe);
     for (int s = 0; s < pipe->stages; s++) {
-        printf("    {\"stage\": %d, \"ops\": [", s);
-        for (int i = 0; i < per; i++) {
-            prs_instr in = PRS_FORWARD;
-            int mb = 0, chunk = s;
-            prs_op_describe_chunk(pipe, s, i, &in, &mb, &chunk);
-            /* "F3": forward of microbatch 3; interleaved adds the model chunk: "F3@5" */
-            if (pipe->virtual_stages > 1)
-                printf("%s\"%c%d@%d\"", i ? ", " : "", in == PRS_FORWARD ? 'F' : 'B', mb, chunk);
-            else
-                printf("%s\"%c%d\"", i ? ", " : "", in == PRS_FORWARD ? 'F' : 'B', mb);
-        }
-        printf("],\n     \"clocks_mhz\": [");
+        json_t *st = json_object(), *mhz = json_array();
         for (int i = 0; i < per; i++)
-            printf("%s%d", i ? ", " : "", clocks[s * per + i]);
-        printf("]}%s\n", s + 1 < pipe->stages ? "," : "");
+            json_array_append_new(mhz, json_integer(clocks[s * per + i]));
+        json_object_set_new(st, "stage", json_integer(s));
+        json_object_set_new(st, "ops", json_ops(pipe, s));
+        json_object_set_new(st, "clocks_mhz", mhz);
+        json_array_append_new(plan, st);
     }
-    printf("  ]\n}\n");
+    json_object_set_new(o, "plan", plan);
+    return prs_cli_json_print(o, JSON_INDENT(2));
 }
 
 static void print_lowtime_plan(const prs_frontier *f, const int *clocks)
@@ -118,31 +121,40 @@ static void print_lowtime_plan(const prs_frontier *f, const int *clocks)
     puts("]");
 }
 
-static int cmd_export(int argc, char **argv)
+/* plan export: the command line, parsed and checked. */
+typedef struct export_args {
+    const char *dir, *index_arg, *format;
+    double time_s; /* --time, or -1 */
+} export_args;
+
+static int parse_export(int argc, char **argv, export_args *a, int *done)
 {
     static const struct option opts[] = {{"index", required_argument, 0, 'i'},
                                          {"time", required_argument, 0, 't'},
                                          {"format", required_argument, 0, 'f'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *index_arg = NULL, *format = "json";
-    double time_s = -1;
+    a->index_arg = NULL;
+    a->format = "json";
+    a->time_s = -1;
+    *done = 0;
     int c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (c) {
         case 'i':
-            index_arg = optarg;
+            a->index_arg = optarg;
             break;
         case 't':
-            if (parse_number("plan export", "--time", optarg, 0, 1, &time_s)) return 2;
+            if (prs_cli_number("plan export", "--time", optarg, 0, 1, &a->time_s)) return 2;
             break;
         case 'f':
-            format = optarg;
+            a->format = optarg;
             break;
         case 'h':
             fputs(export_usage, stdout);
+            *done = 1;
             return 0;
         case ':':
             return usage_error("plan export", "missing value for", argv[optind - 1]);
@@ -152,115 +164,103 @@ static int cmd_export(int argc, char **argv)
     }
     if (optind + 1 != argc)
         return usage_error("plan export", "expected exactly one frontier directory", NULL);
-    if ((index_arg != NULL) == (time_s >= 0))
+    a->dir = argv[optind];
+    if ((a->index_arg != NULL) == (a->time_s >= 0))
         return usage_error("plan export", "give exactly one of --index K or --time SEC", NULL);
-    if (strcmp(format, "json") != 0 && strcmp(format, "lowtime") != 0)
-        return usage_error("plan export", "--format: expected json or lowtime, got", format);
+    if (strcmp(a->format, "json") != 0 && strcmp(a->format, "lowtime") != 0)
+        return usage_error("plan export", "--format: expected json or lowtime, got", a->format);
+    return 0;
+}
+
+/* The frontier point a selects and its clocks (*clocks owned by the caller); 0 or the status. */
+static int run_export(const export_args *a, const prs_frontier *f, size_t *k, int **clocks)
+{
+    prs_error err = {0, ""};
+    if (a->index_arg) {
+        long idx;
+        if (prsN_parse_long(a->index_arg, &idx) || idx < 0 || (size_t)idx >= prs_frontier_size(f)) {
+            fprintf(stderr, "perseus plan export: --index: expected 0..%zu, got '%s'\n",
+                    prs_frontier_size(f) ? prs_frontier_size(f) - 1 : 0, a->index_arg);
+            return 2;
+        }
+        *k = (size_t)idx;
+    } else if (prs_frontier_find_time(f, a->time_s, k, &err)) {
+        fprintf(stderr, "perseus plan export: --time: %s\n", err.msg);
+        return 2;
+    }
+    const prs_pipeline *pipe = prs_frontier_pipeline(f);
+    *clocks = malloc(sizeof **clocks * (size_t)(pipe->stages * prs_ops_per_stage(pipe)));
+    if (!*clocks || prs_frontier_plan(f, *k, *clocks, &err)) {
+        fprintf(stderr, "perseus plan export: %s\n", *clocks ? err.msg : "out of memory");
+        return 1;
+    }
+    return 0;
+}
+
+static int cmd_export(int argc, char **argv)
+{
+    export_args a;
+    int done = 0, rc = parse_export(argc, argv, &a, &done);
+    if (rc || done) return rc;
     prs_error err = {0, ""};
     prs_frontier *f = NULL;
-    if (prs_frontier_load(argv[optind], &f, &err)) {
+    if (prs_frontier_load(a.dir, &f, &err)) {
         fprintf(stderr, "perseus plan export: %s\n", err.msg);
         return 2;
     }
     size_t k = 0;
-    int rc = 0;
-    if (index_arg) {
-        long idx;
-        if (prsN_parse_long(index_arg, &idx) || idx < 0 || (size_t)idx >= prs_frontier_size(f)) {
-            fprintf(stderr, "perseus plan export: --index: expected 0..%zu, got '%s'\n",
-                    prs_frontier_size(f) ? prs_frontier_size(f) - 1 : 0, index_arg);
-            rc = 2;
-            goto out;
-        }
-        k = (size_t)idx;
-    } else if (prs_frontier_find_time(f, time_s, &k, &err)) {
-        fprintf(stderr, "perseus plan export: --time: %s\n", err.msg);
-        rc = 2;
-        goto out;
-    }
-    const prs_pipeline *pipe = prs_frontier_pipeline(f);
-    int *clocks = malloc(sizeof *clocks * (size_t)(pipe->stages * prs_ops_per_stage(pipe)));
-    if (!clocks || prs_frontier_plan(f, k, clocks, &err)) {
-        fprintf(stderr, "perseus plan export: %s\n", clocks ? err.msg : "out of memory");
-        free(clocks);
-        rc = 1;
-        goto out;
-    }
-    if (strcmp(format, "json") == 0)
-        print_json_plan(f, k, clocks);
-    else
+    int *clocks = NULL;
+    rc = run_export(&a, f, &k, &clocks);
+    if (!rc && strcmp(a.format, "json") == 0)
+        rc = print_json_plan(f, k, clocks) ? 1 : 0;
+    else if (!rc)
         print_lowtime_plan(f, clocks);
     free(clocks);
-out:
     prs_frontier_free(f);
     return rc;
 }
 
-int prs_cmd_plan(int argc, char **argv)
+/* plan: the command line, parsed and checked. */
+typedef struct plan_args {
+    const char *profile_path, *out_dir;
+    int quiet;
+    prs_cli_pipeline pl;
+} plan_args;
+
+static int parse_plan(int argc, char **argv, plan_args *a, int *done)
 {
-    if (argc >= 2 && strcmp(argv[1], "export") == 0) return cmd_export(argc - 1, argv + 1);
-    static const struct option opts[] = {{"profile", required_argument, 0, 'p'},
-                                         {"stages", required_argument, 0, 's'},
-                                         {"microbatches", required_argument, 0, 'm'},
-                                         {"unit-time", required_argument, 0, 'u'},
-                                         {"blocking-power", required_argument, 0, 'b'},
-                                         {"cost-model", required_argument, 0, 'c'},
-                                         {"schedule", required_argument, 0, 'S'},
-                                         {"virtual-stages", required_argument, 0, 'V'},
-                                         {"always-use-noise-factor", no_argument, 0, 'n'},
-                                         {"out", required_argument, 0, 'o'},
-                                         {"quiet", no_argument, 0, 'q'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    prs_plan_opts o;
-    prs_plan_opts_default(&o);
-    const char *profile_path = NULL, *out_dir = NULL;
-    int have_unit = 0, have_power = 0, quiet = 0, c;
+    enum { OPT_PIPE = 'P' };
+    static const struct option opts[] = {
+        {"profile", required_argument, 0, 'p'}, PRS_CLI_PIPELINE_OPTIONS(OPT_PIPE),
+        PRS_CLI_COST_MODEL_OPTION(OPT_PIPE),    {"always-use-noise-factor", no_argument, 0, 'n'},
+        {"out", required_argument, 0, 'o'},     {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    memset(a, 0, sizeof *a);
+    prs_cli_pipeline_init(&a->pl);
+    *done = 0;
+    int c, li = 0;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
         switch (c) {
         case 'p':
-            profile_path = optarg;
+            a->profile_path = optarg;
             break;
-        case 's':
-            if (parse_positive_int("--stages", optarg, &o.pipe.stages)) return 2;
-            break;
-        case 'm':
-            if (parse_positive_int("--microbatches", optarg, &o.pipe.microbatches)) return 2;
-            break;
-        case 'u':
-            if (parse_number("plan", "--unit-time", optarg, 0, 1, &o.pipe.unit_time_s)) return 2;
-            have_unit = 1;
-            break;
-        case 'b':
-            if (parse_number("plan", "--blocking-power", optarg, 0, 0, &o.pipe.blocking_power_w))
-                return 2;
-            have_power = 1;
-            break;
-        case 'c':
-            if (prs_cost_model_parse(optarg, &o.cost_model))
-                return usage_error("plan", "--cost-model: expected exp or hull, got", optarg);
-            break;
-        case 'S':
-            if (prs_schedule_parse(optarg, &o.pipe.schedule))
-                return usage_error("plan", "--schedule: expected 1f1b, gpipe or interleaved, got",
-                                   optarg);
-            break;
-        case 'V':
-            if (parse_positive_int("--virtual-stages", optarg, &o.pipe.virtual_stages)) return 2;
+        case OPT_PIPE:
+            if (prs_cli_pipeline_option("plan", opts[li].name, optarg, &a->pl)) return 2;
             break;
         case 'n':
-            o.always_noise_factor = 1;
+            a->pl.plan.always_noise_factor = 1;
             break;
         case 'o':
-            out_dir = optarg;
+            a->out_dir = optarg;
             break;
         case 'q':
-            quiet = 1;
+            a->quiet = 1;
             break;
         case 'h':
             fputs(plan_usage, stdout);
+            *done = 1;
             return 0;
         case ':':
             return usage_error("plan", "missing value for", argv[optind - 1]);
@@ -269,19 +269,24 @@ int prs_cmd_plan(int argc, char **argv)
         }
     }
     if (optind < argc) return usage_error("plan", "unexpected argument", argv[optind]);
-    const char *missing = !profile_path          ? "--profile"
-                          : !o.pipe.stages       ? "--stages"
-                          : !o.pipe.microbatches ? "--microbatches"
-                          : !have_unit           ? "--unit-time"
-                          : !have_power          ? "--blocking-power"
-                          : !out_dir             ? "--out"
-                                                 : NULL;
+    const char *missing = !a->profile_path ? "--profile"
+                          : prs_cli_pipeline_missing(&a->pl, PRS_CLI_PIPELINE_REQUIRED)
+                              ? prs_cli_pipeline_missing(&a->pl, PRS_CLI_PIPELINE_REQUIRED)
+                          : !a->out_dir ? "--out"
+                                        : NULL;
     if (missing) return usage_error("plan", "missing required option", missing);
-
     prs_error err = {0, ""};
-    if (prs_pipeline_check(&o.pipe, &err)) return usage_error("plan", err.msg, NULL);
+    if (prs_pipeline_check(&a->pl.plan.pipe, &err)) return usage_error("plan", err.msg, NULL);
+    return 0;
+}
+
+/* Load the profile and plan the frontier into *f; 0, or the exit status (message printed). */
+static int run_plan(const plan_args *a, prs_frontier **f)
+{
+    prs_error err = {0, ""};
+    prs_plan_opts o = a->pl.plan;
     prs_profile *profile = NULL;
-    if (prs_profile_load(profile_path, &profile, &err)) {
+    if (prs_profile_load(a->profile_path, &profile, &err)) {
         fprintf(stderr, "perseus plan: %s\n", err.msg);
         return 2;
     }
@@ -290,35 +295,51 @@ int prs_cmd_plan(int argc, char **argv)
         prs_profile_free(profile);
         return 2;
     }
-    prs_cli_progress ps = {"plan", !quiet && isatty(STDERR_FILENO), -1};
+    prs_cli_progress ps = {"plan", !a->quiet && isatty(STDERR_FILENO), -1};
     o.progress = prs_cli_on_progress;
-    o.warn = quiet ? NULL : prs_cli_on_warn;
+    o.warn = a->quiet ? NULL : prs_cli_on_warn;
     o.ud = &ps;
-    prs_frontier *f = NULL;
-    int rc = prs_plan(profile, &o, &f, &err);
+    int rc = prs_plan(profile, &o, f, &err);
     prs_profile_free(profile);
     if (rc) {
         fprintf(stderr, "perseus plan: %s\n", err.msg);
         return rc == PRS_EINVAL || rc == PRS_EPARSE ? 2 : 1;
     }
-    if (prs_frontier_size(f) == 0 && !quiet)
+    return 0;
+}
+
+/* Write the frontier directory and its one-line summary on stderr; 0 or the exit status. */
+static int write_plan(const plan_args *a, const prs_frontier *f)
+{
+    prs_error err = {0, ""};
+    if (prs_frontier_size(f) == 0 && !a->quiet)
         fprintf(stderr, "perseus plan: warning: the iteration cannot be shortened: the frontier "
                         "is empty\n");
-    rc = prs_frontier_save(f, out_dir, &err);
-    if (rc) {
+    if (prs_frontier_save(f, a->out_dir, &err)) {
         fprintf(stderr, "perseus plan: %s\n", err.msg);
-        prs_frontier_free(f);
         return 1;
     }
-    if (!quiet && prs_frontier_size(f) > 0) {
-        const prs_frontier_point *a = prs_frontier_point_at(f, 0),
+    if (!a->quiet && prs_frontier_size(f) > 0) {
+        const prs_frontier_point *p0 = prs_frontier_point_at(f, 0),
                                  *z = prs_frontier_point_at(f, prs_frontier_size(f) - 1);
         fprintf(stderr,
                 "perseus plan: %zu plans, %.6g s .. %.6g s; fastest plan evaluates to %.6g s, "
                 "%.6g J; wrote %s/frontier.csv\n",
-                prs_frontier_size(f), a->time_s, z->time_s, z->eval_time_s, z->eval_energy_j,
-                out_dir);
+                prs_frontier_size(f), p0->time_s, z->time_s, z->eval_time_s, z->eval_energy_j,
+                a->out_dir);
     }
-    prs_frontier_free(f);
     return 0;
+}
+
+int prs_cmd_plan(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "export") == 0) return cmd_export(argc - 1, argv + 1);
+    plan_args a;
+    int done = 0, rc = parse_plan(argc, argv, &a, &done);
+    if (rc || done) return rc;
+    prs_frontier *f = NULL;
+    rc = run_plan(&a, &f);
+    if (!rc) rc = write_plan(&a, f);
+    prs_frontier_free(f);
+    return rc;
 }

@@ -5,7 +5,11 @@
  * file only gathers them: frontiers from a `perseus plan --out DIR` directory, baselines and
  * savings from the emulator (include/perseus/emulator.h). One option table serves the three
  * plots; options a plot does not use are rejected by name. Every SVG is written to FILE.tmp and
- * renamed into place, so a failed run never leaves a half-written picture behind. */
+ * renamed into place, so a failed run never leaves a half-written picture behind.
+ *
+ * Each plot is parse (parse_args and the plot's own checks), run (load the frontier and profile,
+ * plan or emulate: frontier_series, timeline_plan, prs_emulate) and draw (write_svg). The
+ * pipeline options go through the shared parser (cli_pipeline.c). */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -135,17 +139,8 @@ typedef struct plot_args {
     size_t nstragglers;
     metric metric;
     prs_emu_variant variant;
-    prs_plan_opts plan;
+    prs_cli_pipeline pl; /* the pipeline options (savings) */
 } plot_args;
-
-static int parse_int_min(const char *opt, const char *v, int min, int *out)
-{
-    if (prsN_parse_int(v, out) != 0 || *out < min) {
-        fprintf(stderr, "perseus plot: %s: expected an integer >= %d, got '%s'\n", opt, min, v);
-        return -1;
-    }
-    return 0;
-}
 
 static int parse_number(const char *opt, const char *v, double min, int strict, double *out)
 {
@@ -159,7 +154,7 @@ static int parse_args(int argc, char **argv, unsigned allowed, plot_args *a, int
     memset(a, 0, sizeof *a);
     a->tp = 1;
     a->index = -1;
-    prs_plan_opts_default(&a->plan);
+    prs_cli_pipeline_init(&a->pl);
     *done = 0;
     prs_error err = {0, ""};
     int c;
@@ -206,10 +201,10 @@ static int parse_args(int argc, char **argv, unsigned allowed, plot_args *a, int
             a->baseline = optarg;
             break;
         case OPT_PIPELINES:
-            if (parse_int_min("--pipelines", optarg, 1, &a->pipelines)) return 2;
+            if (prs_cli_positive_int("plot", "--pipelines", optarg, &a->pipelines)) return 2;
             break;
         case OPT_TP:
-            if (parse_int_min("--tp", optarg, 1, &a->tp)) return 2;
+            if (prs_cli_positive_int("plot", "--tp", optarg, &a->tp)) return 2;
             break;
         case OPT_STRAGGLER:
             if (prs_straggler_parse(optarg, &a->stragglers, &a->nstragglers, &err)) {
@@ -239,30 +234,8 @@ static int parse_args(int argc, char **argv, unsigned allowed, plot_args *a, int
             a->variant = (prs_emu_variant)v;
             break;
         }
-        case OPT_STAGES:
-            if (parse_int_min("--stages", optarg, 1, &a->plan.pipe.stages)) return 2;
-            break;
-        case OPT_MICROBATCHES:
-            if (parse_int_min("--microbatches", optarg, 1, &a->plan.pipe.microbatches)) return 2;
-            break;
-        case OPT_UNIT_TIME:
-            if (parse_number("--unit-time", optarg, 0, 1, &a->plan.pipe.unit_time_s)) return 2;
-            break;
-        case OPT_BLOCKING_POWER:
-            if (parse_number("--blocking-power", optarg, 0, 0, &a->plan.pipe.blocking_power_w))
-                return 2;
-            break;
-        case OPT_SCHEDULE:
-            if (prs_schedule_parse(optarg, &a->plan.pipe.schedule))
-                return usage_error("--schedule: expected 1f1b, gpipe or interleaved, got", optarg);
-            break;
-        case OPT_VIRTUAL_STAGES:
-            if (parse_int_min("--virtual-stages", optarg, 1, &a->plan.pipe.virtual_stages))
-                return 2;
-            break;
-        case OPT_COST_MODEL:
-            if (prs_cost_model_parse(optarg, &a->plan.cost_model))
-                return usage_error("--cost-model: expected exp or hull, got", optarg);
+        default: /* the pipeline options */
+            if (prs_cli_pipeline_option("plot", long_opts[c].name, optarg, &a->pl)) return 2;
             break;
         }
     }
@@ -376,36 +349,38 @@ static int eval_baseline(const prs_profile *profile, const prs_pipeline *pipe, i
     return prs_evaluate_plan(profile, pipe, clocks, &pt->x, &pt->y, err);
 }
 
-static int plot_frontier(int argc, char **argv)
+/* Everything the frontier plot owns. */
+typedef struct frontier_data {
+    prs_frontier *f;
+    prs_profile *profile;
+    double *v; /* predicted times, energies, evaluated times, energies: n each */
+    int *clocks;
+    prs_uniform_point *sweep;
+    size_t nsweep;
+    double *sv; /* the sweep's times and energies drawn */
+    prs_plot_point baselines[3];
+    prs_plot_series curve;
+    char subtitle[256], sweep_label[96], uniform_label[96];
+    prs_frontier_plot p;
+} frontier_data;
+
+/* The frontier's plans as the two series, T_min and T*; 0 or the exit status. */
+static int frontier_series(const plot_args *a, frontier_data *d)
 {
-    plot_args a;
-    int done = 0;
-    int rc = parse_args(argc, argv, COMMON_OPTS, &a, &done);
-    if (rc || done) return rc;
-    if (!a.frontier_dir) return usage_error("missing required option", "--frontier");
-    prs_frontier *f = NULL;
-    if ((rc = load_frontier(a.frontier_dir, &f))) return rc;
-    const prs_pipeline *pipe = prs_frontier_pipeline(f);
-    size_t n = prs_frontier_size(f);
-    prs_profile *profile = NULL;
-    double *v = malloc(sizeof *v * (4 * n + 1));
-    int *clocks = NULL;
-    prs_uniform_point *sweep = NULL;
-    size_t nsweep = 0;
-    double *sv = NULL;
+    const prs_pipeline *pipe = prs_frontier_pipeline(d->f);
+    size_t n = prs_frontier_size(d->f);
+    double *v = d->v = malloc(sizeof *v * (4 * n + 1));
     if (!v) {
         fputs("perseus plot: out of memory\n", stderr);
-        rc = 1;
-        goto out;
+        return 1;
     }
     if (n == 0) {
-        fprintf(stderr, "perseus plot: %s: the frontier is empty\n", a.frontier_dir);
-        rc = 2;
-        goto out;
+        fprintf(stderr, "perseus plot: %s: the frontier is empty\n", a->frontier_dir);
+        return 2;
     }
     double tmin = INFINITY, tstar = 0, emin = INFINITY;
     for (size_t k = 0; k < n; k++) {
-        const prs_frontier_point *pt = prs_frontier_point_at(f, k);
+        const prs_frontier_point *pt = prs_frontier_point_at(d->f, k);
         v[k] = pt->time_s;
         v[n + k] = pt->energy_j;
         v[2 * n + k] = pt->eval_time_s;
@@ -416,14 +391,13 @@ static int plot_frontier(int argc, char **argv)
             tstar = pt->eval_time_s;
         }
     }
-    char subtitle[256], sweep_label[96], uniform_label[96];
-    describe_pipeline(pipe, subtitle, sizeof subtitle);
-    size_t sl = strlen(subtitle);
-    snprintf(subtitle + sl, sizeof subtitle - sl, "; %s cost model, %zu plans",
-             prs_cost_model_name(prs_frontier_cost_model(f)), n);
-    prs_frontier_plot p = {
-        a.title ? a.title : "Iteration time-energy frontier",
-        subtitle,
+    describe_pipeline(pipe, d->subtitle, sizeof d->subtitle);
+    size_t sl = strlen(d->subtitle);
+    snprintf(d->subtitle + sl, sizeof d->subtitle - sl, "; %s cost model, %zu plans",
+             prs_cost_model_name(prs_frontier_cost_model(d->f)), n);
+    d->p = (prs_frontier_plot){
+        a->title ? a->title : "Iteration time-energy frontier",
+        d->subtitle,
         {"Perseus: predicted (cost model)", v, v + n, n},
         {"Perseus: evaluated (profile)", v + 2 * n, v + 3 * n, n},
         NULL,
@@ -433,74 +407,161 @@ static int plot_frontier(int argc, char **argv)
         tmin,
         tstar,
     };
-    prs_plot_point baselines[3];
-    prs_plot_series curve;
-    if (a.profile_path) {
-        prs_error err = {0, ""};
-        if ((rc = load_profile(a.profile_path, pipe, &profile))) goto out;
-        clocks = malloc(sizeof *clocks * (size_t)(pipe->stages * prs_ops_per_stage(pipe)));
-        if (!clocks) {
-            fputs("perseus plot: out of memory\n", stderr);
-            rc = 1;
-            goto out;
-        }
-        baselines[0].label = "all-max";
-        baselines[1].label = "EnvPipe-style";
-        if ((rc = eval_baseline(profile, pipe, clocks, 0, &baselines[0], &err)) ||
-            (rc = eval_baseline(profile, pipe, clocks, 1, &baselines[1], &err)) ||
-            (rc = prs_uniform_sweep(profile, pipe, &sweep, &nsweep, &err))) {
-            rc = lib_error(&err, rc);
-            goto out;
-        }
-        /* The uniform-clock baseline at its best: the least-energy uniform clock that is no
-         * slower than the frontier's slowest plan (beyond it Perseus has no plan to compare). */
-        double slowest = 0;
-        for (size_t k = 0; k < n; k++)
-            slowest = fmax(slowest, v[2 * n + k]);
-        size_t kbest = 0;
-        int have_best = prs_uniform_pick(sweep, nsweep, slowest, &kbest) == 0;
-        sv = malloc(sizeof *sv * (2 * nsweep + 1));
-        if (!sv) {
-            fputs("perseus plot: out of memory\n", stderr);
-            rc = 1;
-            goto out;
-        }
-        /* The sweep is drawn over the frontier's time span (and a little beyond). */
-        size_t ns = 0;
-        int fmin = 0, fmax = 0;
-        for (size_t i = 0; i < nsweep; i++) {
-            if (sweep[i].time_s > slowest * 1.03) continue;
-            sv[ns] = sweep[i].time_s;
-            sv[nsweep + ns] = sweep[i].energy_j;
-            ns++;
-            if (!fmin || sweep[i].freq_mhz < fmin) fmin = sweep[i].freq_mhz;
-            if (sweep[i].freq_mhz > fmax) fmax = sweep[i].freq_mhz;
-        }
-        snprintf(sweep_label, sizeof sweep_label, "uniform clock, %d-%d MHz", fmin, fmax);
-        curve = (prs_plot_series){sweep_label, sv, sv + nsweep, ns};
-        p.curves = &curve;
-        p.ncurves = ns ? 1 : 0;
-        size_t nb = 2;
-        if (have_best) {
-            const prs_uniform_point *u = &sweep[kbest];
-            snprintf(uniform_label, sizeof uniform_label, "uniform %d MHz", u->freq_mhz);
-            baselines[nb++] = (prs_plot_point){uniform_label, u->time_s, u->energy_j};
-        }
-        p.baselines = baselines;
-        p.nbaselines = nb;
+    return 0;
+}
+
+/* The uniform-clock sweep over the frontier's time span (and a little beyond) as a curve, and
+ * its least-energy clock no slower than the frontier's slowest plan (beyond it Perseus has no
+ * plan to compare) as a baseline point; *nb counts the baselines. 0 or the exit status. */
+static int frontier_sweep(frontier_data *d, size_t *nb)
+{
+    size_t n = prs_frontier_size(d->f), nsweep = d->nsweep;
+    const prs_uniform_point *sweep = d->sweep;
+    double slowest = 0;
+    for (size_t k = 0; k < n; k++)
+        slowest = fmax(slowest, d->v[2 * n + k]);
+    size_t kbest = 0;
+    int have_best = prs_uniform_pick(sweep, nsweep, slowest, &kbest) == 0;
+    double *sv = d->sv = malloc(sizeof *sv * (2 * nsweep + 1));
+    if (!sv) {
+        fputs("perseus plot: out of memory\n", stderr);
+        return 1;
     }
-    rc = write_svg(a.out_path, draw_frontier, &p);
-out:
-    free(sv);
-    free(sweep);
-    free(clocks);
-    free(v);
-    prs_profile_free(profile);
-    prs_frontier_free(f);
+    size_t ns = 0;
+    int fmin = 0, fmax = 0;
+    for (size_t i = 0; i < nsweep; i++) {
+        if (sweep[i].time_s > slowest * 1.03) continue;
+        sv[ns] = sweep[i].time_s;
+        sv[nsweep + ns] = sweep[i].energy_j;
+        ns++;
+        if (!fmin || sweep[i].freq_mhz < fmin) fmin = sweep[i].freq_mhz;
+        if (sweep[i].freq_mhz > fmax) fmax = sweep[i].freq_mhz;
+    }
+    snprintf(d->sweep_label, sizeof d->sweep_label, "uniform clock, %d-%d MHz", fmin, fmax);
+    d->curve = (prs_plot_series){d->sweep_label, sv, sv + nsweep, ns};
+    d->p.curves = &d->curve;
+    d->p.ncurves = ns ? 1 : 0;
+    if (have_best) {
+        const prs_uniform_point *u = &sweep[kbest];
+        snprintf(d->uniform_label, sizeof d->uniform_label, "uniform %d MHz", u->freq_mhz);
+        d->baselines[(*nb)++] = (prs_plot_point){d->uniform_label, u->time_s, u->energy_j};
+    }
+    return 0;
+}
+
+/* With --profile: all-max, EnvPipe-style and the uniform-clock sweep. 0 or the exit status. */
+static int frontier_baselines(const plot_args *a, frontier_data *d)
+{
+    const prs_pipeline *pipe = prs_frontier_pipeline(d->f);
+    prs_error err = {0, ""};
+    int rc = load_profile(a->profile_path, pipe, &d->profile);
+    if (rc) return rc;
+    d->clocks = malloc(sizeof *d->clocks * (size_t)(pipe->stages * prs_ops_per_stage(pipe)));
+    if (!d->clocks) {
+        fputs("perseus plot: out of memory\n", stderr);
+        return 1;
+    }
+    d->baselines[0].label = "all-max";
+    d->baselines[1].label = "EnvPipe-style";
+    if ((rc = eval_baseline(d->profile, pipe, d->clocks, 0, &d->baselines[0], &err)) ||
+        (rc = eval_baseline(d->profile, pipe, d->clocks, 1, &d->baselines[1], &err)) ||
+        (rc = prs_uniform_sweep(d->profile, pipe, &d->sweep, &d->nsweep, &err)))
+        return lib_error(&err, rc);
+    size_t nb = 2;
+    if ((rc = frontier_sweep(d, &nb))) return rc;
+    d->p.baselines = d->baselines;
+    d->p.nbaselines = nb;
+    return 0;
+}
+
+static int plot_frontier(int argc, char **argv)
+{
+    plot_args a;
+    int done = 0;
+    int rc = parse_args(argc, argv, COMMON_OPTS, &a, &done);
+    if (rc || done) return rc;
+    if (!a.frontier_dir) return usage_error("missing required option", "--frontier");
+    frontier_data d;
+    memset(&d, 0, sizeof d);
+    if ((rc = load_frontier(a.frontier_dir, &d.f))) return rc;
+    rc = frontier_series(&a, &d);
+    if (!rc && a.profile_path) rc = frontier_baselines(&a, &d);
+    if (!rc) rc = write_svg(a.out_path, draw_frontier, &d.p);
+    free(d.sv);
+    free(d.sweep);
+    free(d.clocks);
+    free(d.v);
+    prs_profile_free(d.profile);
+    prs_frontier_free(d.f);
     return rc;
 }
 
 /* ---- timeline --------------------------------------------------------------------------- */
+
+/* The clocks of the plan a selects (a baseline, or a frontier point) and the plot's title; 0 or
+ * the exit status (message printed). */
+static int timeline_plan(const plot_args *a, const prs_frontier *f, const prs_profile *profile,
+                         int *clocks, char *title, size_t title_len)
+{
+    const prs_pipeline *pipe = prs_frontier_pipeline(f);
+    prs_error err = {0, ""};
+    size_t n = prs_frontier_size(f), k = 0;
+    int rc;
+    if (a->baseline) {
+        if (strcmp(a->baseline, "all-max") == 0) {
+            rc = prs_baseline_allmax(profile, pipe, clocks, &err);
+            snprintf(title, title_len, "Pipeline timeline: all-max baseline");
+        } else if (strcmp(a->baseline, "envpipe") == 0) {
+            rc = prs_baseline_envpipe(profile, pipe, clocks, &err);
+            snprintf(title, title_len, "Pipeline timeline: EnvPipe-style baseline");
+        } else {
+            prs_uniform_point up;
+            rc = prs_baseline_uniform(profile, pipe, a->time_s, clocks, &up, &err);
+            snprintf(title, title_len, "Pipeline timeline: uniform clock %d MHz", up.freq_mhz);
+        }
+        return rc ? lib_error(&err, rc) : 0;
+    }
+    if (a->index >= 0) {
+        if ((size_t)a->index >= n) {
+            fprintf(stderr, "perseus plot: --index: expected 0..%zu, got '%ld'\n", n ? n - 1 : 0,
+                    a->index);
+            return 2;
+        }
+        k = (size_t)a->index;
+    } else if (prs_frontier_find_time(f, a->time_s, &k, &err)) {
+        fprintf(stderr, "perseus plot: --time: %s\n", err.msg);
+        return 2;
+    }
+    if ((rc = prs_frontier_plan(f, k, clocks, &err))) return lib_error(&err, rc);
+    snprintf(title, title_len, "Pipeline timeline: plan %zu of %zu (0 = slowest)", k, n);
+    return 0;
+}
+
+/* Lay the plan out in time and draw it (ops: one per computation). */
+static int timeline_draw(const plot_args *a, const prs_pipeline *pipe, const prs_profile *profile,
+                         const int *clocks, prs_timeline_op *ops, const char *title)
+{
+    prs_error err = {0, ""};
+    double time_s, energy_j;
+    int rc = prs_plan_timeline(profile, pipe, clocks, ops, &time_s, &energy_j, &err);
+    if (rc) return lib_error(&err, rc);
+    /* Colour scale: the clocks profiled for the model chunks this pipeline runs. */
+    int chunks = prs_pipeline_chunks(pipe), fmin = 0, fmax = 0;
+    const prs_profile_row *rows = prs_profile_rows(profile);
+    for (size_t i = 0; i < prs_profile_nrows(profile); i++) {
+        if (rows[i].stage >= chunks) continue;
+        if (!fmin || rows[i].freq_mhz < fmin) fmin = rows[i].freq_mhz;
+        if (rows[i].freq_mhz > fmax) fmax = rows[i].freq_mhz;
+    }
+    char pipe_text[160], subtitle[256];
+    describe_pipeline(pipe, pipe_text, sizeof pipe_text);
+    snprintf(subtitle, sizeof subtitle, "iteration %.4g s, %.6g J (evaluated); %s", time_s,
+             energy_j, pipe_text);
+    size_t nops = (size_t)pipe->stages * (size_t)prs_ops_per_stage(pipe);
+    prs_timeline_plot p = {
+        a->title ? a->title : title, subtitle, ops, nops, pipe->stages, time_s, fmin, fmax};
+    return write_svg(a->out_path, draw_timeline, &p);
+}
 
 static int plot_timeline(int argc, char **argv)
 {
@@ -522,7 +583,7 @@ static int plot_timeline(int argc, char **argv)
     prs_profile *profile = NULL;
     int *clocks = NULL;
     prs_timeline_op *ops = NULL;
-    prs_error err = {0, ""};
+    char title[128];
     if ((rc = load_profile(a.profile_path, pipe, &profile))) goto out;
     size_t nops = (size_t)pipe->stages * (size_t)prs_ops_per_stage(pipe);
     clocks = malloc(sizeof *clocks * nops);
@@ -532,64 +593,8 @@ static int plot_timeline(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    char title[128], subtitle[256];
-    size_t n = prs_frontier_size(f), k = 0;
-    if (a.baseline) {
-        if (strcmp(a.baseline, "all-max") == 0) {
-            rc = prs_baseline_allmax(profile, pipe, clocks, &err);
-            snprintf(title, sizeof title, "Pipeline timeline: all-max baseline");
-        } else if (strcmp(a.baseline, "envpipe") == 0) {
-            rc = prs_baseline_envpipe(profile, pipe, clocks, &err);
-            snprintf(title, sizeof title, "Pipeline timeline: EnvPipe-style baseline");
-        } else {
-            prs_uniform_point up;
-            rc = prs_baseline_uniform(profile, pipe, a.time_s, clocks, &up, &err);
-            snprintf(title, sizeof title, "Pipeline timeline: uniform clock %d MHz", up.freq_mhz);
-        }
-        if (rc) {
-            rc = lib_error(&err, rc);
-            goto out;
-        }
-    } else {
-        if (a.index >= 0) {
-            if ((size_t)a.index >= n) {
-                fprintf(stderr, "perseus plot: --index: expected 0..%zu, got '%ld'\n",
-                        n ? n - 1 : 0, a.index);
-                rc = 2;
-                goto out;
-            }
-            k = (size_t)a.index;
-        } else if (prs_frontier_find_time(f, a.time_s, &k, &err)) {
-            fprintf(stderr, "perseus plot: --time: %s\n", err.msg);
-            rc = 2;
-            goto out;
-        }
-        if ((rc = prs_frontier_plan(f, k, clocks, &err))) {
-            rc = lib_error(&err, rc);
-            goto out;
-        }
-        snprintf(title, sizeof title, "Pipeline timeline: plan %zu of %zu (0 = slowest)", k, n);
-    }
-    double time_s, energy_j;
-    if ((rc = prs_plan_timeline(profile, pipe, clocks, ops, &time_s, &energy_j, &err))) {
-        rc = lib_error(&err, rc);
-        goto out;
-    }
-    /* Colour scale: the clocks profiled for the model chunks this pipeline runs. */
-    int chunks = prs_pipeline_chunks(pipe), fmin = 0, fmax = 0;
-    const prs_profile_row *rows = prs_profile_rows(profile);
-    for (size_t i = 0; i < prs_profile_nrows(profile); i++) {
-        if (rows[i].stage >= chunks) continue;
-        if (!fmin || rows[i].freq_mhz < fmin) fmin = rows[i].freq_mhz;
-        if (rows[i].freq_mhz > fmax) fmax = rows[i].freq_mhz;
-    }
-    char pipe_text[160];
-    describe_pipeline(pipe, pipe_text, sizeof pipe_text);
-    snprintf(subtitle, sizeof subtitle, "iteration %.4g s, %.6g J (evaluated); %s", time_s,
-             energy_j, pipe_text);
-    prs_timeline_plot p = {
-        a.title ? a.title : title, subtitle, ops, nops, pipe->stages, time_s, fmin, fmax};
-    rc = write_svg(a.out_path, draw_timeline, &p);
+    rc = timeline_plan(&a, f, profile, clocks, title, sizeof title);
+    if (!rc) rc = timeline_draw(&a, pipe, profile, clocks, ops, title);
 out:
     free(ops);
     free(clocks);
@@ -614,6 +619,55 @@ static double metric_of(const prs_emu_metrics *m, metric which)
     }
 }
 
+/* The savings plot's checks beyond the option values; 0 or the exit status. */
+static int savings_check(plot_args *a)
+{
+    prs_error err = {0, ""};
+    const char *missing = !a->profile_path ? "--profile" : !a->pipelines ? "--pipelines" : NULL;
+    if (a->frontier_dir && (a->seen & PLAN_OPTS))
+        return usage_error("give --frontier DIR or the pipeline options, not both", NULL);
+    if (!missing && !a->frontier_dir)
+        missing = prs_cli_pipeline_missing(&a->pl, PRS_CLI_PIPELINE_REQUIRED);
+    if (missing) return usage_error("missing required option", missing);
+    if (a->nstragglers == 0 &&
+        prs_straggler_parse("1.00:1.50:0.01", &a->stragglers, &a->nstragglers, &err))
+        return lib_error(&err, PRS_ENOMEM);
+    return 0;
+}
+
+/* One series per strategy of the emulation (xy: their points); draw them. */
+static int savings_draw(const plot_args *a, const prs_emulation *emu, double *xy)
+{
+    static const prs_emu_strategy order[] = {PRS_EMU_PERSEUS, PRS_EMU_ENVPIPE, PRS_EMU_UNIFORM,
+                                             PRS_EMU_ALLMAX};
+    static const char *const labels[] = {"Perseus", "EnvPipe-style", "uniform clock",
+                                         "all-max (reference)"};
+    prs_plot_series series[4];
+    size_t nseries = 0;
+    for (size_t i = 0; i < 4; i++) {
+        const prs_emu_summary *sum = prs_emulation_get(emu, a->variant, order[i]);
+        if (!sum && a->variant == PRS_EMU_LOOKUP)
+            sum = prs_emulation_get(emu, PRS_EMU_EXACT, order[i]);
+        if (!sum) continue;
+        double *x = xy + 2 * i * (a->nstragglers + 1), *y = x + a->nstragglers + 1;
+        for (size_t r = 0; r < sum->nrows; r++) {
+            x[r] = sum->rows[r].s;
+            y[r] = metric_of(&sum->rows[r], a->metric);
+        }
+        series[nseries++] = (prs_plot_series){labels[i], x, y, sum->nrows};
+    }
+    static const char *const ylabels[] = {
+        "Energy saving of the job (%)", "Energy saving per pipeline (%)",
+        "Intrinsic energy saving (%)", "Extrinsic energy saving (%)"};
+    char subtitle[256], pipe_text[160];
+    const prs_pipeline *ep = prs_frontier_pipeline(prs_emulation_frontier(emu));
+    describe_pipeline(ep, pipe_text, sizeof pipe_text);
+    snprintf(subtitle, sizeof subtitle, "%d pipelines of %s; %s variant, against all-max",
+             a->pipelines, pipe_text, prs_emu_variant_name(a->variant));
+    prs_savings_plot p = {a->title, subtitle, ylabels[a->metric], series, nseries};
+    return write_svg(a->out_path, draw_savings, &p);
+}
+
 static int plot_savings(int argc, char **argv)
 {
     plot_args a;
@@ -627,76 +681,28 @@ static int plot_savings(int argc, char **argv)
     prs_emulation *emu = NULL;
     double *xy = NULL;
     prs_error err = {0, ""};
-    if (rc || done) goto out;
-    const char *missing = !a.profile_path ? "--profile" : !a.pipelines ? "--pipelines" : NULL;
-    if (a.frontier_dir && (a.seen & PLAN_OPTS)) {
-        rc = usage_error("give --frontier DIR or the pipeline options, not both", NULL);
-        goto out;
-    }
-    if (!missing && !a.frontier_dir) {
-        missing = !(a.seen & BIT(OPT_STAGES))           ? "--stages"
-                  : !(a.seen & BIT(OPT_MICROBATCHES))   ? "--microbatches"
-                  : !(a.seen & BIT(OPT_UNIT_TIME))      ? "--unit-time"
-                  : !(a.seen & BIT(OPT_BLOCKING_POWER)) ? "--blocking-power"
-                                                        : NULL;
-    }
-    if (missing) {
-        rc = usage_error("missing required option", missing);
-        goto out;
-    }
-    if (a.nstragglers == 0 &&
-        prs_straggler_parse("1.00:1.50:0.01", &a.stragglers, &a.nstragglers, &err)) {
-        rc = lib_error(&err, PRS_ENOMEM);
-        goto out;
-    }
+    if (rc || done || (rc = savings_check(&a))) goto out;
     if (a.frontier_dir && (rc = load_frontier(a.frontier_dir, &f))) goto out;
-    if (!a.frontier_dir && prs_pipeline_check(&a.plan.pipe, &err)) {
+    if (!a.frontier_dir && prs_pipeline_check(&a.pl.plan.pipe, &err)) {
         rc = usage_error(err.msg, NULL);
         goto out;
     }
-    const prs_pipeline *pipe = f ? prs_frontier_pipeline(f) : &a.plan.pipe;
+    const prs_pipeline *pipe = f ? prs_frontier_pipeline(f) : &a.pl.plan.pipe;
     if ((rc = load_profile(a.profile_path, pipe, &profile))) goto out;
-    prs_emulate_opts eo = {a.plan, a.pipelines, a.tp, a.stragglers, a.nstragglers};
+    prs_emulate_opts eo = {a.pl.plan, a.pipelines, a.tp, a.stragglers, a.nstragglers};
     rc = f ? prs_emulate_frontier(profile, f, &eo, &emu, &err)
            : prs_emulate(profile, &eo, &emu, &err);
     if (rc) {
         rc = lib_error(&err, rc);
         goto out;
     }
-    static const prs_emu_strategy order[] = {PRS_EMU_PERSEUS, PRS_EMU_ENVPIPE, PRS_EMU_UNIFORM,
-                                             PRS_EMU_ALLMAX};
-    static const char *const labels[] = {"Perseus", "EnvPipe-style", "uniform clock",
-                                         "all-max (reference)"};
-    prs_plot_series series[4];
-    size_t nseries = 0;
     xy = malloc(sizeof *xy * 2 * 4 * (a.nstragglers + 1));
     if (!xy) {
         fputs("perseus plot: out of memory\n", stderr);
         rc = 1;
         goto out;
     }
-    for (size_t i = 0; i < 4; i++) {
-        const prs_emu_summary *sum = prs_emulation_get(emu, a.variant, order[i]);
-        if (!sum && a.variant == PRS_EMU_LOOKUP)
-            sum = prs_emulation_get(emu, PRS_EMU_EXACT, order[i]);
-        if (!sum) continue;
-        double *x = xy + 2 * i * (a.nstragglers + 1), *y = x + a.nstragglers + 1;
-        for (size_t r = 0; r < sum->nrows; r++) {
-            x[r] = sum->rows[r].s;
-            y[r] = metric_of(&sum->rows[r], a.metric);
-        }
-        series[nseries++] = (prs_plot_series){labels[i], x, y, sum->nrows};
-    }
-    static const char *const ylabels[] = {
-        "Energy saving of the job (%)", "Energy saving per pipeline (%)",
-        "Intrinsic energy saving (%)", "Extrinsic energy saving (%)"};
-    char subtitle[256], pipe_text[160];
-    const prs_pipeline *ep = prs_frontier_pipeline(prs_emulation_frontier(emu));
-    describe_pipeline(ep, pipe_text, sizeof pipe_text);
-    snprintf(subtitle, sizeof subtitle, "%d pipelines of %s; %s variant, against all-max",
-             a.pipelines, pipe_text, prs_emu_variant_name(a.variant));
-    prs_savings_plot p = {a.title, subtitle, ylabels[a.metric], series, nseries};
-    rc = write_svg(a.out_path, draw_savings, &p);
+    rc = savings_draw(&a, emu, xy);
 out:
     free(xy);
     free(a.stragglers);

@@ -17,7 +17,10 @@
  *
  * Static baselines (all-max, EnvPipe) do not react to a straggler: their non-stragglers finish
  * and block. The uniform baseline does: its non-stragglers take the uniform clock that would be
- * chosen for the target T' (never faster than its own no-slowdown clock). */
+ * chosen for the target T' (never faster than its own no-slowdown clock).
+ *
+ * prs_emulate_frontier runs it in steps: check_opts, read_frontier (the paper's reading of the
+ * frontier), baselines (exact and charged the paper's way), fill_paper, fill_exact. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,12 +165,28 @@ static int choose_uniform(void *ctx, double t_prime, double *t, double *en)
 
 /* ---- The driver ---- */
 
-int prs_emulate_frontier(const prs_profile *profile, const prs_frontier *f,
-                         const prs_emulate_opts *o, prs_emulation **out, prs_error *err)
+/* What one emulation computes on its way, freed when it ends. */
+typedef struct work {
+    size_t np, nu, k_uni;
+    prs_emu_point *pred;          /* the frontier's predicted points */
+    int *allmax, *envpipe, *plan; /* clocks, one per computation */
+    prs_uniform_point *upts;      /* the uniform-clock sweep */
+    double *ucharge;              /* each sweep point's energy charged the paper's way */
+    double t_min, e_base, e_env_paper, e_uni_paper;
+} work;
+
+static void work_free(work *w)
 {
-    if (!profile || !f || !o || !out) return prsU_error(err, PRS_EINVAL, "NULL argument");
-    *out = NULL;
-    const prs_pipeline *pipe = prs_frontier_pipeline(f);
+    free(w->pred);
+    free(w->allmax);
+    free(w->envpipe);
+    free(w->plan);
+    free(w->upts);
+    free(w->ucharge);
+}
+
+static int check_opts(const prs_frontier *f, const prs_emulate_opts *o, prs_error *err)
+{
     if (o->pipelines < 1)
         return prsU_error(err, PRS_EINVAL, "pipelines must be >= 1 (got %d)", o->pipelines);
     if (o->tp < 1) return prsU_error(err, PRS_EINVAL, "tp must be >= 1 (got %d)", o->tp);
@@ -176,26 +195,156 @@ int prs_emulate_frontier(const prs_profile *profile, const prs_frontier *f,
             return prsU_error(err, PRS_EINVAL,
                               "straggler factor %g is below 1 (a straggler is slower: s >= 1)",
                               o->stragglers[i]);
-    size_t np = prs_frontier_size(f), nf = o->nstragglers;
-    if (np == 0)
+    if (prs_frontier_size(f) == 0)
         return prsU_error(err, PRS_ERANGE,
                           "the frontier is empty (the iteration cannot be shortened): nothing "
                           "to emulate");
-    int rc = 0, nops = pipe->stages * prs_ops_per_stage(pipe);
-    prs_emulation *e = calloc(1, sizeof *e);
-    prs_emu_point *pred = calloc(np, sizeof *pred);
-    int *allmax = malloc(sizeof *allmax * (size_t)nops);
-    int *envpipe = malloc(sizeof *envpipe * (size_t)nops);
-    int *plan = malloc(sizeof *plan * (size_t)nops);
-    prs_uniform_point *upts = NULL;
-    double *ucharge = NULL;
-    size_t nu = 0;
-    if (!e || !pred || !allmax || !envpipe || !plan) {
-        rc = prsU_error(err, PRS_ENOMEM, "out of memory");
-        goto fail;
+    return 0;
+}
+
+/* The frontier as the paper reads it: predicted points; T_min and E_intr; T*. */
+static int read_frontier(prs_emulation *e, const prs_frontier *f, work *w, prs_error *err)
+{
+    prs_emu_info *info = &e->info;
+    prs_emu_point *pred = w->pred;
+    size_t np = w->np;
+    for (size_t k = 0; k < np; k++) {
+        pred[k].time_s = prs_frontier_point_at(f, k)->time_s;
+        pred[k].energy_j = prs_frontier_point_at(f, k)->energy_j;
     }
-    if (nf && !(e->rows = calloc((size_t)PRS_EMU_NVARIANTS * PRS_EMU_NSTRATEGIES * nf,
-                                 sizeof *e->rows))) {
+    double t_min = INFINITY;
+    for (size_t k = 0; k < np; k++)
+        if (pred[k].time_s < t_min) t_min = pred[k].time_s;
+    w->t_min = t_min;
+    size_t k_intr = 0, k_star = 0, k_eval = 0;
+    if (prs_emu_paper_rule(pred, np, t_min, &k_intr) ||
+        prs_emu_paper_rule(pred, np, INFINITY, &k_star) || prs_frontier_lookup(f, 0, &k_eval))
+        return prsU_error(err, PRS_ERANGE, "the frontier has no usable point");
+    info->t_min_s = pred[k_intr].time_s;
+    info->e_intr_j = pred[k_intr].energy_j;
+    info->t_energy_min_s = pred[k_star].time_s;
+    info->e_energy_min_j = pred[k_star].energy_j;
+    info->eval_t_min_s = prs_frontier_point_at(f, k_eval)->eval_time_s;
+    info->eval_e_intr_j = prs_frontier_point_at(f, k_eval)->eval_energy_j;
+    return 0;
+}
+
+/* Baselines, evaluated exactly, and charged the paper's way at T_min. */
+static int baselines(const prs_profile *profile, const prs_pipeline *pipe, prs_emulation *e,
+                     work *w, prs_error *err)
+{
+    prs_emu_info *info = &e->info;
+    int rc, nops = pipe->stages * prs_ops_per_stage(pipe);
+    double t_min = w->t_min;
+    if ((rc = prs_baseline_allmax(profile, pipe, w->allmax, err)) ||
+        (rc = prs_evaluate_plan(profile, pipe, w->allmax, &info->allmax_time_s,
+                                &info->allmax_energy_j, err)) ||
+        (rc = prs_emu_plan_energy_at(profile, pipe, w->allmax, t_min, &w->e_base, err)) ||
+        (rc = prs_baseline_envpipe(profile, pipe, w->envpipe, err)) ||
+        (rc = prs_evaluate_plan(profile, pipe, w->envpipe, &info->envpipe_time_s,
+                                &info->envpipe_energy_j, err)) ||
+        (rc = prs_emu_plan_energy_at(profile, pipe, w->envpipe, t_min, &w->e_env_paper, err)) ||
+        (rc = prs_uniform_sweep(profile, pipe, &w->upts, &w->nu, err)))
+        return rc;
+    if (!(w->ucharge = malloc(sizeof *w->ucharge * w->nu)))
+        return prsU_error(err, PRS_ENOMEM, "out of memory");
+    for (size_t i = 0; i < w->nu; i++) {
+        for (int op = 0; op < nops; op++)
+            w->plan[op] = w->upts[i].freq_mhz;
+        if ((rc = prs_emu_plan_energy_at(profile, pipe, w->plan, w->upts[i].time_s, &w->ucharge[i],
+                                         err)))
+            return rc;
+    }
+    if (prs_uniform_pick(w->upts, w->nu, info->allmax_time_s, &w->k_uni)) {
+        /* all-max's clocks differ per computation type, and no uniform clock is as fast */
+        return prsU_error(err, PRS_ERANGE,
+                          "no uniform clock is as fast as all-max (%.6g s): the profile's "
+                          "highest clocks differ between computations",
+                          info->allmax_time_s);
+    }
+    const prs_uniform_point *u = &w->upts[w->k_uni];
+    info->uniform_freq_mhz = u->freq_mhz;
+    info->uniform_time_s = u->time_s;
+    info->uniform_energy_j = u->energy_j;
+    w->e_uni_paper =
+        w->ucharge[w->k_uni] + pipe->blocking_power_w * (double)pipe->stages * (t_min - u->time_s);
+    return 0;
+}
+
+/* The paper variant of every strategy. */
+static int fill_paper(prs_emulation *e, const prs_emulate_opts *o, work *w, prs_error *err)
+{
+    size_t nf = o->nstragglers;
+    double t_min = w->t_min, e_base = w->e_base;
+    paper_ctx pc = {w->pred, w->np};
+    strategy_in in = {t_min, e_base, t_min, e->info.e_intr_j, 0};
+    int rc;
+    if ((rc = fill(e, PRS_EMU_PAPER, PRS_EMU_PERSEUS, &in, o->stragglers, nf, choose_paper, &pc,
+                   err)))
+        return rc;
+    in.energy_j = e_base;
+    if ((rc = fill(e, PRS_EMU_PAPER, PRS_EMU_ALLMAX, &in, o->stragglers, nf, NULL, NULL, err)))
+        return rc;
+    in.energy_j = w->e_env_paper;
+    if ((rc = fill(e, PRS_EMU_PAPER, PRS_EMU_ENVPIPE, &in, o->stragglers, nf, NULL, NULL, err)))
+        return rc;
+    uniform_ctx uc = {w->upts, w->ucharge, w->nu, w->upts[w->k_uni].time_s};
+    in.energy_j = w->e_uni_paper;
+    in.freq_mhz = w->upts[w->k_uni].freq_mhz;
+    return fill(e, PRS_EMU_PAPER, PRS_EMU_UNIFORM, &in, o->stragglers, nf, choose_uniform, &uc,
+                err);
+}
+
+/* The exact variant of every strategy, and Perseus by the lookup rule. */
+static int fill_exact(prs_emulation *e, const prs_frontier *f, const prs_emulate_opts *o,
+                      const work *w, prs_error *err)
+{
+    const prs_emu_info *info = &e->info;
+    size_t nf = o->nstragglers;
+    strategy_in ex = {info->allmax_time_s, info->allmax_energy_j, info->eval_t_min_s,
+                      info->eval_e_intr_j, 0};
+    int rc;
+    if ((rc = fill(e, PRS_EMU_EXACT, PRS_EMU_PERSEUS, &ex, o->stragglers, nf, choose_exact,
+                   (void *)f, err)) ||
+        (rc = fill(e, PRS_EMU_LOOKUP, PRS_EMU_PERSEUS, &ex, o->stragglers, nf, choose_lookup,
+                   (void *)f, err)))
+        return rc;
+    ex.time_s = info->allmax_time_s;
+    ex.energy_j = info->allmax_energy_j;
+    if ((rc = fill(e, PRS_EMU_EXACT, PRS_EMU_ALLMAX, &ex, o->stragglers, nf, NULL, NULL, err)))
+        return rc;
+    ex.time_s = info->envpipe_time_s;
+    ex.energy_j = info->envpipe_energy_j;
+    if ((rc = fill(e, PRS_EMU_EXACT, PRS_EMU_ENVPIPE, &ex, o->stragglers, nf, NULL, NULL, err)))
+        return rc;
+    uniform_ctx ucx = {w->upts, NULL, w->nu, w->upts[w->k_uni].time_s};
+    ex.time_s = info->uniform_time_s;
+    ex.energy_j = info->uniform_energy_j;
+    ex.freq_mhz = info->uniform_freq_mhz;
+    return fill(e, PRS_EMU_EXACT, PRS_EMU_UNIFORM, &ex, o->stragglers, nf, choose_uniform, &ucx,
+                err);
+}
+
+int prs_emulate_frontier(const prs_profile *profile, const prs_frontier *f,
+                         const prs_emulate_opts *o, prs_emulation **out, prs_error *err)
+{
+    if (!profile || !f || !o || !out) return prsU_error(err, PRS_EINVAL, "NULL argument");
+    *out = NULL;
+    const prs_pipeline *pipe = prs_frontier_pipeline(f);
+    int rc = check_opts(f, o, err);
+    if (rc) return rc;
+    size_t nf = o->nstragglers, nops = (size_t)(pipe->stages * prs_ops_per_stage(pipe));
+    work w;
+    memset(&w, 0, sizeof w);
+    w.np = prs_frontier_size(f);
+    prs_emulation *e = calloc(1, sizeof *e);
+    w.pred = calloc(w.np, sizeof *w.pred);
+    w.allmax = malloc(sizeof *w.allmax * nops);
+    w.envpipe = malloc(sizeof *w.envpipe * nops);
+    w.plan = malloc(sizeof *w.plan * nops);
+    if (!e || !w.pred || !w.allmax || !w.envpipe || !w.plan ||
+        (nf && !(e->rows = calloc((size_t)PRS_EMU_NVARIANTS * PRS_EMU_NSTRATEGIES * nf,
+                                  sizeof *e->rows)))) {
         rc = prsU_error(err, PRS_ENOMEM, "out of memory");
         goto fail;
     }
@@ -204,125 +353,15 @@ int prs_emulate_frontier(const prs_profile *profile, const prs_frontier *f,
     e->job.stages = pipe->stages;
     e->job.tp = o->tp;
     e->job.blocking_power_w = pipe->blocking_power_w;
-    prs_emu_info *info = &e->info;
-    info->frontier_points = np;
-
-    /* The frontier as the paper reads it: predicted points; T_min and E_intr; T*. */
-    for (size_t k = 0; k < np; k++) {
-        pred[k].time_s = prs_frontier_point_at(f, k)->time_s;
-        pred[k].energy_j = prs_frontier_point_at(f, k)->energy_j;
-    }
-    double t_min = INFINITY;
-    for (size_t k = 0; k < np; k++)
-        if (pred[k].time_s < t_min) t_min = pred[k].time_s;
-    size_t k_intr = 0, k_star = 0, k_eval = 0;
-    if (prs_emu_paper_rule(pred, np, t_min, &k_intr) ||
-        prs_emu_paper_rule(pred, np, INFINITY, &k_star) || prs_frontier_lookup(f, 0, &k_eval)) {
-        rc = prsU_error(err, PRS_ERANGE, "the frontier has no usable point");
+    e->info.frontier_points = w.np;
+    if ((rc = read_frontier(e, f, &w, err)) || (rc = baselines(profile, pipe, e, &w, err)) ||
+        (rc = fill_paper(e, o, &w, err)) || (rc = fill_exact(e, f, o, &w, err)))
         goto fail;
-    }
-    info->t_min_s = pred[k_intr].time_s;
-    info->e_intr_j = pred[k_intr].energy_j;
-    info->t_energy_min_s = pred[k_star].time_s;
-    info->e_energy_min_j = pred[k_star].energy_j;
-    info->eval_t_min_s = prs_frontier_point_at(f, k_eval)->eval_time_s;
-    info->eval_e_intr_j = prs_frontier_point_at(f, k_eval)->eval_energy_j;
-
-    /* Baselines, evaluated exactly, and charged the paper's way at T_min. */
-    double e_base, e_env_paper, e_uni_paper;
-    if ((rc = prs_baseline_allmax(profile, pipe, allmax, err)) ||
-        (rc = prs_evaluate_plan(profile, pipe, allmax, &info->allmax_time_s, &info->allmax_energy_j,
-                                err)) ||
-        (rc = prs_emu_plan_energy_at(profile, pipe, allmax, t_min, &e_base, err)) ||
-        (rc = prs_baseline_envpipe(profile, pipe, envpipe, err)) ||
-        (rc = prs_evaluate_plan(profile, pipe, envpipe, &info->envpipe_time_s,
-                                &info->envpipe_energy_j, err)) ||
-        (rc = prs_emu_plan_energy_at(profile, pipe, envpipe, t_min, &e_env_paper, err)) ||
-        (rc = prs_uniform_sweep(profile, pipe, &upts, &nu, err)))
-        goto fail;
-    if (!(ucharge = malloc(sizeof *ucharge * nu))) {
-        rc = prsU_error(err, PRS_ENOMEM, "out of memory");
-        goto fail;
-    }
-    for (size_t i = 0; i < nu; i++) {
-        for (int op = 0; op < nops; op++)
-            plan[op] = upts[i].freq_mhz;
-        if ((rc = prs_emu_plan_energy_at(profile, pipe, plan, upts[i].time_s, &ucharge[i], err)))
-            goto fail;
-    }
-    size_t k_uni;
-    if (prs_uniform_pick(upts, nu, info->allmax_time_s, &k_uni)) {
-        /* all-max's clocks differ per computation type, and no uniform clock is as fast */
-        rc = prsU_error(err, PRS_ERANGE,
-                        "no uniform clock is as fast as all-max (%.6g s): the profile's "
-                        "highest clocks differ between computations",
-                        info->allmax_time_s);
-        goto fail;
-    }
-    info->uniform_freq_mhz = upts[k_uni].freq_mhz;
-    info->uniform_time_s = upts[k_uni].time_s;
-    info->uniform_energy_j = upts[k_uni].energy_j;
-    e_uni_paper = ucharge[k_uni] +
-                  pipe->blocking_power_w * (double)pipe->stages * (t_min - upts[k_uni].time_s);
-
-    /* paper */
-    paper_ctx pc = {pred, np};
-    strategy_in in = {t_min, e_base, t_min, info->e_intr_j, 0};
-    if ((rc = fill(e, PRS_EMU_PAPER, PRS_EMU_PERSEUS, &in, o->stragglers, nf, choose_paper, &pc,
-                   err)))
-        goto fail;
-    in.energy_j = e_base;
-    if ((rc = fill(e, PRS_EMU_PAPER, PRS_EMU_ALLMAX, &in, o->stragglers, nf, NULL, NULL, err)))
-        goto fail;
-    in.energy_j = e_env_paper;
-    if ((rc = fill(e, PRS_EMU_PAPER, PRS_EMU_ENVPIPE, &in, o->stragglers, nf, NULL, NULL, err)))
-        goto fail;
-    uniform_ctx uc = {upts, ucharge, nu, upts[k_uni].time_s};
-    in.energy_j = e_uni_paper;
-    in.freq_mhz = upts[k_uni].freq_mhz;
-    if ((rc = fill(e, PRS_EMU_PAPER, PRS_EMU_UNIFORM, &in, o->stragglers, nf, choose_uniform, &uc,
-                   err)))
-        goto fail;
-
-    /* exact and lookup */
-    strategy_in ex = {info->allmax_time_s, info->allmax_energy_j, info->eval_t_min_s,
-                      info->eval_e_intr_j, 0};
-    if ((rc = fill(e, PRS_EMU_EXACT, PRS_EMU_PERSEUS, &ex, o->stragglers, nf, choose_exact,
-                   (void *)f, err)) ||
-        (rc = fill(e, PRS_EMU_LOOKUP, PRS_EMU_PERSEUS, &ex, o->stragglers, nf, choose_lookup,
-                   (void *)f, err)))
-        goto fail;
-    ex.time_s = info->allmax_time_s;
-    ex.energy_j = info->allmax_energy_j;
-    if ((rc = fill(e, PRS_EMU_EXACT, PRS_EMU_ALLMAX, &ex, o->stragglers, nf, NULL, NULL, err)))
-        goto fail;
-    ex.time_s = info->envpipe_time_s;
-    ex.energy_j = info->envpipe_energy_j;
-    if ((rc = fill(e, PRS_EMU_EXACT, PRS_EMU_ENVPIPE, &ex, o->stragglers, nf, NULL, NULL, err)))
-        goto fail;
-    uniform_ctx ucx = {upts, NULL, nu, upts[k_uni].time_s};
-    ex.time_s = info->uniform_time_s;
-    ex.energy_j = info->uniform_energy_j;
-    ex.freq_mhz = info->uniform_freq_mhz;
-    if ((rc = fill(e, PRS_EMU_EXACT, PRS_EMU_UNIFORM, &ex, o->stragglers, nf, choose_uniform, &ucx,
-                   err)))
-        goto fail;
-
-    free(pred);
-    free(allmax);
-    free(envpipe);
-    free(plan);
-    free(upts);
-    free(ucharge);
+    work_free(&w);
     *out = e;
     return 0;
 fail:
-    free(pred);
-    free(allmax);
-    free(envpipe);
-    free(plan);
-    free(upts);
-    free(ucharge);
+    work_free(&w);
     prs_emulation_free(e);
     return rc;
 }

@@ -9,7 +9,10 @@
  *
  * Long series (frontiers have thousands of points) are thinned in pixel space: a point closer
  * than a pixel or two to the last one kept adds nothing visible, and dropping it keeps the files
- * small. Labels may carry a subscript as "T_{min}"; it becomes a <tspan>. */
+ * small. Labels may carry a subscript as "T_{min}"; it becomes a <tspan>.
+ *
+ * Each plot function checks its data, lays out the chart and calls one helper per layer
+ * (frontier_check .. draw_baselines, timeline_check .. timeline_colour_bar). */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -428,17 +431,29 @@ static const char *const baseline_colors[] = {"#000000", "#CC79A7", "#009E73",
 static const char *const curve_colors[] = {"#56B4E9", "#CC79A7", "#999999", "#000000"};
 static const char *const curve_dashes[] = {"7 4", "2 3", "9 3 2 3", "4 4"};
 
-int prs_plot_frontier(FILE *out, const prs_frontier_plot *p, prs_error *err)
+static int has_tmin(const prs_frontier_plot *p)
 {
-    if (!out || !p) return prs_error_set(err, PRS_EINVAL, "plot: no output or no data");
+    return p->tmin_s > 0 && isfinite(p->tmin_s);
+}
+
+static int has_tstar(const prs_frontier_plot *p)
+{
+    return p->tstar_s > 0 && isfinite(p->tstar_s);
+}
+
+/* Check p; the data's ranges (the T_min and T* lines included) and the series drawn as lines in
+ * ser (predicted, evaluated, the curves). 0 or an error. */
+static int frontier_check(const prs_frontier_plot *p, const prs_plot_series **ser, range *xr,
+                          range *yr, prs_error *err)
+{
     if (!series_ok(&p->predicted) || !series_ok(&p->evaluated) || (p->nbaselines && !p->baselines))
         return prs_error_set(err, PRS_EINVAL, "plot: a series has points but no arrays");
     if (p->nbaselines > MAX_BASELINES)
         return prs_error_set(err, PRS_EINVAL, "plot: at most %d baselines", MAX_BASELINES);
     if (p->ncurves > MAX_CURVES || (p->ncurves && !p->curves))
         return prs_error_set(err, PRS_EINVAL, "plot: at most %d curves", MAX_CURVES);
-    range xr = {INFINITY, -INFINITY}, yr = {INFINITY, -INFINITY};
-    const prs_plot_series *ser[2 + MAX_CURVES] = {&p->predicted, &p->evaluated};
+    ser[0] = &p->predicted;
+    ser[1] = &p->evaluated;
     for (size_t k = 0; k < p->ncurves; k++) {
         if (!series_ok(&p->curves[k]))
             return prs_error_set(err, PRS_EINVAL, "plot: a series has points but no arrays");
@@ -447,25 +462,26 @@ int prs_plot_frontier(FILE *out, const prs_frontier_plot *p, prs_error *err)
     for (size_t k = 0; k < 2 + p->ncurves; k++)
         for (size_t i = 0; i < ser[k]->n; i++)
             if (isfinite(ser[k]->x[i]) && isfinite(ser[k]->y[i])) {
-                range_add(&xr, ser[k]->x[i]);
-                range_add(&yr, ser[k]->y[i]);
+                range_add(xr, ser[k]->x[i]);
+                range_add(yr, ser[k]->y[i]);
             }
     for (size_t i = 0; i < p->nbaselines; i++)
         if (isfinite(p->baselines[i].x) && isfinite(p->baselines[i].y)) {
-            range_add(&xr, p->baselines[i].x);
-            range_add(&yr, p->baselines[i].y);
+            range_add(xr, p->baselines[i].x);
+            range_add(yr, p->baselines[i].y);
         }
-    int has_tmin = p->tmin_s > 0 && isfinite(p->tmin_s),
-        has_tstar = p->tstar_s > 0 && isfinite(p->tstar_s);
-    if (has_tmin) range_add(&xr, p->tmin_s);
-    if (has_tstar) range_add(&xr, p->tstar_s);
-    if (!(xr.lo <= xr.hi) || !(yr.lo <= yr.hi))
+    if (has_tmin(p)) range_add(xr, p->tmin_s);
+    if (has_tstar(p)) range_add(xr, p->tstar_s);
+    if (!(xr->lo <= xr->hi) || !(yr->lo <= yr->hi))
         return prs_error_set(err, PRS_EINVAL, "plot: the frontier has no finite points");
 
-    char tmin_label[96], tstar_label[96];
-    snprintf(tmin_label, sizeof tmin_label, "T_{min} = %.4g s (fastest plan)", p->tmin_s);
-    snprintf(tstar_label, sizeof tstar_label, "T* = %.4g s (least energy)", p->tstar_s);
-    legend_entry le[4 + MAX_BASELINES + MAX_CURVES];
+    return 0;
+}
+
+/* The legend's entries (le: 4 + MAX_BASELINES + MAX_CURVES); their number. */
+static size_t frontier_legend(const prs_frontier_plot *p, legend_entry *le, const char *tmin_label,
+                              const char *tstar_label)
+{
     size_t nle = 0;
     if (p->predicted.n)
         le[nle++] = (legend_entry){p->predicted.label ? p->predicted.label : "predicted",
@@ -499,54 +515,51 @@ int prs_plot_frontier(FILE *out, const prs_frontier_plot *p, prs_error *err)
                                    baseline_shapes[i],
                                    1,
                                    NULL};
-    if (has_tmin) le[nle++] = (legend_entry){tmin_label, "#555", "6 4", 1.5, MARK_NONE, 0, NULL};
-    if (has_tstar) le[nle++] = (legend_entry){tstar_label, "#009E73", "2 3", 2, MARK_NONE, 0, NULL};
+    if (has_tmin(p)) le[nle++] = (legend_entry){tmin_label, "#555", "6 4", 1.5, MARK_NONE, 0, NULL};
+    if (has_tstar(p))
+        le[nle++] = (legend_entry){tstar_label, "#009E73", "2 3", 2, MARK_NONE, 0, NULL};
 
-    chart c;
-    double lw = legend_width(le, nle);
-    chart_frame(&c, lw, p->subtitle != NULL, 14);
-    if (chart_axis(xr.lo, xr.hi, 0.03, 0.03, 7, &c.x0, &c.x1, &c.xt) ||
-        chart_axis(yr.lo, yr.hi, 0.06, 0.06, 6, &c.y0, &c.y1, &c.yt))
-        return prs_error_set(err, PRS_EINVAL, "plot: cannot scale the axes");
-    double width = chart_width(&c, lw);
-    const char *title = p->title ? p->title : "Iteration time-energy frontier";
-    prs_svg *s = prs_svg_new(out, width, CHART_H, title);
-    if (!s) return prs_error_set(err, PRS_ENOMEM, "plot: out of memory");
-    draw_page(s, width, CHART_H, title, p->subtitle);
-    draw_axes(s, &c, "Iteration time (s)", "Iteration energy (J)");
+    return nle;
+}
 
+static void draw_time_marks(prs_svg *s, const chart *c, const prs_frontier_plot *p)
+{
     /* Markers for T_min and T*: dashed verticals, named just above the plot area. */
     text_style ml = {LEGEND_PX - 0.5, "end", "#444", 0, 0};
-    if (has_tmin) {
-        double x = map_x(&c, p->tmin_s);
-        prs_svg_line(s, x, c.top, x, c.bottom, "stroke", "#555", "stroke-width", "1.5",
+    if (has_tmin(p)) {
+        double x = map_x(c, p->tmin_s);
+        prs_svg_line(s, x, c->top, x, c->bottom, "stroke", "#555", "stroke-width", "1.5",
                      "stroke-dasharray", "6 4", PRS_SVG_END);
-        draw_text(s, x, c.top - 6, "T_{min}", &ml);
+        draw_text(s, x, c->top - 6, "T_{min}", &ml);
     }
-    if (has_tstar) {
-        double x = map_x(&c, p->tstar_s);
-        prs_svg_line(s, x, c.top, x, c.bottom, "stroke", "#009E73", "stroke-width", "2",
+    if (has_tstar(p)) {
+        double x = map_x(c, p->tstar_s);
+        prs_svg_line(s, x, c->top, x, c->bottom, "stroke", "#009E73", "stroke-width", "2",
                      "stroke-dasharray", "2 3", PRS_SVG_END);
         ml.anchor = "start";
         ml.fill = "#00704f";
-        draw_text(s, x + 2, c.top - 6, "T*", &ml);
+        draw_text(s, x + 2, c->top - 6, "T*", &ml);
     }
+}
 
+/* The curves with their markers, the predicted line, the evaluated points (thinned). */
+static int draw_frontier_series(prs_svg *s, const chart *c, const prs_frontier_plot *p)
+{
     int rc = 0;
     for (size_t k = 0; k < p->ncurves && !rc; k++) {
-        rc = draw_polyline(s, &c, &p->curves[k], curve_colors[k], 1.5, curve_dashes[k]);
+        rc = draw_polyline(s, c, &p->curves[k], curve_colors[k], 1.5, curve_dashes[k]);
         double *cxy = NULL;
         int coom = 0;
-        size_t ck = rc ? 0 : thin_points(&c, &p->curves[k], 3.0, &cxy, &coom);
+        size_t ck = rc ? 0 : thin_points(c, &p->curves[k], 3.0, &cxy, &coom);
         if (coom) rc = PRS_ENOMEM;
         for (size_t i = 0; i < ck; i++)
             draw_marker(s, MARK_CIRCLE, cxy[2 * i], cxy[2 * i + 1], 4, curve_colors[k], 1);
         free(cxy);
     }
-    if (!rc) rc = draw_polyline(s, &c, &p->predicted, "#0072B2", 2, NULL);
+    if (!rc) rc = draw_polyline(s, c, &p->predicted, "#0072B2", 2, NULL);
     double *xy = NULL;
     int oom = 0;
-    size_t k = rc ? 0 : thin_points(&c, &p->evaluated, 7.0, &xy, &oom);
+    size_t k = rc ? 0 : thin_points(c, &p->evaluated, 7.0, &xy, &oom);
     if (oom) rc = PRS_ENOMEM;
     if (k) {
         prs_svg_begin(s, "g");
@@ -563,17 +576,23 @@ int prs_plot_frontier(FILE *out, const prs_frontier_plot *p, prs_error *err)
     }
     free(xy);
 
-    /* Baselines: a marker and its name beside it, at whichever of eight places around the
-     * marker covers the fewest data (curves sampled every 2 px, other markers), stays inside
-     * the plot area and clears the names already placed; a white halo keeps grid lines from
-     * crossing the letters. */
+    return rc;
+}
+
+/* Baselines: a marker and its name beside it, at whichever of eight places around the
+ * marker covers the fewest data (curves sampled every 2 px, other markers), stays inside
+ * the plot area and clears the names already placed; a white halo keeps grid lines from
+ * crossing the letters. */
+static void draw_baselines(prs_svg *s, const chart *c, const prs_frontier_plot *p,
+                           const prs_plot_series *const *ser)
+{
     double boxes[MAX_BASELINES][4];
     size_t nboxes = 0;
     text_style bl = {LEGEND_PX - 0.5, "start", "#111", 0, 0};
     for (size_t i = 0; i < p->nbaselines; i++) {
         const prs_plot_point *b = &p->baselines[i];
         if (!isfinite(b->x) || !isfinite(b->y)) continue;
-        double x = map_x(&c, b->x), y = map_y(&c, b->y);
+        double x = map_x(c, b->x), y = map_y(c, b->y);
         draw_marker(s, baseline_shapes[i], x, y, 11, baseline_colors[i], 1);
         const char *name = b->label ? b->label : "baseline";
         double w = rich_width(name, bl.size_px), h = 14;
@@ -584,16 +603,17 @@ int prs_plot_frontier(FILE *out, const prs_frontier_plot *p, prs_error *err)
         double best = INFINITY;
         for (int ci = 0; ci < 8; ci++) {
             double bx = cand[ci][0], by = cand[ci][1], score = 0;
-            if (bx < c.left + 2 || bx + w > c.right - 2 || by < c.top + 2 || by + h > c.bottom - 2)
+            if (bx < c->left + 2 || bx + w > c->right - 2 || by < c->top + 2 ||
+                by + h > c->bottom - 2)
                 score += 1e6;
             for (size_t j = 0; j < nboxes; j++)
                 if (bx < boxes[j][0] + boxes[j][2] && boxes[j][0] < bx + w &&
                     by < boxes[j][1] + boxes[j][3] && boxes[j][1] < by + h)
                     score += 1e4;
             for (size_t k2 = 0; k2 < 2 + p->ncurves; k2++)
-                score += series_hits(&c, ser[k2], bx - 2, by - 2, w + 4, h + 4);
+                score += series_hits(c, ser[k2], bx - 2, by - 2, w + 4, h + 4);
             for (size_t j = 0; j < p->nbaselines; j++) {
-                double mx = map_x(&c, p->baselines[j].x), my = map_y(&c, p->baselines[j].y);
+                double mx = map_x(c, p->baselines[j].x), my = map_y(c, p->baselines[j].y);
                 if (mx > bx - 7 && mx < bx + w + 7 && my > by - 7 && my < by + h + 7) score += 100;
             }
             if (score < best) {
@@ -602,8 +622,8 @@ int prs_plot_frontier(FILE *out, const prs_frontier_plot *p, prs_error *err)
             }
         }
         double bx = cand[pick][0], by = cand[pick][1];
-        if (bx + w > c.right - 2) bx = c.right - 2 - w;
-        if (bx < c.left + 2) bx = c.left + 2;
+        if (bx + w > c->right - 2) bx = c->right - 2 - w;
+        if (bx < c->left + 2) bx = c->left + 2;
         text_style halo = bl;
         halo.fill = NULL;
         prs_svg_begin(s, "g");
@@ -619,6 +639,35 @@ int prs_plot_frontier(FILE *out, const prs_frontier_plot *p, prs_error *err)
         boxes[nboxes][3] = h;
         nboxes++;
     }
+}
+
+int prs_plot_frontier(FILE *out, const prs_frontier_plot *p, prs_error *err)
+{
+    if (!out || !p) return prs_error_set(err, PRS_EINVAL, "plot: no output or no data");
+    range xr = {INFINITY, -INFINITY}, yr = {INFINITY, -INFINITY};
+    const prs_plot_series *ser[2 + MAX_CURVES];
+    int rc = frontier_check(p, ser, &xr, &yr, err);
+    if (rc) return rc;
+    char tmin_label[96], tstar_label[96];
+    snprintf(tmin_label, sizeof tmin_label, "T_{min} = %.4g s (fastest plan)", p->tmin_s);
+    snprintf(tstar_label, sizeof tstar_label, "T* = %.4g s (least energy)", p->tstar_s);
+    legend_entry le[4 + MAX_BASELINES + MAX_CURVES];
+    size_t nle = frontier_legend(p, le, tmin_label, tstar_label);
+    chart c;
+    double lw = legend_width(le, nle);
+    chart_frame(&c, lw, p->subtitle != NULL, 14);
+    if (chart_axis(xr.lo, xr.hi, 0.03, 0.03, 7, &c.x0, &c.x1, &c.xt) ||
+        chart_axis(yr.lo, yr.hi, 0.06, 0.06, 6, &c.y0, &c.y1, &c.yt))
+        return prs_error_set(err, PRS_EINVAL, "plot: cannot scale the axes");
+    double width = chart_width(&c, lw);
+    const char *title = p->title ? p->title : "Iteration time-energy frontier";
+    prs_svg *s = prs_svg_new(out, width, CHART_H, title);
+    if (!s) return prs_error_set(err, PRS_ENOMEM, "plot: out of memory");
+    draw_page(s, width, CHART_H, title, p->subtitle);
+    draw_axes(s, &c, "Iteration time (s)", "Iteration energy (J)");
+    draw_time_marks(s, &c, p);
+    rc = draw_frontier_series(s, &c, p);
+    draw_baselines(s, &c, p, ser);
     draw_legend(s, c.right + 16, c.top, le, nle);
     prs_svg_close(s);
     int frc = prs_svg_finish(s, err);
@@ -700,9 +749,10 @@ static prs_rgb op_color(const prs_timeline_op *o, int clk_min, int clk_max, doub
     return prs_colormap_viridis(clk_max == clk_min ? 1.0 : (o->freq_mhz - clk_min) / span);
 }
 
-int prs_plot_timeline(FILE *out, const prs_timeline_plot *p, prs_error *err)
+/* Check p; the clock range of the colour scale (p's, else the operations'). 0 or an error. */
+static int timeline_check(const prs_timeline_plot *p, int *lo, int *hi, prs_error *err)
 {
-    if (!out || !p || (p->nops && !p->ops))
+    if (!p || (p->nops && !p->ops))
         return prs_error_set(err, PRS_EINVAL, "plot: no output or no data");
     if (p->stages < 1 || p->stages > 4096)
         return prs_error_set(err, PRS_EINVAL, "plot: stages must be 1..4096, got %d", p->stages);
@@ -720,34 +770,20 @@ int prs_plot_timeline(FILE *out, const prs_timeline_plot *p, prs_error *err)
     }
     if (clk_min > clk_max || clk_min < 0)
         return prs_error_set(err, PRS_EINVAL, "plot: bad clock range %d..%d MHz", clk_min, clk_max);
+    *lo = clk_min;
+    *hi = clk_max;
     for (size_t i = 0; i < p->nops; i++) {
         const prs_timeline_op *o = &p->ops[i];
         if (o->stage < 0 || o->stage >= p->stages || !isfinite(o->start_s) || !isfinite(o->end_s) ||
             o->end_s < o->start_s)
             return prs_error_set(err, PRS_EINVAL, "plot: timeline operation %zu is invalid", i);
     }
+    return 0;
+}
 
-    /* Layout: legend row under the titles, rows of bars, time axis, colour bar on the right. */
-    double legend_y = p->subtitle ? 62 : 46;
-    double top = legend_y + 36;
-    double plot_h = p->stages * TL_ROW;
-    double bar_h = fmax(plot_h, 150);
-    double height = top + bar_h + 70;
-    chart c;
-    c.left = 84;
-    c.right = TL_W - 130;
-    c.top = top;
-    c.bottom = top + plot_h;
-    if (prs_nice_ticks(0, p->time_s, 9, &c.xt))
-        return prs_error_set(err, PRS_EINVAL, "plot: cannot scale the time axis");
-    /* The axis spans exactly one iteration; ticks past its end are dropped below. */
-    prs_ticks xt = c.xt;
-    c.x0 = 0;
-    c.x1 = p->time_s;
-
-    const char *title = p->title ? p->title : "Pipeline timeline";
-    prs_svg *s = prs_svg_new(out, TL_W, height, title);
-    if (!s) return prs_error_set(err, PRS_ENOMEM, "plot: out of memory");
+/* The hatch patterns and the colour bar's gradient. */
+static void timeline_defs(prs_svg *s)
+{
     prs_svg_begin(s, "defs");
     prs_svg_open(s);
     prs_svg_begin(s, "pattern");
@@ -778,16 +814,17 @@ int prs_plot_timeline(FILE *out, const prs_timeline_plot *p, prs_error *err)
     }
     prs_svg_close(s);
     prs_svg_close(s);
+}
 
-    draw_page(s, TL_W, height, title, p->subtitle);
-
-    /* Legend row: forward, backward, idle. */
+/* Legend row: forward, backward, idle. */
+static void timeline_legend(prs_svg *s, const chart *c, double legend_y)
+{
     legend_entry le[3] = {
         {"forward (F3 = microbatch 3)", "#21908d", NULL, 0, MARK_NONE, 0, "#21908d"},
         {"backward (B3), hatched", "#21908d", NULL, 0, MARK_NONE, 0, "url(#hatch-dark)"},
         {"idle (blocked)", "#ddd", NULL, 0, MARK_NONE, 0, "#e6e6e6"},
     };
-    double lx = c.left;
+    double lx = c->left;
     text_style ls = {LEGEND_PX, "start", "#222", 0, 0};
     for (int i = 0; i < 3; i++) {
         prs_svg_rect(s, lx, legend_y + 4, LEGEND_SAMPLE, 14, "fill", le[i].swatch_fill, "stroke",
@@ -795,33 +832,44 @@ int prs_plot_timeline(FILE *out, const prs_timeline_plot *p, prs_error *err)
         draw_text(s, lx + LEGEND_SAMPLE + 6, legend_y + 15.5, le[i].label, &ls);
         lx += LEGEND_SAMPLE + 6 + rich_width(le[i].label, LEGEND_PX) + 28;
     }
+}
 
-    /* Rows: idle background, then computations. */
+/* One row per GPU: its idle background and name, and the time grid. */
+static void timeline_rows(prs_svg *s, const chart *c, const prs_timeline_plot *p,
+                          const prs_ticks *xt)
+{
     char buf[64];
     text_style row_label = {TICK_PX, "end", "#333", 0, 0};
     for (int st = 0; st < p->stages; st++) {
-        double y = c.top + st * TL_ROW + (TL_ROW - TL_BAR) / 2;
-        prs_svg_rect(s, c.left, y, c.right - c.left, TL_BAR, "fill", "#e6e6e6", PRS_SVG_END);
+        double y = c->top + st * TL_ROW + (TL_ROW - TL_BAR) / 2;
+        prs_svg_rect(s, c->left, y, c->right - c->left, TL_BAR, "fill", "#e6e6e6", PRS_SVG_END);
         snprintf(buf, sizeof buf, "GPU %d", st);
-        draw_text(s, c.left - 8, y + TL_BAR / 2 + 4, buf, &row_label);
+        draw_text(s, c->left - 8, y + TL_BAR / 2 + 4, buf, &row_label);
     }
-    for (int i = 0; i < xt.count; i++) {
-        double v = xt.lo + i * xt.step;
+    for (int i = 0; i < xt->count; i++) {
+        double v = xt->lo + i * xt->step;
         if (v > p->time_s * (1 + 1e-9)) break;
-        double x = map_x(&c, v);
-        prs_svg_line(s, x, c.top, x, c.bottom, "stroke", "#ffffff", "stroke-width", "1",
+        double x = map_x(c, v);
+        prs_svg_line(s, x, c->top, x, c->bottom, "stroke", "#ffffff", "stroke-width", "1",
                      PRS_SVG_END);
     }
+}
+
+/* The computations, coloured by clock, and their names where they fit. */
+static void timeline_bars(prs_svg *s, const chart *c, const prs_timeline_plot *p, int clk_min,
+                          int clk_max)
+{
     /* Bars, then their labels, each in a group carrying the attributes they share (thousands
      * of computations at large M: this halves the file). */
     double span = fmax((double)(clk_max - clk_min), 1e-9);
+    char buf[64];
     prs_svg_begin(s, "g");
     prs_svg_attrs(s, "stroke", "white", "stroke-width", "0.6", PRS_SVG_END);
     prs_svg_open(s);
     for (size_t i = 0; i < p->nops; i++) {
         const prs_timeline_op *o = &p->ops[i];
-        double x0 = map_x(&c, o->start_s), x1 = map_x(&c, o->end_s);
-        double y = c.top + o->stage * TL_ROW + (TL_ROW - TL_BAR) / 2;
+        double x0 = map_x(c, o->start_s), x1 = map_x(c, o->end_s);
+        double y = c->top + o->stage * TL_ROW + (TL_ROW - TL_BAR) / 2;
         char col[8];
         hex_color(op_color(o, clk_min, clk_max, span), col, sizeof col);
         prs_svg_rect(s, x0, y, x1 - x0, TL_BAR, "fill", col, PRS_SVG_END);
@@ -835,8 +883,8 @@ int prs_plot_timeline(FILE *out, const prs_timeline_plot *p, prs_error *err)
     prs_svg_open(s);
     for (size_t i = 0; i < p->nops; i++) {
         const prs_timeline_op *o = &p->ops[i];
-        double x0 = map_x(&c, o->start_s), x1 = map_x(&c, o->end_s);
-        double y = c.top + o->stage * TL_ROW + TL_ROW / 2 + 4;
+        double x0 = map_x(c, o->start_s), x1 = map_x(c, o->end_s);
+        double y = c->top + o->stage * TL_ROW + TL_ROW / 2 + 4;
         snprintf(buf, sizeof buf, "%c%d", o->instr == PRS_FORWARD ? 'F' : 'B', o->microbatch);
         if (prs_svg_text_width(buf, 10) + 3 > x1 - x0) continue;
         prs_rgb rgb = op_color(o, clk_min, clk_max, span);
@@ -846,30 +894,41 @@ int prs_plot_timeline(FILE *out, const prs_timeline_plot *p, prs_error *err)
             prs_svg_label(s, (x0 + x1) / 2, y, buf, PRS_SVG_END);
     }
     prs_svg_close(s);
-    /* Time axis below the rows. */
+}
+
+/* Time axis below the rows, the iteration's end, the axis titles. */
+static void timeline_axis(prs_svg *s, const chart *c, const prs_timeline_plot *p,
+                          const prs_ticks *xt)
+{
+    char buf[64];
     text_style tick_x = {TICK_PX, "middle", "#333", 0, 0};
-    prs_svg_line(s, c.left, c.bottom, c.right, c.bottom, "stroke", "#333", PRS_SVG_END);
-    for (int i = 0; i < xt.count; i++) {
-        double v = xt.lo + i * xt.step;
+    prs_svg_line(s, c->left, c->bottom, c->right, c->bottom, "stroke", "#333", PRS_SVG_END);
+    for (int i = 0; i < xt->count; i++) {
+        double v = xt->lo + i * xt->step;
         if (v > p->time_s * (1 + 1e-9)) break;
-        double x = map_x(&c, v);
-        prs_svg_line(s, x, c.bottom, x, c.bottom + 5, "stroke", "#333", PRS_SVG_END);
-        draw_text(s, x, c.bottom + 19, prs_ticks_label(&xt, i, buf, sizeof buf), &tick_x);
+        double x = map_x(c, v);
+        prs_svg_line(s, x, c->bottom, x, c->bottom + 5, "stroke", "#333", PRS_SVG_END);
+        draw_text(s, x, c->bottom + 19, prs_ticks_label(xt, i, buf, sizeof buf), &tick_x);
     }
-    prs_svg_line(s, c.right, c.top - 4, c.right, c.bottom + 5, "stroke", "#333", "stroke-width",
+    prs_svg_line(s, c->right, c->top - 4, c->right, c->bottom + 5, "stroke", "#333", "stroke-width",
                  "1.5", PRS_SVG_END);
     snprintf(buf, sizeof buf, "%.4g s", p->time_s);
     text_style end = {TICK_PX, "middle", "#111", 1, 0};
-    draw_text(s, c.right, c.top - 8, buf, &end);
+    draw_text(s, c->right, c->top - 8, buf, &end);
     text_style at = {AXIS_TITLE_PX, "middle", "#111", 0, 0};
-    draw_text(s, (c.left + c.right) / 2, c.bottom + 44, "Time within the iteration (s)", &at);
+    draw_text(s, (c->left + c->right) / 2, c->bottom + 44, "Time within the iteration (s)", &at);
     text_style yt = {AXIS_TITLE_PX, "middle", "#111", 0, -90};
-    draw_text(s, 22, (c.top + c.bottom) / 2, "Pipeline stage", &yt);
+    draw_text(s, 22, (c->top + c->bottom) / 2, "Pipeline stage", &yt);
+}
 
-    /* Colour bar: SM clock. */
-    double cbx = c.right + 44, cbw = 16, cbt = c.top, cbb = c.top + bar_h;
+/* Colour bar: SM clock, as tall as bar_h. */
+static void timeline_colour_bar(prs_svg *s, const chart *c, double bar_h, int clk_min, int clk_max)
+{
+    double cbx = c->right + 44, cbw = 16, cbt = c->top, cbb = c->top + bar_h;
     prs_svg_rect(s, cbx, cbt, cbw, cbb - cbt, "fill", "url(#clock)", "stroke", "#333",
                  "stroke-width", "0.5", PRS_SVG_END);
+    double span = fmax((double)(clk_max - clk_min), 1e-9);
+    char buf[64];
     prs_ticks ct;
     if (clk_max > clk_min && prs_nice_ticks(clk_min, clk_max, 6, &ct) == 0) {
         text_style cl = {TICK_PX - 1, "start", "#333", 0, 0};
@@ -887,7 +946,42 @@ int prs_plot_timeline(FILE *out, const prs_timeline_plot *p, prs_error *err)
     }
     text_style cbt_style = {AXIS_TITLE_PX - 1, "middle", "#111", 0, -90};
     draw_text(s, cbx - 10, (cbt + cbb) / 2, "SM clock (MHz)", &cbt_style);
+}
 
+int prs_plot_timeline(FILE *out, const prs_timeline_plot *p, prs_error *err)
+{
+    if (!out || !p) return prs_error_set(err, PRS_EINVAL, "plot: no output or no data");
+    int clk_min = 0, clk_max = 0;
+    int rc = timeline_check(p, &clk_min, &clk_max, err);
+    if (rc) return rc;
+    /* Layout: legend row under the titles, rows of bars, time axis, colour bar on the right. */
+    double legend_y = p->subtitle ? 62 : 46;
+    double top = legend_y + 36;
+    double plot_h = p->stages * TL_ROW;
+    double bar_h = fmax(plot_h, 150);
+    double height = top + bar_h + 70;
+    chart c;
+    c.left = 84;
+    c.right = TL_W - 130;
+    c.top = top;
+    c.bottom = top + plot_h;
+    if (prs_nice_ticks(0, p->time_s, 9, &c.xt))
+        return prs_error_set(err, PRS_EINVAL, "plot: cannot scale the time axis");
+    /* The axis spans exactly one iteration; ticks past its end are dropped below. */
+    prs_ticks xt = c.xt;
+    c.x0 = 0;
+    c.x1 = p->time_s;
+
+    const char *title = p->title ? p->title : "Pipeline timeline";
+    prs_svg *s = prs_svg_new(out, TL_W, height, title);
+    if (!s) return prs_error_set(err, PRS_ENOMEM, "plot: out of memory");
+    timeline_defs(s);
+    draw_page(s, TL_W, height, title, p->subtitle);
+    timeline_legend(s, &c, legend_y);
+    timeline_rows(s, &c, p, &xt);
+    timeline_bars(s, &c, p, clk_min, clk_max);
+    timeline_axis(s, &c, p, &xt);
+    timeline_colour_bar(s, &c, bar_h, clk_min, clk_max);
     prs_svg_close(s);
     return prs_svg_finish(s, err);
 }
