@@ -21,7 +21,8 @@
 #include "numfmt.h"
 #include "plan_int.h"
 
-#define FP_ERROR 1e-6
+/* The reference's name for PRS_REF_FP_ERROR (perseus/limits.h). */
+#define FP_ERROR PRS_REF_FP_ERROR
 
 void prs_plan_opts_default(prs_plan_opts *o)
 {
@@ -132,7 +133,7 @@ static enum step_result step(run *r, long T, double *delta, int *nt)
         prsF_add(r->net, arc->from, arc->to, lb, ub, r->arc_flow[a]);
         r->arc_id[ncrit++] = a;
     }
-    int rc = prsF_min_cut(r->net, exp_mode ? FP_ERROR : 1e-9, r->side);
+    int rc = prsF_min_cut(r->net, exp_mode ? FP_ERROR : PRS_HULL_CUT_EPS, r->side);
     /* keep this flow as the next solve's starting point (0 on arcs that were not critical) */
     for (int a = 0; a < g->narcs; a++)
         r->arc_flow[a] = 0;

@@ -107,7 +107,7 @@ int prs_uniform_pick(const prs_uniform_point *pts, size_t n, double target_time_
     size_t best = (size_t)-1;
     for (size_t i = 0; i < n; i++) {
         const prs_uniform_point *p = &pts[i];
-        if (!(p->time_s <= target_time_s + 1e-9)) continue;
+        if (!(p->time_s <= target_time_s + PRS_TIME_TOL_S)) continue;
         if (best != (size_t)-1) {
             const prs_uniform_point *b = &pts[best];
             if (p->energy_j > b->energy_j) continue;
