@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "numfmt.h"
+#include "perseus/numfmt.h"
 #include "plan_int.h"
 
 long prsO_quantize(double time_s, double unit_s)

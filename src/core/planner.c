@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "frontier_int.h"
-#include "numfmt.h"
+#include "perseus/numfmt.h"
 #include "plan_int.h"
 
 /* The reference's name for PRS_REF_FP_ERROR (perseus/limits.h). */

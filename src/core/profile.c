@@ -23,7 +23,7 @@
 
 #include "perseus/limits.h"
 #include "perseus/profile.h"
-#include "numfmt.h"
+#include "perseus/numfmt.h"
 
 #define NCOLS 5
 #define MAX_FIELDS 8 /* fields kept per line; more are only counted */

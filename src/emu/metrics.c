@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "emu_int.h"
-#include "numfmt.h"
+#include "perseus/numfmt.h"
 
 #define PRS_STRAGGLER_MAX 100000
 
