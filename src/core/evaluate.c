@@ -12,6 +12,10 @@
 
 #include "plan_int.h"
 
+/* Record an error and evaluate to its code: prs_error_set's result, visibly non-zero to static
+ * analysis (which cannot see into error.c). */
+#define FAIL(err, code, ...) (prs_error_set((err), (code), __VA_ARGS__), (code))
+
 void prsE_free(prsE_table *t)
 {
     if (!t) return;
@@ -37,7 +41,7 @@ int prsE_build(const prs_profile *p, const prs_pipeline *pipe, prsE_table *t, pr
     t->energy_j = malloc(sizeof *t->energy_j * (n ? n : 1));
     if (!t->start || !t->freq || !t->q || !t->time_s || !t->energy_j) {
         prsE_free(t);
-        return prs_error_set(err, PRS_ENOMEM, "out of memory");
+        return FAIL(err, PRS_ENOMEM, "out of memory");
     }
     for (size_t i = 0; i < n; i++)
         if (rows[i].stage < chunks) t->start[rows[i].stage * 2 + (int)rows[i].instr + 1]++;
@@ -46,7 +50,7 @@ int prsE_build(const prs_profile *p, const prs_pipeline *pipe, prsE_table *t, pr
     int *fill = malloc(sizeof *fill * (size_t)(t->ntypes ? t->ntypes : 1));
     if (!fill) {
         prsE_free(t);
-        return prs_error_set(err, PRS_ENOMEM, "out of memory");
+        return FAIL(err, PRS_ENOMEM, "out of memory");
     }
     memcpy(fill, t->start, sizeof *fill * (size_t)t->ntypes);
     for (size_t i = 0; i < n; i++) {
@@ -108,12 +112,12 @@ int prs_eval_open(const prs_profile *profile, const prs_pipeline *pipe, prs_eval
                   prs_error *err)
 {
     *out = NULL;
-    if (!profile || !pipe) return prs_error_set(err, PRS_EINVAL, "NULL argument");
+    if (!profile || !pipe) return FAIL(err, PRS_EINVAL, "NULL argument");
     int rc = prs_pipeline_check(pipe, err);
     if (rc) return rc;
     if ((rc = prs_profile_check_stages(profile, prs_pipeline_chunks(pipe), err))) return rc;
     prs_eval *ev = calloc(1, sizeof *ev);
-    if (!ev) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    if (!ev) return FAIL(err, PRS_ENOMEM, "out of memory");
     ev->pipe = *pipe;
     if ((rc = prsG_build(pipe, &ev->g, err)) || (rc = prsE_build(profile, pipe, &ev->t, err))) {
         prs_eval_close(ev);
@@ -126,7 +130,7 @@ int prs_eval_open(const prs_profile *profile, const prs_pipeline *pipe, prs_eval
     ev->latest = malloc(sizeof *ev->latest * nodes);
     if (!ev->dur || !ev->idx || !ev->earliest || !ev->latest) {
         prs_eval_close(ev);
-        return prs_error_set(err, PRS_ENOMEM, "out of memory");
+        return FAIL(err, PRS_ENOMEM, "out of memory");
     }
     *out = ev;
     return 0;
@@ -175,11 +179,11 @@ int prs_eval_common_clocks(const prs_eval *ev, int *out, int cap)
 static int unprofiled(const prs_eval *ev, int op, int freq_mhz, prs_error *err)
 {
     const prsG_graph *g = &ev->g;
-    return prs_error_set(err, PRS_EINVAL,
-                         "plan: stage %d position %d runs at %d MHz, which the profile has no row "
-                         "for (stage %d %s)",
-                         op / g->ops_per_stage, op % g->ops_per_stage, freq_mhz, g->op_chunk[op],
-                         prs_instr_name((prs_instr)(g->op_type[op] % 2)));
+    return FAIL(err, PRS_EINVAL,
+                "plan: stage %d position %d runs at %d MHz, which the profile has no row "
+                "for (stage %d %s)",
+                op / g->ops_per_stage, op % g->ops_per_stage, freq_mhz, g->op_chunk[op],
+                prs_instr_name((prs_instr)(g->op_type[op] % 2)));
 }
 
 int prsE_lookup(prs_eval *ev, const int *clocks_mhz, prs_error *err)
