@@ -1,6 +1,7 @@
 /* The simulated GPU: a documented, physically plausible model of how long one computation takes
- * and how much energy it costs at a given SM clock, GPU presets with figures from public spec
- * sheets, and a generator of synthetic stage profiles built on the model.
+ * and how much energy it costs at a given SM clock, and GPU presets with figures from public spec
+ * sheets. The generator of synthetic stage profiles built on the model is in perseus/synth.h
+ * (the planner core implements it; this header includes it, for callers that look for it here).
  *
  * Model, per computation, at SM clock f (MHz):
  *   time    t(f) = t_ref · (α · f_max / f + (1 − α))
@@ -21,7 +22,7 @@
 #include <stdint.h>
 
 #include "perseus/error.h"
-#include "perseus/profile.h"
+#include "perseus/profile.h" /* prs_instr */
 
 #ifdef __cplusplus
 extern "C" {
@@ -81,48 +82,9 @@ double prs_gpu_time_s(const prs_gpu_preset *g, const prs_gpu_work *w, double fre
 double prs_gpu_power_w(const prs_gpu_preset *g, double freq_mhz);
 double prs_gpu_energy_j(const prs_gpu_preset *g, const prs_gpu_work *w, double freq_mhz);
 
-/* ---- Synthetic stage profiles ---- */
-
-#define PRS_SYNTH_MAX_STAGES 1024
-/* Default time multiplier of the last stage when no imbalance is given: in GPT-3 the last stage
- * also runs the LM head and the loss and is about 7 % slower (sosp24 stage profile). */
-#define PRS_SYNTH_LAST_STAGE_DEFAULT 1.07
-/* Noise amplitudes must stay below this (times and energies must stay positive). */
-#define PRS_SYNTH_MAX_NOISE 0.5
-
-typedef struct prs_synth_opts {
-    const prs_gpu_preset *gpu; /* NULL: the "a100" preset */
-    int stages;                /* number of pipeline stages, 1..PRS_SYNTH_MAX_STAGES */
-    /* Clock sweep f_max_mhz, f_max_mhz - f_step_mhz, ..., f_min_mhz. 0 picks the preset's
-     * default (prof_min_mhz, f_max_mhz, f_step_mhz). Both ends must be supported clocks, the
-     * step a multiple of the preset's, and the range a whole number of steps. */
-    int f_min_mhz, f_max_mhz, f_step_mhz;
-    /* Work of one computation of a stage with multiplier 1, indexed by prs_instr. A t_ref_s of 0
-     * takes the preset's default t_ref_s and alpha for that instruction. */
-    prs_gpu_work work[2];
-    /* Per-stage multipliers of t_ref (stage s's computations take imbalance[s] times as long),
-     * n_imbalance == stages, each finite and in (0, 100]. NULL: 1 for every stage except the
-     * last, which gets PRS_SYNTH_LAST_STAGE_DEFAULT when stages >= 2. Not owned; read only
-     * during the call. */
-    const double *imbalance;
-    int n_imbalance;
-    /* Measurement noise: each row's time and power are multiplied by independent factors
-     * 1 + noise·u, u uniform in [-1, 1), from a splitmix64 stream seeded with seed. noise in
-     * [0, PRS_SYNTH_MAX_NOISE); 0 makes the output independent of seed. */
-    double noise;
-    uint64_t seed;
-} prs_synth_opts;
-
-/* Defaults: a100, 1 stage, preset clock range and work, default imbalance, no noise, seed 0. */
-void prs_synth_opts_init(prs_synth_opts *o);
-
-/* Build a profile: for each stage, for each clock from highest to lowest, a forward then a
- * backward row (the order of the artifact's profiles). Deterministic for given options. On
- * success *out owns a new profile (free with prs_profile_free); on failure *out is NULL and err
- * names the offending option (PRS_EINVAL) or PRS_ENOMEM. */
-int prs_synth_profile(const prs_synth_opts *o, prs_profile **out, prs_error *err);
-
 #ifdef __cplusplus
 }
 #endif
+
+#include "perseus/synth.h"
 #endif

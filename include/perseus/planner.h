@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include "perseus/error.h"
+#include "perseus/limits.h" /* PRS_TIME_TOL_S */
 #include "perseus/profile.h"
 
 #ifdef __cplusplus
@@ -85,10 +86,6 @@ typedef struct prs_frontier_point {
 
 typedef struct prs_frontier prs_frontier;
 
-/* Tolerance when comparing iteration times to a target (seconds): times are multiples of the
- * unit, so this only absorbs the rounding of units * tau. */
-#define PRS_TIME_TOL_S 1e-9
-
 /* Run the planner. On success *out owns the frontier (points slowest first). */
 int prs_plan(const prs_profile *profile, const prs_plan_opts *opts, prs_frontier **out,
              prs_error *err);
@@ -101,7 +98,8 @@ const prs_pipeline *prs_frontier_pipeline(const prs_frontier *f);
 prs_cost_model prs_frontier_cost_model(const prs_frontier *f);
 /* Write plan k into clocks_mhz (stages * ops_per_stage entries). */
 int prs_frontier_plan(const prs_frontier *f, size_t k, int *clocks_mhz, prs_error *err);
-/* Index of the least evaluated-energy plan whose evaluated time is <= time_s (+PRS_TIME_TOL_S).
+/* Index of the least evaluated-energy plan whose evaluated time is <= time_s (+PRS_TIME_TOL_S,
+ * perseus/limits.h).
  * PRS_ERANGE if every plan is slower. */
 int prs_frontier_find_time(const prs_frontier *f, double time_s, size_t *k, prs_error *err);
 

@@ -128,6 +128,5 @@ int clientI_create_job(prs_client *c, prs_error *err);
 void *clientI_thread_main(void *arg);
 void clientI_schedule_free(clientI_schedule *s);
 void clientI_iteration_free(clientI_iteration *it);
-double clientI_mono_s(void);
 
 #endif

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "perseus/clock.h"
 #include "client_int.h"
 
 #define PEND_MAX 64      /* iterations in flight before begin waits for the oldest */
@@ -30,7 +31,7 @@
 static void on_anchor(void *user)
 {
     clientI_hostcall *h = user;
-    h->host_s = clientI_mono_s();
+    h->host_s = prs_mono_s();
     atomic_store_explicit(&h->done, 1, memory_order_release);
 }
 

@@ -19,6 +19,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "perseus/clock.h"
 #include "client_int.h"
 
 #define MAX_ITERATIONS_PER_POST 256
@@ -34,13 +35,6 @@ static void curl_init_once(void)
 void clientI_global_init(void)
 {
     pthread_once(&curl_once, curl_init_once);
-}
-
-double clientI_mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 void clientI_schedule_free(clientI_schedule *s)
@@ -159,7 +153,7 @@ static void note_answer(prs_client *c, long status)
 {
     pthread_mutex_lock(&c->mu);
     if (status)
-        c->stats.last_contact_s = clientI_mono_s();
+        c->stats.last_contact_s = prs_mono_s();
     else
         c->stats.http_failures++;
     pthread_mutex_unlock(&c->mu);
@@ -243,7 +237,7 @@ static int post_queue(CURL *h, prs_client *c, double deadline)
         char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
         json_decref(body);
         if (!text) return 0;
-        double left = deadline - clientI_mono_s();
+        double left = deadline - prs_mono_s();
         double timeout = left < c->opts.http_timeout_s ? left : c->opts.http_timeout_s;
         long st = timeout > 0 ? http(h, c, "POST", path, text, timeout, NULL) : 0;
         free(text);
@@ -263,7 +257,7 @@ static int post_queue(CURL *h, prs_client *c, double deadline)
         else
             c->stats.dropped += k;
         pthread_mutex_unlock(&c->mu);
-        if (clientI_mono_s() > deadline) return 0;
+        if (prs_mono_s() > deadline) return 0;
     }
 }
 
@@ -369,7 +363,7 @@ void *clientI_thread_main(void *arg)
         pthread_mutex_unlock(&c->mu);
         if (!h) continue;
         double deadline =
-            clientI_mono_s() +
+            prs_mono_s() +
             (stopping ? c->opts.flush_timeout_s : c->opts.poll_interval_s + c->opts.http_timeout_s);
         if (registered == 0) {
             registered = do_register(h, c);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "perseus/clock.h"
 #include "sampler.h"
 
 struct clientI_sampler {
@@ -30,13 +31,6 @@ void clientI_sampler_opts_init(clientI_sampler_opts *o)
     o->poll_s = 0.002;
     o->power_poll_s = 0.1;
     o->capacity = 8192;
-}
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* Uniform in [0.5, 1.5) (splitmix64). */
@@ -88,11 +82,12 @@ static void count_error(clientI_sampler *s)
  * so consecutive brackets touch but never overlap. */
 static void run_energy(clientI_sampler *s)
 {
-    double t0 = mono_s(), last = prs_gpu_read_energy_j(s->gpu), prev = 0.5 * (t0 + mono_s());
+    double t0 = prs_mono_s(), last = prs_gpu_read_energy_j(s->gpu),
+           prev = 0.5 * (t0 + prs_mono_s());
     double next = t0;
     while (!wait_until(s, next += s->o.poll_s * dither(s))) {
-        t0 = mono_s();
-        double e = prs_gpu_read_energy_j(s->gpu), mid = 0.5 * (t0 + mono_s());
+        t0 = prs_mono_s();
+        double e = prs_gpu_read_energy_j(s->gpu), mid = 0.5 * (t0 + prs_mono_s());
         if (isnan(e)) {
             count_error(s);
             continue;
@@ -106,12 +101,12 @@ static void run_energy(clientI_sampler *s)
 
 static void run_power(clientI_sampler *s)
 {
-    double next = mono_s();
+    double next = prs_mono_s();
     while (!wait_until(s, next += s->o.power_poll_s * dither(s))) {
         unsigned mw;
-        double t0 = mono_s();
+        double t0 = prs_mono_s();
         int rc = prs_gpu_power_mw(s->gpu, &mw);
-        double t1 = mono_s();
+        double t1 = prs_mono_s();
         if (rc)
             count_error(s);
         else
@@ -180,7 +175,7 @@ int clientI_sampler_start(prs_gpu *g, const clientI_sampler_opts *o, clientI_sam
     if (!s) return PRS_ENOMEM;
     s->gpu = g;
     s->o = *o;
-    s->rng = (uint64_t)(mono_s() * 1e9) ^ (uint64_t)(uintptr_t)s;
+    s->rng = (uint64_t)(prs_mono_s() * 1e9) ^ (uint64_t)(uintptr_t)s;
     s->ring = calloc((size_t)o->capacity, sizeof(clientI_sample));
     if (!s->ring || init_sync(s)) {
         free(s->ring);

@@ -1,4 +1,5 @@
-/* Exact evaluation of a frequency plan (include/perseus/planner.h).
+/* Exact evaluation of a frequency plan: the evaluation context (include/perseus/evaluate.h)
+ * and the one-shot calls of include/perseus/planner.h built on it.
  *
  * The planner's frontier is a model prediction: durations come from a continuous relaxation and
  * energies from the cost model. Here a plan is judged by what its clocks really do: each
@@ -10,6 +11,10 @@
 #include <string.h>
 
 #include "plan_int.h"
+
+/* Record an error and evaluate to its code: prs_error_set's result, visibly non-zero to static
+ * analysis (which cannot see into error.c). */
+#define FAIL(err, code, ...) (prs_error_set((err), (code), __VA_ARGS__), (code))
 
 void prsE_free(prsE_table *t)
 {
@@ -36,7 +41,7 @@ int prsE_build(const prs_profile *p, const prs_pipeline *pipe, prsE_table *t, pr
     t->energy_j = malloc(sizeof *t->energy_j * (n ? n : 1));
     if (!t->start || !t->freq || !t->q || !t->time_s || !t->energy_j) {
         prsE_free(t);
-        return prs_error_set(err, PRS_ENOMEM, "out of memory");
+        return FAIL(err, PRS_ENOMEM, "out of memory");
     }
     for (size_t i = 0; i < n; i++)
         if (rows[i].stage < chunks) t->start[rows[i].stage * 2 + (int)rows[i].instr + 1]++;
@@ -45,7 +50,7 @@ int prsE_build(const prs_profile *p, const prs_pipeline *pipe, prsE_table *t, pr
     int *fill = malloc(sizeof *fill * (size_t)(t->ntypes ? t->ntypes : 1));
     if (!fill) {
         prsE_free(t);
-        return prs_error_set(err, PRS_ENOMEM, "out of memory");
+        return FAIL(err, PRS_ENOMEM, "out of memory");
     }
     memcpy(fill, t->start, sizeof *fill * (size_t)t->ntypes);
     for (size_t i = 0; i < n; i++) {
@@ -89,78 +94,199 @@ double prsE_energy(const prs_pipeline *pipe, long T, double sum_energy_j, long s
            pipe->blocking_power_w * (double)((long)pipe->stages * T - sum_q) * pipe->unit_time_s;
 }
 
-/* Shared by prs_evaluate_plan and prs_plan_timeline: quantized times and energies of every
- * computation at its clock, the critical path, and (if ops) the timeline. */
-static int evaluate(const prs_profile *profile, const prs_pipeline *pipe, const int *clocks_mhz,
-                    prs_timeline_op *ops, double *time_s, double *energy_j, prs_error *err)
+/* ---- The evaluation context (perseus/evaluate.h) ---- */
+
+void prs_eval_close(prs_eval *ev)
 {
+    if (!ev) return;
+    prsG_free(&ev->g);
+    prsE_free(&ev->t);
+    free(ev->dur);
+    free(ev->earliest);
+    free(ev->latest);
+    free(ev->idx);
+    free(ev);
+}
+
+int prs_eval_open(const prs_profile *profile, const prs_pipeline *pipe, prs_eval **out,
+                  prs_error *err)
+{
+    *out = NULL;
+    if (!profile || !pipe) return FAIL(err, PRS_EINVAL, "NULL argument");
     int rc = prs_pipeline_check(pipe, err);
     if (rc) return rc;
     if ((rc = prs_profile_check_stages(profile, prs_pipeline_chunks(pipe), err))) return rc;
-    prsG_graph g;
-    prsE_table t;
-    if ((rc = prsG_build(pipe, &g, err))) return rc;
-    if ((rc = prsE_build(profile, pipe, &t, err))) {
-        prsG_free(&g);
+    prs_eval *ev = calloc(1, sizeof *ev);
+    if (!ev) return FAIL(err, PRS_ENOMEM, "out of memory");
+    ev->pipe = *pipe;
+    if ((rc = prsG_build(pipe, &ev->g, err)) || (rc = prsE_build(profile, pipe, &ev->t, err))) {
+        prs_eval_close(ev);
         return rc;
     }
-    long *dur = malloc(sizeof *dur * (size_t)g.nops);
-    long *earliest = malloc(sizeof *earliest * (size_t)g.nnodes);
-    int *idx = malloc(sizeof *idx * (size_t)g.nops);
-    if (!dur || !earliest || !idx) {
-        rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
-        goto out;
+    size_t ops = (size_t)ev->g.nops, nodes = (size_t)ev->g.nnodes;
+    ev->dur = malloc(sizeof *ev->dur * ops);
+    ev->idx = malloc(sizeof *ev->idx * ops);
+    ev->earliest = malloc(sizeof *ev->earliest * nodes);
+    ev->latest = malloc(sizeof *ev->latest * nodes);
+    if (!ev->dur || !ev->idx || !ev->earliest || !ev->latest) {
+        prs_eval_close(ev);
+        return FAIL(err, PRS_ENOMEM, "out of memory");
     }
+    *out = ev;
+    return 0;
+}
+
+int prs_eval_nops(const prs_eval *ev)
+{
+    return ev->g.nops;
+}
+
+int prs_eval_nclocks(const prs_eval *ev, int op)
+{
+    int type = ev->g.op_type[op];
+    return ev->t.start[type + 1] - ev->t.start[type];
+}
+
+prs_eval_clock prs_eval_clock_at(const prs_eval *ev, int op, int i)
+{
+    int k = ev->t.start[ev->g.op_type[op]] + i;
+    prs_eval_clock c = {ev->t.freq[k], ev->t.q[k], ev->t.time_s[k], ev->t.energy_j[k]};
+    return c;
+}
+
+int prs_eval_find(const prs_eval *ev, int op, int freq_mhz)
+{
+    int type = ev->g.op_type[op], k = prsE_find(&ev->t, type, freq_mhz);
+    return k < 0 ? -1 : k - ev->t.start[type];
+}
+
+int prs_eval_common_clocks(const prs_eval *ev, int *out, int cap)
+{
+    const prsE_table *t = &ev->t;
+    int n = 0;
+    for (int i = t->start[0]; i < t->start[1]; i++) { /* type 0's clocks, ascending */
+        int everywhere = 1;
+        for (int k = 1; k < t->ntypes && everywhere; k++)
+            everywhere = prsE_find(t, k, t->freq[i]) >= 0;
+        if (!everywhere) continue;
+        if (n < cap) out[n] = t->freq[i];
+        n++;
+    }
+    return n;
+}
+
+/* The one message for a plan clock the profile has no row for. */
+static int unprofiled(const prs_eval *ev, int op, int freq_mhz, prs_error *err)
+{
+    const prsG_graph *g = &ev->g;
+    return FAIL(err, PRS_EINVAL,
+                "plan: stage %d position %d runs at %d MHz, which the profile has no row "
+                "for (stage %d %s)",
+                op / g->ops_per_stage, op % g->ops_per_stage, freq_mhz, g->op_chunk[op],
+                prs_instr_name((prs_instr)(g->op_type[op] % 2)));
+}
+
+int prsE_lookup(prs_eval *ev, const int *clocks_mhz, prs_error *err)
+{
+    const prsG_graph *g = &ev->g;
     double sum_e = 0;
     long sum_q = 0;
-    for (int op = 0; op < g.nops; op++) {
-        int k = prsE_find(&t, g.op_type[op], clocks_mhz[op]);
-        if (k < 0) {
-            rc = prs_error_set(err, PRS_EINVAL,
-                               "plan: stage %d position %d runs at %d MHz, which the profile has "
-                               "no row for (stage %d %s)",
-                               op / g.ops_per_stage, op % g.ops_per_stage, clocks_mhz[op],
-                               g.op_chunk[op], prs_instr_name((prs_instr)(g.op_type[op] % 2)));
-            goto out;
-        }
-        idx[op] = k;
-        dur[op] = t.q[k];
-        sum_q += t.q[k];
-        sum_e += t.energy_j[k];
+    for (int op = 0; op < g->nops; op++) {
+        int k = prsE_find(&ev->t, g->op_type[op], clocks_mhz[op]);
+        if (k < 0) return unprofiled(ev, op, clocks_mhz[op], err);
+        ev->idx[op] = k;
+        ev->dur[op] = ev->t.q[k];
+        sum_q += ev->t.q[k];
+        sum_e += ev->t.energy_j[k];
     }
-    long T = prsG_cpm(&g, dur, earliest, NULL);
-    *time_s = (double)T * pipe->unit_time_s;
-    *energy_j = prsE_energy(pipe, T, sum_e, sum_q);
-    for (int op = 0; ops && op < g.nops; op++) {
-        const prsG_arc *a = &g.arcs[g.op_arc[op]];
+    ev->sum_energy_j = sum_e;
+    ev->sum_q = sum_q;
+    return 0;
+}
+
+long prsE_run(prs_eval *ev, double *energy_j)
+{
+    long T = prsG_cpm(&ev->g, ev->dur, ev->earliest, NULL);
+    *energy_j = prsE_energy(&ev->pipe, T, ev->sum_energy_j, ev->sum_q);
+    return T;
+}
+
+int prs_eval_lookup(const prs_eval *ev, const int *clocks_mhz, int *idx, prs_error *err)
+{
+    for (int op = 0; op < ev->g.nops; op++) {
+        int k = prs_eval_find(ev, op, clocks_mhz[op]);
+        if (k < 0) return unprofiled(ev, op, clocks_mhz[op], err);
+        if (idx) idx[op] = k;
+    }
+    return 0;
+}
+
+/* The timeline of the last evaluation (earliest starts in ev->earliest). */
+static void fill_timeline(const prs_eval *ev, const int *clocks_mhz, prs_timeline_op *ops)
+{
+    const prsG_graph *g = &ev->g;
+    double tau = ev->pipe.unit_time_s;
+    for (int op = 0; op < g->nops; op++) {
+        const prsG_arc *a = &g->arcs[g->op_arc[op]];
         prs_timeline_op *o = &ops[op];
-        o->stage = op / g.ops_per_stage;
-        o->pos = op % g.ops_per_stage;
-        o->chunk = g.op_chunk[op];
-        o->instr = (prs_instr)(g.op_type[op] % 2);
-        o->microbatch = g.op_mb[op];
+        o->stage = op / g->ops_per_stage;
+        o->pos = op % g->ops_per_stage;
+        o->chunk = g->op_chunk[op];
+        o->instr = (prs_instr)(g->op_type[op] % 2);
+        o->microbatch = g->op_mb[op];
         o->freq_mhz = clocks_mhz[op];
-        o->start_s = (double)earliest[a->from] * pipe->unit_time_s;
-        o->end_s = (double)(earliest[a->from] + dur[op]) * pipe->unit_time_s;
-        o->energy_j = t.energy_j[idx[op]];
+        o->start_s = (double)ev->earliest[a->from] * tau;
+        o->end_s = (double)(ev->earliest[a->from] + ev->dur[op]) * tau;
+        o->energy_j = ev->t.energy_j[ev->idx[op]];
     }
-out:
-    free(dur);
-    free(earliest);
-    free(idx);
-    prsE_free(&t);
-    prsG_free(&g);
+}
+
+int prs_eval_run(prs_eval *ev, const int *clocks_mhz, prs_timeline_op *ops, double *time_s,
+                 double *energy_j, prs_error *err)
+{
+    int rc = prsE_lookup(ev, clocks_mhz, err);
+    if (rc) return rc;
+    long T = prsE_run(ev, energy_j);
+    *time_s = (double)T * ev->pipe.unit_time_s;
+    if (ops) fill_timeline(ev, clocks_mhz, ops);
+    return 0;
+}
+
+int prs_eval_windows(prs_eval *ev, const int *clocks_mhz, long *window_units, prs_error *err)
+{
+    int rc = prsE_lookup(ev, clocks_mhz, err);
+    if (rc) return rc;
+    const prsG_graph *g = &ev->g;
+    prsG_cpm(g, ev->dur, ev->earliest, ev->latest);
+    for (int op = 0; op < g->nops; op++) {
+        const prsG_arc *a = &g->arcs[g->op_arc[op]];
+        window_units[op] = ev->latest[a->to] - ev->earliest[a->from];
+    }
+    return 0;
+}
+
+/* ---- One-shot evaluation (perseus/planner.h) ---- */
+
+static int evaluate_once(const prs_profile *profile, const prs_pipeline *pipe,
+                         const int *clocks_mhz, prs_timeline_op *ops, double *time_s,
+                         double *energy_j, prs_error *err)
+{
+    prs_eval *ev;
+    int rc = prs_eval_open(profile, pipe, &ev, err);
+    if (rc) return rc;
+    rc = prs_eval_run(ev, clocks_mhz, ops, time_s, energy_j, err);
+    prs_eval_close(ev);
     return rc;
 }
 
 int prs_evaluate_plan(const prs_profile *profile, const prs_pipeline *pipe, const int *clocks_mhz,
                       double *time_s, double *energy_j, prs_error *err)
 {
-    return evaluate(profile, pipe, clocks_mhz, NULL, time_s, energy_j, err);
+    return evaluate_once(profile, pipe, clocks_mhz, NULL, time_s, energy_j, err);
 }
 
 int prs_plan_timeline(const prs_profile *profile, const prs_pipeline *pipe, const int *clocks_mhz,
                       prs_timeline_op *ops, double *time_s, double *energy_j, prs_error *err)
 {
-    return evaluate(profile, pipe, clocks_mhz, ops, time_s, energy_j, err);
+    return evaluate_once(profile, pipe, clocks_mhz, ops, time_s, energy_j, err);
 }

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "frontier_int.h"
-#include "numfmt.h"
+#include "perseus/numfmt.h"
 
 #define PLANS_MAGIC "perseus-plans 1"
 

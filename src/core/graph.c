@@ -61,7 +61,7 @@ int prsG_build(const prs_pipeline *pipe, prsG_graph *g, prs_error *err)
     memset(g, 0, sizeof *g);
     int S = pipe->stages, M = pipe->microbatches, per = prs_ops_per_stage(pipe);
     int C = prs_pipeline_chunks(pipe);
-    if ((long)S * per > 20000000L)
+    if ((long)S * per > PRS_MAX_DAG_OPS)
         return prs_error_set(err, PRS_EINVAL, "pipeline too large: %d stages x %d microbatches", S,
                              M);
     int nops = S * per, naon = nops + 2;

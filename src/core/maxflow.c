@@ -22,7 +22,7 @@
 
 #include "plan_int.h"
 
-#define AUG_EPS 1e-12 /* smallest residual worth augmenting through */
+#define AUG_EPS PRS_FLOW_AUG_EPS /* smallest residual worth augmenting through */
 
 struct prsF_net {
     int max_nodes, max_edges;
@@ -236,7 +236,7 @@ int prsF_min_cut(prsF_net *n, double eps, unsigned char *side)
     double value = flow + n->excess[n->t];
     for (int v = 0; v < V; v++)
         if (v != n->s && v != n->t && n->excess[v] < 0) value += n->excess[v];
-    if (value < -1e-6) return PRS_EINFEASIBLE;
+    if (value < -PRS_FLOW_INFEASIBLE_TOL) return PRS_EINFEASIBLE;
     for (int v = 0; v < V; v++)
         side[v] = 0;
     int head = 0, tail = 0;

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "numfmt.h"
+#include "perseus/numfmt.h"
 
 /* Adds one unit in the last place of the nd-digit mantissa digits[] (value D.DDD x 10^exp10);
  * on carry out of the first digit the string becomes 100..0 and exp10 grows. */

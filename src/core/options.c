@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "numfmt.h"
+#include "perseus/numfmt.h"
 #include "plan_int.h"
 
 long prsO_quantize(double time_s, double unit_s)
@@ -309,7 +309,7 @@ int prsO_build_memo(const prs_profile *p, int stage, prs_instr instr, const prs_
     t->ncand = m;
     t->q_min = t->cand[0].q;
     t->q_max = t->cand[m - 1].q;
-    if (t->q_min < 0 || t->q_max - t->q_min > 100000000L)
+    if (t->q_min < 0 || t->q_max - t->q_min > PRS_MAX_UNIT_SPAN)
         return prs_error_set(err, PRS_EINVAL,
                              "stage %d %s: quantized times %ld..%ld units are out of range "
                              "(check --unit-time)",

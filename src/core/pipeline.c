@@ -49,14 +49,14 @@ int prs_pipeline_check(const prs_pipeline *p, prs_error *err)
     if (p->microbatches < 1)
         return prs_error_set(err, PRS_EINVAL, "microbatches must be >= 1 (got %d)",
                              p->microbatches);
-    if ((long)p->stages * p->microbatches > 1000000L)
+    if ((long)p->stages * p->microbatches > PRS_MAX_PIPELINE_CELLS)
         return prs_error_set(err, PRS_EINVAL, "stages x microbatches = %ld is too large",
                              (long)p->stages * p->microbatches);
     if ((unsigned)p->schedule > PRS_SCHEDULE_INTERLEAVED)
         return prs_error_set(err, PRS_EINVAL, "unknown schedule %d", (int)p->schedule);
-    if (p->virtual_stages < 0 || p->virtual_stages > 1024)
-        return prs_error_set(err, PRS_EINVAL, "virtual stages must be 1..1024 (got %d)",
-                             p->virtual_stages);
+    if (p->virtual_stages < 0 || p->virtual_stages > PRS_MAX_VIRTUAL_STAGES)
+        return prs_error_set(err, PRS_EINVAL, "virtual stages must be 1..%d (got %d)",
+                             PRS_MAX_VIRTUAL_STAGES, p->virtual_stages);
     if (p->schedule == PRS_SCHEDULE_INTERLEAVED) {
         if (p->virtual_stages < 2)
             return prs_error_set(err, PRS_EINVAL,
@@ -74,7 +74,7 @@ int prs_pipeline_check(const prs_pipeline *p, prs_error *err)
                              p->virtual_stages, prs_schedule_name(p->schedule));
     }
     if ((long)p->stages * p->microbatches * (p->virtual_stages > 1 ? p->virtual_stages : 1) >
-        1000000L)
+        PRS_MAX_PIPELINE_CELLS)
         return prs_error_set(err, PRS_EINVAL, "pipeline too large");
     if (!(p->unit_time_s > 0) || !isfinite(p->unit_time_s))
         return prs_error_set(err, PRS_EINVAL, "unit time must be a finite number > 0 s");

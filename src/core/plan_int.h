@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "perseus/evaluate.h"
 #include "perseus/planner.h"
 
 /* ---- Operation types: (stage, instruction), docs/planner.md, 'Options', 'Exponential fit' ---- */
@@ -137,6 +138,25 @@ int prsE_find(const prsE_table *t, int type, int freq_mhz);
 /* Iteration energy from the per-op quantized times and energies and the critical path T:
  * sum(e) + P_block * (stages * T - sum(q)) * tau. */
 double prsE_energy(const prs_pipeline *pipe, long T, double sum_energy_j, long sum_q);
+
+/* The evaluation context (perseus/evaluate.h): the DAG, the table, and scratch per op / node. */
+struct prs_eval {
+    prs_pipeline pipe;
+    prsG_graph g;
+    prsE_table t;
+    long *dur;           /* per op: quantized time of its clock in the last evaluation */
+    long *earliest;      /* per AOA node */
+    long *latest;        /* per AOA node (prs_eval_windows) */
+    int *idx;            /* per op: table entry of its clock (prsE_lookup) */
+    double sum_energy_j; /* of the last prsE_lookup */
+    long sum_q;          /* of the last prsE_lookup */
+};
+
+/* Table entries of every op's clock into ev->idx, durations into ev->dur, and the sums of
+ * measured energies and quantized times. PRS_EINVAL naming the first clock not profiled. */
+int prsE_lookup(prs_eval *ev, const int *clocks_mhz, prs_error *err);
+/* After prsE_lookup: the critical path in units (ev->earliest filled) and the iteration energy. */
+long prsE_run(prs_eval *ev, double *energy_j);
 
 /* ---- Slack reclaiming (refine.c) ---- */
 

@@ -18,10 +18,11 @@
 #include <string.h>
 
 #include "frontier_int.h"
-#include "numfmt.h"
+#include "perseus/numfmt.h"
 #include "plan_int.h"
 
-#define FP_ERROR 1e-6
+/* The reference's name for PRS_REF_FP_ERROR (perseus/limits.h). */
+#define FP_ERROR PRS_REF_FP_ERROR
 
 void prs_plan_opts_default(prs_plan_opts *o)
 {
@@ -34,11 +35,11 @@ void prs_plan_opts_default(prs_plan_opts *o)
 /* Everything one planning run owns. */
 typedef struct run {
     const prs_plan_opts *o;
-    prsG_graph g;
-    prsE_table ev;
+    prs_eval *ev;        /* the evaluation context: DAG, measured figures, evaluation scratch */
+    const prsG_graph *g; /* &ev->g */
     prsO_optype *types;
     prsF_net *net;
-    long *dur, *earliest, *latest, *eval_q, *eval_earliest;
+    long *dur, *earliest, *latest;
     double *arc_flow, *arc_lb;
     int *freq, *arc_id, *touched, *chg_op, *chg_freq;
     int *plan, *prev_plan, *scratch; /* emitted plan (hull: refined), the previous one */
@@ -52,14 +53,11 @@ static void run_free(run *r)
         for (int k = 0; k < prs_pipeline_chunks(&r->o->pipe) * 2; k++)
             prsO_free(&r->types[k]);
     free(r->types);
-    prsG_free(&r->g);
-    prsE_free(&r->ev);
+    prs_eval_close(r->ev);
     prsF_free(r->net);
     free(r->dur);
     free(r->earliest);
     free(r->latest);
-    free(r->eval_q);
-    free(r->eval_earliest);
     free(r->arc_flow);
     free(r->arc_lb);
     free(r->freq);
@@ -76,7 +74,7 @@ static void run_free(run *r)
 
 static const prsO_optype *type_of(const run *r, int op)
 {
-    return &r->types[r->g.op_type[op]];
+    return &r->types[r->g->op_type[op]];
 }
 
 static int knob(const run *r, int op)
@@ -121,7 +119,7 @@ enum step_result { STEP_OK, STEP_DONE, STEP_INFEASIBLE };
  * the computations whose duration changed. */
 static enum step_result step(run *r, long T, double *delta, int *nt)
 {
-    const prsG_graph *g = &r->g;
+    const prsG_graph *g = r->g;
     int exp_mode = r->o->cost_model == PRS_COST_EXP;
     prsF_reset(r->net, g->nnodes, g->source, g->sink);
     int ncrit = 0;
@@ -135,7 +133,7 @@ static enum step_result step(run *r, long T, double *delta, int *nt)
         prsF_add(r->net, arc->from, arc->to, lb, ub, r->arc_flow[a]);
         r->arc_id[ncrit++] = a;
     }
-    int rc = prsF_min_cut(r->net, exp_mode ? FP_ERROR : 1e-9, r->side);
+    int rc = prsF_min_cut(r->net, exp_mode ? FP_ERROR : PRS_HULL_CUT_EPS, r->side);
     /* keep this flow as the next solve's starting point (0 on arcs that were not critical) */
     for (int a = 0; a < g->narcs; a++)
         r->arc_flow[a] = 0;
@@ -194,10 +192,9 @@ static enum step_result step(run *r, long T, double *delta, int *nt)
 
 static int alloc_run(run *r, prs_error *err)
 {
-    const prsG_graph *g = &r->g;
+    const prsG_graph *g = r->g;
     size_t ops = (size_t)g->nops, nodes = (size_t)g->nnodes, arcs = (size_t)g->narcs;
     r->dur = malloc(ops * sizeof *r->dur);
-    r->eval_q = malloc(ops * sizeof *r->eval_q);
     r->freq = malloc(ops * sizeof *r->freq);
     r->touched = malloc(ops * sizeof *r->touched);
     r->chg_op = malloc(ops * sizeof *r->chg_op);
@@ -207,15 +204,14 @@ static int alloc_run(run *r, prs_error *err)
     r->scratch = malloc(ops * sizeof *r->scratch);
     r->earliest = malloc(nodes * sizeof *r->earliest);
     r->latest = malloc(nodes * sizeof *r->latest);
-    r->eval_earliest = malloc(nodes * sizeof *r->eval_earliest);
     r->side = malloc(nodes);
     r->arc_id = malloc(arcs * sizeof *r->arc_id);
     r->arc_lb = malloc(arcs * sizeof *r->arc_lb);
     r->arc_flow = calloc(arcs, sizeof *r->arc_flow);
     r->net = prsF_new(g->nnodes, g->narcs);
-    if (!r->dur || !r->eval_q || !r->freq || !r->touched || !r->chg_op || !r->chg_freq ||
-        !r->plan || !r->prev_plan || !r->scratch || !r->earliest || !r->latest ||
-        !r->eval_earliest || !r->side || !r->arc_id || !r->arc_lb || !r->arc_flow || !r->net)
+    if (!r->dur || !r->freq || !r->touched || !r->chg_op || !r->chg_freq || !r->plan ||
+        !r->prev_plan || !r->scratch || !r->earliest || !r->latest || !r->side || !r->arc_id ||
+        !r->arc_lb || !r->arc_flow || !r->net)
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
     return 0;
 }
@@ -223,26 +219,19 @@ static int alloc_run(run *r, prs_error *err)
 static double predicted_cost(const run *r)
 {
     double cost = 0;
-    for (int op = 0; op < r->g.nops; op++) {
+    for (int op = 0; op < r->g->nops; op++) {
         const prsO_optype *t = type_of(r, op);
         cost += t->cost[r->dur[op] - t->q_min];
     }
     return cost;
 }
 
-/* Exact evaluation of a plan (every clock is profiled: plans only hold candidates). */
+/* Exact evaluation of a plan through the context (every clock is profiled: plans only hold
+ * candidates, so the lookup cannot fail). */
 static void evaluate_plan(run *r, const int *plan, long *T, double *energy_j)
 {
-    double sum_e = 0;
-    long sum_q = 0;
-    for (int op = 0; op < r->g.nops; op++) {
-        int k = prsE_find(&r->ev, r->g.op_type[op], plan[op]);
-        r->eval_q[op] = r->ev.q[k];
-        sum_q += r->ev.q[k];
-        sum_e += r->ev.energy_j[k];
-    }
-    *T = prsG_cpm(&r->g, r->eval_q, r->eval_earliest, NULL);
-    *energy_j = prsE_energy(&r->o->pipe, *T, sum_e, sum_q);
+    prsE_lookup(r->ev, plan, NULL);
+    *T = prsE_run(r->ev, energy_j);
 }
 
 /* The plan to emit for the current durations: exp mode emits the duration -> clock map as the
@@ -250,19 +239,19 @@ static void evaluate_plan(run *r, const int *plan, long *T, double *energy_j)
  * unrefined plan's own time, and keeps the cheaper. */
 static void emit_plan(run *r, long T_planned, long *T, double *energy_j)
 {
-    memcpy(r->plan, r->freq, sizeof *r->plan * (size_t)r->g.nops);
+    memcpy(r->plan, r->freq, sizeof *r->plan * (size_t)r->g->nops);
     evaluate_plan(r, r->plan, T, energy_j);
     if (!r->refiner) return;
     long budgets[2] = {*T, T_planned};
     for (int b = 0; b < 2; b++) {
         if (b == 1 && budgets[1] == budgets[0]) break;
-        memcpy(r->scratch, r->freq, sizeof *r->scratch * (size_t)r->g.nops);
+        memcpy(r->scratch, r->freq, sizeof *r->scratch * (size_t)r->g->nops);
         if (prsP_refine(r->refiner, r->scratch, budgets[b]) != 0) continue;
         long t;
         double e;
         evaluate_plan(r, r->scratch, &t, &e);
         if (b == 0 ? e <= *energy_j : e < *energy_j) {
-            memcpy(r->plan, r->scratch, sizeof *r->plan * (size_t)r->g.nops);
+            memcpy(r->plan, r->scratch, sizeof *r->plan * (size_t)r->g->nops);
             *T = t;
             *energy_j = e;
         }
@@ -298,11 +287,11 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
         }
         if (fallback && o->warn) o->warn(o->ud, note.msg);
     }
-    if ((rc = prsG_build(&o->pipe, &r.g, err))) goto out;
-    if ((rc = prsE_build(profile, &o->pipe, &r.ev, err))) goto out;
+    if ((rc = prs_eval_open(profile, &o->pipe, &r.ev, err))) goto out;
+    r.g = &r.ev->g;
     if ((rc = alloc_run(&r, err))) goto out;
 
-    const prsG_graph *g = &r.g;
+    const prsG_graph *g = r.g;
     for (int op = 0; op < g->nops; op++)
         r.dur[op] = type_of(&r, op)->q_min;
     long T_min = prsG_cpm(g, r.dur, r.earliest, NULL);
@@ -310,7 +299,7 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
         r.dur[op] = type_of(&r, op)->q_max;
         r.freq[op] = knob(&r, op);
     }
-    if (o->cost_model == PRS_COST_HULL && !(r.refiner = prsP_new(g, &r.ev, &o->pipe))) {
+    if (o->cost_model == PRS_COST_HULL && !(r.refiner = prsP_new(g, &r.ev->t, &o->pipe))) {
         rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
         goto out;
     }

@@ -21,10 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "perseus/limits.h"
 #include "perseus/profile.h"
-#include "numfmt.h"
+#include "perseus/numfmt.h"
 
-#define PRS_PROFILE_MAX_STAGE 1000000
 #define NCOLS 5
 #define MAX_FIELDS 8 /* fields kept per line; more are only counted */
 

@@ -13,121 +13,92 @@
  *             by at most its total float never lengthens a project (critical path method), and
  *             floats only shrink as durations grow, so one pass reaches a fixed point.
  *
- * Every figure comes from the core's evaluation model: quantized times, measured energies,
- * blocking power while a GPU does not compute. */
+ * Every figure comes from the core's evaluation context (perseus/evaluate.h): quantized times,
+ * measured energies, blocking power while a GPU does not compute. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "emu_int.h"
-#include "plan_int.h"
-
-/* Pipeline and profile checks shared by every entry point. */
-static int check_inputs(const prs_profile *profile, const prs_pipeline *pipe, prs_error *err)
-{
-    if (!profile || !pipe) return prsU_error(err, PRS_EINVAL, "NULL argument");
-    int rc = prs_pipeline_check(pipe, err);
-    if (rc) return rc;
-    return prs_profile_check_stages(profile, prs_pipeline_chunks(pipe), err);
-}
+#include "perseus/evaluate.h"
 
 int prsU_plan_sums(const prs_profile *profile, const prs_pipeline *pipe, const int *clocks_mhz,
                    double *sum_energy_j, double *sum_time_s, prs_error *err)
 {
-    int rc = check_inputs(profile, pipe, err);
+    prs_eval *ev;
+    int rc = prs_eval_open(profile, pipe, &ev, err);
     if (rc) return rc;
-    prsG_graph g;
-    prsE_table t;
-    if ((rc = prsG_build(pipe, &g, err))) return rc;
-    if ((rc = prsE_build(profile, pipe, &t, err))) {
-        prsG_free(&g);
-        return rc;
-    }
+    int nops = prs_eval_nops(ev);
+    int *idx = malloc(sizeof *idx * (size_t)nops);
+    if (!idx) rc = prsU_error(err, PRS_ENOMEM, "out of memory");
+    if (!rc) rc = prs_eval_lookup(ev, clocks_mhz, idx, err);
     double se = 0, st = 0;
-    for (int op = 0; op < g.nops; op++) {
-        int k = prsE_find(&t, g.op_type[op], clocks_mhz[op]);
-        if (k < 0) {
-            rc = prsU_error(err, PRS_EINVAL,
-                            "plan: stage %d position %d runs at %d MHz, which the profile has "
-                            "no row for (stage %d %s)",
-                            op / g.ops_per_stage, op % g.ops_per_stage, clocks_mhz[op],
-                            g.op_chunk[op], prs_instr_name((prs_instr)(g.op_type[op] % 2)));
-            break;
-        }
-        se += t.energy_j[k];
-        st += t.time_s[k];
+    for (int op = 0; !rc && op < nops; op++) {
+        prs_eval_clock c = prs_eval_clock_at(ev, op, idx[op]);
+        se += c.energy_j;
+        st += c.time_s;
     }
-    prsE_free(&t);
-    prsG_free(&g);
+    free(idx);
+    prs_eval_close(ev);
     if (rc) return rc;
     *sum_energy_j = se;
     *sum_time_s = st;
     return 0;
 }
 
+/* Every computation at its highest profiled clock (every computation has at least one). */
+static void allmax(const prs_eval *ev, int *clocks_mhz)
+{
+    for (int op = 0; op < prs_eval_nops(ev); op++)
+        clocks_mhz[op] = prs_eval_clock_at(ev, op, prs_eval_nclocks(ev, op) - 1).freq_mhz;
+}
+
 int prs_baseline_allmax(const prs_profile *profile, const prs_pipeline *pipe, int *clocks_mhz,
                         prs_error *err)
 {
-    int rc = check_inputs(profile, pipe, err);
+    prs_eval *ev;
+    int rc = prs_eval_open(profile, pipe, &ev, err);
     if (rc) return rc;
-    prsG_graph g;
-    prsE_table t;
-    if ((rc = prsG_build(pipe, &g, err))) return rc;
-    if ((rc = prsE_build(profile, pipe, &t, err))) {
-        prsG_free(&g);
-        return rc;
-    }
-    /* every type has rows (check_inputs), so start[k+1] - 1 is its highest clock */
-    for (int op = 0; op < g.nops; op++)
-        clocks_mhz[op] = t.freq[t.start[g.op_type[op] + 1] - 1];
-    prsE_free(&t);
-    prsG_free(&g);
+    allmax(ev, clocks_mhz);
+    prs_eval_close(ev);
     return 0;
 }
 
 int prs_uniform_sweep(const prs_profile *profile, const prs_pipeline *pipe, prs_uniform_point **out,
                       size_t *n, prs_error *err)
 {
-    int rc = check_inputs(profile, pipe, err);
+    prs_eval *ev;
+    int rc = prs_eval_open(profile, pipe, &ev, err);
     if (rc) return rc;
-    prsE_table t;
-    if ((rc = prsE_build(profile, pipe, &t, err))) return rc;
-    int nops = pipe->stages * prs_ops_per_stage(pipe);
-    int cand = t.start[1] - t.start[0];
-    prs_uniform_point *pts = malloc(sizeof *pts * (size_t)(cand ? cand : 1));
+    int nops = prs_eval_nops(ev), ncommon = prs_eval_common_clocks(ev, NULL, 0);
+    prs_uniform_point *pts = malloc(sizeof *pts * (size_t)(ncommon ? ncommon : 1));
+    int *common = malloc(sizeof *common * (size_t)(ncommon ? ncommon : 1));
     int *plan = malloc(sizeof *plan * (size_t)nops);
-    size_t np = 0;
-    if (!pts || !plan) {
+    if (!pts || !common || !plan) {
         rc = prsU_error(err, PRS_ENOMEM, "out of memory");
         goto out;
     }
-    for (int i = t.start[0]; i < t.start[1]; i++) { /* type 0's clocks, ascending */
-        int f = t.freq[i], everywhere = 1;
-        for (int k = 1; k < t.ntypes && everywhere; k++)
-            everywhere = prsE_find(&t, k, f) >= 0;
-        if (!everywhere) continue;
+    prs_eval_common_clocks(ev, common, ncommon);
+    for (int i = 0; i < ncommon; i++) {
         for (int op = 0; op < nops; op++)
-            plan[op] = f;
-        prs_uniform_point *p = &pts[np];
-        p->freq_mhz = f;
-        if ((rc = prs_evaluate_plan(profile, pipe, plan, &p->time_s, &p->energy_j, err))) goto out;
-        np++;
+            plan[op] = common[i];
+        pts[i].freq_mhz = common[i];
+        if ((rc = prs_eval_run(ev, plan, NULL, &pts[i].time_s, &pts[i].energy_j, err))) goto out;
     }
-    if (np == 0) {
+    if (ncommon == 0)
         rc = prsU_error(err, PRS_EINVAL,
                         "no clock is profiled for every computation (a uniform clock needs "
                         "one profiled for every stage, forward and backward)");
-        goto out;
-    }
 out:
     free(plan);
-    prsE_free(&t);
+    free(common);
+    prs_eval_close(ev);
     if (rc) {
         free(pts);
         return rc;
     }
     *out = pts;
-    *n = np;
+    *n = (size_t)ncommon;
     return 0;
 }
 
@@ -136,7 +107,7 @@ int prs_uniform_pick(const prs_uniform_point *pts, size_t n, double target_time_
     size_t best = (size_t)-1;
     for (size_t i = 0; i < n; i++) {
         const prs_uniform_point *p = &pts[i];
-        if (!(p->time_s <= target_time_s + 1e-9)) continue;
+        if (!(p->time_s <= target_time_s + PRS_TIME_TOL_S)) continue;
         if (best != (size_t)-1) {
             const prs_uniform_point *b = &pts[best];
             if (p->energy_j > b->energy_j) continue;
@@ -192,49 +163,35 @@ int prs_baseline_uniform(const prs_profile *profile, const prs_pipeline *pipe, d
 int prs_baseline_envpipe(const prs_profile *profile, const prs_pipeline *pipe, int *clocks_mhz,
                          prs_error *err)
 {
-    int rc = prs_baseline_allmax(profile, pipe, clocks_mhz, err);
+    prs_eval *ev;
+    int rc = prs_eval_open(profile, pipe, &ev, err);
     if (rc) return rc;
-    prsG_graph g;
-    prsE_table t;
-    if ((rc = prsG_build(pipe, &g, err))) return rc;
-    if ((rc = prsE_build(profile, pipe, &t, err))) {
-        prsG_free(&g);
-        return rc;
-    }
-    long *dur = malloc(sizeof *dur * (size_t)g.nops);
-    long *earliest = malloc(sizeof *earliest * (size_t)g.nnodes);
-    long *latest = malloc(sizeof *latest * (size_t)g.nnodes);
-    if (!dur || !earliest || !latest) {
-        rc = prsU_error(err, PRS_ENOMEM, "out of memory");
-        goto out;
+    allmax(ev, clocks_mhz);
+    int nops = prs_eval_nops(ev), per = prs_ops_per_stage(pipe);
+    long *window = malloc(sizeof *window * (size_t)nops);
+    if (!window) {
+        prs_eval_close(ev);
+        return prsU_error(err, PRS_ENOMEM, "out of memory");
     }
     double pb_tau = pipe->blocking_power_w * pipe->unit_time_s;
-    for (int op = 0; op < g.nops; op++)
-        dur[op] = t.q[prsE_find(&t, g.op_type[op], clocks_mhz[op])];
-    for (int s = pipe->stages - 2; s >= 0; s--) {
-        for (int pos = 0; pos < g.ops_per_stage; pos++) {
-            int op = s * g.ops_per_stage + pos, type = g.op_type[op];
-            prsG_cpm(&g, dur, earliest, latest);
-            const prsG_arc *a = &g.arcs[g.op_arc[op]];
-            long limit = latest[a->to] - earliest[a->from]; /* duration + total float */
-            int cur = prsE_find(&t, type, clocks_mhz[op]), best = cur;
-            double best_cost = t.energy_j[cur] - pb_tau * (double)t.q[cur];
-            for (int i = t.start[type]; i < t.start[type + 1]; i++) {
-                double c = t.energy_j[i] - pb_tau * (double)t.q[i];
-                if (t.q[i] <= limit && c < best_cost) {
-                    best = i;
-                    best_cost = c;
+    for (int s = pipe->stages - 2; s >= 0 && !rc; s--) {
+        for (int pos = 0; pos < per && !rc; pos++) {
+            int op = s * per + pos;
+            if ((rc = prs_eval_windows(ev, clocks_mhz, window, err))) break;
+            long limit = window[op]; /* duration + total float */
+            prs_eval_clock cur = prs_eval_clock_at(ev, op, prs_eval_find(ev, op, clocks_mhz[op]));
+            double best_cost = cur.energy_j - pb_tau * (double)cur.units;
+            for (int i = 0; i < prs_eval_nclocks(ev, op); i++) {
+                prs_eval_clock c = prs_eval_clock_at(ev, op, i);
+                double cost = c.energy_j - pb_tau * (double)c.units;
+                if (c.units <= limit && cost < best_cost) {
+                    clocks_mhz[op] = c.freq_mhz;
+                    best_cost = cost;
                 }
             }
-            clocks_mhz[op] = t.freq[best];
-            dur[op] = t.q[best];
         }
     }
-out:
-    free(dur);
-    free(earliest);
-    free(latest);
-    prsE_free(&t);
-    prsG_free(&g);
+    free(window);
+    prs_eval_close(ev);
     return rc;
 }

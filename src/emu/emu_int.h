@@ -1,5 +1,5 @@
-/* Internal interfaces of the emulator: per-plan sums over the measured profile figures (the
- * core's prsE_table, plan_int.h). Module prefix prsU_. */
+/* Internal interfaces of the emulator: per-plan sums over the measured profile figures (read
+ * through the core's evaluation context, perseus/evaluate.h). Module prefix prsU_. */
 #ifndef PRS_EMU_INT_H
 #define PRS_EMU_INT_H
 

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "emu_int.h"
-#include "numfmt.h"
+#include "perseus/numfmt.h"
 
 #define PRS_STRAGGLER_MAX 100000
 
@@ -53,7 +53,7 @@ int prs_emu_paper_rule(const prs_emu_point *pts, size_t n, double t_prime_s, siz
 {
     size_t best = (size_t)-1;
     for (size_t i = 0; i < n; i++) {
-        if (!(pts[i].time_s <= t_prime_s + 1e-9)) continue;
+        if (!(pts[i].time_s <= t_prime_s + PRS_TIME_TOL_S)) continue;
         if (best == (size_t)-1 || pts[i].energy_j < pts[best].energy_j ||
             (pts[i].energy_j == pts[best].energy_j && pts[i].time_s < pts[best].time_s))
             best = i;
@@ -198,7 +198,7 @@ static int parse_item(const char *item, double **buf, size_t *n, size_t *cap, pr
             return prsU_error(err, PRS_EINVAL, "straggler range '%s': the step must be > 0", item);
         if (b < a)
             return prsU_error(err, PRS_EINVAL, "straggler range '%s': STOP is below START", item);
-        double steps = floor((b - a) / step + 1e-6);
+        double steps = floor((b - a) / step + PRS_RANGE_STEP_TOL);
         if (!(steps < (double)PRS_STRAGGLER_MAX))
             return prsU_error(err, PRS_EINVAL,
                               "straggler range '%s' has too many values (at most %d)", item,

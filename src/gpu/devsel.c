@@ -24,7 +24,7 @@
     "nvml, nvml:INDEX, nvml:GPU-UUID, nvml:uuid=GPU-UUID or nvml:pci=DOMAIN:BUS:DEV.FN (e.g. "     \
     "nvml:pci=0000:1a:00.0)"
 
-/* Digits only, at most GPUI_MAX_INDEX; -1 otherwise. */
+/* Digits only, at most PRS_MAX_GPU_INDEX; -1 otherwise. */
 static int parse_index(const char *s, size_t len)
 {
     if (len == 0 || len > 5) return -1;
@@ -33,7 +33,7 @@ static int parse_index(const char *s, size_t len)
         if (!isdigit((unsigned char)s[i])) return -1;
         v = 10 * v + (s[i] - '0');
     }
-    return v <= GPUI_MAX_INDEX ? v : -1;
+    return v <= PRS_MAX_GPU_INDEX ? v : -1;
 }
 
 int gpuI_parse_local_rank(const char *v, int *index, prs_error *err)
@@ -45,7 +45,7 @@ int gpuI_parse_local_rank(const char *v, int *index, prs_error *err)
         return prs_error_set(err, PRS_EINVAL,
                              "LOCAL_RANK='%.40s': expected the rank's index on its node, an "
                              "integer from 0 to %d",
-                             v, GPUI_MAX_INDEX);
+                             v, PRS_MAX_GPU_INDEX);
     *index = i;
     return 0;
 }
@@ -147,7 +147,7 @@ int gpuI_cvd_resolve(const char *cvd, int index, const char *who, char (*uuids)[
         snprintf(out, outn, "%s", uuids[index]);
         return 0;
     }
-    int seen[GPUI_MAX_INDEX + 1], pos = 0;
+    int seen[PRS_MAX_GPU_INDEX + 1], pos = 0;
     for (const char *e = cvd;; pos++) {
         size_t len = strcspn(e, ",");
         char why[96] = "is empty";
@@ -169,7 +169,7 @@ int gpuI_cvd_resolve(const char *cvd, int index, const char *who, char (*uuids)[
             return 0;
         }
         seen[pos] = phys;
-        if (e[len] == '\0' || pos == GPUI_MAX_INDEX)
+        if (e[len] == '\0' || pos == PRS_MAX_GPU_INDEX)
             return cvd_short(cvd, pos + 1, who, NULL, 0, "", err);
         e += len + 1;
     }
@@ -205,17 +205,17 @@ static int write_spec(const char *uuid, char *spec, size_t n, prs_error *err)
 /* Without the CUDA driver: CUDA_VISIBLE_DEVICES against NVML's list. */
 static int rank_device_env(int index, const char *who, char *spec, size_t n, prs_error *err)
 {
-    char(*uuids)[GPUI_UUID_LEN] = calloc(GPUI_MAX_INDEX + 1, sizeof *uuids);
+    char(*uuids)[GPUI_UUID_LEN] = calloc(PRS_MAX_GPU_INDEX + 1, sizeof *uuids);
     if (!uuids) return prs_error_set(err, PRS_ENOMEM, "out of memory");
     int count = 0;
     char uuid[GPUI_UUID_LEN];
-    int rc = gpuI_nvml_uuids(NULL, uuids, GPUI_MAX_INDEX + 1, &count, err);
+    int rc = gpuI_nvml_uuids(NULL, uuids, PRS_MAX_GPU_INDEX + 1, &count, err);
     if (rc && err) {
         size_t used = strlen(err->msg);
         snprintf(err->msg + used, sizeof err->msg - used,
                  " (finding %s's GPU without the CUDA driver library, which did not load)", who);
     }
-    if (count > GPUI_MAX_INDEX + 1) count = GPUI_MAX_INDEX + 1;
+    if (count > PRS_MAX_GPU_INDEX + 1) count = PRS_MAX_GPU_INDEX + 1;
     if (!rc)
         rc = gpuI_cvd_resolve(getenv("CUDA_VISIBLE_DEVICES"), index, who, uuids, count, uuid,
                               sizeof uuid, err);
@@ -230,10 +230,10 @@ int prs_gpu_rank_device_at(int cuda_index, const char *cuda_lib, char *spec, siz
     spec[0] = '\0';
     int index = cuda_index, rc = 0;
     char who[64];
-    if (cuda_index < -1 || cuda_index > GPUI_MAX_INDEX)
+    if (cuda_index < -1 || cuda_index > PRS_MAX_GPU_INDEX)
         return prs_error_set(err, PRS_EINVAL,
                              "CUDA device index %d: expected -1 (from LOCAL_RANK) or 0 to %d",
-                             cuda_index, GPUI_MAX_INDEX);
+                             cuda_index, PRS_MAX_GPU_INDEX);
     if (cuda_index == -1) {
         if ((rc = gpuI_parse_local_rank(getenv("LOCAL_RANK"), &index, err)) != 0) return rc;
         snprintf(who, sizeof who,
@@ -296,6 +296,6 @@ int gpuI_open_nvml_spec(const char *spec, prs_gpu **out, prs_error *err)
     if (idx < 0)
         return prs_error_set(err, PRS_EINVAL,
                              "GPU backend '%.80s': expected " SPEC_FORMS "; an index is 0 to %d",
-                             spec, GPUI_MAX_INDEX);
+                             spec, PRS_MAX_GPU_INDEX);
     return gpuI_open_nvml_dev((unsigned)idx, NULL, NULL, NULL, out, err);
 }

@@ -1,5 +1,5 @@
 /* Internal to the GPU backends (src/gpu): the handle, the backend table, and helpers shared by
- * gpu.c (dispatch, sim), nvml.c and clockctl.c. */
+ * gpu.c (dispatch), sim.c, nvml.c and clockctl.c. */
 #ifndef PRS_GPU_INT_H
 #define PRS_GPU_INT_H
 
@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "perseus/gpu.h"
+#include "perseus/limits.h" /* PRS_MAX_GPU_INDEX */
 
 /* Opaque NVML types, declared here instead of NVIDIA's nvml.h (same ABI: an int result, a
  * pointer-sized device handle). */
@@ -49,8 +50,6 @@ typedef struct gpuI_nvml_api {
 
 /* Room for a GPU UUID ("GPU-" and 36 characters) and its terminating NUL, with margin. */
 #define GPUI_UUID_LEN 96
-/* Largest device index accepted anywhere (nvml:INDEX, LOCAL_RANK, CUDA_VISIBLE_DEVICES). */
-#define GPUI_MAX_INDEX 1023
 
 struct prs_gpu {
     int is_sim;
@@ -73,6 +72,19 @@ struct prs_gpu {
 int gpuI_mig_refusal(prs_error *err, const char *what);
 /* gpu_fail.c: record a message on g and return code. */
 int gpuI_fail(prs_gpu *g, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* sim.c: the sim backend's side of the entry points of gpu.c (g->is_sim). */
+void gpuI_sim_close(prs_gpu *g);
+int gpuI_sim_clocks(prs_gpu *g, int *clocks_mhz, int cap, int *n);
+int gpuI_sim_set_clock(prs_gpu *g, int freq_mhz);
+int gpuI_sim_reset_clock(prs_gpu *g);
+/* The clock work runs at: the locked one, else f_max. */
+int gpuI_sim_effective_mhz(const prs_gpu *g);
+int gpuI_sim_energy_mj(prs_gpu *g, uint64_t *energy_mj);
+int gpuI_sim_power_mw(prs_gpu *g, unsigned *power_mw);
+double gpuI_sim_now_s(prs_gpu *g);
+double gpuI_sim_read_energy_j(prs_gpu *g);
+int gpuI_sim_uuid(prs_gpu *g, char *buf, size_t n);
 
 /* nvml.c. The device is found by g->pci when set, else by uuid when not NULL, else by index. */
 int gpuI_nvml_open(prs_gpu *g, unsigned index, const char *uuid, const char *lib_path,
@@ -108,7 +120,7 @@ int gpuI_cuda_device_uuid(const char *lib_path, int ordinal, char *buf, size_t n
 /* prs_gpu_open for a spec starting with "nvml". */
 int gpuI_open_nvml_spec(const char *spec, prs_gpu **out, prs_error *err);
 /* $LOCAL_RANK (value v, NULL: unset) as a device index: 0 when unset; PRS_EINVAL unless digits
- * in [0, GPUI_MAX_INDEX]. */
+ * in [0, PRS_MAX_GPU_INDEX]. */
 int gpuI_parse_local_rank(const char *v, int *index, prs_error *err);
 /* The physical GPU that CUDA device `index` is under CUDA_VISIBLE_DEVICES = cvd (NULL: unset),
  * resolved against the node's UUIDs in NVML order (uuids[0..n)), as the driver does: entries are

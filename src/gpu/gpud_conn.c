@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "perseus/clock.h"
 #include "gpud_conn.h"
 
 #define LINE_MAX_IN 8192 /* longest line we accept from the daemon */
@@ -52,13 +53,6 @@ struct gpuI_conn {
     atomic_long apply_ns;
     atomic_int lost;
 };
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int conn_alloc(int fd, pid_t helper, gpuI_conn **out, prs_error *err)
 {
@@ -113,7 +107,7 @@ int gpuI_conn_adopt(int fd, pid_t helper_pid, gpuI_conn **out, prs_error *err)
 
 static int send_all(gpuI_conn *c, const char *s, size_t n, double timeout_s)
 {
-    double t0 = mono_s();
+    double t0 = prs_mono_s();
     while (n > 0) {
         ssize_t w = send(c->fd, s, n, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w > 0) {
@@ -122,7 +116,7 @@ static int send_all(gpuI_conn *c, const char *s, size_t n, double timeout_s)
             continue;
         }
         if (w < 0 && errno != EAGAIN && errno != EINTR) return PRS_EGPU;
-        double left = timeout_s - (mono_s() - t0);
+        double left = timeout_s - (prs_mono_s() - t0);
         if (left <= 0) return PRS_EGPU;
         struct pollfd p = {c->fd, POLLOUT, 0};
         poll(&p, 1, (int)(left * 1000) + 1);
@@ -133,7 +127,7 @@ static int send_all(gpuI_conn *c, const char *s, size_t n, double timeout_s)
 /* One line into buf (without '\n'). 0, or PRS_EGPU on timeout, close or an overlong line. */
 static int read_line(gpuI_conn *c, char *buf, size_t n, double timeout_s)
 {
-    double t0 = mono_s();
+    double t0 = prs_mono_s();
     for (;;) {
         char *nl = memchr(c->in, '\n', c->in_len);
         if (nl) {
@@ -144,7 +138,7 @@ static int read_line(gpuI_conn *c, char *buf, size_t n, double timeout_s)
             return 0;
         }
         if (c->in_len == sizeof c->in) return PRS_EGPU;
-        double left = timeout_s - (mono_s() - t0);
+        double left = timeout_s - (prs_mono_s() - t0);
         if (left <= 0) return PRS_EGPU;
         struct pollfd p = {c->fd, POLLIN, 0};
         int pr = poll(&p, 1, (int)(left * 1000) + 1);
@@ -360,8 +354,7 @@ long gpuI_conn_set(gpuI_conn *c, int mhz)
 
 static void deadline(struct timespec *ts, double timeout_s)
 {
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    double t = (double)ts->tv_sec + 1e-9 * (double)ts->tv_nsec + timeout_s;
+    double t = prs_mono_s() + timeout_s; /* CLOCK_MONOTONIC: the condition variable's clock */
     ts->tv_sec = (time_t)t;
     ts->tv_nsec = (long)((t - (double)ts->tv_sec) * 1e9);
 }
@@ -369,10 +362,10 @@ static void deadline(struct timespec *ts, double timeout_s)
 /* Send what is buffered, waiting for room (at most until timeout_s). */
 static int flush_wait(gpuI_conn *c, double timeout_s)
 {
-    double t0 = mono_s();
+    double t0 = prs_mono_s();
     pthread_mutex_lock(&c->send_mu);
     int rc = flush_out(c);
-    while (rc == 0 && c->out_len > 0 && mono_s() - t0 < timeout_s) {
+    while (rc == 0 && c->out_len > 0 && prs_mono_s() - t0 < timeout_s) {
         pthread_mutex_unlock(&c->send_mu);
         struct pollfd p = {c->fd, POLLOUT, 0};
         poll(&p, 1, 10);
@@ -451,11 +444,11 @@ static void release(gpuI_conn *c, double timeout_s)
 
 static void reap(pid_t pid, double timeout_s)
 {
-    double t0 = mono_s();
+    double t0 = prs_mono_s();
     for (;;) {
         pid_t r = waitpid(pid, NULL, WNOHANG);
         if (r == pid || (r < 0 && errno != EINTR)) return;
-        if (mono_s() - t0 > timeout_s) {
+        if (prs_mono_s() - t0 > timeout_s) {
             kill(pid, SIGKILL);
             waitpid(pid, NULL, 0);
             return;

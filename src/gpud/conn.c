@@ -31,7 +31,7 @@ gpud_conn *gpud_conn_new(int fd, long pid, unsigned uid, unsigned gid)
     c->uid = uid;
     c->gid = gid;
     c->pidfd = -1;
-    c->accepted_s = gpud_now_s();
+    c->accepted_s = prs_mono_s();
     return c;
 }
 
@@ -242,7 +242,7 @@ static void apply_clock(gpud_conn *c, uint64_t seq, int mhz)
 {
     gpud_gpu *u = c->lease;
     int rc = mhz ? prs_gpu_set_clock(u->g, mhz) : prs_gpu_reset_clock(u->g);
-    long long apply_ns = (long long)(gpud_now_ns() - c->recv_ns);
+    long long apply_ns = (long long)(prs_mono_ns() - c->recv_ns);
     char msg[300];
     if (rc) {
         printable(prs_gpu_errmsg(u->g), msg, sizeof msg);
@@ -386,7 +386,7 @@ static void process_lines(gpud *d, gpud_conn *c)
 
 void gpud_conn_feed(gpud *d, gpud_conn *c, const char *buf, size_t n)
 {
-    c->recv_ns = gpud_now_ns();
+    c->recv_ns = prs_mono_ns();
     while (n > 0 && !c->closing && !c->dead) {
         size_t room = GPUD_IN_MAX - c->nin, take = n < room ? n : room;
         memcpy(c->in + c->nin, buf, take);

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "perseus/clock.h" /* prs_mono_s, prs_mono_ns: the daemon times itself with them */
 #include "perseus/error.h"
 #include "perseus/gpu.h"
 
@@ -58,10 +59,6 @@ int gpud_log_parse_level(const char *s, gpud_log_level *out);
 void gpud_log(gpud_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* s as a logfmt value: quoted when it has spaces or quotes (quotes become '). Returns out. */
 const char *gpud_logq(const char *s, char *out, size_t n);
-
-/* CLOCK_MONOTONIC in nanoseconds and seconds. */
-int64_t gpud_now_ns(void);
-double gpud_now_s(void);
 
 /* ---- config.c ---- */
 
@@ -155,7 +152,7 @@ typedef struct gpud_conn {
     gpud_gpu *lease;
     int pidfd;         /* of the leaseholder; -1 */
     int pid_poll;      /* 1: no pidfd, check with kill(pid, 0) */
-    double accepted_s; /* gpud_now_s at accept */
+    double accepted_s; /* prs_mono_s at accept */
     int64_t recv_ns;   /* when the bytes being processed were received */
 } gpud_conn;
 

@@ -61,7 +61,7 @@ int gpud_lease_take(gpud *d, gpud_conn *c, gpud_gpu *u)
     u->holder_pid = c->pid;
     u->holder_uid = c->uid;
     u->since_unix = (long long)time(NULL);
-    u->since_mono = gpud_now_s();
+    u->since_mono = prs_mono_s();
     c->lease = u;
     if (prs_gpu_lock_memory_max(u->g))
         gpud_log(GPUD_LOG_INFO, "msg=memory_clock_not_locked gpu=%s detail=%s", u->uuid,
@@ -81,7 +81,7 @@ void gpud_lease_drop(gpud *d, gpud_conn *c, const char *why)
     gpud_log(rc ? GPUD_LOG_ERROR : GPUD_LOG_INFO,
              "msg=release gpu=%s pid=%ld uid=%u why=%s held_s=%.3f reset=%s", u->uuid,
              u->holder_pid, u->holder_uid, gpud_logq(why, q, sizeof q),
-             gpud_now_s() - u->since_mono, rc ? "failed" : "ok");
+             prs_mono_s() - u->since_mono, rc ? "failed" : "ok");
     u->holder = NULL;
     u->holder_pid = 0;
     u->holder_uid = 0;

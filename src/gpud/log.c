@@ -52,15 +52,3 @@ const char *gpud_logq(const char *s, char *out, size_t n)
     out[o] = '\0';
     return out;
 }
-
-int64_t gpud_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-double gpud_now_s(void)
-{
-    return 1e-9 * (double)gpud_now_ns();
-}

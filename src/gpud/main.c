@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "gpud.h"
+#include "perseus/limits.h"
 
 #ifndef PRS_VERSION
 #define PRS_VERSION "0"
@@ -163,7 +164,8 @@ static int run_private(gpud *d, const opts *o)
     prs_gpu *g;
     if (prs_gpu_open(o->gpu_spec, &g, &err)) return fail("gpu_open_failed", &err);
     long idx = 0;
-    if (strncmp(o->gpu_spec, "nvml:", 5) == 0 && parse_long(o->gpu_spec + 5, 0, 1024, &idx))
+    if (strncmp(o->gpu_spec, "nvml:", 5) == 0 &&
+        parse_long(o->gpu_spec + 5, 0, PRS_MAX_GPU_INDEX, &idx))
         idx = 0;
     if (gpud_gpus_add(d, g, (int)idx, &err)) return fail("gpu_open_failed", &err);
     d->watch_pids = 1;

@@ -179,7 +179,7 @@ static const char *conn_verdict(gpud_conn *c, const char *io_why)
     if (flush_out(c) != 0) return "peer gone";
     if (io_why) return io_why;
     if (c->closing) return "closed after an error reply";
-    if (!c->hello && gpud_now_s() - c->accepted_s > GPUD_HELLO_TIMEOUT_S)
+    if (!c->hello && prs_mono_s() - c->accepted_s > GPUD_HELLO_TIMEOUT_S)
         return "no HELLO within 5 s";
     return NULL;
 }
@@ -246,7 +246,7 @@ static void on_signals(loop *L)
 
 static int timeout_ms(const loop *L)
 {
-    double t = 1.0, now = gpud_now_s();
+    double t = 1.0, now = prs_mono_s();
     for (int i = 0; i < L->d->nconns; i++) {
         const gpud_conn *c = L->d->conns[i];
         if (!c->hello) {

@@ -13,7 +13,7 @@
 
 #include "skips.h"
 
-#include "numfmt.h"
+#include "perseus/numfmt.h"
 #include "perseus/planner.h"
 #include "plan_int.h"
 

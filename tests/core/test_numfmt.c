@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "numfmt.h"
+#include "perseus/numfmt.h"
 
 struct repr_case {
     double x;

@@ -1,4 +1,4 @@
-/* A logfmt line (perseus/logfmt.h). */
+/* A logfmt line (perseus/logfmt.h): part of the base library, shared by both daemons. */
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>

@@ -1,4 +1,5 @@
-/* Error codes and messages (include/perseus/error.h). */
+/* Error codes and messages (include/perseus/error.h): part of the base library (perseus_base),
+ * which every other library links, so none needs another only for its error helpers. */
 #include <stdarg.h>
 #include <stdio.h>
 

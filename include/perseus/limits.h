@@ -1,0 +1,47 @@
+/* Limits and tolerances shared by the libraries: every size bound and every floating-point
+ * tolerance has its name here, with why it has its value. Sizes bound what one call may allocate
+ * (a malformed input must fail with a message, not exhaust memory); tolerances are the only
+ * places where two doubles are taken as equal. */
+#ifndef PERSEUS_LIMITS_H
+#define PERSEUS_LIMITS_H
+
+/* ---- Sizes ---- */
+
+/* Pipelines (prs_pipeline_check): stages x microbatches, and stages x microbatches x virtual
+ * stages, at most this; an iteration then has at most 2e6 computations per GPU-chunk pair. */
+#define PRS_MAX_PIPELINE_CELLS 1000000L
+/* Model chunks per GPU of the interleaved schedule (prs_pipeline_check). */
+#define PRS_MAX_VIRTUAL_STAGES 1024
+/* Computations in one schedule DAG (stages * ops_per_stage; src/core/graph.c): a second guard
+ * on the DAG's arrays, above anything PRS_MAX_PIPELINE_CELLS admits. */
+#define PRS_MAX_DAG_OPS 20000000L
+/* Largest stage number a profile row may carry (so per-stage arrays stay sane). */
+#define PRS_PROFILE_MAX_STAGE 1000000
+/* Span q_max - q_min of an operation type's quantized times, in units of tau: the planner keeps
+ * a cost table over the span (src/core/options.c); a larger one means a unit time far too small. */
+#define PRS_MAX_UNIT_SPAN 100000000L
+/* Largest GPU device index accepted anywhere (nvml:INDEX, LOCAL_RANK, CUDA_VISIBLE_DEVICES,
+ * perseus-gpud's --gpu nvml:INDEX): NVML and CUDA number devices far below it. */
+#define PRS_MAX_GPU_INDEX 1023
+
+/* ---- Tolerances ---- */
+
+/* Comparing iteration times to a target (seconds): times are multiples of the unit, so this only
+ * absorbs the rounding of units * tau. */
+#define PRS_TIME_TOL_S 1e-9
+/* The reference planner's FP_ERROR (exp mode): capacities are padded by it and floored to its
+ * grid, the cut tolerance, and a net cost change below it ends the frontier. Part of what makes
+ * exp mode reproduce the reference bit for bit: do not change. */
+#define PRS_REF_FP_ERROR 1e-6
+/* hull mode's min-cut tolerance: slopes are exact there, so only rounding is absorbed. */
+#define PRS_HULL_CUT_EPS 1e-9
+/* Max flow: the smallest residual capacity worth augmenting through. */
+#define PRS_FLOW_AUG_EPS 1e-12
+/* Max flow with lower bounds: a cut value below -this means no feasible flow (above, a
+ * negative value is rounding of sums of capacities). */
+#define PRS_FLOW_INFEASIBLE_TOL 1e-6
+/* Counting the values of a START:STOP:STEP range: (STOP - START) / STEP may fall just short of
+ * a whole number through rounding (0.3 / 0.1); this much is taken as a whole step. */
+#define PRS_RANGE_STEP_TOL 1e-6
+
+#endif
