@@ -45,7 +45,7 @@ static int cuda_context(const char *lib_path)
 /* Publish a running schedule whose clock alternates at every computation. */
 static void set_schedule(prs_client *c)
 {
-    clientI_schedule s;
+    prs__client_schedule s;
     memset(&s, 0, sizeof s);
     snprintf(s.phase, sizeof s.phase, "running");
     s.plan_id = 1;
@@ -55,7 +55,7 @@ static void set_schedule(prs_client *c)
     for (int i = 0; i < HOOK_PAIRS; i++)
         s.clocks[i] = i % 2 ? 1395 : 1410;
     pthread_mutex_lock(&c->mu);
-    clientI_schedule_free(&c->latest);
+    prs__client_schedule_free(&c->latest);
     c->latest = s;
     atomic_fetch_add(&c->latest_version, 1);
     pthread_mutex_unlock(&c->mu);

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "numfmt.h"
+#include "perseus/numfmt.h"
 
 static const char *const names[PRS_CLI_NPIPE] = {"stages",         "microbatches", "unit-time",
                                                  "blocking-power", "schedule",     "virtual-stages",
@@ -81,13 +81,13 @@ int prs_cli_pipeline_match(const char *cmd, const prs_cli_pipeline *p, const prs
                 cmd, cl->microbatches, f->microbatches, dir);
     else if ((given & PRS_CLI_BIT(PRS_CLI_UNIT_TIME)) && f->unit_time_s != cl->unit_time_s)
         fprintf(stderr, "perseus %s: --unit-time %s does not match the frontier's %s (%s)\n", cmd,
-                prsN_fmt_double(a, sizeof a, cl->unit_time_s),
-                prsN_fmt_double(b, sizeof b, f->unit_time_s), dir);
+                prs_num_fmt_double(a, sizeof a, cl->unit_time_s),
+                prs_num_fmt_double(b, sizeof b, f->unit_time_s), dir);
     else if ((given & PRS_CLI_BIT(PRS_CLI_BLOCKING_POWER)) &&
              f->blocking_power_w != cl->blocking_power_w)
         fprintf(stderr, "perseus %s: --blocking-power %s does not match the frontier's %s (%s)\n",
-                cmd, prsN_fmt_double(a, sizeof a, cl->blocking_power_w),
-                prsN_fmt_double(b, sizeof b, f->blocking_power_w), dir);
+                cmd, prs_num_fmt_double(a, sizeof a, cl->blocking_power_w),
+                prs_num_fmt_double(b, sizeof b, f->blocking_power_w), dir);
     else if ((given & PRS_CLI_BIT(PRS_CLI_SCHEDULE)) && f->schedule != cl->schedule)
         fprintf(stderr, "perseus %s: --schedule %s does not match the frontier's %s (%s)\n", cmd,
                 prs_schedule_name(cl->schedule), prs_schedule_name(f->schedule), dir);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "numfmt.h"
+#include "perseus/numfmt.h"
 
 int prs_cli_usage_error(const char *cmd, const char *msg, const char *arg)
 {
@@ -20,7 +20,7 @@ int prs_cli_usage_error(const char *cmd, const char *msg, const char *arg)
 
 int prs_cli_positive_int(const char *cmd, const char *opt, const char *v, int *out)
 {
-    if (prsN_parse_int(v, out) != 0 || *out < 1) {
+    if (prs_num_parse_int(v, out) != 0 || *out < 1) {
         fprintf(stderr, "perseus %s: %s: expected an integer >= 1, got '%s'\n", cmd, opt, v);
         return -1;
     }
@@ -30,7 +30,7 @@ int prs_cli_positive_int(const char *cmd, const char *opt, const char *v, int *o
 int prs_cli_number(const char *cmd, const char *opt, const char *v, double min, int strict,
                    double *out)
 {
-    if (prsN_parse_double(v, out) != 0 || (strict ? !(*out > min) : !(*out >= min))) {
+    if (prs_num_parse_double(v, out) != 0 || (strict ? !(*out > min) : !(*out >= min))) {
         fprintf(stderr, "perseus %s: %s: expected a number %s %g, got '%s'\n", cmd, opt,
                 strict ? ">" : ">=", min, v);
         return -1;
@@ -93,7 +93,7 @@ static int put_shortest_reals(const char *s, FILE *out)
         if (real) {
             memcpy(tok, p, n);
             tok[n] = '\0';
-            fputs(prsN_fmt_double(num, sizeof num, strtod(tok, NULL)), out);
+            fputs(prs_num_fmt_double(num, sizeof num, strtod(tok, NULL)), out);
         } else {
             fwrite(p, 1, n, out);
         }

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "numfmt.h"
+#include "perseus/numfmt.h"
 #include "perseus/emulator.h"
 #include "perseus/planner.h"
 
@@ -113,7 +113,7 @@ static char **join_straggler_values(int argc, char **argv, int *new_argc, char *
 
 static const char *num(char *buf, double x)
 {
-    return prsN_fmt_double(buf, PRS_NUMFMT_MAX, x);
+    return prs_num_fmt_double(buf, PRS_NUMFMT_MAX, x);
 }
 
 static void set_real(json_t *o, const char *key, double x)

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "numfmt.h"
+#include "perseus/numfmt.h"
 #include "perseus/emulator.h"
 #include "perseus/planner.h"
 
@@ -238,7 +238,7 @@ static int parse_args(int argc, char **argv, evaluate_args *a, int *done)
     if (a->src != SRC_FRONTIER && (a->index_arg || a->time_s >= 0))
         return usage_error("--index and --time select a point of a --frontier", NULL);
     if (a->src == SRC_UNIFORM && strcmp(a->uniform_arg, "auto") != 0 &&
-        (prsN_parse_int(a->uniform_arg, &a->freq_mhz) || a->freq_mhz < 1))
+        (prs_num_parse_int(a->uniform_arg, &a->freq_mhz) || a->freq_mhz < 1))
         return usage_error("--uniform: expected a clock in MHz or 'auto', got", a->uniform_arg);
     if (a->src != SRC_FRONTIER) {
         const char *missing = prs_cli_pipeline_missing(&a->pl, PRS_CLI_PIPELINE_REQUIRED);
@@ -282,7 +282,8 @@ static int pick_point(const evaluate_args *a, const prs_frontier *f, size_t *k, 
 {
     if (a->index_arg) {
         long idx;
-        if (prsN_parse_long(a->index_arg, &idx) || idx < 0 || (size_t)idx >= prs_frontier_size(f)) {
+        if (prs_num_parse_long(a->index_arg, &idx) || idx < 0 ||
+            (size_t)idx >= prs_frontier_size(f)) {
             fprintf(stderr, "perseus evaluate: --index: expected 0..%zu, got '%s'\n",
                     prs_frontier_size(f) ? prs_frontier_size(f) - 1 : 0, a->index_arg);
             return 2;

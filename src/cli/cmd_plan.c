@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "numfmt.h"
+#include "perseus/numfmt.h"
 #include "perseus/planner.h"
 
 static const char plan_usage[] =
@@ -178,7 +178,8 @@ static int run_export(const export_args *a, const prs_frontier *f, size_t *k, in
     prs_error err = {0, ""};
     if (a->index_arg) {
         long idx;
-        if (prsN_parse_long(a->index_arg, &idx) || idx < 0 || (size_t)idx >= prs_frontier_size(f)) {
+        if (prs_num_parse_long(a->index_arg, &idx) || idx < 0 ||
+            (size_t)idx >= prs_frontier_size(f)) {
             fprintf(stderr, "perseus plan export: --index: expected 0..%zu, got '%s'\n",
                     prs_frontier_size(f) ? prs_frontier_size(f) - 1 : 0, a->index_arg);
             return 2;

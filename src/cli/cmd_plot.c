@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "numfmt.h"
+#include "perseus/numfmt.h"
 #include "perseus/emulator.h"
 #include "perseus/planner.h"
 #include "perseus/plot.h"
@@ -188,7 +188,7 @@ static int parse_args(int argc, char **argv, unsigned allowed, plot_args *a, int
             a->title = optarg;
             break;
         case OPT_INDEX:
-            if (prsN_parse_long(optarg, &a->index) || a->index < 0)
+            if (prs_num_parse_long(optarg, &a->index) || a->index < 0)
                 return usage_error("--index: expected an integer >= 0, got", optarg);
             break;
         case OPT_TIME:
@@ -332,8 +332,8 @@ static void describe_pipeline(const prs_pipeline *pipe, char *buf, size_t n)
     if (len < n) {
         char unit[PRS_NUMFMT_MAX], power[PRS_NUMFMT_MAX];
         snprintf(buf + len, n - len, "; unit %s s, blocking power %s W",
-                 prsN_fmt_double(unit, sizeof unit, pipe->unit_time_s),
-                 prsN_fmt_double(power, sizeof power, pipe->blocking_power_w));
+                 prs_num_fmt_double(unit, sizeof unit, pipe->unit_time_s),
+                 prs_num_fmt_double(power, sizeof power, pipe->blocking_power_w));
     }
 }
 

@@ -14,7 +14,7 @@
 
 #include "perseus/gpumodel.h"
 #include "perseus/profile.h"
-#include "../core/numfmt.h"
+#include "perseus/numfmt.h"
 #include "cli.h"
 
 #define CMD "perseus synth"
@@ -73,7 +73,7 @@ static int bad(const char *fmt, ...)
 
 static int parse_mhz(const char *opt, const char *arg, int *out)
 {
-    if (prsN_parse_int(arg, out) != 0 || *out <= 0)
+    if (prs_num_parse_int(arg, out) != 0 || *out <= 0)
         return bad("%s: expected a positive clock in MHz, got '%s'", opt, arg);
     return 0;
 }
@@ -103,7 +103,7 @@ static int parse_list(const char *arg, double **out)
     for (;;) {
         char *comma = strchr(item, ',');
         if (comma) *comma = '\0';
-        if (prsN_parse_double(item, &v[k]) != 0 || !(v[k] > 0)) {
+        if (prs_num_parse_double(item, &v[k]) != 0 || !(v[k] > 0)) {
             bad("--imbalance: expected positive numbers separated by commas, got '%s'", arg);
             free(v);
             free(copy);
@@ -136,7 +136,7 @@ static int parse_option(int c, const char *arg, synth_args *a)
         return 0;
     case OPT_STAGES:
         a->have_stages = 1;
-        if (prsN_parse_int(arg, &o->stages) != 0 || o->stages < 1 ||
+        if (prs_num_parse_int(arg, &o->stages) != 0 || o->stages < 1 ||
             o->stages > PRS_SYNTH_MAX_STAGES)
             return bad("--stages: expected an integer from 1 to %d, got '%s'", PRS_SYNTH_MAX_STAGES,
                        arg);
@@ -155,14 +155,14 @@ static int parse_option(int c, const char *arg, synth_args *a)
         return o->n_imbalance < 0 ? 2 : 0;
     }
     case OPT_NOISE:
-        if (prsN_parse_double(arg, &o->noise) != 0 || o->noise < 0 ||
+        if (prs_num_parse_double(arg, &o->noise) != 0 || o->noise < 0 ||
             o->noise >= PRS_SYNTH_MAX_NOISE)
             return bad("--noise: expected a fraction in [0, %g), got '%s'", PRS_SYNTH_MAX_NOISE,
                        arg);
         return 0;
     case OPT_SEED: {
         long seed;
-        if (prsN_parse_long(arg, &seed) != 0 || seed < 0)
+        if (prs_num_parse_long(arg, &seed) != 0 || seed < 0)
             return bad("--seed: expected a non-negative integer, got '%s'", arg);
         o->seed = (uint64_t)seed;
         return 0;

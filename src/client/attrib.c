@@ -31,8 +31,8 @@ typedef struct attrib_reading {
     double lo, hi, v; /* the value was taken at an unknown instant in [lo, hi] */
 } attrib_reading;
 
-struct clientI_attrib {
-    clientI_attrib_opts o;
+struct prs__client_attrib {
+    prs__client_attrib_opts o;
     int nk, n; /* kinds; columns = nk + 1 (the last is idle time) */
     int mode;
     int started;
@@ -69,7 +69,7 @@ struct clientI_attrib {
     int *ipvt, *cols;
 };
 
-void clientI_attrib_opts_init(clientI_attrib_opts *o)
+void prs__client_attrib_opts_init(prs__client_attrib_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->max_rows = 512;
@@ -81,7 +81,7 @@ void clientI_attrib_opts_init(clientI_attrib_opts *o)
     o->max_rel_se = 0.02;
 }
 
-void clientI_attrib_free(clientI_attrib *a)
+void prs__client_attrib_free(prs__client_attrib *a)
 {
     if (!a) return;
     double *d[] = {a->cum, a->ref_avg, a->integ,  a->c0,  a->i0,  a->avg,   a->share,
@@ -96,14 +96,14 @@ void clientI_attrib_free(clientI_attrib *a)
     free(a);
 }
 
-static int opts_ok(const clientI_attrib_opts *o, int n)
+static int opts_ok(const prs__client_attrib_opts *o, int n)
 {
     return o->max_rows >= 2 * n && o->max_rows <= (1 << 20) && o->max_pending >= 1 &&
            o->max_intervals >= 1 && o->min_row_s >= 0 && o->min_rows >= 0 && o->max_cond > 1 &&
            !isnan(o->max_rel_se);
 }
 
-static int alloc_all(clientI_attrib *a)
+static int alloc_all(prs__client_attrib *a)
 {
     size_t n = (size_t)a->n, r = (size_t)a->o.max_rows;
     a->cum = calloc(n, sizeof(double));
@@ -132,24 +132,24 @@ static int alloc_all(clientI_attrib *a)
     return ok && a->ipvt && a->cols && a->ivs && a->pend ? 0 : PRS_ENOMEM;
 }
 
-int clientI_attrib_new(int n_kinds, const clientI_attrib_opts *o, clientI_attrib **out)
+int prs__client_attrib_new(int n_kinds, const prs__client_attrib_opts *o, prs__client_attrib **out)
 {
     *out = NULL;
-    clientI_attrib_opts def;
+    prs__client_attrib_opts def;
     if (!o) {
-        clientI_attrib_opts_init(&def);
+        prs__client_attrib_opts_init(&def);
         o = &def;
     }
-    if (n_kinds < 1 || n_kinds > CLIENTI_ATTRIB_MAX_KINDS || !opts_ok(o, n_kinds + 1))
+    if (n_kinds < 1 || n_kinds > PRS__CLIENT_ATTRIB_MAX_KINDS || !opts_ok(o, n_kinds + 1))
         return PRS_EINVAL;
-    clientI_attrib *a = calloc(1, sizeof *a);
+    prs__client_attrib *a = calloc(1, sizeof *a);
     if (!a) return PRS_ENOMEM;
     a->o = *o;
     a->nk = n_kinds;
     a->n = n_kinds + 1;
     a->last_hi = -INFINITY;
     if (alloc_all(a)) {
-        clientI_attrib_free(a);
+        prs__client_attrib_free(a);
         return PRS_ENOMEM;
     }
     *out = a;
@@ -158,14 +158,14 @@ int clientI_attrib_new(int n_kinds, const clientI_attrib_opts *o, clientI_attrib
 
 /* ---- the timeline sweep ---- */
 
-static void iv_pop(clientI_attrib *a)
+static void iv_pop(prs__client_attrib *a)
 {
     a->iv_head = (a->iv_head + 1) % a->o.max_intervals;
     a->iv_len--;
 }
 
 /* Advance the sweep to t (<= known_t): busy time and its integral, retiring passed intervals. */
-static void sweep_to(clientI_attrib *a, double t)
+static void sweep_to(prs__client_attrib *a, double t)
 {
     double s = a->sweep_t;
     if (t <= s) return;
@@ -190,7 +190,7 @@ static void sweep_to(clientI_attrib *a, double t)
  * time and, last, of the elapsed time; share: the fraction of it each kind ran and, last, idle.
  * Averaging over the bracket (rather than taking its midpoint) keeps the timing uncertainty out of
  * the regressors' correlation with the errors, so it adds noise but no bias. */
-static void bracket(clientI_attrib *a, double lo, double hi)
+static void bracket(prs__client_attrib *a, double lo, double hi)
 {
     int nk = a->nk;
     sweep_to(a, lo);
@@ -212,7 +212,7 @@ static void bracket(clientI_attrib *a, double lo, double hi)
 /* ---- rows ---- */
 
 /* Replace the full buffer by its R factor and the matching part of Q^T b. */
-static void fold(clientI_attrib *a)
+static void fold(prs__client_attrib *a)
 {
     int m = a->m, n = a->n, ld = a->o.max_rows, dummy = 0;
     qrfac(m, n, a->A, ld, 0, &dummy, 1, a->rdiag, a->acnorm, a->wa);
@@ -237,7 +237,7 @@ static void fold(clientI_attrib *a)
     a->m = n;
 }
 
-static void add_row(clientI_attrib *a, const double *x, double y)
+static void add_row(prs__client_attrib *a, const double *x, double y)
 {
     if (a->m == a->o.max_rows) fold(a);
     for (int j = 0; j < a->n; j++) {
@@ -248,7 +248,7 @@ static void add_row(clientI_attrib *a, const double *x, double y)
     a->rows++;
 }
 
-static void take_energy(clientI_attrib *a, const attrib_reading *r)
+static void take_energy(prs__client_attrib *a, const attrib_reading *r)
 {
     bracket(a, r->lo, r->hi);
     int nk = a->nk;
@@ -276,7 +276,7 @@ static void take_energy(clientI_attrib *a, const attrib_reading *r)
     memcpy(a->ref_avg, a->avg, (size_t)a->n * sizeof(double));
 }
 
-static void take_power(clientI_attrib *a, const attrib_reading *r)
+static void take_power(prs__client_attrib *a, const attrib_reading *r)
 {
     bracket(a, r->lo, r->hi);
     double top = 0;
@@ -291,7 +291,7 @@ static void take_power(clientI_attrib *a, const attrib_reading *r)
 }
 
 /* Turn every reading the known timeline covers into rows. */
-static void flush(clientI_attrib *a)
+static void flush(prs__client_attrib *a)
 {
     if (!a->started) return;
     while (a->p_len) {
@@ -308,7 +308,7 @@ static void flush(clientI_attrib *a)
     }
 }
 
-static void start_at(clientI_attrib *a, double t)
+static void start_at(prs__client_attrib *a, double t)
 {
     a->started = 1;
     a->t_start = a->known_t = a->sweep_t = t;
@@ -316,7 +316,7 @@ static void start_at(clientI_attrib *a, double t)
 
 /* ---- inputs ---- */
 
-int clientI_attrib_busy(clientI_attrib *a, int kind, double t0, double t1)
+int prs__client_attrib_busy(prs__client_attrib *a, int kind, double t0, double t1)
 {
     if (kind < 0 || kind >= a->nk || !isfinite(t0) || !isfinite(t1) || t1 < t0) return PRS_EINVAL;
     if (!a->started) start_at(a, t0);
@@ -336,7 +336,7 @@ int clientI_attrib_busy(clientI_attrib *a, int kind, double t0, double t1)
     return 0;
 }
 
-int clientI_attrib_known(clientI_attrib *a, double t)
+int prs__client_attrib_known(prs__client_attrib *a, double t)
 {
     if (!isfinite(t)) return PRS_EINVAL;
     if (!a->started) start_at(a, t);
@@ -345,7 +345,7 @@ int clientI_attrib_known(clientI_attrib *a, double t)
     return 0;
 }
 
-static int add_reading(clientI_attrib *a, int mode, double lo, double hi, double v)
+static int add_reading(prs__client_attrib *a, int mode, double lo, double hi, double v)
 {
     if (!isfinite(lo) || !isfinite(hi) || !isfinite(v) || hi < lo || lo < a->last_hi)
         return PRS_EINVAL;
@@ -363,19 +363,19 @@ static int add_reading(clientI_attrib *a, int mode, double lo, double hi, double
     return 0;
 }
 
-int clientI_attrib_energy(clientI_attrib *a, double t_lo, double t_hi, double energy_j)
+int prs__client_attrib_energy(prs__client_attrib *a, double t_lo, double t_hi, double energy_j)
 {
     return add_reading(a, MODE_ENERGY, t_lo, t_hi, energy_j);
 }
 
-int clientI_attrib_power(clientI_attrib *a, double t_lo, double t_hi, double power_w)
+int prs__client_attrib_power(prs__client_attrib *a, double t_lo, double t_hi, double power_w)
 {
     return add_reading(a, MODE_POWER, t_lo, t_hi, power_w);
 }
 
 /* ---- the solve ---- */
 
-static void quality_init(const clientI_attrib *a, clientI_attrib_quality *q)
+static void quality_init(const prs__client_attrib *a, prs__client_attrib_quality *q)
 {
     memset(q, 0, sizeof *q);
     q->rows = a->rows;
@@ -384,7 +384,7 @@ static void quality_init(const clientI_attrib *a, clientI_attrib_quality *q)
     q->cond = NAN;
     q->rms = NAN;
     q->max_rel_se = NAN;
-    for (int k = 0; k < CLIENTI_ATTRIB_MAX_KINDS; k++) {
+    for (int k = 0; k < PRS__CLIENT_ATTRIB_MAX_KINDS; k++) {
         q->kind_se_w[k] = NAN;
         q->kind_busy_s[k] = k < a->nk ? a->colsum[k] : 0;
     }
@@ -395,7 +395,7 @@ static void quality_init(const clientI_attrib *a, clientI_attrib_quality *q)
 }
 
 /* Columns some row saw, with their norms in cn; returns how many (listed in cols). */
-static int observed_columns(clientI_attrib *a)
+static int observed_columns(prs__client_attrib *a)
 {
     double top = 0;
     for (int j = 0; j < a->n; j++) {
@@ -414,7 +414,7 @@ static int observed_columns(clientI_attrib *a)
 
 /* QR with pivoting of the unit-norm observed columns, then qrsolv: x gets the solution in the
  * scaled variables (unpermuted), the upper triangle of W keeps R. Returns |r_11| / |r_nn|. */
-static double factor_solve(clientI_attrib *a, int no)
+static double factor_solve(prs__client_attrib *a, int no)
 {
     int m = a->m;
     for (int j = 0; j < no; j++) {
@@ -441,7 +441,7 @@ static double factor_solve(clientI_attrib *a, int no)
 }
 
 /* Residual sum of squares of the buffered rows at the solution p (per column, unscaled). */
-static double buffer_rss(const clientI_attrib *a, const double *p)
+static double buffer_rss(const prs__client_attrib *a, const double *p)
 {
     double rss = 0;
     for (int i = 0; i < a->m; i++) {
@@ -454,7 +454,7 @@ static double buffer_rss(const clientI_attrib *a, const double *p)
 }
 
 /* Standard errors: sigma * sqrt(diag((R^T R)^-1)), R from factor_solve, back to columns. */
-static void std_errors(clientI_attrib *a, int no, double sigma, double *se)
+static void std_errors(prs__client_attrib *a, int no, double sigma, double *se)
 {
     int m = a->m;
     double *ri = a->rinv; /* R^-1, upper triangular, row-major no x no */
@@ -479,12 +479,12 @@ static void std_errors(clientI_attrib *a, int no, double sigma, double *se)
 }
 
 /* Judge the solution p (n columns, NAN where unsolved); fills q->why. */
-static int verdict(const clientI_attrib *a, const double *p, const double *se,
-                   clientI_attrib_quality *q)
+static int verdict(const prs__client_attrib *a, const double *p, const double *se,
+                   prs__client_attrib_quality *q)
 {
     if (!(q->cond < a->o.max_cond)) {
         snprintf(q->why, sizeof q->why, "ill-conditioned (condition %.3g)", q->cond);
-        return CLIENTI_ATTRIB_POOR;
+        return PRS__CLIENT_ATTRIB_POOR;
     }
     int worst = -1;
     for (int j = 0; j < a->n; j++) {
@@ -492,7 +492,7 @@ static int verdict(const clientI_attrib *a, const double *p, const double *se,
         if (!(p[j] > 0)) {
             snprintf(q->why, sizeof q->why, "%s power %d came out %.3g W",
                      j < a->nk ? "kind" : "idle", j, p[j]);
-            return CLIENTI_ATTRIB_POOR;
+            return PRS__CLIENT_ATTRIB_POOR;
         }
         double r = se[j] / p[j];
         if (worst < 0 || r > q->max_rel_se) {
@@ -503,15 +503,15 @@ static int verdict(const clientI_attrib *a, const double *p, const double *se,
     if (a->o.max_rel_se > 0 && !(q->max_rel_se <= a->o.max_rel_se)) {
         snprintf(q->why, sizeof q->why, "standard error %.2g%% of %s power", 100 * q->max_rel_se,
                  worst < a->nk ? "a kind's" : "the idle");
-        return CLIENTI_ATTRIB_MORE;
+        return PRS__CLIENT_ATTRIB_MORE;
     }
     return 0;
 }
 
-int clientI_attrib_solve(clientI_attrib *a, double *kind_power_w, double *idle_power_w,
-                         clientI_attrib_quality *q)
+int prs__client_attrib_solve(prs__client_attrib *a, double *kind_power_w, double *idle_power_w,
+                             prs__client_attrib_quality *q)
 {
-    clientI_attrib_quality qq;
+    prs__client_attrib_quality qq;
     if (!q) q = &qq;
     quality_init(a, q);
     for (int k = 0; k < a->nk; k++)
@@ -520,11 +520,11 @@ int clientI_attrib_solve(clientI_attrib *a, double *kind_power_w, double *idle_p
     int no = a->rows ? observed_columns(a) : 0;
     if (no == 0 || a->rows < no + a->o.min_rows) {
         snprintf(q->why, sizeof q->why, "%ld rows, need %d", a->rows, no + a->o.min_rows);
-        return CLIENTI_ATTRIB_MORE;
+        return PRS__CLIENT_ATTRIB_MORE;
     }
     q->unknowns = no;
     q->cond = factor_solve(a, no);
-    double p[CLIENTI_ATTRIB_MAX_KINDS + 1], se[CLIENTI_ATTRIB_MAX_KINDS + 1];
+    double p[PRS__CLIENT_ATTRIB_MAX_KINDS + 1], se[PRS__CLIENT_ATTRIB_MAX_KINDS + 1];
     for (int j = 0; j < a->n; j++)
         p[j] = se[j] = NAN;
     for (int j = 0; j < no; j++)

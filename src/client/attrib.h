@@ -38,17 +38,17 @@
 
 #include "perseus/error.h"
 
-#define CLIENTI_ATTRIB_MAX_KINDS 64
+#define PRS__CLIENT_ATTRIB_MAX_KINDS 64
 
-/* Positive results of clientI_attrib_solve (0 = usable). */
+/* Positive results of prs__client_attrib_solve (0 = usable). */
 enum {
-    CLIENTI_ATTRIB_MORE = 1, /* not enough data yet: no rows, too few, or a standard error above
+    PRS__CLIENT_ATTRIB_MORE = 1, /* not enough data yet: no rows, too few, or a standard error above
                                 max_rel_se; feed more and solve again */
-    CLIENTI_ATTRIB_POOR = 2  /* enough rows but unusable: ill-conditioned (cond above max_cond)
+    PRS__CLIENT_ATTRIB_POOR = 2  /* enough rows but unusable: ill-conditioned (cond above max_cond)
                                 or a power came out <= 0 */
 };
 
-typedef struct clientI_attrib_opts {
+typedef struct prs__client_attrib_opts {
     int max_rows;       /* rows kept before folding; >= 2 * (n_kinds + 1) (default 512) */
     int max_pending;    /* readings waiting for the timeline; the oldest is dropped (4096) */
     int max_intervals;  /* busy intervals waiting for readings; beyond, the oldest are consumed
@@ -61,9 +61,9 @@ typedef struct clientI_attrib_opts {
     double max_cond;    /* usable only below this condition estimate (1e4) */
     double max_rel_se;  /* usable only when every solved power's estimated standard error is
                            below this fraction of it (0.02); <= 0 disables the check */
-} clientI_attrib_opts;
+} prs__client_attrib_opts;
 
-typedef struct clientI_attrib_quality {
+typedef struct prs__client_attrib_quality {
     long rows;            /* rows in the fit (counter intervals or power samples) */
     long samples_used;    /* readings that made or closed a row */
     long samples_dropped; /* before the timeline, queue overflow, merged (min_row_s), counter
@@ -72,40 +72,40 @@ typedef struct clientI_attrib_quality {
     double cond;          /* condition estimate of the column-scaled system (|r_11| / |r_nn|) */
     double rms;           /* residual root mean square (J per counter row, W per power row) */
     double max_rel_se;    /* largest standard error / power over the solved powers */
-    double kind_se_w[CLIENTI_ATTRIB_MAX_KINDS]; /* standard error estimates (NAN: not solved) */
+    double kind_se_w[PRS__CLIENT_ATTRIB_MAX_KINDS]; /* standard error estimates (NAN: not solved) */
     double idle_se_w;
-    double kind_busy_s[CLIENTI_ATTRIB_MAX_KINDS]; /* busy time in rows (power: sum of shares) */
+    double kind_busy_s[PRS__CLIENT_ATTRIB_MAX_KINDS]; /* busy time in rows (power: sum of shares) */
     double idle_s;
     int pending, intervals; /* readings and busy intervals queued now (memory in use) */
     char why[96];           /* "" when usable, else why not */
-} clientI_attrib_quality;
+} prs__client_attrib_quality;
 
-typedef struct clientI_attrib clientI_attrib;
+typedef struct prs__client_attrib prs__client_attrib;
 
-void clientI_attrib_opts_init(clientI_attrib_opts *o);
-/* n_kinds in 1..CLIENTI_ATTRIB_MAX_KINDS; o NULL: defaults. PRS_EINVAL or PRS_ENOMEM. */
-int clientI_attrib_new(int n_kinds, const clientI_attrib_opts *o, clientI_attrib **out);
-void clientI_attrib_free(clientI_attrib *a);
+void prs__client_attrib_opts_init(prs__client_attrib_opts *o);
+/* n_kinds in 1..PRS__CLIENT_ATTRIB_MAX_KINDS; o NULL: defaults. PRS_EINVAL or PRS_ENOMEM. */
+int prs__client_attrib_new(int n_kinds, const prs__client_attrib_opts *o, prs__client_attrib **out);
+void prs__client_attrib_free(prs__client_attrib *a);
 
 /* Kind `kind` ran over [t0, t1]; the timeline is known up to t1. PRS_EINVAL when kind is out of
  * range, t1 < t0, or t0 is before the known timeline (more than 1 ns: rounding is clamped). */
-int clientI_attrib_busy(clientI_attrib *a, int kind, double t0, double t1);
+int prs__client_attrib_busy(prs__client_attrib *a, int kind, double t0, double t1);
 /* Nothing but the busy intervals given happened before t. A t before the known timeline is a
  * no-op; not finite: PRS_EINVAL. */
-int clientI_attrib_known(clientI_attrib *a, double t);
+int prs__client_attrib_known(prs__client_attrib *a, double t);
 /* The energy counter took the value energy_j at an instant of [t_lo, t_hi] (t_lo == t_hi: known
  * exactly). Brackets must come in order: PRS_EINVAL when t_hi < t_lo, t_lo is before the previous
  * reading's t_hi, a value is not finite, or power samples were given. */
-int clientI_attrib_energy(clientI_attrib *a, double t_lo, double t_hi, double energy_j);
+int prs__client_attrib_energy(prs__client_attrib *a, double t_lo, double t_hi, double energy_j);
 /* The GPU drew power_w over [t_lo, t_hi] (or at an unknown instant of it). Same rules; PRS_EINVAL
  * after energy samples. */
-int clientI_attrib_power(clientI_attrib *a, double t_lo, double t_hi, double power_w);
+int prs__client_attrib_power(prs__client_attrib *a, double t_lo, double t_hi, double power_w);
 
 /* Solve with the rows so far (may be called again later). kind_power_w gets n_kinds powers, NAN
  * for kinds no row saw; *idle_power_w NAN when no idle time was seen; q (may be NULL) the
- * figures above. Returns 0 when usable, CLIENTI_ATTRIB_MORE or CLIENTI_ATTRIB_POOR (outputs still
- * written when a solution exists, NAN otherwise), PRS_ENOMEM. */
-int clientI_attrib_solve(clientI_attrib *a, double *kind_power_w, double *idle_power_w,
-                         clientI_attrib_quality *q);
+ * figures above. Returns 0 when usable, PRS__CLIENT_ATTRIB_MORE or PRS__CLIENT_ATTRIB_POOR (outputs
+ * still written when a solution exists, NAN otherwise), PRS_ENOMEM. */
+int prs__client_attrib_solve(prs__client_attrib *a, double *kind_power_w, double *idle_power_w,
+                             prs__client_attrib_quality *q);
 
 #endif

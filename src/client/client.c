@@ -37,18 +37,18 @@ static int copy_str(char *dst, size_t n, const char *src, const char *what, prs_
 
 static void client_destroy(prs_client *c)
 {
-    clientI_dev_close(c); /* before the controller: the stream's clock calls use it */
+    prs__client_dev_close(c); /* before the controller: the stream's clock calls use it */
     if (c->ctl) prs_clockctl_free(c->ctl);
     if (c->own_gpu) prs_gpu_close(c->gpu);
     if (c->sampler_gpu) prs_gpu_close(c->sampler_gpu);
     for (int i = 0; c->queue && i < c->q_len; i++)
-        clientI_iteration_free(&c->queue[(c->q_head + i) % c->opts.max_queue]);
+        prs__client_iteration_free(&c->queue[(c->q_head + i) % c->opts.max_queue]);
     free(c->queue);
     free(c->ops);
-    clientI_expect_free(c);
-    clientI_schedule_free(&c->cur);
-    clientI_schedule_free(&c->next);
-    clientI_schedule_free(&c->latest);
+    prs__client_expect_free(c);
+    prs__client_schedule_free(&c->cur);
+    prs__client_schedule_free(&c->next);
+    prs__client_schedule_free(&c->latest);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     free(c);
@@ -71,7 +71,7 @@ static int open_stream(prs_client *c, prs_stream *stream, prs_error *err)
             return rc;
         }
     }
-    return clientI_dev_open(c, stream, c->sampler_gpu ? c->sampler_gpu : c->gpu, err);
+    return prs__client_dev_open(c, stream, c->sampler_gpu ? c->sampler_gpu : c->gpu, err);
 }
 
 /* The default spec "nvml" is the rank's own GPU: with a device stream, the stream's CUDA device
@@ -153,7 +153,7 @@ int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err)
         o->warmup_iterations < 0 || o->max_queue < 1 || o->controller < -1 || o->controller > 2 ||
         (o->use_stream && (!(o->energy_poll_s > 0) || !(o->power_poll_s > 0))))
         return prs_error_set(err, PRS_EINVAL, "client: bad option value");
-    clientI_global_init();
+    prs__client_global_init();
     prs_client *c = calloc(1, sizeof *c);
     if (!c) return prs_error_set(err, PRS_ENOMEM, "out of memory");
     pthread_mutex_init(&c->mu, NULL);
@@ -178,7 +178,7 @@ int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err)
     if (!rc && !c->queue) rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
     if (!rc && !o->job_id) {
         c->opts.job_spec_json = o->job_spec_json;
-        rc = clientI_create_job(c, err);
+        rc = prs__client_create_job(c, err);
         c->opts.job_spec_json = NULL;
     }
     prs_stream *stream = NULL;
@@ -200,7 +200,7 @@ int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err)
         stream = NULL; /* the client's now, freed with it */
     }
     if (!rc) {
-        if (pthread_create(&c->thread, NULL, clientI_thread_main, c) != 0)
+        if (pthread_create(&c->thread, NULL, prs__client_thread_main, c) != 0)
             rc = prs_error_set(err, PRS_ENOMEM, "client: cannot start its thread");
         else
             c->thread_started = 1;

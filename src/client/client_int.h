@@ -10,16 +10,16 @@
 #include "perseus/planner.h"
 #include "devtime.h"
 
-typedef struct clientI_window {
+typedef struct prs__client_window {
     prs_instr instr;
     int microbatch;
     int chunk; /* model chunk = profile stage (global), -1: not known (no geometry) */
     int clock_mhz;
     double time_s, energy_j;
-} clientI_window;
+} prs__client_window;
 
 /* One ended iteration waiting to be posted. */
-typedef struct clientI_iteration {
+typedef struct prs__client_iteration {
     long iteration;
     long round;
     long plan_id; /* plan it ran (running), -1 otherwise */
@@ -28,11 +28,11 @@ typedef struct clientI_iteration {
     double blocking_power_w; /* estimate of the GPU's blocked power; 0: unknown */
     int clock_mhz;
     int n_windows; /* windows are kept only in the profiling phase */
-    clientI_window *windows;
-} clientI_iteration;
+    prs__client_window *windows;
+} prs__client_iteration;
 
 /* What the server says a rank should run (GET .../schedule). */
-typedef struct clientI_schedule {
+typedef struct prs__client_schedule {
     char phase[16];
     long round;
     long plan_id; /* -1: null */
@@ -42,22 +42,22 @@ typedef struct clientI_schedule {
     prs_pipeline pipe;
     int n;
     int *clocks; /* n entries, malloc'd */
-} clientI_schedule;
+} prs__client_schedule;
 
 /* One computation of the current iteration (sync measurement: backend time and energy read at
  * begin and end). */
-typedef struct clientI_op {
+typedef struct prs__client_op {
     prs_instr instr;
     int microbatch, chunk;
     int clock_mhz; /* clock in effect (tag) */
     double t0, t1, e0, e1;
-} clientI_op;
+} prs__client_op;
 
 /* The order the schedule expects of this rank's hooks in one iteration. */
-typedef struct clientI_expect {
+typedef struct prs__client_expect {
     prs_instr instr;
     int microbatch, chunk; /* chunk: global model chunk */
-} clientI_expect;
+} prs__client_expect;
 
 struct prs_client {
     prs_client_opts opts; /* strings below point into this struct's own copies */
@@ -67,22 +67,23 @@ struct prs_client {
     int own_gpu;
     prs_gpu *sampler_gpu; /* the sampler's own handle (stream mode, gpu opened from a spec) */
     prs_clockctl *ctl;
-    struct clientI_dev *dev; /* device-stream measurement (devtime.h); NULL: read at the hooks */
-    int f_max_mhz;           /* tag of windows run at the default clock */
-    int gpu_exact;           /* the backend's time and energy are exact at every read (sim) */
+    struct prs__client_dev
+        *dev;      /* device-stream measurement (devtime.h); NULL: read at the hooks */
+    int f_max_mhz; /* tag of windows run at the default clock */
+    int gpu_exact; /* the backend's time and energy are exact at every read (sim) */
 
     /* Training thread only. */
-    clientI_schedule cur;  /* the schedule this iteration runs */
-    clientI_schedule next; /* adopted, but holds only from next.from_iteration (n = 0: none) */
+    prs__client_schedule cur;  /* the schedule this iteration runs */
+    prs__client_schedule next; /* adopted, but holds only from next.from_iteration (n = 0: none) */
     long cur_version;
-    clientI_expect *expect; /* n_expect entries when cur.has_pipe, else NULL */
+    prs__client_expect *expect; /* n_expect entries when cur.has_pipe, else NULL */
     int n_expect;
     int op; /* position of the next computation in the iteration */
     int in_window;
     prs_instr open_instr; /* the computation the last begin opened */
     int open_microbatch, open_chunk;
     int bad_order; /* a hook of this iteration was out of order: no windows reported */
-    clientI_op *ops;
+    prs__client_op *ops;
     int n_ops, cap_ops;
     int iter_started;
     int reset_clock; /* the job ended: the measurement path resets the clock */
@@ -93,9 +94,9 @@ struct prs_client {
     /* Shared, under mu. */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    clientI_schedule latest; /* newest schedule from the server */
+    prs__client_schedule latest; /* newest schedule from the server */
     atomic_long latest_version;
-    clientI_iteration *queue; /* ring of opts.max_queue; the bg thread pops, the hooks push */
+    prs__client_iteration *queue; /* ring of opts.max_queue; the bg thread pops, the hooks push */
     int q_head, q_len;
     int stop;
     prs_client_stats stats;
@@ -110,23 +111,24 @@ struct prs_client {
 };
 
 /* hooks.c: schedules, clocks and order, shared by the measurement paths */
-void clientI_expect_free(prs_client *c);
-void clientI_adopt_schedule(prs_client *c);
-int clientI_planned_clock(const prs_client *c);
-int clientI_check_order(prs_client *c, prs_instr instr, int microbatch, int chunk, int *chunk_out);
-int clientI_check_end(prs_client *c, prs_instr instr, int microbatch, int chunk);
-int clientI_should_report(prs_client *c, double time_s, double energy_j);
-int clientI_phase_reports(const prs_client *c);
-int clientI_take_quota(prs_client *c, long round);
-int clientI_profiling(const prs_client *c);
-void clientI_enqueue(prs_client *c, clientI_iteration *it, int report);
+void prs__client_expect_free(prs_client *c);
+void prs__client_adopt_schedule(prs_client *c);
+int prs__client_planned_clock(const prs_client *c);
+int prs__client_check_order(prs_client *c, prs_instr instr, int microbatch, int chunk,
+                            int *chunk_out);
+int prs__client_check_end(prs_client *c, prs_instr instr, int microbatch, int chunk);
+int prs__client_should_report(prs_client *c, double time_s, double energy_j);
+int prs__client_phase_reports(const prs_client *c);
+int prs__client_take_quota(prs_client *c, long round);
+int prs__client_profiling(const prs_client *c);
+void prs__client_enqueue(prs_client *c, prs__client_iteration *it, int report);
 
 /* net.c */
-void clientI_global_init(void);
+void prs__client_global_init(void);
 /* Create the job from opts.job_spec_json (blocking). Fills job_id and token. */
-int clientI_create_job(prs_client *c, prs_error *err);
-void *clientI_thread_main(void *arg);
-void clientI_schedule_free(clientI_schedule *s);
-void clientI_iteration_free(clientI_iteration *it);
+int prs__client_create_job(prs_client *c, prs_error *err);
+void *prs__client_thread_main(void *arg);
+void prs__client_schedule_free(prs__client_schedule *s);
+void prs__client_iteration_free(prs__client_iteration *it);
 
 #endif

@@ -6,18 +6,18 @@
 
 #include "client_int.h"
 
-prs_event *clientI_event_get(prs_client *c)
+prs_event *prs__client_event_get(prs_client *c)
 {
-    clientI_dev *d = c->dev;
+    prs__client_dev *d = c->dev;
     if (d->n_free_ev > 0) return d->free_ev[--d->n_free_ev];
     prs_event *e = NULL;
     if (prs_event_new(d->stream, &e)) return NULL;
     return e;
 }
 
-void clientI_event_put(prs_client *c, prs_event *e)
+void prs__client_event_put(prs_client *c, prs_event *e)
 {
-    clientI_dev *d = c->dev;
+    prs__client_dev *d = c->dev;
     if (!e) return;
     if (d->n_free_ev == d->cap_free_ev) {
         int cap = d->cap_free_ev ? 2 * d->cap_free_ev : 256;
@@ -32,10 +32,10 @@ void clientI_event_put(prs_client *c, prs_event *e)
     d->free_ev[d->n_free_ev++] = e;
 }
 
-clientI_hostcall *clientI_call_get(prs_client *c)
+prs__client_hostcall *prs__client_call_get(prs_client *c)
 {
-    clientI_dev *d = c->dev;
-    clientI_hostcall *h = d->free_calls;
+    prs__client_dev *d = c->dev;
+    prs__client_hostcall *h = d->free_calls;
     if (h)
         d->free_calls = h->next;
     else
@@ -46,35 +46,35 @@ clientI_hostcall *clientI_call_get(prs_client *c)
     return h;
 }
 
-void clientI_call_put(prs_client *c, clientI_hostcall *h)
+void prs__client_call_put(prs_client *c, prs__client_hostcall *h)
 {
     if (!h) return;
     h->next = c->dev->free_calls;
     c->dev->free_calls = h;
 }
 
-clientI_pend *clientI_pend_new(void)
+prs__client_pend *prs__client_pend_new(void)
 {
-    clientI_pend *p = calloc(1, sizeof *p);
+    prs__client_pend *p = calloc(1, sizeof *p);
     if (p) p->plan_id = -1;
     return p;
 }
 
 /* Frees p and returns its events and host calls to the pools (its end event and anchor belong
  * to the next iteration). */
-void clientI_dev_pend_free(prs_client *c, clientI_pend *p)
+void prs__client_dev_pend_free(prs_client *c, prs__client_pend *p)
 {
     if (!p) return;
-    clientI_event_put(c, p->start);
-    clientI_call_put(c, p->anchor);
+    prs__client_event_put(c, p->start);
+    prs__client_call_put(c, p->anchor);
     for (int i = 0; i < p->n_ops; i++) {
-        clientI_event_put(c, p->ops[i].b);
-        clientI_event_put(c, p->ops[i].e);
-        clientI_call_put(c, p->ops[i].change);
+        prs__client_event_put(c, p->ops[i].b);
+        prs__client_event_put(c, p->ops[i].e);
+        prs__client_call_put(c, p->ops[i].change);
     }
-    for (clientI_hostcall *h = p->closing, *n; h; h = n) {
+    for (prs__client_hostcall *h = p->closing, *n; h; h = n) {
         n = h->next;
-        clientI_call_put(c, h);
+        prs__client_call_put(c, h);
     }
     free(p->op_t0);
     free(p->op_clock);

@@ -30,14 +30,14 @@
 
 static void on_anchor(void *user)
 {
-    clientI_hostcall *h = user;
+    prs__client_hostcall *h = user;
     h->host_s = prs_mono_s();
     atomic_store_explicit(&h->done, 1, memory_order_release);
 }
 
 static void on_clock(void *user)
 {
-    clientI_hostcall *h = user;
+    prs__client_hostcall *h = user;
     prs_client *c = h->c;
     int rc = prs_clockctl_set(c->ctl, h->mhz);
     if (rc == 0) rc = prs_clockctl_sync(c->ctl, CLOCK_WAIT_S);
@@ -47,56 +47,56 @@ static void on_clock(void *user)
     atomic_store_explicit(&h->done, 1, memory_order_release);
 }
 
-static int enqueue_call(prs_client *c, clientI_hostcall *h, void (*fn)(void *))
+static int enqueue_call(prs_client *c, prs__client_hostcall *h, void (*fn)(void *))
 {
     if (!h) return PRS_ENOMEM;
     int rc = prs_stream_host_fn(c->dev->stream, fn, h);
-    if (rc) clientI_call_put(c, h);
+    if (rc) prs__client_call_put(c, h);
     return rc;
 }
 
 /* ---- iterations in flight ---- */
 
 /* Open the iteration's anchor: a host function noting the host time, then the start event. */
-static int open_anchor(prs_client *c, clientI_pend *p)
+static int open_anchor(prs_client *c, prs__client_pend *p)
 {
-    clientI_hostcall *h = clientI_call_get(c);
+    prs__client_hostcall *h = prs__client_call_get(c);
     int rc = enqueue_call(c, h, on_anchor);
     if (rc) return rc;
     p->anchor = h;
-    p->start = clientI_event_get(c);
+    p->start = prs__client_event_get(c);
     if (!p->start) return PRS_ENOMEM;
     return prs_event_record(c->dev->stream, p->start);
 }
 
 static int dev_start_iteration(prs_client *c)
 {
-    clientI_dev *d = c->dev;
+    prs__client_dev *d = c->dev;
     if (!d->cur) {
-        d->cur = clientI_pend_new();
+        d->cur = prs__client_pend_new();
         if (!d->cur) return PRS_ENOMEM;
         int rc = open_anchor(c, d->cur);
         if (rc) return rc;
     }
-    clientI_adopt_schedule(c);
+    prs__client_adopt_schedule(c);
     if (c->reset_clock) { /* the job ended: default clocks, in stream order */
         c->reset_clock = 0;
-        if (clientI_dev_request_clock(c, 0))
+        if (prs__client_dev_request_clock(c, 0))
             atomic_fetch_add_explicit(&c->clock_failures, 1, memory_order_relaxed);
     }
     d->cur->iteration = c->iter_no;
     d->cur->round = c->cur.round;
     d->cur->plan_id = c->cur.plan_id;
-    d->cur->profiling = clientI_profiling(c);
+    d->cur->profiling = prs__client_profiling(c);
     c->iter_started = 1;
     return 0;
 }
 
-static int grow_pend_ops(clientI_pend *p)
+static int grow_pend_ops(prs__client_pend *p)
 {
     if (p->n_ops < p->cap_ops) return 0;
     int cap = p->cap_ops ? 2 * p->cap_ops : 64;
-    clientI_devop *o = realloc(p->ops, sizeof *o * (size_t)cap);
+    prs__client_devop *o = realloc(p->ops, sizeof *o * (size_t)cap);
     if (!o) return PRS_ENOMEM;
     p->ops = o;
     p->cap_ops = cap;
@@ -104,10 +104,10 @@ static int grow_pend_ops(clientI_pend *p)
 }
 
 /* Ask for clock mhz (0: default) in stream order. */
-static int request_clock(prs_client *c, int mhz, clientI_hostcall **out)
+static int request_clock(prs_client *c, int mhz, prs__client_hostcall **out)
 {
     if (!c->dev->cur) return PRS_EINVAL;
-    clientI_hostcall *h = clientI_call_get(c);
+    prs__client_hostcall *h = prs__client_call_get(c);
     if (h) h->mhz = mhz;
     int rc = enqueue_call(c, h, on_clock);
     if (rc) return rc;
@@ -118,9 +118,9 @@ static int request_clock(prs_client *c, int mhz, clientI_hostcall **out)
 }
 
 /* A clock change outside a computation (a finished job's reset), in stream order. */
-int clientI_dev_request_clock(prs_client *c, int mhz)
+int prs__client_dev_request_clock(prs_client *c, int mhz)
 {
-    clientI_hostcall *h = NULL;
+    prs__client_hostcall *h = NULL;
     int rc = request_clock(c, mhz, &h);
     if (rc) return rc;
     h->next = c->dev->cur->closing;
@@ -128,30 +128,30 @@ int clientI_dev_request_clock(prs_client *c, int mhz)
     return 0;
 }
 
-int clientI_dev_begin(prs_client *c, prs_instr instr, int microbatch, int chunk)
+int prs__client_dev_begin(prs_client *c, prs_instr instr, int microbatch, int chunk)
 {
-    clientI_dev *d = c->dev;
+    prs__client_dev *d = c->dev;
     if (c->in_window) return PRS_EINVAL;
     if (!c->iter_started) {
         int rc = dev_start_iteration(c);
         if (rc) return rc;
     }
-    clientI_pend *p = d->cur;
+    prs__client_pend *p = d->cur;
     if (grow_pend_ops(p)) return PRS_ENOMEM;
     int global;
-    int order = clientI_check_order(c, instr, microbatch, chunk, &global);
-    clientI_devop *o = &p->ops[p->n_ops];
+    int order = prs__client_check_order(c, instr, microbatch, chunk, &global);
+    prs__client_devop *o = &p->ops[p->n_ops];
     memset(o, 0, sizeof *o);
     o->instr = instr;
     o->microbatch = microbatch;
     o->chunk = global;
     o->local_chunk = chunk;
-    int f = clientI_planned_clock(c);
+    int f = prs__client_planned_clock(c);
     if (f > 0 && f != d->requested) {
         int rc = request_clock(c, f, &o->change);
         if (rc) return rc;
     }
-    o->b = clientI_event_get(c);
+    o->b = prs__client_event_get(c);
     if (!o->b) return PRS_ENOMEM;
     int rc = prs_event_record(d->stream, o->b);
     if (rc) return rc;
@@ -159,54 +159,54 @@ int clientI_dev_begin(prs_client *c, prs_instr instr, int microbatch, int chunk)
     return order;
 }
 
-int clientI_dev_end(prs_client *c, prs_instr instr, int microbatch, int chunk)
+int prs__client_dev_end(prs_client *c, prs_instr instr, int microbatch, int chunk)
 {
-    clientI_dev *d = c->dev;
+    prs__client_dev *d = c->dev;
     if (!c->in_window) return PRS_EINVAL;
-    clientI_devop *o = &d->cur->ops[d->cur->n_ops];
-    o->e = clientI_event_get(c);
+    prs__client_devop *o = &d->cur->ops[d->cur->n_ops];
+    o->e = prs__client_event_get(c);
     if (!o->e) return PRS_ENOMEM;
     int rc = prs_event_record(d->stream, o->e);
     if (rc) return rc;
     c->in_window = 0;
     d->cur->n_ops++;
     c->op++;
-    return clientI_check_end(c, instr, microbatch, chunk);
+    return prs__client_check_end(c, instr, microbatch, chunk);
 }
 
-int clientI_dev_iteration_end(prs_client *c)
+int prs__client_dev_iteration_end(prs_client *c)
 {
-    clientI_dev *d = c->dev;
+    prs__client_dev *d = c->dev;
     if (!c->iter_started) return 0;
-    clientI_pend *p = d->cur, *next = clientI_pend_new();
+    prs__client_pend *p = d->cur, *next = prs__client_pend_new();
     if (!next) return PRS_ENOMEM;
     /* This iteration's end is the next one's start: one anchor and one event serve both. */
     int rc = open_anchor(c, next);
     if (rc) {
-        clientI_dev_pend_free(c, next);
+        prs__client_dev_pend_free(c, next);
         return rc;
     }
     p->end = next->start;
     p->bad_order = c->bad_order;
-    p->phase_reportable = clientI_phase_reports(c);
+    p->phase_reportable = prs__client_phase_reports(c);
     d->cur = next;
-    clientI_dev_push(c, p);
+    prs__client_dev_push(c, p);
     c->iter_no++;
     c->op = 0;
     c->in_window = 0;
     c->bad_order = 0;
     c->iter_started = 0;
-    clientI_dev_poll(c, d->n_pend >= PEND_MAX);
+    prs__client_dev_poll(c, d->n_pend >= PEND_MAX);
     return 0;
 }
 
 static int start_sampler(prs_client *c, prs_gpu *g, prs_error *err)
 {
-    clientI_sampler_opts so;
-    clientI_sampler_opts_init(&so);
+    prs__client_sampler_opts so;
+    prs__client_sampler_opts_init(&so);
     so.poll_s = c->opts.energy_poll_s;
     so.power_poll_s = c->opts.power_poll_s;
-    int rc = clientI_sampler_start(g, &so, &c->dev->sampler);
+    int rc = prs__client_sampler_start(g, &so, &c->dev->sampler);
     if (rc)
         prs_error_set(err, rc, "client: cannot sample the GPU's energy or power: %s",
                       prs_gpu_errmsg(g));
@@ -214,9 +214,9 @@ static int start_sampler(prs_client *c, prs_gpu *g, prs_error *err)
 }
 
 /* Takes stream (closed on failure too). */
-int clientI_dev_open(prs_client *c, prs_stream *stream, prs_gpu *sampler_gpu, prs_error *err)
+int prs__client_dev_open(prs_client *c, prs_stream *stream, prs_gpu *sampler_gpu, prs_error *err)
 {
-    clientI_dev *d = calloc(1, sizeof *d);
+    prs__client_dev *d = calloc(1, sizeof *d);
     if (!d) {
         prs_stream_close(stream);
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
@@ -227,23 +227,23 @@ int clientI_dev_open(prs_client *c, prs_stream *stream, prs_gpu *sampler_gpu, pr
 }
 
 /* Report what is in flight (waiting for the device), then release everything. */
-void clientI_dev_close(prs_client *c)
+void prs__client_dev_close(prs_client *c)
 {
-    clientI_dev *d = c->dev;
+    prs__client_dev *d = c->dev;
     if (!d) return;
     if (d->stream) {
         while (d->head)
-            clientI_dev_poll(c, 1);
+            prs__client_dev_poll(c, 1);
         /* Host functions still queued point at our records: let the stream pass them. */
-        prs_event *fin = clientI_event_get(c);
+        prs_event *fin = prs__client_event_get(c);
         if (fin && prs_event_record(d->stream, fin) == 0) prs_event_wait(d->stream, fin);
-        clientI_event_put(c, fin);
+        prs__client_event_put(c, fin);
     }
-    clientI_dev_pend_free(c, d->cur);
-    if (d->sampler) clientI_sampler_stop(d->sampler);
-    for (int i = 0; i < CLIENTI_MAX_FITS; i++)
-        clientI_attrib_free(d->fits[i].fit);
-    for (clientI_hostcall *h = d->free_calls, *n; h; h = n) {
+    prs__client_dev_pend_free(c, d->cur);
+    if (d->sampler) prs__client_sampler_stop(d->sampler);
+    for (int i = 0; i < PRS__CLIENT_MAX_FITS; i++)
+        prs__client_attrib_free(d->fits[i].fit);
+    for (prs__client_hostcall *h = d->free_calls, *n; h; h = n) {
         n = h->next;
         free(h);
     }

@@ -12,94 +12,94 @@
 #include "sampler.h"
 
 /* A host function's record: written by the driver's thread, read after the stream passed it. */
-typedef struct clientI_hostcall {
+typedef struct prs__client_hostcall {
     struct prs_client *c;
-    int mhz;                       /* clock to apply (clock calls) */
-    int result;                    /* 0 or the controller's error */
-    int in_effect;                 /* clock calls: clock in effect after it (0: default, -1: ?) */
-    double host_s;                 /* anchors: CLOCK_MONOTONIC when it ran */
-    atomic_int done;               /* set (release) when it ran */
-    struct clientI_hostcall *next; /* free list */
-} clientI_hostcall;
+    int mhz;         /* clock to apply (clock calls) */
+    int result;      /* 0 or the controller's error */
+    int in_effect;   /* clock calls: clock in effect after it (0: default, -1: ?) */
+    double host_s;   /* anchors: CLOCK_MONOTONIC when it ran */
+    atomic_int done; /* set (release) when it ran */
+    struct prs__client_hostcall *next; /* free list */
+} prs__client_hostcall;
 
-typedef struct clientI_devop {
+typedef struct prs__client_devop {
     prs_instr instr;
     int microbatch;
-    int chunk;                /* global model chunk, -1: unknown */
-    int local_chunk;          /* as the hook gave it */
-    clientI_hostcall *change; /* clock change enqueued just before it, or NULL */
+    int chunk;                    /* global model chunk, -1: unknown */
+    int local_chunk;              /* as the hook gave it */
+    prs__client_hostcall *change; /* clock change enqueued just before it, or NULL */
     prs_event *b, *e;
-} clientI_devop;
+} prs__client_devop;
 
 /* One iteration in flight. start/anchor open it; end is the next one's start. */
-typedef struct clientI_pend {
+typedef struct prs__client_pend {
     long iteration, round, plan_id;
     int profiling, bad_order, phase_reportable;
     int resolved; /* times computed (below) */
     int failed;   /* its device times could not be read: reported as a failure */
     prs_event *start, *end;
-    clientI_hostcall *anchor, *closing;
+    prs__client_hostcall *anchor, *closing;
     int n_ops, cap_ops;
-    clientI_devop *ops;
+    prs__client_devop *ops;
     /* filled when resolved */
     double t_start, t_end; /* host clock */
     double *op_t0, *op_t1; /* host clock, n_ops each (one allocation) */
     int *op_clock;
-    struct clientI_pend *next;
-} clientI_pend;
+    struct prs__client_pend *next;
+} prs__client_pend;
 
 /* The attribution of one profiling round. */
-typedef struct clientI_round_fit {
+typedef struct prs__client_round_fit {
     long round;
     int n_kinds;
-    clientI_attrib *fit;
-} clientI_round_fit;
+    prs__client_attrib *fit;
+} prs__client_round_fit;
 
-#define CLIENTI_MAX_FITS 4
-#define CLIENTI_HISTORY 4096
+#define PRS__CLIENT_MAX_FITS 4
+#define PRS__CLIENT_HISTORY 4096
 
-typedef struct clientI_dev {
+typedef struct prs__client_dev {
     prs_stream *stream;
-    clientI_sampler *sampler;
-    int requested;             /* clock last requested in stream order (0: default) */
-    int eff_mhz;               /* clock in effect after the last resolved iteration (0: default) */
-    clientI_pend *cur;         /* the iteration being enqueued */
-    clientI_pend *head, *tail; /* ended, not yet reported (FIFO) */
+    prs__client_sampler *sampler;
+    int requested;         /* clock last requested in stream order (0: default) */
+    int eff_mhz;           /* clock in effect after the last resolved iteration (0: default) */
+    prs__client_pend *cur; /* the iteration being enqueued */
+    prs__client_pend *head, *tail; /* ended, not yet reported (FIFO) */
     int n_pend;
     prs_event **free_ev;
     int n_free_ev, cap_free_ev;
-    clientI_hostcall *free_calls;
-    clientI_round_fit fits[CLIENTI_MAX_FITS];
-    clientI_refresh refresh; /* when the counter's values were taken */
+    prs__client_hostcall *free_calls;
+    prs__client_round_fit fits[PRS__CLIENT_MAX_FITS];
+    prs__client_refresh refresh; /* when the counter's values were taken */
     /* Recent counter readings (energy, cumulative J; power samples integrated) for the
      * iterations' energies outside profiling: a ring, oldest first. */
-    double hist_t[CLIENTI_HISTORY], hist_e[CLIENTI_HISTORY];
+    double hist_t[PRS__CLIENT_HISTORY], hist_e[PRS__CLIENT_HISTORY];
     int hist_head, hist_len;
     double last_power_t, last_power_w, power_energy; /* integrating power samples */
     double chain_end; /* host time the last resolved iteration ended (0: none) */
-} clientI_dev;
+} prs__client_dev;
 
 struct prs_client;
-int clientI_dev_open(struct prs_client *c, prs_stream *stream, prs_gpu *sampler_gpu,
-                     prs_error *err);
-void clientI_dev_close(struct prs_client *c);
-int clientI_dev_begin(struct prs_client *c, prs_instr instr, int microbatch, int chunk);
-int clientI_dev_end(struct prs_client *c, prs_instr instr, int microbatch, int chunk);
-int clientI_dev_iteration_end(struct prs_client *c);
-int clientI_dev_request_clock(struct prs_client *c, int mhz);
+int prs__client_dev_open(struct prs_client *c, prs_stream *stream, prs_gpu *sampler_gpu,
+                         prs_error *err);
+void prs__client_dev_close(struct prs_client *c);
+int prs__client_dev_begin(struct prs_client *c, prs_instr instr, int microbatch, int chunk);
+int prs__client_dev_end(struct prs_client *c, prs_instr instr, int microbatch, int chunk);
+int prs__client_dev_iteration_end(struct prs_client *c);
+int prs__client_dev_request_clock(struct prs_client *c, int mhz);
 /* devpool.c */
-prs_event *clientI_event_get(struct prs_client *c);
-void clientI_event_put(struct prs_client *c, prs_event *e);
-clientI_hostcall *clientI_call_get(struct prs_client *c);
-void clientI_call_put(struct prs_client *c, clientI_hostcall *h);
-clientI_pend *clientI_pend_new(void);
+prs_event *prs__client_event_get(struct prs_client *c);
+void prs__client_event_put(struct prs_client *c, prs_event *e);
+prs__client_hostcall *prs__client_call_get(struct prs_client *c);
+void prs__client_call_put(struct prs_client *c, prs__client_hostcall *h);
+prs__client_pend *prs__client_pend_new(void);
 /* resolve.c */
-void clientI_dev_push(struct prs_client *c, clientI_pend *p);
+void prs__client_dev_push(struct prs_client *c, prs__client_pend *p);
 /* Report what completed; force: wait for the oldest iteration and report it even without a
  * usable fit (FIFO full, shutdown). */
-void clientI_dev_poll(struct prs_client *c, int force);
+void prs__client_dev_poll(struct prs_client *c, int force);
 /* devpool.c: frees p, its events and host calls back to the pools (its end event and anchor
  * belong to the next iteration). */
-void clientI_dev_pend_free(struct prs_client *c, clientI_pend *p);
+void prs__client_dev_pend_free(struct prs_client *c, prs__client_pend *p);
 
 #endif

@@ -21,12 +21,12 @@
 
 #include "client_int.h"
 
-static int phase_is(const clientI_schedule *s, const char *p)
+static int phase_is(const prs__client_schedule *s, const char *p)
 {
     return strcmp(s->phase, p) == 0;
 }
 
-void clientI_expect_free(prs_client *c)
+void prs__client_expect_free(prs_client *c)
 {
     free(c->expect);
     c->expect = NULL;
@@ -35,39 +35,39 @@ void clientI_expect_free(prs_client *c)
 /* The expected order of this rank's computations under c->cur (NULL without geometry). */
 static void build_expect(prs_client *c)
 {
-    clientI_expect_free(c);
-    const clientI_schedule *s = &c->cur;
+    prs__client_expect_free(c);
+    const prs__client_schedule *s = &c->cur;
     if (!s->has_pipe || c->opts.pp >= s->pipe.stages) return;
     int n = prs_ops_per_stage(&s->pipe);
     if (n <= 0 || (s->n && s->n != n)) return;
     c->expect = malloc(sizeof *c->expect * (size_t)n);
     if (!c->expect) return;
     for (int k = 0; k < n; k++) {
-        clientI_expect *e = &c->expect[k];
+        prs__client_expect *e = &c->expect[k];
         if (prs_op_describe_chunk(&s->pipe, c->opts.pp, k, &e->instr, &e->microbatch, &e->chunk)) {
-            clientI_expect_free(c);
+            prs__client_expect_free(c);
             return;
         }
     }
     c->n_expect = n;
 }
 
-static int copy_schedule(clientI_schedule *dst, const clientI_schedule *src)
+static int copy_schedule(prs__client_schedule *dst, const prs__client_schedule *src)
 {
     int *clocks = src->n ? malloc(sizeof(int) * (size_t)src->n) : NULL;
     if (src->n && !clocks) return PRS_ENOMEM;
     if (clocks) memcpy(clocks, src->clocks, sizeof(int) * (size_t)src->n);
-    clientI_schedule_free(dst);
+    prs__client_schedule_free(dst);
     *dst = *src;
     dst->clocks = clocks;
     return 0;
 }
 
 /* Make s the schedule in effect (s is consumed). */
-static void install(prs_client *c, clientI_schedule *s)
+static void install(prs_client *c, prs__client_schedule *s)
 {
     if (strcmp(c->cur.phase, s->phase) != 0 || c->cur.round != s->round) c->round_reported = 0;
-    clientI_schedule_free(&c->cur);
+    prs__client_schedule_free(&c->cur);
     c->cur = *s;
     memset(s, 0, sizeof *s);
     s->plan_id = -1;
@@ -82,7 +82,7 @@ static void install(prs_client *c, clientI_schedule *s)
 }
 
 /* A plan that holds from a later iteration waits in c->next while the current schedule runs. */
-static int must_wait(const prs_client *c, const clientI_schedule *s)
+static int must_wait(const prs_client *c, const prs__client_schedule *s)
 {
     return phase_is(s, "running") && s->from_iteration > c->iter_no &&
            (phase_is(&c->cur, "running") || phase_is(&c->cur, "planning"));
@@ -90,10 +90,10 @@ static int must_wait(const prs_client *c, const clientI_schedule *s)
 
 /* At an iteration boundary: copy the newest schedule when it changed (an atomic load
  * otherwise), and switch to a waiting plan whose iteration has come. */
-void clientI_adopt_schedule(prs_client *c)
+void prs__client_adopt_schedule(prs_client *c)
 {
     if (atomic_load_explicit(&c->latest_version, memory_order_acquire) != c->cur_version) {
-        clientI_schedule s;
+        prs__client_schedule s;
         memset(&s, 0, sizeof s);
         pthread_mutex_lock(&c->mu);
         long v = atomic_load_explicit(&c->latest_version, memory_order_relaxed);
@@ -102,13 +102,13 @@ void clientI_adopt_schedule(prs_client *c)
         if (rc) return; /* out of memory: keep the old schedule, try again next iteration */
         c->cur_version = v;
         if (must_wait(c, &s)) {
-            clientI_schedule_free(&c->next);
+            prs__client_schedule_free(&c->next);
             c->next = s;
         } else {
             if (phase_is(&s, "running") && s.from_iteration >= 0 && s.from_iteration < c->iter_no &&
                 c->iter_no > 0 && phase_is(&c->cur, "running"))
                 atomic_fetch_add_explicit(&c->late_switches, 1, memory_order_relaxed);
-            clientI_schedule_free(&c->next);
+            prs__client_schedule_free(&c->next);
             install(c, &s);
         }
     }
@@ -116,7 +116,7 @@ void clientI_adopt_schedule(prs_client *c)
 }
 
 /* The clock planned for the computation at position c->op (0: none, keep the default). */
-int clientI_planned_clock(const prs_client *c)
+int prs__client_planned_clock(const prs_client *c)
 {
     if (c->cur.n <= 0) return 0;
     return c->cur.clocks[c->op < c->cur.n ? c->op : c->cur.n - 1];
@@ -132,7 +132,8 @@ static int order_error(prs_client *c)
 
 /* Check a begin against the schedule's order and remember what it opened. Returns 0 or
  * PRS_EORDER. *chunk_out gets the global model chunk (-1: unknown). */
-int clientI_check_order(prs_client *c, prs_instr instr, int microbatch, int chunk, int *chunk_out)
+int prs__client_check_order(prs_client *c, prs_instr instr, int microbatch, int chunk,
+                            int *chunk_out)
 {
     c->open_instr = instr;
     c->open_microbatch = microbatch;
@@ -140,7 +141,7 @@ int clientI_check_order(prs_client *c, prs_instr instr, int microbatch, int chun
     *chunk_out = -1;
     if (!c->expect) return 0;
     int global = chunk * c->cur.pipe.stages + c->opts.pp;
-    const clientI_expect *e = c->op < c->n_expect ? &c->expect[c->op] : NULL;
+    const prs__client_expect *e = c->op < c->n_expect ? &c->expect[c->op] : NULL;
     if (e && chunk >= 0 && e->instr == instr && e->microbatch == microbatch && e->chunk == global) {
         *chunk_out = global;
         return 0;
@@ -149,7 +150,7 @@ int clientI_check_order(prs_client *c, prs_instr instr, int microbatch, int chun
 }
 
 /* An end must close the computation its begin opened. Returns 0 or PRS_EORDER. */
-int clientI_check_end(prs_client *c, prs_instr instr, int microbatch, int chunk)
+int prs__client_check_end(prs_client *c, prs_instr instr, int microbatch, int chunk)
 {
     if (instr == c->open_instr && microbatch == c->open_microbatch && chunk == c->open_chunk)
         return 0;
@@ -157,7 +158,7 @@ int clientI_check_end(prs_client *c, prs_instr instr, int microbatch, int chunk)
 }
 
 /* Whether an iteration that just ended is reported by its phase (and the process's warm-up). */
-int clientI_phase_reports(const prs_client *c)
+int prs__client_phase_reports(const prs_client *c)
 {
     return c->iter_no >= c->opts.warmup_iterations &&
            (phase_is(&c->cur, "profiling") || phase_is(&c->cur, "planning") ||
@@ -167,7 +168,7 @@ int clientI_phase_reports(const prs_client *c)
 /* A profiling round needs warm-up + measured iterations from each rank; more would only load
  * the server while the other ranks finish the round. Takes one of the current round's reports:
  * 1 when the iteration of `round` is reported. */
-int clientI_take_quota(prs_client *c, long round)
+int prs__client_take_quota(prs_client *c, long round)
 {
     if (!phase_is(&c->cur, "profiling")) return 1;
     if (round != c->cur.round) return 0; /* the round is over */
@@ -177,19 +178,19 @@ int clientI_take_quota(prs_client *c, long round)
 }
 
 /* Both, for an iteration measured at the hooks (reported as it ends). */
-int clientI_should_report(prs_client *c, double time_s, double energy_j)
+int prs__client_should_report(prs_client *c, double time_s, double energy_j)
 {
-    return clientI_phase_reports(c) && time_s > 0 && isfinite(energy_j) &&
-           clientI_take_quota(c, c->cur.round);
+    return prs__client_phase_reports(c) && time_s > 0 && isfinite(energy_j) &&
+           prs__client_take_quota(c, c->cur.round);
 }
 
-int clientI_profiling(const prs_client *c)
+int prs__client_profiling(const prs_client *c)
 {
     return phase_is(&c->cur, "profiling");
 }
 
 /* Queue an ended iteration for the background thread (takes it->windows). */
-void clientI_enqueue(prs_client *c, clientI_iteration *it, int report)
+void prs__client_enqueue(prs_client *c, prs__client_iteration *it, int report)
 {
     pthread_mutex_lock(&c->mu);
     c->stats.iterations++;

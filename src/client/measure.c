@@ -35,7 +35,7 @@ static void set_clock(prs_client *c, int mhz)
 /* The newest schedule, and the clock reset when the job ended. */
 static void adopt(prs_client *c)
 {
-    clientI_adopt_schedule(c);
+    prs__client_adopt_schedule(c);
     if (c->reset_clock) {
         c->reset_clock = 0;
         set_clock(c, 0);
@@ -54,7 +54,7 @@ static int grow_ops(prs_client *c)
 {
     if (c->n_ops < c->cap_ops) return 0;
     int cap = c->cap_ops ? 2 * c->cap_ops : 64;
-    clientI_op *o = realloc(c->ops, sizeof *o * (size_t)cap);
+    prs__client_op *o = realloc(c->ops, sizeof *o * (size_t)cap);
     if (!o) return PRS_ENOMEM;
     c->ops = o;
     c->cap_ops = cap;
@@ -64,16 +64,16 @@ static int grow_ops(prs_client *c)
 int prs_client_begin(prs_client *c, prs_instr instr, int microbatch, int chunk)
 {
     if (!c) return PRS_EINVAL;
-    if (c->dev) return clientI_dev_begin(c, instr, microbatch, chunk);
+    if (c->dev) return prs__client_dev_begin(c, instr, microbatch, chunk);
     if (c->in_window) return PRS_EINVAL;
     device_sync(c);
     if (!c->iter_started) start_iteration(c);
     if (grow_ops(c)) return PRS_ENOMEM;
     int global;
-    int rc = clientI_check_order(c, instr, microbatch, chunk, &global);
-    int f = clientI_planned_clock(c);
+    int rc = prs__client_check_order(c, instr, microbatch, chunk, &global);
+    int f = prs__client_planned_clock(c);
     if (f > 0 && f != prs_clockctl_requested(c->ctl)) set_clock(c, f);
-    clientI_op *o = &c->ops[c->n_ops];
+    prs__client_op *o = &c->ops[c->n_ops];
     o->instr = instr;
     o->microbatch = microbatch;
     o->chunk = global;
@@ -90,32 +90,32 @@ int prs_client_begin(prs_client *c, prs_instr instr, int microbatch, int chunk)
 int prs_client_end(prs_client *c, prs_instr instr, int microbatch, int chunk)
 {
     if (!c) return PRS_EINVAL;
-    if (c->dev) return clientI_dev_end(c, instr, microbatch, chunk);
+    if (c->dev) return prs__client_dev_end(c, instr, microbatch, chunk);
     if (!c->in_window) return PRS_EINVAL;
-    clientI_op *o = &c->ops[c->n_ops];
+    prs__client_op *o = &c->ops[c->n_ops];
     device_sync(c);
     o->t1 = prs_gpu_now_s(c->gpu);
     o->e1 = prs_gpu_read_energy_j(c->gpu);
     c->in_window = 0;
     c->n_ops++;
     c->op++;
-    return clientI_check_end(c, instr, microbatch, chunk);
+    return prs__client_check_end(c, instr, microbatch, chunk);
 }
 
 /* Windows of the iteration's computations (profiling only); NULL when none, when a window's
  * clock is not known to have been in effect, or out of memory. */
-static clientI_window *make_windows(const prs_client *c, int *n)
+static prs__client_window *make_windows(const prs_client *c, int *n)
 {
     *n = 0;
     if (c->n_ops <= 0) return NULL;
     for (int i = 0; i < c->n_ops; i++)
         if (c->ops[i].clock_mhz < 0) return NULL;
-    clientI_window *w = malloc(sizeof *w * (size_t)c->n_ops);
+    prs__client_window *w = malloc(sizeof *w * (size_t)c->n_ops);
     if (!w) return NULL;
     for (int i = 0; i < c->n_ops; i++) {
-        const clientI_op *o = &c->ops[i];
-        w[i] = (clientI_window){o->instr,     o->microbatch, o->chunk,
-                                o->clock_mhz, o->t1 - o->t0, o->e1 - o->e0};
+        const prs__client_op *o = &c->ops[i];
+        w[i] = (prs__client_window){o->instr,     o->microbatch, o->chunk,
+                                    o->clock_mhz, o->t1 - o->t0, o->e1 - o->e0};
     }
     *n = c->n_ops;
     return w;
@@ -137,11 +137,11 @@ static double blocked_power(const prs_client *c, double time_s, double energy_j)
 int prs_client_iteration_end(prs_client *c)
 {
     if (!c) return PRS_EINVAL;
-    if (c->dev) return clientI_dev_iteration_end(c);
+    if (c->dev) return prs__client_dev_iteration_end(c);
     if (!c->iter_started) return 0;
     device_sync(c);
     double now = prs_gpu_now_s(c->gpu), energy = prs_gpu_read_energy_j(c->gpu);
-    clientI_iteration it;
+    prs__client_iteration it;
     memset(&it, 0, sizeof it);
     it.iteration = c->iter_no;
     it.round = c->cur.round;
@@ -151,10 +151,10 @@ int prs_client_iteration_end(prs_client *c)
     it.clock_mhz = c->n_ops && c->ops[0].clock_mhz > 0 ? c->ops[0].clock_mhz : c->f_max_mhz;
     it.pace_s = c->n_ops ? c->ops[c->n_ops - 1].t1 - c->iter_t0 : 0;
     it.blocking_power_w = blocked_power(c, it.time_s, it.energy_j);
-    int report = clientI_should_report(c, it.time_s, it.energy_j);
-    if (report && clientI_profiling(c) && !c->bad_order)
+    int report = prs__client_should_report(c, it.time_s, it.energy_j);
+    if (report && prs__client_profiling(c) && !c->bad_order)
         it.windows = make_windows(c, &it.n_windows);
-    clientI_enqueue(c, &it, report);
+    prs__client_enqueue(c, &it, report);
     c->iter_no++;
     c->op = 0;
     c->n_ops = 0;

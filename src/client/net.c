@@ -32,19 +32,19 @@ static void curl_init_once(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-void clientI_global_init(void)
+void prs__client_global_init(void)
 {
     pthread_once(&curl_once, curl_init_once);
 }
 
-void clientI_schedule_free(clientI_schedule *s)
+void prs__client_schedule_free(prs__client_schedule *s)
 {
     free(s->clocks);
     s->clocks = NULL;
     s->n = 0;
 }
 
-void clientI_iteration_free(clientI_iteration *it)
+void prs__client_iteration_free(prs__client_iteration *it)
 {
     free(it->windows);
     it->windows = NULL;
@@ -118,7 +118,7 @@ static const char *err_message(json_t *j)
     return json_is_string(m) ? json_string_value(m) : "no message";
 }
 
-int clientI_create_job(prs_client *c, prs_error *err)
+int prs__client_create_job(prs_client *c, prs_error *err)
 {
     json_error_t je;
     json_t *spec = json_loads(c->opts.job_spec_json, 0, &je);
@@ -177,7 +177,7 @@ static int do_register(CURL *h, prs_client *c)
     return 0;
 }
 
-static json_t *window_json(const clientI_window *w)
+static json_t *window_json(const prs__client_window *w)
 {
     json_t *o = json_pack("{s:s, s:i, s:i, s:f, s:f}", "instruction", prs_instr_name(w->instr),
                           "microbatch", w->microbatch, "clock_mhz", w->clock_mhz, "time_s",
@@ -186,7 +186,7 @@ static json_t *window_json(const clientI_window *w)
     return o;
 }
 
-static json_t *iteration_json(const clientI_iteration *it)
+static json_t *iteration_json(const prs__client_iteration *it)
 {
     json_t *o = json_pack("{s:I, s:f, s:f, s:i}", "iteration", (json_int_t)it->iteration, "time_s",
                           it->time_s, "energy_j", it->energy_j, "clock_mhz", it->clock_mhz);
@@ -199,7 +199,7 @@ static json_t *iteration_json(const clientI_iteration *it)
     if (it->n_windows == 0) return o;
     json_t *ws = json_array();
     for (int i = 0; i < it->n_windows; i++) {
-        const clientI_window *w = &it->windows[i];
+        const prs__client_window *w = &it->windows[i];
         if (!(w->time_s > 0) || !(w->energy_j > 0)) continue; /* the server refuses those */
         json_array_append_new(ws, window_json(w));
     }
@@ -223,7 +223,7 @@ static int post_queue(CURL *h, prs_client *c, double deadline)
         long round = c->queue[head].round;
         json_t *its = json_array();
         while (k < len && k < MAX_ITERATIONS_PER_POST) {
-            const clientI_iteration *it = &c->queue[(head + k) % q];
+            const prs__client_iteration *it = &c->queue[(head + k) % q];
             if (it->round != round || windows + it->n_windows > MAX_WINDOWS_PER_POST) break;
             windows += it->n_windows;
             json_array_append_new(its, iteration_json(it));
@@ -249,7 +249,7 @@ static int post_queue(CURL *h, prs_client *c, double deadline)
         }
         pthread_mutex_lock(&c->mu);
         for (int i = 0; i < k; i++)
-            clientI_iteration_free(&c->queue[(head + i) % q]);
+            prs__client_iteration_free(&c->queue[(head + i) % q]);
         c->q_head = (head + k) % q;
         c->q_len -= k;
         if (st == 200)
@@ -262,7 +262,7 @@ static int post_queue(CURL *h, prs_client *c, double deadline)
 }
 
 /* The pipeline's geometry, when the server sends it (s->has_pipe). */
-static void parse_geometry(json_t *r, clientI_schedule *s)
+static void parse_geometry(json_t *r, prs__client_schedule *s)
 {
     json_t *kind = json_object_get(r, "schedule"), *st = json_object_get(r, "stages"),
            *mb = json_object_get(r, "microbatches"), *v = json_object_get(r, "virtual_stages");
@@ -293,7 +293,7 @@ static void fetch_schedule(CURL *h, prs_client *c, int *must_register)
         json_decref(r);
         return;
     }
-    clientI_schedule s;
+    prs__client_schedule s;
     memset(&s, 0, sizeof s);
     json_t *phase = json_object_get(r, "phase"), *round = json_object_get(r, "round"),
            *plan = json_object_get(r, "plan_id"), *clocks = json_object_get(r, "clocks_mhz");
@@ -331,7 +331,7 @@ static void fetch_schedule(CURL *h, prs_client *c, int *must_register)
                memcmp(&s.pipe, &c->latest.pipe, sizeof s.pipe) == 0 &&
                (s.n == 0 || memcmp(s.clocks, c->latest.clocks, sizeof(int) * (size_t)s.n) == 0);
     if (!same) {
-        clientI_schedule_free(&c->latest);
+        prs__client_schedule_free(&c->latest);
         c->latest = s;
         s.clocks = NULL;
         atomic_fetch_add_explicit(&c->latest_version, 1, memory_order_release);
@@ -340,7 +340,7 @@ static void fetch_schedule(CURL *h, prs_client *c, int *must_register)
     free(s.clocks);
 }
 
-void *clientI_thread_main(void *arg)
+void *prs__client_thread_main(void *arg)
 {
     prs_client *c = arg;
     CURL *h = curl_easy_init();

@@ -10,19 +10,19 @@
 #define SLACK_S 2e-4   /* a fitted instant may lie this far outside its bracket */
 #define HOLD_SHARE 0.9 /* share of brackets a fit must fall in */
 
-void clientI_refresh_init(clientI_refresh *r)
+void prs__client_refresh_init(prs__client_refresh *r)
 {
     memset(r, 0, sizeof *r);
 }
 
-static double lo_at(const clientI_refresh *r, int i)
+static double lo_at(const prs__client_refresh *r, int i)
 {
-    return r->lo[(r->head + i) % CLIENTI_REFRESH_WINDOW];
+    return r->lo[(r->head + i) % PRS__CLIENT_REFRESH_WINDOW];
 }
 
-static double hi_at(const clientI_refresh *r, int i)
+static double hi_at(const prs__client_refresh *r, int i)
 {
-    return r->hi[(r->head + i) % CLIENTI_REFRESH_WINDOW];
+    return r->hi[(r->head + i) % PRS__CLIENT_REFRESH_WINDOW];
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -32,9 +32,9 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* Median gap between consecutive midpoints: the period, up to the brackets' width. */
-static double median_gap(const clientI_refresh *r)
+static double median_gap(const prs__client_refresh *r)
 {
-    double g[CLIENTI_REFRESH_WINDOW];
+    double g[PRS__CLIENT_REFRESH_WINDOW];
     for (int i = 1; i < r->len; i++)
         g[i - 1] = 0.5 * (lo_at(r, i) + hi_at(r, i) - lo_at(r, i - 1) - hi_at(r, i - 1));
     qsort(g, (size_t)(r->len - 1), sizeof *g, cmp_double);
@@ -43,7 +43,7 @@ static double median_gap(const clientI_refresh *r)
 
 /* Least squares of the midpoints on their refresh numbers; locked when the fitted instants fall
  * in (nearly) every bracket. */
-static void fit(clientI_refresh *r)
+static void fit(prs__client_refresh *r)
 {
     r->since_fit = 0;
     int touching = 0;
@@ -77,11 +77,11 @@ static void fit(clientI_refresh *r)
     r->phase = phase;
 }
 
-void clientI_refresh_map(clientI_refresh *r, double *lo, double *hi)
+void prs__client_refresh_map(prs__client_refresh *r, double *lo, double *hi)
 {
-    int at = (r->head + r->len) % CLIENTI_REFRESH_WINDOW;
-    if (r->len == CLIENTI_REFRESH_WINDOW)
-        r->head = (r->head + 1) % CLIENTI_REFRESH_WINDOW;
+    int at = (r->head + r->len) % PRS__CLIENT_REFRESH_WINDOW;
+    if (r->len == PRS__CLIENT_REFRESH_WINDOW)
+        r->head = (r->head + 1) % PRS__CLIENT_REFRESH_WINDOW;
     else
         r->len++;
     r->lo[at] = *lo;

@@ -9,22 +9,22 @@
  *     inside the brackets (checked), and then give each value's instant to a fraction of a
  *     millisecond where the bracket only gives it to one poll period.
  * Otherwise (irregular refreshes, too few readings yet) the bracket stands. Readings go through
- * clientI_refresh_map in time order; it narrows [*lo, *hi] to [t, t] when it can. */
+ * prs__client_refresh_map in time order; it narrows [*lo, *hi] to [t, t] when it can. */
 #ifndef PRS_CLIENT_REFRESH_H
 #define PRS_CLIENT_REFRESH_H
 
-#define CLIENTI_REFRESH_WINDOW 256
+#define PRS__CLIENT_REFRESH_WINDOW 256
 
-typedef struct clientI_refresh {
-    double lo[CLIENTI_REFRESH_WINDOW], hi[CLIENTI_REFRESH_WINDOW];
+typedef struct prs__client_refresh {
+    double lo[PRS__CLIENT_REFRESH_WINDOW], hi[PRS__CLIENT_REFRESH_WINDOW];
     int head, len;        /* recent brackets, a ring */
     int since_fit;        /* brackets since the last fit */
     int contiguous;       /* of the recent brackets, those that began at the previous one's end */
     double period, phase; /* the fitted refresh instants (period 0: none) */
     int locked;           /* the fit held for the recent brackets */
-} clientI_refresh;
+} prs__client_refresh;
 
-void clientI_refresh_init(clientI_refresh *r);
-void clientI_refresh_map(clientI_refresh *r, double *lo, double *hi);
+void prs__client_refresh_init(prs__client_refresh *r);
+void prs__client_refresh_map(prs__client_refresh *r, double *lo, double *hi);
 
 #endif

@@ -29,9 +29,9 @@
  * wins (a skipped iteration, a clock step). */
 #define CHAIN_DRIFT_S 1e-3
 
-void clientI_dev_push(prs_client *c, clientI_pend *p)
+void prs__client_dev_push(prs_client *c, prs__client_pend *p)
 {
-    clientI_dev *d = c->dev;
+    prs__client_dev *d = c->dev;
     p->next = NULL;
     if (d->tail)
         d->tail->next = p;
@@ -41,33 +41,33 @@ void clientI_dev_push(prs_client *c, clientI_pend *p)
     d->n_pend++;
 }
 
-static clientI_round_fit *fit_of(prs_client *c, long round)
+static prs__client_round_fit *fit_of(prs_client *c, long round)
 {
-    for (int i = 0; i < CLIENTI_MAX_FITS; i++)
+    for (int i = 0; i < PRS__CLIENT_MAX_FITS; i++)
         if (c->dev->fits[i].fit && c->dev->fits[i].round == round) return &c->dev->fits[i];
     return NULL;
 }
 
 /* The fit of a profiling round, created on first use (the oldest is dropped past the limit). */
-static clientI_round_fit *fit_for(prs_client *c, long round, int n_kinds)
+static prs__client_round_fit *fit_for(prs_client *c, long round, int n_kinds)
 {
-    clientI_round_fit *f = fit_of(c, round);
+    prs__client_round_fit *f = fit_of(c, round);
     if (f) return f;
-    clientI_dev *d = c->dev;
+    prs__client_dev *d = c->dev;
     int slot = 0;
-    for (int i = 0; i < CLIENTI_MAX_FITS; i++) {
+    for (int i = 0; i < PRS__CLIENT_MAX_FITS; i++) {
         if (!d->fits[i].fit) {
             slot = i;
             break;
         }
         if (d->fits[i].round < d->fits[slot].round) slot = i;
     }
-    clientI_attrib_free(d->fits[slot].fit);
+    prs__client_attrib_free(d->fits[slot].fit);
     d->fits[slot].fit = NULL;
-    clientI_attrib_opts o;
-    clientI_attrib_opts_init(&o);
+    prs__client_attrib_opts o;
+    prs__client_attrib_opts_init(&o);
     o.max_rel_se = FIT_MAX_REL_SE;
-    if (clientI_attrib_new(n_kinds, &o, &d->fits[slot].fit)) return NULL;
+    if (prs__client_attrib_new(n_kinds, &o, &d->fits[slot].fit)) return NULL;
     d->fits[slot].round = round;
     d->fits[slot].n_kinds = n_kinds;
     return &d->fits[slot];
@@ -76,26 +76,26 @@ static clientI_round_fit *fit_for(prs_client *c, long round, int n_kinds)
 /* Drop the fits of rounds that no pending iteration and no future one can use. */
 static void prune_fits(prs_client *c)
 {
-    clientI_dev *d = c->dev;
-    for (int i = 0; i < CLIENTI_MAX_FITS; i++) {
+    prs__client_dev *d = c->dev;
+    for (int i = 0; i < PRS__CLIENT_MAX_FITS; i++) {
         if (!d->fits[i].fit || d->fits[i].round == c->cur.round) continue;
         int used = d->cur && d->cur->round == d->fits[i].round;
-        for (clientI_pend *p = d->head; p && !used; p = p->next)
+        for (prs__client_pend *p = d->head; p && !used; p = p->next)
             used = p->profiling && p->round == d->fits[i].round;
         if (!used) {
-            clientI_attrib_free(d->fits[i].fit);
+            prs__client_attrib_free(d->fits[i].fit);
             d->fits[i].fit = NULL;
         }
     }
 }
 
-static void history_add(clientI_dev *d, double t, double e)
+static void history_add(prs__client_dev *d, double t, double e)
 {
-    int i = (d->hist_head + d->hist_len) % CLIENTI_HISTORY;
-    if (d->hist_len == CLIENTI_HISTORY) {
-        d->hist_head = (d->hist_head + 1) % CLIENTI_HISTORY;
+    int i = (d->hist_head + d->hist_len) % PRS__CLIENT_HISTORY;
+    if (d->hist_len == PRS__CLIENT_HISTORY) {
+        d->hist_head = (d->hist_head + 1) % PRS__CLIENT_HISTORY;
         d->hist_len--;
-        i = (d->hist_head + d->hist_len) % CLIENTI_HISTORY;
+        i = (d->hist_head + d->hist_len) % PRS__CLIENT_HISTORY;
     }
     d->hist_t[i] = t;
     d->hist_e[i] = e;
@@ -105,21 +105,21 @@ static void history_add(clientI_dev *d, double t, double e)
 /* Move the sampler's readings into the fits and the history. */
 static void drain(prs_client *c)
 {
-    clientI_dev *d = c->dev;
-    clientI_sample buf[DRAIN_BATCH];
-    int power = clientI_sampler_mode(d->sampler) == CLIENTI_SAMPLE_POWER;
+    prs__client_dev *d = c->dev;
+    prs__client_sample buf[DRAIN_BATCH];
+    int power = prs__client_sampler_mode(d->sampler) == PRS__CLIENT_SAMPLE_POWER;
     for (;;) {
-        int n = clientI_sampler_drain(d->sampler, buf, DRAIN_BATCH);
+        int n = prs__client_sampler_drain(d->sampler, buf, DRAIN_BATCH);
         for (int k = 0; k < n; k++) {
             double lo = buf[k].t_lo, hi = buf[k].t_hi, v = buf[k].value;
-            if (!power) clientI_refresh_map(&d->refresh, &lo, &hi);
+            if (!power) prs__client_refresh_map(&d->refresh, &lo, &hi);
             double t = 0.5 * (lo + hi);
-            for (int i = 0; i < CLIENTI_MAX_FITS; i++) {
+            for (int i = 0; i < PRS__CLIENT_MAX_FITS; i++) {
                 if (!d->fits[i].fit) continue;
                 if (power)
-                    clientI_attrib_power(d->fits[i].fit, lo, hi, v);
+                    prs__client_attrib_power(d->fits[i].fit, lo, hi, v);
                 else
-                    clientI_attrib_energy(d->fits[i].fit, lo, hi, v);
+                    prs__client_attrib_energy(d->fits[i].fit, lo, hi, v);
             }
             if (power) {
                 if (d->last_power_t > 0 && t > d->last_power_t)
@@ -136,11 +136,11 @@ static void drain(prs_client *c)
 }
 
 /* The counter at host time t, interpolated; NAN when the history does not bracket t. */
-static double counter_at(const clientI_dev *d, double t)
+static double counter_at(const prs__client_dev *d, double t)
 {
     for (int k = d->hist_len - 1; k > 0; k--) {
-        int i1 = (d->hist_head + k) % CLIENTI_HISTORY,
-            i0 = (d->hist_head + k - 1) % CLIENTI_HISTORY;
+        int i1 = (d->hist_head + k) % PRS__CLIENT_HISTORY,
+            i0 = (d->hist_head + k - 1) % PRS__CLIENT_HISTORY;
         if (d->hist_t[i0] <= t && t <= d->hist_t[i1]) {
             double span = d->hist_t[i1] - d->hist_t[i0];
             double w = span > 0 ? (t - d->hist_t[i0]) / span : 0;
@@ -150,9 +150,10 @@ static double counter_at(const clientI_dev *d, double t)
     return NAN;
 }
 
-static double history_end(const clientI_dev *d)
+static double history_end(const prs__client_dev *d)
 {
-    return d->hist_len ? d->hist_t[(d->hist_head + d->hist_len - 1) % CLIENTI_HISTORY] : -INFINITY;
+    return d->hist_len ? d->hist_t[(d->hist_head + d->hist_len - 1) % PRS__CLIENT_HISTORY]
+                       : -INFINITY;
 }
 
 /* Elapsed seconds between two completed events; NAN on failure. */
@@ -163,9 +164,9 @@ static double elapsed(prs_client *c, prs_event *a, prs_event *b)
 }
 
 /* Times and clock tags of a completed iteration. */
-static int resolve_times(prs_client *c, clientI_pend *p)
+static int resolve_times(prs_client *c, prs__client_pend *p)
 {
-    clientI_dev *d = c->dev;
+    prs__client_dev *d = c->dev;
     if (!atomic_load_explicit(&p->anchor->done, memory_order_acquire)) return PRS_EGPU;
     /* An iteration starts at the event that ended the one before: continue that timeline rather
      * than restart it from this anchor, which was noted a little before the event (the host
@@ -181,7 +182,7 @@ static int resolve_times(prs_client *c, clientI_pend *p)
     if (!p->op_t0 || !p->op_clock) return PRS_ENOMEM;
     p->op_t1 = p->op_t0 + p->n_ops;
     for (int i = 0; i < p->n_ops; i++) {
-        clientI_devop *o = &p->ops[i];
+        prs__client_devop *o = &p->ops[i];
         if (o->change && atomic_load_explicit(&o->change->done, memory_order_acquire))
             d->eff_mhz = o->change->in_effect;
         p->op_clock[i] = d->eff_mhz > 0 ? d->eff_mhz : d->eff_mhz == 0 ? c->f_max_mhz : -1;
@@ -203,25 +204,25 @@ static int n_kinds_of(const prs_client *c)
 }
 
 /* Give a profiling iteration's timeline to its round's fit (once). */
-static void feed(prs_client *c, clientI_pend *p)
+static void feed(prs_client *c, prs__client_pend *p)
 {
     if (!p->profiling) return;
-    clientI_round_fit *f = fit_for(c, p->round, n_kinds_of(c));
+    prs__client_round_fit *f = fit_for(c, p->round, n_kinds_of(c));
     if (!f) return;
-    clientI_attrib_known(f->fit, p->t_start);
+    prs__client_attrib_known(f->fit, p->t_start);
     double floor_t = p->t_start; /* rounding never makes intervals overlap or go back */
     for (int i = 0; i < p->n_ops; i++) {
         int kind = p->ops[i].local_chunk * 2 + (int)p->ops[i].instr;
         double t0 = fmax(p->op_t0[i], floor_t), t1 = fmax(p->op_t1[i], t0);
-        if (kind >= 0 && kind < f->n_kinds) clientI_attrib_busy(f->fit, kind, t0, t1);
+        if (kind >= 0 && kind < f->n_kinds) prs__client_attrib_busy(f->fit, kind, t0, t1);
         floor_t = t1;
     }
-    clientI_attrib_known(f->fit, p->t_end);
+    prs__client_attrib_known(f->fit, p->t_end);
 }
 
 /* Windows and energy of a profiling iteration from its round's fitted powers. */
-static int fill_windows(prs_client *c, const clientI_pend *p, const double *pw, double idle,
-                        int n_kinds, clientI_iteration *it)
+static int fill_windows(prs_client *c, const prs__client_pend *p, const double *pw, double idle,
+                        int n_kinds, prs__client_iteration *it)
 {
     double busy_t = 0, busy_e = 0;
     int ok = 1;
@@ -244,11 +245,11 @@ static int fill_windows(prs_client *c, const clientI_pend *p, const double *pw, 
     it->windows = malloc(sizeof *it->windows * (size_t)p->n_ops);
     if (!it->windows) return 1;
     for (int i = 0; i < p->n_ops; i++) {
-        const clientI_devop *o = &p->ops[i];
+        const prs__client_devop *o = &p->ops[i];
         double t = p->op_t1[i] - p->op_t0[i];
-        it->windows[i] = (clientI_window){o->instr, o->microbatch,
-                                          o->chunk, p->op_clock[i],
-                                          t,        pw[o->local_chunk * 2 + (int)o->instr] * t};
+        it->windows[i] = (prs__client_window){o->instr, o->microbatch,
+                                              o->chunk, p->op_clock[i],
+                                              t,        pw[o->local_chunk * 2 + (int)o->instr] * t};
     }
     it->n_windows = p->n_ops;
     (void)c;
@@ -256,10 +257,10 @@ static int fill_windows(prs_client *c, const clientI_pend *p, const double *pw, 
 }
 
 /* The computations' powers (what the windows carry) are known to the mode's share. */
-static int kinds_settled(const prs_client *c, const double *pw, const clientI_attrib_quality *q,
+static int kinds_settled(const prs_client *c, const double *pw, const prs__client_attrib_quality *q,
                          int n_kinds)
 {
-    double share = clientI_sampler_mode(c->dev->sampler) == CLIENTI_SAMPLE_POWER
+    double share = prs__client_sampler_mode(c->dev->sampler) == PRS__CLIENT_SAMPLE_POWER
                        ? FIT_KIND_REL_SE_POWER
                        : FIT_KIND_REL_SE;
     for (int k = 0; k < n_kinds; k++)
@@ -269,7 +270,7 @@ static int kinds_settled(const prs_client *c, const double *pw, const clientI_at
 
 /* Build the report of a resolved iteration. Returns 1 when it is ready (or forced), 0 to wait
  * for more readings, -1 when it is dropped (forced before its round's fit was usable). */
-static int build_report(prs_client *c, clientI_pend *p, int force, clientI_iteration *it)
+static int build_report(prs_client *c, prs__client_pend *p, int force, prs__client_iteration *it)
 {
     memset(it, 0, sizeof *it);
     it->iteration = p->iteration;
@@ -280,12 +281,12 @@ static int build_report(prs_client *c, clientI_pend *p, int force, clientI_itera
     it->clock_mhz = p->n_ops && p->op_clock[0] > 0 ? p->op_clock[0]
                     : c->dev->eff_mhz > 0          ? c->dev->eff_mhz
                                                    : c->f_max_mhz;
-    clientI_round_fit *f = p->profiling ? fit_of(c, p->round) : NULL;
+    prs__client_round_fit *f = p->profiling ? fit_of(c, p->round) : NULL;
     if (f) {
-        double pw[CLIENTI_ATTRIB_MAX_KINDS], idle;
-        clientI_attrib_quality q;
-        int rc = clientI_attrib_solve(f->fit, pw, &idle, &q);
-        if (rc == 0 && !kinds_settled(c, pw, &q, f->n_kinds)) rc = CLIENTI_ATTRIB_MORE;
+        double pw[PRS__CLIENT_ATTRIB_MAX_KINDS], idle;
+        prs__client_attrib_quality q;
+        int rc = prs__client_attrib_solve(f->fit, pw, &idle, &q);
+        if (rc == 0 && !kinds_settled(c, pw, &q, f->n_kinds)) rc = PRS__CLIENT_ATTRIB_MORE;
         if (rc == 0) return fill_windows(c, p, pw, idle, f->n_kinds, it);
         /* Its timeline is in the fit already: when the FIFO is full, the round goes on without
          * this iteration's report rather than with a report that lacks windows. */
@@ -298,7 +299,7 @@ static int build_report(prs_client *c, clientI_pend *p, int force, clientI_itera
 
 /* Resolve the oldest iteration's times when its events completed (or wait, when forced).
  * Returns 1 when resolved, 0 when not yet, -1 when it cannot be (dropped by the caller). */
-static int complete(prs_client *c, clientI_pend *p, int force)
+static int complete(prs_client *c, prs__client_pend *p, int force)
 {
     if (p->resolved) return 1;
     int q = prs_event_query(c->dev->stream, p->end);
@@ -313,7 +314,7 @@ static int complete(prs_client *c, clientI_pend *p, int force)
  * a round's fit grows while its oldest iteration waits to be reported. */
 static void complete_all(prs_client *c)
 {
-    for (clientI_pend *p = c->dev->head; p; p = p->next) {
+    for (prs__client_pend *p = c->dev->head; p; p = p->next) {
         if (p->resolved || p->failed) continue;
         int st = complete(c, p, 0);
         if (st == 0) break;
@@ -321,28 +322,28 @@ static void complete_all(prs_client *c)
     }
 }
 
-void clientI_dev_poll(prs_client *c, int force)
+void prs__client_dev_poll(prs_client *c, int force)
 {
-    clientI_dev *d = c->dev;
+    prs__client_dev *d = c->dev;
     drain(c);
     complete_all(c);
     drain(c);
     while (d->head) {
-        clientI_pend *p = d->head;
+        prs__client_pend *p = d->head;
         int st = p->failed ? -1 : complete(c, p, force);
         if (st == 0) break;
-        clientI_iteration it;
+        prs__client_iteration it;
         memset(&it, 0, sizeof it);
         int built = st > 0 ? build_report(c, p, force, &it) : 0;
         if (st > 0 && built == 0) break;
         int report = built > 0 && p->phase_reportable && it.time_s > 0 && isfinite(it.energy_j) &&
-                     (!p->profiling || clientI_take_quota(c, p->round));
+                     (!p->profiling || prs__client_take_quota(c, p->round));
         if (st < 0) atomic_fetch_add_explicit(&c->measure_failures, 1, memory_order_relaxed);
-        clientI_enqueue(c, &it, report);
+        prs__client_enqueue(c, &it, report);
         d->head = p->next;
         if (!d->head) d->tail = NULL;
         d->n_pend--;
-        clientI_dev_pend_free(c, p);
+        prs__client_dev_pend_free(c, p);
         force = 0;
     }
     prune_fits(c);

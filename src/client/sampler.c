@@ -11,21 +11,21 @@
 #include "perseus/clock.h"
 #include "sampler.h"
 
-struct clientI_sampler {
+struct prs__client_sampler {
     prs_gpu *gpu;
-    clientI_sampler_opts o;
-    clientI_sample_mode mode;
+    prs__client_sampler_opts o;
+    prs__client_sample_mode mode;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int stop;
-    clientI_sample *ring;
+    prs__client_sample *ring;
     int head, len;
     long dropped, errors;
     uint64_t rng;
 };
 
-void clientI_sampler_opts_init(clientI_sampler_opts *o)
+void prs__client_sampler_opts_init(prs__client_sampler_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->poll_s = 0.002;
@@ -34,7 +34,7 @@ void clientI_sampler_opts_init(clientI_sampler_opts *o)
 }
 
 /* Uniform in [0.5, 1.5) (splitmix64). */
-static double dither(clientI_sampler *s)
+static double dither(prs__client_sampler *s)
 {
     uint64_t z = (s->rng += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -44,7 +44,7 @@ static double dither(clientI_sampler *s)
 }
 
 /* Sleep until the monotonic time t or a stop; returns 1 when stopping. */
-static int wait_until(clientI_sampler *s, double t)
+static int wait_until(prs__client_sampler *s, double t)
 {
     struct timespec ts;
     ts.tv_sec = (time_t)t;
@@ -58,7 +58,7 @@ static int wait_until(clientI_sampler *s, double t)
     return stop;
 }
 
-static void push(clientI_sampler *s, double lo, double hi, double v)
+static void push(prs__client_sampler *s, double lo, double hi, double v)
 {
     pthread_mutex_lock(&s->mu);
     if (s->len == s->o.capacity) {
@@ -66,12 +66,12 @@ static void push(clientI_sampler *s, double lo, double hi, double v)
         s->len--;
         s->dropped++;
     }
-    s->ring[(s->head + s->len) % s->o.capacity] = (clientI_sample){lo, hi, v};
+    s->ring[(s->head + s->len) % s->o.capacity] = (prs__client_sample){lo, hi, v};
     s->len++;
     pthread_mutex_unlock(&s->mu);
 }
 
-static void count_error(clientI_sampler *s)
+static void count_error(prs__client_sampler *s)
 {
     pthread_mutex_lock(&s->mu);
     s->errors++;
@@ -80,7 +80,7 @@ static void count_error(clientI_sampler *s)
 
 /* A read's instant is taken as the middle of the call; a change lies between two such instants,
  * so consecutive brackets touch but never overlap. */
-static void run_energy(clientI_sampler *s)
+static void run_energy(prs__client_sampler *s)
 {
     double t0 = prs_mono_s(), last = prs_gpu_read_energy_j(s->gpu),
            prev = 0.5 * (t0 + prs_mono_s());
@@ -99,7 +99,7 @@ static void run_energy(clientI_sampler *s)
     }
 }
 
-static void run_power(clientI_sampler *s)
+static void run_power(prs__client_sampler *s)
 {
     double next = prs_mono_s();
     while (!wait_until(s, next += s->o.power_poll_s * dither(s))) {
@@ -117,15 +117,15 @@ static void run_power(clientI_sampler *s)
 
 static void *sampler_main(void *arg)
 {
-    clientI_sampler *s = arg;
-    if (s->mode == CLIENTI_SAMPLE_ENERGY)
+    prs__client_sampler *s = arg;
+    if (s->mode == PRS__CLIENT_SAMPLE_ENERGY)
         run_energy(s);
     else
         run_power(s);
     return NULL;
 }
 
-static void sampler_free(clientI_sampler *s)
+static void sampler_free(prs__client_sampler *s)
 {
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -134,19 +134,19 @@ static void sampler_free(clientI_sampler *s)
 }
 
 /* Energy when the counter reads, else power when that reads. */
-static int choose_mode(clientI_sampler *s)
+static int choose_mode(prs__client_sampler *s)
 {
     unsigned mw;
     if (!s->o.force_power && !isnan(prs_gpu_read_energy_j(s->gpu)))
-        s->mode = CLIENTI_SAMPLE_ENERGY;
+        s->mode = PRS__CLIENT_SAMPLE_ENERGY;
     else if (prs_gpu_power_mw(s->gpu, &mw) == 0)
-        s->mode = CLIENTI_SAMPLE_POWER;
+        s->mode = PRS__CLIENT_SAMPLE_POWER;
     else
         return PRS_EGPU;
     return 0;
 }
 
-static int init_sync(clientI_sampler *s)
+static int init_sync(prs__client_sampler *s)
 {
     pthread_condattr_t ca;
     if (pthread_condattr_init(&ca)) return PRS_ENOMEM;
@@ -160,23 +160,24 @@ static int init_sync(clientI_sampler *s)
     return 0;
 }
 
-int clientI_sampler_start(prs_gpu *g, const clientI_sampler_opts *o, clientI_sampler **out)
+int prs__client_sampler_start(prs_gpu *g, const prs__client_sampler_opts *o,
+                              prs__client_sampler **out)
 {
     *out = NULL;
-    clientI_sampler_opts def;
+    prs__client_sampler_opts def;
     if (!o) {
-        clientI_sampler_opts_init(&def);
+        prs__client_sampler_opts_init(&def);
         o = &def;
     }
     if (!g || !(o->poll_s > 0 && o->poll_s < 10) ||
         !(o->power_poll_s > 0 && o->power_poll_s < 60) || o->capacity < 1)
         return PRS_EINVAL;
-    clientI_sampler *s = calloc(1, sizeof *s);
+    prs__client_sampler *s = calloc(1, sizeof *s);
     if (!s) return PRS_ENOMEM;
     s->gpu = g;
     s->o = *o;
     s->rng = (uint64_t)(prs_mono_s() * 1e9) ^ (uint64_t)(uintptr_t)s;
-    s->ring = calloc((size_t)o->capacity, sizeof(clientI_sample));
+    s->ring = calloc((size_t)o->capacity, sizeof(prs__client_sample));
     if (!s->ring || init_sync(s)) {
         free(s->ring);
         free(s);
@@ -192,7 +193,7 @@ int clientI_sampler_start(prs_gpu *g, const clientI_sampler_opts *o, clientI_sam
     return 0;
 }
 
-void clientI_sampler_stop(clientI_sampler *s)
+void prs__client_sampler_stop(prs__client_sampler *s)
 {
     if (!s) return;
     pthread_mutex_lock(&s->mu);
@@ -203,12 +204,12 @@ void clientI_sampler_stop(clientI_sampler *s)
     sampler_free(s);
 }
 
-clientI_sample_mode clientI_sampler_mode(const clientI_sampler *s)
+prs__client_sample_mode prs__client_sampler_mode(const prs__client_sampler *s)
 {
     return s->mode;
 }
 
-int clientI_sampler_drain(clientI_sampler *s, clientI_sample *buf, int cap)
+int prs__client_sampler_drain(prs__client_sampler *s, prs__client_sample *buf, int cap)
 {
     pthread_mutex_lock(&s->mu);
     int n = s->len < cap ? s->len : cap;
@@ -220,19 +221,19 @@ int clientI_sampler_drain(clientI_sampler *s, clientI_sample *buf, int cap)
     return n;
 }
 
-int clientI_sampler_feed(clientI_sampler *s, clientI_attrib *a)
+int prs__client_sampler_feed(prs__client_sampler *s, prs__client_attrib *a)
 {
-    clientI_sample buf[256];
+    prs__client_sample buf[256];
     int n, rc = 0;
-    while ((n = clientI_sampler_drain(s, buf, 256)) > 0)
+    while ((n = prs__client_sampler_drain(s, buf, 256)) > 0)
         for (int i = 0; i < n && !rc; i++)
-            rc = s->mode == CLIENTI_SAMPLE_ENERGY
-                     ? clientI_attrib_energy(a, buf[i].t_lo, buf[i].t_hi, buf[i].value)
-                     : clientI_attrib_power(a, buf[i].t_lo, buf[i].t_hi, buf[i].value);
+            rc = s->mode == PRS__CLIENT_SAMPLE_ENERGY
+                     ? prs__client_attrib_energy(a, buf[i].t_lo, buf[i].t_hi, buf[i].value)
+                     : prs__client_attrib_power(a, buf[i].t_lo, buf[i].t_hi, buf[i].value);
     return rc;
 }
 
-long clientI_sampler_dropped(clientI_sampler *s)
+long prs__client_sampler_dropped(prs__client_sampler *s)
 {
     pthread_mutex_lock(&s->mu);
     long n = s->dropped;
@@ -240,7 +241,7 @@ long clientI_sampler_dropped(clientI_sampler *s)
     return n;
 }
 
-long clientI_sampler_errors(clientI_sampler *s)
+long prs__client_sampler_errors(prs__client_sampler *s)
 {
     pthread_mutex_lock(&s->mu);
     long n = s->errors;

@@ -24,40 +24,41 @@
 
 #include "attrib.h"
 
-typedef enum clientI_sample_mode {
-    CLIENTI_SAMPLE_ENERGY = 1, /* value: the counter, joules */
-    CLIENTI_SAMPLE_POWER = 2   /* value: the power draw, watts */
-} clientI_sample_mode;
+typedef enum prs__client_sample_mode {
+    PRS__CLIENT_SAMPLE_ENERGY = 1, /* value: the counter, joules */
+    PRS__CLIENT_SAMPLE_POWER = 2   /* value: the power draw, watts */
+} prs__client_sample_mode;
 
-typedef struct clientI_sample {
+typedef struct prs__client_sample {
     double t_lo, t_hi; /* the value was taken at an instant of [t_lo, t_hi] */
     double value;
-} clientI_sample;
+} prs__client_sample;
 
-typedef struct clientI_sampler_opts {
+typedef struct prs__client_sampler_opts {
     double poll_s;       /* energy mode: mean time between reads (0.002) */
     double power_poll_s; /* power mode: mean time between reads (0.1) */
     int capacity;        /* ring size in samples (8192) */
     int force_power;     /* 1: power mode even when the counter works */
-} clientI_sampler_opts;
+} prs__client_sampler_opts;
 
-typedef struct clientI_sampler clientI_sampler;
+typedef struct prs__client_sampler prs__client_sampler;
 
-void clientI_sampler_opts_init(clientI_sampler_opts *o);
+void prs__client_sampler_opts_init(prs__client_sampler_opts *o);
 /* Choose the mode (one energy read) and start the thread. o NULL: defaults. PRS_EINVAL for bad
  * options, PRS_EGPU when neither the counter nor the power can be read (message in
  * prs_gpu_errmsg(g)), PRS_ENOMEM, or PRS_EIO when the thread cannot start. */
-int clientI_sampler_start(prs_gpu *g, const clientI_sampler_opts *o, clientI_sampler **out);
+int prs__client_sampler_start(prs_gpu *g, const prs__client_sampler_opts *o,
+                              prs__client_sampler **out);
 /* Stop and join the thread, free everything (samples not drained are lost). NULL: no-op. */
-void clientI_sampler_stop(clientI_sampler *s);
-clientI_sample_mode clientI_sampler_mode(const clientI_sampler *s);
+void prs__client_sampler_stop(prs__client_sampler *s);
+prs__client_sample_mode prs__client_sampler_mode(const prs__client_sampler *s);
 /* Move at most cap samples, oldest first, into buf; returns how many. */
-int clientI_sampler_drain(clientI_sampler *s, clientI_sample *buf, int cap);
-/* Drain everything into a: clientI_attrib_energy or _power by the mode. Returns 0 or the first
+int prs__client_sampler_drain(prs__client_sampler *s, prs__client_sample *buf, int cap);
+/* Drain everything into a: prs__client_attrib_energy or _power by the mode. Returns 0 or the first
  * error of a (the samples after it are discarded). */
-int clientI_sampler_feed(clientI_sampler *s, clientI_attrib *a);
+int prs__client_sampler_feed(prs__client_sampler *s, prs__client_attrib *a);
 /* Samples dropped because the ring was full, and reads that failed, so far. */
-long clientI_sampler_dropped(clientI_sampler *s);
-long clientI_sampler_errors(clientI_sampler *s);
+long prs__client_sampler_dropped(prs__client_sampler *s);
+long prs__client_sampler_errors(prs__client_sampler *s);
 
 #endif

@@ -16,7 +16,7 @@
  * analysis (which cannot see into error.c). */
 #define FAIL(err, code, ...) (prs_error_set((err), (code), __VA_ARGS__), (code))
 
-void prsE_free(prsE_table *t)
+void prs__table_free(prs__table_table *t)
 {
     if (!t) return;
     free(t->start);
@@ -27,7 +27,8 @@ void prsE_free(prsE_table *t)
     memset(t, 0, sizeof *t);
 }
 
-int prsE_build(const prs_profile *p, const prs_pipeline *pipe, prsE_table *t, prs_error *err)
+int prs__table_build(const prs_profile *p, const prs_pipeline *pipe, prs__table_table *t,
+                     prs_error *err)
 {
     memset(t, 0, sizeof *t);
     size_t n = prs_profile_nrows(p);
@@ -40,7 +41,7 @@ int prsE_build(const prs_profile *p, const prs_pipeline *pipe, prsE_table *t, pr
     t->time_s = malloc(sizeof *t->time_s * (n ? n : 1));
     t->energy_j = malloc(sizeof *t->energy_j * (n ? n : 1));
     if (!t->start || !t->freq || !t->q || !t->time_s || !t->energy_j) {
-        prsE_free(t);
+        prs__table_free(t);
         return FAIL(err, PRS_ENOMEM, "out of memory");
     }
     for (size_t i = 0; i < n; i++)
@@ -49,7 +50,7 @@ int prsE_build(const prs_profile *p, const prs_pipeline *pipe, prsE_table *t, pr
         t->start[k + 1] += t->start[k];
     int *fill = malloc(sizeof *fill * (size_t)(t->ntypes ? t->ntypes : 1));
     if (!fill) {
-        prsE_free(t);
+        prs__table_free(t);
         return FAIL(err, PRS_ENOMEM, "out of memory");
     }
     memcpy(fill, t->start, sizeof *fill * (size_t)t->ntypes);
@@ -66,7 +67,7 @@ int prsE_build(const prs_profile *p, const prs_pipeline *pipe, prsE_table *t, pr
             j--;
         }
         t->freq[j] = rows[i].freq_mhz;
-        t->q[j] = prsO_quantize(rows[i].time_s, pipe->unit_time_s);
+        t->q[j] = prs__model_quantize(rows[i].time_s, pipe->unit_time_s);
         t->time_s[j] = rows[i].time_s;
         t->energy_j[j] = rows[i].energy_j;
     }
@@ -74,7 +75,7 @@ int prsE_build(const prs_profile *p, const prs_pipeline *pipe, prsE_table *t, pr
     return 0;
 }
 
-int prsE_find(const prsE_table *t, int type, int freq_mhz)
+int prs__table_find(const prs__table_table *t, int type, int freq_mhz)
 {
     int lo = t->start[type], hi = t->start[type + 1] - 1;
     while (lo <= hi) {
@@ -88,7 +89,7 @@ int prsE_find(const prsE_table *t, int type, int freq_mhz)
     return -1;
 }
 
-double prsE_energy(const prs_pipeline *pipe, long T, double sum_energy_j, long sum_q)
+double prs__table_energy(const prs_pipeline *pipe, long T, double sum_energy_j, long sum_q)
 {
     return sum_energy_j +
            pipe->blocking_power_w * (double)((long)pipe->stages * T - sum_q) * pipe->unit_time_s;
@@ -99,8 +100,8 @@ double prsE_energy(const prs_pipeline *pipe, long T, double sum_energy_j, long s
 void prs_eval_close(prs_eval *ev)
 {
     if (!ev) return;
-    prsG_free(&ev->g);
-    prsE_free(&ev->t);
+    prs__graph_free(&ev->g);
+    prs__table_free(&ev->t);
     free(ev->dur);
     free(ev->earliest);
     free(ev->latest);
@@ -119,7 +120,8 @@ int prs_eval_open(const prs_profile *profile, const prs_pipeline *pipe, prs_eval
     prs_eval *ev = calloc(1, sizeof *ev);
     if (!ev) return FAIL(err, PRS_ENOMEM, "out of memory");
     ev->pipe = *pipe;
-    if ((rc = prsG_build(pipe, &ev->g, err)) || (rc = prsE_build(profile, pipe, &ev->t, err))) {
+    if ((rc = prs__graph_build(pipe, &ev->g, err)) ||
+        (rc = prs__table_build(profile, pipe, &ev->t, err))) {
         prs_eval_close(ev);
         return rc;
     }
@@ -156,18 +158,18 @@ prs_eval_clock prs_eval_clock_at(const prs_eval *ev, int op, int i)
 
 int prs_eval_find(const prs_eval *ev, int op, int freq_mhz)
 {
-    int type = ev->g.op_type[op], k = prsE_find(&ev->t, type, freq_mhz);
+    int type = ev->g.op_type[op], k = prs__table_find(&ev->t, type, freq_mhz);
     return k < 0 ? -1 : k - ev->t.start[type];
 }
 
 int prs_eval_common_clocks(const prs_eval *ev, int *out, int cap)
 {
-    const prsE_table *t = &ev->t;
+    const prs__table_table *t = &ev->t;
     int n = 0;
     for (int i = t->start[0]; i < t->start[1]; i++) { /* type 0's clocks, ascending */
         int everywhere = 1;
         for (int k = 1; k < t->ntypes && everywhere; k++)
-            everywhere = prsE_find(t, k, t->freq[i]) >= 0;
+            everywhere = prs__table_find(t, k, t->freq[i]) >= 0;
         if (!everywhere) continue;
         if (n < cap) out[n] = t->freq[i];
         n++;
@@ -178,7 +180,7 @@ int prs_eval_common_clocks(const prs_eval *ev, int *out, int cap)
 /* The one message for a plan clock the profile has no row for. */
 static int unprofiled(const prs_eval *ev, int op, int freq_mhz, prs_error *err)
 {
-    const prsG_graph *g = &ev->g;
+    const prs__graph_graph *g = &ev->g;
     return FAIL(err, PRS_EINVAL,
                 "plan: stage %d position %d runs at %d MHz, which the profile has no row "
                 "for (stage %d %s)",
@@ -186,13 +188,13 @@ static int unprofiled(const prs_eval *ev, int op, int freq_mhz, prs_error *err)
                 prs_instr_name((prs_instr)(g->op_type[op] % 2)));
 }
 
-int prsE_lookup(prs_eval *ev, const int *clocks_mhz, prs_error *err)
+int prs__table_lookup(prs_eval *ev, const int *clocks_mhz, prs_error *err)
 {
-    const prsG_graph *g = &ev->g;
+    const prs__graph_graph *g = &ev->g;
     double sum_e = 0;
     long sum_q = 0;
     for (int op = 0; op < g->nops; op++) {
-        int k = prsE_find(&ev->t, g->op_type[op], clocks_mhz[op]);
+        int k = prs__table_find(&ev->t, g->op_type[op], clocks_mhz[op]);
         if (k < 0) return unprofiled(ev, op, clocks_mhz[op], err);
         ev->idx[op] = k;
         ev->dur[op] = ev->t.q[k];
@@ -204,10 +206,10 @@ int prsE_lookup(prs_eval *ev, const int *clocks_mhz, prs_error *err)
     return 0;
 }
 
-long prsE_run(prs_eval *ev, double *energy_j)
+long prs__table_run(prs_eval *ev, double *energy_j)
 {
-    long T = prsG_cpm(&ev->g, ev->dur, ev->earliest, NULL);
-    *energy_j = prsE_energy(&ev->pipe, T, ev->sum_energy_j, ev->sum_q);
+    long T = prs__graph_cpm(&ev->g, ev->dur, ev->earliest, NULL);
+    *energy_j = prs__table_energy(&ev->pipe, T, ev->sum_energy_j, ev->sum_q);
     return T;
 }
 
@@ -224,10 +226,10 @@ int prs_eval_lookup(const prs_eval *ev, const int *clocks_mhz, int *idx, prs_err
 /* The timeline of the last evaluation (earliest starts in ev->earliest). */
 static void fill_timeline(const prs_eval *ev, const int *clocks_mhz, prs_timeline_op *ops)
 {
-    const prsG_graph *g = &ev->g;
+    const prs__graph_graph *g = &ev->g;
     double tau = ev->pipe.unit_time_s;
     for (int op = 0; op < g->nops; op++) {
-        const prsG_arc *a = &g->arcs[g->op_arc[op]];
+        const prs__graph_arc *a = &g->arcs[g->op_arc[op]];
         prs_timeline_op *o = &ops[op];
         o->stage = op / g->ops_per_stage;
         o->pos = op % g->ops_per_stage;
@@ -244,9 +246,9 @@ static void fill_timeline(const prs_eval *ev, const int *clocks_mhz, prs_timelin
 int prs_eval_run(prs_eval *ev, const int *clocks_mhz, prs_timeline_op *ops, double *time_s,
                  double *energy_j, prs_error *err)
 {
-    int rc = prsE_lookup(ev, clocks_mhz, err);
+    int rc = prs__table_lookup(ev, clocks_mhz, err);
     if (rc) return rc;
-    long T = prsE_run(ev, energy_j);
+    long T = prs__table_run(ev, energy_j);
     *time_s = (double)T * ev->pipe.unit_time_s;
     if (ops) fill_timeline(ev, clocks_mhz, ops);
     return 0;
@@ -254,12 +256,12 @@ int prs_eval_run(prs_eval *ev, const int *clocks_mhz, prs_timeline_op *ops, doub
 
 int prs_eval_windows(prs_eval *ev, const int *clocks_mhz, long *window_units, prs_error *err)
 {
-    int rc = prsE_lookup(ev, clocks_mhz, err);
+    int rc = prs__table_lookup(ev, clocks_mhz, err);
     if (rc) return rc;
-    const prsG_graph *g = &ev->g;
-    prsG_cpm(g, ev->dur, ev->earliest, ev->latest);
+    const prs__graph_graph *g = &ev->g;
+    prs__graph_cpm(g, ev->dur, ev->earliest, ev->latest);
     for (int op = 0; op < g->nops; op++) {
-        const prsG_arc *a = &g->arcs[g->op_arc[op]];
+        const prs__graph_arc *a = &g->arcs[g->op_arc[op]];
         window_units[op] = ev->latest[a->to] - ev->earliest[a->from];
     }
     return 0;

@@ -64,8 +64,8 @@ static int covariance_infinite(const double *fjac, int m, int n, double cost)
     return 0;
 }
 
-int prsO_fit_exp(const prsO_cand *cand, int n, double unit_s, double *a_out, double *b_out,
-                 double *c_out)
+int prs__model_fit_exp(const prs__model_cand *cand, int n, double unit_s, double *a_out,
+                       double *b_out, double *c_out)
 {
     static const double a_grid[] = {10, 100, 1000};
     static const double k_grid[] = {0.01, 0.02, 0.03, 0.04, 0.05, 0.1};

@@ -5,7 +5,7 @@
 
 #include "frontier_int.h"
 
-prs_frontier *prsR_new(const prs_pipeline *pipe, prs_cost_model model, const int *base)
+prs_frontier *prs__frontier_new(const prs_pipeline *pipe, prs_cost_model model, const int *base)
 {
     prs_frontier *f = calloc(1, sizeof *f);
     if (!f) return NULL;
@@ -24,8 +24,8 @@ prs_frontier *prsR_new(const prs_pipeline *pipe, prs_cost_model model, const int
 }
 
 /* Grow the point arrays (pts, dstart) and the change arrays (dop, dfreq) in step. */
-int prsR_push(prs_frontier *f, const prs_frontier_point *pt, const int *ops, const int *freqs,
-              size_t nchanges)
+int prs__frontier_push(prs_frontier *f, const prs_frontier_point *pt, const int *ops,
+                       const int *freqs, size_t nchanges)
 {
     if (f->npoints + 1 > f->cap_points) {
         size_t nc = f->cap_points ? 2 * f->cap_points : 64;

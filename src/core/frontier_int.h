@@ -20,9 +20,9 @@ struct prs_frontier {
     int *dop, *dfreq;
 };
 
-prs_frontier *prsR_new(const prs_pipeline *pipe, prs_cost_model model, const int *base);
+prs_frontier *prs__frontier_new(const prs_pipeline *pipe, prs_cost_model model, const int *base);
 /* Append a point with its changes; 0 or PRS_ENOMEM. */
-int prsR_push(prs_frontier *f, const prs_frontier_point *pt, const int *ops, const int *freqs,
-              size_t nchanges);
+int prs__frontier_push(prs_frontier *f, const prs_frontier_point *pt, const int *ops,
+                       const int *freqs, size_t nchanges);
 
 #endif

@@ -33,8 +33,8 @@ static int write_frontier_csv(const prs_frontier *f, FILE *out)
     char t[PRS_NUMFMT_MAX], e[PRS_NUMFMT_MAX];
     fputs("time,energy\n", out);
     for (size_t k = 0; k < f->npoints; k++)
-        fprintf(out, "%s,%s\n", prsN_fmt_double(t, sizeof t, f->pts[k].time_s),
-                prsN_fmt_double(e, sizeof e, f->pts[k].energy_j));
+        fprintf(out, "%s,%s\n", prs_num_fmt_double(t, sizeof t, f->pts[k].time_s),
+                prs_num_fmt_double(e, sizeof e, f->pts[k].energy_j));
     return 0;
 }
 
@@ -45,11 +45,11 @@ static int write_detail_csv(const prs_frontier *f, FILE *out)
     for (size_t k = 0; k < f->npoints; k++) {
         const prs_frontier_point *p = &f->pts[k];
         fprintf(out, "%zu,%ld,%s,%s,%s,%s,%s\n", k, p->time_units,
-                prsN_fmt_double(b[0], sizeof b[0], p->time_s),
-                prsN_fmt_double(b[1], sizeof b[1], p->energy_j),
-                prsN_fmt_double(b[2], sizeof b[2], p->cost_change_j),
-                prsN_fmt_double(b[3], sizeof b[3], p->eval_time_s),
-                prsN_fmt_double(b[4], sizeof b[4], p->eval_energy_j));
+                prs_num_fmt_double(b[0], sizeof b[0], p->time_s),
+                prs_num_fmt_double(b[1], sizeof b[1], p->energy_j),
+                prs_num_fmt_double(b[2], sizeof b[2], p->cost_change_j),
+                prs_num_fmt_double(b[3], sizeof b[3], p->eval_time_s),
+                prs_num_fmt_double(b[4], sizeof b[4], p->eval_energy_j));
     }
     return 0;
 }
@@ -60,19 +60,20 @@ static int write_plans(const prs_frontier *f, FILE *out)
     fprintf(out, "%s\nstages %d\nmicrobatches %d\nschedule %s\nvirtual_stages %d\nunit_time %s\n",
             PLANS_MAGIC, f->pipe.stages, f->pipe.microbatches, prs_schedule_name(f->pipe.schedule),
             f->pipe.virtual_stages > 1 ? f->pipe.virtual_stages : 1,
-            prsN_fmt_double(a, sizeof a, f->pipe.unit_time_s));
+            prs_num_fmt_double(a, sizeof a, f->pipe.unit_time_s));
     fprintf(out, "blocking_power %s\ncost_model %s\npoints %zu\nbase",
-            prsN_fmt_double(a, sizeof a, f->pipe.blocking_power_w), prs_cost_model_name(f->model),
-            f->npoints);
+            prs_num_fmt_double(a, sizeof a, f->pipe.blocking_power_w),
+            prs_cost_model_name(f->model), f->npoints);
     for (int i = 0; i < f->nops; i++)
         fprintf(out, " %d", f->base[i]);
     fputc('\n', out);
     for (size_t k = 0; k < f->npoints; k++) {
         const prs_frontier_point *p = &f->pts[k];
-        fprintf(out, "p %ld %s %s %s %s", p->time_units, prsN_fmt_double(a, sizeof a, p->energy_j),
-                prsN_fmt_double(b, sizeof b, p->cost_change_j),
-                prsN_fmt_double(c, sizeof c, p->eval_time_s),
-                prsN_fmt_double(d, sizeof d, p->eval_energy_j));
+        fprintf(out, "p %ld %s %s %s %s", p->time_units,
+                prs_num_fmt_double(a, sizeof a, p->energy_j),
+                prs_num_fmt_double(b, sizeof b, p->cost_change_j),
+                prs_num_fmt_double(c, sizeof c, p->eval_time_s),
+                prs_num_fmt_double(d, sizeof d, p->eval_energy_j));
         for (size_t i = f->dstart[k]; i < f->dstart[k + 1]; i++)
             fprintf(out, " %d:%d", f->dop[i], f->dfreq[i]);
         fputc('\n', out);
@@ -169,21 +170,21 @@ static int parse_header(reader *r, prs_pipeline *pipe, prs_cost_model *model, si
     long points;
     if (next_line(r) != 0 || strcmp(r->line, PLANS_MAGIC) != 0)
         return bad(r, "not a perseus plans file (expected '" PLANS_MAGIC "')");
-    if (!(v = keyed(r, "stages")) || prsN_parse_int(v, &pipe->stages))
+    if (!(v = keyed(r, "stages")) || prs_num_parse_int(v, &pipe->stages))
         return bad(r, "expected 'stages N'");
-    if (!(v = keyed(r, "microbatches")) || prsN_parse_int(v, &pipe->microbatches))
+    if (!(v = keyed(r, "microbatches")) || prs_num_parse_int(v, &pipe->microbatches))
         return bad(r, "expected 'microbatches N'");
     if (!(v = keyed(r, "schedule")) || prs_schedule_parse(v, &pipe->schedule))
         return bad(r, "expected 'schedule NAME' with a known schedule");
-    if (!(v = keyed(r, "virtual_stages")) || prsN_parse_int(v, &pipe->virtual_stages))
+    if (!(v = keyed(r, "virtual_stages")) || prs_num_parse_int(v, &pipe->virtual_stages))
         return bad(r, "expected 'virtual_stages N'");
-    if (!(v = keyed(r, "unit_time")) || prsN_parse_double(v, &pipe->unit_time_s))
+    if (!(v = keyed(r, "unit_time")) || prs_num_parse_double(v, &pipe->unit_time_s))
         return bad(r, "expected 'unit_time SECONDS'");
-    if (!(v = keyed(r, "blocking_power")) || prsN_parse_double(v, &pipe->blocking_power_w))
+    if (!(v = keyed(r, "blocking_power")) || prs_num_parse_double(v, &pipe->blocking_power_w))
         return bad(r, "expected 'blocking_power WATTS'");
     if (!(v = keyed(r, "cost_model")) || prs_cost_model_parse(v, model))
         return bad(r, "expected 'cost_model exp|hull'");
-    if (!(v = keyed(r, "points")) || prsN_parse_long(v, &points) || points < 0)
+    if (!(v = keyed(r, "points")) || prs_num_parse_long(v, &points) || points < 0)
         return bad(r, "expected 'points N'");
     prs_error why = {0, ""};
     if (prs_pipeline_check(pipe, &why) != 0) return bad(r, why.msg);
@@ -211,10 +212,11 @@ static int parse_point(reader *r, prs_frontier *f, int *ops, int *freqs)
     char *s = r->line, *tok;
     prs_frontier_point pt;
     if (!(tok = token(&s)) || strcmp(tok, "p") != 0) return bad(r, "expected a point line 'p ...'");
-    if (!(tok = token(&s)) || prsN_parse_long(tok, &pt.time_units)) return bad(r, "bad time units");
+    if (!(tok = token(&s)) || prs_num_parse_long(tok, &pt.time_units))
+        return bad(r, "bad time units");
     double *fields[] = {&pt.energy_j, &pt.cost_change_j, &pt.eval_time_s, &pt.eval_energy_j};
     for (int i = 0; i < 4; i++)
-        if (!(tok = token(&s)) || prsN_parse_double(tok, fields[i]))
+        if (!(tok = token(&s)) || prs_num_parse_double(tok, fields[i]))
             return bad(r, "bad number in point line");
     pt.time_s = (double)pt.time_units * f->pipe.unit_time_s;
     size_t n = 0;
@@ -222,12 +224,13 @@ static int parse_point(reader *r, prs_frontier *f, int *ops, int *freqs)
         char *colon = strchr(tok, ':');
         if (!colon || (size_t)n >= (size_t)f->nops) return bad(r, "bad change 'op:MHz'");
         *colon = '\0';
-        if (prsN_parse_int(tok, &ops[n]) || ops[n] < 0 || ops[n] >= f->nops ||
-            prsN_parse_int(colon + 1, &freqs[n]) || freqs[n] <= 0)
+        if (prs_num_parse_int(tok, &ops[n]) || ops[n] < 0 || ops[n] >= f->nops ||
+            prs_num_parse_int(colon + 1, &freqs[n]) || freqs[n] <= 0)
             return bad(r, "bad change 'op:MHz'");
         n++;
     }
-    if (prsR_push(f, &pt, ops, freqs, n)) return prs_error_set(r->err, PRS_ENOMEM, "out of memory");
+    if (prs__frontier_push(f, &pt, ops, freqs, n))
+        return prs_error_set(r->err, PRS_ENOMEM, "out of memory");
     return 0;
 }
 
@@ -256,7 +259,7 @@ static int load_stream(const char *path, FILE *in, prs_frontier **out, prs_error
     }
     char *s = r.line + 4, *tok;
     for (int i = 0; i < nops; i++)
-        if (!(tok = token(&s)) || prsN_parse_int(tok, &base[i]) || base[i] <= 0) {
+        if (!(tok = token(&s)) || prs_num_parse_int(tok, &base[i]) || base[i] <= 0) {
             rc = bad(&r, "base plan: expected one positive clock per computation");
             goto out;
         }
@@ -264,7 +267,7 @@ static int load_stream(const char *path, FILE *in, prs_frontier **out, prs_error
         rc = bad(&r, "base plan: more clocks than computations");
         goto out;
     }
-    if (!(f = prsR_new(&pipe, model, base))) {
+    if (!(f = prs__frontier_new(&pipe, model, base))) {
         rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
         goto out;
     }

@@ -11,7 +11,7 @@
 
 #include "plan_int.h"
 
-void prsG_free(prsG_graph *g)
+void prs__graph_free(prs__graph_graph *g)
 {
     if (!g) return;
     free(g->op_type);
@@ -27,8 +27,8 @@ void prsG_free(prsG_graph *g)
     memset(g, 0, sizeof *g);
 }
 
-static int build_csr(int nnodes, int narcs, const prsG_arc *arcs, int by_from, int **start_out,
-                     int **list_out)
+static int build_csr(int nnodes, int narcs, const prs__graph_arc *arcs, int by_from,
+                     int **start_out, int **list_out)
 {
     int *start = calloc((size_t)nnodes + 1, sizeof *start);
     int *list = malloc(sizeof *list * (size_t)(narcs ? narcs : 1));
@@ -56,7 +56,7 @@ static int build_csr(int nnodes, int narcs, const prsG_arc *arcs, int by_from, i
     return 0;
 }
 
-int prsG_build(const prs_pipeline *pipe, prsG_graph *g, prs_error *err)
+int prs__graph_build(const prs_pipeline *pipe, prs__graph_graph *g, prs_error *err)
 {
     memset(g, 0, sizeof *g);
     int S = pipe->stages, M = pipe->microbatches, per = prs_ops_per_stage(pipe);
@@ -83,7 +83,7 @@ int prsG_build(const prs_pipeline *pipe, prsG_graph *g, prs_error *err)
         !outdeg)
         goto out;
     for (int s = 0; s < S; s++) {
-        prsS_stage_order(pipe, s, instr + s * per, g->op_mb + s * per, g->op_chunk + s * per);
+        prs__sched_stage_order(pipe, s, instr + s * per, g->op_mb + s * per, g->op_chunk + s * per);
         for (int k = 0; k < per; k++) {
             int op = s * per + k, c = g->op_chunk[op];
             g->op_type[op] = c * 2 + (int)instr[op];
@@ -121,11 +121,11 @@ int prsG_build(const prs_pipeline *pipe, prsG_graph *g, prs_error *err)
     g->topo = malloc(sizeof *g->topo * (size_t)g->nnodes);
     if (!g->arcs || !g->op_arc || !g->topo) goto out;
     for (int v = 0; v < naon; v++) {
-        g->arcs[v] = (prsG_arc){2 * v, 2 * v + 1, v >= 2 ? v - 2 : -1};
+        g->arcs[v] = (prs__graph_arc){2 * v, 2 * v + 1, v >= 2 ? v - 2 : -1};
         if (v >= 2) g->op_arc[v - 2] = v;
     }
     for (size_t e = 0; e < ne; e++)
-        g->arcs[naon + (int)e] = (prsG_arc){2 * edges[e][0] + 1, 2 * edges[e][1], -1};
+        g->arcs[naon + (int)e] = (prs__graph_arc){2 * edges[e][0] + 1, 2 * edges[e][1], -1};
     if (build_csr(g->nnodes, g->narcs, g->arcs, 1, &g->out_start, &g->out_arcs) ||
         build_csr(g->nnodes, g->narcs, g->arcs, 0, &g->in_start, &g->in_arcs))
         goto out;
@@ -158,17 +158,17 @@ out:
     free(indeg);
     free(outdeg);
     if (rc == PRS_ENOMEM) prs_error_set(err, rc, "out of memory building the schedule graph");
-    if (rc) prsG_free(g);
+    if (rc) prs__graph_free(g);
     return rc;
 }
 
-long prsG_cpm(const prsG_graph *g, const long *dur, long *earliest, long *latest)
+long prs__graph_cpm(const prs__graph_graph *g, const long *dur, long *earliest, long *latest)
 {
     for (int i = 0; i < g->nnodes; i++) {
         int v = g->topo[i];
         long e = 0;
         for (int k = g->in_start[v]; k < g->in_start[v + 1]; k++) {
-            const prsG_arc *a = &g->arcs[g->in_arcs[k]];
+            const prs__graph_arc *a = &g->arcs[g->in_arcs[k]];
             long t = earliest[a->from] + (a->op >= 0 ? dur[a->op] : 0);
             if (t > e) e = t;
         }
@@ -180,7 +180,7 @@ long prsG_cpm(const prsG_graph *g, const long *dur, long *earliest, long *latest
             int v = g->topo[i];
             long l = T;
             for (int k = g->out_start[v]; k < g->out_start[v + 1]; k++) {
-                const prsG_arc *a = &g->arcs[g->out_arcs[k]];
+                const prs__graph_arc *a = &g->arcs[g->out_arcs[k]];
                 long t = latest[a->to] - (a->op >= 0 ? dur[a->op] : 0);
                 if (t < l) l = t;
             }

@@ -24,7 +24,7 @@
 
 #define AUG_EPS PRS_FLOW_AUG_EPS /* smallest residual worth augmenting through */
 
-struct prsF_net {
+struct prs__flow_net {
     int max_nodes, max_edges;
     int nnodes, s, t, nedges;
     int *head, *next, *to;
@@ -34,9 +34,9 @@ struct prsF_net {
     int *level, *it, *queue, *stack_e;
 };
 
-prsF_net *prsF_new(int max_nodes, int max_arcs)
+prs__flow_net *prs__flow_new(int max_nodes, int max_arcs)
 {
-    prsF_net *n = calloc(1, sizeof *n);
+    prs__flow_net *n = calloc(1, sizeof *n);
     if (!n) return NULL;
     n->max_nodes = max_nodes + 2;
     n->max_edges = 2 * (max_arcs + 2 * max_nodes + 1);
@@ -53,13 +53,13 @@ prsF_net *prsF_new(int max_nodes, int max_arcs)
     n->inf_arc = malloc(E / 2 + 1);
     if (!n->head || !n->level || !n->it || !n->queue || !n->stack_e || !n->excess || !n->next ||
         !n->to || !n->cap || !n->inf_arc) {
-        prsF_free(n);
+        prs__flow_free(n);
         return NULL;
     }
     return n;
 }
 
-void prsF_free(prsF_net *n)
+void prs__flow_free(prs__flow_net *n)
 {
     if (!n) return;
     free(n->head);
@@ -75,7 +75,7 @@ void prsF_free(prsF_net *n)
     free(n);
 }
 
-void prsF_reset(prsF_net *n, int nnodes, int s, int t)
+void prs__flow_reset(prs__flow_net *n, int nnodes, int s, int t)
 {
     n->nnodes = nnodes;
     n->s = s;
@@ -87,7 +87,7 @@ void prsF_reset(prsF_net *n, int nnodes, int s, int t)
     }
 }
 
-static int add_edge(prsF_net *n, int u, int v, double cap)
+static int add_edge(prs__flow_net *n, int u, int v, double cap)
 {
     int e = n->nedges;
     n->to[e] = v, n->cap[e] = cap, n->next[e] = n->head[u], n->head[u] = e;
@@ -97,7 +97,7 @@ static int add_edge(prsF_net *n, int u, int v, double cap)
     return e;
 }
 
-int prsF_add(prsF_net *n, int from, int to, double lb, double ub, double flow)
+int prs__flow_add(prs__flow_net *n, int from, int to, double lb, double ub, double flow)
 {
     if (!(flow >= lb)) flow = lb; /* also catches NaN */
     if (flow > ub) flow = ub;
@@ -109,12 +109,12 @@ int prsF_add(prsF_net *n, int from, int to, double lb, double ub, double flow)
     return e / 2;
 }
 
-double prsF_flow(const prsF_net *n, int arc, double lb)
+double prs__flow_flow(const prs__flow_net *n, int arc, double lb)
 {
     return lb + n->cap[2 * arc + 1];
 }
 
-static int bfs_levels(prsF_net *n, int s, int t, int nv)
+static int bfs_levels(prs__flow_net *n, int s, int t, int nv)
 {
     for (int v = 0; v < nv; v++)
         n->level[v] = -1;
@@ -133,7 +133,7 @@ static int bfs_levels(prsF_net *n, int s, int t, int nv)
 }
 
 /* Dinic's algorithm from s to t over nodes 0..nv-1; returns the flow pushed. */
-static double dinic(prsF_net *n, int s, int t, int nv)
+static double dinic(prs__flow_net *n, int s, int t, int nv)
 {
     double total = 0;
     while (bfs_levels(n, s, t, nv)) {
@@ -177,7 +177,7 @@ static double dinic(prsF_net *n, int s, int t, int nv)
 }
 
 /* Is there an s-t path of infinite-capacity original arcs? */
-static int infinite_path(prsF_net *n)
+static int infinite_path(prs__flow_net *n)
 {
     for (int v = 0; v < n->nnodes; v++)
         n->level[v] = -1;
@@ -196,7 +196,7 @@ static int infinite_path(prsF_net *n)
     return 0;
 }
 
-int prsF_min_cut(prsF_net *n, double eps, unsigned char *side)
+int prs__flow_min_cut(prs__flow_net *n, double eps, unsigned char *side)
 {
     if (infinite_path(n)) return PRS_ERANGE;
     /* cut(S) = sum_fw ub - sum_bw lb = sum_fw (ub - lb) + sum_{v in T} excess(v) + const, so

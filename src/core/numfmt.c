@@ -46,7 +46,7 @@ static int reads_back(const char *digits, size_t nd, int exp10, double x)
     return strtod(s, NULL) == x;
 }
 
-char *prsN_fmt_double(char *buf, size_t n, double x)
+char *prs_num_fmt_double(char *buf, size_t n, double x)
 {
     if (isnan(x)) {
         snprintf(buf, n, "nan");
@@ -125,7 +125,7 @@ char *prsN_fmt_double(char *buf, size_t n, double x)
     return buf;
 }
 
-int prsN_parse_double(const char *s, double *out)
+int prs_num_parse_double(const char *s, double *out)
 {
     if (!s || !*s) return -1;
     /* Only [+-] digits . e E: rejects leading whitespace, hex floats, inf, nan. */
@@ -139,7 +139,7 @@ int prsN_parse_double(const char *s, double *out)
     return 0;
 }
 
-int prsN_parse_long(const char *s, long *out)
+int prs_num_parse_long(const char *s, long *out)
 {
     if (!s || !*s) return -1;
     if (!(*s == '+' || *s == '-' || (*s >= '0' && *s <= '9'))) return -1; /* no leading space */
@@ -151,15 +151,15 @@ int prsN_parse_long(const char *s, long *out)
     return 0;
 }
 
-int prsN_parse_int(const char *s, int *out)
+int prs_num_parse_int(const char *s, int *out)
 {
     long v;
-    if (prsN_parse_long(s, &v) != 0 || v < INT_MIN || v > INT_MAX) return -1;
+    if (prs_num_parse_long(s, &v) != 0 || v < INT_MIN || v > INT_MAX) return -1;
     *out = (int)v;
     return 0;
 }
 
-double prsN_py_floordiv(double a, double b)
+double prs_num_py_floordiv(double a, double b)
 {
     double mod = fmod(a, b);
     double div = (a - mod) / b;

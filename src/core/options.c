@@ -18,21 +18,21 @@
 #include "perseus/numfmt.h"
 #include "plan_int.h"
 
-long prsO_quantize(double time_s, double unit_s)
+long prs__model_quantize(double time_s, double unit_s)
 {
-    return (long)prsN_py_floordiv(time_s, unit_s);
+    return (long)prs_num_py_floordiv(time_s, unit_s);
 }
 
 /* Stable merge sort of candidate indices by a key; order[] is permuted. */
-typedef int (*cand_cmp)(const prsO_cand *x, const prsO_cand *y);
+typedef int (*cand_cmp)(const prs__model_cand *x, const prs__model_cand *y);
 
-static void stable_sort(prsO_cand *v, int n, cand_cmp cmp)
+static void stable_sort(prs__model_cand *v, int n, cand_cmp cmp)
 {
     if (n < 2) return;
-    prsO_cand *tmp = malloc(sizeof *tmp * (size_t)n);
+    prs__model_cand *tmp = malloc(sizeof *tmp * (size_t)n);
     if (!tmp) { /* insertion sort fallback: still stable */
         for (int i = 1; i < n; i++) {
-            prsO_cand x = v[i];
+            prs__model_cand x = v[i];
             int j = i - 1;
             while (j >= 0 && cmp(&v[j], &x) > 0) {
                 v[j + 1] = v[j];
@@ -59,19 +59,19 @@ static void stable_sort(prsO_cand *v, int n, cand_cmp cmp)
     free(tmp);
 }
 
-static int by_time_desc(const prsO_cand *x, const prsO_cand *y)
+static int by_time_desc(const prs__model_cand *x, const prs__model_cand *y)
 {
     return (x->time_s < y->time_s) - (x->time_s > y->time_s);
 }
-static int by_energy_desc(const prsO_cand *x, const prsO_cand *y)
+static int by_energy_desc(const prs__model_cand *x, const prs__model_cand *y)
 {
     return (x->energy_j < y->energy_j) - (x->energy_j > y->energy_j);
 }
-static int by_q_desc(const prsO_cand *x, const prsO_cand *y)
+static int by_q_desc(const prs__model_cand *x, const prs__model_cand *y)
 {
     return (x->q < y->q) - (x->q > y->q);
 }
-static int by_q_asc(const prsO_cand *x, const prsO_cand *y)
+static int by_q_asc(const prs__model_cand *x, const prs__model_cand *y)
 {
     return (x->q > y->q) - (x->q < y->q);
 }
@@ -81,9 +81,9 @@ static double effective_cost(double energy_j, long q, double unit_s, double p_bl
     return energy_j - p_block_w * (double)q * unit_s;
 }
 
-static int filter_once(const prsO_cand *all, int n, double nf, prsO_cand *out)
+static int filter_once(const prs__model_cand *all, int n, double nf, prs__model_cand *out)
 {
-    prsO_cand *v = malloc(sizeof *v * (size_t)n);
+    prs__model_cand *v = malloc(sizeof *v * (size_t)n);
     if (!v) return -1;
     memcpy(v, all, sizeof *v * (size_t)n);
     stable_sort(v, n, by_time_desc);
@@ -108,16 +108,16 @@ static int filter_once(const prsO_cand *all, int n, double nf, prsO_cand *out)
     return m;
 }
 
-int prsO_reference_candidates(const prs_profile_row *const *rows, int nrows, double unit_s,
-                              double p_block_w, int always_noise, prsO_cand *out)
+int prs__model_reference_candidates(const prs_profile_row *const *rows, int nrows, double unit_s,
+                                    double p_block_w, int always_noise, prs__model_cand *out)
 {
-    prsO_cand *all = malloc(sizeof *all * (size_t)(nrows > 0 ? nrows : 1));
+    prs__model_cand *all = malloc(sizeof *all * (size_t)(nrows > 0 ? nrows : 1));
     if (!all) return -1;
     for (int i = 0; i < nrows; i++) {
         all[i].time_s = rows[i]->time_s;
         all[i].energy_j = rows[i]->energy_j;
         all[i].freq_mhz = rows[i]->freq_mhz;
-        all[i].q = prsO_quantize(rows[i]->time_s, unit_s);
+        all[i].q = prs__model_quantize(rows[i]->time_s, unit_s);
     }
     int m = filter_once(all, nrows, always_noise ? 0.95 : 1.0, out);
     if (m >= 0 && m <= 3 && !always_noise) m = filter_once(all, nrows, 0.95, out);
@@ -130,15 +130,15 @@ int prsO_reference_candidates(const prs_profile_row *const *rows, int nrows, dou
 /* Lower convex hull of (q, cost) over all options, cut at the cheapest vertex (anything slower
  * than that is slower and costlier in effective energy). out: ascending q. */
 static int hull_candidates(const prs_profile_row *const *rows, int nrows, double unit_s,
-                           double p_block_w, prsO_cand *out)
+                           double p_block_w, prs__model_cand *out)
 {
-    prsO_cand *v = malloc(sizeof *v * (size_t)(nrows > 0 ? nrows : 1));
+    prs__model_cand *v = malloc(sizeof *v * (size_t)(nrows > 0 ? nrows : 1));
     if (!v) return -1;
     for (int i = 0; i < nrows; i++) {
         v[i].time_s = rows[i]->time_s;
         v[i].energy_j = rows[i]->energy_j;
         v[i].freq_mhz = rows[i]->freq_mhz;
-        v[i].q = prsO_quantize(rows[i]->time_s, unit_s);
+        v[i].q = prs__model_quantize(rows[i]->time_s, unit_s);
         v[i].cost_j = effective_cost(v[i].energy_j, v[i].q, unit_s, p_block_w);
     }
     stable_sort(v, nrows, by_q_asc);
@@ -157,7 +157,7 @@ static int hull_candidates(const prs_profile_row *const *rows, int nrows, double
     int h = 0;
     for (int i = 0; i < m; i++) {
         while (h >= 2) {
-            const prsO_cand *p0 = &out[h - 2], *p1 = &out[h - 1];
+            const prs__model_cand *p0 = &out[h - 2], *p1 = &out[h - 1];
             double cross = (double)(p1->q - p0->q) * (v[i].cost_j - p0->cost_j) -
                            (p1->cost_j - p0->cost_j) * (double)(v[i].q - p0->q);
             if (cross <= 0)
@@ -176,11 +176,11 @@ static int hull_candidates(const prs_profile_row *const *rows, int nrows, double
 
 /* Tables for the hull model: slopes are computed once per segment so that u(d) and l(d) are
  * bit-identical inside a segment (the min cut relies on exact ties there). */
-static void fill_hull_tables(prsO_optype *t)
+static void fill_hull_tables(prs__model_optype *t)
 {
     long span = t->q_max - t->q_min;
     for (int k = 0; k + 1 < t->ncand; k++) {
-        const prsO_cand *f = &t->cand[k], *s = &t->cand[k + 1];
+        const prs__model_cand *f = &t->cand[k], *s = &t->cand[k + 1];
         double slope = (f->cost_j - s->cost_j) / (double)(s->q - f->q); /* >= 0 */
         for (long d = f->q; d <= s->q; d++) {
             long i = d - t->q_min;
@@ -196,7 +196,7 @@ static void fill_hull_tables(prsO_optype *t)
     t->down[span] = 0;
 }
 
-static void fill_exp_tables(prsO_optype *t)
+static void fill_exp_tables(prs__model_optype *t)
 {
     long span = t->q_max - t->q_min;
     for (long i = 0; i <= span; i++) {
@@ -212,7 +212,7 @@ static void fill_exp_tables(prsO_optype *t)
     }
 }
 
-static void fill_knobs(prsO_optype *t)
+static void fill_knobs(prs__model_optype *t)
 {
     long span = t->q_max - t->q_min;
     int k = 0; /* candidates ascending in q: largest q <= d */
@@ -224,7 +224,7 @@ static void fill_knobs(prsO_optype *t)
     }
 }
 
-void prsO_free(prsO_optype *t)
+void prs__model_free(prs__model_optype *t)
 {
     if (!t) return;
     free(t->cand);
@@ -235,23 +235,23 @@ void prsO_free(prsO_optype *t)
     memset(t, 0, sizeof *t);
 }
 
-static int same_candidates(const prsO_optype *x, const prsO_cand *cand, int n)
+static int same_candidates(const prs__model_optype *x, const prs__model_cand *cand, int n)
 {
-    if (x->kind != PRSO_EXP || x->ncand != n) return 0;
+    if (x->kind != PRS__MODEL_EXP || x->ncand != n) return 0;
     for (int i = 0; i < n; i++)
         if (x->cand[i].q != cand[i].q || x->cand[i].cost_j != cand[i].cost_j) return 0;
     return 1;
 }
 
-int prsO_build(const prs_profile *p, int stage, prs_instr instr, const prs_plan_opts *o,
-               prsO_optype *t, int *fallback, prs_error *err)
+int prs__model_build(const prs_profile *p, int stage, prs_instr instr, const prs_plan_opts *o,
+                     prs__model_optype *t, int *fallback, prs_error *err)
 {
-    return prsO_build_memo(p, stage, instr, o, NULL, 0, t, fallback, err);
+    return prs__model_build_memo(p, stage, instr, o, NULL, 0, t, fallback, err);
 }
 
-int prsO_build_memo(const prs_profile *p, int stage, prs_instr instr, const prs_plan_opts *o,
-                    const prsO_optype *done, int ndone, prsO_optype *t, int *fallback,
-                    prs_error *err)
+int prs__model_build_memo(const prs_profile *p, int stage, prs_instr instr, const prs_plan_opts *o,
+                          const prs__model_optype *done, int ndone, prs__model_optype *t,
+                          int *fallback, prs_error *err)
 {
     memset(t, 0, sizeof *t);
     *fallback = 0;
@@ -275,32 +275,32 @@ int prsO_build_memo(const prs_profile *p, int stage, prs_instr instr, const prs_
     }
     double unit = o->pipe.unit_time_s, pb = o->pipe.blocking_power_w;
     int m = -1;
-    t->kind = o->cost_model == PRS_COST_EXP ? PRSO_EXP : PRSO_HULL;
-    if (t->kind == PRSO_EXP) {
-        m = prsO_reference_candidates(rows, n, unit, pb, o->always_noise_factor, t->cand);
+    t->kind = o->cost_model == PRS_COST_EXP ? PRS__MODEL_EXP : PRS__MODEL_HULL;
+    if (t->kind == PRS__MODEL_EXP) {
+        m = prs__model_reference_candidates(rows, n, unit, pb, o->always_noise_factor, t->cand);
         if (m < 0) goto nomem;
         /* ascending q for the tables */
         for (int i = 0, j = m - 1; i < j; i++, j--) {
-            prsO_cand x = t->cand[i];
+            prs__model_cand x = t->cand[i];
             t->cand[i] = t->cand[j];
             t->cand[j] = x;
         }
-        const prsO_optype *twin = NULL;
+        const prs__model_optype *twin = NULL;
         for (int k = 0; k < ndone && !twin; k++)
             if (same_candidates(&done[k], t->cand, m)) twin = &done[k];
         if (twin) {
             t->a = twin->a, t->b = twin->b, t->c = twin->c;
-        } else if (m <= 3 || prsO_fit_exp(t->cand, m, unit, &t->a, &t->b, &t->c) != 0) {
+        } else if (m <= 3 || prs__model_fit_exp(t->cand, m, unit, &t->a, &t->b, &t->c) != 0) {
             *fallback = 1;
             prs_error_set(err, PRS_OK,
                           "stage %d %s: %s; using the hull cost model for this computation", stage,
                           prs_instr_name(instr),
                           m <= 3 ? "3 or fewer usable options, too few to fit a curve"
                                  : "no acceptable exponential fit");
-            t->kind = PRSO_HULL;
+            t->kind = PRS__MODEL_HULL;
         }
     }
-    if (t->kind == PRSO_HULL) {
+    if (t->kind == PRS__MODEL_HULL) {
         m = hull_candidates(rows, n, unit, pb, t->cand);
         if (m < 0) goto nomem;
     }
@@ -320,7 +320,7 @@ int prsO_build_memo(const prs_profile *p, int stage, prs_instr instr, const prs_
     t->down = calloc(span, sizeof *t->down);
     t->knob = calloc(span, sizeof *t->knob);
     if (!t->cost || !t->up || !t->down || !t->knob) goto nomem;
-    if (t->kind == PRSO_EXP)
+    if (t->kind == PRS__MODEL_EXP)
         fill_exp_tables(t);
     else
         fill_hull_tables(t);

@@ -154,7 +154,7 @@ static void order_interleaved(int S, int V, int M, int r, prs_instr *instr, int 
 #undef BWD
 }
 
-void prsS_stage_order(const prs_pipeline *pipe, int s, prs_instr *instr, int *mb, int *chunk)
+void prs__sched_stage_order(const prs_pipeline *pipe, int s, prs_instr *instr, int *mb, int *chunk)
 {
     switch (pipe->schedule) {
     case PRS_SCHEDULE_GPIPE:
@@ -182,7 +182,7 @@ int prs_op_describe_chunk(const prs_pipeline *pipe, int stage, int pos, prs_inst
         free(ch);
         return PRS_ENOMEM;
     }
-    prsS_stage_order(pipe, stage, in, mb, ch);
+    prs__sched_stage_order(pipe, stage, in, mb, ch);
     *instr = in[pos];
     *microbatch = mb[pos];
     if (chunk) *chunk = ch[pos];

@@ -35,15 +35,15 @@ void prs_plan_opts_default(prs_plan_opts *o)
 /* Everything one planning run owns. */
 typedef struct run {
     const prs_plan_opts *o;
-    prs_eval *ev;        /* the evaluation context: DAG, measured figures, evaluation scratch */
-    const prsG_graph *g; /* &ev->g */
-    prsO_optype *types;
-    prsF_net *net;
+    prs_eval *ev; /* the evaluation context: DAG, measured figures, evaluation scratch */
+    const prs__graph_graph *g; /* &ev->g */
+    prs__model_optype *types;
+    prs__flow_net *net;
     long *dur, *earliest, *latest;
     double *arc_flow, *arc_lb;
     int *freq, *arc_id, *touched, *chg_op, *chg_freq;
     int *plan, *prev_plan, *scratch; /* emitted plan (hull: refined), the previous one */
-    prsP_refiner *refiner;           /* hull mode only */
+    prs__refine_refiner *refiner;    /* hull mode only */
     unsigned char *side;
 } run;
 
@@ -51,10 +51,10 @@ static void run_free(run *r)
 {
     if (r->types)
         for (int k = 0; k < prs_pipeline_chunks(&r->o->pipe) * 2; k++)
-            prsO_free(&r->types[k]);
+            prs__model_free(&r->types[k]);
     free(r->types);
     prs_eval_close(r->ev);
-    prsF_free(r->net);
+    prs__flow_free(r->net);
     free(r->dur);
     free(r->earliest);
     free(r->latest);
@@ -68,33 +68,33 @@ static void run_free(run *r)
     free(r->plan);
     free(r->prev_plan);
     free(r->scratch);
-    prsP_free(r->refiner);
+    prs__refine_free(r->refiner);
     free(r->side);
 }
 
-static const prsO_optype *type_of(const run *r, int op)
+static const prs__model_optype *type_of(const run *r, int op)
 {
     return &r->types[r->g->op_type[op]];
 }
 
 static int knob(const run *r, int op)
 {
-    const prsO_optype *t = type_of(r, op);
+    const prs__model_optype *t = type_of(r, op);
     return t->knob[r->dur[op] - t->q_min];
 }
 
 static double floor_grid(double x)
 {
-    return isinf(x) ? x : prsN_py_floordiv(x, FP_ERROR) * FP_ERROR;
+    return isinf(x) ? x : prs_num_py_floordiv(x, FP_ERROR) * FP_ERROR;
 }
 
 /* Flow bounds of a critical arc (docs/planner.md, 'Iteration loop'). */
-static void arc_bounds(const run *r, const prsG_arc *a, double *lb, double *ub)
+static void arc_bounds(const run *r, const prs__graph_arc *a, double *lb, double *ub)
 {
     *lb = 0;
     *ub = INFINITY;
     if (a->op < 0) return;
-    const prsO_optype *t = type_of(r, a->op);
+    const prs__model_optype *t = type_of(r, a->op);
     long d = r->dur[a->op], i = d - t->q_min;
     int exp_mode = r->o->cost_model == PRS_COST_EXP;
     if (t->q_min == t->q_max) return;
@@ -119,38 +119,38 @@ enum step_result { STEP_OK, STEP_DONE, STEP_INFEASIBLE };
  * the computations whose duration changed. */
 static enum step_result step(run *r, long T, double *delta, int *nt)
 {
-    const prsG_graph *g = r->g;
+    const prs__graph_graph *g = r->g;
     int exp_mode = r->o->cost_model == PRS_COST_EXP;
-    prsF_reset(r->net, g->nnodes, g->source, g->sink);
+    prs__flow_reset(r->net, g->nnodes, g->source, g->sink);
     int ncrit = 0;
     for (int a = 0; a < g->narcs; a++) {
-        const prsG_arc *arc = &g->arcs[a];
+        const prs__graph_arc *arc = &g->arcs[a];
         long d = arc->op >= 0 ? r->dur[arc->op] : 0;
         if (r->earliest[arc->from] + d != r->latest[arc->to]) continue;
         double lb, ub;
         arc_bounds(r, arc, &lb, &ub);
         r->arc_lb[ncrit] = lb;
-        prsF_add(r->net, arc->from, arc->to, lb, ub, r->arc_flow[a]);
+        prs__flow_add(r->net, arc->from, arc->to, lb, ub, r->arc_flow[a]);
         r->arc_id[ncrit++] = a;
     }
-    int rc = prsF_min_cut(r->net, exp_mode ? FP_ERROR : PRS_HULL_CUT_EPS, r->side);
+    int rc = prs__flow_min_cut(r->net, exp_mode ? FP_ERROR : PRS_HULL_CUT_EPS, r->side);
     /* keep this flow as the next solve's starting point (0 on arcs that were not critical) */
     for (int a = 0; a < g->narcs; a++)
         r->arc_flow[a] = 0;
     if (rc == 0)
         for (int i = 0; i < ncrit; i++)
-            r->arc_flow[r->arc_id[i]] = prsF_flow(r->net, i, r->arc_lb[i]);
+            r->arc_flow[r->arc_id[i]] = prs__flow_flow(r->net, i, r->arc_lb[i]);
     if (rc == PRS_ERANGE) return STEP_DONE;
     if (rc == PRS_EINFEASIBLE) return STEP_INFEASIBLE;
     double dl = 0;
     int n = 0, nfw = 0;
     /* forward-crossing arcs: shorten */
     for (int i = 0; i < ncrit; i++) {
-        const prsG_arc *arc = &g->arcs[r->arc_id[i]];
+        const prs__graph_arc *arc = &g->arcs[r->arc_id[i]];
         if (!(r->side[arc->from] && !r->side[arc->to])) continue;
         nfw++;
         if (arc->op < 0) return STEP_DONE;
-        const prsO_optype *t = type_of(r, arc->op);
+        const prs__model_optype *t = type_of(r, arc->op);
         long d = r->dur[arc->op];
         if (d - 1 < t->q_min) return STEP_DONE;
         dl += t->up[d - t->q_min];
@@ -160,9 +160,9 @@ static enum step_result step(run *r, long T, double *delta, int *nt)
     int nshort = n;
     /* backward-crossing arcs: lengthen (never dummies) */
     for (int i = 0; i < ncrit; i++) {
-        const prsG_arc *arc = &g->arcs[r->arc_id[i]];
+        const prs__graph_arc *arc = &g->arcs[r->arc_id[i]];
         if (!(!r->side[arc->from] && r->side[arc->to]) || arc->op < 0) continue;
-        const prsO_optype *t = type_of(r, arc->op);
+        const prs__model_optype *t = type_of(r, arc->op);
         long d = r->dur[arc->op];
         if (d + 1 > t->q_max) {
             if (exp_mode) return STEP_DONE;
@@ -177,7 +177,7 @@ static enum step_result step(run *r, long T, double *delta, int *nt)
     for (int i = nshort; i < n; i++)
         r->dur[r->touched[i]]++;
     /* Step guard: lengthening may have made a near-critical path longer than T - 1. */
-    if (n > nshort && prsG_cpm(g, r->dur, r->earliest, NULL) > T - 1) {
+    if (n > nshort && prs__graph_cpm(g, r->dur, r->earliest, NULL) > T - 1) {
         for (int i = nshort; i < n; i++) {
             int op = r->touched[i];
             r->dur[op]--;
@@ -192,7 +192,7 @@ static enum step_result step(run *r, long T, double *delta, int *nt)
 
 static int alloc_run(run *r, prs_error *err)
 {
-    const prsG_graph *g = r->g;
+    const prs__graph_graph *g = r->g;
     size_t ops = (size_t)g->nops, nodes = (size_t)g->nnodes, arcs = (size_t)g->narcs;
     r->dur = malloc(ops * sizeof *r->dur);
     r->freq = malloc(ops * sizeof *r->freq);
@@ -208,7 +208,7 @@ static int alloc_run(run *r, prs_error *err)
     r->arc_id = malloc(arcs * sizeof *r->arc_id);
     r->arc_lb = malloc(arcs * sizeof *r->arc_lb);
     r->arc_flow = calloc(arcs, sizeof *r->arc_flow);
-    r->net = prsF_new(g->nnodes, g->narcs);
+    r->net = prs__flow_new(g->nnodes, g->narcs);
     if (!r->dur || !r->freq || !r->touched || !r->chg_op || !r->chg_freq || !r->plan ||
         !r->prev_plan || !r->scratch || !r->earliest || !r->latest || !r->side || !r->arc_id ||
         !r->arc_lb || !r->arc_flow || !r->net)
@@ -220,7 +220,7 @@ static double predicted_cost(const run *r)
 {
     double cost = 0;
     for (int op = 0; op < r->g->nops; op++) {
-        const prsO_optype *t = type_of(r, op);
+        const prs__model_optype *t = type_of(r, op);
         cost += t->cost[r->dur[op] - t->q_min];
     }
     return cost;
@@ -230,8 +230,8 @@ static double predicted_cost(const run *r)
  * candidates, so the lookup cannot fail). */
 static void evaluate_plan(run *r, const int *plan, long *T, double *energy_j)
 {
-    prsE_lookup(r->ev, plan, NULL);
-    *T = prsE_run(r->ev, energy_j);
+    prs__table_lookup(r->ev, plan, NULL);
+    *T = prs__table_run(r->ev, energy_j);
 }
 
 /* The plan to emit for the current durations: exp mode emits the duration -> clock map as the
@@ -246,7 +246,7 @@ static void emit_plan(run *r, long T_planned, long *T, double *energy_j)
     for (int b = 0; b < 2; b++) {
         if (b == 1 && budgets[1] == budgets[0]) break;
         memcpy(r->scratch, r->freq, sizeof *r->scratch * (size_t)r->g->nops);
-        if (prsP_refine(r->refiner, r->scratch, budgets[b]) != 0) continue;
+        if (prs__refine_refine(r->refiner, r->scratch, budgets[b]) != 0) continue;
         long t;
         double e;
         evaluate_plan(r, r->scratch, &t, &e);
@@ -280,8 +280,8 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
     for (int k = 0; k < ntypes; k++) {
         int fallback = 0;
         prs_error note = {0, ""};
-        if ((rc = prsO_build_memo(profile, k / 2, (prs_instr)(k % 2), o, r.types, k, &r.types[k],
-                                  &fallback, &note))) {
+        if ((rc = prs__model_build_memo(profile, k / 2, (prs_instr)(k % 2), o, r.types, k,
+                                        &r.types[k], &fallback, &note))) {
             prs_error_set(err, rc, "%s", note.msg);
             goto out;
         }
@@ -291,25 +291,25 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
     r.g = &r.ev->g;
     if ((rc = alloc_run(&r, err))) goto out;
 
-    const prsG_graph *g = r.g;
+    const prs__graph_graph *g = r.g;
     for (int op = 0; op < g->nops; op++)
         r.dur[op] = type_of(&r, op)->q_min;
-    long T_min = prsG_cpm(g, r.dur, r.earliest, NULL);
+    long T_min = prs__graph_cpm(g, r.dur, r.earliest, NULL);
     for (int op = 0; op < g->nops; op++) {
         r.dur[op] = type_of(&r, op)->q_max;
         r.freq[op] = knob(&r, op);
     }
-    if (o->cost_model == PRS_COST_HULL && !(r.refiner = prsP_new(g, &r.ev->t, &o->pipe))) {
+    if (o->cost_model == PRS_COST_HULL && !(r.refiner = prs__refine_new(g, &r.ev->t, &o->pipe))) {
         rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
         goto out;
     }
     memcpy(r.prev_plan, r.freq, sizeof *r.prev_plan * (size_t)g->nops);
-    f = prsR_new(&o->pipe, o->cost_model, r.freq);
+    f = prs__frontier_new(&o->pipe, o->cost_model, r.freq);
     if (!f) {
         rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
         goto out;
     }
-    long T = prsG_cpm(g, r.dur, r.earliest, r.latest);
+    long T = prs__graph_cpm(g, r.dur, r.earliest, r.latest);
     long total = T - T_min > 0 ? T - T_min : 1, done = 0;
     for (;;) {
         double delta = 0;
@@ -320,7 +320,7 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
         if (sr != STEP_OK) break;
         for (int i = 0; i < nt; i++)
             r.freq[r.touched[i]] = knob(&r, r.touched[i]);
-        T = prsG_cpm(g, r.dur, r.earliest, r.latest);
+        T = prs__graph_cpm(g, r.dur, r.earliest, r.latest);
         long T_eval;
         double E_eval;
         emit_plan(&r, T, &T_eval, &E_eval);
@@ -338,7 +338,7 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
         pt.cost_change_j = delta;
         pt.eval_time_s = (double)T_eval * o->pipe.unit_time_s;
         pt.eval_energy_j = E_eval;
-        if (prsR_push(f, &pt, r.chg_op, r.chg_freq, nchg)) {
+        if (prs__frontier_push(f, &pt, r.chg_op, r.chg_freq, nchg)) {
             rc = prs_error_set(err, PRS_ENOMEM, "out of memory storing plans");
             goto out;
         }

@@ -334,21 +334,21 @@ static int parse_row(reader *r, char **fields, int nfields, int line, const int 
                     excerpt(ex, sizeof ex, instr));
 
     const char *s = fields[colmap[COL_STAGE]];
-    if (prsN_parse_int(s, &row.stage) != 0 || row.stage < 0 || row.stage > PRS_PROFILE_MAX_STAGE)
+    if (prs_num_parse_int(s, &row.stage) != 0 || row.stage < 0 || row.stage > PRS_PROFILE_MAX_STAGE)
         return fail(r->err, PRS_EPARSE, r->name, line,
                     "column 'stage': expected an integer in 0..%d, got '%s'", PRS_PROFILE_MAX_STAGE,
                     excerpt(ex, sizeof ex, s));
     s = fields[colmap[COL_FREQ]];
-    if (prsN_parse_int(s, &row.freq_mhz) != 0 || row.freq_mhz <= 0)
+    if (prs_num_parse_int(s, &row.freq_mhz) != 0 || row.freq_mhz <= 0)
         return fail(r->err, PRS_EPARSE, r->name, line,
                     "column 'frequency': expected an integer > 0 (MHz), got '%s'",
                     excerpt(ex, sizeof ex, s));
     s = fields[colmap[COL_TIME]];
-    if (prsN_parse_double(s, &row.time_s) != 0 || !(row.time_s > 0))
+    if (prs_num_parse_double(s, &row.time_s) != 0 || !(row.time_s > 0))
         return fail(r->err, PRS_EPARSE, r->name, line,
                     "column 'time': expected a number > 0, got '%s'", excerpt(ex, sizeof ex, s));
     s = fields[colmap[COL_ENERGY]];
-    if (prsN_parse_double(s, &row.energy_j) != 0 || !(row.energy_j > 0))
+    if (prs_num_parse_double(s, &row.energy_j) != 0 || !(row.energy_j > 0))
         return fail(r->err, PRS_EPARSE, r->name, line,
                     "column 'energy': expected a number > 0, got '%s'", excerpt(ex, sizeof ex, s));
     return append_row(r->p, &row, r->err);
@@ -461,8 +461,8 @@ int prs_profile_write_csv(const prs_profile *p, FILE *f)
         const prs_profile_row *row = &p->rows[i];
         char t[PRS_NUMFMT_MAX], e[PRS_NUMFMT_MAX];
         if (fprintf(f, "%d,%s,%d,%s,%s\n", row->stage, prs_instr_name(row->instr), row->freq_mhz,
-                    prsN_fmt_double(t, sizeof t, row->time_s),
-                    prsN_fmt_double(e, sizeof e, row->energy_j)) < 0)
+                    prs_num_fmt_double(t, sizeof t, row->time_s),
+                    prs_num_fmt_double(e, sizeof e, row->energy_j)) < 0)
             return PRS_EIO;
     }
     return ferror(f) ? PRS_EIO : PRS_OK;

@@ -16,9 +16,9 @@
 
 #include "plan_int.h"
 
-struct prsP_refiner {
-    const prsG_graph *g;
-    const prsE_table *ev;
+struct prs__refine_refiner {
+    const prs__graph_graph *g;
+    const prs__table_table *ev;
     int ntypes;
     /* per type: options sorted by q ascending; best[k] = index (into ev) of the cheapest
      * option among the first k+1 */
@@ -27,9 +27,10 @@ struct prsP_refiner {
     long *dur, *earliest, *latest;
 };
 
-prsP_refiner *prsP_new(const prsG_graph *g, const prsE_table *ev, const prs_pipeline *pipe)
+prs__refine_refiner *prs__refine_new(const prs__graph_graph *g, const prs__table_table *ev,
+                                     const prs_pipeline *pipe)
 {
-    prsP_refiner *rf = calloc(1, sizeof *rf);
+    prs__refine_refiner *rf = calloc(1, sizeof *rf);
     if (!rf) return NULL;
     rf->g = g;
     rf->ev = ev;
@@ -44,7 +45,7 @@ prsP_refiner *prsP_new(const prsG_graph *g, const prsE_table *ev, const prs_pipe
     rf->latest = malloc(sizeof *rf->latest * (size_t)g->nnodes);
     if (!rf->start || !rf->order || !rf->best || !rf->oq || !rf->dur || !rf->earliest ||
         !rf->latest) {
-        prsP_free(rf);
+        prs__refine_free(rf);
         return NULL;
     }
     memcpy(rf->start, ev->start, sizeof *rf->start * (size_t)(ev->ntypes + 1));
@@ -74,7 +75,7 @@ prsP_refiner *prsP_new(const prsG_graph *g, const prsE_table *ev, const prs_pipe
     return rf;
 }
 
-void prsP_free(prsP_refiner *rf)
+void prs__refine_free(prs__refine_refiner *rf)
 {
     if (!rf) return;
     free(rf->start);
@@ -88,7 +89,7 @@ void prsP_free(prsP_refiner *rf)
 }
 
 /* Cheapest option of a type with q <= limit (index into ev), or -1. */
-static int cheapest_within(const prsP_refiner *rf, int type, long limit)
+static int cheapest_within(const prs__refine_refiner *rf, int type, long limit)
 {
     int lo = rf->start[type], hi = rf->start[type + 1] - 1, found = -1;
     while (lo <= hi) {
@@ -103,7 +104,7 @@ static int cheapest_within(const prsP_refiner *rf, int type, long limit)
     return found < 0 ? -1 : rf->best[found];
 }
 
-static void choose(prsP_refiner *rf, int op, long limit, int *freq)
+static void choose(prs__refine_refiner *rf, int op, long limit, int *freq)
 {
     int k = cheapest_within(rf, rf->g->op_type[op], limit);
     if (k < 0) return; /* cannot happen: the current option always fits */
@@ -111,22 +112,22 @@ static void choose(prsP_refiner *rf, int op, long limit, int *freq)
     rf->dur[op] = rf->ev->q[k];
 }
 
-int prsP_refine(prsP_refiner *rf, int *freq, long budget)
+int prs__refine_refine(prs__refine_refiner *rf, int *freq, long budget)
 {
-    const prsG_graph *g = rf->g;
+    const prs__graph_graph *g = rf->g;
     for (int op = 0; op < g->nops; op++) {
-        int k = prsE_find(rf->ev, g->op_type[op], freq[op]);
+        int k = prs__table_find(rf->ev, g->op_type[op], freq[op]);
         if (k < 0) return PRS_EINVAL;
         rf->dur[op] = rf->ev->q[k];
     }
     /* backward pass: latest times from decided successors, earliest from the current plan */
-    prsG_cpm(g, rf->dur, rf->earliest, NULL);
+    prs__graph_cpm(g, rf->dur, rf->earliest, NULL);
     if (rf->earliest[g->sink] > budget) return PRS_EINVAL;
     for (int i = g->nnodes - 1; i >= 0; i--) {
         int v = g->topo[i];
         long l = budget;
         for (int k = g->out_start[v]; k < g->out_start[v + 1]; k++) {
-            const prsG_arc *a = &g->arcs[g->out_arcs[k]];
+            const prs__graph_arc *a = &g->arcs[g->out_arcs[k]];
             if (a->op >= 0) choose(rf, a->op, rf->latest[a->to] - rf->earliest[v], freq);
             long t = rf->latest[a->to] - (a->op >= 0 ? rf->dur[a->op] : 0);
             if (t < l) l = t;
@@ -134,7 +135,7 @@ int prsP_refine(prsP_refiner *rf, int *freq, long budget)
         rf->latest[v] = l;
     }
     /* forward pass: earliest times from decided predecessors, latest from the current plan */
-    prsG_cpm(g, rf->dur, rf->earliest, rf->latest);
+    prs__graph_cpm(g, rf->dur, rf->earliest, rf->latest);
     long T = rf->earliest[g->sink];
     for (int v = 0; v < g->nnodes; v++)
         rf->latest[v] += budget - T;
@@ -142,7 +143,7 @@ int prsP_refine(prsP_refiner *rf, int *freq, long budget)
         int v = g->topo[i];
         long e = 0;
         for (int k = g->in_start[v]; k < g->in_start[v + 1]; k++) {
-            const prsG_arc *a = &g->arcs[g->in_arcs[k]];
+            const prs__graph_arc *a = &g->arcs[g->in_arcs[k]];
             if (a->op >= 0) choose(rf, a->op, rf->latest[v] - rf->earliest[a->from], freq);
             long t = rf->earliest[a->from] + (a->op >= 0 ? rf->dur[a->op] : 0);
             if (t > e) e = t;

@@ -22,15 +22,15 @@
 #include "emu_int.h"
 #include "perseus/evaluate.h"
 
-int prsU_plan_sums(const prs_profile *profile, const prs_pipeline *pipe, const int *clocks_mhz,
-                   double *sum_energy_j, double *sum_time_s, prs_error *err)
+int prs__emu_plan_sums(const prs_profile *profile, const prs_pipeline *pipe, const int *clocks_mhz,
+                       double *sum_energy_j, double *sum_time_s, prs_error *err)
 {
     prs_eval *ev;
     int rc = prs_eval_open(profile, pipe, &ev, err);
     if (rc) return rc;
     int nops = prs_eval_nops(ev);
     int *idx = malloc(sizeof *idx * (size_t)nops);
-    if (!idx) rc = prsU_error(err, PRS_ENOMEM, "out of memory");
+    if (!idx) rc = prs__emu_error(err, PRS_ENOMEM, "out of memory");
     if (!rc) rc = prs_eval_lookup(ev, clocks_mhz, idx, err);
     double se = 0, st = 0;
     for (int op = 0; !rc && op < nops; op++) {
@@ -75,7 +75,7 @@ int prs_uniform_sweep(const prs_profile *profile, const prs_pipeline *pipe, prs_
     int *common = malloc(sizeof *common * (size_t)(ncommon ? ncommon : 1));
     int *plan = malloc(sizeof *plan * (size_t)nops);
     if (!pts || !common || !plan) {
-        rc = prsU_error(err, PRS_ENOMEM, "out of memory");
+        rc = prs__emu_error(err, PRS_ENOMEM, "out of memory");
         goto out;
     }
     prs_eval_common_clocks(ev, common, ncommon);
@@ -86,9 +86,9 @@ int prs_uniform_sweep(const prs_profile *profile, const prs_pipeline *pipe, prs_
         if ((rc = prs_eval_run(ev, plan, NULL, &pts[i].time_s, &pts[i].energy_j, err))) goto out;
     }
     if (ncommon == 0)
-        rc = prsU_error(err, PRS_EINVAL,
-                        "no clock is profiled for every computation (a uniform clock needs "
-                        "one profiled for every stage, forward and backward)");
+        rc = prs__emu_error(err, PRS_EINVAL,
+                            "no clock is profiled for every computation (a uniform clock needs "
+                            "one profiled for every stage, forward and backward)");
 out:
     free(plan);
     free(common);
@@ -133,7 +133,7 @@ int prs_baseline_uniform(const prs_profile *profile, const prs_pipeline *pipe, d
     if (!(target_time_s > 0)) { /* no slower than all-max */
         int *plan = malloc(sizeof *plan * (size_t)nops);
         double e;
-        if (!plan) rc = prsU_error(err, PRS_ENOMEM, "out of memory");
+        if (!plan) rc = prs__emu_error(err, PRS_ENOMEM, "out of memory");
         if (!rc) rc = prs_baseline_allmax(profile, pipe, plan, err);
         if (!rc) rc = prs_evaluate_plan(profile, pipe, plan, &target_time_s, &e, err);
         free(plan);
@@ -147,10 +147,10 @@ int prs_baseline_uniform(const prs_profile *profile, const prs_pipeline *pipe, d
         for (size_t i = 0; i < n; i++)
             if (pts[i].time_s < fastest) fastest = pts[i].time_s;
         free(pts);
-        return prsU_error(err, PRS_ERANGE,
-                          "no uniform clock meets %.6g s (the fastest uniform clock takes "
-                          "%.6g s)",
-                          target_time_s, fastest);
+        return prs__emu_error(err, PRS_ERANGE,
+                              "no uniform clock meets %.6g s (the fastest uniform clock takes "
+                              "%.6g s)",
+                              target_time_s, fastest);
     }
     *pt = pts[k];
     free(pts);
@@ -171,7 +171,7 @@ int prs_baseline_envpipe(const prs_profile *profile, const prs_pipeline *pipe, i
     long *window = malloc(sizeof *window * (size_t)nops);
     if (!window) {
         prs_eval_close(ev);
-        return prsU_error(err, PRS_ENOMEM, "out of memory");
+        return prs__emu_error(err, PRS_ENOMEM, "out of memory");
     }
     double pb_tau = pipe->blocking_power_w * pipe->unit_time_s;
     for (int s = pipe->stages - 2; s >= 0 && !rc; s--) {

@@ -1,5 +1,5 @@
 /* Internal interfaces of the emulator: per-plan sums over the measured profile figures (read
- * through the core's evaluation context, perseus/evaluate.h). Module prefix prsU_. */
+ * through the core's evaluation context, perseus/evaluate.h). Module prefix prs__emu_. */
 #ifndef PRS_EMU_INT_H
 #define PRS_EMU_INT_H
 
@@ -7,11 +7,11 @@
 
 /* Record an error and evaluate to its code: prs_error_set's result, visibly non-zero to static
  * analysis (which cannot see into error.c). */
-#define prsU_error(err, code, ...) (prs_error_set((err), (code), __VA_ARGS__), (code))
+#define prs__emu_error(err, code, ...) (prs_error_set((err), (code), __VA_ARGS__), (code))
 
 /* Sum of measured energies and of measured times of a plan's computations. PRS_EINVAL (message
  * naming the computation) if a clock is not profiled. */
-int prsU_plan_sums(const prs_profile *profile, const prs_pipeline *pipe, const int *clocks_mhz,
-                   double *sum_energy_j, double *sum_time_s, prs_error *err);
+int prs__emu_plan_sums(const prs_profile *profile, const prs_pipeline *pipe, const int *clocks_mhz,
+                       double *sum_energy_j, double *sum_time_s, prs_error *err);
 
 #endif

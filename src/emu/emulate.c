@@ -100,8 +100,8 @@ static int fill(prs_emulation *e, prs_emu_variant v, prs_emu_strategy st, const 
         int rc = 0;
         if (choose &&
             (rc = choose(ctx, factors[i] * in->time_s, &x.choice_time_s, &x.choice_energy_j)))
-            return prsU_error(err, rc, "%s %s: no plan for the non-stragglers at s = %g",
-                              prs_emu_variant_name(v), prs_emu_strategy_name(st), factors[i]);
+            return prs__emu_error(err, rc, "%s %s: no plan for the non-stragglers at s = %g",
+                                  prs_emu_variant_name(v), prs_emu_strategy_name(st), factors[i]);
         if ((rc = prs_emu_metrics_compute(&e->job, factors[i], &x, &rows[i], err))) return rc;
     }
     e->have[v][st] = 1;
@@ -188,17 +188,17 @@ static void work_free(work *w)
 static int check_opts(const prs_frontier *f, const prs_emulate_opts *o, prs_error *err)
 {
     if (o->pipelines < 1)
-        return prsU_error(err, PRS_EINVAL, "pipelines must be >= 1 (got %d)", o->pipelines);
-    if (o->tp < 1) return prsU_error(err, PRS_EINVAL, "tp must be >= 1 (got %d)", o->tp);
+        return prs__emu_error(err, PRS_EINVAL, "pipelines must be >= 1 (got %d)", o->pipelines);
+    if (o->tp < 1) return prs__emu_error(err, PRS_EINVAL, "tp must be >= 1 (got %d)", o->tp);
     for (size_t i = 0; i < o->nstragglers; i++)
         if (!(o->stragglers[i] >= 1) || !isfinite(o->stragglers[i]))
-            return prsU_error(err, PRS_EINVAL,
-                              "straggler factor %g is below 1 (a straggler is slower: s >= 1)",
-                              o->stragglers[i]);
+            return prs__emu_error(err, PRS_EINVAL,
+                                  "straggler factor %g is below 1 (a straggler is slower: s >= 1)",
+                                  o->stragglers[i]);
     if (prs_frontier_size(f) == 0)
-        return prsU_error(err, PRS_ERANGE,
-                          "the frontier is empty (the iteration cannot be shortened): nothing "
-                          "to emulate");
+        return prs__emu_error(err, PRS_ERANGE,
+                              "the frontier is empty (the iteration cannot be shortened): nothing "
+                              "to emulate");
     return 0;
 }
 
@@ -219,7 +219,7 @@ static int read_frontier(prs_emulation *e, const prs_frontier *f, work *w, prs_e
     size_t k_intr = 0, k_star = 0, k_eval = 0;
     if (prs_emu_paper_rule(pred, np, t_min, &k_intr) ||
         prs_emu_paper_rule(pred, np, INFINITY, &k_star) || prs_frontier_lookup(f, 0, &k_eval))
-        return prsU_error(err, PRS_ERANGE, "the frontier has no usable point");
+        return prs__emu_error(err, PRS_ERANGE, "the frontier has no usable point");
     info->t_min_s = pred[k_intr].time_s;
     info->e_intr_j = pred[k_intr].energy_j;
     info->t_energy_min_s = pred[k_star].time_s;
@@ -247,7 +247,7 @@ static int baselines(const prs_profile *profile, const prs_pipeline *pipe, prs_e
         (rc = prs_uniform_sweep(profile, pipe, &w->upts, &w->nu, err)))
         return rc;
     if (!(w->ucharge = malloc(sizeof *w->ucharge * w->nu)))
-        return prsU_error(err, PRS_ENOMEM, "out of memory");
+        return prs__emu_error(err, PRS_ENOMEM, "out of memory");
     for (size_t i = 0; i < w->nu; i++) {
         for (int op = 0; op < nops; op++)
             w->plan[op] = w->upts[i].freq_mhz;
@@ -257,10 +257,10 @@ static int baselines(const prs_profile *profile, const prs_pipeline *pipe, prs_e
     }
     if (prs_uniform_pick(w->upts, w->nu, info->allmax_time_s, &w->k_uni)) {
         /* all-max's clocks differ per computation type, and no uniform clock is as fast */
-        return prsU_error(err, PRS_ERANGE,
-                          "no uniform clock is as fast as all-max (%.6g s): the profile's "
-                          "highest clocks differ between computations",
-                          info->allmax_time_s);
+        return prs__emu_error(err, PRS_ERANGE,
+                              "no uniform clock is as fast as all-max (%.6g s): the profile's "
+                              "highest clocks differ between computations",
+                              info->allmax_time_s);
     }
     const prs_uniform_point *u = &w->upts[w->k_uni];
     info->uniform_freq_mhz = u->freq_mhz;
@@ -328,7 +328,7 @@ static int fill_exact(prs_emulation *e, const prs_frontier *f, const prs_emulate
 int prs_emulate_frontier(const prs_profile *profile, const prs_frontier *f,
                          const prs_emulate_opts *o, prs_emulation **out, prs_error *err)
 {
-    if (!profile || !f || !o || !out) return prsU_error(err, PRS_EINVAL, "NULL argument");
+    if (!profile || !f || !o || !out) return prs__emu_error(err, PRS_EINVAL, "NULL argument");
     *out = NULL;
     const prs_pipeline *pipe = prs_frontier_pipeline(f);
     int rc = check_opts(f, o, err);
@@ -345,7 +345,7 @@ int prs_emulate_frontier(const prs_profile *profile, const prs_frontier *f,
     if (!e || !w.pred || !w.allmax || !w.envpipe || !w.plan ||
         (nf && !(e->rows = calloc((size_t)PRS_EMU_NVARIANTS * PRS_EMU_NSTRATEGIES * nf,
                                   sizeof *e->rows)))) {
-        rc = prsU_error(err, PRS_ENOMEM, "out of memory");
+        rc = prs__emu_error(err, PRS_ENOMEM, "out of memory");
         goto fail;
     }
     e->f = f;
@@ -369,11 +369,11 @@ fail:
 int prs_emulate(const prs_profile *profile, const prs_emulate_opts *o, prs_emulation **out,
                 prs_error *err)
 {
-    if (!profile || !o || !out) return prsU_error(err, PRS_EINVAL, "NULL argument");
+    if (!profile || !o || !out) return prs__emu_error(err, PRS_EINVAL, "NULL argument");
     *out = NULL;
     if (o->pipelines < 1)
-        return prsU_error(err, PRS_EINVAL, "pipelines must be >= 1 (got %d)", o->pipelines);
-    if (o->tp < 1) return prsU_error(err, PRS_EINVAL, "tp must be >= 1 (got %d)", o->tp);
+        return prs__emu_error(err, PRS_EINVAL, "pipelines must be >= 1 (got %d)", o->pipelines);
+    if (o->tp < 1) return prs__emu_error(err, PRS_EINVAL, "tp must be >= 1 (got %d)", o->tp);
     prs_frontier *f = NULL;
     int rc = prs_plan(profile, &o->plan, &f, err);
     if (rc) return rc;

@@ -85,19 +85,19 @@ static int positive(double x)
 int prs_emu_metrics_compute(const prs_emu_job *job, double s, const prs_emu_inputs *in,
                             prs_emu_metrics *out, prs_error *err)
 {
-    if (!job || !in || !out) return prsU_error(err, PRS_EINVAL, "NULL argument");
+    if (!job || !in || !out) return prs__emu_error(err, PRS_EINVAL, "NULL argument");
     if (job->pipelines < 1)
-        return prsU_error(err, PRS_EINVAL, "pipelines must be >= 1 (got %d)", job->pipelines);
+        return prs__emu_error(err, PRS_EINVAL, "pipelines must be >= 1 (got %d)", job->pipelines);
     if (job->stages < 1)
-        return prsU_error(err, PRS_EINVAL, "stages must be >= 1 (got %d)", job->stages);
-    if (job->tp < 1) return prsU_error(err, PRS_EINVAL, "tp must be >= 1 (got %d)", job->tp);
+        return prs__emu_error(err, PRS_EINVAL, "stages must be >= 1 (got %d)", job->stages);
+    if (job->tp < 1) return prs__emu_error(err, PRS_EINVAL, "tp must be >= 1 (got %d)", job->tp);
     if (!(job->blocking_power_w >= 0) || !isfinite(job->blocking_power_w))
-        return prsU_error(err, PRS_EINVAL, "blocking power must be a finite number >= 0 W");
+        return prs__emu_error(err, PRS_EINVAL, "blocking power must be a finite number >= 0 W");
     if (!(s >= 1) || !isfinite(s))
-        return prsU_error(err, PRS_EINVAL, "straggler factor must be a finite number >= 1");
+        return prs__emu_error(err, PRS_EINVAL, "straggler factor must be a finite number >= 1");
     if (!positive(in->base_time_s) || !positive(in->base_energy_j) || !positive(in->time_s) ||
         !positive(in->energy_j) || !positive(in->choice_time_s) || !positive(in->choice_energy_j))
-        return prsU_error(err, PRS_EINVAL, "times and energies must be finite and > 0");
+        return prs__emu_error(err, PRS_EINVAL, "times and energies must be finite and > 0");
     double tp = (double)job->tp, n1 = (double)(job->pipelines - 1);
     double pw = job->blocking_power_w * tp * (double)job->stages; /* one blocked pipeline */
     double e_base = in->base_energy_j * tp, e0 = in->energy_j * tp;
@@ -127,7 +127,7 @@ int prs_emu_plan_energy_at(const prs_profile *profile, const prs_pipeline *pipe,
                            const int *clocks_mhz, double time_s, double *energy_j, prs_error *err)
 {
     double se, st;
-    int rc = prsU_plan_sums(profile, pipe, clocks_mhz, &se, &st, err);
+    int rc = prs__emu_plan_sums(profile, pipe, clocks_mhz, &se, &st, err);
     if (rc) return rc;
     *energy_j = se + pipe->blocking_power_w * ((double)pipe->stages * time_s - st);
     return 0;
@@ -136,11 +136,11 @@ int prs_emu_plan_energy_at(const prs_profile *profile, const prs_pipeline *pipe,
 int prs_emu_allmax_energy(const prs_profile *profile, const prs_pipeline *pipe, double time_s,
                           double *energy_j, prs_error *err)
 {
-    if (!profile || !pipe) return prsU_error(err, PRS_EINVAL, "NULL argument");
+    if (!profile || !pipe) return prs__emu_error(err, PRS_EINVAL, "NULL argument");
     int rc = prs_pipeline_check(pipe, err);
     if (rc) return rc;
     int *plan = malloc(sizeof *plan * (size_t)(pipe->stages * prs_ops_per_stage(pipe)));
-    if (!plan) return prsU_error(err, PRS_ENOMEM, "out of memory");
+    if (!plan) return prs__emu_error(err, PRS_ENOMEM, "out of memory");
     rc = prs_baseline_allmax(profile, pipe, plan, err);
     if (!rc) rc = prs_emu_plan_energy_at(profile, pipe, plan, time_s, energy_j, err);
     free(plan);
@@ -169,8 +169,8 @@ static int parse_item(const char *item, double **buf, size_t *n, size_t *cap, pr
     long count;
     int dec = -1;
     if (!c1) {
-        if (prsN_parse_double(item, &a))
-            return prsU_error(err, PRS_EINVAL, "straggler factor '%s' is not a number", item);
+        if (prs_num_parse_double(item, &a))
+            return prs__emu_error(err, PRS_EINVAL, "straggler factor '%s' is not a number", item);
         b = a;
         step = 1;
         count = 1;
@@ -178,31 +178,33 @@ static int parse_item(const char *item, double **buf, size_t *n, size_t *cap, pr
         char part[3][64];
         const char *c2 = strchr(c1 + 1, ':');
         if (!c2 || strchr(c2 + 1, ':'))
-            return prsU_error(err, PRS_EINVAL,
-                              "malformed straggler range '%s' (expected START:STOP:STEP)", item);
+            return prs__emu_error(
+                err, PRS_EINVAL, "malformed straggler range '%s' (expected START:STOP:STEP)", item);
         size_t l0 = (size_t)(c1 - item), l1 = (size_t)(c2 - c1 - 1), l2 = strlen(c2 + 1);
         if (l0 >= sizeof part[0] || l1 >= sizeof part[1] || l2 >= sizeof part[2])
-            return prsU_error(err, PRS_EINVAL, "malformed straggler range '%s'", item);
+            return prs__emu_error(err, PRS_EINVAL, "malformed straggler range '%s'", item);
         memcpy(part[0], item, l0);
         part[0][l0] = '\0';
         memcpy(part[1], c1 + 1, l1);
         part[1][l1] = '\0';
         memcpy(part[2], c2 + 1, l2 + 1);
-        if (prsN_parse_double(part[0], &a) || prsN_parse_double(part[1], &b) ||
-            prsN_parse_double(part[2], &step))
-            return prsU_error(err, PRS_EINVAL,
-                              "malformed straggler range '%s' (expected START:STOP:STEP, "
-                              "three numbers)",
-                              item);
+        if (prs_num_parse_double(part[0], &a) || prs_num_parse_double(part[1], &b) ||
+            prs_num_parse_double(part[2], &step))
+            return prs__emu_error(err, PRS_EINVAL,
+                                  "malformed straggler range '%s' (expected START:STOP:STEP, "
+                                  "three numbers)",
+                                  item);
         if (!(step > 0))
-            return prsU_error(err, PRS_EINVAL, "straggler range '%s': the step must be > 0", item);
+            return prs__emu_error(err, PRS_EINVAL, "straggler range '%s': the step must be > 0",
+                                  item);
         if (b < a)
-            return prsU_error(err, PRS_EINVAL, "straggler range '%s': STOP is below START", item);
+            return prs__emu_error(err, PRS_EINVAL, "straggler range '%s': STOP is below START",
+                                  item);
         double steps = floor((b - a) / step + PRS_RANGE_STEP_TOL);
         if (!(steps < (double)PRS_STRAGGLER_MAX))
-            return prsU_error(err, PRS_EINVAL,
-                              "straggler range '%s' has too many values (at most %d)", item,
-                              PRS_STRAGGLER_MAX);
+            return prs__emu_error(err, PRS_EINVAL,
+                                  "straggler range '%s' has too many values (at most %d)", item,
+                                  PRS_STRAGGLER_MAX);
         count = (long)steps + 1;
         int d0 = decimals(part[0]), d1 = decimals(part[1]), d2 = decimals(part[2]);
         if (d0 >= 0 && d1 >= 0 && d2 >= 0) {
@@ -212,21 +214,21 @@ static int parse_item(const char *item, double **buf, size_t *n, size_t *cap, pr
         }
     }
     if (!(a >= 1))
-        return prsU_error(err, PRS_EINVAL,
-                          c1 ? "straggler range '%s' starts below 1 (a straggler is slower: "
-                               "s >= 1)"
-                             : "straggler factor '%s' is below 1 (a straggler is slower: "
-                               "s >= 1)",
-                          item);
+        return prs__emu_error(err, PRS_EINVAL,
+                              c1 ? "straggler range '%s' starts below 1 (a straggler is slower: "
+                                   "s >= 1)"
+                                 : "straggler factor '%s' is below 1 (a straggler is slower: "
+                                   "s >= 1)",
+                              item);
     if (*n + (size_t)count > PRS_STRAGGLER_MAX)
-        return prsU_error(err, PRS_EINVAL, "too many straggler factors (at most %d)",
-                          PRS_STRAGGLER_MAX);
+        return prs__emu_error(err, PRS_EINVAL, "too many straggler factors (at most %d)",
+                              PRS_STRAGGLER_MAX);
     if (*n + (size_t)count > *cap) {
         size_t nc = *cap ? *cap : 16;
         while (nc < *n + (size_t)count)
             nc *= 2;
         double *p = realloc(*buf, nc * sizeof *p);
-        if (!p) return prsU_error(err, PRS_ENOMEM, "out of memory");
+        if (!p) return prs__emu_error(err, PRS_ENOMEM, "out of memory");
         *buf = p;
         *cap = nc;
     }
@@ -245,10 +247,10 @@ static int parse_item(const char *item, double **buf, size_t *n, size_t *cap, pr
 
 int prs_straggler_parse(const char *spec, double **vals, size_t *n, prs_error *err)
 {
-    if (!spec || !vals || !n) return prsU_error(err, PRS_EINVAL, "NULL argument");
+    if (!spec || !vals || !n) return prs__emu_error(err, PRS_EINVAL, "NULL argument");
     size_t cap = *n, count = *n;
     double *buf = malloc(sizeof *buf * (cap ? cap : 16));
-    if (!buf) return prsU_error(err, PRS_ENOMEM, "out of memory");
+    if (!buf) return prs__emu_error(err, PRS_ENOMEM, "out of memory");
     if (!cap) cap = 16;
     if (*n) memcpy(buf, *vals, *n * sizeof(double));
     int rc = 0, items = 0;
@@ -259,12 +261,12 @@ int prs_straggler_parse(const char *spec, double **vals, size_t *n, prs_error *e
             p++;
         if (*p == '\0') {
             if (after_comma)
-                rc = prsU_error(err, PRS_EINVAL, "empty straggler factor in '%s'", spec);
+                rc = prs__emu_error(err, PRS_EINVAL, "empty straggler factor in '%s'", spec);
             break;
         }
         if (*p == ',') {
             if (!items || after_comma) {
-                rc = prsU_error(err, PRS_EINVAL, "empty straggler factor in '%s'", spec);
+                rc = prs__emu_error(err, PRS_EINVAL, "empty straggler factor in '%s'", spec);
                 break;
             }
             after_comma = 1;
@@ -274,7 +276,7 @@ int prs_straggler_parse(const char *spec, double **vals, size_t *n, prs_error *e
         size_t len = strcspn(p, ", \t");
         char item[128];
         if (len >= sizeof item) {
-            rc = prsU_error(err, PRS_EINVAL, "straggler factor too long in '%s'", spec);
+            rc = prs__emu_error(err, PRS_EINVAL, "straggler factor too long in '%s'", spec);
             break;
         }
         memcpy(item, p, len);
@@ -284,7 +286,7 @@ int prs_straggler_parse(const char *spec, double **vals, size_t *n, prs_error *e
         after_comma = 0;
         p += len;
     }
-    if (!rc && !items) rc = prsU_error(err, PRS_EINVAL, "no straggler factor in '%s'", spec);
+    if (!rc && !items) rc = prs__emu_error(err, PRS_EINVAL, "no straggler factor in '%s'", spec);
     if (rc) {
         free(buf);
         return rc;

@@ -41,7 +41,7 @@ struct prs_clockctl {
     int requested;   /* last clock requested (0: default) */
     long last_seq;   /* DAEMON, PROCESS: sequence number of the last request */
     int send_failed; /* the last request could not be sent (the daemon is gone) */
-    gpuI_conn *conn;
+    prs__gpu_conn *conn;
     pid_t helper;
     /* INLINE */
     int inline_rc;        /* result of the last request */
@@ -148,17 +148,18 @@ static int open_conn(prs_clockctl *c, const char *socket_path, prs_error *err)
                              "clock controller: the sim GPU has no perseus-gpud (use INLINE)");
     int rc;
     if (c->mode == PRS_CLOCKCTL_DAEMON) {
-        rc = gpuI_conn_connect(socket_path ? socket_path : prs_gpud_socket_path(), &c->conn, err);
+        rc = prs__gpu_conn_connect(socket_path ? socket_path : prs_gpud_socket_path(), &c->conn,
+                                   err);
     } else {
         int fd = -1;
         rc = spawn_private(g, &fd, &c->helper, err);
-        if (!rc) rc = gpuI_conn_adopt(fd, c->helper, &c->conn, err);
+        if (!rc) rc = prs__gpu_conn_adopt(fd, c->helper, &c->conn, err);
         if (rc && c->helper > 0) close(fd); /* the helper sees the end and exits */
     }
     char id[128];
     lease_id(g, id, sizeof id);
-    if (!rc) rc = gpuI_conn_lease(c->conn, id, LEASE_TIMEOUT_S, err);
-    if (!rc) rc = gpuI_conn_start(c->conn, err);
+    if (!rc) rc = prs__gpu_conn_lease(c->conn, id, LEASE_TIMEOUT_S, err);
+    if (!rc) rc = prs__gpu_conn_start(c->conn, err);
     return rc;
 }
 
@@ -176,7 +177,7 @@ int prs_clockctl_open(prs_gpu *g, prs_clockctl_mode mode, const char *socket_pat
     if (mode != PRS_CLOCKCTL_INLINE) {
         int rc = open_conn(c, socket_path, err);
         if (rc) {
-            gpuI_conn_close(c->conn, CLOSE_TIMEOUT_S);
+            prs__gpu_conn_close(c->conn, CLOSE_TIMEOUT_S);
             free(c);
             return rc;
         }
@@ -208,15 +209,15 @@ static int inline_set(prs_clockctl *c, int freq_mhz)
 
 int prs_clockctl_set(prs_clockctl *c, int freq_mhz)
 {
-    if (freq_mhz < 0) return gpuI_fail(c->gpu, PRS_EINVAL, "clock must be >= 0 MHz");
+    if (freq_mhz < 0) return prs__gpu_fail(c->gpu, PRS_EINVAL, "clock must be >= 0 MHz");
     if (freq_mhz == c->requested && !c->send_failed &&
         (c->mode != PRS_CLOCKCTL_INLINE || c->inline_rc == 0))
         return 0;
     c->requested = freq_mhz;
     if (c->mode == PRS_CLOCKCTL_INLINE) return inline_set(c, freq_mhz);
-    long seq = gpuI_conn_set(c->conn, freq_mhz);
+    long seq = prs__gpu_conn_set(c->conn, freq_mhz);
     c->send_failed = seq < 0;
-    if (seq < 0) return gpuI_fail(c->gpu, PRS_EGPU, "the connection to perseus-gpud is gone");
+    if (seq < 0) return prs__gpu_fail(c->gpu, PRS_EGPU, "the connection to perseus-gpud is gone");
     c->last_seq = seq;
     return 0;
 }
@@ -229,17 +230,17 @@ int prs_clockctl_requested(const prs_clockctl *c)
 int prs_clockctl_confirmed(const prs_clockctl *c)
 {
     if (c->mode == PRS_CLOCKCTL_INLINE) return c->inline_confirmed;
-    return gpuI_conn_confirmed(c->conn);
+    return prs__gpu_conn_confirmed(c->conn);
 }
 
 long prs_clockctl_failures(const prs_clockctl *c)
 {
-    return c->mode == PRS_CLOCKCTL_INLINE ? c->inline_failures : gpuI_conn_failures(c->conn);
+    return c->mode == PRS_CLOCKCTL_INLINE ? c->inline_failures : prs__gpu_conn_failures(c->conn);
 }
 
 long prs_clockctl_apply_ns(const prs_clockctl *c)
 {
-    return c->mode == PRS_CLOCKCTL_INLINE ? 0 : gpuI_conn_apply_ns(c->conn);
+    return c->mode == PRS_CLOCKCTL_INLINE ? 0 : prs__gpu_conn_apply_ns(c->conn);
 }
 
 int prs_clockctl_pid(const prs_clockctl *c)
@@ -251,21 +252,21 @@ int prs_clockctl_sync(prs_clockctl *c, double timeout_s)
 {
     if (c->mode == PRS_CLOCKCTL_INLINE) return c->inline_rc;
     if (c->send_failed)
-        return gpuI_fail(c->gpu, PRS_EGPU, "the connection to perseus-gpud is gone");
+        return prs__gpu_fail(c->gpu, PRS_EGPU, "the connection to perseus-gpud is gone");
     if (c->last_seq == 0) return 0;
     char msg[256];
-    gpuI_ack_status s = gpuI_conn_wait(c->conn, c->last_seq, timeout_s, msg, sizeof msg);
+    prs__gpu_ack_status s = prs__gpu_conn_wait(c->conn, c->last_seq, timeout_s, msg, sizeof msg);
     switch (s) {
-    case GPUI_ACK_OK:
-    case GPUI_ACK_SAME:
-    case GPUI_ACK_SUPERSEDED: /* only an older request can be; the latest was answered */
+    case PRS__GPU_ACK_OK:
+    case PRS__GPU_ACK_SAME:
+    case PRS__GPU_ACK_SUPERSEDED: /* only an older request can be; the latest was answered */
         return 0;
-    case GPUI_ACK_REFUSED:
-        return gpuI_fail(c->gpu, PRS_EGPU, "perseus-gpud: the GPU refused the clock: %s", msg);
-    case GPUI_ACK_MISMATCH:
-        return gpuI_fail(c->gpu, PRS_EGPU, "perseus-gpud: the clock did not take: %s", msg);
+    case PRS__GPU_ACK_REFUSED:
+        return prs__gpu_fail(c->gpu, PRS_EGPU, "perseus-gpud: the GPU refused the clock: %s", msg);
+    case PRS__GPU_ACK_MISMATCH:
+        return prs__gpu_fail(c->gpu, PRS_EGPU, "perseus-gpud: the clock did not take: %s", msg);
     default:
-        return gpuI_fail(c->gpu, PRS_EGPU, "clock controller: %s", msg);
+        return prs__gpu_fail(c->gpu, PRS_EGPU, "clock controller: %s", msg);
     }
 }
 
@@ -275,7 +276,7 @@ void prs_clockctl_free(prs_clockctl *c)
     if (c->mode == PRS_CLOCKCTL_INLINE) {
         if (c->requested != 0 || c->inline_failures) prs_gpu_reset_clock(c->gpu);
     } else {
-        gpuI_conn_close(c->conn, CLOSE_TIMEOUT_S);
+        prs__gpu_conn_close(c->conn, CLOSE_TIMEOUT_S);
     }
     free(c);
 }

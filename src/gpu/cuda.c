@@ -9,7 +9,7 @@
  * The library handle is a reference: when the framework already loaded the driver, dlopen returns
  * the same instance, with the same contexts and streams; it is never unmapped (RTLD_NODELETE).
  *
- * The same loader serves device selection (gpuI_cuda_device_uuid: cuInit, cuDeviceGetCount,
+ * The same loader serves device selection (prs__gpu_cuda_device_uuid: cuInit, cuDeviceGetCount,
  * cuDeviceGet, cuDeviceGetUuid): the UUID of CUDA device N as the driver enumerates it, after
  * CUDA_VISIBLE_DEVICES. */
 #include <dlfcn.h>
@@ -253,8 +253,8 @@ static int device_uuid_at(const cu_api *cu, int ordinal, char *buf, size_t n, in
     return 0;
 }
 
-int gpuI_cuda_device_uuid(const char *lib_path, int ordinal, char *buf, size_t n, int *count,
-                          prs_error *err)
+int prs__gpu_cuda_device_uuid(const char *lib_path, int ordinal, char *buf, size_t n, int *count,
+                              prs_error *err)
 {
     *count = 0;
     if (!buf || n < 41)

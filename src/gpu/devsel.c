@@ -36,7 +36,7 @@ static int parse_index(const char *s, size_t len)
     return v <= PRS_MAX_GPU_INDEX ? v : -1;
 }
 
-int gpuI_parse_local_rank(const char *v, int *index, prs_error *err)
+int prs__gpu_parse_local_rank(const char *v, int *index, prs_error *err)
 {
     *index = 0;
     if (!v) return 0;
@@ -65,7 +65,7 @@ static long hex_field(const char *s, size_t len, size_t want)
     return v;
 }
 
-int gpuI_pci_normalize(const char *in, char *out, size_t n, prs_error *err)
+int prs__gpu_pci_normalize(const char *in, char *out, size_t n, prs_error *err)
 {
     const char *c1 = strchr(in, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
     const char *dot = c2 ? strchr(c2 + 1, '.') : NULL;
@@ -90,7 +90,7 @@ int gpuI_pci_normalize(const char *in, char *out, size_t n, prs_error *err)
 /* ---- CUDA_VISIBLE_DEVICES ---- */
 
 /* The NVML index an entry names: >= 0; -1 invalid (why says so); -2 a MIG instance. */
-static int cvd_entry(const char *e, size_t len, char (*uuids)[GPUI_UUID_LEN], int n, char *why,
+static int cvd_entry(const char *e, size_t len, char (*uuids)[PRS__GPU_UUID_LEN], int n, char *why,
                      size_t wn)
 {
     if (len >= 4 && strncasecmp(e, "MIG-", 4) == 0) return -2;
@@ -136,8 +136,9 @@ static int cvd_short(const char *cvd, int visible, const char *who, const char *
                          who, cvd, visible, (int)(slen < 60 ? slen : 60), stop, why);
 }
 
-int gpuI_cvd_resolve(const char *cvd, int index, const char *who, char (*uuids)[GPUI_UUID_LEN],
-                     int n, char *out, size_t outn, prs_error *err)
+int prs__gpu_cvd_resolve(const char *cvd, int index, const char *who,
+                         char (*uuids)[PRS__GPU_UUID_LEN], int n, char *out, size_t outn,
+                         prs_error *err)
 {
     if (!cvd) {
         if (index >= n)
@@ -161,7 +162,7 @@ int gpuI_cvd_resolve(const char *cvd, int index, const char *who, char (*uuids)[
             char what[96];
             snprintf(what, sizeof what, "CUDA_VISIBLE_DEVICES entry '%.*s'",
                      (int)(len < 60 ? len : 60), e);
-            return gpuI_mig_refusal(err, what);
+            return prs__gpu_mig_refusal(err, what);
         }
         if (phys == -1) return cvd_short(cvd, pos, who, e, len, why, err);
         if (pos == index) {
@@ -185,7 +186,7 @@ static int cvd_mig_check(const char *cvd, int index, prs_error *err)
             char what[96];
             snprintf(what, sizeof what, "CUDA_VISIBLE_DEVICES entry '%.*s'",
                      (int)(len < 60 ? len : 60), cvd);
-            return gpuI_mig_refusal(err, what);
+            return prs__gpu_mig_refusal(err, what);
         }
         if (cvd[len] == '\0') break;
         cvd += len + 1;
@@ -205,11 +206,11 @@ static int write_spec(const char *uuid, char *spec, size_t n, prs_error *err)
 /* Without the CUDA driver: CUDA_VISIBLE_DEVICES against NVML's list. */
 static int rank_device_env(int index, const char *who, char *spec, size_t n, prs_error *err)
 {
-    char(*uuids)[GPUI_UUID_LEN] = calloc(PRS_MAX_GPU_INDEX + 1, sizeof *uuids);
+    char(*uuids)[PRS__GPU_UUID_LEN] = calloc(PRS_MAX_GPU_INDEX + 1, sizeof *uuids);
     if (!uuids) return prs_error_set(err, PRS_ENOMEM, "out of memory");
     int count = 0;
-    char uuid[GPUI_UUID_LEN];
-    int rc = gpuI_nvml_uuids(NULL, uuids, PRS_MAX_GPU_INDEX + 1, &count, err);
+    char uuid[PRS__GPU_UUID_LEN];
+    int rc = prs__gpu_nvml_uuids(NULL, uuids, PRS_MAX_GPU_INDEX + 1, &count, err);
     if (rc && err) {
         size_t used = strlen(err->msg);
         snprintf(err->msg + used, sizeof err->msg - used,
@@ -217,8 +218,8 @@ static int rank_device_env(int index, const char *who, char *spec, size_t n, prs
     }
     if (count > PRS_MAX_GPU_INDEX + 1) count = PRS_MAX_GPU_INDEX + 1;
     if (!rc)
-        rc = gpuI_cvd_resolve(getenv("CUDA_VISIBLE_DEVICES"), index, who, uuids, count, uuid,
-                              sizeof uuid, err);
+        rc = prs__gpu_cvd_resolve(getenv("CUDA_VISIBLE_DEVICES"), index, who, uuids, count, uuid,
+                                  sizeof uuid, err);
     free(uuids);
     return rc ? rc : write_spec(uuid, spec, n, err);
 }
@@ -235,7 +236,7 @@ int prs_gpu_rank_device_at(int cuda_index, const char *cuda_lib, char *spec, siz
                              "CUDA device index %d: expected -1 (from LOCAL_RANK) or 0 to %d",
                              cuda_index, PRS_MAX_GPU_INDEX);
     if (cuda_index == -1) {
-        if ((rc = gpuI_parse_local_rank(getenv("LOCAL_RANK"), &index, err)) != 0) return rc;
+        if ((rc = prs__gpu_parse_local_rank(getenv("LOCAL_RANK"), &index, err)) != 0) return rc;
         snprintf(who, sizeof who,
                  getenv("LOCAL_RANK") ? "LOCAL_RANK=%d" : "LOCAL_RANK unset: CUDA device %d",
                  index);
@@ -243,9 +244,9 @@ int prs_gpu_rank_device_at(int cuda_index, const char *cuda_lib, char *spec, siz
         snprintf(who, sizeof who, "CUDA device %d", index);
     }
     if ((rc = cvd_mig_check(getenv("CUDA_VISIBLE_DEVICES"), index, err)) != 0) return rc;
-    char uuid[GPUI_UUID_LEN];
+    char uuid[PRS__GPU_UUID_LEN];
     int count = 0;
-    rc = gpuI_cuda_device_uuid(cuda_lib, index, uuid, sizeof uuid, &count, err);
+    rc = prs__gpu_cuda_device_uuid(cuda_lib, index, uuid, sizeof uuid, &count, err);
     if (rc == PRS_ENOLIB) return rank_device_env(index, who, spec, n, err);
     if (rc) return rc;
     if (index >= count) {
@@ -266,22 +267,22 @@ int prs_gpu_rank_device(char *spec, size_t n, prs_error *err)
 
 static int open_by_uuid(const char *spec, const char *uuid, prs_gpu **out, prs_error *err)
 {
-    if (strncmp(uuid, "MIG-", 4) == 0) return gpuI_mig_refusal(err, uuid);
+    if (strncmp(uuid, "MIG-", 4) == 0) return prs__gpu_mig_refusal(err, uuid);
     if (strncmp(uuid, "GPU-", 4) != 0 || strlen(uuid) < 5)
         return prs_error_set(err, PRS_EINVAL,
                              "GPU backend '%.80s': a UUID starts with GPU- (as nvidia-smi -L "
                              "prints it); accepted: " SPEC_FORMS,
                              spec);
-    return gpuI_open_nvml_dev(0, uuid, NULL, NULL, out, err);
+    return prs__gpu_open_nvml_dev(0, uuid, NULL, NULL, out, err);
 }
 
-int gpuI_open_nvml_spec(const char *spec, prs_gpu **out, prs_error *err)
+int prs__gpu_open_nvml_spec(const char *spec, prs_gpu **out, prs_error *err)
 {
     *out = NULL;
     if (strcmp(spec, "nvml") == 0) {
         char rank_spec[PRS_GPU_SPEC_MAX];
         int rc = prs_gpu_rank_device(rank_spec, sizeof rank_spec, err);
-        return rc ? rc : gpuI_open_nvml_spec(rank_spec, out, err);
+        return rc ? rc : prs__gpu_open_nvml_spec(rank_spec, out, err);
     }
     const char *a = spec + 5; /* after "nvml:" */
     if (strncmp(a, "uuid=", 5) == 0) return open_by_uuid(spec, a + 5, out, err);
@@ -289,13 +290,13 @@ int gpuI_open_nvml_spec(const char *spec, prs_gpu **out, prs_error *err)
         return open_by_uuid(spec, a, out, err);
     if (strncmp(a, "pci=", 4) == 0) {
         char pci[32];
-        int rc = gpuI_pci_normalize(a + 4, pci, sizeof pci, err);
-        return rc ? rc : gpuI_open_nvml_dev(0, NULL, pci, NULL, out, err);
+        int rc = prs__gpu_pci_normalize(a + 4, pci, sizeof pci, err);
+        return rc ? rc : prs__gpu_open_nvml_dev(0, NULL, pci, NULL, out, err);
     }
     int idx = parse_index(a, strlen(a));
     if (idx < 0)
         return prs_error_set(err, PRS_EINVAL,
                              "GPU backend '%.80s': expected " SPEC_FORMS "; an index is 0 to %d",
                              spec, PRS_MAX_GPU_INDEX);
-    return gpuI_open_nvml_dev((unsigned)idx, NULL, NULL, NULL, out, err);
+    return prs__gpu_open_nvml_dev((unsigned)idx, NULL, NULL, NULL, out, err);
 }

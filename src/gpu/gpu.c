@@ -13,21 +13,21 @@
 
 int prs_gpu_open_nvml(unsigned index, const char *lib_path, prs_gpu **out, prs_error *err)
 {
-    return gpuI_open_nvml_dev(index, NULL, NULL, lib_path, out, err);
+    return prs__gpu_open_nvml_dev(index, NULL, NULL, lib_path, out, err);
 }
 
 int prs_gpu_open_nvml_uuid(const char *uuid, const char *lib_path, prs_gpu **out, prs_error *err)
 {
     if (uuid && strncmp(uuid, "MIG-", 4) == 0) {
         *out = NULL;
-        return gpuI_mig_refusal(err, uuid);
+        return prs__gpu_mig_refusal(err, uuid);
     }
     if (!uuid || strncmp(uuid, "GPU-", 4) != 0) {
         *out = NULL;
         return prs_error_set(err, PRS_EINVAL, "GPU UUID: expected GPU-..., got '%.60s'",
                              uuid ? uuid : "(null)");
     }
-    return gpuI_open_nvml_dev(0, uuid, NULL, lib_path, out, err);
+    return prs__gpu_open_nvml_dev(0, uuid, NULL, lib_path, out, err);
 }
 
 /* "gpud" and "gpud:REST": the nvml GPU "nvml" / "nvml:REST", whose clocks change only through
@@ -60,7 +60,7 @@ int prs_gpu_open(const char *spec, prs_gpu **out, prs_error *err)
         return prs_gpu_open_sim(p, out, err);
     }
     if (strncmp(spec, "nvml", 4) == 0 && (spec[4] == '\0' || spec[4] == ':'))
-        return gpuI_open_nvml_spec(spec, out, err);
+        return prs__gpu_open_nvml_spec(spec, out, err);
     return prs_error_set(err, PRS_EINVAL,
                          "GPU backend '%.80s': expected sim, sim:PRESET, nvml, nvml:INDEX, "
                          "nvml:GPU-UUID, nvml:uuid=GPU-UUID or nvml:pci=DOMAIN:BUS:DEV.FN",
@@ -71,9 +71,9 @@ void prs_gpu_close(prs_gpu *g)
 {
     if (!g) return;
     if (g->is_sim)
-        gpuI_sim_close(g);
+        prs__gpu_sim_close(g);
     else
-        gpuI_nvml_close(g);
+        prs__gpu_nvml_close(g);
     free(g);
 }
 
@@ -100,41 +100,41 @@ const char *prs_gpu_errmsg(const prs_gpu *g)
 int prs_gpu_clocks(prs_gpu *g, int *clocks_mhz, int cap, int *n)
 {
     if (cap < 0 || (cap > 0 && !clocks_mhz) || !n)
-        return gpuI_fail(g, PRS_EINVAL, "clocks: bad buffer");
-    return g->is_sim ? gpuI_sim_clocks(g, clocks_mhz, cap, n)
-                     : gpuI_nvml_clocks(g, clocks_mhz, cap, n);
+        return prs__gpu_fail(g, PRS_EINVAL, "clocks: bad buffer");
+    return g->is_sim ? prs__gpu_sim_clocks(g, clocks_mhz, cap, n)
+                     : prs__gpu_nvml_clocks(g, clocks_mhz, cap, n);
 }
 
 int prs_gpu_set_clock(prs_gpu *g, int freq_mhz)
 {
-    return g->is_sim ? gpuI_sim_set_clock(g, freq_mhz) : gpuI_nvml_set_clock(g, freq_mhz);
+    return g->is_sim ? prs__gpu_sim_set_clock(g, freq_mhz) : prs__gpu_nvml_set_clock(g, freq_mhz);
 }
 
 int prs_gpu_reset_clock(prs_gpu *g)
 {
-    return g->is_sim ? gpuI_sim_reset_clock(g) : gpuI_nvml_reset_clock(g);
+    return g->is_sim ? prs__gpu_sim_reset_clock(g) : prs__gpu_nvml_reset_clock(g);
 }
 
 int prs_gpu_energy_mj(prs_gpu *g, uint64_t *energy_mj)
 {
-    return g->is_sim ? gpuI_sim_energy_mj(g, energy_mj) : gpuI_nvml_energy_mj(g, energy_mj);
+    return g->is_sim ? prs__gpu_sim_energy_mj(g, energy_mj) : prs__gpu_nvml_energy_mj(g, energy_mj);
 }
 
 int prs_gpu_power_mw(prs_gpu *g, unsigned *power_mw)
 {
-    return g->is_sim ? gpuI_sim_power_mw(g, power_mw) : gpuI_nvml_power_mw(g, power_mw);
+    return g->is_sim ? prs__gpu_sim_power_mw(g, power_mw) : prs__gpu_nvml_power_mw(g, power_mw);
 }
 
 double prs_gpu_now_s(prs_gpu *g)
 {
-    return g->is_sim ? gpuI_sim_now_s(g) : prs_mono_s();
+    return g->is_sim ? prs__gpu_sim_now_s(g) : prs_mono_s();
 }
 
 double prs_gpu_read_energy_j(prs_gpu *g)
 {
-    if (g->is_sim) return gpuI_sim_read_energy_j(g);
+    if (g->is_sim) return prs__gpu_sim_read_energy_j(g);
     uint64_t mj;
-    if (gpuI_nvml_energy_mj(g, &mj)) return NAN;
+    if (prs__gpu_nvml_energy_mj(g, &mj)) return NAN;
     return 1e-3 * (double)mj;
 }
 
@@ -142,30 +142,31 @@ double prs_gpu_read_energy_j(prs_gpu *g)
 
 int prs_gpu_uuid(prs_gpu *g, char *buf, size_t n)
 {
-    if (!buf || n < 41) return gpuI_fail(g, PRS_EINVAL, "uuid: buffer must hold 41 bytes");
-    return g->is_sim ? gpuI_sim_uuid(g, buf, n) : gpuI_nvml_uuid(g, buf, n);
+    if (!buf || n < 41) return prs__gpu_fail(g, PRS_EINVAL, "uuid: buffer must hold 41 bytes");
+    return g->is_sim ? prs__gpu_sim_uuid(g, buf, n) : prs__gpu_nvml_uuid(g, buf, n);
 }
 
 int prs_gpu_pci_bus_id(prs_gpu *g, char *buf, size_t n)
 {
-    if (!buf || n < 32) return gpuI_fail(g, PRS_EINVAL, "pci bus id: buffer must hold 32 bytes");
-    if (!g->is_sim) return gpuI_nvml_pci_bus_id(g, buf, n);
-    return gpuI_fail(g, PRS_EINVAL, "sim GPU: no PCI bus id");
+    if (!buf || n < 32)
+        return prs__gpu_fail(g, PRS_EINVAL, "pci bus id: buffer must hold 32 bytes");
+    if (!g->is_sim) return prs__gpu_nvml_pci_bus_id(g, buf, n);
+    return prs__gpu_fail(g, PRS_EINVAL, "sim GPU: no PCI bus id");
 }
 
 int prs_gpu_sm_clock_now(prs_gpu *g, int *mhz)
 {
-    if (!g->is_sim) return gpuI_nvml_sm_clock_now(g, mhz);
-    *mhz = gpuI_sim_effective_mhz(g);
+    if (!g->is_sim) return prs__gpu_nvml_sm_clock_now(g, mhz);
+    *mhz = prs__gpu_sim_effective_mhz(g);
     return 0;
 }
 
 int prs_gpu_lock_memory_max(prs_gpu *g)
 {
-    return g->is_sim ? 0 : gpuI_nvml_lock_memory_max(g);
+    return g->is_sim ? 0 : prs__gpu_nvml_lock_memory_max(g);
 }
 
 int prs_gpu_reset_memory_clock(prs_gpu *g)
 {
-    return g->is_sim ? 0 : gpuI_nvml_reset_memory_clock(g);
+    return g->is_sim ? 0 : prs__gpu_nvml_reset_memory_clock(g);
 }

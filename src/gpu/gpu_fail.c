@@ -7,7 +7,7 @@
 
 #include "gpu_int.h"
 
-int gpuI_fail(prs_gpu *g, int code, const char *fmt, ...)
+int prs__gpu_fail(prs_gpu *g, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -17,7 +17,7 @@ int gpuI_fail(prs_gpu *g, int code, const char *fmt, ...)
 }
 
 /* Locked clocks are a whole GPU's: MIG instances are refused, with what to do. */
-int gpuI_mig_refusal(prs_error *err, const char *what)
+int prs__gpu_mig_refusal(prs_error *err, const char *what)
 {
     return prs_error_set(err, PRS_EINVAL,
                          "%.200s: MIG is not supported: a locked SM clock applies to the whole "

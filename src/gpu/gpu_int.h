@@ -12,44 +12,44 @@
 
 /* Opaque NVML types, declared here instead of NVIDIA's nvml.h (same ABI: an int result, a
  * pointer-sized device handle). */
-typedef int gpuI_nvml_return;
-typedef struct gpuI_nvml_device_st *gpuI_nvml_device;
+typedef int prs__gpu_nvml_return;
+typedef struct prs__gpu_nvml_device_st *prs__gpu_nvml_device;
 
 /* Sim state: atomics, so a controller on another thread may change the clock. */
-typedef struct gpuI_sim_state {
+typedef struct prs__gpu_sim_state {
     _Atomic int locked_mhz;     /* 0: default clock management (runs at f_max) */
     _Atomic long clock_changes; /* set/reset calls that changed the clock */
     _Atomic uint64_t energy_nj; /* cumulative energy, nanojoules */
     _Atomic uint64_t time_ns;   /* simulated clock, nanoseconds */
-} gpuI_sim_state;
+} prs__gpu_sim_state;
 
-typedef struct gpuI_nvml_api {
+typedef struct prs__gpu_nvml_api {
     void *lib;
-    gpuI_nvml_return (*init)(void);
-    gpuI_nvml_return (*shutdown)(void);
-    const char *(*error_string)(gpuI_nvml_return);
-    gpuI_nvml_return (*handle_by_index)(unsigned, gpuI_nvml_device *);
-    gpuI_nvml_return (*handle_by_uuid)(const char *, gpuI_nvml_device *);
-    gpuI_nvml_return (*get_name)(gpuI_nvml_device, char *, unsigned);
-    gpuI_nvml_return (*mem_clocks)(gpuI_nvml_device, unsigned *, unsigned *);
-    gpuI_nvml_return (*gr_clocks)(gpuI_nvml_device, unsigned, unsigned *, unsigned *);
-    gpuI_nvml_return (*set_locked)(gpuI_nvml_device, unsigned, unsigned);
-    gpuI_nvml_return (*reset_locked)(gpuI_nvml_device);
-    gpuI_nvml_return (*energy)(gpuI_nvml_device, unsigned long long *);
-    gpuI_nvml_return (*power)(gpuI_nvml_device, unsigned *);
+    prs__gpu_nvml_return (*init)(void);
+    prs__gpu_nvml_return (*shutdown)(void);
+    const char *(*error_string)(prs__gpu_nvml_return);
+    prs__gpu_nvml_return (*handle_by_index)(unsigned, prs__gpu_nvml_device *);
+    prs__gpu_nvml_return (*handle_by_uuid)(const char *, prs__gpu_nvml_device *);
+    prs__gpu_nvml_return (*get_name)(prs__gpu_nvml_device, char *, unsigned);
+    prs__gpu_nvml_return (*mem_clocks)(prs__gpu_nvml_device, unsigned *, unsigned *);
+    prs__gpu_nvml_return (*gr_clocks)(prs__gpu_nvml_device, unsigned, unsigned *, unsigned *);
+    prs__gpu_nvml_return (*set_locked)(prs__gpu_nvml_device, unsigned, unsigned);
+    prs__gpu_nvml_return (*reset_locked)(prs__gpu_nvml_device);
+    prs__gpu_nvml_return (*energy)(prs__gpu_nvml_device, unsigned long long *);
+    prs__gpu_nvml_return (*power)(prs__gpu_nvml_device, unsigned *);
     /* Optional (NULL when the driver lacks them; the calls using them fail with a message). */
-    gpuI_nvml_return (*get_uuid)(gpuI_nvml_device, char *, unsigned);
-    gpuI_nvml_return (*pci_info)(gpuI_nvml_device, void *);
-    gpuI_nvml_return (*clock_info)(gpuI_nvml_device, int, unsigned *);
-    gpuI_nvml_return (*set_mem_locked)(gpuI_nvml_device, unsigned, unsigned);
-    gpuI_nvml_return (*reset_mem_locked)(gpuI_nvml_device);
-    gpuI_nvml_return (*handle_by_pci)(const char *, gpuI_nvml_device *);
-    gpuI_nvml_return (*mig_mode)(gpuI_nvml_device, unsigned *, unsigned *);
-    gpuI_nvml_return (*count)(unsigned *);
-} gpuI_nvml_api;
+    prs__gpu_nvml_return (*get_uuid)(prs__gpu_nvml_device, char *, unsigned);
+    prs__gpu_nvml_return (*pci_info)(prs__gpu_nvml_device, void *);
+    prs__gpu_nvml_return (*clock_info)(prs__gpu_nvml_device, int, unsigned *);
+    prs__gpu_nvml_return (*set_mem_locked)(prs__gpu_nvml_device, unsigned, unsigned);
+    prs__gpu_nvml_return (*reset_mem_locked)(prs__gpu_nvml_device);
+    prs__gpu_nvml_return (*handle_by_pci)(const char *, prs__gpu_nvml_device *);
+    prs__gpu_nvml_return (*mig_mode)(prs__gpu_nvml_device, unsigned *, unsigned *);
+    prs__gpu_nvml_return (*count)(unsigned *);
+} prs__gpu_nvml_api;
 
 /* Room for a GPU UUID ("GPU-" and 36 characters) and its terminating NUL, with margin. */
-#define GPUI_UUID_LEN 96
+#define PRS__GPU_UUID_LEN 96
 
 struct prs_gpu {
     int is_sim;
@@ -58,77 +58,78 @@ struct prs_gpu {
     char errmsg[256];
     /* sim */
     prs_gpu_preset preset;
-    gpuI_sim_state *sim;
+    prs__gpu_sim_state *sim;
     /* nvml */
-    gpuI_nvml_api nvml;
-    gpuI_nvml_device dev;
+    prs__gpu_nvml_api nvml;
+    prs__gpu_nvml_device dev;
     unsigned index;
-    char uuid[GPUI_UUID_LEN]; /* "" unless opened by UUID */
-    char pci[32];             /* "" unless opened by PCI bus id ("00000000:1A:00.0") */
-    char lib_path[512];       /* the NVML library it loaded */
+    char uuid[PRS__GPU_UUID_LEN]; /* "" unless opened by UUID */
+    char pci[32];                 /* "" unless opened by PCI bus id ("00000000:1A:00.0") */
+    char lib_path[512];           /* the NVML library it loaded */
 };
 
 /* gpu_fail.c: the message refusing MIG (what: the UUID, entry or GPU at fault); PRS_EINVAL. */
-int gpuI_mig_refusal(prs_error *err, const char *what);
+int prs__gpu_mig_refusal(prs_error *err, const char *what);
 /* gpu_fail.c: record a message on g and return code. */
-int gpuI_fail(prs_gpu *g, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int prs__gpu_fail(prs_gpu *g, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* sim.c: the sim backend's side of the entry points of gpu.c (g->is_sim). */
-void gpuI_sim_close(prs_gpu *g);
-int gpuI_sim_clocks(prs_gpu *g, int *clocks_mhz, int cap, int *n);
-int gpuI_sim_set_clock(prs_gpu *g, int freq_mhz);
-int gpuI_sim_reset_clock(prs_gpu *g);
+void prs__gpu_sim_close(prs_gpu *g);
+int prs__gpu_sim_clocks(prs_gpu *g, int *clocks_mhz, int cap, int *n);
+int prs__gpu_sim_set_clock(prs_gpu *g, int freq_mhz);
+int prs__gpu_sim_reset_clock(prs_gpu *g);
 /* The clock work runs at: the locked one, else f_max. */
-int gpuI_sim_effective_mhz(const prs_gpu *g);
-int gpuI_sim_energy_mj(prs_gpu *g, uint64_t *energy_mj);
-int gpuI_sim_power_mw(prs_gpu *g, unsigned *power_mw);
-double gpuI_sim_now_s(prs_gpu *g);
-double gpuI_sim_read_energy_j(prs_gpu *g);
-int gpuI_sim_uuid(prs_gpu *g, char *buf, size_t n);
+int prs__gpu_sim_effective_mhz(const prs_gpu *g);
+int prs__gpu_sim_energy_mj(prs_gpu *g, uint64_t *energy_mj);
+int prs__gpu_sim_power_mw(prs_gpu *g, unsigned *power_mw);
+double prs__gpu_sim_now_s(prs_gpu *g);
+double prs__gpu_sim_read_energy_j(prs_gpu *g);
+int prs__gpu_sim_uuid(prs_gpu *g, char *buf, size_t n);
 
 /* nvml.c. The device is found by g->pci when set, else by uuid when not NULL, else by index. */
-int gpuI_nvml_open(prs_gpu *g, unsigned index, const char *uuid, const char *lib_path,
-                   prs_error *err);
+int prs__gpu_nvml_open(prs_gpu *g, unsigned index, const char *uuid, const char *lib_path,
+                       prs_error *err);
 /* The UUIDs of every GPU NVML lists, in NVML (PCI) order: at most cap to uuids, the count to *n.
  * lib_path NULL: as prs_gpu_open. */
-int gpuI_nvml_uuids(const char *lib_path, char (*uuids)[GPUI_UUID_LEN], int cap, int *n,
-                    prs_error *err);
-void gpuI_nvml_close(prs_gpu *g);
-int gpuI_nvml_clocks(prs_gpu *g, int *clocks_mhz, int cap, int *n);
-int gpuI_nvml_set_clock(prs_gpu *g, int freq_mhz);
-int gpuI_nvml_reset_clock(prs_gpu *g);
-int gpuI_nvml_energy_mj(prs_gpu *g, uint64_t *energy_mj);
-int gpuI_nvml_power_mw(prs_gpu *g, unsigned *power_mw);
+int prs__gpu_nvml_uuids(const char *lib_path, char (*uuids)[PRS__GPU_UUID_LEN], int cap, int *n,
+                        prs_error *err);
+void prs__gpu_nvml_close(prs_gpu *g);
+int prs__gpu_nvml_clocks(prs_gpu *g, int *clocks_mhz, int cap, int *n);
+int prs__gpu_nvml_set_clock(prs_gpu *g, int freq_mhz);
+int prs__gpu_nvml_reset_clock(prs_gpu *g);
+int prs__gpu_nvml_energy_mj(prs_gpu *g, uint64_t *energy_mj);
+int prs__gpu_nvml_power_mw(prs_gpu *g, unsigned *power_mw);
 /* nvml.c: identity, read-back of the SM clock, memory clock locks (perseus/gpu.h). */
-int gpuI_nvml_uuid(prs_gpu *g, char *buf, size_t n);
-int gpuI_nvml_pci_bus_id(prs_gpu *g, char *buf, size_t n);
-int gpuI_nvml_sm_clock_now(prs_gpu *g, int *mhz);
-int gpuI_nvml_lock_memory_max(prs_gpu *g);
-int gpuI_nvml_reset_memory_clock(prs_gpu *g);
+int prs__gpu_nvml_uuid(prs_gpu *g, char *buf, size_t n);
+int prs__gpu_nvml_pci_bus_id(prs_gpu *g, char *buf, size_t n);
+int prs__gpu_nvml_sm_clock_now(prs_gpu *g, int *mhz);
+int prs__gpu_nvml_lock_memory_max(prs_gpu *g);
+int prs__gpu_nvml_reset_memory_clock(prs_gpu *g);
 /* nvml.c: a new nvml handle found by index, UUID or PCI bus id (at most one of uuid, pci);
  * lib_path NULL: $PRS_NVML_LIBRARY, else libnvidia-ml.so.1. */
-int gpuI_open_nvml_dev(unsigned index, const char *uuid, const char *pci, const char *lib_path,
-                       prs_gpu **out, prs_error *err);
+int prs__gpu_open_nvml_dev(unsigned index, const char *uuid, const char *pci, const char *lib_path,
+                           prs_gpu **out, prs_error *err);
 
 /* cuda.c: the UUID ("GPU-...") of CUDA device `ordinal` as the driver enumerates it (it applies
  * CUDA_VISIBLE_DEVICES); *count gets the number of devices CUDA sees. lib_path NULL:
  * $PRS_CUDA_LIBRARY, else libcuda.so.1. PRS_ENOLIB when the library cannot be loaded. */
-int gpuI_cuda_device_uuid(const char *lib_path, int ordinal, char *buf, size_t n, int *count,
-                          prs_error *err);
+int prs__gpu_cuda_device_uuid(const char *lib_path, int ordinal, char *buf, size_t n, int *count,
+                              prs_error *err);
 
 /* devsel.c: device selection (docs/client.md, 'Which GPU a rank drives'). */
 /* prs_gpu_open for a spec starting with "nvml". */
-int gpuI_open_nvml_spec(const char *spec, prs_gpu **out, prs_error *err);
+int prs__gpu_open_nvml_spec(const char *spec, prs_gpu **out, prs_error *err);
 /* $LOCAL_RANK (value v, NULL: unset) as a device index: 0 when unset; PRS_EINVAL unless digits
  * in [0, PRS_MAX_GPU_INDEX]. */
-int gpuI_parse_local_rank(const char *v, int *index, prs_error *err);
+int prs__gpu_parse_local_rank(const char *v, int *index, prs_error *err);
 /* The physical GPU that CUDA device `index` is under CUDA_VISIBLE_DEVICES = cvd (NULL: unset),
  * resolved against the node's UUIDs in NVML order (uuids[0..n)), as the driver does: entries are
  * NVML indices or (unique prefixes of) GPU UUIDs; an invalid or repeated entry ends the list.
  * who names the index in messages ("LOCAL_RANK=3"). Writes the UUID to out (outn bytes). */
-int gpuI_cvd_resolve(const char *cvd, int index, const char *who, char (*uuids)[GPUI_UUID_LEN],
-                     int n, char *out, size_t outn, prs_error *err);
+int prs__gpu_cvd_resolve(const char *cvd, int index, const char *who,
+                         char (*uuids)[PRS__GPU_UUID_LEN], int n, char *out, size_t outn,
+                         prs_error *err);
 /* "00000000:1A:00.0" from "DOMAIN:BUS:DEV.FN" (4 or 8 hex digits of domain, any case). */
-int gpuI_pci_normalize(const char *in, char *out, size_t n, prs_error *err);
+int prs__gpu_pci_normalize(const char *in, char *out, size_t n, prs_error *err);
 
 #endif

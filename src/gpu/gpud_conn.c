@@ -26,7 +26,7 @@
 #define LINE_MAX_IN 8192 /* longest line we accept from the daemon */
 #define OUT_CAP 4096     /* requests waiting for room in the socket */
 
-struct gpuI_conn {
+struct prs__gpu_conn {
     int fd;
     pid_t helper;
     /* sending (send_mu) */
@@ -43,7 +43,7 @@ struct gpuI_conn {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     long acked;
-    gpuI_ack_status last_status;
+    prs__gpu_ack_status last_status;
     char last_msg[200];
     long replies; /* non-ACK lines seen after start */
     char reply[256];
@@ -54,9 +54,9 @@ struct gpuI_conn {
     atomic_int lost;
 };
 
-static int conn_alloc(int fd, pid_t helper, gpuI_conn **out, prs_error *err)
+static int conn_alloc(int fd, pid_t helper, prs__gpu_conn **out, prs_error *err)
 {
-    gpuI_conn *c = calloc(1, sizeof *c);
+    prs__gpu_conn *c = calloc(1, sizeof *c);
     if (!c) return prs_error_set(err, PRS_ENOMEM, "out of memory");
     c->fd = fd;
     c->helper = helper;
@@ -71,7 +71,7 @@ static int conn_alloc(int fd, pid_t helper, gpuI_conn **out, prs_error *err)
     return 0;
 }
 
-int gpuI_conn_connect(const char *path, gpuI_conn **out, prs_error *err)
+int prs__gpu_conn_connect(const char *path, prs__gpu_conn **out, prs_error *err)
 {
     *out = NULL;
     struct sockaddr_un a;
@@ -97,7 +97,7 @@ int gpuI_conn_connect(const char *path, gpuI_conn **out, prs_error *err)
     return rc;
 }
 
-int gpuI_conn_adopt(int fd, pid_t helper_pid, gpuI_conn **out, prs_error *err)
+int prs__gpu_conn_adopt(int fd, pid_t helper_pid, prs__gpu_conn **out, prs_error *err)
 {
     *out = NULL;
     return conn_alloc(fd, helper_pid, out, err);
@@ -105,7 +105,7 @@ int gpuI_conn_adopt(int fd, pid_t helper_pid, gpuI_conn **out, prs_error *err)
 
 /* ---- set-up: synchronous lines ---- */
 
-static int send_all(gpuI_conn *c, const char *s, size_t n, double timeout_s)
+static int send_all(prs__gpu_conn *c, const char *s, size_t n, double timeout_s)
 {
     double t0 = prs_mono_s();
     while (n > 0) {
@@ -125,7 +125,7 @@ static int send_all(gpuI_conn *c, const char *s, size_t n, double timeout_s)
 }
 
 /* One line into buf (without '\n'). 0, or PRS_EGPU on timeout, close or an overlong line. */
-static int read_line(gpuI_conn *c, char *buf, size_t n, double timeout_s)
+static int read_line(prs__gpu_conn *c, char *buf, size_t n, double timeout_s)
 {
     double t0 = prs_mono_s();
     for (;;) {
@@ -151,7 +151,7 @@ static int read_line(gpuI_conn *c, char *buf, size_t n, double timeout_s)
     }
 }
 
-static int request(gpuI_conn *c, const char *line, char *reply, size_t n, double timeout_s,
+static int request(prs__gpu_conn *c, const char *line, char *reply, size_t n, double timeout_s,
                    prs_error *err)
 {
     if (send_all(c, line, strlen(line), timeout_s))
@@ -163,7 +163,7 @@ static int request(gpuI_conn *c, const char *line, char *reply, size_t n, double
     return 0;
 }
 
-int gpuI_conn_lease(gpuI_conn *c, const char *uuid, double timeout_s, prs_error *err)
+int prs__gpu_conn_lease(prs__gpu_conn *c, const char *uuid, double timeout_s, prs_error *err)
 {
     char reply[512], line[160];
     int rc = request(c, "HELLO 1\n", reply, sizeof reply, timeout_s, err);
@@ -184,23 +184,23 @@ int gpuI_conn_lease(gpuI_conn *c, const char *uuid, double timeout_s, prs_error 
 
 /* ---- the reader thread ---- */
 
-static gpuI_ack_status status_of(const char *w)
+static prs__gpu_ack_status status_of(const char *w)
 {
     static const struct {
         const char *word;
-        gpuI_ack_status s;
-    } map[] = {{"ok", GPUI_ACK_OK},
-               {"same", GPUI_ACK_SAME},
-               {"superseded", GPUI_ACK_SUPERSEDED},
-               {"refused", GPUI_ACK_REFUSED},
-               {"mismatch", GPUI_ACK_MISMATCH}};
+        prs__gpu_ack_status s;
+    } map[] = {{"ok", PRS__GPU_ACK_OK},
+               {"same", PRS__GPU_ACK_SAME},
+               {"superseded", PRS__GPU_ACK_SUPERSEDED},
+               {"refused", PRS__GPU_ACK_REFUSED},
+               {"mismatch", PRS__GPU_ACK_MISMATCH}};
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (strcmp(w, map[i].word) == 0) return map[i].s;
-    return GPUI_ACK_NONE;
+    return PRS__GPU_ACK_NONE;
 }
 
 /* "ACK seq status in_effect actual apply_ns [rc message...]" */
-static void on_ack(gpuI_conn *c, char *line)
+static void on_ack(prs__gpu_conn *c, char *line)
 {
     char status[16] = "", actual[16] = "";
     long seq = 0, ns = 0;
@@ -208,11 +208,11 @@ static void on_ack(gpuI_conn *c, char *line)
     if (sscanf(line, "ACK %ld %15s %d %15s %ld %n", &seq, status, &in_effect, actual, &ns, &used) <
         5)
         return;
-    gpuI_ack_status s = status_of(status);
-    if (s == GPUI_ACK_NONE) return;
-    if (s == GPUI_ACK_REFUSED || s == GPUI_ACK_MISMATCH) atomic_fetch_add(&c->failures, 1);
-    if (s == GPUI_ACK_OK) atomic_store(&c->apply_ns, ns);
-    if (s != GPUI_ACK_SUPERSEDED) atomic_store(&c->in_effect, in_effect);
+    prs__gpu_ack_status s = status_of(status);
+    if (s == PRS__GPU_ACK_NONE) return;
+    if (s == PRS__GPU_ACK_REFUSED || s == PRS__GPU_ACK_MISMATCH) atomic_fetch_add(&c->failures, 1);
+    if (s == PRS__GPU_ACK_OK) atomic_store(&c->apply_ns, ns);
+    if (s != PRS__GPU_ACK_SUPERSEDED) atomic_store(&c->in_effect, in_effect);
     pthread_mutex_lock(&c->mu);
     if (seq > c->acked) c->acked = seq;
     c->last_status = s;
@@ -224,13 +224,13 @@ static void on_ack(gpuI_conn *c, char *line)
 
 /* Answers come in order, one per request: an ERR while clock requests are unanswered refuses
  * the oldest of them (the daemon refuses a clock it does not support that way). */
-static int on_err(gpuI_conn *c, const char *line)
+static int on_err(prs__gpu_conn *c, const char *line)
 {
     pthread_mutex_lock(&c->mu);
     int ours = strncmp(line, "ERR ", 4) == 0 && c->acked < atomic_load(&c->seq);
     if (ours) {
         c->acked++;
-        c->last_status = GPUI_ACK_REFUSED;
+        c->last_status = PRS__GPU_ACK_REFUSED;
         snprintf(c->last_msg, sizeof c->last_msg, "%.199s", line + 4);
         atomic_fetch_add(&c->failures, 1);
         atomic_store(&c->acked_a, c->acked);
@@ -240,7 +240,7 @@ static int on_err(gpuI_conn *c, const char *line)
     return ours;
 }
 
-static void on_line(gpuI_conn *c, char *line)
+static void on_line(prs__gpu_conn *c, char *line)
 {
     if (strncmp(line, "ACK ", 4) == 0) {
         on_ack(c, line);
@@ -254,7 +254,7 @@ static void on_line(gpuI_conn *c, char *line)
     pthread_mutex_unlock(&c->mu);
 }
 
-static void mark_lost(gpuI_conn *c)
+static void mark_lost(prs__gpu_conn *c)
 {
     pthread_mutex_lock(&c->mu);
     long unanswered = atomic_load(&c->seq) - c->acked;
@@ -266,7 +266,7 @@ static void mark_lost(gpuI_conn *c)
 
 static void *reader_main(void *arg)
 {
-    gpuI_conn *c = arg;
+    prs__gpu_conn *c = arg;
     for (;;) {
         char *nl;
         while ((nl = memchr(c->in, '\n', c->in_len))) {
@@ -286,7 +286,7 @@ static void *reader_main(void *arg)
     return NULL;
 }
 
-int gpuI_conn_start(gpuI_conn *c, prs_error *err)
+int prs__gpu_conn_start(prs__gpu_conn *c, prs_error *err)
 {
     if (pthread_create(&c->reader, NULL, reader_main, c) != 0)
         return prs_error_set(err, PRS_ENOMEM, "perseus-gpud: cannot start the reader thread");
@@ -297,7 +297,7 @@ int gpuI_conn_start(gpuI_conn *c, prs_error *err)
 /* ---- requests ---- */
 
 /* Send what waits in out, without blocking. Under send_mu. 0, or PRS_EGPU (connection gone). */
-static int flush_out(gpuI_conn *c)
+static int flush_out(prs__gpu_conn *c)
 {
     while (c->out_len > 0) {
         ssize_t w = send(c->fd, c->out, c->out_len, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -312,7 +312,7 @@ static int flush_out(gpuI_conn *c)
 
 /* Keep line in out. Whole requests still waiting are dropped first when there is no room: they
  * never reached the daemon and the newest one replaces them. */
-static void keep(gpuI_conn *c, const char *line, size_t n)
+static void keep(prs__gpu_conn *c, const char *line, size_t n)
 {
     if (c->out_len + n > sizeof c->out) {
         char *first_nl = memchr(c->out, '\n', c->out_len);
@@ -322,7 +322,7 @@ static void keep(gpuI_conn *c, const char *line, size_t n)
     c->out_len += n;
 }
 
-long gpuI_conn_set(gpuI_conn *c, int mhz)
+long prs__gpu_conn_set(prs__gpu_conn *c, int mhz)
 {
     char line[48];
     pthread_mutex_lock(&c->send_mu);
@@ -360,7 +360,7 @@ static void deadline(struct timespec *ts, double timeout_s)
 }
 
 /* Send what is buffered, waiting for room (at most until timeout_s). */
-static int flush_wait(gpuI_conn *c, double timeout_s)
+static int flush_wait(prs__gpu_conn *c, double timeout_s)
 {
     double t0 = prs_mono_s();
     pthread_mutex_lock(&c->send_mu);
@@ -377,55 +377,56 @@ static int flush_wait(gpuI_conn *c, double timeout_s)
     return rc;
 }
 
-gpuI_ack_status gpuI_conn_wait(gpuI_conn *c, long seq, double timeout_s, char *msg, size_t n)
+prs__gpu_ack_status prs__gpu_conn_wait(prs__gpu_conn *c, long seq, double timeout_s, char *msg,
+                                       size_t n)
 {
     if (msg && n) msg[0] = '\0';
     if (flush_wait(c, timeout_s) && !atomic_load(&c->lost)) {
         if (msg && n) snprintf(msg, n, "perseus-gpud does not take requests");
-        return GPUI_ACK_NONE;
+        return PRS__GPU_ACK_NONE;
     }
     struct timespec ts;
     deadline(&ts, timeout_s);
     pthread_mutex_lock(&c->mu);
     while (c->acked < seq && !atomic_load(&c->lost))
         if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) == ETIMEDOUT) break;
-    gpuI_ack_status s = c->acked >= seq         ? c->last_status
-                        : atomic_load(&c->lost) ? GPUI_ACK_LOST
-                                                : GPUI_ACK_NONE;
+    prs__gpu_ack_status s = c->acked >= seq         ? c->last_status
+                            : atomic_load(&c->lost) ? PRS__GPU_ACK_LOST
+                                                    : PRS__GPU_ACK_NONE;
     if (msg && n) {
-        const char *why = s == GPUI_ACK_LOST   ? "the connection to perseus-gpud is gone"
-                          : s == GPUI_ACK_NONE ? "perseus-gpud did not answer in time"
-                                               : c->last_msg;
+        const char *why = s == PRS__GPU_ACK_LOST   ? "the connection to perseus-gpud is gone"
+                          : s == PRS__GPU_ACK_NONE ? "perseus-gpud did not answer in time"
+                                                   : c->last_msg;
         snprintf(msg, n, "%s", why);
     }
     pthread_mutex_unlock(&c->mu);
     return s;
 }
 
-long gpuI_conn_last_seq(const gpuI_conn *c)
+long prs__gpu_conn_last_seq(const prs__gpu_conn *c)
 {
     return atomic_load(&c->seq);
 }
 
-int gpuI_conn_confirmed(const gpuI_conn *c)
+int prs__gpu_conn_confirmed(const prs__gpu_conn *c)
 {
     if (atomic_load(&c->lost)) return -1;
     if (atomic_load(&c->acked_a) < atomic_load(&c->seq)) return -1;
     return atomic_load(&c->in_effect);
 }
 
-long gpuI_conn_failures(const gpuI_conn *c)
+long prs__gpu_conn_failures(const prs__gpu_conn *c)
 {
     return atomic_load(&c->failures);
 }
 
-long gpuI_conn_apply_ns(const gpuI_conn *c)
+long prs__gpu_conn_apply_ns(const prs__gpu_conn *c)
 {
     return atomic_load(&c->apply_ns);
 }
 
 /* RELEASE and wait for its answer, so the clocks are reset when close returns. */
-static void release(gpuI_conn *c, double timeout_s)
+static void release(prs__gpu_conn *c, double timeout_s)
 {
     pthread_mutex_lock(&c->mu);
     long before = c->replies;
@@ -458,7 +459,7 @@ static void reap(pid_t pid, double timeout_s)
     }
 }
 
-void gpuI_conn_close(gpuI_conn *c, double timeout_s)
+void prs__gpu_conn_close(prs__gpu_conn *c, double timeout_s)
 {
     if (!c) return;
     if (c->reader_started && !atomic_load(&c->lost)) release(c, timeout_s);

@@ -15,48 +15,50 @@
 
 #include "perseus/error.h"
 
-typedef struct gpuI_conn gpuI_conn;
+typedef struct prs__gpu_conn prs__gpu_conn;
 
 /* What the daemon answered to one clock request. */
-typedef enum gpuI_ack_status {
-    GPUI_ACK_NONE = 0,   /* not answered (yet) */
-    GPUI_ACK_OK,         /* applied and read back */
-    GPUI_ACK_SAME,       /* already in effect */
-    GPUI_ACK_SUPERSEDED, /* a later request replaced it before it was applied */
-    GPUI_ACK_REFUSED,    /* the driver refused: the clock in effect is unchanged */
-    GPUI_ACK_MISMATCH,   /* the driver said yes but the read-back clock is not the lock */
-    GPUI_ACK_LOST        /* the connection is gone */
-} gpuI_ack_status;
+typedef enum prs__gpu_ack_status {
+    PRS__GPU_ACK_NONE = 0,   /* not answered (yet) */
+    PRS__GPU_ACK_OK,         /* applied and read back */
+    PRS__GPU_ACK_SAME,       /* already in effect */
+    PRS__GPU_ACK_SUPERSEDED, /* a later request replaced it before it was applied */
+    PRS__GPU_ACK_REFUSED,    /* the driver refused: the clock in effect is unchanged */
+    PRS__GPU_ACK_MISMATCH,   /* the driver said yes but the read-back clock is not the lock */
+    PRS__GPU_ACK_LOST        /* the connection is gone */
+} prs__gpu_ack_status;
 
 /* Connect to the daemon's socket at path. */
-int gpuI_conn_connect(const char *path, gpuI_conn **out, prs_error *err);
+int prs__gpu_conn_connect(const char *path, prs__gpu_conn **out, prs_error *err);
 /* Adopt a connected socket (a private daemon started by us, whose pid is helper_pid: reaped by
- * gpuI_conn_close). */
-int gpuI_conn_adopt(int fd, pid_t helper_pid, gpuI_conn **out, prs_error *err);
+ * prs__gpu_conn_close). */
+int prs__gpu_conn_adopt(int fd, pid_t helper_pid, prs__gpu_conn **out, prs_error *err);
 /* HELLO, then LEASE uuid: the GPU is ours until the connection closes. Synchronous, before
- * gpuI_conn_start. A refusal (denied, busy, no such GPU) is PRS_EGPU with the daemon's words. */
-int gpuI_conn_lease(gpuI_conn *c, const char *uuid, double timeout_s, prs_error *err);
+ * prs__gpu_conn_start. A refusal (denied, busy, no such GPU) is PRS_EGPU with the daemon's words.
+ */
+int prs__gpu_conn_lease(prs__gpu_conn *c, const char *uuid, double timeout_s, prs_error *err);
 /* Start the reader thread: from here on, requests are asynchronous. */
-int gpuI_conn_start(gpuI_conn *c, prs_error *err);
+int prs__gpu_conn_start(prs__gpu_conn *c, prs_error *err);
 
 /* Send a clock request (mhz 0: the default clocks). Never blocks: when the socket is full the
  * request waits in a small buffer, sent first next time. Returns its sequence number (> 0), or
  * PRS_EGPU when the connection is gone. */
-long gpuI_conn_set(gpuI_conn *c, int mhz);
+long prs__gpu_conn_set(prs__gpu_conn *c, int mhz);
 /* Send what is buffered and wait (at most timeout_s) until request seq is answered. Returns its
  * status (the latest answer's when seq was not the latest) and the daemon's message in msg. */
-gpuI_ack_status gpuI_conn_wait(gpuI_conn *c, long seq, double timeout_s, char *msg, size_t n);
+prs__gpu_ack_status prs__gpu_conn_wait(prs__gpu_conn *c, long seq, double timeout_s, char *msg,
+                                       size_t n);
 /* The last request sent (0: none). */
-long gpuI_conn_last_seq(const gpuI_conn *c);
+long prs__gpu_conn_last_seq(const prs__gpu_conn *c);
 /* The clock in effect as the daemon last said (0: default), and -1 while requests are not all
  * answered yet (then nobody knows). */
-int gpuI_conn_confirmed(const gpuI_conn *c);
+int prs__gpu_conn_confirmed(const prs__gpu_conn *c);
 /* Requests that did not take (refused, mismatch, or unanswered because the connection is gone). */
-long gpuI_conn_failures(const gpuI_conn *c);
+long prs__gpu_conn_failures(const prs__gpu_conn *c);
 /* The daemon-side time of the last applied request, nanoseconds (0: none). */
-long gpuI_conn_apply_ns(const gpuI_conn *c);
+long prs__gpu_conn_apply_ns(const prs__gpu_conn *c);
 /* Close (the daemon resets the clocks of the lease), stop the reader, reap a private helper
  * (waiting at most timeout_s, then SIGKILL). NULL is a no-op. */
-void gpuI_conn_close(gpuI_conn *c, double timeout_s);
+void prs__gpu_conn_close(prs__gpu_conn *c, double timeout_s);
 
 #endif

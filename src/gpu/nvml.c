@@ -25,15 +25,15 @@
 #define NVML_SUCCESS 0
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 
-static const char *nvml_err(prs_gpu *g, gpuI_nvml_return r)
+static const char *nvml_err(prs_gpu *g, prs__gpu_nvml_return r)
 {
     const char *s = g->nvml.error_string ? g->nvml.error_string(r) : NULL;
     return s ? s : "unknown NVML error";
 }
 
-static int nvml_fail(prs_gpu *g, const char *call, gpuI_nvml_return r)
+static int nvml_fail(prs_gpu *g, const char *call, prs__gpu_nvml_return r)
 {
-    return gpuI_fail(g, PRS_EGPU, "NVML %s: %s (%d)", call, nvml_err(g, r), r);
+    return prs__gpu_fail(g, PRS_EGPU, "NVML %s: %s (%d)", call, nvml_err(g, r), r);
 }
 
 /* dlsym into a function pointer without the object-to-function pointer cast warning. */
@@ -67,7 +67,7 @@ static void resolve_opt(prs_gpu *g, void *fnptr, size_t size, const char *sym)
 
 /* The device handle: by PCI bus id or by UUID when set (a CUDA device's, so ranks that see their
  * GPU through CUDA_VISIBLE_DEVICES find the same physical GPU in NVML), else by index. */
-static gpuI_nvml_return device_handle(prs_gpu *g, const char **call)
+static prs__gpu_nvml_return device_handle(prs_gpu *g, const char **call)
 {
     if (g->pci[0]) {
         *call = "nvmlDeviceGetHandleByPciBusId_v2";
@@ -122,7 +122,7 @@ static int nvml_load(prs_gpu *g, const char *lib_path, prs_error *err)
                 "nvmlDeviceSetMemoryLockedClocks");
     resolve_opt(g, &g->nvml.reset_mem_locked, sizeof g->nvml.reset_mem_locked,
                 "nvmlDeviceResetMemoryLockedClocks");
-    gpuI_nvml_return r = g->nvml.init();
+    prs__gpu_nvml_return r = g->nvml.init();
     if (r != NVML_SUCCESS) {
         prs_error_set(err, PRS_EGPU, "NVML nvmlInit_v2: %s (%d)", nvml_err(g, r), r);
         unload(g, 0);
@@ -145,11 +145,11 @@ static int refuse_mig(prs_gpu *g, prs_error *err)
              : g->uuid[0] ? g->uuid
                           : "by index",
              g->name);
-    return gpuI_mig_refusal(err, what);
+    return prs__gpu_mig_refusal(err, what);
 }
 
-int gpuI_nvml_open(prs_gpu *g, unsigned index, const char *uuid, const char *lib_path,
-                   prs_error *err)
+int prs__gpu_nvml_open(prs_gpu *g, unsigned index, const char *uuid, const char *lib_path,
+                       prs_error *err)
 {
     if (uuid && strlen(uuid) >= sizeof g->uuid)
         return prs_error_set(err, PRS_EINVAL, "GPU UUID '%.40s...' is too long", uuid);
@@ -164,7 +164,7 @@ int gpuI_nvml_open(prs_gpu *g, unsigned index, const char *uuid, const char *lib
                              "too old? select the GPU by UUID or index)");
     }
     const char *call;
-    gpuI_nvml_return r = device_handle(g, &call);
+    prs__gpu_nvml_return r = device_handle(g, &call);
     if (r != NVML_SUCCESS) {
         char which[32];
         snprintf(which, sizeof which, "%u", index);
@@ -184,28 +184,28 @@ int gpuI_nvml_open(prs_gpu *g, unsigned index, const char *uuid, const char *lib
 }
 
 /* Fill uuids from a loaded library. */
-static int list_uuids(prs_gpu *g, char (*uuids)[GPUI_UUID_LEN], int cap, int *n, prs_error *err)
+static int list_uuids(prs_gpu *g, char (*uuids)[PRS__GPU_UUID_LEN], int cap, int *n, prs_error *err)
 {
     unsigned count = 0;
-    gpuI_nvml_return r = g->nvml.count(&count);
+    prs__gpu_nvml_return r = g->nvml.count(&count);
     if (r != NVML_SUCCESS)
         return prs_error_set(err, PRS_EGPU, "NVML nvmlDeviceGetCount_v2: %s (%d)", nvml_err(g, r),
                              r);
     *n = (int)count;
     for (unsigned i = 0; i < count && (int)i < cap; i++) {
-        gpuI_nvml_device d;
+        prs__gpu_nvml_device d;
         r = g->nvml.handle_by_index(i, &d);
-        if (r == NVML_SUCCESS) r = g->nvml.get_uuid(d, uuids[i], GPUI_UUID_LEN);
+        if (r == NVML_SUCCESS) r = g->nvml.get_uuid(d, uuids[i], PRS__GPU_UUID_LEN);
         if (r != NVML_SUCCESS)
             return prs_error_set(err, PRS_EGPU, "NVML UUID of GPU %u: %s (%d)", i, nvml_err(g, r),
                                  r);
-        uuids[i][GPUI_UUID_LEN - 1] = '\0';
+        uuids[i][PRS__GPU_UUID_LEN - 1] = '\0';
     }
     return 0;
 }
 
-int gpuI_nvml_uuids(const char *lib_path, char (*uuids)[GPUI_UUID_LEN], int cap, int *n,
-                    prs_error *err)
+int prs__gpu_nvml_uuids(const char *lib_path, char (*uuids)[PRS__GPU_UUID_LEN], int cap, int *n,
+                        prs_error *err)
 {
     *n = 0;
     prs_gpu *g = calloc(1, sizeof *g);
@@ -221,7 +221,7 @@ int gpuI_nvml_uuids(const char *lib_path, char (*uuids)[GPUI_UUID_LEN], int cap,
     return rc;
 }
 
-void gpuI_nvml_close(prs_gpu *g)
+void prs__gpu_nvml_close(prs_gpu *g)
 {
     if (g->nvml.lib) unload(g, 1);
 }
@@ -239,10 +239,10 @@ static int nvml_list(prs_gpu *g, const char *call, unsigned mem_mhz, int graphic
     unsigned cap = 64;
     for (int tries = 0; tries < 4; tries++) {
         unsigned *buf = malloc(sizeof *buf * cap);
-        if (!buf) return gpuI_fail(g, PRS_ENOMEM, "out of memory");
+        if (!buf) return prs__gpu_fail(g, PRS_ENOMEM, "out of memory");
         unsigned n = cap;
-        gpuI_nvml_return r = graphics ? g->nvml.gr_clocks(g->dev, mem_mhz, &n, buf)
-                                      : g->nvml.mem_clocks(g->dev, &n, buf);
+        prs__gpu_nvml_return r = graphics ? g->nvml.gr_clocks(g->dev, mem_mhz, &n, buf)
+                                          : g->nvml.mem_clocks(g->dev, &n, buf);
         if (r == NVML_SUCCESS) {
             *out = buf;
             *count = n < cap ? n : cap;
@@ -252,17 +252,17 @@ static int nvml_list(prs_gpu *g, const char *call, unsigned mem_mhz, int graphic
         if (r != NVML_ERROR_INSUFFICIENT_SIZE) return nvml_fail(g, call, r);
         cap = n > cap ? n : cap * 4;
     }
-    return gpuI_fail(g, PRS_EGPU, "NVML %s: list keeps growing", call);
+    return prs__gpu_fail(g, PRS_EGPU, "NVML %s: list keeps growing", call);
 }
 
-int gpuI_nvml_clocks(prs_gpu *g, int *clocks_mhz, int cap, int *n)
+int prs__gpu_nvml_clocks(prs_gpu *g, int *clocks_mhz, int cap, int *n)
 {
     unsigned *mem = NULL, nmem = 0, *gr = NULL, ngr = 0;
     int rc = nvml_list(g, "nvmlDeviceGetSupportedMemoryClocks", 0, 0, &mem, &nmem);
     if (rc) return rc;
     if (nmem == 0) {
         free(mem);
-        return gpuI_fail(g, PRS_EGPU, "NVML lists no memory clock");
+        return prs__gpu_fail(g, PRS_EGPU, "NVML lists no memory clock");
     }
     qsort(mem, nmem, sizeof *mem, cmp_desc);
     rc = nvml_list(g, "nvmlDeviceGetSupportedGraphicsClocks", mem[0], 1, &gr, &ngr);
@@ -270,7 +270,7 @@ int gpuI_nvml_clocks(prs_gpu *g, int *clocks_mhz, int cap, int *n)
     if (rc) return rc;
     if (ngr == 0 || !gr) {
         free(gr);
-        return gpuI_fail(g, PRS_EGPU, "NVML lists no SM clock");
+        return prs__gpu_fail(g, PRS_EGPU, "NVML lists no SM clock");
     }
     qsort(gr, ngr, sizeof *gr, cmp_desc);
     *n = (int)ngr;
@@ -280,31 +280,31 @@ int gpuI_nvml_clocks(prs_gpu *g, int *clocks_mhz, int cap, int *n)
     return 0;
 }
 
-int gpuI_nvml_set_clock(prs_gpu *g, int freq_mhz)
+int prs__gpu_nvml_set_clock(prs_gpu *g, int freq_mhz)
 {
-    if (freq_mhz <= 0) return gpuI_fail(g, PRS_EINVAL, "clock must be > 0 MHz");
-    gpuI_nvml_return r = g->nvml.set_locked(g->dev, (unsigned)freq_mhz, (unsigned)freq_mhz);
+    if (freq_mhz <= 0) return prs__gpu_fail(g, PRS_EINVAL, "clock must be > 0 MHz");
+    prs__gpu_nvml_return r = g->nvml.set_locked(g->dev, (unsigned)freq_mhz, (unsigned)freq_mhz);
     return r == NVML_SUCCESS ? 0 : nvml_fail(g, "nvmlDeviceSetGpuLockedClocks", r);
 }
 
-int gpuI_nvml_reset_clock(prs_gpu *g)
+int prs__gpu_nvml_reset_clock(prs_gpu *g)
 {
-    gpuI_nvml_return r = g->nvml.reset_locked(g->dev);
+    prs__gpu_nvml_return r = g->nvml.reset_locked(g->dev);
     return r == NVML_SUCCESS ? 0 : nvml_fail(g, "nvmlDeviceResetGpuLockedClocks", r);
 }
 
-int gpuI_nvml_energy_mj(prs_gpu *g, uint64_t *energy_mj)
+int prs__gpu_nvml_energy_mj(prs_gpu *g, uint64_t *energy_mj)
 {
     unsigned long long e = 0;
-    gpuI_nvml_return r = g->nvml.energy(g->dev, &e);
+    prs__gpu_nvml_return r = g->nvml.energy(g->dev, &e);
     if (r != NVML_SUCCESS) return nvml_fail(g, "nvmlDeviceGetTotalEnergyConsumption", r);
     *energy_mj = (uint64_t)e;
     return 0;
 }
 
-int gpuI_nvml_power_mw(prs_gpu *g, unsigned *power_mw)
+int prs__gpu_nvml_power_mw(prs_gpu *g, unsigned *power_mw)
 {
-    gpuI_nvml_return r = g->nvml.power(g->dev, power_mw);
+    prs__gpu_nvml_return r = g->nvml.power(g->dev, power_mw);
     return r == NVML_SUCCESS ? 0 : nvml_fail(g, "nvmlDeviceGetPowerUsage", r);
 }
 
@@ -323,45 +323,46 @@ typedef struct nvml_pci_info {
 
 static int not_supported(prs_gpu *g, const char *sym)
 {
-    return gpuI_fail(g, PRS_EGPU, "NVML %s: not supported by this driver (symbol missing)", sym);
+    return prs__gpu_fail(g, PRS_EGPU, "NVML %s: not supported by this driver (symbol missing)",
+                         sym);
 }
 
-int gpuI_nvml_uuid(prs_gpu *g, char *buf, size_t n)
+int prs__gpu_nvml_uuid(prs_gpu *g, char *buf, size_t n)
 {
     if (!g->nvml.get_uuid) return not_supported(g, "nvmlDeviceGetUUID");
     char tmp[96];
-    gpuI_nvml_return r = g->nvml.get_uuid(g->dev, tmp, sizeof tmp);
+    prs__gpu_nvml_return r = g->nvml.get_uuid(g->dev, tmp, sizeof tmp);
     if (r != NVML_SUCCESS) return nvml_fail(g, "nvmlDeviceGetUUID", r);
     tmp[sizeof tmp - 1] = '\0';
-    if (strlen(tmp) >= n) return gpuI_fail(g, PRS_EINVAL, "UUID buffer too small");
+    if (strlen(tmp) >= n) return prs__gpu_fail(g, PRS_EINVAL, "UUID buffer too small");
     memcpy(buf, tmp, strlen(tmp) + 1);
     return 0;
 }
 
-int gpuI_nvml_pci_bus_id(prs_gpu *g, char *buf, size_t n)
+int prs__gpu_nvml_pci_bus_id(prs_gpu *g, char *buf, size_t n)
 {
     if (!g->nvml.pci_info) return not_supported(g, "nvmlDeviceGetPciInfo_v3");
     nvml_pci_info pci;
     memset(&pci, 0, sizeof pci);
-    gpuI_nvml_return r = g->nvml.pci_info(g->dev, &pci);
+    prs__gpu_nvml_return r = g->nvml.pci_info(g->dev, &pci);
     if (r != NVML_SUCCESS) return nvml_fail(g, "nvmlDeviceGetPciInfo_v3", r);
     pci.bus_id[sizeof pci.bus_id - 1] = '\0';
-    if (strlen(pci.bus_id) >= n) return gpuI_fail(g, PRS_EINVAL, "PCI bus id buffer too small");
+    if (strlen(pci.bus_id) >= n) return prs__gpu_fail(g, PRS_EINVAL, "PCI bus id buffer too small");
     memcpy(buf, pci.bus_id, strlen(pci.bus_id) + 1);
     return 0;
 }
 
-int gpuI_nvml_sm_clock_now(prs_gpu *g, int *mhz)
+int prs__gpu_nvml_sm_clock_now(prs_gpu *g, int *mhz)
 {
     if (!g->nvml.clock_info) return not_supported(g, "nvmlDeviceGetClockInfo");
     unsigned f = 0;
-    gpuI_nvml_return r = g->nvml.clock_info(g->dev, NVML_CLOCK_SM, &f);
+    prs__gpu_nvml_return r = g->nvml.clock_info(g->dev, NVML_CLOCK_SM, &f);
     if (r != NVML_SUCCESS) return nvml_fail(g, "nvmlDeviceGetClockInfo", r);
     *mhz = (int)f;
     return 0;
 }
 
-int gpuI_nvml_lock_memory_max(prs_gpu *g)
+int prs__gpu_nvml_lock_memory_max(prs_gpu *g)
 {
     if (!g->nvml.set_mem_locked) return not_supported(g, "nvmlDeviceSetMemoryLockedClocks");
     unsigned *mem = NULL, nmem = 0;
@@ -371,15 +372,15 @@ int gpuI_nvml_lock_memory_max(prs_gpu *g)
     for (unsigned i = 0; i < nmem; i++)
         if (mem[i] > top) top = mem[i];
     free(mem);
-    if (top == 0) return gpuI_fail(g, PRS_EGPU, "NVML lists no memory clock");
-    gpuI_nvml_return r = g->nvml.set_mem_locked(g->dev, top, top);
+    if (top == 0) return prs__gpu_fail(g, PRS_EGPU, "NVML lists no memory clock");
+    prs__gpu_nvml_return r = g->nvml.set_mem_locked(g->dev, top, top);
     return r == NVML_SUCCESS ? 0 : nvml_fail(g, "nvmlDeviceSetMemoryLockedClocks", r);
 }
 
-int gpuI_nvml_reset_memory_clock(prs_gpu *g)
+int prs__gpu_nvml_reset_memory_clock(prs_gpu *g)
 {
     if (!g->nvml.reset_mem_locked) return not_supported(g, "nvmlDeviceResetMemoryLockedClocks");
-    gpuI_nvml_return r = g->nvml.reset_mem_locked(g->dev);
+    prs__gpu_nvml_return r = g->nvml.reset_mem_locked(g->dev);
     return r == NVML_SUCCESS ? 0 : nvml_fail(g, "nvmlDeviceResetMemoryLockedClocks", r);
 }
 
@@ -403,7 +404,7 @@ int prs_gpu_nvml_count(const char *lib_path, unsigned *n, prs_error *err)
         return prs_error_set(err, PRS_ENOLIB, "cannot load the NVIDIA management library %s: %s",
                              lib_path, why ? why : "unknown reason");
     }
-    gpuI_nvml_return (*init)(void), (*shutdown)(void), (*count)(unsigned *);
+    prs__gpu_nvml_return (*init)(void), (*shutdown)(void), (*count)(unsigned *);
     int rc = 0;
     if (sym_fn(lib, "nvmlInit_v2", &init, sizeof init) ||
         sym_fn(lib, "nvmlShutdown", &shutdown, sizeof shutdown) ||
@@ -414,7 +415,7 @@ int prs_gpu_nvml_count(const char *lib_path, unsigned *n, prs_error *err)
                              "nvmlDeviceGetCount_v2 (driver too old?)",
                              lib_path);
     }
-    gpuI_nvml_return r = init();
+    prs__gpu_nvml_return r = init();
     if (r != NVML_SUCCESS) {
         rc = prs_error_set(err, PRS_EGPU, "NVML nvmlInit_v2 failed (%d)", r);
     } else {
@@ -430,8 +431,8 @@ int prs_gpu_nvml_count(const char *lib_path, unsigned *n, prs_error *err)
     return rc;
 }
 
-int gpuI_open_nvml_dev(unsigned index, const char *uuid, const char *pci, const char *lib_path,
-                       prs_gpu **out, prs_error *err)
+int prs__gpu_open_nvml_dev(unsigned index, const char *uuid, const char *pci, const char *lib_path,
+                           prs_gpu **out, prs_error *err)
 {
     *out = NULL;
     if (pci && strlen(pci) >= sizeof((prs_gpu *)0)->pci)
@@ -439,7 +440,7 @@ int gpuI_open_nvml_dev(unsigned index, const char *uuid, const char *pci, const 
     prs_gpu *g = calloc(1, sizeof *g);
     if (!g) return prs_error_set(err, PRS_ENOMEM, "out of memory");
     if (pci) snprintf(g->pci, sizeof g->pci, "%s", pci);
-    int rc = gpuI_nvml_open(g, index, uuid, lib_path, err);
+    int rc = prs__gpu_nvml_open(g, index, uuid, lib_path, err);
     if (rc) {
         free(g);
         return rc;

@@ -22,8 +22,8 @@ int prs_gpu_open_sim(const prs_gpu_preset *preset, prs_gpu **out, prs_error *err
     if (rc) return rc;
     prs_gpu *g = calloc(1, sizeof *g);
     if (!g) return prs_error_set(err, PRS_ENOMEM, "out of memory");
-    void *m = mmap(NULL, sizeof(gpuI_sim_state), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                   -1, 0);
+    void *m = mmap(NULL, sizeof(prs__gpu_sim_state), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) {
         free(g);
         return prs_error_set(err, PRS_ENOMEM, "sim GPU: cannot map its state");
@@ -42,12 +42,12 @@ int prs_gpu_open_sim(const prs_gpu_preset *preset, prs_gpu **out, prs_error *err
     return 0;
 }
 
-void gpuI_sim_close(prs_gpu *g)
+void prs__gpu_sim_close(prs_gpu *g)
 {
     munmap(g->sim, sizeof *g->sim);
 }
 
-int gpuI_sim_clocks(prs_gpu *g, int *clocks_mhz, int cap, int *n)
+int prs__gpu_sim_clocks(prs_gpu *g, int *clocks_mhz, int cap, int *n)
 {
     *n = prs_gpu_num_clocks(&g->preset);
     for (int i = 0; i < *n && i < cap; i++)
@@ -55,50 +55,51 @@ int gpuI_sim_clocks(prs_gpu *g, int *clocks_mhz, int cap, int *n)
     return 0;
 }
 
-int gpuI_sim_set_clock(prs_gpu *g, int freq_mhz)
+int prs__gpu_sim_set_clock(prs_gpu *g, int freq_mhz)
 {
     if (!prs_gpu_clock_supported(&g->preset, freq_mhz))
-        return gpuI_fail(g, PRS_EGPU, "sim GPU: %d MHz is not a supported clock", freq_mhz);
+        return prs__gpu_fail(g, PRS_EGPU, "sim GPU: %d MHz is not a supported clock", freq_mhz);
     if (atomic_exchange(&g->sim->locked_mhz, freq_mhz) != freq_mhz)
         atomic_fetch_add(&g->sim->clock_changes, 1);
     return 0;
 }
 
-int gpuI_sim_reset_clock(prs_gpu *g)
+int prs__gpu_sim_reset_clock(prs_gpu *g)
 {
     if (atomic_exchange(&g->sim->locked_mhz, 0) != 0) atomic_fetch_add(&g->sim->clock_changes, 1);
     return 0;
 }
 
-int gpuI_sim_effective_mhz(const prs_gpu *g)
+int prs__gpu_sim_effective_mhz(const prs_gpu *g)
 {
     int f = atomic_load(&g->sim->locked_mhz);
     return f > 0 ? f : g->preset.f_max_mhz;
 }
 
-int gpuI_sim_energy_mj(prs_gpu *g, uint64_t *energy_mj)
+int prs__gpu_sim_energy_mj(prs_gpu *g, uint64_t *energy_mj)
 {
     *energy_mj = atomic_load(&g->sim->energy_nj) / NJ_PER_MJ;
     return 0;
 }
 
-int gpuI_sim_power_mw(prs_gpu *g, unsigned *power_mw)
+int prs__gpu_sim_power_mw(prs_gpu *g, unsigned *power_mw)
 {
-    *power_mw = (unsigned)lround(1000.0 * prs_gpu_power_w(&g->preset, gpuI_sim_effective_mhz(g)));
+    *power_mw =
+        (unsigned)lround(1000.0 * prs_gpu_power_w(&g->preset, prs__gpu_sim_effective_mhz(g)));
     return 0;
 }
 
-double gpuI_sim_now_s(prs_gpu *g)
+double prs__gpu_sim_now_s(prs_gpu *g)
 {
     return 1e-9 * (double)atomic_load(&g->sim->time_ns);
 }
 
-double gpuI_sim_read_energy_j(prs_gpu *g)
+double prs__gpu_sim_read_energy_j(prs_gpu *g)
 {
     return 1e-9 * (double)atomic_load(&g->sim->energy_nj);
 }
 
-int gpuI_sim_uuid(prs_gpu *g, char *buf, size_t n)
+int prs__gpu_sim_uuid(prs_gpu *g, char *buf, size_t n)
 {
     snprintf(buf, n, "GPU-51300000-0000-0000-0000-%012x", g->index);
     return 0;
@@ -106,7 +107,7 @@ int gpuI_sim_uuid(prs_gpu *g, char *buf, size_t n)
 
 int prs_gpu_sim_clock(prs_gpu *g, int *freq_mhz)
 {
-    if (!g->is_sim) return gpuI_fail(g, PRS_EINVAL, "not a sim GPU");
+    if (!g->is_sim) return prs__gpu_fail(g, PRS_EINVAL, "not a sim GPU");
     *freq_mhz = atomic_load(&g->sim->locked_mhz);
     return 0;
 }
@@ -119,10 +120,11 @@ static void sim_advance(prs_gpu *g, double time_s, double energy_j)
 
 int prs_gpu_sim_run(prs_gpu *g, const prs_gpu_work *w, double *time_s)
 {
-    if (!g->is_sim) return gpuI_fail(g, PRS_EINVAL, "not a sim GPU");
+    if (!g->is_sim) return prs__gpu_fail(g, PRS_EINVAL, "not a sim GPU");
     prs_error e;
-    if (!w || prs_gpu_work_check(w, "work", &e)) return gpuI_fail(g, PRS_EINVAL, "sim: bad work");
-    int f = gpuI_sim_effective_mhz(g);
+    if (!w || prs_gpu_work_check(w, "work", &e))
+        return prs__gpu_fail(g, PRS_EINVAL, "sim: bad work");
+    int f = prs__gpu_sim_effective_mhz(g);
     double t = prs_gpu_time_s(&g->preset, w, f);
     sim_advance(g, t, prs_gpu_energy_j(&g->preset, w, f));
     if (time_s) *time_s = t;
@@ -131,9 +133,9 @@ int prs_gpu_sim_run(prs_gpu *g, const prs_gpu_work *w, double *time_s)
 
 int prs_gpu_sim_idle(prs_gpu *g, double seconds)
 {
-    if (!g->is_sim) return gpuI_fail(g, PRS_EINVAL, "not a sim GPU");
+    if (!g->is_sim) return prs__gpu_fail(g, PRS_EINVAL, "not a sim GPU");
     if (!(seconds >= 0) || !isfinite(seconds))
-        return gpuI_fail(g, PRS_EINVAL, "sim: idle time must be >= 0");
+        return prs__gpu_fail(g, PRS_EINVAL, "sim: idle time must be >= 0");
     sim_advance(g, seconds, seconds * g->preset.blocking_power_w);
     return 0;
 }

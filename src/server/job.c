@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "numfmt.h"
+#include "perseus/numfmt.h"
 
 static const char *const PHASES[JOB_NPHASES] = {"registering", "profiling", "planning",
                                                 "running",     "done",      "failed"};
@@ -77,8 +77,8 @@ void job_config_key(const req_job_spec *s, char key[2 * SECURE_SHA256_LEN + 1])
         "schedule=%s\nvirtual_stages=%d\nmin_clock=%d\nunit_time=%s\n"
         "blocking_power=%s\ncost_model=%s\nclocks=",
         s->model, s->stages, s->microbatches, s->tp, prs_schedule_name(s->schedule),
-        s->virtual_stages, s->min_clock_mhz, prsN_fmt_double(a, sizeof a, s->unit_time_s),
-        s->has_blocking_power ? prsN_fmt_double(b, sizeof b, s->blocking_power_w) : "measured",
+        s->virtual_stages, s->min_clock_mhz, prs_num_fmt_double(a, sizeof a, s->unit_time_s),
+        s->has_blocking_power ? prs_num_fmt_double(b, sizeof b, s->blocking_power_w) : "measured",
         prs_cost_model_name(s->cost_model));
     for (int i = 0; i < s->nclocks && n > 0 && (size_t)n < sizeof buf; i++)
         n += snprintf(buf + n, sizeof buf - (size_t)n, "%d,", s->clocks_mhz[i]);
@@ -864,7 +864,7 @@ int job_schedule(const job *j, int rank, char **text, size_t *len, api_err *e)
         sb_geometry(&b, &j->spec);
         sb_clocks(&b, p->clocks + (size_t)k->pp * (size_t)j->ops_per_stage, j->ops_per_stage, 0);
         sb_printf(&b, ",\"iteration_time_s\":%s,\"straggler\":%s}",
-                  prsN_fmt_double(t, sizeof t, plan_time(j, p->plan_id)),
+                  prs_num_fmt_double(t, sizeof t, plan_time(j, p->plan_id)),
                   p->straggler != STRAGGLER_NONE ? "true" : "false");
         break;
     }

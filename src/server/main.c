@@ -15,7 +15,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "numfmt.h"
+#include "perseus/numfmt.h"
 #include "perseus/server.h"
 
 static const char usage[] =
@@ -69,7 +69,7 @@ static int resolve_ipv4(const char *host, char *out)
 static int parse_size(const char *v, size_t *out)
 {
     long n;
-    if (prsN_parse_long(v, &n) != 0 || n < 1) return -1;
+    if (prs_num_parse_long(v, &n) != 0 || n < 1) return -1;
     *out = (size_t)n;
     return 0;
 }
@@ -81,7 +81,7 @@ static int parse_listen(const char *arg, prs_server_config *cfg)
     const char *colon = strrchr(arg, ':');
     int port;
     if (!colon || (size_t)(colon - arg) >= sizeof host || colon == arg ||
-        prsN_parse_int(colon + 1, &port) != 0 || port < 0 || port > 65535)
+        prs_num_parse_int(colon + 1, &port) != 0 || port < 0 || port > 65535)
         return bad("--listen: expected HOST:PORT, got", arg);
     memcpy(host, arg, (size_t)(colon - arg));
     host[colon - arg] = '\0';

@@ -46,7 +46,7 @@
 #include <microhttpd.h>
 
 #include "job.h"
-#include "numfmt.h"
+#include "perseus/numfmt.h"
 #include "request.h"
 #include "secure.h"
 #include "store.h"
@@ -479,7 +479,7 @@ static void match(const char *method, const char *url, route_match *m)
         ROUTE(get ? R_PROFILE_GET : R_PROFILE_PUT, get || post, "GET, POST");
     if (strncmp(rest, "/stragglers/", 12) == 0) {
         long dp;
-        if (prsN_parse_long(rest + 12, &dp) == 0 && dp >= 0 && dp < REQ_MAX_WORLD &&
+        if (prs_num_parse_long(rest + 12, &dp) == 0 && dp >= 0 && dp < REQ_MAX_WORLD &&
             rest[12] >= '0' && rest[12] <= '9') {
             m->dp = dp;
             ROUTE(R_STRAGGLER_CLEAR, del, "DELETE");
@@ -553,7 +553,8 @@ static enum MHD_Result handle_create(prs_server *s, struct MHD_Connection *c, co
 static int parse_rank_arg(struct MHD_Connection *c, int *rank)
 {
     const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "rank");
-    return v && v[0] >= '0' && v[0] <= '9' && prsN_parse_int(v, rank) == 0 && *rank >= 0 ? 0 : -1;
+    return v && v[0] >= '0' && v[0] <= '9' && prs_num_parse_int(v, rank) == 0 && *rank >= 0 ? 0
+                                                                                            : -1;
 }
 
 /* Run a mutating job call as one transaction; reload the job if it fails on the server side. */
@@ -806,7 +807,7 @@ static enum MHD_Result handle_metrics(prs_server *s, struct MHD_Connection *c, c
             cum += m.hist[r][b];
             fprintf(f,
                     "perseusd_http_request_duration_seconds_bucket{route=\"%s\",le=\"%s\"} %llu\n",
-                    ROUTE_NAMES[r], prsN_fmt_double(num, sizeof num, BUCKETS[b]), cum);
+                    ROUTE_NAMES[r], prs_num_fmt_double(num, sizeof num, BUCKETS[b]), cum);
         }
         fprintf(f, "perseusd_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
                 ROUTE_NAMES[r], total);
@@ -874,7 +875,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         const char *cl =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         long declared;
-        if (cl && prsN_parse_long(cl, &declared) == 0 && declared > 0 &&
+        if (cl && prs_num_parse_long(cl, &declared) == 0 && declared > 0 &&
             (size_t)declared > cc->limit) {
             cc->too_large = 1;
             char msg[96];

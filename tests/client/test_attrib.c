@@ -206,7 +206,7 @@ typedef struct reader {
 } reader;
 
 static void read_until(const scenario *sc, const timeline *tl, reader *rd, uint64_t *rng,
-                       clientI_attrib *a, double t_end)
+                       prs__client_attrib *a, double t_end)
 {
     double step = sc->refresh_s > 0 ? 0.002 : 0.1;
     while (rd->next_poll <= t_end) {
@@ -214,13 +214,13 @@ static void read_until(const scenario *sc, const timeline *tl, reader *rd, uint6
         rd->next_poll += step * (0.5 + rng_unif(rng));   /* dithered, like the sampler */
         if (sc->refresh_s <= 0) {
             double p = power_at(tl, &rd->cur, t), lo = t - 1e-3 * rng_unif(rng);
-            assert_int_equal(clientI_attrib_power(a, lo, lo + 1e-3, p), 0);
+            assert_int_equal(prs__client_attrib_power(a, lo, lo + 1e-3, p), 0);
             continue;
         }
         double k = floor((t - rd->phase) / sc->refresh_s);
         double e = floor(1000 * energy_at(tl, &rd->cur, rd->phase + k * sc->refresh_s)) / 1000;
         if (rd->have && e != rd->last_val)
-            assert_int_equal(clientI_attrib_energy(a, rd->last_poll, t, e), 0);
+            assert_int_equal(prs__client_attrib_energy(a, rd->last_poll, t, e), 0);
         rd->have = 1;
         rd->last_val = e;
         rd->last_poll = t;
@@ -229,21 +229,21 @@ static void read_until(const scenario *sc, const timeline *tl, reader *rd, uint6
 
 /* Per iteration: the sampler's readings first (they wait), then the resolved busy intervals and
  * the iteration end. */
-static void feed(const scenario *sc, const timeline *tl, uint64_t *rng, clientI_attrib *a)
+static void feed(const scenario *sc, const timeline *tl, uint64_t *rng, prs__client_attrib *a)
 {
     reader rd = {0};
     rd.phase = tl->iter_end[0] - 1 + sc->refresh_s * rng_unif(rng);
     rd.next_poll = tl->iter_end[0] + 0.1 * rng_unif(rng);
-    assert_int_equal(clientI_attrib_known(a, tl->iter_end[0]), 0);
+    assert_int_equal(prs__client_attrib_known(a, tl->iter_end[0]), 0);
     int si = 0;
     for (int it = 0; it < sc->iters; it++) {
         double end = tl->iter_end[it + 1];
         read_until(sc, tl, &rd, rng, a, end);
         for (; si < tl->n && tl->s[si].t0 < end; si++)
             if (tl->s[si].kind >= 0)
-                assert_int_equal(clientI_attrib_busy(a, tl->s[si].kind, tl->s[si].t0, tl->s[si].t1),
-                                 0);
-        assert_int_equal(clientI_attrib_known(a, end), 0);
+                assert_int_equal(
+                    prs__client_attrib_busy(a, tl->s[si].kind, tl->s[si].t0, tl->s[si].t1), 0);
+        assert_int_equal(prs__client_attrib_known(a, end), 0);
     }
 }
 
@@ -251,27 +251,27 @@ typedef struct outcome {
     int rc;
     double err[3]; /* |relative error| forward, backward, idle */
     double se[3];  /* relative standard errors reported */
-    clientI_attrib_quality q;
+    prs__client_attrib_quality q;
 } outcome;
 
-static outcome run_scenario(const scenario *sc, const clientI_attrib_opts *o)
+static outcome run_scenario(const scenario *sc, const prs__client_attrib_opts *o)
 {
     uint64_t rng = sc->seed * 7919 + 17;
     timeline tl;
     make_timeline(sc, &tl, &rng);
-    clientI_attrib *a;
-    assert_int_equal(clientI_attrib_new(2, o, &a), 0);
+    prs__client_attrib *a;
+    assert_int_equal(prs__client_attrib_new(2, o, &a), 0);
     feed(sc, &tl, &rng, a);
     outcome out;
     double p[2], idle;
-    out.rc = clientI_attrib_solve(a, p, &idle, &out.q);
+    out.rc = prs__client_attrib_solve(a, p, &idle, &out.q);
     for (int k = 0; k < 2; k++) {
         out.err[k] = fabs(p[k] / tl.p_true[k] - 1);
         out.se[k] = out.q.kind_se_w[k] / p[k];
     }
     out.err[2] = fabs(idle / tl.idle_true - 1);
     out.se[2] = out.q.idle_se_w / idle;
-    clientI_attrib_free(a);
+    prs__client_attrib_free(a);
     tl_free(&tl);
     return out;
 }
@@ -383,39 +383,39 @@ static void test_power_100ms(void **state)
 static void test_no_samples(void **state)
 {
     (void)state;
-    clientI_attrib *a;
-    assert_int_equal(clientI_attrib_new(2, NULL, &a), 0);
+    prs__client_attrib *a;
+    assert_int_equal(prs__client_attrib_new(2, NULL, &a), 0);
     double p[2], idle;
-    clientI_attrib_quality q;
-    assert_int_equal(clientI_attrib_solve(a, p, &idle, &q), CLIENTI_ATTRIB_MORE);
+    prs__client_attrib_quality q;
+    assert_int_equal(prs__client_attrib_solve(a, p, &idle, &q), PRS__CLIENT_ATTRIB_MORE);
     assert_true(isnan(p[0]) && isnan(p[1]) && isnan(idle));
-    assert_int_equal(clientI_attrib_busy(a, 0, 10, 10.01), 0);
-    assert_int_equal(clientI_attrib_known(a, 20), 0);
-    assert_int_equal(clientI_attrib_solve(a, p, &idle, &q), CLIENTI_ATTRIB_MORE);
+    assert_int_equal(prs__client_attrib_busy(a, 0, 10, 10.01), 0);
+    assert_int_equal(prs__client_attrib_known(a, 20), 0);
+    assert_int_equal(prs__client_attrib_solve(a, p, &idle, &q), PRS__CLIENT_ATTRIB_MORE);
     assert_int_equal(q.rows, 0);
-    clientI_attrib_free(a);
+    prs__client_attrib_free(a);
 }
 
 /* Exact counter readings every 7 ms over a repeating pattern of the given kinds (-1 idle). */
-static clientI_attrib *exact_run(int n_kinds, const int *pat, int npat, const double *pw,
-                                 double idle_w, int reps, const clientI_attrib_opts *o)
+static prs__client_attrib *exact_run(int n_kinds, const int *pat, int npat, const double *pw,
+                                     double idle_w, int reps, const prs__client_attrib_opts *o)
 {
-    clientI_attrib *a;
-    assert_int_equal(clientI_attrib_new(n_kinds, o, &a), 0);
+    prs__client_attrib *a;
+    assert_int_equal(prs__client_attrib_new(n_kinds, o, &a), 0);
     double t = 50, e = 0, next = 50;
-    assert_int_equal(clientI_attrib_known(a, t), 0);
+    assert_int_equal(prs__client_attrib_known(a, t), 0);
     uint64_t rng = 5;
     for (int r = 0; r < reps; r++)
         for (int i = 0; i < npat; i++) {
             double d = 0.005 + 0.02 * rng_unif(&rng), t1 = t + d;
             double p = pat[i] < 0 ? idle_w : pw[pat[i]];
             for (; next <= t1; next += 0.007)
-                assert_int_equal(clientI_attrib_energy(a, next, next, e + p * (next - t)), 0);
-            if (pat[i] >= 0) assert_int_equal(clientI_attrib_busy(a, pat[i], t, t1), 0);
+                assert_int_equal(prs__client_attrib_energy(a, next, next, e + p * (next - t)), 0);
+            if (pat[i] >= 0) assert_int_equal(prs__client_attrib_busy(a, pat[i], t, t1), 0);
             e += p * d;
             t = t1;
         }
-    assert_int_equal(clientI_attrib_known(a, t), 0);
+    assert_int_equal(prs__client_attrib_known(a, t), 0);
     return a;
 }
 
@@ -424,77 +424,79 @@ static void test_unobserved_kind(void **state)
     (void)state;
     const int pat[] = {0, -1, 2, 2, -1, 0, 2};
     const double pw[4] = {300, 999, 250, 999};
-    clientI_attrib *a = exact_run(4, pat, 7, pw, 80, 30, NULL);
+    prs__client_attrib *a = exact_run(4, pat, 7, pw, 80, 30, NULL);
     double p[4], idle;
-    clientI_attrib_quality q;
-    assert_int_equal(clientI_attrib_solve(a, p, &idle, &q), 0);
+    prs__client_attrib_quality q;
+    assert_int_equal(prs__client_attrib_solve(a, p, &idle, &q), 0);
     assert_int_equal(q.unknowns, 3);
     assert_true(isnan(p[1]) && isnan(p[3]));
     assert_true(fabs(p[0] - 300) < 1e-6 && fabs(p[2] - 250) < 1e-6 && fabs(idle - 80) < 1e-6);
-    clientI_attrib_free(a);
+    prs__client_attrib_free(a);
 }
 
 static void test_all_idle(void **state)
 {
     (void)state;
     const int pat[] = {-1};
-    clientI_attrib *a = exact_run(2, pat, 1, NULL, 61.5, 100, NULL);
+    prs__client_attrib *a = exact_run(2, pat, 1, NULL, 61.5, 100, NULL);
     double p[2], idle;
-    assert_int_equal(clientI_attrib_solve(a, p, &idle, NULL), 0);
+    assert_int_equal(prs__client_attrib_solve(a, p, &idle, NULL), 0);
     assert_true(isnan(p[0]) && isnan(p[1]));
     assert_true(fabs(idle - 61.5) < 1e-9);
-    clientI_attrib_free(a);
+    prs__client_attrib_free(a);
 }
 
 /* Forward and backward always together in the same proportion: their split is unknowable. */
 static void test_collinear_flagged(void **state)
 {
     (void)state;
-    clientI_attrib *a;
-    assert_int_equal(clientI_attrib_new(2, NULL, &a), 0);
+    prs__client_attrib *a;
+    assert_int_equal(prs__client_attrib_new(2, NULL, &a), 0);
     double t = 5, e = 0;
-    assert_int_equal(clientI_attrib_known(a, t), 0);
-    assert_int_equal(clientI_attrib_energy(a, t, t, e), 0);
+    assert_int_equal(prs__client_attrib_known(a, t), 0);
+    assert_int_equal(prs__client_attrib_energy(a, t, t, e), 0);
     for (int i = 0; i < 200; i++) {
         double idle = 0.001 * (i % 7);
-        assert_int_equal(clientI_attrib_busy(a, 0, t, t + 0.01), 0);
-        assert_int_equal(clientI_attrib_busy(a, 1, t + 0.01, t + 0.03), 0);
+        assert_int_equal(prs__client_attrib_busy(a, 0, t, t + 0.01), 0);
+        assert_int_equal(prs__client_attrib_busy(a, 1, t + 0.01, t + 0.03), 0);
         t += 0.03 + idle;
         e += 300 * 0.01 + 330 * 0.02 + 80 * idle;
-        assert_int_equal(clientI_attrib_energy(a, t, t, e), 0);
+        assert_int_equal(prs__client_attrib_energy(a, t, t, e), 0);
     }
-    assert_int_equal(clientI_attrib_known(a, t), 0);
+    assert_int_equal(prs__client_attrib_known(a, t), 0);
     double p[2], idle;
-    clientI_attrib_quality q;
-    assert_int_equal(clientI_attrib_solve(a, p, &idle, &q), CLIENTI_ATTRIB_POOR);
+    prs__client_attrib_quality q;
+    assert_int_equal(prs__client_attrib_solve(a, p, &idle, &q), PRS__CLIENT_ATTRIB_POOR);
     assert_true(strstr(q.why, "condition") != NULL);
-    clientI_attrib_free(a);
+    prs__client_attrib_free(a);
 }
 
 static void test_out_of_order(void **state)
 {
     (void)state;
-    clientI_attrib *a;
-    assert_int_equal(clientI_attrib_new(2, NULL, &a), 0);
-    assert_int_equal(clientI_attrib_busy(a, 0, 1.0, 1.1), 0);
-    assert_int_equal(clientI_attrib_busy(a, 1, 1.05, 1.2), PRS_EINVAL); /* overlaps */
-    assert_int_equal(clientI_attrib_busy(a, 2, 1.2, 1.3), PRS_EINVAL);  /* no such kind */
-    assert_int_equal(clientI_attrib_busy(a, 1, 1.3, 1.2), PRS_EINVAL);  /* ends before it starts */
-    assert_int_equal(clientI_attrib_busy(a, 1, 1.1 - 1e-12, 1.2), 0);   /* rounding is clamped */
-    assert_int_equal(clientI_attrib_known(a, 0.5), 0);                  /* already known: no-op */
-    assert_int_equal(clientI_attrib_energy(a, 2.0, 2.1, 10), 0);
-    assert_int_equal(clientI_attrib_energy(a, 2.05, 2.2, 11), PRS_EINVAL); /* brackets overlap */
-    assert_int_equal(clientI_attrib_energy(a, 2.3, 2.2, 11), PRS_EINVAL);
-    assert_int_equal(clientI_attrib_energy(a, 2.3, 2.3, NAN), PRS_EINVAL);
-    assert_int_equal(clientI_attrib_power(a, 2.4, 2.4, 100), PRS_EINVAL); /* mixed kinds */
-    assert_int_equal(clientI_attrib_known(a, INFINITY), PRS_EINVAL);
-    clientI_attrib *b;
-    assert_int_equal(clientI_attrib_new(0, NULL, &b), PRS_EINVAL);
-    clientI_attrib_opts o;
-    clientI_attrib_opts_init(&o);
+    prs__client_attrib *a;
+    assert_int_equal(prs__client_attrib_new(2, NULL, &a), 0);
+    assert_int_equal(prs__client_attrib_busy(a, 0, 1.0, 1.1), 0);
+    assert_int_equal(prs__client_attrib_busy(a, 1, 1.05, 1.2), PRS_EINVAL); /* overlaps */
+    assert_int_equal(prs__client_attrib_busy(a, 2, 1.2, 1.3), PRS_EINVAL);  /* no such kind */
+    assert_int_equal(prs__client_attrib_busy(a, 1, 1.3, 1.2),
+                     PRS_EINVAL); /* ends before it starts */
+    assert_int_equal(prs__client_attrib_busy(a, 1, 1.1 - 1e-12, 1.2), 0); /* rounding is clamped */
+    assert_int_equal(prs__client_attrib_known(a, 0.5), 0);                /* already known: no-op */
+    assert_int_equal(prs__client_attrib_energy(a, 2.0, 2.1, 10), 0);
+    assert_int_equal(prs__client_attrib_energy(a, 2.05, 2.2, 11),
+                     PRS_EINVAL); /* brackets overlap */
+    assert_int_equal(prs__client_attrib_energy(a, 2.3, 2.2, 11), PRS_EINVAL);
+    assert_int_equal(prs__client_attrib_energy(a, 2.3, 2.3, NAN), PRS_EINVAL);
+    assert_int_equal(prs__client_attrib_power(a, 2.4, 2.4, 100), PRS_EINVAL); /* mixed kinds */
+    assert_int_equal(prs__client_attrib_known(a, INFINITY), PRS_EINVAL);
+    prs__client_attrib *b;
+    assert_int_equal(prs__client_attrib_new(0, NULL, &b), PRS_EINVAL);
+    prs__client_attrib_opts o;
+    prs__client_attrib_opts_init(&o);
     o.max_rows = 3;
-    assert_int_equal(clientI_attrib_new(2, &o, &b), PRS_EINVAL);
-    clientI_attrib_free(a);
+    assert_int_equal(prs__client_attrib_new(2, &o, &b), PRS_EINVAL);
+    prs__client_attrib_free(a);
 }
 
 /* A long round with a small row buffer: folding gives the same answer as keeping every row, and
@@ -504,30 +506,30 @@ static void test_huge_bounded(void **state)
     (void)state;
     const int pat[] = {0, 1, -1, 0, 0, 1, -1, -1, 1};
     const double pw[2] = {300, 330};
-    clientI_attrib_opts o;
-    clientI_attrib_opts_init(&o);
+    prs__client_attrib_opts o;
+    prs__client_attrib_opts_init(&o);
     o.max_rows = 8;
     o.max_pending = 16;
     o.max_intervals = 32;
-    clientI_attrib *a = exact_run(2, pat, 9, pw, 80, 20000, &o);
+    prs__client_attrib *a = exact_run(2, pat, 9, pw, 80, 20000, &o);
     double p[2], idle;
-    clientI_attrib_quality q;
-    assert_int_equal(clientI_attrib_solve(a, p, &idle, &q), 0);
+    prs__client_attrib_quality q;
+    assert_int_equal(prs__client_attrib_solve(a, p, &idle, &q), 0);
     printf("huge: %ld rows, %d pending, %d intervals, F %.9f B %.9f idle %.9f\n", q.rows, q.pending,
            q.intervals, p[0], p[1], idle);
     assert_true(q.rows > 100000);
     assert_true(q.pending <= 16 && q.intervals <= 32);
     assert_true(fabs(p[0] - 300) < 1e-6 && fabs(p[1] - 330) < 1e-6 && fabs(idle - 80) < 1e-6);
-    clientI_attrib_free(a);
+    prs__client_attrib_free(a);
 
     /* Readings with no timeline at all: the queue keeps the newest. */
-    assert_int_equal(clientI_attrib_new(2, &o, &a), 0);
+    assert_int_equal(prs__client_attrib_new(2, &o, &a), 0);
     for (int i = 0; i < 100000; i++)
-        assert_int_equal(clientI_attrib_energy(a, i * 1e-3, i * 1e-3, i), 0);
-    assert_int_equal(clientI_attrib_solve(a, p, &idle, &q), CLIENTI_ATTRIB_MORE);
+        assert_int_equal(prs__client_attrib_energy(a, i * 1e-3, i * 1e-3, i), 0);
+    assert_int_equal(prs__client_attrib_solve(a, p, &idle, &q), PRS__CLIENT_ATTRIB_MORE);
     assert_int_equal(q.pending, 16);
     assert_int_equal(q.samples_dropped, 100000 - 16);
-    clientI_attrib_free(a);
+    prs__client_attrib_free(a);
 }
 
 int main(void)

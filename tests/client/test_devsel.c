@@ -94,7 +94,7 @@ static void expect_rank(const char *v, int rc, int index)
 {
     prs_error e = {0};
     int got = -5;
-    assert_int_equal(gpuI_parse_local_rank(v, &got, &e), rc);
+    assert_int_equal(prs__gpu_parse_local_rank(v, &got, &e), rc);
     if (rc == 0) assert_int_equal(got, index);
     if (rc) assert_non_null(strstr(e.msg, "LOCAL_RANK"));
     if (rc && v) assert_non_null(strstr(e.msg, v));
@@ -120,7 +120,7 @@ static void test_pci_normalize(void **state)
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         char out[32];
         prs_error e;
-        assert_int_equal(gpuI_pci_normalize(good[i][0], out, sizeof out, &e), 0);
+        assert_int_equal(prs__gpu_pci_normalize(good[i][0], out, sizeof out, &e), 0);
         assert_string_equal(out, good[i][1]);
     }
     const char *bad[] = {"",
@@ -140,13 +140,13 @@ static void test_pci_normalize(void **state)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char out[32];
         prs_error e = {0};
-        assert_int_equal(gpuI_pci_normalize(bad[i], out, sizeof out, &e), PRS_EINVAL);
+        assert_int_equal(prs__gpu_pci_normalize(bad[i], out, sizeof out, &e), PRS_EINVAL);
         assert_non_null(strstr(e.msg, "DOMAIN:BUS:DEVICE.FUNCTION"));
         if (*bad[i]) assert_non_null(strstr(e.msg, bad[i]));
     }
 }
 
-static char table[NDEV][GPUI_UUID_LEN];
+static char table[NDEV][PRS__GPU_UUID_LEN];
 
 static void fill_table(void)
 {
@@ -158,9 +158,9 @@ static void fill_table(void)
 /* Resolve and expect uuid table[want] (want >= 0) or an error whose message has the texts. */
 static void expect_cvd(const char *cvd, int index, int want, const char *t1, const char *t2)
 {
-    char out[GPUI_UUID_LEN] = "";
+    char out[PRS__GPU_UUID_LEN] = "";
     prs_error e = {0};
-    int rc = gpuI_cvd_resolve(cvd, index, "LOCAL_RANK=9", table, NDEV, out, sizeof out, &e);
+    int rc = prs__gpu_cvd_resolve(cvd, index, "LOCAL_RANK=9", table, NDEV, out, sizeof out, &e);
     if (want >= 0) {
         assert_int_equal(rc, 0);
         assert_string_equal(out, table[want]);

@@ -45,13 +45,13 @@ static void test_energy_mode(void **state)
     (void)state;
     prs_gpu *g = open_fake();
     if (!g) prs_skip_case("no fake NVML library (PRS_FAKE_NVML)");
-    clientI_sampler *s;
-    assert_int_equal(clientI_sampler_start(g, NULL, &s), 0);
-    assert_int_equal(clientI_sampler_mode(s), CLIENTI_SAMPLE_ENERGY);
+    prs__client_sampler *s;
+    assert_int_equal(prs__client_sampler_start(g, NULL, &s), 0);
+    assert_int_equal(prs__client_sampler_mode(s), PRS__CLIENT_SAMPLE_ENERGY);
     sleep_s(0.3);
-    static clientI_sample buf[8192];
-    int n = clientI_sampler_drain(s, buf, 8192);
-    clientI_sampler_stop(s);
+    static prs__client_sample buf[8192];
+    int n = prs__client_sampler_drain(s, buf, 8192);
+    prs__client_sampler_stop(s);
     printf("energy mode: %d samples in 0.3 s\n", n);
     assert_true(n >= 30); /* the fake counter changes at every 1-3 ms poll */
     for (int i = 0; i < n; i++) {
@@ -74,17 +74,17 @@ static void test_power_mode(void **state)
     (void)state;
     prs_gpu *g = open_fake();
     if (!g) prs_skip_case("no fake NVML library (PRS_FAKE_NVML)");
-    clientI_sampler_opts o;
-    clientI_sampler_opts_init(&o);
+    prs__client_sampler_opts o;
+    prs__client_sampler_opts_init(&o);
     o.force_power = 1;
     o.power_poll_s = 0.02;
-    clientI_sampler *s;
-    assert_int_equal(clientI_sampler_start(g, &o, &s), 0);
-    assert_int_equal(clientI_sampler_mode(s), CLIENTI_SAMPLE_POWER);
+    prs__client_sampler *s;
+    assert_int_equal(prs__client_sampler_start(g, &o, &s), 0);
+    assert_int_equal(prs__client_sampler_mode(s), PRS__CLIENT_SAMPLE_POWER);
     sleep_s(0.25);
-    clientI_sample buf[64];
-    int n = clientI_sampler_drain(s, buf, 64);
-    clientI_sampler_stop(s);
+    prs__client_sample buf[64];
+    int n = prs__client_sampler_drain(s, buf, 64);
+    prs__client_sampler_stop(s);
     assert_true(n >= 5 && n <= 30);
     for (int i = 0; i < n; i++) {
         assert_true(buf[i].t_lo <= buf[i].t_hi);
@@ -98,30 +98,30 @@ static void test_ring_and_stop(void **state)
     (void)state;
     prs_gpu *g = open_fake();
     if (!g) prs_skip_case("no fake NVML library (PRS_FAKE_NVML)");
-    clientI_sampler_opts o;
-    clientI_sampler_opts_init(&o);
+    prs__client_sampler_opts o;
+    prs__client_sampler_opts_init(&o);
     o.capacity = 4;
     o.poll_s = 0.001;
-    clientI_sampler *s;
-    assert_int_equal(clientI_sampler_start(g, &o, &s), 0);
+    prs__client_sampler *s;
+    assert_int_equal(prs__client_sampler_start(g, &o, &s), 0);
     sleep_s(0.1);
-    clientI_sample buf[8];
-    assert_int_equal(clientI_sampler_drain(s, buf, 8), 4);
-    assert_true(clientI_sampler_dropped(s) > 10);
-    assert_int_equal(clientI_sampler_errors(s), 0);
-    clientI_sampler_stop(s);
+    prs__client_sample buf[8];
+    assert_int_equal(prs__client_sampler_drain(s, buf, 8), 4);
+    assert_true(prs__client_sampler_dropped(s) > 10);
+    assert_int_equal(prs__client_sampler_errors(s), 0);
+    prs__client_sampler_stop(s);
 
     /* A long poll period: stop must not wait for it. */
     o.force_power = 1;
     o.power_poll_s = 30;
-    assert_int_equal(clientI_sampler_start(g, &o, &s), 0);
+    assert_int_equal(prs__client_sampler_start(g, &o, &s), 0);
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
-    clientI_sampler_stop(s);
+    prs__client_sampler_stop(s);
     clock_gettime(CLOCK_MONOTONIC, &b);
     assert_true((double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec) < 1.0);
     o.poll_s = 0;
-    assert_int_equal(clientI_sampler_start(g, &o, &s), PRS_EINVAL);
+    assert_int_equal(prs__client_sampler_start(g, &o, &s), PRS_EINVAL);
     prs_gpu_close(g);
 }
 
@@ -132,26 +132,26 @@ static void test_feed_attrib(void **state)
     (void)state;
     prs_gpu *g = open_fake();
     if (!g) prs_skip_case("no fake NVML library (PRS_FAKE_NVML)");
-    clientI_attrib *a;
-    assert_int_equal(clientI_attrib_new(1, NULL, &a), 0);
-    clientI_sampler *s;
+    prs__client_attrib *a;
+    assert_int_equal(prs__client_attrib_new(1, NULL, &a), 0);
+    prs__client_sampler *s;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     double t0 = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-    assert_int_equal(clientI_sampler_start(g, NULL, &s), 0);
+    assert_int_equal(prs__client_sampler_start(g, NULL, &s), 0);
     sleep_s(0.3);
     clock_gettime(CLOCK_MONOTONIC, &ts);
     double t1 = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-    assert_int_equal(clientI_attrib_busy(a, 0, t0, t1), 0);
-    assert_int_equal(clientI_sampler_feed(s, a), 0);
-    clientI_sampler_stop(s);
+    assert_int_equal(prs__client_attrib_busy(a, 0, t0, t1), 0);
+    assert_int_equal(prs__client_sampler_feed(s, a), 0);
+    prs__client_sampler_stop(s);
     double p, idle;
-    clientI_attrib_quality q;
-    clientI_attrib_solve(a, &p, &idle, &q);
+    prs__client_attrib_quality q;
+    prs__client_attrib_solve(a, &p, &idle, &q);
     printf("attributed %.1f W over %ld rows (model %.1f W)\n", p, q.rows, busy_w());
     assert_true(q.rows > 20);
     assert_true(fabs(p / busy_w() - 1) < 0.02);
-    clientI_attrib_free(a);
+    prs__client_attrib_free(a);
     prs_gpu_close(g);
 }
 

@@ -88,7 +88,7 @@ static void check_golden(const char *model, int M)
         *comma = '\0';
         const prs_frontier_point *pt = prs_frontier_point_at(f, k);
         assert_non_null(pt);
-        assert_string_equal(prsN_fmt_double(tbuf, sizeof tbuf, pt->time_s), line);
+        assert_string_equal(prs_num_fmt_double(tbuf, sizeof tbuf, pt->time_s), line);
         double e = strtod(comma + 1, NULL);
         double rel_err = fabs(pt->energy_j - e) / e;
         if (rel_err > worst) worst = rel_err;
@@ -163,12 +163,12 @@ static void fitted_models(void **state)
         o.pipe.stages = 8;
         o.pipe.microbatches = 12;
         o.pipe.blocking_power_w = 83.64;
-        prsO_optype t;
+        prs__model_optype t;
         int fallback = 1;
         prs_error err = {0, ""};
-        assert_int_equal(prsO_build(p, fx[i].stage, fx[i].instr, &o, &t, &fallback, &err), 0);
+        assert_int_equal(prs__model_build(p, fx[i].stage, fx[i].instr, &o, &t, &fallback, &err), 0);
         assert_int_equal(fallback, 0);
-        assert_int_equal(t.kind, PRSO_EXP);
+        assert_int_equal(t.kind, PRS__MODEL_EXP);
         assert_int_equal(t.ncand, fx[i].ncand);
         assert_int_equal(t.q_max, fx[i].q_max);
         assert_int_equal(t.q_min, fx[i].q_min);
@@ -190,7 +190,7 @@ static void fitted_models(void **state)
                       fx[i].model, fx[i].stage, prs_instr_name(fx[i].instr), ra, rb, rc, worst);
         assert_true(ra < 1e-6 && rb < 1e-6 && rc < 1e-6);
         assert_true(worst < 2e-8);
-        prsO_free(&t);
+        prs__model_free(&t);
         prs_profile_free(p);
     }
 }
@@ -260,11 +260,11 @@ static void graph_sizes(void **state)
 {
     (void)state;
     prs_pipeline pipe = {8, 12, PRS_SCHEDULE_1F1B, 0.001, 83.64, 1};
-    prsG_graph g;
-    assert_int_equal(prsG_build(&pipe, &g, NULL), 0);
+    prs__graph_graph g;
+    assert_int_equal(prs__graph_build(&pipe, &g, NULL), 0);
     assert_int_equal(g.nnodes, 388);
     assert_int_equal(g.narcs, 548);
-    prsG_free(&g);
+    prs__graph_free(&g);
 }
 
 /* 1F1B orders: S=4, M=8 stage 0 and stage 3; S=4, M=2. */

@@ -96,7 +96,7 @@ static void random_cuts(void **state)
 {
     (void)state;
     rng_state = 12345;
-    prsF_net *net = prsF_new(16, 256);
+    prs__flow_net *net = prs__flow_new(16, 256);
     assert_non_null(net);
     int infinite = 0, finite = 0;
     for (int iter = 0; iter < 3000; iter++) {
@@ -117,13 +117,13 @@ static void random_cuts(void **state)
             }
         }
         for (int start = 0; start < 3; start++) {
-            prsF_reset(net, n, 0, n - 1);
+            prs__flow_reset(net, n, 0, n - 1);
             for (int a = 0; a < m; a++) {
                 double f0 = start == 0 ? arcs[a].lb : start == 1 ? arcs[a].flow : 10 * uniform();
-                prsF_add(net, arcs[a].from, arcs[a].to, arcs[a].lb, arcs[a].ub, f0);
+                prs__flow_add(net, arcs[a].from, arcs[a].to, arcs[a].lb, arcs[a].ub, f0);
             }
             unsigned char side[16];
-            int rc = prsF_min_cut(net, 1e-9, side);
+            int rc = prs__flow_min_cut(net, 1e-9, side);
             if (isinf(best)) {
                 assert_int_equal(rc, PRS_ERANGE);
                 infinite++;
@@ -140,14 +140,14 @@ static void random_cuts(void **state)
             assert_int_equal(got, inter);
             /* the flow handed back for warm starts respects the bounds */
             for (int a = 0; a < m; a++) {
-                double f = prsF_flow(net, a, arcs[a].lb);
+                double f = prs__flow_flow(net, a, arcs[a].lb);
                 assert_true(f >= arcs[a].lb - 1e-9 && f <= arcs[a].ub + 1e-9);
             }
         }
     }
     print_message("%d finite and %d infinite cuts checked\n", finite, infinite);
     assert_true(finite > 1000 && infinite > 50);
-    prsF_free(net);
+    prs__flow_free(net);
 }
 
 int main(void)

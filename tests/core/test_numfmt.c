@@ -1,5 +1,5 @@
-/* numfmt.h: prsN_fmt_double against Python's repr(float), prsN_py_floordiv against Python's //,
- * and the strict parsers. Every expected string below was printed by CPython 3
+/* numfmt.h: prs_num_fmt_double against Python's repr(float), prs_num_py_floordiv against Python's
+ * //, and the strict parsers. Every expected string below was printed by CPython 3
  * (`python3 -c 'print(repr(x))'`). */
 #include <math.h>
 #include <setjmp.h>
@@ -76,7 +76,7 @@ static void test_fmt_matches_python_repr(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char buf[PRS_NUMFMT_MAX];
-        const char *got = prsN_fmt_double(buf, sizeof buf, cases[i].x);
+        const char *got = prs_num_fmt_double(buf, sizeof buf, cases[i].x);
         assert_ptr_equal(got, buf);
         if (strcmp(got, cases[i].repr) != 0)
             fail_msg("case %zu: got '%s', Python gives '%s'", i, got, cases[i].repr);
@@ -96,7 +96,7 @@ static void test_fmt_round_trips(void **state)
         memcpy(&x, &seed, sizeof x);
         if (!isfinite(x)) continue;
         char buf[PRS_NUMFMT_MAX];
-        prsN_fmt_double(buf, sizeof buf, x);
+        prs_num_fmt_double(buf, sizeof buf, x);
         assert_true(strlen(buf) < PRS_NUMFMT_MAX);
         double back = strtod(buf, NULL);
         if (back != x) fail_msg("%s does not read back as %.17g", buf, x);
@@ -104,7 +104,7 @@ static void test_fmt_round_trips(void **state)
     for (int e = -1074; e <= 1023; e++) {
         char buf[PRS_NUMFMT_MAX];
         double x = ldexp(1.0, e);
-        prsN_fmt_double(buf, sizeof buf, x);
+        prs_num_fmt_double(buf, sizeof buf, x);
         assert_true(strtod(buf, NULL) == x);
     }
 }
@@ -114,7 +114,7 @@ static void test_fmt_small_buffer(void **state)
     (void)state;
     char buf[6];
     memset(buf, 'z', sizeof buf);
-    prsN_fmt_double(buf, sizeof buf, 0.1 + 0.2);
+    prs_num_fmt_double(buf, sizeof buf, 0.1 + 0.2);
     assert_string_equal(buf, "0.300"); /* truncated, still terminated */
 }
 
@@ -136,15 +136,15 @@ static void test_py_floordiv(void **state)
         {1e308, 1e-308, INFINITY},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        double got = prsN_py_floordiv(cases[i].a, cases[i].b);
+        double got = prs_num_py_floordiv(cases[i].a, cases[i].b);
         if (got != cases[i].want)
             fail_msg("case %zu: %.17g // %.17g = %.17g, Python gives %.17g", i, cases[i].a,
                      cases[i].b, got, cases[i].want);
     }
     /* Signed zeros as Python: -0.0 // 1.0 == -0.0, 0.0 // -1.0 == -0.0, 0.0 // 1.0 == 0.0. */
-    assert_true(signbit(prsN_py_floordiv(-0.0, 1.0)));
-    assert_true(signbit(prsN_py_floordiv(0.0, -1.0)));
-    assert_false(signbit(prsN_py_floordiv(0.0, 1.0)));
+    assert_true(signbit(prs_num_py_floordiv(-0.0, 1.0)));
+    assert_true(signbit(prs_num_py_floordiv(0.0, -1.0)));
+    assert_false(signbit(prs_num_py_floordiv(0.0, 1.0)));
     /* floor(a / b) differs here: the reason this function exists. */
     assert_true(floor(1.0 / 0.1) == 10.0);
 }
@@ -170,7 +170,7 @@ static void test_parse_double(void **state)
     };
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         double v = -123.0;
-        if (prsN_parse_double(good[i].s, &v) != 0) fail_msg("rejected '%s'", good[i].s);
+        if (prs_num_parse_double(good[i].s, &v) != 0) fail_msg("rejected '%s'", good[i].s);
         assert_true(v == good[i].want);
     }
     const char *bad[] = {"",     " 1",       "1 ",    "1x",     "abc",  "nan",   "NaN", "inf",
@@ -178,44 +178,44 @@ static void test_parse_double(void **state)
                          "1,5",  "\t2",      "1.2.3", "e5",     "+",    ".",     "1e+", "1_000"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         double v = -123.0;
-        if (prsN_parse_double(bad[i], &v) == 0) fail_msg("accepted '%s' as %g", bad[i], v);
+        if (prs_num_parse_double(bad[i], &v) == 0) fail_msg("accepted '%s' as %g", bad[i], v);
         assert_true(v == -123.0); /* untouched on failure */
     }
     double v;
-    assert_int_equal(prsN_parse_double(NULL, &v), -1);
+    assert_int_equal(prs_num_parse_double(NULL, &v), -1);
 }
 
 static void test_parse_long_int(void **state)
 {
     (void)state;
     long l = 0;
-    assert_int_equal(prsN_parse_long("1410", &l), 0);
+    assert_int_equal(prs_num_parse_long("1410", &l), 0);
     assert_int_equal(l, 1410);
-    assert_int_equal(prsN_parse_long("-7", &l), 0);
+    assert_int_equal(prs_num_parse_long("-7", &l), 0);
     assert_int_equal(l, -7);
-    assert_int_equal(prsN_parse_long("+7", &l), 0);
+    assert_int_equal(prs_num_parse_long("+7", &l), 0);
     assert_int_equal(l, 7);
     int n = 0;
-    assert_int_equal(prsN_parse_int("2147483647", &n), 0);
+    assert_int_equal(prs_num_parse_int("2147483647", &n), 0);
     assert_int_equal(n, 2147483647);
-    assert_int_equal(prsN_parse_int("-2147483648", &n), 0);
+    assert_int_equal(prs_num_parse_int("-2147483648", &n), 0);
     assert_int_equal(n, -2147483647 - 1);
 
     const char *bad[] = {
         "", " 1", "1 ", "1.0", "1e3", "0x10", "abc", "12a", "+", "-", "99999999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         l = -5;
-        if (prsN_parse_long(bad[i], &l) == 0) fail_msg("parse_long accepted '%s'", bad[i]);
+        if (prs_num_parse_long(bad[i], &l) == 0) fail_msg("parse_long accepted '%s'", bad[i]);
         assert_int_equal(l, -5);
         n = -5;
-        if (prsN_parse_int(bad[i], &n) == 0) fail_msg("parse_int accepted '%s'", bad[i]);
+        if (prs_num_parse_int(bad[i], &n) == 0) fail_msg("parse_int accepted '%s'", bad[i]);
         assert_int_equal(n, -5);
     }
     n = -5;
-    assert_int_equal(prsN_parse_int("2147483648", &n), -1);
-    assert_int_equal(prsN_parse_int("-2147483649", &n), -1);
+    assert_int_equal(prs_num_parse_int("2147483648", &n), -1);
+    assert_int_equal(prs_num_parse_int("-2147483649", &n), -1);
     assert_int_equal(n, -5);
-    assert_int_equal(prsN_parse_long(NULL, &l), -1);
+    assert_int_equal(prs_num_parse_long(NULL, &l), -1);
 }
 
 int main(void)

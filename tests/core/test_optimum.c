@@ -203,7 +203,7 @@ static void gen_type(rng *r, tcase *c, int stage, prs_instr instr, const type_sh
         if (prs_profile_add(c->prof, &row, &err) != PRS_OK) fail_msg("profile_add: %s", err.msg);
         option *o = &c->all[k][i];
         o->freq_mhz = (int)f;
-        o->q = prsO_quantize(t, TAU_S);
+        o->q = prs__model_quantize(t, TAU_S);
         o->energy_j = p * t;
         o->cost_j = o->energy_j - c->power_w * (double)o->q * TAU_S;
     }

@@ -7,8 +7,8 @@
  *     s.t.      longest source-sink path with durations d <= T,  q_min <= d <= q_max, d integer,
  *
  * where C_type is the cost model of the computation's (stage, instruction) type, tabulated by
- * prsO_build at every integer d in [q_min, q_max] (docs/planner.md, 'Exponential fit'). The planner
- * reports, at each frontier point, the predicted effective energy sum C(d) of its plan
+ * prs__model_build at every integer d in [q_min, q_max] (docs/planner.md, 'Exponential fit'). The
+ * planner reports, at each frontier point, the predicted effective energy sum C(d) of its plan
  * (docs/planner.md, 'Frontier output': energy - stages * P_block * time). Here the same problem is
  * solved by GLPK's simplex:
  *
@@ -84,7 +84,7 @@ typedef struct type_runs {
 
 #define SLOPE_MERGE_TOL 1e-9 /* relative: merging changes C by far less than REL_TOL */
 
-static void type_runs_build(type_runs *tr, const prsO_optype *t)
+static void type_runs_build(type_runs *tr, const prs__model_optype *t)
 {
     long span = t->q_max - t->q_min;
     tr->n = 0;
@@ -112,7 +112,8 @@ typedef struct tclp {
     double const_cost; /* sum of C(q_max) over computations */
 } tclp;
 
-static void tclp_build(tclp *L, const prsG_graph *g, const prsO_optype *types, int ntypes)
+static void tclp_build(tclp *L, const prs__graph_graph *g, const prs__model_optype *types,
+                       int ntypes)
 {
     memset(L, 0, sizeof *L);
     int nnodes = g->nnodes, narcs = g->narcs;
@@ -147,7 +148,7 @@ static void tclp_build(tclp *L, const prsG_graph *g, const prsO_optype *types, i
     long k = 0;
     double cst = 0;
     for (int a = 0; a < narcs; a++) {
-        const prsG_arc *arc = &g->arcs[a];
+        const prs__graph_arc *arc = &g->arcs[a];
         int row = a + 1;
         ++k, ia[k] = row, ja[k] = arc->to + 1, ar[k] = 1.0;
         ++k, ia[k] = row, ja[k] = arc->from + 1, ar[k] = -1.0;
@@ -156,7 +157,7 @@ static void tclp_build(tclp *L, const prsG_graph *g, const prsO_optype *types, i
             continue;
         }
         assert_int_equal(g->op_arc[arc->op], a);
-        const prsO_optype *t = &types[g->op_type[arc->op]];
+        const prs__model_optype *t = &types[g->op_type[arc->op]];
         const type_runs *r = &tr[g->op_type[arc->op]];
         /* x_to - x_from >= d = q_max - sum y */
         glp_set_row_bnds(L->lp, row, GLP_LO, (double)t->q_max, 0);
@@ -232,7 +233,7 @@ typedef struct tcase {
     prs_cost_model model;
 } tcase;
 
-static void check_convex(const prsO_optype *t, const tcase *c)
+static void check_convex(const prs__model_optype *t, const tcase *c)
 {
     long span = t->q_max - t->q_min;
     for (long i = 1; i < span; i++) {
@@ -267,17 +268,17 @@ static void run_case(const tcase *c, stats *st)
     assert_true(n >= 1);
 
     int S = c->stages, ntypes = 2 * S;
-    prsO_optype *types = calloc((size_t)ntypes, sizeof *types);
+    prs__model_optype *types = calloc((size_t)ntypes, sizeof *types);
     assert_non_null(types);
     for (int k = 0; k < ntypes; k++) {
         int fallback = 0;
-        rc = prsO_build(c->prof, k / 2, (prs_instr)(k % 2), &o, &types[k], &fallback, &err);
-        if (rc) fail_msg("%s: prsO_build failed: %s", c->label, err.msg);
+        rc = prs__model_build(c->prof, k / 2, (prs_instr)(k % 2), &o, &types[k], &fallback, &err);
+        if (rc) fail_msg("%s: prs__model_build failed: %s", c->label, err.msg);
         check_convex(&types[k], c);
     }
-    prsG_graph g;
-    rc = prsG_build(&o.pipe, &g, &err);
-    if (rc) fail_msg("%s: prsG_build failed: %s", c->label, err.msg);
+    prs__graph_graph g;
+    rc = prs__graph_build(&o.pipe, &g, &err);
+    if (rc) fail_msg("%s: prs__graph_build failed: %s", c->label, err.msg);
     tclp L;
     tclp_build(&L, &g, types, ntypes);
     int mi = (int)c->model;
@@ -347,7 +348,7 @@ static void run_case(const tcase *c, stats *st)
         assert_non_null(earliest);
         for (int op = 0; op < g.nops; op++)
             dur[op] = types[g.op_type[op]].q_max;
-        long tmax = prsG_cpm(&g, dur, earliest, NULL);
+        long tmax = prs__graph_cpm(&g, dur, earliest, NULL);
         if (tmax != slowest->time_units + 1) {
             print_error("FAIL %s S=%d M=%d unit=%g %s: first point T=%ld, all-slowest T_max=%ld\n",
                         c->label, S, c->mbs, c->unit_s, mname, slowest->time_units, tmax);
@@ -365,9 +366,9 @@ static void run_case(const tcase *c, stats *st)
     if (case_failed) fail_count++;
 
     tclp_free(&L);
-    prsG_free(&g);
+    prs__graph_free(&g);
     for (int k = 0; k < ntypes; k++)
-        prsO_free(&types[k]);
+        prs__model_free(&types[k]);
     free(types);
     prs_frontier_free(f);
 }

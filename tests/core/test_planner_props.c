@@ -218,20 +218,20 @@ static prs_frontier *check_run(const run_desc *r, totals *tot)
     /* The planner's per-type models (for T_max and the starting predicted energy) and the
      * fastest profiled time of every type (for T_min). */
     int S = r->stages, ntypes = 2 * S;
-    prsO_optype *types = calloc((size_t)ntypes, sizeof *types);
+    prs__model_optype *types = calloc((size_t)ntypes, sizeof *types);
     long *fastest = malloc(sizeof *fastest * (size_t)ntypes);
     assert_true(types && fastest);
     for (int k = 0; k < ntypes; k++) {
         int fallback = 0;
-        if (prsO_build(r->prof, k / 2, (prs_instr)(k % 2), &o, &types[k], &fallback, &err))
-            fail_msg("prsO_build: %s", err.msg);
+        if (prs__model_build(r->prof, k / 2, (prs_instr)(k % 2), &o, &types[k], &fallback, &err))
+            fail_msg("prs__model_build: %s", err.msg);
         fastest[k] = -1;
     }
     const prs_profile_row *rows = prs_profile_rows(r->prof);
     for (size_t i = 0; i < prs_profile_nrows(r->prof); i++) {
         if (rows[i].stage >= S) continue;
         int k = rows[i].stage * 2 + (int)rows[i].instr;
-        long q = prsO_quantize(rows[i].time_s, r->unit_s);
+        long q = prs__model_quantize(rows[i].time_s, r->unit_s);
         if (fastest[k] < 0 || q < fastest[k]) fastest[k] = q;
     }
     dag g;
@@ -243,7 +243,7 @@ static prs_frontier *check_run(const run_desc *r, totals *tot)
     assert_true(q && clocks);
     double cost0 = 0;
     for (int op = 0; op < g.nops; op++) {
-        const prsO_optype *t = &types[g.type[op]];
+        const prs__model_optype *t = &types[g.type[op]];
         q[op] = t->q_max;
         cost0 += t->cost[t->q_max - t->q_min];
     }
@@ -334,7 +334,7 @@ static prs_frontier *check_run(const run_desc *r, totals *tot)
     dag_free(&g);
     clock_sets_free(&cs);
     for (int k = 0; k < ntypes; k++)
-        prsO_free(&types[k]);
+        prs__model_free(&types[k]);
     free(types);
     return f;
 }

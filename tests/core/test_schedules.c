@@ -6,7 +6,7 @@
  *      then all backwards); and a transcription of the loop structure of Megatron-LM's
  *      forward_backward_pipelining_with_interleaving (virtual microbatch ids, get_model_chunk_id,
  *      warm-up / steady / cool-down), plus hand-derived orders for S = 2, V = 2, M = 4;
- *   2. the dependency DAG from prsG_build, converted back from activity-on-arc form, against
+ *   2. the dependency DAG from prs__graph_build, converted back from activity-on-arc form, against
  *      the activity-on-node edge set built here from those orders and the data dependencies
  *      (as a set: no dependency may appear twice, so |E_aoa| = |E_aon| + N, docs/planner.md);
  *   3. iteration times of uniform pipelines against closed forms ((M + S - 1)(f + b) for 1F1B and
@@ -494,7 +494,7 @@ static long xdag_cpm(const xdag *d, const long *dur, long *start)
 /* The AON edges of a prsG graph: every AOA node must be L(v) or R(v) of exactly one AON node v
  * (op arc i: L(2+i) -> R(2+i); the source's own arc leaves g->source, the sink's enters
  * g->sink); every other arc is a dummy R(u) -> L(v), i.e. AON edge u -> v. */
-static edge *aon_edges_of(const prsG_graph *g, int naon, int *nedges)
+static edge *aon_edges_of(const prs__graph_graph *g, int naon, int *nedges)
 {
     int *lof = malloc(sizeof *lof * (size_t)g->nnodes),
         *rof = malloc(sizeof *rof * (size_t)g->nnodes);
@@ -505,7 +505,7 @@ static edge *aon_edges_of(const prsG_graph *g, int naon, int *nedges)
         lof[n] = rof[n] = -1;
     int nop_arcs = 0;
     for (int a = 0; a < g->narcs; a++) {
-        const prsG_arc *arc = &g->arcs[a];
+        const prs__graph_arc *arc = &g->arcs[a];
         assert_true(arc->from >= 0 && arc->from < g->nnodes);
         assert_true(arc->to >= 0 && arc->to < g->nnodes);
         if (arc->op < 0) continue;
@@ -576,10 +576,10 @@ static void check_dag(const xsched *x)
     sched_desc(x, what, sizeof what);
     xdag d;
     xdag_build(&d, x);
-    prsG_graph g;
+    prs__graph_graph g;
     prs_error err = {0, ""};
-    int rc = prsG_build(&x->pipe, &g, &err);
-    if (rc) print_message("%s: prsG_build: %s\n", what, err.msg);
+    int rc = prs__graph_build(&x->pipe, &g, &err);
+    if (rc) print_message("%s: prs__graph_build: %s\n", what, err.msg);
     assert_int_equal(rc, 0);
     assert_int_equal(g.nops, d.nops);
     assert_int_equal(g.ops_per_stage, x->per);
@@ -648,7 +648,7 @@ static void check_dag(const xsched *x)
         assert_true(at[g.arcs[a].from] < at[g.arcs[a].to]);
     free(at);
     free(got);
-    prsG_free(&g);
+    prs__graph_free(&g);
     xdag_free(&d);
 }
 
@@ -668,11 +668,11 @@ static void test_dag_1f1b(void **state)
     xdag_build(&d, &x);
     assert_int_equal(d.naon, 194);
     assert_int_equal(d.nedges, 354);
-    prsG_graph g;
-    assert_int_equal(prsG_build(&x.pipe, &g, NULL), 0);
+    prs__graph_graph g;
+    assert_int_equal(prs__graph_build(&x.pipe, &g, NULL), 0);
     assert_int_equal(g.nnodes, 388);
     assert_int_equal(g.narcs, 548);
-    prsG_free(&g);
+    prs__graph_free(&g);
     xdag_free(&d);
     xsched_free(&x);
 }
@@ -852,7 +852,7 @@ static long all_fastest_T(const xsched *x, const prs_profile *prof, double unit)
     const prs_profile_row *rows = prs_profile_rows(prof);
     for (size_t i = 0; i < prs_profile_nrows(prof); i++) {
         if (rows[i].stage >= x->C) continue;
-        long q = prsO_quantize(rows[i].time_s, unit);
+        long q = prs__model_quantize(rows[i].time_s, unit);
         long *m = &qmin[rows[i].stage * 2 + (int)rows[i].instr];
         if (*m < 0 || q < *m) *m = q;
     }

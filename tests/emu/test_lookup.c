@@ -30,7 +30,7 @@ static prs_frontier *hand_frontier(void)
 {
     prs_pipeline pipe = {2, 1, PRS_SCHEDULE_1F1B, 1.0, 1.0, 0};
     int base[4] = {1, 1, 1, 1};
-    prs_frontier *f = prsR_new(&pipe, PRS_COST_EXP, base);
+    prs_frontier *f = prs__frontier_new(&pipe, PRS_COST_EXP, base);
     assert_non_null(f);
     static const double pts[][2] = {{5, 9}, {4, 8}, {3, 9.5}, {2, 12}, {2, 11.5}};
     for (size_t i = 0; i < 5; i++) {
@@ -41,7 +41,7 @@ static prs_frontier *hand_frontier(void)
         p.energy_j = pts[i][1];
         p.eval_time_s = pts[i][0];
         p.eval_energy_j = pts[i][1];
-        assert_int_equal(prsR_push(f, &p, NULL, NULL, 0), 0);
+        assert_int_equal(prs__frontier_push(f, &p, NULL, NULL, 0), 0);
     }
     return f;
 }
@@ -86,7 +86,7 @@ static void test_hand_frontier(void **state)
 
     prs_pipeline pipe = {2, 1, PRS_SCHEDULE_1F1B, 1.0, 1.0, 0};
     int base[4] = {1, 1, 1, 1};
-    prs_frontier *empty = prsR_new(&pipe, PRS_COST_EXP, base);
+    prs_frontier *empty = prs__frontier_new(&pipe, PRS_COST_EXP, base);
     size_t k;
     assert_int_equal(prs_frontier_lookup(empty, 3, &k), PRS_ERANGE);
     prs_frontier_free(empty);
