@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the Debian packages needed to build and test Perseus (idempotent).
 set -euo pipefail
-pkgs=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
+pkgs=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format clang-tidy
       libcmocka-dev libcminpack-dev libglpk-dev libxml2-utils librsvg2-bin
       libmicrohttpd-dev libjansson-dev libsqlite3-dev libcurl4-openssl-dev
       python3-torch)

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Build and run the whole test suite twice: an optimised build, then AddressSanitizer +
+# Check the formatting (clang-format) and run clang-tidy on src/ (both must be clean), build and
+# run the whole test suite twice: an optimised build, then AddressSanitizer +
 # UndefinedBehaviorSanitizer. Then a short libFuzzer run of each fuzz target.
-# Usage: scripts/test.sh [--no-sanitize] [--no-fuzz]
+# Usage: scripts/test.sh [--no-lint] [--no-sanitize] [--no-fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-sanitize=1 fuzz=1
+sanitize=1 fuzz=1 lint=1
 for a in "$@"; do
   case "$a" in
+    --no-lint) lint=0 ;;
     --no-sanitize) sanitize=0 ;;
     --no-fuzz) fuzz=0 ;;
     *) echo "scripts/test.sh: unknown option '$a'" >&2; exit 2 ;;
@@ -32,8 +34,26 @@ run_ctest() {
   return "$rc"
 }
 
+# lint: every tracked C file formatted as .clang-format says; clang-tidy (.clang-tidy) silent on src/.
+lint() {
+  local out
+  if ! out=$(git ls-files -z '*.c' '*.h' | xargs -0 clang-format --dry-run --Werror 2>&1); then
+    printf '%s\n' "$out" | head -n 40
+    echo "clang-format: the files above are not formatted (run clang-format -i on them)"
+    return 1
+  fi
+  out=$(run-clang-tidy -p build -quiet -j "$jobs" "$PWD/src/" 2>&1 | sed 's/\x1b\[[0-9;]*m//g')
+  if grep -q "warning:\|error:" <<<"$out"; then
+    grep -A3 "warning:\|error:" <<<"$out" | head -n 80
+    echo "clang-tidy: $(grep -c "warning:\|error:" <<<"$out") finding(s) on src/"
+    return 1
+  fi
+  echo "lint: clang-format and clang-tidy clean"
+}
+
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$jobs"
+((lint)) && lint
 run_ctest build
 
 if ((sanitize)); then
