@@ -29,6 +29,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "perseus/clock.h"
 #include "perseus/client.h"
 #include "perseus/planner.h"
 #include "perseus/plot.h"
@@ -72,13 +73,6 @@ static int bad(const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     return 2;
-}
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static void sleep_ms(int ms)
@@ -194,8 +188,8 @@ static int uniform(demo *d, const char *phase, long min_round, long *round)
 static int measure(demo *d, const char *phase, long min_round, double timeout_s, double *t,
                    double *e, long *round)
 {
-    double t0 = mono_s();
-    while (mono_s() - t0 < timeout_s) {
+    double t0 = prs_mono_s();
+    while (prs_mono_s() - t0 < timeout_s) {
         int ready = uniform(d, phase, min_round, round);
         double it_e = 0, it_t = run_iteration(d, &it_e);
         if (it_t < 0) return -1;
@@ -460,7 +454,7 @@ static int run_demo(demo *d, prs_server *srv, const char *out_dir, double stragg
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
     if (start_clients(d, url)) return 1;
     const char *id = prs_client_job_id(d->cl[0]), *token = prs_client_token(d->cl[0]);
-    double wall0 = mono_s();
+    double wall0 = prs_mono_s();
     int rc = 0;
     if (baseline(d, &res->allmax_t, &res->allmax_e)) rc = bad("baseline failed");
     long round = 0;
@@ -479,7 +473,7 @@ static int run_demo(demo *d, prs_server *srv, const char *out_dir, double stragg
     prs_client_stats s;
     prs_client_get_stats(d->cl[0], &s);
     res->iterations = s.iterations;
-    res->wall_s = mono_s() - wall0;
+    res->wall_s = prs_mono_s() - wall0;
     if (!rc && out_dir) rc = write_plots(d, port, out_dir, res);
     char path[128];
     snprintf(path, sizeof path, "/v1/jobs/%s/complete", id);

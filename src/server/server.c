@@ -23,6 +23,7 @@
  * prs_error (perseus/error.h), the store's in its handle (store_error); the request handlers
  * turn those, and the job calls' api_err, into the JSON error: api_err is the outermost layer. */
 #define _GNU_SOURCE /* pipe2, SOCK_CLOEXEC; struct timespec helpers */
+#include "perseus/clock.h"
 #include "perseus/logfmt.h"
 #include "perseus/server.h"
 
@@ -133,13 +134,6 @@ struct prs_server {
     double started;
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ---- logging: one line per event, key=value ---- */
 
 static void log_kv(prs_server *s, prs_log_level level, const char *fmt, ...)
@@ -206,7 +200,7 @@ static void add_job(prs_server *s, job *j)
 static void on_plan_progress(void *ud, long done, long total)
 {
     plan_task *t = ud;
-    double now = now_s();
+    double now = prs_mono_s();
     if (done < total && now - t->progress_at < 0.05) return;
     t->progress_at = now;
     pthread_rwlock_wrlock(&t->s->lock);
@@ -230,9 +224,9 @@ static void *planner_main(void *arg)
     o.ud = t;
     prs_frontier *f = NULL;
     prs_error err = {0, ""};
-    double t0 = now_s();
+    double t0 = prs_mono_s();
     int rc = prs_plan(t->profile, &o, &f, &err);
-    double secs = now_s() - t0;
+    double secs = prs_mono_s() - t0;
     char *text = NULL;
     size_t len = 0;
     if (rc == 0 && prs_frontier_to_plans(f, &text, &len, &err) != 0) {
@@ -828,7 +822,7 @@ static enum MHD_Result handle_metrics(prs_server *s, struct MHD_Connection *c, c
         "# HELP perseusd_uptime_seconds Seconds since the server started.\n"
         "# TYPE perseusd_uptime_seconds gauge\nperseusd_uptime_seconds %.3f\n",
         m.planning_sum_s, m.planning_count, m.planning_last_s, m.planning_failed,
-        now_s() - s->started);
+        prs_mono_s() - s->started);
     if (fclose(f) != 0) {
         free(text);
         return send_error(s, c, cc, 500, "internal", "out of memory");
@@ -844,7 +838,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     prs_server *s = cls;
     conn_ctx *cc = *con_cls;
     if (!cc) return;
-    double secs = now_s() - cc->start;
+    double secs = prs_mono_s() - cc->start;
     count_request(s, cc->route, cc->status, secs);
     log_kv(s, PRS_LOG_DEBUG, "msg=request route=%s status=%d job=%s ms=%.3f complete=%d",
            ROUTE_NAMES[cc->route], cc->status, cc->job_id[0] ? cc->job_id : "-", secs * 1e3,
@@ -865,7 +859,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!cc) {
         cc = calloc(1, sizeof *cc);
         if (!cc) return MHD_NO;
-        cc->start = now_s();
+        cc->start = prs_mono_s();
         cc->route = m.route;
         cc->limit = m.route == R_PROFILE_PUT ? s->cfg.max_profile_bytes : s->cfg.max_body_bytes;
         if (m.has_id) snprintf(cc->job_id, sizeof cc->job_id, "%s", m.id);
@@ -1118,7 +1112,7 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
     pthread_rwlock_init(&s->lock, &ra);
     pthread_rwlockattr_destroy(&ra);
     pthread_mutex_init(&s->m.mu, NULL);
-    s->started = now_s();
+    s->started = prs_mono_s();
     s->listen_host = strdup(cfg->listen_host);
     s->db_path = strdup(cfg->db_path);
     s->data_dir = strdup(cfg->data_dir);
