@@ -47,7 +47,10 @@ static const char evaluate_usage[] =
 
 static int usage_error(const char *msg, const char *arg)
 {
-    return prs_cli_usage_error("evaluate", msg, arg);
+    /* prs_cli_usage_error prints and returns 2; stated here for static analysis (see cmd_plan.c).
+     */
+    prs_cli_usage_error("evaluate", msg, arg);
+    return 2;
 }
 
 typedef enum source { SRC_NONE, SRC_ALLMAX, SRC_UNIFORM, SRC_ENVPIPE, SRC_FRONTIER } source;

@@ -51,7 +51,10 @@ static const char export_usage[] =
 
 static int usage_error(const char *cmd, const char *msg, const char *arg)
 {
-    return prs_cli_usage_error(cmd, msg, arg);
+    /* prs_cli_usage_error prints and returns 2; the 2 is stated here so that static analysis
+     * (which cannot see into cli_util.c) knows a usage error is never success. */
+    prs_cli_usage_error(cmd, msg, arg);
+    return 2;
 }
 
 /* "F3": forward of microbatch 3; interleaved adds the model chunk: "F3@5". */

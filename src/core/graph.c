@@ -6,6 +6,7 @@
  * duration, and every AON edge u -> v a dummy arc R(u) -> L(v). The source's and sink's own arcs
  * are dummies. AON node ids: 0 source, 1 sink, 2 + op for computation op (stage-major, in each
  * stage's execution order), exactly the reference's numbering. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,7 +84,8 @@ int prs__graph_build(const prs_pipeline *pipe, prs__graph_graph *g, prs_error *e
         !outdeg)
         goto out;
     for (int s = 0; s < S; s++) {
-        prs__sched_stage_order(pipe, s, instr + s * per, g->op_mb + s * per, g->op_chunk + s * per);
+        prs__sched_stage_order(pipe, s, instr + (ptrdiff_t)s * per, g->op_mb + (ptrdiff_t)s * per,
+                               g->op_chunk + (ptrdiff_t)s * per);
         for (int k = 0; k < per; k++) {
             int op = s * per + k, c = g->op_chunk[op];
             g->op_type[op] = c * 2 + (int)instr[op];

@@ -117,7 +117,8 @@ static int parse_rule(char *text, const char *name, int line, gpud_rule *r, prs_
                              "got %s%d",
                              name, line, n > 5 ? "more than " : "", n > 5 ? 5 : n);
     const char *kind = w[1];
-    if (strcmp(kind, "user") && strcmp(kind, "group") && strcmp(kind, "uid") && strcmp(kind, "gid"))
+    if (strcmp(kind, "user") != 0 && strcmp(kind, "group") != 0 && strcmp(kind, "uid") != 0 &&
+        strcmp(kind, "gid") != 0)
         return prs_error_set(err, PRS_EPARSE,
                              "%s:%d: expected user, group, uid or gid after 'allow', got '%.64s'",
                              name, line, kind);
