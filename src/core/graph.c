@@ -72,8 +72,9 @@ int prs__graph_build(const prs_pipeline *pipe, prs__graph_graph *g, prs_error *e
     g->op_mb = malloc(sizeof *g->op_mb * (size_t)nops);
     g->op_chunk = malloc(sizeof *g->op_chunk * (size_t)nops);
     prs_instr *instr = malloc(sizeof *instr * (size_t)nops);
-    /* index of F(c,m) and B(c,m) among ops, per model chunk c */
-    int *fwd = malloc(sizeof *fwd * (size_t)nops), *bwd = malloc(sizeof *bwd * (size_t)nops);
+    /* index of F(c,m) and B(c,m) among ops, per model chunk c; every schedule fills each entry,
+     * zeroed anyway since static analysis cannot follow that */
+    int *fwd = calloc((size_t)nops, sizeof *fwd), *bwd = calloc((size_t)nops, sizeof *bwd);
     /* AON edges: stage order + cross-chunk deps + F->B on the last chunk + source/sink links */
     size_t max_aon_edges = (size_t)nops * 3 + (size_t)naon * 2;
     int(*edges)[2] = malloc(sizeof *edges * max_aon_edges);
