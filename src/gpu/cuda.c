@@ -117,10 +117,11 @@ static int load(cu_api *cu, const char *lib_path, prs_error *err)
     cu->lib = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!cu->lib) {
         const char *why = dlerror();
-        return prs_error_set(err, PRS_ENOLIB,
-                             "cannot load the CUDA driver library %s: %s (is the NVIDIA driver "
-                             "installed?)",
-                             lib_path, why ? why : "unknown reason");
+        prs_error_set(err, PRS_ENOLIB,
+                      "cannot load the CUDA driver library %s: %s (is the NVIDIA driver "
+                      "installed?)",
+                      lib_path, why ? why : "unknown reason");
+        return PRS_ENOLIB; /* as prs_error_set returns: visibly non-zero to analysis */
     }
     struct {
         void *fn;
@@ -150,9 +151,9 @@ static int load(cu_api *cu, const char *lib_path, prs_error *err)
             continue;
         dlclose(cu->lib);
         memset(cu, 0, sizeof *cu);
-        return prs_error_set(err, PRS_ENOLIB,
-                             "CUDA driver library %s lacks symbol %s (driver too old?)", lib_path,
-                             want[i].name);
+        prs_error_set(err, PRS_ENOLIB, "CUDA driver library %s lacks symbol %s (driver too old?)",
+                      lib_path, want[i].name);
+        return PRS_ENOLIB; /* as prs_error_set returns: visibly non-zero to analysis */
     }
     return 0;
 }
