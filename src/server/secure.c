@@ -101,7 +101,10 @@ int secure_equal(const void *a, const void *b, size_t n)
 int secure_random(void *buf, size_t n, prs_error *err)
 {
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return prs_error_set(err, PRS_EIO, "/dev/urandom: %s", strerror(errno));
+    if (fd < 0) {
+        prs_error_set(err, PRS_EIO, "/dev/urandom: %s", strerror(errno));
+        return PRS_EIO; /* as prs_error_set returns: visibly non-zero to analysis */
+    }
     uint8_t *p = buf;
     while (n > 0) {
         ssize_t r = read(fd, p, n);
@@ -109,7 +112,8 @@ int secure_random(void *buf, size_t n, prs_error *err)
         if (r <= 0) {
             int e = r < 0 ? errno : EIO;
             close(fd);
-            return prs_error_set(err, PRS_EIO, "/dev/urandom: %s", strerror(e));
+            prs_error_set(err, PRS_EIO, "/dev/urandom: %s", strerror(e));
+            return PRS_EIO;
         }
         p += r;
         n -= (size_t)r;
