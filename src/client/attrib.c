@@ -525,7 +525,7 @@ int prs__client_attrib_solve(prs__client_attrib *a, double *kind_power_w, double
     q->unknowns = no;
     q->cond = factor_solve(a, no);
     double p[PRS__CLIENT_ATTRIB_MAX_KINDS + 1], se[PRS__CLIENT_ATTRIB_MAX_KINDS + 1];
-    for (int j = 0; j < a->n; j++)
+    for (int j = 0; j < PRS__CLIENT_ATTRIB_MAX_KINDS + 1; j++) /* all of them: a->n = nk + 1 */
         p[j] = se[j] = NAN;
     for (int j = 0; j < no; j++)
         p[a->cols[j]] = a->x[j] / a->cn[a->cols[j]];

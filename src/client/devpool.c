@@ -21,7 +21,7 @@ void prs__client_event_put(prs_client *c, prs_event *e)
     if (!e) return;
     if (d->n_free_ev == d->cap_free_ev) {
         int cap = d->cap_free_ev ? 2 * d->cap_free_ev : 256;
-        prs_event **p = realloc(d->free_ev, sizeof *p * (size_t)cap);
+        prs_event **p = realloc(d->free_ev, sizeof(prs_event *) * (size_t)cap);
         if (!p) {
             prs_event_free(d->stream, e);
             return;

@@ -10,6 +10,7 @@
  * ties go to the earlier start. Debian's cminpack is a faithful C translation of MINPACK, so the
  * coefficients match the reference's to about 1e-9 relative. */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,8 +76,9 @@ int prs__model_fit_exp(const prs__model_cand *cand, int n, double unit_s, double
     double *buf = malloc(sizeof(double) * (size_t)(2 * n + n + n * NP + 4 * n + 3 * NP));
     int ipvt[NP];
     if (!buf) return PRS_ENOMEM;
-    double *xs = buf, *ys = xs + n, *fvec = ys + n, *fjac = fvec + n, *wa4 = fjac + n * NP,
-           *qtf = wa4 + n, *wa1 = qtf + NP, *wa2 = wa1 + NP, *wa3 = wa2 + NP;
+    double *xs = buf, *ys = xs + n, *fvec = ys + n, *fjac = fvec + n,
+           *wa4 = fjac + (ptrdiff_t)n * NP, *qtf = wa4 + n, *wa1 = qtf + NP, *wa2 = wa1 + NP,
+           *wa3 = wa2 + NP;
     for (int i = 0; i < n; i++) {
         xs[i] = (double)cand[i].q;
         ys[i] = cand[i].cost_j;

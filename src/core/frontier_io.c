@@ -152,7 +152,8 @@ static int next_line(reader *r)
 
 static int bad(reader *r, const char *what)
 {
-    return prs_error_set(r->err, PRS_EPARSE, "%s:%ld: %s", r->path, r->lineno, what);
+    prs_error_set(r->err, PRS_EPARSE, "%s:%ld: %s", r->path, r->lineno, what);
+    return PRS_EPARSE; /* what prs_error_set returns, visibly non-zero to static analysis */
 }
 
 /* Read "key value" and return value (points into r->line). */

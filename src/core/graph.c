@@ -6,6 +6,7 @@
  * duration, and every AON edge u -> v a dummy arc R(u) -> L(v). The source's and sink's own arcs
  * are dummies. AON node ids: 0 source, 1 sink, 2 + op for computation op (stage-major, in each
  * stage's execution order), exactly the reference's numbering. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,8 +72,9 @@ int prs__graph_build(const prs_pipeline *pipe, prs__graph_graph *g, prs_error *e
     g->op_mb = malloc(sizeof *g->op_mb * (size_t)nops);
     g->op_chunk = malloc(sizeof *g->op_chunk * (size_t)nops);
     prs_instr *instr = malloc(sizeof *instr * (size_t)nops);
-    /* index of F(c,m) and B(c,m) among ops, per model chunk c */
-    int *fwd = malloc(sizeof *fwd * (size_t)nops), *bwd = malloc(sizeof *bwd * (size_t)nops);
+    /* index of F(c,m) and B(c,m) among ops, per model chunk c; every schedule fills each entry,
+     * zeroed anyway since static analysis cannot follow that */
+    int *fwd = calloc((size_t)nops, sizeof *fwd), *bwd = calloc((size_t)nops, sizeof *bwd);
     /* AON edges: stage order + cross-chunk deps + F->B on the last chunk + source/sink links */
     size_t max_aon_edges = (size_t)nops * 3 + (size_t)naon * 2;
     int(*edges)[2] = malloc(sizeof *edges * max_aon_edges);
@@ -83,7 +85,8 @@ int prs__graph_build(const prs_pipeline *pipe, prs__graph_graph *g, prs_error *e
         !outdeg)
         goto out;
     for (int s = 0; s < S; s++) {
-        prs__sched_stage_order(pipe, s, instr + s * per, g->op_mb + s * per, g->op_chunk + s * per);
+        prs__sched_stage_order(pipe, s, instr + (ptrdiff_t)s * per, g->op_mb + (ptrdiff_t)s * per,
+                               g->op_chunk + (ptrdiff_t)s * per);
         for (int k = 0; k < per; k++) {
             int op = s * per + k, c = g->op_chunk[op];
             g->op_type[op] = c * 2 + (int)instr[op];

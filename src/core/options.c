@@ -259,7 +259,8 @@ int prs__model_build_memo(const prs_profile *p, int stage, prs_instr instr, cons
     t->instr = instr;
     size_t nrows_all = prs_profile_nrows(p);
     const prs_profile_row *all = prs_profile_rows(p);
-    const prs_profile_row **rows = malloc(sizeof *rows * (nrows_all ? nrows_all : 1));
+    const prs_profile_row **rows =
+        malloc(sizeof(const prs_profile_row *) * (nrows_all ? nrows_all : 1));
     t->cand = malloc(sizeof *t->cand * (nrows_all ? nrows_all : 1));
     if (!rows || !t->cand) {
         free(rows);

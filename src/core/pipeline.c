@@ -174,8 +174,9 @@ int prs_op_describe_chunk(const prs_pipeline *pipe, int stage, int pos, prs_inst
 {
     int n = prs_ops_per_stage(pipe);
     if (stage < 0 || stage >= pipe->stages || pos < 0 || pos >= n) return PRS_ERANGE;
-    prs_instr *in = malloc(sizeof *in * (size_t)n);
-    int *mb = malloc(sizeof *mb * (size_t)n), *ch = malloc(sizeof *ch * (size_t)n);
+    /* zeroed although the order fills all n: static analysis cannot follow that */
+    prs_instr *in = calloc((size_t)n, sizeof *in);
+    int *mb = calloc((size_t)n, sizeof *mb), *ch = calloc((size_t)n, sizeof *ch);
     if (!in || !mb || !ch) {
         free(in);
         free(mb);

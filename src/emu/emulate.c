@@ -333,7 +333,7 @@ int prs_emulate_frontier(const prs_profile *profile, const prs_frontier *f,
     const prs_pipeline *pipe = prs_frontier_pipeline(f);
     int rc = check_opts(f, o, err);
     if (rc) return rc;
-    size_t nf = o->nstragglers, nops = (size_t)(pipe->stages * prs_ops_per_stage(pipe));
+    size_t nf = o->nstragglers, nops = (size_t)pipe->stages * (size_t)prs_ops_per_stage(pipe);
     work w;
     memset(&w, 0, sizeof w);
     w.np = prs_frontier_size(f);

@@ -251,9 +251,9 @@ int prs_gpu_rank_device_at(int cuda_index, const char *cuda_lib, char *spec, siz
     if (rc) return rc;
     if (index >= count) {
         const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
-        return prs_error_set(err, PRS_EINVAL,
-                             "%s: CUDA sees %d GPUs (CUDA_VISIBLE_DEVICES %s%.200s%s)", who, count,
-                             cvd ? "= '" : "unset", cvd ? cvd : "", cvd ? "'" : "");
+        prs_error_set(err, PRS_EINVAL, "%s: CUDA sees %d GPUs (CUDA_VISIBLE_DEVICES %s%.200s%s)",
+                      who, count, cvd ? "= '" : "unset", cvd ? cvd : "", cvd ? "'" : "");
+        return PRS_EINVAL; /* as prs_error_set returns: visibly non-zero to analysis */
     }
     return write_spec(uuid, spec, n, err);
 }

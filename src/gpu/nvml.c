@@ -40,9 +40,10 @@ static int nvml_fail(prs_gpu *g, const char *call, prs__gpu_nvml_return r)
 static int resolve(prs_gpu *g, void *fnptr, size_t size, const char *sym, prs_error *err)
 {
     void *p = dlsym(g->nvml.lib, sym);
-    if (!p)
-        return prs_error_set(err, PRS_ENOLIB, "NVML library lacks symbol %s (driver too old?)",
-                             sym);
+    if (!p) {
+        prs_error_set(err, PRS_ENOLIB, "NVML library lacks symbol %s (driver too old?)", sym);
+        return PRS_ENOLIB; /* as prs_error_set returns: visibly non-zero to analysis */
+    }
     memcpy(fnptr, &p, size);
     return 0;
 }
@@ -94,10 +95,11 @@ static int nvml_load(prs_gpu *g, const char *lib_path, prs_error *err)
     g->nvml.lib = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
     if (!g->nvml.lib) {
         const char *why = dlerror();
-        return prs_error_set(err, PRS_ENOLIB,
-                             "cannot load the NVIDIA management library %s: %s (is the NVIDIA "
-                             "driver installed? use the sim backend otherwise)",
-                             lib_path, why ? why : "unknown reason");
+        prs_error_set(err, PRS_ENOLIB,
+                      "cannot load the NVIDIA management library %s: %s (is the NVIDIA "
+                      "driver installed? use the sim backend otherwise)",
+                      lib_path, why ? why : "unknown reason");
+        return PRS_ENOLIB; /* as prs_error_set returns: visibly non-zero to analysis */
     }
     RESOLVE(init, "nvmlInit_v2");
     RESOLVE(shutdown, "nvmlShutdown");
@@ -211,10 +213,12 @@ int prs__gpu_nvml_uuids(const char *lib_path, char (*uuids)[PRS__GPU_UUID_LEN], 
     prs_gpu *g = calloc(1, sizeof *g);
     if (!g) return prs_error_set(err, PRS_ENOMEM, "out of memory");
     int rc = nvml_load(g, lib_path, err);
-    if (!rc && (!g->nvml.count || !g->nvml.get_uuid))
-        rc = prs_error_set(err, PRS_ENOLIB,
-                           "NVML library lacks nvmlDeviceGetCount_v2 or "
-                           "nvmlDeviceGetUUID (driver too old?)");
+    if (!rc && (!g->nvml.count || !g->nvml.get_uuid)) {
+        prs_error_set(err, PRS_ENOLIB,
+                      "NVML library lacks nvmlDeviceGetCount_v2 or "
+                      "nvmlDeviceGetUUID (driver too old?)");
+        rc = PRS_ENOLIB; /* as prs_error_set returns: visibly non-zero to analysis */
+    }
     if (!rc) rc = list_uuids(g, uuids, cap, n, err);
     if (g->nvml.lib) unload(g, 1);
     free(g);

@@ -18,6 +18,10 @@
 
 #include "gpud.h"
 
+/* Record an error and evaluate to its code: prs_error_set's result, visibly non-zero to static
+ * analysis (which cannot see into error.c). */
+#define FAIL(err, code, ...) (prs_error_set((err), (code), __VA_ARGS__), (code))
+
 void gpud_config_free(gpud_config *c)
 {
     for (int i = 0; i < c->n; i++)
@@ -73,20 +77,19 @@ static int resolve_who(const char *kind, const char *who, const char *name, int 
     unsigned long v;
     if (strcmp(kind, "uid") == 0 || strcmp(kind, "gid") == 0) {
         if (parse_uint(who, 4294967294ul, &v))
-            return prs_error_set(err, PRS_EPARSE, "%s:%d: expected a numeric %s, got '%.64s'", name,
-                                 line, kind, who);
+            return FAIL(err, PRS_EPARSE, "%s:%d: expected a numeric %s, got '%.64s'", name, line,
+                        kind, who);
         *id = (unsigned)v;
         return 0;
     }
     if (strcmp(kind, "user") == 0) {
         struct passwd *pw = getpwnam(who);
-        if (!pw)
-            return prs_error_set(err, PRS_EPARSE, "%s:%d: unknown user '%.64s'", name, line, who);
+        if (!pw) return FAIL(err, PRS_EPARSE, "%s:%d: unknown user '%.64s'", name, line, who);
         *id = (unsigned)pw->pw_uid;
         return 0;
     }
     struct group *gr = getgrnam(who);
-    if (!gr) return prs_error_set(err, PRS_EPARSE, "%s:%d: unknown group '%.64s'", name, line, who);
+    if (!gr) return FAIL(err, PRS_EPARSE, "%s:%d: unknown group '%.64s'", name, line, who);
     *id = (unsigned)gr->gr_gid;
     return 0;
 }
@@ -109,30 +112,30 @@ static int parse_rule(char *text, const char *name, int line, gpud_rule *r, prs_
     int n = split_words(text, w);
     if (n == 0) return 1; /* blank */
     if (strcmp(w[0], "allow") != 0)
-        return prs_error_set(err, PRS_EPARSE, "%s:%d: expected 'allow', got '%.64s'", name, line,
-                             w[0]);
+        return FAIL(err, PRS_EPARSE, "%s:%d: expected 'allow', got '%.64s'", name, line, w[0]);
     if (n != 4)
-        return prs_error_set(err, PRS_EPARSE,
-                             "%s:%d: expected 'allow user|group|uid|gid WHO GPUS' (4 words), "
-                             "got %s%d",
-                             name, line, n > 5 ? "more than " : "", n > 5 ? 5 : n);
+        return FAIL(err, PRS_EPARSE,
+                    "%s:%d: expected 'allow user|group|uid|gid WHO GPUS' (4 words), "
+                    "got %s%d",
+                    name, line, n > 5 ? "more than " : "", n > 5 ? 5 : n);
     const char *kind = w[1];
-    if (strcmp(kind, "user") && strcmp(kind, "group") && strcmp(kind, "uid") && strcmp(kind, "gid"))
-        return prs_error_set(err, PRS_EPARSE,
-                             "%s:%d: expected user, group, uid or gid after 'allow', got '%.64s'",
-                             name, line, kind);
+    if (strcmp(kind, "user") != 0 && strcmp(kind, "group") != 0 && strcmp(kind, "uid") != 0 &&
+        strcmp(kind, "gid") != 0)
+        return FAIL(err, PRS_EPARSE,
+                    "%s:%d: expected user, group, uid or gid after 'allow', got '%.64s'", name,
+                    line, kind);
     if (!gpu_list_ok(w[3]))
-        return prs_error_set(err, PRS_EPARSE,
-                             "%s:%d: expected 'all' or comma-separated GPU indices or GPU-UUIDs, "
-                             "got '%.64s'",
-                             name, line, w[3]);
+        return FAIL(err, PRS_EPARSE,
+                    "%s:%d: expected 'all' or comma-separated GPU indices or GPU-UUIDs, "
+                    "got '%.64s'",
+                    name, line, w[3]);
     int rc = resolve_who(kind, w[2], name, line, &r->id, err);
     if (rc) return rc;
     r->is_group = kind[0] == 'g';
     r->line = line;
     r->gpus = NULL;
     if (strcmp(w[3], "all") != 0 && !(r->gpus = strdup(w[3])))
-        return prs_error_set(err, PRS_ENOMEM, "out of memory");
+        return FAIL(err, PRS_ENOMEM, "out of memory");
     return 0;
 }
 
@@ -144,15 +147,14 @@ static int read_line(FILE *f, char *buf, const char *name, int line, prs_error *
     int ch;
     while ((ch = getc(f)) != EOF && ch != '\n') {
         if ((ch < 0x20 && ch != '\t' && ch != '\r') || ch == 0x7f)
-            return prs_error_set(err, PRS_EPARSE, "%s:%d: control character 0x%02x", name, line,
-                                 ch);
+            return FAIL(err, PRS_EPARSE, "%s:%d: control character 0x%02x", name, line, ch);
         if (len == GPUD_CONF_LINE_MAX)
-            return prs_error_set(err, PRS_EPARSE, "%s:%d: line longer than %d bytes", name, line,
-                                 GPUD_CONF_LINE_MAX);
+            return FAIL(err, PRS_EPARSE, "%s:%d: line longer than %d bytes", name, line,
+                        GPUD_CONF_LINE_MAX);
         buf[len++] = (char)ch;
     }
     buf[len] = '\0';
-    if (ferror(f)) return prs_error_set(err, PRS_EIO, "%s: read error", name);
+    if (ferror(f)) return FAIL(err, PRS_EIO, "%s: read error", name);
     return ch == EOF && len == 0 ? 0 : 1;
 }
 
@@ -160,11 +162,10 @@ static int add_rule(gpud_config *out, const gpud_rule *r, const char *name, int 
                     prs_error *err)
 {
     if (out->n >= GPUD_CONF_RULES_MAX)
-        return prs_error_set(err, PRS_EPARSE, "%s:%d: more than %d rules", name, line,
-                             GPUD_CONF_RULES_MAX);
+        return FAIL(err, PRS_EPARSE, "%s:%d: more than %d rules", name, line, GPUD_CONF_RULES_MAX);
     if (out->n % 64 == 0) {
         gpud_rule *grown = realloc(out->rules, sizeof *grown * (size_t)(out->n + 64));
-        if (!grown) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+        if (!grown) return FAIL(err, PRS_ENOMEM, "out of memory");
         out->rules = grown;
     }
     out->rules[out->n++] = *r;
@@ -176,7 +177,7 @@ int gpud_config_read(FILE *f, const char *name, gpud_config *out, prs_error *err
     memset(out, 0, sizeof *out);
     snprintf(out->path, sizeof out->path, "%s", name);
     char *buf = malloc(GPUD_CONF_LINE_MAX + 1);
-    if (!buf) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    if (!buf) return FAIL(err, PRS_ENOMEM, "out of memory");
     int rc = 0;
     for (int line = 1;; line++) {
         rc = read_line(f, buf, name, line, err);
@@ -210,7 +211,7 @@ int gpud_config_load(const char *path, gpud_config *out, prs_error *err)
             snprintf(out->path, sizeof out->path, "%s", path);
             return 0;
         }
-        return prs_error_set(err, PRS_EIO, "%s: %s", path, strerror(errno));
+        return FAIL(err, PRS_EIO, "%s: %s", path, strerror(errno));
     }
     int rc = gpud_config_read(f, path, out, err);
     fclose(f);

@@ -27,13 +27,14 @@
 #define GPUD_MAX_CLOCKS 512
 #define GPUD_MAX_CONNS 256
 #define GPUD_MAX_PER_UID 64
-#define GPUD_LINE_MAX 255        /* request line, without its '\n' */
-#define GPUD_IN_MAX 4096         /* bytes read ahead per connection */
-#define GPUD_OUT_MAX (64 * 1024) /* pending reply bytes before the connection is dropped */
+#define GPUD_LINE_MAX 255 /* request line, without its '\n' */
+#define GPUD_IN_MAX 4096  /* bytes read ahead per connection */
+/* Pending reply bytes before the connection is dropped. */
+#define GPUD_OUT_MAX ((size_t)64 * 1024)
 /* Pending reply bytes above which a connection's requests are not read until the client reads
  * its answers: one read of GPUD_IN_MAX bytes of clock requests is answered in far less than the
  * gap up to GPUD_OUT_MAX, so a client that sends bursts and reads slowly is slowed, not dropped. */
-#define GPUD_OUT_HIGH (16 * 1024)
+#define GPUD_OUT_HIGH ((size_t)16 * 1024)
 #define GPUD_HELLO_TIMEOUT_S 5.0 /* a connection must say HELLO within this */
 #define GPUD_PID_POLL_S 0.2      /* kill(pid, 0) period where pidfd_open is missing */
 #define GPUD_CONF_LINE_MAX 4096  /* config line, bytes */

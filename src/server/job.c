@@ -20,6 +20,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +87,7 @@ void job_config_key(const req_job_spec *s, char key[2 * SECURE_SHA256_LEN + 1])
     uint8_t h[SECURE_SHA256_LEN];
     secure_sha256(buf, (size_t)n, h);
     for (int i = 0; i < SECURE_SHA256_LEN; i++)
-        snprintf(key + 2 * i, 3, "%02x", h[i]);
+        snprintf(key + (ptrdiff_t)2 * i, 3, "%02x", h[i]);
 }
 
 void job_pipeline(const job *j, prs_pipeline *pipe)
@@ -934,8 +935,8 @@ static int clock_dominated(job *j, store *st, int hi, int lo)
     if (!buf) return 0;
     for (int i = 0; i < chunks * 8; i++)
         buf[i] = NAN;
-    clock_means a = {hi, chunks, buf, buf + 2 * chunks};
-    clock_means b = {lo, chunks, buf + 4 * chunks, buf + 6 * chunks};
+    clock_means a = {hi, chunks, buf, buf + (ptrdiff_t)2 * chunks};
+    clock_means b = {lo, chunks, buf + (ptrdiff_t)4 * chunks, buf + (ptrdiff_t)6 * chunks};
     int dom = store_profile_means(st, j->id, collect_clock, &a) == 0 &&
               store_profile_means(st, j->id, collect_clock, &b) == 0;
     for (int i = 0; dom && i < chunks * 2; i++)

@@ -355,10 +355,9 @@ static int parse_results(json_t *root, req_results *r, prs_error *err)
         return PRS_EINVAL;
     json_t *its = json_object_get(root, "iterations");
     if (!its) return fail(err, "iterations: required");
-    if (!json_is_array(its) || json_array_size(its) < 1 ||
-        json_array_size(its) > REQ_MAX_ITERATIONS)
+    size_t n = json_is_array(its) ? json_array_size(its) : 0, nw = 0;
+    if (n < 1 || n > REQ_MAX_ITERATIONS)
         return fail(err, "iterations: expected an array of 1..%d iterations", REQ_MAX_ITERATIONS);
-    size_t n = json_array_size(its), nw = 0;
     for (size_t i = 0; i < n; i++) {
         json_t *it = json_array_get(its, i);
         json_t *ws = json_is_object(it) ? json_object_get(it, "windows") : NULL;

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -29,8 +30,8 @@ static void block(uint32_t h[8], const uint8_t *p)
 {
     uint32_t w[64];
     for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-               (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
+        w[i] = (uint32_t)p[(ptrdiff_t)4 * i] << 24 | (uint32_t)p[(ptrdiff_t)4 * i + 1] << 16 |
+               (uint32_t)p[(ptrdiff_t)4 * i + 2] << 8 | (uint32_t)p[(ptrdiff_t)4 * i + 3];
     for (int i = 16; i < 64; i++) {
         uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
         uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
@@ -81,10 +82,10 @@ void secure_sha256(const void *data, size_t len, uint8_t out[SECURE_SHA256_LEN])
     block(h, tail);
     if (tlen == 128) block(h, tail + 64);
     for (int i = 0; i < 8; i++) {
-        out[4 * i] = (uint8_t)(h[i] >> 24);
-        out[4 * i + 1] = (uint8_t)(h[i] >> 16);
-        out[4 * i + 2] = (uint8_t)(h[i] >> 8);
-        out[4 * i + 3] = (uint8_t)h[i];
+        out[(ptrdiff_t)4 * i] = (uint8_t)(h[i] >> 24);
+        out[(ptrdiff_t)4 * i + 1] = (uint8_t)(h[i] >> 16);
+        out[(ptrdiff_t)4 * i + 2] = (uint8_t)(h[i] >> 8);
+        out[(ptrdiff_t)4 * i + 3] = (uint8_t)h[i];
     }
 }
 
@@ -100,7 +101,10 @@ int secure_equal(const void *a, const void *b, size_t n)
 int secure_random(void *buf, size_t n, prs_error *err)
 {
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return prs_error_set(err, PRS_EIO, "/dev/urandom: %s", strerror(errno));
+    if (fd < 0) {
+        prs_error_set(err, PRS_EIO, "/dev/urandom: %s", strerror(errno));
+        return PRS_EIO; /* as prs_error_set returns: visibly non-zero to analysis */
+    }
     uint8_t *p = buf;
     while (n > 0) {
         ssize_t r = read(fd, p, n);
@@ -108,7 +112,8 @@ int secure_random(void *buf, size_t n, prs_error *err)
         if (r <= 0) {
             int e = r < 0 ? errno : EIO;
             close(fd);
-            return prs_error_set(err, PRS_EIO, "/dev/urandom: %s", strerror(e));
+            prs_error_set(err, PRS_EIO, "/dev/urandom: %s", strerror(e));
+            return PRS_EIO;
         }
         p += r;
         n -= (size_t)r;

@@ -965,7 +965,7 @@ static int start_http(prs_server *s, const struct sockaddr_in *addr, prs_error *
         listen(s->listen_fd, 4096) != 0)
         return prs_error_set(err, PRS_EIO, "cannot listen on %s:%d: %s", s->listen_host,
                              s->cfg.port, strerror(errno));
-    struct sockaddr_in bound;
+    struct sockaddr_in bound = {0}; /* filled by getsockname */
     socklen_t blen = sizeof bound;
     if (getsockname(s->listen_fd, (struct sockaddr *)&bound, &blen) != 0)
         return prs_error_set(err, PRS_EIO, "getsockname: %s", strerror(errno));
