@@ -4,7 +4,8 @@
 # against libperseus through pkg-config (shared, and static with the private dependencies), and
 # another through find_package(Perseus); every installed header compiles alone; the man pages
 # render without warnings; the shared library has the right SONAME and exports only the public
-# prs_ functions the headers declare; the bash completion completes subcommands and options.
+# prs_ functions the headers declare; the bash completion completes subcommands and options; the
+# Python package installs with pip and loads the installed library.
 set -euo pipefail
 
 bindir="${PRS_BIN_DIR:?PRS_BIN_DIR not set}"
@@ -166,4 +167,21 @@ complete_words() {
 [[ $(complete_words perseus plan "") == export ]] || fail "completion of 'perseus plan '"
 [[ $(complete_words perseus demo --st) == "--stages --straggler" ]] || fail "completion of demo --st"
 [[ $(complete_words perseus plan --schedule g) == gpipe ]] || fail "completion of --schedule"
+# The Python package (python/pyproject.toml) installs with pip into a virtual environment and,
+# from outside the source tree, loads the installed library by its SONAME. Needs Debian's
+# python3 with venv, setuptools and wheel (scripts/install-deps.sh); without them, left out.
+py=/usr/bin/python3
+if [[ -x $py ]] && $py -c 'import venv, setuptools, wheel' 2>/dev/null &&
+  ! grep -q 'libasan\|libubsan' <<<"$(ldd "$lib")"; then
+  $py -m venv --system-site-packages "$tmp/venv" >/dev/null 2>&1 || fail "python3 -m venv"
+  cp -r "$src/python" "$tmp/pysrc"
+  "$tmp/venv/bin/pip" install --no-index --no-build-isolation "$tmp/pysrc" >"$tmp/pip.log" 2>&1 ||
+    fail "pip install python/: $(tail -n 5 "$tmp/pip.log")"
+  out=$(cd "$tmp" && env -u PERSEUS_LIBRARY LD_LIBRARY_PATH="$libdir" PYTHONDONTWRITEBYTECODE=1 \
+    "$tmp/venv/bin/python" -c 'import perseus; print(perseus.load_library()._name)') ||
+    fail "import perseus from the venv"
+  [[ $out == "libperseus.so.$major" ]] || fail "the Python package loaded '$out'"
+else
+  echo "no Debian python3 with venv, setuptools and wheel (or a sanitizer build): Python package not checked"
+fi
 echo "installed tree OK ($prefix)"
