@@ -1,10 +1,24 @@
 #!/usr/bin/env bash
 # Install the Debian packages needed to build and test Perseus (idempotent).
+# Usage: scripts/install-deps.sh [--runtime]
+#   --runtime  only what building the programs and the library needs (docs/install.md), not the
+#              tests, benchmarks, fuzzing and lint tools
 set -euo pipefail
-pkgs=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format clang-tidy
-      libcmocka-dev libcminpack-dev libglpk-dev libxml2-utils librsvg2-bin
-      libmicrohttpd-dev libjansson-dev libsqlite3-dev libcurl4-openssl-dev
-      python3-torch)
+runtime=0
+for a in "$@"; do
+  case "$a" in
+    --runtime) runtime=1 ;;
+    *) echo "scripts/install-deps.sh: unknown option '$a'" >&2; exit 2 ;;
+  esac
+done
+pkgs=(build-essential cmake ninja-build pkg-config
+      libcminpack-dev libmicrohttpd-dev libjansson-dev libsqlite3-dev libcurl4-openssl-dev)
+if ((!runtime)); then
+  # groff-base: the installed-tree test renders the man pages; python3-venv, -setuptools and
+  # -wheel: it pip-installs the Python package (tests/cli/install.sh).
+  pkgs+=(clang libclang-rt-14-dev clang-format clang-tidy libcmocka-dev libglpk-dev libxml2-utils
+         librsvg2-bin groff-base python3-venv python3-setuptools python3-wheel python3-torch)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -51,13 +51,16 @@ lint() {
   echo "lint: clang-format and clang-tidy clean"
 }
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# The build options explicitly ON: build/ may have been configured for the programs only (README).
+all_parts=(-DPRS_BUILD_TESTS=ON -DPRS_BUILD_BENCH=ON -DPRS_BUILD_FUZZ=ON)
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${all_parts[@]}" >/dev/null
 cmake --build build -j "$jobs"
 ((lint)) && lint
 run_ctest build
 
 if ((sanitize)); then
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPRS_SANITIZE=ON >/dev/null
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPRS_SANITIZE=ON "${all_parts[@]}" \
+    >/dev/null
   cmake --build build-asan -j "$jobs"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest build-asan
 fi

@@ -37,6 +37,8 @@
 #ifndef PERSEUS_CLIENT_H
 #define PERSEUS_CLIENT_H
 
+#include "perseus/export.h"
+
 #include <stdint.h>
 
 #include "perseus/error.h"
@@ -93,7 +95,7 @@ typedef struct prs_client_opts {
     double power_poll_s;      /* power sampling period without an energy counter; default 0.1 */
 } prs_client_opts;
 
-void prs_client_opts_init(prs_client_opts *o);
+PRS_API void prs_client_opts_init(prs_client_opts *o);
 
 /* Start a client: opens the GPU (unless given), starts the clock controller and checks that the
  * GPU takes a clock change (it locks the highest clock once and resets it: a GPU that refuses
@@ -101,7 +103,7 @@ void prs_client_opts_init(prs_client_opts *o);
  * thread. Fails (PRS_EINVAL, PRS_ENOLIB, PRS_EGPU, PRS_ESERVER when creating a job fails) with
  * *out NULL and a message in err. Registration happens in the background: an unreachable server
  * is not an error here. */
-int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err);
+PRS_API int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err);
 
 /* Begin and end one computation: the forward or backward of microbatch mb of this GPU's model
  * chunk `chunk` (0 unless the schedule is interleaved; then 0..virtual_stages-1, Megatron-LM's
@@ -111,19 +113,19 @@ int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err);
  * counted in order_errors, and its iteration reports no windows (never a misassigned one).
  * Returns 0, PRS_EINVAL when misused (end without begin, end of another computation), or
  * PRS_EORDER. Clock failures are counted, not returned. */
-int prs_client_begin(prs_client *c, prs_instr instr, int microbatch, int chunk);
-int prs_client_end(prs_client *c, prs_instr instr, int microbatch, int chunk);
+PRS_API int prs_client_begin(prs_client *c, prs_instr instr, int microbatch, int chunk);
+PRS_API int prs_client_end(prs_client *c, prs_instr instr, int microbatch, int chunk);
 /* End of an iteration (after the optimizer step): queue its time, energy and windows for the
  * background thread, and adopt the newest schedule. */
-int prs_client_iteration_end(prs_client *c);
+PRS_API int prs_client_iteration_end(prs_client *c);
 
 /* Stop the background thread after a last post (at most flush_timeout_s), reset the clocks,
  * close what the client opened. NULL is a no-op. */
-void prs_client_free(prs_client *c);
+PRS_API void prs_client_free(prs_client *c);
 
 /* The job's id and token (valid for the client's life). */
-const char *prs_client_job_id(const prs_client *c);
-const char *prs_client_token(const prs_client *c);
+PRS_API const char *prs_client_job_id(const prs_client *c);
+PRS_API const char *prs_client_token(const prs_client *c);
 
 /* What the client knows (a snapshot; safe from any thread). */
 typedef struct prs_client_stats {
@@ -145,7 +147,7 @@ typedef struct prs_client_stats {
     double last_contact_s;   /* CLOCK_MONOTONIC of the last answer from the server (0: never) */
 } prs_client_stats;
 
-void prs_client_get_stats(prs_client *c, prs_client_stats *s);
+PRS_API void prs_client_get_stats(prs_client *c, prs_client_stats *s);
 
 #ifdef __cplusplus
 }

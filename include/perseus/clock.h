@@ -5,6 +5,8 @@
 #ifndef PERSEUS_CLOCK_H
 #define PERSEUS_CLOCK_H
 
+#include "perseus/export.h"
+
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -12,8 +14,8 @@ extern "C" {
 #endif
 
 /* CLOCK_MONOTONIC in seconds (tv_sec + 1e-9 * tv_nsec), and in whole nanoseconds. */
-double prs_mono_s(void);
-int64_t prs_mono_ns(void);
+PRS_API double prs_mono_s(void);
+PRS_API int64_t prs_mono_ns(void);
 
 #ifdef __cplusplus
 }

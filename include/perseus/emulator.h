@@ -16,6 +16,8 @@
 #ifndef PERSEUS_EMULATOR_H
 #define PERSEUS_EMULATOR_H
 
+#include "perseus/export.h"
+
 #include <stddef.h>
 
 #include "perseus/error.h"
@@ -30,8 +32,8 @@ extern "C" {
 
 /* All-max: every computation at the highest clock profiled for its (model chunk, instruction).
  * PRS_EINVAL if the pipeline is invalid; PRS_EPARSE if the profile lacks a stage it needs. */
-int prs_baseline_allmax(const prs_profile *profile, const prs_pipeline *pipe, int *clocks_mhz,
-                        prs_error *err);
+PRS_API int prs_baseline_allmax(const prs_profile *profile, const prs_pipeline *pipe,
+                                int *clocks_mhz, prs_error *err);
 
 /* A uniform-clock plan (every computation at freq_mhz), evaluated. */
 typedef struct prs_uniform_point {
@@ -44,12 +46,13 @@ typedef struct prs_uniform_point {
  * uniform plan, in ascending clock order. Clocks missing for some computation type are skipped
  * (a uniform plan cannot use them); PRS_EINVAL if no clock is common to all types. On success
  * *out is malloc'ed (free with free()) and holds *n points. */
-int prs_uniform_sweep(const prs_profile *profile, const prs_pipeline *pipe, prs_uniform_point **out,
-                      size_t *n, prs_error *err);
+PRS_API int prs_uniform_sweep(const prs_profile *profile, const prs_pipeline *pipe,
+                              prs_uniform_point **out, size_t *n, prs_error *err);
 
 /* Among pts[0..n), the least-energy point whose time is <= target_time_s (+1e-9 s); ties go to
  * the faster, then the higher clock. PRS_ERANGE if no point meets the target. */
-int prs_uniform_pick(const prs_uniform_point *pts, size_t n, double target_time_s, size_t *k);
+PRS_API int prs_uniform_pick(const prs_uniform_point *pts, size_t n, double target_time_s,
+                             size_t *k);
 
 /* The uniform-clock baseline: the single clock, used for every computation, of least evaluated
  * energy among those whose evaluated iteration time meets target_time_s. target_time_s <= 0
@@ -57,8 +60,9 @@ int prs_uniform_pick(const prs_uniform_point *pts, size_t n, double target_time_
  * clocks_mhz when non-NULL and its figures into *pt. PRS_ERANGE (message naming the fastest
  * uniform time) if no uniform clock meets the target; PRS_EINVAL if no clock is profiled for
  * every computation type. */
-int prs_baseline_uniform(const prs_profile *profile, const prs_pipeline *pipe, double target_time_s,
-                         int *clocks_mhz, prs_uniform_point *pt, prs_error *err);
+PRS_API int prs_baseline_uniform(const prs_profile *profile, const prs_pipeline *pipe,
+                                 double target_time_s, int *clocks_mhz, prs_uniform_point *pt,
+                                 prs_error *err);
 
 /* EnvPipe-style baseline. Start from all-max (iteration time T0). The last GPU's computations
  * stay at all-max (that stage is assumed critical). Then, one pass over GPUs stages-2 down to
@@ -69,8 +73,8 @@ int prs_baseline_uniform(const prs_profile *profile, const prs_pipeline *pipe, d
  * critical path method with the current clocks and T0). A computation delayed by no more than
  * its total float cannot lengthen the iteration, and its current clock always qualifies, so the
  * result evaluates to exactly T0 and never to more energy than all-max. */
-int prs_baseline_envpipe(const prs_profile *profile, const prs_pipeline *pipe, int *clocks_mhz,
-                         prs_error *err);
+PRS_API int prs_baseline_envpipe(const prs_profile *profile, const prs_pipeline *pipe,
+                                 int *clocks_mhz, prs_error *err);
 
 /* ---- The paper's metrics (docs/emulator.md, 'The recipe') ---- */
 
@@ -91,11 +95,11 @@ typedef struct prs_emu_point {
 /* The paper's rule for the non-straggling pipelines: the least-energy point among those with
  * time <= t_prime_s (+1e-9 s); ties go to the faster point. PRS_ERANGE if every point is
  * slower. */
-int prs_emu_paper_rule(const prs_emu_point *pts, size_t n, double t_prime_s, size_t *k);
+PRS_API int prs_emu_paper_rule(const prs_emu_point *pts, size_t n, double t_prime_s, size_t *k);
 
 /* x rounded to 2 decimals as Python's round(x, 2) does (correctly rounded from the binary
  * value, ties to even): the artifact's tstar. */
-double prs_emu_round2(double x);
+PRS_API double prs_emu_round2(double x);
 
 /* Per-GPU (one rank of a TP group) figures of one strategy at one straggler factor. */
 typedef struct prs_emu_inputs {
@@ -130,23 +134,24 @@ typedef struct prs_emu_metrics {
  *   E_job      = s E0 + (N-1)(e* + P_b tp pp (T' - t*))
  * (energies times tp). With base_time = T0 = T_min this is exactly the paper's. PRS_EINVAL on
  * a bad job, s < 1, or a non-finite or non-positive time or energy. */
-int prs_emu_metrics_compute(const prs_emu_job *job, double s, const prs_emu_inputs *in,
-                            prs_emu_metrics *out, prs_error *err);
+PRS_API int prs_emu_metrics_compute(const prs_emu_job *job, double s, const prs_emu_inputs *in,
+                                    prs_emu_metrics *out, prs_error *err);
 
 /* Table 6's intrinsic saving per pipeline, in percent: 100 (1 - energy / base_energy). */
-double prs_emu_intrinsic_saving(double energy_j, double base_energy_j);
+PRS_API double prs_emu_intrinsic_saving(double energy_j, double base_energy_j);
 
 /* Table 6's all-max baseline of one pipeline at iteration time time_s, per GPU: the measured
  * (unquantized) energy of every computation at all-max plus blocking power for the rest of
  * time_s on every GPU, sum(e) + P_b (stages * time_s - sum(t)). Generalises the recipe's
  * sum_stages [M (e_F + e_B) + P_b (T_min - M (t_F + t_B))] to every schedule. */
-int prs_emu_allmax_energy(const prs_profile *profile, const prs_pipeline *pipe, double time_s,
-                          double *energy_j, prs_error *err);
+PRS_API int prs_emu_allmax_energy(const prs_profile *profile, const prs_pipeline *pipe,
+                                  double time_s, double *energy_j, prs_error *err);
 
 /* Same accounting for any plan: measured energies plus blocking until time_s, with measured
  * (unquantized) busy times. */
-int prs_emu_plan_energy_at(const prs_profile *profile, const prs_pipeline *pipe,
-                           const int *clocks_mhz, double time_s, double *energy_j, prs_error *err);
+PRS_API int prs_emu_plan_energy_at(const prs_profile *profile, const prs_pipeline *pipe,
+                                   const int *clocks_mhz, double time_s, double *energy_j,
+                                   prs_error *err);
 
 /* Straggler factors from text: comma- or space-separated items, each a number ("1.2") or an
  * inclusive range START:STOP:STEP ("1.01:1.50:0.01"; STOP is included when the steps reach it
@@ -154,7 +159,7 @@ int prs_emu_plan_energy_at(const prs_profile *profile, const prs_pipeline *pipe,
  * range gives 1.07, not 1.0700000000000003). Every factor must be >= 1. Appends to *vals
  * (malloc'ed, caller frees; *vals may be NULL and *n 0 to start). PRS_EINVAL with a message
  * naming the bad item; *vals and *n are then unchanged. At most 100000 factors in all. */
-int prs_straggler_parse(const char *spec, double **vals, size_t *n, prs_error *err);
+PRS_API int prs_straggler_parse(const char *spec, double **vals, size_t *n, prs_error *err);
 
 /* ---- The emulation ---- */
 
@@ -182,8 +187,8 @@ typedef enum prs_emu_strategy {
 } prs_emu_strategy;
 
 /* "paper", "exact", "lookup"; "perseus", "all-max", "uniform", "envpipe". */
-const char *prs_emu_variant_name(prs_emu_variant v);
-const char *prs_emu_strategy_name(prs_emu_strategy s);
+PRS_API const char *prs_emu_variant_name(prs_emu_variant v);
+PRS_API const char *prs_emu_strategy_name(prs_emu_strategy s);
 
 typedef struct prs_emulate_opts {
     prs_plan_opts plan;       /* pipeline and cost model for prs_plan */
@@ -224,22 +229,22 @@ typedef struct prs_emulation prs_emulation;
 /* Plan the pipeline with prs_plan, build the baselines and compute every variant. On success
  * *out owns the result (free with prs_emulation_free). Fails as prs_plan does, PRS_EINVAL on a
  * bad job or factor, PRS_ERANGE if the frontier is empty (nothing to emulate). */
-int prs_emulate(const prs_profile *profile, const prs_emulate_opts *o, prs_emulation **out,
-                prs_error *err);
+PRS_API int prs_emulate(const prs_profile *profile, const prs_emulate_opts *o, prs_emulation **out,
+                        prs_error *err);
 /* Same with a frontier already planned for this profile; its pipeline is used (o->plan is
  * ignored). f is not owned and must outlive the result. */
-int prs_emulate_frontier(const prs_profile *profile, const prs_frontier *f,
-                         const prs_emulate_opts *o, prs_emulation **out, prs_error *err);
-void prs_emulation_free(prs_emulation *e);
+PRS_API int prs_emulate_frontier(const prs_profile *profile, const prs_frontier *f,
+                                 const prs_emulate_opts *o, prs_emulation **out, prs_error *err);
+PRS_API void prs_emulation_free(prs_emulation *e);
 
 /* NULL where a variant does not cover a strategy (LOOKUP covers Perseus only). Pointers are
  * valid until prs_emulation_free. */
-const prs_emu_summary *prs_emulation_get(const prs_emulation *e, prs_emu_variant v,
-                                         prs_emu_strategy s);
-const prs_emu_info *prs_emulation_info(const prs_emulation *e);
+PRS_API const prs_emu_summary *prs_emulation_get(const prs_emulation *e, prs_emu_variant v,
+                                                 prs_emu_strategy s);
+PRS_API const prs_emu_info *prs_emulation_info(const prs_emulation *e);
 /* The frontier emulated (owned by the result when prs_emulate planned it). */
-const prs_frontier *prs_emulation_frontier(const prs_emulation *e);
-const prs_emu_job *prs_emulation_job(const prs_emulation *e);
+PRS_API const prs_frontier *prs_emulation_frontier(const prs_emulation *e);
+PRS_API const prs_emu_job *prs_emulation_job(const prs_emulation *e);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,8 @@
 #ifndef PERSEUS_ERROR_H
 #define PERSEUS_ERROR_H
 
+#include "perseus/export.h"
+
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -35,10 +37,10 @@ typedef struct prs_error {
 } prs_error;
 
 /* Static description of a code ("invalid argument", ...). Never NULL. */
-const char *prs_strerror(int code);
+PRS_API const char *prs_strerror(int code);
 
 /* Record code and a printf-style message in err (if err is non-NULL); returns code. */
-int prs_error_set(prs_error *err, int code, const char *fmt, ...)
+PRS_API int prs_error_set(prs_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 #ifdef __cplusplus

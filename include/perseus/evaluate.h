@@ -11,6 +11,8 @@
 #ifndef PERSEUS_EVALUATE_H
 #define PERSEUS_EVALUATE_H
 
+#include "perseus/export.h"
+
 #include "perseus/error.h"
 #include "perseus/planner.h"
 #include "perseus/profile.h"
@@ -32,36 +34,37 @@ typedef struct prs_eval_clock {
 /* Check the pipeline (prs_pipeline_check) and that the profile covers its model chunks, then
  * build the context. The profile is read only during the call; the pipeline is copied. On
  * failure *out is NULL. */
-int prs_eval_open(const prs_profile *profile, const prs_pipeline *pipe, prs_eval **out,
-                  prs_error *err);
-void prs_eval_close(prs_eval *ev);
+PRS_API int prs_eval_open(const prs_profile *profile, const prs_pipeline *pipe, prs_eval **out,
+                          prs_error *err);
+PRS_API void prs_eval_close(prs_eval *ev);
 
 /* Computations in a plan: stages * ops_per_stage. */
-int prs_eval_nops(const prs_eval *ev);
+PRS_API int prs_eval_nops(const prs_eval *ev);
 /* Profiled clocks of computation op (at least one), and the i-th of them, ascending frequency.
  * op and i must be in range. */
-int prs_eval_nclocks(const prs_eval *ev, int op);
-prs_eval_clock prs_eval_clock_at(const prs_eval *ev, int op, int i);
+PRS_API int prs_eval_nclocks(const prs_eval *ev, int op);
+PRS_API prs_eval_clock prs_eval_clock_at(const prs_eval *ev, int op, int i);
 /* Index (for prs_eval_clock_at) of clock freq_mhz of computation op, or -1 if not profiled. */
-int prs_eval_find(const prs_eval *ev, int op, int freq_mhz);
+PRS_API int prs_eval_find(const prs_eval *ev, int op, int freq_mhz);
 /* Clocks profiled for every computation, ascending: at most cap into out; returns the count. */
-int prs_eval_common_clocks(const prs_eval *ev, int *out, int cap);
+PRS_API int prs_eval_common_clocks(const prs_eval *ev, int *out, int cap);
 
 /* Look every clock of a plan up: idx[op] (may be NULL) gets its index for prs_eval_clock_at.
  * PRS_EINVAL, with a message naming the first computation whose clock is not profiled. */
-int prs_eval_lookup(const prs_eval *ev, const int *clocks_mhz, int *idx, prs_error *err);
+PRS_API int prs_eval_lookup(const prs_eval *ev, const int *clocks_mhz, int *idx, prs_error *err);
 
 /* Evaluate a plan: *time_s is the critical path of the quantized measured times, *energy_j the
  * measured energies plus blocking power while a stage does not compute,
  * sum(e) + P_block * (stages * T - sum(q)) * tau. ops (may be NULL) gets the timeline
  * (prs_plan_timeline). Fails as prs_eval_lookup. */
-int prs_eval_run(prs_eval *ev, const int *clocks_mhz, prs_timeline_op *ops, double *time_s,
-                 double *energy_j, prs_error *err);
+PRS_API int prs_eval_run(prs_eval *ev, const int *clocks_mhz, prs_timeline_op *ops, double *time_s,
+                         double *energy_j, prs_error *err);
 
 /* Per computation, the window it may occupy without lengthening the iteration under this plan:
  * its duration plus its total float (latest finish - earliest start), in units of tau, into
  * window_units[op]. Fails as prs_eval_lookup. */
-int prs_eval_windows(prs_eval *ev, const int *clocks_mhz, long *window_units, prs_error *err);
+PRS_API int prs_eval_windows(prs_eval *ev, const int *clocks_mhz, long *window_units,
+                             prs_error *err);
 
 #ifdef __cplusplus
 }

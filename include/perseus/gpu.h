@@ -22,6 +22,8 @@
 #ifndef PERSEUS_GPU_H
 #define PERSEUS_GPU_H
 
+#include "perseus/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,12 +49,13 @@ typedef struct prs_gpu prs_gpu;
  * clock applies to the whole physical GPU, not to one instance. For nvml the library is
  * $PRS_NVML_LIBRARY when set, else "libnvidia-ml.so.1" from the dynamic loader's search path. On
  * failure *out is NULL and err says why. Free with prs_gpu_close. */
-int prs_gpu_open(const char *spec, prs_gpu **out, prs_error *err);
+PRS_API int prs_gpu_open(const char *spec, prs_gpu **out, prs_error *err);
 /* nvml backend for GPU index; lib_path NULL: as prs_gpu_open. */
-int prs_gpu_open_nvml(unsigned index, const char *lib_path, prs_gpu **out, prs_error *err);
+PRS_API int prs_gpu_open_nvml(unsigned index, const char *lib_path, prs_gpu **out, prs_error *err);
 /* nvml backend for the GPU with this UUID ("GPU-xxxxxxxx-...", as prs_stream_device_uuid and
  * nvidia-smi -L give it): the same physical GPU whatever CUDA_VISIBLE_DEVICES says. */
-int prs_gpu_open_nvml_uuid(const char *uuid, const char *lib_path, prs_gpu **out, prs_error *err);
+PRS_API int prs_gpu_open_nvml_uuid(const char *uuid, const char *lib_path, prs_gpu **out,
+                                   prs_error *err);
 /* Room for any spec prs_gpu_rank_device writes. */
 #define PRS_GPU_SPEC_MAX 128
 
@@ -65,73 +68,73 @@ int prs_gpu_open_nvml_uuid(const char *uuid, const char *lib_path, prs_gpu **out
  * LOCAL_RANK and CUDA_VISIBLE_DEVICES: no such device, no device visible, an ambiguous UUID
  * prefix, a MIG entry. n >= PRS_GPU_SPEC_MAX is always enough. Where the CUDA driver loads, this
  * initialises it in the calling process (cuInit), as the training framework does anyway. */
-int prs_gpu_rank_device(char *spec, size_t n, prs_error *err);
+PRS_API int prs_gpu_rank_device(char *spec, size_t n, prs_error *err);
 /* As prs_gpu_rank_device for CUDA device cuda_index (-1: $LOCAL_RANK), with the CUDA driver
  * library cuda_lib (NULL: $PRS_CUDA_LIBRARY, else libcuda.so.1; when it cannot be loaded,
  * CUDA_VISIBLE_DEVICES is read as above). */
-int prs_gpu_rank_device_at(int cuda_index, const char *cuda_lib, char *spec, size_t n,
-                           prs_error *err);
+PRS_API int prs_gpu_rank_device_at(int cuda_index, const char *cuda_lib, char *spec, size_t n,
+                                   prs_error *err);
 
 /* sim backend with a copy of preset (NULL: "a100"); the preset must pass prs_gpu_preset_check. */
-int prs_gpu_open_sim(const prs_gpu_preset *preset, prs_gpu **out, prs_error *err);
+PRS_API int prs_gpu_open_sim(const prs_gpu_preset *preset, prs_gpu **out, prs_error *err);
 /* Closes the handle. Does not reset the clocks (prs_gpu_reset_clock, or a controller, does). */
-void prs_gpu_close(prs_gpu *g);
+PRS_API void prs_gpu_close(prs_gpu *g);
 
 /* "nvml" or "sim" (a "gpud" spec opens an nvml GPU). */
-const char *prs_gpu_backend(const prs_gpu *g);
+PRS_API const char *prs_gpu_backend(const prs_gpu *g);
 /* 1 when opened with a "gpud" spec: its clocks change only through the node's perseus-gpud. */
-int prs_gpu_via_gpud(const prs_gpu *g);
+PRS_API int prs_gpu_via_gpud(const prs_gpu *g);
 /* The device's name ("NVIDIA A100-SXM4-40GB", "sim-a100"). Valid while g is open. */
-const char *prs_gpu_name(const prs_gpu *g);
+PRS_API const char *prs_gpu_name(const prs_gpu *g);
 /* Message of the last failed call on g ("" if none). Valid until the next call on g. */
-const char *prs_gpu_errmsg(const prs_gpu *g);
+PRS_API const char *prs_gpu_errmsg(const prs_gpu *g);
 
 /* Supported SM clocks, highest first. Writes at most cap of them to clocks_mhz (may be NULL
  * when cap is 0) and the total count to *n. */
-int prs_gpu_clocks(prs_gpu *g, int *clocks_mhz, int cap, int *n);
+PRS_API int prs_gpu_clocks(prs_gpu *g, int *clocks_mhz, int cap, int *n);
 /* Lock the SM clock to freq_mhz (locked clocks min = max = freq_mhz). nvml needs root. */
-int prs_gpu_set_clock(prs_gpu *g, int freq_mhz);
+PRS_API int prs_gpu_set_clock(prs_gpu *g, int freq_mhz);
 /* Undo prs_gpu_set_clock: the driver's default clock management. */
-int prs_gpu_reset_clock(prs_gpu *g);
+PRS_API int prs_gpu_reset_clock(prs_gpu *g);
 /* Cumulative energy since the driver was loaded (sim: since open), millijoules. */
-int prs_gpu_energy_mj(prs_gpu *g, uint64_t *energy_mj);
+PRS_API int prs_gpu_energy_mj(prs_gpu *g, uint64_t *energy_mj);
 /* Current power draw, milliwatts (sim: the model's busy power at the current clock). */
-int prs_gpu_power_mw(prs_gpu *g, unsigned *power_mw);
+PRS_API int prs_gpu_power_mw(prs_gpu *g, unsigned *power_mw);
 /* Time source of the profiler, seconds: CLOCK_MONOTONIC for nvml, the simulated clock for sim. */
-double prs_gpu_now_s(prs_gpu *g);
+PRS_API double prs_gpu_now_s(prs_gpu *g);
 /* Energy counter in joules at full resolution (sim: sub-millijoule; nvml: energy_mj / 1000).
  * Returns NAN when the counter cannot be read (the message is in prs_gpu_errmsg). */
-double prs_gpu_read_energy_j(prs_gpu *g);
+PRS_API double prs_gpu_read_energy_j(prs_gpu *g);
 
 /* ---- identity, read-back and memory clocks (used by perseus-gpud, docs/gpud.md) ---- */
 
 /* Number of GPUs the NVML library sees (nvmlDeviceGetCount_v2); lib_path NULL: as
  * prs_gpu_open. */
-int prs_gpu_nvml_count(const char *lib_path, unsigned *n, prs_error *err);
+PRS_API int prs_gpu_nvml_count(const char *lib_path, unsigned *n, prs_error *err);
 /* The GPU's UUID ("GPU-xxxxxxxx-..."; sim: a synthetic "GPU-51300000-0000-0000-0000-..." id
  * unique to the handle within the process) into buf (n bytes, at least 41). */
-int prs_gpu_uuid(prs_gpu *g, char *buf, size_t n);
+PRS_API int prs_gpu_uuid(prs_gpu *g, char *buf, size_t n);
 /* The PCI bus id ("00000000:3B:00.0") into buf (n bytes, at least 32). sim: PRS_EINVAL. */
-int prs_gpu_pci_bus_id(prs_gpu *g, char *buf, size_t n);
+PRS_API int prs_gpu_pci_bus_id(prs_gpu *g, char *buf, size_t n);
 /* The SM clock in effect now, read back from the device (sim: the locked clock, else f_max). */
-int prs_gpu_sm_clock_now(prs_gpu *g, int *mhz);
+PRS_API int prs_gpu_sm_clock_now(prs_gpu *g, int *mhz);
 /* Lock the memory clock at its highest supported value / undo it. nvml needs root and a driver
  * with nvmlDeviceSetMemoryLockedClocks (PRS_EGPU "not supported" otherwise). sim: no-ops. */
-int prs_gpu_lock_memory_max(prs_gpu *g);
-int prs_gpu_reset_memory_clock(prs_gpu *g);
+PRS_API int prs_gpu_lock_memory_max(prs_gpu *g);
+PRS_API int prs_gpu_reset_memory_clock(prs_gpu *g);
 
 /* ---- sim backend only (PRS_EINVAL on another backend) ---- */
 
 /* Locked SM clock in effect (0: default clock management, which runs at f_max). */
-int prs_gpu_sim_clock(prs_gpu *g, int *freq_mhz);
+PRS_API int prs_gpu_sim_clock(prs_gpu *g, int *freq_mhz);
 /* One computation of work w ran at the clock in effect: the simulated clock advances by
  * prs_gpu_time_s and the energy counter by prs_gpu_energy_j. *time_s (may be NULL) gets the time.
  */
-int prs_gpu_sim_run(prs_gpu *g, const prs_gpu_work *w, double *time_s);
+PRS_API int prs_gpu_sim_run(prs_gpu *g, const prs_gpu_work *w, double *time_s);
 /* The GPU waited seconds (>= 0) without computing: time advances, energy at blocking power. */
-int prs_gpu_sim_idle(prs_gpu *g, double seconds);
+PRS_API int prs_gpu_sim_idle(prs_gpu *g, double seconds);
 /* Number of clock changes the device applied (set and reset calls that changed the clock). */
-long prs_gpu_sim_clock_changes(prs_gpu *g);
+PRS_API long prs_gpu_sim_clock_changes(prs_gpu *g);
 
 /* ---- clock controller ---- */
 
@@ -145,9 +148,9 @@ typedef enum prs_clockctl_mode {
 
 /* The node daemon's socket: $PRS_GPUD_SOCKET, else /run/perseus/gpud.sock. */
 #define PRS_GPUD_DEFAULT_SOCKET "/run/perseus/gpud.sock"
-const char *prs_gpud_socket_path(void);
+PRS_API const char *prs_gpud_socket_path(void);
 /* 1 when a socket exists at socket_path (NULL: prs_gpud_socket_path()), else 0. */
-int prs_gpud_available(const char *socket_path);
+PRS_API int prs_gpud_available(const char *socket_path);
 
 /* Start a controller for g (borrowed: g must outlive the controller). Clock changes go through
  * perseus-gpud (docs/gpud.md) in DAEMON mode (the node's daemon at socket_path, NULL: the
@@ -158,35 +161,36 @@ int prs_gpud_available(const char *socket_path);
  * whenever this process dies, however it dies. INLINE calls the backend directly (the sim
  * backend, or a root process that accepts that a crash leaves the clocks locked); DAEMON and
  * PROCESS need the nvml backend. Fails with a message that says what to do. */
-int prs_clockctl_open(prs_gpu *g, prs_clockctl_mode mode, const char *socket_path,
-                      prs_clockctl **out, prs_error *err);
+PRS_API int prs_clockctl_open(prs_gpu *g, prs_clockctl_mode mode, const char *socket_path,
+                              prs_clockctl **out, prs_error *err);
 /* prs_clockctl_open with the default socket. */
-int prs_clockctl_new(prs_gpu *g, prs_clockctl_mode mode, prs_clockctl **out, prs_error *err);
-prs_clockctl_mode prs_clockctl_mode_of(const prs_clockctl *c);
+PRS_API int prs_clockctl_new(prs_gpu *g, prs_clockctl_mode mode, prs_clockctl **out,
+                             prs_error *err);
+PRS_API prs_clockctl_mode prs_clockctl_mode_of(const prs_clockctl *c);
 /* Request SM clock freq_mhz (0: reset to default). Never blocks: an unchanged value costs no
  * system call; DAEMON and PROCESS send one line on a non-blocking socket and the answer comes
  * later (prs_clockctl_sync, prs_clockctl_confirmed). INLINE returns the backend's result; the
  * others return 0 unless the daemon is gone (PRS_EGPU). */
-int prs_clockctl_set(prs_clockctl *c, int freq_mhz);
+PRS_API int prs_clockctl_set(prs_clockctl *c, int freq_mhz);
 /* The clock last requested (0: default). */
-int prs_clockctl_requested(const prs_clockctl *c);
+PRS_API int prs_clockctl_requested(const prs_clockctl *c);
 /* The clock in effect as the last answer says (0: default), or -1 while a request is not
  * answered yet: a measurement is tagged with a clock only once it is known to be in effect. */
-int prs_clockctl_confirmed(const prs_clockctl *c);
+PRS_API int prs_clockctl_confirmed(const prs_clockctl *c);
 /* Requests that did not take: refused by the driver, accepted but not in effect when read back,
  * or unanswered because the daemon went away. */
-long prs_clockctl_failures(const prs_clockctl *c);
+PRS_API long prs_clockctl_failures(const prs_clockctl *c);
 /* Daemon-side time from receiving the last applied request to the driver's return, ns (0: none
  * or INLINE). */
-long prs_clockctl_apply_ns(const prs_clockctl *c);
+PRS_API long prs_clockctl_apply_ns(const prs_clockctl *c);
 /* Wait (at most timeout_s) until the last request is answered. Returns 0 when it took, PRS_EGPU
  * (message in prs_gpu_errmsg) when refused, not in effect, unanswered or the daemon is gone. */
-int prs_clockctl_sync(prs_clockctl *c, double timeout_s);
+PRS_API int prs_clockctl_sync(prs_clockctl *c, double timeout_s);
 /* Process id of a private perseus-gpud (0 for INLINE and DAEMON). */
-int prs_clockctl_pid(const prs_clockctl *c);
+PRS_API int prs_clockctl_pid(const prs_clockctl *c);
 /* Reset the clocks (the lease's end: the reset is done when this returns, or the daemon does it
  * on its own), stop a private daemon (waits for it), free. NULL is a no-op. */
-void prs_clockctl_free(prs_clockctl *c);
+PRS_API void prs_clockctl_free(prs_clockctl *c);
 
 #ifdef __cplusplus
 }

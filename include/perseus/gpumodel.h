@@ -18,6 +18,8 @@
 #ifndef PERSEUS_GPUMODEL_H
 #define PERSEUS_GPUMODEL_H
 
+#include "perseus/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,34 +55,34 @@ typedef struct prs_gpu_preset {
 
 /* Built-in presets: "a100", "a40", "h100". Lookup ignores ASCII case; NULL if unknown.
  * Returned pointers are to static data, valid for the life of the program. */
-const prs_gpu_preset *prs_gpu_preset_find(const char *name);
-int prs_gpu_preset_count(void);
+PRS_API const prs_gpu_preset *prs_gpu_preset_find(const char *name);
+PRS_API int prs_gpu_preset_count(void);
 /* i in [0, prs_gpu_preset_count()); NULL otherwise. */
-const prs_gpu_preset *prs_gpu_preset_at(int i);
+PRS_API const prs_gpu_preset *prs_gpu_preset_at(int i);
 /* Write the preset names, comma-separated ("a100, a40, h100"), into buf (always NUL-terminated
  * when n > 0). Returns buf. */
-char *prs_gpu_preset_names(char *buf, size_t n);
+PRS_API char *prs_gpu_preset_names(char *buf, size_t n);
 
 /* Check that a preset is usable: clocks positive, f_min <= prof_min <= f_max on the step grid,
  * 0 <= p_static < p_busy_max, gamma > 0, blocking power >= 0, work defaults valid. */
-int prs_gpu_preset_check(const prs_gpu_preset *g, prs_error *err);
+PRS_API int prs_gpu_preset_check(const prs_gpu_preset *g, prs_error *err);
 /* Check t_ref_s > 0 and finite, alpha in [0, 1]. what names the work in messages. */
-int prs_gpu_work_check(const prs_gpu_work *w, const char *what, prs_error *err);
+PRS_API int prs_gpu_work_check(const prs_gpu_work *w, const char *what, prs_error *err);
 
 /* Number of supported clocks, and the i-th one, highest first (i = 0 is f_max), as nvidia-smi
  * lists them. prs_gpu_clock_at returns 0 when i is out of range. */
-int prs_gpu_num_clocks(const prs_gpu_preset *g);
-int prs_gpu_clock_at(const prs_gpu_preset *g, int i);
+PRS_API int prs_gpu_num_clocks(const prs_gpu_preset *g);
+PRS_API int prs_gpu_clock_at(const prs_gpu_preset *g, int i);
 /* 1 if freq_mhz is one of the supported clocks, else 0. */
-int prs_gpu_clock_supported(const prs_gpu_preset *g, int freq_mhz);
+PRS_API int prs_gpu_clock_supported(const prs_gpu_preset *g, int freq_mhz);
 
 /* The model at clock freq_mhz (> 0; clocks outside the supported range are extrapolated); g and
  * w must be non-NULL (check them once with prs_gpu_preset_check). These return NAN when
  * freq_mhz <= 0. When gamma is an integer the power is computed with
  * multiplications only, so results are bit-identical on every IEEE-754 platform. */
-double prs_gpu_time_s(const prs_gpu_preset *g, const prs_gpu_work *w, double freq_mhz);
-double prs_gpu_power_w(const prs_gpu_preset *g, double freq_mhz);
-double prs_gpu_energy_j(const prs_gpu_preset *g, const prs_gpu_work *w, double freq_mhz);
+PRS_API double prs_gpu_time_s(const prs_gpu_preset *g, const prs_gpu_work *w, double freq_mhz);
+PRS_API double prs_gpu_power_w(const prs_gpu_preset *g, double freq_mhz);
+PRS_API double prs_gpu_energy_j(const prs_gpu_preset *g, const prs_gpu_work *w, double freq_mhz);
 
 #ifdef __cplusplus
 }

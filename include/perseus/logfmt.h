@@ -4,6 +4,8 @@
 #ifndef PERSEUS_LOGFMT_H
 #define PERSEUS_LOGFMT_H
 
+#include "perseus/export.h"
+
 #include <stdarg.h>
 
 #ifdef __cplusplus
@@ -11,7 +13,7 @@ extern "C" {
 #endif
 
 /* "ts=2026-11-23T17:45:59.305Z level=LEVEL " followed by fmt/ap, to fd; at most 1 KiB a line. */
-void prs_logfmt_write(int fd, const char *level, const char *fmt, va_list ap);
+PRS_API void prs_logfmt_write(int fd, const char *level, const char *fmt, va_list ap);
 
 #ifdef __cplusplus
 }

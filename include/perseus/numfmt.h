@@ -4,6 +4,8 @@
 #ifndef PERSEUS_NUMFMT_H
 #define PERSEUS_NUMFMT_H
 
+#include "perseus/export.h"
+
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -14,17 +16,17 @@ extern "C" {
  * ("3.456", "5736.0", "1e-07", "inf", "nan"), so our CSVs compare textually with the
  * reference's. buf should hold at least PRS_NUMFMT_MAX bytes. Returns buf. */
 #define PRS_NUMFMT_MAX 32
-char *prs_num_fmt_double(char *buf, size_t n, double x);
+PRS_API char *prs_num_fmt_double(char *buf, size_t n, double x);
 
 /* Strict parsers: the whole string must be a number (no trailing junk, no empty string);
  * 0 on success, -1 otherwise. parse_double accepts finite values only. */
-int prs_num_parse_double(const char *s, double *out);
-int prs_num_parse_long(const char *s, long *out);
-int prs_num_parse_int(const char *s, int *out);
+PRS_API int prs_num_parse_double(const char *s, double *out);
+PRS_API int prs_num_parse_long(const char *s, long *out);
+PRS_API int prs_num_parse_int(const char *s, int *out);
 
 /* Python's float floor division a // b (fmod-based; differs from floor(a/b) in corner cases:
  * Python gives 9.0 for 1.0 // 0.1). docs/planner.md, 'Options'. */
-double prs_num_py_floordiv(double a, double b);
+PRS_API double prs_num_py_floordiv(double a, double b);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,8 @@
 #ifndef PERSEUS_PLANNER_H
 #define PERSEUS_PLANNER_H
 
+#include "perseus/export.h"
+
 #include <stddef.h>
 #include "perseus/error.h"
 #include "perseus/limits.h" /* PRS_TIME_TOL_S */
@@ -51,28 +53,28 @@ typedef struct prs_plan_opts {
 } prs_plan_opts;
 
 /* Defaults: 1F1B, exp, unit 1 ms, 0 W, stages/microbatches 0 (must be set). */
-void prs_plan_opts_default(prs_plan_opts *o);
+PRS_API void prs_plan_opts_default(prs_plan_opts *o);
 
 /* Name <-> enum. Parsers return PRS_EINVAL for unknown names. */
-const char *prs_schedule_name(prs_schedule s);
-int prs_schedule_parse(const char *name, prs_schedule *out);
-const char *prs_cost_model_name(prs_cost_model m);
-int prs_cost_model_parse(const char *name, prs_cost_model *out);
+PRS_API const char *prs_schedule_name(prs_schedule s);
+PRS_API int prs_schedule_parse(const char *name, prs_schedule *out);
+PRS_API const char *prs_cost_model_name(prs_cost_model m);
+PRS_API int prs_cost_model_parse(const char *name, prs_cost_model *out);
 
 /* Validate a pipeline description (positive sizes, finite positive unit, finite power >= 0). */
-int prs_pipeline_check(const prs_pipeline *pipe, prs_error *err);
+PRS_API int prs_pipeline_check(const prs_pipeline *pipe, prs_error *err);
 
 /* Model chunks = profile stages the pipeline needs: stages * virtual stages (interleaved),
  * stages otherwise. Profile stage c is model chunk c, run by GPU c mod stages. */
-int prs_pipeline_chunks(const prs_pipeline *pipe);
+PRS_API int prs_pipeline_chunks(const prs_pipeline *pipe);
 /* Computations per GPU in one iteration: 2 * microbatches * virtual stages. */
-int prs_ops_per_stage(const prs_pipeline *pipe);
+PRS_API int prs_ops_per_stage(const prs_pipeline *pipe);
 /* What the computation at position pos of GPU stage's execution order is. */
-int prs_op_describe(const prs_pipeline *pipe, int stage, int pos, prs_instr *instr,
-                    int *microbatch);
+PRS_API int prs_op_describe(const prs_pipeline *pipe, int stage, int pos, prs_instr *instr,
+                            int *microbatch);
 /* Same, with the model chunk (profile stage) it belongs to (chunk may be NULL). */
-int prs_op_describe_chunk(const prs_pipeline *pipe, int stage, int pos, prs_instr *instr,
-                          int *microbatch, int *chunk);
+PRS_API int prs_op_describe_chunk(const prs_pipeline *pipe, int stage, int pos, prs_instr *instr,
+                                  int *microbatch, int *chunk);
 
 /* One emitted planner iteration. */
 typedef struct prs_frontier_point {
@@ -87,41 +89,41 @@ typedef struct prs_frontier_point {
 typedef struct prs_frontier prs_frontier;
 
 /* Run the planner. On success *out owns the frontier (points slowest first). */
-int prs_plan(const prs_profile *profile, const prs_plan_opts *opts, prs_frontier **out,
-             prs_error *err);
-void prs_frontier_free(prs_frontier *f);
+PRS_API int prs_plan(const prs_profile *profile, const prs_plan_opts *opts, prs_frontier **out,
+                     prs_error *err);
+PRS_API void prs_frontier_free(prs_frontier *f);
 
-size_t prs_frontier_size(const prs_frontier *f);
+PRS_API size_t prs_frontier_size(const prs_frontier *f);
 /* Pointer into the frontier; valid until prs_frontier_free. NULL if k is out of range. */
-const prs_frontier_point *prs_frontier_point_at(const prs_frontier *f, size_t k);
-const prs_pipeline *prs_frontier_pipeline(const prs_frontier *f);
-prs_cost_model prs_frontier_cost_model(const prs_frontier *f);
+PRS_API const prs_frontier_point *prs_frontier_point_at(const prs_frontier *f, size_t k);
+PRS_API const prs_pipeline *prs_frontier_pipeline(const prs_frontier *f);
+PRS_API prs_cost_model prs_frontier_cost_model(const prs_frontier *f);
 /* Write plan k into clocks_mhz (stages * ops_per_stage entries). */
-int prs_frontier_plan(const prs_frontier *f, size_t k, int *clocks_mhz, prs_error *err);
+PRS_API int prs_frontier_plan(const prs_frontier *f, size_t k, int *clocks_mhz, prs_error *err);
 /* Index of the least evaluated-energy plan whose evaluated time is <= time_s (+PRS_TIME_TOL_S,
  * perseus/limits.h).
  * PRS_ERANGE if every plan is slower. */
-int prs_frontier_find_time(const prs_frontier *f, double time_s, size_t *k, prs_error *err);
+PRS_API int prs_frontier_find_time(const prs_frontier *f, double time_s, size_t *k, prs_error *err);
 
 /* Persist to / restore from a directory: frontier.csv (time,energy: the reference's semantics),
  * frontier-detail.csv (index, planned and evaluated figures), plans.prs (all plans, stored as
  * the first plan plus per-iteration changes). save creates dir if missing. */
-int prs_frontier_save(const prs_frontier *f, const char *dir, prs_error *err);
-int prs_frontier_load(const char *dir, prs_frontier **out, prs_error *err);
+PRS_API int prs_frontier_save(const prs_frontier *f, const char *dir, prs_error *err);
+PRS_API int prs_frontier_load(const char *dir, prs_frontier **out, prs_error *err);
 /* The same plans.prs text in memory, for callers that keep frontiers elsewhere (a database):
  * to_plans writes it, byte for byte what save writes, into a malloc'd buffer (*text, *len; the
  * caller frees; NUL-terminated, the NUL not counted); from_plans parses len bytes of it (no NUL
  * needed), naming the text `name` in error messages. */
-int prs_frontier_to_plans(const prs_frontier *f, char **text, size_t *len, prs_error *err);
-int prs_frontier_from_plans(const char *name, const void *text, size_t len, prs_frontier **out,
-                            prs_error *err);
+PRS_API int prs_frontier_to_plans(const prs_frontier *f, char **text, size_t *len, prs_error *err);
+PRS_API int prs_frontier_from_plans(const char *name, const void *text, size_t len,
+                                    prs_frontier **out, prs_error *err);
 
 /* The frontier lookup rule. With no straggler (straggler_time_s <= 0): the least evaluated
  * energy plan at the frontier's fastest evaluated time. With a straggler pipeline at T': among
  * plans whose evaluated time is <= T' (the fastest plan if none), the one minimising its
  * evaluated energy plus the blocking energy of its stages until T',
  * stages * P_block * (T' - t). */
-int prs_frontier_lookup(const prs_frontier *f, double straggler_time_s, size_t *k);
+PRS_API int prs_frontier_lookup(const prs_frontier *f, double straggler_time_s, size_t *k);
 
 /* One computation of a plan laid out in time (earliest start), for timelines and breakdowns. */
 typedef struct prs_timeline_op {
@@ -138,15 +140,17 @@ typedef struct prs_timeline_op {
 /* Lay a plan out in time: ops[stage * ops_per_stage + pos] (caller allocates stages *
  * ops_per_stage entries). *time_s is the iteration time, *energy_j the evaluated energy
  * (same figures as prs_evaluate_plan). */
-int prs_plan_timeline(const prs_profile *profile, const prs_pipeline *pipe, const int *clocks_mhz,
-                      prs_timeline_op *ops, double *time_s, double *energy_j, prs_error *err);
+PRS_API int prs_plan_timeline(const prs_profile *profile, const prs_pipeline *pipe,
+                              const int *clocks_mhz, prs_timeline_op *ops, double *time_s,
+                              double *energy_j, prs_error *err);
 
 /* Exact evaluation of a plan against a profile: each computation takes its clock's measured
  * time quantized to units of tau (as the planner quantizes) and its measured energy; the
  * iteration time is the critical path; every stage burns blocking power while not computing.
  * energy = sum(e) + P_block * (stages * T - sum(q * tau)). Fails if a clock is not profiled. */
-int prs_evaluate_plan(const prs_profile *profile, const prs_pipeline *pipe, const int *clocks_mhz,
-                      double *time_s, double *energy_j, prs_error *err);
+PRS_API int prs_evaluate_plan(const prs_profile *profile, const prs_pipeline *pipe,
+                              const int *clocks_mhz, double *time_s, double *energy_j,
+                              prs_error *err);
 
 #ifdef __cplusplus
 }

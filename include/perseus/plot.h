@@ -11,6 +11,8 @@
 #ifndef PERSEUS_PLOT_H
 #define PERSEUS_PLOT_H
 
+#include "perseus/export.h"
+
 #include <stddef.h>
 #include <stdio.h>
 #include "perseus/error.h"
@@ -32,48 +34,49 @@ typedef struct prs_svg prs_svg;
  * (SVG 1.1, xmlns, viewBox) and, if title is non-NULL, its <title>. NULL if out of memory.
  * Every writer call below is a no-op once the writer has seen a misuse or a write error;
  * prs_svg_finish reports it. */
-prs_svg *prs_svg_new(FILE *out, double width_px, double height_px, const char *title);
+PRS_API prs_svg *prs_svg_new(FILE *out, double width_px, double height_px, const char *title);
 
 /* Begin a start tag "<name" (name: a plain XML name, at most 31 characters). Attributes follow
  * with prs_svg_attr*; then prs_svg_open (the element takes children or text, later closed
  * with prs_svg_close) or prs_svg_end (an empty element, "/>"). Elements nest at most 16 deep. */
-void prs_svg_begin(prs_svg *s, const char *name);
+PRS_API void prs_svg_begin(prs_svg *s, const char *name);
 /* Attribute with an escaped value (&, <, >, " and ' become entity references). */
-void prs_svg_attr(prs_svg *s, const char *name, const char *value);
+PRS_API void prs_svg_attr(prs_svg *s, const char *name, const char *value);
 /* Attribute with a printf-formatted value, escaped as prs_svg_attr does. */
-void prs_svg_attrf(prs_svg *s, const char *name, const char *fmt, ...)
+PRS_API void prs_svg_attrf(prs_svg *s, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Numeric attribute, written with at most 2 decimals and no trailing zeros ("12.5", "3"). */
-void prs_svg_attr_num(prs_svg *s, const char *name, double value);
+PRS_API void prs_svg_attr_num(prs_svg *s, const char *name, double value);
 /* Attributes as name/value string pairs, terminated by PRS_SVG_END. */
-void prs_svg_attrs(prs_svg *s, ...) __attribute__((sentinel));
-void prs_svg_open(prs_svg *s);
-void prs_svg_end(prs_svg *s);
+PRS_API void prs_svg_attrs(prs_svg *s, ...) __attribute__((sentinel));
+PRS_API void prs_svg_open(prs_svg *s);
+PRS_API void prs_svg_end(prs_svg *s);
 /* Character data (escaped) inside the innermost open element. */
-void prs_svg_text(prs_svg *s, const char *text);
+PRS_API void prs_svg_text(prs_svg *s, const char *text);
 /* Close the innermost open element. */
-void prs_svg_close(prs_svg *s);
+PRS_API void prs_svg_close(prs_svg *s);
 
 /* Shapes: one empty element each, extra attributes as name/value string pairs ending in
  * PRS_SVG_END. */
-void prs_svg_rect(prs_svg *s, double x, double y, double w, double h, ...)
+PRS_API void prs_svg_rect(prs_svg *s, double x, double y, double w, double h, ...)
     __attribute__((sentinel));
-void prs_svg_line(prs_svg *s, double x1, double y1, double x2, double y2, ...)
+PRS_API void prs_svg_line(prs_svg *s, double x1, double y1, double x2, double y2, ...)
     __attribute__((sentinel));
 /* <text x y ...>text</text>; extra attributes as pairs ending in PRS_SVG_END. */
-void prs_svg_label(prs_svg *s, double x, double y, const char *text, ...) __attribute__((sentinel));
+PRS_API void prs_svg_label(prs_svg *s, double x, double y, const char *text, ...)
+    __attribute__((sentinel));
 
 /* Close every open element and the root, flush, and free s. 0 on success; PRS_EINVAL if the
  * calls did not form a document (e.g. text outside an open element, too deep nesting, a start
  * tag never ended), PRS_EIO if writing failed. s is freed either way; NULL gives PRS_ENOMEM. */
-int prs_svg_finish(prs_svg *s, prs_error *err);
+PRS_API int prs_svg_finish(prs_svg *s, prs_error *err);
 
 /* Escape src for XML text or attribute values into dst (n bytes, always NUL-terminated when
  * n > 0). Returns the length of the full escaped text, as snprintf does. */
-size_t prs_svg_escape(char *dst, size_t n, const char *src);
+PRS_API size_t prs_svg_escape(char *dst, size_t n, const char *src);
 
 /* Approximate width in pixels of text set in a sans-serif font of font_px (for layout only). */
-double prs_svg_text_width(const char *text, double font_px);
+PRS_API double prs_svg_text_width(const char *text, double font_px);
 
 /* ---- Scales ----------------------------------------------------------------------------- */
 
@@ -89,9 +92,9 @@ typedef struct prs_ticks {
 /* Ticks for data in [data_lo, data_hi]: of the nice steps, the one giving the count closest
  * to target (>= 2; ties go to the larger step). A zero-width range is widened around the
  * value. PRS_EINVAL for non-finite bounds, data_lo > data_hi or target < 2. */
-int prs_nice_ticks(double data_lo, double data_hi, int target, prs_ticks *out);
+PRS_API int prs_nice_ticks(double data_lo, double data_hi, int target, prs_ticks *out);
 /* Text of tick i ("2.25", "4600", never "-0"); returns buf. */
-char *prs_ticks_label(const prs_ticks *t, int i, char *buf, size_t n);
+PRS_API char *prs_ticks_label(const prs_ticks *t, int i, char *buf, size_t n);
 
 typedef struct prs_rgb {
     unsigned char r, g, b;
@@ -100,7 +103,7 @@ typedef struct prs_rgb {
 /* Viridis, a perceptually uniform sequential colormap: t in [0, 1] (clamped; NaN gives 0)
  * from dark purple (0) through teal to yellow (1), interpolated linearly between nine anchors
  * of the matplotlib table. Lightness increases monotonically with t. */
-prs_rgb prs_colormap_viridis(double t);
+PRS_API prs_rgb prs_colormap_viridis(double t);
 
 /* ---- Plots ------------------------------------------------------------------------------ */
 
@@ -134,7 +137,7 @@ typedef struct prs_frontier_plot {
 /* Draw a frontier plot on out. Series of any length (0 allowed) are thinned to points at
  * least a pixel apart. PRS_EINVAL if nothing finite is to be drawn or an array is NULL with
  * n > 0; PRS_EIO on a write error. */
-int prs_plot_frontier(FILE *out, const prs_frontier_plot *p, prs_error *err);
+PRS_API int prs_plot_frontier(FILE *out, const prs_frontier_plot *p, prs_error *err);
 
 /* Savings plot: straggler slowdown T'/T_min on x, saving (%) on y, one line per method. */
 typedef struct prs_savings_plot {
@@ -145,7 +148,7 @@ typedef struct prs_savings_plot {
     size_t nseries;
 } prs_savings_plot;
 
-int prs_plot_savings(FILE *out, const prs_savings_plot *p, prs_error *err);
+PRS_API int prs_plot_savings(FILE *out, const prs_savings_plot *p, prs_error *err);
 
 /* Timeline plot: one row per GPU, each computation a rectangle from start to end, coloured
  * by its clock on the viridis scale, backward computations hatched, "F3"/"B3" (microbatch)
@@ -161,7 +164,7 @@ typedef struct prs_timeline_plot {
     int clock_max_mhz;
 } prs_timeline_plot;
 
-int prs_plot_timeline(FILE *out, const prs_timeline_plot *p, prs_error *err);
+PRS_API int prs_plot_timeline(FILE *out, const prs_timeline_plot *p, prs_error *err);
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,8 @@
 #ifndef PERSEUS_STREAM_H
 #define PERSEUS_STREAM_H
 
+#include "perseus/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,33 +36,34 @@ typedef struct prs_event prs_event;
  * given, else $PRS_CUDA_LIBRARY, else "libcuda.so.1". Errors: PRS_ENOLIB (library or symbol
  * missing), PRS_EGPU (no current context: initialise CUDA on this thread first; or a driver
  * error). On failure *out is NULL and err says why. */
-int prs_stream_open_cuda(uintptr_t handle, const char *lib_path, prs_stream **out, prs_error *err);
+PRS_API int prs_stream_open_cuda(uintptr_t handle, const char *lib_path, prs_stream **out,
+                                 prs_error *err);
 /* Free the wrapper (the CUDA stream is the framework's and stays). Free its events first. NULL is
  * a no-op. */
-void prs_stream_close(prs_stream *s);
+PRS_API void prs_stream_close(prs_stream *s);
 /* Message of the last failed call on s ("" if none). */
-const char *prs_stream_errmsg(const prs_stream *s);
+PRS_API const char *prs_stream_errmsg(const prs_stream *s);
 
 /* The UUID of the context's device as "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", the form
  * nvidia-smi and NVML (nvmlDeviceGetUUID, nvmlDeviceGetHandleByUUID) use. n >= 41. */
-int prs_stream_device_uuid(prs_stream *s, char *buf, size_t n);
+PRS_API int prs_stream_device_uuid(prs_stream *s, char *buf, size_t n);
 
 /* A timing event (CUDA flags 0). Free with prs_event_free before closing the stream. */
-int prs_event_new(prs_stream *s, prs_event **out);
-void prs_event_free(prs_stream *s, prs_event *e);
+PRS_API int prs_event_new(prs_stream *s, prs_event **out);
+PRS_API void prs_event_free(prs_stream *s, prs_event *e);
 /* Record e on the stream: it completes, with the GPU's timestamp, when the stream gets there. */
-int prs_event_record(prs_stream *s, prs_event *e);
+PRS_API int prs_event_record(prs_stream *s, prs_event *e);
 /* 1 when e's latest record completed (or e was never recorded), 0 when not yet, < 0 on error. */
-int prs_event_query(prs_stream *s, prs_event *e);
+PRS_API int prs_event_query(prs_stream *s, prs_event *e);
 /* Block until e's latest record completed (shutdown paths only: it stalls the host). */
-int prs_event_wait(prs_stream *s, prs_event *e);
+PRS_API int prs_event_wait(prs_stream *s, prs_event *e);
 /* Device time from a to b, seconds (resolution about 0.5 µs). Both must be recorded and complete
  * (PRS_EGPU otherwise: query them first). */
-int prs_event_elapsed_s(prs_stream *s, prs_event *a, prs_event *b, double *seconds);
+PRS_API int prs_event_elapsed_s(prs_stream *s, prs_event *a, prs_event *b, double *seconds);
 
 /* Run fn(user) on a driver thread when the stream reaches this point; the stream waits until fn
  * returns. fn must not call CUDA, and should be short (it holds the GPU's stream). */
-int prs_stream_host_fn(prs_stream *s, void (*fn)(void *user), void *user);
+PRS_API int prs_stream_host_fn(prs_stream *s, void (*fn)(void *user), void *user);
 
 #ifdef __cplusplus
 }

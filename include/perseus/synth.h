@@ -5,6 +5,8 @@
 #ifndef PERSEUS_SYNTH_H
 #define PERSEUS_SYNTH_H
 
+#include "perseus/export.h"
+
 #include <stdint.h>
 
 #include "perseus/error.h"
@@ -46,13 +48,13 @@ typedef struct prs_synth_opts {
 } prs_synth_opts;
 
 /* Defaults: a100, 1 stage, preset clock range and work, default imbalance, no noise, seed 0. */
-void prs_synth_opts_init(prs_synth_opts *o);
+PRS_API void prs_synth_opts_init(prs_synth_opts *o);
 
 /* Build a profile: for each stage, for each clock from highest to lowest, a forward then a
  * backward row (the order of the artifact's profiles). Deterministic for given options. On
  * success *out owns a new profile (free with prs_profile_free); on failure *out is NULL and err
  * names the offending option (PRS_EINVAL) or PRS_ENOMEM. */
-int prs_synth_profile(const prs_synth_opts *o, prs_profile **out, prs_error *err);
+PRS_API int prs_synth_profile(const prs_synth_opts *o, prs_profile **out, prs_error *err);
 
 #ifdef __cplusplus
 }

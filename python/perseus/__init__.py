@@ -22,11 +22,14 @@ privileges). A GPU that refuses clock changes makes Client(...) raise PerseusErr
 do. Using a closed client raises PerseusError.
 
 The shared library is found through $PERSEUS_LIBRARY, then build/libperseus.so of the source
-tree this package sits in, then the loader's search path (libperseus.so).
+tree this package sits in, then the loader's search path: libperseus.so.0 (the SONAME of an
+installed libperseus, e.g. from the Debian package), what ctypes.util.find_library("perseus")
+finds, then libperseus.so.
 """
 
 import contextlib
 import ctypes
+import ctypes.util
 import json
 import os
 
@@ -112,6 +115,8 @@ class _Work(ctypes.Structure):
 
 
 _lib = None
+# The SONAME of the installed library: its major version (CMakeLists.txt, project VERSION).
+_SONAME = "libperseus.so.0"
 
 
 def load_library(path=None):
@@ -121,9 +126,12 @@ def load_library(path=None):
         return _lib
     here = os.path.dirname(os.path.abspath(__file__))
     candidates = [path, os.environ.get("PERSEUS_LIBRARY"),
-                  os.path.join(here, "..", "..", "build", "libperseus.so"), "libperseus.so"]
+                  os.path.join(here, "..", "..", "build", "libperseus.so"), _SONAME,
+                  "find_library", "libperseus.so"]
     last = None
     for c in candidates:
+        if c == "find_library":
+            c = ctypes.util.find_library("perseus")
         if not c:
             continue
         try:

@@ -18,6 +18,10 @@
 #include "perseus/numfmt.h"
 #include "perseus/server.h"
 
+#ifndef PRS_VERSION
+#define PRS_VERSION "0"
+#endif
+
 static const char usage[] =
     "usage: perseusd [--listen HOST:PORT] [--data-dir DIR] [--db FILE] [options]\n"
     "\n"
@@ -42,6 +46,7 @@ static const char usage[] =
     "                         (every request), info (job events; the default), warn (failed\n"
     "                         requests and plannings) or error (server faults); logs are\n"
     "                         key=value lines on stderr\n"
+    "  --version              print the version and exit\n"
     "  -h, --help             this help\n";
 
 static int bad(const char *msg, const char *arg)
@@ -160,6 +165,9 @@ static int parse_option(int c, prs_server_config *cfg, args *a)
     case 'h':
         fputs(usage, stdout);
         return 0;
+    case 'V':
+        puts("perseusd " PRS_VERSION);
+        return 0;
     default:
         fputs("try 'perseusd --help'\n", stderr);
         return 2;
@@ -180,6 +188,7 @@ static int parse_args(int argc, char **argv, prs_server_config *cfg, args *a)
                                          {"threads", required_argument, NULL, 't'},
                                          {"sync", required_argument, NULL, 's'},
                                          {"log-level", required_argument, NULL, 'L'},
+                                         {"version", no_argument, NULL, 'V'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int c, rc;

@@ -1,0 +1,433 @@
+"""Perseus client for Python training loops (ctypes binding of include/perseus/client.h).
+
+    import perseus
+    with perseus.Client("http://10.0.0.1:7787", job_id=ID, token=TOKEN,
+                        rank=r, dp=d, pp=p, gpu="nvml:0") as client:
+        for step in range(steps):
+            for kind, mb, chunk in perseus.order("1f1b", stages, microbatches, p):
+                with client.computation(kind, mb, chunk):  # "forward" / "backward"
+                    ...
+            optimizer.step()
+            client.iteration_end()
+
+On a CUDA machine (PyTorch with CUDA available and an nvml GPU) the client times every
+computation with CUDA events on the current stream and changes clocks with host functions
+enqueued on it, so nothing waits for the GPU (stream="auto", the default; stream=False turns it
+off, an integer gives a CUstream). Every request to perseusd happens on the library's background
+thread. A hook that fails (a computation out of the schedule's order, a driver error) raises
+PerseusError. Leaving the `with` block (or close()) posts what is queued and resets the GPU
+clocks; a killed process gets its clocks reset by perseus-gpud, the node's GPU daemon through
+which clock changes go (when it is not running, a private one is started with the process's own
+privileges). A GPU that refuses clock changes makes Client(...) raise PerseusError with what to
+do. Using a closed client raises PerseusError.
+
+The shared library is found through $PERSEUS_LIBRARY, then build/libperseus.so of the source
+tree this package sits in, then the loader's search path: libperseus.so.0 (the SONAME of an
+installed libperseus, e.g. from the Debian package), what ctypes.util.find_library("perseus")
+finds, then libperseus.so.
+"""
+
+import contextlib
+import ctypes
+import ctypes.util
+import json
+import os
+
+__all__ = ["Client", "Gpu", "PerseusError", "one_f_one_b", "order", "load_library"]
+
+FORWARD, BACKWARD = 0, 1
+_INSTR = {"forward": FORWARD, "backward": BACKWARD, FORWARD: FORWARD, BACKWARD: BACKWARD}
+
+
+class PerseusError(RuntimeError):
+    """A failed library call: .code is the PRS_E* code."""
+
+    def __init__(self, code, message):
+        super().__init__(f"{message} (code {code})")
+        self.code = code
+
+
+class _Error(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_int), ("msg", ctypes.c_char * 512)]
+
+
+_SYNC_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class _Opts(ctypes.Structure):
+    _fields_ = [
+        ("server_url", ctypes.c_char_p),
+        ("job_id", ctypes.c_char_p),
+        ("token", ctypes.c_char_p),
+        ("job_spec_json", ctypes.c_char_p),
+        ("rank", ctypes.c_int),
+        ("dp", ctypes.c_int),
+        ("pp", ctypes.c_int),
+        ("tp", ctypes.c_int),
+        ("gpu", ctypes.c_void_p),
+        ("gpu_spec", ctypes.c_char_p),
+        ("controller", ctypes.c_int),
+        ("gpud_socket", ctypes.c_char_p),
+        ("device_sync", _SYNC_FN),
+        ("sync_user", ctypes.c_void_p),
+        ("poll_interval_s", ctypes.c_double),
+        ("http_timeout_s", ctypes.c_double),
+        ("flush_timeout_s", ctypes.c_double),
+        ("warmup_iterations", ctypes.c_int),
+        ("max_queue", ctypes.c_int),
+        ("use_stream", ctypes.c_int),
+        ("stream", ctypes.c_size_t),
+        ("cuda_library", ctypes.c_char_p),
+        ("energy_poll_s", ctypes.c_double),
+        ("power_poll_s", ctypes.c_double),
+    ]
+
+
+class _Stats(ctypes.Structure):
+    _fields_ = [
+        ("phase", ctypes.c_char * 16),
+        ("round", ctypes.c_long),
+        ("plan_id", ctypes.c_long),
+        ("clock_mhz", ctypes.c_int),
+        ("iterations", ctypes.c_long),
+        ("posted", ctypes.c_long),
+        ("dropped", ctypes.c_long),
+        ("http_failures", ctypes.c_long),
+        ("clock_failures", ctypes.c_long),
+        ("order_errors", ctypes.c_long),
+        ("late_switches", ctypes.c_long),
+        ("pace_s", ctypes.c_double),
+        ("blocking_power_w", ctypes.c_double),
+        ("measure_failures", ctypes.c_long),
+        ("registered", ctypes.c_int),
+        ("last_contact_s", ctypes.c_double),
+    ]
+
+
+class _Pipeline(ctypes.Structure):
+    _fields_ = [("stages", ctypes.c_int), ("microbatches", ctypes.c_int),
+                ("schedule", ctypes.c_int), ("unit_time_s", ctypes.c_double),
+                ("blocking_power_w", ctypes.c_double), ("virtual_stages", ctypes.c_int)]
+
+
+class _Work(ctypes.Structure):
+    _fields_ = [("t_ref_s", ctypes.c_double), ("alpha", ctypes.c_double)]
+
+
+_lib = None
+# The SONAME of the installed library: its major version (CMakeLists.txt, project VERSION).
+_SONAME = "libperseus.so.0"
+
+
+def load_library(path=None):
+    """Load libperseus.so once (see the module docstring for where it is looked for)."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = [path, os.environ.get("PERSEUS_LIBRARY"),
+                  os.path.join(here, "..", "..", "build", "libperseus.so"), _SONAME,
+                  "find_library", "libperseus.so"]
+    last = None
+    for c in candidates:
+        if c == "find_library":
+            c = ctypes.util.find_library("perseus")
+        if not c:
+            continue
+        try:
+            lib = ctypes.CDLL(c)
+            break
+        except OSError as e:
+            last = e
+    else:
+        raise PerseusError(-21, f"cannot load libperseus.so: {last}")
+    P, I, D, V = ctypes.c_void_p, ctypes.c_int, ctypes.c_double, None
+    sig = {
+        "prs_gpu_open": (I, [ctypes.c_char_p, ctypes.POINTER(P), ctypes.POINTER(_Error)]),
+        "prs_gpu_close": (V, [P]),
+        "prs_gpu_name": (ctypes.c_char_p, [P]),
+        "prs_gpu_backend": (ctypes.c_char_p, [P]),
+        "prs_gpu_errmsg": (ctypes.c_char_p, [P]),
+        "prs_gpu_clocks": (I, [P, ctypes.POINTER(I), I, ctypes.POINTER(I)]),
+        "prs_gpu_now_s": (D, [P]),
+        "prs_gpu_read_energy_j": (D, [P]),
+        "prs_gpu_sim_clock": (I, [P, ctypes.POINTER(I)]),
+        "prs_gpu_sim_run": (I, [P, ctypes.POINTER(_Work), ctypes.POINTER(D)]),
+        "prs_gpu_sim_idle": (I, [P, D]),
+        "prs_client_opts_init": (V, [ctypes.POINTER(_Opts)]),
+        "prs_client_new": (I, [ctypes.POINTER(_Opts), ctypes.POINTER(P), ctypes.POINTER(_Error)]),
+        "prs_client_begin": (I, [P, I, I, I]),
+        "prs_client_end": (I, [P, I, I, I]),
+        "prs_strerror": (ctypes.c_char_p, [I]),
+        "prs_schedule_parse": (I, [ctypes.c_char_p, ctypes.POINTER(I)]),
+        "prs_pipeline_check": (I, [ctypes.POINTER(_Pipeline), ctypes.POINTER(_Error)]),
+        "prs_ops_per_stage": (I, [ctypes.POINTER(_Pipeline)]),
+        "prs_op_describe_chunk": (I, [ctypes.POINTER(_Pipeline), I, I, ctypes.POINTER(I),
+                                      ctypes.POINTER(I), ctypes.POINTER(I)]),
+        "prs_client_iteration_end": (I, [P]),
+        "prs_client_free": (V, [P]),
+        "prs_client_job_id": (ctypes.c_char_p, [P]),
+        "prs_client_token": (ctypes.c_char_p, [P]),
+        "prs_client_get_stats": (V, [P, ctypes.POINTER(_Stats)]),
+    }
+    for name, (res, args) in sig.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+    _lib = lib
+    return lib
+
+
+def one_f_one_b(stages, microbatches, stage):
+    """The 1F1B order of one stage's computations: [("forward", 0), ...] (as perseusd plans)."""
+    warm = min(stages - stage - 1, microbatches)
+    order = [("forward", i) for i in range(warm)]
+    for i in range(microbatches - warm):
+        order += [("forward", warm + i), ("backward", i)]
+    order += [("backward", i) for i in range(microbatches - warm, microbatches)]
+    return order
+
+
+def order(schedule, stages, microbatches, stage, virtual_stages=1):
+    """The execution order of one GPU stage's computations in one iteration, as perseusd plans
+    it and the client checks it: [("forward", microbatch, chunk), ...], chunk being the GPU's
+    model chunk (0 unless schedule is "interleaved" with virtual_stages chunks)."""
+    lib = load_library()
+    kind = ctypes.c_int()
+    if lib.prs_schedule_parse(schedule.encode(), ctypes.byref(kind)):
+        raise PerseusError(-1, f"unknown schedule {schedule!r} (1f1b, gpipe, interleaved)")
+    pipe = _Pipeline(stages, microbatches, kind.value, 1e-3, 0.0, virtual_stages)
+    err = _Error()
+    if lib.prs_pipeline_check(ctypes.byref(pipe), ctypes.byref(err)):
+        raise PerseusError(err.code, err.msg.decode(errors="replace"))
+    if not 0 <= stage < stages:
+        raise PerseusError(-1, f"stage {stage} is not in 0..{stages - 1}")
+    out = []
+    ins, mb, ch = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    for k in range(lib.prs_ops_per_stage(ctypes.byref(pipe))):
+        rc = lib.prs_op_describe_chunk(ctypes.byref(pipe), stage, k, ctypes.byref(ins),
+                                       ctypes.byref(mb), ctypes.byref(ch))
+        if rc:
+            raise PerseusError(rc, lib.prs_strerror(rc).decode())
+        out.append(("forward" if ins.value == FORWARD else "backward", mb.value,
+                    ch.value // stages))
+    return out
+
+
+def _torch_stream():
+    """The current CUDA stream of PyTorch as an integer, or None without CUDA."""
+    try:
+        import torch  # noqa: PLC0415 (optional dependency)
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    return int(torch.cuda.current_stream().cuda_stream)
+
+
+class Gpu:
+    """A GPU backend: "nvml" (this rank's GPU: CUDA device $LOCAL_RANK under
+    CUDA_VISIBLE_DEVICES), "nvml:INDEX", "nvml:uuid=GPU-...", "nvml:pci=0000:1a:00.0", "sim" or
+    "sim:PRESET" (a100, a40, h100)."""
+
+    def __init__(self, spec="nvml"):
+        self._lib = load_library()
+        self._h = ctypes.c_void_p()
+        err = _Error()
+        rc = self._lib.prs_gpu_open(spec.encode(), ctypes.byref(self._h), ctypes.byref(err))
+        if rc:
+            raise PerseusError(rc, err.msg.decode(errors="replace"))
+
+    @property
+    def handle(self):
+        return self._h
+
+    @property
+    def name(self):
+        return self._lib.prs_gpu_name(self._h).decode()
+
+    @property
+    def backend(self):
+        return self._lib.prs_gpu_backend(self._h).decode()
+
+    def clocks(self):
+        n = ctypes.c_int()
+        self._check(self._lib.prs_gpu_clocks(self._h, None, 0, ctypes.byref(n)))
+        buf = (ctypes.c_int * n.value)()
+        self._check(self._lib.prs_gpu_clocks(self._h, buf, n.value, ctypes.byref(n)))
+        return list(buf)
+
+    def now_s(self):
+        return self._lib.prs_gpu_now_s(self._h)
+
+    def energy_j(self):
+        return self._lib.prs_gpu_read_energy_j(self._h)
+
+    def sim_clock(self):
+        """Locked clock of a sim GPU (0: default)."""
+        f = ctypes.c_int()
+        self._check(self._lib.prs_gpu_sim_clock(self._h, ctypes.byref(f)))
+        return f.value
+
+    def sim_run(self, t_ref_s, alpha):
+        """A computation of the sim GPU model ran at the clock in effect; returns its time."""
+        t = ctypes.c_double()
+        w = _Work(t_ref_s, alpha)
+        self._check(self._lib.prs_gpu_sim_run(self._h, ctypes.byref(w), ctypes.byref(t)))
+        return t.value
+
+    def sim_idle(self, seconds):
+        self._check(self._lib.prs_gpu_sim_idle(self._h, ctypes.c_double(max(0.0, seconds))))
+
+    def _check(self, rc):
+        if rc:
+            raise PerseusError(rc, self._lib.prs_gpu_errmsg(self._h).decode(errors="replace"))
+
+    def close(self):
+        if self._h:
+            self._lib.prs_gpu_close(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Client:
+    """One rank's client. gpu: a Gpu (borrowed, must outlive the client) or a spec string.
+
+    Give job_id and token, or job_spec (a dict: the POST /v1/jobs body) to create the job;
+    then .job_id and .token are what the other ranks need.
+
+    stream: "auto" (default) times computations on PyTorch's current CUDA stream when CUDA is
+    available and the GPU backend is nvml; an integer is a CUstream to use; False or None turns
+    device timing off (then device_sync, if given, is called around every computation).
+    gpud_socket: perseus-gpud's socket (default $PRS_GPUD_SOCKET or /run/perseus/gpud.sock)."""
+
+    def __init__(self, server_url, *, job_id=None, token=None, job_spec=None, rank=0, dp=0, pp=0,
+                 tp=0, gpu="nvml", device_sync=None, stream="auto", cuda_library=None,
+                 poll_interval_s=None, http_timeout_s=None, flush_timeout_s=None,
+                 warmup_iterations=None, max_queue=None, energy_poll_s=None, power_poll_s=None,
+                 gpud_socket=None):
+        self._lib = load_library()
+        self._h = ctypes.c_void_p()
+        o = _Opts()
+        self._lib.prs_client_opts_init(ctypes.byref(o))
+        self._keep = []  # bytes and callbacks the C side points to
+
+        def s(v):
+            b = v.encode() if isinstance(v, str) else v
+            self._keep.append(b)
+            return b
+
+        o.server_url = s(server_url)
+        if job_id is not None:
+            o.job_id, o.token = s(job_id), s(token or "")
+        if job_spec is not None:
+            o.job_spec_json = s(json.dumps(job_spec) if not isinstance(job_spec, str) else job_spec)
+        o.rank, o.dp, o.pp, o.tp = rank, dp, pp, tp
+        self._gpu = gpu
+        backend = gpu.backend if isinstance(gpu, Gpu) else str(gpu).split(":", 1)[0]
+        if isinstance(gpu, Gpu):
+            o.gpu = gpu.handle
+        else:
+            o.gpu_spec = s(gpu)
+        if stream == "auto":
+            stream = _torch_stream() if backend in ("nvml", "gpud") else None
+        if stream is not None and stream is not False:
+            o.use_stream, o.stream = 1, int(stream)
+        if cuda_library is not None:
+            o.cuda_library = s(cuda_library)
+        if gpud_socket is not None:
+            o.gpud_socket = s(gpud_socket)
+        if device_sync is not None:
+            cb = _SYNC_FN(lambda _user: device_sync())
+            self._keep.append(cb)
+            o.device_sync = cb
+        for name, v in (("poll_interval_s", poll_interval_s), ("http_timeout_s", http_timeout_s),
+                        ("flush_timeout_s", flush_timeout_s),
+                        ("warmup_iterations", warmup_iterations), ("max_queue", max_queue),
+                        ("energy_poll_s", energy_poll_s), ("power_poll_s", power_poll_s)):
+            if v is not None:
+                setattr(o, name, v)
+        err = _Error()
+        rc = self._lib.prs_client_new(ctypes.byref(o), ctypes.byref(self._h), ctypes.byref(err))
+        if rc:
+            self._h = ctypes.c_void_p()
+            raise PerseusError(rc, err.msg.decode(errors="replace"))
+
+    def _handle(self):
+        if not self._h:
+            raise PerseusError(-1, "the client is closed")
+        return self._h
+
+    @property
+    def job_id(self):
+        return self._lib.prs_client_job_id(self._handle()).decode()
+
+    @property
+    def token(self):
+        return self._lib.prs_client_token(self._handle()).decode()
+
+    def _hook(self, fn, what, kind, microbatch, chunk):
+        if kind not in _INSTR:
+            raise PerseusError(-1, f"{what}: kind must be 'forward' or 'backward', not {kind!r}")
+        rc = fn(self._handle(), _INSTR[kind], microbatch, chunk)
+        if rc:
+            name = kind if isinstance(kind, str) else ("forward", "backward")[kind]
+            raise PerseusError(rc, f"{what}({name}, microbatch {microbatch}, chunk {chunk}): "
+                               + self._lib.prs_strerror(rc).decode())
+
+    def begin(self, kind, microbatch, chunk=0):
+        self._hook(self._lib.prs_client_begin, "begin", kind, microbatch, chunk)
+
+    def end(self, kind, microbatch, chunk=0):
+        self._hook(self._lib.prs_client_end, "end", kind, microbatch, chunk)
+
+    @contextlib.contextmanager
+    def computation(self, kind, microbatch, chunk=0):
+        """with client.computation("forward", mb): run the forward of microbatch mb (of model
+        chunk `chunk` with the interleaved schedule)."""
+        self.begin(kind, microbatch, chunk)
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            if ok:
+                self.end(kind, microbatch, chunk)
+            elif self._h:
+                self._lib.prs_client_end(self._h, _INSTR[kind], microbatch, chunk)
+
+    def iteration_end(self):
+        rc = self._lib.prs_client_iteration_end(self._handle())
+        if rc:
+            raise PerseusError(rc, "iteration_end: " + self._lib.prs_strerror(rc).decode())
+
+    def stats(self):
+        st = _Stats()
+        self._lib.prs_client_get_stats(self._handle(), ctypes.byref(st))
+        d = {name: getattr(st, name) for name, _ in _Stats._fields_}
+        d["phase"] = st.phase.decode()
+        d["registered"] = bool(st.registered)
+        return d
+
+    def close(self):
+        """Post what is queued (bounded), reset the clocks, stop the background thread."""
+        if self._h:
+            h, self._h = self._h, ctypes.c_void_p()
+            self._lib.prs_client_free(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
