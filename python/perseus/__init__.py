@@ -30,21 +30,42 @@ finds, then libperseus.so.
 import contextlib
 import ctypes
 import ctypes.util
+import enum
 import json
 import os
 
-__all__ = ["Client", "Gpu", "PerseusError", "one_f_one_b", "order", "load_library"]
+__all__ = ["Client", "Gpu", "PerseusError", "ErrorCode", "one_f_one_b", "order", "load_library"]
 
 FORWARD, BACKWARD = 0, 1
 _INSTR = {"forward": FORWARD, "backward": BACKWARD, FORWARD: FORWARD, BACKWARD: BACKWARD}
 
 
-class PerseusError(RuntimeError):
-    """A failed library call: .code is the PRS_E* code."""
+class ErrorCode(enum.IntEnum):
+    """The library's PRS_E* codes (include/perseus/error.h)."""
 
-    def __init__(self, code, message):
+    EINVAL = -1
+    ENOMEM = -2
+    EIO = -3
+    EPARSE = -4
+    EFIT = -5
+    EINFEASIBLE = -6
+    ERANGE = -7
+    EGPU = -20
+    ENOLIB = -21
+    ESERVER = -30
+    EORDER = -31
+
+
+class PerseusError(RuntimeError):
+    """A failed library call: .code is its ErrorCode (a plain int for a code this package does
+    not know)."""
+
+    def __init__(self, code: int, message: str) -> None:
         super().__init__(f"{message} (code {code})")
-        self.code = code
+        try:
+            self.code: int = ErrorCode(code)
+        except ValueError:
+            self.code = code
 
 
 class _Error(ctypes.Structure):
@@ -169,13 +190,31 @@ def load_library(path=None):
         "prs_client_job_id": (ctypes.c_char_p, [P]),
         "prs_client_token": (ctypes.c_char_p, [P]),
         "prs_client_get_stats": (V, [P, ctypes.POINTER(_Stats)]),
+        "prs_client_abi_size": (ctypes.c_size_t, [I]),
     }
     for name, (res, args) in sig.items():
-        fn = getattr(lib, name)
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            raise PerseusError(-21, f"libperseus.so lacks {name}: the library and this package "
+                                    f"are different versions") from None
         fn.restype = res
         fn.argtypes = args
+    _check_abi(lib)
     _lib = lib
     return lib
+
+
+def _check_abi(lib):
+    """Refuse a library whose structures are not laid out as this package's (another version)."""
+    for which, (name, cls) in enumerate((("prs_client_opts", _Opts), ("prs_client_stats", _Stats),
+                                        ("prs_pipeline", _Pipeline), ("prs_error", _Error),
+                                        ("prs_gpu_work", _Work)), start=1):
+        size = lib.prs_client_abi_size(which)
+        if size != ctypes.sizeof(cls):
+            raise PerseusError(-21, f"libperseus.so's {name} is {size} bytes, this package's "
+                                    f"{ctypes.sizeof(cls)}: the library and the package are "
+                                    f"different versions")
 
 
 def one_f_one_b(stages, microbatches, stage):

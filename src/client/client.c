@@ -237,6 +237,24 @@ const char *prs_client_token(const prs_client *c)
     return c->token;
 }
 
+size_t prs_client_abi_size(int which)
+{
+    switch (which) {
+    case PRS_ABI_CLIENT_OPTS:
+        return sizeof(prs_client_opts);
+    case PRS_ABI_CLIENT_STATS:
+        return sizeof(prs_client_stats);
+    case PRS_ABI_PIPELINE:
+        return sizeof(prs_pipeline);
+    case PRS_ABI_ERROR:
+        return sizeof(prs_error);
+    case PRS_ABI_GPU_WORK:
+        return sizeof(prs_gpu_work);
+    default:
+        return 0;
+    }
+}
+
 void prs_client_get_stats(prs_client *c, prs_client_stats *s)
 {
     pthread_mutex_lock(&c->mu);
