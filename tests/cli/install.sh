@@ -181,6 +181,22 @@ if [[ -x $py ]] && $py -c 'import venv, setuptools, wheel' 2>/dev/null &&
     "$tmp/venv/bin/python" -c 'import perseus; print(perseus.load_library()._name)') ||
     fail "import perseus from the venv"
   [[ $out == "libperseus.so.$major" ]] || fail "the Python package loaded '$out'"
+  # The Python end-to-end test against the installed perseusd, importing the installed package
+  # (the test's copy sits outside the source tree, so it cannot import python/ from there).
+  mkdir -p "$tmp/pytest/tests" "$tmp/srv"
+  cp "$src/python/tests/e2e_sim.py" "$tmp/pytest/tests/"
+  "$prefix/bin/perseusd" --listen 127.0.0.1:0 --data-dir "$tmp/srv" --port-file "$tmp/srv/port" \
+    2>"$tmp/srv/log" &
+  srv=$!
+  for _ in $(seq 300); do [[ -s $tmp/srv/port ]] && break; sleep 0.05; done
+  r=0
+  (cd "$tmp" && env -u PERSEUS_LIBRARY LD_LIBRARY_PATH="$libdir" PYTHONDONTWRITEBYTECODE=1 \
+    timeout 120 "$tmp/venv/bin/python" "$tmp/pytest/tests/e2e_sim.py" \
+    "http://127.0.0.1:$(cat "$tmp/srv/port")") >"$tmp/pye2e.log" 2>&1 || r=$?
+  kill "$srv" 2>/dev/null
+  wait "$srv" 2>/dev/null || true
+  ((r == 0)) || fail "the Python end-to-end test on the installed tree: $(tail -n 5 "$tmp/pye2e.log")"
+  echo "Python end-to-end on the installed tree: $(tail -n 1 "$tmp/pye2e.log")"
 else
   echo "no Debian python3 with venv, setuptools and wheel (or a sanitizer build): Python package not checked"
 fi
