@@ -189,6 +189,7 @@ static json_t *json_job(const prs_emulation *e, const char *profile_path, prs_co
     set_real(o, "blocking_power_w", pipe->blocking_power_w);
     json_object_set_new(o, "cost_model", json_string(prs_cost_model_name(model)));
     json_object_set_new(o, "frontier_points", json_integer((json_int_t)in->frontier_points));
+    json_object_set_new(o, "clean_points", json_integer((json_int_t)in->clean_points));
     set_real(o, "t_min_s", in->t_min_s);
     set_real(o, "e_intr_j", pp->energy_j);
     set_real(o, "t_energy_min_s", in->t_energy_min_s);
@@ -269,9 +270,9 @@ static void print_table(const prs_emulation *e, const char *profile_path, prs_co
            pipe->microbatches, prs_schedule_name(pipe->schedule));
     if (pipe->virtual_stages > 1) printf(" (%d virtual stages)", pipe->virtual_stages);
     printf("\nplanner    %s cost model, unit %g s, blocking power %g W/GPU: %zu frontier "
-           "points\n",
+           "points, %zu on the clean frontier\n",
            prs_cost_model_name(model), pipe->unit_time_s, pipe->blocking_power_w,
-           in->frontier_points);
+           in->frontier_points, in->clean_points);
     printf("frontier   T_min %.6g s at %.6g J per pipeline (predicted); least energy at "
            "T* %.6g s (T*/T_min %.3f), %.6g J\n",
            in->t_min_s, pp->energy_j, in->t_energy_min_s, in->t_energy_min_s / in->t_min_s,
