@@ -60,6 +60,22 @@ for sch in 1f1b gpipe; do
     fail "M < S with $sch"
 done
 
+expect_error 2 "--frontier: expected auto, raw or clean, got 'tidy'" "$bin" emulate "${job[@]}" --frontier tidy
+expect_error 2 "more than the limit of 100: use a unit time of 0.02 s" "$bin" emulate "${job[@]}" --max-points 100
+
+# --- one achievable time: the one plan is the frontier, and every strategy runs on it ---
+{ echo "stage,instruction,frequency,time,energy"
+  for s in 0 1; do echo "$s,forward,1410,0.05,20"; echo "$s,backward,1410,0.1,40"; done; } >"$tmp/one.csv"
+"$bin" emulate --profile "$tmp/one.csv" --stages 2 --microbatches 2 --pipelines 4 --tp 1 \
+  --unit-time 0.001 --blocking-power 50 --straggler 1.2 --json >"$tmp/one.json" 2>"$tmp/err" ||
+  fail "one clock: $(cat "$tmp/err")"
+"$py" - "$tmp/one.json" <<'PY' || fail "one clock: emulation figures"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["frontier_points"] == 1 and j["clean_points"] == 1, j
+assert j["intrinsic_saving_pp"] == 0 and j["t_min_s"] == 0.45, j
+PY
+
 # --- straggler lists and ranges: every spelling gives the same factors ---
 "$bin" emulate "${job[@]}" --straggler 1.1 1.2 --json >"$tmp/a.json"
 "$bin" emulate "${job[@]}" --straggler 1.1,1.2 --json >"$tmp/b.json"

@@ -72,9 +72,10 @@ static prs_frontier *plan_ok(const prs_profile *p, const prs_plan_opts *o)
     return f;
 }
 
-/* Plans on f that a strictly faster plan, charged blocking power until the slower one ends,
- * costs no more than (dominated), and neighbours out of strictly falling evaluated time
- * (reversals; equal times count too). */
+/* Plans on f that a faster plan (or an equally fast, cheaper one), charged blocking power until
+ * the slower one ends, costs no more than (dominated); neighbours out of strictly falling
+ * evaluated time (equal times count too); and how much slower than an earlier plan a later one
+ * evaluates, at worst (*worst_s). */
 static void count_faults(const prs_frontier *f, size_t *dominated, size_t *reversed,
                          double *worst_s)
 {
@@ -83,18 +84,21 @@ static void count_faults(const prs_frontier *f, size_t *dominated, size_t *rever
     size_t n = prs_frontier_size(f);
     *dominated = *reversed = 0;
     *worst_s = 0;
+    double fastest = INFINITY; /* of the plans before */
     for (size_t j = 0; j < n; j++) {
         const prs_frontier_point *b = prs_frontier_point_at(f, j);
         int beaten = 0;
         for (size_t i = 0; i < n && !beaten; i++) {
             const prs_frontier_point *a = prs_frontier_point_at(f, i);
-            if (!(a->eval_time_s < b->eval_time_s)) continue; /* equal times: reversals */
+            if (!(a->eval_time_s < b->eval_time_s ||
+                  (a->eval_time_s == b->eval_time_s && a->eval_energy_j < b->eval_energy_j)))
+                continue;
             beaten = a->eval_energy_j + bw * (b->eval_time_s - a->eval_time_s) <= b->eval_energy_j;
         }
         *dominated += (size_t)beaten;
-        double rise = j > 0 ? b->eval_time_s - prs_frontier_point_at(f, j - 1)->eval_time_s : -1;
-        if (rise >= 0) (*reversed)++;
-        if (rise > *worst_s) *worst_s = rise;
+        if (j > 0 && b->eval_time_s >= prs_frontier_point_at(f, j - 1)->eval_time_s) (*reversed)++;
+        if (j > 0 && b->eval_time_s - fastest > *worst_s) *worst_s = b->eval_time_s - fastest;
+        if (b->eval_time_s < fastest) fastest = b->eval_time_s;
     }
 }
 
@@ -152,8 +156,9 @@ static void check_profile(const char *name, const prs_profile *p, int S, int M)
         double rw, cw;
         count_faults(raw, &rd, &rr, &rw);
         count_faults(clean, &cd, &cr, &cw);
-        print_message("%s S=%d M=%d %s: raw %zu points (%zu dominated by a faster plan, %zu "
-                      "not faster than the one before, by up to %.0f ms), clean %zu points\n",
+        print_message("%s S=%d M=%d %s: raw %zu points (%zu dominated, %zu not faster than "
+                      "the one before, up to %.0f ms slower than an earlier one), clean %zu "
+                      "points\n",
                       name, S, M, prs_cost_model_name(models[m]), prs_frontier_size(raw), rd, rr,
                       rw * 1e3, prs_frontier_size(clean));
         assert_int_equal(cd, 0);
