@@ -153,11 +153,40 @@ grep -q "^\[lookup\]" "$tmp/table.txt" || fail "table: no [lookup] section"
 grep -qE "^ +s +strategy +saving % +intr\. % +extr\. % +per-pipe % +tstar" "$tmp/table.txt" ||
   fail "table: no labelled columns"
 
+# --- hull against exp (README, 'Emulating a job'): saving points gained by hull, paper recipe and
+# exact evaluation, at s = 1.2 with 16 pipelines; printed, and held to a band ---
+hull_vs_exp() { # NAME PROFILE M: prints "NAME M paper +X exact +Y total-exact +Z"
+  for cm in exp hull; do
+    "$bin" emulate --profile "$2" --stages 8 --microbatches "$3" --pipelines 16 --tp 8 \
+      --unit-time 0.001 --blocking-power 83.64 --cost-model $cm --straggler 1.2 --json \
+      >"$tmp/hve-$cm.json" 2>/dev/null
+  done
+  "$py" - "$tmp" "$1" "$3" <<'PY'
+import json, os, sys
+e, h = (json.load(open(os.path.join(sys.argv[1], "hve-%s.json" % m))) for m in ("exp", "hull"))
+d = lambda f: f(h) - f(e)
+print("%s M=%s: hull - exp intrinsic saving: paper %+.2f, exact %+.2f points; total saving at "
+      "s = 1.2, exact: %+.2f points" % (sys.argv[2], sys.argv[3],
+      d(lambda j: j["intrinsic_saving_pp"]), d(lambda j: j["exact"]["intrinsic_saving_pp"]),
+      d(lambda j: j["exact"]["stragglers"][0]["saving_pp"])))
+PY
+}
+for m in 12 96; do hull_vs_exp example "$ex" $m; done >"$tmp/hve.txt"
+cat "$tmp/hve.txt"
+awk '{for (i = 1; i <= NF; i++) if ($i ~ /^[+-][0-9.]+,?$/) { v = $i + 0; if (v < 0.05 || v > 0.8) bad = 1 } }
+     END {exit bad}' "$tmp/hve.txt" || fail "hull vs exp on the example profile out of 0.05..0.8 points"
+
 # --- the paper's figures ---
 if [[ ! -f $data/stage_profile/gpt3-175b+a100_sxm_bf16.csv ]]; then
   echo "shared data not found; paper checks skipped"
   exit 77
 fi
+for model in gpt3-175b bloom; do
+  for m in 12 96; do hull_vs_exp $model "$data/stage_profile/$model+a100_sxm_bf16.csv" $m; done
+done >"$tmp/hve-paper.txt"
+cat "$tmp/hve-paper.txt"
+awk '{for (i = 1; i <= NF; i++) if ($i ~ /^[+-][0-9.]+,?$/) { v = $i + 0; if (v < 0.1 || v > 2.5) bad = 1 } }
+     END {exit bad}' "$tmp/hve-paper.txt" || fail "hull vs exp on the paper profiles out of 0.1..2.5 points"
 for model in gpt3-175b bloom; do
   for m in 12 24 48 96; do
     "$bin" emulate --profile "$data/stage_profile/$model+a100_sxm_bf16.csv" --stages 8 \
