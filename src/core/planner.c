@@ -195,7 +195,7 @@ static int alloc_run(run *r, prs_error *err)
 {
     const prs__graph_graph *g = r->g;
     size_t ops = (size_t)g->nops, nodes = (size_t)g->nnodes, arcs = (size_t)g->narcs;
-    r->dur = malloc(ops * sizeof *r->dur);
+    r->dur = calloc(ops, sizeof *r->dur); /* zeroed: every path reads it initialised */
     r->freq = malloc(ops * sizeof *r->freq);
     r->touched = malloc(ops * sizeof *r->touched);
     r->chg_op = malloc(ops * sizeof *r->chg_op);
@@ -259,18 +259,24 @@ static void emit_plan(run *r, long T_planned, long *T, double *energy_j)
     }
 }
 
-/* Every operation type's options and cost model (types: chunks * 2 entries, zeroed); warnings
- * (fallbacks to hull) go to o->warn. */
-static int build_types(const prs_profile *profile, const prs_plan_opts *o, prs__model_optype *types,
-                       prs_error *err)
+/* Every operation type's options and cost model (types: ntypes = chunks * 2 entries, zeroed);
+ * warnings (fallbacks to hull) go to o->warn. */
+static int build_types(const prs_profile *profile, const prs_plan_opts *o, int ntypes,
+                       prs__model_optype *types, prs_error *err)
 {
-    int ntypes = prs_pipeline_chunks(&o->pipe) * 2;
+    if (ntypes < 2) {
+        prs_error_set(err, PRS_EINVAL, "no computations to plan");
+        return PRS_EINVAL; /* visibly non-zero to the static analyser */
+    }
     for (int k = 0; k < ntypes; k++) {
         int fallback = 0;
         prs_error note = {0, ""};
         int rc = prs__model_build_memo(profile, k / 2, (prs_instr)(k % 2), o, types, k, &types[k],
                                        &fallback, &note);
-        if (rc) return prs_error_set(err, rc, "%s", note.msg);
+        if (rc) {
+            prs_error_set(err, rc, "%s", note.msg);
+            return rc;
+        }
         if (fallback && o->warn) o->warn(o->ud, note.msg);
     }
     return 0;
@@ -320,7 +326,8 @@ static double unit_that_fits(const prs_profile *profile, const prs_plan_opts *o,
         prs__model_optype *types = calloc((size_t)ntypes, sizeof *types);
         if (!types) return 0;
         long sp = -1;
-        if (build_types(profile, &q, types, NULL) == 0) sp = frontier_span(g, types, dur, earliest);
+        if (build_types(profile, &q, ntypes, types, NULL) == 0)
+            sp = frontier_span(g, types, dur, earliest);
         free_types(types, ntypes);
         if (sp >= 0 && sp <= max_points) return u;
     }
@@ -336,17 +343,17 @@ static int check_points(run *r, const prs_profile *profile, long *span, prs_erro
     if (*span <= max_points) return 0;
     double u = unit_that_fits(profile, o, r->g, r->dur, r->earliest, *span, max_points);
     if (u > 0)
-        return prs_error_set(err, PRS_EINVAL,
-                             "the frontier would have %ld points at a unit time of %g s, more "
-                             "than the limit of %ld: use a unit time of %g s (the smallest that "
-                             "fits) or raise the limit",
-                             *span, o->pipe.unit_time_s, max_points, u);
-    return prs_error_set(err, PRS_EINVAL,
-                         "the frontier would have %ld points at a unit time of %g s, more than "
-                         "the limit of %ld: use a unit time about %.3g times larger or raise the "
-                         "limit",
-                         *span, o->pipe.unit_time_s, max_points,
-                         (double)*span / (double)max_points);
+        prs_error_set(err, PRS_EINVAL,
+                      "the frontier would have %ld points at a unit time of %g s, more than the "
+                      "limit of %ld: use a unit time of %g s (the smallest that fits) or raise "
+                      "the limit",
+                      *span, o->pipe.unit_time_s, max_points, u);
+    else
+        prs_error_set(err, PRS_EINVAL,
+                      "the frontier would have %ld points at a unit time of %g s, more than the "
+                      "limit of %ld: use a unit time about %.3g times larger or raise the limit",
+                      *span, o->pipe.unit_time_s, max_points, (double)*span / (double)max_points);
+    return PRS_EINVAL; /* visibly non-zero to the static analyser */
 }
 
 /* Emit the current durations' plan as the next frontier point (T: the planned critical path). */
@@ -399,7 +406,7 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
         rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
         goto out;
     }
-    if ((rc = build_types(profile, o, r.types, err)) || (rc = alloc_run(&r, err))) goto out;
+    if ((rc = build_types(profile, o, ntypes, r.types, err)) || (rc = alloc_run(&r, err))) goto out;
     long span;
     if ((rc = check_points(&r, profile, &span, err))) goto out;
 
