@@ -210,10 +210,11 @@ typedef struct prs_emu_summary {
 
 /* Facts about the planned frontier and the baselines (per GPU, unscaled). */
 typedef struct prs_emu_info {
-    size_t frontier_points;
-    double t_min_s;        /* fastest planned time */
-    double e_intr_j;       /* predicted energy there */
-    double t_energy_min_s; /* T*: time of the least predicted energy */
+    size_t frontier_points; /* as planned (the paper variant reads these) */
+    size_t clean_points;    /* on the clean frontier (exact and lookup choose among these) */
+    double t_min_s;         /* fastest planned time */
+    double e_intr_j;        /* predicted energy there */
+    double t_energy_min_s;  /* T*: time of the least predicted energy */
     double e_energy_min_j;
     double eval_t_min_s; /* the no-straggler lookup plan: evaluated time and energy */
     double eval_e_intr_j;

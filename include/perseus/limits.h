@@ -20,6 +20,12 @@
 /* Span q_max - q_min of an operation type's quantized times, in units of tau: the planner keeps
  * a cost table over the span (src/core/options.c); a larger one means a unit time far too small. */
 #define PRS_MAX_UNIT_SPAN 100000000L
+/* A measured time quantized to units of tau (prs__model_quantize): at most 2^53 units, where
+ * doubles still count every unit and the conversion to long is exact. */
+#define PRS_MAX_TIME_UNITS 9007199254740992.0
+/* Critical paths are sums of quantized times in long: the sum of every computation's slowest
+ * quantized time, times the stages (the blocking-energy term), must stay below this (2^62). */
+#define PRS_MAX_PATH_UNITS 4611686018427387904.0
 /* Largest GPU device index accepted anywhere (nvml:INDEX, LOCAL_RANK, CUDA_VISIBLE_DEVICES,
  * perseus-gpud's --gpu nvml:INDEX): NVML and CUDA number devices far below it. */
 #define PRS_MAX_GPU_INDEX 1023
@@ -40,6 +46,12 @@
 /* Max flow with lower bounds: a cut value below -this means no feasible flow (above, a
  * negative value is rounding of sums of capacities). */
 #define PRS_FLOW_INFEASIBLE_TOL 1e-6
+/* Cleaning a frontier (prs_frontier_clean): a plan whose evaluated energy is within this fraction
+ * of the magnitudes compared of a faster plan's, blocking power over the gap included, is taken
+ * as beaten (rounding of sums of energies, not a real saving). */
+#define PRS_CLEAN_REL_TOL 1e-12
+/* The planner's progress callback fires at least this often (seconds) during a run. */
+#define PRS_PROGRESS_INTERVAL_S 0.25
 /* Counting the values of a START:STOP:STEP range: (STOP - START) / STEP may fall just short of
  * a whole number through rounding (0.3 / 0.1); this much is taken as a whole step. */
 #define PRS_RANGE_STEP_TOL 1e-6

@@ -30,6 +30,21 @@ typedef enum prs_schedule {
 } prs_schedule;
 typedef enum prs_cost_model { PRS_COST_EXP = 0, PRS_COST_HULL = 1 } prs_cost_model;
 
+/* Which planner iterations a frontier keeps (docs/planner.md, 'Clean frontier'):
+ *   auto   clean for hull; raw for exp (whose raw frontier is the reference's);
+ *   raw    one point per iteration, as planned;
+ *   clean  only plans that no faster plan beats once blocking power over the time gap is
+ *          counted, by evaluated figures; evaluated times strictly falling. */
+typedef enum prs_frontier_kind {
+    PRS_FRONTIER_AUTO = 0,
+    PRS_FRONTIER_RAW = 1,
+    PRS_FRONTIER_CLEAN = 2
+} prs_frontier_kind;
+
+/* Default bound on frontier length (prs_plan_opts.max_points): a point with its plan changes
+ * takes about 100 bytes in memory and 200 bytes on disk, so this stays under ~200 MB. */
+#define PRS_DEFAULT_MAX_POINTS 1000000L
+
 /* The pipeline being planned: a value type shared by planning and evaluation. */
 typedef struct prs_pipeline {
     int stages; /* GPUs in the pipeline */
@@ -46,8 +61,11 @@ typedef void (*prs_warn_fn)(void *ud, const char *msg);
 typedef struct prs_plan_opts {
     prs_pipeline pipe;
     prs_cost_model cost_model;
-    int always_noise_factor;  /* reference --always-use-noise-factor (exp only) */
-    prs_progress_fn progress; /* optional; called now and then with (done, total estimate) */
+    int always_noise_factor;    /* reference --always-use-noise-factor (exp only) */
+    prs_frontier_kind frontier; /* raw or clean frontier; default auto */
+    long max_points;          /* refuse a pipeline whose frontier could be longer; 0: the default */
+    prs_progress_fn progress; /* optional; called at least every PRS_PROGRESS_INTERVAL_S of a
+                                 run with (done, total estimate), and once at the end */
     prs_warn_fn warn;         /* optional; one line per warning (e.g. a fallback to hull) */
     void *ud;                 /* passed to progress and warn */
 } prs_plan_opts;
@@ -60,6 +78,8 @@ PRS_API const char *prs_schedule_name(prs_schedule s);
 PRS_API int prs_schedule_parse(const char *name, prs_schedule *out);
 PRS_API const char *prs_cost_model_name(prs_cost_model m);
 PRS_API int prs_cost_model_parse(const char *name, prs_cost_model *out);
+PRS_API const char *prs_frontier_kind_name(prs_frontier_kind k);
+PRS_API int prs_frontier_kind_parse(const char *name, prs_frontier_kind *out);
 
 /* Validate a pipeline description (positive sizes, finite positive unit, finite power >= 0). */
 PRS_API int prs_pipeline_check(const prs_pipeline *pipe, prs_error *err);
@@ -88,10 +108,17 @@ typedef struct prs_frontier_point {
 
 typedef struct prs_frontier prs_frontier;
 
-/* Run the planner. On success *out owns the frontier (points slowest first). */
+/* Run the planner. On success *out owns the frontier (points slowest first; at least one: a
+ * pipeline that cannot be shortened has its one plan). Fails with PRS_EINVAL, naming the unit
+ * time to use, when the frontier could hold more than opts->max_points points or a measured
+ * time is too many units long to count. */
 PRS_API int prs_plan(const prs_profile *profile, const prs_plan_opts *opts, prs_frontier **out,
                      prs_error *err);
 PRS_API void prs_frontier_free(prs_frontier *f);
+/* The clean frontier of f (docs/planner.md, 'Clean frontier') into *out, a new frontier: the
+ * plans no faster plan beats (evaluated energy plus blocking power over the time gap, all
+ * stages), ordered by strictly falling evaluated time. Ties go to the earlier point. */
+PRS_API int prs_frontier_clean(const prs_frontier *f, prs_frontier **out, prs_error *err);
 
 PRS_API size_t prs_frontier_size(const prs_frontier *f);
 /* Pointer into the frontier; valid until prs_frontier_free. NULL if k is out of range. */

@@ -37,8 +37,8 @@ void prs_cli_on_warn(void *ud, const char *msg);
 
 /* The pipeline options (cli_pipeline.c), shared by plan, evaluate, emulate and plot savings.
  * A command lists the ones it takes in its getopt table (PRS_CLI_PIPELINE_OPTIONS, and
- * PRS_CLI_COST_MODEL_OPTION where it plans) and hands each one to prs_cli_pipeline_option by
- * its long name. */
+ * PRS_CLI_COST_MODEL_OPTION and PRS_CLI_FRONTIER_OPTIONS where it plans) and hands each one to
+ * prs_cli_pipeline_option by its long name. */
 enum {
     PRS_CLI_STAGES,
     PRS_CLI_MICROBATCHES,
@@ -47,6 +47,8 @@ enum {
     PRS_CLI_SCHEDULE,
     PRS_CLI_VIRTUAL_STAGES,
     PRS_CLI_COST_MODEL,
+    PRS_CLI_FRONTIER,
+    PRS_CLI_MAX_POINTS,
     PRS_CLI_NPIPE
 };
 #define PRS_CLI_BIT(i) (1u << (i))
@@ -66,6 +68,13 @@ enum {
 #define PRS_CLI_COST_MODEL_OPTION(val)                                                             \
     {                                                                                              \
         "cost-model", required_argument, 0, (val)                                                  \
+    }
+
+/* --frontier auto|raw|clean and --max-points N, where the command plans (plan, emulate). */
+#define PRS_CLI_FRONTIER_OPTIONS(val)                                                              \
+    {"frontier", required_argument, 0, (val)},                                                     \
+    {                                                                                              \
+        "max-points", required_argument, 0, (val)                                                  \
     }
 
 typedef struct prs_cli_pipeline {

@@ -9,7 +9,7 @@
 
 static const char *const names[PRS_CLI_NPIPE] = {"stages",         "microbatches", "unit-time",
                                                  "blocking-power", "schedule",     "virtual-stages",
-                                                 "cost-model"};
+                                                 "cost-model",     "frontier",     "max-points"};
 
 void prs_cli_pipeline_init(prs_cli_pipeline *p)
 {
@@ -37,6 +37,14 @@ static int parse_value(const char *cmd, int which, const char *arg, prs_cli_pipe
         return -1;
     case PRS_CLI_VIRTUAL_STAGES:
         return prs_cli_positive_int(cmd, opt, arg, &pipe->virtual_stages);
+    case PRS_CLI_FRONTIER:
+        if (prs_frontier_kind_parse(arg, &p->plan.frontier) == 0) return 0;
+        prs_cli_usage_error(cmd, "--frontier: expected auto, raw or clean, got", arg);
+        return -1;
+    case PRS_CLI_MAX_POINTS:
+        if (prs_num_parse_long(arg, &p->plan.max_points) == 0 && p->plan.max_points >= 1) return 0;
+        prs_cli_usage_error(cmd, "--max-points: expected an integer >= 1, got", arg);
+        return -1;
     default:
         if (prs_cost_model_parse(arg, &p->plan.cost_model) == 0) return 0;
         prs_cli_usage_error(cmd, "--cost-model: expected exp or hull, got", arg);
@@ -58,8 +66,8 @@ int prs_cli_pipeline_option(const char *cmd, const char *name, const char *arg, 
 const char *prs_cli_pipeline_missing(const prs_cli_pipeline *p, unsigned which)
 {
     static const char *const opts[PRS_CLI_NPIPE] = {
-        "--stages",   "--microbatches",   "--unit-time", "--blocking-power",
-        "--schedule", "--virtual-stages", "--cost-model"};
+        "--stages",         "--microbatches", "--unit-time", "--blocking-power", "--schedule",
+        "--virtual-stages", "--cost-model",   "--frontier",  "--max-points"};
     for (int i = 0; i < PRS_CLI_NPIPE; i++)
         if ((which & PRS_CLI_BIT(i)) && !(p->given & PRS_CLI_BIT(i))) return opts[i];
     return NULL;

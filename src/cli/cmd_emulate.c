@@ -19,7 +19,9 @@
 static const char emulate_usage[] =
     "usage: perseus emulate --profile FILE --stages S --microbatches M --pipelines N --tp T\n"
     "                       --unit-time SEC --blocking-power W [--cost-model exp|hull]\n"
+    "                       [--frontier auto|raw|clean] [--max-points N]\n"
     "                       [--schedule NAME [--virtual-stages V]] [--straggler S ...] [--json]\n"
+    "                       [--quiet]\n"
     "\n"
     "Plan one pipeline and emulate N data-parallel copies of it, one straggling at\n"
     "T' = s * T_min: the energy Perseus saves against all computations at the highest\n"
@@ -36,6 +38,10 @@ static const char emulate_usage[] =
     "  --unit-time SEC        planner time quantum, e.g. 0.001\n"
     "  --blocking-power W     GPU power while blocked or idle, e.g. 83.64 (A100)\n"
     "  --cost-model MODEL     exp (default, the reference's) or hull\n"
+    "  --frontier KIND        the frontier planned, as 'perseus plan --frontier' (default auto:\n"
+    "                         clean for hull, raw for exp); the paper's metrics read it, the\n"
+    "                         exact and lookup metrics always choose from its clean frontier\n"
+    "  --max-points N         refuse a frontier longer than N points (default 1000000)\n"
     "  --schedule NAME        1f1b (default), gpipe, or interleaved (with --virtual-stages)\n"
     "  --virtual-stages V     model chunks per GPU for the interleaved schedule (>= 2)\n"
     "  --straggler S ...      slowdown factors >= 1: numbers ('1.1 1.2' or '1.1,1.2') or\n"
@@ -189,6 +195,7 @@ static json_t *json_job(const prs_emulation *e, const char *profile_path, prs_co
     set_real(o, "blocking_power_w", pipe->blocking_power_w);
     json_object_set_new(o, "cost_model", json_string(prs_cost_model_name(model)));
     json_object_set_new(o, "frontier_points", json_integer((json_int_t)in->frontier_points));
+    json_object_set_new(o, "clean_points", json_integer((json_int_t)in->clean_points));
     set_real(o, "t_min_s", in->t_min_s);
     set_real(o, "e_intr_j", pp->energy_j);
     set_real(o, "t_energy_min_s", in->t_energy_min_s);
@@ -269,9 +276,9 @@ static void print_table(const prs_emulation *e, const char *profile_path, prs_co
            pipe->microbatches, prs_schedule_name(pipe->schedule));
     if (pipe->virtual_stages > 1) printf(" (%d virtual stages)", pipe->virtual_stages);
     printf("\nplanner    %s cost model, unit %g s, blocking power %g W/GPU: %zu frontier "
-           "points\n",
+           "points, %zu on the clean frontier\n",
            prs_cost_model_name(model), pipe->unit_time_s, pipe->blocking_power_w,
-           in->frontier_points);
+           in->frontier_points, in->clean_points);
     printf("frontier   T_min %.6g s at %.6g J per pipeline (predicted); least energy at "
            "T* %.6g s (T*/T_min %.3f), %.6g J\n",
            in->t_min_s, pp->energy_j, in->t_energy_min_s, in->t_energy_min_s / in->t_min_s,
@@ -321,12 +328,17 @@ typedef struct emulate_args {
 static int parse_args(int argc, char **argv, emulate_args *a, int *done)
 {
     enum { OPT_PIPE = 'P' };
-    static const struct option opts[] = {
-        {"profile", required_argument, 0, 'p'}, PRS_CLI_PIPELINE_OPTIONS(OPT_PIPE),
-        PRS_CLI_COST_MODEL_OPTION(OPT_PIPE),    {"pipelines", required_argument, 0, 'N'},
-        {"tp", required_argument, 0, 't'},      {"straggler", required_argument, 0, 'x'},
-        {"json", no_argument, 0, 'j'},          {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    static const struct option opts[] = {{"profile", required_argument, 0, 'p'},
+                                         PRS_CLI_PIPELINE_OPTIONS(OPT_PIPE),
+                                         PRS_CLI_COST_MODEL_OPTION(OPT_PIPE),
+                                         PRS_CLI_FRONTIER_OPTIONS(OPT_PIPE),
+                                         {"pipelines", required_argument, 0, 'N'},
+                                         {"tp", required_argument, 0, 't'},
+                                         {"straggler", required_argument, 0, 'x'},
+                                         {"json", no_argument, 0, 'j'},
+                                         {"quiet", no_argument, 0, 'q'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     prs_error err = {0, ""};
     int c, li = 0;
     optind = 1;

@@ -16,7 +16,8 @@
 static const char plan_usage[] =
     "usage: perseus plan --profile FILE --stages S --microbatches M --unit-time SEC\n"
     "                    --blocking-power W [--schedule NAME [--virtual-stages V]]\n"
-    "                    [--cost-model exp|hull] --out DIR\n"
+    "                    [--cost-model exp|hull] [--frontier auto|raw|clean]\n"
+    "                    [--max-points N] [--always-use-noise-factor] [--quiet] --out DIR\n"
     "       perseus plan export DIR (--index K | --time SEC) [--format json|lowtime]\n"
     "\n"
     "Compute the iteration time-energy frontier of a pipeline from a stage profile\n"
@@ -32,6 +33,12 @@ static const char plan_usage[] =
     "                         the profile then has stages * V stages (chunk c on GPU c mod S)\n"
     "  --cost-model MODEL     exp: the reference's exponential fit (default);\n"
     "                         hull: convex hull of measured options, closer to optimal\n"
+    "  --frontier KIND        clean: only plans no faster plan beats (evaluated energy plus\n"
+    "                         blocking power over the time gap), evaluated times strictly\n"
+    "                         falling; raw: one plan per planner iteration; auto (default):\n"
+    "                         clean for hull, raw for exp (the reference's frontier)\n"
+    "  --max-points N         refuse, before planning, a frontier longer than N points\n"
+    "                         (default 1000000), naming the unit time that fits\n"
     "  --always-use-noise-factor  the reference's 5% noise tolerance for every option set\n"
     "  --out DIR              output directory (created if missing): frontier.csv,\n"
     "                         frontier-detail.csv, plans.prs\n"
@@ -237,11 +244,15 @@ typedef struct plan_args {
 static int parse_plan(int argc, char **argv, plan_args *a, int *done)
 {
     enum { OPT_PIPE = 'P' };
-    static const struct option opts[] = {
-        {"profile", required_argument, 0, 'p'}, PRS_CLI_PIPELINE_OPTIONS(OPT_PIPE),
-        PRS_CLI_COST_MODEL_OPTION(OPT_PIPE),    {"always-use-noise-factor", no_argument, 0, 'n'},
-        {"out", required_argument, 0, 'o'},     {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    static const struct option opts[] = {{"profile", required_argument, 0, 'p'},
+                                         PRS_CLI_PIPELINE_OPTIONS(OPT_PIPE),
+                                         PRS_CLI_COST_MODEL_OPTION(OPT_PIPE),
+                                         PRS_CLI_FRONTIER_OPTIONS(OPT_PIPE),
+                                         {"always-use-noise-factor", no_argument, 0, 'n'},
+                                         {"out", required_argument, 0, 'o'},
+                                         {"quiet", no_argument, 0, 'q'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     prs_cli_pipeline_init(&a->pl);
     *done = 0;

@@ -70,8 +70,39 @@ int prs__table_build(const prs_profile *p, const prs_pipeline *pipe, prs__table_
         t->q[j] = prs__model_quantize(rows[i].time_s, pipe->unit_time_s);
         t->time_s[j] = rows[i].time_s;
         t->energy_j[j] = rows[i].energy_j;
+        if (t->q[j] < 0) {
+            free(fill);
+            prs__table_free(t);
+            return FAIL(err, PRS_EINVAL,
+                        "stage %d %s at %d MHz: %g s is too many units of %g s to count; use "
+                        "a larger unit time",
+                        rows[i].stage, prs_instr_name(rows[i].instr), rows[i].freq_mhz,
+                        rows[i].time_s, pipe->unit_time_s);
+        }
     }
     free(fill);
+    return 0;
+}
+
+/* Critical paths and the blocking-energy term count units in long: refuse a unit time so small
+ * that the longest conceivable iteration (every computation one after another at its slowest
+ * clock), times the stages, could overflow. */
+static int check_path_range(const prs_eval *ev, prs_error *err)
+{
+    const prs__table_table *t = &ev->t;
+    double sum = 0;
+    for (int op = 0; op < ev->g.nops; op++) {
+        int k = ev->g.op_type[op];
+        long qmax = 0;
+        for (int j = t->start[k]; j < t->start[k + 1]; j++)
+            if (t->q[j] > qmax) qmax = t->q[j];
+        sum += (double)qmax;
+    }
+    if (sum * (double)ev->pipe.stages > PRS_MAX_PATH_UNITS)
+        return FAIL(err, PRS_EINVAL,
+                    "an iteration could take %.3g units of %g s, too many to count; use a "
+                    "larger unit time",
+                    sum, ev->pipe.unit_time_s);
     return 0;
 }
 
@@ -121,7 +152,7 @@ int prs_eval_open(const prs_profile *profile, const prs_pipeline *pipe, prs_eval
     if (!ev) return FAIL(err, PRS_ENOMEM, "out of memory");
     ev->pipe = *pipe;
     if ((rc = prs__graph_build(pipe, &ev->g, err)) ||
-        (rc = prs__table_build(profile, pipe, &ev->t, err))) {
+        (rc = prs__table_build(profile, pipe, &ev->t, err)) || (rc = check_path_range(ev, err))) {
         prs_eval_close(ev);
         return rc;
     }

@@ -145,3 +145,89 @@ int prs_frontier_lookup(const prs_frontier *f, double straggler_time_s, size_t *
     }
     return 0;
 }
+
+/* ---- The clean frontier (docs/planner.md, 'Clean frontier') ---- */
+
+typedef struct clean_key {
+    double time_s; /* evaluated */
+    double adj_j;  /* evaluated energy - stages * P_block * time: what a faster plan is charged
+                      less for the blocking until a slower one ends */
+    double mag_j;  /* |energy| + |blocking term|, for the rounding tolerance */
+    size_t k;
+} clean_key;
+
+static int by_time_adj_index(const void *x, const void *y)
+{
+    const clean_key *a = x, *b = y;
+    if (a->time_s != b->time_s) return a->time_s < b->time_s ? -1 : 1;
+    if (a->adj_j != b->adj_j) return a->adj_j < b->adj_j ? -1 : 1;
+    return a->k < b->k ? -1 : a->k > b->k;
+}
+
+/* Plan k of f into cur, from the plan at *at (-1: the base) when k is later, else from the base:
+ * cleaning visits points mostly in order, so this is mostly one pass over the changes. */
+static void seek_plan(const prs_frontier *f, long *at, size_t k, int *cur)
+{
+    if (*at >= 0 && (size_t)*at > k) *at = -1;
+    if (*at < 0) memcpy(cur, f->base, sizeof *cur * (size_t)f->nops);
+    size_t from = *at < 0 ? 0 : f->dstart[*at + 1];
+    for (size_t i = from; i < f->dstart[k + 1]; i++)
+        cur[f->dop[i]] = f->dfreq[i];
+    *at = (long)k;
+}
+
+int prs_frontier_clean(const prs_frontier *f, prs_frontier **out, prs_error *err)
+{
+    *out = NULL;
+    size_t n = f->npoints, nops = (size_t)f->nops, nkeep = 0;
+    double bw = (double)f->pipe.stages * f->pipe.blocking_power_w;
+    clean_key *key = malloc(sizeof *key * (n ? n : 1));
+    int *cur = malloc(sizeof *cur * nops), *prev = malloc(sizeof *prev * nops);
+    int *chg_op = malloc(sizeof *chg_op * nops), *chg_freq = malloc(sizeof *chg_freq * nops);
+    prs_frontier *c = prs__frontier_new(&f->pipe, f->model, f->base);
+    int rc = PRS_ENOMEM;
+    if (!key || !cur || !prev || !chg_op || !chg_freq || !c) goto out;
+    for (size_t k = 0; k < n; k++) {
+        const prs_frontier_point *p = &f->pts[k];
+        key[k].time_s = p->eval_time_s;
+        key[k].adj_j = p->eval_energy_j - bw * p->eval_time_s;
+        key[k].mag_j = fabs(p->eval_energy_j) + fabs(bw * p->eval_time_s);
+        key[k].k = k;
+    }
+    qsort(key, n, sizeof *key, by_time_adj_index);
+    /* Fastest first: a plan stays when it beats every faster (or equally fast, earlier) plan by
+     * more than rounding; keep[] gathers the survivors in place, fastest first. */
+    double best = INFINITY, best_mag = 0;
+    for (size_t i = 0; i < n; i++) {
+        double tol = PRS_CLEAN_REL_TOL * (best_mag + key[i].mag_j);
+        if (key[i].adj_j < best - tol) key[nkeep++] = key[i];
+        if (key[i].adj_j < best) {
+            best = key[i].adj_j;
+            best_mag = key[i].mag_j;
+        }
+    }
+    memcpy(prev, f->base, sizeof *prev * nops);
+    long at = -1;
+    for (size_t i = nkeep; i-- > 0;) { /* slowest first */
+        size_t k = key[i].k, nchg = 0;
+        seek_plan(f, &at, k, cur);
+        for (size_t op = 0; op < nops; op++)
+            if (cur[op] != prev[op]) {
+                chg_op[nchg] = (int)op;
+                chg_freq[nchg++] = cur[op];
+                prev[op] = cur[op];
+            }
+        if (prs__frontier_push(c, &f->pts[k], chg_op, chg_freq, nchg)) goto out;
+    }
+    *out = c;
+    c = NULL;
+    rc = 0;
+out:
+    free(key);
+    free(cur);
+    free(prev);
+    free(chg_op);
+    free(chg_freq);
+    prs_frontier_free(c);
+    return rc ? prs_error_set(err, rc, "out of memory cleaning the frontier") : 0;
+}

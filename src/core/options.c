@@ -20,7 +20,9 @@
 
 long prs__model_quantize(double time_s, double unit_s)
 {
-    return (long)prs_num_py_floordiv(time_s, unit_s);
+    double q = prs_num_py_floordiv(time_s, unit_s);
+    /* checked: a conversion of a double beyond the long range would be undefined */
+    return q >= 0 && q <= PRS_MAX_TIME_UNITS ? (long)q : -1;
 }
 
 /* Stable merge sort of candidate indices by a key; order[] is permuted. */
@@ -312,8 +314,8 @@ int prs__model_build_memo(const prs_profile *p, int stage, prs_instr instr, cons
     t->q_max = t->cand[m - 1].q;
     if (t->q_min < 0 || t->q_max - t->q_min > PRS_MAX_UNIT_SPAN)
         return prs_error_set(err, PRS_EINVAL,
-                             "stage %d %s: quantized times %ld..%ld units are out of range "
-                             "(check --unit-time)",
+                             "stage %d %s: quantized times %ld..%ld units are out of range; use "
+                             "a larger unit time",
                              stage, prs_instr_name(instr), t->q_min, t->q_max);
     size_t span = (size_t)(t->q_max - t->q_min + 1);
     t->cost = calloc(span, sizeof *t->cost);

@@ -42,6 +42,28 @@ int prs_cost_model_parse(const char *name, prs_cost_model *out)
     return 0;
 }
 
+const char *prs_frontier_kind_name(prs_frontier_kind k)
+{
+    return k == PRS_FRONTIER_AUTO    ? "auto"
+           : k == PRS_FRONTIER_RAW   ? "raw"
+           : k == PRS_FRONTIER_CLEAN ? "clean"
+                                     : "unknown";
+}
+
+int prs_frontier_kind_parse(const char *name, prs_frontier_kind *out)
+{
+    if (!name) return PRS_EINVAL;
+    if (strcmp(name, "auto") == 0)
+        *out = PRS_FRONTIER_AUTO;
+    else if (strcmp(name, "raw") == 0)
+        *out = PRS_FRONTIER_RAW;
+    else if (strcmp(name, "clean") == 0)
+        *out = PRS_FRONTIER_CLEAN;
+    else
+        return PRS_EINVAL;
+    return 0;
+}
+
 int prs_pipeline_check(const prs_pipeline *p, prs_error *err)
 {
     if (p->stages < 1)

@@ -60,7 +60,8 @@ int prs__model_reference_candidates(const prs_profile_row *const *rows, int nrow
 int prs__model_fit_exp(const prs__model_cand *cand, int n, double unit_s, double *a, double *b,
                        double *c);
 
-/* Quantize a measured time: Python's t // tau (docs/planner.md, 'Options'). */
+/* Quantize a measured time: Python's t // tau (docs/planner.md, 'Options'); -1 when that is
+ * not a count of units in [0, PRS_MAX_TIME_UNITS] (a unit far too small for the time). */
 long prs__model_quantize(double time_s, double unit_s);
 
 /* ---- Schedule DAG, activity-on-arc form (docs/planner.md, 'Schedule DAG') ---- */

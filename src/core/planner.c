@@ -14,10 +14,12 @@
  * that is impossible. Both modes guard the step: if lengthening made a non-critical path too
  * long, the lengthenings are undone so the iteration still shrinks by exactly one unit. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "frontier_int.h"
+#include "perseus/clock.h"
 #include "perseus/numfmt.h"
 #include "plan_int.h"
 
@@ -47,12 +49,11 @@ typedef struct run {
     unsigned char *side;
 } run;
 
+static void free_types(prs__model_optype *types, int ntypes);
+
 static void run_free(run *r)
 {
-    if (r->types)
-        for (int k = 0; k < prs_pipeline_chunks(&r->o->pipe) * 2; k++)
-            prs__model_free(&r->types[k]);
-    free(r->types);
+    free_types(r->types, prs_pipeline_chunks(&r->o->pipe) * 2);
     prs_eval_close(r->ev);
     prs__flow_free(r->net);
     free(r->dur);
@@ -194,7 +195,7 @@ static int alloc_run(run *r, prs_error *err)
 {
     const prs__graph_graph *g = r->g;
     size_t ops = (size_t)g->nops, nodes = (size_t)g->nnodes, arcs = (size_t)g->narcs;
-    r->dur = malloc(ops * sizeof *r->dur);
+    r->dur = calloc(ops, sizeof *r->dur); /* zeroed: every path reads it initialised */
     r->freq = malloc(ops * sizeof *r->freq);
     r->touched = malloc(ops * sizeof *r->touched);
     r->chg_op = malloc(ops * sizeof *r->chg_op);
@@ -258,6 +259,127 @@ static void emit_plan(run *r, long T_planned, long *T, double *energy_j)
     }
 }
 
+/* Every operation type's options and cost model (types: ntypes = chunks * 2 entries, zeroed);
+ * warnings (fallbacks to hull) go to o->warn. */
+static int build_types(const prs_profile *profile, const prs_plan_opts *o, int ntypes,
+                       prs__model_optype *types, prs_error *err)
+{
+    if (ntypes < 2) {
+        prs_error_set(err, PRS_EINVAL, "no computations to plan");
+        return PRS_EINVAL; /* visibly non-zero to the static analyser */
+    }
+    for (int k = 0; k < ntypes; k++) {
+        int fallback = 0;
+        prs_error note = {0, ""};
+        int rc = prs__model_build_memo(profile, k / 2, (prs_instr)(k % 2), o, types, k, &types[k],
+                                       &fallback, &note);
+        if (rc) {
+            prs_error_set(err, rc, "%s", note.msg);
+            return rc;
+        }
+        if (fallback && o->warn) o->warn(o->ud, note.msg);
+    }
+    return 0;
+}
+
+static void free_types(prs__model_optype *types, int ntypes)
+{
+    if (types)
+        for (int k = 0; k < ntypes; k++)
+            prs__model_free(&types[k]);
+    free(types);
+}
+
+/* T_max - T_min in units: every iteration shortens the iteration by one unit, so the raw
+ * frontier has at most this many points (or one, when it is 0). dur, earliest: scratch. */
+static long frontier_span(const prs__graph_graph *g, const prs__model_optype *types, long *dur,
+                          long *earliest)
+{
+    for (int op = 0; op < g->nops; op++)
+        dur[op] = types[g->op_type[op]].q_max;
+    long t_max = prs__graph_cpm(g, dur, earliest, NULL);
+    for (int op = 0; op < g->nops; op++)
+        dur[op] = types[g->op_type[op]].q_min;
+    return t_max - prs__graph_cpm(g, dur, earliest, NULL);
+}
+
+/* The smallest unit time of the 1-2-5 series (1, 2, 5, 10, 20 ... ms) at which the frontier has
+ * at most max_points points; 0 if none within a few decades of the estimate. Points scale as
+ * 1 / unit, so the search starts just below span * unit / max_points. */
+static double unit_that_fits(const prs_profile *profile, const prs_plan_opts *o,
+                             const prs__graph_graph *g, long *dur, long *earliest, long span,
+                             long max_points)
+{
+    static const double mant[3] = {1, 2, 5};
+    double est = o->pipe.unit_time_s * (double)span / (double)max_points;
+    int e = (int)floor(log10(est)) - 1, i = 0;
+    int ntypes = prs_pipeline_chunks(&o->pipe) * 2;
+    for (int tries = 0; tries < 15; tries++) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%g", mant[i] * pow(10, e));
+        double u = strtod(buf, NULL);
+        if (++i == 3) i = 0, e++;
+        if (u <= o->pipe.unit_time_s || u < 0.6 * est) continue;
+        prs_plan_opts q = *o;
+        q.pipe.unit_time_s = u;
+        q.warn = NULL;
+        prs__model_optype *types = calloc((size_t)ntypes, sizeof *types);
+        if (!types) return 0;
+        long sp = -1;
+        if (build_types(profile, &q, ntypes, types, NULL) == 0)
+            sp = frontier_span(g, types, dur, earliest);
+        free_types(types, ntypes);
+        if (sp >= 0 && sp <= max_points) return u;
+    }
+    return 0;
+}
+
+/* Refuse a frontier longer than the limit, before planning, naming the unit time to use. */
+static int check_points(run *r, const prs_profile *profile, long *span, prs_error *err)
+{
+    const prs_plan_opts *o = r->o;
+    long max_points = o->max_points > 0 ? o->max_points : PRS_DEFAULT_MAX_POINTS;
+    *span = frontier_span(r->g, r->types, r->dur, r->earliest);
+    if (*span <= max_points) return 0;
+    double u = unit_that_fits(profile, o, r->g, r->dur, r->earliest, *span, max_points);
+    if (u > 0)
+        prs_error_set(err, PRS_EINVAL,
+                      "the frontier would have %ld points at a unit time of %g s, more than the "
+                      "limit of %ld: use a unit time of %g s (the smallest that fits) or raise "
+                      "the limit",
+                      *span, o->pipe.unit_time_s, max_points, u);
+    else
+        prs_error_set(err, PRS_EINVAL,
+                      "the frontier would have %ld points at a unit time of %g s, more than the "
+                      "limit of %ld: use a unit time about %.3g times larger or raise the limit",
+                      *span, o->pipe.unit_time_s, max_points, (double)*span / (double)max_points);
+    return PRS_EINVAL; /* visibly non-zero to the static analyser */
+}
+
+/* Emit the current durations' plan as the next frontier point (T: the planned critical path). */
+static int push_point(run *r, prs_frontier *f, long T, double delta)
+{
+    const prs_plan_opts *o = r->o;
+    long T_eval;
+    double E_eval;
+    emit_plan(r, T, &T_eval, &E_eval);
+    size_t nchg = 0;
+    for (int op = 0; op < r->g->nops; op++)
+        if (r->plan[op] != r->prev_plan[op]) {
+            r->chg_op[nchg] = op;
+            r->chg_freq[nchg++] = r->plan[op];
+            r->prev_plan[op] = r->plan[op];
+        }
+    prs_frontier_point pt;
+    pt.time_units = T;
+    pt.time_s = (double)T * o->pipe.unit_time_s;
+    pt.energy_j = predicted_cost(r) + (double)o->pipe.stages * o->pipe.blocking_power_w * pt.time_s;
+    pt.cost_change_j = delta;
+    pt.eval_time_s = (double)T_eval * o->pipe.unit_time_s;
+    pt.eval_energy_j = E_eval;
+    return prs__frontier_push(f, &pt, r->chg_op, r->chg_freq, nchg);
+}
+
 int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **out, prs_error *err)
 {
     *out = NULL;
@@ -265,36 +387,30 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
     if (rc) return rc;
     if (o->cost_model != PRS_COST_EXP && o->cost_model != PRS_COST_HULL)
         return prs_error_set(err, PRS_EINVAL, "unknown cost model %d", (int)o->cost_model);
+    if ((unsigned)o->frontier > PRS_FRONTIER_CLEAN)
+        return prs_error_set(err, PRS_EINVAL, "unknown frontier kind %d", (int)o->frontier);
+    if (o->max_points < 0)
+        return prs_error_set(err, PRS_EINVAL, "max points must be >= 0 (0: the default), got %ld",
+                             o->max_points);
     if ((rc = prs_profile_check_stages(profile, prs_pipeline_chunks(&o->pipe), err))) return rc;
     run r;
     memset(&r, 0, sizeof r);
     r.o = o;
     prs_frontier *f = NULL;
-    int S = o->pipe.stages;
     int ntypes = prs_pipeline_chunks(&o->pipe) * 2;
+    /* the evaluation context first: it checks that every measured time counts in units */
+    if ((rc = prs_eval_open(profile, &o->pipe, &r.ev, err))) goto out;
+    r.g = &r.ev->g;
     r.types = calloc((size_t)ntypes, sizeof *r.types);
     if (!r.types) {
         rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
         goto out;
     }
-    for (int k = 0; k < ntypes; k++) {
-        int fallback = 0;
-        prs_error note = {0, ""};
-        if ((rc = prs__model_build_memo(profile, k / 2, (prs_instr)(k % 2), o, r.types, k,
-                                        &r.types[k], &fallback, &note))) {
-            prs_error_set(err, rc, "%s", note.msg);
-            goto out;
-        }
-        if (fallback && o->warn) o->warn(o->ud, note.msg);
-    }
-    if ((rc = prs_eval_open(profile, &o->pipe, &r.ev, err))) goto out;
-    r.g = &r.ev->g;
-    if ((rc = alloc_run(&r, err))) goto out;
+    if ((rc = build_types(profile, o, ntypes, r.types, err)) || (rc = alloc_run(&r, err))) goto out;
+    long span;
+    if ((rc = check_points(&r, profile, &span, err))) goto out;
 
     const prs__graph_graph *g = r.g;
-    for (int op = 0; op < g->nops; op++)
-        r.dur[op] = type_of(&r, op)->q_min;
-    long T_min = prs__graph_cpm(g, r.dur, r.earliest, NULL);
     for (int op = 0; op < g->nops; op++) {
         r.dur[op] = type_of(&r, op)->q_max;
         r.freq[op] = knob(&r, op);
@@ -310,7 +426,9 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
         goto out;
     }
     long T = prs__graph_cpm(g, r.dur, r.earliest, r.latest);
-    long total = T - T_min > 0 ? T - T_min : 1, done = 0;
+    long total = span > 0 ? span : 1, done = 0;
+    double next_report = prs_mono_s() + PRS_PROGRESS_INTERVAL_S;
+    if (o->progress) o->progress(o->ud, 0, total);
     for (;;) {
         double delta = 0;
         int nt = 0;
@@ -321,28 +439,30 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
         for (int i = 0; i < nt; i++)
             r.freq[r.touched[i]] = knob(&r, r.touched[i]);
         T = prs__graph_cpm(g, r.dur, r.earliest, r.latest);
-        long T_eval;
-        double E_eval;
-        emit_plan(&r, T, &T_eval, &E_eval);
-        size_t nchg = 0;
-        for (int op = 0; op < g->nops; op++)
-            if (r.plan[op] != r.prev_plan[op]) {
-                r.chg_op[nchg] = op;
-                r.chg_freq[nchg++] = r.plan[op];
-                r.prev_plan[op] = r.plan[op];
-            }
-        prs_frontier_point pt;
-        pt.time_units = T;
-        pt.time_s = (double)T * o->pipe.unit_time_s;
-        pt.energy_j = predicted_cost(&r) + (double)S * o->pipe.blocking_power_w * pt.time_s;
-        pt.cost_change_j = delta;
-        pt.eval_time_s = (double)T_eval * o->pipe.unit_time_s;
-        pt.eval_energy_j = E_eval;
-        if (prs__frontier_push(f, &pt, r.chg_op, r.chg_freq, nchg)) {
+        if (push_point(&r, f, T, delta)) {
             rc = prs_error_set(err, PRS_ENOMEM, "out of memory storing plans");
             goto out;
         }
-        if (o->progress && (++done % 16 == 0)) o->progress(o->ud, done, total);
+        done++;
+        if (o->progress && (done % 16 == 0 || prs_mono_s() >= next_report)) {
+            o->progress(o->ud, done, total);
+            next_report = prs_mono_s() + PRS_PROGRESS_INTERVAL_S;
+        }
+    }
+    /* No iteration could shorten the pipeline (one achievable time): its one plan is the start,
+     * every computation at its slowest candidate. */
+    if (prs_frontier_size(f) == 0 && push_point(&r, f, T, 0)) {
+        rc = prs_error_set(err, PRS_ENOMEM, "out of memory storing plans");
+        goto out;
+    }
+    prs_frontier_kind kind = o->frontier;
+    if (kind == PRS_FRONTIER_AUTO)
+        kind = o->cost_model == PRS_COST_HULL ? PRS_FRONTIER_CLEAN : PRS_FRONTIER_RAW;
+    if (kind == PRS_FRONTIER_CLEAN) {
+        prs_frontier *c = NULL;
+        if ((rc = prs_frontier_clean(f, &c, err))) goto out;
+        prs_frontier_free(f);
+        f = c;
     }
     if (o->progress) o->progress(o->ud, total, total);
     *out = f;

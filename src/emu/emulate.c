@@ -10,9 +10,9 @@
  *           T_min with measured busy times (even where all-max really takes longer: the Bloom
  *           quirk), non-stragglers on the least-energy point with t <= T'. Baselines are charged
  *           the same way as E_base, at T_min (as the artifact charges EnvPipe);
- *   exact   every plan's exact evaluation; the all-max reference at its real critical path; each
- *           strategy's straggler slowed from its own no-slowdown time;
- *   lookup  exact, with non-stragglers on the server's lookup rule (prs_frontier_lookup), which
+ *   exact   every plan's exact evaluation, on the clean frontier (prs_frontier_clean); the all-max
+ * reference at its real critical path; each strategy's straggler slowed from its own no-slowdown
+ * time; lookup  exact, with non-stragglers on the server's lookup rule (prs_frontier_lookup), which
  *           counts the blocking energy until T' and so prefers the slowest plan that fits.
  *
  * Static baselines (all-max, EnvPipe) do not react to a straggler: their non-stragglers finish
@@ -31,6 +31,7 @@ struct prs_emulation {
     prs_emu_job job;
     prs_frontier *owned;
     const prs_frontier *f;
+    prs_frontier *clean; /* f cleaned: what exact and lookup choose from */
     prs_emu_info info;
     prs_emu_summary sum[PRS_EMU_NVARIANTS][PRS_EMU_NSTRATEGIES];
     unsigned char have[PRS_EMU_NVARIANTS][PRS_EMU_NSTRATEGIES];
@@ -41,6 +42,7 @@ void prs_emulation_free(prs_emulation *e)
 {
     if (!e) return;
     prs_frontier_free(e->owned);
+    prs_frontier_free(e->clean);
     free(e->rows);
     free(e);
 }
@@ -218,14 +220,15 @@ static int read_frontier(prs_emulation *e, const prs_frontier *f, work *w, prs_e
     w->t_min = t_min;
     size_t k_intr = 0, k_star = 0, k_eval = 0;
     if (prs_emu_paper_rule(pred, np, t_min, &k_intr) ||
-        prs_emu_paper_rule(pred, np, INFINITY, &k_star) || prs_frontier_lookup(f, 0, &k_eval))
+        prs_emu_paper_rule(pred, np, INFINITY, &k_star) ||
+        prs_frontier_lookup(e->clean, 0, &k_eval))
         return prs__emu_error(err, PRS_ERANGE, "the frontier has no usable point");
     info->t_min_s = pred[k_intr].time_s;
     info->e_intr_j = pred[k_intr].energy_j;
     info->t_energy_min_s = pred[k_star].time_s;
     info->e_energy_min_j = pred[k_star].energy_j;
-    info->eval_t_min_s = prs_frontier_point_at(f, k_eval)->eval_time_s;
-    info->eval_e_intr_j = prs_frontier_point_at(f, k_eval)->eval_energy_j;
+    info->eval_t_min_s = prs_frontier_point_at(e->clean, k_eval)->eval_time_s;
+    info->eval_e_intr_j = prs_frontier_point_at(e->clean, k_eval)->eval_energy_j;
     return 0;
 }
 
@@ -354,8 +357,10 @@ int prs_emulate_frontier(const prs_profile *profile, const prs_frontier *f,
     e->job.tp = o->tp;
     e->job.blocking_power_w = pipe->blocking_power_w;
     e->info.frontier_points = w.np;
+    if ((rc = prs_frontier_clean(f, &e->clean, err))) goto fail;
+    e->info.clean_points = prs_frontier_size(e->clean);
     if ((rc = read_frontier(e, f, &w, err)) || (rc = baselines(profile, pipe, e, &w, err)) ||
-        (rc = fill_paper(e, o, &w, err)) || (rc = fill_exact(e, f, o, &w, err)))
+        (rc = fill_paper(e, o, &w, err)) || (rc = fill_exact(e, e->clean, o, &w, err)))
         goto fail;
     work_free(&w);
     *out = e;

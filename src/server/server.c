@@ -220,6 +220,7 @@ static void *planner_main(void *arg)
     prs_plan_opts_default(&o);
     o.pipe = t->pipe;
     o.cost_model = j->spec.cost_model;
+    o.frontier = PRS_FRONTIER_CLEAN; /* the plans served: none beaten by a faster one */
     o.progress = on_plan_progress;
     o.ud = t;
     prs_frontier *f = NULL;

@@ -60,6 +60,22 @@ for sch in 1f1b gpipe; do
     fail "M < S with $sch"
 done
 
+expect_error 2 "--frontier: expected auto, raw or clean, got 'tidy'" "$bin" emulate "${job[@]}" --frontier tidy
+expect_error 2 "more than the limit of 100: use a unit time of 0.02 s" "$bin" emulate "${job[@]}" --max-points 100
+
+# --- one achievable time: the one plan is the frontier, and every strategy runs on it ---
+{ echo "stage,instruction,frequency,time,energy"
+  for s in 0 1; do echo "$s,forward,1410,0.05,20"; echo "$s,backward,1410,0.1,40"; done; } >"$tmp/one.csv"
+"$bin" emulate --profile "$tmp/one.csv" --stages 2 --microbatches 2 --pipelines 4 --tp 1 \
+  --unit-time 0.001 --blocking-power 50 --straggler 1.2 --json >"$tmp/one.json" 2>"$tmp/err" ||
+  fail "one clock: $(cat "$tmp/err")"
+"$py" - "$tmp/one.json" <<'PY' || fail "one clock: emulation figures"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["frontier_points"] == 1 and j["clean_points"] == 1, j
+assert j["intrinsic_saving_pp"] == 0 and j["t_min_s"] == 0.45, j
+PY
+
 # --- straggler lists and ranges: every spelling gives the same factors ---
 "$bin" emulate "${job[@]}" --straggler 1.1 1.2 --json >"$tmp/a.json"
 "$bin" emulate "${job[@]}" --straggler 1.1,1.2 --json >"$tmp/b.json"
@@ -137,11 +153,40 @@ grep -q "^\[lookup\]" "$tmp/table.txt" || fail "table: no [lookup] section"
 grep -qE "^ +s +strategy +saving % +intr\. % +extr\. % +per-pipe % +tstar" "$tmp/table.txt" ||
   fail "table: no labelled columns"
 
+# --- hull against exp (README, 'Emulating a job'): saving points gained by hull, paper recipe and
+# exact evaluation, at s = 1.2 with 16 pipelines; printed, and held to a band ---
+hull_vs_exp() { # NAME PROFILE M: prints "NAME M paper +X exact +Y total-exact +Z"
+  for cm in exp hull; do
+    "$bin" emulate --profile "$2" --stages 8 --microbatches "$3" --pipelines 16 --tp 8 \
+      --unit-time 0.001 --blocking-power 83.64 --cost-model $cm --straggler 1.2 --json \
+      >"$tmp/hve-$cm.json" 2>/dev/null
+  done
+  "$py" - "$tmp" "$1" "$3" <<'PY'
+import json, os, sys
+e, h = (json.load(open(os.path.join(sys.argv[1], "hve-%s.json" % m))) for m in ("exp", "hull"))
+d = lambda f: f(h) - f(e)
+print("%s M=%s: hull - exp intrinsic saving: paper %+.2f, exact %+.2f points; total saving at "
+      "s = 1.2, exact: %+.2f points" % (sys.argv[2], sys.argv[3],
+      d(lambda j: j["intrinsic_saving_pp"]), d(lambda j: j["exact"]["intrinsic_saving_pp"]),
+      d(lambda j: j["exact"]["stragglers"][0]["saving_pp"])))
+PY
+}
+for m in 12 96; do hull_vs_exp example "$ex" $m; done >"$tmp/hve.txt"
+cat "$tmp/hve.txt"
+awk '{for (i = 1; i <= NF; i++) if ($i ~ /^[+-][0-9.]+,?$/) { v = $i + 0; if (v < 0.05 || v > 0.8) bad = 1 } }
+     END {exit bad}' "$tmp/hve.txt" || fail "hull vs exp on the example profile out of 0.05..0.8 points"
+
 # --- the paper's figures ---
 if [[ ! -f $data/stage_profile/gpt3-175b+a100_sxm_bf16.csv ]]; then
   echo "shared data not found; paper checks skipped"
   exit 77
 fi
+for model in gpt3-175b bloom; do
+  for m in 12 96; do hull_vs_exp $model "$data/stage_profile/$model+a100_sxm_bf16.csv" $m; done
+done >"$tmp/hve-paper.txt"
+cat "$tmp/hve-paper.txt"
+awk '{for (i = 1; i <= NF; i++) if ($i ~ /^[+-][0-9.]+,?$/) { v = $i + 0; if (v < 0.1 || v > 2.5) bad = 1 } }
+     END {exit bad}' "$tmp/hve-paper.txt" || fail "hull vs exp on the paper profiles out of 0.1..2.5 points"
 for model in gpt3-175b bloom; do
   for m in 12 24 48 96; do
     "$bin" emulate --profile "$data/stage_profile/$model+a100_sxm_bf16.csv" --stages 8 \

@@ -32,6 +32,9 @@ expect_error 2 "--unit-time: expected a number > 0, got '-1'" "$bin" plan --unit
 expect_error 2 "--blocking-power: expected a number >= 0, got 'nan'" "$bin" plan --blocking-power nan
 expect_error 2 "--cost-model: expected exp or hull, got 'cubic'" "$bin" plan --cost-model cubic
 expect_error 2 "unknown option '--bogus'" "$bin" plan --bogus
+expect_error 2 "--frontier: expected auto, raw or clean, got 'tidy'" "$bin" plan --frontier tidy
+expect_error 2 "--max-points: expected an integer >= 1, got '0'" "$bin" plan --max-points 0
+expect_error 2 "--max-points: expected an integer >= 1, got 'many'" "$bin" plan --max-points many
 expect_error 2 "unknown command 'plna'" "$bin" plna
 expect_error 2 "stage 8 has no forward rows" "$bin" plan --profile "$ex" --stages 9 \
   --microbatches 4 --unit-time 0.001 --blocking-power 83.64 --out "$tmp/x"
@@ -66,6 +69,31 @@ check_bad fields "fields.csv:2:" "$hdr"$'\n'"0,forward,1410,0.05"$'\n'
 grep -q "stage 0 forward: .*using the hull cost model" "$tmp/err" || fail "no fallback warning"
 [[ -s $tmp/few/frontier.csv ]] || fail "fallback: no frontier"
 
+# --- one achievable time (one clock everywhere): a one-plan frontier, exit 0 ---
+{ echo "$hdr"; for s in 0 1; do echo "$s,forward,1410,0.05,20"; echo "$s,backward,1410,0.1,40"; done; } >"$tmp/one.csv"
+for m in exp hull; do
+  "$bin" plan --profile "$tmp/one.csv" --stages 2 --microbatches 2 --unit-time 0.001 \
+    --blocking-power 50 --cost-model $m --out "$tmp/one-$m" 2>"$tmp/err" || fail "one clock, $m: $(cat "$tmp/err")"
+  [[ $(wc -l <"$tmp/one-$m/frontier.csv") -eq 2 ]] || fail "one clock, $m: want one plan"
+  "$bin" plan export "$tmp/one-$m" --index 0 >/dev/null || fail "one clock, $m: export"
+done
+
+# --- frontier length: refused before planning, naming the unit that fits; no overflow ---
+expect_error 2 "would have 1162 points at a unit time of 0.001 s, more than the limit of 100: use a unit time of 0.02 s" \
+  "$bin" plan --profile "$ex" "${common[@]}" --max-points 100 --out "$tmp/lim"
+[[ ! -e $tmp/lim ]] || fail "output directory created for a refused plan"
+"$bin" plan --profile "$ex" "${common[@]}" --quiet --unit-time 0.02 --max-points 100 --out "$tmp/lim"
+(($(wc -l <"$tmp/lim/frontier.csv") <= 101)) || fail "--max-points 100 at the unit named"
+expect_error 2 "more than the limit of 1000000: use a unit time of 2e-06 s" \
+  "$bin" plan --profile "$ex" "${common[@]}" --cost-model hull --unit-time 1e-7 --out "$tmp/lim2"
+# times x 1e4: ~15 million points; refused at once (it used to run for minutes)
+awk -F, 'NR == 1 {print; next} {printf "%s,%s,%s,%s,%s\n", $1, $2, $3, $4 * 1e4, $5}' "$ex" >"$tmp/x1e4.csv"
+expect_error 2 "would have 14957152 points .* use a unit time of 0.02 s" \
+  "$bin" plan --profile "$tmp/x1e4.csv" "${common[@]}" --quiet --out "$tmp/x1e4"
+awk -F, 'NR == 1 {print; next} {printf "%s,%s,%s,%s,%s\n", $1, $2, $3, $4 * 1e300, $5}' "$ex" >"$tmp/huge.csv"
+expect_error 2 "stage 0 .* too many units of 0.001 s to count; use a larger unit time" \
+  "$bin" plan --profile "$tmp/huge.csv" "${common[@]}" --out "$tmp/huge"
+
 # --- the example profile, both models; export by index and time ---
 "$bin" plan --profile "$ex" "${common[@]}" --quiet --out "$tmp/ex"
 "$bin" plan --profile "$ex" "${common[@]}" --quiet --cost-model hull --out "$tmp/exh"
@@ -74,6 +102,25 @@ for d in ex exh; do
   [[ $(head -1 "$tmp/$d/frontier.csv") == "time,energy" ]] || fail "frontier header"
 done
 n=$(($(wc -l <"$tmp/ex/frontier.csv") - 1))
+# hull's frontier is clean by default: evaluated times strictly falling, no plan dominated by a
+# faster one plus blocking power over the gap; --frontier raw keeps every iteration
+"$bin" plan --profile "$ex" "${common[@]}" --quiet --cost-model hull --frontier raw --out "$tmp/exr"
+for d in exh exr; do
+  /usr/bin/python3 - "$tmp/$d/frontier-detail.csv" 8 83.64 >"$tmp/$d.faults" <<'PY'
+import csv, sys
+rows = [(float(r["eval_time"]), float(r["eval_energy"])) for r in csv.DictReader(open(sys.argv[1]))]
+bw = int(sys.argv[2]) * float(sys.argv[3])
+dom = sum(any(a[0] < b[0] and a[1] + bw * (b[0] - a[0]) <= b[1] for a in rows) for b in rows)
+rev = sum(rows[k][0] >= rows[k - 1][0] for k in range(1, len(rows)))
+print(len(rows), dom, rev)
+PY
+done
+read -r nh dh rh <"$tmp/exh.faults"
+read -r nr dr rr <"$tmp/exr.faults"
+[[ $dh == 0 && $rh == 0 ]] || fail "hull frontier not clean: $dh dominated, $rh reversals"
+((nh < nr && rr > 0)) || fail "hull raw frontier ($nr points, $rr reversals) vs clean ($nh)"
+"$bin" plan --profile "$ex" "${common[@]}" --quiet --frontier clean --out "$tmp/exc"
+(($(wc -l <"$tmp/exc/frontier.csv") - 1 < n)) || fail "exp --frontier clean keeps every point"
 "$bin" plan export "$tmp/ex" --index 0 >"$tmp/p0.json"
 /usr/bin/python3 - "$tmp/p0.json" "$tmp/ex/frontier-detail.csv" <<'PY'
 import csv, json, sys

@@ -208,6 +208,7 @@ static prs_frontier *check_run(const run_desc *r, totals *tot)
     o.pipe.unit_time_s = r->unit_s;
     o.pipe.blocking_power_w = r->power_w;
     o.cost_model = r->model;
+    o.frontier = PRS_FRONTIER_RAW; /* properties of the iterations themselves */
     prs_frontier *f = NULL;
     prs_error err = {0};
     if (prs_plan(r->prof, &o, &f, &err) != PRS_OK)

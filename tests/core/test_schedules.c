@@ -893,6 +893,7 @@ static void check_plan(prs_schedule sched, int S, int V, int M)
         o.pipe = x.pipe;
         o.pipe.blocking_power_w = so.gpu->blocking_power_w;
         o.cost_model = models[k];
+        o.frontier = PRS_FRONTIER_RAW; /* one point per iteration, one unit apart */
         prs_frontier *f = NULL;
         int rc = prs_plan(prof, &o, &f, &err);
         if (rc)

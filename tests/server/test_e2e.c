@@ -176,6 +176,19 @@ static void test_job_through_every_phase(void **state)
     json_t *frontier = json_incref(fr.json);
     http_reply_free(&fr);
     assert_int_equal(json_int(frontier, "fastest"), id0);
+    /* The server plans a clean frontier: evaluated times strictly falling, and no plan that a
+     * faster one, charged blocking power until it ends, costs no more than. */
+    json_t *pts = json_object_get(frontier, "points");
+    for (size_t k = 0; k < json_array_size(pts); k++) {
+        double t = json_num(json_array_get(pts, k), "eval_time_s");
+        double e = json_num(json_array_get(pts, k), "eval_energy_j");
+        if (k > 0) assert_true(t < json_num(json_array_get(pts, k - 1), "eval_time_s"));
+        for (size_t i = k + 1; i < json_array_size(pts); i++) {
+            double ti = json_num(json_array_get(pts, i), "eval_time_s");
+            double ei = json_num(json_array_get(pts, i), "eval_energy_j");
+            assert_true(ei + STAGES * 83.64 * (t - ti) > e);
+        }
+    }
     double tf =
         json_num(json_array_get(json_object_get(frontier, "points"), (size_t)id0), "eval_time_s");
 
