@@ -24,6 +24,11 @@ PRS_API int prs_num_parse_double(const char *s, double *out);
 PRS_API int prs_num_parse_long(const char *s, long *out);
 PRS_API int prs_num_parse_int(const char *s, int *out);
 
+/* A copy of the JSON text json with every real number in the shortest form that reads back as
+ * the same double ("83.64", not the 17 digits "83.640000000000001" of a %.17g writer); strings,
+ * integers and everything else unchanged. malloc'd (free it); NULL when out of memory. */
+PRS_API char *prs_num_json_shortest(const char *json);
+
 /* Python's float floor division a // b (fmod-based; differs from floor(a/b) in corner cases:
  * Python gives 9.0 for 1.0 // 0.1). docs/planner.md, 'Options'. */
 PRS_API double prs_num_py_floordiv(double a, double b);

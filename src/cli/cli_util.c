@@ -1,6 +1,5 @@
 /* Helpers every perseus subcommand shares: one-line usage errors, strict option values, the
  * planner's progress bar and warnings on stderr, JSON on stdout (cli.h). */
-#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,47 +66,14 @@ json_t *prs_cli_json_real(double x)
     return isfinite(x) ? json_real(x) : json_null();
 }
 
-/* Write the JSON text s with every real number in its shortest form that reads back as the same
- * double ("938.6006994736958", not jansson's 17 digits "938.60069947369584"); strings and
- * integers as they are. */
-static int put_shortest_reals(const char *s, FILE *out)
-{
-    int in_str = 0;
-    for (const char *p = s; *p;) {
-        if (in_str) {
-            if (*p == '\\' && p[1])
-                putc(*p++, out);
-            else if (*p == '"')
-                in_str = 0;
-            putc(*p++, out);
-            continue;
-        }
-        if (*p == '"') in_str = 1;
-        if (*p != '-' && !isdigit((unsigned char)*p)) {
-            putc(*p++, out);
-            continue;
-        }
-        size_t n = strspn(p, "+-0123456789.eE");
-        char tok[64], num[PRS_NUMFMT_MAX];
-        int real = n < sizeof tok && strcspn(p, ".eE") < n;
-        if (real) {
-            memcpy(tok, p, n);
-            tok[n] = '\0';
-            fputs(prs_num_fmt_double(num, sizeof num, strtod(tok, NULL)), out);
-        } else {
-            fwrite(p, 1, n, out);
-        }
-        p += n;
-    }
-    return ferror(out) ? -1 : 0;
-}
-
 int prs_cli_json_print(json_t *v, size_t flags)
 {
     if (!(flags & JSON_REAL_PRECISION(31))) flags |= JSON_REAL_PRECISION(17);
     flags |= JSON_PRESERVE_ORDER;
-    char *text = v ? json_dumps(v, flags) : NULL;
-    int rc = text && put_shortest_reals(text, stdout) == 0 && putchar('\n') != EOF ? 0 : -1;
+    char *dump = v ? json_dumps(v, flags) : NULL;
+    char *text = dump ? prs_num_json_shortest(dump) : NULL;
+    int rc = text && fputs(text, stdout) != EOF && putchar('\n') != EOF ? 0 : -1;
+    free(dump);
     free(text);
     json_decref(v);
     return rc;

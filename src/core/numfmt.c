@@ -7,6 +7,7 @@
  *
  * The strict parsers take plain decimal text only: no leading whitespace (strto* would skip it),
  * and for doubles no hex floats, "inf" or "nan" (strtod takes them; none is a measurement). */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -172,4 +173,45 @@ double prs_num_py_floordiv(double a, double b)
         floordiv = copysign(0.0, a / b);
     }
     return floordiv;
+}
+
+/* Length of the number token at p (JSON: -, digits, '.', e/E, signs), and whether it is a real. */
+static size_t number_token(const char *p, int *real)
+{
+    size_t n = strspn(p, "+-0123456789.eE");
+    *real = strcspn(p, ".eE") < n;
+    return n;
+}
+
+char *prs_num_json_shortest(const char *json)
+{
+    size_t len = strlen(json), o = 0;
+    char *out = malloc(2 * len + PRS_NUMFMT_MAX + 1);
+    if (!out) return NULL;
+    int in_str = 0;
+    for (const char *p = json; *p;) {
+        if (in_str || (*p != '-' && !isdigit((unsigned char)*p))) {
+            if (in_str && *p == '\\' && p[1])
+                out[o++] = *p++;
+            else if (*p == '"')
+                in_str = !in_str;
+            out[o++] = *p++;
+            continue;
+        }
+        int real;
+        size_t n = number_token(p, &real);
+        char tok[64];
+        if (real && n < sizeof tok) {
+            memcpy(tok, p, n);
+            tok[n] = '\0';
+            prs_num_fmt_double(out + o, PRS_NUMFMT_MAX, strtod(tok, NULL));
+            o += strlen(out + o);
+        } else {
+            memcpy(out + o, p, n);
+            o += n;
+        }
+        p += n;
+    }
+    out[o] = '\0';
+    return out;
 }

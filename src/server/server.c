@@ -395,10 +395,12 @@ static enum MHD_Result send_text(struct MHD_Connection *c, conn_ctx *cc, int sta
     return ret;
 }
 
-/* Send a JSON value (steals the reference). */
+/* Send a JSON value (steals the reference); reals in their shortest round-trip form. */
 static enum MHD_Result send_json(struct MHD_Connection *c, conn_ctx *cc, int status, json_t *v)
 {
-    char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    char *dump = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    char *text = dump ? prs_num_json_shortest(dump) : NULL;
+    free(dump);
     json_decref(v);
     if (!text) {
         static const char oom[] =

@@ -218,6 +218,28 @@ static void test_parse_long_int(void **state)
     assert_int_equal(prs_num_parse_long(NULL, &l), -1);
 }
 
+/* JSON reals in shortest form; strings (escapes, digits), integers and structure untouched. */
+static void test_json_shortest(void **state)
+{
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"{\"blocking_power_w\":83.640000000000001}", "{\"blocking_power_w\":83.64}"},
+        {"[938.60069947369584,-0.10000000000000001,12,-7]", "[938.6006994736958,-0.1,12,-7]"},
+        {"{\"a\":9.9999999999999995e-08,\"b\":5736.0}", "{\"a\":1e-07,\"b\":5736.0}"},
+        {"{\"s\":\"83.640000000000001 \\\" 1.50\",\"t\":1.5}",
+         "{\"s\":\"83.640000000000001 \\\" 1.50\",\"t\":1.5}"},
+        {"{\"n\":null,\"x\":true,\"big\":1e+300}", "{\"n\":null,\"x\":true,\"big\":1e+300}"},
+        {"", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *got = prs_num_json_shortest(cases[i].in);
+        assert_non_null(got);
+        assert_string_equal(got, cases[i].out);
+        free(got);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,6 +249,7 @@ int main(void)
         cmocka_unit_test(test_py_floordiv),
         cmocka_unit_test(test_parse_double),
         cmocka_unit_test(test_parse_long_int),
+        cmocka_unit_test(test_json_shortest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

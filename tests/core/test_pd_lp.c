@@ -258,6 +258,7 @@ static void run_case(const tcase *c, stats *st)
     o.pipe.unit_time_s = c->unit_s;
     o.pipe.blocking_power_w = c->p_block_w;
     o.cost_model = c->model;
+    o.frontier = PRS_FRONTIER_RAW; /* the planner's own points, each checked against the LP */
     prs_error err = {0, ""};
     prs_frontier *f = NULL;
     double t_plan = now_s();
