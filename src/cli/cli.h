@@ -20,6 +20,14 @@ int prs_cmd_demo(int argc, char **argv);     /* cmd_demo.c */
 
 /* "perseus CMD: MSG 'ARG'" (or without ARG) on stderr; returns 2, the bad-usage status. */
 int prs_cli_usage_error(const char *cmd, const char *msg, const char *arg);
+
+/* cli_suggest.c: the candidate closest to a mistyped word, or NULL when none is close (at most 2
+ * edits, fewer than half the word's length). */
+const char *prs_cli_suggest(const char *word, const char *const *candidates, size_t n);
+struct option;
+/* "perseus CMD: unknown option 'ARG'", with "(did you mean '--NAME'?)" when one of opts (a
+ * getopt_long table, ended by a zeroed entry) is close. Returns 2. */
+int prs_cli_unknown_option(const char *cmd, const char *arg, const struct option *opts);
 /* Strict option values; on failure a one-line message naming the option, and -1. */
 int prs_cli_positive_int(const char *cmd, const char *opt, const char *v, int *out);
 int prs_cli_number(const char *cmd, const char *opt, const char *v, double min, int strict,

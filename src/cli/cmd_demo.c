@@ -555,7 +555,7 @@ static int parse_args(int argc, char **argv, demo *d, demo_args *a, int *done)
             *done = 1;
             return 0;
         default:
-            return bad("unknown option '%s' (try --help)", argv[optind - 1]);
+            return prs_cli_unknown_option("demo", argv[optind - 1], longopts);
         }
     }
     if (optind < argc) return bad("unexpected argument '%s'", argv[optind]);

@@ -227,7 +227,7 @@ static int parse_args(int argc, char **argv, evaluate_args *a, int *done)
         case ':':
             return usage_error("missing value for", argv[optind - 1]);
         default:
-            return usage_error("unknown option", argv[optind - 1]);
+            return prs_cli_unknown_option("evaluate", argv[optind - 1], opts);
         }
     }
     if (optind < argc) return usage_error("unexpected argument", argv[optind]);

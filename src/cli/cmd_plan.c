@@ -169,7 +169,8 @@ static int parse_export(int argc, char **argv, export_args *a, int *done)
         case ':':
             return usage_error("plan export", "missing value for", argv[optind - 1]);
         default:
-            return usage_error("plan export", "unknown option", argv[optind - 1]);
+            prs_cli_unknown_option("plan export", argv[optind - 1], opts);
+            return 2;
         }
     }
     if (optind + 1 != argc)
@@ -283,7 +284,8 @@ static int parse_plan(int argc, char **argv, plan_args *a, int *done)
         case ':':
             return usage_error("plan", "missing value for", argv[optind - 1]);
         default:
-            return usage_error("plan", "unknown option", argv[optind - 1]);
+            prs_cli_unknown_option("plan", argv[optind - 1], opts);
+            return 2;
         }
     }
     if (optind < argc) return usage_error("plan", "unexpected argument", argv[optind]);

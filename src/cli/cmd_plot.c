@@ -167,7 +167,8 @@ static int parse_args(int argc, char **argv, unsigned allowed, plot_args *a, int
             return 0;
         }
         if (c == ':') return usage_error("missing value for", argv[optind - 1]);
-        if (c < 0 || c >= OPT_COUNT) return usage_error("unknown option", argv[optind - 1]);
+        if (c < 0 || c >= OPT_COUNT)
+            return prs_cli_unknown_option("plot", argv[optind - 1], long_opts);
         if (!(allowed & BIT(c))) {
             fprintf(stderr, "perseus plot %s: option '--%s' does not apply to this plot\n", argv[0],
                     long_opts[c].name);

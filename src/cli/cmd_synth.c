@@ -205,7 +205,7 @@ static int parse_args(int argc, char **argv, synth_args *a, int *done)
         } else if (optopt) {
             status = bad("unknown option '-%c' (see --help)", optopt);
         } else {
-            status = bad("unknown option '%s' (see --help)", argv[optind - 1]);
+            status = prs_cli_unknown_option("synth", argv[optind - 1], longopts);
         }
     }
     if (status == 0 && optind < argc)

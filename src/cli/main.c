@@ -45,6 +45,11 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "emulate") == 0) return prs_cmd_emulate(argc - 1, argv + 1);
     if (strcmp(cmd, "plot") == 0) return prs_cmd_plot(argc - 1, argv + 1);
     if (strcmp(cmd, "demo") == 0) return prs_cmd_demo(argc - 1, argv + 1);
-    fprintf(stderr, "perseus: unknown command '%s' (try 'perseus --help')\n", cmd);
+    static const char *const commands[] = {"demo", "plan", "evaluate", "emulate", "plot", "synth"};
+    const char *near = prs_cli_suggest(cmd, commands, sizeof commands / sizeof commands[0]);
+    if (near)
+        fprintf(stderr, "perseus: unknown command '%s' (did you mean '%s'?)\n", cmd, near);
+    else
+        fprintf(stderr, "perseus: unknown command '%s' (try 'perseus --help')\n", cmd);
     return 2;
 }

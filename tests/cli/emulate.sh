@@ -46,6 +46,7 @@ expect_error 2 "--straggler: straggler factor 'fast' is not a number" "$bin" emu
 expect_error 2 "--straggler: empty straggler factor" "$bin" emulate "${job[@]}" --straggler 1.1,,1.2
 expect_error 2 "missing value for '--straggler'" "$bin" emulate "${job[@]}" --straggler
 expect_error 2 "unknown option '--bogus'" "$bin" emulate "${job[@]}" --bogus
+expect_error 2 "did you mean '--straggler'" "$bin" emulate "${job[@]}" --stragler 1.2
 expect_error 2 "stage 8 has no forward rows" "$bin" emulate "${job[@]}" --stages 9
 # interleaved needs M a multiple of S (so M >= S) and virtual stages; 1F1B and GPipe run M < S
 expect_error 2 "microbatches to be a multiple of stages" "$bin" emulate "${job[@]}" --stages 4 \

@@ -35,7 +35,11 @@ expect_error 2 "unknown option '--bogus'" "$bin" plan --bogus
 expect_error 2 "--frontier: expected auto, raw or clean, got 'tidy'" "$bin" plan --frontier tidy
 expect_error 2 "--max-points: expected an integer >= 1, got '0'" "$bin" plan --max-points 0
 expect_error 2 "--max-points: expected an integer >= 1, got 'many'" "$bin" plan --max-points many
-expect_error 2 "unknown command 'plna'" "$bin" plna
+expect_error 2 "unknown command 'plna' \\(did you mean 'plan'\\?\\)" "$bin" plna
+expect_error 2 "unknown command 'xyzzy' \\(try 'perseus --help'\\)" "$bin" xyzzy
+expect_error 2 "unknown option '--proflie' \\(did you mean '--profile'\\?\\)" "$bin" plan --proflie x
+expect_error 2 "unknown option '--microbatchs=4' \\(did you mean '--microbatches'\\?\\)" \
+  "$bin" plan --microbatchs=4
 expect_error 2 "stage 8 has no forward rows" "$bin" plan --profile "$ex" --stages 9 \
   --microbatches 4 --unit-time 0.001 --blocking-power 83.64 --out "$tmp/x"
 
