@@ -388,50 +388,29 @@ int prs__gpu_nvml_reset_memory_clock(prs_gpu *g)
     return r == NVML_SUCCESS ? 0 : nvml_fail(g, "nvmlDeviceResetMemoryLockedClocks", r);
 }
 
-/* dlsym into a function pointer; 0 when found. */
-static int sym_fn(void *lib, const char *sym, void *fnptr, size_t size)
-{
-    void *p = dlsym(lib, sym);
-    if (!p) return -1;
-    memcpy(fnptr, &p, size);
-    return 0;
-}
-
-/* The device count, through a library handle of its own (loaded and unloaded here). */
+/* The device count, through a library handle of its own (nvml_load, unloaded here). */
 int prs_gpu_nvml_count(const char *lib_path, unsigned *n, prs_error *err)
 {
-    if (!lib_path || !*lib_path) lib_path = getenv("PRS_NVML_LIBRARY");
-    if (!lib_path || !*lib_path) lib_path = "libnvidia-ml.so.1";
-    void *lib = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        const char *why = dlerror();
-        return prs_error_set(err, PRS_ENOLIB, "cannot load the NVIDIA management library %s: %s",
-                             lib_path, why ? why : "unknown reason");
+    prs_gpu *g = calloc(1, sizeof *g);
+    if (!g) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    int rc = nvml_load(g, lib_path, err);
+    if (!rc && !g->nvml.count) {
+        prs_error_set(err, PRS_ENOLIB,
+                      "NVML library %s lacks nvmlDeviceGetCount_v2 (driver too old?)", g->lib_path);
+        rc = PRS_ENOLIB;
     }
-    prs__gpu_nvml_return (*init)(void), (*shutdown)(void), (*count)(unsigned *);
-    int rc = 0;
-    if (sym_fn(lib, "nvmlInit_v2", &init, sizeof init) ||
-        sym_fn(lib, "nvmlShutdown", &shutdown, sizeof shutdown) ||
-        sym_fn(lib, "nvmlDeviceGetCount_v2", &count, sizeof count)) {
-        dlclose(lib);
-        return prs_error_set(err, PRS_ENOLIB,
-                             "NVML library %s lacks nvmlInit_v2, nvmlShutdown or "
-                             "nvmlDeviceGetCount_v2 (driver too old?)",
-                             lib_path);
-    }
-    prs__gpu_nvml_return r = init();
-    if (r != NVML_SUCCESS) {
-        rc = prs_error_set(err, PRS_EGPU, "NVML nvmlInit_v2 failed (%d)", r);
-    } else {
+    if (!rc) {
         unsigned c = 0;
-        r = count(&c);
-        if (r != NVML_SUCCESS)
-            rc = prs_error_set(err, PRS_EGPU, "NVML nvmlDeviceGetCount_v2 failed (%d)", r);
-        else
+        prs__gpu_nvml_return r = g->nvml.count(&c);
+        if (r != NVML_SUCCESS) {
+            prs_error_set(err, PRS_EGPU, "NVML nvmlDeviceGetCount_v2: %s (%d)", nvml_err(g, r), r);
+            rc = PRS_EGPU;
+        } else {
             *n = c;
-        shutdown();
+        }
     }
-    dlclose(lib);
+    if (g->nvml.lib) unload(g, 1);
+    free(g);
     return rc;
 }
 
