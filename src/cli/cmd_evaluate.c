@@ -13,17 +13,20 @@
 #include "perseus/numfmt.h"
 #include "perseus/emulator.h"
 #include "perseus/planner.h"
+#include "perseus/power.h"
 
 static const char evaluate_usage[] =
     "usage: perseus evaluate --profile FILE --stages S --microbatches M --unit-time SEC\n"
     "                        --blocking-power W [--schedule NAME [--virtual-stages V]]\n"
     "                        (--all-max | --uniform MHZ|auto | --envpipe) [--json]\n"
     "       perseus evaluate --profile FILE --frontier DIR (--index K | --time SEC) [--json]\n"
+    "                        [--window SEC] [--power-csv FILE]\n"
     "\n"
     "Iteration time and energy of a plan, and each GPU's busy time, idle time, busy energy\n"
     "and idle (blocking) energy: computations take their clock's measured time quantized\n"
     "to the unit, and their measured energy; a GPU burns the blocking power while idle.\n"
-    "Energies are per GPU of a tensor-parallel group.\n"
+    "Energies are per GPU of a tensor-parallel group. The pipeline's power (the sum over\n"
+    "its GPUs): average, and peak over a sliding window, iterations back to back.\n"
     "\n"
     "  --profile FILE         stage profile CSV\n"
     "  --stages S             GPUs in the pipeline\n"
@@ -42,6 +45,9 @@ static const char evaluate_usage[] =
     "                         match DIR when given\n"
     "  --index K              the K-th frontier point (0 = slowest)\n"
     "  --time SEC             the least-energy frontier plan whose evaluated time is <= SEC\n"
+    "  --window SEC           window of the peak power (default 1)\n"
+    "  --power-csv FILE       write the power over one iteration (start_s,end_s,power_w,\n"
+    "                         energy_j: one row per step) to FILE\n"
     "  --json                 one JSON object instead of the table\n"
     "  -h, --help             this help\n";
 
@@ -67,6 +73,7 @@ typedef struct result {
     const prs_frontier_point *point;
     double time_s, energy_j;
     stage_sum *stages;
+    prs_plan_power power;
 } result;
 
 /* The command line, parsed and checked. */
@@ -77,6 +84,8 @@ typedef struct evaluate_args {
     int nsources;
     int freq_mhz; /* --uniform MHZ; 0 for 'auto' */
     int json;
+    double window_s;
+    const char *power_csv;
     prs_cli_pipeline pl;
 } evaluate_args;
 
@@ -113,6 +122,11 @@ static int print_json(const char *profile_path, const prs_pipeline *pipe, const 
     json_object_set_new(o, "blocking_power_w", prs_cli_json_real(pb));
     json_object_set_new(o, "time_s", prs_cli_json_real(r->time_s));
     json_object_set_new(o, "energy_j", prs_cli_json_real(r->energy_j));
+    json_object_set_new(o, "avg_power_w", prs_cli_json_real(r->power.avg_power_w));
+    json_object_set_new(o, "peak_power_w", prs_cli_json_real(r->power.peak_power_w));
+    json_object_set_new(o, "window_s", prs_cli_json_real(r->power.window_s));
+    json_object_set_new(o, "peak_start_s", prs_cli_json_real(r->power.peak_start_s));
+    json_object_set_new(o, "max_power_w", prs_cli_json_real(r->power.max_power_w));
     json_t *per = json_array();
     for (int s = 0; s < pipe->stages; s++) {
         const stage_sum *st = &r->stages[s];
@@ -143,8 +157,11 @@ static void print_table(const char *profile_path, const prs_pipeline *pipe, cons
     if (r->point)
         printf(", frontier point %ld (planned %.6g s, predicted %.6g J)", r->index,
                r->point->time_s, r->point->energy_j);
-    printf("\niteration  %.6g s, %.6g J (per GPU of a tensor-parallel group)\n\n", r->time_s,
+    printf("\niteration  %.6g s, %.6g J (per GPU of a tensor-parallel group)\n", r->time_s,
            r->energy_j);
+    printf("power      %.6g W average, %.6g W peak over %g s (from %.6g s), %.6g W at most\n\n",
+           r->power.avg_power_w, r->power.peak_power_w, r->power.window_s, r->power.peak_start_s,
+           r->power.max_power_w);
     printf("%5s  %10s  %10s  %15s  %15s  %12s\n", "stage", "busy (s)", "idle (s)",
            "busy energy (J)", "idle energy (J)", "energy (J)");
     double tb = 0, ti = 0, te_b = 0, te_i = 0;
@@ -175,10 +192,13 @@ static int parse_args(int argc, char **argv, evaluate_args *a, int *done)
                                          {"all-max", no_argument, 0, 'A'},
                                          {"envpipe", no_argument, 0, 'E'},
                                          {"json", no_argument, 0, 'j'},
+                                         {"window", required_argument, 0, 'w'},
+                                         {"power-csv", required_argument, 0, 'c'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->time_s = -1;
+    a->window_s = PRS_POWER_WINDOW_S;
     a->src = SRC_NONE;
     prs_cli_pipeline_init(&a->pl);
     *done = 0;
@@ -219,6 +239,12 @@ static int parse_args(int argc, char **argv, evaluate_args *a, int *done)
             break;
         case 'j':
             a->json = 1;
+            break;
+        case 'w':
+            if (prs_cli_number("evaluate", "--window", optarg, 0, 1, &a->window_s)) return 2;
+            break;
+        case 'c':
+            a->power_csv = optarg;
             break;
         case 'h':
             fputs(evaluate_usage, stdout);
@@ -340,6 +366,36 @@ static int make_plan(const evaluate_args *a, evaluation *ev, int *usage, prs_err
     }
 }
 
+/* The plan's power into ev->r.power, and its steps into --power-csv. */
+static int power(const evaluate_args *a, evaluation *ev, prs_error *err)
+{
+    prs_eval *ctx;
+    prs_power_step *steps = NULL;
+    size_t n = 0;
+    int rc = prs_eval_open(ev->profile, &ev->pipe, &ctx, err);
+    if (rc) return rc;
+    rc = prs_eval_power(ctx, ev->clocks, a->window_s, &ev->r.power, &steps, &n, err);
+    prs_eval_close(ctx);
+    if (rc || !a->power_csv) {
+        free(steps);
+        return rc;
+    }
+    FILE *f = fopen(a->power_csv, "w");
+    if (f) {
+        char b[4][PRS_NUMFMT_MAX];
+        fputs("start_s,end_s,power_w,energy_j\n", f);
+        for (size_t i = 0; i < n; i++)
+            fprintf(f, "%s,%s,%s,%s\n", prs_num_fmt_double(b[0], sizeof b[0], steps[i].start_s),
+                    prs_num_fmt_double(b[1], sizeof b[1], steps[i].end_s),
+                    prs_num_fmt_double(b[2], sizeof b[2], steps[i].power_w),
+                    prs_num_fmt_double(b[3], sizeof b[3], steps[i].energy_j));
+    }
+    free(steps);
+    if (!f || (fclose(f) != 0))
+        return prs_error_set(err, PRS_EIO, "--power-csv: cannot write %s", a->power_csv);
+    return 0;
+}
+
 /* Evaluate the plan a selects into ev->r; 0 or the exit status (message printed). */
 static int run(const evaluate_args *a, evaluation *ev)
 {
@@ -351,9 +407,10 @@ static int run(const evaluate_args *a, evaluation *ev)
     if (!lrc)
         lrc = prs_plan_timeline(ev->profile, &ev->pipe, ev->clocks, ev->ops, &ev->r.time_s,
                                 &ev->r.energy_j, &err);
+    if (!lrc) lrc = power(a, ev, &err);
     if (lrc) {
         fprintf(stderr, "perseus evaluate: %s\n", err.msg);
-        return lrc == PRS_ENOMEM ? 1 : 2;
+        return lrc == PRS_ENOMEM || lrc == PRS_EIO ? 1 : 2;
     }
     for (size_t i = 0; i < ev->nops; i++) {
         stage_sum *st = &ev->r.stages[ev->ops[i].stage];

@@ -170,3 +170,25 @@ assert abs(m["time_s"] - 3.171) < 1e-9 and abs(m["energy_j"] - 5641.8) < 0.05, m
 assert abs(f["time_s"] - 2.818) < 1e-9 and abs(f["energy_j"] - 6204.1) < 0.05, f
 PY
 echo "evaluate CLI tests passed"
+
+# --- power (docs/power.md): average = energy / time, the steps integrate to the energy, the
+# peak lies between the average and the largest step, and a window of many iterations gives
+# the average back ---
+expect_error 2 "--window" "$bin" evaluate --profile "$ex" "${pipe[@]}" --all-max --window 0
+"$bin" evaluate --profile "$ex" "${pipe[@]}" --uniform 1200 --json --window 0.25 \
+  --power-csv "$tmp/power.csv" > "$tmp/pw.json"
+"$bin" evaluate --profile "$ex" "${pipe[@]}" --uniform 1200 --json --window 1000 > "$tmp/pw-long.json"
+$py - "$tmp/pw.json" "$tmp/pw-long.json" "$tmp/power.csv" <<'PY' || fail "evaluate power figures"
+import csv, json, sys
+o = json.load(open(sys.argv[1])); lo = json.load(open(sys.argv[2]))
+rows = list(csv.DictReader(open(sys.argv[3])))
+assert abs(o["avg_power_w"] - o["energy_j"] / o["time_s"]) < 1e-9 * o["avg_power_w"]
+assert o["window_s"] == 0.25
+assert o["avg_power_w"] <= o["peak_power_w"] <= o["max_power_w"] + 1e-9
+assert float(rows[0]["start_s"]) == 0 and abs(float(rows[-1]["end_s"]) - o["time_s"]) < 1e-12
+e = sum(float(r["energy_j"]) for r in rows)
+assert abs(e - o["energy_j"]) < 1e-9 * e, (e, o["energy_j"])
+assert max(float(r["power_w"]) for r in rows) == o["max_power_w"]
+assert abs(lo["peak_power_w"] - lo["avg_power_w"]) < 1e-3 * lo["avg_power_w"]
+PY
+echo "evaluate.sh: OK"
