@@ -56,8 +56,8 @@ typedef struct prs_plan_power {
  * closed: an impulse on either edge counts. *start_s (may be NULL) gets where in the period a
  * peak window begins. PRS_EINVAL for window_s not finite and > 0, or steps that are not sorted,
  * contiguous and non-negative from 0. */
-PRS_API int prs_power_peak(const prs_power_step *steps, size_t n, double window_s,
-                           double *peak_w, double *start_s, prs_error *err);
+PRS_API int prs_power_peak(const prs_power_step *steps, size_t n, double window_s, double *peak_w,
+                           double *start_s, prs_error *err);
 
 /* Evaluate a plan (as prs_eval_run) and its power: figures into *out; with steps non-NULL,
  * *steps gets the power over one iteration (malloc'ed, free with free()) and *nsteps its length

@@ -23,9 +23,9 @@ static int check_steps(const prs_power_step *s, size_t n, prs_error *err)
     if (!s || n == 0) return FAIL(err, PRS_EINVAL, "power: no steps");
     for (size_t i = 0; i < n; i++) {
         double prev_end = i ? s[i - 1].end_s : 0.0;
-        if (!(s[i].start_s == prev_end) || !(s[i].end_s >= s[i].start_s) ||
-            !isfinite(s[i].end_s) || !(s[i].power_w >= 0) || !isfinite(s[i].power_w) ||
-            !(s[i].energy_j >= 0) || !isfinite(s[i].energy_j))
+        if (!(s[i].start_s == prev_end) || !(s[i].end_s >= s[i].start_s) || !isfinite(s[i].end_s) ||
+            !(s[i].power_w >= 0) || !isfinite(s[i].power_w) || !(s[i].energy_j >= 0) ||
+            !isfinite(s[i].energy_j))
             return FAIL(err, PRS_EINVAL,
                         "power: step %zu (%g s .. %g s, %g W, %g J) is not contiguous, sorted "
                         "and non-negative",
@@ -83,8 +83,9 @@ int prs_power_peak(const prs_power_step *steps, size_t n, double window_s, doubl
                    double *start_s, prs_error *err)
 {
     if (!(window_s > 0) || !isfinite(window_s))
-        return FAIL(err, PRS_EINVAL, "power: the window must be a finite number of seconds > 0, "
-                                     "got %g",
+        return FAIL(err, PRS_EINVAL,
+                    "power: the window must be a finite number of seconds > 0, "
+                    "got %g",
                     window_s);
     int rc = check_steps(steps, n, err);
     if (rc) return rc;
@@ -165,8 +166,7 @@ static void push_step(prs_power_step *s, size_t *n, double a, double b, double p
 }
 
 /* Sweep the sorted events into steps from 0 to T, base power base_w; returns the count. */
-static size_t sweep(const power_event *ev, size_t nev, double base_w, double T,
-                    prs_power_step *s)
+static size_t sweep(const power_event *ev, size_t nev, double base_w, double T, prs_power_step *s)
 {
     size_t n = 0, i = 0;
     double now = 0, p = base_w;
@@ -203,8 +203,9 @@ int prs_eval_power(prs_eval *ev, const int *clocks_mhz, double window_s, prs_pla
                    prs_power_step **steps, size_t *nsteps, prs_error *err)
 {
     if (!(window_s > 0) || !isfinite(window_s))
-        return FAIL(err, PRS_EINVAL, "power: the window must be a finite number of seconds > 0, "
-                                     "got %g",
+        return FAIL(err, PRS_EINVAL,
+                    "power: the window must be a finite number of seconds > 0, "
+                    "got %g",
                     window_s);
     int nops = prs_eval_nops(ev);
     prs_timeline_op *ops = malloc(sizeof *ops * (size_t)nops);

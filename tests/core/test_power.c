@@ -234,10 +234,8 @@ static void test_bad_input(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_one_gpu),
-        cmocka_unit_test(test_two_gpus),
-        cmocka_unit_test(test_impulse),
-        cmocka_unit_test(test_synthetic_against_brute_force),
+        cmocka_unit_test(test_one_gpu),   cmocka_unit_test(test_two_gpus),
+        cmocka_unit_test(test_impulse),   cmocka_unit_test(test_synthetic_against_brute_force),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
