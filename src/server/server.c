@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -77,7 +78,7 @@ static const char *const ROUTE_NAMES[N_ROUTES] = {
     "schedule",       "results",      "set_straggler", "clear_straggler", "get_profile",
     "upload_profile", "get_frontier", "complete",      "unknown"};
 
-static const int CODES[] = {200, 201, 400, 401, 404, 405, 409, 413, 500, 503};
+static const int CODES[] = {200, 201, 400, 401, 404, 405, 409, 413, 500, 501, 503};
 #define N_CODES ((int)(sizeof CODES / sizeof CODES[0]) + 1) /* + "other" */
 static const double BUCKETS[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
                                  0.025,  0.05,    0.1,    0.25,  0.5,    1.0,   2.5};
@@ -160,12 +161,27 @@ static const char *kv_quote(const char *in, char *out, size_t n)
     return out;
 }
 
+/* libmicrohttpd's messages about a client that went away (closed, reset, stopped reading): the
+ * client's doing, not a server fault, so they are logged at debug. */
+static const char *const PEER_GONE[] = {
+    "The socket is no longer available",
+    "The connection was forcibly closed",
+    "Socket has been disconnected",
+    "Connection socket is closed",
+    "Connection was closed by remote side",
+    "Failed to send data",
+    "Failed to send the",
+};
+
 static void mhd_logger(void *cls, const char *fmt, va_list ap)
 {
     prs_server *s = cls;
     char msg[512], q[600];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    log_kv(s, PRS_LOG_ERROR, "msg=http_daemon detail=%s", kv_quote(msg, q, sizeof q));
+    prs_log_level level = PRS_LOG_ERROR;
+    for (size_t i = 0; i < sizeof PEER_GONE / sizeof PEER_GONE[0]; i++)
+        if (strncmp(msg, PEER_GONE[i], strlen(PEER_GONE[i])) == 0) level = PRS_LOG_DEBUG;
+    log_kv(s, level, "msg=http_daemon detail=%s", kv_quote(msg, q, sizeof q));
 }
 
 /* ---- jobs table ---- */
@@ -375,6 +391,7 @@ typedef struct conn_ctx {
     char *body;
     size_t len, cap;
     int too_large;
+    int answered; /* an answer was queued before the body: the body is not read */
     int status;
 } conn_ctx;
 
@@ -417,7 +434,8 @@ static enum MHD_Result send_error(prs_server *s, struct MHD_Connection *c, conn_
 {
     json_t *v = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg);
     char q[REQ_MSG_MAX + 8];
-    log_kv(s, status >= 500 ? PRS_LOG_ERROR : PRS_LOG_WARN,
+    /* 501 answers what the client sent (an unsupported encoding): the client's mistake. */
+    log_kv(s, status >= 500 && status != 501 ? PRS_LOG_ERROR : PRS_LOG_WARN,
            "msg=request_error route=%s status=%d code=%s job=%s detail=%s", ROUTE_NAMES[cc->route],
            status, code, cc->job_id[0] ? cc->job_id : "-", kv_quote(msg, q, sizeof q));
     return send_json(c, cc, status, v);
@@ -851,6 +869,54 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
 }
 
+/* Counts the Content-Length headers of a request and whether their values differ. */
+typedef struct length_headers {
+    int count, differ;
+    const char *first;
+} length_headers;
+
+static enum MHD_Result count_length(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value)
+{
+    (void)kind;
+    length_headers *l = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0) return MHD_YES;
+    if (l->count++ == 0)
+        l->first = value;
+    else if (strcmp(l->first, value ? value : "") != 0)
+        l->differ = 1;
+    return MHD_YES;
+}
+
+/* How the body is framed, checked on the first call: two different Content-Length values, or a
+ * Content-Length with a Transfer-Encoding, are ambiguous (400: a proxy might frame the body
+ * otherwise); a Transfer-Encoding other than chunked is not supported (501, at once: otherwise
+ * libmicrohttpd would wait for a body it cannot delimit). Returns 0 when the framing is fine, else
+ * 1 with the queued answer's result in *ret. */
+static int check_framing(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
+                         enum MHD_Result *ret)
+{
+    length_headers l = {0, 0, ""};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_length, &l);
+    const char *te =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    cc->answered = 1;
+    if (l.differ)
+        *ret = send_error(s, c, cc, 400, "bad_request",
+                          "conflicting Content-Length headers (give exactly one)");
+    else if (te && strcasecmp(te, "chunked") != 0)
+        *ret = send_error(s, c, cc, 501, "not_implemented",
+                          "unsupported Transfer-Encoding (only chunked is supported)");
+    else if (te && l.count)
+        *ret = send_error(s, c, cc, 400, "bad_request",
+                          "both Content-Length and Transfer-Encoding given (give one)");
+    else {
+        cc->answered = 0;
+        return 0;
+    }
+    return 1;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -867,6 +933,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cc->limit = m.route == R_PROFILE_PUT ? s->cfg.max_profile_bytes : s->cfg.max_body_bytes;
         if (m.has_id) snprintf(cc->job_id, sizeof cc->job_id, "%s", m.id);
         *con_cls = cc;
+        enum MHD_Result framing;
+        if (check_framing(s, c, cc, &framing) != 0) return framing;
         /* A declared body over the limit is refused before it is read: a response queued on
          * this first call makes libmicrohttpd answer and close the connection. */
         const char *cl =
@@ -882,6 +950,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (*upload_data_size > 0) {
+        if (cc->answered) return MHD_NO; /* close: the answer is already queued */
         if (cc->too_large || cc->len + *upload_data_size > cc->limit) {
             /* A chunked body that grew past the limit: no response can be queued in the middle
              * of an upload, so the connection is closed. */
@@ -904,7 +973,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_data_size = 0;
         return MHD_YES;
     }
-    if (cc->too_large) return MHD_YES; /* response already queued */
+    if (cc->too_large || cc->answered) return MHD_YES; /* response already queued */
     if (m.route == R_UNKNOWN) return send_error(s, c, cc, 404, "not_found", "no such route");
     if (!m.method_ok) {
         char msg[96];

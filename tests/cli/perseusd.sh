@@ -62,6 +62,16 @@ status() {
   exec 3<&-
 }
 
+# disconnect: a client that sends half a body and goes away (a client's doing: debug, never
+# error); waits until the server has seen it.
+disconnect() {
+  exec 3<>"/dev/tcp/127.0.0.1/$port"
+  printf 'POST /v1/jobs HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{"st' >&3
+  sleep 0.3
+  exec 3<&-
+  sleep 0.3
+}
+
 # --- usage ---
 "$bin" --help >"$tmp/help"
 grep -q -- "--log-level LEVEL" "$tmp/help" || fail "--help lacks --log-level"
@@ -84,12 +94,15 @@ for level in debug info warn error; do
   start "$level" localhost:0
   [[ $(status /healthz) == 200 ]] || fail "$level: /healthz"
   [[ $(status /v1/jobs/nosuchjob) == 404 ]] || fail "$level: unknown job not 404"
+  disconnect
   stop
   log=$tmp/log-$level
   has() { grep -qE -- "$1" "$log"; }
   case $level in
     debug)
       has "level=debug msg=request route=healthz status=200" || fail "debug: no request line"
+      has "level=debug msg=http_daemon detail=\"Connection was closed by remote side" ||
+        fail "debug: the client's disconnect is not logged at debug"
       ;;&
     debug | info)
       has "level=info msg=listening addr=127\.0\.0\.1 port=$port " || fail "$level: listening"

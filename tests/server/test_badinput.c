@@ -156,6 +156,38 @@ static void test_huge_bodies(void **state)
     http_reply_free(&h);
 }
 
+/* Ambiguous or unsupported body framing is answered at once, never waited on: two different
+ * Content-Length values and Content-Length with Transfer-Encoding are 400, a Transfer-Encoding
+ * other than chunked 501 (which libmicrohttpd alone would wait on until its timeout). */
+static void test_framing(void **state)
+{
+    (void)state;
+    const char *body = "{\"stages\":2}";
+    expect_error(
+        http_do(port, "POST", "/v1/jobs", NULL, body, strlen(body), "Content-Length: 70\r\n"), 400,
+        "bad_request");
+    expect_error(http_do(port, "POST", "/v1/jobs", NULL, body, strlen(body),
+                         "Transfer-Encoding: chunked\r\n"),
+                 400, "bad_request");
+    const char *encodings[] = {"gzip", "gzip, chunked", "identity"};
+    for (int i = 0; i < 3; i++) {
+        char te[64];
+        snprintf(te, sizeof te, "Transfer-Encoding: %s\r\n", encodings[i]);
+        double t0 = harness_now();
+        http_reply r = http_do(port, "POST", "/v1/jobs", NULL, NULL, 0, te);
+        double secs = harness_now() - t0;
+        if (secs > 1.0) fprintf(stderr, "%s: answered after %.3f s\n", encodings[i], secs);
+        assert_true(secs < 1.0);
+        expect_error(r, 501, "not_implemented");
+    }
+    /* Two equal Content-Length values are not ambiguous: the spec itself is judged. */
+    http_reply r =
+        http_do(port, "POST", "/v1/jobs", NULL, body, strlen(body), "Content-Length: 12\r\n");
+    assert_int_equal(r.status, 400);
+    assert_null(strstr(r.body, "Content-Length"));
+    http_reply_free(&r);
+}
+
 static void test_unknown_things(void **state)
 {
     (void)state;
@@ -257,11 +289,9 @@ static void test_wrong_phase_and_bad_calls(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_job_specs),
-        cmocka_unit_test(test_huge_bodies),
-        cmocka_unit_test(test_unknown_things),
-        cmocka_unit_test(test_tokens),
-        cmocka_unit_test(test_wrong_phase_and_bad_calls),
+        cmocka_unit_test(test_bad_job_specs), cmocka_unit_test(test_huge_bodies),
+        cmocka_unit_test(test_framing),       cmocka_unit_test(test_unknown_things),
+        cmocka_unit_test(test_tokens),        cmocka_unit_test(test_wrong_phase_and_bad_calls),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
