@@ -166,6 +166,28 @@ typedef struct prs_timeline_plot {
 
 PRS_API int prs_plot_timeline(FILE *out, const prs_timeline_plot *p, prs_error *err);
 
+/* Noise plot (perseus noise, docs/noise.md): time overshoot (left) and energy regret (right),
+ * in percent, versus jitter in percent; per cost model and planner (0: baseline, 1: robust) the
+ * median over seeds as a line and the range over seeds as a whisker. */
+typedef struct prs_noise_plot_level {
+    double jitter_pct;
+    const char *cost_model; /* levels with the same name form one series per planner */
+    /* Per planner, the first of nseeds values spaced stride doubles apart. */
+    const double *overshoot_pct[2];
+    const double *regret_pct[2];
+} prs_noise_plot_level;
+
+typedef struct prs_noise_plot {
+    const char *title;    /* NULL: "What profile noise costs" */
+    const char *subtitle; /* optional second line; NULL for none */
+    const prs_noise_plot_level *levels;
+    size_t nlevels; /* at most 128, of at most 4 cost models */
+    size_t nseeds;  /* >= 1 */
+    size_t stride;  /* >= 1 */
+} prs_noise_plot;
+
+PRS_API int prs_plot_noise(FILE *out, const prs_noise_plot *p, prs_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,6 +15,7 @@ int prs_cmd_evaluate(int argc, char **argv); /* cmd_evaluate.c */
 int prs_cmd_emulate(int argc, char **argv);  /* cmd_emulate.c */
 int prs_cmd_plot(int argc, char **argv);     /* cmd_plot.c */
 int prs_cmd_demo(int argc, char **argv);     /* cmd_demo.c */
+int prs_cmd_noise(int argc, char **argv);    /* cmd_noise.c */
 
 /* Shared helpers (cli_util.c). */
 

@@ -1,0 +1,128 @@
+/* Noisy profiles (docs/noise.md): a model of how a profiler measures, to draw noisy copies of a
+ * true profile; the reconciliation the robust planner applies to measured profiles before
+ * planning; and the study that plans on noisy copies and judges every plan on the truth.
+ *
+ * Random numbers come from a seeded generator of our own (splitmix64 and Box-Muller), so a
+ * (profile, model, seed) triple gives the same noisy profile on every machine. */
+#ifndef PERSEUS_NOISE_H
+#define PERSEUS_NOISE_H
+
+#include "perseus/export.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "perseus/error.h"
+#include "perseus/planner.h"
+#include "perseus/profile.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- The measurement model ---- */
+
+/* How one (stage, instruction, clock) row is measured. Every measurement multiplies the true time
+ * by 1 + time_jitter * z and the true energy by 1 + energy_jitter * z' (z, z' standard normal,
+ * clipped to +-4); repeats such measurements are averaged. With refresh_s > 0 the energy counter
+ * only moves every refresh_s seconds: a measurement spans k = ceil(refresh_s / time) back-to-back
+ * runs starting at a uniformly random phase of the counter, reads the counter's whole steps over
+ * that window, and divides by k. With clock_bias > 0 every clock gets one systematic factor for
+ * time and one for energy, 1 + clock_bias * z, shared by every stage and instruction measured at
+ * that clock and not reduced by repeating. */
+typedef struct prs_noise_model {
+    double time_jitter;   /* relative standard deviation of one time measurement, [0, 0.2] */
+    double energy_jitter; /* the same for energy, [0, 0.2] */
+    int repeats;          /* measurements averaged per row, 1 .. PRS_NOISE_MAX_REPEATS */
+    double refresh_s;     /* energy counter refresh period; 0: an exact counter */
+    double clock_bias;    /* relative standard deviation of the per-clock bias, [0, 0.2] */
+} prs_noise_model;
+
+#define PRS_NOISE_MAX_JITTER 0.2
+#define PRS_NOISE_MAX_REPEATS 1000
+
+/* PRS_EINVAL, naming the field, when a field is out of range or not finite. */
+PRS_API int prs_noise_model_check(const prs_noise_model *m, prs_error *err);
+
+/* A noisy copy of truth, measured as m says, with the random numbers of seed. Rows keep their
+ * order; the same seed draws the same standard normals whatever the jitter, so levels of one seed
+ * differ only in scale. *out is new (prs_profile_free). */
+PRS_API int prs_noise_apply(const prs_profile *truth, const prs_noise_model *m, uint64_t seed,
+                            prs_profile **out, prs_error *err);
+
+/* ---- Reconciliation: what the robust planner plans on ---- */
+
+/* Per computation type (stage, instruction), over its clocks: time is fitted by least squares
+ * under "non-increasing and convex in the clock", energy under "convex in the clock"; points
+ * further than PRS_RECONCILE_OUTLIER robust standard deviations from the first fit are replaced
+ * by the fit and the fit redone. The time of every clock below the type's highest then gets
+ * the margin margin_sd * (the relative spread of the residuals), so that plans which slow a
+ * computation into believed slack keep the promised iteration time when the measurement was
+ * optimistic. Types with fewer than 3 or more than PRS_RECONCILE_MAX_CLOCKS clocks are copied. *out
+ * is new; spread_pct, when non-NULL, receives the largest relative time spread of any type in
+ * percent. */
+#define PRS_RECONCILE_OUTLIER 4.0
+#define PRS_RECONCILE_MARGIN_SD 1.0
+#define PRS_RECONCILE_MAX_CLOCKS 128
+PRS_API int prs_profile_reconcile(const prs_profile *measured, double margin_sd, prs_profile **out,
+                                  double *spread_pct, prs_error *err);
+
+/* The robust planner: prs_profile_reconcile with PRS_RECONCILE_MARGIN_SD, then prs_plan on the
+ * result. The frontier's figures are those of the reconciled profile. */
+PRS_API int prs_plan_robust(const prs_profile *measured, const prs_plan_opts *opts,
+                            prs_frontier **out, prs_error *err);
+
+/* ---- The study ---- */
+
+/* One plan chosen from a frontier planned on a noisy profile, judged on the truth. */
+typedef struct prs_noise_outcome {
+    double overshoot_pct;           /* fastest plan: 100 (t / true T_min - 1) */
+    double regret_pct;              /* its energy over the true-profile plan's, both until the
+                                       later of the two times */
+    double promised_saving_pct;     /* intrinsic saving against all-max, on the planned profile */
+    double obtained_saving_pct;     /* the same plan and all-max evaluated on the truth */
+    double straggler_overshoot_pct; /* lookup at T' = s T_min: 100 max(0, t - T') / T' */
+    double straggler_regret_pct;    /* its energy + blocking until max(t, T') over the true
+                                       lookup plan's, same horizon */
+} prs_noise_outcome;
+
+/* Medians and maxima over seeds. */
+typedef struct prs_noise_summary {
+    double overshoot_median_pct, overshoot_max_pct;
+    double regret_median_pct, regret_max_pct;
+    double promised_saving_median_pct, obtained_saving_median_pct;
+    double straggler_overshoot_median_pct, straggler_overshoot_max_pct;
+    double straggler_regret_median_pct, straggler_regret_max_pct;
+} prs_noise_summary;
+
+enum { PRS_NOISE_BASELINE = 0, PRS_NOISE_ROBUST = 1, PRS_NOISE_NPLANNERS = 2 };
+
+/* The truth a study compares with, for one pipeline and cost model. */
+typedef struct prs_noise_truth {
+    double t_min_s;          /* the true-profile frontier's fastest plan, evaluated */
+    double energy_j;         /* its energy */
+    double allmax_energy_j;  /* all-max, evaluated */
+    double saving_pct;       /* its intrinsic saving */
+    double straggler_time_s; /* T' = straggler * t_min_s */
+    double straggler_plan_s; /* the true lookup plan at T': time and energy */
+    double straggler_energy_j;
+} prs_noise_truth;
+
+typedef struct prs_noise_study_opts {
+    prs_plan_opts plan;    /* pipeline and cost model (callbacks ignored) */
+    prs_noise_model model; /* the measurement model of every seed */
+    int seeds;             /* >= 1; seed k uses seed_base + k */
+    uint64_t seed_base;
+    double straggler; /* s >= 1 for the straggler lookup */
+} prs_noise_study_opts;
+
+/* Plan truth once (baseline planner) and on seeds noisy copies with both planners; fill
+ * truth_out, and outcomes[planner * seeds + k] and summary[planner] when non-NULL. */
+PRS_API int prs_noise_study(const prs_profile *truth, const prs_noise_study_opts *o,
+                            prs_noise_truth *truth_out, prs_noise_outcome *outcomes,
+                            prs_noise_summary summary[PRS_NOISE_NPLANNERS], prs_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,210 @@
+/* The noise study (include/perseus/noise.h, docs/noise.md): plan on noisy copies of a true
+ * profile and judge every chosen plan on the truth.
+ *
+ * prs_noise_study runs in steps: plan_truth (the true profile's frontier: T_min, the reference
+ * plans, all-max), then per seed draw a noisy profile and per planner judge (plan, choose the
+ * fastest plan and the straggler plan, evaluate both on the truth and on the planned profile),
+ * then summarise (medians and maxima over seeds). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perseus/emulator.h"
+#include "perseus/evaluate.h"
+#include "perseus/noise.h"
+
+typedef struct study {
+    const prs_profile *truth;
+    prs_plan_opts plan;
+    prs_eval *ev; /* on the truth */
+    int nops;
+    int *clocks, *allmax;
+    prs_noise_truth t;
+} study;
+
+static double energy_until(const prs_pipeline *pipe, double t, double e, double horizon)
+{
+    return e + pipe->stages * pipe->blocking_power_w * (horizon - t);
+}
+
+/* All-max on profile p, evaluated on p. */
+static int allmax_energy(const study *s, const prs_profile *p, double *e, prs_error *err)
+{
+    double t;
+    int rc = prs_baseline_allmax(p, &s->plan.pipe, s->allmax, err);
+    if (!rc) rc = prs_evaluate_plan(p, &s->plan.pipe, s->allmax, &t, e, err);
+    return rc;
+}
+
+static int plan_truth(study *s, double straggler, prs_error *err)
+{
+    prs_frontier *f = NULL;
+    size_t k;
+    int rc = prs_plan(s->truth, &s->plan, &f, err);
+    if (!rc) rc = prs_frontier_lookup(f, 0, &k);
+    if (!rc) rc = prs_frontier_plan(f, k, s->clocks, err);
+    if (!rc) rc = prs_eval_run(s->ev, s->clocks, NULL, &s->t.t_min_s, &s->t.energy_j, err);
+    if (!rc) {
+        s->t.straggler_time_s = straggler * s->t.t_min_s;
+        rc = prs_frontier_lookup(f, s->t.straggler_time_s, &k);
+    }
+    if (!rc) rc = prs_frontier_plan(f, k, s->clocks, err);
+    if (!rc)
+        rc = prs_eval_run(s->ev, s->clocks, NULL, &s->t.straggler_plan_s, &s->t.straggler_energy_j,
+                          err);
+    if (!rc) rc = allmax_energy(s, s->truth, &s->t.allmax_energy_j, err);
+    if (!rc) s->t.saving_pct = prs_emu_intrinsic_saving(s->t.energy_j, s->t.allmax_energy_j);
+    prs_frontier_free(f);
+    return rc;
+}
+
+/* The fastest plan of f (planned on p) judged on the truth and promised on p. */
+static int judge_fastest(study *s, const prs_frontier *f, const prs_profile *p,
+                         prs_noise_outcome *o, prs_error *err)
+{
+    const prs_pipeline *pipe = &s->plan.pipe;
+    size_t k;
+    double t, e, pt, pe, pa;
+    int rc = prs_frontier_lookup(f, 0, &k);
+    if (!rc) rc = prs_frontier_plan(f, k, s->clocks, err);
+    if (!rc) rc = prs_eval_run(s->ev, s->clocks, NULL, &t, &e, err);
+    if (!rc) rc = prs_evaluate_plan(p, pipe, s->clocks, &pt, &pe, err);
+    if (!rc) rc = allmax_energy(s, p, &pa, err);
+    if (rc) return rc;
+    double horizon = fmax(t, s->t.t_min_s);
+    o->overshoot_pct = 100.0 * (t / s->t.t_min_s - 1.0);
+    o->regret_pct = 100.0 * (energy_until(pipe, t, e, horizon) /
+                                 energy_until(pipe, s->t.t_min_s, s->t.energy_j, horizon) -
+                             1.0);
+    o->promised_saving_pct = prs_emu_intrinsic_saving(pe, pa);
+    o->obtained_saving_pct = prs_emu_intrinsic_saving(e, s->t.allmax_energy_j);
+    return 0;
+}
+
+/* The plan f's lookup picks for the straggler at T', judged on the truth. */
+static int judge_straggler(study *s, const prs_frontier *f, prs_noise_outcome *o, prs_error *err)
+{
+    const prs_pipeline *pipe = &s->plan.pipe;
+    double tp = s->t.straggler_time_s, t, e;
+    size_t k;
+    int rc = prs_frontier_lookup(f, tp, &k);
+    if (!rc) rc = prs_frontier_plan(f, k, s->clocks, err);
+    if (!rc) rc = prs_eval_run(s->ev, s->clocks, NULL, &t, &e, err);
+    if (rc) return rc;
+    double horizon = fmax(t, tp);
+    o->straggler_overshoot_pct = 100.0 * fmax(0.0, t - tp) / tp;
+    o->straggler_regret_pct =
+        100.0 * (energy_until(pipe, t, e, horizon) /
+                     energy_until(pipe, s->t.straggler_plan_s, s->t.straggler_energy_j, horizon) -
+                 1.0);
+    return 0;
+}
+
+static int judge(study *s, const prs_profile *noisy, int planner, prs_noise_outcome *o,
+                 prs_error *err)
+{
+    prs_profile *planned = NULL;
+    prs_frontier *f = NULL;
+    int rc = 0;
+    if (planner == PRS_NOISE_ROBUST)
+        rc = prs_profile_reconcile(noisy, PRS_RECONCILE_MARGIN_SD, &planned, NULL, err);
+    const prs_profile *p = planned ? planned : noisy;
+    if (!rc) rc = prs_plan(p, &s->plan, &f, err);
+    if (!rc) rc = judge_fastest(s, f, p, o, err);
+    if (!rc) rc = judge_straggler(s, f, o, err);
+    prs_frontier_free(f);
+    prs_profile_free(planned);
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median and maximum of n values at stride (in doubles) from first; work holds n doubles. */
+static void med_max(const double *first, size_t stride, int n, double *work, double *med,
+                    double *max)
+{
+    for (int i = 0; i < n; i++)
+        work[i] = first[(size_t)i * stride];
+    qsort(work, (size_t)n, sizeof *work, cmp_double);
+    *med = n % 2 ? work[n / 2] : 0.5 * (work[n / 2 - 1] + work[n / 2]);
+    if (max) *max = work[n - 1];
+}
+
+static void summarise(const prs_noise_outcome *o, int n, double *work, prs_noise_summary *sm)
+{
+    const size_t st = sizeof *o / sizeof(double);
+    med_max(&o->overshoot_pct, st, n, work, &sm->overshoot_median_pct, &sm->overshoot_max_pct);
+    med_max(&o->regret_pct, st, n, work, &sm->regret_median_pct, &sm->regret_max_pct);
+    med_max(&o->promised_saving_pct, st, n, work, &sm->promised_saving_median_pct, NULL);
+    med_max(&o->obtained_saving_pct, st, n, work, &sm->obtained_saving_median_pct, NULL);
+    med_max(&o->straggler_overshoot_pct, st, n, work, &sm->straggler_overshoot_median_pct,
+            &sm->straggler_overshoot_max_pct);
+    med_max(&o->straggler_regret_pct, st, n, work, &sm->straggler_regret_median_pct,
+            &sm->straggler_regret_max_pct);
+}
+
+static int check_opts(const prs_noise_study_opts *o, prs_error *err)
+{
+    if (o->seeds < 1 || o->seeds > 1000000)
+        return prs_error_set(err, PRS_EINVAL, "noise study: seeds must be in 1..1000000");
+    if (!isfinite(o->straggler) || o->straggler < 1 || o->straggler > 100)
+        return prs_error_set(err, PRS_EINVAL, "noise study: straggler factor must be in [1, 100]");
+    return prs_noise_model_check(&o->model, err);
+}
+
+static int run_seeds(study *s, const prs_noise_study_opts *o, prs_noise_outcome *out,
+                     prs_error *err)
+{
+    int rc = 0;
+    for (int k = 0; k < o->seeds && !rc; k++) {
+        prs_profile *noisy = NULL;
+        rc = prs_noise_apply(s->truth, &o->model, o->seed_base + (uint64_t)k, &noisy, err);
+        for (int pl = 0; pl < PRS_NOISE_NPLANNERS && !rc; pl++)
+            rc = judge(s, noisy, pl, &out[(size_t)pl * (size_t)o->seeds + (size_t)k], err);
+        prs_profile_free(noisy);
+    }
+    return rc;
+}
+
+int prs_noise_study(const prs_profile *truth, const prs_noise_study_opts *o,
+                    prs_noise_truth *truth_out, prs_noise_outcome *outcomes,
+                    prs_noise_summary summary[PRS_NOISE_NPLANNERS], prs_error *err)
+{
+    if (!truth || !o) return prs_error_set(err, PRS_EINVAL, "noise study: NULL argument");
+    int rc = check_opts(o, err);
+    if (rc) return rc;
+    study s;
+    memset(&s, 0, sizeof s);
+    s.truth = truth;
+    s.plan = o->plan;
+    s.plan.progress = NULL;
+    s.plan.warn = NULL;
+    s.plan.ud = NULL;
+    if ((rc = prs_eval_open(truth, &s.plan.pipe, &s.ev, err))) return rc;
+    s.nops = prs_eval_nops(s.ev);
+    size_t nout = (size_t)PRS_NOISE_NPLANNERS * (size_t)o->seeds;
+    s.clocks = malloc(sizeof *s.clocks * (size_t)s.nops);
+    s.allmax = malloc(sizeof *s.allmax * (size_t)s.nops);
+    prs_noise_outcome *out = malloc(sizeof *out * nout);
+    double *work = malloc(sizeof *work * (size_t)o->seeds);
+    if (!s.clocks || !s.allmax || !out || !work)
+        rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
+    if (!rc) rc = plan_truth(&s, o->straggler, err);
+    if (!rc) rc = run_seeds(&s, o, out, err);
+    if (!rc) {
+        if (truth_out) *truth_out = s.t;
+        if (outcomes) memcpy(outcomes, out, sizeof *out * nout);
+        for (int pl = 0; summary && pl < PRS_NOISE_NPLANNERS; pl++)
+            summarise(out + (size_t)pl * (size_t)o->seeds, o->seeds, work, &summary[pl]);
+    }
+    free(work);
+    free(out);
+    free(s.clocks);
+    free(s.allmax);
+    prs_eval_close(s.ev);
+    return rc;
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# End-to-end tests of `perseus noise` on the example profile (a small pipeline, so it is quick):
+#   - bad input: one line on stderr, exit status 2;
+#   - without noise every plan is the true-profile plan: baseline overshoot and regret are 0;
+#   - runs are reproducible (same seed, same JSON) and noise does change plans;
+#   - the JSON's shape (schema, per level baseline and robust with the four figures), the table
+#     and the SVG plot.
+set -euo pipefail
+bin=${PRS_BIN_DIR:?}/perseus
+src=${PRS_SOURCE_DIR:?}
+py=/usr/bin/python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib.bash"
+
+ex=$src/examples/a100-8stage.csv
+job=(--profile "$ex" --stages 4 --microbatches 4 --unit-time 0.001 --blocking-power 83.64)
+
+"$bin" noise --help | grep -q -- "--jitter" || fail "noise --help"
+expect_error 2 "missing required option '--jitter'" "$bin" noise "${job[@]}" --repeats 1 --seeds 2
+expect_error 2 "missing required option '--seeds'" "$bin" noise "${job[@]}" --jitter 0.01 --repeats 1
+expect_error 2 "missing required option '--profile'" "$bin" noise --stages 4
+expect_error 2 "--jitter: expected fractions in \[0, 0.2\], got '0.5'" \
+  "$bin" noise "${job[@]}" --jitter 0.01,0.5 --repeats 1 --seeds 2
+expect_error 2 "--jitter: expected fractions in \[0, 0.2\], got 'x'" \
+  "$bin" noise "${job[@]}" --jitter x --repeats 1 --seeds 2
+expect_error 2 "--repeats: expected an integer >= 1, got '0'" \
+  "$bin" noise "${job[@]}" --jitter 0.01 --repeats 0 --seeds 2
+expect_error 2 "--bias: expected a number in \[0, 0.2\], got '-1'" \
+  "$bin" noise "${job[@]}" --jitter 0.01 --repeats 1 --seeds 2 --bias -1
+expect_error 2 "--straggler: expected a number >= 1, got '0.5'" \
+  "$bin" noise "${job[@]}" --jitter 0.01 --repeats 1 --seeds 2 --straggler 0.5
+expect_error 2 "unknown option '--jiter' \(did you mean '--jitter'\?\)" \
+  "$bin" noise "${job[@]}" --jiter 0.01 --repeats 1 --seeds 2
+expect_error 2 "stage 8 has no forward rows" "$bin" noise --profile "$ex" --stages 9 --microbatches 4 \
+  --unit-time 0.001 --blocking-power 83.64 --jitter 0.01 --repeats 1 --seeds 1
+
+run=("$bin" noise "${job[@]}" --jitter 0,0.03 --repeats 2 --seeds 4 --json)
+"${run[@]}" >"$tmp/a.json"
+"${run[@]}" >"$tmp/b.json"
+cmp -s "$tmp/a.json" "$tmp/b.json" || fail "two runs with the same seeds differ"
+$py - "$tmp/a.json" <<'PY' || fail "noise JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["schema"] == "perseus.noise/1", d["schema"]
+lv = d["levels"]
+assert [(l["cost_model"], l["jitter"]) for l in lv] == [
+    ("exp", 0), ("exp", 0.03), ("hull", 0), ("hull", 0.03)], lv
+for l in lv:
+    for k in ("baseline", "robust"):
+        s = l[k]
+        for f in ("overshoot_median_pct", "overshoot_max_pct", "regret_median_pct",
+                  "regret_max_pct"):
+            assert isinstance(s[f], float), (k, f)
+        assert len(s["seeds"]) == 4
+        assert s["overshoot_max_pct"] >= s["overshoot_median_pct"]
+        assert s["regret_max_pct"] >= s["regret_median_pct"]
+    if l["jitter"] == 0:  # the noisy profile is the truth: the same plans, no loss
+        for r in l["baseline"]["seeds"]:
+            assert r["overshoot_pct"] == 0 and r["regret_pct"] == 0, r
+            assert abs(r["promised_saving_pct"] - l["saving_pct"]) < 1e-9, r
+    else:  # noise moves the plans: the four seeds do not all land on the truth's
+        b = l["baseline"]["seeds"]
+        assert any(r["overshoot_pct"] != 0 or r["regret_pct"] != 0 for r in b), b
+        assert len({r["regret_pct"] for r in b}) > 1, b
+PY
+
+"$bin" noise "${job[@]}" --jitter 0.02 --repeats 1 --seeds 3 --cost-model hull \
+  --svg "$tmp/n.svg" >"$tmp/table"
+grep -q "^hull" "$tmp/table" || fail "table lacks the hull row: $(cat "$tmp/table")"
+grep -q "robust" "$tmp/table" || fail "table lacks the robust row"
+! grep -q "^exp" "$tmp/table" || fail "--cost-model hull printed exp rows"
+$py -c 'import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); assert d.documentElement.tagName == "svg"' \
+  "$tmp/n.svg" || fail "noise SVG does not parse"
+grep -q "energy regret" "$tmp/n.svg" || fail "noise SVG lacks the regret panel"
+echo "noise: ok"
