@@ -56,7 +56,7 @@ PRS_API int prs_noise_apply(const prs_profile *truth, const prs_noise_model *m, 
  * under "non-increasing and convex in the clock", energy under "convex in the clock"; points
  * further than PRS_RECONCILE_OUTLIER robust standard deviations from the first fit are replaced
  * by the fit and the fit redone. The time of every clock below the type's highest then gets
- * the margin margin_sd * (the relative spread of the residuals), so that plans which slow a
+ * the margin margin_sd * (the fit's relative standard error), so that plans which slow a
  * computation into believed slack keep the promised iteration time when the measurement was
  * optimistic. Types with fewer than 3 or more than PRS_RECONCILE_MAX_CLOCKS clocks are copied. *out
  * is new; spread_pct, when non-NULL, receives the largest relative time spread of any type in

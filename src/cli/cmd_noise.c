@@ -75,8 +75,9 @@ static int usage_error(const char *msg, const char *arg)
 static int parse_jitters(const char *v, noise_args *a)
 {
     char buf[1024];
-    if (strlen(v) >= sizeof buf) return usage_error("--jitter: list too long", NULL);
-    strcpy(buf, v);
+    size_t len = strlen(v);
+    if (len >= sizeof buf) return usage_error("--jitter: list too long", NULL);
+    memcpy(buf, v, len + 1);
     char *save = NULL;
     for (char *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
         double x;
@@ -357,6 +358,7 @@ static void print_table(const noise_args *a, const noise_level *lv, int nlv)
 
 static int write_svg(const noise_args *a, const noise_level *lv, int nlv)
 {
+    if (nlv < 1) return 0;
     prs_noise_plot_level *pts = calloc((size_t)nlv, sizeof *pts);
     if (!pts) return 1;
     for (int i = 0; i < nlv; i++) {
@@ -393,7 +395,7 @@ int prs_cmd_noise(int argc, char **argv)
     a.seed = 1;
     int done = 0, nlv = 0, rc = parse_args(argc, argv, &a, &done);
     if (rc || done) return rc;
-    noise_level *lv = calloc(2 * MAX_LEVELS, sizeof *lv);
+    noise_level *lv = calloc((size_t)2 * MAX_LEVELS, sizeof *lv);
     if (!lv) {
         fputs("perseus noise: out of memory\n", stderr);
         return 1;

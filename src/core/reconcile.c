@@ -6,7 +6,8 @@
  * the clock (shapefit.c). Points further from the first fit than PRS_RECONCILE_OUTLIER
  * robust standard deviations (1.4826 times the median absolute relative residual) are replaced by
  * the fit and the fit is redone. Finally every clock below the type's highest gets the time
- * margin margin_sd * (relative residual spread). */
+ * margin margin_sd * (the fit's relative standard error: the residuals' root mean square over the
+ * remaining degrees of freedom, times the square root of degrees of freedom over points). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,11 +33,26 @@ static double rel_spread(const double *y, const double *g, int n, double *work)
     return MAD_TO_SD * med;
 }
 
-/* Fit, replace outliers by the fit, fit again; returns the relative spread of the first fit's
- * inliers. y is overwritten with the cleaned data, g holds the fit. */
-static double fit_robust(const double *x, double *y, int n, int decreasing, double *g, double *work)
+/* Relative standard error of the fitted values: the residuals' root mean square over the
+ * remaining degrees of freedom, times sqrt(dof / n) (each fitted value pools about n / dof
+ * measurements). */
+static double fit_error(const double *y, const double *g, int n, int dof)
 {
-    prs__shape_fit(x, y, n, decreasing, g);
+    if (dof >= n) return 0;
+    double ss = 0;
+    for (int i = 0; i < n; i++)
+        ss += (y[i] / g[i] - 1.0) * (y[i] / g[i] - 1.0);
+    return sqrt(ss / (n - dof)) * sqrt((double)dof / n);
+}
+
+/* Fit, replace outliers by the fit, fit again; returns the relative spread of the residuals and
+ * *se the fit's relative standard error. y is overwritten with the cleaned data, g holds the
+ * fit. */
+static double fit_robust(const double *x, double *y, int n, int decreasing, double *g, double *work,
+                         double *se)
+{
+    int dof = n;
+    prs__shape_fit(x, y, n, decreasing, g, &dof);
     double sd = rel_spread(y, g, n, work);
     int replaced = 0;
     for (int i = 0; i < n; i++)
@@ -45,9 +61,10 @@ static double fit_robust(const double *x, double *y, int n, int decreasing, doub
             replaced = 1;
         }
     if (replaced) {
-        prs__shape_fit(x, y, n, decreasing, g);
+        prs__shape_fit(x, y, n, decreasing, g, &dof);
         sd = rel_spread(y, g, n, work);
     }
+    *se = fit_error(y, g, n, dof);
     return sd;
 }
 
@@ -81,13 +98,14 @@ static double reconcile_type(const prs_profile_row *rows, const clock_row *ty, t
         w->t[i] = r->time_s;
         w->e[i] = r->energy_j;
     }
-    double sd_t = fit_robust(w->x, w->t, n, 1, w->gt, w->work);
-    fit_robust(w->x, w->e, n, 0, w->ge, w->work);
+    double se_t, se_e;
+    double sd_t = fit_robust(w->x, w->t, n, 1, w->gt, w->work, &se_t);
+    fit_robust(w->x, w->e, n, 0, w->ge, w->work, &se_e);
     for (int i = 0; i < n; i++) {
         size_t r = ty[i].row;
         prs_profile_row *o = &out[r];
         double t = w->gt[i] > 0 ? w->gt[i] : rows[r].time_s;
-        if (i < n - 1) t *= 1.0 + margin_sd * sd_t;
+        if (i < n - 1) t *= 1.0 + margin_sd * se_t;
         o->time_s = t;
         o->energy_j = w->ge[i] > 0 ? w->ge[i] : rows[r].energy_j;
     }

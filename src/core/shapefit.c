@@ -155,9 +155,10 @@ static void run(nnls *q)
     }
 }
 
-int prs__shape_fit(const double *x, const double *y, int n, int decreasing, double *g)
+int prs__shape_fit(const double *x, const double *y, int n, int decreasing, double *g, int *dof)
 {
     memcpy(g, y, sizeof *g * (size_t)n);
+    if (dof) *dof = n;
     if (n < 3 || n > PRS__SHAPE_MAX_POINTS) return 0;
     nnls q = {n, n, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     size_t mm = (size_t)n * (size_t)n;
@@ -174,6 +175,11 @@ int prs__shape_fit(const double *x, const double *y, int n, int decreasing, doub
         basis(&q, x, decreasing);
         normal_equations(&q, y);
         run(&q);
+        if (dof) {
+            *dof = 0;
+            for (int j = 0; j < n; j++)
+                *dof += q.passive[j] && (j < q.nfree || q.z[j] > 0);
+        }
         for (int i = 0; i < n; i++) {
             double v = 0;
             for (int j = 0; j < n; j++)

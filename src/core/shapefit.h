@@ -8,7 +8,8 @@
 
 /* g = the least-squares fit of y over x (ascending, distinct; 3 <= n <= PRS__SHAPE_MAX_POINTS)
  * among the convex functions of x, and with decreasing among those also non-increasing.
- * 0, or -1 when out of memory (g is then a copy of y). */
-int prs__shape_fit(const double *x, const double *y, int n, int decreasing, double *g);
+ * *dof (may be NULL) gets the fit's degrees of freedom: its non-zero coefficients in the hinge
+ * basis (n when the data is copied). 0, or -1 when out of memory (g is then a copy of y). */
+int prs__shape_fit(const double *x, const double *y, int n, int decreasing, double *g, int *dof);
 
 #endif

@@ -191,11 +191,13 @@ int prs_noise_study(const prs_profile *truth, const prs_noise_study_opts *o,
     s.allmax = malloc(sizeof *s.allmax * (size_t)s.nops);
     prs_noise_outcome *out = malloc(sizeof *out * nout);
     double *work = malloc(sizeof *work * (size_t)o->seeds);
-    if (!s.clocks || !s.allmax || !out || !work)
-        rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
+    if (!s.clocks || !s.allmax || !out || !work) {
+        prs_error_set(err, PRS_ENOMEM, "out of memory");
+        rc = PRS_ENOMEM;
+    }
     if (!rc) rc = plan_truth(&s, o->straggler, err);
     if (!rc) rc = run_seeds(&s, o, out, err);
-    if (!rc) {
+    if (!rc && out && work) {
         if (truth_out) *truth_out = s.t;
         if (outcomes) memcpy(outcomes, out, sizeof *out * nout);
         for (int pl = 0; summary && pl < PRS_NOISE_NPLANNERS; pl++)
