@@ -94,6 +94,8 @@ typedef struct prs_client_opts {
     const char *cuda_library; /* NULL: $PRS_CUDA_LIBRARY, else libcuda.so.1 */
     double energy_poll_s;     /* energy counter polling period; default 0.002 */
     double power_poll_s;      /* power sampling period without an energy counter; default 0.1 */
+    const char *create_token; /* the server's creation token (perseusd --create-token), sent
+                               * when creating the job from job_spec_json; NULL: none */
 } prs_client_opts;
 
 PRS_API void prs_client_opts_init(prs_client_opts *o);

@@ -43,6 +43,13 @@ typedef struct prs_server_config {
     int log_fd;               /* where one-line logs go; default 2 (stderr); -1: nowhere */
     int sync_full;            /* fsync every commit (survive power loss); default 0: a commit
                                * survives a crash of the process, not of the machine */
+    const char *create_token; /* secret that POST /v1/jobs must present as its bearer token;
+                               * NULL: none (allowed only on a loopback address) */
+    long max_jobs;            /* jobs held at once (finished ones included); default 1024 */
+    long max_world;           /* ranks of one job; default 65536 */
+    long max_ranks;           /* ranks of all jobs together; default 262144 */
+    double retention_s;       /* finished (done or failed) jobs are deleted this long after
+                               * they finished; default 7 days; < 0: kept forever */
 } prs_server_config;
 
 /* Defaults as documented beside each field (db_path and data_dir NULL: must be set). */

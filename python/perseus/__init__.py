@@ -101,6 +101,7 @@ class _Opts(ctypes.Structure):
         ("cuda_library", ctypes.c_char_p),
         ("energy_poll_s", ctypes.c_double),
         ("power_poll_s", ctypes.c_double),
+        ("create_token", ctypes.c_char_p),
     ]
 
 
@@ -337,8 +338,9 @@ class Gpu:
 class Client:
     """One rank's client. gpu: a Gpu (borrowed, must outlive the client) or a spec string.
 
-    Give job_id and token, or job_spec (a dict: the POST /v1/jobs body) to create the job;
-    then .job_id and .token are what the other ranks need.
+    Give job_id and token, or job_spec (a dict: the POST /v1/jobs body) to create the job
+    (with create_token, the server's creation token, when it has one); then .job_id and .token
+    are what the other ranks need.
 
     stream: "auto" (default) times computations on PyTorch's current CUDA stream when CUDA is
     available and the GPU backend is nvml; an integer is a CUstream to use; False or None turns
@@ -349,7 +351,7 @@ class Client:
                  tp=0, gpu="nvml", device_sync=None, stream="auto", cuda_library=None,
                  poll_interval_s=None, http_timeout_s=None, flush_timeout_s=None,
                  warmup_iterations=None, max_queue=None, energy_poll_s=None, power_poll_s=None,
-                 gpud_socket=None):
+                 gpud_socket=None, create_token=None):
         self._lib = load_library()
         self._h = ctypes.c_void_p()
         o = _Opts()
@@ -366,6 +368,8 @@ class Client:
             o.job_id, o.token = s(job_id), s(token or "")
         if job_spec is not None:
             o.job_spec_json = s(json.dumps(job_spec) if not isinstance(job_spec, str) else job_spec)
+        if create_token is not None:
+            o.create_token = s(create_token)
         o.rank, o.dp, o.pp, o.tp = rank, dp, pp, tp
         self._gpu = gpu
         backend = gpu.backend if isinstance(gpu, Gpu) else str(gpu).split(":", 1)[0]

@@ -177,10 +177,14 @@ int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err)
     c->queue = rc ? NULL : calloc((size_t)o->max_queue, sizeof *c->queue);
     if (!rc && !c->queue) rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
     if (!rc && !o->job_id) {
+        /* The creation is the one request that carries the server's creation token. */
         c->opts.job_spec_json = o->job_spec_json;
-        rc = prs__client_create_job(c, err);
+        rc = copy_str(c->token, sizeof c->token, o->create_token, "create_token", err);
+        if (!rc) rc = prs__client_create_job(c, err);
+        if (rc) c->token[0] = '\0';
         c->opts.job_spec_json = NULL;
     }
+    c->opts.create_token = NULL;
     prs_stream *stream = NULL;
     if (!rc)
         rc = copy_str(c->gpu_spec, sizeof c->gpu_spec, o->gpu_spec ? o->gpu_spec : "nvml",

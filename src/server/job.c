@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "perseus/numfmt.h"
 
@@ -160,11 +161,15 @@ static store_job_row job_row(const job *j, const char *spec_json)
                            .planning_s = j->planning_s,
                            .created_unix = j->created_unix,
                            .bp_measured_w = j->bp_measured_w,
-                           .bp_used_w = j->bp_used_w};
+                           .bp_used_w = j->bp_used_w,
+                           .finished_unix = j->finished_unix};
 }
 
 static int persist(job *j, store *st, api_err *e)
 {
+    /* The retention clock (--retention) starts when the job is first stored finished. */
+    if ((j->phase == JOB_DONE || j->phase == JOB_FAILED) && !j->finished_unix)
+        j->finished_unix = (long long)time(NULL);
     store_job_row row = job_row(j, NULL);
     if (store_update_job(st, &row)) return store_fail(e, st);
     return 0;
@@ -667,6 +672,7 @@ int job_load(store *st, const store_job_row *row, job **out, int *action, prs_er
     j->round = row->round;
     j->planning_s = row->planning_s;
     j->created_unix = row->created_unix;
+    j->finished_unix = row->finished_unix;
     j->bp_measured_w = row->bp_measured_w;
     if (!spec.has_blocking_power) j->bp_used_w = row->bp_used_w;
     if (job_phase_parse(row->phase, &j->phase)) {
@@ -685,6 +691,9 @@ int job_load(store *st, const store_job_row *row, job **out, int *action, prs_er
         return rc;
     }
     load_derive(j, action);
+    /* Finished before the column existed (or found unusable now): count from its creation. */
+    if (!j->finished_unix && (j->phase == JOB_DONE || j->phase == JOB_FAILED))
+        j->finished_unix = j->created_unix;
     *out = j;
     return 0;
 }

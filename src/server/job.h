@@ -112,6 +112,7 @@ typedef struct job {
     job_phase phase;
     char reason[REQ_MSG_MAX];
     long long created_unix;
+    long long finished_unix; /* when it became done or failed (0: not finished) */
 
     int world, nregistered, ops_per_stage;
     job_rank *ranks; /* world entries, indexed by rank */

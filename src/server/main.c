@@ -42,6 +42,15 @@ static const char usage[] =
     "  --threads N            HTTP worker threads (default: one per online CPU, at most 16)\n"
     "  --sync normal|full     full: fsync every commit, surviving power loss (default normal:\n"
     "                         every acknowledged request survives a crash of the process)\n"
+    "  --create-token TOKEN   secret that job creation (POST /v1/jobs) must present as its\n"
+    "                         bearer token; required when listening beyond loopback\n"
+    "  --create-token-file FILE  the same, read from the first line of FILE (not visible in\n"
+    "                         the process list)\n"
+    "  --max-jobs N           jobs held at once, finished ones included (default 1024)\n"
+    "  --max-world N          ranks of one job (default 65536)\n"
+    "  --max-ranks N          ranks of all jobs together (default 262144)\n"
+    "  --retention DURATION   delete finished (done or failed) jobs this long after they\n"
+    "                         finished: N[s|m|h|d] or 'never' (default 7d)\n"
     "  --log-level LEVEL      what to log, each level adding to the one after it: debug\n"
     "                         (every request), info (job events; the default), warn (failed\n"
     "                         requests and plannings) or error (server faults); logs are\n"
@@ -76,6 +85,51 @@ static int parse_size(const char *v, size_t *out)
     long n;
     if (prs_num_parse_long(v, &n) != 0 || n < 1) return -1;
     *out = (size_t)n;
+    return 0;
+}
+
+/* N[s|m|h|d] (seconds by default) or "never" (-1) into *out; -1 when malformed. */
+static int parse_duration(const char *v, double *out)
+{
+    if (strcmp(v, "never") == 0) {
+        *out = -1;
+        return 0;
+    }
+    char num[64];
+    size_t n = strlen(v);
+    double unit = 1;
+    if (n > 0 && strchr("smhd", v[n - 1])) {
+        unit = v[n - 1] == 'm' ? 60 : v[n - 1] == 'h' ? 3600 : v[n - 1] == 'd' ? 86400 : 1;
+        n--;
+    }
+    if (n == 0 || n >= sizeof num) return -1;
+    memcpy(num, v, n);
+    num[n] = '\0';
+    double x;
+    if (prs_num_parse_double(num, &x) != 0 || !(x >= 0) || x > 1e9) return -1;
+    *out = x * unit;
+    return 0;
+}
+
+/* The first line of FILE into a static buffer (the creation token); NULL when unreadable or
+ * empty. */
+static const char *read_token_file(const char *path)
+{
+    static char tok[512];
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    char *line = fgets(tok, sizeof tok, f);
+    fclose(f);
+    if (!line) return NULL;
+    tok[strcspn(tok, "\r\n")] = '\0';
+    return tok[0] ? tok : NULL;
+}
+
+static int parse_count(const char *v, long max, long *out)
+{
+    size_t n;
+    if (parse_size(v, &n) || (long)n > max) return -1;
+    *out = (long)n;
     return 0;
 }
 
@@ -162,6 +216,30 @@ static int parse_option(int c, prs_server_config *cfg, args *a)
         else
             return bad("--log-level: expected debug, info, warn or error, got", optarg);
         break;
+    case 'k':
+        if (!optarg[0]) return bad("--create-token: empty token", optarg);
+        cfg->create_token = optarg;
+        break;
+    case 'K':
+        if (!(cfg->create_token = read_token_file(optarg)))
+            return bad("--create-token-file: cannot read a token from", optarg);
+        break;
+    case 'J':
+        if (parse_count(optarg, 1000000, &cfg->max_jobs))
+            return bad("--max-jobs: bad count", optarg);
+        break;
+    case 'W':
+        if (parse_count(optarg, 65536, &cfg->max_world))
+            return bad("--max-world: expected a count in 1..65536, got", optarg);
+        break;
+    case 'R':
+        if (parse_count(optarg, 100000000, &cfg->max_ranks))
+            return bad("--max-ranks: bad count", optarg);
+        break;
+    case 'r':
+        if (parse_duration(optarg, &cfg->retention_s))
+            return bad("--retention: expected N[s|m|h|d] or never, got", optarg);
+        break;
     case 'h':
         fputs(usage, stdout);
         return 0;
@@ -188,6 +266,12 @@ static int parse_args(int argc, char **argv, prs_server_config *cfg, args *a)
                                          {"threads", required_argument, NULL, 't'},
                                          {"sync", required_argument, NULL, 's'},
                                          {"log-level", required_argument, NULL, 'L'},
+                                         {"create-token", required_argument, NULL, 'k'},
+                                         {"create-token-file", required_argument, NULL, 'K'},
+                                         {"max-jobs", required_argument, NULL, 'J'},
+                                         {"max-world", required_argument, NULL, 'W'},
+                                         {"max-ranks", required_argument, NULL, 'R'},
+                                         {"retention", required_argument, NULL, 'r'},
                                          {"version", no_argument, NULL, 'V'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};

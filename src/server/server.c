@@ -69,6 +69,7 @@ enum route {
     R_PROFILE_PUT,
     R_FRONTIER,
     R_COMPLETE,
+    R_DELETE,
     R_UNKNOWN,
     N_ROUTES
 };
@@ -76,9 +77,9 @@ enum route {
 static const char *const ROUTE_NAMES[N_ROUTES] = {
     "healthz",        "metrics",      "create_job",    "get_job",         "register_rank",
     "schedule",       "results",      "set_straggler", "clear_straggler", "get_profile",
-    "upload_profile", "get_frontier", "complete",      "unknown"};
+    "upload_profile", "get_frontier", "complete",      "delete_job",      "unknown"};
 
-static const int CODES[] = {200, 201, 400, 401, 404, 405, 409, 413, 500, 501, 503};
+static const int CODES[] = {200, 201, 400, 401, 404, 405, 409, 413, 429, 500, 501, 503};
 #define N_CODES ((int)(sizeof CODES / sizeof CODES[0]) + 1) /* + "other" */
 static const double BUCKETS[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
                                  0.025,  0.05,    0.1,    0.25,  0.5,    1.0,   2.5};
@@ -95,7 +96,9 @@ typedef struct metrics {
 
 typedef struct plan_task {
     struct prs_server *s;
-    job *j;
+    job *j; /* NULL once the job was deleted: the result is dropped (lock held to read it) */
+    char job_id[SECURE_ID_LEN + 1];
+    prs_cost_model cost_model;
     prs_profile *profile; /* a copy: the job's may be replaced while we plan */
     prs_pipeline pipe;    /* job_pipeline when planning started */
     pthread_t thread;
@@ -131,6 +134,13 @@ struct prs_server {
     job *jobs[JOB_BUCKETS];
     long njobs;
     plan_task *tasks;
+    long nranks; /* ranks of all jobs together (--max-ranks) */
+    uint8_t create_hash[SECURE_SHA256_LEN];
+    int has_create_token;
+    pthread_t janitor; /* deletes finished jobs past --retention */
+    pthread_mutex_t janitor_mu;
+    pthread_cond_t janitor_cv;
+    int janitor_stop, janitor_started;
     metrics m;
     double started;
 };
@@ -207,6 +217,23 @@ static void add_job(prs_server *s, job *j)
     j->next = s->jobs[b];
     s->jobs[b] = j;
     s->njobs++;
+    s->nranks += j->world;
+}
+
+/* Take a job out of the table and free it (lock held exclusively); a planner working on it
+ * is detached and its result dropped. */
+static void remove_job(prs_server *s, job *j)
+{
+    for (job **pp = &s->jobs[bucket_of(j->id)]; *pp; pp = &(*pp)->next)
+        if (*pp == j) {
+            *pp = j->next;
+            break;
+        }
+    s->njobs--;
+    s->nranks -= j->world;
+    for (plan_task *t = s->tasks; t; t = t->next)
+        if (t->j == j) t->j = NULL;
+    job_free(j);
 }
 
 /* ---- planner threads ---- */
@@ -220,8 +247,10 @@ static void on_plan_progress(void *ud, long done, long total)
     if (done < total && now - t->progress_at < 0.05) return;
     t->progress_at = now;
     pthread_rwlock_wrlock(&t->s->lock);
-    t->j->plan_done = done;
-    t->j->plan_total = total;
+    if (t->j) {
+        t->j->plan_done = done;
+        t->j->plan_total = total;
+    }
     pthread_rwlock_unlock(&t->s->lock);
 }
 
@@ -231,11 +260,10 @@ static void *planner_main(void *arg)
 {
     plan_task *t = arg;
     prs_server *s = t->s;
-    job *j = t->j;
     prs_plan_opts o;
     prs_plan_opts_default(&o);
     o.pipe = t->pipe;
-    o.cost_model = j->spec.cost_model;
+    o.cost_model = t->cost_model;
     o.frontier = PRS_FRONTIER_CLEAN; /* the plans served: none beaten by a faster one */
     o.progress = on_plan_progress;
     o.ud = t;
@@ -251,6 +279,15 @@ static void *planner_main(void *arg)
         f = NULL;
     }
     pthread_rwlock_wrlock(&s->lock);
+    job *j = t->j;
+    if (!j) { /* deleted meanwhile */
+        log_kv(s, PRS_LOG_INFO, "msg=planning_dropped job=%s detail=job_deleted", t->job_id);
+        prs_frontier_free(f);
+        t->finished = 1;
+        pthread_rwlock_unlock(&s->lock);
+        free(text);
+        return NULL;
+    }
     api_err e = {0, NULL, ""};
     int ok = store_begin(s->st) == 0 &&
              job_plan_finished(j, s->st, f, text, len, secs, err.msg, &e) == 0 &&
@@ -327,6 +364,8 @@ static void start_planner(prs_server *s, job *j)
     }
     t->s = s;
     t->j = j;
+    snprintf(t->job_id, sizeof t->job_id, "%s", j->id);
+    t->cost_model = j->spec.cost_model;
     job_pipeline(j, &t->pipe);
     j->planner_active = 1;
     j->plan_done = j->plan_total = 0;
@@ -483,7 +522,7 @@ static void match(const char *method, const char *url, route_match *m)
     m->id[idlen] = '\0';
     m->has_id = 1;
     const char *rest = slash ? slash : "";
-    if (strcmp(rest, "") == 0) ROUTE(R_STATUS, get, "GET");
+    if (strcmp(rest, "") == 0) ROUTE(del ? R_DELETE : R_STATUS, get || del, "GET, DELETE");
     if (strcmp(rest, "/ranks") == 0) ROUTE(R_REGISTER, post, "POST");
     if (strcmp(rest, "/schedule") == 0) ROUTE(R_SCHEDULE, get, "GET");
     if (strcmp(rest, "/results") == 0) ROUTE(R_RESULTS, post, "POST");
@@ -522,25 +561,63 @@ static int authorize(int have_token, const uint8_t hash[SECURE_SHA256_LEN], cons
     return have_token && secure_equal(hash, j->token_hash, SECURE_SHA256_LEN);
 }
 
+/* Whether a job creation may go on: the server has no creation token, or the request presents
+ * it (compared as SHA-256, in constant time). */
+static int create_allowed(prs_server *s, struct MHD_Connection *c)
+{
+    uint8_t presented[SECURE_SHA256_LEN];
+    if (!s->has_create_token) return 1;
+    return bearer_hash(c, presented) && secure_equal(presented, s->create_hash, SECURE_SHA256_LEN);
+}
+
+/* The server's caps on a new job of `world` ranks (lock held): 0, or -1 with e filled. */
+static int check_caps(const prs_server *s, long world, api_err *e)
+{
+    if (s->njobs >= s->cfg.max_jobs)
+        return api_fail(e, 429, "too_many_jobs",
+                        "the server holds %ld jobs, its limit (--max-jobs %ld): delete finished "
+                        "jobs (DELETE /v1/jobs/{id}) or wait for their retention to pass",
+                        s->njobs, s->cfg.max_jobs);
+    if (s->nranks + world > s->cfg.max_ranks)
+        return api_fail(e, 429, "too_many_ranks",
+                        "%ld more ranks would make %ld on the server, over its limit "
+                        "(--max-ranks %ld)",
+                        world, s->nranks + world, s->cfg.max_ranks);
+    return 0;
+}
+
 static enum MHD_Result handle_create(prs_server *s, struct MHD_Connection *c, conn_ctx *cc)
 {
     req_job_spec spec;
     prs_error err;
     if (req_parse_job_spec(cc->body ? cc->body : "", cc->len, &spec, &err))
         return send_error(s, c, cc, 400, "bad_request", err.msg);
+    long world = (long)spec.dp * spec.stages * spec.tp;
+    if (world > s->cfg.max_world) {
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "dp x stages x tp = %ld ranks: over the server's limit of %ld per job "
+                 "(--max-world)",
+                 world, s->cfg.max_world);
+        return send_error(s, c, cc, 400, "bad_request", msg);
+    }
     char id[SECURE_ID_LEN + 1], token[SECURE_TOKEN_LEN + 1];
     if (secure_new_token(token, NULL))
         return send_error(s, c, cc, 500, "internal", "no randomness");
     uint8_t hash[SECURE_SHA256_LEN];
     secure_sha256(token, strlen(token), hash);
     pthread_rwlock_wrlock(&s->lock);
+    api_err e = {0, NULL, ""};
+    if (check_caps(s, world, &e)) {
+        pthread_rwlock_unlock(&s->lock);
+        return send_api_error(s, c, cc, &e);
+    }
     do {
         if (secure_new_id(id, NULL)) {
             pthread_rwlock_unlock(&s->lock);
             return send_error(s, c, cc, 500, "internal", "no randomness");
         }
     } while (find_job(s, id));
-    api_err e = {0, NULL, ""};
     job *j = NULL;
     if (store_begin(s->st)) {
         pthread_rwlock_unlock(&s->lock);
@@ -641,6 +718,22 @@ static int do_complete(prs_server *s, job *j, conn_ctx *cc, void *arg, int *acti
     return job_complete(j, s->st, e);
 }
 
+/* Delete a job from the store and memory (lock held exclusively); why: "request" or
+ * "retention", for the log. */
+static int delete_job(prs_server *s, job *j, const char *why, api_err *e)
+{
+    char id[SECURE_ID_LEN + 1];
+    snprintf(id, sizeof id, "%s", j->id);
+    const char *phase = job_phase_name(j->phase);
+    if (store_begin(s->st) || store_delete_job(s->st, id) || store_commit(s->st)) {
+        store_rollback(s->st);
+        return api_fail(e, 500, "storage", "database: %s", store_error(s->st)->msg);
+    }
+    log_kv(s, PRS_LOG_INFO, "msg=job_deleted job=%s phase=%s by=%s", id, phase, why);
+    remove_job(s, j);
+    return 0;
+}
+
 static json_t *pipes_json(const job *j)
 {
     json_t *a = json_array();
@@ -723,6 +816,10 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
     case R_COMPLETE:
         rc = run_tx(s, j, cc, do_complete, NULL, &e);
         if (!rc) out = json_pack("{s:s}", "phase", job_phase_name(j->phase));
+        break;
+    case R_DELETE:
+        rc = delete_job(s, j, "request", &e);
+        if (!rc) out = json_pack("{s:s, s:b}", "job_id", cc->job_id, "deleted", 1);
         break;
     case R_FRONTIER:
         out = job_frontier_json(j);
@@ -935,6 +1032,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *con_cls = cc;
         enum MHD_Result framing;
         if (check_framing(s, c, cc, &framing) != 0) return framing;
+        /* Creation needs the creation token: checked before any body is read. */
+        if (m.route == R_CREATE && m.method_ok && !create_allowed(s, c)) {
+            cc->answered = 1;
+            return send_error(s, c, cc, 401, "unauthorized",
+                              "creating a job needs the server's creation token "
+                              "(Authorization: Bearer ...)");
+        }
         /* A declared body over the limit is refused before it is read: a response queued on
          * this first call makes libmicrohttpd answer and close the connection. */
         const char *cl =
@@ -1094,6 +1198,61 @@ static void stop_http(prs_server *s)
     s->stop_pipe[0] = s->stop_pipe[1] = -1;
 }
 
+/* ---- retention ---- */
+
+/* Delete the finished jobs whose retention has passed (lock held exclusively). */
+static void expire_jobs(prs_server *s)
+{
+    long long now = (long long)time(NULL);
+    for (int b = 0; b < JOB_BUCKETS; b++)
+        for (job *j = s->jobs[b], *next; j; j = next) {
+            next = j->next;
+            if ((j->phase != JOB_DONE && j->phase != JOB_FAILED) || !j->finished_unix ||
+                (double)(now - j->finished_unix) < s->cfg.retention_s)
+                continue;
+            api_err e = {0, NULL, ""};
+            if (delete_job(s, j, "retention", &e))
+                log_kv(s, PRS_LOG_ERROR, "msg=retention_failed detail=%s", e.msg);
+        }
+}
+
+/* The janitor thread: expires jobs every quarter of the retention (at least every 30 s, at most
+ * every 50 ms), until the server stops. */
+static void *janitor_main(void *arg)
+{
+    prs_server *s = arg;
+    double period = s->cfg.retention_s / 4;
+    period = period < 0.05 ? 0.05 : period > 30 ? 30 : period;
+    pthread_mutex_lock(&s->janitor_mu);
+    while (!s->janitor_stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        double t = (double)until.tv_sec + 1e-9 * (double)until.tv_nsec + period;
+        until.tv_sec = (time_t)t;
+        until.tv_nsec = (long)((t - (double)until.tv_sec) * 1e9);
+        pthread_cond_timedwait(&s->janitor_cv, &s->janitor_mu, &until);
+        if (s->janitor_stop) break;
+        pthread_mutex_unlock(&s->janitor_mu);
+        pthread_rwlock_wrlock(&s->lock);
+        expire_jobs(s);
+        pthread_rwlock_unlock(&s->lock);
+        pthread_mutex_lock(&s->janitor_mu);
+    }
+    pthread_mutex_unlock(&s->janitor_mu);
+    return NULL;
+}
+
+static void stop_janitor(prs_server *s)
+{
+    if (!s->janitor_started) return;
+    pthread_mutex_lock(&s->janitor_mu);
+    s->janitor_stop = 1;
+    pthread_cond_signal(&s->janitor_cv);
+    pthread_mutex_unlock(&s->janitor_mu);
+    pthread_join(s->janitor, NULL);
+    s->janitor_started = 0;
+}
+
 /* ---- lifecycle ---- */
 
 void prs_server_config_default(prs_server_config *c)
@@ -1107,6 +1266,10 @@ void prs_server_config_default(prs_server_config *c)
     c->threads = 0; /* one per online CPU */
     c->log_level = PRS_LOG_INFO;
     c->log_fd = 2;
+    c->max_jobs = 1024;
+    c->max_world = 65536;
+    c->max_ranks = 262144;
+    c->retention_s = 7 * 86400.0;
 }
 
 static int load_job_row(void *ud, const store_job_row *row)
@@ -1145,6 +1308,8 @@ static void server_free(prs_server *s)
     store_close(s->st);
     pthread_rwlock_destroy(&s->lock);
     pthread_mutex_destroy(&s->m.mu);
+    pthread_mutex_destroy(&s->janitor_mu);
+    pthread_cond_destroy(&s->janitor_cv);
     free(s->listen_host);
     free(s->db_path);
     free(s->data_dir);
@@ -1165,6 +1330,15 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
     if (inet_pton(AF_INET, cfg->listen_host, &addr.sin_addr) != 1)
         return prs_error_set(err, PRS_EINVAL, "listen address '%s' is not a numeric IPv4 address",
                              cfg->listen_host);
+    /* Anyone who can reach the port can create jobs unless a creation token is set: that is
+     * only acceptable on the loopback network (127.0.0.0/8). */
+    if ((ntohl(addr.sin_addr.s_addr) >> 24) != 127 && !(cfg->create_token && cfg->create_token[0]))
+        return prs_error_set(err, PRS_EINVAL,
+                             "listening on %s (beyond loopback) needs a creation token "
+                             "(--create-token)",
+                             cfg->listen_host);
+    if (cfg->max_jobs < 0 || cfg->max_world < 0 || cfg->max_ranks < 0)
+        return prs_error_set(err, PRS_EINVAL, "max_jobs, max_world and max_ranks must be >= 0");
     prs_server *s = calloc(1, sizeof *s);
     if (!s) return prs_error_set(err, PRS_ENOMEM, "out of memory");
     s->listen_fd = s->stop_pipe[0] = s->stop_pipe[1] = -1;
@@ -1184,6 +1358,16 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
     pthread_rwlock_init(&s->lock, &ra);
     pthread_rwlockattr_destroy(&ra);
     pthread_mutex_init(&s->m.mu, NULL);
+    pthread_mutex_init(&s->janitor_mu, NULL);
+    pthread_cond_init(&s->janitor_cv, NULL);
+    if (!s->cfg.max_jobs) s->cfg.max_jobs = 1024;
+    if (!s->cfg.max_world) s->cfg.max_world = 65536;
+    if (!s->cfg.max_ranks) s->cfg.max_ranks = 262144;
+    if (cfg->create_token && cfg->create_token[0]) {
+        secure_sha256(cfg->create_token, strlen(cfg->create_token), s->create_hash);
+        s->has_create_token = 1;
+    }
+    s->cfg.create_token = NULL; /* only its hash is kept */
     s->started = prs_mono_s();
     s->listen_host = strdup(cfg->listen_host);
     s->db_path = strdup(cfg->db_path);
@@ -1215,6 +1399,14 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
         prs_server_stop(s);
         return PRS_EIO;
     }
+    if (s->cfg.retention_s >= 0) {
+        if (pthread_create(&s->janitor, NULL, janitor_main, s) != 0) {
+            prs_error_set(err, PRS_EIO, "cannot start the retention thread");
+            prs_server_stop(s);
+            return PRS_EIO;
+        }
+        s->janitor_started = 1;
+    }
     if (start_http(s, &addr, err) != 0) {
         prs_server_stop(s);
         return PRS_EIO;
@@ -1234,6 +1426,7 @@ void prs_server_stop(prs_server *s)
 {
     if (!s) return;
     stop_http(s);
+    stop_janitor(s);
     pthread_rwlock_wrlock(&s->lock);
     reap_tasks(s, 1); /* planner threads take the lock to finish: reap_tasks drops it to join */
     pthread_rwlock_unlock(&s->lock);

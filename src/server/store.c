@@ -68,6 +68,7 @@ static const char *const MIGRATE[STORE_SCHEMA_VERSION] = {
           "ALTER TABLE pipelines ADD COLUMN from_iteration INTEGER NOT NULL DEFAULT 0;"
           "ALTER TABLE jobs ADD COLUMN bp_measured_w REAL;"
           "ALTER TABLE jobs ADD COLUMN bp_used_w REAL;",
+    [2] = "ALTER TABLE jobs ADD COLUMN finished_unix INTEGER;",
 };
 
 enum {
@@ -94,6 +95,13 @@ enum {
     Q_FIND_FRONTIER,
     Q_PUT_PIPE,
     Q_PIPES,
+    Q_DEL_WINDOWS,
+    Q_DEL_MEAS,
+    Q_DEL_RANKS,
+    Q_DEL_PROFILE,
+    Q_DEL_FRONTIER,
+    Q_DEL_PIPES,
+    Q_DEL_JOB,
     Q_COUNT
 };
 
@@ -102,12 +110,12 @@ static const char *const SQL[Q_COUNT] = {
     [Q_COMMIT] = "COMMIT",
     [Q_ROLLBACK] = "ROLLBACK",
     [Q_INS_JOB] = "INSERT INTO jobs(id, token_hash, spec, config_key, phase, reason, sweep_index,"
-                  " round, planning_s, created_unix, bp_measured_w, bp_used_w)"
-                  " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)",
+                  " round, planning_s, created_unix, bp_measured_w, bp_used_w, finished_unix)"
+                  " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
     [Q_UPD_JOB] = "UPDATE jobs SET phase=?2, reason=?3, sweep_index=?4, round=?5, planning_s=?6,"
-                  " bp_measured_w=?7, bp_used_w=?8 WHERE id=?1",
+                  " bp_measured_w=?7, bp_used_w=?8, finished_unix=?9 WHERE id=?1",
     [Q_ALL_JOBS] = "SELECT id, token_hash, spec, config_key, phase, reason, sweep_index, round,"
-                   " planning_s, created_unix, bp_measured_w, bp_used_w FROM jobs"
+                   " planning_s, created_unix, bp_measured_w, bp_used_w, finished_unix FROM jobs"
                    " ORDER BY created_unix, rowid",
     [Q_JOB_BP] = "SELECT bp_measured_w, bp_used_w FROM jobs WHERE id=?1",
     [Q_INS_RANK] = "INSERT INTO ranks(job_id, rank, dp, pp, tp, gpu) VALUES(?1,?2,?3,?4,?5,?6)",
@@ -139,6 +147,14 @@ static const char *const SQL[Q_COUNT] = {
                    " plan_id, prev_plan_id, from_iteration) VALUES(?1,?2,?3,?4,?5,?6,?7)",
     [Q_PIPES] = "SELECT dp, straggler, straggler_time_s, plan_id, prev_plan_id, from_iteration"
                 " FROM pipelines WHERE job_id=?1",
+    /* Children first: the foreign keys point at jobs and measurements. */
+    [Q_DEL_WINDOWS] = "DELETE FROM windows WHERE job_id=?1",
+    [Q_DEL_MEAS] = "DELETE FROM measurements WHERE job_id=?1",
+    [Q_DEL_RANKS] = "DELETE FROM ranks WHERE job_id=?1",
+    [Q_DEL_PROFILE] = "DELETE FROM profiles WHERE job_id=?1",
+    [Q_DEL_FRONTIER] = "DELETE FROM frontiers WHERE job_id=?1",
+    [Q_DEL_PIPES] = "DELETE FROM pipelines WHERE job_id=?1",
+    [Q_DEL_JOB] = "DELETE FROM jobs WHERE id=?1",
 };
 
 struct store {
@@ -288,6 +304,15 @@ static void bind_opt_real(sqlite3_stmt *st, int i, double v)
         sqlite3_bind_null(st, i);
 }
 
+/* A time in seconds since the epoch, or NULL for 0 (none). */
+static void bind_opt_time(sqlite3_stmt *st, int i, long long v)
+{
+    if (v > 0)
+        sqlite3_bind_int64(st, i, v);
+    else
+        sqlite3_bind_null(st, i);
+}
+
 int store_insert_job(store *s, const store_job_row *j)
 {
     sqlite3_stmt *st = stmt(s, Q_INS_JOB);
@@ -303,6 +328,7 @@ int store_insert_job(store *s, const store_job_row *j)
     sqlite3_bind_int64(st, 10, j->created_unix);
     bind_opt_real(st, 11, j->bp_measured_w);
     bind_opt_real(st, 12, j->bp_used_w);
+    bind_opt_time(st, 13, j->finished_unix);
     return exec_done(s, st, "insert job");
 }
 
@@ -317,7 +343,20 @@ int store_update_job(store *s, const store_job_row *j)
     sqlite3_bind_double(st, 6, j->planning_s);
     bind_opt_real(st, 7, j->bp_measured_w);
     bind_opt_real(st, 8, j->bp_used_w);
+    bind_opt_time(st, 9, j->finished_unix);
     return exec_done(s, st, "update job");
+}
+
+int store_delete_job(store *s, const char *id)
+{
+    static const int QS[] = {Q_DEL_WINDOWS,  Q_DEL_MEAS,  Q_DEL_RANKS, Q_DEL_PROFILE,
+                             Q_DEL_FRONTIER, Q_DEL_PIPES, Q_DEL_JOB};
+    for (size_t i = 0; i < sizeof QS / sizeof QS[0]; i++) {
+        sqlite3_stmt *st = stmt(s, QS[i]);
+        bind_text(st, 1, id);
+        if (exec_done(s, st, "delete job")) return PRS_EIO;
+    }
+    return 0;
 }
 
 static const char *col_text(sqlite3_stmt *st, int i)
@@ -347,6 +386,7 @@ int store_each_job(store *s, int (*fn)(void *ud, const store_job_row *j), void *
         j.created_unix = sqlite3_column_int64(st, 9);
         j.bp_measured_w = sqlite3_column_double(st, 10); /* NULL reads as 0 */
         j.bp_used_w = sqlite3_column_double(st, 11);
+        j.finished_unix = sqlite3_column_int64(st, 12); /* NULL reads as 0 */
         int r = fn(ud, &j);
         if (r) return stop(st, r);
     }

@@ -21,7 +21,7 @@ typedef struct store store;
 /* 1: the first schema. 2: per-iteration pace, plan and blocking power; each pipeline's switch
  * iteration and previous plan; the job's measured and used blocking power. A version-1 database
  * is upgraded in place when opened. */
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 
 /* Open or create the database at path and bring its schema up to date. full_sync: fsync at every
  * commit (survives power loss); otherwise commits survive a process crash (synchronous=NORMAL).
@@ -48,10 +48,14 @@ typedef struct store_job_row {
     double planning_s;
     long long created_unix;
     double bp_measured_w, bp_used_w; /* blocking power measured / planned with; 0: none */
+    long long finished_unix;         /* when it became done or failed; 0: not finished */
 } store_job_row;
 
 int store_insert_job(store *s, const store_job_row *j);
 int store_update_job(store *s, const store_job_row *j);
+/* Delete a job and every row it owns (ranks, measurements, windows, profile, frontier,
+ * pipelines). */
+int store_delete_job(store *s, const char *id);
 /* Calls fn for every job (oldest first). */
 int store_each_job(store *s, int (*fn)(void *ud, const store_job_row *j), void *ud);
 /* Blocking power measured and used by one job (0 when not known, or no such job). */

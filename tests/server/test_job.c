@@ -166,7 +166,7 @@ static void test_registration_and_sweep(void **state)
     job *k = NULL;
     int act;
     prs_error err;
-    store_job_row row = {j->id, j->token_hash, "", "", "profiling", "", 1, 1, 0, 1, 0, 0};
+    store_job_row row = {j->id, j->token_hash, "", "", "profiling", "", 1, 1, 0, 1, 0, 0, 0};
     json_t *sj = req_job_spec_json(&j->spec);
     char *text = json_dumps(sj, JSON_COMPACT);
     json_decref(sj);
@@ -534,7 +534,7 @@ static void test_switch_iteration(void **state)
     json_t *sj = req_job_spec_json(&j->spec);
     char *text = json_dumps(sj, JSON_COMPACT);
     json_decref(sj);
-    store_job_row row = {j->id, j->token_hash, text, "", "running", "", 0, j->round, 0, 1, 0, 0};
+    store_job_row row = {j->id, j->token_hash, text, "", "running", "", 0, j->round, 0, 1, 0, 0, 0};
     job *k = NULL;
     int act;
     prs_error err;
@@ -800,7 +800,7 @@ static void test_measured_blocking_power(void **state)
     json_t *sj = req_job_spec_json(&j->spec);
     char *text = json_dumps(sj, JSON_COMPACT);
     json_decref(sj);
-    store_job_row row = {j->id, j->token_hash, text, "", "running", "", 0, 0, 0, 1, 81.5, 81.5};
+    store_job_row row = {j->id, j->token_hash, text, "", "running", "", 0, 0, 0, 1, 81.5, 81.5, 0};
     job *k = NULL;
     int act;
     prs_error err;
