@@ -29,6 +29,14 @@ struct option;
 /* "perseus CMD: unknown option 'ARG'", with "(did you mean '--NAME'?)" when one of opts (a
  * getopt_long table, ended by a zeroed entry) is close. Returns 2. */
 int prs_cli_unknown_option(const char *cmd, const char *arg, const struct option *opts);
+/* cli_fs.c: create a --out directory with its missing parents (make_dir), or the missing
+ * folders above a --out file (make_parent). 0, or -1 with "perseus CMD: cannot create
+ * directory ..." on stderr. */
+int prs_cli_make_dir(const char *cmd, const char *dir);
+int prs_cli_make_parent(const char *cmd, const char *file);
+/* cli_frontier.c: 0 when f (planned from profile) has at least two plans at positive times, else
+ * 1 with "perseus CMD: error: ..." on stderr saying why and which option to change. */
+int prs_cli_frontier_usable(const char *cmd, const prs_profile *profile, const prs_frontier *f);
 /* Strict option values; on failure a one-line message naming the option, and -1. */
 int prs_cli_positive_int(const char *cmd, const char *opt, const char *v, int *out);
 int prs_cli_number(const char *cmd, const char *opt, const char *v, double min, int strict,

@@ -59,7 +59,12 @@ static void usage(FILE *f)
           "  --out DIR          where the plots go (default perseus-demo; created)\n"
           "  --no-plots         do not write plots\n"
           "  --json             print the results as one JSON object\n"
-          "  -h, --help         show this help\n",
+          "  -h, --help         show this help\n"
+          "\n"
+          "examples:\n"
+          "  perseus demo\n"
+          "  perseus demo --stages 8 --dp 4 --straggler 1.1 --out demo-plots\n"
+          "  perseus demo --json --no-plots\n",
           f);
 }
 
@@ -434,7 +439,7 @@ static int plot_frontier(const demo *d, int port, const char *out_dir, const res
 /* frontier.svg and savings.svg in out_dir (created). 0, or 1 when one could not be written. */
 static int write_plots(const demo *d, int port, const char *out_dir, results *res)
 {
-    mkdir(out_dir, 0777);
+    if (prs_cli_make_dir("demo", out_dir)) return 1;
     int rc = plot_frontier(d, port, out_dir, res);
     prs_plot_series ss = {"Perseus (measured)", res->slowdowns, res->saving_pct,
                           (size_t)res->nslow};

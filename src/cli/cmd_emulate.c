@@ -48,7 +48,12 @@ static const char emulate_usage[] =
     "                         inclusive ranges START:STOP:STEP ('1.01:1.50:0.01'); repeatable\n"
     "  --json                 one JSON object instead of the table\n"
     "  --quiet                no progress bar or warnings\n"
-    "  -h, --help             this help\n";
+    "  -h, --help             this help\n"
+    "\n"
+    "examples:\n"
+    "  perseus emulate --profile prof.csv --stages 4 --microbatches 8 --pipelines 8 --tp 1 \\\n"
+    "                  --unit-time 0.001 --blocking-power 83.64 --straggler 1.05 1.1 1.2\n"
+    "  perseus emulate ... --cost-model hull --straggler 1.01:1.50:0.01 --json\n";
 
 static int usage_error(const char *msg, const char *arg)
 {
@@ -419,7 +424,7 @@ static int run(emulate_args *a, prs_profile **profile, prs_emulation **em)
         fprintf(stderr, "perseus emulate: %s\n", err.msg);
         return erc == PRS_EINVAL || erc == PRS_EPARSE ? 2 : 1;
     }
-    return 0;
+    return prs_cli_frontier_usable("emulate", *profile, prs_emulation_frontier(*em));
 }
 
 int prs_cmd_emulate(int argc, char **argv)

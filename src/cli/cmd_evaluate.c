@@ -49,7 +49,12 @@ static const char evaluate_usage[] =
     "  --power-csv FILE       write the power over one iteration (start_s,end_s,power_w,\n"
     "                         energy_j: one row per step) to FILE\n"
     "  --json                 one JSON object instead of the table\n"
-    "  -h, --help             this help\n";
+    "  -h, --help             this help\n"
+    "\n"
+    "examples:\n"
+    "  perseus evaluate --profile prof.csv --stages 4 --microbatches 8 --unit-time 0.001 \\\n"
+    "                   --blocking-power 83.64 --all-max\n"
+    "  perseus evaluate --profile prof.csv --frontier fr --index 0 --json\n";
 
 static int usage_error(const char *msg, const char *arg)
 {

@@ -43,7 +43,13 @@ static const char plan_usage[] =
     "  --out DIR              output directory (created if missing): frontier.csv,\n"
     "                         frontier-detail.csv, plans.prs\n"
     "  --quiet                no progress bar or warnings\n"
-    "  -h, --help             this help\n";
+    "  -h, --help             this help\n"
+    "\n"
+    "examples:\n"
+    "  perseus synth --gpu a100 --stages 4 --out prof.csv\n"
+    "  perseus plan --profile prof.csv --stages 4 --microbatches 8 --unit-time 0.001 \\\n"
+    "               --blocking-power 83.64 --cost-model hull --out fr\n"
+    "  perseus plan export fr --index 0\n";
 
 static const char export_usage[] =
     "usage: perseus plan export DIR (--index K | --time SEC) [--format json|lowtime]\n"
@@ -54,7 +60,11 @@ static const char export_usage[] =
     "  --time SEC         the least-energy plan whose evaluated iteration time is <= SEC\n"
     "  --format json      plan with its figures and each stage's computations (default)\n"
     "  --format lowtime   the reference's per-stage nested list of clocks\n"
-    "  -h, --help         this help\n";
+    "  -h, --help         this help\n"
+    "\n"
+    "examples:\n"
+    "  perseus plan export fr --index 0            # the slowest, least-energy plan\n"
+    "  perseus plan export fr --time 1.7 --format lowtime\n";
 
 static int usage_error(const char *cmd, const char *msg, const char *arg)
 {
@@ -320,21 +330,21 @@ static int run_plan(const plan_args *a, prs_frontier **f)
     o.warn = a->quiet ? NULL : prs_cli_on_warn;
     o.ud = &ps;
     int rc = prs_plan(profile, &o, f, &err);
-    prs_profile_free(profile);
     if (rc) {
+        prs_profile_free(profile);
         fprintf(stderr, "perseus plan: %s\n", err.msg);
         return rc == PRS_EINVAL || rc == PRS_EPARSE ? 2 : 1;
     }
-    return 0;
+    rc = prs_cli_frontier_usable("plan", profile, *f);
+    prs_profile_free(profile);
+    return rc;
 }
 
 /* Write the frontier directory and its one-line summary on stderr; 0 or the exit status. */
 static int write_plan(const plan_args *a, const prs_frontier *f)
 {
     prs_error err = {0, ""};
-    if (prs_frontier_size(f) == 0 && !a->quiet)
-        fprintf(stderr, "perseus plan: warning: the iteration cannot be shortened: the frontier "
-                        "is empty\n");
+    if (prs_cli_make_dir("plan", a->out_dir)) return 1;
     if (prs_frontier_save(f, a->out_dir, &err)) {
         fprintf(stderr, "perseus plan: %s\n", err.msg);
         return 1;

@@ -67,7 +67,12 @@ static const char plot_usage[] =
     "  --virtual-stages V, --cost-model MODEL\n"
     "                         plan the pipeline first, as 'perseus plan' does (instead of\n"
     "                         --frontier DIR)\n"
-    "  -h, --help             this help\n";
+    "  -h, --help             this help\n"
+    "\n"
+    "examples:\n"
+    "  perseus plot frontier --frontier fr --profile prof.csv --out plots/frontier.svg\n"
+    "  perseus plot timeline --frontier fr --profile prof.csv --index 0 --out plots/t0.svg\n"
+    "  perseus plot savings --frontier fr --profile prof.csv --pipelines 8 --out plots/s.svg\n";
 
 static int usage_error(const char *msg, const char *arg)
 {
@@ -305,6 +310,10 @@ static int write_svg(const char *path, draw_fn draw, const void *spec)
     }
     memcpy(tmp, path, len);
     memcpy(tmp + len, ".tmp", 5);
+    if (prs_cli_make_parent("plot", path)) {
+        free(tmp);
+        return 1;
+    }
     FILE *f = fopen(tmp, "w");
     if (!f) {
         fprintf(stderr, "perseus plot: cannot write '%s': %s\n", path, strerror(errno));

@@ -54,7 +54,12 @@ static void usage(FILE *f)
             "  --noise FRAC       measurement noise amplitude in [0, %g) (default 0: exact)\n"
             "  --seed N           noise seed, a non-negative integer (default 0)\n"
             "  --out FILE         write the CSV to FILE instead of stdout\n"
-            "  -h, --help         show this help\n",
+            "  -h, --help         show this help\n"
+            "\n"
+            "examples:\n"
+            "  perseus synth --gpu a100 --stages 4 --out prof.csv\n"
+            "  perseus synth --gpu h100 --stages 8 --imbalance 1,1,1,1,1,1,1,1.2 --noise 0.02 \\\n"
+            "                --seed 7 > noisy.csv\n",
             names, PRS_SYNTH_MAX_STAGES, PRS_SYNTH_LAST_STAGE_DEFAULT, PRS_SYNTH_MAX_NOISE);
 }
 
@@ -224,6 +229,7 @@ static int write_profile(const synth_args *a, const prs_profile *p)
 {
     const char *out_path = a->out_path;
     FILE *f = stdout;
+    if (out_path && prs_cli_make_parent("synth", out_path)) return 1;
     if (out_path && !(f = fopen(out_path, "w"))) {
         fprintf(stderr, CMD ": cannot open '%s' for writing: %s\n", out_path, strerror(errno));
         return 1;

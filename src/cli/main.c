@@ -21,7 +21,13 @@ static void usage(FILE *out)
           "  plot          SVG pictures: frontier, pipeline timeline, savings vs slowdown\n"
           "  synth         write a synthetic stage profile from the simulated GPU model\n"
           "\n"
-          "Run 'perseus COMMAND --help' for a command's options.\n",
+          "Run 'perseus COMMAND --help' for a command's options and examples.\n"
+          "\n"
+          "examples:\n"
+          "  perseus demo\n"
+          "  perseus synth --gpu a100 --stages 4 --out prof.csv\n"
+          "  perseus plan --profile prof.csv --stages 4 --microbatches 8 --unit-time 0.001 \\\n"
+          "               --blocking-power 83.64 --out fr\n",
           out);
 }
 

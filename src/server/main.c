@@ -56,7 +56,12 @@ static const char usage[] =
     "                         requests and plannings) or error (server faults); logs are\n"
     "                         key=value lines on stderr\n"
     "  --version              print the version and exit\n"
-    "  -h, --help             this help\n";
+    "  -h, --help             this help\n"
+    "\n"
+    "examples:\n"
+    "  perseusd\n"
+    "  perseusd --listen localhost:7787 --data-dir /var/lib/perseusd --log-level debug\n"
+    "  perseusd --listen 0.0.0.0:0 --port-file port.txt --sync full\n";
 
 static int bad(const char *msg, const char *arg)
 {

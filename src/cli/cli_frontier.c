@@ -1,0 +1,45 @@
+/* A planned frontier the CLI can use (cli.h): at least two plans at positive iteration times.
+ * Otherwise the planner had nothing to trade (every computation's times round to the same
+ * number of time units), and the user is told why and which option to change. */
+#include <math.h>
+#include <stdio.h>
+
+#include "cli.h"
+
+/* The shortest and longest measured computation times of the profile. */
+static void time_range(const prs_profile *profile, double *lo, double *hi)
+{
+    const prs_profile_row *rows = prs_profile_rows(profile);
+    *lo = INFINITY;
+    *hi = 0;
+    for (size_t i = 0; i < prs_profile_nrows(profile); i++) {
+        if (rows[i].time_s < *lo) *lo = rows[i].time_s;
+        if (rows[i].time_s > *hi) *hi = rows[i].time_s;
+    }
+}
+
+int prs_cli_frontier_usable(const char *cmd, const prs_profile *profile, const prs_frontier *f)
+{
+    size_t n = prs_frontier_size(f);
+    const prs_pipeline *pipe = prs_frontier_pipeline(f);
+    double lo, hi;
+    time_range(profile, &lo, &hi);
+    if (n > 0 && prs_frontier_point_at(f, n - 1)->time_units == 0) {
+        fprintf(stderr,
+                "perseus %s: error: --unit-time %g s is coarser than the computations (%.3g s .. "
+                "%.3g s): every time rounds to 0 units, so there is no frontier. Use a --unit-time "
+                "well below the shortest computation, e.g. %.2g\n",
+                cmd, pipe->unit_time_s, lo, hi, lo / 20);
+        return 1;
+    }
+    if (n < 2) {
+        fprintf(stderr,
+                "perseus %s: error: the frontier is empty: no plan is faster than the slowest "
+                "one, so there is no time-energy trade-off to choose from. Either every "
+                "computation has one usable clock in the profile, or --unit-time %g s is too "
+                "coarse for computations of %.3g s .. %.3g s (try %.2g)\n",
+                cmd, pipe->unit_time_s, lo, hi, lo / 20);
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# A new user's first steps, checked as they would take them:
+#   - every command's --help ends with examples, and the examples run as printed (in a scratch
+#     directory, in the order a user would: synth, plan, plan export, evaluate, plot, emulate);
+#   - --out creates the folders it names (plan, plot, synth, demo);
+#   - a frontier without a trade-off is an error (exit 1) that says why and what to change.
+set -euo pipefail
+bin=${PRS_BIN_DIR:?}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib.bash"
+
+# examples CMD...: the lines after "examples:" of CMD --help, continuation lines joined, comments
+# dropped, one command per line.
+examples() {
+  "$@" --help | sed -n '/^examples:$/,$p' | tail -n +2 | sed -e 's/ *#.*$//' -e 's/^ *//' |
+    sed -e ':a' -e '/\\$/N; s/\\\n *//; ta'
+}
+
+for c in "" synth plan "plan export" evaluate emulate plot demo; do
+  # shellcheck disable=SC2086
+  [[ -n $(examples "$bin/perseus" $c) ]] || fail "perseus $c --help has no examples"
+done
+[[ -n $(examples "$bin/perseusd") ]] || fail "perseusd --help has no examples"
+
+# Run the examples as printed, with the built binary for 'perseus'.
+mkdir "$tmp/run"
+ran=0
+for c in synth plan "plan export" evaluate plot emulate; do
+  # shellcheck disable=SC2086
+  while IFS= read -r line; do
+    [[ $line == *"..."* ]] && continue # an elided example ("perseus emulate ... --json")
+    [[ $line == "perseus "* ]] || fail "example of perseus $c is not a perseus command: $line"
+    (cd "$tmp/run" && eval "\"$bin/perseus\" ${line#perseus }" >/dev/null 2>"$tmp/err") ||
+      fail "example of perseus $c --help failed: $line :: $(cat "$tmp/err")"
+    ran=$((ran + 1))
+  done < <(examples "$bin/perseus" $c)
+done
+((ran >= 10)) || fail "only $ran examples ran"
+[[ -s $tmp/run/plots/frontier.svg ]] || fail "plot example wrote no plots/frontier.svg"
+
+# --out creates the folders it names.
+p=$tmp/run/prof.csv
+"$bin/perseus" synth --gpu a100 --stages 2 --out "$tmp/a/b/prof.csv"
+[[ -s $tmp/a/b/prof.csv ]] || fail "synth --out did not create a/b/"
+pipe=(--stages 4 --microbatches 8 --blocking-power 83.64)
+"$bin/perseus" plan --profile "$p" "${pipe[@]}" --unit-time 0.001 --out "$tmp/c/d/fr" --quiet
+[[ -s $tmp/c/d/fr/frontier.csv ]] || fail "plan --out did not create c/d/"
+"$bin/perseus" plot frontier --frontier "$tmp/c/d/fr" --out "$tmp/e/f/fr.svg"
+[[ -s $tmp/e/f/fr.svg ]] || fail "plot --out did not create e/f/"
+touch "$tmp/file"
+expect_error 1 "cannot create directory '$tmp/file/x/fr': Not a directory" \
+  "$bin/perseus" plan --profile "$p" "${pipe[@]}" --unit-time 0.001 --out "$tmp/file/x/fr" --quiet
+
+# A unit time coarser than every computation: no frontier, an error saying so and what to change.
+expect_error 1 "--unit-time 1 s is coarser than the computations.*Use a --unit-time" \
+  "$bin/perseus" plan --profile "$p" "${pipe[@]}" --unit-time 1 --out "$tmp/g" --quiet
+[[ ! -e $tmp/g/frontier.csv ]] || fail "plan wrote a frontier it called unusable"
+# One clock per computation: nothing to trade.
+awk -F, 'NR == 1 || $3 == 1410' "$p" >"$tmp/one.csv"
+expect_error 1 "the frontier is empty: no plan is faster" \
+  "$bin/perseus" plan --profile "$tmp/one.csv" "${pipe[@]}" --unit-time 0.001 --out "$tmp/h" --quiet
+echo "usability checks passed ($ran help examples ran)"
