@@ -44,8 +44,9 @@ int prs_cli_make_dir(const char *cmd, const char *dir)
         return -1;
     }
     int rc = make_dirs(buf);
-    if (rc) fprintf(stderr, "perseus %s: cannot create directory '%s': %s\n", cmd, dir,
-                    strerror(errno));
+    if (rc)
+        fprintf(stderr, "perseus %s: cannot create directory '%s': %s\n", cmd, dir,
+                strerror(errno));
     free(buf);
     return rc;
 }
@@ -60,8 +61,9 @@ int prs_cli_make_parent(const char *cmd, const char *file)
         return -1;
     }
     int rc = make_dirs(buf);
-    if (rc) fprintf(stderr, "perseus %s: cannot create directory '%s' for '%s': %s\n", cmd, buf,
-                    file, strerror(errno));
+    if (rc)
+        fprintf(stderr, "perseus %s: cannot create directory '%s' for '%s': %s\n", cmd, buf, file,
+                strerror(errno));
     free(buf);
     return rc;
 }
