@@ -34,7 +34,7 @@ int prs_cli_unknown_option(const char *cmd, const char *arg, const struct option
  * directory ..." on stderr. */
 int prs_cli_make_dir(const char *cmd, const char *dir);
 int prs_cli_make_parent(const char *cmd, const char *file);
-/* cli_frontier.c: 0 when f (planned from profile) has at least two plans at positive times, else
+/* cli_frontier.c: 0 when f (planned from profile) has a plan at a positive time, else
  * 1 with "perseus CMD: error: ..." on stderr saying why and which option to change. */
 int prs_cli_frontier_usable(const char *cmd, const prs_profile *profile, const prs_frontier *f);
 /* Strict option values; on failure a one-line message naming the option, and -1. */

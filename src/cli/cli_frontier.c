@@ -1,6 +1,7 @@
-/* A planned frontier the CLI can use (cli.h): at least two plans at positive iteration times.
- * Otherwise the planner had nothing to trade (every computation's times round to the same
- * number of time units), and the user is told why and which option to change. */
+/* A planned frontier the CLI can use (cli.h): at least one plan, at a positive iteration time.
+ * A unit time coarser than the computations rounds every time to 0 units, which leaves nothing
+ * to plan; the user is told why and which option to change. (One plan is a frontier: when no
+ * computation can be sped up, the slowest plan is also the fastest.) */
 #include <math.h>
 #include <stdio.h>
 
@@ -32,13 +33,12 @@ int prs_cli_frontier_usable(const char *cmd, const prs_profile *profile, const p
                 cmd, pipe->unit_time_s, lo, hi, lo / 20);
         return 1;
     }
-    if (n < 2) {
+    if (n == 0) {
         fprintf(stderr,
-                "perseus %s: error: the frontier is empty: no plan is faster than the slowest "
-                "one, so there is no time-energy trade-off to choose from. Either every "
-                "computation has one usable clock in the profile, or --unit-time %g s is too "
-                "coarse for computations of %.3g s .. %.3g s (try %.2g)\n",
-                cmd, pipe->unit_time_s, lo, hi, lo / 20);
+                "perseus %s: error: the frontier is empty: the planner found no plan for "
+                "computations of %.3g s .. %.3g s at --unit-time %g s; check the profile's "
+                "stages and clocks, or try --unit-time %.2g\n",
+                cmd, lo, hi, pipe->unit_time_s, lo / 20);
         return 1;
     }
     return 0;

@@ -117,8 +117,10 @@ expect_error 2 "--schedule: expected 1f1b, gpipe or interleaved, got 'zigzag'" "
   --schedule zigzag "${out[@]}"
 [[ ! -e $tmp/x.svg && ! -e $tmp/x.svg.tmp ]] || fail "output written by a failed command"
 # an output path that cannot be written: a runtime failure (1), nothing left behind
-expect_error 1 "cannot write '$tmp/no/such/dir/x.svg'" "$bin" plot frontier --frontier "$tmp/fr" \
-  --out "$tmp/no/such/dir/x.svg"
+# (missing folders are created; a file where a folder should be is not)
+touch "$tmp/file"
+expect_error 1 "cannot create directory '$tmp/file/dir' for '$tmp/file/dir/x.svg'" \
+  "$bin" plot frontier --frontier "$tmp/fr" --out "$tmp/file/dir/x.svg"
 
 # --- scripts/plots.sh regenerates the README's three plots ---
 bash "$src/scripts/plots.sh" "$PRS_BIN_DIR" "$tmp/img" >/dev/null
