@@ -52,25 +52,35 @@ PRS_API int prs_noise_apply(const prs_profile *truth, const prs_noise_model *m, 
 
 /* ---- Reconciliation: what the robust planner plans on ---- */
 
-/* Per computation type (stage, instruction), over its clocks: time is fitted by least squares
- * under "non-increasing and convex in the clock", energy under "convex in the clock"; points
- * further than PRS_RECONCILE_OUTLIER robust standard deviations from the first fit are replaced
- * by the fit and the fit redone. The time of every clock below the type's highest then gets
- * the margin margin_sd * (the fit's relative standard error), so that plans which slow a
- * computation into believed slack keep the promised iteration time when the measurement was
- * optimistic. Types with fewer than 3 or more than PRS_RECONCILE_MAX_CLOCKS clocks are copied. *out
- * is new; spread_pct, when non-NULL, receives the largest relative time spread of any type in
- * percent. */
+/* First, the types of one instruction measured over the same clocks are pooled where they share
+ * a shape (each a scale of one curve over the clocks; a type whose residuals show a curve of its
+ * own keeps its data). Then per computation type (stage, instruction), over its clocks: time is
+ * fitted by least squares under "non-increasing and convex in the clock", energy under "convex in
+ * the clock"; points further than PRS_RECONCILE_OUTLIER robust standard deviations from the
+ * first fit are replaced by the fit and the fit redone. The time of every clock below the type's
+ * highest then gets the margin margin_sd * (the relative standard error of the type's fitted
+ * times), so that plans which slow a computation into believed slack keep the promised
+ * iteration time when the measurement was optimistic. Types with fewer than 3 or more than
+ * PRS_RECONCILE_MAX_CLOCKS clocks are copied. *out is new; se_pct, when non-NULL, receives the
+ * median relative standard error of the fitted types' times in percent (0 when none). */
 #define PRS_RECONCILE_OUTLIER 4.0
 #define PRS_RECONCILE_MARGIN_SD 1.0
 #define PRS_RECONCILE_MAX_CLOCKS 128
 PRS_API int prs_profile_reconcile(const prs_profile *measured, double margin_sd, prs_profile **out,
-                                  double *spread_pct, prs_error *err);
+                                  double *se_pct, prs_error *err);
 
-/* The robust planner: prs_profile_reconcile with PRS_RECONCILE_MARGIN_SD, then prs_plan on the
- * result. The frontier's figures are those of the reconciled profile. */
+/* The robust planner: prs_profile_reconcile with PRS_RECONCILE_MARGIN_SD, prs_plan on the
+ * result, then the time budget's margin: the points faster than the fastest evaluated time times
+ * 1 + prs_robust_budget(se) (se: the median standard error of the fitted times) are dropped, unless
+ * none would be left. The frontier's figures are those of the reconciled profile; *fitted (may be
+ * NULL) receives that profile. */
+#define PRS_ROBUST_BUDGET_SE 0.5
+#define PRS_ROBUST_BUDGET_MAX 0.003
 PRS_API int prs_plan_robust(const prs_profile *measured, const prs_plan_opts *opts,
-                            prs_frontier **out, prs_error *err);
+                            prs_frontier **out, prs_profile **fitted, prs_error *err);
+/* The budget's relative margin for a median standard error of se_pct percent:
+ * min(PRS_ROBUST_BUDGET_MAX, PRS_ROBUST_BUDGET_SE * se_pct / 100). */
+PRS_API double prs_robust_budget(double se_pct);
 
 /* ---- The study ---- */
 

@@ -9,13 +9,17 @@
  * margin margin_sd * (the fit's relative standard error: the residuals' root mean square over the
  * remaining degrees of freedom, times the square root of degrees of freedom over points). */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "perseus/noise.h"
+#include "pool.h"
 #include "shapefit.h"
 
 #define MAD_TO_SD 1.4826
+#define FLAT_TOL 1e-9
+#define FLAT_SE 2.0
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -87,10 +91,23 @@ static int cmp_row_clock(const void *a, const void *b)
     return (x->freq_mhz > y->freq_mhz) - (x->freq_mhz < y->freq_mhz);
 }
 
-/* Reconcile the n rows of one type, ty[0..n) by ascending clock, into out[]; returns its
- * relative time spread. */
+/* The clock that keeps the fastest fitted time: the fit is non-increasing, so the highest clock,
+ * unless the fit is flat over the top clocks and one of those measured faster than the highest
+ * by more than FLAT_SE relative standard errors se (a GPU that throttles at its highest clock
+ * measures it slower); then the one measured fastest. */
+static int fastest_clock(const double *y, const double *g, int n, double se)
+{
+    int best = n - 1;
+    for (int i = n - 2; i >= 0 && g[i] <= g[n - 1] * (1.0 + FLAT_TOL); i--)
+        if (y[i] < y[best]) best = i;
+    return y[best] < y[n - 1] * (1.0 - FLAT_SE * se) ? best : n - 1;
+}
+
+/* Reconcile the n rows of one type, ty[0..n) by ascending clock, into out[]; returns the relative
+ * standard error of its fitted times. se_pool >= 0: the type's times were pooled (pool.c), with
+ * that relative standard error, which then sets the margin. */
 static double reconcile_type(const prs_profile_row *rows, const clock_row *ty, type_work *w, int n,
-                             double margin_sd, prs_profile_row *out)
+                             double margin_sd, double se_pool, prs_profile_row *out)
 {
     for (int i = 0; i < n; i++) {
         const prs_profile_row *r = &rows[ty[i].row];
@@ -99,17 +116,19 @@ static double reconcile_type(const prs_profile_row *rows, const clock_row *ty, t
         w->e[i] = r->energy_j;
     }
     double se_t, se_e;
-    double sd_t = fit_robust(w->x, w->t, n, 1, w->gt, w->work, &se_t);
+    fit_robust(w->x, w->t, n, 1, w->gt, w->work, &se_t);
     fit_robust(w->x, w->e, n, 0, w->ge, w->work, &se_e);
+    if (se_pool >= 0) se_t = se_pool;
+    int fastest = fastest_clock(w->t, w->gt, n, se_t);
     for (int i = 0; i < n; i++) {
         size_t r = ty[i].row;
         prs_profile_row *o = &out[r];
         double t = w->gt[i] > 0 ? w->gt[i] : rows[r].time_s;
-        if (i < n - 1) t *= 1.0 + margin_sd * se_t;
+        if (i != fastest) t *= 1.0 + margin_sd * se_t;
         o->time_s = t;
         o->energy_j = w->ge[i] > 0 ? w->ge[i] : rows[r].energy_j;
     }
-    return sd_t;
+    return se_t;
 }
 
 static void work_free(type_work *w)
@@ -138,8 +157,72 @@ static int work_alloc(type_work *w, size_t n)
     return -1;
 }
 
+/* One computation type: its rows are idx[start .. start + n). */
+typedef struct type_run {
+    size_t start;
+    int n;
+    double se_pool; /* < 0: not pooled */
+    double se_fit;  /* relative standard error of the fitted times; < 0: not fitted */
+} type_run;
+
+static int same_clocks(const clock_row *a, const clock_row *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i].freq_mhz != b[i].freq_mhz) return 0;
+    return 1;
+}
+
+/* Pool the types of one instruction that share the first such type's clocks (pool.c): their
+ * pooled times and energies go into src, their time standard error into the runs. 0, or -1
+ * when out of memory. */
+static int pool_instr(const clock_row *idx, type_run *runs, int nruns, int instr,
+                      prs_profile_row *src)
+{
+    int ref = -1, ng = 0;
+    for (int r = 0; r < nruns; r++) {
+        const clock_row *c = idx + runs[r].start;
+        if (c->instr != instr || runs[r].n < 3 || runs[r].n > PRS_RECONCILE_MAX_CLOCKS) continue;
+        if (ref < 0) ref = r;
+        ng += runs[r].n == runs[ref].n && same_clocks(c, idx + runs[ref].start, runs[r].n);
+    }
+    if (ng < 2) return 0;
+    int nc = runs[ref].n, *group = malloc(sizeof *group * (size_t)ng),
+        *mt = malloc(sizeof *mt * (size_t)ng), *me = malloc(sizeof *me * (size_t)ng);
+    size_t cells = (size_t)ng * (size_t)nc;
+    double *v = malloc(sizeof *v * cells * 2), *fit = malloc(sizeof *fit * cells * 2);
+    int rc = group && mt && me && v && fit ? 0 : -1;
+    for (int r = 0, g = 0; !rc && r < nruns; r++) {
+        const clock_row *c = idx + runs[r].start;
+        if (c->instr != instr || runs[r].n != nc || !same_clocks(c, idx + runs[ref].start, nc))
+            continue;
+        group[g] = r;
+        for (int j = 0; j < nc; j++) {
+            v[(size_t)g * (size_t)nc + (size_t)j] = src[c[j].row].time_s;
+            v[cells + (size_t)g * (size_t)nc + (size_t)j] = src[c[j].row].energy_j;
+        }
+        g++;
+    }
+    double se = rc ? -1 : prs__pool_fit(v, ng, nc, fit, mt);
+    if (!rc && (se < 0 || prs__pool_fit(v + cells, ng, nc, fit + cells, me) < 0)) rc = -1;
+    for (int g = 0; !rc && g < ng; g++) {
+        const clock_row *c = idx + runs[group[g]].start;
+        if (mt[g]) runs[group[g]].se_pool = se;
+        for (int j = 0; j < nc; j++) {
+            src[c[j].row].time_s = fit[(size_t)g * (size_t)nc + (size_t)j];
+            src[c[j].row].energy_j = fit[cells + (size_t)g * (size_t)nc + (size_t)j];
+        }
+    }
+    free(group);
+    free(mt);
+    free(me);
+    free(v);
+    free(fit);
+    return rc;
+}
+
 /* Reconcile every type of rows into out (a copy of rows on entry): rows sorted by type and
- * clock, then each run of one type fitted. */
+ * clock, types sharing a shape pooled, then each type fitted. Returns the median relative
+ * standard error of the fitted types' times; -1 when out of memory. */
 static double reconcile_all(const prs_profile_row *rows, size_t n, double margin_sd, type_work *w,
                             prs_profile_row *out)
 {
@@ -148,20 +231,45 @@ static double reconcile_all(const prs_profile_row *rows, size_t n, double margin
         w->idx[i] = c;
     }
     qsort(w->idx, n, sizeof *w->idx, cmp_row_clock);
-    double spread = 0;
+    type_run *runs = malloc(sizeof *runs * (n ? n : 1));
+    prs_profile_row *src = malloc(sizeof *src * (n ? n : 1));
+    if (!runs || !src) {
+        free(runs);
+        free(src);
+        return -1;
+    }
+    int nruns = 0;
     for (size_t i = 0, j; i < n; i = j) {
         for (j = i + 1;
              j < n && w->idx[j].stage == w->idx[i].stage && w->idx[j].instr == w->idx[i].instr; j++)
             ;
-        if (j - i >= 3 && j - i <= PRS_RECONCILE_MAX_CLOCKS)
-            spread =
-                fmax(spread, reconcile_type(rows, w->idx + i, w, (int)(j - i), margin_sd, out));
+        type_run r = {i, j - i > INT32_MAX ? INT32_MAX : (int)(j - i), -1.0, -1.0};
+        runs[nruns++] = r;
     }
-    return spread;
+    if (n) memcpy(src, rows, sizeof *src * n);
+    int fitted = 0;
+    double se = 0;
+    if (pool_instr(w->idx, runs, nruns, PRS_FORWARD, src) ||
+        pool_instr(w->idx, runs, nruns, PRS_BACKWARD, src))
+        se = -1;
+    for (int r = 0; r < nruns && se >= 0; r++)
+        if (runs[r].n >= 3 && runs[r].n <= PRS_RECONCILE_MAX_CLOCKS)
+            runs[r].se_fit = reconcile_type(src, w->idx + runs[r].start, w, runs[r].n, margin_sd,
+                                            runs[r].se_pool, out);
+    for (int r = 0; r < nruns && se >= 0; r++) /* the median over fitted types */
+        if (runs[r].se_fit >= 0) w->work[fitted++] = runs[r].se_fit;
+    if (se >= 0 && fitted) {
+        qsort(w->work, (size_t)fitted, sizeof *w->work, cmp_double);
+        se = fitted % 2 ? w->work[fitted / 2]
+                        : 0.5 * (w->work[fitted / 2 - 1] + w->work[fitted / 2]);
+    }
+    free(runs);
+    free(src);
+    return se;
 }
 
 int prs_profile_reconcile(const prs_profile *measured, double margin_sd, prs_profile **out,
-                          double *spread_pct, prs_error *err)
+                          double *se_pct, prs_error *err)
 {
     if (!out) return prs_error_set(err, PRS_EINVAL, "reconcile: NULL output");
     *out = NULL;
@@ -179,9 +287,10 @@ int prs_profile_reconcile(const prs_profile *measured, double margin_sd, prs_pro
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
     }
     if (n) memcpy(fixed, rows, sizeof *fixed * n);
-    double spread = reconcile_all(rows, n, margin_sd, &w, fixed);
+    double se = reconcile_all(rows, n, margin_sd, &w, fixed);
     work_free(&w);
-    int rc = 0;
+    int rc = se < 0 ? PRS_ENOMEM : 0;
+    if (rc) prs_error_set(err, rc, "out of memory");
     for (size_t i = 0; i < n && !rc; i++) {
         fixed[i].line = 0;
         rc = prs_profile_add(p, &fixed[i], err);
@@ -191,17 +300,7 @@ int prs_profile_reconcile(const prs_profile *measured, double margin_sd, prs_pro
         prs_profile_free(p);
         return rc;
     }
-    if (spread_pct) *spread_pct = 100.0 * spread;
+    if (se_pct) *se_pct = 100.0 * se;
     *out = p;
     return 0;
-}
-
-int prs_plan_robust(const prs_profile *measured, const prs_plan_opts *opts, prs_frontier **out,
-                    prs_error *err)
-{
-    prs_profile *fit = NULL;
-    int rc = prs_profile_reconcile(measured, PRS_RECONCILE_MARGIN_SD, &fit, NULL, err);
-    if (!rc) rc = prs_plan(fit, opts, out, err);
-    prs_profile_free(fit);
-    return rc;
 }

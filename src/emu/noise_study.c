@@ -107,9 +107,10 @@ static int judge(study *s, const prs_profile *noisy, int planner, prs_noise_outc
     prs_frontier *f = NULL;
     int rc = 0;
     if (planner == PRS_NOISE_ROBUST)
-        rc = prs_profile_reconcile(noisy, PRS_RECONCILE_MARGIN_SD, &planned, NULL, err);
+        rc = prs_plan_robust(noisy, &s->plan, &f, &planned, err);
+    else
+        rc = prs_plan(noisy, &s->plan, &f, err);
     const prs_profile *p = planned ? planned : noisy;
-    if (!rc) rc = prs_plan(p, &s->plan, &f, err);
     if (!rc) rc = judge_fastest(s, f, p, o, err);
     if (!rc) rc = judge_straggler(s, f, o, err);
     prs_frontier_free(f);

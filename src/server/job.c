@@ -91,6 +91,11 @@ void job_config_key(const req_job_spec *s, char key[2 * SECURE_SHA256_LEN + 1])
         snprintf(key + (ptrdiff_t)2 * i, 3, "%02x", h[i]);
 }
 
+int job_plans_robust(const job *j)
+{
+    return j->profile && strcmp(j->profile_source, "measured") == 0;
+}
+
 void job_pipeline(const job *j, prs_pipeline *pipe)
 {
     req_spec_pipeline(&j->spec, pipe);
@@ -1474,6 +1479,9 @@ json_t *job_status_json(const job *j)
                                   j->planning_s));
     json_object_set_new(o, "profile_source",
                         j->profile ? json_string(j->profile_source) : json_null());
+    json_object_set_new(o, "planner",
+                        j->profile ? json_string(job_plans_robust(j) ? "robust" : "baseline")
+                                   : json_null());
     json_object_set_new(o, "blocking_power", blocking_power_json(j));
     if (j->frontier) {
         json_t *fr = json_object();

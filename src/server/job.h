@@ -168,6 +168,9 @@ void job_config_key(const req_job_spec *spec, char key[2 * SECURE_SHA256_LEN + 1
 
 /* The pipeline the job plans with: the spec's, with the blocking power in use. */
 void job_pipeline(const job *j, prs_pipeline *pipe);
+/* Whether the job is planned with the robust planner (prs_plan_robust, docs/noise.md): for a
+ * profile measured by this server's sweep; an uploaded or reused profile is planned as given. */
+int job_plans_robust(const job *j);
 
 int job_register(job *j, store *st, const req_rank *r, int *created, int *action, api_err *e);
 /* Schedule of a rank as JSON text {phase, round, plan_id, clocks_mhz, ...} (malloc'd into

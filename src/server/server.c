@@ -25,6 +25,7 @@
 #define _GNU_SOURCE /* pipe2, SOCK_CLOEXEC; struct timespec helpers */
 #include "perseus/clock.h"
 #include "perseus/logfmt.h"
+#include "perseus/noise.h"
 #include "perseus/server.h"
 
 #include <arpa/inet.h>
@@ -101,6 +102,7 @@ typedef struct plan_task {
     prs_cost_model cost_model;
     prs_profile *profile; /* a copy: the job's may be replaced while we plan */
     prs_pipeline pipe;    /* job_pipeline when planning started */
+    int robust;           /* plan with prs_plan_robust: the profile was measured here */
     pthread_t thread;
     int finished;
     double progress_at; /* last progress update taken */
@@ -270,7 +272,8 @@ static void *planner_main(void *arg)
     prs_frontier *f = NULL;
     prs_error err = {0, ""};
     double t0 = prs_mono_s();
-    int rc = prs_plan(t->profile, &o, &f, &err);
+    int rc = t->robust ? prs_plan_robust(t->profile, &o, &f, NULL, &err)
+                       : prs_plan(t->profile, &o, &f, &err);
     double secs = prs_mono_s() - t0;
     char *text = NULL;
     size_t len = 0;
@@ -366,6 +369,7 @@ static void start_planner(prs_server *s, job *j)
     t->j = j;
     snprintf(t->job_id, sizeof t->job_id, "%s", j->id);
     t->cost_model = j->spec.cost_model;
+    t->robust = job_plans_robust(j);
     job_pipeline(j, &t->pipe);
     j->planner_active = 1;
     j->plan_done = j->plan_total = 0;

@@ -137,6 +137,8 @@ static void test_job_through_every_phase(void **state)
     assert_string_equal(json_str(st, "phase"), "running");
     assert_int_equal(json_int(st, "measurements"), j.acked);
     assert_int_equal(posts, j.acked);
+    assert_string_equal(json_str(st, "profile_source"), "measured");
+    assert_string_equal(json_str(st, "planner"), "robust");
     json_t *prof = json_object_get(st, "profiling");
     /* 3 iterations (1 warm-up + 2) per rank per clock; fewer clocks than listed were swept. */
     long swept = posts / (3 * DP * STAGES);
@@ -167,7 +169,10 @@ static void test_job_through_every_phase(void **state)
     assert_int_equal(prs_evaluate_plan(profile, &pipe, allmax, &t_max, &e_max, NULL), 0);
     print_message("plan %ld: %.4f s %.2f J; all-max: %.4f s %.2f J (%.1f %% saved)\n", id0, t_plan,
                   e_plan, t_max, e_max, 100 * (1 - e_plan / e_max));
-    assert_true(t_plan <= t_max + 1e-9);
+    /* The profile was measured here, so the robust planner planned it (docs/noise.md): its
+     * fastest plan may give up a fraction of a percent of time for the uncertainty of what it
+     * measured, never more than 0.5 %. */
+    assert_true(t_plan <= t_max * 1.005);
     assert_true(e_plan < e_max);
     prs_profile_free(profile);
 

@@ -1,0 +1,128 @@
+/* Pooling types that share a shape (pool.h). Times (and energies) of different pipeline stages
+ * measured on one GPU often follow one curve over the clocks up to a factor: the same kernels,
+ * more or fewer of them. Fitting log v = a_type + h_clock, a two-way additive model, estimates
+ * each type's factor from all of its clocks and the shared curve from all pooled types, so each
+ * fitted value rests on far more measurements than the type's own fit would. With every type
+ * over the same clocks the least-squares fit is closed-form: row mean + column mean - grand mean.
+ * Types that do not follow the shared curve are detected from their residuals and left out. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool.h"
+
+#define MAD_TO_SD 1.4826
+#define OUTLIER_SD 4.0
+#define BAND_SE 3.0
+#define NBANDS 4
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Fit the members' rows of lv (logs) into fit; returns the residuals' robust deviation. */
+static double additive_fit(const double *lv, int nt, int nc, const int *member, double *fit,
+                           double *work)
+{
+    double *col = work + (size_t)nt * (size_t)nc;
+    double grand = 0;
+    int nm = 0;
+    memset(col, 0, sizeof *col * (size_t)nc);
+    for (int i = 0; i < nt; i++) {
+        if (!member[i]) continue;
+        nm++;
+        for (int j = 0; j < nc; j++)
+            col[j] += lv[(size_t)i * (size_t)nc + (size_t)j];
+    }
+    for (int j = 0; j < nc; j++) {
+        col[j] /= nm;
+        grand += col[j] / nc;
+    }
+    int k = 0;
+    for (int i = 0; i < nt; i++) {
+        if (!member[i]) continue;
+        double row = 0;
+        for (int j = 0; j < nc; j++)
+            row += lv[(size_t)i * (size_t)nc + (size_t)j] / nc;
+        for (int j = 0; j < nc; j++) {
+            size_t at = (size_t)i * (size_t)nc + (size_t)j;
+            fit[at] = row + col[j] - grand;
+            work[k++] = fabs(lv[at] - fit[at]);
+        }
+    }
+    qsort(work, (size_t)k, sizeof *work, cmp_double);
+    return MAD_TO_SD * (k % 2 ? work[k / 2] : 0.5 * (work[k / 2 - 1] + work[k / 2]));
+}
+
+/* Leave out members whose mean residual over a band of clocks is beyond BAND_SE standard
+ * errors; returns how many left. */
+static int drop_misfits(const double *lv, const double *fit, int nt, int nc, double sd, int *member)
+{
+    int dropped = 0, band = nc / NBANDS > 0 ? nc / NBANDS : 1;
+    for (int i = 0; i < nt; i++) {
+        if (!member[i]) continue;
+        for (int b0 = 0; b0 < nc && member[i]; b0 += band) {
+            int b1 = b0 + band < nc ? b0 + band : nc;
+            double s = 0;
+            for (int j = b0; j < b1; j++)
+                s += lv[(size_t)i * (size_t)nc + (size_t)j] -
+                     fit[(size_t)i * (size_t)nc + (size_t)j];
+            if (fabs(s / (b1 - b0)) > BAND_SE * sd / sqrt((double)(b1 - b0))) {
+                member[i] = 0;
+                dropped++;
+            }
+        }
+    }
+    return dropped;
+}
+
+static int members(const int *member, int nt)
+{
+    int m = 0;
+    for (int i = 0; i < nt; i++)
+        m += member[i];
+    return m;
+}
+
+double prs__pool_fit(const double *v, int nt, int nc, double *out, int *member)
+{
+    size_t cells = (size_t)nt * (size_t)nc;
+    memcpy(out, v, sizeof *out * cells);
+    for (int i = 0; i < nt; i++)
+        member[i] = 0;
+    if (nt < 2 || nc < 3) return 0;
+    double *lv = malloc(sizeof *lv * cells), *fit = malloc(sizeof *fit * cells);
+    double *work = malloc(sizeof *work * (cells + (size_t)nc));
+    if (!lv || !fit || !work) {
+        free(lv);
+        free(fit);
+        free(work);
+        return -1;
+    }
+    for (size_t c = 0; c < cells; c++)
+        lv[c] = log(v[c]);
+    for (int i = 0; i < nt; i++)
+        member[i] = 1;
+    double sd = additive_fit(lv, nt, nc, member, fit, work);
+    for (size_t c = 0; c < cells; c++) /* outliers replaced by the fit */
+        if (fabs(lv[c] - fit[c]) > OUTLIER_SD * sd) lv[c] = fit[c];
+    sd = additive_fit(lv, nt, nc, member, fit, work);
+    if (drop_misfits(lv, fit, nt, nc, sd, member) && members(member, nt) >= 2)
+        sd = additive_fit(lv, nt, nc, member, fit, work);
+    int m = members(member, nt);
+    double se = 0;
+    if (m >= 2) {
+        for (size_t c = 0; c < cells; c++)
+            if (member[c / (size_t)nc]) out[c] = exp(fit[c]);
+        se = sd * sqrt(1.0 / nc + 1.0 / m);
+    } else {
+        for (int i = 0; i < nt; i++)
+            member[i] = 0;
+    }
+    free(lv);
+    free(fit);
+    free(work);
+    return se;
+}
