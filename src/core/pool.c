@@ -93,8 +93,8 @@ double prs__pool_fit(const double *v, int nt, int nc, double *out, int *member)
     for (int i = 0; i < nt; i++)
         member[i] = 0;
     if (nt < 2 || nc < 3) return 0;
-    double *lv = malloc(sizeof *lv * cells), *fit = malloc(sizeof *fit * cells);
-    double *work = malloc(sizeof *work * (cells + (size_t)nc));
+    double *lv = calloc(cells, sizeof *lv), *fit = calloc(cells, sizeof *fit);
+    double *work = calloc(cells + (size_t)nc, sizeof *work);
     if (!lv || !fit || !work) {
         free(lv);
         free(fit);
