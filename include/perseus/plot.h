@@ -146,6 +146,7 @@ typedef struct prs_savings_plot {
     const char *y_label;           /* NULL: "Energy saving (%)" */
     const prs_plot_series *series; /* series[0] (Perseus) is drawn on top, thicker; up to 8 */
     size_t nseries;
+    const char *x_label; /* NULL: "Straggler slowdown T'/T_min" (any line plot can set its own) */
 } prs_savings_plot;
 
 PRS_API int prs_plot_savings(FILE *out, const prs_savings_plot *p, prs_error *err);

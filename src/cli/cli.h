@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "perseus/planner.h"
+#include "perseus/powercap.h"
 
 int prs_cmd_plan(int argc, char **argv);     /* cmd_plan.c */
 int prs_cmd_synth(int argc, char **argv);    /* cmd_synth.c */
@@ -110,6 +111,35 @@ const char *prs_cli_pipeline_missing(const prs_cli_pipeline *p, unsigned which);
  * matches, else -1 with the first mismatch on stderr. */
 int prs_cli_pipeline_match(const char *cmd, const prs_cli_pipeline *p, const prs_pipeline *f,
                            const char *dir);
+
+/* The power-cap options (cli_powercap.c), shared by plan and emulate (docs/power.md). */
+#define PRS_CLI_POWERCAP_OPTIONS(val)                                                              \
+    {"power-cap", required_argument, 0, (val)}, {"cap-on", required_argument, 0, (val)},           \
+        {"window", required_argument, 0, (val)}, {"cap-sweep", required_argument, 0, (val)},       \
+    {                                                                                              \
+        "cap-plot", required_argument, 0, (val)                                                    \
+    }
+
+typedef struct prs_cli_powercap {
+    double cap_w;          /* --power-cap W per pipeline; 0: none */
+    prs_cap_on on;         /* --cap-on */
+    double window_s;       /* --window */
+    int sweep;             /* --cap-sweep N; 0: none */
+    const char *plot_path; /* --cap-plot FILE */
+    int given;             /* power-cap options given */
+} prs_cli_powercap;
+
+void prs_cli_powercap_init(prs_cli_powercap *c);
+/* As prs_cli_pipeline_option, for the power-cap options. */
+int prs_cli_powercap_option(const char *cmd, const char *name, const char *arg,
+                            prs_cli_powercap *c);
+/* The usage error of an inconsistent combination, or NULL. */
+const char *prs_cli_powercap_check(const prs_cli_powercap *c);
+/* With --power-cap or --cap-sweep: each strategy's plan at the cap and the sweep, as tables on
+ * stdout or, with json non-NULL, as its "power_cap" and "power_cap_sweep" keys; the plot. 0, or
+ * the exit status (message printed). */
+int prs_cli_powercap_run(const char *cmd, const prs_cli_powercap *c, const prs_profile *profile,
+                         const prs_frontier *f, int tp, json_t *json);
 
 /* JSON output (jansson). Numbers are written so that they read back as the same doubles. */
 /* A real, or null where x is not finite (JSON has no NaN or infinity). */

@@ -21,7 +21,8 @@ static const char emulate_usage[] =
     "                       --unit-time SEC --blocking-power W [--cost-model exp|hull]\n"
     "                       [--frontier auto|raw|clean] [--max-points N]\n"
     "                       [--schedule NAME [--virtual-stages V]] [--straggler S ...] [--json]\n"
-    "                       [--quiet]\n"
+    "                       [--quiet] [--power-cap W] [--cap-on avg|peak] [--window SEC]\n"
+    "                       [--cap-sweep N [--cap-plot FILE]]\n"
     "\n"
     "Plan one pipeline and emulate N data-parallel copies of it, one straggling at\n"
     "T' = s * T_min: the energy Perseus saves against all computations at the highest\n"
@@ -48,6 +49,13 @@ static const char emulate_usage[] =
     "                         inclusive ranges START:STOP:STEP ('1.01:1.50:0.01'); repeatable\n"
     "  --json                 one JSON object instead of the table\n"
     "  --quiet                no progress bar or warnings\n"
+    "  --power-cap W          the fastest frontier plan whose power (watts per pipeline of\n"
+    "                         stages x tp GPUs) is within W, beside the fastest uniform clock\n"
+    "                         and a per-GPU power limit of W / GPUs at the same cap\n"
+    "  --cap-on avg|peak      hold the cap on the average power (default) or on the peak\n"
+    "                         over --window SEC (default 1), iterations back to back\n"
+    "  --cap-sweep N          the same for N caps from the all-max plan's power down to\n"
+    "                         the lowest plan's; --cap-plot FILE draws throughput vs cap\n"
     "  -h, --help             this help\n"
     "\n"
     "examples:\n"
@@ -210,8 +218,20 @@ static json_t *json_job(const prs_emulation *e, const char *profile_path, prs_co
     return o;
 }
 
-static int print_json(const prs_emulation *e, const char *profile_path, prs_cost_model model)
+/* The command line, parsed and checked. */
+typedef struct emulate_args {
+    const char *profile_path;
+    double *factors; /* --straggler values (owned) */
+    size_t nfactors;
+    int pipelines, tp, json, quiet;
+    prs_cli_pipeline pl;
+    prs_cli_powercap cap;
+} emulate_args;
+
+static int print_json(const prs_emulation *e, const emulate_args *a, const prs_profile *profile)
 {
+    const char *profile_path = a->profile_path;
+    prs_cost_model model = a->pl.plan.cost_model;
     const prs_emu_summary *pp = prs_emulation_get(e, PRS_EMU_PAPER, PRS_EMU_PERSEUS);
     const prs_emu_summary *ex = prs_emulation_get(e, PRS_EMU_EXACT, PRS_EMU_PERSEUS);
     const prs_emu_summary *lk = prs_emulation_get(e, PRS_EMU_LOOKUP, PRS_EMU_PERSEUS);
@@ -234,7 +254,13 @@ static int print_json(const prs_emulation *e, const char *profile_path, prs_cost
     set_real(lookup, "intrinsic_saving_pp", lk->intrinsic_saving_pp);
     json_object_set_new(lookup, "stragglers", json_rows(lk, ex));
     json_object_set_new(o, "lookup", lookup);
-    return prs_cli_json_print(o, JSON_INDENT(2));
+    int rc = prs_cli_powercap_run("emulate", &a->cap, profile, prs_emulation_frontier(e),
+                                  prs_emulation_job(e)->tp, o);
+    if (rc) {
+        json_decref(o);
+        return rc;
+    }
+    return prs_cli_json_print(o, JSON_INDENT(2)) ? 1 : 0;
 }
 
 static void table_rows(const prs_emulation *e, prs_emu_variant v)
@@ -320,30 +346,17 @@ static void print_table(const prs_emulation *e, const char *profile_path, prs_co
     }
 }
 
-/* The command line, parsed and checked. */
-typedef struct emulate_args {
-    const char *profile_path;
-    double *factors; /* --straggler values (owned) */
-    size_t nfactors;
-    int pipelines, tp, json, quiet;
-    prs_cli_pipeline pl;
-} emulate_args;
-
 /* Parse the command line (stragglers joined) into a; 0, or the exit status (*done: help). */
 static int parse_args(int argc, char **argv, emulate_args *a, int *done)
 {
-    enum { OPT_PIPE = 'P' };
-    static const struct option opts[] = {{"profile", required_argument, 0, 'p'},
-                                         PRS_CLI_PIPELINE_OPTIONS(OPT_PIPE),
-                                         PRS_CLI_COST_MODEL_OPTION(OPT_PIPE),
-                                         PRS_CLI_FRONTIER_OPTIONS(OPT_PIPE),
-                                         {"pipelines", required_argument, 0, 'N'},
-                                         {"tp", required_argument, 0, 't'},
-                                         {"straggler", required_argument, 0, 'x'},
-                                         {"json", no_argument, 0, 'j'},
-                                         {"quiet", no_argument, 0, 'q'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    enum { OPT_PIPE = 'P', OPT_CAP = 'C' };
+    static const struct option opts[] = {
+        {"profile", required_argument, 0, 'p'}, PRS_CLI_PIPELINE_OPTIONS(OPT_PIPE),
+        PRS_CLI_COST_MODEL_OPTION(OPT_PIPE),    PRS_CLI_FRONTIER_OPTIONS(OPT_PIPE),
+        PRS_CLI_POWERCAP_OPTIONS(OPT_CAP),      {"pipelines", required_argument, 0, 'N'},
+        {"tp", required_argument, 0, 't'},      {"straggler", required_argument, 0, 'x'},
+        {"json", no_argument, 0, 'j'},          {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     prs_error err = {0, ""};
     int c, li = 0;
     optind = 1;
@@ -352,6 +365,9 @@ static int parse_args(int argc, char **argv, emulate_args *a, int *done)
         switch (c) {
         case 'p':
             a->profile_path = optarg;
+            break;
+        case OPT_CAP:
+            if (prs_cli_powercap_option("emulate", opts[li].name, optarg, &a->cap)) return 2;
             break;
         case OPT_PIPE:
             if (prs_cli_pipeline_option("emulate", opts[li].name, optarg, &a->pl)) return 2;
@@ -394,6 +410,7 @@ static int parse_args(int argc, char **argv, emulate_args *a, int *done)
                           : !a->tp        ? "--tp"
                                           : prs_cli_pipeline_missing(pl, PRS_CLI_PIPELINE_REQUIRED);
     if (missing) return usage_error("missing required option", missing);
+    if (prs_cli_powercap_check(&a->cap)) return usage_error(prs_cli_powercap_check(&a->cap), NULL);
     prs_error perr = {0, ""};
     if (prs_pipeline_check(&a->pl.plan.pipe, &perr)) return usage_error(perr.msg, NULL);
     return 0;
@@ -439,15 +456,19 @@ int prs_cmd_emulate(int argc, char **argv)
     emulate_args a;
     memset(&a, 0, sizeof a);
     prs_cli_pipeline_init(&a.pl);
+    prs_cli_powercap_init(&a.cap);
     prs_profile *profile = NULL;
     prs_emulation *em = NULL;
     int done = 0, rc = parse_args(nargc, args, &a, &done);
     if (!rc && !done) rc = run(&a, &profile, &em);
     if (!rc && !done) {
-        if (a.json)
-            rc = print_json(em, a.profile_path, a.pl.plan.cost_model) ? 1 : 0;
-        else
+        if (a.json) {
+            rc = print_json(em, &a, profile);
+        } else {
             print_table(em, a.profile_path, a.pl.plan.cost_model);
+            rc = prs_cli_powercap_run("emulate", &a.cap, profile, prs_emulation_frontier(em), a.tp,
+                                      NULL);
+        }
         if (!rc) rc = fflush(stdout) == 0 ? 0 : 1;
     }
     prs_emulation_free(em);

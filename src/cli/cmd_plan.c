@@ -18,6 +18,8 @@ static const char plan_usage[] =
     "                    --blocking-power W [--schedule NAME [--virtual-stages V]]\n"
     "                    [--cost-model exp|hull] [--frontier auto|raw|clean]\n"
     "                    [--max-points N] [--always-use-noise-factor] [--quiet] --out DIR\n"
+    "                    [--power-cap W] [--cap-on avg|peak] [--window SEC]\n"
+    "                    [--cap-sweep N [--cap-plot FILE]]\n"
     "       perseus plan export DIR (--index K | --time SEC) [--format json|lowtime]\n"
     "\n"
     "Compute the iteration time-energy frontier of a pipeline from a stage profile\n"
@@ -43,6 +45,13 @@ static const char plan_usage[] =
     "  --out DIR              output directory (created if missing): frontier.csv,\n"
     "                         frontier-detail.csv, plans.prs\n"
     "  --quiet                no progress bar or warnings\n"
+    "  --power-cap W          print the fastest frontier plan whose power (watts per\n"
+    "                         pipeline) is within W, beside the fastest uniform clock and a\n"
+    "                         per-GPU power limit of W / stages at the same cap\n"
+    "  --cap-on avg|peak      hold the cap on the average power (default) or on the peak\n"
+    "                         over --window SEC (default 1), iterations back to back\n"
+    "  --cap-sweep N          the same for N caps from the all-max plan's power down to\n"
+    "                         the lowest plan's; --cap-plot FILE draws throughput vs cap\n"
     "  -h, --help             this help\n"
     "\n"
     "examples:\n"
@@ -250,22 +259,21 @@ typedef struct plan_args {
     const char *profile_path, *out_dir;
     int quiet;
     prs_cli_pipeline pl;
+    prs_cli_powercap cap;
 } plan_args;
 
 static int parse_plan(int argc, char **argv, plan_args *a, int *done)
 {
-    enum { OPT_PIPE = 'P' };
-    static const struct option opts[] = {{"profile", required_argument, 0, 'p'},
-                                         PRS_CLI_PIPELINE_OPTIONS(OPT_PIPE),
-                                         PRS_CLI_COST_MODEL_OPTION(OPT_PIPE),
-                                         PRS_CLI_FRONTIER_OPTIONS(OPT_PIPE),
-                                         {"always-use-noise-factor", no_argument, 0, 'n'},
-                                         {"out", required_argument, 0, 'o'},
-                                         {"quiet", no_argument, 0, 'q'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    enum { OPT_PIPE = 'P', OPT_CAP = 'C' };
+    static const struct option opts[] = {
+        {"profile", required_argument, 0, 'p'}, PRS_CLI_PIPELINE_OPTIONS(OPT_PIPE),
+        PRS_CLI_COST_MODEL_OPTION(OPT_PIPE),    PRS_CLI_FRONTIER_OPTIONS(OPT_PIPE),
+        PRS_CLI_POWERCAP_OPTIONS(OPT_CAP),      {"always-use-noise-factor", no_argument, 0, 'n'},
+        {"out", required_argument, 0, 'o'},     {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     prs_cli_pipeline_init(&a->pl);
+    prs_cli_powercap_init(&a->cap);
     *done = 0;
     int c, li = 0;
     optind = 1;
@@ -277,6 +285,9 @@ static int parse_plan(int argc, char **argv, plan_args *a, int *done)
             break;
         case OPT_PIPE:
             if (prs_cli_pipeline_option("plan", opts[li].name, optarg, &a->pl)) return 2;
+            break;
+        case OPT_CAP:
+            if (prs_cli_powercap_option("plan", opts[li].name, optarg, &a->cap)) return 2;
             break;
         case 'n':
             a->pl.plan.always_noise_factor = 1;
@@ -305,39 +316,34 @@ static int parse_plan(int argc, char **argv, plan_args *a, int *done)
                           : !a->out_dir ? "--out"
                                         : NULL;
     if (missing) return usage_error("plan", "missing required option", missing);
+    if (prs_cli_powercap_check(&a->cap))
+        return usage_error("plan", prs_cli_powercap_check(&a->cap), NULL);
     prs_error err = {0, ""};
     if (prs_pipeline_check(&a->pl.plan.pipe, &err)) return usage_error("plan", err.msg, NULL);
     return 0;
 }
 
-/* Load the profile and plan the frontier into *f; 0, or the exit status (message printed). */
-static int run_plan(const plan_args *a, prs_frontier **f)
+/* Load the profile (into *profile, owned by the caller) and plan the frontier into *f; 0, or
+ * the exit status (message printed). */
+static int run_plan(const plan_args *a, prs_profile **profile, prs_frontier **f)
 {
     prs_error err = {0, ""};
     prs_plan_opts o = a->pl.plan;
-    prs_profile *profile = NULL;
-    if (prs_profile_load(a->profile_path, &profile, &err)) {
+    if (prs_profile_load(a->profile_path, profile, &err) ||
+        prs_profile_check_stages(*profile, prs_pipeline_chunks(&o.pipe), &err)) {
         fprintf(stderr, "perseus plan: %s\n", err.msg);
-        return 2;
-    }
-    if (prs_profile_check_stages(profile, prs_pipeline_chunks(&o.pipe), &err)) {
-        fprintf(stderr, "perseus plan: %s\n", err.msg);
-        prs_profile_free(profile);
         return 2;
     }
     prs_cli_progress ps = {"plan", !a->quiet && isatty(STDERR_FILENO), -1};
     o.progress = prs_cli_on_progress;
     o.warn = a->quiet ? NULL : prs_cli_on_warn;
     o.ud = &ps;
-    int rc = prs_plan(profile, &o, f, &err);
+    int rc = prs_plan(*profile, &o, f, &err);
     if (rc) {
-        prs_profile_free(profile);
         fprintf(stderr, "perseus plan: %s\n", err.msg);
         return rc == PRS_EINVAL || rc == PRS_EPARSE ? 2 : 1;
     }
-    rc = prs_cli_frontier_usable("plan", profile, *f);
-    prs_profile_free(profile);
-    return rc;
+    return prs_cli_frontier_usable("plan", *profile, *f);
 }
 
 /* Write the frontier directory and its one-line summary on stderr; 0 or the exit status. */
@@ -368,8 +374,11 @@ int prs_cmd_plan(int argc, char **argv)
     int done = 0, rc = parse_plan(argc, argv, &a, &done);
     if (rc || done) return rc;
     prs_frontier *f = NULL;
-    rc = run_plan(&a, &f);
+    prs_profile *profile = NULL;
+    rc = run_plan(&a, &profile, &f);
     if (!rc) rc = write_plan(&a, f);
+    if (!rc) rc = prs_cli_powercap_run("plan", &a.cap, profile, f, 1, NULL);
     prs_frontier_free(f);
+    prs_profile_free(profile);
     return rc;
 }

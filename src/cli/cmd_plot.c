@@ -674,7 +674,7 @@ static int savings_draw(const plot_args *a, const prs_emulation *emu, double *xy
     describe_pipeline(ep, pipe_text, sizeof pipe_text);
     snprintf(subtitle, sizeof subtitle, "%d pipelines of %s; %s variant, against all-max",
              a->pipelines, pipe_text, prs_emu_variant_name(a->variant));
-    prs_savings_plot p = {a->title, subtitle, ylabels[a->metric], series, nseries};
+    prs_savings_plot p = {a->title, subtitle, ylabels[a->metric], series, nseries, NULL};
     return write_svg(a->out_path, draw_savings, &p);
 }
 

@@ -718,7 +718,7 @@ int prs_plot_savings(FILE *out, const prs_savings_plot *p, prs_error *err)
     prs_svg *s = prs_svg_new(out, width, CHART_H, title);
     if (!s) return prs_error_set(err, PRS_ENOMEM, "plot: out of memory");
     draw_page(s, width, CHART_H, title, p->subtitle);
-    draw_axes(s, &c, "Straggler slowdown T\xe2\x80\xb2 / T_{min}",
+    draw_axes(s, &c, p->x_label ? p->x_label : "Straggler slowdown T\xe2\x80\xb2 / T_{min}",
               p->y_label ? p->y_label : "Energy saving (%)");
     if (c.y0 < 0 && c.y1 > 0)
         prs_svg_line(s, c.left, map_y(&c, 0), c.right, map_y(&c, 0), "stroke", "#777", PRS_SVG_END);

@@ -268,4 +268,59 @@ if errors:
     print("\n".join(errors))
     sys.exit(1)
 PY
+# --- power caps (docs/power.md): usage errors, the power_cap object and the sweep in --json, the
+# chosen plans within the cap, Perseus never slower than the baselines, tp scaling, the plot ---
+job=(--profile "$ex" --stages 8 --microbatches 12 --pipelines 2 --unit-time 0.001
+     --blocking-power 83.64 --cost-model hull --quiet)
+expect_error 2 "--cap-on: expected avg or peak, got 'max'" "$bin" emulate "${job[@]}" --tp 1 \
+  --power-cap 2000 --cap-on max
+expect_error 2 "--cap-on, --window and --cap-plot need --power-cap W or --cap-sweep N" \
+  "$bin" emulate "${job[@]}" --tp 1 --window 2
+expect_error 2 "--cap-plot needs --cap-sweep N" "$bin" emulate "${job[@]}" --tp 1 \
+  --power-cap 2000 --cap-plot "$tmp/cap.svg"
+expect_error 2 "--power-cap" "$bin" emulate "${job[@]}" --tp 1 --power-cap -5
+for on in avg peak; do
+  "$bin" emulate "${job[@]}" --tp 1 --json --power-cap 2200 --cap-on $on --cap-sweep 25 \
+    --cap-plot "$tmp/cap-$on.svg" > "$tmp/cap-$on.json"
+  grep -q "<svg" "$tmp/cap-$on.svg" || fail "--cap-plot wrote no SVG"
+done
+"$bin" emulate "${job[@]}" --tp 4 --json --power-cap 8800 > "$tmp/cap-tp4.json"
+"$bin" plan --profile "$ex" --stages 8 --microbatches 12 --unit-time 0.001 --blocking-power 83.64 \
+  --cost-model hull --quiet --out "$tmp/capf" --power-cap 2200 > "$tmp/cap-plan.txt"
+grep -q "power_limit " "$tmp/cap-plan.txt" || fail "plan --power-cap prints no table"
+$py - "$tmp" <<'PY' || fail "power cap figures"
+import json, sys
+d = sys.argv[1]
+keys = ["iteration_time_s", "throughput_per_s", "energy_j", "avg_power_w", "peak_power_w"]
+for on in ["avg", "peak"]:
+    o = json.load(open(f"{d}/cap-{on}.json"))
+    pc = o["power_cap"]
+    assert pc["cap_w"] == 2200 and pc["cap_on"] == on and pc["window_s"] == 1
+    for s in ["perseus", "uniform", "power_limit"]:
+        for k in keys:
+            assert k in pc[s], (s, k)
+        assert abs(pc[s]["throughput_per_s"] * pc[s]["iteration_time_s"] - 1) < 1e-12
+    sweep = o["power_cap_sweep"]
+    assert len(sweep) == 25
+    assert sweep[0]["cap_w"] > sweep[-1]["cap_w"]
+    for r in sweep:
+        for s in ["perseus", "uniform", "power_limit"]:
+            c = r[s]
+            if c["feasible"]:
+                assert c[on + "_power_w"] <= r["cap_w"] * (1 + 1e-12), (on, s, r["cap_w"])
+        p = r["perseus"]
+        assert p["feasible"], r["cap_w"]
+        for s in ["uniform", "power_limit"]:
+            if r[s]["feasible"]:
+                assert p["throughput_per_s"] >= r[s]["throughput_per_s"] * (1 - 1e-12), (on, s, r)
+    # at the all-max power, Perseus runs as fast as all-max
+    assert abs(sweep[0]["perseus"]["iteration_time_s"] - o["t_allmax_s"]) < 1e-9
+one = json.load(open(f"{d}/cap-avg.json"))["power_cap"]
+four = json.load(open(f"{d}/cap-tp4.json"))["power_cap"]
+for s in ["perseus", "uniform", "power_limit"]:
+    assert four[s]["iteration_time_s"] == one[s]["iteration_time_s"], s
+    assert abs(four[s]["energy_j"] - 4 * one[s]["energy_j"]) < 1e-9 * four[s]["energy_j"], s
+assert four["power_limit"]["gpu_limit_w"] == one["power_limit"]["gpu_limit_w"]
+PY
+
 echo "emulate CLI tests passed"

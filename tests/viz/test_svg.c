@@ -556,7 +556,7 @@ static void test_savings_plot(void **state)
                              {"EnvPipe-style", x, y[1], 51},
                              {"uniform clock", x, y[2], 51},
                              {"all-max (reference)", x, y[3], 51}};
-    prs_savings_plot p = {NULL, "16 pipelines", NULL, ser, 4};
+    prs_savings_plot p = {NULL, "16 pipelines", NULL, ser, 4, NULL};
     membuf m;
     mem_open(&m);
     assert_int_equal(prs_plot_savings(m.f, &p, NULL), 0);
