@@ -5,9 +5,10 @@
  * over a sliding window (perseus/power.h). Three strategies meet it:
  *   perseus      the fastest plan whose power is within the cap (ties: least energy) among the
  *                frontier's plans and, for caps below the power of the frontier's least-energy
- *                plan, the clock-ceiling plans: every computation at clock f, then each in
- *                turn lowered to the clock of least effective energy that fits its slack
- *                (the iteration stays as long as uniform f; one such plan per uniform clock);
+ *                plan, plans slower than the frontier's with their slack reclaimed: every
+ *                computation at clock f (one plan per uniform clock), or at the power limit's
+ *                clock below, then each in turn lowered to the clock of least effective energy
+ *                that fits its slack (the iteration keeps its length, at less power);
  *   uniform      the fastest single clock for every computation within the cap (ties: least
  *                energy), among the clocks profiled for every computation;
  *   power_limit  a per-GPU power limit of cap / GPUs: a GPU's limiter lowers the clock only as
@@ -55,8 +56,9 @@ typedef struct prs_cap_choice {
     double energy_j;         /* iteration energy */
     double avg_power_w, peak_power_w;
     long index;         /* perseus: the frontier point; -1 otherwise */
-    int freq_mhz;       /* uniform: its clock; perseus with index -1: the clock ceiling */
-    double gpu_limit_w; /* power_limit: the limit of every GPU; 0 otherwise */
+    int freq_mhz;       /* uniform: its clock; perseus with index -1: the clock f reclaimed */
+    double gpu_limit_w; /* power_limit, and perseus with index -1 and freq_mhz 0: the limit of
+                           every GPU (reclaimed for perseus); 0 otherwise */
 } prs_cap_choice;
 
 typedef struct prs_cap_result {

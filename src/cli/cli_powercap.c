@@ -63,8 +63,10 @@ static json_t *choice_json(const prs_cap_choice *c, prs_cap_strategy s)
     json_object_set_new(o, "avg_power_w", prs_cli_json_real(c->avg_power_w));
     json_object_set_new(o, "peak_power_w", prs_cli_json_real(c->peak_power_w));
     if (s == PRS_CAP_PERSEUS) json_object_set_new(o, "index", json_integer(c->index));
-    if (s == PRS_CAP_PERSEUS && c->index < 0)
+    if (s == PRS_CAP_PERSEUS && c->index < 0 && c->freq_mhz)
         json_object_set_new(o, "clock_ceiling_mhz", json_integer(c->freq_mhz));
+    if (s == PRS_CAP_PERSEUS && c->index < 0 && !c->freq_mhz)
+        json_object_set_new(o, "reclaimed_gpu_limit_w", prs_cli_json_real(c->gpu_limit_w));
     if (s == PRS_CAP_UNIFORM) json_object_set_new(o, "freq_mhz", json_integer(c->freq_mhz));
     if (s == PRS_CAP_POWER_LIMIT)
         json_object_set_new(o, "gpu_limit_w", prs_cli_json_real(c->gpu_limit_w));
@@ -103,8 +105,10 @@ static void print_one(const prs_cap_result *r)
                prs_cap_strategy_name((prs_cap_strategy)s), c->feasible ? "yes" : "no", c->time_s,
                c->throughput_per_s, c->energy_j, c->avg_power_w, c->peak_power_w);
         if (s == PRS_CAP_PERSEUS && c->index >= 0) printf("frontier point %ld\n", c->index);
-        if (s == PRS_CAP_PERSEUS && c->index < 0)
+        if (s == PRS_CAP_PERSEUS && c->index < 0 && c->freq_mhz)
             printf("%d MHz, slack reclaimed below it\n", c->freq_mhz);
+        if (s == PRS_CAP_PERSEUS && c->index < 0 && !c->freq_mhz)
+            printf("%.6g W per GPU's clocks, slack reclaimed\n", c->gpu_limit_w);
         if (s == PRS_CAP_UNIFORM) printf("%d MHz everywhere\n", c->freq_mhz);
         if (s == PRS_CAP_POWER_LIMIT) printf("%.6g W per GPU\n", c->gpu_limit_w);
     }

@@ -66,17 +66,17 @@ void prs_powercap_free(prs_powercap *pc)
     free(pc);
 }
 
-/* Clock f for every computation, then each computation, in turn, at the clock <= f of least
- * effective energy (energy - P_b * quantized time) that keeps it within its window (duration
- * plus total float): the iteration stays as long as uniform f, at less energy. Into plan. */
-static int reclaim(prs_powercap *pc, int f, int *plan, prs_error *err)
+/* Each computation of plan, in turn, lowered to the clock of least effective energy (energy -
+ * P_b * quantized time) below its own that keeps it within its window (duration plus total
+ * float): the iteration keeps its length, at less energy, and the computations off the critical
+ * path draw less. In place. */
+static int reclaim(prs_powercap *pc, int *plan, prs_error *err)
 {
     double pb_tau = pc->pipe.blocking_power_w * pc->pipe.unit_time_s;
-    for (int op = 0; op < pc->nops; op++)
-        plan[op] = f;
     for (int op = 0; op < pc->nops; op++) {
         int rc = prs_eval_windows(pc->ev, plan, pc->window, err);
         if (rc) return rc;
+        int f = plan[op];
         prs_eval_clock cur = prs_eval_clock_at(pc->ev, op, prs_eval_find(pc->ev, op, f));
         double best = cur.energy_j - pb_tau * (double)cur.units;
         for (int i = 0; i < prs_eval_nclocks(pc->ev, op); i++) {
@@ -98,7 +98,9 @@ static int evaluate_all(prs_powercap *pc, prs_error *err)
     int rc = 0;
     for (size_t u = 0; u < pc->nuni && !rc; u++) {
         int *plan = pc->rplans + u * (size_t)pc->nops;
-        if (!(rc = reclaim(pc, pc->ufreq[u], plan, err)))
+        for (int op = 0; op < pc->nops; op++)
+            plan[op] = pc->ufreq[u];
+        if (!(rc = reclaim(pc, plan, err)))
             rc = prs_eval_power(pc->ev, plan, pc->window_s, &pc->rp[u], NULL, NULL, err);
     }
     for (size_t k = 0; k < pc->npts && !rc; k++)
@@ -213,32 +215,6 @@ static size_t fastest_within(const prs_powercap *pc, const prs_plan_power *p, si
     return *feasible ? best : lowest;
 }
 
-/* 1 when plan a (feasible fa) is a better choice than b (fb): feasible first, then faster,
- * then less energy; among infeasible plans, less power. */
-static int better(const prs_powercap *pc, prs_cap_on on, const prs_plan_power *a, int fa,
-                  const prs_plan_power *b, int fb)
-{
-    if (fa != fb) return fa;
-    if (!fa) return power_on(pc, a, on) < power_on(pc, b, on);
-    return a->time_s < b->time_s || (a->time_s == b->time_s && a->energy_j < b->energy_j);
-}
-
-/* Perseus: the best of the frontier's plans and of the uniform clocks with their slack
- * reclaimed (the plans below the frontier's least energy, for caps under its power). */
-static void choose_perseus(const prs_powercap *pc, double cap_w, prs_cap_on on, prs_cap_choice *c)
-{
-    int fk = 0, fr = 0;
-    size_t k = pc->npts ? fastest_within(pc, pc->fp, pc->npts, cap_w, on, &fk) : 0;
-    size_t r = pc->nuni ? fastest_within(pc, pc->rp, pc->nuni, cap_w, on, &fr) : 0;
-    if (pc->npts && (!pc->nuni || !better(pc, on, &pc->rp[r], fr, &pc->fp[k], fk))) {
-        fill(pc, &pc->fp[k], fk, c);
-        c->index = (long)k;
-    } else if (pc->nuni) {
-        fill(pc, &pc->rp[r], fr, c);
-        c->freq_mhz = pc->ufreq[r];
-    }
-}
-
 /* The power-limit plan for a per-GPU limit into pc->plan. */
 static void limit_plan(prs_powercap *pc, double limit_w)
 {
@@ -254,6 +230,55 @@ static void limit_plan(prs_powercap *pc, double limit_w)
     }
 }
 
+/* 1 when plan a (feasible fa) is a better choice than b (fb): feasible first, then faster,
+ * then less energy; among infeasible plans, less power. */
+static int better(const prs_powercap *pc, prs_cap_on on, const prs_plan_power *a, int fa,
+                  const prs_plan_power *b, int fb)
+{
+    if (fa != fb) return fa;
+    if (!fa) return power_on(pc, a, on) < power_on(pc, b, on);
+    return a->time_s < b->time_s || (a->time_s == b->time_s && a->energy_j < b->energy_j);
+}
+
+/* Perseus: the best of the frontier's plans, the uniform clocks with their slack reclaimed and
+ * the per-GPU limit's plan with its slack reclaimed (the last two: plans slower than the
+ * frontier's least energy, for caps under its power). */
+static int choose_perseus(prs_powercap *pc, double cap_w, prs_cap_on on, prs_cap_choice *c,
+                          prs_error *err)
+{
+    int fk = 0, fr = 0;
+    size_t k = pc->npts ? fastest_within(pc, pc->fp, pc->npts, cap_w, on, &fk) : 0;
+    size_t r = pc->nuni ? fastest_within(pc, pc->rp, pc->nuni, cap_w, on, &fr) : 0;
+    const prs_plan_power *best = NULL;
+    int fb = 0;
+    if (pc->npts) {
+        best = &pc->fp[k];
+        fb = fk;
+        fill(pc, best, fb, c);
+        c->index = (long)k;
+    }
+    if (pc->nuni && (!best || better(pc, on, &pc->rp[r], fr, best, fb))) {
+        best = &pc->rp[r];
+        fb = fr;
+        fill(pc, best, fb, c);
+        c->freq_mhz = pc->ufreq[r];
+    }
+    double limit = cap_w / ((double)pc->pipe.stages * pc->tp), t, e;
+    prs_plan_power lp;
+    limit_plan(pc, limit);
+    int rc = prs_eval_run(pc->ev, pc->plan, NULL, &t, &e, err);
+    if (rc || (best && fb && best->time_s <= t)) return rc; /* reclaiming keeps the time t */
+    rc = reclaim(pc, pc->plan, err);
+    if (!rc) rc = prs_eval_power(pc->ev, pc->plan, pc->window_s, &lp, NULL, NULL, err);
+    if (rc) return rc;
+    int fl = within(power_on(pc, &lp, on), cap_w);
+    if (!best || better(pc, on, &lp, fl, best, fb)) {
+        fill(pc, &lp, fl, c);
+        c->gpu_limit_w = limit;
+    }
+    return 0;
+}
+
 int prs_powercap_choose(prs_powercap *pc, double cap_w, prs_cap_on on, prs_cap_result *out,
                         prs_error *err)
 {
@@ -264,8 +289,8 @@ int prs_powercap_choose(prs_powercap *pc, double cap_w, prs_cap_on on, prs_cap_r
     out->cap_w = cap_w;
     out->on = on;
     out->window_s = pc->window_s;
-    int ok = 0;
-    choose_perseus(pc, cap_w, on, &out->s[PRS_CAP_PERSEUS]);
+    int ok = 0, rc = choose_perseus(pc, cap_w, on, &out->s[PRS_CAP_PERSEUS], err);
+    if (rc) return rc;
     if (pc->nuni) {
         size_t u = fastest_within(pc, pc->up, pc->nuni, cap_w, on, &ok);
         fill(pc, &pc->up[u], ok, &out->s[PRS_CAP_UNIFORM]);
@@ -274,8 +299,7 @@ int prs_powercap_choose(prs_powercap *pc, double cap_w, prs_cap_on on, prs_cap_r
     double limit = cap_w / ((double)pc->pipe.stages * pc->tp);
     limit_plan(pc, limit);
     prs_plan_power p;
-    int rc = prs_eval_power(pc->ev, pc->plan, pc->window_s, &p, NULL, NULL, err);
-    if (rc) return rc;
+    if ((rc = prs_eval_power(pc->ev, pc->plan, pc->window_s, &p, NULL, NULL, err))) return rc;
     fill(pc, &p, within(power_on(pc, &p, on), cap_w), &out->s[PRS_CAP_POWER_LIMIT]);
     out->s[PRS_CAP_POWER_LIMIT].gpu_limit_w = limit;
     return 0;
@@ -288,6 +312,12 @@ int prs_powercap_plan(prs_powercap *pc, const prs_cap_result *r, prs_cap_strateg
     switch (s) {
     case PRS_CAP_PERSEUS:
         if (c->index >= 0) return prs_frontier_plan(pc->f, (size_t)c->index, clocks_mhz, err);
+        if (c->gpu_limit_w > 0) {
+            limit_plan(pc, c->gpu_limit_w);
+            int rc = reclaim(pc, pc->plan, err);
+            if (!rc) memcpy(clocks_mhz, pc->plan, sizeof *clocks_mhz * (size_t)pc->nops);
+            return rc;
+        }
         for (size_t u = 0; u < pc->nuni; u++)
             if (pc->ufreq[u] == c->freq_mhz) {
                 memcpy(clocks_mhz, pc->rplans + u * (size_t)pc->nops,
