@@ -23,6 +23,7 @@ enum {
     PRS_EFIT = -5,        /* cost model could not be fitted */
     PRS_EINFEASIBLE = -6, /* flow problem infeasible: planner stopped */
     PRS_ERANGE = -7,      /* index or time outside what exists */
+    PRS_ECANCELED = -8,   /* the caller stopped the work (a progress callback said so) */
     PRS_EGPU = -20,       /* the GPU or its driver refused or failed a call */
     PRS_ENOLIB = -21,     /* the driver library (or one of its symbols) is missing */
     PRS_ESERVER = -30,    /* the server refused a request or could not be reached */

@@ -55,7 +55,9 @@ typedef struct prs_pipeline {
     int virtual_stages;      /* model chunks per GPU: interleaved only (>= 2); 0 or 1 otherwise */
 } prs_pipeline;
 
-typedef void (*prs_progress_fn)(void *ud, long done, long total);
+/* Progress of a planning run: done of about total steps. Return 0 to go on, anything else to
+ * stop the run (prs_plan then fails with PRS_ECANCELED): a caller cancels a run this way. */
+typedef int (*prs_progress_fn)(void *ud, long done, long total);
 typedef void (*prs_warn_fn)(void *ud, const char *msg);
 
 typedef struct prs_plan_opts {
@@ -64,8 +66,9 @@ typedef struct prs_plan_opts {
     int always_noise_factor;    /* reference --always-use-noise-factor (exp only) */
     prs_frontier_kind frontier; /* raw or clean frontier; default auto */
     long max_points;          /* refuse a pipeline whose frontier could be longer; 0: the default */
-    prs_progress_fn progress; /* optional; called at least every PRS_PROGRESS_INTERVAL_S of a
-                                 run with (done, total estimate), and once at the end */
+    prs_progress_fn progress; /* optional; called with (done, total estimate) after every
+                                 step of the run (a step takes far less than
+                                 PRS_PROGRESS_INTERVAL_S), and once at the end */
     prs_warn_fn warn;         /* optional; one line per warning (e.g. a fallback to hull) */
     void *ud;                 /* passed to progress and warn */
 } prs_plan_opts;
@@ -114,6 +117,13 @@ typedef struct prs_frontier prs_frontier;
  * time is too many units long to count. */
 PRS_API int prs_plan(const prs_profile *profile, const prs_plan_opts *opts, prs_frontier **out,
                      prs_error *err);
+/* The size of a planning problem, cheaply (no cost model is fitted, nothing per unit of time is
+ * allocated), so that a caller can refuse one before prs_plan: *span, the most points the
+ * frontier can have (its T_max - T_min in units, the figure max_points bounds), and
+ * *table_bytes, at most the memory the planner's per-duration tables take (they cover every
+ * unit between a computation's fastest and slowest measured time). */
+PRS_API int prs_plan_size(const prs_profile *profile, const prs_pipeline *pipe, long *span,
+                          double *table_bytes, prs_error *err);
 PRS_API void prs_frontier_free(prs_frontier *f);
 /* The clean frontier of f (docs/planner.md, 'Clean frontier') into *out, a new frontier: the
  * plans no faster plan beats (evaluated energy plus blocking power over the time gap, all

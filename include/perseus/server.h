@@ -50,6 +50,11 @@ typedef struct prs_server_config {
     long max_ranks;           /* ranks of all jobs together; default 262144 */
     double retention_s;       /* finished (done or failed) jobs are deleted this long after
                                * they finished; default 7 days; < 0: kept forever */
+    long max_planners;        /* planner threads at once (more plannings wait); default 2 */
+    double plan_timeout_s;    /* a planning running longer fails the job; default 600 s */
+    long max_plan_points;     /* a problem whose frontier could have more points is refused
+                               * (profile upload: 400; measured: the job fails); default 1e6 */
+    size_t max_plan_memory;   /* likewise for the planner's tables; default 1 GiB */
 } prs_server_config;
 
 /* Defaults as documented beside each field (db_path and data_dir NULL: must be set). */

@@ -50,6 +50,7 @@ class ErrorCode(enum.IntEnum):
     EFIT = -5
     EINFEASIBLE = -6
     ERANGE = -7
+    ECANCELED = -8
     EGPU = -20
     ENOLIB = -21
     ESERVER = -30

@@ -24,6 +24,8 @@ const char *prs_strerror(int code)
         return "flow problem infeasible";
     case PRS_ERANGE:
         return "out of range";
+    case PRS_ECANCELED:
+        return "canceled";
     case PRS_EGPU:
         return "GPU call failed";
     case PRS_ENOLIB:

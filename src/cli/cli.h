@@ -50,7 +50,7 @@ typedef struct prs_cli_progress {
     int enabled;
     int last_pct;
 } prs_cli_progress;
-void prs_cli_on_progress(void *ud, long done, long total);
+int prs_cli_on_progress(void *ud, long done, long total);
 void prs_cli_on_warn(void *ud, const char *msg);
 
 /* The pipeline options (cli_pipeline.c), shared by plan, evaluate, emulate and plot savings.

@@ -37,13 +37,13 @@ int prs_cli_number(const char *cmd, const char *opt, const char *v, double min, 
     return 0;
 }
 
-void prs_cli_on_progress(void *ud, long done, long total)
+int prs_cli_on_progress(void *ud, long done, long total)
 {
     prs_cli_progress *p = ud;
-    if (!p->enabled || total <= 0) return;
+    if (!p->enabled || total <= 0) return 0;
     int pct = (int)(100.0 * (double)done / (double)total);
     if (pct > 100) pct = 100;
-    if (pct == p->last_pct) return;
+    if (pct == p->last_pct) return 0;
     p->last_pct = pct;
     char bar[41];
     int filled = pct * 40 / 100;
@@ -53,6 +53,7 @@ void prs_cli_on_progress(void *ud, long done, long total)
     fprintf(stderr, "\rplanning [%s] %3d%% %ld/%ld", bar, pct, done, total);
     if (pct == 100) fputc('\n', stderr);
     fflush(stderr);
+    return 0;
 }
 
 void prs_cli_on_warn(void *ud, const char *msg)

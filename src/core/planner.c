@@ -13,6 +13,7 @@
  * slopes, no padding, a tighter cut tolerance, and skips (rather than stops at) a lengthening
  * that is impossible. Both modes guard the step: if lengthening made a non-critical path too
  * long, the lengthenings are undone so the iteration still shrinks by exactly one unit. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -380,6 +381,44 @@ static int push_point(run *r, prs_frontier *f, long T, double delta)
     return prs__frontier_push(f, &pt, r->chg_op, r->chg_freq, nchg);
 }
 
+int prs_plan_size(const prs_profile *profile, const prs_pipeline *pipe, long *span,
+                  double *table_bytes, prs_error *err)
+{
+    *span = 0;
+    *table_bytes = 0;
+    int rc = prs_pipeline_check(pipe, err);
+    if (rc || (rc = prs_profile_check_stages(profile, prs_pipeline_chunks(pipe), err))) return rc;
+    prs_eval *ev = NULL;
+    if ((rc = prs_eval_open(profile, pipe, &ev, err))) return rc;
+    const prs__table_table *t = &ev->t;
+    long *qmin = malloc(sizeof *qmin * (size_t)t->ntypes * 2);
+    if (!qmin) {
+        prs_eval_close(ev);
+        return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    }
+    long *qmax = qmin + t->ntypes;
+    for (int k = 0; k < t->ntypes; k++) {
+        qmin[k] = LONG_MAX;
+        qmax[k] = 0;
+        for (int j = t->start[k]; j < t->start[k + 1]; j++) {
+            if (t->q[j] < qmin[k]) qmin[k] = t->q[j];
+            if (t->q[j] > qmax[k]) qmax[k] = t->q[j];
+        }
+        if (qmin[k] > qmax[k]) qmin[k] = qmax[k];
+        /* cost, up, down (double) and knob (int) per unit */
+        *table_bytes += (double)(qmax[k] - qmin[k] + 1) * (3 * sizeof(double) + sizeof(int));
+    }
+    for (int op = 0; op < ev->g.nops; op++)
+        ev->dur[op] = qmax[ev->g.op_type[op]];
+    long t_max = prs__graph_cpm(&ev->g, ev->dur, ev->earliest, NULL);
+    for (int op = 0; op < ev->g.nops; op++)
+        ev->dur[op] = qmin[ev->g.op_type[op]];
+    *span = t_max - prs__graph_cpm(&ev->g, ev->dur, ev->earliest, NULL);
+    free(qmin);
+    prs_eval_close(ev);
+    return 0;
+}
+
 int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **out, prs_error *err)
 {
     *out = NULL;
@@ -427,8 +466,10 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
     }
     long T = prs__graph_cpm(g, r.dur, r.earliest, r.latest);
     long total = span > 0 ? span : 1, done = 0;
-    double next_report = prs_mono_s() + PRS_PROGRESS_INTERVAL_S;
-    if (o->progress) o->progress(o->ud, 0, total);
+    if (o->progress && o->progress(o->ud, 0, total)) {
+        rc = prs_error_set(err, PRS_ECANCELED, "planning canceled");
+        goto out;
+    }
     for (;;) {
         double delta = 0;
         int nt = 0;
@@ -444,9 +485,10 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
             goto out;
         }
         done++;
-        if (o->progress && (done % 16 == 0 || prs_mono_s() >= next_report)) {
-            o->progress(o->ud, done, total);
-            next_report = prs_mono_s() + PRS_PROGRESS_INTERVAL_S;
+        if (o->progress && o->progress(o->ud, done, total)) {
+            rc = prs_error_set(err, PRS_ECANCELED, "planning canceled after %ld of %ld steps", done,
+                               total);
+            goto out;
         }
     }
     /* No iteration could shorten the pipeline (one achievable time): its one plan is the start,
@@ -464,7 +506,10 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
         prs_frontier_free(f);
         f = c;
     }
-    if (o->progress) o->progress(o->ud, total, total);
+    if (o->progress && o->progress(o->ud, total, total)) {
+        rc = prs_error_set(err, PRS_ECANCELED, "planning canceled");
+        goto out;
+    }
     *out = f;
     f = NULL;
     rc = 0;

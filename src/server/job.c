@@ -1324,6 +1324,16 @@ int job_upload_profile(job *j, store *st, const char *csv, size_t len, int *acti
         prs_profile_free(p);
         return api_fail(e, 400, "bad_profile", "%s", err.msg);
     }
+    return job_install_profile(j, st, p, action, e);
+}
+
+int job_install_profile(job *j, store *st, prs_profile *p, int *action, api_err *e)
+{
+    *action = JOB_ACT_NONE;
+    if (j->phase != JOB_REGISTERING && j->phase != JOB_PROFILING) {
+        prs_profile_free(p);
+        return wrong_phase(e, j, "uploading a profile");
+    }
     char *text;
     size_t tlen;
     if (profile_to_csv(p, &text, &tlen)) {

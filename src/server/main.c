@@ -51,6 +51,13 @@ static const char usage[] =
     "  --max-ranks N          ranks of all jobs together (default 262144)\n"
     "  --retention DURATION   delete finished (done or failed) jobs this long after they\n"
     "                         finished: N[s|m|h|d] or 'never' (default 7d)\n"
+    "  --max-planners N       planner threads at once; more plannings wait (default 2)\n"
+    "  --plan-timeout DURATION  a planning running longer fails its job: N[s|m|h|d]\n"
+    "                         (default 10m)\n"
+    "  --max-plan-points N    refuse a problem whose frontier could have more points\n"
+    "                         (default 1000000)\n"
+    "  --max-plan-memory BYTES  refuse a problem whose planner tables could take more\n"
+    "                         (default 1073741824)\n"
     "  --log-level LEVEL      what to log, each level adding to the one after it: debug\n"
     "                         (every request), info (job events; the default), warn (failed\n"
     "                         requests and plannings) or error (server faults); logs are\n"
@@ -245,6 +252,22 @@ static int parse_option(int c, prs_server_config *cfg, args *a)
         if (parse_duration(optarg, &cfg->retention_s))
             return bad("--retention: expected N[s|m|h|d] or never, got", optarg);
         break;
+    case 'N':
+        if (parse_count(optarg, 1024, &cfg->max_planners))
+            return bad("--max-planners: expected a count in 1..1024, got", optarg);
+        break;
+    case 'T':
+        if (parse_duration(optarg, &cfg->plan_timeout_s) || !(cfg->plan_timeout_s > 0))
+            return bad("--plan-timeout: expected N[s|m|h|d] > 0, got", optarg);
+        break;
+    case 'Q':
+        if (parse_count(optarg, 100000000, &cfg->max_plan_points))
+            return bad("--max-plan-points: bad count", optarg);
+        break;
+    case 'M':
+        if (parse_size(optarg, &cfg->max_plan_memory))
+            return bad("--max-plan-memory: bad size", optarg);
+        break;
     case 'h':
         fputs(usage, stdout);
         return 0;
@@ -277,6 +300,10 @@ static int parse_args(int argc, char **argv, prs_server_config *cfg, args *a)
                                          {"max-world", required_argument, NULL, 'W'},
                                          {"max-ranks", required_argument, NULL, 'R'},
                                          {"retention", required_argument, NULL, 'r'},
+                                         {"max-planners", required_argument, NULL, 'N'},
+                                         {"plan-timeout", required_argument, NULL, 'T'},
+                                         {"max-plan-points", required_argument, NULL, 'Q'},
+                                         {"max-plan-memory", required_argument, NULL, 'M'},
                                          {"version", no_argument, NULL, 'V'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};

@@ -104,10 +104,16 @@ typedef struct plan_task {
     prs_pipeline pipe;    /* job_pipeline when planning started */
     int robust;           /* plan with prs_plan_robust: the profile was measured here */
     pthread_t thread;
-    int finished;
+    int started;   /* its thread runs (else it waits for a planner slot) */
+    int finished;  /* done (or dropped before it started): reap it */
+    int cancel;    /* CANCEL_*: read by the planner thread without the lock (atomics) */
+    int timed_out; /* the planner passed the time limit (planner thread only) */
+    double deadline;
     double progress_at; /* last progress update taken */
     struct plan_task *next;
 } plan_task;
+
+enum { CANCEL_NONE = 0, CANCEL_JOB_LEFT = 1, CANCEL_SHUTDOWN = 2 };
 
 #define JOB_BUCKETS 1024
 /* Memory pool per connection (request line, headers, read buffer, response headers). Bodies
@@ -135,8 +141,10 @@ struct prs_server {
     store *st;
     job *jobs[JOB_BUCKETS];
     long njobs;
-    plan_task *tasks;
-    long nranks; /* ranks of all jobs together (--max-ranks) */
+    plan_task *tasks; /* newest first: running and queued plannings */
+    long nplanning;   /* planner threads running */
+    int stopping;     /* shutdown: no planner starts */
+    long nranks;      /* ranks of all jobs together (--max-ranks) */
     uint8_t create_hash[SECURE_SHA256_LEN];
     int has_create_token;
     pthread_t janitor; /* deletes finished jobs past --retention */
@@ -234,19 +242,33 @@ static void remove_job(prs_server *s, job *j)
     s->njobs--;
     s->nranks -= j->world;
     for (plan_task *t = s->tasks; t; t = t->next)
-        if (t->j == j) t->j = NULL;
+        if (t->j == j) {
+            if (!t->started) t->finished = 1;
+            __atomic_store_n(&t->cancel, CANCEL_JOB_LEFT, __ATOMIC_RELEASE);
+            t->j = NULL;
+        }
     job_free(j);
 }
 
-/* ---- planner threads ---- */
+/* ---- planner threads ----
+ *
+ * At most --max-planners planner threads run at once; further plannings wait in s->tasks
+ * (started = 0) and start, oldest first, as running ones finish. A planner is stopped through
+ * its progress callback, which the core calls after every step: when the job is completed or
+ * deleted, when the server shuts down (cancel), or past the planning time limit (timed_out). */
 
-/* Progress from the planner: taken at most every 50 ms (each update takes the lock exclusively,
- * and the planner reports every step). */
-static void on_plan_progress(void *ud, long done, long total)
+/* Progress from the planner: whether to stop (cancel set, or the time limit passed). Progress
+ * is taken at most every 50 ms (each update takes the lock exclusively). */
+static int on_plan_progress(void *ud, long done, long total)
 {
     plan_task *t = ud;
+    if (__atomic_load_n(&t->cancel, __ATOMIC_ACQUIRE)) return 1;
     double now = prs_mono_s();
-    if (done < total && now - t->progress_at < 0.05) return;
+    if (now > t->deadline) {
+        t->timed_out = 1;
+        return 1;
+    }
+    if (done < total && now - t->progress_at < 0.05) return 0;
     t->progress_at = now;
     pthread_rwlock_wrlock(&t->s->lock);
     if (t->j) {
@@ -254,9 +276,56 @@ static void on_plan_progress(void *ud, long done, long total)
         t->j->plan_total = total;
     }
     pthread_rwlock_unlock(&t->s->lock);
+    return 0;
 }
 
 static int reload_job(prs_server *s, job *j);
+static void launch_queued(prs_server *s);
+
+/* The problem's size against --max-plan-points and --max-plan-memory: 0, or -1 with the reason
+ * (naming the limit) in why. */
+static int check_plan_size(const prs_server *s, const prs_profile *p, const prs_pipeline *pipe,
+                           char *why, size_t n)
+{
+    long span;
+    double bytes;
+    prs_error err = {0, ""};
+    if (prs_plan_size(p, pipe, &span, &bytes, &err)) {
+        snprintf(why, n, "%s", err.msg);
+        return -1;
+    }
+    if (bytes > (double)s->cfg.max_plan_memory) {
+        snprintf(why, n,
+                 "planning would need about %.0f MiB of tables at a unit time of %g s, over the "
+                 "server's limit of %zu MiB (--max-plan-memory): use a larger unit_time_s",
+                 bytes / 1048576.0, pipe->unit_time_s, s->cfg.max_plan_memory >> 20);
+        return -1;
+    }
+    if (span > s->cfg.max_plan_points) {
+        snprintf(why, n,
+                 "the frontier could have %ld points at a unit time of %g s, over the server's "
+                 "limit of %ld (--max-plan-points): use a larger unit_time_s",
+                 span, pipe->unit_time_s, s->cfg.max_plan_points);
+        return -1;
+    }
+    return 0;
+}
+
+/* Store the planner's outcome (lock held): the frontier, or the failure why. */
+static void install_plan(prs_server *s, job *j, prs_frontier *f, const char *text, size_t len,
+                         double secs, const char *why)
+{
+    api_err e = {0, NULL, ""};
+    int ok = store_begin(s->st) == 0 &&
+             job_plan_finished(j, s->st, f, text, len, secs, why, &e) == 0 &&
+             store_commit(s->st) == 0;
+    if (!ok) {
+        store_rollback(s->st);
+        log_kv(s, PRS_LOG_ERROR, "msg=plan_store_failed job=%s detail=%s", j->id,
+               e.msg[0] ? e.msg : store_error(s->st)->msg);
+        reload_job(s, j);
+    }
+}
 
 static void *planner_main(void *arg)
 {
@@ -267,14 +336,23 @@ static void *planner_main(void *arg)
     o.pipe = t->pipe;
     o.cost_model = t->cost_model;
     o.frontier = PRS_FRONTIER_CLEAN; /* the plans served: none beaten by a faster one */
+    o.max_points = s->cfg.max_plan_points;
     o.progress = on_plan_progress;
     o.ud = t;
     prs_frontier *f = NULL;
     prs_error err = {0, ""};
     double t0 = prs_mono_s();
-    int rc = t->robust ? prs_plan_robust(t->profile, &o, &f, NULL, &err)
+    t->deadline = t0 + s->cfg.plan_timeout_s;
+    int rc = check_plan_size(s, t->profile, &t->pipe, err.msg, sizeof err.msg) ? PRS_EINVAL : 0;
+    if (!rc)
+        rc = t->robust ? prs_plan_robust(t->profile, &o, &f, NULL, &err)
                        : prs_plan(t->profile, &o, &f, &err);
     double secs = prs_mono_s() - t0;
+    if (rc == PRS_ECANCELED && t->timed_out)
+        snprintf(err.msg, sizeof err.msg,
+                 "planning took longer than the server's limit of %g s (--plan-timeout): use a "
+                 "larger unit_time_s",
+                 s->cfg.plan_timeout_s);
     char *text = NULL;
     size_t len = 0;
     if (rc == 0 && prs_frontier_to_plans(f, &text, &len, &err) != 0) {
@@ -283,38 +361,37 @@ static void *planner_main(void *arg)
     }
     pthread_rwlock_wrlock(&s->lock);
     job *j = t->j;
-    if (!j) { /* deleted meanwhile */
-        log_kv(s, PRS_LOG_INFO, "msg=planning_dropped job=%s detail=job_deleted", t->job_id);
+    int canceled = rc == PRS_ECANCELED && !t->timed_out;
+    if (!j || canceled) {
+        /* Deleted, completed, or the server is stopping (the job stays planning and is planned
+         * again at the next start): nothing to store. */
+        log_kv(s, PRS_LOG_INFO, "msg=planning_canceled job=%s seconds=%.3f detail=%s", t->job_id,
+               secs,
+               !j                             ? "job_deleted"
+               : t->cancel == CANCEL_SHUTDOWN ? "shutdown"
+                                              : "job_left");
         prs_frontier_free(f);
-        t->finished = 1;
-        pthread_rwlock_unlock(&s->lock);
-        free(text);
-        return NULL;
-    }
-    api_err e = {0, NULL, ""};
-    int ok = store_begin(s->st) == 0 &&
-             job_plan_finished(j, s->st, f, text, len, secs, err.msg, &e) == 0 &&
-             store_commit(s->st) == 0;
-    if (!ok) {
-        store_rollback(s->st);
-        log_kv(s, PRS_LOG_ERROR, "msg=plan_store_failed job=%s detail=%s", j->id,
-               e.msg[0] ? e.msg : store_error(s->st)->msg);
-        reload_job(s, j);
-    }
-    pthread_mutex_lock(&s->m.mu);
-    if (f) {
-        s->m.planning_count++;
-        s->m.planning_sum_s += secs;
-        s->m.planning_last_s = secs;
     } else {
-        s->m.planning_failed++;
+        install_plan(s, j, f, text, len, secs, err.msg);
+        pthread_mutex_lock(&s->m.mu);
+        if (f) {
+            s->m.planning_count++;
+            s->m.planning_sum_s += secs;
+            s->m.planning_last_s = secs;
+        } else {
+            s->m.planning_failed++;
+        }
+        pthread_mutex_unlock(&s->m.mu);
+        char q[PRS_ERRMSG_MAX + 8];
+        log_kv(s, f ? PRS_LOG_INFO : PRS_LOG_WARN,
+               "msg=planned job=%s ok=%d seconds=%.3f points=%zu phase=%s%s%s", j->id, f != NULL,
+               secs, f ? prs_frontier_size(f) : (size_t)0, job_phase_name(j->phase),
+               f ? "" : " detail=", f ? "" : kv_quote(err.msg, q, sizeof q));
     }
-    pthread_mutex_unlock(&s->m.mu);
-    log_kv(s, f ? PRS_LOG_INFO : PRS_LOG_WARN,
-           "msg=planned job=%s ok=%d seconds=%.3f points=%zu phase=%s", j->id, f != NULL, secs,
-           f ? prs_frontier_size(f) : (size_t)0, job_phase_name(j->phase));
-    j->planner_active = 0;
+    if (j) j->planner_active = 0;
     t->finished = 1;
+    s->nplanning--;
+    launch_queued(s);
     pthread_rwlock_unlock(&s->lock);
     free(text);
     return NULL;
@@ -333,7 +410,9 @@ static prs_profile *profile_copy(const prs_profile *p)
     return c;
 }
 
-/* Join planner threads that have finished (lock held; they no longer need it). */
+/* Join planner threads that have finished and drop queued tasks whose job went (lock held;
+ * finished threads no longer need it). all: every task, waiting for running ones (shutdown:
+ * they were canceled). */
 static void reap_tasks(prs_server *s, int all)
 {
     plan_task **pp = &s->tasks;
@@ -341,9 +420,11 @@ static void reap_tasks(prs_server *s, int all)
         plan_task *t = *pp;
         if (t->finished || all) {
             *pp = t->next;
-            if (all) pthread_rwlock_unlock(&s->lock);
-            pthread_join(t->thread, NULL);
-            if (all) pthread_rwlock_wrlock(&s->lock);
+            if (t->started) {
+                if (all) pthread_rwlock_unlock(&s->lock);
+                pthread_join(t->thread, NULL);
+                if (all) pthread_rwlock_wrlock(&s->lock);
+            }
             prs_profile_free(t->profile);
             free(t);
             if (all) pp = &s->tasks;
@@ -353,7 +434,26 @@ static void reap_tasks(prs_server *s, int all)
     }
 }
 
-/* Start planning a job (lock held). */
+/* Start the oldest queued planning if a planner slot is free (lock held). */
+static void launch_queued(prs_server *s)
+{
+    if (s->stopping || s->nplanning >= s->cfg.max_planners) return;
+    plan_task *oldest = NULL;
+    for (plan_task *t = s->tasks; t; t = t->next)
+        if (!t->started && !t->finished) oldest = t; /* the list is newest first */
+    if (!oldest) return;
+    if (pthread_create(&oldest->thread, NULL, planner_main, oldest) != 0) {
+        log_kv(s, PRS_LOG_ERROR, "msg=planner_not_started job=%s detail=no_thread", oldest->job_id);
+        if (oldest->j) oldest->j->planner_active = 0;
+        oldest->finished = 1;
+        return;
+    }
+    oldest->started = 1;
+    s->nplanning++;
+    log_kv(s, PRS_LOG_INFO, "msg=planning job=%s", oldest->job_id);
+}
+
+/* Queue a job's planning and start it when a planner slot is free (lock held). */
 static void start_planner(prs_server *s, job *j)
 {
     reap_tasks(s, 0);
@@ -373,16 +473,26 @@ static void start_planner(prs_server *s, job *j)
     job_pipeline(j, &t->pipe);
     j->planner_active = 1;
     j->plan_done = j->plan_total = 0;
-    if (pthread_create(&t->thread, NULL, planner_main, t) != 0) {
-        j->planner_active = 0;
-        prs_profile_free(t->profile);
-        free(t);
-        log_kv(s, PRS_LOG_ERROR, "msg=planner_not_started job=%s detail=no_thread", j->id);
-        return;
-    }
     t->next = s->tasks;
     s->tasks = t;
-    log_kv(s, PRS_LOG_INFO, "msg=planning job=%s", j->id);
+    launch_queued(s);
+    if (!t->started && !t->finished)
+        log_kv(s, PRS_LOG_INFO, "msg=planning_queued job=%s running=%ld", j->id, s->nplanning);
+}
+
+/* Stop the planning of a job that left the planning phase or is deleted (lock held): a queued
+ * one is dropped, a running one canceled through its progress callback. */
+static void cancel_planner(prs_server *s, job *j)
+{
+    for (plan_task *t = s->tasks; t; t = t->next) {
+        if (t->j != j || t->finished) continue;
+        if (!t->started) {
+            t->finished = 1;
+            j->planner_active = 0;
+        } else {
+            __atomic_store_n(&t->cancel, CANCEL_JOB_LEFT, __ATOMIC_RELEASE);
+        }
+    }
 }
 
 /* ---- reload after a failed transaction ---- */
@@ -714,7 +824,38 @@ static int do_clear(prs_server *s, job *j, conn_ctx *cc, void *arg, int *action,
 
 static int do_profile(prs_server *s, job *j, conn_ctx *cc, void *arg, int *action, api_err *e)
 {
-    return job_upload_profile(j, s->st, cc->body ? cc->body : "", cc->len, action, e);
+    prs_profile **p = arg;
+    int rc = job_install_profile(j, s->st, *p, action, e);
+    *p = NULL; /* taken over */
+    return rc;
+}
+
+/* An uploaded profile, parsed and judged before the job lock is taken: it must parse, cover the
+ * job's stages and make a planning problem within the server's limits. The job's pipeline is
+ * read under the shared lock. 0 with *out, or -1 with e filled. */
+static int parse_upload(prs_server *s, const char *id, conn_ctx *cc, prs_profile **out, api_err *e)
+{
+    *out = NULL;
+    prs_pipeline pipe;
+    pthread_rwlock_rdlock(&s->lock);
+    job *j = find_job(s, id);
+    if (j) job_pipeline(j, &pipe);
+    pthread_rwlock_unlock(&s->lock);
+    if (!j) return api_fail(e, 404, "not_found", "no such job");
+    prs_profile *p = NULL;
+    prs_error err = {0, ""};
+    if (prs_profile_parse("profile", cc->body ? cc->body : "", cc->len, &p, &err) ||
+        prs_profile_check_stages(p, prs_pipeline_chunks(&pipe), &err)) {
+        prs_profile_free(p);
+        return api_fail(e, 400, "bad_profile", "%s", err.msg);
+    }
+    char why[REQ_MSG_MAX];
+    if (check_plan_size(s, p, &pipe, why, sizeof why)) {
+        prs_profile_free(p);
+        return api_fail(e, 400, "too_large_to_plan", "%s", why);
+    }
+    *out = p;
+    return 0;
 }
 
 static int do_complete(prs_server *s, job *j, conn_ctx *cc, void *arg, int *action, api_err *e)
@@ -753,6 +894,18 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
 {
     uint8_t presented[SECURE_SHA256_LEN];
     int have_token = bearer_hash(c, presented);
+    prs_profile *upload = NULL;
+    if (m->route == R_PROFILE_PUT) {
+        api_err pe = {0, NULL, ""};
+        /* The token first: only the job's owner gets its upload parsed. */
+        pthread_rwlock_rdlock(&s->lock);
+        job *oj = find_job(s, m->id);
+        int owner = oj && authorize(have_token, presented, oj);
+        pthread_rwlock_unlock(&s->lock);
+        if (oj && !owner)
+            return send_error(s, c, cc, 401, "unauthorized", "missing or wrong bearer token");
+        if (parse_upload(s, m->id, cc, &upload, &pe)) return send_api_error(s, c, cc, &pe);
+    }
     /* Views that change nothing (and touch no SQLite statement) share the lock. */
     int shared = m->route == R_SCHEDULE || m->route == R_STATUS || m->route == R_FRONTIER;
     if (shared)
@@ -762,10 +915,12 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
     job *j = find_job(s, m->id);
     if (!j) {
         pthread_rwlock_unlock(&s->lock);
+        prs_profile_free(upload);
         return send_error(s, c, cc, 404, "not_found", "no such job");
     }
     if (!authorize(have_token, presented, j)) {
         pthread_rwlock_unlock(&s->lock);
+        prs_profile_free(upload);
         return send_error(s, c, cc, 401, "unauthorized", "missing or wrong bearer token");
     }
     api_err e = {0, NULL, ""};
@@ -814,12 +969,15 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
         break;
     }
     case R_PROFILE_PUT:
-        rc = run_tx(s, j, cc, do_profile, NULL, &e);
+        rc = run_tx(s, j, cc, do_profile, &upload, &e);
         if (!rc) out = json_pack("{s:s}", "phase", job_phase_name(j->phase));
         break;
     case R_COMPLETE:
         rc = run_tx(s, j, cc, do_complete, NULL, &e);
-        if (!rc) out = json_pack("{s:s}", "phase", job_phase_name(j->phase));
+        if (!rc) {
+            cancel_planner(s, j);
+            out = json_pack("{s:s}", "phase", job_phase_name(j->phase));
+        }
         break;
     case R_DELETE:
         rc = delete_job(s, j, "request", &e);
@@ -841,6 +999,7 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
         rc = api_fail(&e, 404, "not_found", "no such route");
     }
     pthread_rwlock_unlock(&s->lock);
+    prs_profile_free(upload); /* left when the request failed before the upload */
     if (rc) {
         json_decref(out);
         free(text);
@@ -1274,6 +1433,10 @@ void prs_server_config_default(prs_server_config *c)
     c->max_world = 65536;
     c->max_ranks = 262144;
     c->retention_s = 7 * 86400.0;
+    c->max_planners = 2;
+    c->plan_timeout_s = 600;
+    c->max_plan_points = 1000000;
+    c->max_plan_memory = (size_t)1 << 30;
 }
 
 static int load_job_row(void *ud, const store_job_row *row)
@@ -1367,6 +1530,10 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
     if (!s->cfg.max_jobs) s->cfg.max_jobs = 1024;
     if (!s->cfg.max_world) s->cfg.max_world = 65536;
     if (!s->cfg.max_ranks) s->cfg.max_ranks = 262144;
+    if (s->cfg.max_planners < 1) s->cfg.max_planners = 2;
+    if (!(s->cfg.plan_timeout_s > 0)) s->cfg.plan_timeout_s = 600;
+    if (s->cfg.max_plan_points < 1) s->cfg.max_plan_points = 1000000;
+    if (!s->cfg.max_plan_memory) s->cfg.max_plan_memory = (size_t)1 << 30;
     if (cfg->create_token && cfg->create_token[0]) {
         secure_sha256(cfg->create_token, strlen(cfg->create_token), s->create_hash);
         s->has_create_token = 1;
@@ -1432,6 +1599,9 @@ void prs_server_stop(prs_server *s)
     stop_http(s);
     stop_janitor(s);
     pthread_rwlock_wrlock(&s->lock);
+    s->stopping = 1;
+    for (plan_task *t = s->tasks; t; t = t->next)
+        __atomic_store_n(&t->cancel, CANCEL_SHUTDOWN, __ATOMIC_RELEASE);
     reap_tasks(s, 1); /* planner threads take the lock to finish: reap_tasks drops it to join */
     pthread_rwlock_unlock(&s->lock);
     log_kv(s, PRS_LOG_INFO, "msg=stopped");

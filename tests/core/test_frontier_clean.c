@@ -355,9 +355,10 @@ typedef struct progress_log {
     double last_s, max_gap_s;
     long calls, last_done, total;
     int monotone;
+    long stop_after; /* calls after which the callback asks to stop (0: never) */
 } progress_log;
 
-static void on_progress(void *ud, long done, long total)
+static int on_progress(void *ud, long done, long total)
 {
     progress_log *l = ud;
     double now = prs_mono_s();
@@ -367,6 +368,7 @@ static void on_progress(void *ud, long done, long total)
     l->last_done = done;
     l->total = total;
     l->calls++;
+    return l->stop_after && l->calls >= l->stop_after;
 }
 
 static void test_progress(void **state)
@@ -375,7 +377,7 @@ static void test_progress(void **state)
     prs_profile *p = load_example();
     prs_plan_opts o;
     opts_for(&o, 8, 12, 0.0001, PRS_COST_HULL, PRS_FRONTIER_AUTO);
-    progress_log l = {prs_mono_s(), 0, 0, 0, 0, 1};
+    progress_log l = {prs_mono_s(), 0, 0, 0, 0, 1, 0};
     o.progress = on_progress;
     o.ud = &l;
     double t0 = l.last_s;
@@ -388,6 +390,32 @@ static void test_progress(void **state)
     assert_int_equal(l.last_done, l.total);
     /* the gap bound: the interval plus one iteration, with room for a loaded machine */
     assert_true(l.max_gap_s < PRS_PROGRESS_INTERVAL_S + 1.0);
+    prs_frontier_free(f);
+
+    /* A callback that answers non-zero stops the run at once: PRS_ECANCELED, no frontier. */
+    progress_log c = {prs_mono_s(), 0, 0, 0, 0, 1, 5};
+    o.ud = &c;
+    prs_error err = {0, ""};
+    f = NULL;
+    double c0 = prs_mono_s();
+    assert_int_equal(prs_plan(p, &o, &f, &err), PRS_ECANCELED);
+    double csecs = prs_mono_s() - c0;
+    print_message("canceled at the 5th progress call after %.4f s (%s)\n", csecs, err.msg);
+    assert_null(f);
+    assert_int_equal(c.calls, 5);
+    assert_true(csecs < secs / 2);
+
+    /* prs_plan_size: the span bounds the points of the raw frontier (AUTO with hull: clean). */
+    long span;
+    double bytes;
+    assert_int_equal(prs_plan_size(p, &o.pipe, &span, &bytes, &err), 0);
+    print_message("span %ld units, tables at most %.0f bytes\n", span, bytes);
+    o.frontier = PRS_FRONTIER_RAW;
+    o.progress = NULL;
+    f = plan_ok(p, &o);
+    assert_true((long)prs_frontier_size(f) <= span + 1);
+    assert_true((long)prs_frontier_size(f) * 2 > span);
+    assert_true(bytes > (double)span);
     prs_frontier_free(f);
     prs_profile_free(p);
 }

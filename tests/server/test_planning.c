@@ -1,0 +1,336 @@
+/* Bounded planning (docs/server.md, 'Limits'), against a server running in this process:
+ *   - a profile whose planning problem is too large (the frontier's span, or the planner's
+ *     tables) is refused at upload with 400 naming the limit, before any planner runs: a
+ *     ~200-byte profile at unit_time_s 1e-6 would make the planner ask for ~11 GB;
+ *   - at most max_planners planners run, the others wait their turn;
+ *   - complete and DELETE stop a running planner within 100 ms (the gap between the answer and
+ *     the server's planning_canceled log line, whose timestamps have millisecond resolution);
+ *   - a planning past the time limit fails its job, naming the limit;
+ *   - shutdown with a planner running takes < 1 s, and the job is planned again at restart. */
+#define _GNU_SOURCE /* timegm */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "perseus/server.h"
+#include "server_harness.h"
+
+typedef struct srv_ctx {
+    prs_server *s;
+    int port;
+    char dir[256], db[300], log[300];
+} srv_ctx;
+
+static int start_on(srv_ctx *x, const prs_server_config *base)
+{
+    prs_server_config cfg = *base;
+    cfg.port = 0;
+    snprintf(x->db, sizeof x->db, "%s/test.db", x->dir);
+    snprintf(x->log, sizeof x->log, "%s/log", x->dir);
+    cfg.db_path = x->db;
+    cfg.data_dir = x->dir;
+    cfg.log_fd = open(x->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    cfg.threads = 2;
+    prs_error err = {0, ""};
+    if (prs_server_start(&cfg, &x->s, &err) != 0) {
+        fprintf(stderr, "server: %s\n", err.msg);
+        return -1;
+    }
+    x->port = prs_server_port(x->s);
+    return 0;
+}
+
+static int start(srv_ctx *x, const prs_server_config *base)
+{
+    harness_tmpdir(x->dir, sizeof x->dir, "planning");
+    return x->dir[0] ? start_on(x, base) : -1;
+}
+
+static void stop(srv_ctx *x, int rm)
+{
+    prs_server_stop(x->s);
+    if (rm) harness_rmdir(x->dir);
+}
+
+typedef struct job_ref {
+    char id[64], tok[96];
+} job_ref;
+
+/* A job of `stages` stages and `mb` microbatches on 8 clocks at unit time `unit`. */
+static void create(srv_ctx *x, int stages, int mb, double unit, job_ref *j)
+{
+    char spec[512];
+    snprintf(spec, sizeof spec,
+             "{\"stages\":%d,\"microbatches\":%d,\"dp\":1,\"blocking_power_w\":80,"
+             "\"clocks_mhz\":[1410,1350,1290,1230,1170,1110,1050,990],\"unit_time_s\":%g}",
+             stages, mb, unit);
+    http_reply r = http_do(x->port, "POST", "/v1/jobs", NULL, spec, strlen(spec), NULL);
+    assert_int_equal(r.status, 201);
+    snprintf(j->id, sizeof j->id, "%s", json_str(r.json, "job_id"));
+    snprintf(j->tok, sizeof j->tok, "%s", json_str(r.json, "token"));
+    http_reply_free(&r);
+}
+
+/* Upload a profile for `stages` stages on the 8 clocks (times ~ 1/f, energies ~ f^2 t). */
+static http_reply upload(srv_ctx *x, const job_ref *j, int stages)
+{
+    static char csv[65536];
+    int n = snprintf(csv, sizeof csv, "stage,instruction,frequency,time,energy\n");
+    for (int s = 0; s < stages; s++)
+        for (int f = 1410; f >= 990; f -= 60)
+            for (int in = 0; in < 2; in++) {
+                double t = (in ? 0.020 : 0.010) * (1 + 0.1 * s) * pow(1410.0 / f, 0.9);
+                double e = 250 * t * (f / 1410.0) * (f / 1410.0) + 60 * t;
+                n += snprintf(csv + n, sizeof csv - (size_t)n, "%d,%s,%d,%.9g,%.9g\n", s,
+                              in ? "backward" : "forward", f, t, e);
+            }
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s/profile", j->id);
+    return http_do(x->port, "POST", path, j->tok, csv, (size_t)n, NULL);
+}
+
+static json_t *status(srv_ctx *x, const job_ref *j, http_reply *r)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s", j->id);
+    *r = http_do(x->port, "GET", path, j->tok, NULL, 0, NULL);
+    assert_int_equal(r->status, 200);
+    return r->json;
+}
+
+/* Whether the job's planner has started (it reported its first progress). */
+static int planner_started(srv_ctx *x, const job_ref *j)
+{
+    http_reply r;
+    json_t *st = status(x, j, &r);
+    int started = json_int(json_object_get(st, "planning"), "total") > 0;
+    http_reply_free(&r);
+    return started;
+}
+
+static int wait_started(srv_ctx *x, const job_ref *j, double max_s)
+{
+    double t0 = harness_now();
+    while (harness_now() - t0 < max_s) {
+        if (planner_started(x, j)) return 1;
+        harness_sleep_ms(5);
+    }
+    return 0;
+}
+
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The wall time of the first log line holding `needle`, waiting up to 5 s; -1 if none. */
+static double log_time(const srv_ctx *x, const char *needle)
+{
+    double t0 = harness_now();
+    while (harness_now() - t0 < 5) {
+        FILE *f = fopen(x->log, "r");
+        char line[1024];
+        while (f && fgets(line, sizeof line, f))
+            if (strstr(line, needle)) {
+                struct tm tm;
+                memset(&tm, 0, sizeof tm);
+                int ms = 0;
+                fclose(f);
+                if (sscanf(line, "ts=%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                           &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7)
+                    return -1;
+                tm.tm_year -= 1900;
+                tm.tm_mon -= 1;
+                return (double)timegm(&tm) + ms / 1000.0;
+            }
+        if (f) fclose(f);
+        harness_sleep_ms(10);
+    }
+    return -1;
+}
+
+/* Seconds from `answered` (wall time) to the planning_canceled line of job j. */
+static double cancel_latency(const srv_ctx *x, const job_ref *j, double answered)
+{
+    char needle[128];
+    snprintf(needle, sizeof needle, "msg=planning_canceled job=%s", j->id);
+    double at = log_time(x, needle);
+    assert_true(at > 0);
+    return at - answered;
+}
+
+static void test_refused_at_upload(void **state)
+{
+    (void)state;
+    prs_server_config cfg;
+    prs_server_config_default(&cfg);
+    cfg.max_plan_points = 1000;
+    srv_ctx x;
+    assert_int_equal(start(&x, &cfg), 0);
+    /* The planner's tables cover every unit between a computation's fastest and slowest time:
+     * 400 s in units of 1 us is 4e8 entries per computation type. */
+    static const char spec[] = "{\"stages\":1,\"microbatches\":1,\"dp\":1,\"blocking_power_w\":80,"
+                               "\"clocks_mhz\":[1410,1005],\"unit_time_s\":1e-6}";
+    static const char csv[] = "stage,instruction,frequency,time,energy\n"
+                              "0,forward,1410,0.5,100\n0,forward,1005,400,90\n"
+                              "0,backward,1410,1,200\n0,backward,1005,800,180\n";
+    http_reply r = http_do(x.port, "POST", "/v1/jobs", NULL, spec, strlen(spec), NULL);
+    assert_int_equal(r.status, 201);
+    job_ref j;
+    snprintf(j.id, sizeof j.id, "%s", json_str(r.json, "job_id"));
+    snprintf(j.tok, sizeof j.tok, "%s", json_str(r.json, "token"));
+    http_reply_free(&r);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s/profile", j.id);
+    double t0 = harness_now();
+    r = http_do(x.port, "POST", path, j.tok, csv, strlen(csv), NULL);
+    print_message("%zu-byte profile at 1e-6 s: HTTP %d in %.1f ms: %s\n", strlen(csv), r.status,
+                  1e3 * (harness_now() - t0), r.body);
+    assert_int_equal(r.status, 400);
+    json_t *e = json_object_get(r.json, "error");
+    assert_string_equal(json_str(e, "code"), "too_large_to_plan");
+    assert_non_null(strstr(json_str(e, "message"), "--max-plan-memory"));
+    http_reply_free(&r);
+    /* The job did not move: still registering, no profile, no planner. */
+    json_t *st = status(&x, &j, &r);
+    assert_string_equal(json_str(st, "phase"), "registering");
+    http_reply_free(&r);
+
+    /* A frontier of more points than --max-plan-points: 4 stages x 8 microbatches at 0.1 ms
+     * span ~1,500 units. */
+    job_ref k;
+    create(&x, 4, 8, 0.0001, &k);
+    r = upload(&x, &k, 4);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr(r.body, "--max-plan-points"));
+    http_reply_free(&r);
+    stop(&x, 1);
+}
+
+/* One planner slot: the second planning waits; complete and DELETE each stop a running planner
+ * within 100 ms, and the waiting one then starts. */
+static void test_queue_and_cancel(void **state)
+{
+    (void)state;
+    prs_server_config cfg;
+    prs_server_config_default(&cfg);
+    cfg.max_planners = 1;
+    srv_ctx x;
+    assert_int_equal(start(&x, &cfg), 0);
+    job_ref a, b, c;
+    create(&x, 8, 16, 1e-5, &a); /* ~7 s of planning on an idle machine */
+    create(&x, 8, 16, 1e-5, &b);
+    create(&x, 8, 16, 1e-5, &c);
+    http_reply r = upload(&x, &a, 8);
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    assert_true(wait_started(&x, &a, 5));
+    r = upload(&x, &b, 8);
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    harness_sleep_ms(300);
+    assert_false(planner_started(&x, &b)); /* waits for the slot */
+
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s/complete", a.id);
+    r = http_do(x.port, "POST", path, a.tok, "{}", 2, NULL);
+    double answered = wall_now();
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    double lat = cancel_latency(&x, &a, answered);
+    print_message("complete stopped the planner %.0f ms after its answer\n", lat * 1e3);
+    assert_true(lat < 0.1);
+    assert_true(wait_started(&x, &b, 2)); /* b took the slot */
+
+    r = upload(&x, &c, 8); /* queued behind b */
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    snprintf(path, sizeof path, "/v1/jobs/%s", b.id);
+    r = http_do(x.port, "DELETE", path, b.tok, NULL, 0, NULL);
+    answered = wall_now();
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    lat = cancel_latency(&x, &b, answered);
+    print_message("DELETE stopped the planner %.0f ms after its answer\n", lat * 1e3);
+    assert_true(lat < 0.1);
+    assert_true(wait_started(&x, &c, 2));
+    stop(&x, 1);
+}
+
+static void test_time_limit(void **state)
+{
+    (void)state;
+    prs_server_config cfg;
+    prs_server_config_default(&cfg);
+    cfg.plan_timeout_s = 0.5;
+    srv_ctx x;
+    assert_int_equal(start(&x, &cfg), 0);
+    job_ref a;
+    create(&x, 8, 16, 1e-5, &a);
+    http_reply r = upload(&x, &a, 8);
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    double t0 = harness_now();
+    const char *phase = "planning";
+    json_t *st = NULL;
+    while (harness_now() - t0 < 5) {
+        st = status(&x, &a, &r);
+        phase = json_str(st, "phase");
+        if (strcmp(phase, "planning") != 0) break;
+        http_reply_free(&r);
+        harness_sleep_ms(20);
+    }
+    double secs = harness_now() - t0;
+    print_message("a planning past the 0.5 s limit: %s after %.2f s: %s\n", phase, secs,
+                  json_str(st, "reason"));
+    assert_string_equal(phase, "failed");
+    assert_non_null(strstr(json_str(st, "reason"), "--plan-timeout"));
+    assert_true(secs < 1.5);
+    http_reply_free(&r);
+    stop(&x, 1);
+}
+
+static void test_shutdown(void **state)
+{
+    (void)state;
+    prs_server_config cfg;
+    prs_server_config_default(&cfg);
+    srv_ctx x;
+    assert_int_equal(start(&x, &cfg), 0);
+    job_ref a;
+    create(&x, 8, 16, 1e-5, &a);
+    http_reply r = upload(&x, &a, 8);
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    assert_true(wait_started(&x, &a, 5));
+    harness_sleep_ms(200);
+    double t0 = harness_now();
+    stop(&x, 0);
+    double secs = harness_now() - t0;
+    print_message("shutdown with a planner running: %.3f s\n", secs);
+    assert_true(secs < 1.0);
+    /* The job was left planning, and is planned again at the next start. */
+    assert_int_equal(start_on(&x, &cfg), 0);
+    json_t *st = status(&x, &a, &r);
+    assert_string_equal(json_str(st, "phase"), "planning");
+    http_reply_free(&r);
+    assert_true(wait_started(&x, &a, 5));
+    stop(&x, 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refused_at_upload),
+        cmocka_unit_test(test_queue_and_cancel),
+        cmocka_unit_test(test_time_limit),
+        cmocka_unit_test(test_shutdown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
