@@ -173,37 +173,116 @@ static int baseline(const demo *proto, double *time_s, double *energy_j)
     return rc || *time_s < 0 ? -1 : 0;
 }
 
-/* 1 when every rank runs phase with the same round (and, when min_round >= 0, a round at least
- * that). */
-static int uniform(demo *d, const char *phase, long min_round, long *round)
+/* What every rank runs: 1 when each runs phase with the same round (at least min_round), and then
+ * *round is that round and plans[] each rank's plan (pipelines may run different plans). */
+static int snapshot(demo *d, const char *phase, long min_round, long *round, long *plans)
 {
-    prs_client_stats s0, s;
-    prs_client_get_stats(d->cl[0], &s0);
-    if (strcmp(s0.phase, phase) != 0 || s0.round < min_round) return 0;
-    for (int i = 1; i < d->dp * d->stages; i++) {
+    prs_client_stats s;
+    for (int i = 0; i < d->dp * d->stages; i++) {
         prs_client_get_stats(d->cl[i], &s);
-        if (strcmp(s.phase, phase) != 0 || s.round != s0.round) return 0;
+        if (strcmp(s.phase, phase) != 0 || s.round < min_round || (i > 0 && s.round != *round))
+            return 0;
+        *round = s.round;
+        plans[i] = s.plan_id;
     }
-    if (round) *round = s0.round;
     return 1;
 }
 
-/* Iterate (at most timeout_s of wall time) until every rank runs `phase` with a round >=
- * min_round, then measure one iteration. 0 on success. */
-static int measure(demo *d, const char *phase, long min_round, double timeout_s, double *t,
-                   double *e, long *round)
+static long request(int port, const char *method, const char *path, const char *token,
+                    const char *json, json_t **out);
+
+/* The job's phase as the server reports it, into buf ("" when it did not answer). */
+static void server_phase(const demo *d, int port, char *buf, size_t n)
 {
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s", prs_client_job_id(d->cl[0]));
+    json_t *o = NULL;
+    buf[0] = '\0';
+    if (request(port, "GET", path, prs_client_token(d->cl[0]), NULL, &o) == 200)
+        snprintf(buf, n, "%s", json_string_value(json_object_get(o, "phase")) ?: "");
+    json_decref(o);
+}
+
+/* Lockstep with the server, so that every figure depends on iterations, never on wall time:
+ * wait until every rank's iterations are acknowledged, the server is not planning, and every
+ * rank has fetched its schedule since. The server then decided everything (switch iterations,
+ * phases) from the same reports on every run. 0, or -1 after timeout_s of wall time. */
+static int sync_server(demo *d, int port, double timeout_s)
+{
+    int n = d->dp * d->stages;
     double t0 = prs_mono_s();
-    while (prs_mono_s() - t0 < timeout_s) {
-        int ready = uniform(d, phase, min_round, round);
-        double it_e = 0, it_t = run_iteration(d, &it_e);
+    prs_client_stats s;
+    for (int i = 0; i < n; i++) {
+        for (;;) {
+            prs_client_get_stats(d->cl[i], &s);
+            if (s.registered && s.posted + s.dropped >= s.iterations) break;
+            if (prs_mono_s() - t0 > timeout_s) return -1;
+            sleep_ms(1);
+        }
+    }
+    char phase[32];
+    for (server_phase(d, port, phase, sizeof phase); strcmp(phase, "planning") == 0;
+         server_phase(d, port, phase, sizeof phase)) {
+        if (prs_mono_s() - t0 > timeout_s) return -1;
+        sleep_ms(2);
+    }
+    /* Two answers after `settled`: the second was asked for after the first arrived, hence
+     * after `settled` (one request at a time per rank), so it holds the server's settled state. */
+    double settled = prs_mono_s();
+    for (int i = 0; i < n; i++) {
+        for (double after = settled, k = 0; k < 2;) {
+            prs_client_get_stats(d->cl[i], &s);
+            if (s.last_contact_s > after) {
+                after = s.last_contact_s;
+                k++;
+                continue;
+            }
+            if (prs_mono_s() - t0 > timeout_s) return -1;
+            sleep_ms(1);
+        }
+    }
+    return 0;
+}
+
+/* One iteration in lockstep with the server (sync_server after it). */
+static double step(demo *d, int port, double *energy)
+{
+    double t = run_iteration(d, energy);
+    if (t < 0 || sync_server(d, port, 30)) return -1;
+    return t;
+}
+
+/* Iterate until every rank runs `phase` with a round >= min_round and its plan has settled: the
+ * same round and plans for SETTLE iterations in a row. Then measure one more iteration, which
+ * must run wholly under them. At most MAX_WAIT iterations. 0 on success. */
+#define SETTLE 3
+#define MAX_WAIT 2000
+static int measure(demo *d, int port, const char *phase, long min_round, double *t, double *e,
+                   long *round)
+{
+    long r = -1, plans[MAX_DP * MAX_STAGES], r1, plans1[MAX_DP * MAX_STAGES];
+    size_t size = sizeof(long) * (size_t)(d->dp * d->stages);
+    int stable = 0;
+    for (int k = 0; k < MAX_WAIT; k++) {
+        if (!snapshot(d, phase, min_round, &r1, plans1)) {
+            stable = 0;
+            r = -1;
+        } else if (r1 == r && memcmp(plans1, plans, size) == 0) {
+            stable++;
+        } else {
+            stable = 0;
+            r = r1;
+            memcpy(plans, plans1, size);
+        }
+        double it_e = 0, it_t = step(d, port, &it_e);
         if (it_t < 0) return -1;
-        if (ready) {
+        if (stable >= SETTLE && snapshot(d, phase, min_round, &r1, plans1) && r1 == r &&
+            memcmp(plans1, plans, size) == 0) {
             *t = it_t;
             *e = it_e;
+            *round = r;
             return 0;
         }
-        sleep_ms(2);
     }
     return -1;
 }
@@ -287,7 +366,10 @@ static int draw_savings(FILE *f, const void *spec)
 
 typedef struct results {
     double allmax_t, allmax_e, perseus_t, perseus_e;
-    double slowdowns[MAX_SLOWDOWNS], saving_pct[MAX_SLOWDOWNS];
+    /* per slowdown: the straggler's factor, the iteration time (all-max's and Perseus's), the
+     * energies of all GPUs and the saving */
+    double slowdowns[MAX_SLOWDOWNS], saving_pct[MAX_SLOWDOWNS], strag_time[MAX_SLOWDOWNS],
+        strag_base_e[MAX_SLOWDOWNS], strag_e[MAX_SLOWDOWNS];
     double strag_allmax_e, strag_perseus_e, strag_t;
     int nslow;
     long iterations;
@@ -344,7 +426,7 @@ static int start_clients(demo *d, const char *url)
         o.dp = i / d->stages;
         o.pp = i % d->stages;
         o.gpu = d->gpu[i];
-        o.poll_interval_s = 0.005;
+        o.poll_interval_s = 0.001;
         o.warmup_iterations = 0;
         rc = prs_client_new(&o, &d->cl[i], &err);
         if (rc) fprintf(stderr, CMD ": rank %d: %s\n", i, err.msg);
@@ -380,8 +462,9 @@ static int run_stragglers(demo *d, int port, double straggler, long *round, resu
         long st = request(port, "POST", path, token, req, &ans);
         json_decref(ans);
         if (st != 200) return bad("reporting the straggler: HTTP %ld", st);
+        if (sync_server(d, port, 30)) return bad("the ranks lost the server");
         double t, e, base_t, base_e;
-        if (measure(d, "running", *round + 1, 60, &t, &e, round) || baseline(d, &base_t, &base_e))
+        if (measure(d, port, "running", *round + 1, &t, &e, round) || baseline(d, &base_t, &base_e))
             return bad("no new plan for the straggler");
         if (fabs(x - straggler) < 1e-9) {
             res->strag_t = t;
@@ -389,6 +472,9 @@ static int run_stragglers(demo *d, int port, double straggler, long *round, resu
             res->strag_allmax_e = base_e;
         }
         res->slowdowns[res->nslow] = x;
+        res->strag_time[res->nslow] = t;
+        res->strag_base_e[res->nslow] = base_e;
+        res->strag_e[res->nslow] = e;
         res->saving_pct[res->nslow++] = 100 * (1 - e / base_e);
     }
     return 0;
@@ -410,16 +496,21 @@ static int plot_frontier(const demo *d, int port, const char *out_dir, const res
         for (size_t i = 0; px && py && ex && ey && i < np; i++) {
             json_t *p = json_array_get(pts, i);
             px[i] = json_number_value(json_object_get(p, "time_s"));
-            py[i] = json_number_value(json_object_get(p, "energy_j"));
+            py[i] = d->dp * json_number_value(json_object_get(p, "energy_j"));
             ex[i] = json_number_value(json_object_get(p, "eval_time_s"));
-            ey[i] = json_number_value(json_object_get(p, "eval_energy_j"));
+            ey[i] = d->dp * json_number_value(json_object_get(p, "eval_energy_j"));
         }
-        /* The frontier is per pipeline: baselines are the measured figures over dp. */
-        prs_plot_point base[2] = {{"all-max (measured)", res->allmax_t, res->allmax_e / d->dp},
-                                  {"Perseus (measured)", res->perseus_t, res->perseus_e / d->dp}};
+        /* The server plans one pipeline; every pipeline runs the plan, so the job's frontier is
+         * the pipeline's energies times dp: all GPUs, as the terminal prints them. */
+        prs_plot_point base[2] = {{"all-max (measured)", res->allmax_t, res->allmax_e},
+                                  {"Perseus (measured)", res->perseus_t, res->perseus_e}};
+        char subtitle[160];
+        snprintf(subtitle, sizeof subtitle,
+                 "perseus demo, sim %s: energy of all %d GPUs (%d pipelines x %d stages)",
+                 d->preset->name, d->dp * d->stages, d->dp, d->stages);
         prs_frontier_plot fp;
         memset(&fp, 0, sizeof fp);
-        fp.subtitle = "perseus demo: measured on the sim backend";
+        fp.subtitle = subtitle;
         fp.predicted = (prs_plot_series){"planned", px, py, px ? np : 0};
         fp.evaluated = (prs_plot_series){"evaluated", ex, ey, ex ? np : 0};
         fp.baselines = base;
@@ -445,7 +536,7 @@ static int write_plots(const demo *d, int port, const char *out_dir, results *re
                           (size_t)res->nslow};
     prs_savings_plot sp;
     memset(&sp, 0, sizeof sp);
-    sp.subtitle = "perseus demo: energy saving over all-max with a straggler pipeline";
+    sp.subtitle = "perseus demo: saving of all GPUs over all-max, one pipeline straggling";
     sp.series = &ss;
     sp.nseries = 1;
     if (res->nslow > 0 && write_svg(out_dir, "savings.svg", draw_savings, &sp)) rc = 1;
@@ -463,7 +554,8 @@ static int run_demo(demo *d, prs_server *srv, const char *out_dir, double stragg
     int rc = 0;
     if (baseline(d, &res->allmax_t, &res->allmax_e)) rc = bad("baseline failed");
     long round = 0;
-    if (!rc && measure(d, "running", 0, 120, &res->perseus_t, &res->perseus_e, &round))
+    if (!rc && sync_server(d, port, 30)) rc = bad("the ranks did not register");
+    if (!rc && measure(d, port, "running", 0, &res->perseus_t, &res->perseus_e, &round))
         rc = bad("the job did not reach the running phase");
     if (!rc) rc = run_stragglers(d, port, straggler, &round, res);
     if (!rc) { /* recovery */
@@ -471,8 +563,8 @@ static int run_demo(demo *d, prs_server *srv, const char *out_dir, double stragg
         char path[128];
         snprintf(path, sizeof path, "/v1/jobs/%s/stragglers/%d", id, d->dp - 1);
         long st = request(port, "DELETE", path, token, NULL, NULL);
-        if (st != 200 ||
-            measure(d, "running", round + 1, 60, &res->recovered_t, &res->recovered_e, &round))
+        if (st != 200 || sync_server(d, port, 30) ||
+            measure(d, port, "running", round + 1, &res->recovered_t, &res->recovered_e, &round))
             rc = bad("the job did not recover from the straggler");
     }
     prs_client_stats s;
@@ -627,13 +719,25 @@ static int print_json(const demo *d, const demo_args *a, const results *res)
     json_object_set_new(o, "perseus_time_s", fixed(res->perseus_t, 6));
     json_object_set_new(o, "perseus_energy_j", fixed(res->perseus_e, 3));
     json_object_set_new(o, "intrinsic_saving_pct", fixed(intrinsic, 3));
-    json_object_set_new(o, "slowdown_pct", fixed(slowdown, 3));
+    json_object_set_new(o, "slowdown_pct", fixed(fabs(slowdown) < 5e-5 ? 0.0 : slowdown, 3));
     json_object_set_new(o, "straggler_slowdown", fixed(a->straggler, 3));
     json_object_set_new(o, "straggler_allmax_energy_j", fixed(res->strag_allmax_e, 3));
     json_object_set_new(o, "straggler_perseus_energy_j", fixed(res->strag_perseus_e, 3));
     json_object_set_new(o, "straggler_saving_pct", fixed(strag, 3));
+    json_t *list = json_array();
+    for (int k = 0; k < res->nslow; k++) {
+        json_t *x = json_object();
+        json_object_set_new(x, "slowdown", fixed(res->slowdowns[k], 3));
+        json_object_set_new(x, "time_s", fixed(res->strag_time[k], 6));
+        json_object_set_new(x, "allmax_energy_j", fixed(res->strag_base_e[k], 3));
+        json_object_set_new(x, "perseus_energy_j", fixed(res->strag_e[k], 3));
+        json_object_set_new(x, "saving_pct", fixed(res->saving_pct[k], 3));
+        json_array_append_new(list, x);
+    }
+    json_object_set_new(o, "stragglers", list);
+    json_object_set_new(o, "recovered_time_s", fixed(res->recovered_t, 6));
+    json_object_set_new(o, "recovered_energy_j", fixed(res->recovered_e, 3));
     json_object_set_new(o, "iterations", json_integer(res->iterations));
-    json_object_set_new(o, "wall_s", fixed(res->wall_s, 3));
     json_object_set_new(o, "plots", a->out_dir ? json_string(a->out_dir) : json_null());
     /* 15 digits: every figure above reads back as printed, and prints as it reads */
     return prs_cli_json_print(o, JSON_REAL_PRECISION(15));
@@ -659,8 +763,14 @@ static void print_table(const demo *d, const demo_args *a, const results *res)
     printf("%-28s %12.4f %14.1f\n", "all-max", res->strag_t, res->strag_allmax_e);
     printf("%-28s %12.4f %14.1f\n", "Perseus", res->strag_t, res->strag_perseus_e);
     printf("energy saving %.2f %%\n", strag);
+    printf("saving by slowdown:");
+    for (int k = 0; k < res->nslow; k++)
+        printf("%s %.2fx %.2f %%", k ? "," : "", res->slowdowns[k], res->saving_pct[k]);
+    putchar('\n');
     printf("after recovery: %.4f s, %.1f J per iteration\n", res->recovered_t, res->recovered_e);
-    if (out_dir) printf("plots: %s/frontier.svg, %s/savings.svg\n", out_dir, out_dir);
+    if (out_dir)
+        printf("plots: %s/frontier.svg, %s/savings.svg (energies of all %d GPUs, as above)\n",
+               out_dir, out_dir, d->dp * d->stages);
 }
 
 int prs_cmd_demo(int argc, char **argv)

@@ -290,18 +290,9 @@ static int same_pipeline(const prs_pipeline *a, const prs_pipeline *b)
            a->blocking_power_w == b->blocking_power_w && a->virtual_stages == b->virtual_stages;
 }
 
-static void fetch_schedule(CURL *h, prs_client *c, int *must_register)
+/* Take the schedule r (a JSON object, released here) as c->latest when it is well-formed. */
+static void install_schedule(prs_client *c, json_t *r)
 {
-    char path[160];
-    snprintf(path, sizeof path, "/v1/jobs/%s/schedule?rank=%d", c->job_id, c->opts.rank);
-    json_t *r;
-    long st = http(h, c, "GET", path, NULL, c->opts.http_timeout_s, &r);
-    note_answer(c, st);
-    if (st == 404) *must_register = 1;
-    if (st != 200 || !json_is_object(r)) {
-        json_decref(r);
-        return;
-    }
     prs__client_schedule s;
     memset(&s, 0, sizeof s);
     json_t *phase = json_object_get(r, "phase"), *round = json_object_get(r, "round"),
@@ -347,6 +338,24 @@ static void fetch_schedule(CURL *h, prs_client *c, int *must_register)
     }
     pthread_mutex_unlock(&c->mu);
     free(s.clocks);
+}
+
+static void fetch_schedule(CURL *h, prs_client *c, int *must_register)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/v1/jobs/%s/schedule?rank=%d", c->job_id, c->opts.rank);
+    json_t *r;
+    long st = http(h, c, "GET", path, NULL, c->opts.http_timeout_s, &r);
+    if (st == 404) *must_register = 1;
+    if (st != 200 || !json_is_object(r)) {
+        note_answer(c, st);
+        json_decref(r);
+        return;
+    }
+    /* An answer counts as contact once its schedule is taken (last_contact_s then tells that
+     * everything the server said up to that instant is in c->latest). */
+    install_schedule(c, r);
+    note_answer(c, st);
 }
 
 void *prs__client_thread_main(void *arg)
