@@ -260,7 +260,7 @@ static double step(demo *d, int port, double *energy)
 static int measure(demo *d, int port, const char *phase, long min_round, double *t, double *e,
                    long *round)
 {
-    long r = -1, plans[MAX_DP * MAX_STAGES], r1, plans1[MAX_DP * MAX_STAGES];
+    long r = -1, r1 = -1, plans[MAX_DP * MAX_STAGES] = {0}, plans1[MAX_DP * MAX_STAGES] = {0};
     size_t size = sizeof(long) * (size_t)(d->dp * d->stages);
     int stable = 0;
     for (int k = 0; k < MAX_WAIT; k++) {
