@@ -39,6 +39,11 @@ static const char usage[] =
     "  --max-profile BYTES    largest uploaded profile CSV (default 16777216)\n"
     "  --max-connections N    concurrent connections, split evenly over the threads\n"
     "                         (default 8192)\n"
+    "  --max-client-connections N  connections from one IP address (default 2048)\n"
+    "  --idle-timeout DURATION  close a connection that sends no complete request headers\n"
+    "                         this long after opening or its last answer (default 30s)\n"
+    "  --request-timeout DURATION  close a request whose body and answer take longer\n"
+    "                         (default 120s)\n"
     "  --threads N            HTTP worker threads (default: one per online CPU, at most 16)\n"
     "  --sync normal|full     full: fsync every commit, surviving power loss (default normal:\n"
     "                         every acknowledged request survives a crash of the process)\n"
@@ -268,6 +273,21 @@ static int parse_option(int c, prs_server_config *cfg, args *a)
         if (parse_size(optarg, &cfg->max_plan_memory))
             return bad("--max-plan-memory: bad size", optarg);
         break;
+    case 'C': {
+        long n;
+        if (parse_count(optarg, 1000000, &n))
+            return bad("--max-client-connections: bad count", optarg);
+        cfg->max_client_connections = (unsigned)n;
+        break;
+    }
+    case 'I':
+        if (parse_duration(optarg, &cfg->idle_timeout_s) || !(cfg->idle_timeout_s > 0))
+            return bad("--idle-timeout: expected N[s|m|h|d] > 0, got", optarg);
+        break;
+    case 'O':
+        if (parse_duration(optarg, &cfg->request_timeout_s) || !(cfg->request_timeout_s > 0))
+            return bad("--request-timeout: expected N[s|m|h|d] > 0, got", optarg);
+        break;
     case 'h':
         fputs(usage, stdout);
         return 0;
@@ -301,6 +321,9 @@ static int parse_args(int argc, char **argv, prs_server_config *cfg, args *a)
                                          {"max-ranks", required_argument, NULL, 'R'},
                                          {"retention", required_argument, NULL, 'r'},
                                          {"max-planners", required_argument, NULL, 'N'},
+                                         {"max-client-connections", required_argument, NULL, 'C'},
+                                         {"idle-timeout", required_argument, NULL, 'I'},
+                                         {"request-timeout", required_argument, NULL, 'O'},
                                          {"plan-timeout", required_argument, NULL, 'T'},
                                          {"max-plan-points", required_argument, NULL, 'Q'},
                                          {"max-plan-memory", required_argument, NULL, 'M'},

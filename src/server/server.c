@@ -121,12 +121,27 @@ enum { CANCEL_NONE = 0, CANCEL_JOB_LEFT = 1, CANCEL_SHUTDOWN = 2 };
  * pool between requests, so a small pool is also a faster one. */
 #define CONN_MEMORY (8u * 1024u)
 
+/* One connection as its worker tracks it (its libmicrohttpd socket context), for the timeouts
+ * and the global cap (see 'Connections' below). Touched only by the worker's thread. */
+typedef struct conn_track {
+    struct MHD_Connection *c;
+    int fd;
+    int in_request; /* headers received, answer not yet sent */
+    int over_cap;   /* opened past --max-connections: its first request gets 503 */
+    int cut;        /* shut down for a timeout: libmicrohttpd closes it next */
+    double since;   /* when it opened, or its last request began or ended */
+    struct conn_track *prev, *next;
+} conn_track;
+
 /* One HTTP worker: a libmicrohttpd daemon driven by our own thread (see start_http). */
 typedef struct http_worker {
     struct MHD_Daemon *mhd;
+    struct prs_server *s;
     pthread_t thread;
     int stop_fd;
     int started;
+    conn_track *conns; /* open connections of this daemon */
+    double swept;      /* last timeout sweep */
 } http_worker;
 
 struct prs_server {
@@ -145,6 +160,7 @@ struct prs_server {
     long nplanning;   /* planner threads running */
     int stopping;     /* shutdown: no planner starts */
     long nranks;      /* ranks of all jobs together (--max-ranks) */
+    long nconns;      /* open connections over every worker (atomics) */
     uint8_t create_hash[SECURE_SHA256_LEN];
     int has_create_token;
     pthread_t janitor; /* deletes finished jobs past --retention */
@@ -558,6 +574,7 @@ static enum MHD_Result send_text(struct MHD_Connection *c, conn_ctx *cc, int sta
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     MHD_add_response_header(r, "Cache-Control", "no-store");
+    if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
@@ -1113,6 +1130,14 @@ static enum MHD_Result handle_metrics(prs_server *s, struct MHD_Connection *c, c
 
 /* ---- libmicrohttpd callbacks ---- */
 
+/* The tracking record of a connection (its socket context), or NULL. */
+static conn_track *track_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *i =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return i ? i->socket_context : NULL;
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -1127,6 +1152,65 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     free(cc->body);
     free(cc);
     *con_cls = NULL;
+    conn_track *k = track_of(c);
+    if (k) {
+        k->in_request = 0;
+        k->since = prs_mono_s();
+    }
+}
+
+/* Connections opening and closing (on the worker's thread, or the stopping one at shutdown). */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    http_worker *w = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        conn_track *k = calloc(1, sizeof *k);
+        if (!k) return;
+        const union MHD_ConnectionInfo *i =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        k->c = c;
+        k->fd = i ? i->connect_fd : -1;
+        k->since = prs_mono_s();
+        long n = __atomic_add_fetch(&w->s->nconns, 1, __ATOMIC_RELAXED);
+        k->over_cap = n > (long)w->s->cfg.max_connections;
+        k->next = w->conns;
+        if (w->conns) w->conns->prev = k;
+        w->conns = k;
+        *socket_context = k;
+        return;
+    }
+    conn_track *k = *socket_context;
+    if (!k) return;
+    if (k->prev)
+        k->prev->next = k->next;
+    else
+        w->conns = k->next;
+    if (k->next) k->next->prev = k->prev;
+    __atomic_sub_fetch(&w->s->nconns, 1, __ATOMIC_RELAXED);
+    free(k);
+    *socket_context = NULL;
+}
+
+/* Close connections past their timeout (worker thread, at most every 100 ms): one that sends no
+ * complete request headers within --idle-timeout of opening or of its last answer (idle, or
+ * trickling bytes: libmicrohttpd's own timeout restarts at every byte), and one whose request
+ * (body and answer) takes longer than --request-timeout. Shutting the socket down makes
+ * libmicrohttpd see it closed and release it. */
+static void sweep_timeouts(http_worker *w)
+{
+    double now = prs_mono_s();
+    if (now - w->swept < 0.1) return;
+    w->swept = now;
+    const prs_server_config *cfg = &w->s->cfg;
+    for (conn_track *k = w->conns; k; k = k->next) {
+        double limit = k->in_request ? cfg->request_timeout_s : cfg->idle_timeout_s;
+        if (k->cut || k->fd < 0 || now - k->since <= limit) continue;
+        k->cut = 1;
+        shutdown(k->fd, SHUT_RDWR);
+        log_kv(w->s, PRS_LOG_DEBUG, "msg=connection_timeout in_request=%d seconds=%.1f",
+               k->in_request, now - k->since);
+    }
 }
 
 /* Counts the Content-Length headers of a request and whether their values differ. */
@@ -1193,6 +1277,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cc->limit = m.route == R_PROFILE_PUT ? s->cfg.max_profile_bytes : s->cfg.max_body_bytes;
         if (m.has_id) snprintf(cc->job_id, sizeof cc->job_id, "%s", m.id);
         *con_cls = cc;
+        conn_track *k = track_of(c);
+        if (k) {
+            k->in_request = 1;
+            k->since = cc->start;
+            if (k->over_cap) {
+                cc->answered = 1;
+                return send_error(s, c, cc, 503, "unavailable",
+                                  "the server is at its connection limit (--max-connections): "
+                                  "retry later");
+            }
+        }
         enum MHD_Result framing;
         if (check_framing(s, c, cc, &framing) != 0) return framing;
         /* Creation needs the creation token: checked before any body is read. */
@@ -1282,7 +1377,7 @@ static void *http_worker_main(void *arg)
     int epfd = info ? info->epoll_fd : -1;
     for (;;) {
         MHD_UNSIGNED_LONG_LONG to = 0;
-        int timeout_ms = 1000;
+        int timeout_ms = 100; /* the timeout sweep's period */
         if (MHD_get_timeout(w->mhd, &to) == MHD_YES && to < (MHD_UNSIGNED_LONG_LONG)timeout_ms)
             timeout_ms = (int)to;
         struct pollfd pf[2] = {{epfd, POLLIN, 0}, {w->stop_fd, POLLIN, 0}};
@@ -1290,6 +1385,7 @@ static void *http_worker_main(void *arg)
         if (n < 0 && errno != EINTR) break;
         if (pf[1].revents) break;
         if (MHD_run(w->mhd) != MHD_YES) break;
+        sweep_timeouts(w);
     }
     return NULL;
 }
@@ -1314,19 +1410,23 @@ static int start_http(prs_server *s, const struct sockaddr_in *addr, prs_error *
     s->nworkers = s->cfg.threads;
     s->workers = calloc(s->nworkers, sizeof *s->workers);
     if (!s->workers) return prs_error_set(err, PRS_ENOMEM, "out of memory");
-    unsigned per = s->cfg.max_connections / s->nworkers;
-    if (per < 1) per = 1;
+    /* Each daemon admits its share of the connections plus room for the ones past the global
+     * cap that get a 503 (on_connection), and its share of one client's. */
+    unsigned per = s->cfg.max_connections / s->nworkers + 64;
+    unsigned per_ip = (s->cfg.max_client_connections + s->nworkers - 1) / s->nworkers;
     for (unsigned i = 0; i < s->nworkers; i++) {
         http_worker *w = &s->workers[i];
         w->stop_fd = s->stop_pipe[0];
+        w->s = s;
         int fd = fcntl(s->listen_fd, F_DUPFD_CLOEXEC, 0);
         if (fd < 0) return prs_error_set(err, PRS_EIO, "dup: %s", strerror(errno));
         w->mhd = MHD_start_daemon(
             MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, s,
             MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
-            MHD_OPTION_CONNECTION_LIMIT, per, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
-            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
-            on_completed, s, MHD_OPTION_END);
+            MHD_OPTION_CONNECTION_LIMIT, per, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
+            MHD_OPTION_NOTIFY_CONNECTION, on_connection, w, MHD_OPTION_CONNECTION_TIMEOUT,
+            (unsigned)(s->cfg.request_timeout_s + 1), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+            (size_t)CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
         if (!w->mhd) {
             close(fd);
             return prs_error_set(err, PRS_EIO, "cannot start the HTTP daemon on %s:%d",
@@ -1433,6 +1533,9 @@ void prs_server_config_default(prs_server_config *c)
     c->max_world = 65536;
     c->max_ranks = 262144;
     c->retention_s = 7 * 86400.0;
+    c->max_client_connections = 2048;
+    c->idle_timeout_s = 30;
+    c->request_timeout_s = 120;
     c->max_planners = 2;
     c->plan_timeout_s = 600;
     c->max_plan_points = 1000000;
@@ -1531,6 +1634,9 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
     if (!s->cfg.max_world) s->cfg.max_world = 65536;
     if (!s->cfg.max_ranks) s->cfg.max_ranks = 262144;
     if (s->cfg.max_planners < 1) s->cfg.max_planners = 2;
+    if (!s->cfg.max_client_connections) s->cfg.max_client_connections = 2048;
+    if (!(s->cfg.idle_timeout_s > 0)) s->cfg.idle_timeout_s = 30;
+    if (!(s->cfg.request_timeout_s > 0)) s->cfg.request_timeout_s = 120;
     if (!(s->cfg.plan_timeout_s > 0)) s->cfg.plan_timeout_s = 600;
     if (s->cfg.max_plan_points < 1) s->cfg.max_plan_points = 1000000;
     if (!s->cfg.max_plan_memory) s->cfg.max_plan_memory = (size_t)1 << 30;
