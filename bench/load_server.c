@@ -1502,12 +1502,15 @@ static int start_server(gen *g, const char *bin)
         return -1;
     }
     if (g->pid == 0) {
+        /* Every simulated rank shares one address: lift the per-client connection cap. */
         if (g->threads > 0)
             execl(bin, "perseusd", "--listen", "127.0.0.1:0", "--data-dir", g->dir, "--port-file",
-                  port_file, "--log-level", "error", "--threads", threads_s, (char *)NULL);
+                  port_file, "--log-level", "error", "--threads", threads_s,
+                  "--max-client-connections", "8192", (char *)NULL);
         else
             execl(bin, "perseusd", "--listen", "127.0.0.1:0", "--data-dir", g->dir, "--port-file",
-                  port_file, "--log-level", "error", (char *)NULL);
+                  port_file, "--log-level", "error", "--max-client-connections", "8192",
+                  (char *)NULL);
         fprintf(stderr, "load_server: cannot run %s: %s\n", bin, strerror(errno));
         _exit(127);
     }
