@@ -41,6 +41,10 @@
 #define PRS_REF_FP_ERROR 1e-6
 /* hull mode's min-cut tolerance: slopes are exact there, so only rounding is absorbed. */
 #define PRS_HULL_CUT_EPS 1e-9
+/* hull mode: a plan whose evaluated energy is within this fraction of the relaxation's lower
+ * bound is certified and emitted as refined; one further off also gets the reclaiming by rate
+ * (docs/planner.md, 'From the relaxed plan to clocks'). */
+#define PRS_HULL_CERT_GAP 5e-4
 /* Max flow: the smallest residual capacity worth augmenting through. */
 #define PRS_FLOW_AUG_EPS 1e-12
 /* Max flow with lower bounds: a cut value below -this means no feasible flow (above, a

@@ -173,5 +173,11 @@ void prs__refine_free(prs__refine_refiner *rf);
  * that keep the critical path within budget units. No op gets costlier. PRS_EINVAL if a clock
  * is not profiled or the plan already exceeds the budget. */
 int prs__refine_refine(prs__refine_refiner *rf, int *freq, long budget);
+/* Reclaiming by rate: repeatedly move the computation whose slower clock saves the most
+ * effective energy per unit of time and still fits within the budget. */
+int prs__refine_reclaim(prs__refine_refiner *rf, int *freq, long budget);
+/* Reclaim slack by rate: repeatedly move the computation whose next slower hull clock saves the
+ * most effective energy per unit of time and still fits within the budget. */
+int prs__refine_reclaim(prs__refine_refiner *rf, int *freq, long budget);
 
 #endif

@@ -236,28 +236,53 @@ static void evaluate_plan(run *r, const int *plan, long *T, double *energy_j)
     *T = prs__table_run(r->ev, energy_j);
 }
 
+/* Try a candidate plan in r->scratch (evaluated t, e): keep it when it beats the plan so far,
+ * blocking power from its end to the plan so far's included (strictly unless at_least_as). */
+static void keep_if_better(run *r, long t, double e, long *T, double *energy_j, int or_equal)
+{
+    const prs_pipeline *p = &r->o->pipe;
+    double charged =
+        e + (double)p->stages * p->blocking_power_w * (double)(*T - t) * p->unit_time_s;
+    if (t > *T || !(or_equal ? charged <= *energy_j : charged < *energy_j)) return;
+    memcpy(r->plan, r->scratch, sizeof *r->plan * (size_t)r->g->nops);
+    *T = t;
+    *energy_j = e;
+}
+
+/* Refine a copy of the relaxed plan within budget: slack reclaiming (refine.c), preceded by the
+ * reclaiming by rate when by_rate; evaluate it and keep it if better. */
+static void try_refined(run *r, long budget, int by_rate, long *T, double *energy_j, int or_equal)
+{
+    memcpy(r->scratch, r->freq, sizeof *r->scratch * (size_t)r->g->nops);
+    if (by_rate && prs__refine_reclaim(r->refiner, r->scratch, budget) != 0) return;
+    if (prs__refine_refine(r->refiner, r->scratch, budget) != 0) return;
+    long t;
+    double e;
+    evaluate_plan(r, r->scratch, &t, &e);
+    keep_if_better(r, t, e, T, energy_j, or_equal);
+}
+
 /* The plan to emit for the current durations: exp mode emits the duration -> clock map as the
- * reference does; hull mode reclaims slack (refine.c) within the planned time and within the
- * unrefined plan's own time, and keeps the cheaper. */
+ * reference does. hull mode reclaims slack (refine.c) within the planned time and within the
+ * unrefined plan's own time, and keeps the cheaper; when that plan is not certified, i.e. its
+ * energy exceeds the relaxation's lower bound by more than PRS_HULL_CERT_GAP, it also tries the
+ * reclaiming by rate at both budgets (docs/planner.md, 'From the relaxed plan to clocks'). */
 static void emit_plan(run *r, long T_planned, long *T, double *energy_j)
 {
     memcpy(r->plan, r->freq, sizeof *r->plan * (size_t)r->g->nops);
     evaluate_plan(r, r->plan, T, energy_j);
     if (!r->refiner) return;
-    long budgets[2] = {*T, T_planned};
-    for (int b = 0; b < 2; b++) {
-        if (b == 1 && budgets[1] == budgets[0]) break;
-        memcpy(r->scratch, r->freq, sizeof *r->scratch * (size_t)r->g->nops);
-        if (prs__refine_refine(r->refiner, r->scratch, budgets[b]) != 0) continue;
-        long t;
-        double e;
-        evaluate_plan(r, r->scratch, &t, &e);
-        if (b == 0 ? e <= *energy_j : e < *energy_j) {
-            memcpy(r->plan, r->scratch, sizeof *r->plan * (size_t)r->g->nops);
-            *T = t;
-            *energy_j = e;
-        }
-    }
+    long t0 = *T;
+    try_refined(r, t0, 0, T, energy_j, 1);
+    if (T_planned != t0) try_refined(r, T_planned, 0, T, energy_j, 0);
+    /* Lower bound on the energy of any plan finishing within *T: the relaxation's effective
+     * cost at T_planned (no larger than at any shorter time) plus blocking power to *T. */
+    const prs_pipeline *p = &r->o->pipe;
+    double bound =
+        predicted_cost(r) + (double)p->stages * p->blocking_power_w * (double)*T * p->unit_time_s;
+    if (*energy_j <= bound + PRS_HULL_CERT_GAP * fabs(bound)) return;
+    try_refined(r, T_planned, 1, T, energy_j, 0);
+    if (t0 != T_planned) try_refined(r, t0, 1, T, energy_j, 0);
 }
 
 /* Every operation type's options and cost model (types: ntypes = chunks * 2 entries, zeroed);

@@ -25,6 +25,8 @@ struct prs__refine_refiner {
     int *start, *order, *best;
     long *oq;
     long *dur, *earliest, *latest;
+    double *cost; /* per table entry: effective energy e - P_block q tau */
+    int *cur;     /* per op: table entry of its clock (prs__refine_reclaim) */
 };
 
 prs__refine_refiner *prs__refine_new(const prs__graph_graph *g, const prs__table_table *ev,
@@ -43,8 +45,10 @@ prs__refine_refiner *prs__refine_new(const prs__graph_graph *g, const prs__table
     rf->dur = malloc(sizeof *rf->dur * (size_t)g->nops);
     rf->earliest = malloc(sizeof *rf->earliest * (size_t)g->nnodes);
     rf->latest = malloc(sizeof *rf->latest * (size_t)g->nnodes);
+    rf->cost = malloc(sizeof *rf->cost * (size_t)(total ? total : 1));
+    rf->cur = malloc(sizeof *rf->cur * (size_t)g->nops);
     if (!rf->start || !rf->order || !rf->best || !rf->oq || !rf->dur || !rf->earliest ||
-        !rf->latest) {
+        !rf->latest || !rf->cost || !rf->cur) {
         prs__refine_free(rf);
         return NULL;
     }
@@ -70,6 +74,7 @@ prs__refine_refiner *prs__refine_new(const prs__graph_graph *g, const prs__table
             double cb =
                 ev->energy_j[b] - pipe->blocking_power_w * (double)ev->q[b] * pipe->unit_time_s;
             rf->best[i] = (i == lo || c < cb) ? o : b;
+            rf->cost[o] = c;
         }
     }
     return rf;
@@ -85,6 +90,8 @@ void prs__refine_free(prs__refine_refiner *rf)
     free(rf->dur);
     free(rf->earliest);
     free(rf->latest);
+    free(rf->cost);
+    free(rf->cur);
     free(rf);
 }
 
@@ -150,5 +157,85 @@ int prs__refine_refine(prs__refine_refiner *rf, int *freq, long budget)
         }
         rf->earliest[v] = e;
     }
+    return 0;
+}
+
+/* The move of prs__refine_reclaim: the computation and slower clock (table entry) with the
+ * largest saving of effective energy per unit of time among those that fit in the float (latest
+ * finish - earliest start - duration, earliest/latest against the budget). 0 if none saves. */
+static int best_move(const prs__refine_refiner *rf, int frozen, int *op_out, int *to_out)
+{
+    const prs__graph_graph *g = rf->g;
+    double best_rate = 0;
+    int found = 0;
+    for (int op = 0; op < g->nops; op++) {
+        const prs__graph_arc *a = &g->arcs[g->op_arc[op]];
+        long fl = rf->latest[a->to] - rf->earliest[a->from] - rf->dur[op];
+        if (fl <= 0 || op == frozen) continue;
+        int type = g->op_type[op];
+        double c = rf->cost[rf->cur[op]];
+        for (int i = rf->start[type]; i < rf->start[type + 1]; i++) {
+            long dq = rf->oq[i] - rf->dur[op];
+            if (dq > fl) break; /* ascending q */
+            if (dq <= 0) continue;
+            int o = rf->order[i];
+            double rate = (c - rf->cost[o]) / (double)dq;
+            if (rate > best_rate) {
+                best_rate = rate;
+                *op_out = op;
+                *to_out = o;
+                found = 1;
+            }
+        }
+    }
+    return found;
+}
+
+/* Load freq into rf->cur / rf->dur. */
+static int load(prs__refine_refiner *rf, const int *freq)
+{
+    const prs__graph_graph *g = rf->g;
+    for (int op = 0; op < g->nops; op++) {
+        int k = prs__table_find(rf->ev, g->op_type[op], freq[op]);
+        if (k < 0) return PRS_EINVAL;
+        rf->cur[op] = k;
+        rf->dur[op] = rf->ev->q[k];
+    }
+    return 0;
+}
+
+/* Earliest times and latest times against the budget for rf->dur; the critical path. */
+static long windows(prs__refine_refiner *rf, long budget)
+{
+    const prs__graph_graph *g = rf->g;
+    long T = prs__graph_cpm(g, rf->dur, rf->earliest, rf->latest);
+    for (int v = 0; v < g->nnodes; v++)
+        rf->latest[v] += budget - T;
+    return T;
+}
+
+/* Reclaiming by rate on rf->cur / rf->dur (frozen: an op that does not move, or -1). */
+static int reclaim_state(prs__refine_refiner *rf, long budget, int frozen)
+{
+    for (;;) {
+        if (windows(rf, budget) > budget) return PRS_EINVAL;
+        int op = 0, to = 0;
+        if (!best_move(rf, frozen, &op, &to)) return 0;
+        rf->cur[op] = to;
+        rf->dur[op] = rf->ev->q[to];
+    }
+}
+
+static void store(const prs__refine_refiner *rf, int *freq)
+{
+    for (int op = 0; op < rf->g->nops; op++)
+        freq[op] = rf->ev->freq[rf->cur[op]];
+}
+
+int prs__refine_reclaim(prs__refine_refiner *rf, int *freq, long budget)
+{
+    int rc = load(rf, freq);
+    if (rc || (rc = reclaim_state(rf, budget, -1))) return rc;
+    store(rf, freq);
     return 0;
 }

@@ -1,0 +1,106 @@
+/* optimum_table: the hull planner's clean frontier against the exact optimum (milp_ref.h).
+ *
+ *   optimum_table PROFILE STAGES MICROBATCHES UNIT_S BLOCKING_W NTIMES TIME_LIMIT_S [LABEL]
+ *
+ * Plans with the hull model (clean frontier), picks NTIMES points evenly spread over the
+ * frontier by index, the slowest and the fastest (T_min) included, and at each point's evaluated
+ * time T solves the MILP (the hull plan offered as the first incumbent, TIME_LIMIT_S per solve).
+ * The MILP's plan is checked with prs_evaluate_plan. Prints one Markdown table row per point:
+ * label, T, hull energy, best MILP energy, proven lower bound, status, hull's gap over the best
+ * plan found and over the bound (the true gap lies between). Last line: the worst of each.
+ * Exit 0, or 1 on any error. Run by scripts/optimum-table.sh. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "milp_ref.h"
+#include "perseus/evaluate.h"
+#include "perseus/planner.h"
+#include "perseus/profile.h"
+
+static int fail(const char *what, const prs_error *err)
+{
+    fprintf(stderr, "optimum_table: %s: %s\n", what, err->msg);
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 8 || argc > 9) {
+        fprintf(stderr, "usage: optimum_table PROFILE STAGES MICROBATCHES UNIT_S BLOCKING_W "
+                        "NTIMES TIME_LIMIT_S [LABEL]\n");
+        return 2;
+    }
+    prs_error err = {0, ""};
+    prs_profile *prof = NULL;
+    if (prs_profile_load(argv[1], &prof, &err)) return fail(argv[1], &err);
+    prs_plan_opts o;
+    prs_plan_opts_default(&o);
+    o.pipe.stages = atoi(argv[2]);
+    o.pipe.microbatches = atoi(argv[3]);
+    o.pipe.unit_time_s = strtod(argv[4], NULL);
+    o.pipe.blocking_power_w = strtod(argv[5], NULL);
+    o.cost_model = PRS_COST_HULL;
+    o.frontier = PRS_FRONTIER_CLEAN;
+    int ntimes = atoi(argv[6]);
+    double limit = strtod(argv[7], NULL);
+    const char *label = argc > 8 ? argv[8] : argv[1];
+    if (ntimes < 2 || !(limit > 0)) {
+        fprintf(stderr, "optimum_table: NTIMES >= 2 and TIME_LIMIT_S > 0\n");
+        return 2;
+    }
+    prs_frontier *f = NULL;
+    if (prs_plan(prof, &o, &f, &err)) return fail("plan", &err);
+    prs_milp *m = prs_milp_new(prof, &o.pipe, &err);
+    if (!m) return fail("MILP", &err);
+    size_t n = prs_frontier_size(f);
+    int nops = o.pipe.stages * 2 * o.pipe.microbatches;
+    int *plan = malloc(sizeof *plan * (size_t)nops), *best = malloc(sizeof *best * (size_t)nops);
+    if (!plan || !best) return 1;
+    double worst_best = -INFINITY, worst_bound = -INFINITY;
+    size_t last = (size_t)-1;
+    int rc = 0;
+    for (int i = 0; i < ntimes && !rc; i++) {
+        size_t k = (size_t)llround((double)i * (double)(n - 1) / (double)(ntimes - 1));
+        if (k == last) continue;
+        last = k;
+        const prs_frontier_point *pt = prs_frontier_point_at(f, k);
+        long T = lround(pt->eval_time_s / o.pipe.unit_time_s);
+        if (prs_frontier_plan(f, k, plan, &err)) return fail("plan lookup", &err);
+        prs_milp_result r;
+        if (prs_milp_solve(m, T, plan, limit, &r, best, &err)) return fail("MILP solve", &err);
+        if (r.status == PRS_MILP_INFEASIBLE) {
+            fprintf(stderr, "optimum_table: MILP infeasible at T = %ld, where a plan exists\n", T);
+            return 1;
+        }
+        double t_s, e_j;
+        if (prs_evaluate_plan(prof, &o.pipe, best, &t_s, &e_j, &err)) return fail("evaluate", &err);
+        double charged =
+            e_j + (double)o.pipe.stages * o.pipe.blocking_power_w * (pt->eval_time_s - t_s);
+        if (t_s > pt->eval_time_s + 1e-9 || fabs(charged - r.energy_j) > 1e-6 * r.energy_j) {
+            fprintf(stderr,
+                    "optimum_table: MILP plan evaluates to %.9g J at %.6f s, MILP says "
+                    "%.9g J within %.6f s\n",
+                    charged, t_s, r.energy_j, pt->eval_time_s);
+            return 1;
+        }
+        double g_best = pt->eval_energy_j / r.energy_j - 1,
+               g_bound = pt->eval_energy_j / r.bound_j - 1;
+        if (g_best > worst_best) worst_best = g_best;
+        if (g_bound > worst_bound) worst_bound = g_bound;
+        printf("| %s | %.4f | %.2f | %.2f | %.2f | %s | %+.3f %% | %+.3f %% |\n", label,
+               pt->eval_time_s, pt->eval_energy_j, r.energy_j, r.bound_j,
+               r.status == PRS_MILP_OPTIMAL ? "optimal" : "time limit", 100 * g_best,
+               100 * g_bound);
+        fflush(stdout);
+    }
+    printf("worst %s: %+.3f %% over the best plan found, %+.3f %% over the bound\n", label,
+           100 * worst_best, 100 * worst_bound);
+    free(plan);
+    free(best);
+    prs_milp_free(m);
+    prs_frontier_free(f);
+    prs_profile_free(prof);
+    return rc;
+}
