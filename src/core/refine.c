@@ -27,6 +27,10 @@ struct prs__refine_refiner {
     long *dur, *earliest, *latest;
     double *cost; /* per table entry: effective energy e - P_block q tau */
     int *cur;     /* per op: table entry of its clock (prs__refine_reclaim) */
+    /* reclaiming by rate: a max-heap of (rate, op) and a work queue of AOA nodes */
+    double *hrate;
+    int *hop, *queue;
+    unsigned char *queued;
 };
 
 prs__refine_refiner *prs__refine_new(const prs__graph_graph *g, const prs__table_table *ev,
@@ -47,8 +51,13 @@ prs__refine_refiner *prs__refine_new(const prs__graph_graph *g, const prs__table
     rf->latest = malloc(sizeof *rf->latest * (size_t)g->nnodes);
     rf->cost = malloc(sizeof *rf->cost * (size_t)(total ? total : 1));
     rf->cur = malloc(sizeof *rf->cur * (size_t)g->nops);
+    rf->hrate = malloc(sizeof *rf->hrate * (size_t)g->nops);
+    rf->hop = malloc(sizeof *rf->hop * (size_t)g->nops);
+    rf->queue = malloc(sizeof *rf->queue * (size_t)(g->nnodes + 1));
+    rf->queued = calloc((size_t)g->nnodes, 1);
     if (!rf->start || !rf->order || !rf->best || !rf->oq || !rf->dur || !rf->earliest ||
-        !rf->latest || !rf->cost || !rf->cur) {
+        !rf->latest || !rf->cost || !rf->cur || !rf->hrate || !rf->hop || !rf->queue ||
+        !rf->queued) {
         prs__refine_free(rf);
         return NULL;
     }
@@ -92,6 +101,10 @@ void prs__refine_free(prs__refine_refiner *rf)
     free(rf->latest);
     free(rf->cost);
     free(rf->cur);
+    free(rf->hrate);
+    free(rf->hop);
+    free(rf->queue);
+    free(rf->queued);
     free(rf);
 }
 
@@ -160,37 +173,6 @@ int prs__refine_refine(prs__refine_refiner *rf, int *freq, long budget)
     return 0;
 }
 
-/* The move of prs__refine_reclaim: the computation and slower clock (table entry) with the
- * largest saving of effective energy per unit of time among those that fit in the float (latest
- * finish - earliest start - duration, earliest/latest against the budget). 0 if none saves. */
-static int best_move(const prs__refine_refiner *rf, int frozen, int *op_out, int *to_out)
-{
-    const prs__graph_graph *g = rf->g;
-    double best_rate = 0;
-    int found = 0;
-    for (int op = 0; op < g->nops; op++) {
-        const prs__graph_arc *a = &g->arcs[g->op_arc[op]];
-        long fl = rf->latest[a->to] - rf->earliest[a->from] - rf->dur[op];
-        if (fl <= 0 || op == frozen) continue;
-        int type = g->op_type[op];
-        double c = rf->cost[rf->cur[op]];
-        for (int i = rf->start[type]; i < rf->start[type + 1]; i++) {
-            long dq = rf->oq[i] - rf->dur[op];
-            if (dq > fl) break; /* ascending q */
-            if (dq <= 0) continue;
-            int o = rf->order[i];
-            double rate = (c - rf->cost[o]) / (double)dq;
-            if (rate > best_rate) {
-                best_rate = rate;
-                *op_out = op;
-                *to_out = o;
-                found = 1;
-            }
-        }
-    }
-    return found;
-}
-
 /* Load freq into rf->cur / rf->dur. */
 static int load(prs__refine_refiner *rf, const int *freq)
 {
@@ -214,16 +196,142 @@ static long windows(prs__refine_refiner *rf, long budget)
     return T;
 }
 
-/* Reclaiming by rate on rf->cur / rf->dur (frozen: an op that does not move, or -1). */
-static int reclaim_state(prs__refine_refiner *rf, long budget, int frozen)
+/* The best move of one op: its slower clock with the largest saving of effective energy per
+ * unit of time that fits in its float (latest finish - earliest start - duration, against the
+ * budget). The rate, or 0 if no move saves; *to: the clock's table entry. */
+static double op_move(const prs__refine_refiner *rf, int op, int *to)
 {
+    const prs__graph_graph *g = rf->g;
+    const prs__graph_arc *a = &g->arcs[g->op_arc[op]];
+    long fl = rf->latest[a->to] - rf->earliest[a->from] - rf->dur[op];
+    double best = 0;
+    if (fl <= 0) return 0;
+    int type = g->op_type[op];
+    double c = rf->cost[rf->cur[op]];
+    for (int i = rf->start[type]; i < rf->start[type + 1]; i++) {
+        long dq = rf->oq[i] - rf->dur[op];
+        if (dq > fl) break; /* ascending q */
+        if (dq <= 0) continue;
+        double rate = (c - rf->cost[rf->order[i]]) / (double)dq;
+        if (rate > best) {
+            best = rate;
+            *to = rf->order[i];
+        }
+    }
+    return best;
+}
+
+/* Heap order: higher rate first, then lower op index (ties go to the earliest computation, in
+ * stage-major execution order). */
+static int before(const prs__refine_refiner *rf, int i, double rate, int op)
+{
+    return rf->hrate[i] > rate || (rf->hrate[i] == rate && rf->hop[i] < op);
+}
+
+static void heap_push(prs__refine_refiner *rf, int *n, double rate, int op)
+{
+    int i = (*n)++;
+    while (i > 0 && !before(rf, (i - 1) / 2, rate, op)) {
+        rf->hrate[i] = rf->hrate[(i - 1) / 2];
+        rf->hop[i] = rf->hop[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    rf->hrate[i] = rate;
+    rf->hop[i] = op;
+}
+
+static void heap_pop(prs__refine_refiner *rf, int *n)
+{
+    double rate = rf->hrate[--*n];
+    int op = rf->hop[*n], i = 0;
     for (;;) {
-        if (windows(rf, budget) > budget) return PRS_EINVAL;
-        int op = 0, to = 0;
-        if (!best_move(rf, frozen, &op, &to)) return 0;
+        int c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && before(rf, c + 1, rf->hrate[c], rf->hop[c])) c++;
+        if (!before(rf, c, rate, op)) break;
+        rf->hrate[i] = rf->hrate[c];
+        rf->hop[i] = rf->hop[c];
+        i = c;
+    }
+    rf->hrate[i] = rate;
+    rf->hop[i] = op;
+}
+
+/* After op's duration grew: raise the earliest times after it and lower the latest times before
+ * it (label correcting from the op's arc; times only move one way, so it converges). */
+static void propagate(prs__refine_refiner *rf, int op)
+{
+    const prs__graph_graph *g = rf->g;
+    const prs__graph_arc *arc = &g->arcs[g->op_arc[op]];
+    int n = g->nnodes, head = 0, tail = 0;
+    for (int dir = 0; dir < 2; dir++) {
+        int start = dir == 0 ? arc->to : arc->from;
+        long t =
+            dir == 0 ? rf->earliest[arc->from] + rf->dur[op] : rf->latest[arc->to] - rf->dur[op];
+        if (dir == 0 ? t <= rf->earliest[start] : t >= rf->latest[start]) continue;
+        if (dir == 0)
+            rf->earliest[start] = t;
+        else
+            rf->latest[start] = t;
+        head = tail = 0;
+        rf->queue[tail++] = start;
+        rf->queued[start] = 1;
+        while (head != tail) {
+            int u = rf->queue[head];
+            head = head == n ? 0 : head + 1;
+            rf->queued[u] = 0;
+            const int *st = dir == 0 ? g->out_start : g->in_start;
+            const int *list = dir == 0 ? g->out_arcs : g->in_arcs;
+            for (int k = st[u]; k < st[u + 1]; k++) {
+                const prs__graph_arc *e = &g->arcs[list[k]];
+                long d = e->op >= 0 ? rf->dur[e->op] : 0;
+                int w = dir == 0 ? e->to : e->from;
+                if (dir == 0 ? rf->earliest[u] + d <= rf->earliest[w]
+                             : rf->latest[u] - d >= rf->latest[w])
+                    continue;
+                if (dir == 0)
+                    rf->earliest[w] = rf->earliest[u] + d;
+                else
+                    rf->latest[w] = rf->latest[u] - d;
+                if (!rf->queued[w]) {
+                    rf->queued[w] = 1;
+                    rf->queue[tail] = w;
+                    tail = tail == n ? 0 : tail + 1;
+                }
+            }
+        }
+    }
+}
+
+/* Reclaiming by rate on rf->cur / rf->dur: repeatedly apply the best move of any op. Floats
+ * only shrink as ops get longer, so a rate in the heap is an upper bound of the op's best rate
+ * now: the top is recomputed, applied if it still stands, pushed back otherwise. */
+static int reclaim_state(prs__refine_refiner *rf, long budget)
+{
+    const prs__graph_graph *g = rf->g;
+    if (windows(rf, budget) > budget) return PRS_EINVAL;
+    int n = 0, to = 0;
+    for (int op = 0; op < g->nops; op++) {
+        double rate = op_move(rf, op, &to);
+        if (rate > 0) heap_push(rf, &n, rate, op);
+    }
+    while (n > 0) {
+        int op = rf->hop[0];
+        double stored = rf->hrate[0];
+        heap_pop(rf, &n);
+        double rate = op_move(rf, op, &to);
+        if (rate <= 0) continue;
+        if (rate < stored && n > 0 && before(rf, 0, rate, op)) {
+            heap_push(rf, &n, rate, op);
+            continue;
+        }
         rf->cur[op] = to;
         rf->dur[op] = rf->ev->q[to];
+        propagate(rf, op);
+        rate = op_move(rf, op, &to);
+        if (rate > 0) heap_push(rf, &n, rate, op);
     }
+    return 0;
 }
 
 static void store(const prs__refine_refiner *rf, int *freq)
@@ -235,7 +343,7 @@ static void store(const prs__refine_refiner *rf, int *freq)
 int prs__refine_reclaim(prs__refine_refiner *rf, int *freq, long budget)
 {
     int rc = load(rf, freq);
-    if (rc || (rc = reclaim_state(rf, budget, -1))) return rc;
+    if (rc || (rc = reclaim_state(rf, budget))) return rc;
     store(rf, freq);
     return 0;
 }
