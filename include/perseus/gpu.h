@@ -131,6 +131,10 @@ PRS_API int prs_gpu_sim_clock(prs_gpu *g, int *freq_mhz);
  * prs_gpu_time_s and the energy counter by prs_gpu_energy_j. *time_s (may be NULL) gets the time.
  */
 PRS_API int prs_gpu_sim_run(prs_gpu *g, const prs_gpu_work *w, double *time_s);
+/* Run-to-run noise from now on: each prs_gpu_sim_run multiplies the model's time by
+ * 1 + frac * z and its energy by 1 + frac * z' (z, z' standard normal drawn from seed, clipped to
+ * +-4), as a real GPU's computations vary. frac in [0, 0.2]; 0 (the default) is exact. */
+PRS_API int prs_gpu_sim_set_jitter(prs_gpu *g, double frac, uint64_t seed);
 /* The GPU waited seconds (>= 0) without computing: time advances, energy at blocking power. */
 PRS_API int prs_gpu_sim_idle(prs_gpu *g, double seconds);
 /* Number of clock changes the device applied (set and reset calls that changed the clock). */

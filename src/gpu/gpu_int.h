@@ -59,6 +59,10 @@ struct prs_gpu {
     /* sim */
     prs_gpu_preset preset;
     prs__gpu_sim_state *sim;
+    double sim_jitter;  /* relative standard deviation of a computation's time and energy */
+    uint64_t sim_rng;   /* its random numbers (splitmix64 state) */
+    int sim_have_spare; /* Box-Muller's second normal, kept for the next draw */
+    double sim_spare;
     /* nvml */
     prs__gpu_nvml_api nvml;
     prs__gpu_nvml_device dev;

@@ -118,6 +118,43 @@ static void sim_advance(prs_gpu *g, double time_s, double energy_j)
     atomic_fetch_add(&g->sim->energy_nj, (uint64_t)llround(energy_j * 1e9));
 }
 
+int prs_gpu_sim_set_jitter(prs_gpu *g, double frac, uint64_t seed)
+{
+    if (!g->is_sim) return prs__gpu_fail(g, PRS_EINVAL, "not a sim GPU");
+    if (!(frac >= 0 && frac <= 0.2))
+        return prs__gpu_fail(g, PRS_EINVAL, "sim: jitter must be in [0, 0.2]");
+    g->sim_jitter = frac;
+    g->sim_rng = seed;
+    g->sim_have_spare = 0;
+    return 0;
+}
+
+/* Uniform in (0, 1) from splitmix64. */
+static double sim_uniform(prs_gpu *g)
+{
+    uint64_t z = (g->sim_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return ((double)(z >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+/* 1 + jitter * z, z standard normal (Box-Muller) clipped to +-4. */
+static double sim_noise(prs_gpu *g)
+{
+    double z;
+    if (g->sim_have_spare) {
+        g->sim_have_spare = 0;
+        z = g->sim_spare;
+    } else {
+        double r = sqrt(-2.0 * log(sim_uniform(g))), a = 6.283185307179586 * sim_uniform(g);
+        g->sim_spare = r * sin(a);
+        g->sim_have_spare = 1;
+        z = r * cos(a);
+    }
+    return 1.0 + g->sim_jitter * (z > 4 ? 4 : z < -4 ? -4 : z);
+}
+
 int prs_gpu_sim_run(prs_gpu *g, const prs_gpu_work *w, double *time_s)
 {
     if (!g->is_sim) return prs__gpu_fail(g, PRS_EINVAL, "not a sim GPU");
@@ -125,8 +162,12 @@ int prs_gpu_sim_run(prs_gpu *g, const prs_gpu_work *w, double *time_s)
     if (!w || prs_gpu_work_check(w, "work", &e))
         return prs__gpu_fail(g, PRS_EINVAL, "sim: bad work");
     int f = prs__gpu_sim_effective_mhz(g);
-    double t = prs_gpu_time_s(&g->preset, w, f);
-    sim_advance(g, t, prs_gpu_energy_j(&g->preset, w, f));
+    double t = prs_gpu_time_s(&g->preset, w, f), en = prs_gpu_energy_j(&g->preset, w, f);
+    if (g->sim_jitter > 0) {
+        t *= sim_noise(g);
+        en *= sim_noise(g);
+    }
+    sim_advance(g, t, en);
     if (time_s) *time_s = t;
     return 0;
 }

@@ -154,6 +154,10 @@ static double run_iteration(world *w, iter_rec *rec)
 /* v: model chunks per GPU (1: 1F1B, 2: interleaved). The plan-switch lead is long in iterations
  * (each is about a simulated second, a few wall milliseconds), so every rank has the new plan
  * before the iteration it holds from. */
+/* Run-to-run noise of the sim GPUs and profiling iterations per clock of the next world_start. */
+static double world_jitter = 0;
+static int world_iters = 2;
+
 static void world_start(world *w, double poll_s, int v, int dp, const char *extra)
 {
     memset(w, 0, sizeof *w);
@@ -174,14 +178,15 @@ static void world_start(world *w, double poll_s, int v, int dp, const char *extr
         " \"schedule\": \"%s\", \"virtual_stages\": %d,"
         " \"clocks_mhz\": [1410, 1365, 1320, 1275, 1230, 1185, 1140, 1095, 1050,"
         " 1005], \"blocking_power_w\": 83.64, \"reuse_frontier\": false, \"switch_lead_s\": 20,"
-        " \"profiling\": {\"warmup_iterations\": 1, \"iterations_per_clock\": 2}}",
-        dp, extra, v > 1 ? "interleaved" : "1f1b", v > 1 ? v : 1);
+        " \"profiling\": {\"warmup_iterations\": 1, \"iterations_per_clock\": %d}}",
+        dp, extra, v > 1 ? "interleaved" : "1f1b", v > 1 ? v : 1, world_iters);
     for (int i = 0; i < dp * STAGES; i++) {
         rank *r = &w->r[i];
         r->dp = i / STAGES;
         r->pp = i % STAGES;
         prs_error e;
         assert_int_equal(prs_gpu_open("sim:a100", &r->gpu, &e), 0);
+        assert_int_equal(prs_gpu_sim_set_jitter(r->gpu, world_jitter, 1000u + (unsigned)i), 0);
         prs_client_opts o;
         prs_client_opts_init(&o);
         o.server_url = url;
@@ -316,6 +321,94 @@ static void test_interleaved(void **state)
 {
     (void)state;
     profile_plan_run(2);
+}
+
+/* The true profile: the sim model's figures for every (chunk, instruction, clock) measured. */
+static prs_profile *true_profile(const world *w, const prs_profile *measured)
+{
+    const prs_gpu_preset *g = prs_gpu_preset_find("a100");
+    int chunks = prs_pipeline_chunks(&w->pipe);
+    prs_profile *t = prs_profile_new();
+    const prs_profile_row *rows = prs_profile_rows(measured);
+    for (size_t i = 0; i < prs_profile_nrows(measured); i++) {
+        prs_gpu_work work = stage_work(rows[i].stage, chunks, rows[i].instr);
+        prs_profile_row r = rows[i];
+        r.time_s = prs_gpu_time_s(g, &work, r.freq_mhz);
+        r.energy_j = prs_gpu_energy_j(g, &work, r.freq_mhz);
+        r.line = 0;
+        assert_int_equal(prs_profile_add(t, &r, NULL), 0);
+    }
+    return t;
+}
+
+/* The clocks pipeline 0 runs now, from its ranks' schedules. */
+static void running_plan(const world *w, int *clocks)
+{
+    int ops = prs_ops_per_stage(&w->pipe);
+    for (int s = 0; s < STAGES; s++) {
+        char path[160];
+        snprintf(path, sizeof path, "/v1/jobs/%s/schedule?rank=%d", prs_client_job_id(w->r[0].cl),
+                 s);
+        http_reply r = http_do(w->d.port, "GET", path, prs_client_token(w->r[0].cl), NULL, 0, NULL);
+        assert_int_equal(r.status, 200);
+        assert_string_equal(json_str(r.json, "phase"), "running");
+        json_t *c = json_object_get(r.json, "clocks_mhz");
+        assert_int_equal(json_array_size(c), ops);
+        for (int i = 0; i < ops; i++)
+            clocks[s * ops + i] = (int)json_integer_value(json_array_get(c, (size_t)i));
+        http_reply_free(&r);
+    }
+}
+
+/* GPUs whose computations vary by 3 % from run to run (sim jitter): the profile the server
+ * measures is within 2 % of the model's truth for every entry, and the plan the robust planner
+ * runs is, on the truth, within 0.5 % of the all-max iteration time and cheaper. */
+static void test_jitter(void **state)
+{
+    (void)state;
+    world w;
+    world_jitter = 0.03;
+    world_iters = 6;
+    world_start(&w, 0.01, 1, 2, "");
+    world_jitter = 0;
+    world_iters = 2;
+    enum { CAP = 4000 };
+    iter_rec *recs = calloc(CAP, sizeof *recs);
+    long n = train_until_running(&w, recs, CAP, 3);
+    assert_true(seen(recs, n, "running"));
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s/profile", prs_client_job_id(w.r[0].cl));
+    http_reply r = http_do(w.d.port, "GET", path, prs_client_token(w.r[0].cl), NULL, 0, NULL);
+    assert_int_equal(r.status, 200);
+    prs_profile *measured = NULL;
+    assert_int_equal(prs_profile_parse("server", r.body, r.len, &measured, NULL), 0);
+    http_reply_free(&r);
+    prs_profile *truth = true_profile(&w, measured);
+    const prs_profile_row *m = prs_profile_rows(measured), *t = prs_profile_rows(truth);
+    double worst = 0;
+    for (size_t i = 0; i < prs_profile_nrows(measured); i++) {
+        worst = fmax(worst, fabs(m[i].time_s / t[i].time_s - 1));
+        worst = fmax(worst, fabs(m[i].energy_j / t[i].energy_j - 1));
+    }
+    int clocks[STAGES * 2 * MB], allmax[STAGES * 2 * MB];
+    running_plan(&w, clocks);
+    for (int i = 0; i < STAGES * 2 * MB; i++)
+        allmax[i] = 1410;
+    prs_pipeline pipe = w.pipe;
+    pipe.blocking_power_w = 83.64;
+    double tp, ep, ta, ea;
+    assert_int_equal(prs_evaluate_plan(truth, &pipe, clocks, &tp, &ep, NULL), 0);
+    assert_int_equal(prs_evaluate_plan(truth, &pipe, allmax, &ta, &ea, NULL), 0);
+    printf("jitter 3 %%: %zu profile entries, worst %.2f %% from the truth; running plan on the "
+           "truth %.4f s %.2f J, all-max %.4f s %.2f J (%+.3f %% time)\n",
+           prs_profile_nrows(measured), 100 * worst, tp, ep, ta, ea, 100 * (tp / ta - 1));
+    assert_true(worst < 0.02);
+    assert_true(tp <= ta * 1.005);
+    assert_true(ep < ea);
+    prs_profile_free(truth);
+    prs_profile_free(measured);
+    free(recs);
+    world_stop(&w);
 }
 
 /* Pipeline d's straggler state in the job status ("none", "automatic", "explicit"), its T' and
@@ -476,9 +569,8 @@ static void test_server_killed(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_profile_plan_run),
-        cmocka_unit_test(test_interleaved),
-        cmocka_unit_test(test_straggler_auto),
+        cmocka_unit_test(test_profile_plan_run), cmocka_unit_test(test_interleaved),
+        cmocka_unit_test(test_jitter),           cmocka_unit_test(test_straggler_auto),
         cmocka_unit_test(test_server_killed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
