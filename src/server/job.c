@@ -121,12 +121,17 @@ static job *job_alloc(const req_job_spec *spec)
     j->round_iters = calloc((size_t)j->world, sizeof *j->round_iters);
     j->pipes = calloc((size_t)spec->dp, sizeof *j->pipes);
     j->scratch = malloc(sizeof *j->scratch * (size_t)spec->dp);
-    if (!j->ranks || !j->slot || !j->round_iters || !j->pipes || !j->scratch) {
+    j->clock_se_pct = malloc(sizeof *j->clock_se_pct * (size_t)(spec->nclocks ? spec->nclocks : 1));
+    j->clock_iters = calloc((size_t)(spec->nclocks ? spec->nclocks : 1), sizeof *j->clock_iters);
+    if (!j->ranks || !j->slot || !j->round_iters || !j->pipes || !j->scratch || !j->clock_se_pct ||
+        !j->clock_iters) {
         job_free(j);
         return NULL;
     }
     for (int i = 0; i < j->world; i++)
         j->slot[i] = -1;
+    for (int i = 0; i < (spec->nclocks ? spec->nclocks : 1); i++)
+        j->clock_se_pct[i] = NAN;
     for (int d = 0; d < spec->dp; d++) {
         j->pipes[d].last_iteration = -1;
         j->pipes[d].prev_plan_id = j->pipes[d].want_plan = j->pipes[d].newest = -1;
@@ -141,6 +146,8 @@ static job *job_alloc(const req_job_spec *spec)
 void job_free(job *j)
 {
     if (!j) return;
+    free(j->clock_se_pct);
+    free(j->clock_iters);
     free(j->ranks);
     free(j->slot);
     free(j->round_iters);
@@ -598,9 +605,16 @@ static void load_deferred(job *j)
     }
 }
 
+/* Iterations each rank runs in the current profiling round: warm-up, k, and what was added for
+ * precision (extend_round). */
+static int round_need(const job *j)
+{
+    return j->spec.warmup_iterations + j->spec.iterations_per_clock + j->round_extra;
+}
+
 static void count_done_ranks(job *j)
 {
-    int need = j->spec.warmup_iterations + j->spec.iterations_per_clock;
+    int need = round_need(j);
     j->ranks_done = 0;
     for (int r = 0; r < j->world; r++)
         if (j->round_iters[r] >= need) j->ranks_done++;
@@ -864,8 +878,7 @@ int job_schedule(const job *j, int rank, char **text, size_t *len, api_err *e)
         sb_geometry(&b, &j->spec);
         sb_clocks(&b, NULL, j->ops_per_stage, f);
         sb_printf(&b, ",\"warmup_iterations\":%d,\"iterations\":%d,\"iterations_reported\":%d}",
-                  j->spec.warmup_iterations,
-                  j->spec.warmup_iterations + j->spec.iterations_per_clock, j->round_iters[rank]);
+                  j->spec.warmup_iterations, round_need(j), j->round_iters[rank]);
         break;
     }
     case JOB_RUNNING: {
@@ -1063,6 +1076,7 @@ static int advance_round(job *j, store *st, int *action, api_err *e)
     if (stop) return finish_profiling(j, st, action, e);
     j->sweep_index++;
     j->round = j->sweep_index;
+    j->round_extra = 0;
     memset(j->round_iters, 0, sizeof *j->round_iters * (size_t)j->world);
     j->ranks_done = 0;
     return persist(j, st, e);
@@ -1252,6 +1266,26 @@ static int detect(job *j, int d, const req_iteration *r)
     return changed;
 }
 
+/* Every rank has run the round's iterations: record the precision reached at its clock (the
+ * largest relative standard error of a type's mean time or energy) and, while that is above the
+ * spec's target and k more iterations stay within max_iterations_per_clock, ask for k more
+ * (*more = 1). */
+static int extend_round(job *j, store *st, int *more, api_err *e)
+{
+    double se = 0;
+    int k = j->spec.iterations_per_clock, kept = k + j->round_extra;
+    if (store_clock_spread(st, j->id, j->sweep[j->sweep_index], &se)) return store_fail(e, st);
+    j->clock_se_pct[j->sweep_index] = 100.0 * se;
+    j->clock_iters[j->sweep_index] = kept;
+    *more = j->spec.target_se_pct > 0 && !(100.0 * se <= j->spec.target_se_pct) &&
+            kept + k <= j->spec.max_iterations_per_clock;
+    if (*more) {
+        j->round_extra += k;
+        count_done_ranks(j);
+    }
+    return 0;
+}
+
 /* Results in profiling: count the rank's iterations of the round; the round ends when every
  * rank has warm-up + k. */
 static int results_profiling(job *j, store *st, const req_results *r, int *action, api_err *e)
@@ -1260,7 +1294,7 @@ static int results_profiling(job *j, store *st, const req_results *r, int *actio
     if (round > j->round)
         return api_fail(e, 409, "wrong_round", "round %ld has not started (current %ld)", round,
                         j->round);
-    int need = j->spec.warmup_iterations + j->spec.iterations_per_clock;
+    int need = round_need(j);
     for (size_t i = 0; i < r->niterations; i++) {
         int used = 1;
         if (round == j->round) {
@@ -1271,8 +1305,10 @@ static int results_profiling(job *j, store *st, const req_results *r, int *actio
         /* A late iteration of an earlier round: that rank was past warm-up there. */
         if (store_iteration(j, st, r->rank, &r->iterations[i], round, used, e)) return -1;
     }
-    if (j->ranks_done >= j->world) return advance_round(j, st, action, e);
-    return 0;
+    if (j->ranks_done < j->world) return 0;
+    int more = 0;
+    if (extend_round(j, st, &more, e)) return -1;
+    return more ? 0 : advance_round(j, st, action, e);
 }
 
 /* Results in planning and running: stored; while running they feed the straggler detector and
@@ -1463,6 +1499,20 @@ static json_t *ranks_json(const job *j)
     return o;
 }
 
+/* Per swept clock (this server run): kept iterations per rank and the precision reached. */
+static json_t *precision_json(const job *j)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < j->nsweep; i++) {
+        if (!j->clock_iters[i]) continue;
+        double se = j->clock_se_pct[i];
+        json_array_append_new(a, json_pack("{s:i, s:i, s:o}", "clock_mhz", j->sweep[i],
+                                           "iterations", j->clock_iters[i], "se_pct",
+                                           isfinite(se) ? json_real(se) : json_null()));
+    }
+    return a;
+}
+
 json_t *job_status_json(const job *j)
 {
     json_t *o = json_object();
@@ -1479,6 +1529,7 @@ json_t *job_status_json(const job *j)
                              "ranks_done", j->phase == JOB_PROFILING ? j->ranks_done : 0);
     if (j->phase == JOB_PROFILING)
         json_object_set_new(prof, "clock_mhz", json_integer(j->sweep[j->sweep_index]));
+    json_object_set_new(prof, "clocks", precision_json(j));
     json_object_set_new(o, "profiling", prof);
     double frac = j->plan_total > 0 ? (double)j->plan_done / (double)j->plan_total : 0;
     if (frac > 1) frac = 1;

@@ -121,10 +121,14 @@ typedef struct job {
     /* profiling: clocks to sweep (spec clocks >= floor, highest first) */
     int nsweep;
     int sweep[REQ_MAX_CLOCKS];
-    long sweep_index; /* clock being profiled */
-    long round;       /* profiling: = sweep_index; running: bumped at every plan change */
-    int *round_iters; /* per rank: iterations reported in the current profiling round */
-    int ranks_done;   /* ranks with warm-up + k iterations in the current round */
+    long sweep_index;     /* clock being profiled */
+    long round;           /* profiling: = sweep_index; running: bumped at every plan change */
+    int *round_iters;     /* per rank: iterations reported in the current profiling round */
+    int ranks_done;       /* ranks with warm-up + k iterations in the current round */
+    int round_extra;      /* iterations per rank added to the current round for precision */
+    double *clock_se_pct; /* per sweep clock: the largest relative standard error reached, in
+                             percent (NaN before the clock's round ended) */
+    int *clock_iters;     /* per sweep clock: kept iterations per rank when its round ended */
 
     /* planning */
     long plan_done, plan_total;

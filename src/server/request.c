@@ -164,8 +164,13 @@ static int parse_spec(json_t *root, req_job_spec *s, prs_error *err)
         "tp",        "schedule",       "virtual_stages",   "clocks_mhz",
         "profiling", "unit_time_s",    "blocking_power_w", "cost_model",
         "straggler", "reuse_frontier", "switch_lead_s",    NULL};
-    static const char *const pkeys[] = {"warmup_iterations", "iterations_per_clock",
-                                        "min_clock_mhz", "skip_dominated", NULL};
+    static const char *const pkeys[] = {"warmup_iterations",
+                                        "iterations_per_clock",
+                                        "min_clock_mhz",
+                                        "skip_dominated",
+                                        "target_se_pct",
+                                        "max_iterations_per_clock",
+                                        NULL};
     static const char *const skeys[] = {"factor", "iterations", NULL};
     memset(s, 0, sizeof *s);
     s->tp = 1;
@@ -173,6 +178,7 @@ static int parse_spec(json_t *root, req_job_spec *s, prs_error *err)
     s->schedule = PRS_SCHEDULE_1F1B;
     s->warmup_iterations = 1;
     s->iterations_per_clock = 3;
+    s->target_se_pct = 0.5;
     s->skip_dominated = 1;
     s->unit_time_s = 0.001;
     s->cost_model = PRS_COST_EXP;
@@ -237,9 +243,16 @@ static int parse_spec(json_t *root, req_job_spec *s, prs_error *err)
             get_i(v, "warmup_iterations", 0, 0, 1000, &s->warmup_iterations, err) ||
             get_i(v, "iterations_per_clock", 0, 1, 1000, &s->iterations_per_clock, err) ||
             get_i(v, "min_clock_mhz", 0, 1, REQ_MAX_CLOCK_MHZ, &s->min_clock_mhz, err) ||
-            get_bool(v, "skip_dominated", &s->skip_dominated, err))
+            get_bool(v, "skip_dominated", &s->skip_dominated, err) ||
+            get_real(v, "target_se_pct", 0, 0, 0, 100, &s->target_se_pct, err) ||
+            get_i(v, "max_iterations_per_clock", 0, 1, 1000, &s->max_iterations_per_clock, err))
             return PRS_EINVAL;
     }
+    if (!s->max_iterations_per_clock)
+        s->max_iterations_per_clock =
+            2 * s->iterations_per_clock > 1000 ? 1000 : 2 * s->iterations_per_clock;
+    if (s->max_iterations_per_clock < s->iterations_per_clock)
+        return fail(err, "profiling.max_iterations_per_clock: below iterations_per_clock");
     if (s->min_clock_mhz > s->clocks_mhz[0])
         return fail(err, "profiling.min_clock_mhz: above every clock in clocks_mhz");
     v = json_object_get(root, "straggler");
@@ -276,17 +289,19 @@ json_t *req_job_spec_json(const req_job_spec *s)
         json_decref(clocks);
         return NULL;
     }
-    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:s, s:i, s:o, s:{s:i, s:i, s:i, s:b}, s:f, s:o, "
-                     "s:s, s:{s:f, s:i}, s:f, s:b}",
-                     "model", s->model, "stages", s->stages, "microbatches", s->microbatches, "dp",
-                     s->dp, "tp", s->tp, "schedule", prs_schedule_name(s->schedule),
-                     "virtual_stages", s->virtual_stages, "clocks_mhz", clocks, "profiling",
-                     "warmup_iterations", s->warmup_iterations, "iterations_per_clock",
-                     s->iterations_per_clock, "min_clock_mhz", s->min_clock_mhz, "skip_dominated",
-                     s->skip_dominated, "unit_time_s", s->unit_time_s, "blocking_power_w", bp,
-                     "cost_model", prs_cost_model_name(s->cost_model), "straggler", "factor",
-                     s->straggler_factor, "iterations", s->straggler_iterations, "switch_lead_s",
-                     s->switch_lead_s, "reuse_frontier", s->reuse_frontier);
+    return json_pack(
+        "{s:s, s:i, s:i, s:i, s:i, s:s, s:i, s:o, s:{s:i, s:i, s:i, s:b, s:f, s:i}, "
+        "s:f, s:o, "
+        "s:s, s:{s:f, s:i}, s:f, s:b}",
+        "model", s->model, "stages", s->stages, "microbatches", s->microbatches, "dp", s->dp, "tp",
+        s->tp, "schedule", prs_schedule_name(s->schedule), "virtual_stages", s->virtual_stages,
+        "clocks_mhz", clocks, "profiling", "warmup_iterations", s->warmup_iterations,
+        "iterations_per_clock", s->iterations_per_clock, "min_clock_mhz", s->min_clock_mhz,
+        "skip_dominated", s->skip_dominated, "target_se_pct", s->target_se_pct,
+        "max_iterations_per_clock", s->max_iterations_per_clock, "unit_time_s", s->unit_time_s,
+        "blocking_power_w", bp, "cost_model", prs_cost_model_name(s->cost_model), "straggler",
+        "factor", s->straggler_factor, "iterations", s->straggler_iterations, "switch_lead_s",
+        s->switch_lead_s, "reuse_frontier", s->reuse_frontier);
 }
 
 int req_parse_rank(const char *text, size_t len, req_rank *out, prs_error *err)

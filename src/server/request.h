@@ -36,6 +36,10 @@ typedef struct req_job_spec {
     int clocks_mhz[REQ_MAX_CLOCKS]; /* distinct, highest first */
     int warmup_iterations;          /* dropped at each clock, per rank */
     int iterations_per_clock;       /* k kept at each clock, per rank */
+    double target_se_pct;           /* repeat a clock (k more each time) while the mean time or
+                                       energy of some type has a larger relative standard error;
+                                       0: never */
+    int max_iterations_per_clock;   /* ... up to this many kept iterations (>= k) */
     int min_clock_mhz;              /* profiling floor: lower clocks are never swept */
     int skip_dominated;             /* stop the sweep at a clock dominated by the one above */
     double unit_time_s;

@@ -18,6 +18,7 @@
  * every row callback's result is checked and a non-zero one ends the walk (stop). */
 #include "store.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,7 @@ enum {
     Q_DEL_FRONTIER,
     Q_DEL_PIPES,
     Q_DEL_JOB,
+    Q_SPREAD,
     Q_COUNT
 };
 
@@ -135,6 +137,9 @@ static const char *const SQL[Q_COUNT] = {
     [Q_MEANS] = "SELECT stage, instr, clock_mhz, avg(time_s), avg(energy_j), count(*) FROM windows"
                 " WHERE job_id=?1 AND used=1 GROUP BY stage, instr, clock_mhz"
                 " ORDER BY stage, clock_mhz DESC, instr",
+    [Q_SPREAD] = "SELECT count(*), avg(time_s), avg(time_s*time_s), avg(energy_j),"
+                 " avg(energy_j*energy_j) FROM windows"
+                 " WHERE job_id=?1 AND used=1 AND clock_mhz=?2 GROUP BY stage, instr",
     [Q_PUT_PROFILE] = "INSERT OR REPLACE INTO profiles(job_id, source, csv) VALUES(?1,?2,?3)",
     [Q_GET_PROFILE] = "SELECT source, csv FROM profiles WHERE job_id=?1",
     [Q_PUT_FRONTIER] = "INSERT OR REPLACE INTO frontiers(job_id, config_key, plans, planning_s)"
@@ -546,6 +551,33 @@ int store_profile_means(store *s, const char *job,
     }
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? 0 : db_fail(s, "profile means");
+}
+
+/* Relative standard error of a mean from n samples with mean m and mean square m2. */
+static double rel_se(long n, double m, double m2)
+{
+    if (n < 2 || !(m > 0)) return INFINITY;
+    double var = (m2 - m * m) * (double)n / (double)(n - 1);
+    return sqrt(var > 0 ? var : 0) / sqrt((double)n) / m;
+}
+
+int store_clock_spread(store *s, const char *job, int clock_mhz, double *max_rel_se)
+{
+    sqlite3_stmt *st = stmt(s, Q_SPREAD);
+    bind_text(st, 1, job);
+    sqlite3_bind_int(st, 2, clock_mhz);
+    *max_rel_se = 0;
+    int rc, rows = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        long n = (long)sqlite3_column_int64(st, 0);
+        double t = rel_se(n, sqlite3_column_double(st, 1), sqlite3_column_double(st, 2));
+        double e = rel_se(n, sqlite3_column_double(st, 3), sqlite3_column_double(st, 4));
+        *max_rel_se = fmax(*max_rel_se, fmax(t, e));
+        rows++;
+    }
+    sqlite3_reset(st);
+    if (!rows) *max_rel_se = INFINITY;
+    return rc == SQLITE_DONE ? 0 : db_fail(s, "clock spread");
 }
 
 int store_put_profile(store *s, const char *job, const char *source, const char *csv, size_t len)

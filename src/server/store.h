@@ -99,6 +99,11 @@ int store_profile_means(store *s, const char *job,
                                   double energy_j, long n),
                         void *ud);
 
+/* The largest relative standard error of the mean time or energy of the used windows at one clock,
+ * over the (stage, instruction) types measured there (infinite when a type has fewer than 2
+ * windows, or none is measured). */
+int store_clock_spread(store *s, const char *job, int clock_mhz, double *max_rel_se);
+
 /* Profile CSV of a job (source: "measured", "uploaded" or "reused"). get: *csv is malloc'd
  * (caller frees), NULL with rc 0 when there is none. */
 int store_put_profile(store *s, const char *job, const char *source, const char *csv, size_t len);

@@ -157,6 +157,7 @@ static double run_iteration(world *w, iter_rec *rec)
 /* Run-to-run noise of the sim GPUs and profiling iterations per clock of the next world_start. */
 static double world_jitter = 0;
 static int world_iters = 2;
+static const char *world_precision = ""; /* more "profiling" members, each after a comma */
 
 static void world_start(world *w, double poll_s, int v, int dp, const char *extra)
 {
@@ -178,8 +179,8 @@ static void world_start(world *w, double poll_s, int v, int dp, const char *extr
         " \"schedule\": \"%s\", \"virtual_stages\": %d,"
         " \"clocks_mhz\": [1410, 1365, 1320, 1275, 1230, 1185, 1140, 1095, 1050,"
         " 1005], \"blocking_power_w\": 83.64, \"reuse_frontier\": false, \"switch_lead_s\": 20,"
-        " \"profiling\": {\"warmup_iterations\": 1, \"iterations_per_clock\": %d}}",
-        dp, extra, v > 1 ? "interleaved" : "1f1b", v > 1 ? v : 1, world_iters);
+        " \"profiling\": {\"warmup_iterations\": 1, \"iterations_per_clock\": %d%s}}",
+        dp, extra, v > 1 ? "interleaved" : "1f1b", v > 1 ? v : 1, world_iters, world_precision);
     for (int i = 0; i < dp * STAGES; i++) {
         rank *r = &w->r[i];
         r->dp = i / STAGES;
@@ -360,25 +361,46 @@ static void running_plan(const world *w, int *clocks)
     }
 }
 
-/* GPUs whose computations vary by 3 % from run to run (sim jitter): the profile the server
- * measures is within 2 % of the model's truth for every entry, and the plan the robust planner
- * runs is, on the truth, within 0.5 % of the all-max iteration time and cheaper. */
+/* GPUs whose computations vary by 3 % from run to run (sim jitter): the server repeats each
+ * clock until its means are precise to 0.4 % (or 16 iterations), the status shows the precision
+ * reached per clock, the profile it measures is within 2 % of the model's truth for every entry,
+ * and the plan the robust planner runs is, on the truth, within 0.5 % of the all-max iteration
+ * time and cheaper. */
 static void test_jitter(void **state)
 {
     (void)state;
     world w;
     world_jitter = 0.03;
-    world_iters = 6;
+    world_precision = ", \"target_se_pct\": 0.4, \"max_iterations_per_clock\": 16";
     world_start(&w, 0.01, 1, 2, "");
     world_jitter = 0;
-    world_iters = 2;
+    world_precision = "";
     enum { CAP = 4000 };
     iter_rec *recs = calloc(CAP, sizeof *recs);
     long n = train_until_running(&w, recs, CAP, 3);
     assert_true(seen(recs, n, "running"));
     char path[128];
-    snprintf(path, sizeof path, "/v1/jobs/%s/profile", prs_client_job_id(w.r[0].cl));
+    snprintf(path, sizeof path, "/v1/jobs/%s", prs_client_job_id(w.r[0].cl));
     http_reply r = http_do(w.d.port, "GET", path, prs_client_token(w.r[0].cl), NULL, 0, NULL);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(json_str(r.json, "planner"), "robust");
+    json_t *clocks_json = json_object_get(json_object_get(r.json, "profiling"), "clocks");
+    size_t nclk = json_array_size(clocks_json);
+    int repeated = 0;
+    assert_true(nclk >= 2);
+    for (size_t i = 0; i < nclk; i++) {
+        json_t *c = json_array_get(clocks_json, i);
+        long its = json_int(c, "iterations");
+        double se = json_num(c, "se_pct");
+        printf("clock %ld MHz: %ld iterations per rank, standard error %.3f %%\n",
+               json_int(c, "clock_mhz"), its, se);
+        assert_true(se <= 0.4 || its == 16);
+        repeated |= its > 2;
+    }
+    assert_true(repeated);
+    http_reply_free(&r);
+    snprintf(path, sizeof path, "/v1/jobs/%s/profile", prs_client_job_id(w.r[0].cl));
+    r = http_do(w.d.port, "GET", path, prs_client_token(w.r[0].cl), NULL, 0, NULL);
     assert_int_equal(r.status, 200);
     prs_profile *measured = NULL;
     assert_int_equal(prs_profile_parse("server", r.body, r.len, &measured, NULL), 0);
