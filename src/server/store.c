@@ -147,6 +147,7 @@ static const char *const SQL[Q_COUNT] = {
     [Q_GET_FRONTIER] = "SELECT plans FROM frontiers WHERE job_id=?1",
     [Q_FIND_FRONTIER] = "SELECT f.job_id FROM frontiers f JOIN jobs j ON j.id=f.job_id"
                         " WHERE f.config_key=?1 AND f.config_key<>''"
+                        " AND j.phase IN ('running','done')"
                         " ORDER BY j.created_unix DESC, j.rowid DESC LIMIT 1",
     [Q_PUT_PIPE] = "INSERT OR REPLACE INTO pipelines(job_id, dp, straggler, straggler_time_s,"
                    " plan_id, prev_plan_id, from_iteration) VALUES(?1,?2,?3,?4,?5,?6,?7)",

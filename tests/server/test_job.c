@@ -818,6 +818,16 @@ static void test_measured_blocking_power(void **state)
     assert_string_equal(k->profile_source, "reused");
     check_bp_status(k, -1, 81.5, 81.5);
     job_free(k);
+    /* Only a running or done job's frontier is reused: not a failed one's. */
+    row.phase = "failed";
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(store_update_job(st, &row), 0);
+    assert_int_equal(store_commit(st), 0);
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_create(st, &s, "AAAAAAAAAAAAAAC9", h, 3, &k, &e)), 0);
+    assert_null(k->frontier);
+    assert_string_not_equal(k->profile_source, "reused");
+    job_free(k);
     /* A pinned blocking power is another configuration. */
     s.has_blocking_power = 1;
     s.blocking_power_w = 81.5;
