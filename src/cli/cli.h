@@ -141,6 +141,10 @@ const char *prs_cli_powercap_check(const prs_cli_powercap *c);
 int prs_cli_powercap_run(const char *cmd, const prs_cli_powercap *c, const prs_profile *profile,
                          const prs_frontier *f, int tp, json_t *json);
 
+/* The version of the CLI's JSON vocabulary (docs/json.md): the "schema" key, first in every
+ * object a command prints. Raised when a key is removed or changes its meaning. */
+#define PRS_CLI_JSON_SCHEMA 1
+
 /* JSON output (jansson). Numbers are written so that they read back as the same doubles. */
 /* A real, or null where x is not finite (JSON has no NaN or infinity). */
 json_t *prs_cli_json_real(double x);

@@ -710,6 +710,7 @@ static int print_json(const demo *d, const demo_args *a, const results *res)
     double slowdown = 100 * (res->perseus_t / res->allmax_t - 1);
     double strag = 100 * (1 - res->strag_perseus_e / res->strag_allmax_e);
     json_t *o = json_object();
+    json_object_set_new(o, "schema", json_integer(PRS_CLI_JSON_SCHEMA));
     json_object_set_new(o, "gpu", json_string(d->preset->name));
     json_object_set_new(o, "stages", json_integer(d->stages));
     json_object_set_new(o, "microbatches", json_integer(d->mb));

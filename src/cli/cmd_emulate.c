@@ -147,19 +147,19 @@ static json_t *json_rows(const prs_emu_summary *sm, const prs_emu_summary *paper
     for (size_t i = 0; i < sm->nrows; i++) {
         const prs_emu_metrics *r = &sm->rows[i];
         json_t *o = json_object();
-        set_real(o, "s", r->s);
+        set_real(o, "slowdown", r->s);
         set_real(o, "t_prime_s", r->t_prime_s);
         set_real(o, "t_star_s", r->choice_time_s);
-        set_real(o, "intrinsic_saving_pp", sm->intrinsic_saving_pp);
-        set_real(o, "saving", r->saving);
-        set_real(o, "intrinsic_saving", r->intrinsic_saving);
-        set_real(o, "extrinsic_saving", r->extrinsic_saving);
-        set_real(o, "saving_pp", r->saving_pp);
-        set_real(o, "tstar", r->tstar);
+        set_real(o, "intrinsic_saving_pct", sm->intrinsic_saving_pp);
+        set_real(o, "saving_pct", r->saving);
+        set_real(o, "job_intrinsic_saving_pct", r->intrinsic_saving);
+        set_real(o, "extrinsic_saving_pct", r->extrinsic_saving);
+        set_real(o, "saving_per_pipeline_pct", r->saving_pp);
+        set_real(o, "t_star_ratio", r->tstar);
         set_real(o, "job_energy_j", r->job_energy_j);
         set_real(o, "job_base_energy_j", r->job_base_energy_j);
         if (paper_rule)
-            set_real(o, "saving_minus_paper_rule", r->saving - paper_rule->rows[i].saving);
+            set_real(o, "saving_minus_paper_rule_pct", r->saving - paper_rule->rows[i].saving);
         json_array_append_new(rows, o);
     }
     return rows;
@@ -171,7 +171,7 @@ static json_t *json_summary(const prs_emu_summary *sm)
     set_real(o, "time_s", sm->time_s);
     set_real(o, "energy_j", sm->energy_j);
     if (sm->freq_mhz) json_object_set_new(o, "freq_mhz", json_integer(sm->freq_mhz));
-    set_real(o, "intrinsic_saving_pp", sm->intrinsic_saving_pp);
+    set_real(o, "intrinsic_saving_pct", sm->intrinsic_saving_pp);
     json_object_set_new(o, "stragglers", json_rows(sm, NULL));
     return o;
 }
@@ -194,6 +194,7 @@ static json_t *json_job(const prs_emulation *e, const char *profile_path, prs_co
     const prs_emu_info *in = prs_emulation_info(e);
     const prs_emu_summary *pp = prs_emulation_get(e, PRS_EMU_PAPER, PRS_EMU_PERSEUS);
     json_t *o = json_object();
+    json_object_set_new(o, "schema", json_integer(PRS_CLI_JSON_SCHEMA));
     json_object_set_new(o, "profile", json_string(profile_path));
     json_object_set_new(o, "stages", json_integer(pipe->stages));
     json_object_set_new(o, "microbatches", json_integer(pipe->microbatches));
@@ -236,7 +237,7 @@ static int print_json(const prs_emulation *e, const emulate_args *a, const prs_p
     const prs_emu_summary *ex = prs_emulation_get(e, PRS_EMU_EXACT, PRS_EMU_PERSEUS);
     const prs_emu_summary *lk = prs_emulation_get(e, PRS_EMU_LOOKUP, PRS_EMU_PERSEUS);
     json_t *o = json_job(e, profile_path, model);
-    set_real(o, "intrinsic_saving_pp", pp->intrinsic_saving_pp);
+    set_real(o, "intrinsic_saving_pct", pp->intrinsic_saving_pp);
     json_object_set_new(o, "stragglers", json_rows(pp, NULL));
     json_object_set_new(o, "baselines", json_baselines(e, PRS_EMU_PAPER));
     json_t *exact = json_object();
@@ -244,14 +245,14 @@ static int print_json(const prs_emulation *e, const emulate_args *a, const prs_p
     set_real(exact, "base_energy_j", ex->base_energy_j);
     set_real(exact, "time_s", ex->time_s);
     set_real(exact, "energy_j", ex->energy_j);
-    set_real(exact, "intrinsic_saving_pp", ex->intrinsic_saving_pp);
+    set_real(exact, "intrinsic_saving_pct", ex->intrinsic_saving_pp);
     json_object_set_new(exact, "stragglers", json_rows(ex, NULL));
     json_object_set_new(exact, "baselines", json_baselines(e, PRS_EMU_EXACT));
     json_object_set_new(o, "exact", exact);
     json_t *lookup = json_object();
     set_real(lookup, "time_s", lk->time_s);
     set_real(lookup, "energy_j", lk->energy_j);
-    set_real(lookup, "intrinsic_saving_pp", lk->intrinsic_saving_pp);
+    set_real(lookup, "intrinsic_saving_pct", lk->intrinsic_saving_pp);
     json_object_set_new(lookup, "stragglers", json_rows(lk, ex));
     json_object_set_new(o, "lookup", lookup);
     int rc = prs_cli_powercap_run("emulate", &a->cap, profile, prs_emulation_frontier(e),

@@ -110,6 +110,7 @@ static int print_json(const char *profile_path, const prs_pipeline *pipe, const 
     double tau = pipe->unit_time_s, pb = pipe->blocking_power_w;
     long T = lround(r->time_s / tau);
     json_t *o = json_object();
+    json_object_set_new(o, "schema", json_integer(PRS_CLI_JSON_SCHEMA));
     json_object_set_new(o, "profile", json_string(profile_path));
     json_object_set_new(o, "plan", json_string(r->plan));
     if (r->freq_mhz) json_object_set_new(o, "freq_mhz", json_integer(r->freq_mhz));

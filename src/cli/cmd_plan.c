@@ -106,6 +106,7 @@ static int print_json_plan(const prs_frontier *f, size_t k, const int *clocks)
     const prs_pipeline *pipe = prs_frontier_pipeline(f);
     const prs_frontier_point *pt = prs_frontier_point_at(f, k);
     json_t *o = json_object();
+    json_object_set_new(o, "schema", json_integer(PRS_CLI_JSON_SCHEMA));
     json_object_set_new(o, "index", json_integer((json_int_t)k));
     json_object_set_new(o, "time_units", json_integer(pt->time_units));
     json_object_set_new(o, "time_s", prs_cli_json_real(pt->time_s));

@@ -74,7 +74,7 @@ expect_error 2 "more than the limit of 100: use a unit time of 0.02 s" "$bin" em
 import json, sys
 j = json.load(open(sys.argv[1]))
 assert j["frontier_points"] == 1 and j["clean_points"] == 1, j
-assert j["intrinsic_saving_pp"] == 0 and j["t_min_s"] == 0.45, j
+assert j["schema"] == 1 and j["intrinsic_saving_pct"] == 0 and j["t_min_s"] == 0.45, j
 PY
 
 # --- straggler lists and ranges: every spelling gives the same factors ---
@@ -98,13 +98,13 @@ PY
 import json, sys, os
 tmp = sys.argv[1]
 load = lambda n: json.load(open(os.path.join(tmp, n)))
-KEYS = ["intrinsic_saving_pp", "saving", "intrinsic_saving", "extrinsic_saving", "saving_pp", "tstar"]
+KEYS = ["intrinsic_saving_pct", "saving_pct", "job_intrinsic_saving_pct", "extrinsic_saving_pct", "saving_per_pipeline_pct", "t_star_ratio"]
 a, b, c, d = (load(n) for n in ("a.json", "b.json", "c.json", "d.json"))
 for x in (a, b, c, d):
-    assert [r["s"] for r in x["stragglers"]] == [1.1, 1.2], x["stragglers"]
+    assert [r["slowdown"] for r in x["stragglers"]] == [1.1, 1.2], x["stragglers"]
     assert x["stragglers"] == a["stragglers"]
 g = load("grid.json")
-s = [r["s"] for r in g["stragglers"]]
+s = [r["slowdown"] for r in g["stragglers"]]
 assert len(s) == 50 and s[0] == 1.01 and s[-1] == 1.5 and s[6] == 1.07, s
 assert s == [round(1 + i / 100, 2) for i in range(1, 51)], s
 # every row carries the six keys, for Perseus and for every baseline, in every variant
@@ -115,22 +115,22 @@ for rows in [g["stragglers"]] + [g["baselines"][k]["stragglers"] for k in ("all-
     for r in rows:
         for k in KEYS:
             assert k in r, (k, r)
-        assert r["saving"] < 100, r
+        assert r["saving_pct"] < 100, r
 for r in g["stragglers"] + g["exact"]["stragglers"] + g["lookup"]["stragglers"]:
-    assert 0 <= r["intrinsic_saving"] <= r["saving"] + 1e-9, r
-assert all(r["saving"] == 0 and r["intrinsic_saving_pp"] == 0 for r in g["baselines"]["all-max"]["stragglers"])
-assert g["intrinsic_saving_pp"] == g["stragglers"][0]["intrinsic_saving_pp"]
-assert 0 < g["intrinsic_saving_pp"] < 100
+    assert 0 <= r["job_intrinsic_saving_pct"] <= r["saving_pct"] + 1e-9, r
+assert all(r["saving_pct"] == 0 and r["intrinsic_saving_pct"] == 0 for r in g["baselines"]["all-max"]["stragglers"])
+assert g["intrinsic_saving_pct"] == g["stragglers"][0]["intrinsic_saving_pct"]
+assert 0 < g["intrinsic_saving_pct"] < 100
 # the lookup rule never saves less than the exact paper rule
 for lk, ex in zip(g["lookup"]["stragglers"], g["exact"]["stragglers"]):
-    assert lk["saving"] >= ex["saving"] - 1e-9, (lk, ex)
-    assert abs(lk["saving_minus_paper_rule"] - (lk["saving"] - ex["saving"])) < 1e-9
+    assert lk["saving_pct"] >= ex["saving_pct"] - 1e-9, (lk, ex)
+    assert abs(lk["saving_minus_paper_rule_pct"] - (lk["saving_pct"] - ex["saving_pct"])) < 1e-9
 # tp: same percentages, energies scaled by 8
 t1 = load("tp1.json")
 assert t1["tp"] == 1 and g["tp"] == 8 and g["gpus"] == 16 * 8 * 8
 def close(x, y, rel=1e-9):
     return abs(x - y) <= rel * (1 + abs(y))
-assert close(g["intrinsic_saving_pp"], t1["intrinsic_saving_pp"])
+assert close(g["intrinsic_saving_pct"], t1["intrinsic_saving_pct"])
 assert close(g["e_base_j"], 8 * t1["e_base_j"]) and close(g["e_intr_j"], 8 * t1["e_intr_j"])
 for r8, r1 in zip(g["stragglers"], t1["stragglers"]):
     for k in KEYS:
@@ -139,13 +139,13 @@ for r8, r1 in zip(g["stragglers"], t1["stragglers"]):
 for k in ("all-max", "uniform", "envpipe"):
     assert close(g["baselines"][k]["energy_j"], 8 * t1["baselines"][k]["energy_j"])
 h = load("hull.json")
-assert h["cost_model"] == "hull" and 0 < h["intrinsic_saving_pp"] < 100
+assert h["cost_model"] == "hull" and 0 < h["intrinsic_saving_pct"] < 100
 for n, sched in (("interleaved.json", "interleaved"), ("gpipe.json", "gpipe"),
                  ("small-1f1b.json", "1f1b"), ("small-gpipe.json", "gpipe")):
     x = load(n)
     assert x["schedule"] == sched, x["schedule"]
     r = x["stragglers"][0]
-    assert 0 < x["intrinsic_saving_pp"] < 100 and r["intrinsic_saving"] <= r["saving"] < 100, (n, r)
+    assert 0 < x["intrinsic_saving_pct"] < 100 and r["job_intrinsic_saving_pct"] <= r["saving_pct"] < 100, (n, r)
 assert load("interleaved.json")["virtual_stages"] == 2
 PY
 grep -q "^\[paper\]" "$tmp/table.txt" || fail "table: no [paper] section"
@@ -168,8 +168,8 @@ e, h = (json.load(open(os.path.join(sys.argv[1], "hve-%s.json" % m))) for m in (
 d = lambda f: f(h) - f(e)
 print("%s M=%s: hull - exp intrinsic saving: paper %+.2f, exact %+.2f points; total saving at "
       "s = 1.2, exact: %+.2f points" % (sys.argv[2], sys.argv[3],
-      d(lambda j: j["intrinsic_saving_pp"]), d(lambda j: j["exact"]["intrinsic_saving_pp"]),
-      d(lambda j: j["exact"]["stragglers"][0]["saving_pp"])))
+      d(lambda j: j["intrinsic_saving_pct"]), d(lambda j: j["exact"]["intrinsic_saving_pct"]),
+      d(lambda j: j["exact"]["stragglers"][0]["saving_per_pipeline_pct"])))
 PY
 }
 for m in 12 96; do hull_vs_exp example "$ex" $m; done >"$tmp/hve.txt"
@@ -204,7 +204,7 @@ def check(what, got, want, tol):
     if not abs(got - want) <= tol:
         errors.append("%s: %.6f, want %.6f +- %g" % (what, got, want, tol))
 def row(d, s):
-    return next(r for r in d["stragglers"] if r["s"] == s)
+    return next(r for r in d["stragglers"] if r["slowdown"] == s)
 
 # Table 6: intrinsic saving per pipeline
 table6 = {"gpt3-175b": [15.20, 14.19, 13.62, 13.32], "bloom": [10.47, 7.06, 5.23, 4.28]}
@@ -212,7 +212,7 @@ for model, want in table6.items():
     for m, w in zip((12, 24, 48, 96), want):
         d = load(model, m)
         assert d["pipelines"] == 1536 // m and d["gpus"] == 1536 // m * 64
-        check("%s M=%d intrinsic_saving_pp" % (model, m), d["intrinsic_saving_pp"], w, 0.05)
+        check("%s M=%d intrinsic_saving_pp" % (model, m), d["intrinsic_saving_pct"], w, 0.05)
 
 # Figure 7: s = 1.2, N = 16 (M = 96)
 fig7 = {"gpt3-175b": (27.01, 12.86, 28.07, 1.15), "bloom": (29.88, 4.14, 31.85, 1.20)}
@@ -220,11 +220,11 @@ for model, (sav, intr, pp, tstar) in fig7.items():
     d = load(model, 96)
     assert d["pipelines"] == 16
     r = row(d, 1.2)
-    check(model + " s=1.2 saving", r["saving"], sav, 0.05)
-    check(model + " s=1.2 intrinsic_saving", r["intrinsic_saving"], intr, 0.05)
-    check(model + " s=1.2 saving_pp", r["saving_pp"], pp, 0.05)
-    if r["tstar"] != tstar:
-        errors.append("%s s=1.2 tstar %r, want %r" % (model, r["tstar"], tstar))
+    check(model + " s=1.2 saving", r["saving_pct"], sav, 0.05)
+    check(model + " s=1.2 intrinsic_saving", r["job_intrinsic_saving_pct"], intr, 0.05)
+    check(model + " s=1.2 saving_pp", r["saving_per_pipeline_pct"], pp, 0.05)
+    if r["t_star_ratio"] != tstar:
+        errors.append("%s s=1.2 tstar %r, want %r" % (model, r["t_star_ratio"], tstar))
 
 # check values, GPT-3 A100 M=12 (scaled: times x10, energies x10 tp)
 d = load("gpt3-175b", 12)
@@ -233,9 +233,9 @@ check("E_base (scaled)", 10 * d["e_base_j"], 586128.9, 0.1)
 check("E_intr (scaled)", 10 * d["e_intr_j"], 497027.9, 0.1)
 for s, sav, intr, ext, t in ((1.01, 17.096, 15.163, 2.279, 28.46), (1.02, 18.586, 15.124, 4.078, 28.74)):
     r = row(d, s)
-    check("M=12 s=%.2f saving" % s, r["saving"], sav, 0.0005)
-    check("M=12 s=%.2f intrinsic_saving" % s, r["intrinsic_saving"], intr, 0.0005)
-    check("M=12 s=%.2f extrinsic_saving" % s, r["extrinsic_saving"], ext, 0.0005)
+    check("M=12 s=%.2f saving" % s, r["saving_pct"], sav, 0.0005)
+    check("M=12 s=%.2f intrinsic_saving" % s, r["job_intrinsic_saving_pct"], intr, 0.0005)
+    check("M=12 s=%.2f extrinsic_saving" % s, r["extrinsic_saving_pct"], ext, 0.0005)
     check("M=12 s=%.2f optimized time (scaled)" % s, 10 * r["t_star_s"], t, 1e-9)
 
 # selected grid values at N = 16 (Perseus total saving)
@@ -244,7 +244,7 @@ grid = {"gpt3-175b": {1.05: 20.59, 1.1: 24.98, 1.3: 26.48, 1.5: 25.47},
 for model, vals in grid.items():
     d = load(model, 96)
     for s, w in vals.items():
-        check("%s N=16 s=%.2f saving" % (model, s), row(d, s)["saving"], w, 0.05)
+        check("%s N=16 s=%.2f saving" % (model, s), row(d, s)["saving_pct"], w, 0.05)
 
 # Figure 8: maximum extrinsic saving over the grid, and where
 fig8 = {"gpt3-175b": [(12.31, 1.13), (15.06, 1.14), (16.28, 1.15), (16.45, 1.15)],
@@ -252,10 +252,10 @@ fig8 = {"gpt3-175b": [(12.31, 1.13), (15.06, 1.14), (16.28, 1.15), (16.45, 1.15)
 for model, want in fig8.items():
     for m, (w, at) in zip((12, 24, 48, 96), want):
         rows = load(model, m)["stragglers"]
-        best = max(rows, key=lambda r: r["extrinsic_saving"])
-        check("%s M=%d max extrinsic_saving" % (model, m), best["extrinsic_saving"], w, 0.05)
-        if abs(best["s"] - at) > 1e-9:
-            errors.append("%s M=%d max extrinsic at s=%r, want %r" % (model, m, best["s"], at))
+        best = max(rows, key=lambda r: r["extrinsic_saving_pct"])
+        check("%s M=%d max extrinsic_saving" % (model, m), best["extrinsic_saving_pct"], w, 0.05)
+        if abs(best["slowdown"] - at) > 1e-9:
+            errors.append("%s M=%d max extrinsic at s=%r, want %r" % (model, m, best["slowdown"], at))
 
 # internal consistency on the real data: Bloom's quirk (frontier T_min below the all-max path)
 b = load("bloom", 12)

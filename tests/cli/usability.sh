@@ -56,4 +56,36 @@ expect_error 1 "cannot create directory '$tmp/file/x/fr': Not a directory" \
 expect_error 1 "--unit-time 1 s is coarser than the computations.*Use a --unit-time" \
   "$bin/perseus" plan --profile "$p" "${pipe[@]}" --unit-time 1 --out "$tmp/g" --quiet
 [[ ! -e $tmp/g/frontier.csv ]] || fail "plan wrote a frontier it called unusable"
+# One JSON vocabulary: every object a command prints starts with "schema": 1, and every key it
+# holds is documented (docs/json.md; emulate's in docs/emulator.md and docs/power.md).
+src=${PRS_SOURCE_DIR:?}
+r=$tmp/run
+"$bin/perseus" plan export "$r/fr" --index 0 >"$tmp/export.json"
+"$bin/perseus" evaluate --profile "$p" "${pipe[@]}" --unit-time 0.001 --uniform auto --json \
+  >"$tmp/evaluate.json"
+"$bin/perseus" evaluate --profile "$p" --frontier "$r/fr" --index 0 --json >"$tmp/evaluate-fr.json"
+"$bin/perseus" emulate --profile "$p" "${pipe[@]}" --unit-time 0.001 --pipelines 4 --tp 1 \
+  --straggler 1.1 --power-cap 900 --json --quiet >"$tmp/emulate.json"
+"$bin/perseus" demo --json --no-plots --stages 2 --microbatches 2 >"$tmp/demo.json"
+/usr/bin/python3 - "$tmp" "$src/docs" <<'PY' || fail "JSON vocabulary"
+import json, os, re, sys
+tmp, docs = sys.argv[1:]
+text = lambda *names: "".join(open(os.path.join(docs, n)).read() for n in names)
+def keys(o):
+    if isinstance(o, dict):
+        for k, v in o.items():
+            yield k
+            yield from keys(v)
+    elif isinstance(o, list):
+        for v in o:
+            yield from keys(v)
+for name, doc in (("export", ("json.md",)), ("evaluate", ("json.md",)),
+                  ("evaluate-fr", ("json.md",)), ("demo", ("json.md",)),
+                  ("emulate", ("emulator.md", "power.md"))):
+    o = json.load(open(os.path.join(tmp, name + ".json")))
+    assert list(o)[0] == "schema" and o["schema"] == 1, (name, list(o)[:3])
+    d = text(*doc)
+    missing = sorted({k for k in keys(o) if "`%s`" % k not in d})
+    assert not missing, (name, "keys not documented in", doc, missing)
+PY
 echo "usability checks passed ($ran help examples ran)"
