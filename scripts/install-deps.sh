@@ -15,9 +15,11 @@ pkgs=(build-essential cmake ninja-build pkg-config
       libcminpack-dev libmicrohttpd-dev libjansson-dev libsqlite3-dev libcurl4-openssl-dev)
 if ((!runtime)); then
   # groff-base: the installed-tree test renders the man pages; python3-venv, -setuptools and
-  # -wheel: it pip-installs the Python package (tests/cli/install.sh).
+  # -wheel: it pip-installs the Python package (tests/cli/install.sh); prometheus: promtool
+  # checks perseusd's /metrics (tests/cli/metrics.sh).
   pkgs+=(clang libclang-rt-14-dev clang-format clang-tidy libcmocka-dev libglpk-dev libxml2-utils
-         librsvg2-bin groff-base python3-venv python3-setuptools python3-wheel python3-torch)
+         librsvg2-bin groff-base python3-venv python3-setuptools python3-wheel python3-torch
+         prometheus)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -49,6 +49,7 @@
 #include <microhttpd.h>
 
 #include "job.h"
+#include "metrics.h"
 #include "perseus/numfmt.h"
 #include "request.h"
 #include "secure.h"
@@ -1066,9 +1067,11 @@ static enum MHD_Result handle_metrics(prs_server *s, struct MHD_Connection *c, c
     for (int p = 0; p < JOB_NPHASES; p++)
         fprintf(f, "perseusd_jobs{phase=\"%s\"} %ld\n", job_phase_name((job_phase)p), phases[p]);
     fprintf(f,
-            "# HELP perseusd_jobs_total_loaded Jobs known to the server.\n"
-            "# TYPE perseusd_jobs_total_loaded gauge\nperseusd_jobs_total_loaded %ld\n",
+            "# HELP perseusd_jobs_loaded Jobs known to the server.\n"
+            "# TYPE perseusd_jobs_loaded gauge\nperseusd_jobs_loaded %ld\n",
             njobs);
+    prs__metrics_build_info(f);
+    prs__metrics_process(f);
     metrics m;
     pthread_mutex_lock(&s->m.mu);
     memcpy(&m, &s->m, sizeof m);
