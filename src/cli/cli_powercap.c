@@ -131,7 +131,8 @@ static void print_sweep_row(const prs_cap_result *r)
 
 /* ---- The plot ---- */
 
-static int write_plot(const char *cmd, const char *path, const prs_cap_result *rs, size_t n)
+static int write_plot(const char *cmd, const char *path, prs_cap_on on, const prs_cap_result *rs,
+                      size_t n)
 {
     double *xy = malloc(sizeof *xy * 2 * n * PRS_CAP_NSTRATEGIES);
     if (!xy) return fprintf(stderr, "perseus %s: out of memory\n", cmd), 1;
@@ -149,8 +150,8 @@ static int write_plot(const char *cmd, const char *path, const prs_cap_result *r
         ser[s] = (prs_plot_series){labels[s], x, y, k};
     }
     char sub[96];
-    snprintf(sub, sizeof sub, "cap on the %s power%s", rs[0].on == PRS_CAP_AVG ? "average" : "peak",
-             rs[0].on == PRS_CAP_AVG ? "" : " over the window");
+    snprintf(sub, sizeof sub, "cap on the %s power%s", on == PRS_CAP_AVG ? "average" : "peak",
+             on == PRS_CAP_AVG ? "" : " over the window");
     prs_savings_plot p = {
         "Throughput under a power cap", sub, "Throughput (iterations/s)", ser, PRS_CAP_NSTRATEGIES,
         "Power cap per pipeline (W)"};
@@ -189,7 +190,7 @@ static int sweep(const char *cmd, const prs_cli_powercap *c, prs_powercap *pc, j
     }
     if (rc) fprintf(stderr, "perseus %s: %s\n", cmd, err.msg);
     if (arr) json_object_set_new(json, "power_cap_sweep", arr);
-    if (!rc && c->plot_path) rc = write_plot(cmd, c->plot_path, rs, (size_t)c->sweep);
+    if (!rc && c->plot_path) rc = write_plot(cmd, c->plot_path, c->on, rs, (size_t)c->sweep);
     free(rs);
     return rc ? 1 : 0;
 }
@@ -214,7 +215,7 @@ int prs_cli_powercap_run(const char *cmd, const prs_cli_powercap *c, const prs_p
         prs_powercap_free(pc);
         return rc == PRS_EINVAL ? 2 : 1;
     }
-    rc = sweep(cmd, c, pc, json);
+    rc = c->sweep ? sweep(cmd, c, pc, json) : 0;
     prs_powercap_free(pc);
     return rc;
 }

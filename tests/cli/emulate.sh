@@ -288,6 +288,7 @@ done
 "$bin" plan --profile "$ex" --stages 8 --microbatches 12 --unit-time 0.001 --blocking-power 83.64 \
   --cost-model hull --quiet --out "$tmp/capf" --power-cap 2200 > "$tmp/cap-plan.txt"
 grep -q "power_limit " "$tmp/cap-plan.txt" || fail "plan --power-cap prints no table"
+! grep -q "power-cap sweep" "$tmp/cap-plan.txt" || fail "plan --power-cap alone prints a sweep"
 $py - "$tmp" <<'PY' || fail "power cap figures"
 import json, sys
 d = sys.argv[1]
