@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "perseus/numfmt.h"
+#include "powercap_job.h"
 
 static const char *const PHASES[JOB_NPHASES] = {"registering", "profiling", "planning",
                                                 "running",     "done",      "failed"};
@@ -157,6 +158,7 @@ void job_free(job *j)
     free(j->scratch);
     prs_profile_free(j->profile);
     prs_frontier_free(j->frontier);
+    job_power_clear(j);
     free(j);
 }
 
@@ -212,6 +214,7 @@ static void set_failed(job *j, const char *fmt, ...)
 /* Forget every decoded plan (the frontier changed). */
 static void decoded_clear(job *j)
 {
+    job_power_clear(j);
     for (int i = 0; i < j->ndecoded; i++)
         free(j->decoded[i].clocks);
     j->ndecoded = 0;
@@ -315,6 +318,21 @@ static void lookup_rule(const job *j, double *tprime, size_t *slow)
     if (*tprime > 0 && prs_frontier_lookup(j->frontier, *tprime, slow) != 0) *slow = j->fastest;
 }
 
+/* The plan pipeline d should run: the lookup rule's (tprime, slow from lookup_rule), or the
+ * power cap's plan cap (-1: none) when that is slower. */
+static long wanted_plan(const job *j, int d, double tprime, size_t slow, long cap)
+{
+    long want = (long)(j->pipes[d].straggler || tprime <= 0 ? j->fastest : slow);
+    return job_slower_plan(j, want, cap);
+}
+
+/* The plan the power cap allows every pipeline (-1: no cap), its powers evaluated if needed. */
+static long cap_rule(job *j)
+{
+    if (j->spec.power_cap_w > 0) job_power_prepare(j);
+    return job_cap_plan(j, NULL);
+}
+
 /* Iterations between announcing plan `to` and running it (replacing `from`, -1: none): at
  * least 2, and at least switch_lead_s at the shorter of the two plans' iteration times. */
 static long switch_lead(const job *j, long from, long to)
@@ -382,19 +400,18 @@ static int change_plan(job *j, int d, long want)
     return 0;
 }
 
-/* Give every pipeline the plan the lookup rule chooses (change_plan). Bump the round when an
- * announced plan changed and store the pipelines. */
+/* Give every pipeline the plan the lookup rule and the power cap choose (change_plan). Bump the
+ * round when an announced plan changed and store the pipelines. */
 static int assign_plans(job *j, store *st, int force_store, api_err *e)
 {
     if (!j->frontier) return 0;
     double tprime;
     size_t slow;
     lookup_rule(j, &tprime, &slow);
+    long cap = cap_rule(j);
     int changed = 0;
     for (int d = 0; d < j->spec.dp; d++) {
-        job_pipe *p = &j->pipes[d];
-        long want = (long)(p->straggler || tprime <= 0 ? j->fastest : slow);
-        int announced = change_plan(j, d, want);
+        int announced = change_plan(j, d, wanted_plan(j, d, tprime, slow, cap));
         changed |= announced;
         if ((announced || force_store) && put_pipe(j, st, d, e)) return -1;
     }
@@ -598,9 +615,10 @@ static void load_deferred(job *j)
     double tprime;
     size_t slow;
     lookup_rule(j, &tprime, &slow);
+    long cap = cap_rule(j);
     for (int d = 0; d < j->spec.dp; d++) {
         job_pipe *p = &j->pipes[d];
-        long want = (long)(p->straggler || tprime <= 0 ? j->fastest : slow);
+        long want = wanted_plan(j, d, tprime, slow, cap);
         if (want != p->plan_id) p->want_plan = want;
     }
 }
@@ -1417,6 +1435,21 @@ int job_clear_straggler(job *j, store *st, int dp, api_err *e)
     return assign_plans(j, st, 0, e);
 }
 
+int job_set_power_cap(job *j, store *st, double watts, api_err *e)
+{
+    if (j->phase == JOB_DONE || j->phase == JOB_FAILED)
+        return wrong_phase(e, j, watts > 0 ? "setting a power cap" : "lifting a power cap");
+    j->spec.power_cap_w = watts;
+    json_t *sj = req_job_spec_json(&j->spec);
+    char *text = sj ? json_dumps(sj, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(sj);
+    if (!text) return api_fail(e, 500, "internal", "out of memory");
+    int rc = store_set_job_spec(st, j->id, text);
+    free(text);
+    if (rc) return store_fail(e, st);
+    return j->phase == JOB_RUNNING ? assign_plans(j, st, 0, e) : 0;
+}
+
 int job_complete(job *j, store *st, api_err *e)
 {
     if (j->phase == JOB_DONE || j->phase == JOB_FAILED) return wrong_phase(e, j, "completing");
@@ -1566,11 +1599,13 @@ json_t *job_status_json(const job *j)
             if (p->straggler)
                 json_object_set_new(pj, "straggler_time_s", json_real(p->straggler_time_s));
             json_object_set_new(pj, "plan", point_json(j, p->plan_id));
+            json_object_set_new(pj, "power", job_plan_power_json(j, p->plan_id));
             json_array_append_new(pipes, pj);
             saved += p->saved_j;
             iters += p->iterations;
         }
         json_object_set_new(o, "pipelines", pipes);
+        json_object_set_new(o, "power_cap", job_power_cap_json(j));
         const prs_frontier_point *fp = prs_frontier_point_at(j->frontier, j->fastest);
         if (fp && j->allmax_energy_j > 0)
             json_object_set_new(

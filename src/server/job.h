@@ -148,6 +148,11 @@ typedef struct job {
 
     double bp_measured_w, bp_used_w; /* blocking power measured, planned with (0: none) */
 
+    /* power cap (powercap_job.h): every frontier plan's average and 1 s peak power per
+     * pipeline, NULL until a cap needed them */
+    double *plan_avg_w, *plan_peak_w;
+    size_t nplan_power;
+
     long long measurements; /* rows in the store */
     struct job *next;
 } job;
@@ -189,6 +194,10 @@ int job_install_profile(job *j, store *st, prs_profile *p, int *action, api_err 
 int job_set_straggler(job *j, store *st, const req_straggler *r, api_err *e);
 int job_clear_straggler(job *j, store *st, int dp, api_err *e);
 int job_complete(job *j, store *st, api_err *e);
+/* Set (watts > 0) or lift (watts 0) the job's power cap (powercap_job.h): stored in its spec;
+ * while running, every pipeline is given the slower of the cap's plan and the straggler rule's,
+ * announced as any plan change is. Refused once the job is done or failed. */
+int job_set_power_cap(job *j, store *st, double watts, api_err *e);
 
 /* The planner finished: f (owned, may be NULL on failure) with its plans.prs text
  * (prs_frontier_to_plans), or the failure why. Moves to running or failed unless the job left

@@ -157,13 +157,22 @@ void req_spec_pipeline(const req_job_spec *s, prs_pipeline *pipe)
     pipe->virtual_stages = s->schedule == PRS_SCHEDULE_INTERLEAVED ? s->virtual_stages : 0;
 }
 
+/* power_cap_w: optional; null is the same as absent (no cap). */
+static int get_power_cap(json_t *root, req_job_spec *s, prs_error *err)
+{
+    json_t *v = json_object_get(root, "power_cap_w");
+    if (!v || json_is_null(v)) return 0;
+    return get_real(root, "power_cap_w", 1, 0.0, 1, REQ_MAX_POWER_CAP_W, &s->power_cap_w, err);
+}
+
 static int parse_spec(json_t *root, req_job_spec *s, prs_error *err)
 {
     static const char *const keys[] = {
         "model",     "stages",         "microbatches",     "dp",
         "tp",        "schedule",       "virtual_stages",   "clocks_mhz",
         "profiling", "unit_time_s",    "blocking_power_w", "cost_model",
-        "straggler", "reuse_frontier", "switch_lead_s",    NULL};
+        "straggler", "reuse_frontier", "switch_lead_s",    "power_cap_w",
+        NULL};
     static const char *const pkeys[] = {"warmup_iterations",
                                         "iterations_per_clock",
                                         "min_clock_mhz",
@@ -195,7 +204,7 @@ static int parse_spec(json_t *root, req_job_spec *s, prs_error *err)
         get_real(root, "unit_time_s", 0, 1e-6, 0, 10.0, &s->unit_time_s, err) ||
         get_blocking_power(root, s, err) ||
         get_real(root, "switch_lead_s", 0, 0.0, 0, 3600.0, &s->switch_lead_s, err) ||
-        get_bool(root, "reuse_frontier", &s->reuse_frontier, err))
+        get_bool(root, "reuse_frontier", &s->reuse_frontier, err) || get_power_cap(root, s, err))
         return PRS_EINVAL;
     json_t *v = json_object_get(root, "schedule");
     if (v && (!json_is_string(v) || prs_schedule_parse(json_string_value(v), &s->schedule)))
@@ -289,10 +298,16 @@ json_t *req_job_spec_json(const req_job_spec *s)
         json_decref(clocks);
         return NULL;
     }
+    json_t *cap = s->power_cap_w > 0 ? json_real(s->power_cap_w) : json_null();
+    if (!cap) {
+        json_decref(clocks);
+        json_decref(bp);
+        return NULL;
+    }
     return json_pack(
         "{s:s, s:i, s:i, s:i, s:i, s:s, s:i, s:o, s:{s:i, s:i, s:i, s:b, s:f, s:i}, "
         "s:f, s:o, "
-        "s:s, s:{s:f, s:i}, s:f, s:b}",
+        "s:s, s:{s:f, s:i}, s:f, s:b, s:o}",
         "model", s->model, "stages", s->stages, "microbatches", s->microbatches, "dp", s->dp, "tp",
         s->tp, "schedule", prs_schedule_name(s->schedule), "virtual_stages", s->virtual_stages,
         "clocks_mhz", clocks, "profiling", "warmup_iterations", s->warmup_iterations,
@@ -301,7 +316,7 @@ json_t *req_job_spec_json(const req_job_spec *s)
         "max_iterations_per_clock", s->max_iterations_per_clock, "unit_time_s", s->unit_time_s,
         "blocking_power_w", bp, "cost_model", prs_cost_model_name(s->cost_model), "straggler",
         "factor", s->straggler_factor, "iterations", s->straggler_iterations, "switch_lead_s",
-        s->switch_lead_s, "reuse_frontier", s->reuse_frontier);
+        s->switch_lead_s, "reuse_frontier", s->reuse_frontier, "power_cap_w", cap);
 }
 
 int req_parse_rank(const char *text, size_t len, req_rank *out, prs_error *err)
@@ -447,4 +462,16 @@ int req_parse_straggler(const char *text, size_t len, req_straggler *out, prs_er
 out:
     json_decref(root);
     return rc;
+}
+
+int req_parse_power_cap(const char *text, size_t len, double *watts, prs_error *err)
+{
+    static const char *const keys[] = {"power_cap_w", NULL};
+    json_t *root = load(text, len, err);
+    if (!root) return PRS_EINVAL;
+    *watts = 0;
+    int rc = only_keys(root, "", keys, err) ||
+             get_real(root, "power_cap_w", 1, 0.0, 1, REQ_MAX_POWER_CAP_W, watts, err);
+    json_decref(root);
+    return rc ? PRS_EINVAL : 0;
 }

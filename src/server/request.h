@@ -50,6 +50,7 @@ typedef struct req_job_spec {
     int straggler_iterations;
     double switch_lead_s; /* a new plan starts at least this long after it is announced */
     int reuse_frontier;
+    double power_cap_w; /* per job (split across pipelines), on the 1 s peak; 0: no cap */
 } req_job_spec;
 
 /* A rank registration (POST /v1/jobs/{id}/ranks). */
@@ -95,6 +96,9 @@ typedef struct req_straggler {
     double slowdown; /* or T' as a multiple of the fastest plan's time */
 } req_straggler;
 
+/* Largest power cap accepted, watts per job. */
+#define REQ_MAX_POWER_CAP_W 1e9
+
 /* Parse text (len bytes, not NUL-terminated) into out. 0, or PRS_EINVAL with err's message
  * (one printable line of fewer than REQ_MSG_MAX bytes) naming the field. */
 int req_parse_job_spec(const char *text, size_t len, req_job_spec *out, prs_error *err);
@@ -102,6 +106,8 @@ int req_parse_rank(const char *text, size_t len, req_rank *out, prs_error *err);
 int req_parse_results(const char *text, size_t len, req_results *out, prs_error *err);
 void req_results_free(req_results *r);
 int req_parse_straggler(const char *text, size_t len, req_straggler *out, prs_error *err);
+/* POST /v1/jobs/{id}/power_cap: {"power_cap_w": W}, W > 0 watts per job. */
+int req_parse_power_cap(const char *text, size_t len, double *watts, prs_error *err);
 
 /* The spec as a canonical JSON object (every field, defaults filled in); NULL on no memory.
  * req_parse_job_spec(json_dumps(req_job_spec_json(s))) gives back s. */

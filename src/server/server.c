@@ -53,6 +53,7 @@
 #include "perseus/numfmt.h"
 #include "request.h"
 #include "secure.h"
+#include "powercap_job.h"
 #include "store.h"
 
 /* ---- routes and metrics ---- */
@@ -67,6 +68,8 @@ enum route {
     R_RESULTS,
     R_STRAGGLER_SET,
     R_STRAGGLER_CLEAR,
+    R_POWER_CAP_SET,
+    R_POWER_CAP_CLEAR,
     R_PROFILE_GET,
     R_PROFILE_PUT,
     R_FRONTIER,
@@ -77,9 +80,10 @@ enum route {
 };
 
 static const char *const ROUTE_NAMES[N_ROUTES] = {
-    "healthz",        "metrics",      "create_job",    "get_job",         "register_rank",
-    "schedule",       "results",      "set_straggler", "clear_straggler", "get_profile",
-    "upload_profile", "get_frontier", "complete",      "delete_job",      "unknown"};
+    "healthz",         "metrics",     "create_job",     "get_job",         "register_rank",
+    "schedule",        "results",     "set_straggler",  "clear_straggler", "set_power_cap",
+    "clear_power_cap", "get_profile", "upload_profile", "get_frontier",    "complete",
+    "delete_job",      "unknown"};
 
 static const int CODES[] = {200, 201, 400, 401, 404, 405, 409, 413, 429, 500, 501, 503};
 #define N_CODES ((int)(sizeof CODES / sizeof CODES[0]) + 1) /* + "other" */
@@ -659,6 +663,8 @@ static void match(const char *method, const char *url, route_match *m)
     if (strcmp(rest, "/schedule") == 0) ROUTE(R_SCHEDULE, get, "GET");
     if (strcmp(rest, "/results") == 0) ROUTE(R_RESULTS, post, "POST");
     if (strcmp(rest, "/stragglers") == 0) ROUTE(R_STRAGGLER_SET, post, "POST");
+    if (strcmp(rest, "/power_cap") == 0)
+        ROUTE(del ? R_POWER_CAP_CLEAR : R_POWER_CAP_SET, post || del, "POST, DELETE");
     if (strcmp(rest, "/frontier") == 0) ROUTE(R_FRONTIER, get, "GET");
     if (strcmp(rest, "/complete") == 0) ROUTE(R_COMPLETE, post, "POST");
     if (strcmp(rest, "/profile") == 0)
@@ -840,6 +846,15 @@ static int do_clear(prs_server *s, job *j, conn_ctx *cc, void *arg, int *action,
     return job_clear_straggler(j, s->st, (int)*(long *)arg, e);
 }
 
+static int do_power_cap(prs_server *s, job *j, conn_ctx *cc, void *arg, int *action, api_err *e)
+{
+    double watts = 0;
+    prs_error err;
+    if (*(int *)arg && req_parse_power_cap(cc->body ? cc->body : "", cc->len, &watts, &err))
+        return api_fail(e, 400, "bad_request", "%s", err.msg);
+    return job_set_power_cap(j, s->st, watts, e);
+}
+
 static int do_profile(prs_server *s, job *j, conn_ctx *cc, void *arg, int *action, api_err *e)
 {
     prs_profile **p = arg;
@@ -984,6 +999,16 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
         if (!rc)
             out = json_pack("{s:s, s:I, s:o}", "phase", job_phase_name(j->phase), "round",
                             (json_int_t)j->round, "pipelines", pipes_json(j));
+        break;
+    }
+    case R_POWER_CAP_SET:
+    case R_POWER_CAP_CLEAR: {
+        int set = m->route == R_POWER_CAP_SET;
+        rc = run_tx(s, j, cc, do_power_cap, &set, &e);
+        if (!rc)
+            out = json_pack("{s:s, s:I, s:o, s:o}", "phase", job_phase_name(j->phase), "round",
+                            (json_int_t)j->round, "power_cap", job_power_cap_json(j), "pipelines",
+                            pipes_json(j));
         break;
     }
     case R_PROFILE_PUT:

@@ -78,6 +78,7 @@ enum {
     Q_ROLLBACK,
     Q_INS_JOB,
     Q_UPD_JOB,
+    Q_SET_SPEC,
     Q_ALL_JOBS,
     Q_JOB_BP,
     Q_INS_RANK,
@@ -114,6 +115,7 @@ static const char *const SQL[Q_COUNT] = {
     [Q_INS_JOB] = "INSERT INTO jobs(id, token_hash, spec, config_key, phase, reason, sweep_index,"
                   " round, planning_s, created_unix, bp_measured_w, bp_used_w, finished_unix)"
                   " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
+    [Q_SET_SPEC] = "UPDATE jobs SET spec=?2 WHERE id=?1",
     [Q_UPD_JOB] = "UPDATE jobs SET phase=?2, reason=?3, sweep_index=?4, round=?5, planning_s=?6,"
                   " bp_measured_w=?7, bp_used_w=?8, finished_unix=?9 WHERE id=?1",
     [Q_ALL_JOBS] = "SELECT id, token_hash, spec, config_key, phase, reason, sweep_index, round,"
@@ -351,6 +353,14 @@ int store_update_job(store *s, const store_job_row *j)
     bind_opt_real(st, 8, j->bp_used_w);
     bind_opt_time(st, 9, j->finished_unix);
     return exec_done(s, st, "update job");
+}
+
+int store_set_job_spec(store *s, const char *id, const char *spec_json)
+{
+    sqlite3_stmt *st = stmt(s, Q_SET_SPEC);
+    bind_text(st, 1, id);
+    bind_text(st, 2, spec_json);
+    return exec_done(s, st, "update job spec");
 }
 
 int store_delete_job(store *s, const char *id)

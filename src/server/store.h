@@ -53,6 +53,8 @@ typedef struct store_job_row {
 
 int store_insert_job(store *s, const store_job_row *j);
 int store_update_job(store *s, const store_job_row *j);
+/* Replace a job's stored spec (a setting changed at run time: the power cap). */
+int store_set_job_spec(store *s, const char *id, const char *spec_json);
 /* Delete a job and every row it owns (ranks, measurements, windows, profile, frontier,
  * pipelines). */
 int store_delete_job(store *s, const char *id);

@@ -588,12 +588,164 @@ static void test_server_killed(void **state)
     world_stop(&w);
 }
 
+/* GET or change the job: the status body (new reference), or the answer to method on path. */
+static json_t *job_call(world *w, const char *method, const char *what, json_t *body)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/v1/jobs/%s%s", prs_client_job_id(w->r[0].cl), what);
+    http_reply r = http_json(w->d.port, method, path, prs_client_token(w->r[0].cl), body);
+    json_t *out = r.status == 200 && r.json ? json_incref(r.json) : NULL;
+    if (!out) fprintf(stderr, "%s %s: HTTP %d\n", method, path, r.status);
+    http_reply_free(&r);
+    return out;
+}
+
+static json_t *pipe_status(json_t *status, int d)
+{
+    return json_array_get(json_object_get(status, "pipelines"), (size_t)d);
+}
+
+/* Iterate until every rank runs plan `plan`; first[i] gets the first iteration rank i ran it
+ * (the client's count of iterations ended before it). 0, or -1 when some rank never did. */
+static int until_plan(world *w, long plan, long *first)
+{
+    int n = w->dp * STAGES, left = n;
+    for (int i = 0; i < n; i++)
+        first[i] = -1;
+    iter_rec rec;
+    for (int it = 0; it < 200 && left > 0; it++) {
+        for (int i = 0; i < n; i++) {
+            prs_client_stats st;
+            prs_client_get_stats(w->r[i].cl, &st);
+            if (first[i] < 0 && st.plan_id == plan) {
+                first[i] = st.iterations;
+                left--;
+            }
+        }
+        if (left > 0) run_iteration(w, &rec);
+        harness_sleep_ms(10);
+    }
+    return left ? -1 : 0;
+}
+
+/* Pipeline 0's mean power over k iterations, measured on its sim GPUs. */
+static double measured_power(world *w, int k)
+{
+    double t = 0, e = 0;
+    iter_rec rec;
+    for (int i = 0; i < k; i++) {
+        run_iteration(w, &rec);
+        t += rec.time_s;
+        e += rec.energy_j;
+    }
+    return e / t;
+}
+
+/* The announced iteration of rank 0's plan (the schedule's from_iteration). */
+static long announced_from(world *w)
+{
+    json_t *s = job_call(w, "GET", "/schedule?rank=0", NULL);
+    long from = json_int(s, "from_iteration");
+    json_decref(s);
+    return from;
+}
+
+/* Every rank started plan `plan` within one iteration of the announced one. */
+static void check_switch(world *w, long plan, const char *what)
+{
+    long from = announced_from(w), first[MAX_RANKS];
+    assert_int_equal(until_plan(w, plan, first), 0);
+    long lo = first[0], hi = first[0];
+    for (int i = 0; i < w->dp * STAGES; i++) {
+        if (first[i] < lo) lo = first[i];
+        if (first[i] > hi) hi = first[i];
+    }
+    printf("%s: plan %ld announced from iteration %ld, every rank ran it from %ld..%ld\n", what,
+           plan, from, lo, hi);
+    assert_true(lo >= from - 1 && hi <= from + 1);
+}
+
+/* A power cap set mid-run: every pipeline moves to the fastest plan within cap / dp on its 1 s
+ * peak at the announced iteration, draws (measured on the sim GPUs) the power predicted within
+ * 2 %, keeps the cap across a kill -9 of the server, and returns to the fastest plan when the cap
+ * is lifted. */
+static void test_power_cap(void **state)
+{
+    (void)state;
+    world w;
+    world_start(&w, 0.01, 1, 2, "");
+    enum { CAP = 4000 };
+    iter_rec *recs = calloc(CAP, sizeof *recs);
+    long n = train_until_running(&w, recs, CAP, 3);
+    assert_true(seen(recs, n, "running"));
+
+    /* A cap above any plan's power keeps the fastest plan and shows its power. */
+    json_t *st = job_call(&w, "POST", "/power_cap", json_pack("{s:f}", "power_cap_w", 1e6));
+    assert_non_null(st);
+    json_decref(st);
+    st = job_call(&w, "GET", "", NULL);
+    long fastest = json_int(json_object_get(json_object_get(st, "frontier"), "fastest"), "plan_id");
+    json_t *pw = json_object_get(pipe_status(st, 0), "power");
+    double fast_peak = json_num(pw, "peak_w"), fast_avg = json_num(pw, "avg_w");
+    assert_int_equal(json_int(pipe_status(st, 0), "plan_id"), fastest);
+    assert_true(fast_peak > 0 && fast_avg > 0 && fast_avg <= fast_peak * (1 + 1e-9));
+    json_decref(st);
+    double fast_meas = measured_power(&w, 3);
+
+    /* 90 % of the fastest plan's peak, per pipeline. */
+    double cap = 0.9 * fast_peak * w.dp;
+    st = job_call(&w, "POST", "/power_cap", json_pack("{s:f}", "power_cap_w", cap));
+    assert_non_null(st);
+    long plan = json_int(pipe_status(st, 0), "plan_id");
+    assert_true(plan != fastest && plan >= 0);
+    assert_int_equal(json_int(pipe_status(st, 1), "plan_id"), plan);
+    assert_true(json_is_true(json_object_get(json_object_get(st, "power_cap"), "feasible")));
+    json_decref(st);
+    check_switch(&w, plan, "cap set");
+
+    st = job_call(&w, "GET", "", NULL);
+    pw = json_object_get(pipe_status(st, 0), "power");
+    double peak = json_num(pw, "peak_w"), avg = json_num(pw, "avg_w");
+    json_decref(st);
+    assert_true(peak <= cap / w.dp * (1 + 1e-9));
+    double meas = measured_power(&w, 5);
+    printf("fastest plan %ld: predicted %.2f W (peak %.2f W), measured %.2f W (%+.3f %%)\n"
+           "cap %.2f W per pipeline: plan %ld predicted %.2f W (peak %.2f W), measured %.2f W "
+           "(%+.3f %%)\n",
+           fastest, fast_avg, fast_peak, fast_meas, 100 * (fast_meas / fast_avg - 1), cap / w.dp,
+           plan, avg, peak, meas, 100 * (meas / avg - 1));
+    assert_true(fabs(fast_meas / fast_avg - 1) <= 0.02);
+    assert_true(fabs(meas / avg - 1) <= 0.02);
+
+    /* The cap survives kill -9. */
+    assert_int_equal(daemon_stop(&w.d, SIGKILL), 128 + SIGKILL);
+    assert_int_equal(daemon_restart(&w.d), 0);
+    st = job_call(&w, "GET", "", NULL);
+    json_t *pc = json_object_get(st, "power_cap");
+    assert_true(fabs(json_num(pc, "cap_w") / cap - 1) < 1e-9);
+    assert_int_equal(json_int(pipe_status(st, 0), "plan_id"), plan);
+    json_decref(st);
+
+    /* Lifted: back to the fastest plan. */
+    st = job_call(&w, "DELETE", "/power_cap", NULL);
+    assert_non_null(st);
+    assert_true(json_is_null(json_object_get(json_object_get(st, "power_cap"), "cap_w")));
+    assert_int_equal(json_int(pipe_status(st, 0), "plan_id"), fastest);
+    json_decref(st);
+    check_switch(&w, fastest, "cap lifted");
+    prs_client_stats s;
+    prs_client_get_stats(w.r[0].cl, &s);
+    assert_int_equal(s.late_switches, 0);
+    free(recs);
+    world_stop(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile_plan_run), cmocka_unit_test(test_interleaved),
         cmocka_unit_test(test_jitter),           cmocka_unit_test(test_straggler_auto),
-        cmocka_unit_test(test_server_killed),
+        cmocka_unit_test(test_server_killed),    cmocka_unit_test(test_power_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
