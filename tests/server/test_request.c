@@ -48,7 +48,7 @@ static void test_spec_defaults_and_round_trip(void **state)
                           "\"min_clock_mhz\":1395,\"skip_dominated\":false},"
                           "\"unit_time_s\":0.0005,\"cost_model\":\"hull\","
                           "\"straggler\":{\"factor\":1.5,\"iterations\":4},"
-                          "\"reuse_frontier\":false,\"switch_lead_s\":0}",
+                          "\"reuse_frontier\":false,\"switch_lead_s\":0,\"power_cap_w\":2500.5}",
                           &s, msg),
                      0);
     json_t *j = req_job_spec_json(&s);
@@ -62,6 +62,7 @@ static void test_spec_defaults_and_round_trip(void **state)
     assert_false(back.reuse_frontier);
     assert_true(back.straggler_factor == 1.5);
     assert_true(back.switch_lead_s == 0);
+    assert_true(back.power_cap_w == 2500.5);
 }
 
 /* blocking_power_w is optional (absent or null: the job measures it) and round-trips as null. */
@@ -126,6 +127,8 @@ static void test_spec_errors_name_the_field(void **state)
         {"{" BASE ",\"clocks_mhz\":[1410],\"reuse_frontier\":1}", "true or false"},
         {"{" BASE ",\"clocks_mhz\":[1410],\"switch_lead_s\":-0.5}", "switch_lead_s:"},
         {"{" BASE ",\"clocks_mhz\":[1410],\"switch_lead_s\":\"2\"}", "switch_lead_s:"},
+        {"{" BASE ",\"clocks_mhz\":[1410],\"power_cap_w\":0}", "power_cap_w:"},
+        {"{" BASE ",\"clocks_mhz\":[1410],\"power_cap_w\":\"1e3\"}", "power_cap_w:"},
         {"{\"stages\":1,\"stages\":1}", "malformed JSON"},
         {"{\"a\\u0001b\":1}", "unknown field 'a?b'"},
     };
@@ -160,6 +163,29 @@ static void test_rank_and_straggler(void **state)
     assert_true(s.time_s == 2.5 && s.slowdown == 0 && s.dp == 1);
     const char *low = "{\"dp\":1,\"slowdown\":0.9}";
     assert_int_equal(req_parse_straggler(low, strlen(low), &s, &err), -1);
+}
+
+/* POST /v1/jobs/{id}/power_cap: {"power_cap_w": W}, W > 0; anything else names the field. */
+static void test_power_cap(void **state)
+{
+    (void)state;
+    prs_error err = {0, ""};
+    double w = -1;
+    const char *ok = "{\"power_cap_w\":1200.5}";
+    assert_int_equal(req_parse_power_cap(ok, strlen(ok), &w, &err), 0);
+    assert_true(w == 1200.5);
+    static const char *const bad[] = {"{}",
+                                      "{\"power_cap_w\":0}",
+                                      "{\"power_cap_w\":-3}",
+                                      "{\"power_cap_w\":null}",
+                                      "{\"power_cap_w\":1e10}",
+                                      "{\"power_cap_w\":5,\"x\":1}",
+                                      "[5]",
+                                      ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(req_parse_power_cap(bad[i], strlen(bad[i]), &w, &err), -1);
+        if (i < 5) assert_non_null(strstr(err.msg, "power_cap_w"));
+    }
 }
 
 static void test_results(void **state)
@@ -249,6 +275,7 @@ int main(void)
         cmocka_unit_test(test_spec_errors_name_the_field),
         cmocka_unit_test(test_spec_blocking_power),
         cmocka_unit_test(test_rank_and_straggler),
+        cmocka_unit_test(test_power_cap),
         cmocka_unit_test(test_results),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
