@@ -605,15 +605,32 @@ static json_t *pipe_status(json_t *status, int d)
     return json_array_get(json_object_get(status, "pipelines"), (size_t)d);
 }
 
+/* The announced plan of pipeline d and the iteration it holds from (its first rank's schedule). */
+static long announced(world *w, int d, long *from)
+{
+    char q[64];
+    snprintf(q, sizeof q, "/schedule?rank=%d", d * STAGES);
+    json_t *s = job_call(w, "GET", q, NULL);
+    long plan = json_int(s, "plan_id");
+    *from = json_int(s, "from_iteration");
+    json_decref(s);
+    return plan;
+}
+
 /* Iterate until every rank runs plan `plan`; first[i] gets the first iteration rank i ran it
- * (the client's count of iterations ended before it). 0, or -1 when some rank never did. */
-static int until_plan(world *w, long plan, long *first)
+ * (the client's count of iterations ended before it), from[d] the iteration the server announced
+ * it from for pipeline d. 0, or -1 when some rank never did. */
+static int until_plan(world *w, long plan, long *first, long *from)
 {
     int n = w->dp * STAGES, left = n;
     for (int i = 0; i < n; i++)
         first[i] = -1;
     iter_rec rec;
     for (int it = 0; it < 200 && left > 0; it++) {
+        for (int d = 0; d < w->dp; d++) {
+            long f;
+            if (announced(w, d, &f) == plan) from[d] = f;
+        }
         for (int i = 0; i < n; i++) {
             prs_client_stats st;
             prs_client_get_stats(w->r[i].cl, &st);
@@ -641,28 +658,25 @@ static double measured_power(world *w, int k)
     return e / t;
 }
 
-/* The announced iteration of rank 0's plan (the schedule's from_iteration). */
-static long announced_from(world *w)
-{
-    json_t *s = job_call(w, "GET", "/schedule?rank=0", NULL);
-    long from = json_int(s, "from_iteration");
-    json_decref(s);
-    return from;
-}
-
-/* Every rank started plan `plan` within one iteration of the announced one. */
+/* Every rank of each pipeline started plan `plan` within one iteration of the one announced for
+ * its pipeline, all of a pipeline's ranks at the same iteration. */
 static void check_switch(world *w, long plan, const char *what)
 {
-    long from = announced_from(w), first[MAX_RANKS];
-    assert_int_equal(until_plan(w, plan, first), 0);
-    long lo = first[0], hi = first[0];
-    for (int i = 0; i < w->dp * STAGES; i++) {
-        if (first[i] < lo) lo = first[i];
-        if (first[i] > hi) hi = first[i];
+    long first[MAX_RANKS], from[MAX_DP];
+    for (int d = 0; d < MAX_DP; d++)
+        from[d] = -1;
+    assert_int_equal(until_plan(w, plan, first, from), 0);
+    for (int d = 0; d < w->dp; d++) {
+        const long *f = first + (ptrdiff_t)d * STAGES;
+        printf("%s: pipeline %d: plan %ld announced from iteration %ld, its ranks ran it from "
+               "%ld %ld %ld %ld\n",
+               what, d, plan, from[d], f[0], f[1], f[2], f[3]);
+        assert_true(from[d] >= 0);
+        for (int i = 0; i < STAGES; i++) {
+            assert_int_equal(f[i], f[0]);
+            assert_true(f[i] >= from[d] - 1 && f[i] <= from[d] + 1);
+        }
     }
-    printf("%s: plan %ld announced from iteration %ld, every rank ran it from %ld..%ld\n", what,
-           plan, from, lo, hi);
-    assert_true(lo >= from - 1 && hi <= from + 1);
 }
 
 /* A power cap set mid-run: every pipeline moves to the fastest plan within cap / dp on its 1 s
