@@ -121,6 +121,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         req_straggler s;
         rc = req_parse_straggler(body, len, &s, &err);
         if (rc == 0) check(s.dp >= 0 && ((s.time_s > 0) != (s.slowdown > 0)));
+        /* the power cap's body, on the same bytes */
+        double w = 0;
+        prs_error cap_err;
+        memset(&cap_err, 0, sizeof cap_err);
+        int cap_rc = req_parse_power_cap(body, len, &w, &cap_err);
+        check(cap_rc == 0 || cap_rc == PRS_EINVAL);
+        if (cap_rc == 0) check(isfinite(w) && w > 0 && w <= REQ_MAX_POWER_CAP_W);
+        if (cap_rc) check_msg(cap_err.msg);
         break;
     }
     }
