@@ -8,7 +8,8 @@
  * GPU waits for the slowest (the data-parallel all-reduce). The clients profile (the server's
  * clock sweep), the server plans, the clients run the plan; then the last pipeline is made a
  * straggler (its computations slowed down by a factor, and reported to the server) for a few
- * slowdowns, and finally it recovers.
+ * slowdowns, and finally it recovers; then a power cap of 90 % of the job's power is set and
+ * lifted (docs/server.md, 'Power caps').
  *
  * Baselines are the same simulation without clients, every GPU at its highest clock (all-max).
  * Reported: all-max versus Perseus iteration time and energy (all GPUs), the intrinsic saving, the
@@ -48,8 +49,9 @@ static void usage(FILE *f)
           "\n"
           "Start perseusd in-process (temporary directory, SQLite), run a simulated\n"
           "pipeline-parallel job of client ranks on the sim GPU backend through profiling,\n"
-          "planning and running, then with a straggler; print all-max versus Perseus time and\n"
-          "energy and the savings, and write the plots.\n"
+          "planning and running, then with a straggler, then under a power cap (90 % of its\n"
+          "power, set and lifted); print all-max versus Perseus time and energy and the\n"
+          "savings, and write the plots.\n"
           "\n"
           "  --stages S         pipeline stages (2..16, default 4)\n"
           "  --microbatches M   microbatches per iteration (1..32, default 8)\n"
@@ -375,6 +377,9 @@ typedef struct results {
     long iterations;
     double wall_s;
     double recovered_t, recovered_e;
+    /* power cap: the cap (all GPUs), the run under it with the power the server predicted
+     * (sum of the pipelines' average and 1 s peak), and the run after it was lifted */
+    double cap_w, cap_t, cap_e, cap_pred_avg_w, cap_pred_peak_w, lifted_t, lifted_e;
 } results;
 
 static int parse_int(const char *opt, const char *arg, int lo, int hi, int *out)
@@ -480,6 +485,35 @@ static int run_stragglers(demo *d, int port, double straggler, long *round, resu
     return 0;
 }
 
+/* A power cap of 90 % of the straggler-free plan's measured power (all GPUs), set while running
+ * and lifted: the run under it and after it. 0 or the exit status. */
+static int run_power_cap(demo *d, int port, long *round, results *res)
+{
+    const char *id = prs_client_job_id(d->cl[0]), *token = prs_client_token(d->cl[0]);
+    char path[128], req[96];
+    snprintf(path, sizeof path, "/v1/jobs/%s/power_cap", id);
+    res->cap_w = 0.9 * res->recovered_e / res->recovered_t;
+    snprintf(req, sizeof req, "{\"power_cap_w\": %.17g}", res->cap_w);
+    if (request(port, "POST", path, token, req, NULL) != 200 || sync_server(d, port, 30) ||
+        measure(d, port, "running", *round + 1, &res->cap_t, &res->cap_e, round))
+        return bad("the job did not run under the power cap");
+    json_t *st = NULL;
+    snprintf(path, sizeof path, "/v1/jobs/%s", id);
+    if (request(port, "GET", path, token, NULL, &st) == 200)
+        for (size_t k = 0; k < json_array_size(json_object_get(st, "pipelines")); k++) {
+            json_t *pw =
+                json_object_get(json_array_get(json_object_get(st, "pipelines"), k), "power");
+            res->cap_pred_avg_w += json_number_value(json_object_get(pw, "avg_w"));
+            res->cap_pred_peak_w += json_number_value(json_object_get(pw, "peak_w"));
+        }
+    json_decref(st);
+    snprintf(path, sizeof path, "/v1/jobs/%s/power_cap", id);
+    if (request(port, "DELETE", path, token, NULL, NULL) != 200 || sync_server(d, port, 30) ||
+        measure(d, port, "running", *round + 1, &res->lifted_t, &res->lifted_e, round))
+        return bad("the job did not return from the power cap");
+    return 0;
+}
+
 /* The frontier the server planned, with the measured all-max and Perseus points. */
 static int plot_frontier(const demo *d, int port, const char *out_dir, const results *res)
 {
@@ -567,6 +601,7 @@ static int run_demo(demo *d, prs_server *srv, const char *out_dir, double stragg
             measure(d, port, "running", round + 1, &res->recovered_t, &res->recovered_e, &round))
             rc = bad("the job did not recover from the straggler");
     }
+    if (!rc) rc = run_power_cap(d, port, &round, res);
     prs_client_stats s;
     prs_client_get_stats(d->cl[0], &s);
     res->iterations = s.iterations;
@@ -738,6 +773,14 @@ static int print_json(const demo *d, const demo_args *a, const results *res)
     json_object_set_new(o, "stragglers", list);
     json_object_set_new(o, "recovered_time_s", fixed(res->recovered_t, 6));
     json_object_set_new(o, "recovered_energy_j", fixed(res->recovered_e, 3));
+    json_object_set_new(
+        o, "power_cap",
+        json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "cap_w", fixed(res->cap_w, 3),
+                  "time_s", fixed(res->cap_t, 6), "energy_j", fixed(res->cap_e, 3), "avg_power_w",
+                  fixed(res->cap_e / res->cap_t, 3), "predicted_avg_power_w",
+                  fixed(res->cap_pred_avg_w, 3), "predicted_peak_power_w",
+                  fixed(res->cap_pred_peak_w, 3), "lifted_time_s", fixed(res->lifted_t, 6),
+                  "lifted_energy_j", fixed(res->lifted_e, 3)));
     json_object_set_new(o, "iterations", json_integer(res->iterations));
     json_object_set_new(o, "plots", a->out_dir ? json_string(a->out_dir) : json_null());
     /* 15 digits: every figure above reads back as printed, and prints as it reads */
@@ -769,6 +812,10 @@ static void print_table(const demo *d, const demo_args *a, const results *res)
         printf("%s %.2fx %.2f %%", k ? "," : "", res->slowdowns[k], res->saving_pct[k]);
     putchar('\n');
     printf("after recovery: %.4f s, %.1f J per iteration\n", res->recovered_t, res->recovered_e);
+    printf("power cap %.1f W (90 %% of that): %.4f s, %.1f J, %.1f W per iteration (predicted "
+           "%.1f W, 1 s peak %.1f W); lifted: %.4f s, %.1f J\n",
+           res->cap_w, res->cap_t, res->cap_e, res->cap_e / res->cap_t, res->cap_pred_avg_w,
+           res->cap_pred_peak_w, res->lifted_t, res->lifted_e);
     if (out_dir)
         printf("plots: %s/frontier.svg, %s/savings.svg (energies of all %d GPUs, as above)\n",
                out_dir, out_dir, d->dp * d->stages);
