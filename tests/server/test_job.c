@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "job.h"
+#include "powercap_job.h"
 #include "perseus/gpumodel.h"
 #include "server_harness.h"
 
@@ -563,6 +564,61 @@ static void test_switch_iteration(void **state)
     job_free(j);
 }
 
+static double time_of(const job *j, long plan)
+{
+    return prs_frontier_point_at(j->frontier, (size_t)plan)->eval_time_s;
+}
+
+static void set_cap(job *j, double watts)
+{
+    api_err e = {0};
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_set_power_cap(j, st, watts, &e)), 0);
+}
+
+/* A power cap and a straggler together: every pipeline runs the slower of the cap's plan and
+ * the plan the straggler rule gives it; lifting the cap leaves the straggler rule alone. */
+static void test_cap_with_straggler(void **state)
+{
+    (void)state;
+    job *j = running_job("AAAAAAAAAAAAAAD1", "{\"stages\":2,\"microbatches\":4,\"dp\":2,\"tp\":1,"
+                                             "\"clocks_mhz\":[1410,1300,1200,1100,1000,900,800],"
+                                             "\"blocking_power_w\":83.64}");
+    long fastest = (long)j->fastest;
+    assert_int_equal(job_power_prepare(j), 0);
+    set_straggler(j, 1, 1.3, 0);
+    long slow = j->pipes[0].plan_id;
+    assert_true(time_of(j, slow) > time_of(j, fastest));
+    assert_int_equal(j->pipes[1].plan_id, fastest);
+
+    /* A loose cap (just under the fastest plan's peak): its plan is faster than the lookup's,
+     * so pipeline 0 keeps the lookup plan and only the straggler slows to the cap's plan. */
+    double peak_fastest = j->plan_peak_w[fastest], peak_slow = j->plan_peak_w[slow];
+    set_cap(j, 2 * peak_fastest * 0.999);
+    int feasible = 0;
+    long loose = job_cap_plan(j, &feasible);
+    assert_true(feasible);
+    assert_true(loose != fastest && time_of(j, loose) < time_of(j, slow));
+    assert_int_equal(j->pipes[0].plan_id, slow);
+    assert_int_equal(j->pipes[1].plan_id, loose);
+
+    /* A tight cap (under the lookup plan's peak): both pipelines run the cap's plan. */
+    set_cap(j, 2 * peak_slow * 0.98);
+    long tight = job_cap_plan(j, &feasible);
+    assert_true(feasible);
+    assert_true(time_of(j, tight) > time_of(j, slow));
+    assert_true(j->plan_peak_w[tight] <= peak_slow * 0.98);
+    assert_int_equal(j->pipes[0].plan_id, tight);
+    assert_int_equal(j->pipes[1].plan_id, tight);
+
+    /* Lifted: the straggler rule alone again. */
+    set_cap(j, 0);
+    assert_int_equal(job_cap_plan(j, NULL), -1);
+    assert_int_equal(j->pipes[0].plan_id, slow);
+    assert_int_equal(j->pipes[1].plan_id, fastest);
+    job_free(j);
+}
+
 /* ---- automatic stragglers on paces ---- */
 
 #define PDP 4    /* pipelines */
@@ -917,6 +973,7 @@ int main(void)
         cmocka_unit_test(test_evaluation_rule),
         cmocka_unit_test(test_measured_blocking_power),
         cmocka_unit_test(test_plans_text_matches_file),
+        cmocka_unit_test(test_cap_with_straggler),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
