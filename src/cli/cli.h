@@ -129,6 +129,16 @@ typedef struct prs_cli_powercap {
     int given;             /* power-cap options given */
 } prs_cli_powercap;
 
+/* The --help lines of the power-cap options, shared by plan and emulate. */
+#define PRS_CLI_POWERCAP_HELP                                                                      \
+    "  --power-cap W          the fastest frontier plan whose power (watts per pipeline, all\n"    \
+    "                         its GPUs) is within W, beside the fastest uniform clock\n"           \
+    "                         and a per-GPU power limit of W / GPUs at the same cap\n"             \
+    "  --cap-on avg|peak      hold the cap on the average power (default) or on the peak\n"        \
+    "                         over --window SEC (default 1), iterations back to back\n"            \
+    "  --cap-sweep N          the same for N caps from the all-max plan's power down to\n"         \
+    "                         the lowest plan's; --cap-plot FILE draws throughput vs cap\n"
+
 void prs_cli_powercap_init(prs_cli_powercap *c);
 /* As prs_cli_pipeline_option, for the power-cap options. */
 int prs_cli_powercap_option(const char *cmd, const char *name, const char *arg,

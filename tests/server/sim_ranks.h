@@ -89,6 +89,15 @@ static inline http_reply sim_get(const sim_job *j, const char *what)
     return http_do(j->port, "GET", path, j->token, NULL, 0, NULL);
 }
 
+/* The job's status (GET /v1/jobs/{id}), or NULL unless it answered 200. */
+static inline json_t *sim_status(const sim_job *j)
+{
+    http_reply r = sim_get(j, "");
+    json_t *out = r.status == 200 ? json_incref(r.json) : NULL;
+    http_reply_free(&r);
+    return out;
+}
+
 /* Schedule of a rank; *phase receives the phase name (32 bytes). clocks (ops entries) filled
  * when non-NULL. Returns round, or -1 when the request failed. */
 static inline long sim_schedule(const sim_job *j, int rank, char phase[32], int *clocks,

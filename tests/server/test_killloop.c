@@ -29,15 +29,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static json_t *job_status(sim_job *j)
-{
-    http_reply r = sim_get(j, "");
-    assert_int_equal(r.status, 200);
-    json_t *out = json_incref(r.json);
-    http_reply_free(&r);
-    return out;
-}
-
 /* What the server acknowledged, as its answers show it. */
 typedef struct seen {
     char phase[32];
@@ -50,7 +41,8 @@ typedef struct seen {
 static void observe(sim_job *j, seen *s)
 {
     memset(s, 0, sizeof *s);
-    json_t *st = job_status(j);
+    json_t *st = sim_status(j);
+    assert_non_null(st);
     snprintf(s->phase, sizeof s->phase, "%s", json_str(st, "phase"));
     s->measurements = json_int(st, "measurements");
     s->registered = json_int(json_object_get(st, "ranks"), "registered");
@@ -142,7 +134,8 @@ static void test_kill_loop(void **state)
     long iteration = 0, posts = 0, n;
     while ((n = sim_profile(&j, 4, &iteration)) == 4) {
         posts += n;
-        json_t *st = job_status(&j);
+        json_t *st = sim_status(&j);
+        assert_non_null(st);
         int profiling = strcmp(json_str(st, "phase"), "profiling") == 0;
         json_decref(st);
         if (!profiling) break;

@@ -26,15 +26,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static json_t *job_status(sim_job *j)
-{
-    http_reply r = sim_get(j, "");
-    assert_int_equal(r.status, 200);
-    json_t *out = json_incref(r.json);
-    http_reply_free(&r);
-    return out;
-}
-
 static void restart(sim_job *j)
 {
     assert_int_equal(daemon_stop(&d, SIGKILL), 128 + SIGKILL);
@@ -70,7 +61,8 @@ static void test_kill_during_profiling_and_running(void **state)
         http_reply_free(&r);
     }
     restart(&j);
-    json_t *st = job_status(&j);
+    json_t *st = sim_status(&j);
+    assert_non_null(st);
     assert_string_equal(json_str(st, "phase"), "registering");
     assert_int_equal(json_int(json_object_get(st, "ranks"), "registered"), 2);
     json_decref(st);
@@ -80,7 +72,8 @@ static void test_kill_during_profiling_and_running(void **state)
     long iteration = 0;
     assert_int_equal(sim_profile(&j, 3 * 3 * DP * STAGES + 5, &iteration), 3 * 3 * DP * STAGES + 5);
     restart(&j);
-    st = job_status(&j);
+    st = sim_status(&j);
+    assert_non_null(st);
     assert_string_equal(json_str(st, "phase"), "profiling");
     assert_int_equal(json_int(st, "measurements"), j.acked);
     assert_int_equal(json_int(json_object_get(st, "profiling"), "clocks_done"), 3);
@@ -110,7 +103,8 @@ static void test_kill_during_profiling_and_running(void **state)
         assert_int_equal(sim_post(&j, STAGES, -1, its), 200);
     }
     restart(&j);
-    st = job_status(&j);
+    st = sim_status(&j);
+    assert_non_null(st);
     assert_string_equal(json_str(st, "phase"), "running");
     assert_int_equal(json_int(st, "measurements"), j.acked);
     json_t *p0 = json_array_get(json_object_get(st, "pipelines"), 0);
@@ -125,7 +119,8 @@ static void test_kill_during_profiling_and_running(void **state)
     assert_int_equal(daemon_stop(&d, SIGTERM), 0);
     assert_int_equal(daemon_start(&d), 0);
     j.port = d.port;
-    st = job_status(&j);
+    st = sim_status(&j);
+    assert_non_null(st);
     assert_int_equal(json_int(st, "measurements"), j.acked);
     json_decref(st);
     assert_int_equal(daemon_stop(&d, SIGTERM), 0);
