@@ -27,7 +27,6 @@
 #include <time.h>
 
 #include "perseus/numfmt.h"
-#include "powercap_job.h"
 
 static const char *const PHASES[JOB_NPHASES] = {"registering", "profiling", "planning",
                                                 "running",     "done",      "failed"};
@@ -103,6 +102,20 @@ void job_pipeline(const job *j, prs_pipeline *pipe)
     pipe->blocking_power_w = j->bp_used_w;
 }
 
+int job_power_prepare(job *j)
+{
+    prs_pipeline pipe;
+    job_pipeline(j, &pipe);
+    return plan_powers_prepare(&j->powers, j->frontier, j->profile, &pipe, j->spec.tp,
+                               j->ops_per_stage);
+}
+
+long job_cap_plan(const job *j, int *feasible)
+{
+    return plan_powers_cap_plan(&j->powers, j->frontier, j->spec.power_cap_w / j->spec.dp,
+                                feasible);
+}
+
 static int slot_index(const job *j, int dp, int pp, int tp)
 {
     return (dp * j->spec.stages + pp) * j->spec.tp + tp;
@@ -158,7 +171,7 @@ void job_free(job *j)
     free(j->scratch);
     prs_profile_free(j->profile);
     prs_frontier_free(j->frontier);
-    job_power_clear(j);
+    plan_powers_clear(&j->powers);
     free(j);
 }
 
@@ -214,7 +227,7 @@ static void set_failed(job *j, const char *fmt, ...)
 /* Forget every decoded plan (the frontier changed). */
 static void decoded_clear(job *j)
 {
-    job_power_clear(j);
+    plan_powers_clear(&j->powers);
     for (int i = 0; i < j->ndecoded; i++)
         free(j->decoded[i].clocks);
     j->ndecoded = 0;
@@ -323,7 +336,7 @@ static void lookup_rule(const job *j, double *tprime, size_t *slow)
 static long wanted_plan(const job *j, int d, double tprime, size_t slow, long cap)
 {
     long want = (long)(j->pipes[d].straggler || tprime <= 0 ? j->fastest : slow);
-    return job_slower_plan(j, want, cap);
+    return frontier_slower_plan(j->frontier, want, cap);
 }
 
 /* The plan the power cap allows every pipeline (-1: no cap), its powers evaluated if needed. */
@@ -1599,13 +1612,15 @@ json_t *job_status_json(const job *j)
             if (p->straggler)
                 json_object_set_new(pj, "straggler_time_s", json_real(p->straggler_time_s));
             json_object_set_new(pj, "plan", point_json(j, p->plan_id));
-            json_object_set_new(pj, "power", job_plan_power_json(j, p->plan_id));
+            json_object_set_new(pj, "power", plan_powers_json(&j->powers, p->plan_id));
             json_array_append_new(pipes, pj);
             saved += p->saved_j;
             iters += p->iterations;
         }
         json_object_set_new(o, "pipelines", pipes);
-        json_object_set_new(o, "power_cap", job_power_cap_json(j));
+        json_object_set_new(
+            o, "power_cap",
+            plan_powers_cap_json(&j->powers, j->frontier, j->spec.power_cap_w, j->spec.dp));
         const prs_frontier_point *fp = prs_frontier_point_at(j->frontier, j->fastest);
         if (fp && j->allmax_energy_j > 0)
             json_object_set_new(

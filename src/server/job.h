@@ -26,6 +26,7 @@
 #include <jansson.h>
 
 #include "perseus/planner.h"
+#include "powercap_job.h"
 #include "request.h"
 #include "secure.h"
 #include "store.h"
@@ -150,8 +151,7 @@ typedef struct job {
 
     /* power cap (powercap_job.h): every frontier plan's average and 1 s peak power per
      * pipeline, NULL until a cap needed them */
-    double *plan_avg_w, *plan_peak_w;
-    size_t nplan_power;
+    plan_powers powers;
 
     long long measurements; /* rows in the store */
     struct job *next;
@@ -177,6 +177,11 @@ void job_config_key(const req_job_spec *spec, char key[2 * SECURE_SHA256_LEN + 1
 
 /* The pipeline the job plans with: the spec's, with the blocking power in use. */
 void job_pipeline(const job *j, prs_pipeline *pipe);
+/* Evaluate every frontier plan's power for the cap (plan_powers_prepare), once: 0, or -1. */
+int job_power_prepare(job *j);
+/* The plan the job's power cap allows every pipeline (plan_powers_cap_plan on cap / dp); -1 when
+ * there is no cap or the powers are not evaluated. */
+long job_cap_plan(const job *j, int *feasible);
 /* Whether the job is planned with the robust planner (prs_plan_robust, docs/noise.md): for a
  * profile measured by this server's sweep; an uploaded or reused profile is planned as given. */
 int job_plans_robust(const job *j);

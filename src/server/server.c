@@ -1006,9 +1006,11 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
         int set = m->route == R_POWER_CAP_SET;
         rc = run_tx(s, j, cc, do_power_cap, &set, &e);
         if (!rc)
-            out = json_pack("{s:s, s:I, s:o, s:o}", "phase", job_phase_name(j->phase), "round",
-                            (json_int_t)j->round, "power_cap", job_power_cap_json(j), "pipelines",
-                            pipes_json(j));
+            out = json_pack(
+                "{s:s, s:I, s:o, s:o}", "phase", job_phase_name(j->phase), "round",
+                (json_int_t)j->round, "power_cap",
+                plan_powers_cap_json(&j->powers, j->frontier, j->spec.power_cap_w, j->spec.dp),
+                "pipelines", pipes_json(j));
         break;
     }
     case R_PROFILE_PUT:

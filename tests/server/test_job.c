@@ -16,7 +16,6 @@
 #include <cmocka.h>
 
 #include "job.h"
-#include "powercap_job.h"
 #include "perseus/gpumodel.h"
 #include "server_harness.h"
 
@@ -593,7 +592,7 @@ static void test_cap_with_straggler(void **state)
 
     /* A loose cap (just under the fastest plan's peak): its plan is faster than the lookup's,
      * so pipeline 0 keeps the lookup plan and only the straggler slows to the cap's plan. */
-    double peak_fastest = j->plan_peak_w[fastest], peak_slow = j->plan_peak_w[slow];
+    double peak_fastest = j->powers.peak_w[fastest], peak_slow = j->powers.peak_w[slow];
     set_cap(j, 2 * peak_fastest * 0.999);
     int feasible = 0;
     long loose = job_cap_plan(j, &feasible);
@@ -607,7 +606,7 @@ static void test_cap_with_straggler(void **state)
     long tight = job_cap_plan(j, &feasible);
     assert_true(feasible);
     assert_true(time_of(j, tight) > time_of(j, slow));
-    assert_true(j->plan_peak_w[tight] <= peak_slow * 0.98);
+    assert_true(j->powers.peak_w[tight] <= peak_slow * 0.98);
     assert_int_equal(j->pipes[0].plan_id, tight);
     assert_int_equal(j->pipes[1].plan_id, tight);
 
