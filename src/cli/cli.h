@@ -158,6 +158,8 @@ int prs_cli_powercap_run(const char *cmd, const prs_cli_powercap *c, const prs_p
 /* JSON output (jansson). Numbers are written so that they read back as the same doubles. */
 /* A real, or null where x is not finite (JSON has no NaN or infinity). */
 json_t *prs_cli_json_real(double x);
+/* o[key] = prs_cli_json_real(x). */
+void prs_cli_json_set_real(json_t *o, const char *key, double x);
 /* Write v (taking the reference) to stdout with a newline, keys in insertion order. flags:
  * jansson's dump flags, e.g. JSON_INDENT(2) (else one line, ", " and ": " separators); reals
  * with 17 significant digits unless a JSON_REAL_PRECISION is given. Returns 0, or -1 when v is

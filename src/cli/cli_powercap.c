@@ -57,28 +57,27 @@ static json_t *choice_json(const prs_cap_choice *c, prs_cap_strategy s)
 {
     json_t *o = json_object();
     json_object_set_new(o, "feasible", json_boolean(c->feasible));
-    json_object_set_new(o, "iteration_time_s", prs_cli_json_real(c->time_s));
-    json_object_set_new(o, "throughput_per_s", prs_cli_json_real(c->throughput_per_s));
-    json_object_set_new(o, "energy_j", prs_cli_json_real(c->energy_j));
-    json_object_set_new(o, "avg_power_w", prs_cli_json_real(c->avg_power_w));
-    json_object_set_new(o, "peak_power_w", prs_cli_json_real(c->peak_power_w));
+    prs_cli_json_set_real(o, "iteration_time_s", c->time_s);
+    prs_cli_json_set_real(o, "throughput_per_s", c->throughput_per_s);
+    prs_cli_json_set_real(o, "energy_j", c->energy_j);
+    prs_cli_json_set_real(o, "avg_power_w", c->avg_power_w);
+    prs_cli_json_set_real(o, "peak_power_w", c->peak_power_w);
     if (s == PRS_CAP_PERSEUS) json_object_set_new(o, "index", json_integer(c->index));
     if (s == PRS_CAP_PERSEUS && c->index < 0 && c->freq_mhz)
         json_object_set_new(o, "clock_ceiling_mhz", json_integer(c->freq_mhz));
     if (s == PRS_CAP_PERSEUS && c->index < 0 && !c->freq_mhz)
-        json_object_set_new(o, "reclaimed_gpu_limit_w", prs_cli_json_real(c->gpu_limit_w));
+        prs_cli_json_set_real(o, "reclaimed_gpu_limit_w", c->gpu_limit_w);
     if (s == PRS_CAP_UNIFORM) json_object_set_new(o, "freq_mhz", json_integer(c->freq_mhz));
-    if (s == PRS_CAP_POWER_LIMIT)
-        json_object_set_new(o, "gpu_limit_w", prs_cli_json_real(c->gpu_limit_w));
+    if (s == PRS_CAP_POWER_LIMIT) prs_cli_json_set_real(o, "gpu_limit_w", c->gpu_limit_w);
     return o;
 }
 
 static json_t *result_json(const prs_cap_result *r)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "cap_w", prs_cli_json_real(r->cap_w));
+    prs_cli_json_set_real(o, "cap_w", r->cap_w);
     json_object_set_new(o, "cap_on", json_string(prs_cap_on_name(r->on)));
-    json_object_set_new(o, "window_s", prs_cli_json_real(r->window_s));
+    prs_cli_json_set_real(o, "window_s", r->window_s);
     for (int s = 0; s < PRS_CAP_NSTRATEGIES; s++)
         json_object_set_new(o, prs_cap_strategy_name((prs_cap_strategy)s),
                             choice_json(&r->s[s], (prs_cap_strategy)s));

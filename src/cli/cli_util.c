@@ -67,6 +67,11 @@ json_t *prs_cli_json_real(double x)
     return isfinite(x) ? json_real(x) : json_null();
 }
 
+void prs_cli_json_set_real(json_t *o, const char *key, double x)
+{
+    json_object_set_new(o, key, prs_cli_json_real(x));
+}
+
 int prs_cli_json_print(json_t *v, size_t flags)
 {
     if (!(flags & JSON_REAL_PRECISION(31))) flags |= JSON_REAL_PRECISION(17);

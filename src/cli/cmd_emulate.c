@@ -128,11 +128,6 @@ static const char *num(char *buf, double x)
     return prs_num_fmt_double(buf, PRS_NUMFMT_MAX, x);
 }
 
-static void set_real(json_t *o, const char *key, double x)
-{
-    json_object_set_new(o, key, prs_cli_json_real(x));
-}
-
 /* The per-straggler metrics of sm; with paper_rule, each row's saving against its row. */
 static json_t *json_rows(const prs_emu_summary *sm, const prs_emu_summary *paper_rule)
 {
@@ -140,19 +135,20 @@ static json_t *json_rows(const prs_emu_summary *sm, const prs_emu_summary *paper
     for (size_t i = 0; i < sm->nrows; i++) {
         const prs_emu_metrics *r = &sm->rows[i];
         json_t *o = json_object();
-        set_real(o, "slowdown", r->s);
-        set_real(o, "t_prime_s", r->t_prime_s);
-        set_real(o, "t_star_s", r->choice_time_s);
-        set_real(o, "intrinsic_saving_pct", sm->intrinsic_saving_pp);
-        set_real(o, "saving_pct", r->saving);
-        set_real(o, "job_intrinsic_saving_pct", r->intrinsic_saving);
-        set_real(o, "extrinsic_saving_pct", r->extrinsic_saving);
-        set_real(o, "saving_per_pipeline_pct", r->saving_pp);
-        set_real(o, "t_star_ratio", r->tstar);
-        set_real(o, "job_energy_j", r->job_energy_j);
-        set_real(o, "job_base_energy_j", r->job_base_energy_j);
+        prs_cli_json_set_real(o, "slowdown", r->s);
+        prs_cli_json_set_real(o, "t_prime_s", r->t_prime_s);
+        prs_cli_json_set_real(o, "t_star_s", r->choice_time_s);
+        prs_cli_json_set_real(o, "intrinsic_saving_pct", sm->intrinsic_saving_pp);
+        prs_cli_json_set_real(o, "saving_pct", r->saving);
+        prs_cli_json_set_real(o, "job_intrinsic_saving_pct", r->intrinsic_saving);
+        prs_cli_json_set_real(o, "extrinsic_saving_pct", r->extrinsic_saving);
+        prs_cli_json_set_real(o, "saving_per_pipeline_pct", r->saving_pp);
+        prs_cli_json_set_real(o, "t_star_ratio", r->tstar);
+        prs_cli_json_set_real(o, "job_energy_j", r->job_energy_j);
+        prs_cli_json_set_real(o, "job_base_energy_j", r->job_base_energy_j);
         if (paper_rule)
-            set_real(o, "saving_minus_paper_rule_pct", r->saving - paper_rule->rows[i].saving);
+            prs_cli_json_set_real(o, "saving_minus_paper_rule_pct",
+                                  r->saving - paper_rule->rows[i].saving);
         json_array_append_new(rows, o);
     }
     return rows;
@@ -161,10 +157,10 @@ static json_t *json_rows(const prs_emu_summary *sm, const prs_emu_summary *paper
 static json_t *json_summary(const prs_emu_summary *sm)
 {
     json_t *o = json_object();
-    set_real(o, "time_s", sm->time_s);
-    set_real(o, "energy_j", sm->energy_j);
+    prs_cli_json_set_real(o, "time_s", sm->time_s);
+    prs_cli_json_set_real(o, "energy_j", sm->energy_j);
     if (sm->freq_mhz) json_object_set_new(o, "freq_mhz", json_integer(sm->freq_mhz));
-    set_real(o, "intrinsic_saving_pct", sm->intrinsic_saving_pp);
+    prs_cli_json_set_real(o, "intrinsic_saving_pct", sm->intrinsic_saving_pp);
     json_object_set_new(o, "stragglers", json_rows(sm, NULL));
     return o;
 }
@@ -198,17 +194,17 @@ static json_t *json_job(const prs_emulation *e, const char *profile_path, prs_co
     json_object_set_new(o, "tp", json_integer(job->tp));
     json_object_set_new(o, "gpus",
                         json_integer((json_int_t)job->pipelines * job->tp * pipe->stages));
-    set_real(o, "unit_time_s", pipe->unit_time_s);
-    set_real(o, "blocking_power_w", pipe->blocking_power_w);
+    prs_cli_json_set_real(o, "unit_time_s", pipe->unit_time_s);
+    prs_cli_json_set_real(o, "blocking_power_w", pipe->blocking_power_w);
     json_object_set_new(o, "cost_model", json_string(prs_cost_model_name(model)));
     json_object_set_new(o, "frontier_points", json_integer((json_int_t)in->frontier_points));
     json_object_set_new(o, "clean_points", json_integer((json_int_t)in->clean_points));
-    set_real(o, "t_min_s", in->t_min_s);
-    set_real(o, "e_intr_j", pp->energy_j);
-    set_real(o, "t_energy_min_s", in->t_energy_min_s);
-    set_real(o, "e_energy_min_j", in->e_energy_min_j * job->tp);
-    set_real(o, "e_base_j", pp->base_energy_j);
-    set_real(o, "t_allmax_s", in->allmax_time_s);
+    prs_cli_json_set_real(o, "t_min_s", in->t_min_s);
+    prs_cli_json_set_real(o, "e_intr_j", pp->energy_j);
+    prs_cli_json_set_real(o, "t_energy_min_s", in->t_energy_min_s);
+    prs_cli_json_set_real(o, "e_energy_min_j", in->e_energy_min_j * job->tp);
+    prs_cli_json_set_real(o, "e_base_j", pp->base_energy_j);
+    prs_cli_json_set_real(o, "t_allmax_s", in->allmax_time_s);
     return o;
 }
 
@@ -230,22 +226,22 @@ static int print_json(const prs_emulation *e, const emulate_args *a, const prs_p
     const prs_emu_summary *ex = prs_emulation_get(e, PRS_EMU_EXACT, PRS_EMU_PERSEUS);
     const prs_emu_summary *lk = prs_emulation_get(e, PRS_EMU_LOOKUP, PRS_EMU_PERSEUS);
     json_t *o = json_job(e, profile_path, model);
-    set_real(o, "intrinsic_saving_pct", pp->intrinsic_saving_pp);
+    prs_cli_json_set_real(o, "intrinsic_saving_pct", pp->intrinsic_saving_pp);
     json_object_set_new(o, "stragglers", json_rows(pp, NULL));
     json_object_set_new(o, "baselines", json_baselines(e, PRS_EMU_PAPER));
     json_t *exact = json_object();
-    set_real(exact, "base_time_s", ex->base_time_s);
-    set_real(exact, "base_energy_j", ex->base_energy_j);
-    set_real(exact, "time_s", ex->time_s);
-    set_real(exact, "energy_j", ex->energy_j);
-    set_real(exact, "intrinsic_saving_pct", ex->intrinsic_saving_pp);
+    prs_cli_json_set_real(exact, "base_time_s", ex->base_time_s);
+    prs_cli_json_set_real(exact, "base_energy_j", ex->base_energy_j);
+    prs_cli_json_set_real(exact, "time_s", ex->time_s);
+    prs_cli_json_set_real(exact, "energy_j", ex->energy_j);
+    prs_cli_json_set_real(exact, "intrinsic_saving_pct", ex->intrinsic_saving_pp);
     json_object_set_new(exact, "stragglers", json_rows(ex, NULL));
     json_object_set_new(exact, "baselines", json_baselines(e, PRS_EMU_EXACT));
     json_object_set_new(o, "exact", exact);
     json_t *lookup = json_object();
-    set_real(lookup, "time_s", lk->time_s);
-    set_real(lookup, "energy_j", lk->energy_j);
-    set_real(lookup, "intrinsic_saving_pct", lk->intrinsic_saving_pp);
+    prs_cli_json_set_real(lookup, "time_s", lk->time_s);
+    prs_cli_json_set_real(lookup, "energy_j", lk->energy_j);
+    prs_cli_json_set_real(lookup, "intrinsic_saving_pct", lk->intrinsic_saving_pp);
     json_object_set_new(lookup, "stragglers", json_rows(lk, ex));
     json_object_set_new(o, "lookup", lookup);
     int rc = prs_cli_powercap_run("emulate", &a->cap, profile, prs_emulation_frontier(e),

@@ -116,33 +116,33 @@ static int print_json(const char *profile_path, const prs_pipeline *pipe, const 
     if (r->freq_mhz) json_object_set_new(o, "freq_mhz", json_integer(r->freq_mhz));
     if (r->point) {
         json_object_set_new(o, "index", json_integer(r->index));
-        json_object_set_new(o, "predicted_time_s", prs_cli_json_real(r->point->time_s));
-        json_object_set_new(o, "predicted_energy_j", prs_cli_json_real(r->point->energy_j));
+        prs_cli_json_set_real(o, "predicted_time_s", r->point->time_s);
+        prs_cli_json_set_real(o, "predicted_energy_j", r->point->energy_j);
     }
     json_object_set_new(o, "stages", json_integer(pipe->stages));
     json_object_set_new(o, "microbatches", json_integer(pipe->microbatches));
     json_object_set_new(o, "schedule", json_string(prs_schedule_name(pipe->schedule)));
     json_object_set_new(o, "virtual_stages",
                         json_integer(pipe->virtual_stages > 1 ? pipe->virtual_stages : 1));
-    json_object_set_new(o, "unit_time_s", prs_cli_json_real(tau));
-    json_object_set_new(o, "blocking_power_w", prs_cli_json_real(pb));
-    json_object_set_new(o, "time_s", prs_cli_json_real(r->time_s));
-    json_object_set_new(o, "energy_j", prs_cli_json_real(r->energy_j));
-    json_object_set_new(o, "avg_power_w", prs_cli_json_real(r->power.avg_power_w));
-    json_object_set_new(o, "peak_power_w", prs_cli_json_real(r->power.peak_power_w));
-    json_object_set_new(o, "window_s", prs_cli_json_real(r->power.window_s));
-    json_object_set_new(o, "peak_start_s", prs_cli_json_real(r->power.peak_start_s));
-    json_object_set_new(o, "max_power_w", prs_cli_json_real(r->power.max_power_w));
+    prs_cli_json_set_real(o, "unit_time_s", tau);
+    prs_cli_json_set_real(o, "blocking_power_w", pb);
+    prs_cli_json_set_real(o, "time_s", r->time_s);
+    prs_cli_json_set_real(o, "energy_j", r->energy_j);
+    prs_cli_json_set_real(o, "avg_power_w", r->power.avg_power_w);
+    prs_cli_json_set_real(o, "peak_power_w", r->power.peak_power_w);
+    prs_cli_json_set_real(o, "window_s", r->power.window_s);
+    prs_cli_json_set_real(o, "peak_start_s", r->power.peak_start_s);
+    prs_cli_json_set_real(o, "max_power_w", r->power.max_power_w);
     json_t *per = json_array();
     for (int s = 0; s < pipe->stages; s++) {
         const stage_sum *st = &r->stages[s];
         double idle = (double)(T - st->busy_units) * tau;
         json_t *row = json_object();
         json_object_set_new(row, "stage", json_integer(s));
-        json_object_set_new(row, "busy_time_s", prs_cli_json_real((double)st->busy_units * tau));
-        json_object_set_new(row, "idle_time_s", prs_cli_json_real(idle));
-        json_object_set_new(row, "busy_energy_j", prs_cli_json_real(st->busy_energy_j));
-        json_object_set_new(row, "idle_energy_j", prs_cli_json_real(pb * idle));
+        prs_cli_json_set_real(row, "busy_time_s", (double)st->busy_units * tau);
+        prs_cli_json_set_real(row, "idle_time_s", idle);
+        prs_cli_json_set_real(row, "busy_energy_j", st->busy_energy_j);
+        prs_cli_json_set_real(row, "idle_energy_j", pb * idle);
         json_array_append_new(per, row);
     }
     json_object_set_new(o, "per_stage", per);

@@ -249,35 +249,30 @@ static int run_levels(const noise_args *a, noise_level *lv, int *nlv)
 
 /* ---- Print ---- */
 
-static void set_real(json_t *o, const char *key, double x)
-{
-    json_object_set_new(o, key, prs_cli_json_real(x));
-}
-
 static json_t *json_summary(const prs_noise_summary *s, const prs_noise_outcome *runs, int n)
 {
     json_t *o = json_object();
-    set_real(o, "overshoot_median_pct", s->overshoot_median_pct);
-    set_real(o, "overshoot_max_pct", s->overshoot_max_pct);
-    set_real(o, "regret_median_pct", s->regret_median_pct);
-    set_real(o, "regret_max_pct", s->regret_max_pct);
-    set_real(o, "promised_saving_median_pct", s->promised_saving_median_pct);
-    set_real(o, "obtained_saving_median_pct", s->obtained_saving_median_pct);
+    prs_cli_json_set_real(o, "overshoot_median_pct", s->overshoot_median_pct);
+    prs_cli_json_set_real(o, "overshoot_max_pct", s->overshoot_max_pct);
+    prs_cli_json_set_real(o, "regret_median_pct", s->regret_median_pct);
+    prs_cli_json_set_real(o, "regret_max_pct", s->regret_max_pct);
+    prs_cli_json_set_real(o, "promised_saving_median_pct", s->promised_saving_median_pct);
+    prs_cli_json_set_real(o, "obtained_saving_median_pct", s->obtained_saving_median_pct);
     json_t *st = json_object();
-    set_real(st, "overshoot_median_pct", s->straggler_overshoot_median_pct);
-    set_real(st, "overshoot_max_pct", s->straggler_overshoot_max_pct);
-    set_real(st, "regret_median_pct", s->straggler_regret_median_pct);
-    set_real(st, "regret_max_pct", s->straggler_regret_max_pct);
+    prs_cli_json_set_real(st, "overshoot_median_pct", s->straggler_overshoot_median_pct);
+    prs_cli_json_set_real(st, "overshoot_max_pct", s->straggler_overshoot_max_pct);
+    prs_cli_json_set_real(st, "regret_median_pct", s->straggler_regret_median_pct);
+    prs_cli_json_set_real(st, "regret_max_pct", s->straggler_regret_max_pct);
     json_object_set_new(o, "straggler", st);
     json_t *seeds = json_array();
     for (int k = 0; k < n; k++) {
         json_t *r = json_object();
-        set_real(r, "overshoot_pct", runs[k].overshoot_pct);
-        set_real(r, "regret_pct", runs[k].regret_pct);
-        set_real(r, "promised_saving_pct", runs[k].promised_saving_pct);
-        set_real(r, "obtained_saving_pct", runs[k].obtained_saving_pct);
-        set_real(r, "straggler_overshoot_pct", runs[k].straggler_overshoot_pct);
-        set_real(r, "straggler_regret_pct", runs[k].straggler_regret_pct);
+        prs_cli_json_set_real(r, "overshoot_pct", runs[k].overshoot_pct);
+        prs_cli_json_set_real(r, "regret_pct", runs[k].regret_pct);
+        prs_cli_json_set_real(r, "promised_saving_pct", runs[k].promised_saving_pct);
+        prs_cli_json_set_real(r, "obtained_saving_pct", runs[k].obtained_saving_pct);
+        prs_cli_json_set_real(r, "straggler_overshoot_pct", runs[k].straggler_overshoot_pct);
+        prs_cli_json_set_real(r, "straggler_regret_pct", runs[k].straggler_regret_pct);
         json_array_append_new(seeds, r);
     }
     json_object_set_new(o, "seeds", seeds);
@@ -287,13 +282,13 @@ static json_t *json_summary(const prs_noise_summary *s, const prs_noise_outcome 
 static json_t *json_level(const noise_args *a, const noise_level *l)
 {
     json_t *o = json_object();
-    set_real(o, "jitter", l->jitter);
-    set_real(o, "energy_jitter", l->jitter * a->energy_ratio);
+    prs_cli_json_set_real(o, "jitter", l->jitter);
+    prs_cli_json_set_real(o, "energy_jitter", l->jitter * a->energy_ratio);
     json_object_set_new(o, "cost_model", json_string(prs_cost_model_name(l->model)));
-    set_real(o, "t_min_s", l->truth.t_min_s);
-    set_real(o, "energy_j", l->truth.energy_j);
-    set_real(o, "saving_pct", l->truth.saving_pct);
-    set_real(o, "straggler_time_s", l->truth.straggler_time_s);
+    prs_cli_json_set_real(o, "t_min_s", l->truth.t_min_s);
+    prs_cli_json_set_real(o, "energy_j", l->truth.energy_j);
+    prs_cli_json_set_real(o, "saving_pct", l->truth.saving_pct);
+    prs_cli_json_set_real(o, "straggler_time_s", l->truth.straggler_time_s);
     json_object_set_new(o, "baseline",
                         json_summary(&l->sum[PRS_NOISE_BASELINE], l->runs, a->seeds));
     json_object_set_new(o, "robust",
@@ -310,15 +305,15 @@ static int print_json(const noise_args *a, const noise_level *lv, int nlv)
     json_object_set_new(o, "stages", json_integer(pipe->stages));
     json_object_set_new(o, "microbatches", json_integer(pipe->microbatches));
     json_object_set_new(o, "schedule", json_string(prs_schedule_name(pipe->schedule)));
-    set_real(o, "unit_time_s", pipe->unit_time_s);
-    set_real(o, "blocking_power_w", pipe->blocking_power_w);
+    prs_cli_json_set_real(o, "unit_time_s", pipe->unit_time_s);
+    prs_cli_json_set_real(o, "blocking_power_w", pipe->blocking_power_w);
     json_object_set_new(o, "repeats", json_integer(a->repeats));
     json_object_set_new(o, "seeds", json_integer(a->seeds));
     json_object_set_new(o, "seed", json_integer(a->seed));
-    set_real(o, "energy_jitter_ratio", a->energy_ratio);
-    set_real(o, "refresh_s", a->refresh_s);
-    set_real(o, "clock_bias", a->bias);
-    set_real(o, "straggler", a->straggler);
+    prs_cli_json_set_real(o, "energy_jitter_ratio", a->energy_ratio);
+    prs_cli_json_set_real(o, "refresh_s", a->refresh_s);
+    prs_cli_json_set_real(o, "clock_bias", a->bias);
+    prs_cli_json_set_real(o, "straggler", a->straggler);
     json_t *levels = json_array();
     for (int i = 0; i < nlv; i++)
         json_array_append_new(levels, json_level(a, &lv[i]));

@@ -102,17 +102,17 @@ static int print_json_plan(const prs_frontier *f, size_t k, const int *clocks)
     json_object_set_new(o, "schema", json_integer(PRS_CLI_JSON_SCHEMA));
     json_object_set_new(o, "index", json_integer((json_int_t)k));
     json_object_set_new(o, "time_units", json_integer(pt->time_units));
-    json_object_set_new(o, "time_s", prs_cli_json_real(pt->time_s));
-    json_object_set_new(o, "energy_j", prs_cli_json_real(pt->energy_j));
-    json_object_set_new(o, "eval_time_s", prs_cli_json_real(pt->eval_time_s));
-    json_object_set_new(o, "eval_energy_j", prs_cli_json_real(pt->eval_energy_j));
+    prs_cli_json_set_real(o, "time_s", pt->time_s);
+    prs_cli_json_set_real(o, "energy_j", pt->energy_j);
+    prs_cli_json_set_real(o, "eval_time_s", pt->eval_time_s);
+    prs_cli_json_set_real(o, "eval_energy_j", pt->eval_energy_j);
     json_object_set_new(o, "stages", json_integer(pipe->stages));
     json_object_set_new(o, "microbatches", json_integer(pipe->microbatches));
     json_object_set_new(o, "schedule", json_string(prs_schedule_name(pipe->schedule)));
     json_object_set_new(o, "virtual_stages",
                         json_integer(pipe->virtual_stages > 1 ? pipe->virtual_stages : 1));
-    json_object_set_new(o, "unit_time_s", prs_cli_json_real(pipe->unit_time_s));
-    json_object_set_new(o, "blocking_power_w", prs_cli_json_real(pipe->blocking_power_w));
+    prs_cli_json_set_real(o, "unit_time_s", pipe->unit_time_s);
+    prs_cli_json_set_real(o, "blocking_power_w", pipe->blocking_power_w);
     json_object_set_new(o, "cost_model",
                         json_string(prs_cost_model_name(prs_frontier_cost_model(f))));
     json_t *plan = json_array();

@@ -12,10 +12,6 @@
 
 #include "plan_int.h"
 
-/* Record an error and evaluate to its code: prs_error_set's result, visibly non-zero to static
- * analysis (which cannot see into error.c). */
-#define FAIL(err, code, ...) (prs_error_set((err), (code), __VA_ARGS__), (code))
-
 void prs__table_free(prs__table_table *t)
 {
     if (!t) return;

@@ -9,6 +9,11 @@
 #include "perseus/evaluate.h"
 #include "perseus/planner.h"
 
+/* Record an error and yield its code. prs_error_set returns the code too, but from another
+ * translation unit, where the static analyser cannot see it; this form lets it follow the
+ * failure paths. */
+#define FAIL(err, code, ...) (prs_error_set((err), (code), __VA_ARGS__), (code))
+
 /* ---- Operation types: (stage, instruction), docs/planner.md, 'Options', 'Exponential fit' ---- */
 
 typedef enum prs__model_kind { PRS__MODEL_EXP = 0, PRS__MODEL_HULL = 1 } prs__model_kind;
@@ -173,9 +178,6 @@ void prs__refine_free(prs__refine_refiner *rf);
  * that keep the critical path within budget units. No op gets costlier. PRS_EINVAL if a clock
  * is not profiled or the plan already exceeds the budget. */
 int prs__refine_refine(prs__refine_refiner *rf, int *freq, long budget);
-/* Reclaiming by rate: repeatedly move the computation whose slower clock saves the most
- * effective energy per unit of time and still fits within the budget. */
-int prs__refine_reclaim(prs__refine_refiner *rf, int *freq, long budget);
 /* Reclaim slack by rate: repeatedly move the computation whose next slower hull clock saves the
  * most effective energy per unit of time and still fits within the budget. */
 int prs__refine_reclaim(prs__refine_refiner *rf, int *freq, long budget);

@@ -237,7 +237,7 @@ static void evaluate_plan(run *r, const int *plan, long *T, double *energy_j)
 }
 
 /* Try a candidate plan in r->scratch (evaluated t, e): keep it when it beats the plan so far,
- * blocking power from its end to the plan so far's included (strictly unless at_least_as). */
+ * blocking power from its end to the plan so far's included (strictly unless or_equal). */
 static void keep_if_better(run *r, long t, double e, long *T, double *energy_j, int or_equal)
 {
     const prs_pipeline *p = &r->o->pipe;

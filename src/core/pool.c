@@ -22,6 +22,12 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+double prs__pool_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 /* Fit the members' rows of lv (logs) into fit; returns the residuals' robust deviation. */
 static double additive_fit(const double *lv, int nt, int nc, const int *member, double *fit,
                            double *work)
@@ -52,8 +58,7 @@ static double additive_fit(const double *lv, int nt, int nc, const int *member, 
             work[k++] = fabs(lv[at] - fit[at]);
         }
     }
-    qsort(work, (size_t)k, sizeof *work, cmp_double);
-    return MAD_TO_SD * (k % 2 ? work[k / 2] : 0.5 * (work[k / 2 - 1] + work[k / 2]));
+    return MAD_TO_SD * prs__pool_median(work, k);
 }
 
 /* Leave out members whose mean residual over a band of clocks is beyond BAND_SE standard

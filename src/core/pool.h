@@ -12,4 +12,7 @@
  * types stay; -1 when out of memory (out is then v, no members). */
 double prs__pool_fit(const double *v, int ntypes, int nclocks, double *out, int *member);
 
+/* The median of v[0..n) (n >= 1), sorting v in place. */
+double prs__pool_median(double *v, int n);
+
 #endif

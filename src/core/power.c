@@ -14,9 +14,14 @@
 #include "perseus/power.h"
 #include "plan_int.h"
 
-#define FAIL(err, code, ...) (prs_error_set((err), (code), __VA_ARGS__), (code))
-
 /* ---- The peak over a window ---- */
+
+static int check_window(double window_s, prs_error *err)
+{
+    if (window_s > 0 && isfinite(window_s)) return 0;
+    return FAIL(err, PRS_EINVAL, "power: the window must be a finite number of seconds > 0, got %g",
+                window_s);
+}
 
 static int check_steps(const prs_power_step *s, size_t n, prs_error *err)
 {
@@ -82,11 +87,7 @@ static double fold(double x, double T)
 int prs_power_peak(const prs_power_step *steps, size_t n, double window_s, double *peak_w,
                    double *start_s, prs_error *err)
 {
-    if (!(window_s > 0) || !isfinite(window_s))
-        return FAIL(err, PRS_EINVAL,
-                    "power: the window must be a finite number of seconds > 0, "
-                    "got %g",
-                    window_s);
+    if (check_window(window_s, err)) return PRS_EINVAL;
     int rc = check_steps(steps, n, err);
     if (rc) return rc;
     double *cum = malloc(sizeof *cum * (n + 1));
@@ -202,11 +203,7 @@ static void fill_figures(const prs_power_step *s, size_t n, double T, double ene
 int prs_eval_power(prs_eval *ev, const int *clocks_mhz, double window_s, prs_plan_power *out,
                    prs_power_step **steps, size_t *nsteps, prs_error *err)
 {
-    if (!(window_s > 0) || !isfinite(window_s))
-        return FAIL(err, PRS_EINVAL,
-                    "power: the window must be a finite number of seconds > 0, "
-                    "got %g",
-                    window_s);
+    if (check_window(window_s, err)) return PRS_EINVAL;
     int nops = prs_eval_nops(ev);
     prs_timeline_op *ops = malloc(sizeof *ops * (size_t)nops);
     power_event *evs = malloc(sizeof *evs * 2 * (size_t)nops);

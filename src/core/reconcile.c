@@ -21,20 +21,12 @@
 #define FLAT_TOL 1e-9
 #define FLAT_SE 2.0
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Robust relative spread of y around g: 1.4826 median |y/g - 1|. */
 static double rel_spread(const double *y, const double *g, int n, double *work)
 {
     for (int i = 0; i < n; i++)
         work[i] = fabs(y[i] / g[i] - 1.0);
-    qsort(work, (size_t)n, sizeof *work, cmp_double);
-    double med = n % 2 ? work[n / 2] : 0.5 * (work[n / 2 - 1] + work[n / 2]);
-    return MAD_TO_SD * med;
+    return MAD_TO_SD * prs__pool_median(work, n);
 }
 
 /* Relative standard error of the fitted values: the residuals' root mean square over the
@@ -258,11 +250,7 @@ static double reconcile_all(const prs_profile_row *rows, size_t n, double margin
                                             runs[r].se_pool, out);
     for (int r = 0; r < nruns && se >= 0; r++) /* the median over fitted types */
         if (runs[r].se_fit >= 0) w->work[fitted++] = runs[r].se_fit;
-    if (se >= 0 && fitted) {
-        qsort(w->work, (size_t)fitted, sizeof *w->work, cmp_double);
-        se = fitted % 2 ? w->work[fitted / 2]
-                        : 0.5 * (w->work[fitted / 2 - 1] + w->work[fitted / 2]);
-    }
+    if (se >= 0 && fitted) se = prs__pool_median(w->work, fitted);
     free(runs);
     free(src);
     return se;

@@ -21,15 +21,17 @@ int plan_powers_prepare(plan_powers *pw, const prs_frontier *f, const prs_profil
     size_t n = prs_frontier_size(f);
     double *avg = malloc(sizeof *avg * (n ? n : 1)), *peak = malloc(sizeof *peak * (n ? n : 1));
     int *clocks = malloc(sizeof *clocks * (size_t)pipe->stages * (size_t)ops_per_stage);
-    int rc = avg && peak && clocks ? 0 : -1;
+    prs_eval *ev = NULL; /* one evaluation context for every plan */
+    int rc = avg && peak && clocks && prs_eval_open(profile, pipe, &ev, NULL) == 0 ? 0 : -1;
     for (size_t k = 0; k < n && !rc; k++) {
         prs_plan_power p;
         rc = prs_frontier_plan(f, k, clocks, NULL) ||
-             prs_plan_power_of(profile, pipe, clocks, PRS_POWER_WINDOW_S, &p, NULL);
+             prs_eval_power(ev, clocks, PRS_POWER_WINDOW_S, &p, NULL, NULL, NULL);
         if (rc) break;
         avg[k] = p.avg_power_w * tp; /* per pipeline: tp times the profile's */
         peak[k] = p.peak_power_w * tp;
     }
+    prs_eval_close(ev);
     free(clocks);
     if (rc) {
         free(avg);

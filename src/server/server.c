@@ -251,6 +251,8 @@ static void add_job(prs_server *s, job *j)
     s->nranks += j->world;
 }
 
+static void cancel_planner(prs_server *s, job *j);
+
 /* Take a job out of the table and free it (lock held exclusively); a planner working on it
  * is detached and its result dropped. */
 static void remove_job(prs_server *s, job *j)
@@ -262,12 +264,9 @@ static void remove_job(prs_server *s, job *j)
         }
     s->njobs--;
     s->nranks -= j->world;
+    cancel_planner(s, j);
     for (plan_task *t = s->tasks; t; t = t->next)
-        if (t->j == j) {
-            if (!t->started) t->finished = 1;
-            __atomic_store_n(&t->cancel, CANCEL_JOB_LEFT, __ATOMIC_RELEASE);
-            t->j = NULL;
-        }
+        if (t->j == j) t->j = NULL; /* its result is dropped */
     job_free(j);
 }
 
@@ -864,17 +863,13 @@ static int do_profile(prs_server *s, job *j, conn_ctx *cc, void *arg, int *actio
 }
 
 /* An uploaded profile, parsed and judged before the job lock is taken: it must parse, cover the
- * job's stages and make a planning problem within the server's limits. The job's pipeline is
- * read under the shared lock. 0 with *out, or -1 with e filled. */
-static int parse_upload(prs_server *s, const char *id, conn_ctx *cc, prs_profile **out, api_err *e)
+ * job's stages (pipe: the job's pipeline) and make a planning problem within the server's
+ * limits. 0 with *out, or -1 with e filled. */
+static int parse_upload(prs_server *s, const prs_pipeline *pipe_in, conn_ctx *cc, prs_profile **out,
+                        api_err *e)
 {
     *out = NULL;
-    prs_pipeline pipe;
-    pthread_rwlock_rdlock(&s->lock);
-    job *j = find_job(s, id);
-    if (j) job_pipeline(j, &pipe);
-    pthread_rwlock_unlock(&s->lock);
-    if (!j) return api_fail(e, 404, "not_found", "no such job");
+    prs_pipeline pipe = *pipe_in;
     prs_profile *p = NULL;
     prs_error err = {0, ""};
     if (prs_profile_parse("profile", cc->body ? cc->body : "", cc->len, &p, &err) ||
@@ -930,14 +925,18 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
     prs_profile *upload = NULL;
     if (m->route == R_PROFILE_PUT) {
         api_err pe = {0, NULL, ""};
-        /* The token first: only the job's owner gets its upload parsed. */
+        /* The token first: only the job's owner gets its upload parsed (outside the lock, with
+         * the job's pipeline read under the shared lock). */
+        prs_pipeline pipe;
         pthread_rwlock_rdlock(&s->lock);
         job *oj = find_job(s, m->id);
         int owner = oj && authorize(have_token, presented, oj);
+        if (owner) job_pipeline(oj, &pipe);
         pthread_rwlock_unlock(&s->lock);
-        if (oj && !owner)
+        if (!oj) return send_error(s, c, cc, 404, "not_found", "no such job");
+        if (!owner)
             return send_error(s, c, cc, 401, "unauthorized", "missing or wrong bearer token");
-        if (parse_upload(s, m->id, cc, &upload, &pe)) return send_api_error(s, c, cc, &pe);
+        if (parse_upload(s, &pipe, cc, &upload, &pe)) return send_api_error(s, c, cc, &pe);
     }
     /* Views that change nothing (and touch no SQLite statement) share the lock. */
     int shared = m->route == R_SCHEDULE || m->route == R_STATUS || m->route == R_FRONTIER;
@@ -1572,6 +1571,23 @@ void prs_server_config_default(prs_server_config *c)
     c->max_plan_memory = (size_t)1 << 30;
 }
 
+/* Limits left 0 (or out of range) by the caller take prs_server_config_default's values. */
+static void fill_unset_limits(prs_server_config *c)
+{
+    prs_server_config d;
+    prs_server_config_default(&d);
+    if (!c->max_jobs) c->max_jobs = d.max_jobs;
+    if (!c->max_world) c->max_world = d.max_world;
+    if (!c->max_ranks) c->max_ranks = d.max_ranks;
+    if (c->max_planners < 1) c->max_planners = d.max_planners;
+    if (!c->max_client_connections) c->max_client_connections = d.max_client_connections;
+    if (!(c->idle_timeout_s > 0)) c->idle_timeout_s = d.idle_timeout_s;
+    if (!(c->request_timeout_s > 0)) c->request_timeout_s = d.request_timeout_s;
+    if (!(c->plan_timeout_s > 0)) c->plan_timeout_s = d.plan_timeout_s;
+    if (c->max_plan_points < 1) c->max_plan_points = d.max_plan_points;
+    if (!c->max_plan_memory) c->max_plan_memory = d.max_plan_memory;
+}
+
 static int load_job_row(void *ud, const store_job_row *row)
 {
     prs_server *s = ud;
@@ -1660,16 +1676,7 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
     pthread_mutex_init(&s->m.mu, NULL);
     pthread_mutex_init(&s->janitor_mu, NULL);
     pthread_cond_init(&s->janitor_cv, NULL);
-    if (!s->cfg.max_jobs) s->cfg.max_jobs = 1024;
-    if (!s->cfg.max_world) s->cfg.max_world = 65536;
-    if (!s->cfg.max_ranks) s->cfg.max_ranks = 262144;
-    if (s->cfg.max_planners < 1) s->cfg.max_planners = 2;
-    if (!s->cfg.max_client_connections) s->cfg.max_client_connections = 2048;
-    if (!(s->cfg.idle_timeout_s > 0)) s->cfg.idle_timeout_s = 30;
-    if (!(s->cfg.request_timeout_s > 0)) s->cfg.request_timeout_s = 120;
-    if (!(s->cfg.plan_timeout_s > 0)) s->cfg.plan_timeout_s = 600;
-    if (s->cfg.max_plan_points < 1) s->cfg.max_plan_points = 1000000;
-    if (!s->cfg.max_plan_memory) s->cfg.max_plan_memory = (size_t)1 << 30;
+    fill_unset_limits(&s->cfg);
     if (cfg->create_token && cfg->create_token[0]) {
         secure_sha256(cfg->create_token, strlen(cfg->create_token), s->create_hash);
         s->has_create_token = 1;

@@ -12,10 +12,19 @@ python_client_checks
 $py -c 'import torch' 2>/dev/null || { echo "no python3-torch"; exit 77; }
 dir=$(mktemp -d "${TMPDIR:-/tmp}/prs-client-torch-XXXXXX")
 start_perseusd "$dir"
-master=$(PYTHONDONTWRITEBYTECODE=1 $py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-PYTHONDONTWRITEBYTECODE=1 PERSEUS_LIBRARY="$bin/libperseus.so" timeout 280 "$py" "$src/python/examples/pipeline_gloo.py" \
-  --server "$url" --stages 4 --dp 2 --master-port "$master" \
-  --json "$dir/out.json" >/dev/null
+# The rendezvous port is picked free, then released for torch to bind: another process may take
+# it in between ("Address already in use"); only that failure is retried, with a new port.
+for attempt in 1 2 3; do
+  master=$(PYTHONDONTWRITEBYTECODE=1 $py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  rc=0
+  PYTHONDONTWRITEBYTECODE=1 PERSEUS_LIBRARY="$bin/libperseus.so" timeout 280 "$py" \
+    "$src/python/examples/pipeline_gloo.py" --server "$url" --stages 4 --dp 2 \
+    --master-port "$master" --json "$dir/out.json" >/dev/null 2>"$dir/err" || rc=$?
+  ((rc == 0)) && break
+  cat "$dir/err" >&2
+  grep -q "Address already in use" "$dir/err" && ((attempt < 3)) || exit "$rc"
+  echo "rendezvous port $master was taken: retrying with another"
+done
 PYTHONDONTWRITEBYTECODE=1 $py - "$dir/out.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))

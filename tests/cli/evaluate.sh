@@ -169,7 +169,6 @@ m, f = load("g-min.json"), load("g-fast.json")
 assert abs(m["time_s"] - 3.171) < 1e-9 and abs(m["energy_j"] - 5641.8) < 0.05, m
 assert abs(f["time_s"] - 2.818) < 1e-9 and abs(f["energy_j"] - 6204.1) < 0.05, f
 PY
-echo "evaluate CLI tests passed"
 
 # --- power (docs/power.md): average = energy / time, the steps integrate to the energy, the
 # peak lies between the average and the largest step, and a window of many iterations gives

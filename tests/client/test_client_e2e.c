@@ -151,13 +151,14 @@ static double run_iteration(world *w, iter_rec *rec)
     return rec->time_s;
 }
 
-/* v: model chunks per GPU (1: 1F1B, 2: interleaved). The plan-switch lead is long in iterations
- * (each is about a simulated second, a few wall milliseconds), so every rank has the new plan
- * before the iteration it holds from. */
 /* Run-to-run noise of the sim GPUs and profiling iterations per clock of the next world_start. */
 static double world_jitter = 0;
 static int world_iters = 2;
 static const char *world_precision = ""; /* more "profiling" members, each after a comma */
+
+/* v: model chunks per GPU (1: 1F1B, 2: interleaved). The plan-switch lead is long in iterations
+ * (each is about a simulated second, a few wall milliseconds), so every rank has the new plan
+ * before the iteration it holds from. */
 
 static void world_start(world *w, double poll_s, int v, int dp, const char *extra)
 {

@@ -136,9 +136,10 @@ static void test_impulse(void **state)
     assert_float_equal(pw.energy_j, 350, 1e-9);
     assert_float_equal(pw.peak_power_w, 200, 1e-9); /* [0, 1]: 50 + 150 J */
     assert_float_equal(pw.max_power_w, 150, 1e-9);
-    /* [1, 2] reaches the next iteration's impulse at 2 */
+    /* [0, 0.5] holds the impulse at 0, and [1.5, 2] reaches the next iteration's at 2 */
     double at = -1;
     assert_float_equal(peak(s, n, 0.5, &at), (50 + 75) / 0.5, 1e-9);
+    assert_true(at == 0 || fabs(at - 1.5) < 1e-12);
     free(s);
     prs_profile_free(p);
 }

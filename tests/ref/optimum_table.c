@@ -60,8 +60,7 @@ int main(int argc, char **argv)
     if (!plan || !best) return 1;
     double worst_best = -INFINITY, worst_bound = -INFINITY;
     size_t last = (size_t)-1;
-    int rc = 0;
-    for (int i = 0; i < ntimes && !rc; i++) {
+    for (int i = 0; i < ntimes; i++) {
         size_t k = (size_t)llround((double)i * (double)(n - 1) / (double)(ntimes - 1));
         if (k == last) continue;
         last = k;
@@ -102,5 +101,5 @@ int main(int argc, char **argv)
     prs_milp_free(m);
     prs_frontier_free(f);
     prs_profile_free(prof);
-    return rc;
+    return 0;
 }

@@ -17,6 +17,7 @@
 
 #include "perseus/server.h"
 #include "server_harness.h"
+#include "skips.h"
 
 static prs_server *srv;
 static int port;
@@ -115,8 +116,7 @@ static void test_idle_flood(void **state)
     struct rlimit rl;
     getrlimit(RLIMIT_NOFILE, &rl);
     if (rl.rlim_cur < 8300 + 2500) {
-        print_message("skipped: open-file limit %ld is below 10,800\n", (long)rl.rlim_cur);
-        skip();
+        prs_skip_case("the open-file limit is below 10,800");
     }
     prs_server_config cfg;
     prs_server_config_default(&cfg);
@@ -232,5 +232,5 @@ int main(void)
         cmocka_unit_test(test_global_cap),
         cmocka_unit_test(test_slowloris),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return prs_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -58,7 +58,7 @@ static void observe(sim_job *j, seen *s)
     }
 }
 
-/* Kill -9 and restart; everything observed before is observed again. Returns the observation. */
+/* Kill -9 and restart; everything observed before is observed again. */
 static void kill_and_check(sim_job *j, const char *where)
 {
     seen before, after;
@@ -131,9 +131,8 @@ static void test_kill_loop(void **state)
         if (k < RANKS - 1) kill_and_check(&j, "registering");
     }
     /* Profiling: 7 clocks x 3 iterations x 4 ranks = 84 posts, a kill every 4. */
-    long iteration = 0, posts = 0, n;
+    long iteration = 0, n;
     while ((n = sim_profile(&j, 4, &iteration)) == 4) {
-        posts += n;
         json_t *st = sim_status(&j);
         assert_non_null(st);
         int profiling = strcmp(json_str(st, "phase"), "profiling") == 0;
