@@ -1,7 +1,7 @@
 /* Bounded planning (docs/server.md, 'Limits'), against a server running in this process:
  *   - a profile whose planning problem is too large (the frontier's span, or the planner's
- *     tables) is refused at upload with 400 naming the limit, before any planner runs: a
- *     ~200-byte profile at unit_time_s 1e-6 would make the planner ask for ~11 GB;
+ *     tables) is refused at upload with 400 naming the limit, before any planner runs (the
+ *     test prints the profile's size and the tables it would need);
  *   - at most max_planners planners run, the others wait their turn;
  *   - complete and DELETE stop a running planner within 100 ms (the gap between the answer and
  *     the server's planning_canceled log line, whose timestamps have millisecond resolution);
