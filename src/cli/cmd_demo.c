@@ -399,11 +399,14 @@ static char *job_spec(const demo *d)
     json_t *clocks = json_array();
     for (int f = d->preset->f_max_mhz; f >= d->preset->prof_min_mhz; f -= d->preset->f_step_mhz)
         json_array_append_new(clocks, json_integer(f));
-    json_t *spec =
-        json_pack("{s:s, s:i, s:i, s:i, s:o, s:f, s:b, s:{s:i, s:i}}", "model", "perseus-demo",
-                  "stages", d->stages, "microbatches", d->mb, "dp", d->dp, "clocks_mhz", clocks,
-                  "blocking_power_w", d->preset->blocking_power_w, "reuse_frontier", 0, "profiling",
-                  "warmup_iterations", 1, "iterations_per_clock", 2);
+    /* switch_lead_s 0: the lockstep (sync_server) has every rank fetch its schedule before it
+     * runs another iteration, so the shortest lead is safe, and it does not depend on how fast
+     * this machine runs the simulation (the server sizes a longer lead from wall time). */
+    json_t *spec = json_pack("{s:s, s:i, s:i, s:i, s:o, s:f, s:b, s:f, s:{s:i, s:i}}", "model",
+                             "perseus-demo", "stages", d->stages, "microbatches", d->mb, "dp",
+                             d->dp, "clocks_mhz", clocks, "blocking_power_w",
+                             d->preset->blocking_power_w, "reuse_frontier", 0, "switch_lead_s", 0.0,
+                             "profiling", "warmup_iterations", 1, "iterations_per_clock", 2);
     char *spec_text = json_dumps(spec, JSON_COMPACT);
     json_decref(spec);
     return spec_text;

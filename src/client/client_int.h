@@ -25,6 +25,7 @@ typedef struct prs__client_iteration {
     long plan_id; /* plan it ran (running), -1 otherwise */
     double time_s, energy_j;
     double pace_s;           /* iteration start to the end of the last computation; 0: unknown */
+    double wall_s;           /* host wall-clock time since the previous iteration ended; 0: none */
     double blocking_power_w; /* estimate of the GPU's blocked power; 0: unknown */
     int clock_mhz;
     int n_windows; /* windows are kept only in the profiling phase */
@@ -88,6 +89,7 @@ struct prs_client {
     int iter_started;
     int reset_clock; /* the job ended: the measurement path resets the clock */
     double iter_t0, iter_e0;
+    double wall_end_s; /* host monotonic time the previous iteration ended (0: none yet) */
     long iter_no;
     long round_reported; /* iterations reported in the current schedule */
 

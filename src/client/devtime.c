@@ -174,7 +174,7 @@ int prs__client_dev_end(prs_client *c, prs_instr instr, int microbatch, int chun
     return prs__client_check_end(c, instr, microbatch, chunk);
 }
 
-int prs__client_dev_iteration_end(prs_client *c)
+int prs__client_dev_iteration_end(prs_client *c, double wall_s)
 {
     prs__client_dev *d = c->dev;
     if (!c->iter_started) return 0;
@@ -187,6 +187,7 @@ int prs__client_dev_iteration_end(prs_client *c)
         return rc;
     }
     p->end = next->start;
+    p->wall_s = wall_s;
     p->bad_order = c->bad_order;
     p->phase_reportable = prs__client_phase_reports(c);
     d->cur = next;

@@ -34,6 +34,7 @@ typedef struct prs__client_devop {
 /* One iteration in flight. start/anchor open it; end is the next one's start. */
 typedef struct prs__client_pend {
     long iteration, round, plan_id;
+    double wall_s; /* host wall-clock time since the previous iteration ended (0: none) */
     int profiling, bad_order, phase_reportable;
     int resolved; /* times computed (below) */
     int failed;   /* its device times could not be read: reported as a failure */
@@ -85,7 +86,7 @@ int prs__client_dev_open(struct prs_client *c, prs_stream *stream, prs_gpu *samp
 void prs__client_dev_close(struct prs_client *c);
 int prs__client_dev_begin(struct prs_client *c, prs_instr instr, int microbatch, int chunk);
 int prs__client_dev_end(struct prs_client *c, prs_instr instr, int microbatch, int chunk);
-int prs__client_dev_iteration_end(struct prs_client *c);
+int prs__client_dev_iteration_end(struct prs_client *c, double wall_s);
 int prs__client_dev_request_clock(struct prs_client *c, int mhz);
 /* devpool.c */
 prs_event *prs__client_event_get(struct prs_client *c);

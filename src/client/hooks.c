@@ -7,7 +7,7 @@
  * all belong to one round). A running plan comes with the iteration from which it holds
  * (from_iteration): every rank of a pipeline switches at that same iteration, so no iteration has
  * two stages running different plans. A plan that arrives after its iteration has passed is
- * adopted at once and counted in late_switches.
+ * adopted at once and counted in late_switches (also the first plan, replacing planning).
  *
  * Order. With the pipeline's geometry (sent with the schedule) the hooks know which (instruction,
  * microbatch, chunk) the k-th computation of the iteration must be; a hook that differs is an
@@ -106,7 +106,7 @@ void prs__client_adopt_schedule(prs_client *c)
             c->next = s;
         } else {
             if (phase_is(&s, "running") && s.from_iteration >= 0 && s.from_iteration < c->iter_no &&
-                c->iter_no > 0 && phase_is(&c->cur, "running"))
+                c->iter_no > 0 && (phase_is(&c->cur, "running") || phase_is(&c->cur, "planning")))
                 atomic_fetch_add_explicit(&c->late_switches, 1, memory_order_relaxed);
             prs__client_schedule_free(&c->next);
             install(c, &s);

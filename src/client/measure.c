@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "perseus/clock.h"
 #include "client_int.h"
 
 static void device_sync(prs_client *c)
@@ -137,8 +138,12 @@ static double blocked_power(const prs_client *c, double time_s, double energy_j)
 int prs_client_iteration_end(prs_client *c)
 {
     if (!c) return PRS_EINVAL;
-    if (c->dev) return prs__client_dev_iteration_end(c);
     if (!c->iter_started) return 0;
+    /* Wall-clock time between iteration ends: how fast the rank really runs (the server sizes
+     * a plan switch's lead from it), whatever clock the GPU's times are on. */
+    double wall = prs_mono_s(), wall_s = c->wall_end_s > 0 ? wall - c->wall_end_s : 0;
+    c->wall_end_s = wall;
+    if (c->dev) return prs__client_dev_iteration_end(c, wall_s);
     device_sync(c);
     double now = prs_gpu_now_s(c->gpu), energy = prs_gpu_read_energy_j(c->gpu);
     prs__client_iteration it;
@@ -150,6 +155,7 @@ int prs_client_iteration_end(prs_client *c)
     it.energy_j = energy - c->iter_e0;
     it.clock_mhz = c->n_ops && c->ops[0].clock_mhz > 0 ? c->ops[0].clock_mhz : c->f_max_mhz;
     it.pace_s = c->n_ops ? c->ops[c->n_ops - 1].t1 - c->iter_t0 : 0;
+    it.wall_s = wall_s;
     it.blocking_power_w = blocked_power(c, it.time_s, it.energy_j);
     int report = prs__client_should_report(c, it.time_s, it.energy_j);
     if (report && prs__client_profiling(c) && !c->bad_order)

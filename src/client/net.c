@@ -194,6 +194,8 @@ static json_t *iteration_json(const prs__client_iteration *it)
     if (it->pace_s > 0 && isfinite(it->pace_s))
         json_object_set_new(o, "pace_s", json_real(it->pace_s));
     if (it->plan_id >= 0) json_object_set_new(o, "plan_id", json_integer(it->plan_id));
+    if (it->wall_s > 0 && isfinite(it->wall_s))
+        json_object_set_new(o, "wall_s", json_real(it->wall_s));
     if (it->blocking_power_w > 0 && isfinite(it->blocking_power_w))
         json_object_set_new(o, "blocking_power_w", json_real(it->blocking_power_w));
     if (it->n_windows == 0) return o;

@@ -278,6 +278,7 @@ static int build_report(prs_client *c, prs__client_pend *p, int force, prs__clie
     it->plan_id = p->profiling ? -1 : p->plan_id;
     it->time_s = p->t_end - p->t_start;
     it->pace_s = p->n_ops ? p->op_t1[p->n_ops - 1] - p->t_start : 0;
+    it->wall_s = p->wall_s;
     it->clock_mhz = p->n_ops > 0 && p->op_clock[0] > 0 ? p->op_clock[0]
                     : c->dev->eff_mhz > 0              ? c->dev->eff_mhz
                                                        : c->f_max_mhz;

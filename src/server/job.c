@@ -149,6 +149,7 @@ static job *job_alloc(const req_job_spec *spec)
     for (int d = 0; d < spec->dp; d++) {
         j->pipes[d].last_iteration = -1;
         j->pipes[d].prev_plan_id = j->pipes[d].want_plan = j->pipes[d].newest = -1;
+        pace_reset(&j->pipes[d].pace);
     }
     for (int i = 0; i < spec->nclocks; i++)
         if (spec->clocks_mhz[i] >= spec->min_clock_mhz) j->sweep[j->nsweep++] = spec->clocks_mhz[i];
@@ -207,7 +208,8 @@ static int put_pipe(job *j, store *st, int d, api_err *e)
 {
     const job_pipe *p = &j->pipes[d];
     store_pipe_row row = {d,          p->straggler,    p->straggler_time_s,
-                          p->plan_id, p->prev_plan_id, p->from_iteration};
+                          p->plan_id, p->prev_plan_id, p->from_iteration,
+                          p->pace.hz};
     if (store_put_pipeline(st, j->id, &row)) return store_fail(e, st);
     return 0;
 }
@@ -346,14 +348,17 @@ static long cap_rule(job *j)
     return job_cap_plan(j, NULL);
 }
 
-/* Iterations between announcing plan `to` and running it (replacing `from`, -1: none): at
- * least 2, and at least switch_lead_s at the shorter of the two plans' iteration times. */
-static long switch_lead(const job *j, long from, long to)
+/* Iterations between announcing plan `to` to pipeline p and running it (replacing `from`, -1:
+ * none): at least 2, at least switch_lead_s at the shorter of the two plans' iteration times, and
+ * at least switch_lead_s of wall-clock time at the pace the pipeline reports (pace.h). */
+static long switch_lead(const job *j, const job_pipe *p, long from, long to)
 {
     double t = plan_time(j, to), tf = from >= 0 ? plan_time(j, from) : 0;
     if (tf > 0 && (t <= 0 || tf < t)) t = tf;
     double n = t > 0 ? ceil(j->spec.switch_lead_s / t) : 2;
-    return n > 2 ? (n < 1e6 ? (long)n : 1000000) : 2;
+    long lead = n > 2 ? (n < 1e6 ? (long)n : 1000000) : 2;
+    long wall = pace_iterations(&p->pace, j->spec.switch_lead_s);
+    return wall > lead ? wall : lead;
 }
 
 /* Announce plan `want` for pipeline d: it holds from the pipeline's newest iteration plus the
@@ -361,7 +366,7 @@ static long switch_lead(const job *j, long from, long to)
 static void announce(job *j, int d, long want)
 {
     job_pipe *p = &j->pipes[d];
-    p->from_iteration = p->newest + switch_lead(j, p->plan_id, want);
+    p->from_iteration = p->newest + switch_lead(j, p, p->plan_id, want);
     p->prev_plan_id = p->plan_id;
     p->plan_id = want;
     p->want_plan = -1;
@@ -404,7 +409,7 @@ static int change_plan(job *j, int d, long want)
         announce(j, d, want);
         return 1;
     }
-    if (p->from_iteration - p->newest >= switch_lead(j, p->prev_plan_id, want)) {
+    if (p->from_iteration - p->newest >= switch_lead(j, p, p->prev_plan_id, want)) {
         p->plan_id = want;
         p->want_plan = -1;
         return 1;
@@ -609,6 +614,7 @@ static int load_pipe(void *ud, const store_pipe_row *r)
     p->plan_id = r->plan_id;
     p->prev_plan_id = r->prev_plan_id;
     p->from_iteration = r->from_iteration;
+    pace_restore(&p->pace, r->pace_hz);
     return 0;
 }
 
@@ -774,7 +780,7 @@ static int pipeline_restarted(job *j, store *st, int d, api_err *e)
     p->over = p->under = 0;
     p->newest = -1;
     if (j->phase != JOB_RUNNING || p->plan_id < 0) return 0;
-    p->from_iteration = p->newest + switch_lead(j, p->prev_plan_id, p->plan_id);
+    p->from_iteration = p->newest + switch_lead(j, p, p->prev_plan_id, p->plan_id);
     if (put_pipe(j, st, d, e)) return -1;
     return plans_changed(j, st, e);
 }
@@ -1158,6 +1164,7 @@ static int store_iteration(job *j, store *st, int rank, const req_iteration *it,
     j->measurements++;
     job_pipe *p = &j->pipes[k->dp];
     if (it->iteration > p->newest) p->newest = it->iteration;
+    pace_note(&p->pace, it->wall_s);
     return 0;
 }
 

@@ -26,6 +26,7 @@
 #include <jansson.h>
 
 #include "perseus/planner.h"
+#include "pace.h"
 #include "powercap_job.h"
 #include "request.h"
 #include "secure.h"
@@ -88,6 +89,7 @@ typedef struct job_pipe {
     long from_iteration; /* first iteration of plan_id */
     long want_plan;      /* a plan change waiting for the pending switch to happen (-1: none) */
     long newest;         /* newest iteration number any rank of the pipeline reported (-1) */
+    pipe_pace pace;      /* iterations per wall-clock second, from the ranks' reports (pace.h) */
     long last_iteration; /* last iteration the detector evaluated (-1: none) */
     job_pending pend[JOB_PENDING]; /* iterations awaiting evaluation, oldest first */
     int npend;

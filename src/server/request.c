@@ -375,9 +375,9 @@ static int parse_window(json_t *w, req_window *out, prs_error *err)
 static int parse_results(json_t *root, req_results *r, prs_error *err)
 {
     static const char *const keys[] = {"rank", "round", "iterations", "clock_failures", NULL};
-    static const char *const ikeys[] = {"iteration",        "time_s",  "energy_j",
-                                        "clock_mhz",        "pace_s",  "plan_id",
-                                        "blocking_power_w", "windows", NULL};
+    static const char *const ikeys[] = {"iteration", "time_s",  "energy_j",         "clock_mhz",
+                                        "pace_s",    "plan_id", "blocking_power_w", "wall_s",
+                                        "windows",   NULL};
     if (only_keys(root, "", keys, err) ||
         get_i(root, "rank", 1, 0, REQ_MAX_WORLD - 1, &r->rank, err) ||
         get_int(root, "round", 0, 0, 1L << 40, &r->round, err) ||
@@ -413,7 +413,8 @@ static int parse_results(json_t *root, req_results *r, prs_error *err)
             get_i(it, "clock_mhz", 0, 1, REQ_MAX_CLOCK_MHZ, &ri->clock_mhz, &sub) ||
             get_real(it, "pace_s", 0, 0.0, 1, 1e6, &ri->pace_s, &sub) ||
             get_int(it, "plan_id", 0, 0, 1L << 40, &ri->plan_id, &sub) ||
-            get_real(it, "blocking_power_w", 0, 0.0, 1, 1e5, &ri->blocking_power_w, &sub))
+            get_real(it, "blocking_power_w", 0, 0.0, 1, 1e5, &ri->blocking_power_w, &sub) ||
+            get_real(it, "wall_s", 0, 0.0, 1, 1e6, &ri->wall_s, &sub))
             return fail(err, "iterations[%zu].%s", i, sub.msg);
         json_t *ws = json_object_get(it, "windows");
         ri->windows = r->all_windows + used;

@@ -75,6 +75,7 @@ typedef struct req_iteration {
     double pace_s;           /* device time to the end of the last computation; 0: not given */
     long plan_id;            /* the plan the iteration ran (running phase); -1: not given */
     double blocking_power_w; /* the rank's estimate of its GPU's power while blocked; 0: none */
+    double wall_s;           /* host wall-clock time since the rank's previous iteration; 0: none */
     size_t nwindows;
     req_window *windows; /* points into req_results.all_windows */
 } req_iteration;

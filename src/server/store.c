@@ -70,6 +70,7 @@ static const char *const MIGRATE[STORE_SCHEMA_VERSION] = {
           "ALTER TABLE jobs ADD COLUMN bp_measured_w REAL;"
           "ALTER TABLE jobs ADD COLUMN bp_used_w REAL;",
     [2] = "ALTER TABLE jobs ADD COLUMN finished_unix INTEGER;",
+    [3] = "ALTER TABLE pipelines ADD COLUMN pace_hz REAL NOT NULL DEFAULT 0;",
 };
 
 enum {
@@ -151,10 +152,11 @@ static const char *const SQL[Q_COUNT] = {
                         " WHERE f.config_key=?1 AND f.config_key<>''"
                         " AND j.phase IN ('running','done')"
                         " ORDER BY j.created_unix DESC, j.rowid DESC LIMIT 1",
-    [Q_PUT_PIPE] = "INSERT OR REPLACE INTO pipelines(job_id, dp, straggler, straggler_time_s,"
-                   " plan_id, prev_plan_id, from_iteration) VALUES(?1,?2,?3,?4,?5,?6,?7)",
-    [Q_PIPES] = "SELECT dp, straggler, straggler_time_s, plan_id, prev_plan_id, from_iteration"
-                " FROM pipelines WHERE job_id=?1",
+    [Q_PUT_PIPE] =
+        "INSERT OR REPLACE INTO pipelines(job_id, dp, straggler, straggler_time_s,"
+        " plan_id, prev_plan_id, from_iteration, pace_hz) VALUES(?1,?2,?3,?4,?5,?6,?7,?8)",
+    [Q_PIPES] = "SELECT dp, straggler, straggler_time_s, plan_id, prev_plan_id, from_iteration,"
+                " pace_hz FROM pipelines WHERE job_id=?1",
     /* Children first: the foreign keys point at jobs and measurements. */
     [Q_DEL_WINDOWS] = "DELETE FROM windows WHERE job_id=?1",
     [Q_DEL_MEAS] = "DELETE FROM measurements WHERE job_id=?1",
@@ -681,6 +683,7 @@ int store_put_pipeline(store *s, const char *job, const store_pipe_row *p)
     sqlite3_bind_int64(st, 5, p->plan_id);
     sqlite3_bind_int64(st, 6, p->prev_plan_id);
     sqlite3_bind_int64(st, 7, p->from_iteration);
+    sqlite3_bind_double(st, 8, p->pace_hz);
     return exec_done(s, st, "store pipeline");
 }
 
@@ -693,7 +696,8 @@ int store_each_pipeline(store *s, const char *job, int (*fn)(void *ud, const sto
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         store_pipe_row p = {sqlite3_column_int(st, 0),         sqlite3_column_int(st, 1),
                             sqlite3_column_double(st, 2),      (long)sqlite3_column_int64(st, 3),
-                            (long)sqlite3_column_int64(st, 4), (long)sqlite3_column_int64(st, 5)};
+                            (long)sqlite3_column_int64(st, 4), (long)sqlite3_column_int64(st, 5),
+                            sqlite3_column_double(st, 6)};
         int r = fn(ud, &p);
         if (r) return stop(st, r);
     }

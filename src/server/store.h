@@ -21,7 +21,7 @@ typedef struct store store;
 /* 1: the first schema. 2: per-iteration pace, plan and blocking power; each pipeline's switch
  * iteration and previous plan; the job's measured and used blocking power. A version-1 database
  * is upgraded in place when opened. */
-#define STORE_SCHEMA_VERSION 3
+#define STORE_SCHEMA_VERSION 4
 
 /* Open or create the database at path and bring its schema up to date. full_sync: fsync at every
  * commit (survives power loss); otherwise commits survive a process crash (synchronous=NORMAL).
@@ -126,6 +126,7 @@ typedef struct store_pipe_row {
     int dp, straggler;
     double straggler_time_s;
     long plan_id, prev_plan_id, from_iteration;
+    double pace_hz; /* iterations per wall-clock second when stored (0: not known; pace.h) */
 } store_pipe_row;
 
 int store_put_pipeline(store *s, const char *job, const store_pipe_row *p);

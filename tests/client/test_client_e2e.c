@@ -156,9 +156,11 @@ static double world_jitter = 0;
 static int world_iters = 2;
 static const char *world_precision = ""; /* more "profiling" members, each after a comma */
 
-/* v: model chunks per GPU (1: 1F1B, 2: interleaved). The plan-switch lead is long in iterations
- * (each is about a simulated second, a few wall milliseconds), so every rank has the new plan
- * before the iteration it holds from. */
+/* v: model chunks per GPU (1: 1F1B, 2: interleaved). An iteration is about a simulated second
+ * but a few wall milliseconds, so the plan-switch lead is set in wall-clock terms: the server
+ * measures how fast the pipelines report and announces a switch half a second of their pace
+ * ahead, which every rank's background thread (polling every 10 ms) covers even when the
+ * machine is loaded or the build is instrumented. */
 
 static void world_start(world *w, double poll_s, int v, int dp, const char *extra)
 {
@@ -179,7 +181,7 @@ static void world_start(world *w, double poll_s, int v, int dp, const char *extr
         "{\"model\": \"client-e2e\", \"stages\": 4, \"microbatches\": 4, \"dp\": %d,%s"
         " \"schedule\": \"%s\", \"virtual_stages\": %d,"
         " \"clocks_mhz\": [1410, 1365, 1320, 1275, 1230, 1185, 1140, 1095, 1050,"
-        " 1005], \"blocking_power_w\": 83.64, \"reuse_frontier\": false, \"switch_lead_s\": 20,"
+        " 1005], \"blocking_power_w\": 83.64, \"reuse_frontier\": false, \"switch_lead_s\": 0.5,"
         " \"profiling\": {\"warmup_iterations\": 1, \"iterations_per_clock\": %d%s}}",
         dp, extra, v > 1 ? "interleaved" : "1f1b", v > 1 ? v : 1, world_iters, world_precision);
     for (int i = 0; i < dp * STAGES; i++) {
@@ -304,12 +306,8 @@ static void profile_plan_run(int v)
     printf("%s: %ld running iterations in which pipeline 0's ranks ran different plans; late "
            "switches on its ranks %ld\n",
            v > 1 ? "interleaved" : "1f1b", w.mixed_plans, late);
-    /* Known open defect: in the sanitizer build (every call several times slower) pipeline 0's
-     * ranks have run different plans for 1-51 running iterations with no late switch counted;
-     * the count is printed there and asserted in the normal build until it is understood. */
-#ifndef __SANITIZE_ADDRESS__
     assert_int_equal(w.mixed_plans, 0);
-#endif
+    assert_int_equal(late, 0);
 
     /* A hook out of the schedule's order is refused and counted, never filed as another. */
     prs_instr in;
@@ -495,7 +493,8 @@ static void test_straggler_auto(void **state)
     long took = until_state(&w, 3, "automatic", &tprime, &plan);
     double pace = w.pace[3], unused;
     iter_rec rec;
-    for (int i = 0; i < 40; i++) { /* the others switch from the iteration the server set */
+    double t0 = harness_now(); /* the others switch from the iteration the server set */
+    while (harness_now() - t0 < 30) {
         assert_string_equal(straggler_of(&w, 0, &unused, &plan), "none");
         prs_client_stats st;
         prs_client_get_stats(w.r[0].cl, &st);
@@ -571,24 +570,30 @@ static void test_server_killed(void **state)
     assert_int_equal(daemon_stop(&w.d, SIGKILL), 128 + SIGKILL);
     prs_client_stats before;
     prs_client_get_stats(w.r[0].cl, &before);
-    for (int i = 0; i < 20; i++) {
+    /* At least 20 iterations, and on until rank 0's background thread found the server gone
+     * (a loaded or instrumented machine may take it longer than 20). */
+    prs_client_stats during = before;
+    int ndown = 0;
+    double t0 = harness_now();
+    while (ndown < 20 ||
+           (during.http_failures <= before.http_failures && harness_now() - t0 < 20)) {
         double t = wall_iteration(&w, &rec);
         down += t;
+        ndown++;
         if (t > worst_down) worst_down = t;
         assert_string_equal(rec.phase, "running"); /* the plan in hand */
         assert_int_equal(rec.plan_id, plan);
         harness_sleep_ms(5); /* let the background threads find the server gone */
+        prs_client_get_stats(w.r[0].cl, &during);
     }
-    prs_client_stats during;
-    prs_client_get_stats(w.r[0].cl, &during);
     printf("hooks per iteration (8 ranks, 64 computations): server up %.1f us, down %.1f us "
-           "(worst %.1f us); requests without answer: %ld\n",
-           1e6 * up / 20, 1e6 * down / 20, 1e6 * worst_down, during.http_failures);
+           "(worst %.1f us, %d iterations); requests without answer: %ld\n",
+           1e6 * up / 20, 1e6 * down / ndown, 1e6 * worst_down, ndown, during.http_failures);
     assert_true(during.http_failures > before.http_failures);
     assert_true(worst_down < 0.05); /* never waits on the network */
 
     assert_int_equal(daemon_restart(&w.d), 0);
-    double t0 = harness_now();
+    t0 = harness_now();
     prs_client_stats after = during;
     while (harness_now() - t0 < 20 && after.posted <= during.posted) {
         run_iteration(&w, &rec);
@@ -639,7 +644,8 @@ static int until_plan(world *w, long plan, long *first, long *from)
     for (int i = 0; i < n; i++)
         first[i] = -1;
     iter_rec rec;
-    for (int it = 0; it < 200 && left > 0; it++) {
+    double t0 = harness_now();
+    while (left > 0 && harness_now() - t0 < 30) {
         for (int d = 0; d < w->dp; d++) {
             long f;
             if (announced(w, d, &f) == plan) from[d] = f;
@@ -653,7 +659,7 @@ static int until_plan(world *w, long plan, long *first, long *from)
             }
         }
         if (left > 0) run_iteration(w, &rec);
-        harness_sleep_ms(10);
+        harness_sleep_ms(2); /* the pace of train_until_running, which the lead was set for */
     }
     return left ? -1 : 0;
 }
@@ -685,12 +691,10 @@ static void check_switch(world *w, long plan, const char *what)
                "%ld %ld %ld %ld\n",
                what, d, plan, from[d], f[0], f[1], f[2], f[3]);
         assert_true(from[d] >= 0);
-#ifndef __SANITIZE_ADDRESS__ /* the open defect described in profile_plan_run */
         for (int i = 0; i < STAGES; i++) {
             assert_int_equal(f[i], f[0]);
             assert_true(f[i] >= from[d] - 1 && f[i] <= from[d] + 1);
         }
-#endif
     }
 }
 
@@ -725,9 +729,14 @@ static void test_power_cap(void **state)
     double cap = 0.9 * fast_peak * w.dp;
     st = job_call(&w, "POST", "/power_cap", json_pack("{s:f}", "power_cap_w", cap));
     assert_non_null(st);
-    long plan = json_int(pipe_status(st, 0), "plan_id");
+    long plan = json_int(json_object_get(st, "power_cap"), "plan_id");
     assert_true(plan != fastest && plan >= 0);
-    assert_int_equal(json_int(pipe_status(st, 1), "plan_id"), plan);
+    for (int d = 0; d < w.dp; d++) { /* announced, or held back behind a pending switch */
+        long p = json_int(pipe_status(st, d), "plan_id");
+        if (p != fastest && p != plan)
+            fail_msg("pipeline %d runs plan %ld after the cap was set (fastest %ld, capped %ld)", d,
+                     p, fastest, plan);
+    }
     assert_true(json_is_true(json_object_get(json_object_get(st, "power_cap"), "feasible")));
     json_decref(st);
     check_switch(&w, plan, "cap set");
@@ -759,7 +768,12 @@ static void test_power_cap(void **state)
     st = job_call(&w, "DELETE", "/power_cap", NULL);
     assert_non_null(st);
     assert_true(json_is_null(json_object_get(json_object_get(st, "power_cap"), "cap_w")));
-    assert_int_equal(json_int(pipe_status(st, 0), "plan_id"), fastest);
+    for (int d = 0; d < w.dp; d++) {
+        long p = json_int(pipe_status(st, d), "plan_id");
+        if (p != fastest && p != plan)
+            fail_msg("pipeline %d runs plan %ld after the cap was lifted (fastest %ld, capped %ld)",
+                     d, p, fastest, plan);
+    }
     json_decref(st);
     check_switch(&w, fastest, "cap lifted");
     prs_client_stats s;

@@ -563,6 +563,50 @@ static void test_switch_iteration(void **state)
     job_free(j);
 }
 
+/* A pipeline that runs faster in wall-clock time than its plan says (here 100 iterations a
+ * second of plans near 0.5 s, as its ranks' wall_s tell) gets switch_lead_s of wall-clock time at
+ * its own pace as the lead, so its ranks still hear of the switch in time; the pace is stored
+ * with the pipeline and holds in a server that loads the job again. */
+static void test_switch_lead_pace(void **state)
+{
+    (void)state;
+    job *j = running_job("AAAAAAAAAAAAAAP7",
+                         "{\"stages\":2,\"microbatches\":2,\"dp\":2,\"tp\":2,\"switch_lead_s\":1.0,"
+                         "\"clocks_mhz\":[1410,1200,1000,800],\"blocking_power_w\":83.64}");
+    long fastest = (long)j->fastest;
+    for (long n = 0; n <= 250; n++) {
+        req_iteration it = {.iteration = n, .time_s = 0.5, .plan_id = -1, .wall_s = 0.01};
+        req_results r = {0, -1, 1, &it, NULL, -1};
+        int action;
+        api_err e = {0};
+        assert_int_equal(store_begin(st), 0);
+        assert_int_equal(tx_ok(job_results(j, st, &r, &action, &e)), 0);
+    }
+    set_straggler(j, 1, 1.5, 0);
+    long slow = j->pipes[0].plan_id;
+    assert_true(slow != fastest);
+    long plan_lead = lead_of(j, fastest, slow);
+    assert_true(plan_lead < 100);
+    long from = j->pipes[0].from_iteration;
+    printf("lead at 100 iterations/s: %ld iterations (%ld from the plans' times)\n", from - 250,
+           plan_lead);
+    assert_true(from - 250 >= 100 && from - 250 <= 101);
+
+    json_t *sj = req_job_spec_json(&j->spec);
+    char *text = json_dumps(sj, JSON_COMPACT);
+    json_decref(sj);
+    store_job_row row = {j->id, j->token_hash, text, "", "running", "", 0, j->round, 0, 1, 0, 0, 0};
+    job *k = NULL;
+    int act;
+    prs_error err;
+    assert_int_equal(job_load(st, &row, &k, &act, &err), 0);
+    free(text);
+    assert_true(fabs(k->pipes[0].pace.hz - j->pipes[0].pace.hz) < 1e-9 * j->pipes[0].pace.hz);
+    assert_true(k->pipes[1].pace.hz == 0); /* its ranks never said */
+    job_free(k);
+    job_free(j);
+}
+
 static double time_of(const job *j, long plan)
 {
     return prs_frontier_point_at(j->frontier, (size_t)plan)->eval_time_s;
@@ -967,6 +1011,7 @@ int main(void)
         cmocka_unit_test(test_profile_upload_and_failure),
         cmocka_unit_test(test_config_key),
         cmocka_unit_test(test_switch_iteration),
+        cmocka_unit_test(test_switch_lead_pace),
         cmocka_unit_test(test_pace_straggler),
         cmocka_unit_test(test_time_straggler_without_pace),
         cmocka_unit_test(test_evaluation_rule),

@@ -120,11 +120,12 @@ static void test_v1_upgrades_in_place(void **state)
     assert_int_equal(store_each_job(s, see_job, &j), 0);
     assert_int_equal(j.round, 7);
     assert_true(j.bp_measured_w == 0 && j.bp_used_w == 0);
-    store_pipe_row p = {-1, 0, 0, 0, 0, 0};
+    store_pipe_row p = {-1, 0, 0, 0, 0, 0, -1};
     assert_int_equal(store_each_pipeline(s, "OLDJOBOLDJOBOLD1", see_pipe, &p), 0);
     assert_int_equal(p.plan_id, 12);
     assert_int_equal(p.prev_plan_id, -1);
     assert_int_equal(p.from_iteration, 0);
+    assert_true(p.pace_hz == 0); /* not known before version 4 */
     assert_int_equal(store_count_measurements(s, "OLDJOBOLDJOBOLD1"), 1);
 
     /* New values go in and come back; absent ones are NULL. */
@@ -134,7 +135,7 @@ static void test_v1_upgrades_in_place(void **state)
     assert_int_equal(store_insert_measurement(s, "OLDJOBOLDJOBOLD1", &m, &id), 0);
     store_meas_row bare = {0, "profiling", 0, 43, 1410, 1.5, 300, 0, -1, 0, 1};
     assert_int_equal(store_insert_measurement(s, "OLDJOBOLDJOBOLD1", &bare, &id), 0);
-    store_pipe_row np = {0, 0, 0, 14, 12, 50};
+    store_pipe_row np = {0, 0, 0, 14, 12, 50, 437.5};
     assert_int_equal(store_put_pipeline(s, "OLDJOBOLDJOBOLD1", &np), 0);
     j.id = "OLDJOBOLDJOBOLD1";
     j.phase = "running";
@@ -160,6 +161,7 @@ static void test_v1_upgrades_in_place(void **state)
     assert_true(j.bp_measured_w == 81.5);
     assert_int_equal(store_each_pipeline(s, "OLDJOBOLDJOBOLD1", see_pipe, &p), 0);
     assert_int_equal(p.from_iteration, 50);
+    assert_true(p.pace_hz == 437.5);
     store_close(s);
     assert_int_equal(exec_sql("PRAGMA user_version=99"), SQLITE_OK);
     assert_int_equal(store_open(db, 0, &s, &err), -1);
