@@ -1154,7 +1154,9 @@ static int store_iteration(job *j, store *st, int rank, const req_iteration *it,
                         it->plan_id,   it->blocking_power_w,
                         used};
     if (store_insert_measurement(st, j->id, &m, &mid)) return store_fail(e, st);
-    for (size_t w = 0; w < it->nwindows; w++) {
+    /* Windows build the profile: outside profiling they are dropped, not stored. */
+    size_t nw = j->phase == JOB_PROFILING ? it->nwindows : 0;
+    for (size_t w = 0; w < nw; w++) {
         const req_window *win = &it->windows[w];
         int stage = win->chunk >= 0 ? win->chunk : k->pp;
         if (store_insert_window(st, j->id, mid, stage, win->instr, win->microbatch, win->clock_mhz,
@@ -1640,13 +1642,26 @@ json_t *job_status_json(const job *j)
     return o;
 }
 
-json_t *job_frontier_json(const job *j)
+json_t *job_frontier_json(const job *j, long offset, long limit)
 {
     if (!j->frontier) return NULL;
+    long n = (long)prs_frontier_size(j->frontier);
+    json_t *o = json_pack("{s:s, s:I, s:I}", "cost_model",
+                          prs_cost_model_name(prs_frontier_cost_model(j->frontier)), "fastest",
+                          (json_int_t)j->fastest, "size", (json_int_t)n);
+    if (!o) return NULL;
+    if (limit <= 0) { /* the summary */
+        json_object_set_new(o, "slowest_point", point_json(j, 0));
+        json_object_set_new(o, "fastest_point", point_json(j, (long)j->fastest));
+        return o;
+    }
     json_t *pts = json_array();
-    for (size_t k = 0; k < prs_frontier_size(j->frontier); k++)
-        json_array_append_new(pts, point_json(j, (long)k));
-    return json_pack("{s:s, s:I, s:o}", "cost_model",
-                     prs_cost_model_name(prs_frontier_cost_model(j->frontier)), "fastest",
-                     (json_int_t)j->fastest, "points", pts);
+    long end = offset < n ? (limit < n - offset ? offset + limit : n) : offset;
+    for (long k = offset; k < end; k++)
+        json_array_append_new(pts, point_json(j, k));
+    json_object_set_new(o, "offset", json_integer(offset));
+    json_object_set_new(o, "limit", json_integer(limit));
+    json_object_set_new(o, "points", pts);
+    json_object_set_new(o, "next_offset", end < n ? json_integer(end) : json_null());
+    return o;
 }

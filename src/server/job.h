@@ -214,7 +214,9 @@ int job_plan_finished(job *j, store *st, prs_frontier *f, const void *plans, siz
 
 /* GET /v1/jobs/{id} body (new reference). */
 json_t *job_status_json(const job *j);
-/* GET /v1/jobs/{id}/frontier body (new reference); NULL when there is no frontier. */
-json_t *job_frontier_json(const job *j);
+/* GET /v1/jobs/{id}/frontier body (new reference); NULL when there is no frontier. limit <= 0:
+ * the summary (size, slowest and fastest point); otherwise the points [offset, offset + limit)
+ * and the offset of the next page (null after the last). */
+json_t *job_frontier_json(const job *j, long offset, long limit);
 
 #endif

@@ -779,6 +779,31 @@ static enum MHD_Result handle_create(prs_server *s, struct MHD_Connection *c, co
                                "registering", "reused_frontier", reused));
 }
 
+/* ?offset=&limit= of GET /frontier: neither gives the summary (*limit 0); either gives a page of
+ * at most FRONTIER_PAGE_MAX points (FRONTIER_PAGE_DEFAULT when limit is not given). */
+#define FRONTIER_PAGE_DEFAULT 1000
+#define FRONTIER_PAGE_MAX 10000
+
+static int parse_page_args(struct MHD_Connection *c, long *offset, long *limit, api_err *e)
+{
+    const char *o = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "offset");
+    const char *l = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
+    *offset = 0;
+    *limit = 0;
+    if (!o && !l) return 0;
+    int v = 0;
+    if (o && !(o[0] >= '0' && o[0] <= '9' && prs_num_parse_int(o, &v) == 0 && v >= 0))
+        return api_fail(e, 400, "bad_request", "offset: expected an integer >= 0");
+    *offset = v;
+    *limit = FRONTIER_PAGE_DEFAULT;
+    if (l && !(l[0] >= '0' && l[0] <= '9' && prs_num_parse_int(l, &v) == 0 && v >= 1 &&
+               v <= FRONTIER_PAGE_MAX))
+        return api_fail(e, 400, "bad_request", "limit: expected an integer in 1..%d",
+                        FRONTIER_PAGE_MAX);
+    if (l) *limit = v;
+    return 0;
+}
+
 static int parse_rank_arg(struct MHD_Connection *c, int *rank)
 {
     const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "rank");
@@ -819,16 +844,19 @@ static int do_register(prs_server *s, job *j, conn_ctx *cc, void *arg, int *acti
     return job_register(j, s->st, &r, created, action, e);
 }
 
+/* A results post, parsed before the job lock is taken (parse_rc: req_parse_results' answer). */
+typedef struct parsed_results {
+    int parse_rc;
+    prs_error err;
+    req_results r;
+} parsed_results;
+
 static int do_results(prs_server *s, job *j, conn_ctx *cc, void *arg, int *action, api_err *e)
 {
-    req_results r;
-    prs_error err;
-    if (req_parse_results(cc->body ? cc->body : "", cc->len, &r, &err))
-        return api_fail(e, 400, "bad_request", "%s", err.msg);
-    *(size_t *)arg = r.niterations;
-    int rc = job_results(j, s->st, &r, action, e);
-    req_results_free(&r);
-    return rc;
+    (void)cc;
+    parsed_results *p = arg;
+    if (p->parse_rc) return api_fail(e, 400, "bad_request", "%s", p->err.msg);
+    return job_results(j, s->st, &p->r, action, e);
 }
 
 static int do_straggler(prs_server *s, job *j, conn_ctx *cc, void *arg, int *action, api_err *e)
@@ -938,6 +966,12 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
             return send_error(s, c, cc, 401, "unauthorized", "missing or wrong bearer token");
         if (parse_upload(s, &pipe, cc, &upload, &pe)) return send_api_error(s, c, cc, &pe);
     }
+    /* A results body is parsed before the lock, so a large post holds up no other client; its
+     * errors are answered after the token was checked. */
+    parsed_results results = {0};
+    if (m->route == R_RESULTS)
+        results.parse_rc =
+            req_parse_results(cc->body ? cc->body : "", cc->len, &results.r, &results.err);
     /* Views that change nothing (and touch no SQLite statement) share the lock. */
     int shared = m->route == R_SCHEDULE || m->route == R_STATUS || m->route == R_FRONTIER;
     if (shared)
@@ -948,11 +982,13 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
     if (!j) {
         pthread_rwlock_unlock(&s->lock);
         prs_profile_free(upload);
+        req_results_free(&results.r);
         return send_error(s, c, cc, 404, "not_found", "no such job");
     }
     if (!authorize(have_token, presented, j)) {
         pthread_rwlock_unlock(&s->lock);
         prs_profile_free(upload);
+        req_results_free(&results.r);
         return send_error(s, c, cc, 401, "unauthorized", "missing or wrong bearer token");
     }
     api_err e = {0, NULL, ""};
@@ -983,8 +1019,8 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
         break;
     }
     case R_RESULTS: {
-        size_t n = 0;
-        rc = run_tx(s, j, cc, do_results, &n, &e);
+        size_t n = results.parse_rc ? 0 : results.r.niterations;
+        rc = run_tx(s, j, cc, do_results, &results, &e);
         if (!rc)
             out = json_pack("{s:I, s:s, s:I, s:I}", "accepted", (json_int_t)n, "phase",
                             job_phase_name(j->phase), "round", (json_int_t)j->round, "measurements",
@@ -1027,10 +1063,13 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
         rc = delete_job(s, j, "request", &e);
         if (!rc) out = json_pack("{s:s, s:b}", "job_id", cc->job_id, "deleted", 1);
         break;
-    case R_FRONTIER:
-        out = job_frontier_json(j);
-        if (!out) rc = api_fail(&e, 404, "not_found", "the job has no frontier yet");
+    case R_FRONTIER: {
+        long offset, limit;
+        rc = parse_page_args(c, &offset, &limit, &e);
+        if (!rc) out = job_frontier_json(j, offset, limit);
+        if (!rc && !out) rc = api_fail(&e, 404, "not_found", "the job has no frontier yet");
         break;
+    }
     case R_PROFILE_GET: {
         char src[16];
         if (store_get_profile(s->st, j->id, &text, &tlen, src))
@@ -1044,6 +1083,7 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
     }
     pthread_rwlock_unlock(&s->lock);
     prs_profile_free(upload); /* left when the request failed before the upload */
+    req_results_free(&results.r);
     if (rc) {
         json_decref(out);
         free(text);

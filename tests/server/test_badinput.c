@@ -255,6 +255,16 @@ static void test_wrong_phase_and_bad_calls(void **state)
     }
     snprintf(path, sizeof path, "/v1/jobs/%s/frontier", job_id);
     expect_error(http_do(port, "GET", path, token, NULL, 0, NULL), 404, "not_found");
+    const char *pages[] = {"offset=-1",   "offset=x",           "limit=0",
+                           "limit=10001", "offset=0&limit=1e3", "limit="};
+    for (size_t i = 0; i < sizeof pages / sizeof *pages; i++) {
+        snprintf(path, sizeof path, "/v1/jobs/%s/frontier?%s", job_id, pages[i]);
+        http_reply r = http_do(port, "GET", path, token, NULL, 0, NULL);
+        assert_non_null(r.body);
+        assert_non_null(strstr(
+            r.body, pages[i][0] == 'o' && !strstr(pages[i], "limit") ? "offset:" : "limit:"));
+        expect_error(r, 400, "bad_request");
+    }
     snprintf(path, sizeof path, "/v1/jobs/%s/profile", job_id);
     expect_error(http_do(port, "GET", path, token, NULL, 0, NULL), 404, "not_found");
     expect_error(post(path, token, "stage,instruction,frequency,time,energy\n0,forward,1410,x,1\n"),

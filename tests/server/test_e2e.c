@@ -64,6 +64,45 @@ static long pipeline_plan(const sim_job *j, int dp, int *clocks)
     return plan;
 }
 
+/* GET /frontier: the summary by default, then every point in pages of 7 that chain by
+ * next_offset; returns the summary with the points gathered under "points" (new reference). */
+static json_t *frontier_pages(sim_job *j)
+{
+    http_reply r = sim_get(j, "/frontier");
+    assert_int_equal(r.status, 200);
+    json_t *fr = json_incref(r.json);
+    http_reply_free(&r);
+    long size = json_int(fr, "size"), fastest = json_int(fr, "fastest");
+    assert_true(size > 7 && fastest == size - 1); /* the clean frontier ends at the fastest */
+    assert_null(json_object_get(fr, "points"));
+    json_t *pts = json_array();
+    long offset = 0;
+    for (int page = 0; offset >= 0; page++) {
+        char q[64];
+        snprintf(q, sizeof q, "/frontier?offset=%ld&limit=7", offset);
+        r = sim_get(j, q);
+        assert_int_equal(r.status, 200);
+        json_t *got = json_object_get(r.json, "points");
+        assert_int_equal(json_int(r.json, "size"), size);
+        assert_int_equal(json_int(r.json, "offset"), offset);
+        assert_true(json_array_size(got) == (size_t)(size - offset < 7 ? size - offset : 7));
+        json_array_extend(pts, got);
+        json_t *next = json_object_get(r.json, "next_offset");
+        offset = json_is_null(next) ? -1 : (long)json_integer_value(next);
+        assert_true(offset < 0 || offset == json_int(r.json, "offset") + 7);
+        http_reply_free(&r);
+        assert_true(page <= size / 7);
+    }
+    assert_int_equal((long)json_array_size(pts), size);
+    for (long k = 0; k < size; k++)
+        assert_int_equal(json_int(json_array_get(pts, (size_t)k), "plan_id"), k);
+    assert_true(
+        json_equal(json_object_get(fr, "fastest_point"), json_array_get(pts, (size_t)fastest)));
+    assert_true(json_equal(json_object_get(fr, "slowest_point"), json_array_get(pts, 0)));
+    json_object_set_new(fr, "points", pts);
+    return fr;
+}
+
 /* The lookup rule (planner.h), recomputed from GET /frontier. */
 static long expected_lookup(json_t *frontier, double tprime)
 {
@@ -176,10 +215,7 @@ static void test_job_through_every_phase(void **state)
     assert_true(e_plan < e_max);
     prs_profile_free(profile);
 
-    http_reply fr = sim_get(&j, "/frontier");
-    assert_int_equal(fr.status, 200);
-    json_t *frontier = json_incref(fr.json);
-    http_reply_free(&fr);
+    json_t *frontier = frontier_pages(&j);
     assert_int_equal(json_int(frontier, "fastest"), id0);
     /* The server plans a clean frontier: evaluated times strictly falling, and no plan that a
      * faster one, charged blocking power until it ends, costs no more than. */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "job.h"
 #include "perseus/gpumodel.h"
@@ -21,6 +22,25 @@
 
 static char dir[256];
 static store *st;
+
+/* Windows stored for job id, counted on a connection of its own. */
+static long long stored_windows(const char *id)
+{
+    char db[300];
+    snprintf(db, sizeof db, "%s/job.db", dir);
+    sqlite3 *h = NULL;
+    sqlite3_stmt *q = NULL;
+    long long v = -1;
+    if (sqlite3_open(db, &h) == SQLITE_OK &&
+        sqlite3_prepare_v2(h, "SELECT count(*) FROM windows WHERE job_id=?1", -1, &q, NULL) ==
+            SQLITE_OK &&
+        sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC) == SQLITE_OK &&
+        sqlite3_step(q) == SQLITE_ROW)
+        v = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(h);
+    return v;
+}
 
 static int setup(void **state)
 {
@@ -604,6 +624,21 @@ static void test_switch_lead_pace(void **state)
     assert_true(fabs(k->pipes[0].pace.hz - j->pipes[0].pace.hz) < 1e-9 * j->pipes[0].pace.hz);
     assert_true(k->pipes[1].pace.hz == 0); /* its ranks never said */
     job_free(k);
+
+    /* Windows posted while running are checked, then dropped: only profiling stores them. */
+    long long before = stored_windows(j->id);
+    req_window w[2] = {{PRS_FORWARD, -1, 0, 1410, 0.01, 2.0},
+                       {PRS_BACKWARD, -1, 0, 1410, 0.02, 4.0}};
+    req_iteration it = {
+        .iteration = 251, .time_s = 0.5, .plan_id = -1, .nwindows = 2, .windows = w};
+    req_results r = {0, -1, 1, &it, w, -1};
+    int action;
+    api_err e = {0};
+    long long meas = j->measurements;
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_results(j, st, &r, &action, &e)), 0);
+    assert_int_equal(j->measurements, meas + 1);
+    assert_int_equal(stored_windows(j->id), before);
     job_free(j);
 }
 
