@@ -494,6 +494,21 @@ static void set_straggler(job *j, int dp, double slowdown, int clear)
 
 /* Plans switch at a stated iteration: the lead, a replacement while a switch is pending, a
  * deferred change, the state after a reload and after a pipeline's ranks restart. */
+/* A running job loaded again from the store, as a restarted server does. */
+static job *reload_running(const job *j)
+{
+    json_t *sj = req_job_spec_json(&j->spec);
+    char *text = json_dumps(sj, JSON_COMPACT);
+    json_decref(sj);
+    store_job_row row = {j->id, j->token_hash, text, "", "running", "", 0, j->round, 0, 1, 0, 0, 0};
+    job *k = NULL;
+    int act;
+    prs_error err;
+    assert_int_equal(job_load(st, &row, &k, &act, &err), 0);
+    free(text);
+    return k;
+}
+
 static void test_switch_iteration(void **state)
 {
     (void)state;
@@ -551,15 +566,7 @@ static void test_switch_iteration(void **state)
     assert_int_equal(j->round, round + 1);
 
     /* Reloaded from the store: the same plans, switch iterations and newest iterations. */
-    json_t *sj = req_job_spec_json(&j->spec);
-    char *text = json_dumps(sj, JSON_COMPACT);
-    json_decref(sj);
-    store_job_row row = {j->id, j->token_hash, text, "", "running", "", 0, j->round, 0, 1, 0, 0, 0};
-    job *k = NULL;
-    int act;
-    prs_error err;
-    assert_int_equal(job_load(st, &row, &k, &act, &err), 0);
-    free(text);
+    job *k = reload_running(j);
     for (int d = 0; d < 2; d++) {
         assert_int_equal(k->pipes[d].plan_id, j->pipes[d].plan_id);
         assert_int_equal(k->pipes[d].prev_plan_id, j->pipes[d].prev_plan_id);
@@ -612,15 +619,7 @@ static void test_switch_lead_pace(void **state)
            plan_lead);
     assert_true(from - 250 >= 100 && from - 250 <= 101);
 
-    json_t *sj = req_job_spec_json(&j->spec);
-    char *text = json_dumps(sj, JSON_COMPACT);
-    json_decref(sj);
-    store_job_row row = {j->id, j->token_hash, text, "", "running", "", 0, j->round, 0, 1, 0, 0, 0};
-    job *k = NULL;
-    int act;
-    prs_error err;
-    assert_int_equal(job_load(st, &row, &k, &act, &err), 0);
-    free(text);
+    job *k = reload_running(j);
     assert_true(fabs(k->pipes[0].pace.hz - j->pipes[0].pace.hz) < 1e-9 * j->pipes[0].pace.hz);
     assert_true(k->pipes[1].pace.hz == 0); /* its ranks never said */
     job_free(k);
