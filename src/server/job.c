@@ -71,17 +71,18 @@ static int wrong_phase(api_err *e, const job *j, const char *what)
 void job_config_key(const req_job_spec *s, char key[2 * SECURE_SHA256_LEN + 1])
 {
     key[0] = '\0';
-    if (!s->model[0] || !s->reuse_frontier) return;
+    if (!s->model[0] || !s->reuse_frontier || !s->reuse_key_sha256[0]) return;
     char buf[8192], a[PRS_NUMFMT_MAX], b[PRS_NUMFMT_MAX];
-    int n = snprintf(
-        buf, sizeof buf,
-        "perseus-config-v1\nmodel=%s\nstages=%d\nmicrobatches=%d\ntp=%d\n"
-        "schedule=%s\nvirtual_stages=%d\nmin_clock=%d\nunit_time=%s\n"
-        "blocking_power=%s\ncost_model=%s\nclocks=",
-        s->model, s->stages, s->microbatches, s->tp, prs_schedule_name(s->schedule),
-        s->virtual_stages, s->min_clock_mhz, prs_num_fmt_double(a, sizeof a, s->unit_time_s),
-        s->has_blocking_power ? prs_num_fmt_double(b, sizeof b, s->blocking_power_w) : "measured",
-        prs_cost_model_name(s->cost_model));
+    int n = snprintf(buf, sizeof buf,
+                     "perseus-config-v2\nreuse=%s\nmodel=%s\nstages=%d\nmicrobatches=%d\ntp=%d\n"
+                     "schedule=%s\nvirtual_stages=%d\nmin_clock=%d\nunit_time=%s\n"
+                     "blocking_power=%s\ncost_model=%s\nclocks=",
+                     s->reuse_key_sha256, s->model, s->stages, s->microbatches, s->tp,
+                     prs_schedule_name(s->schedule), s->virtual_stages, s->min_clock_mhz,
+                     prs_num_fmt_double(a, sizeof a, s->unit_time_s),
+                     s->has_blocking_power ? prs_num_fmt_double(b, sizeof b, s->blocking_power_w)
+                                           : "measured",
+                     prs_cost_model_name(s->cost_model));
     for (int i = 0; i < s->nclocks && n > 0 && (size_t)n < sizeof buf; i++)
         n += snprintf(buf + n, sizeof buf - (size_t)n, "%d,", s->clocks_mhz[i]);
     if (n < 0 || (size_t)n >= sizeof buf) n = (int)sizeof buf - 1;
@@ -502,6 +503,36 @@ static int reuse_blocking_power(job *j, store *st, const char *from, int *rc, ap
     return 1;
 }
 
+/* 0 when f's pipeline is this job's and its slowest and fastest plans use only clocks the spec
+ * lists (one pipeline gives every plan its shape; two plans are checked for clocks, to stay
+ * cheap under the lock). */
+static int reused_plans_fit(const job *j, const prs_frontier *f)
+{
+    prs_pipeline pipe;
+    req_spec_pipeline(&j->spec, &pipe);
+    const prs_pipeline *fp = prs_frontier_pipeline(f);
+    size_t nf = prs_frontier_size(f);
+    if (nf == 0 || fp->stages != pipe.stages || fp->microbatches != pipe.microbatches ||
+        fp->schedule != pipe.schedule || prs_pipeline_chunks(fp) != prs_pipeline_chunks(&pipe) ||
+        prs_ops_per_stage(fp) != j->ops_per_stage)
+        return -1;
+    size_t n = (size_t)pipe.stages * (size_t)j->ops_per_stage;
+    int *clocks = malloc(sizeof *clocks * (n ? n : 1));
+    int rc = clocks ? 0 : -1;
+    size_t check[2] = {0, nf - 1};
+    for (int c = 0; !rc && c < 2; c++) {
+        rc = prs_frontier_plan(f, check[c], clocks, NULL);
+        for (size_t i = 0; !rc && i < n; i++) {
+            int listed = 0;
+            for (int k = 0; k < j->spec.nclocks && !listed; k++)
+                listed = clocks[i] == j->spec.clocks_mhz[k];
+            rc = listed ? 0 : -1;
+        }
+    }
+    free(clocks);
+    return rc;
+}
+
 static int adopt_frontier(job *j, store *st, const char *from, api_err *e)
 {
     char *csv = NULL, src[16];
@@ -520,8 +551,13 @@ static int adopt_frontier(job *j, store *st, const char *from, api_err *e)
         goto out;
     }
     if (reuse_blocking_power(j, st, from, &rc, e) <= 0) goto out;
+    prs_pipeline pipe;
+    req_spec_pipeline(&j->spec, &pipe);
+    /* Checked again against this job's spec: the key says they match, the data must too. */
     if (prs_profile_parse("stored profile", csv, clen, &p, NULL) ||
-        prs_frontier_from_plans("stored frontier", plans, flen, &f, NULL)) {
+        prs_profile_check_stages(p, prs_pipeline_chunks(&pipe), NULL) ||
+        prs_frontier_from_plans("stored frontier", plans, flen, &f, NULL) ||
+        reused_plans_fit(j, f)) {
         rc = 0; /* an unreadable old frontier is not this job's problem: profile afresh */
         j->bp_measured_w = 0;
         j->bp_used_w = j->spec.blocking_power_w;
@@ -1576,7 +1612,10 @@ json_t *job_status_json(const job *j)
     json_object_set_new(o, "phase", json_string(job_phase_name(j->phase)));
     if (j->phase == JOB_FAILED) json_object_set_new(o, "reason", json_string(j->reason));
     json_object_set_new(o, "round", json_integer(j->round));
-    json_object_set_new(o, "spec", req_job_spec_json(&j->spec));
+    json_t *spec = req_job_spec_json(&j->spec);
+    json_object_del(spec, "reuse_key_sha256"); /* a secret's hash: never shown */
+    json_object_set_new(spec, "reuse_key_set", json_boolean(j->spec.reuse_key_sha256[0]));
+    json_object_set_new(o, "spec", spec);
     json_object_set_new(o, "ranks", ranks_json(j));
     json_object_set_new(o, "measurements", json_integer(j->measurements));
     json_t *prof = json_pack("{s:i, s:I, s:i}", "clocks_total", j->nsweep, "clocks_done",

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "secure.h"
+
 /* The one failure path: PRS_EINVAL with a message of at most REQ_MSG_MAX - 1 bytes. */
 static int fail(prs_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(prs_error *err, const char *fmt, ...)
@@ -165,14 +167,52 @@ static int get_power_cap(json_t *root, req_job_spec *s, prs_error *err)
     return get_real(root, "power_cap_w", 1, 0.0, 1, REQ_MAX_POWER_CAP_W, &s->power_cap_w, err);
 }
 
+/* reuse_key (the creator's secret, kept only as its SHA-256) or reuse_key_sha256 (that hash, the
+ * form the spec is stored in). */
+static int get_reuse_key(json_t *root, req_job_spec *s, prs_error *err)
+{
+    char key[REQ_MAX_REUSE_KEY + 1] = "";
+    if (get_str(root, "reuse_key", REQ_MAX_REUSE_KEY, key, err) ||
+        get_str(root, "reuse_key_sha256", 2 * SECURE_SHA256_LEN, s->reuse_key_sha256, err))
+        return PRS_EINVAL;
+    if (json_object_get(root, "reuse_key") && json_object_get(root, "reuse_key_sha256"))
+        return fail(err, "reuse_key: give reuse_key or reuse_key_sha256, not both");
+    if (json_object_get(root, "reuse_key")) {
+        if (strlen(key) < REQ_MIN_REUSE_KEY)
+            return fail(err, "reuse_key: at least %d characters", REQ_MIN_REUSE_KEY);
+        uint8_t h[SECURE_SHA256_LEN];
+        secure_sha256(key, strlen(key), h);
+        for (int i = 0; i < SECURE_SHA256_LEN; i++)
+            snprintf(s->reuse_key_sha256 + 2 * i, 3, "%02x", h[i]);
+        return 0;
+    }
+    const char *x = s->reuse_key_sha256;
+    if (x[0] && (strlen(x) != 2 * SECURE_SHA256_LEN || strspn(x, "0123456789abcdef") != strlen(x)))
+        return fail(err, "reuse_key_sha256: expected 64 lowercase hexadecimal digits");
+    return 0;
+}
+
 static int parse_spec(json_t *root, req_job_spec *s, prs_error *err)
 {
-    static const char *const keys[] = {
-        "model",     "stages",         "microbatches",     "dp",
-        "tp",        "schedule",       "virtual_stages",   "clocks_mhz",
-        "profiling", "unit_time_s",    "blocking_power_w", "cost_model",
-        "straggler", "reuse_frontier", "switch_lead_s",    "power_cap_w",
-        NULL};
+    static const char *const keys[] = {"model",
+                                       "stages",
+                                       "microbatches",
+                                       "dp",
+                                       "tp",
+                                       "schedule",
+                                       "virtual_stages",
+                                       "clocks_mhz",
+                                       "profiling",
+                                       "unit_time_s",
+                                       "blocking_power_w",
+                                       "cost_model",
+                                       "straggler",
+                                       "reuse_frontier",
+                                       "switch_lead_s",
+                                       "power_cap_w",
+                                       "reuse_key",
+                                       "reuse_key_sha256",
+                                       NULL};
     static const char *const pkeys[] = {"warmup_iterations",
                                         "iterations_per_clock",
                                         "min_clock_mhz",
@@ -204,7 +244,8 @@ static int parse_spec(json_t *root, req_job_spec *s, prs_error *err)
         get_real(root, "unit_time_s", 0, 1e-6, 0, 10.0, &s->unit_time_s, err) ||
         get_blocking_power(root, s, err) ||
         get_real(root, "switch_lead_s", 0, 0.0, 0, 3600.0, &s->switch_lead_s, err) ||
-        get_bool(root, "reuse_frontier", &s->reuse_frontier, err) || get_power_cap(root, s, err))
+        get_bool(root, "reuse_frontier", &s->reuse_frontier, err) || get_power_cap(root, s, err) ||
+        get_reuse_key(root, s, err))
         return PRS_EINVAL;
     json_t *v = json_object_get(root, "schedule");
     if (v && (!json_is_string(v) || prs_schedule_parse(json_string_value(v), &s->schedule)))
@@ -304,7 +345,7 @@ json_t *req_job_spec_json(const req_job_spec *s)
         json_decref(bp);
         return NULL;
     }
-    return json_pack(
+    json_t *o = json_pack(
         "{s:s, s:i, s:i, s:i, s:i, s:s, s:i, s:o, s:{s:i, s:i, s:i, s:b, s:f, s:i}, "
         "s:f, s:o, "
         "s:s, s:{s:f, s:i}, s:f, s:b, s:o}",
@@ -317,6 +358,12 @@ json_t *req_job_spec_json(const req_job_spec *s)
         "blocking_power_w", bp, "cost_model", prs_cost_model_name(s->cost_model), "straggler",
         "factor", s->straggler_factor, "iterations", s->straggler_iterations, "switch_lead_s",
         s->switch_lead_s, "reuse_frontier", s->reuse_frontier, "power_cap_w", cap);
+    if (o && s->reuse_key_sha256[0] &&
+        json_object_set_new(o, "reuse_key_sha256", json_string(s->reuse_key_sha256))) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
 int req_parse_rank(const char *text, size_t len, req_rank *out, prs_error *err)

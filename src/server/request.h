@@ -50,6 +50,9 @@ typedef struct req_job_spec {
     int straggler_iterations;
     double switch_lead_s; /* a new plan starts at least this long after it is announced */
     int reuse_frontier;
+    /* SHA-256 (hex) of the creator's reuse_key; "" when none was given: the frontier is reused
+     * only between jobs whose creators gave the same key (the key itself is never kept) */
+    char reuse_key_sha256[2 * 32 + 1];
     double power_cap_w; /* per job (split across pipelines), on the 1 s peak; 0: no cap */
 } req_job_spec;
 
@@ -97,6 +100,9 @@ typedef struct req_straggler {
     double slowdown; /* or T' as a multiple of the fastest plan's time */
 } req_straggler;
 
+/* Length bounds of a job spec's reuse_key (printable ASCII). */
+#define REQ_MIN_REUSE_KEY 16
+#define REQ_MAX_REUSE_KEY 256
 /* Largest power cap accepted, watts per job. */
 #define REQ_MAX_POWER_CAP_W 1e9
 

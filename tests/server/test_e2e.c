@@ -24,7 +24,10 @@
 static const int CLOCKS[] = {1410, 1350, 1290, 1230, 1170, 1110, 1050,
                              990,  930,  870,  810,  750,  690};
 
-static int create_job(int port, sim_job *j, const char *model)
+#define REUSE_KEY "e2e-team-reuse-key-1"
+
+/* Create a job of model; reuse_key: the creator's reuse key, or NULL for none. */
+static int create_job(int port, sim_job *j, const char *model, const char *reuse_key)
 {
     json_t *clocks = json_array();
     for (size_t i = 0; i < sizeof CLOCKS / sizeof CLOCKS[0]; i++)
@@ -36,6 +39,7 @@ static int create_job(int port, sim_job *j, const char *model)
         "clocks_mhz", clocks, "profiling", "warmup_iterations", 1, "iterations_per_clock", 2,
         "min_clock_mhz", 750, "skip_dominated", 1, "unit_time_s", 0.001, "blocking_power_w", 83.64,
         "cost_model", "exp", "straggler", "factor", 1.2, "iterations", 2);
+    if (reuse_key) json_object_set_new(spec, "reuse_key", json_string(reuse_key));
     http_reply r = http_json(port, "POST", "/v1/jobs", NULL, spec);
     int st = r.status;
     memset(j, 0, sizeof *j);
@@ -156,7 +160,7 @@ static void test_job_through_every_phase(void **state)
     assert_true(d.dir[0]);
     assert_int_equal(daemon_start(&d), 0);
     sim_job j;
-    assert_int_equal(create_job(d.port, &j, "e2e-model"), 201);
+    assert_int_equal(create_job(d.port, &j, "e2e-model", REUSE_KEY), 201);
     assert_int_equal(strlen(j.id), 16);
 
     /* Registering: schedules say wait until all 8 are in, then profiling starts. */
@@ -295,10 +299,28 @@ static void test_job_through_every_phase(void **state)
     assert_string_equal(json_str(r.json, "phase"), "done");
     http_reply_free(&r);
 
-    /* A second job with the same model and configuration reuses the frontier: running as soon
-     * as its ranks are in, no profiling. */
+    /* Without its creator's reuse key, or with another, the same model and configuration does
+     * not get the frontier: it profiles. The status never shows the key or its hash. */
+    const char *others[] = {NULL, "e2e-someone-elses-key"};
+    for (int i = 0; i < 2; i++) {
+        sim_job o;
+        assert_int_equal(create_job(d.port, &o, "e2e-model", others[i]), 201);
+        assert_int_equal(sim_register_all(&o), DP * STAGES);
+        assert_true(sim_schedule(&o, 0, phase, clocks, NULL, NULL) >= 0);
+        assert_string_equal(phase, "profiling");
+        http_reply so = sim_get(&o, "");
+        json_t *spec = json_object_get(so.json, "spec");
+        assert_true(json_is_boolean(json_object_get(spec, "reuse_key_set")));
+        assert_true(json_is_true(json_object_get(spec, "reuse_key_set")) == (others[i] != NULL));
+        assert_null(json_object_get(spec, "reuse_key_sha256"));
+        assert_null(strstr(so.body, "e2e-someone"));
+        http_reply_free(&so);
+    }
+
+    /* A second job with the same model, configuration and reuse key reuses the frontier:
+     * running as soon as its ranks are in, no profiling. */
     sim_job k;
-    assert_int_equal(create_job(d.port, &k, "e2e-model"), 201);
+    assert_int_equal(create_job(d.port, &k, "e2e-model", REUSE_KEY), 201);
     assert_int_equal(sim_register_all(&k), DP * STAGES);
     long kid = -1;
     assert_true(sim_schedule(&k, 0, phase, clocks, &kid, NULL) >= 0);

@@ -374,6 +374,9 @@ static void test_config_key(void **state)
     job_config_key(&a, ka);
     assert_string_equal(ka, ""); /* no model: never reused */
     snprintf(a.model, sizeof a.model, "gpt3");
+    job_config_key(&a, ka);
+    assert_string_equal(ka, ""); /* no reuse key: never reused */
+    memset(a.reuse_key_sha256, 'a', 64);
     b = a;
     job_config_key(&a, ka);
     job_config_key(&b, kb);
@@ -387,6 +390,10 @@ static void test_config_key(void **state)
     assert_string_not_equal(ka, kb);
     b = a;
     b.clocks_mhz[1] = 1215;
+    job_config_key(&b, kb);
+    assert_string_not_equal(ka, kb);
+    b = a;
+    b.reuse_key_sha256[63] = 'b'; /* another creator's key */
     job_config_key(&b, kb);
     assert_string_not_equal(ka, kb);
     b = a;
@@ -859,6 +866,7 @@ static job *profiled_job(const char *id, double bp, int report)
 {
     req_job_spec s = make_spec();
     snprintf(s.model, sizeof s.model, "model-%s", id);
+    memset(s.reuse_key_sha256, 'c', 64);
     s.has_blocking_power = bp >= 0;
     s.blocking_power_w = bp >= 0 ? bp : 0;
     uint8_t h[32] = {3};
@@ -951,6 +959,21 @@ static void test_measured_blocking_power(void **state)
     assert_string_equal(k->profile_source, "reused");
     check_bp_status(k, -1, 81.5, 81.5);
     job_free(k);
+    /* ... but not without its creator's reuse key, nor with another. */
+    for (int other = 0; other < 2; other++) {
+        req_job_spec o = s;
+        if (other)
+            o.reuse_key_sha256[0] = 'd';
+        else
+            o.reuse_key_sha256[0] = '\0';
+        assert_int_equal(store_begin(st), 0);
+        assert_int_equal(tx_ok(job_create(st, &o, other ? "AAAAAAAAAAAAAAK2" : "AAAAAAAAAAAAAAK1",
+                                          h, 2, &k, &e)),
+                         0);
+        assert_null(k->frontier);
+        assert_string_not_equal(k->profile_source, "reused");
+        job_free(k);
+    }
     /* Only a running or done job's frontier is reused: not a failed one's. */
     row.phase = "failed";
     assert_int_equal(store_begin(st), 0);

@@ -48,7 +48,8 @@ static void test_spec_defaults_and_round_trip(void **state)
                           "\"min_clock_mhz\":1395,\"skip_dominated\":false},"
                           "\"unit_time_s\":0.0005,\"cost_model\":\"hull\","
                           "\"straggler\":{\"factor\":1.5,\"iterations\":4},"
-                          "\"reuse_frontier\":false,\"switch_lead_s\":0,\"power_cap_w\":2500.5}",
+                          "\"reuse_frontier\":false,\"switch_lead_s\":0,\"power_cap_w\":2500.5,"
+                          "\"reuse_key\":\"team-secret-key-0001\"}",
                           &s, msg),
                      0);
     json_t *j = req_job_spec_json(&s);
@@ -63,6 +64,9 @@ static void test_spec_defaults_and_round_trip(void **state)
     assert_true(back.straggler_factor == 1.5);
     assert_true(back.switch_lead_s == 0);
     assert_true(back.power_cap_w == 2500.5);
+    /* The reuse key is kept only as its SHA-256, which the stored form carries. */
+    assert_string_equal(back.reuse_key_sha256,
+                        "97577ce84ba68f3a48cbb7d3799d5cd4aacc2e9b06a935520b9236861d2acc0f");
 }
 
 /* blocking_power_w is optional (absent or null: the job measures it) and round-trips as null. */
@@ -129,6 +133,13 @@ static void test_spec_errors_name_the_field(void **state)
         {"{" BASE ",\"clocks_mhz\":[1410],\"switch_lead_s\":\"2\"}", "switch_lead_s:"},
         {"{" BASE ",\"clocks_mhz\":[1410],\"power_cap_w\":0}", "power_cap_w:"},
         {"{" BASE ",\"clocks_mhz\":[1410],\"power_cap_w\":\"1e3\"}", "power_cap_w:"},
+        {"{" BASE ",\"clocks_mhz\":[1410],\"reuse_key\":\"short\"}", "reuse_key: at least 16"},
+        {"{" BASE ",\"clocks_mhz\":[1410],\"reuse_key\":7}", "reuse_key: expected a string"},
+        {"{" BASE ",\"clocks_mhz\":[1410],\"reuse_key_sha256\":\"ABC\"}", "reuse_key_sha256:"},
+        {"{" BASE ",\"clocks_mhz\":[1410],\"reuse_key\":\"0123456789abcdef\","
+         "\"reuse_key_sha256\":\""
+         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\"}",
+         "not both"},
         {"{\"stages\":1,\"stages\":1}", "malformed JSON"},
         {"{\"a\\u0001b\":1}", "unknown field 'a?b'"},
     };
