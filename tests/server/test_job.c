@@ -974,6 +974,29 @@ static void test_measured_blocking_power(void **state)
         assert_string_not_equal(k->profile_source, "reused");
         job_free(k);
     }
+    /* A stored frontier that does not fit the spec (another pipeline shape under the same key,
+     * as corrupted data would have) is not adopted: the job profiles. */
+    job *other = running_job("AAAAAAAAAAAAAAK3",
+                             "{\"stages\":2,\"microbatches\":4,\"dp\":2,\"tp\":1,"
+                             "\"clocks_mhz\":[1410,1200,1000,800],\"blocking_power_w\":83.64}");
+    char *plans = NULL;
+    size_t plen = 0;
+    assert_int_equal(prs_frontier_to_plans(other->frontier, &plans, &plen, NULL), 0);
+    void *good = NULL;
+    size_t glen = 0;
+    assert_int_equal(store_get_frontier(st, j->id, &good, &glen), 0);
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(store_put_frontier(st, j->id, j->config_key, plans, plen, 0)), 0);
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_create(st, &s, "AAAAAAAAAAAAAAK4", h, 2, &k, &e)), 0);
+    assert_null(k->frontier);
+    assert_string_not_equal(k->profile_source, "reused");
+    job_free(k);
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(store_put_frontier(st, j->id, j->config_key, good, glen, 0)), 0);
+    free(good);
+    free(plans);
+    job_free(other);
     /* Only a running or done job's frontier is reused: not a failed one's. */
     row.phase = "failed";
     assert_int_equal(store_begin(st), 0);
