@@ -59,7 +59,8 @@ typedef struct prs_client prs_client;
 typedef void (*prs_device_sync_fn)(void *user);
 
 typedef struct prs_client_opts {
-    const char *server_url; /* "http://HOST:PORT" of perseusd; required */
+    const char *server_url; /* "http://HOST:PORT" of perseusd, or "https://..." (ca_file);
+                             * required */
     /* Join a job: its id and token (POST /v1/jobs answer). Or create it: job_spec_json (the
      * POST /v1/jobs body) with job_id NULL; prs_client_new then creates the job (blocking, once)
      * and prs_client_job_id/token give what the other ranks need. Strings are copied. */
@@ -96,6 +97,8 @@ typedef struct prs_client_opts {
     double power_poll_s;      /* power sampling period without an energy counter; default 0.1 */
     const char *create_token; /* the server's creation token (perseusd --create-token), sent
                                * when creating the job from job_spec_json; NULL: none */
+    const char *ca_file;      /* PEM CA bundle that verifies an https:// server_url (perseusd
+                               * --tls-cert); NULL: the system's CAs */
 } prs_client_opts;
 
 PRS_API void prs_client_opts_init(prs_client_opts *o);

@@ -56,11 +56,13 @@ typedef struct prs_server_config {
                                * (profile upload: 400; measured: the job fails); default 1e6 */
     size_t max_plan_memory;   /* likewise for the planner's tables; default 1 GiB */
     unsigned max_client_connections; /* connections from one IP address; default 2048 */
-    double idle_timeout_s;    /* a connection that sends no complete request headers this long
-                               * after opening or its last answer is closed, even if it
-                               * trickles bytes; default 30 s */
-    double request_timeout_s; /* a request (body and answer) taking longer is closed;
-                               * default 120 s */
+    double idle_timeout_s;     /* a connection that sends no complete request headers this long
+                                * after opening or its last answer is closed, even if it
+                                * trickles bytes; default 30 s */
+    double request_timeout_s;  /* a request (body and answer) taking longer is closed;
+                                * default 120 s */
+    const char *tls_cert_file; /* PEM certificate (chain) to serve HTTPS with; NULL: plain HTTP */
+    const char *tls_key_file;  /* its PEM private key; set both or neither */
 } prs_server_config;
 
 /* Defaults as documented beside each field (db_path and data_dir NULL: must be set). */

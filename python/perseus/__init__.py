@@ -103,6 +103,7 @@ class _Opts(ctypes.Structure):
         ("energy_poll_s", ctypes.c_double),
         ("power_poll_s", ctypes.c_double),
         ("create_token", ctypes.c_char_p),
+        ("ca_file", ctypes.c_char_p),
     ]
 
 
@@ -346,13 +347,14 @@ class Client:
     stream: "auto" (default) times computations on PyTorch's current CUDA stream when CUDA is
     available and the GPU backend is nvml; an integer is a CUstream to use; False or None turns
     device timing off (then device_sync, if given, is called around every computation).
-    gpud_socket: perseus-gpud's socket (default $PRS_GPUD_SOCKET or /run/perseus/gpud.sock)."""
+    gpud_socket: perseus-gpud's socket (default $PRS_GPUD_SOCKET or /run/perseus/gpud.sock).
+    ca_file: a PEM CA bundle that verifies an https:// server (default: the system's CAs)."""
 
     def __init__(self, server_url, *, job_id=None, token=None, job_spec=None, rank=0, dp=0, pp=0,
                  tp=0, gpu="nvml", device_sync=None, stream="auto", cuda_library=None,
                  poll_interval_s=None, http_timeout_s=None, flush_timeout_s=None,
                  warmup_iterations=None, max_queue=None, energy_poll_s=None, power_poll_s=None,
-                 gpud_socket=None, create_token=None):
+                 gpud_socket=None, create_token=None, ca_file=None):
         self._lib = load_library()
         self._h = ctypes.c_void_p()
         o = _Opts()
@@ -371,6 +373,8 @@ class Client:
             o.job_spec_json = s(json.dumps(job_spec) if not isinstance(job_spec, str) else job_spec)
         if create_token is not None:
             o.create_token = s(create_token)
+        if ca_file is not None:
+            o.ca_file = s(ca_file)
         o.rank, o.dp, o.pp, o.tp = rank, dp, pp, tp
         self._gpu = gpu
         backend = gpu.backend if isinstance(gpu, Gpu) else str(gpu).split(":", 1)[0]

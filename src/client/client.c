@@ -145,6 +145,10 @@ int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err)
     *out = NULL;
     if (!o || !o->server_url || !*o->server_url)
         return prs_error_set(err, PRS_EINVAL, "client: server_url is required");
+    if (strncmp(o->server_url, "http://", 7) != 0 && strncmp(o->server_url, "https://", 8) != 0)
+        return prs_error_set(err, PRS_EINVAL,
+                             "client: server_url must start with http:// or https://, got '%.64s'",
+                             o->server_url);
     if (!o->job_spec_json && (!o->job_id || !o->token))
         return prs_error_set(err, PRS_EINVAL, "client: give job_id and token, or job_spec_json");
     if (o->rank < 0 || o->dp < 0 || o->pp < 0 || o->tp < 0)
@@ -164,6 +168,7 @@ int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err)
     if (!rc) rc = copy_str(c->token, sizeof c->token, o->token, "token", err);
     if (!rc)
         rc = copy_str(c->gpud_socket, sizeof c->gpud_socket, o->gpud_socket, "gpud_socket", err);
+    if (!rc) rc = copy_str(c->ca_file, sizeof c->ca_file, o->ca_file, "ca_file", err);
     size_t ul = strlen(c->url);
     while (ul > 0 && c->url[ul - 1] == '/')
         c->url[--ul] = '\0';
@@ -171,6 +176,7 @@ int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err)
     c->opts.job_id = c->job_id;
     c->opts.token = c->token;
     c->opts.gpud_socket = c->gpud_socket[0] ? c->gpud_socket : NULL;
+    c->opts.ca_file = c->ca_file[0] ? c->ca_file : NULL;
     c->opts.job_spec_json = NULL;
     c->cur.plan_id = c->latest.plan_id = c->next.plan_id = -1;
     c->stats.plan_id = -1;

@@ -62,7 +62,7 @@ typedef struct prs__client_expect {
 
 struct prs_client {
     prs_client_opts opts; /* strings below point into this struct's own copies */
-    char url[512], job_id[64], token[128], gpud_socket[108];
+    char url[512], job_id[64], token[128], gpud_socket[108], ca_file[4096];
     char gpu_spec[128]; /* the spec the GPU was opened with ("nvml:GPU-..." when found by UUID) */
     prs_gpu *gpu;
     int own_gpu;

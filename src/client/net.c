@@ -89,6 +89,8 @@ static long http(CURL *h, const prs_client *c, const char *method, const char *p
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    /* https://: libcurl verifies the server's certificate and name, against ca_file if given. */
+    if (c->opts.ca_file) curl_easy_setopt(h, CURLOPT_CAINFO, c->opts.ca_file);
     long ms = (long)(timeout_s * 1000);
     if (ms < 1) ms = 1;
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, ms);
@@ -127,13 +129,21 @@ int prs__client_create_job(prs_client *c, prs_error *err)
     CURL *h = curl_easy_init();
     if (!h) return prs_error_set(err, PRS_ENOMEM, "cannot start libcurl");
     json_t *reply;
+    char why[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, why);
     long st = http(h, c, "POST", "/v1/jobs", c->opts.job_spec_json, c->opts.http_timeout_s, &reply);
     curl_easy_cleanup(h);
     int rc = 0;
     if (st != 201) {
+        /* An empty reply to plain HTTP is what a TLS server gives: say so. */
+        int plain = strncmp(c->url, "http://", 7) == 0;
         rc = st ? prs_error_set(err, PRS_ESERVER, "creating the job: HTTP %ld: %s", st,
                                 err_message(reply))
-                : prs_error_set(err, PRS_ESERVER, "creating the job: no answer from %s", c->url);
+                : prs_error_set(err, PRS_ESERVER, "creating the job: no answer from %s: %s%s",
+                                c->url, why[0] ? why : "no detail",
+                                plain && strstr(why, "Empty reply")
+                                    ? " (does the server expect https://?)"
+                                    : "");
     } else {
         json_t *id = json_object_get(reply, "job_id"), *tok = json_object_get(reply, "token");
         if (!json_is_string(id) || !json_is_string(tok) ||

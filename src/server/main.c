@@ -51,6 +51,9 @@ static const char usage[] =
     "                         bearer token; required when listening beyond loopback\n"
     "  --create-token-file FILE  the same, read from the first line of FILE (not visible in\n"
     "                         the process list)\n"
+    "  --tls-cert FILE        serve HTTPS with this PEM certificate (chain); clients then use\n"
+    "                         https:// URLs (and a CA bundle that signed it)\n"
+    "  --tls-key FILE         the certificate's PEM private key (with --tls-cert)\n"
     "  --max-jobs N           jobs held at once, finished ones included (default 1024)\n"
     "  --max-world N          ranks of one job (default 65536)\n"
     "  --max-ranks N          ranks of all jobs together (default 262144)\n"
@@ -241,6 +244,12 @@ static int parse_option(int c, prs_server_config *cfg, args *a)
         if (!(cfg->create_token = read_token_file(optarg)))
             return bad("--create-token-file: cannot read a token from", optarg);
         break;
+    case 'e':
+        cfg->tls_cert_file = optarg;
+        break;
+    case 'E':
+        cfg->tls_key_file = optarg;
+        break;
     case 'J':
         if (parse_count(optarg, 1000000, &cfg->max_jobs))
             return bad("--max-jobs: bad count", optarg);
@@ -316,6 +325,8 @@ static int parse_args(int argc, char **argv, prs_server_config *cfg, args *a)
                                          {"log-level", required_argument, NULL, 'L'},
                                          {"create-token", required_argument, NULL, 'k'},
                                          {"create-token-file", required_argument, NULL, 'K'},
+                                         {"tls-cert", required_argument, NULL, 'e'},
+                                         {"tls-key", required_argument, NULL, 'E'},
                                          {"max-jobs", required_argument, NULL, 'J'},
                                          {"max-world", required_argument, NULL, 'W'},
                                          {"max-ranks", required_argument, NULL, 'R'},

@@ -55,6 +55,7 @@
 #include "secure.h"
 #include "powercap_job.h"
 #include "store.h"
+#include "tls.h"
 
 /* ---- routes and metrics ---- */
 
@@ -152,6 +153,7 @@ typedef struct http_worker {
 struct prs_server {
     prs_server_config cfg;
     char *listen_host, *db_path, *data_dir;
+    tls_pem tls;          /* certificate and key when serving HTTPS (tls.h) */
     http_worker *workers; /* cfg.threads of them, each with its own daemon and thread */
     unsigned nworkers;
     int listen_fd;
@@ -222,6 +224,9 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
     prs_log_level level = PRS_LOG_ERROR;
     for (size_t i = 0; i < sizeof PEER_GONE / sizeof PEER_GONE[0]; i++)
         if (strncmp(msg, PEER_GONE[i], strlen(PEER_GONE[i])) == 0) level = PRS_LOG_DEBUG;
+    /* A client that failed the TLS handshake (plain HTTP, a CA that does not trust us): the
+     * client's mistake, worth a warning, not the server's error. */
+    if (level == PRS_LOG_ERROR && strstr(msg, "andshake")) level = PRS_LOG_WARN;
     log_kv(s, level, "msg=http_daemon detail=%s", kv_quote(msg, q, sizeof q));
 }
 
@@ -1459,6 +1464,25 @@ static void *http_worker_main(void *arg)
     return NULL;
 }
 
+/* One worker's daemon on its copy of the listening socket: HTTPS when s->tls holds a
+ * certificate. The logger comes first, so that MHD reports option errors through it too. */
+static struct MHD_Daemon *start_daemon(prs_server *s, http_worker *w, int fd, unsigned per,
+                                       unsigned per_ip)
+{
+    struct MHD_OptionItem tls[] = {
+        {s->tls.cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, s->tls.cert},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls.key},
+        {MHD_OPTION_END, 0, NULL}};
+    return MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG | (s->tls.cert ? MHD_USE_TLS : 0), 0,
+                            NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
+                            MHD_OPTION_ARRAY, tls, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+                            MHD_OPTION_CONNECTION_LIMIT, per, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                            per_ip, MHD_OPTION_NOTIFY_CONNECTION, on_connection, w,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(s->cfg.request_timeout_s + 1),
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+}
+
 static int start_http(prs_server *s, const struct sockaddr_in *addr, prs_error *err)
 {
     s->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -1489,17 +1513,13 @@ static int start_http(prs_server *s, const struct sockaddr_in *addr, prs_error *
         w->s = s;
         int fd = fcntl(s->listen_fd, F_DUPFD_CLOEXEC, 0);
         if (fd < 0) return prs_error_set(err, PRS_EIO, "dup: %s", strerror(errno));
-        w->mhd = MHD_start_daemon(
-            MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, s,
-            MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
-            MHD_OPTION_CONNECTION_LIMIT, per, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
-            MHD_OPTION_NOTIFY_CONNECTION, on_connection, w, MHD_OPTION_CONNECTION_TIMEOUT,
-            (unsigned)(s->cfg.request_timeout_s + 1), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-            (size_t)CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+        w->mhd = start_daemon(s, w, fd, per, per_ip);
         if (!w->mhd) {
             close(fd);
-            return prs_error_set(err, PRS_EIO, "cannot start the HTTP daemon on %s:%d",
-                                 s->listen_host, s->port);
+            return prs_error_set(err, PRS_EIO, "cannot start the HTTP%s daemon on %s:%d%s",
+                                 s->tls.cert ? "S" : "", s->listen_host, s->port,
+                                 s->tls.cert ? " (is the key the certificate's, and both PEM?)"
+                                             : "");
         }
         if (pthread_create(&w->thread, NULL, http_worker_main, w) != 0)
             return prs_error_set(err, PRS_EIO, "cannot start an HTTP worker thread");
@@ -1669,6 +1689,7 @@ static void server_free(prs_server *s)
     free(s->listen_host);
     free(s->db_path);
     free(s->data_dir);
+    tls_free(&s->tls);
     free(s);
 }
 
@@ -1733,6 +1754,11 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
     s->cfg.listen_host = s->listen_host;
     s->cfg.db_path = s->db_path;
     s->cfg.data_dir = s->data_dir;
+    if (tls_load(cfg->tls_cert_file, cfg->tls_key_file, &s->tls, err)) {
+        server_free(s);
+        return err ? err->code : PRS_EINVAL;
+    }
+    s->cfg.tls_cert_file = s->cfg.tls_key_file = NULL; /* read; the text is in s->tls */
     if (make_dir(s->data_dir)) {
         int e = errno;
         prs_error_set(err, PRS_EIO, "%s: cannot create data directory: %s", s->data_dir,
