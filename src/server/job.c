@@ -1293,6 +1293,10 @@ static int evaluate_oldest(job *j, int d)
                    : plan_of(p, it.iteration);
     const prs_frontier_point *pt = ran >= 0 ? prs_frontier_point_at(j->frontier, (size_t)ran) : 0;
     if (pt && j->allmax_energy_j > 0) p->saved_j += j->allmax_energy_j - pt->eval_energy_j;
+    j->run_iterations++;
+    if (pt) j->run_energy_j += pt->eval_energy_j;
+    if (pt && j->allmax_energy_j > 0) j->run_saved_j += j->allmax_energy_j - pt->eval_energy_j;
+    j->last_iteration_s = it.time_s;
     double tp = pt ? pt->eval_time_s : 0, tf = plan_time(j, (long)j->fastest);
     double pace = it.pace_s > 0 ? it.pace_s : it.time_s;
     p->last_norm_s = tp > 0 ? pace * tf / tp : pace;

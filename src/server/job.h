@@ -156,6 +156,12 @@ typedef struct job {
     plan_powers powers;
 
     long long measurements; /* rows in the store */
+
+    /* Running iterations the straggler detector evaluated since the server started, over all
+     * pipelines (for /metrics): how many, their planned energy, the energy they saved against
+     * all-max, and the latest one's time. */
+    long long run_iterations;
+    double run_energy_j, run_saved_j, last_iteration_s;
     struct job *next;
 } job;
 

@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,7 +174,7 @@ static int get_reuse_key(json_t *root, req_job_spec *s, prs_error *err)
 {
     char key[REQ_MAX_REUSE_KEY + 1] = "";
     if (get_str(root, "reuse_key", REQ_MAX_REUSE_KEY, key, err) ||
-        get_str(root, "reuse_key_sha256", 2 * SECURE_SHA256_LEN, s->reuse_key_sha256, err))
+        get_str(root, "reuse_key_sha256", (size_t)2 * SECURE_SHA256_LEN, s->reuse_key_sha256, err))
         return PRS_EINVAL;
     if (json_object_get(root, "reuse_key") && json_object_get(root, "reuse_key_sha256"))
         return fail(err, "reuse_key: give reuse_key or reuse_key_sha256, not both");
@@ -183,11 +184,12 @@ static int get_reuse_key(json_t *root, req_job_spec *s, prs_error *err)
         uint8_t h[SECURE_SHA256_LEN];
         secure_sha256(key, strlen(key), h);
         for (int i = 0; i < SECURE_SHA256_LEN; i++)
-            snprintf(s->reuse_key_sha256 + 2 * i, 3, "%02x", h[i]);
+            snprintf(s->reuse_key_sha256 + (ptrdiff_t)2 * i, 3, "%02x", h[i]);
         return 0;
     }
     const char *x = s->reuse_key_sha256;
-    if (x[0] && (strlen(x) != 2 * SECURE_SHA256_LEN || strspn(x, "0123456789abcdef") != strlen(x)))
+    if (x[0] &&
+        (strlen(x) != (size_t)2 * SECURE_SHA256_LEN || strspn(x, "0123456789abcdef") != strlen(x)))
         return fail(err, "reuse_key_sha256: expected 64 lowercase hexadecimal digits");
     return 0;
 }

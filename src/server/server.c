@@ -49,6 +49,7 @@
 #include <microhttpd.h>
 
 #include "job.h"
+#include "job_metrics.h"
 #include "metrics.h"
 #include "perseus/numfmt.h"
 #include "request.h"
@@ -1124,16 +1125,23 @@ static enum MHD_Result handle_metrics(prs_server *s, struct MHD_Connection *c, c
 {
     long phases[JOB_NPHASES] = {0};
     long njobs;
+    size_t nrows = 0;
     pthread_rwlock_rdlock(&s->lock);
-    for (int b = 0; b < JOB_BUCKETS; b++)
-        for (job *j = s->jobs[b]; j; j = j->next)
+    job_metric_row *rows = calloc(s->njobs > 0 ? (size_t)s->njobs : 1, sizeof *rows);
+    for (int b = 0; rows && b < JOB_BUCKETS; b++)
+        for (job *j = s->jobs[b]; j; j = j->next) {
             if (j->phase >= 0 && j->phase < JOB_NPHASES) phases[j->phase]++;
+            if (nrows < (size_t)s->njobs) job_metric_row_of(j, &rows[nrows++]);
+        }
     njobs = s->njobs;
     pthread_rwlock_unlock(&s->lock);
     char *text = NULL;
     size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) return send_error(s, c, cc, 500, "internal", "out of memory");
+    FILE *f = rows ? open_memstream(&text, &len) : NULL;
+    if (!f) {
+        free(rows);
+        return send_error(s, c, cc, 500, "internal", "out of memory");
+    }
     fprintf(f, "# HELP perseusd_jobs Jobs by phase.\n# TYPE perseusd_jobs gauge\n");
     for (int p = 0; p < JOB_NPHASES; p++)
         fprintf(f, "perseusd_jobs{phase=\"%s\"} %ld\n", job_phase_name((job_phase)p), phases[p]);
@@ -1141,6 +1149,8 @@ static enum MHD_Result handle_metrics(prs_server *s, struct MHD_Connection *c, c
             "# HELP perseusd_jobs_loaded Jobs known to the server.\n"
             "# TYPE perseusd_jobs_loaded gauge\nperseusd_jobs_loaded %ld\n",
             njobs);
+    job_metrics_write(f, rows, nrows);
+    free(rows);
     prs__metrics_build_info(f);
     prs__metrics_process(f);
     metrics m;

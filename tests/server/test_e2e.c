@@ -292,6 +292,25 @@ static void test_job_through_every_phase(void **state)
     assert_non_null(strstr(r.body, "perseusd_jobs{phase=\"running\"} 1"));
     assert_non_null(strstr(r.body, "perseusd_planning_seconds_count 1"));
     assert_non_null(strstr(r.body, "route=\"schedule\",code=\"200\""));
+    /* ... and per job: its phase, and the iterations and savings its status shows. */
+    http_reply sr = sim_get(&j, "");
+    json_t *sv = json_object_get(sr.json, "savings");
+    char series[256];
+    snprintf(series, sizeof series,
+             "perseusd_job_phase{job=\"%s\",model=\"e2e-model\",phase=\"running\"} 1\n", j.id);
+    assert_non_null(strstr(r.body, series));
+    snprintf(series, sizeof series,
+             "perseusd_job_iterations_total{job=\"%s\",model=\"e2e-model\"} %lld\n", j.id,
+             (long long)json_int(sv, "iterations"));
+    assert_non_null(strstr(r.body, series));
+    assert_true(json_int(sv, "iterations") > 0);
+    snprintf(series, sizeof series,
+             "perseusd_job_energy_saved_joules_total{job=\"%s\",model=\"e2e-model\"} ", j.id);
+    const char *saved = strstr(r.body, series);
+    assert_non_null(saved);
+    double so_far = json_num(sv, "so_far_j");
+    assert_true(so_far > 0 && fabs(strtod(saved + strlen(series), NULL) / so_far - 1) < 1e-12);
+    http_reply_free(&sr);
     http_reply_free(&r);
     snprintf(path, sizeof path, "/v1/jobs/%s/complete", j.id);
     r = http_do(d.port, "POST", path, j.token, NULL, 0, NULL);
