@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "perseus/numfmt.h"
+#include "perseus/server.h"
 
 static const char *const PHASES[JOB_NPHASES] = {"registering", "profiling", "planning",
                                                 "running",     "done",      "failed"};
@@ -316,6 +317,30 @@ out:
     free(clocks);
 }
 
+static void job_log(const job *j, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void job_log(const job *j, int level, const char *fmt, ...)
+{
+    if (!j->log) return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    j->log(j->log_ud, level, line);
+}
+
+static const char *const STRAGGLER_KINDS[] = {"none", "explicit", "automatic"};
+
+/* A pipeline's straggler state changed (why: "detected", "reported", "cleared", "recovered"). */
+static void log_straggler(const job *j, int d, const char *why)
+{
+    const job_pipe *p = &j->pipes[d];
+    job_log(j, PRS_LOG_INFO, "msg=straggler job=%s dp=%d state=%s why=%s time_s=%.6g", j->id, d,
+            STRAGGLER_KINDS[p->straggler >= 0 && p->straggler <= 2 ? p->straggler : 0], why,
+            p->straggler_time_s);
+}
+
 static double plan_time(const job *j, long k)
 {
     const prs_frontier_point *p = prs_frontier_point_at(j->frontier, (size_t)k);
@@ -428,12 +453,19 @@ static int assign_plans(job *j, store *st, int force_store, api_err *e)
     size_t slow;
     lookup_rule(j, &tprime, &slow);
     long cap = cap_rule(j);
-    int changed = 0;
+    int changed = 0, first = -1;
     for (int d = 0; d < j->spec.dp; d++) {
         int announced = change_plan(j, d, wanted_plan(j, d, tprime, slow, cap));
-        changed |= announced;
+        if (announced && !changed) first = d;
+        changed += announced;
         if ((announced || force_store) && put_pipe(j, st, d, e)) return -1;
     }
+    if (changed) /* one line however many pipelines: the first one's plan stands for the rest */
+        job_log(j, PRS_LOG_INFO,
+                "msg=plan_switch job=%s pipelines=%d first_dp=%d plan=%ld from_iteration=%ld "
+                "straggler_time_s=%.6g cap_plan=%ld fastest=%ld",
+                j->id, changed, first, j->pipes[first].plan_id, j->pipes[first].from_iteration,
+                tprime, cap, (long)j->fastest);
     if (changed) return plans_changed(j, st, e);
     decode_pipes(j);
     return 0;
@@ -446,6 +478,10 @@ static int apply_deferred(job *j, store *st, int d, api_err *e)
     job_pipe *p = &j->pipes[d];
     if (p->want_plan < 0 || switch_pending(j, d)) return 0;
     announce(j, d, p->want_plan);
+    job_log(j, PRS_LOG_INFO,
+            "msg=plan_switch job=%s pipelines=1 first_dp=%d plan=%ld from_iteration=%ld "
+            "held_back=1",
+            j->id, d, p->plan_id, p->from_iteration);
     if (put_pipe(j, st, d, e)) return -1;
     return plans_changed(j, st, e);
 }
@@ -1264,6 +1300,7 @@ static int judge(job *j, int d, double pace_s)
         if (p->over >= k && p->straggler == STRAGGLER_NONE) {
             p->straggler = STRAGGLER_AUTO;
             p->straggler_time_s = pace_s;
+            log_straggler(j, d, "detected");
             return 1;
         }
     } else {
@@ -1272,6 +1309,7 @@ static int judge(job *j, int d, double pace_s)
         if (p->under >= k && p->straggler == STRAGGLER_AUTO) {
             p->straggler = STRAGGLER_NONE;
             p->straggler_time_s = 0;
+            log_straggler(j, d, "recovered");
             return 1;
         }
     }
@@ -1480,6 +1518,7 @@ int job_set_straggler(job *j, store *st, const req_straggler *r, api_err *e)
     p->straggler = STRAGGLER_EXPLICIT;
     p->straggler_time_s = r->time_s > 0 ? r->time_s : r->slowdown * plan_time(j, (long)j->fastest);
     p->over = p->under = 0;
+    log_straggler(j, r->dp, "reported");
     if (put_pipe(j, st, r->dp, e)) return -1;
     return assign_plans(j, st, 0, e);
 }
@@ -1493,6 +1532,7 @@ int job_clear_straggler(job *j, store *st, int dp, api_err *e)
     p->straggler = STRAGGLER_NONE;
     p->straggler_time_s = 0;
     p->over = p->under = 0;
+    log_straggler(j, dp, "cleared");
     if (put_pipe(j, st, dp, e)) return -1;
     return assign_plans(j, st, 0, e);
 }
@@ -1656,11 +1696,10 @@ json_t *job_status_json(const job *j)
         long iters = 0;
         for (int d = 0; d < j->spec.dp; d++) {
             const job_pipe *p = &j->pipes[d];
-            static const char *const kinds[] = {"none", "explicit", "automatic"};
-            json_t *pj = json_pack("{s:i, s:I, s:s, s:I}", "dp", d, "plan_id",
-                                   (json_int_t)p->plan_id, "straggler",
-                                   kinds[p->straggler >= 0 && p->straggler <= 2 ? p->straggler : 0],
-                                   "iterations", (json_int_t)p->iterations);
+            json_t *pj = json_pack(
+                "{s:i, s:I, s:s, s:I}", "dp", d, "plan_id", (json_int_t)p->plan_id, "straggler",
+                STRAGGLER_KINDS[p->straggler >= 0 && p->straggler <= 2 ? p->straggler : 0],
+                "iterations", (json_int_t)p->iterations);
             if (p->straggler)
                 json_object_set_new(pj, "straggler_time_s", json_real(p->straggler_time_s));
             json_object_set_new(pj, "plan", point_json(j, p->plan_id));

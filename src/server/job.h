@@ -162,6 +162,11 @@ typedef struct job {
      * all-max, and the latest one's time. */
     long long run_iterations;
     double run_energy_j, run_saved_j, last_iteration_s;
+
+    /* Where the job reports what an operator should see (plan switches, stragglers): one
+     * key=value line at a prs_log_level (perseus/server.h); NULL: nowhere. */
+    void (*log)(void *ud, int level, const char *line);
+    void *log_ud;
     struct job *next;
 } job;
 

@@ -248,8 +248,15 @@ static job *find_job(prs_server *s, const char *id)
     return NULL;
 }
 
+static void job_log_sink(void *ud, int level, const char *line)
+{
+    log_kv(ud, (prs_log_level)level, "%s", line);
+}
+
 static void add_job(prs_server *s, job *j)
 {
+    j->log = job_log_sink;
+    j->log_ud = s;
     unsigned b = bucket_of(j->id);
     j->next = s->jobs[b];
     s->jobs[b] = j;
@@ -553,6 +560,8 @@ static int reload_job(prs_server *s, job *j)
     job tmp = *c.found;
     tmp.next = j->next;
     tmp.planner_active = j->planner_active;
+    tmp.log = j->log;
+    tmp.log_ud = j->log_ud;
     *c.found = *j;
     *j = tmp;
     c.found->next = NULL;
@@ -832,10 +841,12 @@ static int run_tx(prs_server *s, job *j, conn_ctx *cc, mutate_fn fn, void *arg, 
         if (e->http >= 500) reload_job(s, j);
         return -1;
     }
+    char why[REQ_MSG_MAX + 8];
     if (j->phase != before)
-        log_kv(s, PRS_LOG_INFO, "msg=phase job=%s from=%s to=%s%s%s", j->id, job_phase_name(before),
+        log_kv(s, j->phase == JOB_FAILED ? PRS_LOG_WARN : PRS_LOG_INFO,
+               "msg=phase job=%s from=%s to=%s%s%s", j->id, job_phase_name(before),
                job_phase_name(j->phase), j->phase == JOB_FAILED ? " reason=" : "",
-               j->phase == JOB_FAILED ? "see_job_status" : "");
+               j->phase == JOB_FAILED ? kv_quote(j->reason, why, sizeof why) : "");
     if (action == JOB_ACT_PLAN) start_planner(s, j);
     return 0;
 }

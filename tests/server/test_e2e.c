@@ -312,6 +312,34 @@ static void test_job_through_every_phase(void **state)
     assert_true(so_far > 0 && fabs(strtod(saved + strlen(series), NULL) / so_far - 1) < 1e-12);
     http_reply_free(&sr);
     http_reply_free(&r);
+
+    /* The operator's log told the story: the reported straggler and its clearing, the detected
+     * one and its recovery, and the plan switches they caused. */
+    char logpath[300], *log = NULL;
+    snprintf(logpath, sizeof logpath, "%s/perseusd.log", d.dir);
+    FILE *lf = fopen(logpath, "r");
+    assert_non_null(lf);
+    size_t loglen = 0;
+    assert_int_equal(getdelim(&log, &loglen, '\0', lf) > 0, 1);
+    fclose(lf);
+    const char *events[] = {"state=explicit why=reported", "state=none why=cleared",
+                            "state=automatic why=detected", "state=none why=recovered"};
+    for (size_t i = 0; i < sizeof events / sizeof *events; i++) {
+        snprintf(series, sizeof series, "msg=straggler job=%s dp=", j.id);
+        const char *at = strstr(log, series);
+        int found = 0;
+        for (; at && !found; at = strstr(at + 1, series)) {
+            const char *eol = strchr(at, '\n');
+            const char *ev = strstr(at, events[i]);
+            found = ev && (!eol || ev < eol);
+        }
+        if (!found) fprintf(stderr, "no '%s' in the log:\n%s\n", events[i], log);
+        assert_true(found);
+    }
+    snprintf(series, sizeof series, "msg=plan_switch job=%s pipelines=1 first_dp=1 plan=%ld ", j.id,
+             want); /* pipeline 0 detected as a straggler: pipeline 1 slows down */
+    assert_non_null(strstr(log, series));
+    free(log);
     snprintf(path, sizeof path, "/v1/jobs/%s/complete", j.id);
     r = http_do(d.port, "POST", path, j.token, NULL, 0, NULL);
     assert_int_equal(r.status, 200);
