@@ -1674,7 +1674,7 @@ json_t *job_status_json(const job *j)
     if (j->frontier && j->phase != JOB_PLANNING) frac = 1;
     json_object_set_new(o, "planning",
                         json_pack("{s:I, s:I, s:f, s:f}", "done", (json_int_t)j->plan_done, "total",
-                                  (json_int_t)j->plan_total, "fraction", frac, "seconds",
+                                  (json_int_t)j->plan_total, "done_pct", 100 * frac, "seconds",
                                   j->planning_s));
     json_object_set_new(o, "profile_source",
                         j->profile ? json_string(j->profile_source) : json_null());
@@ -1717,8 +1717,8 @@ json_t *job_status_json(const job *j)
             json_object_set_new(
                 o, "savings",
                 json_pack("{s:f, s:f, s:I, s:f}", "per_iteration_j",
-                          j->allmax_energy_j - fp->eval_energy_j, "fraction",
-                          (j->allmax_energy_j - fp->eval_energy_j) / j->allmax_energy_j,
+                          j->allmax_energy_j - fp->eval_energy_j, "saving_pct",
+                          100 * (j->allmax_energy_j - fp->eval_energy_j) / j->allmax_energy_j,
                           "iterations", (json_int_t)iters, "so_far_j", saved));
     }
     return o;

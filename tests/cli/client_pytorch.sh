@@ -31,7 +31,7 @@ r = json.load(open(sys.argv[1]))
 for k in ("allmax", "running", "straggler", "recovery"):
     assert r[k], f"{k} never measured: {r}"
 assert "profiling" in r["phases"] and "running" in r["phases"], r["phases"]
-assert r["planning"]["fraction"] == 1.0, r["planning"]
+assert r["planning"]["done_pct"] == 100.0, r["planning"]
 assert r["profile_source"] == "measured", r["profile_source"]
 a, p = r["allmax"], r["running"]
 assert p["energy_j"] < a["energy_j"], (p, a)

@@ -191,7 +191,7 @@ static void test_job_through_every_phase(void **state)
     print_message("swept %ld of %ld clocks in %ld posts\n", swept, above_floor, posts);
     assert_true(swept >= 3 && swept < above_floor);
     json_t *planning = json_object_get(st, "planning");
-    assert_true(json_num(planning, "fraction") == 1.0);
+    assert_true(json_num(planning, "done_pct") == 100.0);
     json_decref(st);
 
     /* Running: each pipeline gets the fastest plan; check it against the server's profile. */
