@@ -1138,7 +1138,7 @@ static int wait_running(gen *g, status_info *si)
         if (ph == PH_RUNNING) {
             json_t *pl = json_object_get(o, "planning"), *fr = json_object_get(o, "frontier");
             json_t *fa = json_object_get(fr, "fastest");
-            json_t *sec = json_object_get(pl, "seconds"), *ft = json_object_get(fa, "time_s");
+            json_t *sec = json_object_get(pl, "elapsed_s"), *ft = json_object_get(fa, "time_s");
             si->planning_s = json_is_number(sec) ? json_number_value(sec) : NAN;
             si->points = (long)json_int(fr, "points", -1);
             si->fastest_plan = (long)json_int(fa, "plan_id", -1);

@@ -68,8 +68,8 @@ def main():
     assert job["profile_source"] == "measured"
     bp = job["blocking_power"]
     print(f"python stream: running after {time.monotonic() - t0:.1f} s; blocking power measured "
-          f"{bp['measured']:.2f} W (fake GPU: 83.64 W)")
-    assert bp["spec"] is None and abs(bp["measured"] / 83.64 - 1) < 0.1, bp
+          f"{bp['measured_w']:.2f} W (fake GPU: 83.64 W)")
+    assert bp["spec_w"] is None and abs(bp["measured_w"] / 83.64 - 1) < 0.1, bp
     st = c.stats()
     assert st["order_errors"] == 0 and st["clock_failures"] == 0, st
     assert st["posted"] > 0, st

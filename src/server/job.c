@@ -1603,15 +1603,15 @@ static json_t *watts_or_null(double w, int known)
     return known ? json_real(w) : json_null();
 }
 
-/* {"spec", "measured", "used"}: watts, or null when not given / not measured / not known yet. */
+/* {"spec_w", "measured_w", "used_w"}: null when not given / not measured / not known yet. */
 static json_t *blocking_power_json(const job *j)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "spec",
+    json_object_set_new(o, "spec_w",
                         watts_or_null(j->spec.blocking_power_w, j->spec.has_blocking_power));
-    json_object_set_new(o, "measured", watts_or_null(j->bp_measured_w, j->bp_measured_w > 0));
+    json_object_set_new(o, "measured_w", watts_or_null(j->bp_measured_w, j->bp_measured_w > 0));
     json_object_set_new(
-        o, "used", watts_or_null(j->bp_used_w, j->spec.has_blocking_power || j->bp_used_w > 0));
+        o, "used_w", watts_or_null(j->bp_used_w, j->spec.has_blocking_power || j->bp_used_w > 0));
     return o;
 }
 
@@ -1674,7 +1674,7 @@ json_t *job_status_json(const job *j)
     if (j->frontier && j->phase != JOB_PLANNING) frac = 1;
     json_object_set_new(o, "planning",
                         json_pack("{s:I, s:I, s:f, s:f}", "done", (json_int_t)j->plan_done, "total",
-                                  (json_int_t)j->plan_total, "done_pct", 100 * frac, "seconds",
+                                  (json_int_t)j->plan_total, "done_pct", 100 * frac, "elapsed_s",
                                   j->planning_s));
     json_object_set_new(o, "profile_source",
                         j->profile ? json_string(j->profile_source) : json_null());

@@ -519,7 +519,7 @@ static void gpud_close(world *w)
 static double check_blocking(world *w, json_t *status)
 {
     json_t *b = json_object_get(status, "blocking_power");
-    double measured = json_num(b, "measured"), used = json_num(b, "used");
+    double measured = json_num(b, "measured_w"), used = json_num(b, "used_w");
     double truth = prs_gpu_preset_find("a100")->blocking_power_w;
     printf("%s: blocking power measured %.2f W (model %.2f W, %+.2f %%), planned with %.2f W\n",
            w->cfg->name, measured, truth, 100 * (measured / truth - 1), used);

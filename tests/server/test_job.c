@@ -909,7 +909,7 @@ static void check_bp_status(const job *j, double spec, double measured, double u
     json_t *o = job_status_json(j);
     json_t *bp = json_object_get(o, "blocking_power");
     double want[3] = {spec, measured, used};
-    const char *keys[3] = {"spec", "measured", "used"};
+    const char *keys[3] = {"spec_w", "measured_w", "used_w"};
     for (int i = 0; i < 3; i++) {
         json_t *v = json_object_get(bp, keys[i]);
         if (want[i] < 0)
