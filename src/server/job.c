@@ -87,10 +87,7 @@ void job_config_key(const req_job_spec *s, char key[2 * SECURE_SHA256_LEN + 1])
     for (int i = 0; i < s->nclocks && n > 0 && (size_t)n < sizeof buf; i++)
         n += snprintf(buf + n, sizeof buf - (size_t)n, "%d,", s->clocks_mhz[i]);
     if (n < 0 || (size_t)n >= sizeof buf) n = (int)sizeof buf - 1;
-    uint8_t h[SECURE_SHA256_LEN];
-    secure_sha256(buf, (size_t)n, h);
-    for (int i = 0; i < SECURE_SHA256_LEN; i++)
-        snprintf(key + (ptrdiff_t)2 * i, 3, "%02x", h[i]);
+    secure_sha256_hex(buf, (size_t)n, key);
 }
 
 int job_plans_robust(const job *j)
@@ -330,15 +327,18 @@ static void job_log(const job *j, int level, const char *fmt, ...)
     j->log(j->log_ud, level, line);
 }
 
-static const char *const STRAGGLER_KINDS[] = {"none", "explicit", "automatic"};
+static const char *straggler_name(int kind)
+{
+    static const char *const names[] = {"none", "explicit", "automatic"};
+    return names[kind >= 0 && kind <= 2 ? kind : 0];
+}
 
 /* A pipeline's straggler state changed (why: "detected", "reported", "cleared", "recovered"). */
 static void log_straggler(const job *j, int d, const char *why)
 {
     const job_pipe *p = &j->pipes[d];
     job_log(j, PRS_LOG_INFO, "msg=straggler job=%s dp=%d state=%s why=%s time_s=%.6g", j->id, d,
-            STRAGGLER_KINDS[p->straggler >= 0 && p->straggler <= 2 ? p->straggler : 0], why,
-            p->straggler_time_s);
+            straggler_name(p->straggler), why, p->straggler_time_s);
 }
 
 static double plan_time(const job *j, long k)
@@ -1330,7 +1330,6 @@ static int evaluate_oldest(job *j, int d)
                    ? it.plan_id
                    : plan_of(p, it.iteration);
     const prs_frontier_point *pt = ran >= 0 ? prs_frontier_point_at(j->frontier, (size_t)ran) : 0;
-    if (pt && j->allmax_energy_j > 0) p->saved_j += j->allmax_energy_j - pt->eval_energy_j;
     j->run_iterations++;
     if (pt) j->run_energy_j += pt->eval_energy_j;
     if (pt && j->allmax_energy_j > 0) j->run_saved_j += j->allmax_energy_j - pt->eval_energy_j;
@@ -1692,21 +1691,16 @@ json_t *job_status_json(const job *j)
                                           "eval_energy_j", j->allmax_energy_j));
         json_object_set_new(o, "frontier", fr);
         json_t *pipes = json_array();
-        double saved = 0;
-        long iters = 0;
         for (int d = 0; d < j->spec.dp; d++) {
             const job_pipe *p = &j->pipes[d];
             json_t *pj = json_pack(
                 "{s:i, s:I, s:s, s:I}", "dp", d, "plan_id", (json_int_t)p->plan_id, "straggler",
-                STRAGGLER_KINDS[p->straggler >= 0 && p->straggler <= 2 ? p->straggler : 0],
-                "iterations", (json_int_t)p->iterations);
+                straggler_name(p->straggler), "iterations", (json_int_t)p->iterations);
             if (p->straggler)
                 json_object_set_new(pj, "straggler_time_s", json_real(p->straggler_time_s));
             json_object_set_new(pj, "plan", point_json(j, p->plan_id));
             json_object_set_new(pj, "power", plan_powers_json(&j->powers, p->plan_id));
             json_array_append_new(pipes, pj);
-            saved += p->saved_j;
-            iters += p->iterations;
         }
         json_object_set_new(o, "pipelines", pipes);
         json_object_set_new(
@@ -1719,7 +1713,7 @@ json_t *job_status_json(const job *j)
                 json_pack("{s:f, s:f, s:I, s:f}", "per_iteration_j",
                           j->allmax_energy_j - fp->eval_energy_j, "saving_pct",
                           100 * (j->allmax_energy_j - fp->eval_energy_j) / j->allmax_energy_j,
-                          "iterations", (json_int_t)iters, "so_far_j", saved));
+                          "iterations", (json_int_t)j->run_iterations, "so_far_j", j->run_saved_j));
     }
     return o;
 }

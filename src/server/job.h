@@ -96,7 +96,6 @@ typedef struct job_pipe {
     double last_norm_s; /* its latest pace scaled to the fastest plan (0: none yet) */
     int over, under;    /* consecutive iterations above / below the threshold */
     long iterations;    /* iterations seen while running (since the server started) */
-    double saved_j;     /* energy saved against all-max over those iterations */
     const int *clocks;  /* plan_id decoded (stages * ops_per_stage, stage-major; owned by the
                          * job's decoded list), NULL when there is none */
 } job_pipe;
@@ -158,8 +157,8 @@ typedef struct job {
     long long measurements; /* rows in the store */
 
     /* Running iterations the straggler detector evaluated since the server started, over all
-     * pipelines (for /metrics): how many, their planned energy, the energy they saved against
-     * all-max, and the latest one's time. */
+     * pipelines (the status's savings, /metrics): how many, their planned energy, the energy
+     * they saved against all-max, and the latest one's time. */
     long long run_iterations;
     double run_energy_j, run_saved_j, last_iteration_s;
 

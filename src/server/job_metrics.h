@@ -12,15 +12,22 @@
 
 #include "job.h"
 
+/* The values of a row, one family each; NAN: not known (no sample). */
+enum {
+    JOB_METRIC_ITERATIONS,     /* running iterations evaluated, all pipelines */
+    JOB_METRIC_ENERGY,         /* their planned energy, joules */
+    JOB_METRIC_SAVED,          /* what they saved against all-max, joules */
+    JOB_METRIC_LAST_ITERATION, /* the latest one's time, seconds */
+    JOB_METRIC_PLANNED_SAVING, /* fastest plan against all-max, a fraction */
+    JOB_METRIC_POWER_CAP,      /* watts, when set */
+    JOB_METRIC_N
+};
+
 typedef struct job_metric_row {
     char id[SECURE_ID_LEN + 1];
     char model[REQ_MAX_MODEL + 1];
     const char *phase;
-    long long iterations;        /* running iterations evaluated, all pipelines */
-    double energy_j, saved_j;    /* their planned energy; saved against all-max */
-    double last_iteration_s;     /* the latest one's time (0: none yet) */
-    double power_cap_w;          /* 0: none */
-    double planned_saving_ratio; /* fastest plan against all-max (NAN: not planned yet) */
+    double value[JOB_METRIC_N];
 } job_metric_row;
 
 void job_metric_row_of(const job *j, job_metric_row *r);

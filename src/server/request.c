@@ -10,7 +10,6 @@
 
 #include <math.h>
 #include <stdarg.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,10 +180,7 @@ static int get_reuse_key(json_t *root, req_job_spec *s, prs_error *err)
     if (json_object_get(root, "reuse_key")) {
         if (strlen(key) < REQ_MIN_REUSE_KEY)
             return fail(err, "reuse_key: at least %d characters", REQ_MIN_REUSE_KEY);
-        uint8_t h[SECURE_SHA256_LEN];
-        secure_sha256(key, strlen(key), h);
-        for (int i = 0; i < SECURE_SHA256_LEN; i++)
-            snprintf(s->reuse_key_sha256 + (ptrdiff_t)2 * i, 3, "%02x", h[i]);
+        secure_sha256_hex(key, strlen(key), s->reuse_key_sha256);
         return 0;
     }
     const char *x = s->reuse_key_sha256;

@@ -89,6 +89,18 @@ void secure_sha256(const void *data, size_t len, uint8_t out[SECURE_SHA256_LEN])
     }
 }
 
+void secure_sha256_hex(const void *data, size_t len, char out[2 * SECURE_SHA256_LEN + 1])
+{
+    static const char digits[] = "0123456789abcdef";
+    uint8_t h[SECURE_SHA256_LEN];
+    secure_sha256(data, len, h);
+    for (size_t i = 0; i < SECURE_SHA256_LEN; i++) {
+        out[2 * i] = digits[h[i] >> 4];
+        out[2 * i + 1] = digits[h[i] & 15];
+    }
+    out[(size_t)2 * SECURE_SHA256_LEN] = '\0';
+}
+
 int secure_equal(const void *a, const void *b, size_t n)
 {
     const volatile uint8_t *x = a, *y = b;

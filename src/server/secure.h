@@ -15,6 +15,9 @@
 /* SHA-256 of len bytes at data into out[32]. */
 void secure_sha256(const void *data, size_t len, uint8_t out[SECURE_SHA256_LEN]);
 
+/* SHA-256 of len bytes at data as 64 lowercase hex digits into out (NUL-terminated). */
+void secure_sha256_hex(const void *data, size_t len, char out[2 * SECURE_SHA256_LEN + 1]);
+
 /* 1 when a[0..n) == b[0..n), else 0; the time taken depends on n only. */
 int secure_equal(const void *a, const void *b, size_t n);
 

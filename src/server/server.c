@@ -30,6 +30,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -799,31 +800,36 @@ static enum MHD_Result handle_create(prs_server *s, struct MHD_Connection *c, co
 #define FRONTIER_PAGE_DEFAULT 1000
 #define FRONTIER_PAGE_MAX 10000
 
+/* Query argument `name` as a decimal integer in [lo, hi] into *v: 0, 1 when absent (*v left as
+ * it is), -1 when malformed or out of range. */
+static int int_arg(struct MHD_Connection *c, const char *name, int lo, int hi, int *v)
+{
+    const char *t = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
+    if (!t) return 1;
+    int x;
+    if (!(t[0] >= '0' && t[0] <= '9') || prs_num_parse_int(t, &x) != 0 || x < lo || x > hi)
+        return -1;
+    *v = x;
+    return 0;
+}
+
 static int parse_page_args(struct MHD_Connection *c, long *offset, long *limit, api_err *e)
 {
-    const char *o = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "offset");
-    const char *l = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
-    *offset = 0;
-    *limit = 0;
-    if (!o && !l) return 0;
-    int v = 0;
-    if (o && !(o[0] >= '0' && o[0] <= '9' && prs_num_parse_int(o, &v) == 0 && v >= 0))
-        return api_fail(e, 400, "bad_request", "offset: expected an integer >= 0");
-    *offset = v;
-    *limit = FRONTIER_PAGE_DEFAULT;
-    if (l && !(l[0] >= '0' && l[0] <= '9' && prs_num_parse_int(l, &v) == 0 && v >= 1 &&
-               v <= FRONTIER_PAGE_MAX))
+    int o = 0, l = FRONTIER_PAGE_DEFAULT;
+    int ro = int_arg(c, "offset", 0, INT_MAX, &o),
+        rl = int_arg(c, "limit", 1, FRONTIER_PAGE_MAX, &l);
+    if (ro < 0) return api_fail(e, 400, "bad_request", "offset: expected an integer >= 0");
+    if (rl < 0)
         return api_fail(e, 400, "bad_request", "limit: expected an integer in 1..%d",
                         FRONTIER_PAGE_MAX);
-    if (l) *limit = v;
+    *offset = o;
+    *limit = ro == 1 && rl == 1 ? 0 : l;
     return 0;
 }
 
 static int parse_rank_arg(struct MHD_Connection *c, int *rank)
 {
-    const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "rank");
-    return v && v[0] >= '0' && v[0] <= '9' && prs_num_parse_int(v, rank) == 0 && *rank >= 0 ? 0
-                                                                                            : -1;
+    return int_arg(c, "rank", 0, INT_MAX, rank) == 0 ? 0 : -1;
 }
 
 /* Run a mutating job call as one transaction; reload the job if it fails on the server side. */
@@ -1081,7 +1087,7 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
         if (!rc) out = json_pack("{s:s, s:b}", "job_id", cc->job_id, "deleted", 1);
         break;
     case R_FRONTIER: {
-        long offset, limit;
+        long offset = 0, limit = 0;
         rc = parse_page_args(c, &offset, &limit, &e);
         if (!rc) out = job_frontier_json(j, offset, limit);
         if (!rc && !out) rc = api_fail(&e, 404, "not_found", "the job has no frontier yet");

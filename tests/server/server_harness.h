@@ -222,6 +222,18 @@ static inline int daemon_stop(daemon_proc *d, int sig)
     return -1;
 }
 
+static inline void harness_rmdir(const char *dir);
+
+/* A test's teardown of its daemon: killed if still running, its directory removed (cmocka jumps
+ * past the end of a test on a failed assertion, so the test cannot do it itself). Returns 0. */
+static inline int daemon_teardown(daemon_proc *d)
+{
+    if (d->pid > 0) daemon_stop(d, SIGKILL);
+    harness_rmdir(d->dir);
+    d->dir[0] = '\0';
+    return 0;
+}
+
 /* rm -r of a test directory (only files one level down, and the tmp/ scratch folder). */
 static inline void harness_rmdir(const char *dir)
 {

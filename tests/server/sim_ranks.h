@@ -14,6 +14,30 @@ typedef struct sim_job {
     long acked; /* iterations the server acknowledged */
 } sim_job;
 
+/* A job spec that sweeps all 7 clocks from 1410 down to 690 MHz (1 warm-up and 2 measured
+ * iterations each, no early stop) with a pinned blocking power. */
+static inline json_t *sim_sweep_spec(int stages, int microbatches, int dp)
+{
+    return json_pack("{s:i, s:i, s:i, s:[i,i,i,i,i,i,i], s:{s:i, s:i, s:b}, s:f}", "stages", stages,
+                     "microbatches", microbatches, "dp", dp, "clocks_mhz", 1410, 1290, 1170, 1050,
+                     930, 810, 690, "profiling", "warmup_iterations", 1, "iterations_per_clock", 2,
+                     "skip_dominated", 0, "blocking_power_w", 83.64);
+}
+
+/* POST /v1/jobs with spec (stolen) to the server on port; j gets the job's id and token, and the
+ * pipeline's shape as given. Returns the HTTP status. */
+static inline int sim_create(int port, json_t *spec, int stages, int microbatches, int dp,
+                             sim_job *j)
+{
+    http_reply r = http_json(port, "POST", "/v1/jobs", NULL, spec);
+    *j = (sim_job){port, "", "", stages, microbatches, dp, 0};
+    snprintf(j->id, sizeof j->id, "%s", json_str(r.json, "job_id"));
+    snprintf(j->token, sizeof j->token, "%s", json_str(r.json, "token"));
+    int st = r.status;
+    http_reply_free(&r);
+    return st;
+}
+
 /* Stage multipliers of t_ref: the last stage runs the LM head (gpumodel.h default). */
 static inline double sim_imbalance(const sim_job *j, int pp)
 {

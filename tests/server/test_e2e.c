@@ -40,17 +40,7 @@ static int create_job(int port, sim_job *j, const char *model, const char *reuse
         "min_clock_mhz", 750, "skip_dominated", 1, "unit_time_s", 0.001, "blocking_power_w", 83.64,
         "cost_model", "exp", "straggler", "factor", 1.2, "iterations", 2);
     if (reuse_key) json_object_set_new(spec, "reuse_key", json_string(reuse_key));
-    http_reply r = http_json(port, "POST", "/v1/jobs", NULL, spec);
-    int st = r.status;
-    memset(j, 0, sizeof *j);
-    j->port = port;
-    j->stages = STAGES;
-    j->microbatches = MB;
-    j->dp = DP;
-    snprintf(j->id, sizeof j->id, "%s", json_str(r.json, "job_id"));
-    snprintf(j->token, sizeof j->token, "%s", json_str(r.json, "token"));
-    http_reply_free(&r);
-    return st;
+    return sim_create(port, spec, STAGES, MB, DP, j);
 }
 
 /* Plan of pipeline dp as the ranks receive it: clocks[pp * OPS + i]. Returns its plan_id. */
@@ -147,10 +137,7 @@ static daemon_proc d;
 static int teardown(void **state)
 {
     (void)state;
-    if (d.pid > 0) daemon_stop(&d, SIGKILL);
-    harness_rmdir(d.dir);
-    d.dir[0] = '\0';
-    return 0;
+    return daemon_teardown(&d);
 }
 
 static void test_job_through_every_phase(void **state)

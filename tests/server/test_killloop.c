@@ -23,10 +23,7 @@ static int kills;
 static int teardown(void **state)
 {
     (void)state;
-    if (d.pid > 0) daemon_stop(&d, SIGKILL);
-    harness_rmdir(d.dir);
-    d.dir[0] = '\0';
-    return 0;
+    return daemon_teardown(&d);
 }
 
 /* What the server acknowledged, as its answers show it. */
@@ -108,17 +105,9 @@ static void test_kill_loop(void **state)
     harness_tmpdir(d.dir, sizeof d.dir, "killloop");
     assert_true(d.dir[0]);
     assert_int_equal(daemon_start(&d), 0);
-    json_t *spec =
-        json_pack("{s:i, s:i, s:i, s:[i,i,i,i,i,i,i], s:{s:i, s:i, s:b}, s:f}", "stages", STAGES,
-                  "microbatches", MB, "dp", DP, "clocks_mhz", 1410, 1290, 1170, 1050, 930, 810, 690,
-                  "profiling", "warmup_iterations", 1, "iterations_per_clock", 2, "skip_dominated",
-                  0, "blocking_power_w", 83.64);
-    http_reply r = http_json(d.port, "POST", "/v1/jobs", NULL, spec);
-    assert_int_equal(r.status, 201);
-    sim_job j = {d.port, "", "", STAGES, MB, DP, 0};
-    snprintf(j.id, sizeof j.id, "%s", json_str(r.json, "job_id"));
-    snprintf(j.token, sizeof j.token, "%s", json_str(r.json, "token"));
-    http_reply_free(&r);
+    sim_job j;
+    assert_int_equal(sim_create(d.port, sim_sweep_spec(STAGES, MB, DP), STAGES, MB, DP, &j), 201);
+    http_reply r;
 
     /* Registering: a kill after every rank. */
     char path[128];
