@@ -206,9 +206,17 @@ static int persist(job *j, store *st, api_err *e)
 static int put_pipe(job *j, store *st, int d, api_err *e)
 {
     const job_pipe *p = &j->pipes[d];
-    store_pipe_row row = {d,          p->straggler,    p->straggler_time_s,
-                          p->plan_id, p->prev_plan_id, p->from_iteration,
-                          p->pace.hz};
+    store_pipe_row row = {.dp = d,
+                          .straggler = p->straggler,
+                          .straggler_time_s = p->straggler_time_s,
+                          .plan_id = p->plan_id,
+                          .prev_plan_id = p->prev_plan_id,
+                          .from_iteration = p->from_iteration,
+                          .pace_hz = p->pace.hz,
+                          .newest = p->newest,
+                          .reports = p->reports,
+                          .report_time_s = p->report_time_s,
+                          .report_energy_j = p->report_energy_j};
     if (store_put_pipeline(st, j->id, &row)) return store_fail(e, st);
     return 0;
 }
@@ -687,6 +695,12 @@ static int load_pipe(void *ud, const store_pipe_row *r)
     p->prev_plan_id = r->prev_plan_id;
     p->from_iteration = r->from_iteration;
     pace_restore(&p->pace, r->pace_hz);
+    /* Stored since version 5, and then newer than what the profiling rows say. */
+    if (r->newest != STORE_NEWEST_UNKNOWN) p->newest = r->newest;
+    p->reports = r->reports;
+    p->report_time_s = r->report_time_s;
+    p->report_energy_j = r->report_energy_j;
+    j->measurements += r->reports;
     return 0;
 }
 
@@ -729,19 +743,22 @@ static void count_done_ranks(job *j)
         if (j->round_iters[r] >= need) j->ranks_done++;
 }
 
-/* The job's rows besides its own: ranks, profile and frontier text, pipelines, latest
- * iterations, and the current profiling round's counts. */
+/* The job's rows besides its own: ranks, profile and frontier text, latest iterations (from the
+ * profiling rows; a pipeline row that stores its newest iteration overrides them), pipelines,
+ * and the current profiling round's counts. The results: the stored rows plus what the
+ * pipelines folded. */
 static int load_rows(job *j, store *st, char **csv, size_t *clen, void **plans, size_t *flen,
                      prs_error *err)
 {
-    if (store_each_rank(st, j->id, load_rank, j) ||
+    long long rows = store_count_measurements(st, j->id);
+    j->measurements = rows > 0 ? rows : 0;
+    if (rows < 0 || store_each_rank(st, j->id, load_rank, j) ||
         store_get_profile(st, j->id, csv, clen, j->profile_source) ||
         store_get_frontier(st, j->id, plans, flen) ||
-        store_each_pipeline(st, j->id, load_pipe, j) ||
         store_latest_iterations(st, j->id, load_latest, j) ||
+        store_each_pipeline(st, j->id, load_pipe, j) ||
         (j->phase == JOB_PROFILING && store_round_counts(st, j->id, j->round, load_count, j)))
         return prs_error_set(err, store_error(st)->code, "%s", store_error(st)->msg);
-    j->measurements = store_count_measurements(st, j->id);
     count_done_ranks(j);
     return 0;
 }
@@ -851,6 +868,8 @@ static int pipeline_restarted(job *j, store *st, int d, api_err *e)
     p->npend = 0;
     p->over = p->under = 0;
     p->newest = -1;
+    /* After profiling the newest iteration is stored with the pipeline, not in rows. */
+    if (j->phase == JOB_PLANNING) return put_pipe(j, st, d, e);
     if (j->phase != JOB_RUNNING || p->plan_id < 0) return 0;
     p->from_iteration = p->newest + switch_lead(j, p, p->prev_plan_id, p->plan_id);
     if (put_pipe(j, st, d, e)) return -1;
@@ -1214,21 +1233,20 @@ static int check_windows(const job *j, const job_rank *k, const req_results *r, 
     return 0;
 }
 
+/* A profiling iteration: one measurement row, with its windows. */
 static int store_iteration(job *j, store *st, int rank, const req_iteration *it, long round,
                            int used, api_err *e)
 {
     const job_rank *k = &j->ranks[rank];
     long long mid;
-    store_meas_row m = {rank,          job_phase_name(j->phase),
+    store_meas_row m = {rank,          "profiling",
                         round,         it->iteration,
                         it->clock_mhz, it->time_s,
                         it->energy_j,  it->pace_s,
                         it->plan_id,   it->blocking_power_w,
                         used};
     if (store_insert_measurement(st, j->id, &m, &mid)) return store_fail(e, st);
-    /* Windows build the profile: outside profiling they are dropped, not stored. */
-    size_t nw = j->phase == JOB_PROFILING ? it->nwindows : 0;
-    for (size_t w = 0; w < nw; w++) {
+    for (size_t w = 0; w < it->nwindows; w++) {
         const req_window *win = &it->windows[w];
         int stage = win->chunk >= 0 ? win->chunk : k->pp;
         if (store_insert_window(st, j->id, mid, stage, win->instr, win->microbatch, win->clock_mhz,
@@ -1240,6 +1258,20 @@ static int store_iteration(job *j, store *st, int rank, const req_iteration *it,
     if (it->iteration > p->newest) p->newest = it->iteration;
     pace_note(&p->pace, it->wall_s);
     return 0;
+}
+
+/* An iteration posted after profiling (planning, running): no row of its own; counted in its
+ * pipeline's aggregates, which the caller stores with the pipeline (one row write per post,
+ * however many iterations and ranks). Windows are dropped. */
+static void fold_iteration(job *j, int rank, const req_iteration *it)
+{
+    job_pipe *p = &j->pipes[j->ranks[rank].dp];
+    p->reports++;
+    p->report_time_s += it->time_s;
+    p->report_energy_j += it->energy_j;
+    j->measurements++;
+    if (it->iteration > p->newest) p->newest = it->iteration;
+    pace_note(&p->pace, it->wall_s);
 }
 
 /* k-th smallest of v[0..n) (v is reordered): Hoare's selection, expected O(n). */
@@ -1428,15 +1460,17 @@ static int results_profiling(job *j, store *st, const req_results *r, int *actio
     return more ? 0 : advance_round(j, st, action, e);
 }
 
-/* Results in planning and running: stored; while running they feed the straggler detector and
- * may let a deferred plan change go out. */
+/* Results in planning and running: folded into the rank's pipeline, whose row is stored once
+ * for the post; while running they feed the straggler detector and may let a deferred plan
+ * change go out. */
 static int results_other(job *j, store *st, const req_results *r, api_err *e)
 {
     int d = j->ranks[r->rank].dp, changed = 0;
     for (size_t i = 0; i < r->niterations; i++) {
-        if (store_iteration(j, st, r->rank, &r->iterations[i], j->round, 0, e)) return -1;
+        fold_iteration(j, r->rank, &r->iterations[i]);
         if (j->phase == JOB_RUNNING) changed |= detect(j, d, &r->iterations[i]);
     }
+    if (!changed && put_pipe(j, st, d, e)) return -1;
     if (j->phase != JOB_RUNNING) return 0;
     if (changed) {
         for (int o = 0; o < j->spec.dp; o++)
@@ -1647,6 +1681,16 @@ static json_t *precision_json(const job *j)
     return a;
 }
 
+/* What a pipeline's ranks posted after profiling: how many iterations, the energy their GPUs
+ * reported, and the mean iteration time (null before any). */
+static json_t *reported_json(const job_pipe *p)
+{
+    double n = (double)p->reports;
+    return json_pack("{s:I, s:f, s:o}", "iterations", (json_int_t)p->reports, "energy_j",
+                     p->report_energy_j,
+                     "mean_time_s", p->reports > 0 ? json_real(p->report_time_s / n) : json_null());
+}
+
 json_t *job_status_json(const job *j)
 {
     json_t *o = json_object();
@@ -1698,6 +1742,7 @@ json_t *job_status_json(const job *j)
                 straggler_name(p->straggler), "iterations", (json_int_t)p->iterations);
             if (p->straggler)
                 json_object_set_new(pj, "straggler_time_s", json_real(p->straggler_time_s));
+            json_object_set_new(pj, "reported", reported_json(p));
             json_object_set_new(pj, "plan", point_json(j, p->plan_id));
             json_object_set_new(pj, "power", plan_powers_json(&j->powers, p->plan_id));
             json_array_append_new(pipes, pj);

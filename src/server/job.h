@@ -96,6 +96,10 @@ typedef struct job_pipe {
     double last_norm_s; /* its latest pace scaled to the fastest plan (0: none yet) */
     int over, under;    /* consecutive iterations above / below the threshold */
     long iterations;    /* iterations seen while running (since the server started) */
+    /* Results posted after profiling are folded here instead of being stored one row each:
+     * how many, and the sums of their time_s and energy_j (stored with the pipeline). */
+    long long reports;
+    double report_time_s, report_energy_j;
     const int *clocks;  /* plan_id decoded (stages * ops_per_stage, stage-major; owned by the
                          * job's decoded list), NULL when there is none */
 } job_pipe;
@@ -154,7 +158,7 @@ typedef struct job {
      * pipeline, NULL until a cap needed them */
     plan_powers powers;
 
-    long long measurements; /* rows in the store */
+    long long measurements; /* results stored: profiling rows plus the pipelines' reports */
 
     /* Running iterations the straggler detector evaluated since the server started, over all
      * pipelines (the status's savings, /metrics): how many, their planned energy, the energy

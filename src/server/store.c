@@ -71,6 +71,10 @@ static const char *const MIGRATE[STORE_SCHEMA_VERSION] = {
           "ALTER TABLE jobs ADD COLUMN bp_used_w REAL;",
     [2] = "ALTER TABLE jobs ADD COLUMN finished_unix INTEGER;",
     [3] = "ALTER TABLE pipelines ADD COLUMN pace_hz REAL NOT NULL DEFAULT 0;",
+    [4] = "ALTER TABLE pipelines ADD COLUMN newest INTEGER;"
+          "ALTER TABLE pipelines ADD COLUMN reports INTEGER NOT NULL DEFAULT 0;"
+          "ALTER TABLE pipelines ADD COLUMN report_time_s REAL NOT NULL DEFAULT 0;"
+          "ALTER TABLE pipelines ADD COLUMN report_energy_j REAL NOT NULL DEFAULT 0;",
 };
 
 enum {
@@ -154,9 +158,11 @@ static const char *const SQL[Q_COUNT] = {
                         " ORDER BY j.created_unix DESC, j.rowid DESC LIMIT 1",
     [Q_PUT_PIPE] =
         "INSERT OR REPLACE INTO pipelines(job_id, dp, straggler, straggler_time_s,"
-        " plan_id, prev_plan_id, from_iteration, pace_hz) VALUES(?1,?2,?3,?4,?5,?6,?7,?8)",
+        " plan_id, prev_plan_id, from_iteration, pace_hz, newest, reports, report_time_s,"
+        " report_energy_j) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)",
     [Q_PIPES] = "SELECT dp, straggler, straggler_time_s, plan_id, prev_plan_id, from_iteration,"
-                " pace_hz FROM pipelines WHERE job_id=?1",
+                " pace_hz, newest, reports, report_time_s, report_energy_j FROM pipelines"
+                " WHERE job_id=?1",
     /* Children first: the foreign keys point at jobs and measurements. */
     [Q_DEL_WINDOWS] = "DELETE FROM windows WHERE job_id=?1",
     [Q_DEL_MEAS] = "DELETE FROM measurements WHERE job_id=?1",
@@ -684,6 +690,13 @@ int store_put_pipeline(store *s, const char *job, const store_pipe_row *p)
     sqlite3_bind_int64(st, 6, p->prev_plan_id);
     sqlite3_bind_int64(st, 7, p->from_iteration);
     sqlite3_bind_double(st, 8, p->pace_hz);
+    if (p->newest == STORE_NEWEST_UNKNOWN)
+        sqlite3_bind_null(st, 9);
+    else
+        sqlite3_bind_int64(st, 9, p->newest);
+    sqlite3_bind_int64(st, 10, p->reports);
+    sqlite3_bind_double(st, 11, p->report_time_s);
+    sqlite3_bind_double(st, 12, p->report_energy_j);
     return exec_done(s, st, "store pipeline");
 }
 
@@ -694,10 +707,20 @@ int store_each_pipeline(store *s, const char *job, int (*fn)(void *ud, const sto
     bind_text(st, 1, job);
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        store_pipe_row p = {sqlite3_column_int(st, 0),         sqlite3_column_int(st, 1),
-                            sqlite3_column_double(st, 2),      (long)sqlite3_column_int64(st, 3),
-                            (long)sqlite3_column_int64(st, 4), (long)sqlite3_column_int64(st, 5),
-                            sqlite3_column_double(st, 6)};
+        store_pipe_row p = {
+            .dp = sqlite3_column_int(st, 0),
+            .straggler = sqlite3_column_int(st, 1),
+            .straggler_time_s = sqlite3_column_double(st, 2),
+            .plan_id = (long)sqlite3_column_int64(st, 3),
+            .prev_plan_id = (long)sqlite3_column_int64(st, 4),
+            .from_iteration = (long)sqlite3_column_int64(st, 5),
+            .pace_hz = sqlite3_column_double(st, 6),
+            .newest = sqlite3_column_type(st, 7) == SQLITE_NULL
+                          ? STORE_NEWEST_UNKNOWN
+                          : (long)sqlite3_column_int64(st, 7),
+            .reports = sqlite3_column_int64(st, 8),
+            .report_time_s = sqlite3_column_double(st, 9),
+            .report_energy_j = sqlite3_column_double(st, 10)};
         int r = fn(ud, &p);
         if (r) return stop(st, r);
     }

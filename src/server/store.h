@@ -19,9 +19,11 @@
 typedef struct store store;
 
 /* 1: the first schema. 2: per-iteration pace, plan and blocking power; each pipeline's switch
- * iteration and previous plan; the job's measured and used blocking power. A version-1 database
- * is upgraded in place when opened. */
-#define STORE_SCHEMA_VERSION 4
+ * iteration and previous plan; the job's measured and used blocking power. 3: the job's finish
+ * time. 4: each pipeline's pace. 5: each pipeline's newest iteration and the aggregates of the
+ * results posted after profiling (no row per iteration after profiling). An older database is
+ * upgraded in place when opened. */
+#define STORE_SCHEMA_VERSION 5
 
 /* Open or create the database at path and bring its schema up to date. full_sync: fsync at every
  * commit (survives power loss); otherwise commits survive a process crash (synchronous=NORMAL).
@@ -67,7 +69,8 @@ int store_insert_rank(store *s, const char *job, int rank, int dp, int pp, int t
 int store_each_rank(store *s, const char *job,
                     int (*fn)(void *ud, int rank, int dp, int pp, int tp), void *ud);
 
-/* One reported iteration. phase: the job phase it arrived in. used: 1 when its windows count
+/* One iteration reported while profiling (later ones are folded into their pipeline's row,
+ * store_pipe_row). phase: the job phase it arrived in. used: 1 when its windows count
  * in the profile (not a warm-up iteration, not outside profiling). Optional values (stored as
  * NULL): pace_s 0, plan_id -1, blocking_power_w 0. */
 typedef struct store_meas_row {
@@ -119,14 +122,23 @@ int store_get_frontier(store *s, const char *job, void **blob, size_t *len);
  * when there is none. */
 int store_find_frontier(store *s, const char *config_key, char job_out[32]);
 
+/* A pipeline row written before version 5: its newest iteration is not stored (read it from
+ * the measurements, store_latest_iterations). */
+#define STORE_NEWEST_UNKNOWN (-2L)
+
 /* Current plan and straggler state of one data-parallel pipeline. straggler: 0 none, 1
  * explicit, 2 automatic. The plan holds from iteration from_iteration; before it the pipeline
- * runs prev_plan_id (-1: none). */
+ * runs prev_plan_id (-1: none). Results posted after profiling are not stored one row per
+ * iteration but folded into the pipeline's row: how many (reports), the sums of their time_s
+ * and energy_j, and the newest iteration number of the pipeline. */
 typedef struct store_pipe_row {
     int dp, straggler;
     double straggler_time_s;
     long plan_id, prev_plan_id, from_iteration;
     double pace_hz; /* iterations per wall-clock second when stored (0: not known; pace.h) */
+    long newest;    /* newest iteration any rank reported (-1: none; STORE_NEWEST_UNKNOWN) */
+    long long reports;            /* iterations posted after profiling */
+    double report_time_s, report_energy_j; /* their sums */
 } store_pipe_row;
 
 int store_put_pipeline(store *s, const char *job, const store_pipe_row *p);

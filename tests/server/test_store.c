@@ -120,12 +120,16 @@ static void test_v1_upgrades_in_place(void **state)
     assert_int_equal(store_each_job(s, see_job, &j), 0);
     assert_int_equal(j.round, 7);
     assert_true(j.bp_measured_w == 0 && j.bp_used_w == 0);
-    store_pipe_row p = {-1, 0, 0, 0, 0, 0, -1};
+    store_pipe_row p = {-1, 0, 0, 0, 0, 0, -1, 0, -1, -1, -1};
     assert_int_equal(store_each_pipeline(s, "OLDJOBOLDJOBOLD1", see_pipe, &p), 0);
     assert_int_equal(p.plan_id, 12);
     assert_int_equal(p.prev_plan_id, -1);
     assert_int_equal(p.from_iteration, 0);
     assert_true(p.pace_hz == 0); /* not known before version 4 */
+    /* Before version 5 every result was a row: none folded, the newest iteration not stored. */
+    assert_int_equal(p.newest, STORE_NEWEST_UNKNOWN);
+    assert_int_equal(p.reports, 0);
+    assert_true(p.report_time_s == 0 && p.report_energy_j == 0);
     assert_int_equal(store_count_measurements(s, "OLDJOBOLDJOBOLD1"), 1);
 
     /* New values go in and come back; absent ones are NULL. */
@@ -135,7 +139,7 @@ static void test_v1_upgrades_in_place(void **state)
     assert_int_equal(store_insert_measurement(s, "OLDJOBOLDJOBOLD1", &m, &id), 0);
     store_meas_row bare = {0, "profiling", 0, 43, 1410, 1.5, 300, 0, -1, 0, 1};
     assert_int_equal(store_insert_measurement(s, "OLDJOBOLDJOBOLD1", &bare, &id), 0);
-    store_pipe_row np = {0, 0, 0, 14, 12, 50, 437.5};
+    store_pipe_row np = {0, 0, 0, 14, 12, 50, 437.5, 57, 3, 4.5, 900.25};
     assert_int_equal(store_put_pipeline(s, "OLDJOBOLDJOBOLD1", &np), 0);
     j.id = "OLDJOBOLDJOBOLD1";
     j.phase = "running";
@@ -162,6 +166,9 @@ static void test_v1_upgrades_in_place(void **state)
     assert_int_equal(store_each_pipeline(s, "OLDJOBOLDJOBOLD1", see_pipe, &p), 0);
     assert_int_equal(p.from_iteration, 50);
     assert_true(p.pace_hz == 437.5);
+    assert_int_equal(p.newest, 57);
+    assert_int_equal(p.reports, 3);
+    assert_true(p.report_time_s == 4.5 && p.report_energy_j == 900.25);
     store_close(s);
     assert_int_equal(exec_sql("PRAGMA user_version=99"), SQLITE_OK);
     assert_int_equal(store_open(db, 0, &s, &err), -1);
@@ -182,6 +189,9 @@ static void test_new_database(void **state)
     assert_int_equal(query_int("SELECT count(*) FROM pragma_table_info('measurements')"
                                " WHERE name IN ('pace_s', 'plan_id', 'blocking_power_w')"),
                      3);
+    assert_int_equal(query_int("SELECT count(*) FROM pragma_table_info('pipelines') WHERE name IN"
+                               " ('newest', 'reports', 'report_time_s', 'report_energy_j')"),
+                     4);
 }
 
 int main(void)
