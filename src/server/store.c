@@ -291,6 +291,11 @@ int store_open(const char *path, int full_sync, store **out, prs_error *err)
     return 0;
 }
 
+long long store_total_changes(store *s)
+{
+    return (long long)sqlite3_total_changes64(s->db);
+}
+
 int store_begin(store *s)
 {
     return exec_done(s, stmt(s, Q_BEGIN), "begin");

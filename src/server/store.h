@@ -34,6 +34,9 @@ void store_close(store *s);
 /* The last failure of a call on s (code and message). */
 const prs_error *store_error(const store *s);
 
+/* Rows inserted, updated or deleted through s since it was opened (what a request cost). */
+long long store_total_changes(store *s);
+
 int store_begin(store *s);
 int store_commit(store *s);
 void store_rollback(store *s);

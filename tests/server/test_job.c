@@ -648,6 +648,96 @@ static void test_switch_lead_pace(void **state)
     job_free(j);
 }
 
+/* Rows of the measurements table for job id, counted on a connection of its own. */
+static long long stored_rows(const char *id)
+{
+    char db[300];
+    snprintf(db, sizeof db, "%s/job.db", dir);
+    sqlite3 *h = NULL;
+    sqlite3_stmt *q = NULL;
+    long long v = -1;
+    if (sqlite3_open(db, &h) == SQLITE_OK &&
+        sqlite3_prepare_v2(h, "SELECT count(*) FROM measurements WHERE job_id=?1", -1, &q,
+                           NULL) == SQLITE_OK &&
+        sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC) == SQLITE_OK &&
+        sqlite3_step(q) == SQLITE_ROW)
+        v = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(h);
+    return v;
+}
+
+/* Results posted while running are no rows of their own: a post of many iterations writes one
+ * pipeline row, the status's count includes them, and the aggregates and the newest iteration
+ * come back when the job is loaded again. A pipeline row from before schema 5 (no newest
+ * stored) next to a measurement row of the running phase, as an older server left them, loads
+ * with both counted and the newest iteration taken from the rows. */
+static void test_running_aggregates(void **state)
+{
+    (void)state;
+    job *j = running_job("AAAAAAAAAAAAAAG1", "{\"stages\":2,\"microbatches\":2,\"dp\":2,\"tp\":1,"
+                                             "\"clocks_mhz\":[1410,1200,1000,800],"
+                                             "\"blocking_power_w\":83.64}");
+    long long rows = stored_rows(j->id), meas = j->measurements;
+    assert_int_equal(rows, meas);
+    req_iteration its[64];
+    for (int i = 0; i < 64; i++)
+        its[i] = (req_iteration){.iteration = i, .time_s = 0.5, .energy_j = 200, .plan_id = -1};
+    for (int rank = 0; rank < 4; rank++) {
+        req_results r = {rank, -1, 64, its, NULL, -1};
+        int action;
+        api_err e = {0};
+        long long changes = store_total_changes(st);
+        assert_int_equal(store_begin(st), 0);
+        assert_int_equal(tx_ok(job_results(j, st, &r, &action, &e)), 0);
+        assert_int_equal(store_total_changes(st) - changes, 1); /* the pipeline's row */
+    }
+    assert_int_equal(stored_rows(j->id), rows);
+    assert_int_equal(j->measurements, meas + 4 * 64);
+    json_t *o = job_status_json(j);
+    json_t *rep = json_object_get(json_array_get(json_object_get(o, "pipelines"), 1), "reported");
+    assert_int_equal(json_integer_value(json_object_get(rep, "iterations")), 128);
+    assert_true(fabs(json_real_value(json_object_get(rep, "energy_j")) - 128 * 200.0) < 1e-6);
+    assert_true(fabs(json_real_value(json_object_get(rep, "mean_time_s")) - 0.5) < 1e-12);
+    assert_int_equal(json_integer_value(json_object_get(o, "measurements")), meas + 256);
+    json_decref(o);
+
+    job *k = reload_running(j);
+    assert_int_equal(k->measurements, j->measurements);
+    for (int d = 0; d < 2; d++) {
+        assert_int_equal(k->pipes[d].reports, 128);
+        assert_int_equal(k->pipes[d].newest, 63);
+        assert_true(k->pipes[d].report_time_s == j->pipes[d].report_time_s);
+        assert_true(k->pipes[d].report_energy_j == j->pipes[d].report_energy_j);
+    }
+    job_free(k);
+
+    /* Pipeline 0's ranks restart: its stored newest iteration (-1) holds against rows with
+     * higher numbers. Pipeline 1's row as schema 4 wrote it: the rows tell its newest. */
+    store_meas_row old = {2, "running", 0, 5000, 1410, 0.5, 200, 0, -1, 0, 0};
+    long long id;
+    store_pipe_row p1 = {.dp = 1,
+                         .plan_id = j->pipes[1].plan_id,
+                         .prev_plan_id = -1,
+                         .newest = STORE_NEWEST_UNKNOWN};
+    req_rank rr = {0, 0, 0, 0, ""};
+    int created, action;
+    api_err e = {0};
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(store_insert_measurement(st, j->id, &old, &id), 0);
+    old.rank = 0;
+    assert_int_equal(store_insert_measurement(st, j->id, &old, &id), 0);
+    assert_int_equal(store_put_pipeline(st, j->id, &p1), 0);
+    assert_int_equal(tx_ok(job_register(j, st, &rr, &created, &action, &e)), 0);
+    k = reload_running(j);
+    assert_int_equal(k->pipes[0].newest, -1);
+    assert_int_equal(k->pipes[1].newest, 5000);
+    assert_int_equal(k->pipes[1].reports, 0);
+    assert_int_equal(k->measurements, meas + 128 + 2);
+    job_free(k);
+    job_free(j);
+}
+
 static double time_of(const job *j, long plan)
 {
     return prs_frontier_point_at(j->frontier, (size_t)plan)->eval_time_s;
@@ -1092,6 +1182,7 @@ int main(void)
         cmocka_unit_test(test_config_key),
         cmocka_unit_test(test_switch_iteration),
         cmocka_unit_test(test_switch_lead_pace),
+        cmocka_unit_test(test_running_aggregates),
         cmocka_unit_test(test_pace_straggler),
         cmocka_unit_test(test_time_straggler_without_pace),
         cmocka_unit_test(test_evaluation_rule),
