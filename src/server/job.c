@@ -1239,12 +1239,9 @@ static int store_iteration(job *j, store *st, int rank, const req_iteration *it,
 {
     const job_rank *k = &j->ranks[rank];
     long long mid;
-    store_meas_row m = {rank,          "profiling",
-                        round,         it->iteration,
-                        it->clock_mhz, it->time_s,
-                        it->energy_j,  it->pace_s,
-                        it->plan_id,   it->blocking_power_w,
-                        used};
+    store_meas_row m = {rank,          "profiling",          round,        it->iteration,
+                        it->clock_mhz, it->time_s,           it->energy_j, it->pace_s,
+                        it->plan_id,   it->blocking_power_w, used};
     if (store_insert_measurement(st, j->id, &m, &mid)) return store_fail(e, st);
     for (size_t w = 0; w < it->nwindows; w++) {
         const req_window *win = &it->windows[w];
@@ -1687,8 +1684,8 @@ static json_t *reported_json(const job_pipe *p)
 {
     double n = (double)p->reports;
     return json_pack("{s:I, s:f, s:o}", "iterations", (json_int_t)p->reports, "energy_j",
-                     p->report_energy_j,
-                     "mean_time_s", p->reports > 0 ? json_real(p->report_time_s / n) : json_null());
+                     p->report_energy_j, "mean_time_s",
+                     p->reports > 0 ? json_real(p->report_time_s / n) : json_null());
 }
 
 json_t *job_status_json(const job *j)

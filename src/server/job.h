@@ -100,8 +100,8 @@ typedef struct job_pipe {
      * how many, and the sums of their time_s and energy_j (stored with the pipeline). */
     long long reports;
     double report_time_s, report_energy_j;
-    const int *clocks;  /* plan_id decoded (stages * ops_per_stage, stage-major; owned by the
-                         * job's decoded list), NULL when there is none */
+    const int *clocks; /* plan_id decoded (stages * ops_per_stage, stage-major; owned by the
+                        * job's decoded list), NULL when there is none */
 } job_pipe;
 
 /* A plan decoded from the frontier, shared by the pipelines that run it. */

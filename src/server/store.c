@@ -712,20 +712,19 @@ int store_each_pipeline(store *s, const char *job, int (*fn)(void *ud, const sto
     bind_text(st, 1, job);
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        store_pipe_row p = {
-            .dp = sqlite3_column_int(st, 0),
-            .straggler = sqlite3_column_int(st, 1),
-            .straggler_time_s = sqlite3_column_double(st, 2),
-            .plan_id = (long)sqlite3_column_int64(st, 3),
-            .prev_plan_id = (long)sqlite3_column_int64(st, 4),
-            .from_iteration = (long)sqlite3_column_int64(st, 5),
-            .pace_hz = sqlite3_column_double(st, 6),
-            .newest = sqlite3_column_type(st, 7) == SQLITE_NULL
-                          ? STORE_NEWEST_UNKNOWN
-                          : (long)sqlite3_column_int64(st, 7),
-            .reports = sqlite3_column_int64(st, 8),
-            .report_time_s = sqlite3_column_double(st, 9),
-            .report_energy_j = sqlite3_column_double(st, 10)};
+        store_pipe_row p = {.dp = sqlite3_column_int(st, 0),
+                            .straggler = sqlite3_column_int(st, 1),
+                            .straggler_time_s = sqlite3_column_double(st, 2),
+                            .plan_id = (long)sqlite3_column_int64(st, 3),
+                            .prev_plan_id = (long)sqlite3_column_int64(st, 4),
+                            .from_iteration = (long)sqlite3_column_int64(st, 5),
+                            .pace_hz = sqlite3_column_double(st, 6),
+                            .newest = sqlite3_column_type(st, 7) == SQLITE_NULL
+                                          ? STORE_NEWEST_UNKNOWN
+                                          : (long)sqlite3_column_int64(st, 7),
+                            .reports = sqlite3_column_int64(st, 8),
+                            .report_time_s = sqlite3_column_double(st, 9),
+                            .report_energy_j = sqlite3_column_double(st, 10)};
         int r = fn(ud, &p);
         if (r) return stop(st, r);
     }

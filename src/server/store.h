@@ -138,9 +138,9 @@ typedef struct store_pipe_row {
     int dp, straggler;
     double straggler_time_s;
     long plan_id, prev_plan_id, from_iteration;
-    double pace_hz; /* iterations per wall-clock second when stored (0: not known; pace.h) */
-    long newest;    /* newest iteration any rank reported (-1: none; STORE_NEWEST_UNKNOWN) */
-    long long reports;            /* iterations posted after profiling */
+    double pace_hz;    /* iterations per wall-clock second when stored (0: not known; pace.h) */
+    long newest;       /* newest iteration any rank reported (-1: none; STORE_NEWEST_UNKNOWN) */
+    long long reports; /* iterations posted after profiling */
     double report_time_s, report_energy_j; /* their sums */
 } store_pipe_row;
 

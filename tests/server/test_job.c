@@ -23,23 +23,33 @@
 static char dir[256];
 static store *st;
 
-/* Windows stored for job id, counted on a connection of its own. */
-static long long stored_windows(const char *id)
+/* count(*) of a table's rows of job id, counted on a connection of its own. */
+static long long stored_count(const char *table, const char *id)
 {
-    char db[300];
+    char db[300], sql[128];
     snprintf(db, sizeof db, "%s/job.db", dir);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM %s WHERE job_id=?1", table);
     sqlite3 *h = NULL;
     sqlite3_stmt *q = NULL;
     long long v = -1;
     if (sqlite3_open(db, &h) == SQLITE_OK &&
-        sqlite3_prepare_v2(h, "SELECT count(*) FROM windows WHERE job_id=?1", -1, &q, NULL) ==
-            SQLITE_OK &&
+        sqlite3_prepare_v2(h, sql, -1, &q, NULL) == SQLITE_OK &&
         sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC) == SQLITE_OK &&
         sqlite3_step(q) == SQLITE_ROW)
         v = sqlite3_column_int64(q, 0);
     sqlite3_finalize(q);
     sqlite3_close(h);
     return v;
+}
+
+static long long stored_windows(const char *id)
+{
+    return stored_count("windows", id);
+}
+
+static long long stored_rows(const char *id)
+{
+    return stored_count("measurements", id);
 }
 
 static int setup(void **state)
@@ -646,25 +656,6 @@ static void test_switch_lead_pace(void **state)
     assert_int_equal(j->measurements, meas + 1);
     assert_int_equal(stored_windows(j->id), before);
     job_free(j);
-}
-
-/* Rows of the measurements table for job id, counted on a connection of its own. */
-static long long stored_rows(const char *id)
-{
-    char db[300];
-    snprintf(db, sizeof db, "%s/job.db", dir);
-    sqlite3 *h = NULL;
-    sqlite3_stmt *q = NULL;
-    long long v = -1;
-    if (sqlite3_open(db, &h) == SQLITE_OK &&
-        sqlite3_prepare_v2(h, "SELECT count(*) FROM measurements WHERE job_id=?1", -1, &q,
-                           NULL) == SQLITE_OK &&
-        sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC) == SQLITE_OK &&
-        sqlite3_step(q) == SQLITE_ROW)
-        v = sqlite3_column_int64(q, 0);
-    sqlite3_finalize(q);
-    sqlite3_close(h);
-    return v;
 }
 
 /* Results posted while running are no rows of their own: a post of many iterations writes one

@@ -81,8 +81,8 @@ static void run_iterations(sim_job *j, long long *wal_peak)
         for (int rank = 0; rank < RANKS; rank++) {
             json_t *its = json_array();
             for (long k = 0; k < BATCH; k++)
-                json_array_append_new(its, sim_iteration(j, rank % STAGES, post * BATCH + k,
-                                                         clocks[rank], 0, 0));
+                json_array_append_new(
+                    its, sim_iteration(j, rank % STAGES, post * BATCH + k, clocks[rank], 0, 0));
             assert_int_equal(sim_post(j, rank, -1, its), 200);
         }
         long long w = wal_size();
