@@ -174,12 +174,16 @@ typedef struct prs__refine_refiner prs__refine_refiner;
 prs__refine_refiner *prs__refine_new(const prs__graph_graph *g, const prs__table_table *ev,
                                      const prs_pipeline *pipe);
 void prs__refine_free(prs__refine_refiner *rf);
-/* Replace clocks in freq (one per op, all profiled) by the cheapest ones, in effective energy,
- * that keep the critical path within budget units. No op gets costlier. PRS_EINVAL if a clock
- * is not profiled or the plan already exceeds the budget. */
-int prs__refine_refine(prs__refine_refiner *rf, int *freq, long budget);
-/* Reclaim slack by rate: repeatedly move the computation whose next slower hull clock saves the
- * most effective energy per unit of time and still fits within the budget. */
-int prs__refine_reclaim(prs__refine_refiner *rf, int *freq, long budget);
+/* Table entries (prs__table_table indices) of the clocks in freq, one per op, into idx.
+ * PRS_EINVAL if a clock is not profiled. */
+int prs__refine_entries(const prs__refine_refiner *rf, const int *freq, int *idx);
+/* Improve a plan of table entries within budget units: when by_rate, first reclaim slack by
+ * rate (repeatedly move the computation whose next slower clock saves the most effective
+ * energy per unit of time and still fits); then replace every clock by the cheapest one, in
+ * effective energy, that keeps the critical path within the budget (a backward and a forward
+ * pass; no op gets costlier). The result goes to out (may be idx) with its evaluated critical
+ * path *T and energy. PRS_EINVAL if the plan already exceeds the budget. */
+int prs__refine_plan(prs__refine_refiner *rf, const int *idx, long budget, int by_rate, int *out,
+                     long *T, double *energy_j);
 
 #endif

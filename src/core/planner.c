@@ -35,6 +35,15 @@ void prs_plan_opts_default(prs_plan_opts *o)
     o->cost_model = PRS_COST_EXP;
 }
 
+/* A plan of table entries (one per op) with its evaluated critical path and energy; ok = 0
+ * when it could not be built. */
+typedef struct cand {
+    int *idx;
+    long t;
+    double e;
+    int ok;
+} cand;
+
 /* Everything one planning run owns. */
 typedef struct run {
     const prs_plan_opts *o;
@@ -45,8 +54,13 @@ typedef struct run {
     long *dur, *earliest, *latest;
     double *arc_flow, *arc_lb;
     int *freq, *arc_id, *touched, *chg_op, *chg_freq;
-    int *plan, *prev_plan, *scratch; /* emitted plan (hull: refined), the previous one */
-    prs__refine_refiner *refiner;    /* hull mode only */
+    int *plan, *prev_plan;  /* emitted plan (hull: refined), the previous one */
+    int *idx;               /* per op: table entry of freq[op] */
+    int changed;            /* freq changed since the last emitted point */
+    long last_t;            /* evaluated figures of the last emitted plan */
+    double last_e;
+    prs__refine_refiner *refiner; /* hull mode only */
+    cand rounded, fit_own, by_rate_own, fit_planned, by_rate_planned; /* hull mode only */
     unsigned char *side;
 } run;
 
@@ -69,7 +83,11 @@ static void run_free(run *r)
     free(r->chg_freq);
     free(r->plan);
     free(r->prev_plan);
-    free(r->scratch);
+    free(r->idx);
+    free(r->fit_own.idx);
+    free(r->by_rate_own.idx);
+    free(r->fit_planned.idx);
+    free(r->by_rate_planned.idx);
     prs__refine_free(r->refiner);
     free(r->side);
 }
@@ -83,6 +101,17 @@ static int knob(const run *r, int op)
 {
     const prs__model_optype *t = type_of(r, op);
     return t->knob[r->dur[op] - t->q_min];
+}
+
+/* The clock of op's current duration into freq and idx; notes a change. */
+static void set_clock(run *r, int op)
+{
+    int f = knob(r, op);
+    if (!r->changed && f == r->freq[op]) return;
+    r->changed = 1;
+    r->freq[op] = f;
+    /* plans only hold profiled clocks (candidates are profile rows) */
+    r->idx[op] = prs__table_find(&r->ev->t, r->g->op_type[op], f);
 }
 
 static double floor_grid(double x)
@@ -203,7 +232,7 @@ static int alloc_run(run *r, prs_error *err)
     r->chg_freq = malloc(ops * sizeof *r->chg_freq);
     r->plan = malloc(ops * sizeof *r->plan);
     r->prev_plan = malloc(ops * sizeof *r->prev_plan);
-    r->scratch = malloc(ops * sizeof *r->scratch);
+    r->idx = malloc(ops * sizeof *r->idx);
     r->earliest = malloc(nodes * sizeof *r->earliest);
     r->latest = malloc(nodes * sizeof *r->latest);
     r->side = malloc(nodes);
@@ -212,10 +241,23 @@ static int alloc_run(run *r, prs_error *err)
     r->arc_flow = calloc(arcs, sizeof *r->arc_flow);
     r->net = prs__flow_new(g->nnodes, g->narcs);
     if (!r->dur || !r->freq || !r->touched || !r->chg_op || !r->chg_freq || !r->plan ||
-        !r->prev_plan || !r->scratch || !r->earliest || !r->latest || !r->side || !r->arc_id ||
+        !r->prev_plan || !r->idx || !r->earliest || !r->latest || !r->side || !r->arc_id ||
         !r->arc_lb || !r->arc_flow || !r->net)
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
     return 0;
+}
+
+/* The refiner and the hull candidates' buffers; non-zero when out of memory. */
+static int alloc_hull(run *r)
+{
+    size_t ops = (size_t)r->g->nops;
+    r->refiner = prs__refine_new(r->g, &r->ev->t, &r->o->pipe);
+    r->fit_own.idx = malloc(ops * sizeof(int));
+    r->by_rate_own.idx = malloc(ops * sizeof(int));
+    r->fit_planned.idx = malloc(ops * sizeof(int));
+    r->by_rate_planned.idx = malloc(ops * sizeof(int));
+    return !r->refiner || !r->fit_own.idx || !r->by_rate_own.idx || !r->fit_planned.idx ||
+           !r->by_rate_planned.idx;
 }
 
 static double predicted_cost(const run *r)
@@ -228,61 +270,86 @@ static double predicted_cost(const run *r)
     return cost;
 }
 
-/* Exact evaluation of a plan through the context (every clock is profiled: plans only hold
- * candidates, so the lookup cannot fail). */
-static void evaluate_plan(run *r, const int *plan, long *T, double *energy_j)
+/* Exact evaluation of a plan of table entries, with the same arithmetic as
+ * prs__table_lookup and prs__table_run (the figures are the same bits). */
+static void evaluate_idx(run *r, const int *idx, long *T, double *energy_j)
 {
-    prs__table_lookup(r->ev, plan, NULL);
-    *T = prs__table_run(r->ev, energy_j);
+    prs_eval *ev = r->ev;
+    double sum_e = 0;
+    long sum_q = 0;
+    for (int op = 0; op < r->g->nops; op++) {
+        ev->dur[op] = ev->t.q[idx[op]];
+        sum_q += ev->t.q[idx[op]];
+        sum_e += ev->t.energy_j[idx[op]];
+    }
+    *T = prs__graph_cpm(r->g, ev->dur, ev->earliest, NULL);
+    *energy_j = prs__table_energy(&ev->pipe, *T, sum_e, sum_q);
 }
 
-/* Try a candidate plan in r->scratch (evaluated t, e): keep it when it beats the plan so far,
- * blocking power from its end to the plan so far's included (strictly unless or_equal). */
-static void keep_if_better(run *r, long t, double e, long *T, double *energy_j, int or_equal)
+/* Is candidate c better than the best plan so far (*T, *energy_j)? Blocking power from its end
+ * to the plan so far's end is charged to it; strictly better unless or_equal. */
+static int better(const run *r, const cand *c, long T, double energy_j, int or_equal)
 {
     const prs_pipeline *p = &r->o->pipe;
+    if (!c->ok || c->t > T) return 0;
     double charged =
-        e + (double)p->stages * p->blocking_power_w * (double)(*T - t) * p->unit_time_s;
-    if (t > *T || !(or_equal ? charged <= *energy_j : charged < *energy_j)) return;
-    memcpy(r->plan, r->scratch, sizeof *r->plan * (size_t)r->g->nops);
-    *T = t;
-    *energy_j = e;
+        c->e + (double)p->stages * p->blocking_power_w * (double)(T - c->t) * p->unit_time_s;
+    return or_equal ? charged <= energy_j : charged < energy_j;
 }
 
-/* Refine a copy of the relaxed plan within budget: slack reclaiming (refine.c), preceded by the
- * reclaiming by rate when by_rate; evaluate it and keep it if better. */
-static void try_refined(run *r, long budget, int by_rate, long *T, double *energy_j, int or_equal)
+/* Refine the relaxed plan within budget (refine.c; preceded by the reclaiming by rate when
+ * by_rate) into c, unless c already holds that result (valid). */
+static const cand *refined(run *r, cand *c, long budget, int by_rate, int valid)
 {
-    memcpy(r->scratch, r->freq, sizeof *r->scratch * (size_t)r->g->nops);
-    if (by_rate && prs__refine_reclaim(r->refiner, r->scratch, budget) != 0) return;
-    if (prs__refine_refine(r->refiner, r->scratch, budget) != 0) return;
-    long t;
-    double e;
-    evaluate_plan(r, r->scratch, &t, &e);
-    keep_if_better(r, t, e, T, energy_j, or_equal);
+    if (!valid) c->ok = !prs__refine_plan(r->refiner, r->idx, budget, by_rate, c->idx, &c->t, &c->e);
+    return c;
 }
 
-/* The plan to emit for the current durations: exp mode emits the duration -> clock map as the
- * reference does. hull mode reclaims slack (refine.c) within the planned time and within the
- * unrefined plan's own time, and keeps the cheaper; when that plan is not certified, i.e. its
- * energy exceeds the relaxation's lower bound by more than PRS_HULL_CERT_GAP, it also tries the
- * reclaiming by rate at both budgets (docs/planner.md, 'From the relaxed plan to clocks'). */
+/* Take c as the best plan when it is better. */
+static void consider(const run *r, const cand *c, const cand **best, int or_equal)
+{
+    if (better(r, c, (*best)->t, (*best)->e, or_equal)) *best = c;
+}
+
+/* The plan to emit for the current durations (into r->plan, figures into *T, *energy_j): exp
+ * mode emits the duration -> clock map as the reference does. hull mode reclaims slack
+ * (refine.c) within the planned time and within the unrefined plan's own time, and keeps the
+ * cheaper; when that plan is not certified, i.e. its energy exceeds the relaxation's lower
+ * bound by more than PRS_HULL_CERT_GAP, it also tries the reclaiming by rate at both budgets
+ * (docs/planner.md, 'From the relaxed plan to clocks'). The results that depend on the relaxed
+ * plan alone (its evaluation, both refinements within its own time) are kept while it does
+ * not change. */
 static void emit_plan(run *r, long T_planned, long *T, double *energy_j)
 {
-    memcpy(r->plan, r->freq, sizeof *r->plan * (size_t)r->g->nops);
-    evaluate_plan(r, r->plan, T, energy_j);
-    if (!r->refiner) return;
-    long t0 = *T;
-    try_refined(r, t0, 0, T, energy_j, 1);
-    if (T_planned != t0) try_refined(r, T_planned, 0, T, energy_j, 0);
-    /* Lower bound on the energy of any plan finishing within *T: the relaxation's effective
-     * cost at T_planned (no larger than at any shorter time) plus blocking power to *T. */
-    const prs_pipeline *p = &r->o->pipe;
-    double bound =
-        predicted_cost(r) + (double)p->stages * p->blocking_power_w * (double)*T * p->unit_time_s;
-    if (*energy_j <= bound + PRS_HULL_CERT_GAP * fabs(bound)) return;
-    try_refined(r, T_planned, 1, T, energy_j, 0);
-    if (t0 != T_planned) try_refined(r, t0, 1, T, energy_j, 0);
+    int cached = !r->changed;
+    r->changed = 0;
+    if (!cached) {
+        r->rounded.idx = r->idx;
+        r->rounded.ok = 1;
+        evaluate_idx(r, r->idx, &r->rounded.t, &r->rounded.e);
+        r->by_rate_own.ok = -1; /* not computed */
+    }
+    const cand *best = &r->rounded;
+    if (r->refiner) {
+        long t0 = r->rounded.t;
+        consider(r, refined(r, &r->fit_own, t0, 0, cached), &best, 1);
+        if (T_planned != t0) consider(r, refined(r, &r->fit_planned, T_planned, 0, 0), &best, 0);
+        /* Lower bound on the energy of any plan finishing within best->t: the relaxation's
+         * effective cost at T_planned (no larger than at any shorter time) plus blocking power
+         * to best->t. */
+        const prs_pipeline *p = &r->o->pipe;
+        double bound = predicted_cost(r) +
+                       (double)p->stages * p->blocking_power_w * (double)best->t * p->unit_time_s;
+        if (best->e > bound + PRS_HULL_CERT_GAP * fabs(bound)) {
+            consider(r, refined(r, &r->by_rate_planned, T_planned, 1, 0), &best, 0);
+            if (t0 != T_planned)
+                consider(r, refined(r, &r->by_rate_own, t0, 1, r->by_rate_own.ok >= 0), &best, 0);
+        }
+    }
+    for (int op = 0; op < r->g->nops; op++)
+        r->plan[op] = r->ev->t.freq[best->idx[op]];
+    *T = best->t;
+    *energy_j = best->e;
 }
 
 /* Every operation type's options and cost model (types: ntypes = chunks * 2 entries, zeroed);
@@ -475,11 +542,12 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
     if ((rc = check_points(&r, profile, &span, err))) goto out;
 
     const prs__graph_graph *g = r.g;
+    r.changed = 1;
     for (int op = 0; op < g->nops; op++) {
         r.dur[op] = type_of(&r, op)->q_max;
-        r.freq[op] = knob(&r, op);
+        set_clock(&r, op);
     }
-    if (o->cost_model == PRS_COST_HULL && !(r.refiner = prs__refine_new(g, &r.ev->t, &o->pipe))) {
+    if (o->cost_model == PRS_COST_HULL && alloc_hull(&r)) {
         rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
         goto out;
     }
@@ -503,7 +571,7 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
             o->warn(o->ud, "flow with lower bounds infeasible; frontier ends here");
         if (sr != STEP_OK) break;
         for (int i = 0; i < nt; i++)
-            r.freq[r.touched[i]] = knob(&r, r.touched[i]);
+            set_clock(&r, r.touched[i]);
         T = prs__graph_cpm(g, r.dur, r.earliest, r.latest);
         if (push_point(&r, f, T, delta)) {
             rc = prs_error_set(err, PRS_ENOMEM, "out of memory storing plans");

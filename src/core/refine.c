@@ -19,19 +19,113 @@
 struct prs__refine_refiner {
     const prs__graph_graph *g;
     const prs__table_table *ev;
+    const prs_pipeline *pipe;
     int ntypes;
     /* per type: options sorted by q ascending; best[k] = index (into ev) of the cheapest
-     * option among the first k+1 */
-    int *start, *order, *best;
+     * option among the first k+1; after[e] (per table entry e) = the first sorted position
+     * whose q exceeds e's */
+    int *start, *order, *best, *after;
     long *oq;
+    /* cheapest option within a limit, tabulated per type over [fit_q0, fit_q0 + fit_n) (NULL
+     * when the spans are too long to tabulate: a binary search then) */
+    int *fit, *fit_off, *fit_n;
+    long *fit_q0;
     long *dur, *earliest, *latest;
     double *cost; /* per table entry: effective energy e - P_block q tau */
-    int *cur;     /* per op: table entry of its clock (prs__refine_reclaim) */
+    int *cur;     /* per op: table entry of its clock */
     /* reclaiming by rate: a max-heap of (rate, op) and a work queue of AOA nodes */
     double *hrate;
     int *hop, *queue;
     unsigned char *queued;
 };
+
+/* Total length of the per-type limit tables above which they are not built (ints). */
+#define FIT_TABLE_MAX (1L << 22)
+
+static int alloc_refiner(prs__refine_refiner *rf, int total)
+{
+    const prs__graph_graph *g = rf->g;
+    size_t nt = (size_t)(total ? total : 1), nty = (size_t)rf->ntypes;
+    rf->start = malloc(sizeof *rf->start * (nty + 1));
+    rf->order = malloc(sizeof *rf->order * nt);
+    rf->best = malloc(sizeof *rf->best * nt);
+    rf->after = malloc(sizeof *rf->after * nt);
+    rf->oq = malloc(sizeof *rf->oq * nt);
+    rf->fit_off = malloc(sizeof *rf->fit_off * (nty + 1));
+    rf->fit_n = malloc(sizeof *rf->fit_n * (nty + 1));
+    rf->fit_q0 = malloc(sizeof *rf->fit_q0 * (nty + 1));
+    rf->dur = malloc(sizeof *rf->dur * (size_t)g->nops);
+    rf->earliest = malloc(sizeof *rf->earliest * (size_t)g->nnodes);
+    rf->latest = malloc(sizeof *rf->latest * (size_t)g->nnodes);
+    rf->cost = malloc(sizeof *rf->cost * nt);
+    rf->cur = malloc(sizeof *rf->cur * (size_t)g->nops);
+    rf->hrate = malloc(sizeof *rf->hrate * (size_t)g->nops);
+    rf->hop = malloc(sizeof *rf->hop * (size_t)g->nops);
+    rf->queue = malloc(sizeof *rf->queue * (size_t)(g->nnodes + 1));
+    rf->queued = calloc((size_t)g->nnodes, 1);
+    return rf->start && rf->order && rf->best && rf->after && rf->oq && rf->fit_off &&
+           rf->fit_n && rf->fit_q0 && rf->dur && rf->earliest && rf->latest && rf->cost &&
+           rf->cur && rf->hrate && rf->hop && rf->queue && rf->queued;
+}
+
+/* One type's options sorted by q (stable), with the running cheapest and effective costs. */
+static void sort_type(prs__refine_refiner *rf, int k)
+{
+    const prs__table_table *ev = rf->ev;
+    const prs_pipeline *pipe = rf->pipe;
+    int lo = ev->start[k], hi = ev->start[k + 1];
+    for (int i = lo; i < hi; i++) { /* insertion sort by q */
+        int j = i;
+        rf->order[j] = i;
+        while (j > lo && ev->q[rf->order[j - 1]] > ev->q[rf->order[j]]) {
+            int x = rf->order[j];
+            rf->order[j] = rf->order[j - 1];
+            rf->order[j - 1] = x;
+            j--;
+        }
+    }
+    for (int i = lo; i < hi; i++) {
+        int o = rf->order[i];
+        rf->oq[i] = ev->q[o];
+        double c = ev->energy_j[o] - pipe->blocking_power_w * (double)ev->q[o] * pipe->unit_time_s;
+        int b = i > lo ? rf->best[i - 1] : o;
+        double cb =
+            ev->energy_j[b] - pipe->blocking_power_w * (double)ev->q[b] * pipe->unit_time_s;
+        rf->best[i] = (i == lo || c < cb) ? o : b;
+        rf->cost[o] = c;
+    }
+    for (int i = lo, j = lo; i < hi; i++) {
+        while (j < hi && rf->oq[j] <= rf->oq[i])
+            j++;
+        rf->after[rf->order[i]] = j;
+    }
+}
+
+/* The per-type tables of the cheapest option within a limit, when their total length is
+ * bounded (0), else rf->fit stays NULL; -1 when out of memory. */
+static int build_fit(prs__refine_refiner *rf)
+{
+    long total = 0;
+    for (int k = 0; k < rf->ntypes; k++) {
+        int lo = rf->start[k], hi = rf->start[k + 1];
+        rf->fit_off[k] = (int)total;
+        rf->fit_q0[k] = lo < hi ? rf->oq[lo] : 0;
+        rf->fit_n[k] = lo < hi ? (int)(rf->oq[hi - 1] - rf->oq[lo] + 1) : 0;
+        total += rf->fit_n[k];
+        if (total > FIT_TABLE_MAX) return 0;
+    }
+    rf->fit = malloc(sizeof *rf->fit * (size_t)(total ? total : 1));
+    if (!rf->fit) return -1;
+    for (int k = 0; k < rf->ntypes; k++) {
+        int i = rf->start[k];
+        for (int j = 0; j < rf->fit_n[k]; j++) {
+            while (i + 1 < rf->start[k + 1] && rf->oq[i + 1] <= rf->fit_q0[k] + j)
+                i++;
+            rf->fit[rf->fit_off[k] + j] = rf->best[i];
+        }
+    }
+    return 0;
+}
 
 prs__refine_refiner *prs__refine_new(const prs__graph_graph *g, const prs__table_table *ev,
                                      const prs_pipeline *pipe)
@@ -40,51 +134,18 @@ prs__refine_refiner *prs__refine_new(const prs__graph_graph *g, const prs__table
     if (!rf) return NULL;
     rf->g = g;
     rf->ev = ev;
+    rf->pipe = pipe;
     rf->ntypes = ev->ntypes;
-    int total = ev->start[ev->ntypes];
-    rf->start = malloc(sizeof *rf->start * (size_t)(ev->ntypes + 1));
-    rf->order = malloc(sizeof *rf->order * (size_t)(total ? total : 1));
-    rf->best = malloc(sizeof *rf->best * (size_t)(total ? total : 1));
-    rf->oq = malloc(sizeof *rf->oq * (size_t)(total ? total : 1));
-    rf->dur = malloc(sizeof *rf->dur * (size_t)g->nops);
-    rf->earliest = malloc(sizeof *rf->earliest * (size_t)g->nnodes);
-    rf->latest = malloc(sizeof *rf->latest * (size_t)g->nnodes);
-    rf->cost = malloc(sizeof *rf->cost * (size_t)(total ? total : 1));
-    rf->cur = malloc(sizeof *rf->cur * (size_t)g->nops);
-    rf->hrate = malloc(sizeof *rf->hrate * (size_t)g->nops);
-    rf->hop = malloc(sizeof *rf->hop * (size_t)g->nops);
-    rf->queue = malloc(sizeof *rf->queue * (size_t)(g->nnodes + 1));
-    rf->queued = calloc((size_t)g->nnodes, 1);
-    if (!rf->start || !rf->order || !rf->best || !rf->oq || !rf->dur || !rf->earliest ||
-        !rf->latest || !rf->cost || !rf->cur || !rf->hrate || !rf->hop || !rf->queue ||
-        !rf->queued) {
+    if (!alloc_refiner(rf, ev->start[ev->ntypes])) {
         prs__refine_free(rf);
         return NULL;
     }
     memcpy(rf->start, ev->start, sizeof *rf->start * (size_t)(ev->ntypes + 1));
-    for (int k = 0; k < ev->ntypes; k++) {
-        int lo = ev->start[k], hi = ev->start[k + 1];
-        for (int i = lo; i < hi; i++) { /* insertion sort by q, then by cost */
-            int j = i;
-            rf->order[j] = i;
-            while (j > lo && ev->q[rf->order[j - 1]] > ev->q[rf->order[j]]) {
-                int x = rf->order[j];
-                rf->order[j] = rf->order[j - 1];
-                rf->order[j - 1] = x;
-                j--;
-            }
-        }
-        for (int i = lo; i < hi; i++) {
-            int o = rf->order[i];
-            rf->oq[i] = ev->q[o];
-            double c =
-                ev->energy_j[o] - pipe->blocking_power_w * (double)ev->q[o] * pipe->unit_time_s;
-            int b = i > lo ? rf->best[i - 1] : o;
-            double cb =
-                ev->energy_j[b] - pipe->blocking_power_w * (double)ev->q[b] * pipe->unit_time_s;
-            rf->best[i] = (i == lo || c < cb) ? o : b;
-            rf->cost[o] = c;
-        }
+    for (int k = 0; k < ev->ntypes; k++)
+        sort_type(rf, k);
+    if (build_fit(rf)) {
+        prs__refine_free(rf);
+        return NULL;
     }
     return rf;
 }
@@ -95,7 +156,12 @@ void prs__refine_free(prs__refine_refiner *rf)
     free(rf->start);
     free(rf->order);
     free(rf->best);
+    free(rf->after);
     free(rf->oq);
+    free(rf->fit);
+    free(rf->fit_off);
+    free(rf->fit_n);
+    free(rf->fit_q0);
     free(rf->dur);
     free(rf->earliest);
     free(rf->latest);
@@ -111,6 +177,12 @@ void prs__refine_free(prs__refine_refiner *rf)
 /* Cheapest option of a type with q <= limit (index into ev), or -1. */
 static int cheapest_within(const prs__refine_refiner *rf, int type, long limit)
 {
+    if (rf->fit) {
+        long j = limit - rf->fit_q0[type];
+        if (j < 0 || rf->fit_n[type] == 0) return -1;
+        if (j >= rf->fit_n[type]) j = rf->fit_n[type] - 1;
+        return rf->fit[rf->fit_off[type] + j];
+    }
     int lo = rf->start[type], hi = rf->start[type + 1] - 1, found = -1;
     while (lo <= hi) {
         int mid = lo + (hi - lo) / 2;
@@ -124,22 +196,19 @@ static int cheapest_within(const prs__refine_refiner *rf, int type, long limit)
     return found < 0 ? -1 : rf->best[found];
 }
 
-static void choose(prs__refine_refiner *rf, int op, long limit, int *freq)
+static void choose(prs__refine_refiner *rf, int op, long limit)
 {
     int k = cheapest_within(rf, rf->g->op_type[op], limit);
     if (k < 0) return; /* cannot happen: the current option always fits */
-    freq[op] = rf->ev->freq[k];
+    rf->cur[op] = k;
     rf->dur[op] = rf->ev->q[k];
 }
 
-int prs__refine_refine(prs__refine_refiner *rf, int *freq, long budget)
+/* The two passes on rf->cur / rf->dur within budget; PRS_EINVAL if the plan exceeds it. On
+ * return rf->earliest holds the earliest times of the result (its critical path at the sink). */
+static int two_passes(prs__refine_refiner *rf, long budget)
 {
     const prs__graph_graph *g = rf->g;
-    for (int op = 0; op < g->nops; op++) {
-        int k = prs__table_find(rf->ev, g->op_type[op], freq[op]);
-        if (k < 0) return PRS_EINVAL;
-        rf->dur[op] = rf->ev->q[k];
-    }
     /* backward pass: latest times from decided successors, earliest from the current plan */
     prs__graph_cpm(g, rf->dur, rf->earliest, NULL);
     if (rf->earliest[g->sink] > budget) return PRS_EINVAL;
@@ -148,7 +217,7 @@ int prs__refine_refine(prs__refine_refiner *rf, int *freq, long budget)
         long l = budget;
         for (int k = g->out_start[v]; k < g->out_start[v + 1]; k++) {
             const prs__graph_arc *a = &g->arcs[g->out_arcs[k]];
-            if (a->op >= 0) choose(rf, a->op, rf->latest[a->to] - rf->earliest[v], freq);
+            if (a->op >= 0) choose(rf, a->op, rf->latest[a->to] - rf->earliest[v]);
             long t = rf->latest[a->to] - (a->op >= 0 ? rf->dur[a->op] : 0);
             if (t < l) l = t;
         }
@@ -164,7 +233,7 @@ int prs__refine_refine(prs__refine_refiner *rf, int *freq, long budget)
         long e = 0;
         for (int k = g->in_start[v]; k < g->in_start[v + 1]; k++) {
             const prs__graph_arc *a = &g->arcs[g->in_arcs[k]];
-            if (a->op >= 0) choose(rf, a->op, rf->latest[v] - rf->earliest[a->from], freq);
+            if (a->op >= 0) choose(rf, a->op, rf->latest[v] - rf->earliest[a->from]);
             long t = rf->earliest[a->from] + (a->op >= 0 ? rf->dur[a->op] : 0);
             if (t > e) e = t;
         }
@@ -173,17 +242,34 @@ int prs__refine_refine(prs__refine_refiner *rf, int *freq, long budget)
     return 0;
 }
 
-/* Load freq into rf->cur / rf->dur. */
-static int load(prs__refine_refiner *rf, const int *freq)
+int prs__refine_entries(const prs__refine_refiner *rf, const int *freq, int *idx)
+{
+    const prs__graph_graph *g = rf->g;
+    for (int op = 0; op < g->nops; op++)
+        if ((idx[op] = prs__table_find(rf->ev, g->op_type[op], freq[op])) < 0) return PRS_EINVAL;
+    return 0;
+}
+
+/* Load table entries into rf->cur / rf->dur. */
+static void load(prs__refine_refiner *rf, const int *idx)
 {
     const prs__graph_graph *g = rf->g;
     for (int op = 0; op < g->nops; op++) {
-        int k = prs__table_find(rf->ev, g->op_type[op], freq[op]);
-        if (k < 0) return PRS_EINVAL;
-        rf->cur[op] = k;
-        rf->dur[op] = rf->ev->q[k];
+        rf->cur[op] = idx[op];
+        rf->dur[op] = rf->ev->q[idx[op]];
     }
-    return 0;
+}
+
+/* The evaluated energy of rf->cur with critical path T, summed as prs__table_lookup does. */
+static double energy_of(const prs__refine_refiner *rf, long T)
+{
+    double sum_e = 0;
+    long sum_q = 0;
+    for (int op = 0; op < rf->g->nops; op++) {
+        sum_q += rf->ev->q[rf->cur[op]];
+        sum_e += rf->ev->energy_j[rf->cur[op]];
+    }
+    return prs__table_energy(rf->pipe, T, sum_e, sum_q);
 }
 
 /* Earliest times and latest times against the budget for rf->dur; the critical path. */
@@ -208,10 +294,9 @@ static double op_move(const prs__refine_refiner *rf, int op, int *to)
     if (fl <= 0) return 0;
     int type = g->op_type[op];
     double c = rf->cost[rf->cur[op]];
-    for (int i = rf->start[type]; i < rf->start[type + 1]; i++) {
-        long dq = rf->oq[i] - rf->dur[op];
-        if (dq > fl) break; /* ascending q */
-        if (dq <= 0) continue;
+    for (int i = rf->after[rf->cur[op]]; i < rf->start[type + 1]; i++) {
+        long dq = rf->oq[i] - rf->dur[op]; /* > 0: options after the current one */
+        if (dq > fl) break;                 /* ascending q */
         double rate = (c - rf->cost[rf->order[i]]) / (double)dq;
         if (rate > best) {
             best = rate;
@@ -334,16 +419,14 @@ static int reclaim_state(prs__refine_refiner *rf, long budget)
     return 0;
 }
 
-static void store(const prs__refine_refiner *rf, int *freq)
+int prs__refine_plan(prs__refine_refiner *rf, const int *idx, long budget, int by_rate, int *out,
+                     long *T, double *energy_j)
 {
-    for (int op = 0; op < rf->g->nops; op++)
-        freq[op] = rf->ev->freq[rf->cur[op]];
-}
-
-int prs__refine_reclaim(prs__refine_refiner *rf, int *freq, long budget)
-{
-    int rc = load(rf, freq);
-    if (rc || (rc = reclaim_state(rf, budget))) return rc;
-    store(rf, freq);
+    load(rf, idx);
+    int rc = by_rate ? reclaim_state(rf, budget) : 0;
+    if (rc || (rc = two_passes(rf, budget))) return rc;
+    memcpy(out, rf->cur, sizeof *out * (size_t)rf->g->nops);
+    *T = rf->earliest[rf->g->sink];
+    *energy_j = energy_of(rf, *T);
     return 0;
 }
