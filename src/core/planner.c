@@ -54,14 +54,16 @@ typedef struct run {
     long *dur, *earliest, *latest;
     double *arc_flow, *arc_lb;
     int *freq, *arc_id, *touched, *chg_op, *chg_freq;
-    int *plan, *prev_plan;  /* emitted plan (hull: refined), the previous one */
-    int *idx;               /* per op: table entry of freq[op] */
-    int changed;            /* freq changed since the last emitted point */
-    long last_t;            /* evaluated figures of the last emitted plan */
+    int *plan, *prev_plan; /* emitted plan (hull: refined), the previous one */
+    int *idx;              /* per op: table entry of freq[op] */
+    int changed;           /* freq changed since the last emitted point */
+    long last_t;           /* evaluated figures of the last emitted plan */
     double last_e;
-    prs__refine_refiner *refiner; /* hull mode only */
+    prs__refine_refiner *refiner;                                     /* hull mode only */
     cand rounded, fit_own, by_rate_own, fit_planned, by_rate_planned; /* hull mode only */
     unsigned char *side;
+    double *bounds;    /* flow bounds per type and duration (fill_bounds) */
+    size_t *bounds_at; /* per type: its first (lb, ub) pair in bounds */
 } run;
 
 static void free_types(prs__model_optype *types, int ntypes);
@@ -90,6 +92,8 @@ static void run_free(run *r)
     free(r->by_rate_planned.idx);
     prs__refine_free(r->refiner);
     free(r->side);
+    free(r->bounds);
+    free(r->bounds_at);
 }
 
 static const prs__model_optype *type_of(const run *r, int op)
@@ -119,15 +123,13 @@ static double floor_grid(double x)
     return isinf(x) ? x : prs_num_py_floordiv(x, FP_ERROR) * FP_ERROR;
 }
 
-/* Flow bounds of a critical arc (docs/planner.md, 'Iteration loop'). */
-static void arc_bounds(const run *r, const prs__graph_arc *a, double *lb, double *ub)
+/* Flow bounds of a critical computation of type t at duration d (docs/planner.md, 'Iteration
+ * loop'). */
+static void op_bounds(const prs__model_optype *t, long d, int exp_mode, double *lb, double *ub)
 {
+    long i = d - t->q_min;
     *lb = 0;
     *ub = INFINITY;
-    if (a->op < 0) return;
-    const prs__model_optype *t = type_of(r, a->op);
-    long d = r->dur[a->op], i = d - t->q_min;
-    int exp_mode = r->o->cost_model == PRS_COST_EXP;
     if (t->q_min == t->q_max) return;
     if (d == t->q_min)
         *lb = t->down[i];
@@ -141,6 +143,46 @@ static void arc_bounds(const run *r, const prs__graph_arc *a, double *lb, double
         *lb = floor_grid(*lb);
         *ub = floor_grid(*ub);
     }
+}
+
+/* Tabulate op_bounds for every type and duration (r->bounds: lb, ub pairs; r->bounds_at: each
+ * type's first pair). Non-zero when out of memory. */
+static int fill_bounds(run *r)
+{
+    int ntypes = prs_pipeline_chunks(&r->o->pipe) * 2;
+    int exp_mode = r->o->cost_model == PRS_COST_EXP;
+    size_t total = 0;
+    if (ntypes < 2) return -1; /* build_types refused these */
+    r->bounds_at = malloc(sizeof *r->bounds_at * (size_t)ntypes);
+    if (!r->bounds_at) return -1;
+    for (int k = 0; k < ntypes; k++) {
+        r->bounds_at[k] = total;
+        total += (size_t)(r->types[k].q_max - r->types[k].q_min + 1);
+    }
+    r->bounds = malloc(sizeof *r->bounds * 2 * total);
+    if (!r->bounds) return -1;
+    for (int k = 0; k < ntypes; k++) {
+        const prs__model_optype *t = &r->types[k];
+        double *b = r->bounds + 2 * r->bounds_at[k];
+        for (long d = t->q_min; d <= t->q_max; d++, b += 2)
+            op_bounds(t, d, exp_mode, &b[0], &b[1]);
+    }
+    return 0;
+}
+
+/* Flow bounds of a critical arc: dummies [0, inf), computations from the table. */
+static void arc_bounds(const run *r, const prs__graph_arc *a, double *lb, double *ub)
+{
+    if (a->op < 0) {
+        *lb = 0;
+        *ub = INFINITY;
+        return;
+    }
+    int type = r->g->op_type[a->op];
+    const double *b =
+        r->bounds + 2 * (r->bounds_at[type] + (size_t)(r->dur[a->op] - r->types[type].q_min));
+    *lb = b[0];
+    *ub = b[1];
 }
 
 enum step_result { STEP_OK, STEP_DONE, STEP_INFEASIBLE };
@@ -157,7 +199,10 @@ static enum step_result step(run *r, long T, double *delta, int *nt)
     for (int a = 0; a < g->narcs; a++) {
         const prs__graph_arc *arc = &g->arcs[a];
         long d = arc->op >= 0 ? r->dur[arc->op] : 0;
-        if (r->earliest[arc->from] + d != r->latest[arc->to]) continue;
+        if (r->earliest[arc->from] + d != r->latest[arc->to]) {
+            r->arc_flow[a] = 0; /* not critical: no flow to start the next solve from */
+            continue;
+        }
         double lb, ub;
         arc_bounds(r, arc, &lb, &ub);
         r->arc_lb[ncrit] = lb;
@@ -165,12 +210,9 @@ static enum step_result step(run *r, long T, double *delta, int *nt)
         r->arc_id[ncrit++] = a;
     }
     int rc = prs__flow_min_cut(r->net, exp_mode ? FP_ERROR : PRS_HULL_CUT_EPS, r->side);
-    /* keep this flow as the next solve's starting point (0 on arcs that were not critical) */
-    for (int a = 0; a < g->narcs; a++)
-        r->arc_flow[a] = 0;
-    if (rc == 0)
-        for (int i = 0; i < ncrit; i++)
-            r->arc_flow[r->arc_id[i]] = prs__flow_flow(r->net, i, r->arc_lb[i]);
+    /* keep this flow as the next solve's starting point */
+    for (int i = 0; i < ncrit; i++)
+        r->arc_flow[r->arc_id[i]] = rc == 0 ? prs__flow_flow(r->net, i, r->arc_lb[i]) : 0;
     if (rc == PRS_ERANGE) return STEP_DONE;
     if (rc == PRS_EINFEASIBLE) return STEP_INFEASIBLE;
     double dl = 0;
@@ -233,6 +275,7 @@ static int alloc_run(run *r, prs_error *err)
     r->plan = malloc(ops * sizeof *r->plan);
     r->prev_plan = malloc(ops * sizeof *r->prev_plan);
     r->idx = malloc(ops * sizeof *r->idx);
+    r->rounded.idx = r->idx; /* the relaxed plan itself, evaluated */
     r->earliest = malloc(nodes * sizeof *r->earliest);
     r->latest = malloc(nodes * sizeof *r->latest);
     r->side = malloc(nodes);
@@ -301,7 +344,10 @@ static int better(const run *r, const cand *c, long T, double energy_j, int or_e
  * by_rate) into c, unless c already holds that result (valid). */
 static const cand *refined(run *r, cand *c, long budget, int by_rate, int valid)
 {
-    if (!valid) c->ok = !prs__refine_plan(r->refiner, r->idx, budget, by_rate, c->idx, &c->t, &c->e);
+    if (!valid)
+        /* the analyser loses track of the mode here and calls r->idx (owned by run_free) lost */
+        // NOLINTNEXTLINE(clang-analyzer-unix.Malloc)
+        c->ok = !prs__refine_plan(r->refiner, r->idx, budget, by_rate, c->idx, &c->t, &c->e);
     return c;
 }
 
@@ -324,13 +370,12 @@ static void emit_plan(run *r, long T_planned, long *T, double *energy_j)
     int cached = !r->changed;
     r->changed = 0;
     if (!cached) {
-        r->rounded.idx = r->idx;
         r->rounded.ok = 1;
         evaluate_idx(r, r->idx, &r->rounded.t, &r->rounded.e);
         r->by_rate_own.ok = -1; /* not computed */
     }
     const cand *best = &r->rounded;
-    if (r->refiner) {
+    if (r->o->cost_model == PRS_COST_HULL) {
         long t0 = r->rounded.t;
         consider(r, refined(r, &r->fit_own, t0, 0, cached), &best, 1);
         if (T_planned != t0) consider(r, refined(r, &r->fit_planned, T_planned, 0, 0), &best, 0);
@@ -540,6 +585,10 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
     if ((rc = build_types(profile, o, ntypes, r.types, err)) || (rc = alloc_run(&r, err))) goto out;
     long span;
     if ((rc = check_points(&r, profile, &span, err))) goto out;
+    if (fill_bounds(&r)) {
+        rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
+        goto out;
+    }
 
     const prs__graph_graph *g = r.g;
     r.changed = 1;

@@ -63,9 +63,9 @@ static int alloc_refiner(prs__refine_refiner *rf, int total)
     rf->hop = malloc(sizeof *rf->hop * (size_t)g->nops);
     rf->queue = malloc(sizeof *rf->queue * (size_t)(g->nnodes + 1));
     rf->queued = calloc((size_t)g->nnodes, 1);
-    return rf->start && rf->order && rf->best && rf->after && rf->oq && rf->fit_off &&
-           rf->fit_n && rf->fit_q0 && rf->dur && rf->earliest && rf->latest && rf->cost &&
-           rf->cur && rf->hrate && rf->hop && rf->queue && rf->queued;
+    return rf->start && rf->order && rf->best && rf->after && rf->oq && rf->fit_off && rf->fit_n &&
+           rf->fit_q0 && rf->dur && rf->earliest && rf->latest && rf->cost && rf->cur &&
+           rf->hrate && rf->hop && rf->queue && rf->queued;
 }
 
 /* One type's options sorted by q (stable), with the running cheapest and effective costs. */
@@ -89,8 +89,7 @@ static void sort_type(prs__refine_refiner *rf, int k)
         rf->oq[i] = ev->q[o];
         double c = ev->energy_j[o] - pipe->blocking_power_w * (double)ev->q[o] * pipe->unit_time_s;
         int b = i > lo ? rf->best[i - 1] : o;
-        double cb =
-            ev->energy_j[b] - pipe->blocking_power_w * (double)ev->q[b] * pipe->unit_time_s;
+        double cb = ev->energy_j[b] - pipe->blocking_power_w * (double)ev->q[b] * pipe->unit_time_s;
         rf->best[i] = (i == lo || c < cb) ? o : b;
         rf->cost[o] = c;
     }
@@ -296,7 +295,7 @@ static double op_move(const prs__refine_refiner *rf, int op, int *to)
     double c = rf->cost[rf->cur[op]];
     for (int i = rf->after[rf->cur[op]]; i < rf->start[type + 1]; i++) {
         long dq = rf->oq[i] - rf->dur[op]; /* > 0: options after the current one */
-        if (dq > fl) break;                 /* ascending q */
+        if (dq > fl) break;                /* ascending q */
         double rate = (c - rf->cost[rf->order[i]]) / (double)dq;
         if (rate > best) {
             best = rate;
