@@ -1,13 +1,13 @@
 /* Storage at scale: the database must not grow with the running phase's iterations. perseusd
- * (the real binary) runs a job of 4 pipelines x 2 stages through profiling into running; the
- * ranks then post 4,096 running iterations (8 per post). The database file is measured after a
- * WAL checkpoint (TRUNCATE) when running starts and after the posts, and the WAL's largest size
- * in between. The test prints what it measured and projects it to a 1,024-rank job running 24 h
- * at one iteration per second (88.5 million reports): the database at the start of running
- * scaled by ranks (an overestimate: the job's own rows do not grow with ranks), plus the
- * measured growth per running report times the reports, plus the largest WAL seen. It asserts
- * that the growth is below 1 byte per report (it was about 100 while every report was a row) and
- * that the projection stays under 100 MB. */
+ * (the real binary) runs a job of 4 pipelines x 2 stages (PRS_STORAGE_DP pipelines when set)
+ * through profiling into running; every rank then posts 512 running iterations (8 per post).
+ * The database file is measured after a WAL checkpoint (TRUNCATE) when running starts and after
+ * the posts, and the WAL's largest size in between. The test prints what it measured and
+ * projects it to a 1,024-rank job running 24 h at one iteration per second (88.5 million
+ * reports): the database at the start of running scaled by ranks (an overestimate: the job's own
+ * rows do not grow with ranks), plus the measured growth per running report times the reports,
+ * plus the largest WAL seen. It asserts that the growth is below 1 byte per report (it was about
+ * 100 while every report was a row) and that the projection stays under 100 MB. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,12 +20,12 @@
 
 #define STAGES 2
 #define MB 2
-#define DP 4
-#define RANKS (STAGES * DP)
 #define POSTS 64 /* per rank */
 #define BATCH 8  /* iterations per post */
 
 static daemon_proc d;
+/* Pipelines: 4, or PRS_STORAGE_DP (1..512) to check the projection on a larger job by hand. */
+static int dp = 4, ranks = 4 * STAGES;
 
 static int teardown(void **state)
 {
@@ -71,14 +71,15 @@ static long long wal_size(void)
  * size seen after a round of posts goes to *wal_peak. */
 static void run_iterations(sim_job *j, long long *wal_peak)
 {
-    int clocks[RANKS][2 * MB];
-    for (int rank = 0; rank < RANKS; rank++) {
+    int(*clocks)[2 * MB] = malloc(sizeof *clocks * (size_t)ranks);
+    assert_non_null(clocks);
+    for (int rank = 0; rank < ranks; rank++) {
         char phase[32];
         assert_true(sim_schedule(j, rank, phase, clocks[rank], NULL, NULL) >= 0);
         assert_string_equal(phase, "running");
     }
     for (long post = 0; post < POSTS; post++) {
-        for (int rank = 0; rank < RANKS; rank++) {
+        for (int rank = 0; rank < ranks; rank++) {
             json_t *its = json_array();
             for (long k = 0; k < BATCH; k++)
                 json_array_append_new(
@@ -88,17 +89,21 @@ static void run_iterations(sim_job *j, long long *wal_peak)
         long long w = wal_size();
         if (w > *wal_peak) *wal_peak = w;
     }
+    free(clocks);
 }
 
 static void test_running_does_not_grow_the_database(void **state)
 {
     (void)state;
+    const char *env = getenv("PRS_STORAGE_DP");
+    if (env && atoi(env) >= 1 && atoi(env) <= 512) dp = atoi(env);
+    ranks = dp * STAGES;
     harness_tmpdir(d.dir, sizeof d.dir, "storage");
     assert_true(d.dir[0]);
     assert_int_equal(daemon_start(&d), 0);
     sim_job j;
-    assert_int_equal(sim_create(d.port, sim_sweep_spec(STAGES, MB, DP), STAGES, MB, DP, &j), 201);
-    assert_int_equal(sim_register_all(&j), RANKS);
+    assert_int_equal(sim_create(d.port, sim_sweep_spec(STAGES, MB, dp), STAGES, MB, dp, &j), 201);
+    assert_int_equal(sim_register_all(&j), ranks);
     long long registered = checkpointed_size();
     long iteration = 0;
     assert_true(sim_profile(&j, 100000, &iteration) > 0);
@@ -114,7 +119,7 @@ static void test_running_does_not_grow_the_database(void **state)
     run_iterations(&j, &wal_peak);
     double posting_s = harness_now() - t0;
     long reports = j.acked - profiled;
-    assert_int_equal(reports, (long)RANKS * POSTS * BATCH);
+    assert_int_equal(reports, (long)ranks * POSTS * BATCH);
     st = sim_status(&j);
     assert_non_null(st);
     assert_int_equal(json_int(st, "measurements"), j.acked); /* every report is counted */
@@ -123,14 +128,15 @@ static void test_running_does_not_grow_the_database(void **state)
 
     double per_report = (double)(end - start) / (double)reports;
     double per_profiling = (double)(start - registered) / (double)profiled;
-    const double ranks = 1024, reports_24h = ranks * 86400;
-    double base = (double)start * ranks / RANKS, growth = per_report * reports_24h;
+    const double big = 1024, reports_24h = big * 86400;
+    double base = (double)start * big / ranks, growth = per_report * reports_24h;
     double projected = base + growth + (double)wal_peak;
-    print_message("database: %lld B at running start (%ld profiling iterations with %d windows "
-                  "each: %.0f B per iteration), %lld B after %ld running reports in %.2f s: "
-                  "%.3f B per running report; WAL at most %lld B\n",
-                  start, profiled, 2 * MB, per_profiling, end, reports, posting_s, per_report,
-                  wal_peak);
+    print_message(
+        "%d ranks; database: %lld B at running start (%ld profiling iterations with %d windows "
+        "each: %.0f B per iteration), %lld B after %ld running reports in %.2f s: "
+        "%.3f B per running report; WAL at most %lld B\n",
+        ranks, start, profiled, 2 * MB, per_profiling, end, reports, posting_s, per_report,
+        wal_peak);
     print_message("1,024 ranks x 86,400 iterations: %.1f MB at running start (scaled by ranks) + "
                   "%.1f MB running growth + %.1f MB WAL = %.1f MB (limit 100 MB)\n",
                   base / 1e6, growth / 1e6, (double)wal_peak / 1e6, projected / 1e6);
