@@ -1,8 +1,9 @@
 /* job.h: the state machine driven directly (no HTTP) on a scratch database: registration,
  * the profiling sweep (warm-up dropped, k per clock, late and early rounds, dominated clocks
  * ending the sweep), planning results, the lookup rule under explicit and automatic stragglers,
- * completion, reloading every piece of state from the store, and the plans.prs text kept in the
- * store (the same bytes as the file the core saves). */
+ * completion, reloading every piece of state from the store, results after profiling kept as
+ * per-pipeline aggregates (no row each), and the plans.prs text kept in the store (the same
+ * bytes as the file the core saves). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -341,6 +342,29 @@ static void test_dominated_clock_ends_sweep(void **state)
     assert_int_equal(action, JOB_ACT_PLAN);
     assert_int_equal(j->sweep_index, 1); /* 1000 never swept */
     assert_int_equal(prs_profile_nrows(j->profile), 8);
+
+    /* A result while planning is folded into its pipeline (rank 2: dp 1), not stored as a row,
+     * and the job loaded again (still planning, so planned again) has it. */
+    long long rows = stored_rows(j->id), meas = j->measurements;
+    g_iter = 700;
+    assert_int_equal(post(j, 2, -1, 1410, 1, &action, &e), 0);
+    assert_int_equal(stored_rows(j->id), rows);
+    assert_int_equal(j->measurements, meas + 1);
+    json_t *sj = req_job_spec_json(&j->spec);
+    char *text = json_dumps(sj, JSON_COMPACT);
+    json_decref(sj);
+    store_job_row row = {
+        j->id, j->token_hash, text, "", "planning", "", j->sweep_index, j->round, 0, 1, 0, 0, 0};
+    job *k = NULL;
+    prs_error err;
+    assert_int_equal(job_load(st, &row, &k, &action, &err), 0);
+    free(text);
+    assert_int_equal(action, JOB_ACT_PLAN);
+    assert_int_equal(k->measurements, meas + 1);
+    assert_int_equal(k->pipes[1].newest, 700);
+    assert_int_equal(k->pipes[1].reports, 1);
+    assert_true(k->pipes[1].report_energy_j == 100.0);
+    job_free(k);
     job_free(j);
 }
 
