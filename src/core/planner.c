@@ -52,7 +52,9 @@ typedef struct run {
     prs__model_optype *types;
     prs__flow_net *net;
     long *dur, *earliest, *latest;
-    double *arc_flow, *arc_lb;
+    double *arc_flow, *arc_lb, *arc_ub; /* per arc: last flow, bounds when last critical */
+    unsigned char *was_crit;             /* per arc: critical in the last iteration */
+    int have_cut;                        /* r->side holds the last solve's cut */
     int *freq, *arc_id, *touched, *chg_op, *chg_freq;
     int *plan, *prev_plan; /* emitted plan (hull: refined), the previous one */
     int *idx;              /* per op: table entry of freq[op] */
@@ -78,6 +80,8 @@ static void run_free(run *r)
     free(r->latest);
     free(r->arc_flow);
     free(r->arc_lb);
+    free(r->arc_ub);
+    free(r->was_crit);
     free(r->freq);
     free(r->arc_id);
     free(r->touched);
@@ -194,25 +198,43 @@ static enum step_result step(run *r, long T, double *delta, int *nt)
 {
     const prs__graph_graph *g = r->g;
     int exp_mode = r->o->cost_model == PRS_COST_EXP;
-    prs__flow_reset(r->net, g->nnodes, g->source, g->sink);
-    int ncrit = 0;
+    /* the critical arcs and their bounds; hull mode keeps the last cut when both are the same
+     * as in the last solve (the flow problem is then the same, and so is its source-minimal
+     * minimum cut: piecewise-linear costs make this common) */
+    int ncrit = 0, same = !exp_mode && r->have_cut;
     for (int a = 0; a < g->narcs; a++) {
         const prs__graph_arc *arc = &g->arcs[a];
         long d = arc->op >= 0 ? r->dur[arc->op] : 0;
         if (r->earliest[arc->from] + d != r->latest[arc->to]) {
             r->arc_flow[a] = 0; /* not critical: no flow to start the next solve from */
+            if (r->was_crit[a]) same = 0;
+            r->was_crit[a] = 0;
             continue;
         }
         double lb, ub;
         arc_bounds(r, arc, &lb, &ub);
-        r->arc_lb[ncrit] = lb;
-        prs__flow_add(r->net, arc->from, arc->to, lb, ub, r->arc_flow[a]);
+        if (!r->was_crit[a] || lb != r->arc_lb[a] || ub != r->arc_ub[a]) same = 0;
+        r->was_crit[a] = 1;
+        r->arc_lb[a] = lb;
+        r->arc_ub[a] = ub;
         r->arc_id[ncrit++] = a;
     }
-    int rc = prs__flow_min_cut(r->net, exp_mode ? FP_ERROR : PRS_HULL_CUT_EPS, r->side);
-    /* keep this flow as the next solve's starting point */
-    for (int i = 0; i < ncrit; i++)
-        r->arc_flow[r->arc_id[i]] = rc == 0 ? prs__flow_flow(r->net, i, r->arc_lb[i]) : 0;
+    int rc = 0;
+    if (!same) {
+        prs__flow_reset(r->net, g->nnodes, g->source, g->sink);
+        for (int i = 0; i < ncrit; i++) {
+            int a = r->arc_id[i];
+            prs__flow_add(r->net, g->arcs[a].from, g->arcs[a].to, r->arc_lb[a], r->arc_ub[a],
+                          r->arc_flow[a]);
+        }
+        rc = prs__flow_min_cut(r->net, exp_mode ? FP_ERROR : PRS_HULL_CUT_EPS, r->side);
+        /* keep this flow as the next solve's starting point */
+        for (int i = 0; i < ncrit; i++) {
+            int a = r->arc_id[i];
+            r->arc_flow[a] = rc == 0 ? prs__flow_flow(r->net, i, r->arc_lb[a]) : 0;
+        }
+        r->have_cut = rc == 0;
+    }
     if (rc == PRS_ERANGE) return STEP_DONE;
     if (rc == PRS_EINFEASIBLE) return STEP_INFEASIBLE;
     double dl = 0;
@@ -281,11 +303,13 @@ static int alloc_run(run *r, prs_error *err)
     r->side = malloc(nodes);
     r->arc_id = malloc(arcs * sizeof *r->arc_id);
     r->arc_lb = malloc(arcs * sizeof *r->arc_lb);
+    r->arc_ub = malloc(arcs * sizeof *r->arc_ub);
+    r->was_crit = calloc(arcs, 1);
     r->arc_flow = calloc(arcs, sizeof *r->arc_flow);
     r->net = prs__flow_new(g->nnodes, g->narcs);
     if (!r->dur || !r->freq || !r->touched || !r->chg_op || !r->chg_freq || !r->plan ||
         !r->prev_plan || !r->idx || !r->earliest || !r->latest || !r->side || !r->arc_id ||
-        !r->arc_lb || !r->arc_flow || !r->net)
+        !r->arc_lb || !r->arc_ub || !r->was_crit || !r->arc_flow || !r->net)
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
     return 0;
 }
