@@ -32,6 +32,8 @@ struct prs__flow_net {
     double *excess;
     unsigned char *inf_arc; /* per original arc pair: ub infinite */
     int *level, *it, *queue, *stack_e;
+    double cut_eps; /* the cut's residual threshold (prs__flow_min_cut's eps) */
+    int thin;       /* the last level search discovered a node through a residual <= cut_eps */
 };
 
 prs__flow_net *prs__flow_new(int max_nodes, int max_arcs)
@@ -114,6 +116,10 @@ double prs__flow_flow(const prs__flow_net *n, int arc, double lb)
     return lb + n->cap[2 * arc + 1];
 }
 
+/* Levels of the nodes reachable from s through residual capacity > AUG_EPS (-1 elsewhere);
+ * whether t is one of them. n->thin notes a node first reached through a residual of at most
+ * n->cut_eps: when there is none, the reachable set is also the one through residuals above
+ * cut_eps (every node has a path of those), so the final search doubles as the cut's. */
 static int bfs_levels(prs__flow_net *n, int s, int t, int nv)
 {
     for (int v = 0; v < nv; v++)
@@ -121,10 +127,12 @@ static int bfs_levels(prs__flow_net *n, int s, int t, int nv)
     int head = 0, tail = 0;
     n->queue[tail++] = s;
     n->level[s] = 0;
+    n->thin = 0;
     while (head < tail) {
         int v = n->queue[head++];
         for (int e = n->head[v]; e >= 0; e = n->next[e])
             if (n->cap[e] > AUG_EPS && n->level[n->to[e]] < 0) {
+                if (n->cap[e] <= n->cut_eps) n->thin = 1;
                 n->level[n->to[e]] = n->level[v] + 1;
                 n->queue[tail++] = n->to[e];
             }
@@ -132,7 +140,8 @@ static int bfs_levels(prs__flow_net *n, int s, int t, int nv)
     return n->level[t] >= 0;
 }
 
-/* Dinic's algorithm from s to t over nodes 0..nv-1; returns the flow pushed. */
+/* Dinic's algorithm from s to t over nodes 0..nv-1; returns the flow pushed, INFINITY as soon
+ * as a path of infinite residual capacity (an s-t path of infinite arcs) is found. */
 static double dinic(prs__flow_net *n, int s, int t, int nv)
 {
     double total = 0;
@@ -145,6 +154,7 @@ static double dinic(prs__flow_net *n, int s, int t, int nv)
                 double push = INFINITY;
                 for (int i = 0; i < depth; i++)
                     if (n->cap[n->stack_e[i]] < push) push = n->cap[n->stack_e[i]];
+                if (isinf(push)) return INFINITY;
                 int back = depth;
                 for (int i = depth - 1; i >= 0; i--) {
                     int e = n->stack_e[i];
@@ -176,43 +186,26 @@ static double dinic(prs__flow_net *n, int s, int t, int nv)
     return total;
 }
 
-/* Is there an s-t path of infinite-capacity original arcs? */
-static int infinite_path(prs__flow_net *n)
-{
-    for (int v = 0; v < n->nnodes; v++)
-        n->level[v] = -1;
-    int head = 0, tail = 0;
-    n->queue[tail++] = n->s;
-    n->level[n->s] = 0;
-    while (head < tail) {
-        int v = n->queue[head++];
-        if (v == n->t) return 1;
-        for (int e = n->head[v]; e >= 0; e = n->next[e])
-            if (!(e & 1) && n->inf_arc[e / 2] && n->level[n->to[e]] < 0) {
-                n->level[n->to[e]] = 0;
-                n->queue[tail++] = n->to[e];
-            }
-    }
-    return 0;
-}
-
 int prs__flow_min_cut(prs__flow_net *n, double eps, unsigned char *side)
 {
-    if (infinite_path(n)) return PRS_ERANGE;
     /* cut(S) = sum_fw ub - sum_bw lb = sum_fw (ub - lb) + sum_{v in T} excess(v) + const, so
      * one ordinary max flow with arcs s -> v (excess > 0) and v -> t (excess < 0) has the same
      * minimisers as the lower-bounded problem: no separate feasibility phase is needed. The same
      * holds with any starting flow f0 in [lb, ub] in place of lb (residuals ub - f0 forwards,
-     * f0 - lb backwards, excess from f0), which lets a caller warm-start from the last solve. */
+     * f0 - lb backwards, excess from f0), which lets a caller warm-start from the last solve.
+     * value: the cut's value = flow + excess(t) + the negative excesses outside s and t. */
     int V = n->nnodes;
     int *to_sink = n->it; /* scratch: node -> its v -> t helper edge, or -1 */
+    double value = n->excess[n->t];
     for (int v = 0; v < V; v++) {
         to_sink[v] = -1;
         if (v == n->s || v == n->t) continue;
         if (n->excess[v] > 0)
             add_edge(n, n->s, v, n->excess[v]);
-        else if (n->excess[v] < 0)
+        else if (n->excess[v] < 0) {
             to_sink[v] = add_edge(n, v, n->t, -n->excess[v]);
+            value += n->excess[v];
+        }
     }
     /* Cheap head start: most excess is next to a deficit one infinite arc away (the end of one
      * computation feeds the start of the next); push it along s -> v -> w -> t directly. */
@@ -230,13 +223,16 @@ int prs__flow_min_cut(prs__flow_net *n, double eps, unsigned char *side)
             flow += x;
         }
     }
-    flow += dinic(n, n->s, n->t, V);
-    /* value of the cut = flow + sum of negative excesses (outside s and t) + excess(t); a
-     * negative value means no feasible flow meets the lower bounds */
-    double value = flow + n->excess[n->t];
-    for (int v = 0; v < V; v++)
-        if (v != n->s && v != n->t && n->excess[v] < 0) value += n->excess[v];
-    if (value < -PRS_FLOW_INFEASIBLE_TOL) return PRS_EINFEASIBLE;
+    n->cut_eps = eps;
+    double more = dinic(n, n->s, n->t, V);
+    if (isinf(more)) return PRS_ERANGE; /* no finite cut */
+    /* a negative value means no feasible flow meets the lower bounds */
+    if (flow + more + value < -PRS_FLOW_INFEASIBLE_TOL) return PRS_EINFEASIBLE;
+    if (!n->thin && eps >= AUG_EPS) { /* the last level search reached the cut's source side */
+        for (int v = 0; v < V; v++)
+            side[v] = n->level[v] >= 0;
+        return 0;
+    }
     for (int v = 0; v < V; v++)
         side[v] = 0;
     int head = 0, tail = 0;
