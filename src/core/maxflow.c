@@ -119,7 +119,8 @@ double prs__flow_flow(const prs__flow_net *n, int arc, double lb)
 /* Levels of the nodes reachable from s through residual capacity > AUG_EPS (-1 elsewhere);
  * whether t is one of them. n->thin notes a node first reached through a residual of at most
  * n->cut_eps: when there is none, the reachable set is also the one through residuals above
- * cut_eps (every node has a path of those), so the final search doubles as the cut's. */
+ * cut_eps (every node has a path of those), so the final search doubles as the cut's. The
+ * search stops when it reaches t (then only the levels below t's are complete). */
 static int bfs_levels(prs__flow_net *n, int s, int t, int nv)
 {
     for (int v = 0; v < nv; v++)
@@ -134,10 +135,13 @@ static int bfs_levels(prs__flow_net *n, int s, int t, int nv)
             if (n->cap[e] > AUG_EPS && n->level[n->to[e]] < 0) {
                 if (n->cap[e] <= n->cut_eps) n->thin = 1;
                 n->level[n->to[e]] = n->level[v] + 1;
+                /* every node nearer than t has its level now; the rest cannot lie on a
+                 * shortest path to t */
+                if (n->to[e] == t) return 1;
                 n->queue[tail++] = n->to[e];
             }
     }
-    return n->level[t] >= 0;
+    return 0;
 }
 
 /* Dinic's algorithm from s to t over nodes 0..nv-1; returns the flow pushed, INFINITY as soon

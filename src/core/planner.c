@@ -53,8 +53,8 @@ typedef struct run {
     prs__flow_net *net;
     long *dur, *earliest, *latest;
     double *arc_flow, *arc_lb, *arc_ub; /* per arc: last flow, bounds when last critical */
-    unsigned char *was_crit;             /* per arc: critical in the last iteration */
-    int have_cut;                        /* r->side holds the last solve's cut */
+    unsigned char *was_crit;            /* per arc: critical in the last iteration */
+    int have_cut;                       /* r->side holds the last solve's cut */
     int *freq, *arc_id, *touched, *chg_op, *chg_freq;
     int *plan, *prev_plan; /* emitted plan (hull: refined), the previous one */
     int *idx;              /* per op: table entry of freq[op] */
