@@ -37,6 +37,7 @@
 #include "perseus/error.h"
 #include "perseus/planner.h"
 #include "perseus/profile.h"
+#include "perseus/synth.h"
 
 #define PROG "bench_plan"
 #define MAX_MICROBATCH_COUNTS 64
@@ -53,6 +54,7 @@
 
 typedef struct bench_opts {
     const char *profiles_dir;
+    const prs_gpu_preset *synth; /* --synth: plan this GPU model's synthetic profile instead */
     int microbatches[MAX_MICROBATCH_COUNTS];
     int n_microbatches;
     int stages;
@@ -94,6 +96,9 @@ static void usage(FILE *f)
             "  --profiles DIR        profile directory (default: $PRS_SHARED_DIR/" DEFAULT_SUBDIR
             "\n"
             "                        if PRS_SHARED_DIR is set, else ../shared/" DEFAULT_SUBDIR ")\n"
+            "  --synth GPU           instead of a directory, the synthetic profile of a GPU\n"
+            "                        preset (a100, a40, h100; perseus synth's defaults), one\n"
+            "                        stage per pipeline stage\n"
             "  --microbatches LIST   comma-separated microbatch counts (default 12,24,48,96)\n"
             "  --stages S            pipeline stages (default 8)\n"
             "  --unit-time SECONDS   planner time quantum (default 0.001)\n"
@@ -103,6 +108,9 @@ static void usage(FILE *f)
             "  --quick               allow fewer than %d runs; default 1 run\n"
             "  --csv                 machine-readable CSV output\n"
             "  -h, --help            show this help\n"
+            "\n"
+            "With --cost-model both, a line after each pair of cases gives hull's median over\n"
+            "exp's (text output only).\n"
             "\n"
             "Exit status: 0 when every case ran (even if a target is missed), 1 on a runtime\n"
             "error, 2 on a bad argument.\n",
@@ -182,10 +190,12 @@ static int parse_args(int argc, char **argv, bench_opts *o, char *dir_buf, size_
         OPT_MODEL,
         OPT_RUNS,
         OPT_QUICK,
-        OPT_CSV
+        OPT_CSV,
+        OPT_SYNTH
     };
     static const struct option longopts[] = {
         {"profiles", required_argument, NULL, OPT_PROFILES},
+        {"synth", required_argument, NULL, OPT_SYNTH},
         {"microbatches", required_argument, NULL, OPT_MICROBATCHES},
         {"stages", required_argument, NULL, OPT_STAGES},
         {"unit-time", required_argument, NULL, OPT_UNIT},
@@ -221,6 +231,13 @@ static int parse_args(int argc, char **argv, bench_opts *o, char *dir_buf, size_
         case OPT_PROFILES:
             if (!*optarg) return bad("--profiles: empty directory name");
             o->profiles_dir = optarg;
+            break;
+        case OPT_SYNTH:
+            if (!(o->synth = prs_gpu_preset_find(optarg))) {
+                char names[256];
+                return bad("--synth: unknown GPU preset '%s' (known: %s)", optarg,
+                           prs_gpu_preset_names(names, sizeof names));
+            }
             break;
         case OPT_MICROBATCHES: {
             int st = parse_microbatches(optarg, o);
@@ -290,7 +307,10 @@ static int parse_args(int argc, char **argv, bench_opts *o, char *dir_buf, size_
         if (prs_pipeline_check(&pipe, &err) != 0) return bad("%s", err.msg);
     }
 
-    if (!o->profiles_dir) {
+    if (o->synth && o->stages > PRS_SYNTH_MAX_STAGES)
+        return bad("--synth: at most %d stages", PRS_SYNTH_MAX_STAGES);
+    if (o->synth && o->profiles_dir) return bad("--synth and --profiles exclude each other");
+    if (!o->profiles_dir && !o->synth) {
         const char *shared = getenv("PRS_SHARED_DIR");
         int n = (shared && *shared) ? snprintf(dir_buf, dir_len, "%s/" DEFAULT_SUBDIR, shared)
                                     : snprintf(dir_buf, dir_len, "../shared/" DEFAULT_SUBDIR);
@@ -419,6 +439,12 @@ static void run_child(int fd, const char *path, const bench_opts *o, int microba
     if (!times) {
         rep.rc = PRS_ENOMEM;
         snprintf(rep.msg, sizeof rep.msg, "out of memory");
+    } else if (o->synth) {
+        prs_synth_opts so;
+        prs_synth_opts_init(&so);
+        so.gpu = o->synth;
+        so.stages = o->stages;
+        rep.rc = prs_synth_profile(&so, &profile, &err);
     } else {
         rep.rc = prs_profile_load(path, &profile, &err);
     }
@@ -558,7 +584,11 @@ static void print_header(const bench_opts *o, size_t n_profiles, int name_width)
         return;
     }
     double load[3];
-    printf("# bench_plan: %zu profile(s) in %s\n", n_profiles, o->profiles_dir);
+    if (o->synth)
+        printf("# bench_plan: the synthetic %s profile (perseus synth's defaults)\n",
+               o->synth->name);
+    else
+        printf("# bench_plan: %zu profile(s) in %s\n", n_profiles, o->profiles_dir);
     printf("# stages %d, unit time %g s, blocking power %g W, 1F1B, %d run(s) per case%s\n",
            o->stages, o->unit_time_s, o->blocking_power_w, o->runs,
            o->quick ? " (--quick: not a measurement to quote)" : "");
@@ -623,7 +653,19 @@ int main(int argc, char **argv)
 
     char **files;
     size_t n_files;
-    if (list_profiles(o.profiles_dir, &files, &n_files) != 0) return 1;
+    if (o.synth) {
+        char name[256];
+        snprintf(name, sizeof name, "synth-%s.csv", o.synth->name);
+        files = malloc(sizeof *files);
+        if (!files || !(files[0] = strdup(name))) {
+            free(files);
+            fprintf(stderr, PROG ": out of memory\n");
+            return 1;
+        }
+        n_files = 1;
+    } else if (list_profiles(o.profiles_dir, &files, &n_files) != 0) {
+        return 1;
+    }
 
     int name_width = 7;
     for (size_t k = 0; k < n_files; k++) {
@@ -638,13 +680,16 @@ int main(int argc, char **argv)
         snprintf(path, sizeof path, "%s/%s", o.profiles_dir, files[k]);
         snprintf(name, sizeof name, "%.*s", (int)strlen(files[k]) - 4, files[k]);
         for (int m = 0; m < o.n_microbatches; m++) {
+            case_result r[2];
             for (int c = 0; c < o.n_models; c++) {
-                case_result r;
                 prs_cost_model model = (prs_cost_model)o.models[c];
-                if (run_case(path, name, &o, o.microbatches[m], model, &r) != 0) failures++;
-                print_row(&o, name, name_width, o.microbatches[m], model, &r);
+                if (run_case(path, name, &o, o.microbatches[m], model, &r[c]) != 0) failures++;
+                print_row(&o, name, name_width, o.microbatches[m], model, &r[c]);
                 fflush(stdout);
             }
+            if (o.n_models == 2 && !o.csv && r[0].ok && r[1].ok && r[0].median_s > 0)
+                printf("# %s M=%d: hull/exp median time ratio %.3f\n", name, o.microbatches[m],
+                       r[1].median_s / r[0].median_s);
         }
     }
     free_names(files, n_files);

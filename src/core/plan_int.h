@@ -181,9 +181,10 @@ int prs__refine_entries(const prs__refine_refiner *rf, const int *freq, int *idx
  * rate (repeatedly move the computation whose next slower clock saves the most effective
  * energy per unit of time and still fits); then replace every clock by the cheapest one, in
  * effective energy, that keeps the critical path within the budget (a backward and a forward
- * pass; no op gets costlier). The result goes to out (may be idx) with its evaluated critical
- * path *T and energy. PRS_EINVAL if the plan already exceeds the budget. */
-int prs__refine_plan(prs__refine_refiner *rf, const int *idx, long budget, int by_rate, int *out,
-                     long *T, double *energy_j);
+ * pass; no op gets costlier). earliest: the earliest times (per AOA node) of idx's plan when
+ * the caller has them, else NULL. The result goes to out (may be idx) with its evaluated
+ * critical path *T and energy. PRS_EINVAL if the plan already exceeds the budget. */
+int prs__refine_plan(prs__refine_refiner *rf, const int *idx, const long *earliest, long budget,
+                     int by_rate, int *out, long *T, double *energy_j);
 
 #endif

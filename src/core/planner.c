@@ -371,7 +371,8 @@ static const cand *refined(run *r, cand *c, long budget, int by_rate, int valid)
     if (!valid)
         /* the analyser loses track of the mode here and calls r->idx (owned by run_free) lost */
         // NOLINTNEXTLINE(clang-analyzer-unix.Malloc)
-        c->ok = !prs__refine_plan(r->refiner, r->idx, budget, by_rate, c->idx, &c->t, &c->e);
+        c->ok = !prs__refine_plan(r->refiner, r->idx, r->ev->earliest, budget, by_rate, c->idx,
+                                  &c->t, &c->e);
     return c;
 }
 

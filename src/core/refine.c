@@ -203,13 +203,13 @@ static void choose(prs__refine_refiner *rf, int op, long limit)
     rf->dur[op] = rf->ev->q[k];
 }
 
-/* The two passes on rf->cur / rf->dur within budget; PRS_EINVAL if the plan exceeds it. On
- * return rf->earliest holds the earliest times of the result (its critical path at the sink). */
+/* The two passes on rf->cur / rf->dur within budget; PRS_EINVAL if the plan exceeds it.
+ * rf->earliest must hold the plan's earliest times. On return it holds the earliest times of
+ * the result (its critical path at the sink). */
 static int two_passes(prs__refine_refiner *rf, long budget)
 {
     const prs__graph_graph *g = rf->g;
     /* backward pass: latest times from decided successors, earliest from the current plan */
-    prs__graph_cpm(g, rf->dur, rf->earliest, NULL);
     if (rf->earliest[g->sink] > budget) return PRS_EINVAL;
     for (int i = g->nnodes - 1; i >= 0; i--) {
         int v = g->topo[i];
@@ -222,11 +222,9 @@ static int two_passes(prs__refine_refiner *rf, long budget)
         }
         rf->latest[v] = l;
     }
-    /* forward pass: earliest times from decided predecessors, latest from the current plan */
-    prs__graph_cpm(g, rf->dur, rf->earliest, rf->latest);
-    long T = rf->earliest[g->sink];
-    for (int v = 0; v < g->nnodes; v++)
-        rf->latest[v] += budget - T;
+    /* forward pass: earliest times from decided predecessors, latest from the current plan
+     * (the backward pass left them: every arc's duration was final when its tail was done) */
+    prs__graph_cpm(g, rf->dur, rf->earliest, NULL);
     for (int i = 0; i < g->nnodes; i++) {
         int v = g->topo[i];
         long e = 0;
@@ -324,14 +322,13 @@ static void heap_push(prs__refine_refiner *rf, int *n, double rate, int op)
     rf->hop[i] = op;
 }
 
-static void heap_pop(prs__refine_refiner *rf, int *n)
+/* Put (rate, op) at position i of the heap of n entries, moving it down to its place. */
+static void sift_down(prs__refine_refiner *rf, int n, int i, double rate, int op)
 {
-    double rate = rf->hrate[--*n];
-    int op = rf->hop[*n], i = 0;
     for (;;) {
         int c = 2 * i + 1;
-        if (c >= *n) break;
-        if (c + 1 < *n && before(rf, c + 1, rf->hrate[c], rf->hop[c])) c++;
+        if (c >= n) break;
+        if (c + 1 < n && before(rf, c + 1, rf->hrate[c], rf->hop[c])) c++;
         if (!before(rf, c, rate, op)) break;
         rf->hrate[i] = rf->hrate[c];
         rf->hop[i] = rf->hop[c];
@@ -339,6 +336,12 @@ static void heap_pop(prs__refine_refiner *rf, int *n)
     }
     rf->hrate[i] = rate;
     rf->hop[i] = op;
+}
+
+static void heap_pop(prs__refine_refiner *rf, int *n)
+{
+    --*n;
+    sift_down(rf, *n, 0, rf->hrate[*n], rf->hop[*n]);
 }
 
 /* After op's duration grew: raise the earliest times after it and lower the latest times before
@@ -397,8 +400,12 @@ static int reclaim_state(prs__refine_refiner *rf, long budget)
     int n = 0, to = 0;
     for (int op = 0; op < g->nops; op++) {
         double rate = op_move(rf, op, &to);
-        if (rate > 0) heap_push(rf, &n, rate, op);
+        if (rate > 0) rf->hrate[n] = rate, rf->hop[n++] = op;
     }
+    /* heapify; the order (rate, then op) is total, so the pops come out the same as after
+     * pushing one by one */
+    for (int i = n / 2 - 1; i >= 0; i--)
+        sift_down(rf, n, i, rf->hrate[i], rf->hop[i]);
     while (n > 0) {
         int op = rf->hop[0];
         double stored = rf->hrate[0];
@@ -418,11 +425,17 @@ static int reclaim_state(prs__refine_refiner *rf, long budget)
     return 0;
 }
 
-int prs__refine_plan(prs__refine_refiner *rf, const int *idx, long budget, int by_rate, int *out,
-                     long *T, double *energy_j)
+int prs__refine_plan(prs__refine_refiner *rf, const int *idx, const long *earliest, long budget,
+                     int by_rate, int *out, long *T, double *energy_j)
 {
     load(rf, idx);
-    int rc = by_rate ? reclaim_state(rf, budget) : 0;
+    int rc = 0;
+    if (by_rate)
+        rc = reclaim_state(rf, budget); /* leaves the earliest times of its result */
+    else if (earliest)
+        memcpy(rf->earliest, earliest, sizeof *rf->earliest * (size_t)rf->g->nnodes);
+    else
+        prs__graph_cpm(rf->g, rf->dur, rf->earliest, NULL);
     if (rc || (rc = two_passes(rf, budget))) return rc;
     memcpy(out, rf->cur, sizeof *out * (size_t)rf->g->nops);
     *T = rf->earliest[rf->g->sink];
