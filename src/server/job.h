@@ -9,8 +9,8 @@
  * Every mutating call writes what it changes to the store; the caller wraps the call in a
  * transaction and commits before answering, or rolls back and reloads the job from the store
  * (job_load), so memory never runs ahead of the database. Calls are not thread-safe: the server
- * holds its lock around them, exclusively for the calls that take a store and shared for the
- * read-only views (schedule, status, frontier), which change nothing.
+ * holds the job's lock (job.lock) around them, exclusively for the calls that take a store and
+ * shared for the read-only views (schedule, status, frontier), which change nothing.
  *
  * Errors. The request calls (job_create, job_register, ...) answer with an api_err: the HTTP
  * status, a stable code ("wrong_phase") and a one-line message, the outermost layer the server
@@ -21,6 +21,7 @@
 #ifndef PRS_SERVER_JOB_H
 #define PRS_SERVER_JOB_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include <jansson.h>
@@ -170,6 +171,9 @@ typedef struct job {
      * key=value line at a prs_log_level (perseus/server.h); NULL: nowhere. */
     void (*log)(void *ud, int level, const char *line);
     void *log_ud;
+    /* The server's lock of this job (server.c, 'Locking'): held shared by views, exclusively by
+     * the calls that change the job. Owned by the server; NULL outside it. */
+    pthread_rwlock_t *lock;
     struct job *next;
 } job;
 

@@ -58,6 +58,7 @@
 #include "powercap_job.h"
 #include "store.h"
 #include "tls.h"
+#include "workq.h"
 
 /* ---- routes and metrics ---- */
 
@@ -161,7 +162,18 @@ struct prs_server {
     int listen_fd;
     int stop_pipe[2]; /* written once at shutdown: wakes every worker */
     int port;
-    pthread_rwlock_t lock; /* jobs, store, plan tasks: shared for read-only views, else exclusive */
+    /* Locking, outermost first (never taken in another order, and never taken again by a
+     * thread that holds it):
+     * - lock: the jobs table. Shared by every request about one job, which keeps the job alive;
+     *   exclusive for what adds or removes jobs (creation, deletion, retention, startup) and for
+     *   installing a planner's result.
+     * - a job's own lock (job.lock): shared by its views, exclusive for its changes. Requests of
+     *   different jobs never wait for each other here.
+     * - store_mu: the SQLite connection (st), held for a whole transaction.
+     * - task_mu: the planner tasks (tasks, nplanning) and every job's planner_active.
+     * Holding lock exclusively stands for all the others but task_mu. */
+    pthread_rwlock_t lock;
+    pthread_mutex_t store_mu, task_mu;
     store *st;
     job *jobs[JOB_BUCKETS];
     long njobs;
@@ -177,6 +189,7 @@ struct prs_server {
     pthread_cond_t janitor_cv;
     int janitor_stop, janitor_started;
     metrics m;
+    workq *heavy; /* runs the requests with large bodies (see 'Requests with large bodies') */
     double started;
 };
 
@@ -254,8 +267,39 @@ static void job_log_sink(void *ud, int level, const char *line)
     log_kv(ud, (prs_log_level)level, "%s", line);
 }
 
-static void add_job(prs_server *s, job *j)
+/* A lock that prefers writers: polls hold it shared all the time, and without the preference a
+ * posted result could wait behind them indefinitely. */
+static int rwlock_init_writer_first(pthread_rwlock_t *l)
 {
+    pthread_rwlockattr_t ra;
+    pthread_rwlockattr_init(&ra);
+    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    int rc = pthread_rwlock_init(l, &ra);
+    pthread_rwlockattr_destroy(&ra);
+    return rc;
+}
+
+/* Free a job and the lock the server gave it. */
+static void job_drop(job *j)
+{
+    if (j && j->lock) {
+        pthread_rwlock_destroy(j->lock);
+        free(j->lock);
+        j->lock = NULL;
+    }
+    job_free(j);
+}
+
+/* Put a job into the table with a lock of its own (table lock held exclusively): 0, or -1 when
+ * out of memory (the job is left to the caller). */
+static int add_job(prs_server *s, job *j)
+{
+    j->lock = malloc(sizeof *j->lock);
+    if (!j->lock || rwlock_init_writer_first(j->lock) != 0) {
+        free(j->lock);
+        j->lock = NULL;
+        return -1;
+    }
     j->log = job_log_sink;
     j->log_ud = s;
     unsigned b = bucket_of(j->id);
@@ -263,6 +307,7 @@ static void add_job(prs_server *s, job *j)
     s->jobs[b] = j;
     s->njobs++;
     s->nranks += j->world;
+    return 0;
 }
 
 static void cancel_planner(prs_server *s, job *j);
@@ -279,9 +324,11 @@ static void remove_job(prs_server *s, job *j)
     s->njobs--;
     s->nranks -= j->world;
     cancel_planner(s, j);
+    pthread_mutex_lock(&s->task_mu);
     for (plan_task *t = s->tasks; t; t = t->next)
         if (t->j == j) t->j = NULL; /* its result is dropped */
-    job_free(j);
+    pthread_mutex_unlock(&s->task_mu);
+    job_drop(j);
 }
 
 /* ---- planner threads ----
@@ -292,7 +339,7 @@ static void remove_job(prs_server *s, job *j)
  * deleted, when the server shuts down (cancel), or past the planning time limit (timed_out). */
 
 /* Progress from the planner: whether to stop (cancel set, or the time limit passed). Progress
- * is taken at most every 50 ms (each update takes the lock exclusively). */
+ * is taken at most every 50 ms (each update takes the job's lock exclusively). */
 static int on_plan_progress(void *ud, long done, long total)
 {
     plan_task *t = ud;
@@ -304,10 +351,13 @@ static int on_plan_progress(void *ud, long done, long total)
     }
     if (done < total && now - t->progress_at < 0.05) return 0;
     t->progress_at = now;
-    pthread_rwlock_wrlock(&t->s->lock);
-    if (t->j) {
-        t->j->plan_done = done;
-        t->j->plan_total = total;
+    pthread_rwlock_rdlock(&t->s->lock);
+    job *j = t->j; /* cleared only under the table lock held exclusively */
+    if (j) {
+        pthread_rwlock_wrlock(j->lock);
+        j->plan_done = done;
+        j->plan_total = total;
+        pthread_rwlock_unlock(j->lock);
     }
     pthread_rwlock_unlock(&t->s->lock);
     return 0;
@@ -345,7 +395,8 @@ static int check_plan_size(const prs_server *s, const prs_profile *p, const prs_
     return 0;
 }
 
-/* Store the planner's outcome (lock held): the frontier, or the failure why. */
+/* Store the planner's outcome (the job's lock held exclusively, and store_mu): the frontier, or
+ * the failure why. */
 static void install_plan(prs_server *s, job *j, prs_frontier *f, const char *text, size_t len,
                          double secs, const char *why)
 {
@@ -393,8 +444,9 @@ static void *planner_main(void *arg)
         prs_frontier_free(f);
         f = NULL;
     }
-    pthread_rwlock_wrlock(&s->lock);
-    job *j = t->j;
+    pthread_rwlock_rdlock(&s->lock);
+    job *j = t->j; /* cleared only under the table lock held exclusively */
+    if (j) pthread_rwlock_wrlock(j->lock);
     int canceled = rc == PRS_ECANCELED && !t->timed_out;
     if (!j || canceled) {
         /* Deleted, completed, or the server is stopping (the job stays planning and is planned
@@ -406,7 +458,9 @@ static void *planner_main(void *arg)
                                               : "job_left");
         prs_frontier_free(f);
     } else {
+        pthread_mutex_lock(&s->store_mu);
         install_plan(s, j, f, text, len, secs, err.msg);
+        pthread_mutex_unlock(&s->store_mu);
         pthread_mutex_lock(&s->m.mu);
         if (f) {
             s->m.planning_count++;
@@ -422,10 +476,13 @@ static void *planner_main(void *arg)
                secs, f ? prs_frontier_size(f) : (size_t)0, job_phase_name(j->phase),
                f ? "" : " detail=", f ? "" : kv_quote(err.msg, q, sizeof q));
     }
+    pthread_mutex_lock(&s->task_mu);
     if (j) j->planner_active = 0;
     t->finished = 1;
     s->nplanning--;
     launch_queued(s);
+    pthread_mutex_unlock(&s->task_mu);
+    if (j) pthread_rwlock_unlock(j->lock);
     pthread_rwlock_unlock(&s->lock);
     free(text);
     return NULL;
@@ -468,7 +525,7 @@ static void reap_tasks(prs_server *s, int all)
     }
 }
 
-/* Start the oldest queued planning if a planner slot is free (lock held). */
+/* Start the oldest queued planning if a planner slot is free (task_mu held). */
 static void launch_queued(prs_server *s)
 {
     if (s->stopping || s->nplanning >= s->cfg.max_planners) return;
@@ -487,11 +544,15 @@ static void launch_queued(prs_server *s)
     log_kv(s, PRS_LOG_INFO, "msg=planning job=%s", oldest->job_id);
 }
 
-/* Queue a job's planning and start it when a planner slot is free (lock held). */
+/* Queue a job's planning and start it when a planner slot is free (the job's lock held
+ * exclusively, or the table's). */
 static void start_planner(prs_server *s, job *j)
 {
+    pthread_mutex_lock(&s->task_mu);
     reap_tasks(s, 0);
-    if (j->planner_active) return;
+    int active = j->planner_active;
+    pthread_mutex_unlock(&s->task_mu);
+    if (active) return;
     plan_task *t = calloc(1, sizeof *t);
     if (t) t->profile = j->profile ? profile_copy(j->profile) : NULL;
     if (!t || !t->profile) {
@@ -505,19 +566,23 @@ static void start_planner(prs_server *s, job *j)
     t->cost_model = j->spec.cost_model;
     t->robust = job_plans_robust(j);
     job_pipeline(j, &t->pipe);
-    j->planner_active = 1;
     j->plan_done = j->plan_total = 0;
+    pthread_mutex_lock(&s->task_mu);
+    j->planner_active = 1;
     t->next = s->tasks;
     s->tasks = t;
     launch_queued(s);
     if (!t->started && !t->finished)
         log_kv(s, PRS_LOG_INFO, "msg=planning_queued job=%s running=%ld", j->id, s->nplanning);
+    pthread_mutex_unlock(&s->task_mu);
 }
 
-/* Stop the planning of a job that left the planning phase or is deleted (lock held): a queued
- * one is dropped, a running one canceled through its progress callback. */
+/* Stop the planning of a job that left the planning phase or is deleted (the job's lock held
+ * exclusively, or the table's): a queued one is dropped, a running one canceled through its
+ * progress callback. */
 static void cancel_planner(prs_server *s, job *j)
 {
+    pthread_mutex_lock(&s->task_mu);
     for (plan_task *t = s->tasks; t; t = t->next) {
         if (t->j != j || t->finished) continue;
         if (!t->started) {
@@ -527,6 +592,7 @@ static void cancel_planner(prs_server *s, job *j)
             __atomic_store_n(&t->cancel, CANCEL_JOB_LEFT, __ATOMIC_RELEASE);
         }
     }
+    pthread_mutex_unlock(&s->task_mu);
 }
 
 /* ---- reload after a failed transaction ---- */
@@ -557,20 +623,33 @@ static int reload_job(prs_server *s, job *j)
         log_kv(s, PRS_LOG_ERROR, "msg=reload_failed job=%s detail=%s", j->id, c.err.msg);
         return PRS_EIO;
     }
-    /* Swap contents so pointers to j (planner tasks, the table) stay valid. */
+    /* Swap contents so pointers to j (planner tasks, the table) and its lock stay valid. */
+    pthread_mutex_lock(&s->task_mu);
     job tmp = *c.found;
     tmp.next = j->next;
     tmp.planner_active = j->planner_active;
     tmp.log = j->log;
     tmp.log_ud = j->log_ud;
+    tmp.lock = j->lock;
     *c.found = *j;
     *j = tmp;
+    pthread_mutex_unlock(&s->task_mu);
     c.found->next = NULL;
+    c.found->lock = NULL;
     job_free(c.found);
     return 0;
 }
 
 /* ---- responses ---- */
+
+typedef struct route_match {
+    enum route route;
+    int method_ok;
+    const char *allow;
+    char id[SECURE_ID_LEN + 1];
+    int has_id; /* the path had a well-formed job id */
+    long dp;
+} route_match;
 
 typedef struct conn_ctx {
     double start;
@@ -582,11 +661,30 @@ typedef struct conn_ctx {
     int too_large;
     int answered; /* an answer was queued before the body: the body is not read */
     int status;
+    /* A request handed to the pool (its connection suspended meanwhile): its route, and the
+     * answer it prepared for the worker to queue once the connection is resumed. */
+    int deferred, ready;
+    struct prs_server *s;
+    struct MHD_Connection *conn;
+    workq_item item;
+    route_match m;
+    int prep_status;
+    const char *prep_ctype;
+    char *prep_text; /* NULL: no answer could be made, close the connection */
+    size_t prep_len;
 } conn_ctx;
 
 static enum MHD_Result send_text(struct MHD_Connection *c, conn_ctx *cc, int status,
                                  const char *ctype, char *text, size_t len)
 {
+    if (cc->deferred) { /* on the pool's thread: kept for the HTTP worker to queue */
+        cc->prep_status = status;
+        cc->prep_ctype = ctype;
+        cc->prep_text = text;
+        cc->prep_len = len;
+        cc->status = status;
+        return MHD_YES;
+    }
     struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
     if (!r) {
         free(text);
@@ -638,15 +736,6 @@ static enum MHD_Result send_api_error(prs_server *s, struct MHD_Connection *c, c
 }
 
 /* ---- routing ---- */
-
-typedef struct route_match {
-    enum route route;
-    int method_ok;
-    const char *allow;
-    char id[SECURE_ID_LEN + 1];
-    int has_id; /* the path had a well-formed job id */
-    long dp;
-} route_match;
 
 static void match(const char *method, const char *url, route_match *m)
 {
@@ -784,7 +873,11 @@ static enum MHD_Result handle_create(prs_server *s, struct MHD_Connection *c, co
         if (!e.code) api_fail(&e, 500, "storage", "database: %s", store_error(s->st)->msg);
         return send_api_error(s, c, cc, &e);
     }
-    add_job(s, j);
+    if (add_job(s, j) != 0) {
+        pthread_rwlock_unlock(&s->lock);
+        job_free(j);
+        return send_error(s, c, cc, 500, "internal", "out of memory");
+    }
     int reused = j->frontier != NULL;
     snprintf(cc->job_id, sizeof cc->job_id, "%s", id);
     pthread_rwlock_unlock(&s->lock);
@@ -832,21 +925,28 @@ static int parse_rank_arg(struct MHD_Connection *c, int *rank)
     return int_arg(c, "rank", 0, INT_MAX, rank) == 0 ? 0 : -1;
 }
 
-/* Run a mutating job call as one transaction; reload the job if it fails on the server side. */
+/* Run a mutating job call as one transaction (the job's lock held exclusively; takes
+ * store_mu); reload the job if it fails on the server side. */
 typedef int (*mutate_fn)(prs_server *s, job *j, conn_ctx *cc, void *arg, int *action, api_err *e);
 
 static int run_tx(prs_server *s, job *j, conn_ctx *cc, mutate_fn fn, void *arg, api_err *e)
 {
     int action = JOB_ACT_NONE;
-    if (store_begin(s->st))
-        return api_fail(e, 500, "storage", "database: %s", store_error(s->st)->msg);
+    pthread_mutex_lock(&s->store_mu);
+    if (store_begin(s->st)) {
+        api_fail(e, 500, "storage", "database: %s", store_error(s->st)->msg);
+        pthread_mutex_unlock(&s->store_mu);
+        return -1;
+    }
     job_phase before = j->phase;
     if (fn(s, j, cc, arg, &action, e) != 0 || store_commit(s->st) != 0) {
         store_rollback(s->st);
         if (!e->code) api_fail(e, 500, "storage", "database: %s", store_error(s->st)->msg);
         if (e->http >= 500) reload_job(s, j);
+        pthread_mutex_unlock(&s->store_mu);
         return -1;
     }
+    pthread_mutex_unlock(&s->store_mu);
     char why[REQ_MSG_MAX + 8];
     if (j->phase != before)
         log_kv(s, j->phase == JOB_FAILED ? PRS_LOG_WARN : PRS_LOG_INFO,
@@ -981,8 +1081,13 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
         prs_pipeline pipe;
         pthread_rwlock_rdlock(&s->lock);
         job *oj = find_job(s, m->id);
-        int owner = oj && authorize(have_token, presented, oj);
-        if (owner) job_pipeline(oj, &pipe);
+        int owner = 0;
+        if (oj) {
+            pthread_rwlock_rdlock(oj->lock);
+            owner = authorize(have_token, presented, oj);
+            if (owner) job_pipeline(oj, &pipe);
+            pthread_rwlock_unlock(oj->lock);
+        }
         pthread_rwlock_unlock(&s->lock);
         if (!oj) return send_error(s, c, cc, 404, "not_found", "no such job");
         if (!owner)
@@ -995,13 +1100,22 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
     if (m->route == R_RESULTS)
         results.parse_rc =
             req_parse_results(cc->body ? cc->body : "", cc->len, &results.r, &results.err);
-    /* Views that change nothing (and touch no SQLite statement) share the lock. */
-    int shared = m->route == R_SCHEDULE || m->route == R_STATUS || m->route == R_FRONTIER;
-    if (shared)
-        pthread_rwlock_rdlock(&s->lock);
-    else
+    /* Deleting changes the table: it takes the table lock exclusively. Every other request
+     * shares the table lock and takes the job's own: shared for views that change nothing
+     * (profile text: under store_mu too), exclusive for the rest. */
+    int table_excl = m->route == R_DELETE;
+    int shared = m->route == R_SCHEDULE || m->route == R_STATUS || m->route == R_FRONTIER ||
+                 m->route == R_PROFILE_GET;
+    if (table_excl)
         pthread_rwlock_wrlock(&s->lock);
+    else
+        pthread_rwlock_rdlock(&s->lock);
     job *j = find_job(s, m->id);
+    pthread_rwlock_t *jl = j && !table_excl ? j->lock : NULL;
+    if (jl && shared)
+        pthread_rwlock_rdlock(jl);
+    else if (jl)
+        pthread_rwlock_wrlock(jl);
     if (!j) {
         pthread_rwlock_unlock(&s->lock);
         prs_profile_free(upload);
@@ -1009,6 +1123,7 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
         return send_error(s, c, cc, 404, "not_found", "no such job");
     }
     if (!authorize(have_token, presented, j)) {
+        if (jl) pthread_rwlock_unlock(jl);
         pthread_rwlock_unlock(&s->lock);
         prs_profile_free(upload);
         req_results_free(&results.r);
@@ -1095,15 +1210,17 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
     }
     case R_PROFILE_GET: {
         char src[16];
+        pthread_mutex_lock(&s->store_mu);
         if (store_get_profile(s->st, j->id, &text, &tlen, src))
             rc = api_fail(&e, 500, "storage", "database: %s", store_error(s->st)->msg);
-        else if (!text)
-            rc = api_fail(&e, 404, "not_found", "the job has no profile yet");
+        pthread_mutex_unlock(&s->store_mu);
+        if (!rc && !text) rc = api_fail(&e, 404, "not_found", "the job has no profile yet");
         break;
     }
     default:
         rc = api_fail(&e, 404, "not_found", "no such route");
     }
+    if (jl) pthread_rwlock_unlock(jl); /* R_DELETE freed the job and holds no job lock */
     pthread_rwlock_unlock(&s->lock);
     prs_profile_free(upload); /* left when the request failed before the upload */
     req_results_free(&results.r);
@@ -1147,8 +1264,10 @@ static enum MHD_Result handle_metrics(prs_server *s, struct MHD_Connection *c, c
     job_metric_row *rows = calloc(s->njobs > 0 ? (size_t)s->njobs : 1, sizeof *rows);
     for (int b = 0; rows && b < JOB_BUCKETS; b++)
         for (job *j = s->jobs[b]; j; j = j->next) {
+            pthread_rwlock_rdlock(j->lock);
             if (j->phase >= 0 && j->phase < JOB_NPHASES) phases[j->phase]++;
             if (nrows < (size_t)s->njobs) job_metric_row_of(j, &rows[nrows++]);
+            pthread_rwlock_unlock(j->lock);
         }
     njobs = s->njobs;
     pthread_rwlock_unlock(&s->lock);
@@ -1251,6 +1370,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
            ROUTE_NAMES[cc->route], cc->status, cc->job_id[0] ? cc->job_id : "-", secs * 1e3,
            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     free(cc->body);
+    free(cc->prep_text);
     free(cc);
     *con_cls = NULL;
     conn_track *k = track_of(c);
@@ -1362,6 +1482,14 @@ static int check_framing(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
     return 1;
 }
 
+/* Requests with a body this large run on the pool (see 'Requests with large bodies'). */
+#define HEAVY_BODY_BYTES (64u * 1024u)
+
+static enum MHD_Result dispatch(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
+                                const route_match *mp);
+static void defer(prs_server *s, struct MHD_Connection *c, conn_ctx *cc, const route_match *m);
+static enum MHD_Result send_prepared(struct MHD_Connection *c, conn_ctx *cc);
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -1436,6 +1564,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_data_size = 0;
         return MHD_YES;
     }
+    if (cc->ready) return send_prepared(c, cc);
     if (cc->too_large || cc->answered) return MHD_YES; /* response already queued */
     if (m.route == R_UNKNOWN) return send_error(s, c, cc, 404, "not_found", "no such route");
     if (!m.method_ok) {
@@ -1443,6 +1572,60 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         snprintf(msg, sizeof msg, "method %.16s not allowed here (allowed: %s)", method, m.allow);
         return send_error(s, c, cc, 405, "method_not_allowed", msg);
     }
+    if (cc->len >= HEAVY_BODY_BYTES && s->heavy) {
+        defer(s, c, cc, &m);
+        return MHD_YES;
+    }
+    return dispatch(s, c, cc, &m);
+}
+
+/* ---- requests with large bodies ----
+ *
+ * An HTTP worker serves many connections from one thread, so a request that takes long there
+ * (parsing a 1 MB results post and storing every window, an 11 MB profile) would hold up every
+ * other connection of that worker, polls included. A request whose body is HEAVY_BODY_BYTES or
+ * more is handed to a small pool of threads instead (s->heavy): its connection is suspended, the
+ * pool runs the handler, which prepares its answer in the request's context (send_text) instead
+ * of queueing it, and resumes the connection; libmicrohttpd then calls on_request once more, which
+ * queues the prepared answer (send_prepared). At shutdown the pool finishes what it holds before
+ * the daemons stop (stop_http), so no connection stays suspended. */
+
+static void run_deferred(void *arg)
+{
+    conn_ctx *cc = arg;
+    dispatch(cc->s, cc->conn, cc, &cc->m);
+    cc->deferred = 0;
+    cc->ready = 1;
+    MHD_resume_connection(cc->conn);
+}
+
+/* Suspend the connection and queue its request on the pool. */
+static void defer(prs_server *s, struct MHD_Connection *c, conn_ctx *cc, const route_match *m)
+{
+    cc->deferred = 1;
+    cc->s = s;
+    cc->conn = c;
+    cc->m = *m;
+    MHD_suspend_connection(c);
+    workq_push(s->heavy, &cc->item, run_deferred, cc);
+}
+
+/* The answer the pool prepared, queued now that the connection is back with its worker. */
+static enum MHD_Result send_prepared(struct MHD_Connection *c, conn_ctx *cc)
+{
+    cc->ready = 0;
+    cc->answered = 1;
+    char *text = cc->prep_text;
+    cc->prep_text = NULL;
+    if (!text) return MHD_NO;
+    return send_text(c, cc, cc->prep_status, cc->prep_ctype, text, cc->prep_len);
+}
+
+/* Answer a complete request (on an HTTP worker, or on the pool for a large body). */
+static enum MHD_Result dispatch(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
+                                const route_match *mp)
+{
+    route_match m = *mp;
     switch (m.route) {
     case R_HEALTHZ: {
         pthread_rwlock_rdlock(&s->lock);
@@ -1500,8 +1683,9 @@ static struct MHD_Daemon *start_daemon(prs_server *s, http_worker *w, int fd, un
         {s->tls.cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, s->tls.cert},
         {MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls.key},
         {MHD_OPTION_END, 0, NULL}};
-    return MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG | (s->tls.cert ? MHD_USE_TLS : 0), 0,
-                            NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
+    return MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME |
+                                (s->tls.cert ? MHD_USE_TLS : 0),
+                            0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
                             MHD_OPTION_ARRAY, tls, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
                             MHD_OPTION_CONNECTION_LIMIT, per, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
                             per_ip, MHD_OPTION_NOTIFY_CONNECTION, on_connection, w,
@@ -1565,6 +1749,10 @@ static void stop_http(prs_server *s)
     }
     for (unsigned i = 0; s->workers && i < s->nworkers; i++)
         if (s->workers[i].started) pthread_join(s->workers[i].thread, NULL);
+    /* The pool answers what it holds and resumes those connections: a daemon must not stop
+     * with a connection suspended. */
+    workq_stop(s->heavy);
+    s->heavy = NULL;
     for (unsigned i = 0; s->workers && i < s->nworkers; i++)
         if (s->workers[i].mhd) MHD_stop_daemon(s->workers[i].mhd);
     free(s->workers);
@@ -1687,7 +1875,10 @@ static int load_job_row(void *ud, const store_job_row *row)
                kv_quote(err.msg, q, sizeof q));
         return 0; /* one unreadable job must not take the others down */
     }
-    add_job(s, j);
+    if (add_job(s, j) != 0) {
+        job_free(j);
+        return PRS_ENOMEM;
+    }
     log_kv(s, PRS_LOG_INFO, "msg=job_loaded job=%s phase=%s registered=%d measurements=%lld", j->id,
            job_phase_name(j->phase), j->nregistered, j->measurements);
     if (action == JOB_ACT_PLAN) start_planner(s, j);
@@ -1706,10 +1897,12 @@ static void server_free(prs_server *s)
         while (s->jobs[b]) {
             job *j = s->jobs[b];
             s->jobs[b] = j->next;
-            job_free(j);
+            job_drop(j);
         }
     store_close(s->st);
     pthread_rwlock_destroy(&s->lock);
+    pthread_mutex_destroy(&s->store_mu);
+    pthread_mutex_destroy(&s->task_mu);
     pthread_mutex_destroy(&s->m.mu);
     pthread_mutex_destroy(&s->janitor_mu);
     pthread_cond_destroy(&s->janitor_cv);
@@ -1754,13 +1947,9 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         s->cfg.threads = n < 1 ? 1 : n > 16 ? 16 : (unsigned)n;
     }
-    pthread_rwlockattr_t ra;
-    pthread_rwlockattr_init(&ra);
-    /* Polls hold the lock shared all the time; without writer preference a posted result
-     * could wait behind them indefinitely. */
-    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&s->lock, &ra);
-    pthread_rwlockattr_destroy(&ra);
+    rwlock_init_writer_first(&s->lock);
+    pthread_mutex_init(&s->store_mu, NULL);
+    pthread_mutex_init(&s->task_mu, NULL);
     pthread_mutex_init(&s->m.mu, NULL);
     pthread_mutex_init(&s->janitor_mu, NULL);
     pthread_cond_init(&s->janitor_cv, NULL);
@@ -1814,7 +2003,9 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
         }
         s->janitor_started = 1;
     }
-    if (start_http(s, &addr, err) != 0) {
+    /* Two threads for large bodies, one can parse while the other holds the store, niced so
+     * that the HTTP workers' polls come first on a busy machine. */
+    if (workq_start(2, 5, &s->heavy, err) != 0 || start_http(s, &addr, err) != 0) {
         prs_server_stop(s);
         return PRS_EIO;
     }
