@@ -17,6 +17,7 @@
  * pipeline runs plan prs_frontier_lookup(T'); stragglers and everyone with no straggler run the
  * fastest plan. */
 #include "job.h"
+#include "job_assign.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -120,8 +121,6 @@ static int slot_index(const job *j, int dp, int pp, int tp)
     return (dp * j->spec.stages + pp) * j->spec.tp + tp;
 }
 
-static void decoded_clear(job *j);
-
 static job *job_alloc(const req_job_spec *spec)
 {
     job *j = calloc(1, sizeof *j);
@@ -134,10 +133,11 @@ static job *job_alloc(const req_job_spec *spec)
     j->round_iters = calloc((size_t)j->world, sizeof *j->round_iters);
     j->pipes = calloc((size_t)spec->dp, sizeof *j->pipes);
     j->scratch = malloc(sizeof *j->scratch * (size_t)spec->dp);
+    j->strag = malloc(sizeof *j->strag * (size_t)spec->dp);
     j->clock_se_pct = malloc(sizeof *j->clock_se_pct * (size_t)(spec->nclocks ? spec->nclocks : 1));
     j->clock_iters = calloc((size_t)(spec->nclocks ? spec->nclocks : 1), sizeof *j->clock_iters);
-    if (!j->ranks || !j->slot || !j->round_iters || !j->pipes || !j->scratch || !j->clock_se_pct ||
-        !j->clock_iters) {
+    if (!j->ranks || !j->slot || !j->round_iters || !j->pipes || !j->scratch || !j->strag ||
+        !j->clock_se_pct || !j->clock_iters) {
         job_free(j);
         return NULL;
     }
@@ -165,10 +165,11 @@ void job_free(job *j)
     free(j->ranks);
     free(j->slot);
     free(j->round_iters);
-    decoded_clear(j);
+    job_decoded_clear(j);
     free(j->decoded);
     free(j->pipes);
     free(j->scratch);
+    free(j->strag);
     prs_profile_free(j->profile);
     prs_frontier_free(j->frontier);
     plan_powers_clear(&j->powers);
@@ -192,7 +193,7 @@ static store_job_row job_row(const job *j, const char *spec_json)
                            .finished_unix = j->finished_unix};
 }
 
-static int persist(job *j, store *st, api_err *e)
+int job_persist(job *j, store *st, api_err *e)
 {
     /* The retention clock (--retention) starts when the job is first stored finished. */
     if ((j->phase == JOB_DONE || j->phase == JOB_FAILED) && !j->finished_unix)
@@ -202,8 +203,13 @@ static int persist(job *j, store *st, api_err *e)
     return 0;
 }
 
+static int persist(job *j, store *st, api_err *e)
+{
+    return job_persist(j, st, e);
+}
+
 /* Store pipeline d as it is in memory. */
-static int put_pipe(job *j, store *st, int d, api_err *e)
+int job_put_pipe(job *j, store *st, int d, api_err *e)
 {
     const job_pipe *p = &j->pipes[d];
     store_pipe_row row = {.dp = d,
@@ -216,7 +222,8 @@ static int put_pipe(job *j, store *st, int d, api_err *e)
                           .newest = p->newest,
                           .reports = p->reports,
                           .report_time_s = p->report_time_s,
-                          .report_energy_j = p->report_energy_j};
+                          .report_energy_j = p->report_energy_j,
+                          .epoch = p->epoch};
     if (store_put_pipeline(st, j->id, &row)) return store_fail(e, st);
     return 0;
 }
@@ -234,62 +241,6 @@ static void set_failed(job *j, const char *fmt, ...)
 /* ---- frontier in memory ---- */
 
 /* Forget every decoded plan (the frontier changed). */
-static void decoded_clear(job *j)
-{
-    plan_powers_clear(&j->powers);
-    for (int i = 0; i < j->ndecoded; i++)
-        free(j->decoded[i].clocks);
-    j->ndecoded = 0;
-    for (int d = 0; j->pipes && d < j->spec.dp; d++)
-        j->pipes[d].clocks = NULL;
-}
-
-/* Point every pipeline at its plan's clocks, decoding the plans not decoded yet and dropping
- * those no pipeline runs any more. Runs whenever plans change (exclusive lock), so schedule
- * polls only read. A plan that cannot be decoded (out of memory) leaves clocks NULL: the poll
- * answers 500 and the next change tries again. */
-static void decode_pipes(job *j)
-{
-    if (!j->frontier) {
-        decoded_clear(j);
-        return;
-    }
-    size_t per = (size_t)j->spec.stages * (size_t)j->ops_per_stage;
-    for (int d = 0; d < j->spec.dp; d++) {
-        job_pipe *p = &j->pipes[d];
-        p->clocks = NULL;
-        if (p->plan_id < 0 || (size_t)p->plan_id >= prs_frontier_size(j->frontier)) continue;
-        for (int i = 0; i < j->ndecoded && !p->clocks; i++)
-            if (j->decoded[i].id == p->plan_id) p->clocks = j->decoded[i].clocks;
-        if (p->clocks) continue;
-        if (j->ndecoded == j->capdecoded) {
-            int nc = j->capdecoded ? 2 * j->capdecoded : 4;
-            job_decoded *nd = realloc(j->decoded, sizeof *nd * (size_t)nc);
-            if (!nd) continue;
-            j->decoded = nd;
-            j->capdecoded = nc;
-        }
-        int *c = malloc(sizeof *c * per);
-        if (!c || prs_frontier_plan(j->frontier, (size_t)p->plan_id, c, NULL)) {
-            free(c);
-            continue;
-        }
-        j->decoded[j->ndecoded++] = (job_decoded){p->plan_id, c};
-        p->clocks = c;
-    }
-    int keep = 0;
-    for (int i = 0; i < j->ndecoded; i++) {
-        int used = 0;
-        for (int d = 0; d < j->spec.dp && !used; d++)
-            used = j->pipes[d].clocks == j->decoded[i].clocks;
-        if (used)
-            j->decoded[keep++] = j->decoded[i];
-        else
-            free(j->decoded[i].clocks);
-    }
-    j->ndecoded = keep;
-}
-
 /* Evaluate the all-max baseline: every computation at the highest clock profiled for its
  * (chunk, instruction). */
 static void compute_allmax(job *j)
@@ -322,9 +273,7 @@ out:
     free(clocks);
 }
 
-static void job_log(const job *j, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void job_log(const job *j, int level, const char *fmt, ...)
+void job_logf(const job *j, int level, const char *fmt, ...)
 {
     if (!j->log) return;
     char line[512];
@@ -345,153 +294,8 @@ static const char *straggler_name(int kind)
 static void log_straggler(const job *j, int d, const char *why)
 {
     const job_pipe *p = &j->pipes[d];
-    job_log(j, PRS_LOG_INFO, "msg=straggler job=%s dp=%d state=%s why=%s time_s=%.6g", j->id, d,
+    job_logf(j, PRS_LOG_INFO, "msg=straggler job=%s dp=%d state=%s why=%s time_s=%.6g", j->id, d,
             straggler_name(p->straggler), why, p->straggler_time_s);
-}
-
-static double plan_time(const job *j, long k)
-{
-    const prs_frontier_point *p = prs_frontier_point_at(j->frontier, (size_t)k);
-    return p ? p->eval_time_s : 0;
-}
-
-/* The plan the lookup rule gives every pipeline: slowest straggler's T' into *tprime (0: none)
- * and the plan of the non-stragglers into *slow. */
-static void lookup_rule(const job *j, double *tprime, size_t *slow)
-{
-    *tprime = 0;
-    for (int d = 0; d < j->spec.dp; d++)
-        if (j->pipes[d].straggler && j->pipes[d].straggler_time_s > *tprime)
-            *tprime = j->pipes[d].straggler_time_s;
-    *slow = j->fastest;
-    if (*tprime > 0 && prs_frontier_lookup(j->frontier, *tprime, slow) != 0) *slow = j->fastest;
-}
-
-/* The plan pipeline d should run: the lookup rule's (tprime, slow from lookup_rule), or the
- * power cap's plan cap (-1: none) when that is slower. */
-static long wanted_plan(const job *j, int d, double tprime, size_t slow, long cap)
-{
-    long want = (long)(j->pipes[d].straggler || tprime <= 0 ? j->fastest : slow);
-    return frontier_slower_plan(j->frontier, want, cap);
-}
-
-/* The plan the power cap allows every pipeline (-1: no cap), its powers evaluated if needed. */
-static long cap_rule(job *j)
-{
-    if (j->spec.power_cap_w > 0) job_power_prepare(j);
-    return job_cap_plan(j, NULL);
-}
-
-/* Iterations between announcing plan `to` to pipeline p and running it (replacing `from`, -1:
- * none): at least 2, at least switch_lead_s at the shorter of the two plans' iteration times, and
- * at least switch_lead_s of wall-clock time at the pace the pipeline reports (pace.h). */
-static long switch_lead(const job *j, const job_pipe *p, long from, long to)
-{
-    double t = plan_time(j, to), tf = from >= 0 ? plan_time(j, from) : 0;
-    if (tf > 0 && (t <= 0 || tf < t)) t = tf;
-    double n = t > 0 ? ceil(j->spec.switch_lead_s / t) : 2;
-    long lead = n > 2 ? (n < 1e6 ? (long)n : 1000000) : 2;
-    long wall = pace_iterations(&p->pace, j->spec.switch_lead_s);
-    return wall > lead ? wall : lead;
-}
-
-/* Announce plan `want` for pipeline d: it holds from the pipeline's newest iteration plus the
- * lead; until then the pipeline runs its current plan. */
-static void announce(job *j, int d, long want)
-{
-    job_pipe *p = &j->pipes[d];
-    p->from_iteration = p->newest + switch_lead(j, p, p->plan_id, want);
-    p->prev_plan_id = p->plan_id;
-    p->plan_id = want;
-    p->want_plan = -1;
-}
-
-/* 1 when pipeline d announced a plan that not every rank runs yet. */
-static int switch_pending(const job *j, int d)
-{
-    const job_pipe *p = &j->pipes[d];
-    return p->plan_id >= 0 && p->newest < p->from_iteration;
-}
-
-/* The plan pipeline d ran in iteration n. */
-static long plan_of(const job_pipe *p, long n)
-{
-    return n >= p->from_iteration || p->prev_plan_id < 0 ? p->plan_id : p->prev_plan_id;
-}
-
-/* Bump the round after plans changed: decode them and store the job. */
-static int plans_changed(job *j, store *st, api_err *e)
-{
-    decode_pipes(j);
-    j->round++;
-    return persist(j, st, e);
-}
-
-/* Give pipeline d plan want. With no switch pending it is announced from the newest iteration
- * plus the lead. While one is pending (some rank may already have it), the new plan replaces it
- * at the same iteration when that still leaves the lead; otherwise it waits until the pending
- * switch happened (apply_deferred). Either way no two ranks that follow the schedule run
- * different plans in one iteration. 1 when the announced plan changed. */
-static int change_plan(job *j, int d, long want)
-{
-    job_pipe *p = &j->pipes[d];
-    if (p->plan_id == want) {
-        p->want_plan = -1;
-        return 0;
-    }
-    if (!switch_pending(j, d)) {
-        announce(j, d, want);
-        return 1;
-    }
-    if (p->from_iteration - p->newest >= switch_lead(j, p, p->prev_plan_id, want)) {
-        p->plan_id = want;
-        p->want_plan = -1;
-        return 1;
-    }
-    p->want_plan = want;
-    return 0;
-}
-
-/* Give every pipeline the plan the lookup rule and the power cap choose (change_plan). Bump the
- * round when an announced plan changed and store the pipelines. */
-static int assign_plans(job *j, store *st, int force_store, api_err *e)
-{
-    if (!j->frontier) return 0;
-    double tprime;
-    size_t slow;
-    lookup_rule(j, &tprime, &slow);
-    long cap = cap_rule(j);
-    int changed = 0, first = -1;
-    for (int d = 0; d < j->spec.dp; d++) {
-        int announced = change_plan(j, d, wanted_plan(j, d, tprime, slow, cap));
-        if (announced && !changed) first = d;
-        changed += announced;
-        if ((announced || force_store) && put_pipe(j, st, d, e)) return -1;
-    }
-    if (changed) /* one line however many pipelines: the first one's plan stands for the rest */
-        job_log(j, PRS_LOG_INFO,
-                "msg=plan_switch job=%s pipelines=%d first_dp=%d plan=%ld from_iteration=%ld "
-                "straggler_time_s=%.6g cap_plan=%ld fastest=%ld",
-                j->id, changed, first, j->pipes[first].plan_id, j->pipes[first].from_iteration,
-                tprime, cap, (long)j->fastest);
-    if (changed) return plans_changed(j, st, e);
-    decode_pipes(j);
-    return 0;
-}
-
-/* Pipeline d reported a newer iteration: announce a deferred plan once the pending switch is
- * behind every rank. */
-static int apply_deferred(job *j, store *st, int d, api_err *e)
-{
-    job_pipe *p = &j->pipes[d];
-    if (p->want_plan < 0 || switch_pending(j, d)) return 0;
-    announce(j, d, p->want_plan);
-    job_log(j, PRS_LOG_INFO,
-            "msg=plan_switch job=%s pipelines=1 first_dp=%d plan=%ld from_iteration=%ld "
-            "held_back=1",
-            j->id, d, p->plan_id, p->from_iteration);
-    if (put_pipe(j, st, d, e)) return -1;
-    return plans_changed(j, st, e);
 }
 
 /* Install a frontier (owned) and enter running. */
@@ -500,7 +304,7 @@ static int start_running(job *j, store *st, prs_frontier *f, api_err *e)
     if (f != j->frontier) {
         prs_frontier_free(j->frontier);
         j->frontier = f;
-        decoded_clear(j);
+        job_decoded_clear(j);
     }
     if (prs_frontier_lookup(f, 0, &j->fastest) != 0) {
         set_failed(j, "the planner produced an empty frontier");
@@ -509,12 +313,7 @@ static int start_running(job *j, store *st, prs_frontier *f, api_err *e)
     compute_allmax(j);
     j->phase = JOB_RUNNING;
     j->round = 0;
-    for (int d = 0; d < j->spec.dp; d++) {
-        j->pipes[d].plan_id = j->pipes[d].prev_plan_id = j->pipes[d].want_plan = -1;
-        j->pipes[d].from_iteration = 0;
-    }
-    if (assign_plans(j, st, 1, e)) return -1;
-    j->round = 0;
+    if (job_assign_all(j, st, e)) return -1;
     return persist(j, st, e);
 }
 
@@ -694,6 +493,7 @@ static int load_pipe(void *ud, const store_pipe_row *r)
     p->plan_id = r->plan_id;
     p->prev_plan_id = r->prev_plan_id;
     p->from_iteration = r->from_iteration;
+    p->epoch = r->epoch;
     pace_restore(&p->pace, r->pace_hz);
     /* Stored since version 5, and then newer than what the profiling rows say. */
     if (r->newest != STORE_NEWEST_UNKNOWN) p->newest = r->newest;
@@ -704,6 +504,16 @@ static int load_pipe(void *ud, const store_pipe_row *r)
     return 0;
 }
 
+/* A stored plan rule into the ring (oldest first: the newest JOB_RULES stay). */
+static int load_rule(void *ud, const store_rule_row *r)
+{
+    job *j = ud;
+    if (r->epoch < 0) return 0;
+    j->rules[r->epoch % JOB_RULES] = (job_rule){r->tprime, r->slow, r->cap};
+    if (r->epoch > j->epoch) j->epoch = r->epoch;
+    return 0;
+}
+
 static int load_latest(void *ud, int rank, long it)
 {
     job *j = ud;
@@ -711,21 +521,6 @@ static int load_latest(void *ud, int rank, long it)
     job_pipe *p = &j->pipes[j->ranks[rank].dp];
     if (it > p->newest) p->newest = it;
     return 0;
-}
-
-/* After loading a running job: a pipeline whose stored plan is not what the lookup rule gives
- * had its change deferred behind a pending switch; take it up again. */
-static void load_deferred(job *j)
-{
-    double tprime;
-    size_t slow;
-    lookup_rule(j, &tprime, &slow);
-    long cap = cap_rule(j);
-    for (int d = 0; d < j->spec.dp; d++) {
-        job_pipe *p = &j->pipes[d];
-        long want = wanted_plan(j, d, tprime, slow, cap);
-        if (want != p->plan_id) p->want_plan = want;
-    }
 }
 
 /* Iterations each rank runs in the current profiling round: warm-up, k, and what was added for
@@ -752,9 +547,11 @@ static int load_rows(job *j, store *st, char **csv, size_t *clen, void **plans, 
 {
     long long rows = store_count_measurements(st, j->id);
     j->measurements = rows > 0 ? rows : 0;
+    j->epoch = -1; /* no rule stored yet (load_rule) */
     if (rows < 0 || store_each_rank(st, j->id, load_rank, j) ||
         store_get_profile(st, j->id, csv, clen, j->profile_source) ||
         store_get_frontier(st, j->id, plans, flen) ||
+        store_each_rule(st, j->id, load_rule, j) ||
         store_latest_iterations(st, j->id, load_latest, j) ||
         store_each_pipeline(st, j->id, load_pipe, j) ||
         (j->phase == JOB_PROFILING && store_round_counts(st, j->id, j->round, load_count, j)))
@@ -787,8 +584,8 @@ static void load_derive(job *j, int *action)
             if (j->pipes[d].plan_id < 0 ||
                 (size_t)j->pipes[d].plan_id >= prs_frontier_size(j->frontier))
                 j->pipes[d].plan_id = (long)j->fastest;
-        decode_pipes(j);
-        if (j->phase == JOB_RUNNING) load_deferred(j);
+        if (j->phase == JOB_RUNNING && job_assign_loaded(j))
+            set_failed(j, "out of memory decoding its plans");
     }
     if (j->phase == JOB_PLANNING) {
         if (!j->profile)
@@ -799,6 +596,7 @@ static void load_derive(job *j, int *action)
             *action = JOB_ACT_PLAN;
     }
     if (j->phase == JOB_RUNNING && !j->frontier) set_failed(j, "running without a frontier");
+    if (j->epoch < 0) j->epoch = 0;
 }
 
 int job_load(store *st, const store_job_row *row, job **out, int *action, prs_error *err)
@@ -864,16 +662,18 @@ static int enter_after_registration(job *j, store *st, api_err *e)
 static int pipeline_restarted(job *j, store *st, int d, api_err *e)
 {
     job_pipe *p = &j->pipes[d];
+    job_catch_up(j, p); /* the rules made before the restart */
     p->last_iteration = -1;
     p->npend = 0;
     p->over = p->under = 0;
     p->newest = -1;
     /* After profiling the newest iteration is stored with the pipeline, not in rows. */
-    if (j->phase == JOB_PLANNING) return put_pipe(j, st, d, e);
+    if (j->phase == JOB_PLANNING) return job_put_pipe(j, st, d, e);
     if (j->phase != JOB_RUNNING || p->plan_id < 0) return 0;
-    p->from_iteration = p->newest + switch_lead(j, p, p->prev_plan_id, p->plan_id);
-    if (put_pipe(j, st, d, e)) return -1;
-    return plans_changed(j, st, e);
+    job_reannounce(j, p);
+    if (job_put_pipe(j, st, d, e)) return -1;
+    j->round++;
+    return persist(j, st, e);
 }
 
 int job_register(job *j, store *st, const req_rank *r, int *created, int *action, api_err *e)
@@ -1010,18 +810,20 @@ int job_schedule(const job *j, int rank, char **text, size_t *len, api_err *e)
         break;
     }
     case JOB_RUNNING: {
-        const job_pipe *p = &j->pipes[k->dp];
-        if (!p->clocks) {
+        job_pipe v; /* the pipeline with every plan rule applied */
+        job_pipe_view(j, k->dp, &v);
+        const int *clocks = job_plan_clocks(j, v.plan_id);
+        if (!clocks) {
             free(b.p);
-            return api_fail(e, 500, "internal", "plan %ld cannot be decoded", p->plan_id);
+            return api_fail(e, 500, "internal", "plan %ld cannot be decoded", v.plan_id);
         }
         char t[PRS_NUMFMT_MAX];
-        sb_printf(&b, "\"plan_id\":%ld,\"from_iteration\":%ld,", p->plan_id, p->from_iteration);
+        sb_printf(&b, "\"plan_id\":%ld,\"from_iteration\":%ld,", v.plan_id, v.from_iteration);
         sb_geometry(&b, &j->spec);
-        sb_clocks(&b, p->clocks + (size_t)k->pp * (size_t)j->ops_per_stage, j->ops_per_stage, 0);
+        sb_clocks(&b, clocks + (size_t)k->pp * (size_t)j->ops_per_stage, j->ops_per_stage, 0);
         sb_printf(&b, ",\"iteration_time_s\":%s,\"straggler\":%s}",
-                  prs_num_fmt_double(t, sizeof t, plan_time(j, p->plan_id)),
-                  p->straggler != STRAGGLER_NONE ? "true" : "false");
+                  prs_num_fmt_double(t, sizeof t, job_plan_time(j, v.plan_id)),
+                  v.straggler != STRAGGLER_NONE ? "true" : "false");
         break;
     }
     case JOB_PLANNING:
@@ -1327,8 +1129,7 @@ static int judge(job *j, int d, double pace_s)
         p->over++;
         p->under = 0;
         if (p->over >= k && p->straggler == STRAGGLER_NONE) {
-            p->straggler = STRAGGLER_AUTO;
-            p->straggler_time_s = pace_s;
+            job_mark_straggler(j, d, STRAGGLER_AUTO, pace_s);
             log_straggler(j, d, "detected");
             return 1;
         }
@@ -1336,8 +1137,7 @@ static int judge(job *j, int d, double pace_s)
         p->under++;
         p->over = 0;
         if (p->under >= k && p->straggler == STRAGGLER_AUTO) {
-            p->straggler = STRAGGLER_NONE;
-            p->straggler_time_s = 0;
+            job_mark_straggler(j, d, STRAGGLER_NONE, 0);
             log_straggler(j, d, "recovered");
             return 1;
         }
@@ -1357,13 +1157,13 @@ static int evaluate_oldest(job *j, int d)
     p->iterations++;
     long ran = it.plan_id >= 0 && (size_t)it.plan_id < prs_frontier_size(j->frontier)
                    ? it.plan_id
-                   : plan_of(p, it.iteration);
+                   : job_plan_of(p, it.iteration);
     const prs_frontier_point *pt = ran >= 0 ? prs_frontier_point_at(j->frontier, (size_t)ran) : 0;
     j->run_iterations++;
     if (pt) j->run_energy_j += pt->eval_energy_j;
     if (pt && j->allmax_energy_j > 0) j->run_saved_j += j->allmax_energy_j - pt->eval_energy_j;
     j->last_iteration_s = it.time_s;
-    double tp = pt ? pt->eval_time_s : 0, tf = plan_time(j, (long)j->fastest);
+    double tp = pt ? pt->eval_time_s : 0, tf = job_plan_time(j, (long)j->fastest);
     double pace = it.pace_s > 0 ? it.pace_s : it.time_s;
     p->last_norm_s = tp > 0 ? pace * tf / tp : pace;
     return j->spec.dp < 2 ? 0 : judge(j, d, pace);
@@ -1463,18 +1263,21 @@ static int results_profiling(job *j, store *st, const req_results *r, int *actio
 static int results_other(job *j, store *st, const req_results *r, api_err *e)
 {
     int d = j->ranks[r->rank].dp, changed = 0;
+    /* The plan rules the pipeline has not applied come first: they were made before these
+     * iterations arrived (job_assign.h). */
+    job_catch_up(j, &j->pipes[d]);
     for (size_t i = 0; i < r->niterations; i++) {
         fold_iteration(j, r->rank, &r->iterations[i]);
         if (j->phase == JOB_RUNNING) changed |= detect(j, d, &r->iterations[i]);
     }
-    if (!changed && put_pipe(j, st, d, e)) return -1;
-    if (j->phase != JOB_RUNNING) return 0;
-    if (changed) {
-        for (int o = 0; o < j->spec.dp; o++)
-            if (put_pipe(j, st, o, e)) return -1;
-        if (assign_plans(j, st, 0, e)) return -1;
+    if (j->phase == JOB_RUNNING) {
+        if (changed && job_rules_update(j, st, d, e)) return -1;
+        if (job_apply_deferred(j, st, d, e)) return -1;
     }
-    return apply_deferred(j, st, d, e);
+    /* Stored with every post, one row: the folded results, the newest iteration, the pace and
+     * the last plan rule applied, so that after a restart the pipeline applies later rules
+     * exactly as it would have. */
+    return job_put_pipe(j, st, d, e);
 }
 
 int job_results(job *j, store *st, const req_results *r, int *action, api_err *e)
@@ -1534,7 +1337,7 @@ int job_install_profile(job *j, store *st, prs_profile *p, int *action, api_err 
     j->profile = p;
     prs_frontier_free(j->frontier); /* a reused frontier belongs to another profile */
     j->frontier = NULL;
-    decoded_clear(j);
+    job_decoded_clear(j);
     snprintf(j->profile_source, sizeof j->profile_source, "uploaded");
     return enter_planning(j, st, action, e);
 }
@@ -1545,12 +1348,13 @@ int job_set_straggler(job *j, store *st, const req_straggler *r, api_err *e)
     if (r->dp >= j->spec.dp)
         return api_fail(e, 400, "bad_request", "dp: %d is not below %d", r->dp, j->spec.dp);
     job_pipe *p = &j->pipes[r->dp];
-    p->straggler = STRAGGLER_EXPLICIT;
-    p->straggler_time_s = r->time_s > 0 ? r->time_s : r->slowdown * plan_time(j, (long)j->fastest);
+    job_catch_up(j, p);
+    job_mark_straggler(j, r->dp, STRAGGLER_EXPLICIT,
+                       r->time_s > 0 ? r->time_s
+                                     : r->slowdown * job_plan_time(j, (long)j->fastest));
     p->over = p->under = 0;
     log_straggler(j, r->dp, "reported");
-    if (put_pipe(j, st, r->dp, e)) return -1;
-    return assign_plans(j, st, 0, e);
+    return job_rules_update(j, st, r->dp, e);
 }
 
 int job_clear_straggler(job *j, store *st, int dp, api_err *e)
@@ -1559,12 +1363,11 @@ int job_clear_straggler(job *j, store *st, int dp, api_err *e)
     if (dp < 0 || dp >= j->spec.dp)
         return api_fail(e, 404, "not_found", "no data-parallel pipeline %d", dp);
     job_pipe *p = &j->pipes[dp];
-    p->straggler = STRAGGLER_NONE;
-    p->straggler_time_s = 0;
+    job_catch_up(j, p);
+    job_mark_straggler(j, dp, STRAGGLER_NONE, 0);
     p->over = p->under = 0;
     log_straggler(j, dp, "cleared");
-    if (put_pipe(j, st, dp, e)) return -1;
-    return assign_plans(j, st, 0, e);
+    return job_rules_update(j, st, dp, e);
 }
 
 int job_set_power_cap(job *j, store *st, double watts, api_err *e)
@@ -1579,7 +1382,7 @@ int job_set_power_cap(job *j, store *st, double watts, api_err *e)
     int rc = store_set_job_spec(st, j->id, text);
     free(text);
     if (rc) return store_fail(e, st);
-    return j->phase == JOB_RUNNING ? assign_plans(j, st, 0, e) : 0;
+    return job_rules_update(j, st, -1, e);
 }
 
 int job_complete(job *j, store *st, api_err *e)
@@ -1608,7 +1411,7 @@ int job_plan_finished(job *j, store *st, prs_frontier *f, const void *plans, siz
     if (j->nregistered < j->world) { /* profile uploaded early: keep the frontier, wait */
         prs_frontier_free(j->frontier);
         j->frontier = f;
-        decoded_clear(j);
+        job_decoded_clear(j);
         prs_frontier_lookup(f, 0, &j->fastest);
         compute_allmax(j);
         j->phase = JOB_REGISTERING;
@@ -1733,7 +1536,9 @@ json_t *job_status_json(const job *j)
         json_object_set_new(o, "frontier", fr);
         json_t *pipes = json_array();
         for (int d = 0; d < j->spec.dp; d++) {
-            const job_pipe *p = &j->pipes[d];
+            job_pipe v;
+            job_pipe_view(j, d, &v);
+            const job_pipe *p = &v;
             json_t *pj = json_pack(
                 "{s:i, s:I, s:s, s:I}", "dp", d, "plan_id", (json_int_t)p->plan_id, "straggler",
                 straggler_name(p->straggler), "iterations", (json_int_t)p->iterations);

@@ -101,9 +101,18 @@ typedef struct job_pipe {
      * how many, and the sums of their time_s and energy_j (stored with the pipeline). */
     long long reports;
     double report_time_s, report_energy_j;
-    const int *clocks; /* plan_id decoded (stages * ops_per_stage, stage-major; owned by the
-                        * job's decoded list), NULL when there is none */
+    long epoch;         /* the last plan rule it applied (job_assign.h) */
 } job_pipe;
+
+/* The plan rule of a running job (job_assign.h): what every pipeline should run. */
+typedef struct job_rule {
+    double tprime; /* the slowest straggler's T' (0: no straggler) */
+    long slow;     /* the lookup's plan for T': the other pipelines' (the fastest when none) */
+    long cap;      /* the power cap's plan (-1: no cap) */
+} job_rule;
+
+/* Rules kept for pipelines that have not applied them yet. */
+#define JOB_RULES 64
 
 /* A plan decoded from the frontier, shared by the pipelines that run it. */
 typedef struct job_decoded {
@@ -150,8 +159,13 @@ typedef struct job {
     double allmax_time_s, allmax_energy_j; /* 0 when unknown */
     job_pipe *pipes;                       /* dp entries */
     double *scratch;                       /* dp entries: the detector's median */
-    job_decoded *decoded; /* the plans some pipeline runs, decoded (pipes[d].clocks) */
+    job_decoded *decoded; /* the plans some pipeline or rule names, decoded (job_plan_clocks) */
     int ndecoded, capdecoded;
+    job_rule rules[JOB_RULES]; /* rule e at rules[e % JOB_RULES] for e in [swept, epoch] */
+    long epoch;                /* the newest rule */
+    long swept;                /* every pipeline applied the rules up to this one */
+    int *strag;                /* the pipelines marked stragglers (nstrag of dp entries) */
+    int nstrag;
 
     double bp_measured_w, bp_used_w; /* blocking power measured, planned with (0: none) */
 

@@ -50,6 +50,7 @@
 #include <microhttpd.h>
 
 #include "job.h"
+#include "job_assign.h"
 #include "job_metrics.h"
 #include "metrics.h"
 #include "perseus/numfmt.h"
@@ -1061,10 +1062,13 @@ static int delete_job(prs_server *s, job *j, const char *why, api_err *e)
 static json_t *pipes_json(const job *j)
 {
     json_t *a = json_array();
-    for (int d = 0; a && j->frontier && d < j->spec.dp; d++)
+    for (int d = 0; a && j->frontier && d < j->spec.dp; d++) {
+        job_pipe v; /* with every plan rule applied (job_assign.h) */
+        job_pipe_view(j, d, &v);
         json_array_append_new(a, json_pack("{s:i, s:I, s:b}", "dp", d, "plan_id",
-                                           (json_int_t)j->pipes[d].plan_id, "straggler",
-                                           j->pipes[d].straggler != STRAGGLER_NONE));
+                                           (json_int_t)v.plan_id, "straggler",
+                                           v.straggler != STRAGGLER_NONE));
+    }
     return a;
 }
 

@@ -75,6 +75,11 @@ static const char *const MIGRATE[STORE_SCHEMA_VERSION] = {
           "ALTER TABLE pipelines ADD COLUMN reports INTEGER NOT NULL DEFAULT 0;"
           "ALTER TABLE pipelines ADD COLUMN report_time_s REAL NOT NULL DEFAULT 0;"
           "ALTER TABLE pipelines ADD COLUMN report_energy_j REAL NOT NULL DEFAULT 0;",
+    [5] = "ALTER TABLE pipelines ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;"
+          "CREATE TABLE IF NOT EXISTS rules("
+          " job_id TEXT NOT NULL REFERENCES jobs(id), epoch INTEGER NOT NULL,"
+          " tprime REAL NOT NULL, slow INTEGER NOT NULL, cap INTEGER NOT NULL,"
+          " PRIMARY KEY(job_id, epoch));",
 };
 
 enum {
@@ -102,6 +107,10 @@ enum {
     Q_FIND_FRONTIER,
     Q_PUT_PIPE,
     Q_PIPES,
+    Q_PUT_RULE,
+    Q_RULES,
+    Q_DEL_RULES_UPTO,
+    Q_DEL_RULES,
     Q_DEL_WINDOWS,
     Q_DEL_MEAS,
     Q_DEL_RANKS,
@@ -159,10 +168,15 @@ static const char *const SQL[Q_COUNT] = {
     [Q_PUT_PIPE] =
         "INSERT OR REPLACE INTO pipelines(job_id, dp, straggler, straggler_time_s,"
         " plan_id, prev_plan_id, from_iteration, pace_hz, newest, reports, report_time_s,"
-        " report_energy_j) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)",
+        " report_energy_j, epoch) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
     [Q_PIPES] = "SELECT dp, straggler, straggler_time_s, plan_id, prev_plan_id, from_iteration,"
-                " pace_hz, newest, reports, report_time_s, report_energy_j FROM pipelines"
+                " pace_hz, newest, reports, report_time_s, report_energy_j, epoch FROM pipelines"
                 " WHERE job_id=?1",
+    [Q_PUT_RULE] = "INSERT OR REPLACE INTO rules(job_id, epoch, tprime, slow, cap)"
+                   " VALUES(?1,?2,?3,?4,?5)",
+    [Q_RULES] = "SELECT epoch, tprime, slow, cap FROM rules WHERE job_id=?1 ORDER BY epoch",
+    [Q_DEL_RULES_UPTO] = "DELETE FROM rules WHERE job_id=?1 AND epoch<=?2",
+    [Q_DEL_RULES] = "DELETE FROM rules WHERE job_id=?1",
     /* Children first: the foreign keys point at jobs and measurements. */
     [Q_DEL_WINDOWS] = "DELETE FROM windows WHERE job_id=?1",
     [Q_DEL_MEAS] = "DELETE FROM measurements WHERE job_id=?1",
@@ -379,7 +393,7 @@ int store_set_job_spec(store *s, const char *id, const char *spec_json)
 int store_delete_job(store *s, const char *id)
 {
     static const int QS[] = {Q_DEL_WINDOWS,  Q_DEL_MEAS,  Q_DEL_RANKS, Q_DEL_PROFILE,
-                             Q_DEL_FRONTIER, Q_DEL_PIPES, Q_DEL_JOB};
+                             Q_DEL_FRONTIER, Q_DEL_PIPES, Q_DEL_RULES, Q_DEL_JOB};
     for (size_t i = 0; i < sizeof QS / sizeof QS[0]; i++) {
         sqlite3_stmt *st = stmt(s, QS[i]);
         bind_text(st, 1, id);
@@ -702,6 +716,7 @@ int store_put_pipeline(store *s, const char *job, const store_pipe_row *p)
     sqlite3_bind_int64(st, 10, p->reports);
     sqlite3_bind_double(st, 11, p->report_time_s);
     sqlite3_bind_double(st, 12, p->report_energy_j);
+    sqlite3_bind_int64(st, 13, p->epoch);
     return exec_done(s, st, "store pipeline");
 }
 
@@ -724,10 +739,46 @@ int store_each_pipeline(store *s, const char *job, int (*fn)(void *ud, const sto
                                           : (long)sqlite3_column_int64(st, 7),
                             .reports = sqlite3_column_int64(st, 8),
                             .report_time_s = sqlite3_column_double(st, 9),
-                            .report_energy_j = sqlite3_column_double(st, 10)};
+                            .report_energy_j = sqlite3_column_double(st, 10),
+                            .epoch = (long)sqlite3_column_int64(st, 11)};
         int r = fn(ud, &p);
         if (r) return stop(st, r);
     }
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? 0 : db_fail(s, "load pipelines");
+}
+
+int store_put_rule(store *s, const char *job, const store_rule_row *r)
+{
+    sqlite3_stmt *st = stmt(s, Q_PUT_RULE);
+    bind_text(st, 1, job);
+    sqlite3_bind_int64(st, 2, r->epoch);
+    sqlite3_bind_double(st, 3, r->tprime);
+    sqlite3_bind_int64(st, 4, r->slow);
+    sqlite3_bind_int64(st, 5, r->cap);
+    return exec_done(s, st, "store plan rule");
+}
+
+int store_each_rule(store *s, const char *job, int (*fn)(void *ud, const store_rule_row *r),
+                    void *ud)
+{
+    sqlite3_stmt *st = stmt(s, Q_RULES);
+    bind_text(st, 1, job);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        store_rule_row r = {(long)sqlite3_column_int64(st, 0), sqlite3_column_double(st, 1),
+                            (long)sqlite3_column_int64(st, 2), (long)sqlite3_column_int64(st, 3)};
+        int x = fn(ud, &r);
+        if (x) return stop(st, x);
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(s, "load plan rules");
+}
+
+int store_delete_rules(store *s, const char *job, long upto)
+{
+    sqlite3_stmt *st = stmt(s, Q_DEL_RULES_UPTO);
+    bind_text(st, 1, job);
+    sqlite3_bind_int64(st, 2, upto);
+    return exec_done(s, st, "delete plan rules");
 }

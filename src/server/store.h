@@ -21,9 +21,10 @@ typedef struct store store;
 /* 1: the first schema. 2: per-iteration pace, plan and blocking power; each pipeline's switch
  * iteration and previous plan; the job's measured and used blocking power. 3: the job's finish
  * time. 4: each pipeline's pace. 5: each pipeline's newest iteration and the aggregates of the
- * results posted after profiling (no row per iteration after profiling). An older database is
- * upgraded in place when opened. */
-#define STORE_SCHEMA_VERSION 5
+ * results posted after profiling (no row per iteration after profiling). 6: the plan rules of
+ * running jobs, and the last rule each pipeline applied. An older database is upgraded in place
+ * when opened. */
+#define STORE_SCHEMA_VERSION 6
 
 /* Open or create the database at path and bring its schema up to date. full_sync: fsync at every
  * commit (survives power loss); otherwise commits survive a process crash (synchronous=NORMAL).
@@ -142,10 +143,26 @@ typedef struct store_pipe_row {
     long newest;       /* newest iteration any rank reported (-1: none; STORE_NEWEST_UNKNOWN) */
     long long reports; /* iterations posted after profiling */
     double report_time_s, report_energy_j; /* their sums */
+    long epoch;        /* the last plan rule the pipeline applied (job_assign.h) */
 } store_pipe_row;
 
 int store_put_pipeline(store *s, const char *job, const store_pipe_row *p);
 int store_each_pipeline(store *s, const char *job, int (*fn)(void *ud, const store_pipe_row *p),
                         void *ud);
+
+/* A running job's plan rule number epoch (job_assign.h): the slowest straggler's T' (0: none),
+ * the lookup's plan for it, the power cap's plan (-1: none). */
+typedef struct store_rule_row {
+    long epoch;
+    double tprime;
+    long slow, cap;
+} store_rule_row;
+
+int store_put_rule(store *s, const char *job, const store_rule_row *r);
+/* The job's stored rules, oldest first. */
+int store_each_rule(store *s, const char *job, int (*fn)(void *ud, const store_rule_row *r),
+                    void *ud);
+/* Drop the job's rules numbered upto and below (every pipeline applied them). */
+int store_delete_rules(store *s, const char *job, long upto);
 
 #endif

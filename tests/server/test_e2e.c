@@ -323,7 +323,7 @@ static void test_job_through_every_phase(void **state)
         if (!found) fprintf(stderr, "no '%s' in the log:\n%s\n", events[i], log);
         assert_true(found);
     }
-    snprintf(series, sizeof series, "msg=plan_switch job=%s pipelines=1 first_dp=1 plan=%ld ", j.id,
+    snprintf(series, sizeof series, "msg=plan_switch job=%s pipelines=1 plan=%ld ", j.id,
              want); /* pipeline 0 detected as a straggler: pipeline 1 slows down */
     assert_non_null(strstr(log, series));
     free(log);

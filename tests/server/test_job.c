@@ -18,8 +18,18 @@
 #include <sqlite3.h>
 
 #include "job.h"
+#include "job_assign.h"
 #include "perseus/gpumodel.h"
 #include "server_harness.h"
+
+
+/* Pipeline d as its ranks see it: with every plan rule applied (job_assign.h). */
+static job_pipe pv(const job *j, int d)
+{
+    job_pipe v;
+    job_pipe_view(j, d, &v);
+    return v;
+}
 
 static char dir[256];
 static store *st;
@@ -243,8 +253,8 @@ static void test_registration_and_sweep(void **state)
     assert_int_equal(j->phase, JOB_RUNNING);
     size_t fastest;
     assert_int_equal(prs_frontier_lookup(j->frontier, 0, &fastest), 0);
-    assert_int_equal(j->pipes[0].plan_id, (long)fastest);
-    assert_int_equal(j->pipes[1].plan_id, (long)fastest);
+    assert_int_equal(pv(j, 0).plan_id, (long)fastest);
+    assert_int_equal(pv(j, 1).plan_id, (long)fastest);
     assert_true(j->allmax_energy_j > 0);
 
     /* Rank 3 (dp 1, pp 1) is told the stage-1 part of the fastest plan. */
@@ -267,18 +277,18 @@ static void test_registration_and_sweep(void **state)
 
     /* A restarted client numbers its iterations from 0 again: after it registers again, the
      * detector counts them instead of waiting for the old numbers to come round. */
-    long seen = j->pipes[0].iterations;
+    long seen = pv(j, 0).iterations;
     for (int r = 0; r < 2; r++) { /* both ranks of pipeline 0: evaluated */
         g_iter = 1000;
         assert_int_equal(post(j, r, -1, 1410, 1, &action, &e), 0);
     }
-    assert_int_equal(j->pipes[0].iterations, seen + 1);
-    seen = j->pipes[0].iterations;
+    assert_int_equal(pv(j, 0).iterations, seen + 1);
+    seen = pv(j, 0).iterations;
     for (int r = 0; r < 2; r++) {
         g_iter = 0;
         assert_int_equal(post(j, r, -1, 1410, 1, &action, &e), 0);
     }
-    assert_int_equal(j->pipes[0].iterations, seen); /* an old number: ignored */
+    assert_int_equal(pv(j, 0).iterations, seen); /* an old number: ignored */
     {
         req_rank rr = {0, 0, 0, 0, ""};
         int created;
@@ -290,11 +300,11 @@ static void test_registration_and_sweep(void **state)
         g_iter = 0;
         assert_int_equal(post(j, r, -1, 1410, 1, &action, &e), 0);
     }
-    assert_int_equal(j->pipes[0].iterations, seen + 1);
+    assert_int_equal(pv(j, 0).iterations, seen + 1);
 
     /* Explicit straggler: the other pipeline follows the lookup rule (once the switch the
      * restart announced is behind it). */
-    g_iter = j->pipes[0].from_iteration;
+    g_iter = pv(j, 0).from_iteration;
     assert_int_equal(post(j, 0, -1, 1410, 1, &action, &e), 0);
     const prs_frontier_point *fp = prs_frontier_point_at(j->frontier, fastest);
     req_straggler sr = {1, 0, 1.5};
@@ -303,12 +313,12 @@ static void test_registration_and_sweep(void **state)
     assert_int_equal(tx_ok(job_set_straggler(j, st, &sr, &e)), 0);
     size_t want;
     assert_int_equal(prs_frontier_lookup(j->frontier, 1.5 * fp->eval_time_s, &want), 0);
-    assert_int_equal(j->pipes[0].plan_id, (long)want);
-    assert_int_equal(j->pipes[1].plan_id, (long)fastest);
+    assert_int_equal(pv(j, 0).plan_id, (long)want);
+    assert_int_equal(pv(j, 1).plan_id, (long)fastest);
     assert_int_equal(j->round, round0 + 1);
     assert_int_equal(store_begin(st), 0);
     assert_int_equal(tx_ok(job_clear_straggler(j, st, 1, &e)), 0);
-    assert_int_equal(j->pipes[0].plan_id, (long)fastest);
+    assert_int_equal(pv(j, 0).plan_id, (long)fastest);
     assert_int_equal(j->round, round0 + 2);
     assert_int_equal(store_begin(st), 0);
     assert_int_equal(tx_ok(job_clear_straggler(j, st, 7, &e)), -1);
@@ -572,7 +582,7 @@ static void test_switch_iteration(void **state)
         post_iter(j, n == 20 ? 3 : 0, n, 0.5, 0, -1);
     long round = j->round;
     set_straggler(j, 1, 1.5, 0);
-    long slow = j->pipes[0].plan_id;
+    long slow = pv(j, 0).plan_id;
     assert_true(slow != fastest);
     assert_int_equal(j->round, round + 1);
     o = schedule_of(j, 2);
@@ -586,33 +596,34 @@ static void test_switch_iteration(void **state)
     json_decref(o);
 
     /* Cleared at once: the lead is still there, so the change replaces the pending one. */
-    long from = j->pipes[0].from_iteration;
+    long from = pv(j, 0).from_iteration;
     set_straggler(j, 1, 0, 1);
-    assert_int_equal(j->pipes[0].plan_id, fastest);
-    assert_int_equal(j->pipes[0].from_iteration, from);
+    assert_int_equal(pv(j, 0).plan_id, fastest);
+    assert_int_equal(pv(j, 0).from_iteration, from);
     assert_int_equal(j->round, round + 2);
 
     /* One iteration before the switch: a new change waits until the switch happened. */
     set_straggler(j, 1, 1.5, 0);
-    from = j->pipes[0].from_iteration;
+    from = pv(j, 0).from_iteration;
     post_iter(j, 1, from - 1, 0.5, 0, -1);
     round = j->round;
-    set_straggler(j, 1, 0, 1);
-    assert_int_equal(j->pipes[0].plan_id, slow);
-    assert_int_equal(j->round, round);
-    post_iter(j, 0, from, 0.5, 0, -1);
-    assert_int_equal(j->pipes[0].plan_id, fastest);
-    assert_int_equal(j->pipes[0].prev_plan_id, slow);
-    assert_int_equal(j->pipes[0].from_iteration, from + lead_of(j, slow, fastest));
+    set_straggler(j, 1, 0, 1); /* a new rule (a new round) that pipeline 0 must hold back */
+    assert_int_equal(pv(j, 0).plan_id, slow);
+    assert_int_equal(pv(j, 0).want_plan, fastest);
     assert_int_equal(j->round, round + 1);
+    post_iter(j, 0, from, 0.5, 0, -1);
+    assert_int_equal(pv(j, 0).plan_id, fastest);
+    assert_int_equal(pv(j, 0).prev_plan_id, slow);
+    assert_int_equal(pv(j, 0).from_iteration, from + lead_of(j, slow, fastest));
+    assert_int_equal(j->round, round + 2);
 
     /* Reloaded from the store: the same plans, switch iterations and newest iterations. */
     job *k = reload_running(j);
     for (int d = 0; d < 2; d++) {
-        assert_int_equal(k->pipes[d].plan_id, j->pipes[d].plan_id);
-        assert_int_equal(k->pipes[d].prev_plan_id, j->pipes[d].prev_plan_id);
-        assert_int_equal(k->pipes[d].from_iteration, j->pipes[d].from_iteration);
-        assert_int_equal(k->pipes[d].newest, j->pipes[d].newest);
+        assert_int_equal(pv(k, d).plan_id, pv(j, d).plan_id);
+        assert_int_equal(pv(k, d).prev_plan_id, pv(j, d).prev_plan_id);
+        assert_int_equal(pv(k, d).from_iteration, pv(j, d).from_iteration);
+        assert_int_equal(pv(k, d).newest, pv(j, d).newest);
     }
     job_free(k);
 
@@ -624,9 +635,9 @@ static void test_switch_iteration(void **state)
     api_err e = {0};
     assert_int_equal(store_begin(st), 0);
     assert_int_equal(tx_ok(job_register(j, st, &rr, &created, &action, &e)), 0);
-    assert_int_equal(j->pipes[0].plan_id, fastest);
-    assert_int_equal(j->pipes[0].newest, -1);
-    assert_int_equal(j->pipes[0].from_iteration, -1 + lead_of(j, slow, fastest));
+    assert_int_equal(pv(j, 0).plan_id, fastest);
+    assert_int_equal(pv(j, 0).newest, -1);
+    assert_int_equal(pv(j, 0).from_iteration, -1 + lead_of(j, slow, fastest));
     assert_int_equal(j->round, round + 1);
     job_free(j);
 }
@@ -651,18 +662,18 @@ static void test_switch_lead_pace(void **state)
         assert_int_equal(tx_ok(job_results(j, st, &r, &action, &e)), 0);
     }
     set_straggler(j, 1, 1.5, 0);
-    long slow = j->pipes[0].plan_id;
+    long slow = pv(j, 0).plan_id;
     assert_true(slow != fastest);
     long plan_lead = lead_of(j, fastest, slow);
     assert_true(plan_lead < 100);
-    long from = j->pipes[0].from_iteration;
+    long from = pv(j, 0).from_iteration;
     printf("lead at 100 iterations/s: %ld iterations (%ld from the plans' times)\n", from - 250,
            plan_lead);
     assert_true(from - 250 >= 100 && from - 250 <= 101);
 
     job *k = reload_running(j);
-    assert_true(fabs(k->pipes[0].pace.hz - j->pipes[0].pace.hz) < 1e-9 * j->pipes[0].pace.hz);
-    assert_true(k->pipes[1].pace.hz == 0); /* its ranks never said */
+    assert_true(fabs(pv(k, 0).pace.hz - pv(j, 0).pace.hz) < 1e-9 * pv(j, 0).pace.hz);
+    assert_true(pv(k, 1).pace.hz == 0); /* its ranks never said */
     job_free(k);
 
     /* Windows posted while running are checked, then dropped: only profiling stores them. */
@@ -776,9 +787,9 @@ static void test_cap_with_straggler(void **state)
     long fastest = (long)j->fastest;
     assert_int_equal(job_power_prepare(j), 0);
     set_straggler(j, 1, 1.3, 0);
-    long slow = j->pipes[0].plan_id;
+    long slow = pv(j, 0).plan_id;
     assert_true(time_of(j, slow) > time_of(j, fastest));
-    assert_int_equal(j->pipes[1].plan_id, fastest);
+    assert_int_equal(pv(j, 1).plan_id, fastest);
 
     /* A loose cap (just under the fastest plan's peak): its plan is faster than the lookup's,
      * so pipeline 0 keeps the lookup plan and only the straggler slows to the cap's plan. */
@@ -788,8 +799,8 @@ static void test_cap_with_straggler(void **state)
     long loose = job_cap_plan(j, &feasible);
     assert_true(feasible);
     assert_true(loose != fastest && time_of(j, loose) < time_of(j, slow));
-    assert_int_equal(j->pipes[0].plan_id, slow);
-    assert_int_equal(j->pipes[1].plan_id, loose);
+    assert_int_equal(pv(j, 0).plan_id, slow);
+    assert_int_equal(pv(j, 1).plan_id, loose);
 
     /* A tight cap (under the lookup plan's peak): both pipelines run the cap's plan. */
     set_cap(j, 2 * peak_slow * 0.98);
@@ -797,14 +808,14 @@ static void test_cap_with_straggler(void **state)
     assert_true(feasible);
     assert_true(time_of(j, tight) > time_of(j, slow));
     assert_true(j->powers.peak_w[tight] <= peak_slow * 0.98);
-    assert_int_equal(j->pipes[0].plan_id, tight);
-    assert_int_equal(j->pipes[1].plan_id, tight);
+    assert_int_equal(pv(j, 0).plan_id, tight);
+    assert_int_equal(pv(j, 1).plan_id, tight);
 
     /* Lifted: the straggler rule alone again. */
     set_cap(j, 0);
     assert_int_equal(job_cap_plan(j, NULL), -1);
-    assert_int_equal(j->pipes[0].plan_id, slow);
-    assert_int_equal(j->pipes[1].plan_id, fastest);
+    assert_int_equal(pv(j, 0).plan_id, slow);
+    assert_int_equal(pv(j, 1).plan_id, fastest);
     job_free(j);
 }
 
@@ -859,7 +870,7 @@ static int n_auto(const job *j)
 {
     int n = 0;
     for (int d = 0; d < PDP; d++)
-        n += j->pipes[d].straggler == STRAGGLER_AUTO;
+        n += pv(j, d).straggler == STRAGGLER_AUTO;
     return n;
 }
 
@@ -882,24 +893,24 @@ static void test_pace_straggler(void **state)
         double slow[PDP] = {1, 1, n >= 10 && n < 30 ? 1.2 : 1, 1};
         sim_iteration_all(&sp, n, slow, WITH_PACE, -1);
         if (n < 10) assert_int_equal(n_auto(j), 0);
-        if (detected < 0 && j->pipes[2].straggler == STRAGGLER_AUTO) detected = n;
-        if (detected >= 0 && cleared < 0 && n >= 30 && !j->pipes[2].straggler) cleared = n;
+        if (detected < 0 && pv(j, 2).straggler == STRAGGLER_AUTO) detected = n;
+        if (detected >= 0 && cleared < 0 && n >= 30 && !pv(j, 2).straggler) cleared = n;
         assert_true(n_auto(j) <= 1);
         if (detected >= 0 && cleared < 0) {
-            assert_int_equal(j->pipes[2].straggler, STRAGGLER_AUTO);
-            double tprime = j->pipes[2].straggler_time_s;
+            assert_int_equal(pv(j, 2).straggler, STRAGGLER_AUTO);
+            double tprime = pv(j, 2).straggler_time_s;
             assert_true(fabs(tprime - 1.2 * tf) <= 0.02 * 1.2 * tf);
             size_t want;
             assert_int_equal(prs_frontier_lookup(j->frontier, tprime, &want), 0);
             for (int d = 0; d < PDP; d++)
-                assert_int_equal(j->pipes[d].plan_id, d == 2 ? fastest : (long)want);
+                assert_int_equal(pv(j, d).plan_id, d == 2 ? fastest : (long)want);
             assert_true((long)want != fastest);
         }
     }
     assert_true(detected >= 10 && detected <= 10 + k); /* within k + 1 iterations */
     assert_true(cleared >= 30 && cleared <= 30 + k);
     for (int d = 0; d < PDP; d++)
-        assert_int_equal(j->pipes[d].plan_id, fastest);
+        assert_int_equal(pv(j, d).plan_id, fastest);
     job_free(j);
 }
 
@@ -917,13 +928,13 @@ static void test_time_straggler_without_pace(void **state)
     }
     assert_int_equal(n_auto(j), 0);
     long n = 10;
-    for (; n < 20 && !j->pipes[1].straggler; n++) {
+    for (; n < 20 && !pv(j, 1).straggler; n++) {
         double slow[PDP] = {1, 1.3, 1, 1};
         sim_iteration_all(&sp, n, slow, OWN_TIME_NO_PACE, -1);
     }
-    assert_int_equal(j->pipes[1].straggler, STRAGGLER_AUTO);
+    assert_int_equal(pv(j, 1).straggler, STRAGGLER_AUTO);
     assert_true(n - 1 <= 10 + j->spec.straggler_iterations); /* detected within k + 1 */
-    assert_true(fabs(j->pipes[1].straggler_time_s - 1.3 * tf) < 1e-9 * tf);
+    assert_true(fabs(pv(j, 1).straggler_time_s - 1.3 * tf) < 1e-9 * tf);
     job_free(j);
 }
 
@@ -937,28 +948,28 @@ static void test_evaluation_rule(void **state)
     double one[PDP] = {1, 1, 1, 1};
     for (long n = 0; n < 5; n++)
         sim_iteration_all(&sp, n, one, WITH_PACE, -1);
-    assert_int_equal(j->pipes[0].last_iteration, 4);
+    assert_int_equal(pv(j, 0).last_iteration, 4);
     const long lag = JOB_PACE_LAG, last = 5 + lag - 1; /* rank 3 (pipeline 0) misses 5..last */
     for (long n = 5; n <= last; n++) {
         sim_iteration_all(&sp, n, one, WITH_PACE, 3);
-        assert_int_equal(j->pipes[0].last_iteration, 4);
-        assert_int_equal(j->pipes[1].last_iteration, n);
+        assert_int_equal(pv(j, 0).last_iteration, 4);
+        assert_int_equal(pv(j, 1).last_iteration, n);
     }
-    assert_int_equal(j->pipes[0].npend, lag);
-    long seen = j->pipes[0].iterations;
+    assert_int_equal(pv(j, 0).npend, lag);
+    long seen = pv(j, 0).iterations;
     post_iter(j, 0, last + 1, 1.0, 0.9, -1);
-    assert_int_equal(j->pipes[0].last_iteration, 5);
-    assert_int_equal(j->pipes[0].iterations, seen + 1);
+    assert_int_equal(pv(j, 0).last_iteration, 5);
+    assert_int_equal(pv(j, 0).iterations, seen + 1);
     post_iter(j, 3, 5, 1.0, 5.0, -1); /* too late: no effect */
-    assert_int_equal(j->pipes[0].iterations, seen + 1);
-    assert_int_equal(j->pipes[0].over, 0);
+    assert_int_equal(pv(j, 0).iterations, seen + 1);
+    assert_int_equal(pv(j, 0).over, 0);
     for (long n = 6; n <= last; n++) /* rank 3 catches up: each iteration is complete */
         post_iter(j, 3, n, 1.0, 0.9, -1);
-    assert_int_equal(j->pipes[0].last_iteration, last);
+    assert_int_equal(pv(j, 0).last_iteration, last);
     for (int r = 1; r < PRANKS; r++)
         post_iter(j, r, last + 1, 1.0, 0.9, -1);
-    assert_int_equal(j->pipes[0].last_iteration, last + 1);
-    assert_int_equal(j->pipes[0].npend, 0);
+    assert_int_equal(pv(j, 0).last_iteration, last + 1);
+    assert_int_equal(pv(j, 0).npend, 0);
     job_free(j);
 }
 

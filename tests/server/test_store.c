@@ -93,6 +93,18 @@ static int see_job(void *ud, const store_job_row *j)
     return 0;
 }
 
+typedef struct rule_list {
+    store_rule_row *rows;
+    int *n;
+} rule_list;
+
+static int see_rule(void *ud, const store_rule_row *r)
+{
+    rule_list *l = ud;
+    if (*l->n < 4) l->rows[(*l->n)++] = *r;
+    return 0;
+}
+
 static int see_pipe(void *ud, const store_pipe_row *p)
 {
     *(store_pipe_row *)ud = *p;
@@ -120,7 +132,7 @@ static void test_v1_upgrades_in_place(void **state)
     assert_int_equal(store_each_job(s, see_job, &j), 0);
     assert_int_equal(j.round, 7);
     assert_true(j.bp_measured_w == 0 && j.bp_used_w == 0);
-    store_pipe_row p = {-1, 0, 0, 0, 0, 0, -1, 0, -1, -1, -1};
+    store_pipe_row p = {-1, 0, 0, 0, 0, 0, -1, 0, -1, -1, -1, -1};
     assert_int_equal(store_each_pipeline(s, "OLDJOBOLDJOBOLD1", see_pipe, &p), 0);
     assert_int_equal(p.plan_id, 12);
     assert_int_equal(p.prev_plan_id, -1);
@@ -130,6 +142,7 @@ static void test_v1_upgrades_in_place(void **state)
     assert_int_equal(p.newest, STORE_NEWEST_UNKNOWN);
     assert_int_equal(p.reports, 0);
     assert_true(p.report_time_s == 0 && p.report_energy_j == 0);
+    assert_int_equal(p.epoch, 0); /* no plan rule before version 6 */
     assert_int_equal(store_count_measurements(s, "OLDJOBOLDJOBOLD1"), 1);
 
     /* New values go in and come back; absent ones are NULL. */
@@ -139,8 +152,13 @@ static void test_v1_upgrades_in_place(void **state)
     assert_int_equal(store_insert_measurement(s, "OLDJOBOLDJOBOLD1", &m, &id), 0);
     store_meas_row bare = {0, "profiling", 0, 43, 1410, 1.5, 300, 0, -1, 0, 1};
     assert_int_equal(store_insert_measurement(s, "OLDJOBOLDJOBOLD1", &bare, &id), 0);
-    store_pipe_row np = {0, 0, 0, 14, 12, 50, 437.5, 57, 3, 4.5, 900.25};
+    store_pipe_row np = {0, 0, 0, 14, 12, 50, 437.5, 57, 3, 4.5, 900.25, 3};
     assert_int_equal(store_put_pipeline(s, "OLDJOBOLDJOBOLD1", &np), 0);
+    for (long e = 1; e <= 3; e++) {
+        store_rule_row rr = {e, e == 3 ? 1.25 : 0, 10 + e, e == 2 ? 7 : -1};
+        assert_int_equal(store_put_rule(s, "OLDJOBOLDJOBOLD1", &rr), 0);
+    }
+    assert_int_equal(store_delete_rules(s, "OLDJOBOLDJOBOLD1", 1), 0);
     j.id = "OLDJOBOLDJOBOLD1";
     j.phase = "running";
     j.reason = "";
@@ -169,6 +187,19 @@ static void test_v1_upgrades_in_place(void **state)
     assert_int_equal(p.newest, 57);
     assert_int_equal(p.reports, 3);
     assert_true(p.report_time_s == 4.5 && p.report_energy_j == 900.25);
+    assert_int_equal(p.epoch, 3);
+    store_rule_row rules[4];
+    int nrules = 0;
+    assert_int_equal(store_each_rule(s, "OLDJOBOLDJOBOLD1", see_rule, &(rule_list){rules, &nrules}),
+                     0);
+    assert_int_equal(nrules, 2); /* rule 1 was dropped; oldest first */
+    assert_true(rules[0].epoch == 2 && rules[0].slow == 12 && rules[0].cap == 7);
+    assert_true(rules[1].epoch == 3 && rules[1].tprime == 1.25 && rules[1].cap == -1);
+    assert_int_equal(store_delete_job(s, "OLDJOBOLDJOBOLD1"), 0);
+    nrules = 0;
+    assert_int_equal(store_each_rule(s, "OLDJOBOLDJOBOLD1", see_rule, &(rule_list){rules, &nrules}),
+                     0);
+    assert_int_equal(nrules, 0);
     store_close(s);
     assert_int_equal(exec_sql("PRAGMA user_version=99"), SQLITE_OK);
     assert_int_equal(store_open(db, 0, &s, &err), -1);
