@@ -44,6 +44,7 @@
 #include "perseus/gpumodel.h"
 #include "perseus/planner.h"
 #include "perseus/profile.h"
+#include "perseus/synth.h"
 
 /* ---- bounds, deadlines ---- */
 
@@ -223,6 +224,7 @@ struct gen {
     int ranks, stages, dp, microbatches, ops, conns, pollers, threads;
     int clocks[MAX_CLOCKS], nclocks, warmup, iters;
     double poll_s, interval_s, poll_warm_s, wait_s, slowdown, watchdog_s;
+    int upload; /* --upload-profile: no profiling, the job plans on an uploaded profile */
     prs_pipeline pipe;
     const prs_gpu_preset *gpu;
     /* server */
@@ -793,7 +795,7 @@ static void done_register(gen *g, xfer *x, json_t *o)
 {
     int r = x->id;
     int ph = json_phase(o);
-    if (ph != PH_REGISTERING && ph != PH_PROFILING && ph != PH_RUNNING) {
+    if (ph != PH_REGISTERING && ph != PH_PROFILING && ph != PH_PLANNING && ph != PH_RUNNING) {
         check_failed(g, "rank %d registered, but the job is %s", r,
                      ph == PH_UNKNOWN ? "in no known phase" : phase_names[ph]);
         rank_failed(g);
@@ -1068,6 +1070,56 @@ static int create_job(gen *g)
     return 0;
 }
 
+/* --upload-profile: the job's profile from the simulated GPU, uploaded before any rank
+ * registers, so the job plans at once and skips profiling. */
+static int upload_profile(gen *g)
+{
+    prs_synth_opts so;
+    prs_synth_opts_init(&so);
+    so.gpu = g->gpu;
+    so.stages = g->stages;
+    prs_profile *p = NULL;
+    prs_error err;
+    char *csv = NULL;
+    size_t len = 0;
+    FILE *f = NULL;
+    if (prs_synth_profile(&so, &p, &err) != 0 || !(f = open_memstream(&csv, &len)) ||
+        prs_profile_write_csv(p, f) != 0) {
+        fprintf(stderr, "load_server: cannot make the profile to upload\n");
+        if (f) fclose(f);
+        free(csv);
+        prs_profile_free(p);
+        return -1;
+    }
+    fclose(f);
+    prs_profile_free(p);
+    json_t *o;
+    long st = ctl(g, M_POST, csv, &o, now_s() + DEADLINE_CHECK_S, "/v1/jobs/%s/profile", g->job);
+    free(csv);
+    json_decref(o);
+    if (st != 200) {
+        check_failed(g, "POST profile: status %ld: %.200s", st, g->ctl.resp.p);
+        return -1;
+    }
+    return 0;
+}
+
+/* The server's own total time answering a route, from its /metrics (seconds; -1: no answer). */
+static double server_route_s(gen *g, const char *route)
+{
+    if (ctl(g, M_GET, NULL, NULL, now_s() + DEADLINE_CHECK_S, "/metrics") != 200) return -1;
+    char key[128];
+    snprintf(key, sizeof key, "perseusd_http_request_duration_seconds_sum{route=\"%s\"} ", route);
+    const char *at = g->ctl.resp.p ? strstr(g->ctl.resp.p, key) : NULL;
+    return at ? strtod(at + strlen(key), NULL) : 0; /* a route not used yet has no series */
+}
+
+/* The registration target: 8,192 ranks in 10 s, up to 65,536 in 15 s. */
+static double reg_target_s(const gen *g)
+{
+    return g->ranks <= 8192 ? 10 : 15;
+}
+
 /* Register every rank, get its schedule, profile until the job plans. */
 static int run_ranks(gen *g)
 {
@@ -1109,6 +1161,10 @@ static int run_ranks(gen *g)
     if (g->aborted) {
         drain(g, 5);
         return -1;
+    }
+    if (!prof_deadline) { /* every rank went past registration at once (an uploaded profile) */
+        cpu_mark_now(g->pid, &g->cpu_reg1);
+        g->reg_sched_requests = g->sched_requests;
     }
     g->t_prof_done = now_s();
     cpu_mark_now(g->pid, &g->cpu_prof1);
@@ -1312,38 +1368,37 @@ static int check_schedules(gen *g, double *secs)
     return 0;
 }
 
-/* Pipelines of a straggler answer into plans[dp], strag[dp]. */
+/* The plan rule of a straggler answer (docs/api.md) as every pipeline's plan into plans[dp] and
+ * whether it is a straggler into strag[dp]. */
 static int read_pipelines(gen *g, json_t *o, long *plans, int *strag, const char *what)
 {
-    json_t *ps = json_object_get(o, "pipelines");
-    if (json_phase(o) != PH_RUNNING || !json_is_array(ps) || json_array_size(ps) != (size_t)g->dp) {
-        check_failed(g, "%s: expected a running job and %d pipelines: %.200s", what, g->dp,
+    json_t *r = json_object_get(o, "rule"), *ss = json_object_get(r, "stragglers");
+    long long others = json_int(r, "plan_id", -1), slow = json_int(r, "straggler_plan_id", -1);
+    if (json_phase(o) != PH_RUNNING || !json_is_array(ss) || others < 0 || slow < 0) {
+        check_failed(g, "%s: expected a running job and its plan rule: %.200s", what,
                      g->ctl.resp.p);
         return -1;
     }
-    for (int d = 0; d < g->dp; d++)
-        plans[d] = -1;
-    for (size_t i = 0; i < json_array_size(ps); i++) {
-        json_t *p = json_array_get(ps, i);
-        long long d = json_int(p, "dp", -1), plan = json_int(p, "plan_id", -1);
-        json_t *s = json_object_get(p, "straggler");
-        if (d < 0 || d >= g->dp || plan < 0 || !json_is_boolean(s)) {
-            check_failed(g, "%s: pipelines[%zu] lacks dp, plan_id or straggler", what, i);
-            return -1;
-        }
-        plans[d] = (long)plan;
-        strag[d] = json_is_true(s);
+    for (int d = 0; d < g->dp; d++) {
+        plans[d] = (long)others;
+        strag[d] = 0;
     }
-    for (int d = 0; d < g->dp; d++)
-        if (plans[d] < 0) {
-            check_failed(g, "%s: pipeline %d is missing", what, d);
+    for (size_t i = 0; i < json_array_size(ss); i++) {
+        json_t *v = json_array_get(ss, i);
+        long long d = json_is_integer(v) ? json_integer_value(v) : -1;
+        if (d < 0 || d >= g->dp) {
+            check_failed(g, "%s: rule.stragglers[%zu] is not a pipeline", what, i);
             return -1;
         }
+        plans[d] = (long)slow;
+        strag[d] = 1;
+    }
     return 0;
 }
 
 typedef struct strag_figures {
     double t_prime, set_s, check_set_s, clear_s, check_clear_s;
+    double server_set_s, server_clear_s; /* the server's own time (/metrics), -1: unknown */
     int switched;
     long base_plan, new_plan;
 } strag_figures;
@@ -1379,9 +1434,12 @@ static int run_straggler(gen *g, const status_info *si, strag_figures *sf)
     char body[128];
     snprintf(body, sizeof body, "{\"dp\":0,\"time_s\":%.9g}", sf->t_prime);
     json_t *o;
+    double srv0 = server_route_s(g, "set_straggler");
     double t = now_s();
     long st = ctl(g, M_POST, body, &o, t + DEADLINE_CHECK_S, "/v1/jobs/%s/stragglers", g->job);
     sf->set_s = now_s() - t;
+    double srv1 = server_route_s(g, "set_straggler");
+    sf->server_set_s = srv0 >= 0 && srv1 >= 0 ? srv1 - srv0 : -1;
     if (st != 200 || !o) {
         json_decref(o);
         goto out;
@@ -1413,9 +1471,12 @@ static int run_straggler(gen *g, const status_info *si, strag_figures *sf)
                      "first %s",
                      g->mismatches, g->ranks, g->first_mismatch);
     /* Clear it: every pipeline back on its baseline plan. */
+    srv0 = server_route_s(g, "clear_straggler");
     t = now_s();
     st = ctl(g, M_DELETE, NULL, &o, t + DEADLINE_CHECK_S, "/v1/jobs/%s/stragglers/0", g->job);
     sf->clear_s = now_s() - t;
+    srv1 = server_route_s(g, "clear_straggler");
+    sf->server_clear_s = srv0 >= 0 && srv1 >= 0 ? srv1 - srv0 : -1;
     if (st != 200 || !o) {
         json_decref(o);
         goto out;
@@ -1571,7 +1632,7 @@ static const char usage[] =
     "                   [--warmup-iterations W] [--iterations-per-clock K]\n"
     "                   [--connections C] [--wait-ms MS] [--pollers P] [--poll-seconds D]\n"
     "                   [--poll-interval-ms MS] [--poll-warmup-ms MS] [--slowdown X]\n"
-    "                   [--timeout S] [--perseusd PATH] [--threads N]\n"
+    "                   [--timeout S] [--perseusd PATH] [--threads N] [--upload-profile]\n"
     "Starts perseusd on 127.0.0.1 (port 0, scratch data directory; loopback only) and takes one\n"
     "job of R simulated ranks (S stages x R/S pipelines, 1F1B, M microbatches) through every\n"
     "phase with libcurl multi over at most C keep-alive connections: registration and first\n"
@@ -1587,6 +1648,8 @@ static const char usage[] =
     "perseusd beside this program's folder.\n"
     "A rank waiting for the others re-polls its schedule when an answer shows the job moved on,\n"
     "or after --wait-ms (default 1000, about an iteration) at the latest.\n"
+    "--upload-profile uploads the simulated GPU's profile right after creating the job, so the\n"
+    "job plans at once and the ranks skip profiling (how a large job is run).\n"
     "Bounds: R <= 65536, S <= 1024, M <= 64, C and P <= 4096, D <= 60 s, at most 16 clocks;\n"
     "deadlines: 60 s to the last schedule, 120 s of profiling, 120 s of planning, 60 s per\n"
     "straggler check, --timeout (default 300 s) for the whole run.\n"
@@ -1690,7 +1753,7 @@ int main(int argc, char **argv)
     if (!self) oom();
     snprintf(bin, sizeof bin, "%s/../perseusd", dirname(self));
     free(self);
-    enum { O_MB = 256, O_CLOCKS, O_WARMUP, O_ITERS, O_WAIT, O_PWARM, O_SLOW, O_TIMEOUT };
+    enum { O_MB = 256, O_CLOCKS, O_WARMUP, O_ITERS, O_WAIT, O_PWARM, O_SLOW, O_TIMEOUT, O_UPLOAD };
     static const struct option opts[] = {{"ranks", required_argument, NULL, 'r'},
                                          {"stages", required_argument, NULL, 's'},
                                          {"microbatches", required_argument, NULL, O_MB},
@@ -1707,6 +1770,7 @@ int main(int argc, char **argv)
                                          {"timeout", required_argument, NULL, O_TIMEOUT},
                                          {"perseusd", required_argument, NULL, 'b'},
                                          {"threads", required_argument, NULL, 't'},
+                                         {"upload-profile", no_argument, NULL, O_UPLOAD},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int o, bad = 0;
@@ -1757,6 +1821,9 @@ int main(int argc, char **argv)
                 bad = 1;
             else
                 g->poll_warm_s = ms / 1e3;
+            break;
+        case O_UPLOAD:
+            g->upload = 1;
             break;
         case O_SLOW:
             bad |= parse_real(optarg, "--slowdown", 1.01, 10, &g->slowdown);
@@ -1868,6 +1935,7 @@ int main(int argc, char **argv)
     phase_begin(g, "start", &g->e_reg);
     if (start_server(g, bin)) goto out;
     if (create_job(g)) goto out;
+    if (g->upload && upload_profile(g)) goto out;
 
     double la[3];
     if (getloadavg(la, 3) < 0) la[0] = -1;
@@ -1888,16 +1956,17 @@ int main(int argc, char **argv)
         long e = total_errors(&g->e_reg);
         printf("register + schedule: %d ranks in %.3f s (registration alone %.3f s) over %d "
                "connections (%.0f ranks/s, %ld schedule requests), errors %ld   "
-               "[target < 10 s: %s]\n",
+               "[target < %g s: %s]\n",
                g->ranks, reg_s, g->t_reg_last - g->t_reg0, g->conns, (double)g->ranks / reg_s,
-               g->reg_sched_requests, e, reg_s < 10 && e == 0 ? "PASS" : "MISS");
+               g->reg_sched_requests, e, reg_target_s(g),
+               reg_s < reg_target_s(g) && e == 0 ? "PASS" : "MISS");
         printf("register + schedule ");
         print_cpu(&g->cpu_reg0, &g->cpu_reg1);
         printf("\n");
     } else {
         printf("register + schedule: only %d of %d ranks got a schedule, errors %ld   "
-               "[target < 10 s: MISS]\n",
-               g->nsched, g->ranks, total_errors(&g->e_reg));
+               "[target < %g s: MISS]\n",
+               g->nsched, g->ranks, total_errors(&g->e_reg), reg_target_s(g));
     }
     if (!ok) goto report;
     double prof_s = g->t_prof_done - g->t_sched_all;
@@ -1960,13 +2029,20 @@ int main(int argc, char **argv)
     strag_figures sf;
     memset(&sf, 0, sizeof sf);
     int sok = run_straggler(g, &si, &sf) == 0;
-    if (sok || sf.t_prime > 0)
+    if (sok || sf.t_prime > 0) {
         printf("straggler: pipeline 0 at T' %.4f s (%.2fx): %d of %d other pipelines plan %ld -> "
                "%ld (answer %.1f ms, all %d schedules checked in %.3f s); cleared: back in %.1f "
                "ms (checked in %.3f s), errors %ld   [%s]\n",
                sf.t_prime, g->slowdown, sf.switched, g->dp - 1, sf.base_plan, sf.new_plan,
                1e3 * sf.set_s, g->ranks, sf.check_set_s, 1e3 * sf.clear_s, sf.check_clear_s,
                total_errors(&g->e_strag), sok && total_errors(&g->e_strag) == 0 ? "PASS" : "FAIL");
+        double both = sf.server_set_s + sf.server_clear_s;
+        if (sf.server_set_s >= 0 && sf.server_clear_s >= 0)
+            printf("straggler set + clear inside perseusd (its /metrics): %.3f + %.3f = %.3f ms at "
+                   "dp = %d   [target < 5 ms: %s]\n",
+                   1e3 * sf.server_set_s, 1e3 * sf.server_clear_s, 1e3 * both, g->dp,
+                   both < 0.005 ? "PASS" : "MISS");
+    }
     if (!sok) goto report;
     if (complete_job(g)) goto report;
     printf("complete: job done, schedules empty, errors %ld\n", total_errors(&g->e_done));

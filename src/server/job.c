@@ -295,7 +295,7 @@ static void log_straggler(const job *j, int d, const char *why)
 {
     const job_pipe *p = &j->pipes[d];
     job_logf(j, PRS_LOG_INFO, "msg=straggler job=%s dp=%d state=%s why=%s time_s=%.6g", j->id, d,
-            straggler_name(p->straggler), why, p->straggler_time_s);
+             straggler_name(p->straggler), why, p->straggler_time_s);
 }
 
 /* Install a frontier (owned) and enter running. */

@@ -135,8 +135,7 @@ static job_rule rule_now(job *j)
         if (t > r.tprime) r.tprime = t;
     }
     size_t slow = j->fastest;
-    if (r.tprime > 0 && prs_frontier_lookup(j->frontier, r.tprime, &slow) == 0)
-        r.slow = (long)slow;
+    if (r.tprime > 0 && prs_frontier_lookup(j->frontier, r.tprime, &slow) == 0) r.slow = (long)slow;
     if (j->spec.power_cap_w > 0) job_power_prepare(j);
     r.cap = job_cap_plan(j, NULL);
     return r;
@@ -348,4 +347,18 @@ int job_assign_loaded(job *j)
     for (long e = j->swept; e <= j->epoch; e++)
         if (decode_rule(j, &j->rules[e % JOB_RULES])) return -1;
     return 0;
+}
+
+json_t *job_rule_json(const job *j)
+{
+    if (!j->frontier || j->phase != JOB_RUNNING) return json_null();
+    const job_rule *r = current_rule(j);
+    json_t *strag = json_array();
+    for (int i = 0; i < j->nstrag; i++)
+        json_array_append_new(strag, json_integer(j->strag[i]));
+    return json_pack("{s:I, s:o, s:I, s:I, s:o, s:o}", "epoch", (json_int_t)j->epoch,
+                     "straggler_time_s", r->tprime > 0 ? json_real(r->tprime) : json_null(),
+                     "plan_id", (json_int_t)wanted_for(j, 0, r), "straggler_plan_id",
+                     (json_int_t)wanted_for(j, 1, r), "cap_plan_id",
+                     r->cap >= 0 ? json_integer(r->cap) : json_null(), "stragglers", strag);
 }

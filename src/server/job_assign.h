@@ -57,6 +57,12 @@ int job_apply_deferred(job *j, store *st, int d, api_err *e);
  * back when the server stopped. 0, or -1 when out of memory. */
 int job_assign_loaded(job *j);
 
+/* The current rule as the answer to a straggler or cap change shows it: {epoch,
+ * straggler_time_s, plan_id (the other pipelines'), straggler_plan_id, cap_plan_id, stragglers
+ * (their dp)}; JSON null unless the job runs. O(stragglers), however many pipelines the job has.
+ * Each pipeline takes its plan from the lead's iteration on (its schedule). */
+json_t *job_rule_json(const job *j);
+
 /* Provided by job.c for this module. */
 int job_persist(job *j, store *st, api_err *e);
 int job_put_pipe(job *j, store *st, int d, api_err *e);

@@ -1059,19 +1059,6 @@ static int delete_job(prs_server *s, job *j, const char *why, api_err *e)
     return 0;
 }
 
-static json_t *pipes_json(const job *j)
-{
-    json_t *a = json_array();
-    for (int d = 0; a && j->frontier && d < j->spec.dp; d++) {
-        job_pipe v; /* with every plan rule applied (job_assign.h) */
-        job_pipe_view(j, d, &v);
-        json_array_append_new(a, json_pack("{s:i, s:I, s:b}", "dp", d, "plan_id",
-                                           (json_int_t)v.plan_id, "straggler",
-                                           v.straggler != STRAGGLER_NONE));
-    }
-    return a;
-}
-
 static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
                                   const route_match *m)
 {
@@ -1175,7 +1162,7 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
         rc = run_tx(s, j, cc, m->route == R_STRAGGLER_SET ? do_straggler : do_clear, &dp, &e);
         if (!rc)
             out = json_pack("{s:s, s:I, s:o}", "phase", job_phase_name(j->phase), "round",
-                            (json_int_t)j->round, "pipelines", pipes_json(j));
+                            (json_int_t)j->round, "rule", job_rule_json(j));
         break;
     }
     case R_POWER_CAP_SET:
@@ -1187,7 +1174,7 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
                 "{s:s, s:I, s:o, s:o}", "phase", job_phase_name(j->phase), "round",
                 (json_int_t)j->round, "power_cap",
                 plan_powers_cap_json(&j->powers, j->frontier, j->spec.power_cap_w, j->spec.dp),
-                "pipelines", pipes_json(j));
+                "rule", job_rule_json(j));
         break;
     }
     case R_PROFILE_PUT:

@@ -22,7 +22,6 @@
 #include "perseus/gpumodel.h"
 #include "server_harness.h"
 
-
 /* Pipeline d as its ranks see it: with every plan rule applied (job_assign.h). */
 static job_pipe pv(const job *j, int d)
 {
