@@ -1198,6 +1198,68 @@ static void test_plans_text_matches_file(void **state)
     job_free(j);
 }
 
+/* The plan state of pipeline d as two views must agree on: plan, switch iteration, the plan
+ * before, a held-back change, the last rule applied. */
+static void same_view(const job *a, const job *b, int d)
+{
+    job_pipe x = pv(a, d), y = pv(b, d);
+    assert_int_equal(x.plan_id, y.plan_id);
+    assert_int_equal(x.from_iteration, y.from_iteration);
+    assert_int_equal(x.prev_plan_id, y.prev_plan_id);
+    assert_int_equal(x.want_plan, y.want_plan);
+    assert_int_equal(x.epoch, y.epoch);
+    assert_int_equal(x.straggler, y.straggler);
+}
+
+/* Rules applied late (job_assign.h): pipeline 3 never reports while pipeline 0 straggles and
+ * recovers 150 times (pipelines 1 and 2 report now and then). The ring never holds more than
+ * JOB_RULES rules, nor the store; what pipeline 3 shows is the plan the last rule gives it (or
+ * that plan held back behind its pending switch); what it applies when it reports is what it
+ * showed; and a reload at any point shows every pipeline as before. */
+static void test_rules_applied_late(void **state)
+{
+    (void)state;
+    job *j = running_job("AAAAAAAAAAAAAA11",
+                         "{\"stages\":2,\"microbatches\":2,\"dp\":4,\"switch_lead_s\":0.5,"
+                         "\"clocks_mhz\":[1410,1200,1000,800],\"blocking_power_w\":83.64}");
+    long fastest = (long)j->fastest;
+    long n = 0;
+    for (int k = 0; k < 150; k++) {
+        set_straggler(j, 0, 1.2 + 0.02 * (k % 7), k % 2);
+        if (k % 3 == 0)
+            for (int d = 1; d <= 2; d++)
+                for (int pp = 0; pp < 2; pp++)
+                    post_iter(j, d * 2 + pp, n, 0.5, 0, -1);
+        n++;
+        assert_true(j->epoch - j->swept <= JOB_RULES - 1);
+        long long rows = stored_count("rules", j->id);
+        assert_true(rows >= 1 && rows <= JOB_RULES);
+        job_pipe v = pv(j, 3);
+        long want = k % 2 ? fastest : pv(j, 1).want_plan >= 0 ? pv(j, 1).want_plan : pv(j, 1).plan_id;
+        assert_true(v.plan_id == want || v.want_plan == want);
+        if (k % 37 == 5) {
+            job *r = reload_running(j);
+            for (int d = 0; d < 4; d++)
+                same_view(j, r, d);
+            job_free(r);
+        }
+    }
+    assert_true(j->epoch >= 150);
+    /* Pipeline 3 reports at last: it applies what it showed. */
+    job_pipe before = pv(j, 3);
+    job_catch_up(j, &j->pipes[3]);
+    assert_int_equal(j->pipes[3].plan_id, before.plan_id);
+    assert_int_equal(j->pipes[3].from_iteration, before.from_iteration);
+    assert_int_equal(j->pipes[3].want_plan, before.want_plan);
+    post_iter(j, 6, n, 0.5, 0, -1);
+    post_iter(j, 7, n, 0.5, 0, -1);
+    job *r = reload_running(j);
+    for (int d = 0; d < 4; d++)
+        same_view(j, r, d);
+    job_free(r);
+    job_free(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1214,6 +1276,7 @@ int main(void)
         cmocka_unit_test(test_measured_blocking_power),
         cmocka_unit_test(test_plans_text_matches_file),
         cmocka_unit_test(test_cap_with_straggler),
+        cmocka_unit_test(test_rules_applied_late),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
