@@ -550,8 +550,7 @@ static int load_rows(job *j, store *st, char **csv, size_t *clen, void **plans, 
     j->epoch = -1; /* no rule stored yet (load_rule) */
     if (rows < 0 || store_each_rank(st, j->id, load_rank, j) ||
         store_get_profile(st, j->id, csv, clen, j->profile_source) ||
-        store_get_frontier(st, j->id, plans, flen) ||
-        store_each_rule(st, j->id, load_rule, j) ||
+        store_get_frontier(st, j->id, plans, flen) || store_each_rule(st, j->id, load_rule, j) ||
         store_latest_iterations(st, j->id, load_latest, j) ||
         store_each_pipeline(st, j->id, load_pipe, j) ||
         (j->phase == JOB_PROFILING && store_round_counts(st, j->id, j->round, load_count, j)))

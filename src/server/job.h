@@ -101,7 +101,7 @@ typedef struct job_pipe {
      * how many, and the sums of their time_s and energy_j (stored with the pipeline). */
     long long reports;
     double report_time_s, report_energy_j;
-    long epoch;         /* the last plan rule it applied (job_assign.h) */
+    long epoch; /* the last plan rule it applied (job_assign.h) */
 } job_pipe;
 
 /* The plan rule of a running job (job_assign.h): what every pipeline should run. */

@@ -143,7 +143,7 @@ typedef struct store_pipe_row {
     long newest;       /* newest iteration any rank reported (-1: none; STORE_NEWEST_UNKNOWN) */
     long long reports; /* iterations posted after profiling */
     double report_time_s, report_energy_j; /* their sums */
-    long epoch;        /* the last plan rule the pipeline applied (job_assign.h) */
+    long epoch; /* the last plan rule the pipeline applied (job_assign.h) */
 } store_pipe_row;
 
 int store_put_pipeline(store *s, const char *job, const store_pipe_row *p);

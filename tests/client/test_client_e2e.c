@@ -731,13 +731,18 @@ static void test_power_cap(void **state)
     assert_non_null(st);
     long plan = json_int(json_object_get(st, "power_cap"), "plan_id");
     assert_true(plan != fastest && plan >= 0);
+    /* The answer shows the rule every pipeline now follows: the capped plan. */
+    assert_int_equal(json_int(json_object_get(st, "rule"), "plan_id"), plan);
+    assert_int_equal(json_int(json_object_get(st, "rule"), "cap_plan_id"), plan);
+    assert_true(json_is_true(json_object_get(json_object_get(st, "power_cap"), "feasible")));
+    json_decref(st);
+    st = job_call(&w, "GET", "", NULL);
     for (int d = 0; d < w.dp; d++) { /* announced, or held back behind a pending switch */
         long p = json_int(pipe_status(st, d), "plan_id");
         if (p != fastest && p != plan)
             fail_msg("pipeline %d runs plan %ld after the cap was set (fastest %ld, capped %ld)", d,
                      p, fastest, plan);
     }
-    assert_true(json_is_true(json_object_get(json_object_get(st, "power_cap"), "feasible")));
     json_decref(st);
     check_switch(&w, plan, "cap set");
 
@@ -768,6 +773,10 @@ static void test_power_cap(void **state)
     st = job_call(&w, "DELETE", "/power_cap", NULL);
     assert_non_null(st);
     assert_true(json_is_null(json_object_get(json_object_get(st, "power_cap"), "cap_w")));
+    assert_int_equal(json_int(json_object_get(st, "rule"), "plan_id"), fastest);
+    assert_true(json_is_null(json_object_get(json_object_get(st, "rule"), "cap_plan_id")));
+    json_decref(st);
+    st = job_call(&w, "GET", "", NULL);
     for (int d = 0; d < w.dp; d++) {
         long p = json_int(pipe_status(st, d), "plan_id");
         if (p != fastest && p != plan)

@@ -1235,7 +1235,9 @@ static void test_rules_applied_late(void **state)
         long long rows = stored_count("rules", j->id);
         assert_true(rows >= 1 && rows <= JOB_RULES);
         job_pipe v = pv(j, 3);
-        long want = k % 2 ? fastest : pv(j, 1).want_plan >= 0 ? pv(j, 1).want_plan : pv(j, 1).plan_id;
+        long want = k % 2                     ? fastest
+                    : pv(j, 1).want_plan >= 0 ? pv(j, 1).want_plan
+                                              : pv(j, 1).plan_id;
         assert_true(v.plan_id == want || v.want_plan == want);
         if (k % 37 == 5) {
             job *r = reload_running(j);
