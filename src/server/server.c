@@ -1474,7 +1474,7 @@ static int check_framing(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
 }
 
 /* Requests with a body this large run on the pool (see 'Requests with large bodies'). */
-#define HEAVY_BODY_BYTES (64u * 1024u)
+#define HEAVY_BODY_BYTES ((size_t)64 * 1024)
 
 static enum MHD_Result dispatch(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
                                 const route_match *mp);
