@@ -1115,14 +1115,35 @@ static double median(double *v, int n)
 /* Compare pipeline d's newest scaled pace with the median of the other pipelines' and count
  * consecutive iterations above / below the threshold. pace_s: unscaled (T' when it becomes a
  * straggler). Returns 1 when its straggler state changed. */
+/* Pipelines up to which the detector compares with the exact median of the others. */
+#define JOB_MEDIAN_EXACT 64
+
+/* The median of the latest scaled paces of the pipelines other than d (0: none yet). Up to
+ * JOB_MEDIAN_EXACT pipelines exactly, at O(dp) per evaluation. Above, that would make every
+ * training iteration cost O(dp^2) over the job: the median of all pipelines' paces is kept
+ * instead and recomputed once dp / 16 evaluations happened since, O(1) per evaluation on
+ * average. Leaving out one pipeline, or paces at most dp / 16 evaluations old, moves the median
+ * of so many pipelines by a few ranks at most. */
+static double others_median(job *j, int d)
+{
+    int n = 0, all = j->spec.dp > JOB_MEDIAN_EXACT;
+    if (all && j->median_s > 0 && j->median_stale++ < j->spec.dp / 16) return j->median_s;
+    for (int o = 0; o < j->spec.dp; o++)
+        if ((all || o != d) && j->pipes[o].last_norm_s > 0)
+            j->scratch[n++] = j->pipes[o].last_norm_s;
+    double m = n ? median(j->scratch, n) : 0;
+    if (all) {
+        j->median_s = m;
+        j->median_stale = 0;
+    }
+    return m;
+}
+
 static int judge(job *j, int d, double pace_s)
 {
     job_pipe *p = &j->pipes[d];
-    int n = 0;
-    for (int o = 0; o < j->spec.dp; o++)
-        if (o != d && j->pipes[o].last_norm_s > 0) j->scratch[n++] = j->pipes[o].last_norm_s;
-    if (n == 0) return 0;
-    double m = median(j->scratch, n);
+    double m = others_median(j, d);
+    if (!(m > 0)) return 0;
     int k = j->spec.straggler_iterations;
     if (p->last_norm_s > j->spec.straggler_factor * m) {
         p->over++;

@@ -159,6 +159,8 @@ typedef struct job {
     double allmax_time_s, allmax_energy_j; /* 0 when unknown */
     job_pipe *pipes;                       /* dp entries */
     double *scratch;                       /* dp entries: the detector's median */
+    double median_s;      /* large jobs: the median of every pipeline's scaled pace (0: none) */
+    long median_stale;    /* evaluations since median_s was computed */
     job_decoded *decoded; /* the plans some pipeline or rule names, decoded (job_plan_clocks) */
     int ndecoded, capdecoded;
     job_rule rules[JOB_RULES]; /* rule e at rules[e % JOB_RULES] for e in [swept, epoch] */

@@ -1262,6 +1262,44 @@ static void test_rules_applied_late(void **state)
     job_free(j);
 }
 
+/* A job of more than 64 pipelines (the detector keeps the median of all their paces and
+ * refreshes it every dp / 16 evaluations): 96 pipelines of one rank, pipeline 7 computes 1.3x
+ * slower from iteration 5. It alone is detected, within the straggler rule's iterations plus
+ * the median's refresh, and every other pipeline gets the lookup's plan. */
+static void test_many_pipelines_straggler(void **state)
+{
+    (void)state;
+    enum { DP = 96 };
+    job *j = running_job("AAAAAAAAAAAAAA12",
+                         "{\"stages\":1,\"microbatches\":2,\"dp\":96,\"switch_lead_s\":0,"
+                         "\"clocks_mhz\":[1410,1200,1000,800],\"blocking_power_w\":83.64,"
+                         "\"straggler\":{\"factor\":1.1,\"iterations\":3}}");
+    long fastest = (long)j->fastest, detected = -1;
+    double tf = plan_t(j, fastest);
+    for (long n = 0; n < 16 && detected < 0; n++) {
+        for (int d = 0; d < DP; d++) {
+            double pace = (d == 7 && n >= 5 ? 1.3 : 1.0) * tf;
+            post_iter(j, d, n, pace + 0.01, pace, fastest);
+        }
+        int autos = 0;
+        for (int d = 0; d < DP; d++)
+            autos += pv(j, d).straggler == STRAGGLER_AUTO;
+        if (pv(j, 7).straggler == STRAGGLER_AUTO) detected = n;
+        assert_true(autos == (detected >= 0));
+    }
+    assert_true(detected >= 5 + 2 && detected <= 5 + 3 + 1);
+    size_t want;
+    assert_int_equal(prs_frontier_lookup(j->frontier, pv(j, 7).straggler_time_s, &want), 0);
+    assert_true((long)want != fastest);
+    for (int d = 0; d < DP; d++) {
+        job_pipe v = pv(j, d);
+        assert_int_equal(v.plan_id == (d == 7 ? fastest : (long)want) ||
+                             v.want_plan == (d == 7 ? fastest : (long)want),
+                         1);
+    }
+    job_free(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1279,6 +1317,7 @@ int main(void)
         cmocka_unit_test(test_plans_text_matches_file),
         cmocka_unit_test(test_cap_with_straggler),
         cmocka_unit_test(test_rules_applied_late),
+        cmocka_unit_test(test_many_pipelines_straggler),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
