@@ -1,5 +1,5 @@
 /* Which plan each pipeline of a running job runs, and from which iteration (docs/server.md,
- * 'Stragglers and plan switches'). Internal to the job module: job.c and job_assign.c.
+ * 'Stragglers and plan switches'). Internal to the job module (job.c).
  *
  * The job's plan rule is the slowest straggler's T', the plan the frontier lookup gives the other
  * pipelines for it, and the power cap's plan. It changes when a straggler is reported, cleared,
@@ -18,7 +18,7 @@
 #ifndef PRS_SERVER_JOB_ASSIGN_H
 #define PRS_SERVER_JOB_ASSIGN_H
 
-#include "job.h"
+#include "job_state.h"
 
 /* Evaluated iteration time of frontier plan k (0 when there is none). */
 double job_plan_time(const job *j, long k);
@@ -62,10 +62,5 @@ int job_assign_loaded(job *j);
  * (their dp)}; JSON null unless the job runs. O(stragglers), however many pipelines the job has.
  * Each pipeline takes its plan from the lead's iteration on (its schedule). */
 json_t *job_rule_json(const job *j);
-
-/* Provided by job.c for this module. */
-int job_persist(job *j, store *st, api_err *e);
-int job_put_pipe(job *j, store *st, int d, api_err *e);
-void job_logf(const job *j, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif
