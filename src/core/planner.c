@@ -382,7 +382,8 @@ static void consider(const run *r, const cand *c, const cand **best, int or_equa
     if (better(r, c, (*best)->t, (*best)->e, or_equal)) *best = c;
 }
 
-/* The plan to emit for the current durations (into r->plan, figures into *T, *energy_j): exp
+/* The plan to emit for the current durations (into r->plan, figures into *T, *energy_j; cost:
+ * their predicted effective cost): exp
  * mode emits the duration -> clock map as the reference does. hull mode reclaims slack
  * (refine.c) within the planned time and within the unrefined plan's own time, and keeps the
  * cheaper; when that plan is not certified, i.e. its energy exceeds the relaxation's lower
@@ -390,7 +391,7 @@ static void consider(const run *r, const cand *c, const cand **best, int or_equa
  * (docs/planner.md, 'From the relaxed plan to clocks'). The results that depend on the relaxed
  * plan alone (its evaluation, both refinements within its own time) are kept while it does
  * not change. */
-static void emit_plan(run *r, long T_planned, long *T, double *energy_j)
+static void emit_plan(run *r, long T_planned, double cost, long *T, double *energy_j)
 {
     int cached = !r->changed;
     r->changed = 0;
@@ -408,8 +409,8 @@ static void emit_plan(run *r, long T_planned, long *T, double *energy_j)
          * effective cost at T_planned (no larger than at any shorter time) plus blocking power
          * to best->t. */
         const prs_pipeline *p = &r->o->pipe;
-        double bound = predicted_cost(r) +
-                       (double)p->stages * p->blocking_power_w * (double)best->t * p->unit_time_s;
+        double bound =
+            cost + (double)p->stages * p->blocking_power_w * (double)best->t * p->unit_time_s;
         if (best->e > bound + PRS_HULL_CERT_GAP * fabs(bound)) {
             consider(r, refined(r, &r->by_rate_planned, T_planned, 1, 0), &best, 0);
             if (t0 != T_planned)
@@ -525,7 +526,8 @@ static int push_point(run *r, prs_frontier *f, long T, double delta)
     const prs_plan_opts *o = r->o;
     long T_eval;
     double E_eval;
-    emit_plan(r, T, &T_eval, &E_eval);
+    double cost = predicted_cost(r);
+    emit_plan(r, T, cost, &T_eval, &E_eval);
     size_t nchg = 0;
     for (int op = 0; op < r->g->nops; op++)
         if (r->plan[op] != r->prev_plan[op]) {
@@ -536,7 +538,7 @@ static int push_point(run *r, prs_frontier *f, long T, double delta)
     prs_frontier_point pt;
     pt.time_units = T;
     pt.time_s = (double)T * o->pipe.unit_time_s;
-    pt.energy_j = predicted_cost(r) + (double)o->pipe.stages * o->pipe.blocking_power_w * pt.time_s;
+    pt.energy_j = cost + (double)o->pipe.stages * o->pipe.blocking_power_w * pt.time_s;
     pt.cost_change_j = delta;
     pt.eval_time_s = (double)T_eval * o->pipe.unit_time_s;
     pt.eval_energy_j = E_eval;
