@@ -5,12 +5,22 @@
 # and on synthetic A40- and H100-class profiles (the GPU model, 8 stages, M = 12, 0.1 ms, at
 # T_min and 5 other times). Slow (each solve may run to its time limit): not part of CI.
 #
-#   scripts/optimum-table.sh [BUILD_DIR] [TIME_LIMIT_S] > docs/optimum.md
+#   scripts/optimum-table.sh [BUILD_DIR] [TIME_LIMIT_S [RETRY_LIMIT_S]] > docs/optimum.md
+#
+# RETRY_LIMIT_S (default 0: none): a point whose gap over the bound exceeds 0.1 % after the
+# first solve is solved again with this longer limit (status "retried"). With GLPK, 300 s moved
+# GPT-3 M = 24's two worst points from 0.155 % and 0.108 % to 0.151 % and 0.104 % only.
 #
 # Needs the shared data set ($PRS_SHARED_DIR/data/sosp24, default ../shared).
 set -euo pipefail
 build=${1:-build}
 limit=${2:-20}
+retry=${3:-0}
+args="$build $limit" retried=""
+if [[ $retry != 0 ]]; then
+    args+=" $retry"
+    retried="; \"retried\": solved again for ${retry} s after a gap over the bound above 0.1 %"
+fi
 table="$build/tests/optimum_table"
 perseus="$build/perseus"
 data="${PRS_SHARED_DIR:-../shared}/data/sosp24/stage_profile"
@@ -22,12 +32,12 @@ trap 'rm -rf "$tmp"' EXIT
 cat <<HEAD
 # The hull planner against the exact optimum
 
-Produced by \`scripts/optimum-table.sh $build $limit\` (do not edit by hand). Every row is one
+Produced by \`scripts/optimum-table.sh $args\` (do not edit by hand). Every row is one
 plan of the hull model's clean frontier at its evaluated time T; "optimum" is the best plan a
 MILP of the discrete problem (every profiled clock of every computation, GLPK's branch and cut,
 \`tests/ref/milp_ref.c\`, ${limit} s per solve, the hull plan offered as the first incumbent)
 finds finishing within T, blocking power to T included; "bound" is the lower bound the solver
-proves (equal to the optimum when the status is "optimal"). The true gap of the hull plan lies
+proves (equal to the optimum when the status is "optimal"$retried). The true gap of the hull plan lies
 between the two gap columns. Energies in J.
 
 | case | T (s) | hull | optimum | bound | status | gap over optimum | gap over bound |
@@ -35,7 +45,7 @@ between the two gap columns. Energies in J.
 HEAD
 worst=()
 run() {
-    "$table" "$@" >"$tmp/out"
+    "$table" "$@" "$retry" >"$tmp/out"
     grep '^|' "$tmp/out"
     worst+=("$(grep '^worst' "$tmp/out")")
 }
