@@ -25,6 +25,10 @@ void prs__graph_free(prs__graph_graph *g)
     free(g->out_arcs);
     free(g->in_start);
     free(g->in_arcs);
+    free(g->cpm_in_start);
+    free(g->cpm_in);
+    free(g->cpm_out_start);
+    free(g->cpm_out);
     memset(g, 0, sizeof *g);
 }
 
@@ -56,6 +60,8 @@ static int build_csr(int nnodes, int narcs, const prs__graph_arc *arcs, int by_f
     *list_out = list;
     return 0;
 }
+
+static int build_cpm_lists(prs__graph_graph *g);
 
 int prs__graph_build(const prs_pipeline *pipe, prs__graph_graph *g, prs_error *err)
 {
@@ -152,6 +158,7 @@ int prs__graph_build(const prs_pipeline *pipe, prs__graph_graph *g, prs_error *e
         rc = prs_error_set(err, PRS_EINVAL, "internal error: schedule graph has a cycle");
         goto out;
     }
+    if (build_cpm_lists(g)) goto out;
     rc = 0;
 out:
     free(instr);
@@ -165,29 +172,59 @@ out:
     return rc;
 }
 
+/* The arcs in and out of each node in topological order, as (other end, op) pairs in one
+ * array each (prs__graph_cpm reads them front to back). Non-zero when out of memory. */
+static int build_cpm_lists(prs__graph_graph *g)
+{
+    size_t n = (size_t)g->nnodes;
+    g->cpm_in_start = malloc(sizeof *g->cpm_in_start * (n + 1));
+    g->cpm_out_start = malloc(sizeof *g->cpm_out_start * (n + 1));
+    g->cpm_in = malloc(sizeof *g->cpm_in * 2 * (size_t)(g->narcs ? g->narcs : 1));
+    g->cpm_out = malloc(sizeof *g->cpm_out * 2 * (size_t)(g->narcs ? g->narcs : 1));
+    if (!g->cpm_in_start || !g->cpm_out_start || !g->cpm_in || !g->cpm_out) return -1;
+    int ki = 0, ko = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        int v = g->topo[i], w = g->topo[g->nnodes - 1 - i];
+        g->cpm_in_start[i] = ki;
+        for (int k = g->in_start[v]; k < g->in_start[v + 1]; k++, ki++) {
+            const prs__graph_arc *a = &g->arcs[g->in_arcs[k]];
+            g->cpm_in[2 * ki] = a->from;
+            g->cpm_in[2 * ki + 1] = a->op;
+        }
+        g->cpm_out_start[i] = ko;
+        for (int k = g->out_start[w]; k < g->out_start[w + 1]; k++, ko++) {
+            const prs__graph_arc *a = &g->arcs[g->out_arcs[k]];
+            g->cpm_out[2 * ko] = a->to;
+            g->cpm_out[2 * ko + 1] = a->op;
+        }
+    }
+    g->cpm_in_start[n] = ki;
+    g->cpm_out_start[n] = ko;
+    return 0;
+}
+
 long prs__graph_cpm(const prs__graph_graph *g, const long *dur, long *earliest, long *latest)
 {
+    const int *in = g->cpm_in, *out = g->cpm_out;
     for (int i = 0; i < g->nnodes; i++) {
-        int v = g->topo[i];
         long e = 0;
-        for (int k = g->in_start[v]; k < g->in_start[v + 1]; k++) {
-            const prs__graph_arc *a = &g->arcs[g->in_arcs[k]];
-            long t = earliest[a->from] + (a->op >= 0 ? dur[a->op] : 0);
+        for (int k = g->cpm_in_start[i]; k < g->cpm_in_start[i + 1]; k++) {
+            int op = in[2 * k + 1];
+            long t = earliest[in[2 * k]] + (op >= 0 ? dur[op] : 0);
             if (t > e) e = t;
         }
-        earliest[v] = e;
+        earliest[g->topo[i]] = e;
     }
     long T = earliest[g->sink];
     if (latest) {
-        for (int i = g->nnodes - 1; i >= 0; i--) {
-            int v = g->topo[i];
+        for (int i = 0; i < g->nnodes; i++) {
             long l = T;
-            for (int k = g->out_start[v]; k < g->out_start[v + 1]; k++) {
-                const prs__graph_arc *a = &g->arcs[g->out_arcs[k]];
-                long t = latest[a->to] - (a->op >= 0 ? dur[a->op] : 0);
+            for (int k = g->cpm_out_start[i]; k < g->cpm_out_start[i + 1]; k++) {
+                int op = out[2 * k + 1];
+                long t = latest[out[2 * k]] - (op >= 0 ? dur[op] : 0);
                 if (t < l) l = t;
             }
-            latest[v] = l;
+            latest[g->topo[g->nnodes - 1 - i]] = l;
         }
     }
     return T;
