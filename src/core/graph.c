@@ -172,15 +172,15 @@ out:
     return rc;
 }
 
-/* The arcs in and out of each node in topological order, as (other end, op) pairs in one
- * array each (prs__graph_cpm reads them front to back). Non-zero when out of memory. */
+/* The arcs in and out of each node in topological order, as (other end, op) in one array each
+ * (prs__graph_cpm reads them front to back). Non-zero when out of memory. */
 static int build_cpm_lists(prs__graph_graph *g)
 {
     size_t n = (size_t)g->nnodes;
     g->cpm_in_start = malloc(sizeof *g->cpm_in_start * (n + 1));
     g->cpm_out_start = malloc(sizeof *g->cpm_out_start * (n + 1));
-    g->cpm_in = malloc(sizeof *g->cpm_in * 2 * (size_t)(g->narcs ? g->narcs : 1));
-    g->cpm_out = malloc(sizeof *g->cpm_out * 2 * (size_t)(g->narcs ? g->narcs : 1));
+    g->cpm_in = malloc(sizeof *g->cpm_in * (size_t)(g->narcs ? g->narcs : 1));
+    g->cpm_out = malloc(sizeof *g->cpm_out * (size_t)(g->narcs ? g->narcs : 1));
     if (!g->cpm_in_start || !g->cpm_out_start || !g->cpm_in || !g->cpm_out) return -1;
     int ki = 0, ko = 0;
     for (int i = 0; i < g->nnodes; i++) {
@@ -188,14 +188,12 @@ static int build_cpm_lists(prs__graph_graph *g)
         g->cpm_in_start[i] = ki;
         for (int k = g->in_start[v]; k < g->in_start[v + 1]; k++, ki++) {
             const prs__graph_arc *a = &g->arcs[g->in_arcs[k]];
-            g->cpm_in[2 * ki] = a->from;
-            g->cpm_in[2 * ki + 1] = a->op;
+            g->cpm_in[ki] = (prs__graph_end){a->from, a->op};
         }
         g->cpm_out_start[i] = ko;
         for (int k = g->out_start[w]; k < g->out_start[w + 1]; k++, ko++) {
             const prs__graph_arc *a = &g->arcs[g->out_arcs[k]];
-            g->cpm_out[2 * ko] = a->to;
-            g->cpm_out[2 * ko + 1] = a->op;
+            g->cpm_out[ko] = (prs__graph_end){a->to, a->op};
         }
     }
     g->cpm_in_start[n] = ki;
@@ -205,12 +203,12 @@ static int build_cpm_lists(prs__graph_graph *g)
 
 long prs__graph_cpm(const prs__graph_graph *g, const long *dur, long *earliest, long *latest)
 {
-    const int *in = g->cpm_in, *out = g->cpm_out;
+    const prs__graph_end *in = g->cpm_in, *out = g->cpm_out;
     for (int i = 0; i < g->nnodes; i++) {
         long e = 0;
         for (int k = g->cpm_in_start[i]; k < g->cpm_in_start[i + 1]; k++) {
-            int op = in[2 * k + 1];
-            long t = earliest[in[2 * k]] + (op >= 0 ? dur[op] : 0);
+            int op = in[k].op;
+            long t = earliest[in[k].node] + (op >= 0 ? dur[op] : 0);
             if (t > e) e = t;
         }
         earliest[g->topo[i]] = e;
@@ -220,8 +218,8 @@ long prs__graph_cpm(const prs__graph_graph *g, const long *dur, long *earliest, 
         for (int i = 0; i < g->nnodes; i++) {
             long l = T;
             for (int k = g->cpm_out_start[i]; k < g->cpm_out_start[i + 1]; k++) {
-                int op = out[2 * k + 1];
-                long t = latest[out[2 * k]] - (op >= 0 ? dur[op] : 0);
+                int op = out[k].op;
+                long t = latest[out[k].node] - (op >= 0 ? dur[op] : 0);
                 if (t < l) l = t;
             }
             latest[g->topo[g->nnodes - 1 - i]] = l;

@@ -78,6 +78,11 @@ typedef struct prs__graph_arc {
     int op;
 } prs__graph_arc;
 
+/* The other end of an arc seen from one node, and the arc's op (< 0: a dummy). */
+typedef struct prs__graph_end {
+    int node, op;
+} prs__graph_end;
+
 typedef struct prs__graph_graph {
     int nops; /* stages * ops_per_stage */
     int ops_per_stage;
@@ -91,10 +96,11 @@ typedef struct prs__graph_graph {
     int *topo;                 /* AOA nodes in topological order */
     int *out_start, *out_arcs; /* CSR of out-arcs */
     int *in_start, *in_arcs;   /* CSR of in-arcs */
-    /* For prs__graph_cpm: per topological position i, the in-arcs of topo[i] as (from, op) pairs
-     * at cpm_in[2 * k], k in [cpm_in_start[i], cpm_in_start[i + 1]); the out-arcs of
-     * topo[nnodes - 1 - i] likewise as (to, op) pairs in cpm_out. */
-    int *cpm_in_start, *cpm_in, *cpm_out_start, *cpm_out;
+    /* For prs__graph_cpm: per topological position i, the in-arcs of topo[i] as (from, op) at
+     * cpm_in[k], k in [cpm_in_start[i], cpm_in_start[i + 1]); the out-arcs of
+     * topo[nnodes - 1 - i] likewise as (to, op) in cpm_out. */
+    int *cpm_in_start, *cpm_out_start;
+    prs__graph_end *cpm_in, *cpm_out;
 } prs__graph_graph;
 
 int prs__graph_build(const prs_pipeline *pipe, prs__graph_graph *g, prs_error *err);
