@@ -270,12 +270,16 @@ int job_assign_all(job *j, store *st, api_err *e)
     return 0;
 }
 
-/* Pipeline d applies the current rule again: its own straggler state changed. */
-static int reassign(job *j, store *st, int d, api_err *e)
+/* Pipeline d applies the current rule again: its own straggler state changed. A change of its
+ * announced plan bumps the round, as any plan change does. */
+static int reassign(job *j, store *st, int d, int bumped, api_err *e)
 {
     job_pipe *p = &j->pipes[d];
     apply_rules(j, p);
-    change_plan(j, p, wanted(j, p, current_rule(j)));
+    if (change_plan(j, p, wanted(j, p, current_rule(j))) && !bumped) {
+        j->round++;
+        if (job_persist(j, st, e)) return -1;
+    }
     return job_put_pipe(j, st, d, e);
 }
 
@@ -287,7 +291,8 @@ int job_rules_update(job *j, store *st, int d, api_err *e)
     long others = wanted_for(j, 0, &r), strag = wanted_for(j, 1, &r);
     int moved = (others != wanted_for(j, 0, cur) ? j->spec.dp - j->nstrag : 0) +
                 (strag != wanted_for(j, 1, cur) ? j->nstrag : 0);
-    if (others != wanted_for(j, 0, cur) || strag != wanted_for(j, 1, cur)) {
+    int bumped = others != wanted_for(j, 0, cur) || strag != wanted_for(j, 1, cur);
+    if (bumped) {
         if (decode_rule(j, &r)) return api_fail(e, 500, "internal", "out of memory decoding plans");
         if (j->epoch - j->swept >= JOB_RULES - 1 && sweep(j, st, e)) return -1;
         j->epoch++;
@@ -301,7 +306,7 @@ int job_rules_update(job *j, store *st, int d, api_err *e)
         j->round++;
         if (job_persist(j, st, e)) return -1;
     }
-    return d >= 0 ? reassign(j, st, d, e) : 0;
+    return d >= 0 ? reassign(j, st, d, bumped, e) : 0;
 }
 
 int job_apply_deferred(job *j, store *st, int d, api_err *e)
