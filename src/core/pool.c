@@ -4,7 +4,10 @@
  * each type's factor from all of its clocks and the shared curve from all pooled types, so each
  * fitted value rests on far more measurements than the type's own fit would. With every type
  * over the same clocks the least-squares fit is closed-form: row mean + column mean - grand mean.
- * Types that do not follow the shared curve are detected from their residuals and left out. */
+ * Types that do not follow the shared curve are detected from their residuals and left out.
+ * Types whose scales the noise cannot tell apart get one scale (merge_scales): left to their own
+ * estimates, identical stages would look a fraction of a unit apart and the planner would plan
+ * on slack that is not there. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +18,7 @@
 #define OUTLIER_SD 4.0
 #define BAND_SE 3.0
 #define NBANDS 4
+#define MERGE_SE 3.0
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -83,6 +87,39 @@ static int drop_misfits(const double *lv, const double *fit, int nt, int nc, dou
     return dropped;
 }
 
+/* Members whose scales a_type differ by less than the noise can tell apart get one scale: sorted
+ * by scale, a run of members stays one group while its spread is within MERGE_SE standard errors
+ * of a difference of two scales, sd sqrt(2 / nc); each group's fitted rows then use the group's
+ * mean scale. */
+static void merge_scales(int nt, int nc, double sd, const int *member, double *fit, double *work)
+{
+    double *row = work;
+    int *order = (int *)(work + nt), n = 0;
+    for (int i = 0; i < nt; i++) {
+        row[i] = 0;
+        if (!member[i]) continue;
+        for (int j = 0; j < nc; j++)
+            row[i] += fit[(size_t)i * (size_t)nc + (size_t)j] / nc;
+        order[n++] = i;
+    }
+    for (int a = 1; a < n; a++) /* insertion sort by scale: few types */
+        for (int b = a; b > 0 && row[order[b - 1]] > row[order[b]]; b--) {
+            int t = order[b];
+            order[b] = order[b - 1];
+            order[b - 1] = t;
+        }
+    double tol = MERGE_SE * sd * sqrt(2.0 / nc);
+    for (int g0 = 0, g1; g0 < n; g0 = g1) {
+        double mean = 0;
+        for (g1 = g0; g1 < n && row[order[g1]] - row[order[g0]] <= tol; g1++)
+            mean += row[order[g1]];
+        mean /= g1 - g0;
+        for (int g = g0; g < g1; g++)
+            for (int j = 0; j < nc; j++)
+                fit[(size_t)order[g] * (size_t)nc + (size_t)j] += mean - row[order[g]];
+    }
+}
+
 static int members(const int *member, int nt)
 {
     int m = 0;
@@ -117,6 +154,7 @@ double prs__pool_fit(const double *v, int nt, int nc, double *out, int *member)
     if (drop_misfits(lv, fit, nt, nc, sd, member) && members(member, nt) >= 2)
         sd = additive_fit(lv, nt, nc, member, fit, work);
     int m = members(member, nt);
+    if (m >= 2) merge_scales(nt, nc, sd, member, fit, work);
     double se = 0;
     if (m >= 2) {
         for (size_t c = 0; c < cells; c++)
