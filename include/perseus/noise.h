@@ -54,17 +54,21 @@ PRS_API int prs_noise_apply(const prs_profile *truth, const prs_noise_model *m, 
 
 /* First, the types of one instruction measured over the same clocks are pooled where they share
  * a shape (each a scale of one curve over the clocks; a type whose residuals show a curve of its
- * own keeps its data). Then per computation type (stage, instruction), over its clocks: time is
- * fitted by least squares under "non-increasing and convex in the clock", energy under "convex in
- * the clock"; points further than PRS_RECONCILE_OUTLIER robust standard deviations from the
- * first fit are replaced by the fit and the fit redone. The time of every clock below the type's
- * highest then gets the margin margin_sd * (the relative standard error of the type's fitted
- * times), so that plans which slow a computation into believed slack keep the promised
- * iteration time when the measurement was optimistic. Types with fewer than 3 or more than
- * PRS_RECONCILE_MAX_CLOCKS clocks are copied. *out is new; se_pct, when non-NULL, receives the
- * median relative standard error of the fitted types' times in percent (0 when none). */
+ * own keeps its data; types whose scales the noise cannot tell apart share one). Then per
+ * computation type (stage, instruction), over its clocks: time is fitted by least squares under
+ * "non-increasing and convex in the clock", energy under "convex in the clock"; points further than
+ * PRS_RECONCILE_OUTLIER robust standard deviations from the first fit are replaced by the fit and
+ * the fit redone. The time of every clock but the type's fastest then gets the margin margin_sd *
+ * (the relative standard error se of the type's fitted times), so that plans which slow a
+ * computation into believed slack keep the promised iteration time when the measurement was
+ * optimistic, and (margin_sd > 0) is raised to the fastest clock's time times 1 +
+ * PRS_RECONCILE_TIE_SD * se (clocks the measurements cannot tell apart from the fastest are not
+ * taken for as fast). Types with fewer than 3 or more than PRS_RECONCILE_MAX_CLOCKS clocks are
+ * copied. *out is new; se_pct, when non-NULL, receives the median relative standard error of the
+ * fitted types' times in percent (0 when none). */
 #define PRS_RECONCILE_OUTLIER 4.0
-#define PRS_RECONCILE_MARGIN_SD 1.0
+#define PRS_RECONCILE_MARGIN_SD 0.5
+#define PRS_RECONCILE_TIE_SD 1.0
 #define PRS_RECONCILE_MAX_CLOCKS 128
 PRS_API int prs_profile_reconcile(const prs_profile *measured, double margin_sd, prs_profile **out,
                                   double *se_pct, prs_error *err);
@@ -81,6 +85,18 @@ PRS_API int prs_plan_robust(const prs_profile *measured, const prs_plan_opts *op
 /* The budget's relative margin for a median standard error of se_pct percent:
  * min(PRS_ROBUST_BUDGET_MAX, PRS_ROBUST_BUDGET_SE * se_pct / 100). */
 PRS_API double prs_robust_budget(double se_pct);
+
+/* The robust planner's two trade-offs between a promised time that holds and energy, for
+ * studying them (docs/noise.md); prs_plan_robust uses the defaults. */
+typedef struct prs_robust_opts {
+    double margin_sd;  /* slack margin in standard errors, [0, 100]; PRS_RECONCILE_MARGIN_SD */
+    double budget_max; /* cap of the budget's relative margin, [0, 0.1]; PRS_ROBUST_BUDGET_MAX */
+} prs_robust_opts;
+PRS_API void prs_robust_opts_default(prs_robust_opts *o);
+/* prs_plan_robust with these settings (NULL: the defaults); PRS_EINVAL when out of range. */
+PRS_API int prs_plan_robust_with(const prs_profile *measured, const prs_plan_opts *opts,
+                                 const prs_robust_opts *robust, prs_frontier **out,
+                                 prs_profile **fitted, prs_error *err);
 
 /* ---- The study ---- */
 
@@ -123,7 +139,8 @@ typedef struct prs_noise_study_opts {
     prs_noise_model model; /* the measurement model of every seed */
     int seeds;             /* >= 1; seed k uses seed_base + k */
     uint64_t seed_base;
-    double straggler; /* s >= 1 for the straggler lookup */
+    double straggler;       /* s >= 1 for the straggler lookup */
+    prs_robust_opts robust; /* the robust planner's settings (prs_robust_opts_default) */
 } prs_noise_study_opts;
 
 /* Plan truth once (baseline planner) and on seeds noisy copies with both planners; fill

@@ -22,7 +22,8 @@ static const char noise_usage[] =
     "                     --blocking-power W --jitter FRAC[,FRAC...] --repeats R --seeds N\n"
     "                     [--cost-model exp|hull] [--energy-jitter FRAC] [--refresh SEC]\n"
     "                     [--bias FRAC] [--straggler S] [--seed N] [--schedule NAME\n"
-    "                     [--virtual-stages V]] [--svg FILE] [--json] [--quiet]\n"
+    "                     [--virtual-stages V]] [--margin SD] [--budget FRAC]\n"
+    "                     [--svg FILE] [--json] [--quiet]\n"
     "\n"
     "Treat the profile as the truth, measure it N times with noise, plan on every noisy\n"
     "copy with today's planner (baseline) and the robust one, and judge each plan on the\n"
@@ -44,6 +45,9 @@ static const char noise_usage[] =
     "  --bias FRAC            systematic per-clock error, relative (default 0)\n"
     "  --straggler S          straggler slowdown for the lookup check (default 1.2)\n"
     "  --seed N               first seed (default 1)\n"
+    "  --margin SD            robust planner: slack margin in standard errors (default 1)\n"
+    "  --budget FRAC          robust planner: cap of the time budget's margin (default\n"
+    "                         0.003)\n"
     "  --svg FILE             also draw overshoot and regret versus jitter\n"
     "  --json                 one JSON object instead of the table\n"
     "  --quiet                no progress on stderr\n"
@@ -55,6 +59,7 @@ typedef struct noise_args {
     int njitters, repeats, seeds, json, quiet, models_given;
     double energy_ratio, refresh_s, bias, straggler;
     long seed;
+    prs_robust_opts robust;
     prs_cli_pipeline pl;
 } noise_args;
 
@@ -124,6 +129,10 @@ static int parse_option(int c, const char *name, const char *v, noise_args *a)
     case 'D':
         if (prs_num_parse_long(v, &a->seed) == 0 && a->seed >= 0) return 0;
         return usage_error("--seed: expected an integer >= 0, got", v);
+    case 'M':
+        return parse_fraction("--margin", v, 100, &a->robust.margin_sd);
+    case 'U':
+        return parse_fraction("--budget", v, 0.1, &a->robust.budget_max);
     case 'G':
         a->svg_path = v;
         return 0;
@@ -169,6 +178,8 @@ static int parse_args(int argc, char **argv, noise_args *a, int *done)
                                          {"bias", required_argument, 0, 'B'},
                                          {"straggler", required_argument, 0, 'S'},
                                          {"seed", required_argument, 0, 'D'},
+                                         {"margin", required_argument, 0, 'M'},
+                                         {"budget", required_argument, 0, 'U'},
                                          {"svg", required_argument, 0, 'G'},
                                          {"json", no_argument, 0, 'j'},
                                          {"quiet", no_argument, 0, 'q'},
@@ -208,6 +219,7 @@ static int run_level(const noise_args *a, const prs_profile *truth, noise_level 
     o.seeds = a->seeds;
     o.seed_base = (uint64_t)a->seed;
     o.straggler = a->straggler;
+    o.robust = a->robust;
     lv->runs = malloc(sizeof *lv->runs * (size_t)PRS_NOISE_NPLANNERS * (size_t)a->seeds);
     prs_error err = {0, ""};
     int rc = lv->runs ? prs_noise_study(truth, &o, &lv->truth, lv->runs, lv->sum, &err)
@@ -314,6 +326,8 @@ static int print_json(const noise_args *a, const noise_level *lv, int nlv)
     prs_cli_json_set_real(o, "refresh_s", a->refresh_s);
     prs_cli_json_set_real(o, "clock_bias", a->bias);
     prs_cli_json_set_real(o, "straggler", a->straggler);
+    prs_cli_json_set_real(o, "robust_margin_sd", a->robust.margin_sd);
+    prs_cli_json_set_real(o, "robust_budget_max", a->robust.budget_max);
     json_t *levels = json_array();
     for (int i = 0; i < nlv; i++)
         json_array_append_new(levels, json_level(a, &lv[i]));
@@ -329,8 +343,10 @@ static void print_table(const noise_args *a, const noise_level *lv, int nlv)
            pipe->stages, pipe->microbatches, prs_schedule_name(pipe->schedule), pipe->unit_time_s,
            pipe->blocking_power_w);
     printf("noise      %d repeats averaged, energy jitter %g x time jitter, counter refresh %g s, "
-           "clock bias %g; %d seeds from %ld; straggler %g\n\n",
+           "clock bias %g; %d seeds from %ld; straggler %g\n",
            a->repeats, a->energy_ratio, a->refresh_s, a->bias, a->seeds, a->seed, a->straggler);
+    printf("robust     margin %g standard errors, budget at most %g\n\n", a->robust.margin_sd,
+           a->robust.budget_max);
     printf("%-5s %7s %-8s  %9s %9s  %9s %9s  %9s %9s  %9s %9s\n", "model", "jitter", "planner",
            "over med", "over max", "regr med", "regr max", "promised", "obtained", "strag ov",
            "strag rg");
@@ -388,6 +404,7 @@ int prs_cmd_noise(int argc, char **argv)
     a.energy_ratio = 1.0;
     a.straggler = 1.2;
     a.seed = 1;
+    prs_robust_opts_default(&a.robust);
     int done = 0, nlv = 0, rc = parse_args(argc, argv, &a, &done);
     if (rc || done) return rc;
     noise_level *lv = calloc((size_t)2 * MAX_LEVELS, sizeof *lv);

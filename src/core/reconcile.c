@@ -5,9 +5,13 @@
  * squares under shape constraints: time non-increasing and convex in the clock, energy convex in
  * the clock (shapefit.c). Points further from the first fit than PRS_RECONCILE_OUTLIER
  * robust standard deviations (1.4826 times the median absolute relative residual) are replaced by
- * the fit and the fit is redone. Finally every clock below the type's highest gets the time
+ * the fit and the fit is redone. Finally every clock but the type's fastest gets the time
  * margin margin_sd * (the fit's relative standard error: the residuals' root mean square over the
- * remaining degrees of freedom, times the square root of degrees of freedom over points). */
+ * remaining degrees of freedom, times the square root of degrees of freedom over points), and (when
+ * margin_sd > 0) is believed no faster than the fastest clock's time plus PRS_RECONCILE_TIE_SD
+ * of those errors:
+ * where the fit is flat over the top clocks the measurements cannot tell them apart, and the
+ * planner must not take one of them for as fast as the fastest because it is cheaper. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -112,11 +116,14 @@ static double reconcile_type(const prs_profile_row *rows, const clock_row *ty, t
     fit_robust(w->x, w->e, n, 0, w->ge, w->work, &se_e);
     if (se_pool >= 0) se_t = se_pool;
     int fastest = fastest_clock(w->t, w->gt, n, se_t);
+    double floor_t = (w->gt[fastest] > 0 ? w->gt[fastest] : rows[ty[fastest].row].time_s) *
+                     (1.0 + (margin_sd > 0 ? PRS_RECONCILE_TIE_SD : 0) * se_t);
     for (int i = 0; i < n; i++) {
         size_t r = ty[i].row;
         prs_profile_row *o = &out[r];
         double t = w->gt[i] > 0 ? w->gt[i] : rows[r].time_s;
         if (i != fastest) t *= 1.0 + margin_sd * se_t;
+        if (i != fastest && t < floor_t) t = floor_t;
         o->time_s = t;
         o->energy_j = w->ge[i] > 0 ? w->ge[i] : rows[r].energy_j;
     }

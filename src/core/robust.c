@@ -45,27 +45,50 @@ static int keep_slower(const prs_frontier *f, double min_time_s, prs_frontier **
     return 0;
 }
 
-double prs_robust_budget(double se_pct)
+static double budget(double se_pct, double max)
 {
     double b = PRS_ROBUST_BUDGET_SE * se_pct / 100.0;
-    return b < PRS_ROBUST_BUDGET_MAX ? (b > 0 ? b : 0) : PRS_ROBUST_BUDGET_MAX;
+    return b < max ? (b > 0 ? b : 0) : max;
+}
+
+double prs_robust_budget(double se_pct)
+{
+    return budget(se_pct, PRS_ROBUST_BUDGET_MAX);
+}
+
+void prs_robust_opts_default(prs_robust_opts *o)
+{
+    o->margin_sd = PRS_RECONCILE_MARGIN_SD;
+    o->budget_max = PRS_ROBUST_BUDGET_MAX;
 }
 
 int prs_plan_robust(const prs_profile *measured, const prs_plan_opts *opts, prs_frontier **out,
                     prs_profile **fitted, prs_error *err)
 {
+    return prs_plan_robust_with(measured, opts, NULL, out, fitted, err);
+}
+
+int prs_plan_robust_with(const prs_profile *measured, const prs_plan_opts *opts,
+                         const prs_robust_opts *robust, prs_frontier **out, prs_profile **fitted,
+                         prs_error *err)
+{
     if (!out) return prs_error_set(err, PRS_EINVAL, "robust planner: NULL output");
     *out = NULL;
     if (fitted) *fitted = NULL;
+    prs_robust_opts ro;
+    prs_robust_opts_default(&ro);
+    if (robust) ro = *robust;
+    if (!(ro.budget_max >= 0 && ro.budget_max <= 0.1))
+        return prs_error_set(err, PRS_EINVAL, "robust planner: budget_max must be in [0, 0.1]");
     prs_profile *fit = NULL;
     prs_frontier *f = NULL;
     double se_pct = 0;
-    int rc = prs_profile_reconcile(measured, PRS_RECONCILE_MARGIN_SD, &fit, &se_pct, err);
+    int rc = prs_profile_reconcile(measured, ro.margin_sd, &fit, &se_pct, err);
     if (!rc) rc = prs_plan(fit, opts, &f, err);
     double fastest = INFINITY;
     for (size_t k = 0; !rc && k < prs_frontier_size(f); k++)
         fastest = fmin(fastest, prs_frontier_point_at(f, k)->eval_time_s);
-    double limit = fastest * (1.0 + prs_robust_budget(se_pct));
+    double limit = fastest * (1.0 + budget(se_pct, ro.budget_max));
     size_t slower = 0;
     for (size_t k = 0; !rc && k < prs_frontier_size(f); k++)
         slower += prs_frontier_point_at(f, k)->eval_time_s >= limit;

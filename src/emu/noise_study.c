@@ -16,6 +16,7 @@
 typedef struct study {
     const prs_profile *truth;
     prs_plan_opts plan;
+    prs_robust_opts robust;
     prs_eval *ev; /* on the truth */
     int nops;
     int *clocks, *allmax;
@@ -107,7 +108,7 @@ static int judge(study *s, const prs_profile *noisy, int planner, prs_noise_outc
     prs_frontier *f = NULL;
     int rc = 0;
     if (planner == PRS_NOISE_ROBUST)
-        rc = prs_plan_robust(noisy, &s->plan, &f, &planned, err);
+        rc = prs_plan_robust_with(noisy, &s->plan, &s->robust, &f, &planned, err);
     else
         rc = prs_plan(noisy, &s->plan, &f, err);
     const prs_profile *p = planned ? planned : noisy;
@@ -182,6 +183,7 @@ int prs_noise_study(const prs_profile *truth, const prs_noise_study_opts *o,
     memset(&s, 0, sizeof s);
     s.truth = truth;
     s.plan = o->plan;
+    s.robust = o->robust;
     s.plan.progress = NULL;
     s.plan.warn = NULL;
     s.plan.ud = NULL;

@@ -30,6 +30,10 @@ expect_error 2 "--bias: expected a number in \[0, 0.2\], got '-1'" \
   "$bin" noise "${job[@]}" --jitter 0.01 --repeats 1 --seeds 2 --bias -1
 expect_error 2 "--straggler: expected a number >= 1, got '0.5'" \
   "$bin" noise "${job[@]}" --jitter 0.01 --repeats 1 --seeds 2 --straggler 0.5
+expect_error 2 "--margin: expected a number in \[0, 100\], got 'x'" \
+  "$bin" noise "${job[@]}" --jitter 0.01 --repeats 1 --seeds 2 --margin x
+expect_error 2 "--budget: expected a number in \[0, 0.1\], got '0.5'" \
+  "$bin" noise "${job[@]}" --jitter 0.01 --repeats 1 --seeds 2 --budget 0.5
 expect_error 2 "unknown option '--jiter' \(did you mean '--jitter'\?\)" \
   "$bin" noise "${job[@]}" --jiter 0.01 --repeats 1 --seeds 2
 expect_error 2 "stage 8 has no forward rows" "$bin" noise --profile "$ex" --stages 9 --microbatches 4 \
@@ -43,6 +47,7 @@ $py - "$tmp/a.json" <<'PY' || fail "noise JSON"
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["schema"] == "perseus.noise/1", d["schema"]
+assert d["robust_margin_sd"] == 0.5 and d["robust_budget_max"] == 0.003, d
 lv = d["levels"]
 assert [(l["cost_model"], l["jitter"]) for l in lv] == [
     ("exp", 0), ("exp", 0.03), ("hull", 0), ("hull", 0.03)], lv
@@ -73,4 +78,18 @@ grep -q "robust" "$tmp/table" || fail "table lacks the robust row"
 $py -c 'import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); assert d.documentElement.tagName == "svg"' \
   "$tmp/n.svg" || fail "noise SVG does not parse"
 grep -q "energy regret" "$tmp/n.svg" || fail "noise SVG lacks the regret panel"
+
+# The robust planner's settings reach it: no margin and no budget change its plans.
+tune=("$bin" noise "${job[@]}" --jitter 0.05 --repeats 1 --seeds 4 --cost-model exp --json)
+"${tune[@]}" >"$tmp/d.json"
+"${tune[@]}" --margin 0 --budget 0 >"$tmp/z.json"
+$py - "$tmp/d.json" "$tmp/z.json" <<'PY' || fail "--margin/--budget"
+import json, sys
+d, z = (json.load(open(f)) for f in sys.argv[1:])
+assert z["robust_margin_sd"] == 0 and z["robust_budget_max"] == 0, z
+rs = lambda x: [r["regret_pct"] for r in x["levels"][0]["robust"]["seeds"]]
+bs = lambda x: [r["regret_pct"] for r in x["levels"][0]["baseline"]["seeds"]]
+assert bs(d) == bs(z), "the baseline must not change"
+assert rs(d) != rs(z), "the robust planner ignored --margin/--budget"
+PY
 echo "noise: ok"

@@ -1,7 +1,8 @@
 /* The noise study on the SOSP'24 A100-SXM paper profiles ($PRS_SHARED_DIR/data/sosp24): with 5 %
  * jitter on time and energy and R = 3 repeats, the robust planner's fastest plan against today's,
- * judged on the true profile (docs/noise.md). A bounded subset (8 seeds, exp, M = 12) of what
- * scripts/noise-table.sh measures with 20 seeds. */
+ * judged on the true profile (docs/noise.md). A bounded subset (8 seeds, M = 12) of what
+ * scripts/noise-table.sh measures with 20 seeds; and the measured reason why the 0.5 % target
+ * cannot hold on both profiles (test_top_clocks). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 #include "skips.h"
 
 #include "perseus/noise.h"
+#include "perseus/planner.h"
 
 static prs_profile *load(const char *model)
 {
@@ -26,13 +28,14 @@ static prs_profile *load(const char *model)
     return prs_profile_load(path, &p, NULL) == 0 ? p : NULL;
 }
 
-static void study(const char *model, double jitter, prs_noise_truth *t,
-                  prs_noise_summary sum[PRS_NOISE_NPLANNERS])
+static void study_model(const char *model, prs_cost_model cm, double jitter, prs_noise_truth *t,
+                        prs_noise_summary sum[PRS_NOISE_NPLANNERS])
 {
     prs_profile *p = load(model);
     if (!p) prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
     prs_noise_study_opts o;
     prs_plan_opts_default(&o.plan);
+    o.plan.cost_model = cm;
     o.plan.pipe.stages = 8;
     o.plan.pipe.microbatches = 12;
     o.plan.pipe.unit_time_s = 0.001;
@@ -42,16 +45,24 @@ static void study(const char *model, double jitter, prs_noise_truth *t,
     o.seeds = 8;
     o.seed_base = 1;
     o.straggler = 1.2;
+    prs_robust_opts_default(&o.robust);
     prs_error err = {0, ""};
     int rc = prs_noise_study(p, &o, t, NULL, sum, &err);
     if (rc) print_message("%s\n", err.msg);
     assert_int_equal(rc, 0);
     for (int k = 0; k < PRS_NOISE_NPLANNERS; k++)
-        print_message("%s %s jitter %g: overshoot median %.3f max %.3f %%, regret median %.3f "
-                      "max %.3f %%\n",
-                      model, k ? "robust  " : "baseline", jitter, sum[k].overshoot_median_pct,
-                      sum[k].overshoot_max_pct, sum[k].regret_median_pct, sum[k].regret_max_pct);
+        print_message("%s %s %s jitter %g: overshoot median %.3f max %.3f %%, regret median "
+                      "%.3f max %.3f %%\n",
+                      model, prs_cost_model_name(cm), k ? "robust  " : "baseline", jitter,
+                      sum[k].overshoot_median_pct, sum[k].overshoot_max_pct,
+                      sum[k].regret_median_pct, sum[k].regret_max_pct);
     prs_profile_free(p);
+}
+
+static void study(const char *model, double jitter, prs_noise_truth *t,
+                  prs_noise_summary sum[PRS_NOISE_NPLANNERS])
+{
+    study_model(model, PRS_COST_EXP, jitter, t, sum);
 }
 
 /* Without noise the baseline is the truth's own plan; the robust planner stays within 0.2 %. */
@@ -66,15 +77,30 @@ static void test_no_noise(void **state)
     assert_true(fabs(s[1].overshoot_max_pct) < 0.2 && fabs(s[1].regret_max_pct) < 0.2);
 }
 
-/* 5 % jitter, R = 3: the robust fastest plan overshoots far less than today's, in the median
- * and the worst case, and wastes less energy (GPT-3) or at most 0.5 % more time for it. */
+/* 5 % jitter, R = 3, GPT-3, exp: the issue's target holds, the robust fastest plan is never more
+ * than 0.5 % slower than the true T_min and its median energy regret is below 0.5 %; far below
+ * today's planner in both. */
 static void test_gpt3(void **state)
 {
     (void)state;
     prs_noise_truth t;
     prs_noise_summary s[PRS_NOISE_NPLANNERS];
     study("gpt3-175b", 0.05, &t, s);
-    assert_true(s[1].overshoot_max_pct <= 0.6);
+    assert_true(s[1].overshoot_max_pct <= 0.5);
+    assert_true(s[1].regret_median_pct < 0.5);
+    assert_true(s[1].overshoot_max_pct < 0.5 * s[0].overshoot_max_pct);
+    assert_true(s[1].regret_median_pct < 0.5 * s[0].regret_median_pct);
+    assert_true(s[1].straggler_overshoot_max_pct < s[0].straggler_overshoot_max_pct);
+}
+
+/* The same with the hull cost model: the worst overshoot and the median regret are less than
+ * half today's, but the target is not reached (docs/noise.md). */
+static void test_gpt3_hull(void **state)
+{
+    (void)state;
+    prs_noise_truth t;
+    prs_noise_summary s[PRS_NOISE_NPLANNERS];
+    study_model("gpt3-175b", PRS_COST_HULL, 0.05, &t, s);
     assert_true(s[1].overshoot_max_pct < 0.5 * s[0].overshoot_max_pct);
     assert_true(s[1].regret_median_pct < 0.5 * s[0].regret_median_pct);
     assert_true(s[1].straggler_overshoot_max_pct < s[0].straggler_overshoot_max_pct);
@@ -91,12 +117,103 @@ static void test_bloom(void **state)
     assert_true(s[1].straggler_overshoot_max_pct < s[0].straggler_overshoot_max_pct);
 }
 
+/* The true T_min of p (exp) and the true time of the plan running every computation at freq. */
+static void uniform_overshoot(const prs_profile *p, const prs_plan_opts *o, int freq, double *t_min,
+                              double *over_pct)
+{
+    int n = o->pipe.stages * prs_ops_per_stage(&o->pipe);
+    int *clocks = malloc(sizeof *clocks * (size_t)n);
+    assert_non_null(clocks);
+    prs_frontier *f = NULL;
+    size_t k;
+    double t, e;
+    assert_int_equal(prs_plan(p, o, &f, NULL), 0);
+    assert_int_equal(prs_frontier_lookup(f, 0, &k), 0);
+    assert_int_equal(prs_frontier_plan(f, k, clocks, NULL), 0);
+    assert_int_equal(prs_evaluate_plan(p, &o->pipe, clocks, t_min, &e, NULL), 0);
+    for (int i = 0; i < n; i++)
+        clocks[i] = freq;
+    assert_int_equal(prs_evaluate_plan(p, &o->pipe, clocks, &t, &e, NULL), 0);
+    *over_pct = 100.0 * (t / *t_min - 1.0);
+    prs_frontier_free(f);
+    free(clocks);
+}
+
+/* Mean over the (stage, instruction) types of log(time at hi / time at lo). */
+static double top_gap(const prs_profile *p, int lo, int hi)
+{
+    const prs_profile_row *r = prs_profile_rows(p);
+    size_t n = prs_profile_nrows(p);
+    double sum = 0;
+    int types = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].freq_mhz != hi) continue;
+        for (size_t j = 0; j < n; j++)
+            if (r[j].freq_mhz == lo && r[j].stage == r[i].stage && r[j].instr == r[i].instr) {
+                sum += log(r[i].time_s / r[j].time_s);
+                types++;
+            }
+    }
+    assert_true(types > 0);
+    return sum / types;
+}
+
+/* What 3 repeats at 5 % cannot tell (docs/noise.md). GPT-3's true T_min runs its critical
+ * computations at 1410 MHz, Bloom's at 1395 MHz (its GPUs run 1410 MHz slower); each profile run
+ * at the other's clock misses T_min by more than 0.5 %. The two clocks' times differ by a few
+ * tenths of a percent, which quantization to 1 ms turns into a whole unit per computation. Of
+ * the measurements, the mean over all types of log(t(1410) / t(1395)) estimates that gap with a
+ * spread several times the gap, so it tells the two cases apart little better than a coin: a
+ * planner meeting the 0.5 % target on both profiles would need to pick right in every seed. */
+static void test_top_clocks(void **state)
+{
+    (void)state;
+    static const char *models[] = {"gpt3-175b", "bloom"};
+    static const int right[] = {1410, 1395}, wrong[] = {1395, 1410};
+    enum { SEEDS = 200 };
+    for (int m = 0; m < 2; m++) {
+        prs_profile *p = load(models[m]);
+        if (!p) prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
+        prs_plan_opts o;
+        prs_plan_opts_default(&o);
+        o.pipe.stages = 8;
+        o.pipe.microbatches = 12;
+        o.pipe.unit_time_s = 0.001;
+        o.pipe.blocking_power_w = 83.64;
+        double t_min, over_right, over_wrong;
+        uniform_overshoot(p, &o, right[m], &t_min, &over_right);
+        uniform_overshoot(p, &o, wrong[m], &t_min, &over_wrong);
+        double gap = top_gap(p, 1395, 1410), sum = 0, sum2 = 0;
+        int agree = 0;
+        prs_noise_model nm = {0.05, 0.05, 3, 0, 0};
+        for (uint64_t seed = 1; seed <= SEEDS; seed++) {
+            prs_profile *noisy = NULL;
+            assert_int_equal(prs_noise_apply(p, &nm, seed, &noisy, NULL), 0);
+            double g = top_gap(noisy, 1395, 1410);
+            agree += (g > 0) == (gap > 0);
+            sum += g;
+            sum2 += g * g;
+            prs_profile_free(noisy);
+        }
+        double sd = sqrt(sum2 / SEEDS - (sum / SEEDS) * (sum / SEEDS));
+        print_message("%s: every computation at %d MHz %+.2f %%, at %d MHz %+.2f %% over T_min "
+                      "%.3f s; true gap t(1410)/t(1395) %+.3f %%, measured (5 %%, R = 3) spread "
+                      "%.3f %%, sign right in %d of %d seeds\n",
+                      models[m], right[m], over_right, wrong[m], over_wrong, t_min, 100.0 * gap,
+                      100.0 * sd, agree, SEEDS);
+        assert_true(over_right < 0.05 && over_wrong > 0.5);
+        assert_true(fabs(gap) < 0.005 && sd > 2.0 * fabs(gap));
+        assert_true(agree < 0.75 * SEEDS);
+        prs_profile_free(p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_no_noise),
-        cmocka_unit_test(test_gpt3),
-        cmocka_unit_test(test_bloom),
+        cmocka_unit_test(test_no_noise),   cmocka_unit_test(test_gpt3),
+        cmocka_unit_test(test_gpt3_hull),  cmocka_unit_test(test_bloom),
+        cmocka_unit_test(test_top_clocks),
     };
     return prs_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }
