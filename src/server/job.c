@@ -397,6 +397,36 @@ static int load_pipe(void *ud, const store_pipe_row *r)
     return 0;
 }
 
+/* Whether a round that kept `kept` iterations per rank at precision se_pct asks for k more: the
+ * spec's target is not reached and k more stay within max_iterations_per_clock. */
+static int wants_more(const job *j, double se_pct, int kept)
+{
+    return j->spec.target_se_pct > 0 && !(se_pct <= j->spec.target_se_pct) &&
+           kept + j->spec.iterations_per_clock <= j->spec.max_iterations_per_clock;
+}
+
+/* A profiled clock's stored precision. */
+static int load_precision(void *ud, long idx, double se_pct, int iters)
+{
+    job *j = ud;
+    if (idx < 0 || idx >= j->nsweep) return 0;
+    j->clock_se_pct[idx] = se_pct >= 0 ? se_pct : NAN;
+    j->clock_iters[idx] = iters;
+    return 0;
+}
+
+/* The iterations the current profiling round asks for beyond warm-up + k: what its last
+ * decision (stored with its precision) asked for. */
+static void load_round_extra(job *j)
+{
+    j->round_extra = 0;
+    if (j->phase != JOB_PROFILING || j->sweep_index < 0 || j->sweep_index >= j->nsweep) return;
+    int kept = j->clock_iters[j->sweep_index], k = j->spec.iterations_per_clock;
+    if (kept <= 0) return;
+    j->round_extra = kept - k + (wants_more(j, j->clock_se_pct[j->sweep_index], kept) ? k : 0);
+    if (j->round_extra < 0) j->round_extra = 0;
+}
+
 /* A stored plan rule into the ring (oldest first: the newest JOB_RULES stay). */
 static int load_rule(void *ud, const store_rule_row *r)
 {
@@ -444,10 +474,12 @@ static int load_rows(job *j, store *st, char **csv, size_t *clen, void **plans, 
     if (rows < 0 || store_each_rank(st, j->id, load_rank, j) ||
         store_get_profile(st, j->id, csv, clen, j->profile_source) ||
         store_get_frontier(st, j->id, plans, flen) || store_each_rule(st, j->id, load_rule, j) ||
+        store_each_precision(st, j->id, load_precision, j) ||
         store_latest_iterations(st, j->id, load_latest, j) ||
         store_each_pipeline(st, j->id, load_pipe, j) ||
         (j->phase == JOB_PROFILING && store_round_counts(st, j->id, j->round, load_count, j)))
         return prs_error_set(err, store_error(st)->code, "%s", store_error(st)->msg);
+    load_round_extra(j);
     count_done_ranks(j);
     return 0;
 }
@@ -1136,8 +1168,10 @@ static int extend_round(job *j, store *st, int *more, api_err *e)
     if (store_clock_spread(st, j->id, j->sweep[j->sweep_index], &se)) return store_fail(e, st);
     j->clock_se_pct[j->sweep_index] = 100.0 * se;
     j->clock_iters[j->sweep_index] = kept;
-    *more = j->spec.target_se_pct > 0 && !(100.0 * se <= j->spec.target_se_pct) &&
-            kept + k <= j->spec.max_iterations_per_clock;
+    /* Stored, so that a restart resumes the round with the iterations it asked for. */
+    if (store_put_precision(st, j->id, j->sweep_index, isfinite(se) ? 100.0 * se : -1, kept))
+        return store_fail(e, st);
+    *more = wants_more(j, j->clock_se_pct[j->sweep_index], kept);
     if (*more) {
         j->round_extra += k;
         count_done_ranks(j);
@@ -1380,7 +1414,8 @@ static json_t *ranks_json(const job *j)
     return o;
 }
 
-/* Per swept clock (this server run): kept iterations per rank and the precision reached. */
+/* Per swept clock (stored, so across restarts): kept iterations per rank and the precision
+ * reached. */
 static json_t *precision_json(const job *j)
 {
     json_t *a = json_array();

@@ -80,6 +80,10 @@ static const char *const MIGRATE[STORE_SCHEMA_VERSION] = {
           " job_id TEXT NOT NULL REFERENCES jobs(id), epoch INTEGER NOT NULL,"
           " tprime REAL NOT NULL, slow INTEGER NOT NULL, cap INTEGER NOT NULL,"
           " PRIMARY KEY(job_id, epoch));",
+    [6] = "CREATE TABLE IF NOT EXISTS clock_precision("
+          " job_id TEXT NOT NULL REFERENCES jobs(id), sweep_index INTEGER NOT NULL,"
+          " se_pct REAL NOT NULL, iterations INTEGER NOT NULL,"
+          " PRIMARY KEY(job_id, sweep_index));",
 };
 
 enum {
@@ -111,6 +115,9 @@ enum {
     Q_RULES,
     Q_DEL_RULES_UPTO,
     Q_DEL_RULES,
+    Q_PUT_PRECISION,
+    Q_PRECISIONS,
+    Q_DEL_PRECISIONS,
     Q_DEL_WINDOWS,
     Q_DEL_MEAS,
     Q_DEL_RANKS,
@@ -177,6 +184,10 @@ static const char *const SQL[Q_COUNT] = {
     [Q_RULES] = "SELECT epoch, tprime, slow, cap FROM rules WHERE job_id=?1 ORDER BY epoch",
     [Q_DEL_RULES_UPTO] = "DELETE FROM rules WHERE job_id=?1 AND epoch<=?2",
     [Q_DEL_RULES] = "DELETE FROM rules WHERE job_id=?1",
+    [Q_PUT_PRECISION] = "INSERT OR REPLACE INTO clock_precision(job_id, sweep_index, se_pct,"
+                        " iterations) VALUES(?1,?2,?3,?4)",
+    [Q_PRECISIONS] = "SELECT sweep_index, se_pct, iterations FROM clock_precision WHERE job_id=?1",
+    [Q_DEL_PRECISIONS] = "DELETE FROM clock_precision WHERE job_id=?1",
     /* Children first: the foreign keys point at jobs and measurements. */
     [Q_DEL_WINDOWS] = "DELETE FROM windows WHERE job_id=?1",
     [Q_DEL_MEAS] = "DELETE FROM measurements WHERE job_id=?1",
@@ -392,8 +403,9 @@ int store_set_job_spec(store *s, const char *id, const char *spec_json)
 
 int store_delete_job(store *s, const char *id)
 {
-    static const int QS[] = {Q_DEL_WINDOWS,  Q_DEL_MEAS,  Q_DEL_RANKS, Q_DEL_PROFILE,
-                             Q_DEL_FRONTIER, Q_DEL_PIPES, Q_DEL_RULES, Q_DEL_JOB};
+    static const int QS[] = {Q_DEL_WINDOWS, Q_DEL_MEAS,       Q_DEL_RANKS,
+                             Q_DEL_PROFILE, Q_DEL_FRONTIER,   Q_DEL_PIPES,
+                             Q_DEL_RULES,   Q_DEL_PRECISIONS, Q_DEL_JOB};
     for (size_t i = 0; i < sizeof QS / sizeof QS[0]; i++) {
         sqlite3_stmt *st = stmt(s, QS[i]);
         bind_text(st, 1, id);
@@ -781,4 +793,30 @@ int store_delete_rules(store *s, const char *job, long upto)
     bind_text(st, 1, job);
     sqlite3_bind_int64(st, 2, upto);
     return exec_done(s, st, "delete plan rules");
+}
+
+int store_put_precision(store *s, const char *job, long sweep_index, double se_pct, int iterations)
+{
+    sqlite3_stmt *st = stmt(s, Q_PUT_PRECISION);
+    bind_text(st, 1, job);
+    sqlite3_bind_int64(st, 2, sweep_index);
+    sqlite3_bind_double(st, 3, se_pct);
+    sqlite3_bind_int(st, 4, iterations);
+    return exec_done(s, st, "store clock precision");
+}
+
+int store_each_precision(store *s, const char *job,
+                         int (*fn)(void *ud, long sweep_index, double se_pct, int iterations),
+                         void *ud)
+{
+    sqlite3_stmt *st = stmt(s, Q_PRECISIONS);
+    bind_text(st, 1, job);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int x = fn(ud, (long)sqlite3_column_int64(st, 0), sqlite3_column_double(st, 1),
+                   sqlite3_column_int(st, 2));
+        if (x) return stop(st, x);
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(s, "load clock precision");
 }

@@ -22,9 +22,9 @@ typedef struct store store;
  * iteration and previous plan; the job's measured and used blocking power. 3: the job's finish
  * time. 4: each pipeline's pace. 5: each pipeline's newest iteration and the aggregates of the
  * results posted after profiling (no row per iteration after profiling). 6: the plan rules of
- * running jobs, and the last rule each pipeline applied. An older database is upgraded in place
- * when opened. */
-#define STORE_SCHEMA_VERSION 6
+ * running jobs, and the last rule each pipeline applied. 7: the precision each profiled clock
+ * reached. An older database is upgraded in place when opened. */
+#define STORE_SCHEMA_VERSION 7
 
 /* Open or create the database at path and bring its schema up to date. full_sync: fsync at every
  * commit (survives power loss); otherwise commits survive a process crash (synchronous=NORMAL).
@@ -164,5 +164,13 @@ int store_each_rule(store *s, const char *job, int (*fn)(void *ud, const store_r
                     void *ud);
 /* Drop the job's rules numbered upto and below (every pipeline applied them). */
 int store_delete_rules(store *s, const char *job, long upto);
+
+/* The precision profiling reached at sweep clock sweep_index when its round last ended: the
+ * largest relative standard error in percent (NaN is stored as not known) and the iterations
+ * per rank kept. Written again when the round is extended. */
+int store_put_precision(store *s, const char *job, long sweep_index, double se_pct, int iterations);
+int store_each_precision(store *s, const char *job,
+                         int (*fn)(void *ud, long sweep_index, double se_pct, int iterations),
+                         void *ud);
 
 #endif

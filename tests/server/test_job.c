@@ -1300,6 +1300,71 @@ static void test_many_pipelines_straggler(void **state)
     job_free(j);
 }
 
+/* The job as a restarted server loads it from the store, in the phase given. */
+static job *reload_as(const job *j, const char *phase)
+{
+    json_t *sj = req_job_spec_json(&j->spec);
+    char *text = json_dumps(sj, JSON_COMPACT);
+    json_decref(sj);
+    store_job_row row = {
+        j->id, j->token_hash,    text,         "", phase, "", j->sweep_index, j->round, 0,
+        1,     j->bp_measured_w, j->bp_used_w, 0};
+    job *k = NULL;
+    int act;
+    prs_error err;
+    assert_int_equal(job_load(st, &row, &k, &act, &err), 0);
+    free(text);
+    return k;
+}
+
+/* Profiling asks for more iterations at a clock whose measurements spread (energies 1x and 1.3x
+ * in the two pipelines), up to max_iterations_per_clock; a restarted server resumes the round with
+ * the iterations it had asked for, and shows the precision each clock reached. */
+static void test_precision_survives_restart(void **state)
+{
+    (void)state;
+    req_job_spec s = make_spec();
+    s.target_se_pct = 0.5;
+    s.max_iterations_per_clock = 3;
+    uint8_t h[32] = {3};
+    job *j = NULL;
+    api_err e = {0};
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(job_create(st, &s, "AAAAAAAAAAAAAA13", h, 1, &j, &e), 0);
+    assert_int_equal(store_commit(st), 0);
+    register_all(j);
+    int action;
+    for (int n = 0; n < 2; n++) /* warm-up + 1 each */
+        for (int r = 0; r < 4; r++)
+            assert_int_equal(post(j, r, 0, 1410, r / 2 ? 1.3 : 1.0, &action, &e), 0);
+    assert_int_equal(j->round, 0); /* still the first clock: one more asked for */
+    assert_int_equal(j->round_extra, 1);
+    assert_int_equal(j->clock_iters[0], 1);
+    assert_true(j->clock_se_pct[0] > 0.5);
+    job *k = reload_as(j, "profiling");
+    assert_int_equal(k->round_extra, 1);
+    assert_int_equal(k->clock_iters[0], 1);
+    assert_true(fabs(k->clock_se_pct[0] - j->clock_se_pct[0]) < 1e-9);
+    assert_int_equal(k->ranks_done, 0);
+    job_free(k);
+    for (int r = 0; r < 4; r++)
+        assert_int_equal(post(j, r, 0, 1410, r / 2 ? 1.3 : 1.0, &action, &e), 0);
+    assert_int_equal(j->round_extra, 2); /* 2 kept, still spread: the third and last */
+    assert_int_equal(j->clock_iters[0], 2);
+    k = reload_as(j, "profiling");
+    assert_int_equal(k->round_extra, 2);
+    job_free(k);
+    for (int r = 0; r < 4; r++)
+        assert_int_equal(post(j, r, 0, 1410, r / 2 ? 1.3 : 1.0, &action, &e), 0);
+    assert_int_equal(j->round, 1); /* 3 kept: the cap ends the clock */
+    assert_int_equal(j->clock_iters[0], 3);
+    k = reload_as(j, "profiling");
+    assert_int_equal(k->round_extra, 0);
+    assert_int_equal(k->clock_iters[0], 3);
+    job_free(k);
+    job_free(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1318,6 +1383,7 @@ int main(void)
         cmocka_unit_test(test_cap_with_straggler),
         cmocka_unit_test(test_rules_applied_late),
         cmocka_unit_test(test_many_pipelines_straggler),
+        cmocka_unit_test(test_precision_survives_restart),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

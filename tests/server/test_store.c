@@ -93,6 +93,16 @@ static int see_job(void *ud, const store_job_row *j)
     return 0;
 }
 
+static int see_precision(void *ud, long idx, double se_pct, int iterations)
+{
+    double *p = ud;
+    if (idx == 1) {
+        p[0] = se_pct;
+        p[1] = iterations;
+    }
+    return 0;
+}
+
 typedef struct rule_list {
     store_rule_row *rows;
     int *n;
@@ -195,7 +205,15 @@ static void test_v1_upgrades_in_place(void **state)
     assert_int_equal(nrules, 2); /* rule 1 was dropped; oldest first */
     assert_true(rules[0].epoch == 2 && rules[0].slow == 12 && rules[0].cap == 7);
     assert_true(rules[1].epoch == 3 && rules[1].tprime == 1.25 && rules[1].cap == -1);
+    assert_int_equal(store_put_precision(s, "OLDJOBOLDJOBOLD1", 1, 0.75, 6), 0);
+    assert_int_equal(store_put_precision(s, "OLDJOBOLDJOBOLD1", 1, 0.25, 9), 0); /* replaced */
+    double prec[2] = {0, 0};
+    assert_int_equal(store_each_precision(s, "OLDJOBOLDJOBOLD1", see_precision, prec), 0);
+    assert_true(prec[0] == 0.25 && prec[1] == 9);
     assert_int_equal(store_delete_job(s, "OLDJOBOLDJOBOLD1"), 0);
+    prec[1] = 0;
+    assert_int_equal(store_each_precision(s, "OLDJOBOLDJOBOLD1", see_precision, prec), 0);
+    assert_true(prec[1] == 0);
     nrules = 0;
     assert_int_equal(store_each_rule(s, "OLDJOBOLDJOBOLD1", see_rule, &(rule_list){rules, &nrules}),
                      0);
