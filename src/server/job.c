@@ -30,11 +30,6 @@
 #include "perseus/numfmt.h"
 #include "perseus/server.h"
 
-static int store_fail(api_err *e, store *st)
-{
-    return api_fail(e, 500, "storage", "database: %s", store_error(st)->msg);
-}
-
 static int wrong_phase(api_err *e, const job *j, const char *what)
 {
     return api_fail(e, 409, "wrong_phase", "%s is not possible while the job is %s", what,
@@ -127,11 +122,6 @@ void job_free(job *j)
     free(j);
 }
 
-static int persist(job *j, store *st, api_err *e)
-{
-    return job_persist(j, st, e);
-}
-
 static void set_failed(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void set_failed(job *j, const char *fmt, ...)
 {
@@ -144,7 +134,6 @@ static void set_failed(job *j, const char *fmt, ...)
 
 /* ---- frontier in memory ---- */
 
-/* Forget every decoded plan (the frontier changed). */
 /* Evaluate the all-max baseline: every computation at the highest clock profiled for its
  * (chunk, instruction). */
 static void compute_allmax(job *j)
@@ -201,13 +190,13 @@ static int start_running(job *j, store *st, prs_frontier *f, api_err *e)
     }
     if (prs_frontier_lookup(f, 0, &j->fastest) != 0) {
         set_failed(j, "the planner produced an empty frontier");
-        return persist(j, st, e);
+        return job_persist(j, st, e);
     }
     compute_allmax(j);
     j->phase = JOB_RUNNING;
     j->round = 0;
     if (job_assign_all(j, st, e)) return -1;
-    return persist(j, st, e);
+    return job_persist(j, st, e);
 }
 
 /* ---- create / load ---- */
@@ -232,7 +221,7 @@ static int profile_to_csv(const prs_profile *p, char **csv, size_t *len)
 static int reuse_blocking_power(job *j, store *st, const char *from, int *rc, api_err *e)
 {
     double measured, used;
-    if (store_job_blocking_power(st, from, &measured, &used)) return *rc = store_fail(e, st);
+    if (store_job_blocking_power(st, from, &measured, &used)) return *rc = job_store_fail(e, st);
     if (!j->spec.has_blocking_power && !(used > 0)) return *rc = 0; /* none known: profile */
     j->bp_measured_w = measured;
     if (!j->spec.has_blocking_power) j->bp_used_w = used;
@@ -279,7 +268,7 @@ static int adopt_frontier(job *j, store *st, const char *from, api_err *e)
     int rc = -1;
     if (store_get_profile(st, from, &csv, &clen, src) ||
         store_get_frontier(st, from, &plans, &flen)) {
-        rc = store_fail(e, st);
+        rc = job_store_fail(e, st);
         goto out;
     }
     if (!csv || !plans) { /* nothing to reuse after all */
@@ -301,7 +290,7 @@ static int adopt_frontier(job *j, store *st, const char *from, api_err *e)
     }
     if (store_put_profile(st, j->id, "reused", csv, clen) ||
         store_put_frontier(st, j->id, j->config_key, plans, flen, 0)) {
-        rc = store_fail(e, st);
+        rc = job_store_fail(e, st);
         goto out;
     }
     j->profile = p;
@@ -311,7 +300,7 @@ static int adopt_frontier(job *j, store *st, const char *from, api_err *e)
     f = NULL;
     prs_frontier_lookup(j->frontier, 0, &j->fastest);
     compute_allmax(j);
-    rc = persist(j, st, e);
+    rc = job_persist(j, st, e);
 out:
     free(csv);
     free(plans);
@@ -341,13 +330,13 @@ int job_create(store *st, const req_job_spec *spec, const char *id, const uint8_
     free(text);
     if (rc) {
         job_free(j);
-        return store_fail(e, st);
+        return job_store_fail(e, st);
     }
     if (j->config_key[0]) {
         char from[32];
         if (store_find_frontier(st, j->config_key, from) ||
             (from[0] && adopt_frontier(j, st, from, e))) {
-            if (!from[0]) store_fail(e, st);
+            if (!from[0]) job_store_fail(e, st);
             job_free(j);
             return -1;
         }
@@ -575,7 +564,7 @@ static int enter_after_registration(job *j, store *st, api_err *e)
     j->round = 0;
     memset(j->round_iters, 0, sizeof *j->round_iters * (size_t)j->world);
     j->ranks_done = 0;
-    return persist(j, st, e);
+    return job_persist(j, st, e);
 }
 
 /* A rank of pipeline d registered again: its client restarted and numbers its iterations from
@@ -597,7 +586,7 @@ static int pipeline_restarted(job *j, store *st, int d, api_err *e)
     job_reannounce(j, p);
     if (job_put_pipe(j, st, d, e)) return -1;
     j->round++;
-    return persist(j, st, e);
+    return job_persist(j, st, e);
 }
 
 int job_register(job *j, store *st, const req_rank *r, int *created, int *action, api_err *e)
@@ -626,7 +615,7 @@ int job_register(job *j, store *st, const req_rank *r, int *created, int *action
     if (j->phase != JOB_REGISTERING && j->phase != JOB_PLANNING)
         return wrong_phase(e, j, "registering a new rank");
     if (store_insert_rank(st, j->id, r->rank, r->dp, r->pp, r->tp, r->gpu))
-        return store_fail(e, st);
+        return job_store_fail(e, st);
     *k = (job_rank){1, r->dp, r->pp, r->tp, 0};
     j->slot[s] = r->rank;
     j->nregistered++;
@@ -858,7 +847,7 @@ static int measure_blocking_power(job *j, store *st, api_err *e)
     bp_list l = {NULL, 0, 0, 0};
     if (store_blocking_powers(st, j->id, add_bp, &l)) {
         free(l.v);
-        return l.bad ? api_fail(e, 500, "internal", "out of memory") : store_fail(e, st);
+        return l.bad ? api_fail(e, 500, "internal", "out of memory") : job_store_fail(e, st);
     }
     size_t h = l.n / 2;
     j->bp_measured_w = l.n == 0 ? 0 : l.n % 2 ? l.v[h] : 0.5 * (l.v[h - 1] + l.v[h]);
@@ -875,12 +864,12 @@ static int enter_planning(job *j, store *st, int *action, api_err *e)
     if (!j->spec.has_blocking_power && !(j->bp_used_w > 0)) {
         set_failed(j, "no blocking power to plan with: the spec gives no blocking_power_w and no "
                       "rank reported blocking_power_w in a used profiling iteration");
-        return persist(j, st, e);
+        return job_persist(j, st, e);
     }
     j->phase = JOB_PLANNING;
     j->plan_done = j->plan_total = 0;
     *action = JOB_ACT_PLAN;
-    return persist(j, st, e);
+    return job_persist(j, st, e);
 }
 
 static int finish_profiling(job *j, store *st, int *action, api_err *e)
@@ -889,7 +878,7 @@ static int finish_profiling(job *j, store *st, int *action, api_err *e)
     if (!c.p) return api_fail(e, 500, "internal", "out of memory");
     if (store_profile_means(st, j->id, add_mean, &c) && !c.bad) {
         prs_profile_free(c.p);
-        return store_fail(e, st);
+        return job_store_fail(e, st);
     }
     prs_pipeline pipe;
     req_spec_pipeline(&j->spec, &pipe);
@@ -901,7 +890,7 @@ static int finish_profiling(job *j, store *st, int *action, api_err *e)
                    : prs_profile_nrows(c.p) ? err.msg
                                             : "no windows were reported");
         prs_profile_free(c.p);
-        return persist(j, st, e);
+        return job_persist(j, st, e);
     }
     char *csv;
     size_t len;
@@ -913,7 +902,7 @@ static int finish_profiling(job *j, store *st, int *action, api_err *e)
     free(csv);
     if (rc) {
         prs_profile_free(c.p);
-        return store_fail(e, st);
+        return job_store_fail(e, st);
     }
     prs_profile_free(j->profile);
     j->profile = c.p;
@@ -933,7 +922,7 @@ static int advance_round(job *j, store *st, int *action, api_err *e)
     j->round_extra = 0;
     memset(j->round_iters, 0, sizeof *j->round_iters * (size_t)j->world);
     j->ranks_done = 0;
-    return persist(j, st, e);
+    return job_persist(j, st, e);
 }
 
 static int check_windows(const job *j, const job_rank *k, const req_results *r, api_err *e)
@@ -968,13 +957,13 @@ static int store_iteration(job *j, store *st, int rank, const req_iteration *it,
     store_meas_row m = {rank,          "profiling",          round,        it->iteration,
                         it->clock_mhz, it->time_s,           it->energy_j, it->pace_s,
                         it->plan_id,   it->blocking_power_w, used};
-    if (store_insert_measurement(st, j->id, &m, &mid)) return store_fail(e, st);
+    if (store_insert_measurement(st, j->id, &m, &mid)) return job_store_fail(e, st);
     for (size_t w = 0; w < it->nwindows; w++) {
         const req_window *win = &it->windows[w];
         int stage = win->chunk >= 0 ? win->chunk : k->pp;
         if (store_insert_window(st, j->id, mid, stage, win->instr, win->microbatch, win->clock_mhz,
                                 win->time_s, win->energy_j, used))
-            return store_fail(e, st);
+            return job_store_fail(e, st);
     }
     j->measurements++;
     job_pipe *p = &j->pipes[k->dp];
@@ -1037,9 +1026,6 @@ static double median(double *v, int n)
     return 0.5 * (lo + hi);
 }
 
-/* Compare pipeline d's newest scaled pace with the median of the other pipelines' and count
- * consecutive iterations above / below the threshold. pace_s: unscaled (T' when it becomes a
- * straggler). Returns 1 when its straggler state changed. */
 /* Pipelines up to which the detector compares with the exact median of the others. */
 #define JOB_MEDIAN_EXACT 64
 
@@ -1064,6 +1050,9 @@ static double others_median(job *j, int d)
     return m;
 }
 
+/* Compare pipeline d's newest scaled pace with the median of the other pipelines' and count
+ * consecutive iterations above / below the threshold. pace_s: unscaled (T' when it becomes a
+ * straggler). Returns 1 when its straggler state changed. */
 static int judge(job *j, int d, double pace_s)
 {
     job_pipe *p = &j->pipes[d];
@@ -1165,12 +1154,12 @@ static int extend_round(job *j, store *st, int *more, api_err *e)
 {
     double se = 0;
     int k = j->spec.iterations_per_clock, kept = k + j->round_extra;
-    if (store_clock_spread(st, j->id, j->sweep[j->sweep_index], &se)) return store_fail(e, st);
+    if (store_clock_spread(st, j->id, j->sweep[j->sweep_index], &se)) return job_store_fail(e, st);
     j->clock_se_pct[j->sweep_index] = 100.0 * se;
     j->clock_iters[j->sweep_index] = kept;
     /* Stored, so that a restart resumes the round with the iterations it asked for. */
     if (store_put_precision(st, j->id, j->sweep_index, isfinite(se) ? 100.0 * se : -1, kept))
-        return store_fail(e, st);
+        return job_store_fail(e, st);
     *more = wants_more(j, j->clock_se_pct[j->sweep_index], kept);
     if (*more) {
         j->round_extra += k;
@@ -1278,7 +1267,7 @@ int job_install_profile(job *j, store *st, prs_profile *p, int *action, api_err 
     free(text);
     if (rc) {
         prs_profile_free(p);
-        return store_fail(e, st);
+        return job_store_fail(e, st);
     }
     prs_profile_free(j->profile);
     j->profile = p;
@@ -1328,7 +1317,7 @@ int job_set_power_cap(job *j, store *st, double watts, api_err *e)
     if (!text) return api_fail(e, 500, "internal", "out of memory");
     int rc = store_set_job_spec(st, j->id, text);
     free(text);
-    if (rc) return store_fail(e, st);
+    if (rc) return job_store_fail(e, st);
     return job_rules_update(j, st, -1, e);
 }
 
@@ -1336,7 +1325,7 @@ int job_complete(job *j, store *st, api_err *e)
 {
     if (j->phase == JOB_DONE || j->phase == JOB_FAILED) return wrong_phase(e, j, "completing");
     j->phase = JOB_DONE;
-    return persist(j, st, e);
+    return job_persist(j, st, e);
 }
 
 int job_plan_finished(job *j, store *st, prs_frontier *f, const void *plans, size_t plans_len,
@@ -1349,11 +1338,11 @@ int job_plan_finished(job *j, store *st, prs_frontier *f, const void *plans, siz
     j->planning_s = planning_s;
     if (!f) {
         set_failed(j, "planning failed: %s", why ? why : "unknown error");
-        return persist(j, st, e);
+        return job_persist(j, st, e);
     }
     if (store_put_frontier(st, j->id, j->config_key, plans, plans_len, planning_s)) {
         prs_frontier_free(f);
-        return store_fail(e, st);
+        return job_store_fail(e, st);
     }
     if (j->nregistered < j->world) { /* profile uploaded early: keep the frontier, wait */
         prs_frontier_free(j->frontier);
@@ -1362,7 +1351,7 @@ int job_plan_finished(job *j, store *st, prs_frontier *f, const void *plans, siz
         prs_frontier_lookup(f, 0, &j->fastest);
         compute_allmax(j);
         j->phase = JOB_REGISTERING;
-        return persist(j, st, e);
+        return job_persist(j, st, e);
     }
     return start_running(j, st, f, e);
 }

@@ -221,11 +221,6 @@ static void decoded_gc(job *j)
     j->ndecoded = keep;
 }
 
-static int store_failed(api_err *e, store *st)
-{
-    return api_fail(e, 500, "storage", "database: %s", store_error(st)->msg);
-}
-
 /* Every pipeline applies every rule and is stored; the rules before the current one go. */
 static int sweep(job *j, store *st, api_err *e)
 {
@@ -233,7 +228,7 @@ static int sweep(job *j, store *st, api_err *e)
         if (apply_rules(j, &j->pipes[d]) && job_put_pipe(j, st, d, e)) return -1;
     j->swept = j->epoch;
     decoded_gc(j);
-    if (store_delete_rules(st, j->id, j->swept - 1)) return store_failed(e, st);
+    if (store_delete_rules(st, j->id, j->swept - 1)) return job_store_fail(e, st);
     return 0;
 }
 
@@ -242,7 +237,7 @@ static int put_rule(job *j, store *st, long e, api_err *e_out)
 {
     const job_rule *r = &j->rules[e % JOB_RULES];
     store_rule_row row = {e, r->tprime, r->slow, r->cap};
-    return store_put_rule(st, j->id, &row) ? store_failed(e_out, st) : 0;
+    return store_put_rule(st, j->id, &row) ? job_store_fail(e_out, st) : 0;
 }
 
 int job_assign_all(job *j, store *st, api_err *e)
@@ -251,7 +246,7 @@ int job_assign_all(job *j, store *st, api_err *e)
     j->rules[0] = rule_now(j);
     if (decode_rule(j, &j->rules[0]))
         return api_fail(e, 500, "internal", "out of memory decoding plans");
-    if (store_delete_rules(st, j->id, LONG_MAX)) return store_failed(e, st);
+    if (store_delete_rules(st, j->id, LONG_MAX)) return job_store_fail(e, st);
     if (put_rule(j, st, 0, e)) return -1;
     for (int d = 0; d < j->spec.dp; d++) {
         job_pipe *p = &j->pipes[d];
@@ -289,9 +284,9 @@ int job_rules_update(job *j, store *st, int d, api_err *e)
     job_rule r = rule_now(j);
     const job_rule *cur = current_rule(j);
     long others = wanted_for(j, 0, &r), strag = wanted_for(j, 1, &r);
-    int moved = (others != wanted_for(j, 0, cur) ? j->spec.dp - j->nstrag : 0) +
-                (strag != wanted_for(j, 1, cur) ? j->nstrag : 0);
-    int bumped = others != wanted_for(j, 0, cur) || strag != wanted_for(j, 1, cur);
+    int others_move = others != wanted_for(j, 0, cur), strag_move = strag != wanted_for(j, 1, cur);
+    int moved = (others_move ? j->spec.dp - j->nstrag : 0) + (strag_move ? j->nstrag : 0);
+    int bumped = others_move || strag_move;
     if (bumped) {
         if (decode_rule(j, &r)) return api_fail(e, 500, "internal", "out of memory decoding plans");
         if (j->epoch - j->swept >= JOB_RULES - 1 && sweep(j, st, e)) return -1;

@@ -55,6 +55,11 @@ long job_cap_plan(const job *j, int *feasible)
                                 feasible);
 }
 
+int job_store_fail(api_err *e, store *st)
+{
+    return api_fail(e, 500, "storage", "database: %s", store_error(st)->msg);
+}
+
 store_job_row job_row(const job *j, const char *spec_json)
 {
     return (store_job_row){.id = j->id,
@@ -78,8 +83,7 @@ int job_persist(job *j, store *st, api_err *e)
     if ((j->phase == JOB_DONE || j->phase == JOB_FAILED) && !j->finished_unix)
         j->finished_unix = (long long)time(NULL);
     store_job_row row = job_row(j, NULL);
-    if (store_update_job(st, &row))
-        return api_fail(e, 500, "storage", "database: %s", store_error(st)->msg);
+    if (store_update_job(st, &row)) return job_store_fail(e, st);
     return 0;
 }
 
@@ -99,8 +103,7 @@ int job_put_pipe(job *j, store *st, int d, api_err *e)
                           .report_time_s = p->report_time_s,
                           .report_energy_j = p->report_energy_j,
                           .epoch = p->epoch};
-    if (store_put_pipeline(st, j->id, &row))
-        return api_fail(e, 500, "storage", "database: %s", store_error(st)->msg);
+    if (store_put_pipeline(st, j->id, &row)) return job_store_fail(e, st);
     return 0;
 }
 

@@ -191,6 +191,8 @@ int job_power_prepare(job *j);
 long job_cap_plan(const job *j, int *feasible);
 /* The job's row for the store (spec_json: NULL when only the job's state changes). */
 store_job_row job_row(const job *j, const char *spec_json);
+/* A failed store call as the request's error: 500 "storage" with SQLite's reason; -1. */
+int job_store_fail(api_err *e, store *st);
 /* Store the job's row as it is in memory (the retention clock starts when it is first stored
  * finished). */
 int job_persist(job *j, store *st, api_err *e);

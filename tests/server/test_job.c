@@ -545,18 +545,27 @@ static void set_straggler(job *j, int dp, double slowdown, int clear)
 /* Plans switch at a stated iteration: the lead, a replacement while a switch is pending, a
  * deferred change, the state after a reload and after a pipeline's ranks restart. */
 /* A running job loaded again from the store, as a restarted server does. */
-static job *reload_running(const job *j)
+
+/* The job as a restarted server loads it from the store, in the phase given. */
+static job *reload_as(const job *j, const char *phase)
 {
     json_t *sj = req_job_spec_json(&j->spec);
     char *text = json_dumps(sj, JSON_COMPACT);
     json_decref(sj);
-    store_job_row row = {j->id, j->token_hash, text, "", "running", "", 0, j->round, 0, 1, 0, 0, 0};
+    store_job_row row = {
+        j->id, j->token_hash,    text,         "", phase, "", j->sweep_index, j->round, 0,
+        1,     j->bp_measured_w, j->bp_used_w, 0};
     job *k = NULL;
     int act;
     prs_error err;
     assert_int_equal(job_load(st, &row, &k, &act, &err), 0);
     free(text);
     return k;
+}
+
+static job *reload_running(const job *j)
+{
+    return reload_as(j, "running");
 }
 
 static void test_switch_iteration(void **state)
@@ -1298,23 +1307,6 @@ static void test_many_pipelines_straggler(void **state)
                          1);
     }
     job_free(j);
-}
-
-/* The job as a restarted server loads it from the store, in the phase given. */
-static job *reload_as(const job *j, const char *phase)
-{
-    json_t *sj = req_job_spec_json(&j->spec);
-    char *text = json_dumps(sj, JSON_COMPACT);
-    json_decref(sj);
-    store_job_row row = {
-        j->id, j->token_hash,    text,         "", phase, "", j->sweep_index, j->round, 0,
-        1,     j->bp_measured_w, j->bp_used_w, 0};
-    job *k = NULL;
-    int act;
-    prs_error err;
-    assert_int_equal(job_load(st, &row, &k, &act, &err), 0);
-    free(text);
-    return k;
 }
 
 /* Profiling asks for more iterations at a clock whose measurements spread (energies 1x and 1.3x
