@@ -166,8 +166,7 @@ struct prs_server {
     /* Locking, outermost first (never taken in another order, and never taken again by a
      * thread that holds it):
      * - lock: the jobs table. Shared by every request about one job, which keeps the job alive;
-     *   exclusive for what adds or removes jobs (creation, deletion, retention, startup) and for
-     *   installing a planner's result.
+     *   exclusive for what adds or removes jobs (creation, deletion, retention, startup).
      * - a job's own lock (job.lock): shared by its views, exclusive for its changes. Requests of
      *   different jobs never wait for each other here.
      * - store_mu: the SQLite connection (st), held for a whole transaction.
@@ -871,7 +870,7 @@ static enum MHD_Result handle_create(prs_server *s, struct MHD_Connection *c, co
         store_rollback(s->st);
         job_free(j);
         pthread_rwlock_unlock(&s->lock);
-        if (!e.code) api_fail(&e, 500, "storage", "database: %s", store_error(s->st)->msg);
+        if (!e.code) job_store_fail(&e, s->st);
         return send_api_error(s, c, cc, &e);
     }
     if (add_job(s, j) != 0) {
@@ -935,14 +934,14 @@ static int run_tx(prs_server *s, job *j, conn_ctx *cc, mutate_fn fn, void *arg, 
     int action = JOB_ACT_NONE;
     pthread_mutex_lock(&s->store_mu);
     if (store_begin(s->st)) {
-        api_fail(e, 500, "storage", "database: %s", store_error(s->st)->msg);
+        job_store_fail(e, s->st);
         pthread_mutex_unlock(&s->store_mu);
         return -1;
     }
     job_phase before = j->phase;
     if (fn(s, j, cc, arg, &action, e) != 0 || store_commit(s->st) != 0) {
         store_rollback(s->st);
-        if (!e->code) api_fail(e, 500, "storage", "database: %s", store_error(s->st)->msg);
+        if (!e->code) job_store_fail(e, s->st);
         if (e->http >= 500) reload_job(s, j);
         pthread_mutex_unlock(&s->store_mu);
         return -1;
@@ -1052,7 +1051,7 @@ static int delete_job(prs_server *s, job *j, const char *why, api_err *e)
     const char *phase = job_phase_name(j->phase);
     if (store_begin(s->st) || store_delete_job(s->st, id) || store_commit(s->st)) {
         store_rollback(s->st);
-        return api_fail(e, 500, "storage", "database: %s", store_error(s->st)->msg);
+        return job_store_fail(e, s->st);
     }
     log_kv(s, PRS_LOG_INFO, "msg=job_deleted job=%s phase=%s by=%s", id, phase, why);
     remove_job(s, j);
@@ -1202,8 +1201,7 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
     case R_PROFILE_GET: {
         char src[16];
         pthread_mutex_lock(&s->store_mu);
-        if (store_get_profile(s->st, j->id, &text, &tlen, src))
-            rc = api_fail(&e, 500, "storage", "database: %s", store_error(s->st)->msg);
+        if (store_get_profile(s->st, j->id, &text, &tlen, src)) rc = job_store_fail(&e, s->st);
         pthread_mutex_unlock(&s->store_mu);
         if (!rc && !text) rc = api_fail(&e, 404, "not_found", "the job has no profile yet");
         break;
