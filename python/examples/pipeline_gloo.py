@@ -154,15 +154,24 @@ def worker(rank, args):
     results = {"phases": [], "allmax": None, "running": None, "straggler": None,
                "recovery": None}
     stage, stage_round, count, it = "run", None, 0, 0
+    run_plan = None  # the plan every pipeline ran before the straggler (the fastest)
     t_start = time.monotonic()
     while True:
         st = r.client.stats()
         mine = torch.tensor([PHASES.index(st["phase"]) if st["phase"] in PHASES else 0,
-                             st["round"]], dtype=torch.int64)
-        every = [torch.zeros(2, dtype=torch.int64) for _ in range(world)]
+                             st["round"], st["plan_id"]], dtype=torch.int64)
+        every = [torch.zeros(3, dtype=torch.int64) for _ in range(world)]
         dist.all_gather(every, mine)
-        uniform = all(bool((e == every[0]).all()) for e in every)
+        uniform = all(bool((e[:2] == every[0][:2]).all()) for e in every)
         phase, rnd = PHASES[int(every[0][0])], int(every[0][1])
+        # A new round can come before the plan it announces holds (a change held back behind a
+        # pending switch bumps the round too): the stages below also wait for the plans in
+        # effect, which each rank's schedule shows once its switch iteration came.
+        plans = [int(e[2]) for e in every]
+        if stage == "run" and uniform and phase == "running":
+            run_plan = plans[0]
+        others_moved = all(p != run_plan for p in plans[:args.stages * (args.dp - 1)])
+        all_back = all(p == run_plan for p in plans)
         # Rank 0 steers: [stop, straggler factor of the last pipeline].
         cmd = torch.zeros(2, dtype=torch.float64)
         if rank == 0:
@@ -175,12 +184,14 @@ def worker(rank, args):
                     http("POST", f"{job_url}/stragglers", ids[1],
                          {"dp": args.dp - 1, "slowdown": args.straggler})
                     stage, stage_round, count = "straggler", rnd, 0
-            elif stage == "straggler" and uniform and phase == "running" and rnd > stage_round:
+            elif (stage == "straggler" and uniform and phase == "running" and rnd > stage_round
+                  and others_moved):
                 count += 1
                 if count >= 2:
                     http("DELETE", f"{job_url}/stragglers/{args.dp - 1}", ids[1])
                     stage, stage_round, count = "recovery", rnd, 0
-            elif stage == "recovery" and uniform and phase == "running" and rnd > stage_round:
+            elif (stage == "recovery" and uniform and phase == "running" and rnd > stage_round
+                  and all_back):
                 count += 1
                 if count >= 2:
                     stage = "stop"
@@ -202,9 +213,10 @@ def worker(rank, args):
                 results["allmax"] = rec
             if phase == "running" and stage == "run":
                 results["running"] = rec
-            if phase == "running" and stage == "straggler" and rnd > stage_round:
+            if phase == "running" and stage == "straggler" and rnd > stage_round and others_moved:
                 results["straggler"] = rec
-            if phase == "running" and stage in ("recovery", "stop") and rnd > stage_round:
+            if (phase == "running" and stage in ("recovery", "stop") and rnd > stage_round
+                    and all_back):
                 results["recovery"] = rec
     if rank == 0:
         job = http("GET", job_url, ids[1])
