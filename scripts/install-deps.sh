@@ -17,10 +17,10 @@ if ((!runtime)); then
   # groff-base: the installed-tree test renders the man pages; python3-venv, -setuptools and
   # -wheel: it pip-installs the Python package (tests/cli/install.sh); prometheus: promtool
   # checks perseusd's /metrics (tests/cli/metrics.sh); openssl: makes the certificates of the
-  # TLS test (tests/client/test_tls.c).
-  pkgs+=(clang libclang-rt-14-dev clang-format clang-tidy libcmocka-dev libglpk-dev libxml2-utils
-         librsvg2-bin groff-base python3-venv python3-setuptools python3-wheel python3-torch
-         prometheus openssl)
+  # TLS test (tests/client/test_tls.c); GLPK and CBC: the exact references (tests/ref/).
+  pkgs+=(clang libclang-rt-14-dev clang-format clang-tidy libcmocka-dev libglpk-dev
+         coinor-libcbc-dev libxml2-utils librsvg2-bin groff-base python3-venv python3-setuptools
+         python3-wheel python3-torch prometheus openssl)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

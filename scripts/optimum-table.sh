@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reproduce docs/optimum.md: the hull planner's clean frontier against the exact optimum (a MILP
-# over every profiled clock, GLPK's branch and cut, tests/ref/milp_ref.c) on the SOSP'24 A100
+# over every profiled clock, CBC's branch and cut, tests/ref/milp_cbc.c) on the SOSP'24 A100
 # profiles (GPT-3 and Bloom, 8 stages, M = 12 and 24, 1 ms, 20 times spread over each frontier)
 # and on synthetic A40- and H100-class profiles (the GPU model, 8 stages, M = 12, 0.1 ms, at
 # T_min and 5 other times). Slow (each solve may run to its time limit): not part of CI.
@@ -8,14 +8,18 @@
 #   scripts/optimum-table.sh [BUILD_DIR] [TIME_LIMIT_S [RETRY_LIMIT_S]] > docs/optimum.md
 #
 # RETRY_LIMIT_S (default 0: none): a point whose gap over the bound exceeds 0.1 % after the
-# first solve is solved again with this longer limit (status "retried"). With GLPK, 300 s moved
-# GPT-3 M = 24's two worst points from 0.155 % and 0.108 % to 0.151 % and 0.104 % only.
+# first solve is solved again with this longer limit (status "retried"). CBC runs with
+# PRS_MILP_THREADS threads (default: every CPU; with more than one its search depends on timing,
+# so two runs can differ slightly). GLPK's branch and cut (optimum_table --solver glpk) proves
+# far weaker bounds here: 300 s moved GPT-3 M = 24's two worst points from 0.155 % and 0.108 %
+# over its bound to 0.151 % and 0.104 % only.
 #
 # Needs the shared data set ($PRS_SHARED_DIR/data/sosp24, default ../shared).
 set -euo pipefail
 build=${1:-build}
 limit=${2:-20}
 retry=${3:-0}
+threads=${PRS_MILP_THREADS:-$(nproc)}
 args="$build $limit" retried=""
 if [[ $retry != 0 ]]; then
     args+=" $retry"
@@ -34,8 +38,9 @@ cat <<HEAD
 
 Produced by \`scripts/optimum-table.sh $args\` (do not edit by hand). Every row is one
 plan of the hull model's clean frontier at its evaluated time T; "optimum" is the best plan a
-MILP of the discrete problem (every profiled clock of every computation, GLPK's branch and cut,
-\`tests/ref/milp_ref.c\`, ${limit} s per solve, the hull plan offered as the first incumbent)
+MILP of the discrete problem (every profiled clock of every computation, CBC's branch and cut,
+\`tests/ref/milp_cbc.c\`, ${limit} s and ${threads} threads per solve, the hull plan offered as the
+first incumbent)
 finds finishing within T, blocking power to T included; "bound" is the lower bound the solver
 proves (equal to the optimum when the status is "optimal"$retried). The true gap of the hull plan lies
 between the two gap columns. Energies in J.
@@ -45,7 +50,7 @@ between the two gap columns. Energies in J.
 HEAD
 worst=()
 run() {
-    "$table" "$@" "$retry" >"$tmp/out"
+    "$table" --solver cbc --threads "$threads" "$@" "$retry" >"$tmp/out"
     grep '^|' "$tmp/out"
     worst+=("$(grep '^worst' "$tmp/out")")
 }

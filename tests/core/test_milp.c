@@ -3,6 +3,9 @@
  * GLPK's branch and cut over every profiled clock) at the plan's evaluated time T: the least
  * energy of any plan finishing within T, blocking power up to T included. The MILP's own plan is
  * re-evaluated with prs_evaluate_plan, and no hull plan may beat the MILP's proven lower bound.
+ * On three cases every point is also solved by CBC (tests/ref/milp_cbc.c), the solver
+ * scripts/optimum-table.sh uses: its plans pass the same checks and, where both solvers prove
+ * optimality, the two optima agree.
  *
  * Cases: synthetic A40-, H100- and A100-class profiles (the GPU model, some with measurement
  * noise) and, when the shared data set is present, the first stages of the SOSP'24 GPT-3 and
@@ -38,9 +41,47 @@ typedef struct gcase {
     int stages, mbs;
     double unit_s, power_w, noise;
     uint64_t seed;
+    int cross; /* also solve with CBC: both must prove the same optimum */
 } gcase;
 
 static double worst_overall;
+
+/* Solve at T with the reference's solver and check its plan: it evaluates (prs_evaluate_plan) to
+ * what the solver says, within T, and no hull plan beats the proven bound. */
+static void solve_checked(const gcase *c, prs_milp *m, const prs_profile *prof,
+                          const prs_plan_opts *o, const prs_frontier_point *pt, const int *plan,
+                          int *best, prs_milp_result *r)
+{
+    prs_error err = {0, ""};
+    long T = lround(pt->eval_time_s / c->unit_s);
+    if (prs_milp_solve(m, T, plan, SOLVE_LIMIT_S, r, best, &err))
+        fail_msg("%s: MILP at T = %ld: %s", c->name, T, err.msg);
+    assert_int_not_equal(r->status, PRS_MILP_INFEASIBLE);
+    double t_s, e_j;
+    assert_int_equal(prs_evaluate_plan(prof, &o->pipe, best, &t_s, &e_j, &err), 0);
+    double charged = e_j + (double)c->stages * c->power_w * (pt->eval_time_s - t_s);
+    assert_true(t_s <= pt->eval_time_s + 1e-9);
+    assert_true(fabs(charged - r->energy_j) <= 1e-6 * r->energy_j);
+    /* no plan beats a proven lower bound */
+    assert_true(pt->eval_energy_j >= r->bound_j * (1 - 1e-9));
+}
+
+/* The same point solved by CBC: where both solvers prove optimality, they agree. */
+static void cross_check(const gcase *c, prs_milp *cbc, const prs_profile *prof,
+                        const prs_plan_opts *o, const prs_frontier_point *pt, const int *plan,
+                        int *best, const prs_milp_result *glpk, int *agreed)
+{
+    prs_milp_result r;
+    solve_checked(c, cbc, prof, o, pt, plan, best, &r);
+    assert_true(r.bound_j <= glpk->energy_j * (1 + 1e-9));
+    assert_true(glpk->bound_j <= r.energy_j * (1 + 1e-9));
+    if (r.status == PRS_MILP_OPTIMAL && glpk->status == PRS_MILP_OPTIMAL) {
+        if (fabs(r.energy_j - glpk->energy_j) > 1e-6 * glpk->energy_j)
+            fail_msg("%s at %.4f s: CBC proves %.6f J, GLPK %.6f J", c->name, pt->eval_time_s,
+                     r.energy_j, glpk->energy_j);
+        ++*agreed;
+    }
+}
 
 static void check_case(const gcase *c, prs_profile *prof)
 {
@@ -57,28 +98,22 @@ static void check_case(const gcase *c, prs_profile *prof)
     if (prs_plan(prof, &o, &f, &err)) fail_msg("%s: plan: %s", c->name, err.msg);
     prs_milp *m = prs_milp_new(prof, &o.pipe, &err);
     if (!m) fail_msg("%s: MILP: %s", c->name, err.msg);
+    prs_milp *cbc = c->cross ? prs_milp_new(prof, &o.pipe, &err) : NULL;
+    if (c->cross && (!cbc || prs_milp_set_solver(cbc, PRS_MILP_CBC, 1)))
+        fail_msg("%s: MILP for CBC: %s", c->name, err.msg);
     size_t n = prs_frontier_size(f), step = n > MAX_POINTS_CHECKED ? n / MAX_POINTS_CHECKED : 1;
     int nops = c->stages * 2 * c->mbs;
     int *plan = malloc(sizeof *plan * (size_t)nops), *best = malloc(sizeof *best * (size_t)nops);
     assert_non_null(plan);
     assert_non_null(best);
     double worst = 0, worst_t = 0;
-    int checked = 0, optimal = 0, exact = 0;
+    int checked = 0, optimal = 0, exact = 0, agreed = 0;
     for (size_t k = 0; k < n; k += (k + step < n || k == n - 1) ? step : n - 1 - k) {
         const prs_frontier_point *pt = prs_frontier_point_at(f, k);
-        long T = lround(pt->eval_time_s / c->unit_s);
         assert_int_equal(prs_frontier_plan(f, k, plan, &err), 0);
         prs_milp_result r;
-        if (prs_milp_solve(m, T, plan, SOLVE_LIMIT_S, &r, best, &err))
-            fail_msg("%s: MILP at T = %ld: %s", c->name, T, err.msg);
-        assert_int_not_equal(r.status, PRS_MILP_INFEASIBLE);
-        double t_s, e_j;
-        assert_int_equal(prs_evaluate_plan(prof, &o.pipe, best, &t_s, &e_j, &err), 0);
-        double charged = e_j + (double)c->stages * c->power_w * (pt->eval_time_s - t_s);
-        assert_true(t_s <= pt->eval_time_s + 1e-9);
-        assert_true(fabs(charged - r.energy_j) <= 1e-6 * r.energy_j);
-        /* no plan beats a proven lower bound */
-        assert_true(pt->eval_energy_j >= r.bound_j * (1 - 1e-9));
+        solve_checked(c, m, prof, &o, pt, plan, best, &r);
+        if (cbc) cross_check(c, cbc, prof, &o, pt, plan, best, &r, &agreed);
         /* Against the proven optimum; a solve stopped by its limit (whose best plan may be the
          * hull plan it was started from) is judged against its lower bound instead. */
         double ref = r.status == PRS_MILP_OPTIMAL ? r.energy_j : r.bound_j;
@@ -92,6 +127,10 @@ static void check_case(const gcase *c, prs_profile *prof)
     print_message("%s: %zu plans, %d checked (%d proven optimal by the MILP), %d at the optimum, "
                   "worst gap %.4f %% at %.4f s\n",
                   c->name, n, checked, optimal, exact, 100 * worst, worst_t);
+    if (cbc) {
+        print_message("%s: CBC and GLPK proved the same optimum at %d points\n", c->name, agreed);
+        assert_true(agreed >= checked / 2); /* small cases: both prove most points */
+    }
     if (worst > worst_overall) worst_overall = worst;
     if (worst > HULL_GAP_MAX)
         fail_msg("%s: hull plan %.4f %% above the optimum at %.4f s (bound %.2f %%)", c->name,
@@ -99,6 +138,7 @@ static void check_case(const gcase *c, prs_profile *prof)
     free(plan);
     free(best);
     prs_milp_free(m);
+    prs_milp_free(cbc);
     prs_frontier_free(f);
 }
 
@@ -122,10 +162,10 @@ static void test_synthetic(void **state)
 {
     (void)state;
     static const gcase cases[] = {
-        {"A40-class S=2 M=2, 1 ms", "a40", NULL, 2, 2, 1e-3, 70.38, 0, 0},
-        {"A40-class S=3 M=3, 1 ms, 3 % noise", "a40", NULL, 3, 3, 1e-3, 70.38, 0.03, 7},
-        {"H100-class S=2 M=3, 1 ms", "h100", NULL, 2, 3, 1e-3, 146.37, 0, 0},
-        {"H100-class S=4 M=4, 1 ms, 2 % noise", "h100", NULL, 4, 4, 1e-3, 146.37, 0.02, 3},
+        {"A40-class S=2 M=2, 1 ms", "a40", NULL, 2, 2, 1e-3, 70.38, 0, 0, 1},
+        {"A40-class S=3 M=3, 1 ms, 3 % noise", "a40", NULL, 3, 3, 1e-3, 70.38, 0.03, 7, 0},
+        {"H100-class S=2 M=3, 1 ms", "h100", NULL, 2, 3, 1e-3, 146.37, 0, 0, 1},
+        {"H100-class S=4 M=4, 1 ms, 2 % noise", "h100", NULL, 4, 4, 1e-3, 146.37, 0.02, 3, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_synth(&cases[i]);
@@ -139,8 +179,8 @@ static void test_paper_profiles(void **state)
     snprintf(dir, sizeof dir, "%s/data/sosp24/stage_profile",
              shared && *shared ? shared : "../shared");
     static const gcase cases[] = {
-        {"GPT-3 A100 S=4 M=4", NULL, "gpt3-175b+a100_sxm_bf16.csv", 4, 4, 1e-3, 83.64, 0, 0},
-        {"Bloom A100 S=4 M=4", NULL, "bloom+a100_sxm_bf16.csv", 4, 4, 1e-3, 83.64, 0, 0},
+        {"GPT-3 A100 S=4 M=4", NULL, "gpt3-175b+a100_sxm_bf16.csv", 4, 4, 1e-3, 83.64, 0, 0, 1},
+        {"Bloom A100 S=4 M=4", NULL, "bloom+a100_sxm_bf16.csv", 4, 4, 1e-3, 83.64, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char path[1200];

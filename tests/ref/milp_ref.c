@@ -3,35 +3,17 @@
  * rows: sum_k z_{op,k} = 1 per computation, x_to - x_from - sum_k q_k z_{op,k} >= 0 per
  * computation arc, x_to - x_from >= 0 per dummy arc. Objective: sum of effective energies
  * (e - P_block q tau) of the chosen options. Its LP relaxation is the convex-hull relaxation the
- * hull planner walks, so the root bound is the planner's own lower bound. */
-#include "milp_ref.h"
-
+ * hull planner walks, so the root bound is the planner's own lower bound. The model is built
+ * once as a GLPK problem; GLPK's branch and cut solves it here, CBC's in milp_cbc.c. */
 #include <glpk.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "perseus/evaluate.h"
-#include "plan_int.h"
+#include "milp_int.h"
 
-struct prs_milp {
-    prs_pipeline pipe;
-    prs_eval *ev;
-    glp_prob *lp;
-    int nops;
-    int *col0, *nopt; /* per op: first z column, number of options */
-    int *opt;         /* per type, options kept (table entries), type-major */
-    int *ostart;      /* per type: first entry in opt */
-    int col_sink;
-    int ncols;
-    /* solve state for the callback */
-    const int *start;
-    double bound;
-    int gave_start;
-};
-
-static double eff_cost(const prs_milp *m, int k)
+double prs__milp_eff_cost(const prs_milp *m, int k)
 {
     const prs__table_table *t = &m->ev->t;
     return t->energy_j[k] - m->pipe.blocking_power_w * (double)t->q[k] * m->pipe.unit_time_s;
@@ -51,7 +33,7 @@ static int keep_options(prs_milp *m)
             int dom = 0;
             for (int j = t->start[ty]; j < t->start[ty + 1] && !dom; j++) {
                 if (j == i) continue;
-                double ci = eff_cost(m, i), cj = eff_cost(m, j);
+                double ci = prs__milp_eff_cost(m, i), cj = prs__milp_eff_cost(m, j);
                 if (t->q[j] <= t->q[i] && cj <= ci && (t->q[j] < t->q[i] || cj < ci)) dom = 1;
                 if (j < i && t->q[j] == t->q[i] && cj == ci) dom = 1;
             }
@@ -106,7 +88,7 @@ static int build(prs_milp *m)
             ++k, ia[k] = a + 1, ja[k] = col, ar[k] = -(double)m->ev->t.q[e];
             ++k, ia[k] = g->narcs + op + 1, ja[k] = col, ar[k] = 1;
             glp_set_col_kind(m->lp, col, GLP_BV);
-            glp_set_obj_coef(m->lp, col, eff_cost(m, e));
+            glp_set_obj_coef(m->lp, col, prs__milp_eff_cost(m, e));
         }
     }
     for (int op = 0; op < g->nops; op++)
@@ -123,6 +105,8 @@ prs_milp *prs_milp_new(const prs_profile *profile, const prs_pipeline *pipe, prs
     prs_milp *m = calloc(1, sizeof *m);
     if (!m) return NULL;
     m->pipe = *pipe;
+    m->solver = PRS_MILP_GLPK;
+    m->threads = 1;
     if (prs_eval_open(profile, pipe, &m->ev, err)) {
         free(m);
         return NULL;
@@ -147,105 +131,50 @@ void prs_milp_free(prs_milp *m)
     free(m);
 }
 
-/* Branch-and-cut callback: offer the known plan once as an incumbent, track the best bound. */
-static void callback(glp_tree *tree, void *info)
+int prs__milp_start_x(const prs_milp *m, const int *start, double *x)
 {
-    prs_milp *m = info;
-    int reason = glp_ios_reason(tree);
-    if (reason == GLP_IHEUR && m->start && !m->gave_start) {
-        m->gave_start = 1;
-        const prs__graph_graph *g = &m->ev->g;
-        long *dur = malloc(sizeof *dur * (size_t)g->nops);
-        long *earliest = malloc(sizeof *earliest * (size_t)g->nnodes);
-        double *x = calloc((size_t)m->ncols + 1, sizeof *x);
-        int ok = dur && earliest && x;
-        for (int op = 0; ok && op < g->nops; op++) {
-            int ty = g->op_type[op], found = -1;
-            int e = prs__table_find(&m->ev->t, ty, m->start[op]);
-            for (int i = 0; e >= 0 && i < m->nopt[op]; i++) {
-                int o = m->opt[m->ostart[ty] + i];
-                /* the kept option at least as good as the plan's clock */
-                if (m->ev->t.q[o] <= m->ev->t.q[e] && eff_cost(m, o) <= eff_cost(m, e) &&
-                    (found < 0 || eff_cost(m, o) < eff_cost(m, m->opt[m->ostart[ty] + found])))
-                    found = i;
-            }
-            if (found < 0)
-                ok = 0;
-            else {
-                x[m->col0[op] + found] = 1;
-                dur[op] = m->ev->t.q[m->opt[m->ostart[ty] + found]];
-            }
-        }
-        if (ok) {
-            prs__graph_cpm(g, dur, earliest, NULL);
-            for (int v = 0; v < g->nnodes; v++)
-                x[v + 1] = (double)earliest[v];
-            glp_ios_heur_sol(tree, x);
-        }
-        free(dur);
-        free(earliest);
-        free(x);
-    }
-    int best = glp_ios_best_node(tree);
-    if (best) {
-        double b = glp_ios_node_bound(tree, best);
-        if (b > m->bound) m->bound = b;
-    }
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-int prs_milp_solve(prs_milp *m, long T, const int *start, double time_limit_s, prs_milp_result *res,
-                   int *clocks, prs_error *err)
-{
-    memset(res, 0, sizeof *res);
     const prs__graph_graph *g = &m->ev->g;
-    glp_set_col_bnds(m->lp, m->col_sink, T > 0 ? GLP_DB : GLP_FX, 0, (double)T);
-    glp_iocp parm;
-    glp_init_iocp(&parm);
-    parm.msg_lev = GLP_MSG_OFF;
-    parm.presolve = GLP_OFF; /* the callback's incumbent is in the original columns */
-    parm.tm_lim = (int)(time_limit_s * 1000);
-    parm.mip_gap = 1e-7;
-    parm.cb_func = callback;
-    parm.cb_info = m;
-    m->start = start;
-    m->gave_start = 0;
-    double t0 = now_s();
-    glp_smcp sparm;
-    glp_init_smcp(&sparm);
-    sparm.msg_lev = GLP_MSG_OFF;
-    int rc = glp_simplex(m->lp, &sparm);
-    if (rc == 0 && glp_get_status(m->lp) == GLP_NOFEAS) {
-        res->status = PRS_MILP_INFEASIBLE;
-        res->seconds = now_s() - t0;
-        return 0;
+    long *dur = malloc(sizeof *dur * (size_t)g->nops);
+    long *earliest = malloc(sizeof *earliest * (size_t)g->nnodes);
+    int ok = dur && earliest;
+    memset(x, 0, sizeof *x * ((size_t)m->ncols + 1));
+    for (int op = 0; ok && op < g->nops; op++) {
+        int ty = g->op_type[op], found = -1;
+        int e = prs__table_find(&m->ev->t, ty, start[op]);
+        for (int i = 0; e >= 0 && i < m->nopt[op]; i++) {
+            int o = m->opt[m->ostart[ty] + i];
+            double co = prs__milp_eff_cost(m, o);
+            /* the kept option at least as good as the plan's clock, the cheapest such */
+            if (m->ev->t.q[o] <= m->ev->t.q[e] && co <= prs__milp_eff_cost(m, e) &&
+                (found < 0 || co < prs__milp_eff_cost(m, m->opt[m->ostart[ty] + found])))
+                found = i;
+        }
+        if (found < 0) {
+            ok = 0;
+        } else {
+            x[m->col0[op] + found] = 1;
+            dur[op] = m->ev->t.q[m->opt[m->ostart[ty] + found]];
+        }
     }
-    if (rc != 0 || glp_get_status(m->lp) != GLP_OPT)
-        return prs_error_set(err, PRS_EINVAL, "LP relaxation failed (%d) at T = %ld", rc, T);
-    m->bound = glp_get_obj_val(m->lp);
-    rc = glp_intopt(m->lp, &parm);
-    res->seconds = now_s() - t0;
+    if (ok) {
+        prs__graph_cpm(g, dur, earliest, NULL);
+        for (int v = 0; v < g->nnodes; v++)
+            x[v + 1] = (double)earliest[v];
+    }
+    free(dur);
+    free(earliest);
+    return ok ? 0 : -1;
+}
+
+int prs__milp_finish(const prs_milp *m, long T, int status, double obj, double bound,
+                     const double *x, prs_milp_result *res, int *clocks, prs_error *err)
+{
+    const prs__graph_graph *g = &m->ev->g;
     double block =
         (double)m->pipe.stages * m->pipe.blocking_power_w * (double)T * m->pipe.unit_time_s;
-    int st = glp_mip_status(m->lp);
-    if (st == GLP_NOFEAS || rc == GLP_ENOPFS) {
-        res->status = PRS_MILP_INFEASIBLE;
-        return 0;
-    }
-    if (rc != 0 && rc != GLP_ETMLIM && rc != GLP_EMIPGAP)
-        return prs_error_set(err, PRS_EINVAL, "glp_intopt failed (%d) at T = %ld", rc, T);
-    if (st != GLP_OPT && st != GLP_FEAS)
-        return prs_error_set(err, PRS_EINVAL,
-                             "no integer solution within the time limit at T = %ld", T);
-    res->status = (rc == 0 && st == GLP_OPT) ? PRS_MILP_OPTIMAL : PRS_MILP_FEASIBLE;
-    res->energy_j = glp_mip_obj_val(m->lp) + block;
-    res->bound_j = res->status == PRS_MILP_OPTIMAL ? res->energy_j : m->bound + block;
+    res->status = status;
+    res->energy_j = obj + block;
+    res->bound_j = status == PRS_MILP_OPTIMAL ? res->energy_j : bound + block;
     if (res->bound_j > res->energy_j) res->bound_j = res->energy_j;
     long *dur = malloc(sizeof *dur * (size_t)g->nops);
     long *earliest = malloc(sizeof *earliest * (size_t)g->nnodes);
@@ -257,7 +186,7 @@ int prs_milp_solve(prs_milp *m, long T, const int *start, double time_limit_s, p
     for (int op = 0; op < g->nops; op++) {
         int ty = g->op_type[op], pick = 0;
         for (int i = 0; i < m->nopt[op]; i++)
-            if (glp_mip_col_val(m->lp, m->col0[op] + i) > 0.5) pick = i;
+            if (x[m->col0[op] + i] > 0.5) pick = i;
         int e = m->opt[m->ostart[ty] + pick];
         dur[op] = m->ev->t.q[e];
         if (clocks) clocks[op] = m->ev->t.freq[e];
@@ -266,4 +195,96 @@ int prs_milp_solve(prs_milp *m, long T, const int *start, double time_limit_s, p
     free(dur);
     free(earliest);
     return 0;
+}
+
+double prs__milp_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int prs_milp_set_solver(prs_milp *m, prs_milp_solver solver, int threads)
+{
+    if (solver != PRS_MILP_GLPK && solver != PRS_MILP_CBC) return -1;
+    if (threads < 1 || threads > 64) return -1;
+    m->solver = solver;
+    m->threads = threads;
+    return 0;
+}
+
+/* Branch-and-cut callback: offer the known plan once as an incumbent, track the best bound. */
+static void callback(glp_tree *tree, void *info)
+{
+    prs_milp *m = info;
+    int reason = glp_ios_reason(tree);
+    if (reason == GLP_IHEUR && m->start && !m->gave_start) {
+        m->gave_start = 1;
+        double *x = malloc(sizeof *x * ((size_t)m->ncols + 1));
+        if (x && prs__milp_start_x(m, m->start, x) == 0) glp_ios_heur_sol(tree, x);
+        free(x);
+    }
+    int best = glp_ios_best_node(tree);
+    if (best) {
+        double b = glp_ios_node_bound(tree, best);
+        if (b > m->bound) m->bound = b;
+    }
+}
+
+static int solve_glpk(prs_milp *m, long T, const int *start, double time_limit_s,
+                      prs_milp_result *res, int *clocks, prs_error *err)
+{
+    glp_iocp parm;
+    glp_init_iocp(&parm);
+    parm.msg_lev = GLP_MSG_OFF;
+    parm.presolve = GLP_OFF; /* the callback's incumbent is in the original columns */
+    parm.tm_lim = (int)(time_limit_s * 1000);
+    parm.mip_gap = 1e-7;
+    parm.cb_func = callback;
+    parm.cb_info = m;
+    m->start = start;
+    m->gave_start = 0;
+    double t0 = prs__milp_now();
+    glp_smcp sparm;
+    glp_init_smcp(&sparm);
+    sparm.msg_lev = GLP_MSG_OFF;
+    int rc = glp_simplex(m->lp, &sparm);
+    if (rc == 0 && glp_get_status(m->lp) == GLP_NOFEAS) {
+        res->status = PRS_MILP_INFEASIBLE;
+        res->seconds = prs__milp_now() - t0;
+        return 0;
+    }
+    if (rc != 0 || glp_get_status(m->lp) != GLP_OPT)
+        return prs_error_set(err, PRS_EINVAL, "LP relaxation failed (%d) at T = %ld", rc, T);
+    m->bound = glp_get_obj_val(m->lp);
+    rc = glp_intopt(m->lp, &parm);
+    res->seconds = prs__milp_now() - t0;
+    int st = glp_mip_status(m->lp);
+    if (st == GLP_NOFEAS || rc == GLP_ENOPFS) {
+        res->status = PRS_MILP_INFEASIBLE;
+        return 0;
+    }
+    if (rc != 0 && rc != GLP_ETMLIM && rc != GLP_EMIPGAP)
+        return prs_error_set(err, PRS_EINVAL, "glp_intopt failed (%d) at T = %ld", rc, T);
+    if (st != GLP_OPT && st != GLP_FEAS)
+        return prs_error_set(err, PRS_EINVAL,
+                             "no integer solution within the time limit at T = %ld", T);
+    double *x = malloc(sizeof *x * ((size_t)m->ncols + 1));
+    if (!x) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    for (int j = 1; j <= m->ncols; j++)
+        x[j] = glp_mip_col_val(m->lp, j);
+    rc = prs__milp_finish(m, T, (rc == 0 && st == GLP_OPT) ? PRS_MILP_OPTIMAL : PRS_MILP_FEASIBLE,
+                          glp_mip_obj_val(m->lp), m->bound, x, res, clocks, err);
+    free(x);
+    return rc;
+}
+
+int prs_milp_solve(prs_milp *m, long T, const int *start, double time_limit_s, prs_milp_result *res,
+                   int *clocks, prs_error *err)
+{
+    memset(res, 0, sizeof *res);
+    glp_set_col_bnds(m->lp, m->col_sink, T > 0 ? GLP_DB : GLP_FX, 0, (double)T);
+    if (m->solver == PRS_MILP_CBC)
+        return prs__milp_solve_cbc(m, T, start, time_limit_s, res, clocks, err);
+    return solve_glpk(m, T, start, time_limit_s, res, clocks, err);
 }

@@ -1,6 +1,7 @@
 /* An exact reference for the planner: the discrete time-energy problem as a mixed-integer linear
- * program solved by GLPK's branch and cut (glp_intopt). Used by tests/core/test_milp.c and by
- * tests/ref/optimum_table.c (scripts/optimum-table.sh). Test code, not part of the library. */
+ * program solved by GLPK's branch and cut (glp_intopt) or CBC's (Cbc_solve). Used by
+ * tests/core/test_milp.c and by tests/ref/optimum_table.c (scripts/optimum-table.sh). Test code,
+ * not part of the library. */
 #ifndef PRS_TESTS_MILP_REF_H
 #define PRS_TESTS_MILP_REF_H
 
@@ -24,6 +25,12 @@ enum { PRS_MILP_OPTIMAL = 0, PRS_MILP_FEASIBLE = 1, PRS_MILP_INFEASIBLE = 2 };
  * NULL on error (message in err). */
 prs_milp *prs_milp_new(const prs_profile *profile, const prs_pipeline *pipe, prs_error *err);
 void prs_milp_free(prs_milp *m);
+
+/* The solver of the next solves: GLPK (the default) or CBC, whose cuts and heuristics prove
+ * tighter bounds and find better plans on the larger cases; threads: CBC's worker threads
+ * (1..64; more than 1 makes its search depend on timing). -1 on a bad argument. */
+typedef enum { PRS_MILP_GLPK = 0, PRS_MILP_CBC = 1 } prs_milp_solver;
+int prs_milp_set_solver(prs_milp *m, prs_milp_solver solver, int threads);
 
 /* Least energy of any plan whose critical path is <= T units, blocking power up to T included:
  * min sum(e - P_block q tau) + stages P_block T tau. start (may be NULL): clocks of a known plan

@@ -1,11 +1,12 @@
 /* optimum_table: the hull planner's clean frontier against the exact optimum (milp_ref.h).
  *
- *   optimum_table PROFILE STAGES MICROBATCHES UNIT_S BLOCKING_W NTIMES TIME_LIMIT_S [LABEL
- *                 [RETRY_LIMIT_S]]
+ *   optimum_table [--solver glpk|cbc] [--threads N] PROFILE STAGES MICROBATCHES UNIT_S
+ *                 BLOCKING_W NTIMES TIME_LIMIT_S [LABEL [RETRY_LIMIT_S]]
  *
  * Plans with the hull model (clean frontier), picks NTIMES points evenly spread over the
  * frontier by index, the slowest and the fastest (T_min) included, and at each point's evaluated
- * time T solves the MILP (the hull plan offered as the first incumbent, TIME_LIMIT_S per solve).
+ * time T solves the MILP (the hull plan offered as the first incumbent, TIME_LIMIT_S per solve;
+ * GLPK's branch and cut unless --solver cbc, with N threads for CBC).
  * The MILP's plan is checked with prs_evaluate_plan. Prints one Markdown table row per point:
  * label, T, hull energy, best MILP energy, proven lower bound, status, hull's gap over the best
  * plan found and over the bound (the true gap lies between). Last line: the worst of each.
@@ -29,13 +30,40 @@ static int fail(const char *what, const prs_error *err)
     return 1;
 }
 
+static int usage(void)
+{
+    fprintf(stderr, "usage: optimum_table [--solver glpk|cbc] [--threads N] PROFILE STAGES "
+                    "MICROBATCHES UNIT_S BLOCKING_W NTIMES TIME_LIMIT_S [LABEL "
+                    "[RETRY_LIMIT_S]]\n");
+    return 2;
+}
+
+/* Leading options; the index of the first positional argument, or -1 on a bad one. */
+static int parse_opts(int argc, char **argv, prs_milp_solver *solver, int *threads)
+{
+    int i = 1;
+    for (; i + 1 < argc && strncmp(argv[i], "--", 2) == 0; i += 2) {
+        if (strcmp(argv[i], "--solver") == 0 && strcmp(argv[i + 1], "glpk") == 0)
+            *solver = PRS_MILP_GLPK;
+        else if (strcmp(argv[i], "--solver") == 0 && strcmp(argv[i + 1], "cbc") == 0)
+            *solver = PRS_MILP_CBC;
+        else if (strcmp(argv[i], "--threads") == 0 && (*threads = atoi(argv[i + 1])) >= 1 &&
+                 *threads <= 64)
+            continue;
+        else
+            return -1;
+    }
+    return i;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 8 || argc > 10) {
-        fprintf(stderr, "usage: optimum_table PROFILE STAGES MICROBATCHES UNIT_S BLOCKING_W "
-                        "NTIMES TIME_LIMIT_S [LABEL [RETRY_LIMIT_S]]\n");
-        return 2;
-    }
+    prs_milp_solver solver = PRS_MILP_GLPK;
+    int threads = 1, first = parse_opts(argc, argv, &solver, &threads);
+    if (first < 0) return usage();
+    argc -= first - 1;
+    argv += first - 1;
+    if (argc < 8 || argc > 10) return usage();
     prs_error err = {0, ""};
     prs_profile *prof = NULL;
     if (prs_profile_load(argv[1], &prof, &err)) return fail(argv[1], &err);
@@ -59,6 +87,7 @@ int main(int argc, char **argv)
     if (prs_plan(prof, &o, &f, &err)) return fail("plan", &err);
     prs_milp *m = prs_milp_new(prof, &o.pipe, &err);
     if (!m) return fail("MILP", &err);
+    prs_milp_set_solver(m, solver, threads);
     size_t n = prs_frontier_size(f);
     int nops = o.pipe.stages * 2 * o.pipe.microbatches;
     int *plan = malloc(sizeof *plan * (size_t)nops), *best = malloc(sizeof *best * (size_t)nops);
