@@ -274,10 +274,13 @@ int store_open(const char *path, int full_sync, store **out, prs_error *err)
     }
     sqlite3_busy_timeout(s->db, 5000);
     char *emsg = NULL;
-    const char *pragmas = full_sync ? "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
-                                      " PRAGMA foreign_keys=ON;"
-                                    : "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                                      " PRAGMA foreign_keys=ON;";
+    /* journal_size_limit: once a checkpoint has let the WAL start over, a WAL grown past it by
+     * one large transaction (a profile upload) is truncated back to it */
+    char pragmas[200];
+    snprintf(pragmas, sizeof pragmas,
+             "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s; PRAGMA foreign_keys=ON;"
+             " PRAGMA journal_size_limit=%ld;",
+             full_sync ? "FULL" : "NORMAL", (long)STORE_WAL_LIMIT_BYTES);
     if (sqlite3_exec(s->db, pragmas, NULL, NULL, &emsg) != SQLITE_OK ||
         sqlite3_exec(s->db, "BEGIN", NULL, NULL, &emsg) != SQLITE_OK) {
         prs_error_set(err, PRS_EIO, "%s: %s", path, emsg ? emsg : "cannot configure database");

@@ -26,6 +26,10 @@ typedef struct store store;
  * reached. An older database is upgraded in place when opened. */
 #define STORE_SCHEMA_VERSION 7
 
+/* The size a WAL file is brought back to after a large transaction (PRAGMA journal_size_limit):
+ * about what SQLite's automatic checkpoint lets it reach in normal use (1,000 pages of 4 KiB). */
+#define STORE_WAL_LIMIT_BYTES (4L << 20)
+
 /* Open or create the database at path and bring its schema up to date. full_sync: fsync at every
  * commit (survives power loss); otherwise commits survive a process crash (synchronous=NORMAL).
  * On failure *out is NULL and err says why: PRS_EINVAL for a schema newer than this server's,

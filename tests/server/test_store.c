@@ -6,7 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 #include <sqlite3.h>
@@ -243,11 +245,65 @@ static void test_new_database(void **state)
                      4);
 }
 
+/* Size of a file, 0 when it does not exist. */
+static long long size_of(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long long)st.st_size : 0;
+}
+
+/* A 12 MB profile grows the WAL to its size; once a checkpoint has run, the next transactions
+ * bring the file back to STORE_WAL_LIMIT_BYTES instead of keeping it at 12 MB. */
+static void test_wal_shrinks_after_large_transaction(void **state)
+{
+    (void)state;
+    char path[320], wal[330];
+    snprintf(path, sizeof path, "%s/wal.db", dir);
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    store *s = NULL;
+    prs_error err = {0, ""};
+    assert_int_equal(store_open(path, 0, &s, &err), 0);
+    static const uint8_t hash[32];
+    store_job_row j = {.id = "j1",
+                       .token_hash = hash,
+                       .spec_json = "{}",
+                       .config_key = "",
+                       .phase = "profiling",
+                       .reason = ""};
+    assert_int_equal(store_begin(s), 0);
+    assert_int_equal(store_insert_job(s, &j), 0);
+    assert_int_equal(store_commit(s), 0);
+    size_t len = 12u << 20;
+    char *csv = malloc(len);
+    assert_non_null(csv);
+    for (size_t i = 0; i < len; i++)
+        csv[i] = (char)('a' + (i * 7919 % 26)); /* no long runs: stored as written */
+    assert_int_equal(store_begin(s), 0);
+    assert_int_equal(store_put_profile(s, "j1", "uploaded", csv, len), 0);
+    assert_int_equal(store_commit(s), 0);
+    free(csv);
+    long long grown = size_of(wal);
+    assert_true(grown > (long long)len);
+    /* small transactions: the automatic checkpoint after the large commit lets the WAL restart */
+    for (int i = 0; i < 3; i++) {
+        j.phase = i % 2 ? "profiling" : "planning";
+        assert_int_equal(store_begin(s), 0);
+        assert_int_equal(store_update_job(s, &j), 0);
+        assert_int_equal(store_commit(s), 0);
+    }
+    long long after = size_of(wal);
+    print_message("WAL %lld B after the 12 MB profile, %lld B after 3 small transactions\n", grown,
+                  after);
+    assert_true(after <= STORE_WAL_LIMIT_BYTES);
+    store_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_v1_upgrades_in_place),
         cmocka_unit_test(test_new_database),
+        cmocka_unit_test(test_wal_shrinks_after_large_transaction),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
