@@ -61,8 +61,8 @@ typedef struct run {
     int changed;           /* freq changed since the last emitted point */
     long last_t;           /* evaluated figures of the last emitted plan */
     double last_e;
-    prs__refine_refiner *refiner;                        /* hull mode only */
-    cand rounded, fit_own, by_rate_own, by_rate_planned; /* hull mode only */
+    prs__refine_refiner *refiner;       /* hull mode only */
+    cand rounded, fit_own, by_rate_own; /* hull mode only */
     unsigned char *side;
     double *bounds;    /* flow bounds per type and duration (fill_bounds) */
     size_t *bounds_at; /* per type: its first (lb, ub) pair in bounds */
@@ -92,7 +92,6 @@ static void run_free(run *r)
     free(r->idx);
     free(r->fit_own.idx);
     free(r->by_rate_own.idx);
-    free(r->by_rate_planned.idx);
     prs__refine_free(r->refiner);
     free(r->side);
     free(r->bounds);
@@ -320,8 +319,7 @@ static int alloc_hull(run *r)
     r->refiner = prs__refine_new(r->g, &r->ev->t, &r->o->pipe);
     r->fit_own.idx = malloc(ops * sizeof(int));
     r->by_rate_own.idx = malloc(ops * sizeof(int));
-    r->by_rate_planned.idx = malloc(ops * sizeof(int));
-    return !r->refiner || !r->fit_own.idx || !r->by_rate_own.idx || !r->by_rate_planned.idx;
+    return !r->refiner || !r->fit_own.idx || !r->by_rate_own.idx;
 }
 
 static double predicted_cost(const run *r)
@@ -380,17 +378,15 @@ static void consider(const run *r, const cand *c, const cand **best, int or_equa
 }
 
 /* The plan to emit for the current durations (into r->plan, figures into *T, *energy_j; cost:
- * their predicted effective cost): exp
- * mode emits the duration -> clock map as the reference does. hull mode reclaims slack
- * (refine.c) within the unrefined plan's own time and keeps the cheaper; when that plan is not
- * certified, i.e. its energy exceeds the relaxation's lower bound by more than
- * PRS_HULL_CERT_GAP, it also tries the reclaiming by rate within the planned time and within
- * the plan's own time (docs/planner.md, 'From the relaxed plan to clocks'). A candidate is
- * taken only when it ends no later than the best so far. (The passes alone within the planned
- * time were dropped: they fill the extra time, so their plan practically never ended early
- * enough to be taken: 0 times in over 100,000 points on the SOSP'24 and synthetic profiles.)
- * The results that depend on the relaxed plan alone (its evaluation, both refinements within
- * its own time) are kept while it does not change. */
+ * their predicted effective cost): exp mode emits the duration -> clock map as the reference
+ * does. hull mode reclaims slack (refine.c) within the unrefined plan's own time and keeps the
+ * cheaper; when that plan is not certified, i.e. its energy exceeds the relaxation's lower
+ * bound by more than PRS_HULL_CERT_GAP, it also tries the reclaiming by rate within the same
+ * time (docs/planner.md, 'From the relaxed plan to clocks'). A candidate is taken only when it
+ * ends no later than the best so far, so refinements within the longer planned time, which
+ * fill it, were dropped: on the SOSP'24 and synthetic profiles they never changed a frontier.
+ * The results that depend on the relaxed plan alone (its evaluation and both refinements) are
+ * kept while it does not change. */
 static void emit_plan(run *r, long T_planned, double cost, long *T, double *energy_j)
 {
     int cached = !r->changed;
@@ -410,11 +406,8 @@ static void emit_plan(run *r, long T_planned, double cost, long *T, double *ener
         const prs_pipeline *p = &r->o->pipe;
         double bound =
             cost + (double)p->stages * p->blocking_power_w * (double)best->t * p->unit_time_s;
-        if (best->e > bound + PRS_HULL_CERT_GAP * fabs(bound)) {
-            consider(r, refined(r, &r->by_rate_planned, T_planned, 1, 0), &best, 0);
-            if (t0 != T_planned)
-                consider(r, refined(r, &r->by_rate_own, t0, 1, r->by_rate_own.ok >= 0), &best, 0);
-        }
+        if (best->e > bound + PRS_HULL_CERT_GAP * fabs(bound))
+            consider(r, refined(r, &r->by_rate_own, t0, 1, r->by_rate_own.ok >= 0), &best, 0);
     }
     for (int op = 0; op < r->g->nops; op++)
         r->plan[op] = r->ev->t.freq[best->idx[op]];
