@@ -383,11 +383,14 @@ static void consider(const run *r, const cand *c, const cand **best, int or_equa
  * cheaper; when that plan is not certified, i.e. its energy exceeds the relaxation's lower
  * bound by more than PRS_HULL_CERT_GAP, it also tries the reclaiming by rate within the same
  * time (docs/planner.md, 'From the relaxed plan to clocks'). A candidate is taken only when it
- * ends no later than the best so far, so refinements within the longer planned time, which
- * fill it, were dropped: on the SOSP'24 and synthetic profiles they never changed a frontier.
+ * ends no later than the best so far, the rounded plan, whose time t0 is at most the planned
+ * time. Both refinements only lengthen computations, each to the cheapest clock within its
+ * limit, and every clock of the rounded plan is a hull vertex, the cheapest of the clocks no
+ * slower than it: so a refinement within the planned time that ends by t0 makes the same
+ * choices as the one within t0, and refining within the planned time is not done.
  * The results that depend on the relaxed plan alone (its evaluation and both refinements) are
  * kept while it does not change. */
-static void emit_plan(run *r, long T_planned, double cost, long *T, double *energy_j)
+static void emit_plan(run *r, double cost, long *T, double *energy_j)
 {
     int cached = !r->changed;
     r->changed = 0;
@@ -401,8 +404,8 @@ static void emit_plan(run *r, long T_planned, double cost, long *T, double *ener
         long t0 = r->rounded.t;
         consider(r, refined(r, &r->fit_own, t0, 0, cached), &best, 1);
         /* Lower bound on the energy of any plan finishing within best->t: the relaxation's
-         * effective cost at T_planned (no larger than at any shorter time) plus blocking power
-         * to best->t. */
+         * effective cost at the planned time (no larger than at any shorter time) plus
+         * blocking power to best->t. */
         const prs_pipeline *p = &r->o->pipe;
         double bound =
             cost + (double)p->stages * p->blocking_power_w * (double)best->t * p->unit_time_s;
@@ -519,7 +522,7 @@ static int push_point(run *r, prs_frontier *f, long T, double delta)
     long T_eval;
     double E_eval;
     double cost = predicted_cost(r);
-    emit_plan(r, T, cost, &T_eval, &E_eval);
+    emit_plan(r, cost, &T_eval, &E_eval);
     size_t nchg = 0;
     for (int op = 0; op < r->g->nops; op++)
         if (r->plan[op] != r->prev_plan[op]) {

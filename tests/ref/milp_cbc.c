@@ -77,31 +77,71 @@ static int export_lp(glp_prob *lp, export *x)
     return ok ? 0 : -1;
 }
 
-/* The model with its integer columns, limits and the MIP start; NULL when out of memory. */
-static Cbc_Model *load(const prs_milp *m, const export *x, const int *start, double time_limit_s)
+/* The model with its integer columns, limits and the MIP start (start may be NULL) into *out;
+ * fails when out of memory or when a clock of start is not among the options. */
+static int load(const prs_milp *m, const export *x, const int *start, double time_limit_s,
+                Cbc_Model **out, prs_error *err)
 {
-    Cbc_Model *cbc = Cbc_newModel();
-    if (!cbc) return NULL;
-    Cbc_loadProblem(cbc, x->ncols, x->nrows, x->start, x->index, x->value, x->collb, x->colub,
-                    x->obj, x->rowlb, x->rowub);
-    for (int j = 1; j <= x->ncols; j++)
-        if (glp_get_col_kind(m->lp, j) != GLP_CV) Cbc_setInteger(cbc, j - 1);
-    Cbc_setLogLevel(cbc, 0);
-    Cbc_setMaximumSeconds(cbc, time_limit_s);
-    Cbc_setAllowableFractionGap(cbc, 1e-7);
-    char threads[16];
-    snprintf(threads, sizeof threads, "%d", m->threads);
-    if (m->threads > 1) Cbc_setParameter(cbc, "threads", threads);
     double *sx = start ? malloc(sizeof *sx * ((size_t)x->ncols + 1)) : NULL;
     int *cols = start ? malloc(sizeof *cols * (size_t)x->ncols) : NULL;
-    if (sx && cols && prs__milp_start_x(m, start, sx) == 0) {
-        for (int j = 0; j < x->ncols; j++)
+    Cbc_Model *cbc = Cbc_newModel();
+    int rc = 0;
+    if (!cbc || (start && (!sx || !cols))) {
+        rc = prs_error_set(err, PRS_ENOMEM, "out of memory loading the MILP into CBC");
+    } else if (start && prs__milp_start_x(m, start, sx)) {
+        rc =
+            prs_error_set(err, PRS_EINVAL, "the starting plan has a clock the MILP does not offer");
+    } else {
+        Cbc_loadProblem(cbc, x->ncols, x->nrows, x->start, x->index, x->value, x->collb, x->colub,
+                        x->obj, x->rowlb, x->rowub);
+        for (int j = 1; j <= x->ncols; j++)
+            if (glp_get_col_kind(m->lp, j) != GLP_CV) Cbc_setInteger(cbc, j - 1);
+        Cbc_setLogLevel(cbc, 0);
+        Cbc_setParameter(cbc, "timeMode", "elapsed"); /* the limit in wall time, not CPU time */
+        Cbc_setMaximumSeconds(cbc, time_limit_s);
+        Cbc_setAllowableFractionGap(cbc, PRS_MILP_GAP);
+        char threads[16];
+        snprintf(threads, sizeof threads, "%d", m->threads);
+        if (m->threads > 1) Cbc_setParameter(cbc, "threads", threads);
+        for (int j = 0; start && j < x->ncols; j++)
             cols[j] = j;
-        Cbc_setMIPStartI(cbc, x->ncols, cols, sx + 1);
+        if (start) Cbc_setMIPStartI(cbc, x->ncols, cols, sx + 1);
     }
+    if (rc && cbc) Cbc_deleteModel(cbc);
     free(sx);
     free(cols);
-    return cbc;
+    *out = rc ? NULL : cbc;
+    return rc;
+}
+
+/* The answer of a finished solve into res and clocks. */
+static int answer(const prs_milp *m, Cbc_Model *cbc, long T, int rc, prs_milp_result *res,
+                  int *clocks, prs_error *err)
+{
+    const double *sol = Cbc_bestSolution(cbc);
+    /* (Cbc_isInitialSolveProvenPrimalInfeasible also answers 1 when the MIP start is already
+     * optimal and the relaxation cannot beat it: not used) */
+    if (!sol && Cbc_isProvenInfeasible(cbc)) {
+        res->status = PRS_MILP_INFEASIBLE;
+        return 0;
+    }
+    if (!sol)
+        return prs_error_set(err, PRS_EINVAL, "CBC found no integer solution at T = %ld (%s)", T,
+                             Cbc_isSecondsLimitReached(cbc) ? "time limit" : "stopped");
+    if (rc < 0 || Cbc_isAbandoned(cbc))
+        return prs_error_set(err, PRS_EINVAL, "CBC abandoned the solve at T = %ld (%d)", T, rc);
+    int n = Cbc_getNumCols(cbc);
+    if (n != m->ncols)
+        return prs_error_set(err, PRS_EINVAL, "CBC answered %d columns, the MILP has %d", n,
+                             m->ncols);
+    double *xv = malloc(sizeof *xv * ((size_t)n + 1));
+    if (!xv) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    memcpy(xv + 1, sol, sizeof *xv * (size_t)n);
+    int status = Cbc_isProvenOptimal(cbc) ? PRS_MILP_OPTIMAL : PRS_MILP_FEASIBLE;
+    rc = prs__milp_finish(m, T, status, Cbc_getObjValue(cbc), Cbc_getBestPossibleObjValue(cbc), xv,
+                          res, clocks, err);
+    free(xv);
+    return rc;
 }
 
 int prs__milp_solve_cbc(prs_milp *m, long T, const int *start, double time_limit_s,
@@ -113,36 +153,13 @@ int prs__milp_solve_cbc(prs_milp *m, long T, const int *start, double time_limit
         return prs_error_set(err, PRS_ENOMEM, "out of memory exporting the MILP");
     }
     double t0 = prs__milp_now();
-    Cbc_Model *cbc = load(m, &x, start, time_limit_s);
+    Cbc_Model *cbc = NULL;
+    int rc = load(m, &x, start, time_limit_s, &cbc, err);
     export_free(&x);
-    if (!cbc) return prs_error_set(err, PRS_ENOMEM, "out of memory loading the MILP into CBC");
-    int rc = Cbc_solve(cbc);
+    if (rc) return rc;
+    rc = Cbc_solve(cbc);
     res->seconds = prs__milp_now() - t0;
-    const double *sol = Cbc_bestSolution(cbc);
-    /* (Cbc_isInitialSolveProvenPrimalInfeasible also answers 1 when the MIP start is already
-     * optimal and the relaxation cannot beat it: not used) */
-    if (!sol && Cbc_isProvenInfeasible(cbc)) {
-        res->status = PRS_MILP_INFEASIBLE;
-    } else if (!sol || rc < 0 || Cbc_isAbandoned(cbc)) {
-        rc = prs_error_set(err, PRS_EINVAL, "CBC found no integer solution at T = %ld (%s)", T,
-                           sol ? "abandoned" : "time limit");
-        Cbc_deleteModel(cbc);
-        return rc;
-    } else {
-        int n = Cbc_getNumCols(cbc);
-        double *xv = malloc(sizeof *xv * ((size_t)n + 1));
-        if (!xv) {
-            Cbc_deleteModel(cbc);
-            return prs_error_set(err, PRS_ENOMEM, "out of memory");
-        }
-        memcpy(xv + 1, sol, sizeof *xv * (size_t)n);
-        int status = Cbc_isProvenOptimal(cbc) ? PRS_MILP_OPTIMAL : PRS_MILP_FEASIBLE;
-        rc = prs__milp_finish(m, T, status, Cbc_getObjValue(cbc), Cbc_getBestPossibleObjValue(cbc),
-                              xv, res, clocks, err);
-        free(xv);
-        Cbc_deleteModel(cbc);
-        return rc;
-    }
+    rc = answer(m, cbc, T, rc, res, clocks, err);
     Cbc_deleteModel(cbc);
-    return 0;
+    return rc;
 }

@@ -239,7 +239,7 @@ static int solve_glpk(prs_milp *m, long T, const int *start, double time_limit_s
     parm.msg_lev = GLP_MSG_OFF;
     parm.presolve = GLP_OFF; /* the callback's incumbent is in the original columns */
     parm.tm_lim = (int)(time_limit_s * 1000);
-    parm.mip_gap = 1e-7;
+    parm.mip_gap = PRS_MILP_GAP;
     parm.cb_func = callback;
     parm.cb_info = m;
     m->start = start;
@@ -273,7 +273,9 @@ static int solve_glpk(prs_milp *m, long T, const int *start, double time_limit_s
     if (!x) return prs_error_set(err, PRS_ENOMEM, "out of memory");
     for (int j = 1; j <= m->ncols; j++)
         x[j] = glp_mip_col_val(m->lp, j);
-    rc = prs__milp_finish(m, T, (rc == 0 && st == GLP_OPT) ? PRS_MILP_OPTIMAL : PRS_MILP_FEASIBLE,
+    /* stopped at the relative gap PRS_MILP_GAP: optimal by the convention CBC follows too */
+    int proven = (rc == 0 && st == GLP_OPT) || rc == GLP_EMIPGAP;
+    rc = prs__milp_finish(m, T, proven ? PRS_MILP_OPTIMAL : PRS_MILP_FEASIBLE,
                           glp_mip_obj_val(m->lp), m->bound, x, res, clocks, err);
     free(x);
     return rc;

@@ -10,8 +10,12 @@
 
 typedef struct prs_milp prs_milp;
 
+/* Relative gap between the best plan and the bound at which a solve stops as optimal. */
+#define PRS_MILP_GAP 1e-7
+
 typedef struct prs_milp_result {
-    int status;      /* PRS_MILP_OPTIMAL, PRS_MILP_FEASIBLE (time limit), PRS_MILP_INFEASIBLE */
+    int status;      /* PRS_MILP_OPTIMAL (within PRS_MILP_GAP), PRS_MILP_FEASIBLE (time limit),
+                        PRS_MILP_INFEASIBLE */
     double energy_j; /* best plan found: its energy, blocking power to T included */
     double bound_j;  /* proven lower bound on the optimum's energy (== energy_j if optimal) */
     long plan_units; /* the best plan's own critical path (<= T) */
