@@ -61,6 +61,13 @@ typedef struct job_ref {
 } job_ref;
 
 /* A job of `stages` stages and `mb` microbatches on 8 clocks at unit time `unit`. */
+/* Microbatches of a job whose planning (8 stages, 10 us unit, the profile of upload) runs for
+ * seconds: 5.1 s of `perseus plan --cost-model hull` on the 2-core development machine under
+ * load. The tests below need a planner still running when they cancel it, time it out (0.5 s)
+ * or shut down; M = 16 once took 7 s and now takes 0.23 s, and a faster planner made
+ * test_time_limit see its planning finish before the limit. */
+#define LONG_MB 96
+
 static void create(srv_ctx *x, int stages, int mb, double unit, job_ref *j)
 {
     char spec[512];
@@ -224,9 +231,9 @@ static void test_queue_and_cancel(void **state)
     srv_ctx x;
     assert_int_equal(start(&x, &cfg), 0);
     job_ref a, b, c;
-    create(&x, 8, 16, 1e-5, &a); /* ~7 s of planning on an idle machine */
-    create(&x, 8, 16, 1e-5, &b);
-    create(&x, 8, 16, 1e-5, &c);
+    create(&x, 8, LONG_MB, 1e-5, &a);
+    create(&x, 8, LONG_MB, 1e-5, &b);
+    create(&x, 8, LONG_MB, 1e-5, &c);
     http_reply r = upload(&x, &a, 8);
     assert_int_equal(r.status, 200);
     http_reply_free(&r);
@@ -272,7 +279,7 @@ static void test_time_limit(void **state)
     srv_ctx x;
     assert_int_equal(start(&x, &cfg), 0);
     job_ref a;
-    create(&x, 8, 16, 1e-5, &a);
+    create(&x, 8, LONG_MB, 1e-5, &a);
     http_reply r = upload(&x, &a, 8);
     assert_int_equal(r.status, 200);
     http_reply_free(&r);
@@ -304,7 +311,7 @@ static void test_shutdown(void **state)
     srv_ctx x;
     assert_int_equal(start(&x, &cfg), 0);
     job_ref a;
-    create(&x, 8, 16, 1e-5, &a);
+    create(&x, 8, LONG_MB, 1e-5, &a);
     http_reply r = upload(&x, &a, 8);
     assert_int_equal(r.status, 200);
     http_reply_free(&r);
