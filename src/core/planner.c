@@ -56,11 +56,9 @@ typedef struct run {
     unsigned char *was_crit;            /* per arc: critical in the last iteration */
     int have_cut;                       /* r->side holds the last solve's cut */
     int *freq, *arc_id, *touched, *chg_op, *chg_freq;
-    int *plan, *prev_plan; /* emitted plan (hull: refined), the previous one */
-    int *idx;              /* per op: table entry of freq[op] */
-    int changed;           /* freq changed since the last emitted point */
-    long last_t;           /* evaluated figures of the last emitted plan */
-    double last_e;
+    int *plan, *prev_plan;              /* emitted plan (hull: refined), the previous one */
+    int *idx;                           /* per op: table entry of freq[op] */
+    int changed;                        /* freq changed since the last emitted point */
     prs__refine_refiner *refiner;       /* hull mode only */
     cand rounded, fit_own, by_rate_own; /* hull mode only */
     unsigned char *side;

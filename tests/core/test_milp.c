@@ -83,19 +83,43 @@ static void cross_check(const gcase *c, prs_milp *cbc, const prs_profile *prof,
     }
 }
 
+/* The case's hull frontier (clean), its options in *o. */
+static prs_frontier *plan_case(const gcase *c, const prs_profile *prof, prs_plan_opts *o)
+{
+    prs_plan_opts_default(o);
+    o->pipe.stages = c->stages;
+    o->pipe.microbatches = c->mbs;
+    o->pipe.unit_time_s = c->unit_s;
+    o->pipe.blocking_power_w = c->power_w;
+    o->cost_model = PRS_COST_HULL;
+    o->frontier = PRS_FRONTIER_CLEAN;
+    prs_error err = {0, ""};
+    prs_frontier *f = NULL;
+    if (prs_plan(prof, o, &f, &err)) fail_msg("%s: plan: %s", c->name, err.msg);
+    return f;
+}
+
+/* The synthetic profile of a case with a GPU preset. */
+static prs_profile *synth_case(const gcase *c)
+{
+    prs_synth_opts so;
+    prs_synth_opts_init(&so);
+    so.gpu = prs_gpu_preset_find(c->gpu);
+    assert_non_null(so.gpu);
+    so.stages = c->stages;
+    so.noise = c->noise;
+    so.seed = c->seed;
+    prs_profile *prof = NULL;
+    prs_error err = {0, ""};
+    if (prs_synth_profile(&so, &prof, &err)) fail_msg("%s: synth: %s", c->name, err.msg);
+    return prof;
+}
+
 static void check_case(const gcase *c, prs_profile *prof)
 {
     prs_plan_opts o;
-    prs_plan_opts_default(&o);
-    o.pipe.stages = c->stages;
-    o.pipe.microbatches = c->mbs;
-    o.pipe.unit_time_s = c->unit_s;
-    o.pipe.blocking_power_w = c->power_w;
-    o.cost_model = PRS_COST_HULL;
-    o.frontier = PRS_FRONTIER_CLEAN;
+    prs_frontier *f = plan_case(c, prof, &o);
     prs_error err = {0, ""};
-    prs_frontier *f = NULL;
-    if (prs_plan(prof, &o, &f, &err)) fail_msg("%s: plan: %s", c->name, err.msg);
     prs_milp *m = prs_milp_new(prof, &o.pipe, &err);
     if (!m) fail_msg("%s: MILP: %s", c->name, err.msg);
     prs_milp *cbc = c->cross ? prs_milp_new(prof, &o.pipe, &err) : NULL;
@@ -145,16 +169,7 @@ static void check_case(const gcase *c, prs_profile *prof)
 
 static void run_synth(const gcase *c)
 {
-    prs_synth_opts so;
-    prs_synth_opts_init(&so);
-    so.gpu = prs_gpu_preset_find(c->gpu);
-    assert_non_null(so.gpu);
-    so.stages = c->stages;
-    so.noise = c->noise;
-    so.seed = c->seed;
-    prs_profile *prof = NULL;
-    prs_error err = {0, ""};
-    if (prs_synth_profile(&so, &prof, &err)) fail_msg("%s: synth: %s", c->name, err.msg);
+    prs_profile *prof = synth_case(c);
     check_case(c, prof);
     prs_profile_free(prof);
 }
@@ -203,29 +218,17 @@ static void test_solver_edges(void **state)
     (void)state;
     const gcase c = {
         "H100-class S=4 M=4, 1 ms, 2 % noise", "h100", NULL, 4, 4, 1e-3, 146.37, 0.02, 3, 1};
-    prs_synth_opts so;
-    prs_synth_opts_init(&so);
-    so.gpu = prs_gpu_preset_find(c.gpu);
-    so.stages = c.stages;
-    so.noise = c.noise;
-    so.seed = c.seed;
-    prs_profile *prof = NULL;
-    prs_error err = {0, ""};
-    assert_int_equal(prs_synth_profile(&so, &prof, &err), 0);
+    prs_profile *prof = synth_case(&c);
     prs_plan_opts o;
-    prs_plan_opts_default(&o);
-    o.pipe.stages = c.stages;
-    o.pipe.microbatches = c.mbs;
-    o.pipe.unit_time_s = c.unit_s;
-    o.pipe.blocking_power_w = c.power_w;
-    o.cost_model = PRS_COST_HULL;
-    o.frontier = PRS_FRONTIER_CLEAN;
-    prs_frontier *f = NULL;
-    assert_int_equal(prs_plan(prof, &o, &f, &err), 0);
+    prs_frontier *f = plan_case(&c, prof, &o);
+    prs_error err = {0, ""};
     size_t last = prs_frontier_size(f) - 1;
     const prs_frontier_point *pt = prs_frontier_point_at(f, last);
     long T = lround(pt->eval_time_s / c.unit_s);
-    int plan[32], best[32];
+    int nops = c.stages * 2 * c.mbs;
+    int *plan = malloc(sizeof *plan * (size_t)nops), *best = malloc(sizeof *best * (size_t)nops);
+    assert_non_null(plan);
+    assert_non_null(best);
     assert_int_equal(prs_frontier_plan(f, last, plan, &err), 0);
     for (int solver = PRS_MILP_GLPK; solver <= PRS_MILP_CBC; solver++) {
         prs_milp *m = prs_milp_new(prof, &o.pipe, &err);
@@ -243,6 +246,8 @@ static void test_solver_edges(void **state)
         assert_int_equal(prs_milp_set_solver(m, PRS_MILP_CBC, 0), -1);
         prs_milp_free(m);
     }
+    free(plan);
+    free(best);
     prs_frontier_free(f);
     prs_profile_free(prof);
 }

@@ -16,16 +16,14 @@ static void bounds_of(int ty, double lb, double ub, double *lo, double *hi)
     *hi = (ty == GLP_FR || ty == GLP_LO) ? DBL_MAX : ub;
 }
 
-typedef struct export
-{
+typedef struct cbc_data {
     int ncols, nrows;
     CoinBigIndex *start;
     int *index;
     double *value, *collb, *colub, *obj, *rowlb, *rowub;
-}
-export;
+} cbc_data;
 
-static void export_free(export *x)
+static void export_free(cbc_data *x)
 {
     free(x->start);
     free(x->index);
@@ -38,7 +36,7 @@ static void export_free(export *x)
 }
 
 /* The GLPK problem in CBC's column-major form (0-based); non-zero when out of memory. */
-static int export_lp(glp_prob *lp, export *x)
+static int export_lp(glp_prob *lp, cbc_data *x)
 {
     memset(x, 0, sizeof *x);
     x->ncols = glp_get_num_cols(lp);
@@ -79,7 +77,7 @@ static int export_lp(glp_prob *lp, export *x)
 
 /* The model with its integer columns, limits and the MIP start (start may be NULL) into *out;
  * fails when out of memory or when a clock of start is not among the options. */
-static int load(const prs_milp *m, const export *x, const int *start, double time_limit_s,
+static int load(const prs_milp *m, const cbc_data *x, const int *start, double time_limit_s,
                 Cbc_Model **out, prs_error *err)
 {
     double *sx = start ? malloc(sizeof *sx * ((size_t)x->ncols + 1)) : NULL;
@@ -147,7 +145,7 @@ static int answer(const prs_milp *m, Cbc_Model *cbc, long T, int rc, prs_milp_re
 int prs__milp_solve_cbc(prs_milp *m, long T, const int *start, double time_limit_s,
                         prs_milp_result *res, int *clocks, prs_error *err)
 {
-    export x;
+    cbc_data x;
     if (export_lp(m->lp, &x)) {
         export_free(&x);
         return prs_error_set(err, PRS_ENOMEM, "out of memory exporting the MILP");

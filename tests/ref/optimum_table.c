@@ -87,7 +87,7 @@ int main(int argc, char **argv)
     if (prs_plan(prof, &o, &f, &err)) return fail("plan", &err);
     prs_milp *m = prs_milp_new(prof, &o.pipe, &err);
     if (!m) return fail("MILP", &err);
-    prs_milp_set_solver(m, solver, threads);
+    if (prs_milp_set_solver(m, solver, threads)) return usage();
     size_t n = prs_frontier_size(f);
     int nops = o.pipe.stages * 2 * o.pipe.microbatches;
     int *plan = malloc(sizeof *plan * (size_t)nops), *best = malloc(sizeof *best * (size_t)nops);

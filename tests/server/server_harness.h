@@ -44,6 +44,13 @@ static inline double harness_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Size of a file in bytes, 0 when it does not exist. */
+static inline long long harness_file_size(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (long long)sb.st_size : 0;
+}
+
 static inline void harness_sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};

@@ -60,7 +60,6 @@ typedef struct job_ref {
     char id[64], tok[96];
 } job_ref;
 
-/* A job of `stages` stages and `mb` microbatches on 8 clocks at unit time `unit`. */
 /* Microbatches of a job whose planning (8 stages, 10 us unit, the profile of upload) runs for
  * seconds: 5.1 s of `perseus plan --cost-model hull` on the 2-core development machine under
  * load. The tests below need a planner still running when they cancel it, time it out (0.5 s)
@@ -68,6 +67,7 @@ typedef struct job_ref {
  * test_time_limit see its planning finish before the limit. */
 #define LONG_MB 96
 
+/* A job of `stages` stages and `mb` microbatches on 8 clocks at unit time `unit`. */
 static void create(srv_ctx *x, int stages, int mb, double unit, job_ref *j)
 {
     char spec[512];

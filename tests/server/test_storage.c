@@ -33,12 +33,6 @@ static int teardown(void **state)
     return daemon_teardown(&d);
 }
 
-static long long file_size(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0 ? (long long)sb.st_size : 0;
-}
-
 /* Checkpoint the server's WAL into the database and truncate it (from a connection of the
  * test's own, while the server is idle); the database file's size. */
 static long long checkpointed_size(void)
@@ -57,14 +51,14 @@ static long long checkpointed_size(void)
     sqlite3_finalize(q);
     sqlite3_close(h);
     assert_int_equal(busy, 0);
-    return file_size(db);
+    return harness_file_size(db);
 }
 
 static long long wal_size(void)
 {
     char wal[330];
     snprintf(wal, sizeof wal, "%s/perseusd.db-wal", d.dir);
-    return file_size(wal);
+    return harness_file_size(wal);
 }
 
 /* Every rank posts POSTS x BATCH running iterations at its schedule's clocks. The largest WAL

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <cmocka.h>
 #include <sqlite3.h>
@@ -245,13 +244,6 @@ static void test_new_database(void **state)
                      4);
 }
 
-/* Size of a file, 0 when it does not exist. */
-static long long size_of(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 ? (long long)st.st_size : 0;
-}
-
 /* A 12 MB profile grows the WAL to its size; once a checkpoint has run, the next transactions
  * bring the file back to STORE_WAL_LIMIT_BYTES instead of keeping it at 12 MB. */
 static void test_wal_shrinks_after_large_transaction(void **state)
@@ -282,7 +274,7 @@ static void test_wal_shrinks_after_large_transaction(void **state)
     assert_int_equal(store_put_profile(s, "j1", "uploaded", csv, len), 0);
     assert_int_equal(store_commit(s), 0);
     free(csv);
-    long long grown = size_of(wal);
+    long long grown = harness_file_size(wal);
     assert_true(grown > (long long)len);
     /* small transactions: the automatic checkpoint after the large commit lets the WAL restart */
     for (int i = 0; i < 3; i++) {
@@ -291,7 +283,7 @@ static void test_wal_shrinks_after_large_transaction(void **state)
         assert_int_equal(store_update_job(s, &j), 0);
         assert_int_equal(store_commit(s), 0);
     }
-    long long after = size_of(wal);
+    long long after = harness_file_size(wal);
     print_message("WAL %lld B after the 12 MB profile, %lld B after 3 small transactions\n", grown,
                   after);
     assert_true(after <= STORE_WAL_LIMIT_BYTES);
