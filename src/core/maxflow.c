@@ -31,6 +31,8 @@ struct prs__flow_net {
     double *cap;
     double *excess;
     unsigned char *inf_arc; /* per original arc pair: ub infinite */
+    int nbase;      /* arcs' edges before the solver's node-excess edges; -1: not solved yet */
+    int *head_base; /* head[] as the arcs alone left it (prs__flow_again) */
     int *level, *it, *queue, *stack_e;
     double cut_eps; /* the cut's residual threshold (prs__flow_min_cut's eps) */
     int thin;       /* the last level search discovered a node through a residual <= cut_eps */
@@ -44,6 +46,7 @@ prs__flow_net *prs__flow_new(int max_nodes, int max_arcs)
     n->max_edges = 2 * (max_arcs + 2 * max_nodes + 1);
     size_t V = (size_t)n->max_nodes, E = (size_t)n->max_edges;
     n->head = malloc(V * sizeof *n->head);
+    n->head_base = malloc(V * sizeof *n->head_base);
     n->level = malloc(V * sizeof *n->level);
     n->it = malloc(V * sizeof *n->it);
     n->queue = malloc(V * sizeof *n->queue);
@@ -53,8 +56,8 @@ prs__flow_net *prs__flow_new(int max_nodes, int max_arcs)
     n->to = malloc(E * sizeof *n->to);
     n->cap = malloc(E * sizeof *n->cap);
     n->inf_arc = malloc(E / 2 + 1);
-    if (!n->head || !n->level || !n->it || !n->queue || !n->stack_e || !n->excess || !n->next ||
-        !n->to || !n->cap || !n->inf_arc) {
+    if (!n->head || !n->head_base || !n->level || !n->it || !n->queue || !n->stack_e ||
+        !n->excess || !n->next || !n->to || !n->cap || !n->inf_arc) {
         prs__flow_free(n);
         return NULL;
     }
@@ -65,6 +68,7 @@ void prs__flow_free(prs__flow_net *n)
 {
     if (!n) return;
     free(n->head);
+    free(n->head_base);
     free(n->level);
     free(n->it);
     free(n->queue);
@@ -83,10 +87,21 @@ void prs__flow_reset(prs__flow_net *n, int nnodes, int s, int t)
     n->s = s;
     n->t = t;
     n->nedges = 0;
+    n->nbase = -1;
     for (int v = 0; v < nnodes + 2; v++) {
         n->head[v] = -1;
         n->excess[v] = 0;
     }
+}
+
+int prs__flow_again(prs__flow_net *n)
+{
+    if (n->nbase < 0) return -1;
+    n->nedges = n->nbase;
+    memcpy(n->head, n->head_base, sizeof *n->head * (size_t)(n->nnodes + 2));
+    for (int v = 0; v < n->nnodes + 2; v++)
+        n->excess[v] = 0;
+    return 0;
 }
 
 static int add_edge(prs__flow_net *n, int u, int v, double cap)
@@ -99,16 +114,29 @@ static int add_edge(prs__flow_net *n, int u, int v, double cap)
     return e;
 }
 
-int prs__flow_add(prs__flow_net *n, int from, int to, double lb, double ub, double flow)
+/* Edge pair e's residual capacities and inf flag for bounds [lb, ub] at a starting flow, and the
+ * flow's share of its ends' excess. */
+static void set_pair(prs__flow_net *n, int e, double lb, double ub, double flow)
 {
     if (!(flow >= lb)) flow = lb; /* also catches NaN */
     if (flow > ub) flow = ub;
-    int e = add_edge(n, from, to, ub - flow);
+    n->cap[e] = ub - flow;
     n->cap[e + 1] = flow - lb;
     n->inf_arc[e / 2] = isinf(ub) != 0;
-    n->excess[to] += flow;
-    n->excess[from] -= flow;
+    n->excess[n->to[e]] += flow;
+    n->excess[n->to[e + 1]] -= flow;
+}
+
+int prs__flow_add(prs__flow_net *n, int from, int to, double lb, double ub, double flow)
+{
+    int e = add_edge(n, from, to, 0);
+    set_pair(n, e, lb, ub, flow);
     return e / 2;
+}
+
+void prs__flow_set(prs__flow_net *n, int arc, double lb, double ub, double flow)
+{
+    set_pair(n, 2 * arc, lb, ub, flow);
 }
 
 double prs__flow_flow(const prs__flow_net *n, int arc, double lb)
@@ -199,6 +227,10 @@ int prs__flow_min_cut(prs__flow_net *n, double eps, unsigned char *side)
      * f0 - lb backwards, excess from f0), which lets a caller warm-start from the last solve.
      * value: the cut's value = flow + excess(t) + the negative excesses outside s and t. */
     int V = n->nnodes;
+    if (n->nbase < 0) { /* first solve of these arcs: keep their lists for prs__flow_again */
+        n->nbase = n->nedges;
+        memcpy(n->head_base, n->head, sizeof *n->head * (size_t)(V + 2));
+    }
     int *to_sink = n->it; /* scratch: node -> its v -> t helper edge, or -1 */
     double value = n->excess[n->t];
     for (int v = 0; v < V; v++) {

@@ -12,7 +12,9 @@
  * floored to a 1e-6 grid, the same termination rules). hull mode uses the exact piecewise-linear
  * slopes, no padding, a tighter cut tolerance, and skips (rather than stops at) a lengthening
  * that is impossible. Both modes guard the step: if lengthening made a non-critical path too
- * long, the lengthenings are undone so the iteration still shrinks by exactly one unit. */
+ * long, the lengthenings are undone so the iteration still shrinks by exactly one unit. hull mode
+ * also takes a step that will repeat unchanged k times in one go (repeats_hold), emitting its k
+ * points without the scans and critical-path passes between them. */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -64,6 +66,10 @@ typedef struct run {
     unsigned char *side;
     double *bounds;    /* flow bounds per type and duration (fill_bounds) */
     size_t *bounds_at; /* per type: its first (lb, ub) pair in bounds */
+    /* per type and duration d (indexed like bounds' pairs): how many durations from d down
+     * (run_dn) or up (run_up), d included, have d's bounds */
+    long *run_dn, *run_up;
+    int nshort; /* step(): how many of r->touched it shortened */
 } run;
 
 static void free_types(prs__model_optype *types, int ntypes);
@@ -94,6 +100,8 @@ static void run_free(run *r)
     free(r->side);
     free(r->bounds);
     free(r->bounds_at);
+    free(r->run_dn);
+    free(r->run_up);
 }
 
 static const prs__model_optype *type_of(const run *r, int op)
@@ -146,7 +154,8 @@ static void op_bounds(const prs__model_optype *t, long d, int exp_mode, double *
 }
 
 /* Tabulate op_bounds for every type and duration (r->bounds: lb, ub pairs; r->bounds_at: each
- * type's first pair). Non-zero when out of memory. */
+ * type's first pair; r->run_dn, r->run_up: the runs of equal bounds). Non-zero when out of
+ * memory. */
 static int fill_bounds(run *r)
 {
     int ntypes = prs_pipeline_chunks(&r->o->pipe) * 2;
@@ -160,12 +169,21 @@ static int fill_bounds(run *r)
         total += (size_t)(r->types[k].q_max - r->types[k].q_min + 1);
     }
     r->bounds = malloc(sizeof *r->bounds * 2 * total);
-    if (!r->bounds) return -1;
+    r->run_dn = malloc(sizeof *r->run_dn * total);
+    r->run_up = malloc(sizeof *r->run_up * total);
+    if (!r->bounds || !r->run_dn || !r->run_up) return -1;
     for (int k = 0; k < ntypes; k++) {
         const prs__model_optype *t = &r->types[k];
         double *b = r->bounds + 2 * r->bounds_at[k];
-        for (long d = t->q_min; d <= t->q_max; d++, b += 2)
-            op_bounds(t, d, exp_mode, &b[0], &b[1]);
+        long *dn = r->run_dn + r->bounds_at[k], *up = r->run_up + r->bounds_at[k];
+        long n = t->q_max - t->q_min + 1;
+        for (long i = 0; i < n; i++) {
+            op_bounds(t, t->q_min + i, exp_mode, &b[2 * i], &b[2 * i + 1]);
+            int same = i > 0 && b[2 * i] == b[2 * i - 2] && b[2 * i + 1] == b[2 * i - 1];
+            dn[i] = same ? dn[i - 1] + 1 : 1;
+        }
+        for (long i = n - 1; i >= 0; i--) /* i + 1 has i's bounds when dn[i + 1] > 1 */
+            up[i] = i < n - 1 && dn[i + 1] > 1 ? up[i + 1] + 1 : 1;
     }
     return 0;
 }
@@ -187,88 +205,188 @@ static void arc_bounds(const run *r, const prs__graph_arc *a, double *lb, double
 
 enum step_result { STEP_OK, STEP_DONE, STEP_INFEASIBLE };
 
-/* One iteration; T is the current critical path length (earliest/latest filled). On STEP_OK
- * the durations are updated, *delta holds the effective-energy change and r->touched[0..*nt)
- * the computations whose duration changed. */
-static enum step_result step(run *r, long T, double *delta, int *nt)
+/* The critical arcs into r->arc_id (their count returned) with their bounds; *same: the flow
+ * problem is the last solve's (hull mode only: the same critical arcs with the same bounds, so
+ * the same source-minimal minimum cut; piecewise-linear costs make this common); *same_arcs:
+ * the same critical arcs, whatever their bounds. */
+static int scan_critical(run *r, int *same, int *same_arcs)
 {
     const prs__graph_graph *g = r->g;
-    int exp_mode = r->o->cost_model == PRS_COST_EXP;
-    /* the critical arcs and their bounds; hull mode keeps the last cut when both are the same
-     * as in the last solve (the flow problem is then the same, and so is its source-minimal
-     * minimum cut: piecewise-linear costs make this common) */
-    int ncrit = 0, same = !exp_mode && r->have_cut;
+    int ncrit = 0;
+    *same = r->o->cost_model != PRS_COST_EXP && r->have_cut;
+    *same_arcs = 1;
     for (int a = 0; a < g->narcs; a++) {
         const prs__graph_arc *arc = &g->arcs[a];
         long d = arc->op >= 0 ? r->dur[arc->op] : 0;
         if (r->earliest[arc->from] + d != r->latest[arc->to]) {
             r->arc_flow[a] = 0; /* not critical: no flow to start the next solve from */
-            if (r->was_crit[a]) same = 0;
+            if (r->was_crit[a]) *same = *same_arcs = 0;
             r->was_crit[a] = 0;
             continue;
         }
         double lb, ub;
         arc_bounds(r, arc, &lb, &ub);
-        if (!r->was_crit[a] || lb != r->arc_lb[a] || ub != r->arc_ub[a]) same = 0;
+        if (!r->was_crit[a]) *same_arcs = 0;
+        if (!*same_arcs || lb != r->arc_lb[a] || ub != r->arc_ub[a]) *same = 0;
         r->was_crit[a] = 1;
         r->arc_lb[a] = lb;
         r->arc_ub[a] = ub;
         r->arc_id[ncrit++] = a;
     }
-    int rc = 0;
-    if (!same) {
+    return ncrit;
+}
+
+/* The minimum cut of the critical arcs into r->side, their flows kept as the next solve's
+ * starting point (prs__flow_min_cut's return). */
+static int solve_cut(run *r, int ncrit, int same_arcs)
+{
+    const prs__graph_graph *g = r->g;
+    /* the same critical arcs as in the last solve: only their bounds and flows change */
+    if (same_arcs && prs__flow_again(r->net) == 0)
+        for (int i = 0; i < ncrit; i++) {
+            int a = r->arc_id[i];
+            prs__flow_set(r->net, i, r->arc_lb[a], r->arc_ub[a], r->arc_flow[a]);
+        }
+    else {
         prs__flow_reset(r->net, g->nnodes, g->source, g->sink);
         for (int i = 0; i < ncrit; i++) {
             int a = r->arc_id[i];
             prs__flow_add(r->net, g->arcs[a].from, g->arcs[a].to, r->arc_lb[a], r->arc_ub[a],
                           r->arc_flow[a]);
         }
-        rc = prs__flow_min_cut(r->net, exp_mode ? FP_ERROR : PRS_HULL_CUT_EPS, r->side);
-        /* keep this flow as the next solve's starting point */
-        for (int i = 0; i < ncrit; i++) {
-            int a = r->arc_id[i];
-            r->arc_flow[a] = rc == 0 ? prs__flow_flow(r->net, i, r->arc_lb[a]) : 0;
-        }
-        r->have_cut = rc == 0;
     }
-    if (rc == PRS_ERANGE) return STEP_DONE;
-    if (rc == PRS_EINFEASIBLE) return STEP_INFEASIBLE;
-    double dl = 0;
-    int n = 0, nfw = 0;
-    /* forward-crossing arcs: shorten */
+    int exp_mode = r->o->cost_model == PRS_COST_EXP;
+    int rc = prs__flow_min_cut(r->net, exp_mode ? FP_ERROR : PRS_HULL_CUT_EPS, r->side);
     for (int i = 0; i < ncrit; i++) {
+        int a = r->arc_id[i];
+        r->arc_flow[a] = rc == 0 ? prs__flow_flow(r->net, i, r->arc_lb[a]) : 0;
+    }
+    r->have_cut = rc == 0;
+    return rc;
+}
+
+/* The computations the cut changes into r->touched: the first *nshort cross it forwards (to be
+ * shortened), the rest up to *n backwards (to be lengthened). *pure: every critical arc
+ * crossing the cut is changed (no dummy crosses it backwards, no lengthening is skipped), so
+ * every critical path gets exactly one unit shorter. */
+static enum step_result cut_ops(run *r, int ncrit, int *nshort, int *n, int *pure)
+{
+    const prs__graph_graph *g = r->g;
+    int exp_mode = r->o->cost_model == PRS_COST_EXP;
+    int m = 0;
+    *pure = 1;
+    for (int i = 0; i < ncrit; i++) { /* forwards: shorten */
         const prs__graph_arc *arc = &g->arcs[r->arc_id[i]];
         if (!(r->side[arc->from] && !r->side[arc->to])) continue;
-        nfw++;
-        if (arc->op < 0) return STEP_DONE;
-        const prs__model_optype *t = type_of(r, arc->op);
-        long d = r->dur[arc->op];
-        if (d - 1 < t->q_min) return STEP_DONE;
-        dl += t->up[d - t->q_min];
-        r->touched[n++] = arc->op;
+        if (arc->op < 0 || r->dur[arc->op] - 1 < type_of(r, arc->op)->q_min) return STEP_DONE;
+        r->touched[m++] = arc->op;
     }
-    if (nfw == 0) return STEP_DONE;
-    int nshort = n;
-    /* backward-crossing arcs: lengthen (never dummies) */
-    for (int i = 0; i < ncrit; i++) {
+    if (m == 0) return STEP_DONE;
+    *nshort = m;
+    for (int i = 0; i < ncrit; i++) { /* backwards: lengthen (never dummies) */
         const prs__graph_arc *arc = &g->arcs[r->arc_id[i]];
-        if (!(!r->side[arc->from] && r->side[arc->to]) || arc->op < 0) continue;
-        const prs__model_optype *t = type_of(r, arc->op);
-        long d = r->dur[arc->op];
-        if (d + 1 > t->q_max) {
-            if (exp_mode) return STEP_DONE;
+        if (!(!r->side[arc->from] && r->side[arc->to])) continue;
+        if (arc->op < 0) {
+            *pure = 0;
             continue;
         }
-        dl -= t->down[d - t->q_min];
-        r->touched[n++] = arc->op;
+        if (r->dur[arc->op] + 1 > type_of(r, arc->op)->q_max) {
+            if (exp_mode) return STEP_DONE;
+            *pure = 0;
+            continue;
+        }
+        r->touched[m++] = arc->op;
     }
+    *n = m;
+    return STEP_OK;
+}
+
+/* The predicted effective-energy change of the step in r->touched from the current durations. */
+static double step_delta(const run *r, int nshort, int n)
+{
+    double dl = 0;
+    for (int i = 0; i < n; i++) {
+        int op = r->touched[i];
+        const prs__model_optype *t = type_of(r, op);
+        if (i < nshort)
+            dl += t->up[r->dur[op] - t->q_min];
+        else
+            dl -= t->down[r->dur[op] - t->q_min];
+    }
+    return dl;
+}
+
+/* Apply the step in r->touched k times (k < 0 undoes). */
+static void apply_step(run *r, int nshort, int n, long k)
+{
+    for (int i = 0; i < n; i++)
+        r->dur[r->touched[i]] += i < nshort ? -k : k;
+}
+
+/* hull mode: how many times in a row the step in r->touched meets the same bounds for every
+ * computation it changes, each staying within its range. */
+static long repeat_limit(const run *r, int nshort, int n)
+{
+    long k = LONG_MAX;
+    for (int i = 0; i < n; i++) {
+        int op = r->touched[i], type = r->g->op_type[op];
+        const prs__model_optype *t = &r->types[type];
+        size_t at = r->bounds_at[type] + (size_t)(r->dur[op] - t->q_min);
+        long run_len = i < nshort ? r->run_dn[at] : r->run_up[at];
+        long room = i < nshort ? r->dur[op] - t->q_min : t->q_max - r->dur[op];
+        if (run_len < k) k = run_len;
+        if (room < k) k = room;
+    }
+    return k;
+}
+
+/* Would the next k - 1 iterations repeat this pure step (cut_ops), each one unit shorter?
+ * They would if k steps at once end at T - k with the critical arcs of now: every critical path
+ * shrinks by one unit per step, so critical arcs stay critical; every other path's length
+ * changes linearly with the number of steps, so a path below the critical length at the first
+ * and the last step is below it at every step between. The problems solved in between are then
+ * the same (same critical arcs; the same bounds by repeat_limit), and so are their cuts. On
+ * success r->earliest / r->latest hold the times after the k steps. */
+static int repeats_hold(run *r, long T, int nshort, int n, long k)
+{
+    const prs__graph_graph *g = r->g;
+    apply_step(r, nshort, n, k);
+    int ok = prs__graph_cpm(g, r->dur, r->earliest, r->latest) == T - k;
+    for (int a = 0; ok && a < g->narcs; a++) {
+        const prs__graph_arc *arc = &g->arcs[a];
+        long d = arc->op >= 0 ? r->dur[arc->op] : 0;
+        ok = (r->earliest[arc->from] + d == r->latest[arc->to]) == r->was_crit[a];
+    }
+    apply_step(r, nshort, n, -k);
+    return ok;
+}
+
+/* One iteration; T is the current critical path length (earliest/latest filled). On STEP_OK
+ * the durations are updated, *delta holds the effective-energy change, r->touched[0..*nt) the
+ * computations whose duration changed (the first r->nshort shortened), and *nrep how many
+ * iterations in a row make this same change: when more than one, r->earliest / r->latest
+ * already hold the times after the last of them, T - *nrep. */
+static enum step_result step(run *r, long T, double *delta, int *nt, long *nrep)
+{
+    const prs__graph_graph *g = r->g;
+    int exp_mode = r->o->cost_model == PRS_COST_EXP;
+    int same, same_arcs, nshort = 0, n = 0, pure;
+    int ncrit = scan_critical(r, &same, &same_arcs);
+    int rc = same ? 0 : solve_cut(r, ncrit, same_arcs);
+    if (rc == PRS_ERANGE) return STEP_DONE;
+    if (rc == PRS_EINFEASIBLE) return STEP_INFEASIBLE;
+    enum step_result sr = cut_ops(r, ncrit, &nshort, &n, &pure);
+    if (sr != STEP_OK) return sr;
+    double dl = step_delta(r, nshort, n);
     if (exp_mode && fabs(dl) < FP_ERROR) return STEP_DONE;
-    for (int i = 0; i < nshort; i++)
-        r->dur[r->touched[i]]--;
-    for (int i = nshort; i < n; i++)
-        r->dur[r->touched[i]]++;
+    *nrep = 1;
+    if (!exp_mode && pure) {
+        long k = repeat_limit(r, nshort, n);
+        if (k >= 2 && repeats_hold(r, T, nshort, n, k)) *nrep = k;
+    }
+    apply_step(r, nshort, n, 1);
     /* Step guard: lengthening may have made a near-critical path longer than T - 1. */
-    if (n > nshort && prs__graph_cpm(g, r->dur, r->earliest, NULL) > T - 1) {
+    if (*nrep == 1 && n > nshort && prs__graph_cpm(g, r->dur, r->earliest, NULL) > T - 1) {
         for (int i = nshort; i < n; i++) {
             int op = r->touched[i];
             r->dur[op]--;
@@ -276,6 +394,7 @@ static enum step_result step(run *r, long T, double *delta, int *nt)
         }
         n = nshort;
     }
+    r->nshort = nshort;
     *delta = dl;
     *nt = n;
     return STEP_OK;
@@ -635,22 +754,29 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
     for (;;) {
         double delta = 0;
         int nt = 0;
-        enum step_result sr = step(&r, T, &delta, &nt);
+        long nrep = 1;
+        enum step_result sr = step(&r, T, &delta, &nt, &nrep);
         if (sr == STEP_INFEASIBLE && o->warn)
             o->warn(o->ud, "flow with lower bounds infeasible; frontier ends here");
         if (sr != STEP_OK) break;
-        for (int i = 0; i < nt; i++)
-            set_clock(&r, r.touched[i]);
-        T = prs__graph_cpm(g, r.dur, r.earliest, r.latest);
-        if (push_point(&r, f, T, delta)) {
-            rc = prs_error_set(err, PRS_ENOMEM, "out of memory storing plans");
-            goto out;
-        }
-        done++;
-        if (o->progress && o->progress(o->ud, done, total)) {
-            rc = prs_error_set(err, PRS_ECANCELED, "planning canceled after %ld of %ld steps", done,
-                               total);
-            goto out;
+        for (long j = 1; j <= nrep; j++) {
+            if (j > 1) { /* the same step again (step()) */
+                delta = step_delta(&r, r.nshort, nt);
+                apply_step(&r, r.nshort, nt, 1);
+            }
+            for (int i = 0; i < nt; i++)
+                set_clock(&r, r.touched[i]);
+            T = nrep > 1 ? T - 1 : prs__graph_cpm(g, r.dur, r.earliest, r.latest);
+            if (push_point(&r, f, T, delta)) {
+                rc = prs_error_set(err, PRS_ENOMEM, "out of memory storing plans");
+                goto out;
+            }
+            done++;
+            if (o->progress && o->progress(o->ud, done, total)) {
+                rc = prs_error_set(err, PRS_ECANCELED, "planning canceled after %ld of %ld steps",
+                                   done, total);
+                goto out;
+            }
         }
     }
     /* No iteration could shorten the pipeline (one achievable time): its one plan is the start,
