@@ -43,13 +43,20 @@ int prs_cli_positive_int(const char *cmd, const char *opt, const char *v, int *o
 int prs_cli_number(const char *cmd, const char *opt, const char *v, double min, int strict,
                    double *out);
 
-/* Planner callbacks: a progress bar on stderr (when enabled, i.e. stderr is a terminal) and
- * warnings as "perseus CMD: warning: ...". Pass a prs_cli_progress as the planner's ud. */
+/* Planner callbacks: progress on stderr and warnings as "perseus CMD: warning: ...". Pass a
+ * prs_cli_progress as the planner's ud, set up by prs_cli_progress_init (wanted: not --quiet).
+ * On a terminal the progress is a bar redrawn in place; otherwise (a log file, a batch job's
+ * output) a line at every tenth of the run, once the run has taken a second. */
 typedef struct prs_cli_progress {
     const char *cmd;
-    int enabled;
-    int last_pct;
+    int bar;      /* stderr is a terminal */
+    int lines;    /* stderr is not a terminal */
+    int last_pct; /* bar: last percentage drawn; lines: last tenth written (-1: none) */
+    double start_s;
 } prs_cli_progress;
+void prs_cli_progress_init(prs_cli_progress *p, const char *cmd, int wanted);
+/* Whether a run that began at start_s (prs_mono_s) is long enough to report on a log. */
+int prs_cli_progress_due(double start_s);
 int prs_cli_on_progress(void *ud, long done, long total);
 void prs_cli_on_warn(void *ud, const char *msg);
 

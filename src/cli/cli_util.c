@@ -1,11 +1,14 @@
 /* Helpers every perseus subcommand shares: one-line usage errors, strict option values, the
- * planner's progress bar and warnings on stderr, JSON on stdout (cli.h). */
+ * planner's progress and warnings on stderr, JSON on stdout (cli.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "cli.h"
+#include "perseus/clock.h"
 #include "perseus/numfmt.h"
 
 int prs_cli_usage_error(const char *cmd, const char *msg, const char *arg)
@@ -37,12 +40,37 @@ int prs_cli_number(const char *cmd, const char *opt, const char *v, double min, 
     return 0;
 }
 
+/* Runs shorter than this say nothing on a log. */
+#define PROGRESS_QUIET_S 1.0
+
+void prs_cli_progress_init(prs_cli_progress *p, const char *cmd, int wanted)
+{
+    int tty = isatty(STDERR_FILENO);
+    p->cmd = cmd;
+    p->bar = wanted && tty;
+    p->lines = wanted && !tty;
+    p->last_pct = -1;
+    p->start_s = prs_mono_s();
+}
+
+int prs_cli_progress_due(double start_s)
+{
+    return prs_mono_s() - start_s >= PROGRESS_QUIET_S;
+}
+
 int prs_cli_on_progress(void *ud, long done, long total)
 {
     prs_cli_progress *p = ud;
-    if (!p->enabled || total <= 0) return 0;
+    if (total <= 0 || !(p->bar || p->lines)) return 0;
     int pct = (int)(100.0 * (double)done / (double)total);
     if (pct > 100) pct = 100;
+    if (p->lines) {
+        if (pct / 10 <= p->last_pct || !prs_cli_progress_due(p->start_s)) return 0;
+        p->last_pct = pct / 10;
+        fprintf(stderr, "perseus %s: planning %d%% (%ld of %ld steps, %.1f s)\n", p->cmd, pct, done,
+                total, prs_mono_s() - p->start_s);
+        return 0;
+    }
     if (pct == p->last_pct) return 0;
     p->last_pct = pct;
     char bar[41];

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "perseus/numfmt.h"
@@ -48,7 +47,7 @@ static const char emulate_usage[] =
     "  --straggler S ...      slowdown factors >= 1: numbers ('1.1 1.2' or '1.1,1.2') or\n"
     "                         inclusive ranges START:STOP:STEP ('1.01:1.50:0.01'); repeatable\n"
     "  --json                 one JSON object instead of the table\n"
-    "  --quiet                no progress bar or warnings\n" PRS_CLI_POWERCAP_HELP
+    "  --quiet                no progress or warnings\n" PRS_CLI_POWERCAP_HELP
     "  -h, --help             this help\n"
     "\n"
     "examples:\n"
@@ -418,7 +417,8 @@ static int run(emulate_args *a, prs_profile **profile, prs_emulation **em)
         fprintf(stderr, "perseus emulate: %s\n", err.msg);
         return 2;
     }
-    prs_cli_progress ps = {"emulate", !a->quiet && !a->json && isatty(STDERR_FILENO), -1};
+    prs_cli_progress ps;
+    prs_cli_progress_init(&ps, "emulate", !a->quiet && !a->json);
     eo.plan.progress = prs_cli_on_progress;
     eo.plan.warn = a->quiet ? NULL : prs_cli_on_warn;
     eo.plan.ud = &ps;

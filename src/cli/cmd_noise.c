@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
+#include "perseus/clock.h"
 #include "perseus/noise.h"
 #include "perseus/numfmt.h"
 #include "perseus/planner.h"
@@ -243,18 +243,24 @@ static int run_levels(const noise_args *a, noise_level *lv, int *nlv)
     }
     static const prs_cost_model both[] = {PRS_COST_EXP, PRS_COST_HULL};
     int nm = a->models_given ? 1 : 2, rc = 0;
+    prs_cli_progress ps; /* a level per line on a log, once the run has taken a second */
+    prs_cli_progress_init(&ps, "noise", !a->quiet);
     *nlv = 0;
     for (int m = 0; m < nm && !rc; m++)
         for (int j = 0; j < a->njitters && !rc; j++) {
             noise_level *l = &lv[(*nlv)++];
             l->jitter = a->jitters[j];
             l->model = a->models_given ? a->pl.plan.cost_model : both[m];
-            if (!a->quiet && isatty(STDERR_FILENO))
+            if (ps.bar)
                 fprintf(stderr, "\rperseus noise: %s, jitter %g (%d/%d) ",
                         prs_cost_model_name(l->model), l->jitter, *nlv, nm * a->njitters);
             rc = run_level(a, truth, l);
+            if (!rc && ps.lines && prs_cli_progress_due(ps.start_s))
+                fprintf(stderr, "perseus noise: %s, jitter %g done (%d of %d levels, %.1f s)\n",
+                        prs_cost_model_name(l->model), l->jitter, *nlv, nm * a->njitters,
+                        prs_mono_s() - ps.start_s);
         }
-    if (!a->quiet && isatty(STDERR_FILENO)) fputc('\n', stderr);
+    if (ps.bar) fputc('\n', stderr);
     prs_profile_free(truth);
     return rc;
 }

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "perseus/numfmt.h"
@@ -44,7 +43,7 @@ static const char plan_usage[] =
     "  --always-use-noise-factor  the reference's 5% noise tolerance for every option set\n"
     "  --out DIR              output directory (created if missing): frontier.csv,\n"
     "                         frontier-detail.csv, plans.prs\n"
-    "  --quiet                no progress bar or warnings\n" PRS_CLI_POWERCAP_HELP
+    "  --quiet                no progress or warnings\n" PRS_CLI_POWERCAP_HELP
     "  -h, --help             this help\n"
     "\n"
     "examples:\n"
@@ -328,7 +327,8 @@ static int run_plan(const plan_args *a, prs_profile **profile, prs_frontier **f)
         fprintf(stderr, "perseus plan: %s\n", err.msg);
         return 2;
     }
-    prs_cli_progress ps = {"plan", !a->quiet && isatty(STDERR_FILENO), -1};
+    prs_cli_progress ps;
+    prs_cli_progress_init(&ps, "plan", !a->quiet);
     o.progress = prs_cli_on_progress;
     o.warn = a->quiet ? NULL : prs_cli_on_warn;
     o.ud = &ps;

@@ -2,8 +2,8 @@
  *
  * Python's repr(float) prints the shortest digit string that round-trips, in positional notation
  * when the decimal exponent is in [-4, 16) and in scientific notation otherwise. We get the
- * shortest digits by trying %.{p}e for p = 0..16 until strtod gives x back (plus one string up at
- * powers of two, see below), then lay them out.
+ * shortest digits as the smallest p for which %.{p}e reads back as x with strtod (plus one string
+ * up at powers of two, see below), found by bisection, then lay them out.
  *
  * The strict parsers take plain decimal text only: no leading whitespace (strto* would skip it),
  * and for doubles no hex floats, "inf" or "nan" (strtod takes them; none is a measurement). */
@@ -47,6 +47,53 @@ static int reads_back(const char *digits, size_t nd, int exp10, double x)
     return strtod(s, NULL) == x;
 }
 
+/* The p+1 significant digits (digits[0..*nd), exponent *exp10) of the decimal nearest ax, or the
+ * next one up where that one misses ax at a power of two; whether the result reads back as ax.
+ * It does for p = 16 and, once it does for some p, for every larger p: a nearer decimal stays
+ * inside the interval that reads back as ax, and where the string up was needed the interval is
+ * more than five (p+1)-digit units wide on either side of ax. */
+static int digits_at(double ax, int p, char *digits, size_t *nd, int *exp10)
+{
+    char sci[40];
+    snprintf(sci, sizeof sci, "%.*e", p, ax);
+    /* sci = D[.DDD]e[+-]XX */
+    const char *s = sci;
+    *nd = 0;
+    for (; *s && *s != 'e'; s++)
+        if (*s != '.') digits[(*nd)++] = *s;
+    *exp10 = atoi(s + 1);
+    double back = strtod(sci, NULL);
+    if (back == ax) return 1;
+    /* The nearest p+1-digit string misses x. At a power of two the interval of decimals that
+     * read back as x is twice as wide above x as below, so the next string up may still hit it
+     * (Python's repr picks it: 2**-1017 is 7.120236347223045e-307). */
+    if (back > ax) return 0;
+    bump_digits(digits, *nd, exp10);
+    return reads_back(digits, *nd, *exp10, ax);
+}
+
+/* The shortest digits that read back as ax: the smallest p for which digits_at holds, found by
+ * bisection (it holds from some p on); most doubles need 16 or 17 digits, so p = 15 and 14 are
+ * tried first. */
+static void shortest_digits(double ax, char *digits, size_t *nd, int *exp10)
+{
+    int lo = 0, hi = 16; /* digits_at holds at hi */
+    if (!digits_at(ax, 15, digits, nd, exp10))
+        lo = 16;
+    else if (!digits_at(ax, 14, digits, nd, exp10))
+        lo = hi = 15;
+    else
+        hi = 14;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (digits_at(ax, mid, digits, nd, exp10))
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    digits_at(ax, lo, digits, nd, exp10);
+}
+
 char *prs_num_fmt_double(char *buf, size_t n, double x)
 {
     if (isnan(x)) {
@@ -66,26 +113,7 @@ char *prs_num_fmt_double(char *buf, size_t n, double x)
     char digits[24];
     size_t nd = 0;
     int exp10 = 0;
-    for (int p = 0; p < 17; p++) {
-        char sci[40];
-        snprintf(sci, sizeof sci, "%.*e", p, ax);
-        /* sci = D[.DDD]e[+-]XX */
-        const char *s = sci;
-        nd = 0;
-        for (; *s && *s != 'e'; s++)
-            if (*s != '.') digits[nd++] = *s;
-        exp10 = atoi(s + 1);
-        double back = strtod(sci, NULL);
-        if (back == ax) break;
-        /* The nearest p+1-digit string misses x. At a power of two the interval of decimals
-         * that read back as x is twice as wide above x as below, so the next string up may
-         * still hit it (Python's repr picks it: 2**-1017 is 7.120236347223045e-307). p = 16
-         * always reads back, so the loop never ends on a bumped string that misses. */
-        if (back < ax) {
-            bump_digits(digits, nd, &exp10);
-            if (reads_back(digits, nd, exp10, ax)) break;
-        }
-    }
+    shortest_digits(ax, digits, &nd, &exp10);
     digits[nd] = '\0';
     while (nd > 1 && digits[nd - 1] == '0')
         digits[--nd] = '\0';

@@ -151,13 +151,32 @@ got=$("$bin" plan export "$tmp/exh" --time "$t" | /usr/bin/python3 -c 'import js
 sed -i '3s/.*/microbatches lots/' "$tmp/ex/plans.prs"
 expect_error 2 "plans.prs:3: expected 'microbatches N'" "$bin" plan export "$tmp/ex" --index 0
 
-# --- progress bar on a terminal only ---
+# --- progress: a bar on a terminal only ---
 if command -v script >/dev/null; then
   script -qec "$bin plan --profile $ex ${common[*]} --out $tmp/tty" /dev/null >"$tmp/tty.txt" </dev/null
   grep -q "planning \[" "$tmp/tty.txt" || fail "no progress bar on a terminal"
 fi
 "$bin" plan --profile "$ex" "${common[@]}" --out "$tmp/notty" 2>"$tmp/err"
 ! grep -q "planning \[" "$tmp/err" || fail "progress bar written to a non-terminal"
+! grep -q "planning [0-9]" "$tmp/err" || fail "progress lines from a run under a second"
+
+# --- on a log, a line per tenth once the run has taken a second (a 0.1 ms A40-class frontier:
+# seconds here; a machine that plans it in under a second must write nothing) ---
+"$bin" synth --gpu a40 --stages 8 --out "$tmp/a40.csv"
+long=(--profile "$tmp/a40.csv" --stages 8 --microbatches 24 --unit-time 0.0001 --blocking-power 70)
+t0=$(date +%s%N)
+"$bin" plan "${long[@]}" --out "$tmp/long" 2>"$tmp/err"
+ms=$((($(date +%s%N) - t0) / 1000000))
+lines=$(grep -c "^perseus plan: planning [0-9]*% ([0-9]* of [0-9]* steps, [0-9.]* s)$" "$tmp/err" || true)
+if ((ms >= 1500)); then
+  ((lines >= 1)) || fail "no progress lines on a log from a $ms ms run: $(cat "$tmp/err")"
+  grep -q "planning 100% " "$tmp/err" || fail "progress lines do not reach 100%: $(cat "$tmp/err")"
+elif ((ms < 1000)); then
+  ((lines == 0)) || fail "progress lines from a $ms ms run"
+fi
+((lines <= 11)) || fail "more than one progress line per tenth: $lines"
+"$bin" plan "${long[@]}" --quiet --out "$tmp/longq" 2>"$tmp/err"
+[[ ! -s $tmp/err ]] || fail "--quiet wrote to stderr: $(cat "$tmp/err")"
 
 # --- the published frontiers through the CLI (without the shared data: exit 77, skipped) ---
 if [[ -f $data/stage_profile/gpt3-175b+a100_sxm_bf16.csv ]]; then
