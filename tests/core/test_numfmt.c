@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,6 +107,68 @@ static void test_fmt_round_trips(void **state)
         double x = ldexp(1.0, e);
         prs_num_fmt_double(buf, sizeof buf, x);
         assert_true(strtod(buf, NULL) == x);
+    }
+}
+
+/* The shortest significant digits of x by a linear search: the first p = 0..16 for which the
+ * %.{p}e string reads back as x, or, where that string is below x, the string one unit up does
+ * (at powers of two). Returns the count of digits; the bisection in numfmt.c must agree. */
+static int linear_shortest(double x)
+{
+    for (int p = 0; p < 17; p++) {
+        char sci[48];
+        snprintf(sci, sizeof sci, "%.*e", p, x);
+        double back = strtod(sci, NULL);
+        if (back == x) return p + 1;
+        if (back < x) {
+            char *e = strchr(sci, 'e'), *d = e - 1;
+            while (d >= sci && (*d == '9' || *d == '.')) {
+                if (*d == '9') *d = '0';
+                d--;
+            }
+            if (d < sci) continue; /* 9.99..e: the string up has another exponent; not needed */
+            (*d)++;
+            if (strtod(sci, NULL) == x) return p + 1;
+        }
+    }
+    return 17;
+}
+
+/* Significant digits of a formatted number (trailing zeros of the mantissa removed). */
+static int sig_digits(const char *s)
+{
+    int n = 0, lead = 1, zeros = 0;
+    for (; *s && *s != 'e'; s++) {
+        if (*s < '0' || *s > '9') continue;
+        if (lead && *s == '0') continue;
+        lead = 0;
+        n++;
+        zeros = *s == '0' ? zeros + 1 : 0;
+    }
+    return n - zeros;
+}
+
+static void test_fmt_shortest(void **state)
+{
+    (void)state;
+    uint64_t seed = 2463534242ULL;
+    for (int i = 0; i < 40000; i++) {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        double x;
+        if (i % 2) {
+            memcpy(&x, &seed, sizeof x);
+        } else {
+            x = (double)(seed % 100000000) / 1000.0; /* short decimals */
+        }
+        x = fabs(x);
+        if (!isfinite(x) || x == 0) continue;
+        char buf[PRS_NUMFMT_MAX];
+        prs_num_fmt_double(buf, sizeof buf, x);
+        int want = linear_shortest(x);
+        /* a trailing-zero digit string is shorter still, and reads back the same */
+        if (sig_digits(buf) > want) fail_msg("%s for %.17g: longer than %d digits", buf, x, want);
     }
 }
 
@@ -244,6 +307,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fmt_matches_python_repr),
+        cmocka_unit_test(test_fmt_shortest),
         cmocka_unit_test(test_fmt_round_trips),
         cmocka_unit_test(test_fmt_small_buffer),
         cmocka_unit_test(test_py_floordiv),
