@@ -244,7 +244,7 @@ static int run_levels(const noise_args *a, noise_level *lv, int *nlv)
     static const prs_cost_model both[] = {PRS_COST_EXP, PRS_COST_HULL};
     int nm = a->models_given ? 1 : 2, rc = 0;
     prs_cli_progress ps; /* a level per line on a log, once the run has taken a second */
-    prs_cli_progress_init(&ps, "noise", !a->quiet);
+    prs_cli_progress_init(&ps, "noise", !a->quiet && !a->json);
     *nlv = 0;
     for (int m = 0; m < nm && !rc; m++)
         for (int j = 0; j < a->njitters && !rc; j++) {

@@ -42,6 +42,7 @@ prs__flow_net *prs__flow_new(int max_nodes, int max_arcs)
 {
     prs__flow_net *n = calloc(1, sizeof *n);
     if (!n) return NULL;
+    n->nbase = -1; /* no solve to repeat (prs__flow_again) */
     n->max_nodes = max_nodes + 2;
     n->max_edges = 2 * (max_arcs + 2 * max_nodes + 1);
     size_t V = (size_t)n->max_nodes, E = (size_t)n->max_edges;

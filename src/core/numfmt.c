@@ -49,9 +49,13 @@ static int reads_back(const char *digits, size_t nd, int exp10, double x)
 
 /* The p+1 significant digits (digits[0..*nd), exponent *exp10) of the decimal nearest ax, or the
  * next one up where that one misses ax at a power of two; whether the result reads back as ax.
- * It does for p = 16 and, once it does for some p, for every larger p: a nearer decimal stays
- * inside the interval that reads back as ax, and where the string up was needed the interval is
- * more than five (p+1)-digit units wide on either side of ax. */
+ * It does for p = 16, and once it does for some p it does for every larger p. The decimals that
+ * read back as ax form an interval around it. When the nearest p+1-digit decimal lies in it,
+ * the nearest p+2-digit one is no farther from ax, so it lies in it too, unless it falls on the
+ * narrow side (below ax, at a power of two); the next string up then lies between ax and the
+ * p+1-digit one, inside. When only the string up read back, the interval reaches at least half
+ * a p+1-digit unit above ax and a quarter below, and the nearest p+2-digit decimal is within a
+ * twentieth of one. */
 static int digits_at(double ax, int p, char *digits, size_t *nd, int *exp10)
 {
     char sci[40];

@@ -67,9 +67,9 @@ typedef struct run {
     double *bounds;    /* flow bounds per type and duration (fill_bounds) */
     size_t *bounds_at; /* per type: its first (lb, ub) pair in bounds */
     /* per type and duration d (indexed like bounds' pairs): how many durations from d down
-     * (run_dn) or up (run_up), d included, have d's bounds */
+     * (run_dn) or up (run_up), d included, have d's bounds; only hull mode repeats steps, but
+     * the tables are cheap and filled in the same pass as the bounds */
     long *run_dn, *run_up;
-    int nshort; /* step(): how many of r->touched it shortened */
 } run;
 
 static void free_types(prs__model_optype *types, int ntypes);
@@ -242,12 +242,12 @@ static int solve_cut(run *r, int ncrit, int same_arcs)
 {
     const prs__graph_graph *g = r->g;
     /* the same critical arcs as in the last solve: only their bounds and flows change */
-    if (same_arcs && prs__flow_again(r->net) == 0)
+    if (same_arcs && prs__flow_again(r->net) == 0) {
         for (int i = 0; i < ncrit; i++) {
             int a = r->arc_id[i];
             prs__flow_set(r->net, i, r->arc_lb[a], r->arc_ub[a], r->arc_flow[a]);
         }
-    else {
+    } else {
         prs__flow_reset(r->net, g->nnodes, g->source, g->sink);
         for (int i = 0; i < ncrit; i++) {
             int a = r->arc_id[i];
@@ -345,8 +345,9 @@ static long repeat_limit(const run *r, int nshort, int n)
  * shrinks by one unit per step, so critical arcs stay critical; every other path's length
  * changes linearly with the number of steps, so a path below the critical length at the first
  * and the last step is below it at every step between. The problems solved in between are then
- * the same (same critical arcs; the same bounds by repeat_limit), and so are their cuts. On
- * success r->earliest / r->latest hold the times after the k steps. */
+ * the same (same critical arcs; the same bounds by repeat_limit), and so are their cuts.
+ * Either way r->earliest / r->latest are left holding the times after the k steps: the caller
+ * uses them on success and recomputes them otherwise. */
 static int repeats_hold(run *r, long T, int nshort, int n, long k)
 {
     const prs__graph_graph *g = r->g;
@@ -361,12 +362,19 @@ static int repeats_hold(run *r, long T, int nshort, int n, long k)
     return ok;
 }
 
+/* What an iteration did: r->touched[0..n) changed duration, the first nshort shortened; delta
+ * is the predicted effective-energy change; nrep iterations in a row make this same change
+ * (when more than one, r->earliest / r->latest already hold the times after the last of them,
+ * T - nrep). */
+typedef struct step_out {
+    int n, nshort;
+    long nrep;
+    double delta;
+} step_out;
+
 /* One iteration; T is the current critical path length (earliest/latest filled). On STEP_OK
- * the durations are updated, *delta holds the effective-energy change, r->touched[0..*nt) the
- * computations whose duration changed (the first r->nshort shortened), and *nrep how many
- * iterations in a row make this same change: when more than one, r->earliest / r->latest
- * already hold the times after the last of them, T - *nrep. */
-static enum step_result step(run *r, long T, double *delta, int *nt, long *nrep)
+ * the durations are updated and *out says how. */
+static enum step_result step(run *r, long T, step_out *out)
 {
     const prs__graph_graph *g = r->g;
     int exp_mode = r->o->cost_model == PRS_COST_EXP;
@@ -379,14 +387,14 @@ static enum step_result step(run *r, long T, double *delta, int *nt, long *nrep)
     if (sr != STEP_OK) return sr;
     double dl = step_delta(r, nshort, n);
     if (exp_mode && fabs(dl) < FP_ERROR) return STEP_DONE;
-    *nrep = 1;
+    out->nrep = 1;
     if (!exp_mode && pure) {
         long k = repeat_limit(r, nshort, n);
-        if (k >= 2 && repeats_hold(r, T, nshort, n, k)) *nrep = k;
+        if (k >= 2 && repeats_hold(r, T, nshort, n, k)) out->nrep = k;
     }
     apply_step(r, nshort, n, 1);
     /* Step guard: lengthening may have made a near-critical path longer than T - 1. */
-    if (*nrep == 1 && n > nshort && prs__graph_cpm(g, r->dur, r->earliest, NULL) > T - 1) {
+    if (out->nrep == 1 && n > nshort && prs__graph_cpm(g, r->dur, r->earliest, NULL) > T - 1) {
         for (int i = nshort; i < n; i++) {
             int op = r->touched[i];
             r->dur[op]--;
@@ -394,9 +402,9 @@ static enum step_result step(run *r, long T, double *delta, int *nt, long *nrep)
         }
         n = nshort;
     }
-    r->nshort = nshort;
-    *delta = dl;
-    *nt = n;
+    out->n = n;
+    out->nshort = nshort;
+    out->delta = dl;
     return STEP_OK;
 }
 
@@ -695,6 +703,32 @@ int prs_plan_size(const prs_profile *profile, const prs_pipeline *pipe, long *sp
     return 0;
 }
 
+/* The frontier points of the iterations step() made (st->nrep of them, the first already
+ * applied): each one's clocks, critical path (*T) and plan; progress after each (*done of
+ * total). Non-zero with err set when out of memory or canceled. */
+static int emit_steps(run *r, prs_frontier *f, const step_out *st, long *T, long *done, long total,
+                      prs_error *err)
+{
+    const prs_plan_opts *o = r->o;
+    for (long j = 1; j <= st->nrep; j++) {
+        double delta = st->delta;
+        if (j > 1) { /* the same step again (step()) */
+            delta = step_delta(r, st->nshort, st->n);
+            apply_step(r, st->nshort, st->n, 1);
+        }
+        for (int i = 0; i < st->n; i++)
+            set_clock(r, r->touched[i]);
+        *T = st->nrep > 1 ? *T - 1 : prs__graph_cpm(r->g, r->dur, r->earliest, r->latest);
+        if (push_point(r, f, *T, delta))
+            return prs_error_set(err, PRS_ENOMEM, "out of memory storing plans");
+        ++*done;
+        if (o->progress && o->progress(o->ud, *done, total))
+            return prs_error_set(err, PRS_ECANCELED, "planning canceled after %ld of %ld steps",
+                                 *done, total);
+    }
+    return 0;
+}
+
 int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **out, prs_error *err)
 {
     *out = NULL;
@@ -752,32 +786,12 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
         goto out;
     }
     for (;;) {
-        double delta = 0;
-        int nt = 0;
-        long nrep = 1;
-        enum step_result sr = step(&r, T, &delta, &nt, &nrep);
+        step_out st;
+        enum step_result sr = step(&r, T, &st);
         if (sr == STEP_INFEASIBLE && o->warn)
             o->warn(o->ud, "flow with lower bounds infeasible; frontier ends here");
         if (sr != STEP_OK) break;
-        for (long j = 1; j <= nrep; j++) {
-            if (j > 1) { /* the same step again (step()) */
-                delta = step_delta(&r, r.nshort, nt);
-                apply_step(&r, r.nshort, nt, 1);
-            }
-            for (int i = 0; i < nt; i++)
-                set_clock(&r, r.touched[i]);
-            T = nrep > 1 ? T - 1 : prs__graph_cpm(g, r.dur, r.earliest, r.latest);
-            if (push_point(&r, f, T, delta)) {
-                rc = prs_error_set(err, PRS_ENOMEM, "out of memory storing plans");
-                goto out;
-            }
-            done++;
-            if (o->progress && o->progress(o->ud, done, total)) {
-                rc = prs_error_set(err, PRS_ECANCELED, "planning canceled after %ld of %ld steps",
-                                   done, total);
-                goto out;
-            }
-        }
+        if ((rc = emit_steps(&r, f, &st, &T, &done, total, err))) goto out;
     }
     /* No iteration could shorten the pipeline (one achievable time): its one plan is the start,
      * every computation at its slowest candidate. */

@@ -156,27 +156,33 @@ if command -v script >/dev/null; then
   script -qec "$bin plan --profile $ex ${common[*]} --out $tmp/tty" /dev/null >"$tmp/tty.txt" </dev/null
   grep -q "planning \[" "$tmp/tty.txt" || fail "no progress bar on a terminal"
 fi
-"$bin" plan --profile "$ex" "${common[@]}" --out "$tmp/notty" 2>"$tmp/err"
-! grep -q "planning \[" "$tmp/err" || fail "progress bar written to a non-terminal"
-! grep -q "planning [0-9]" "$tmp/err" || fail "progress lines from a run under a second"
-
-# --- on a log, a line per tenth once the run has taken a second (a 0.1 ms A40-class frontier:
-# seconds here; a machine that plans it in under a second must write nothing) ---
-"$bin" synth --gpu a40 --stages 8 --out "$tmp/a40.csv"
-long=(--profile "$tmp/a40.csv" --stages 8 --microbatches 24 --unit-time 0.0001 --blocking-power 70)
 t0=$(date +%s%N)
-"$bin" plan "${long[@]}" --out "$tmp/long" 2>"$tmp/err"
+"$bin" plan --profile "$ex" "${common[@]}" --out "$tmp/notty" 2>"$tmp/err"
 ms=$((($(date +%s%N) - t0) / 1000000))
-lines=$(grep -c "^perseus plan: planning [0-9]*% ([0-9]* of [0-9]* steps, [0-9.]* s)$" "$tmp/err" || true)
-if ((ms >= 1500)); then
-  ((lines >= 1)) || fail "no progress lines on a log from a $ms ms run: $(cat "$tmp/err")"
-  grep -q "planning 100% " "$tmp/err" || fail "progress lines do not reach 100%: $(cat "$tmp/err")"
-elif ((ms < 1000)); then
-  ((lines == 0)) || fail "progress lines from a $ms ms run"
-fi
-((lines <= 11)) || fail "more than one progress line per tenth: $lines"
-"$bin" plan "${long[@]}" --quiet --out "$tmp/longq" 2>"$tmp/err"
+! grep -q "planning \[" "$tmp/err" || fail "progress bar written to a non-terminal"
+((ms >= 1000)) || ! grep -q "planning [0-9]" "$tmp/err" || fail "progress lines from a $ms ms run"
+"$bin" plan --profile "$ex" "${common[@]}" --quiet --out "$tmp/quiet" 2>"$tmp/err"
 [[ ! -s $tmp/err ]] || fail "--quiet wrote to stderr: $(cat "$tmp/err")"
+
+# --- on a log, a line per tenth of the planning once it has taken a second. A 0.1 ms
+# A40-class frontier plans for seconds here. The run's wall time includes loading and writing,
+# so the lines are required only when it took 4 s, and refused when it took under 1 s. ---
+"$bin" synth --gpu a40 --stages 8 --out "$tmp/a40.csv"
+t0=$(date +%s%N)
+"$bin" plan --profile "$tmp/a40.csv" --stages 8 --microbatches 24 --unit-time 0.0001 \
+  --blocking-power 70 --out "$tmp/long" 2>"$tmp/err"
+ms=$((($(date +%s%N) - t0) / 1000000))
+grep "planning [0-9]" "$tmp/err" >"$tmp/lines" || true
+line_re='^perseus plan: planning [0-9]+% \([0-9]+ of [0-9]+ steps, [0-9.]+ s\)$'
+lines=$(wc -l <"$tmp/lines")
+((ms < 4000 || lines >= 1)) || fail "no progress lines on a log from a $ms ms run: $(cat "$tmp/err")"
+((ms >= 1000 || lines == 0)) || fail "progress lines from a $ms ms run"
+((lines <= 11)) || fail "more than one progress line per tenth: $lines"
+if ((lines > 0)); then
+  ! grep -Evq "$line_re" "$tmp/lines" || fail "malformed progress line: $(cat "$tmp/lines")"
+  tail -n 1 "$tmp/lines" | grep -q "planning 100% " || fail "progress lines stop short of 100%"
+  sed 's/.*planning \([0-9]*\)%.*/\1/' "$tmp/lines" | sort -nc || fail "progress goes back"
+fi
 
 # --- the published frontiers through the CLI (without the shared data: exit 77, skipped) ---
 if [[ -f $data/stage_profile/gpt3-175b+a100_sxm_bf16.csv ]]; then

@@ -112,7 +112,8 @@ static void test_fmt_round_trips(void **state)
 
 /* The shortest significant digits of x by a linear search: the first p = 0..16 for which the
  * %.{p}e string reads back as x, or, where that string is below x, the string one unit up does
- * (at powers of two). Returns the count of digits; the bisection in numfmt.c must agree. */
+ * (at powers of two). Returns the count of digits; the formatter's bisection must not give more
+ * (nor fewer: its result reads back, test_fmt_round_trips). */
 static int linear_shortest(double x)
 {
     for (int p = 0; p < 17; p++) {
@@ -121,13 +122,11 @@ static int linear_shortest(double x)
         double back = strtod(sci, NULL);
         if (back == x) return p + 1;
         if (back < x) {
-            char *e = strchr(sci, 'e'), *d = e - 1;
-            while (d >= sci && (*d == '9' || *d == '.')) {
-                if (*d == '9') *d = '0';
-                d--;
-            }
-            if (d < sci) continue; /* 9.99..e: the string up has another exponent; not needed */
-            (*d)++;
+            int i = (int)(strchr(sci, 'e') - sci) - 1;
+            for (; i >= 0 && (sci[i] == '9' || sci[i] == '.'); i--)
+                if (sci[i] == '9') sci[i] = '0';
+            if (i < 0) continue; /* 9.99..e: the string up has another exponent; not needed */
+            sci[i]++;
             if (strtod(sci, NULL) == x) return p + 1;
         }
     }
@@ -167,8 +166,14 @@ static void test_fmt_shortest(void **state)
         char buf[PRS_NUMFMT_MAX];
         prs_num_fmt_double(buf, sizeof buf, x);
         int want = linear_shortest(x);
-        /* a trailing-zero digit string is shorter still, and reads back the same */
         if (sig_digits(buf) > want) fail_msg("%s for %.17g: longer than %d digits", buf, x, want);
+    }
+    for (int e = -1074; e <= 1023; e++) { /* where the string up matters */
+        char buf[PRS_NUMFMT_MAX];
+        double x = ldexp(1.0, e);
+        prs_num_fmt_double(buf, sizeof buf, x);
+        int want = linear_shortest(x);
+        if (sig_digits(buf) > want) fail_msg("%s for 2^%d: longer than %d digits", buf, e, want);
     }
 }
 
