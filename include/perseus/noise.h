@@ -123,6 +123,9 @@ typedef struct prs_noise_summary {
 
 enum { PRS_NOISE_BASELINE = 0, PRS_NOISE_ROBUST = 1, PRS_NOISE_NPLANNERS = 2 };
 
+/* The most threads a noise study runs on. */
+#define PRS_NOISE_MAX_THREADS 256
+
 /* The truth a study compares with, for one pipeline and cost model. */
 typedef struct prs_noise_truth {
     double t_min_s;          /* the true-profile frontier's fastest plan, evaluated */
@@ -141,10 +144,13 @@ typedef struct prs_noise_study_opts {
     uint64_t seed_base;
     double straggler;       /* s >= 1 for the straggler lookup */
     prs_robust_opts robust; /* the robust planner's settings (prs_robust_opts_default) */
+    int threads;            /* seeds run on this many threads (0 or 1: the caller's only) */
 } prs_noise_study_opts;
 
 /* Plan truth once (baseline planner) and on seeds noisy copies with both planners; fill
- * truth_out, and outcomes[planner * seeds + k] and summary[planner] when non-NULL. */
+ * truth_out, and outcomes[planner * seeds + k] and summary[planner] when non-NULL. The figures
+ * do not depend on o->threads (each seed's are its own); on failure the error is the one of the
+ * first seed that failed. */
 PRS_API int prs_noise_study(const prs_profile *truth, const prs_noise_study_opts *o,
                             prs_noise_truth *truth_out, prs_noise_outcome *outcomes,
                             prs_noise_summary summary[PRS_NOISE_NPLANNERS], prs_error *err);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "perseus/clock.h"
@@ -23,7 +24,7 @@ static const char noise_usage[] =
     "                     [--cost-model exp|hull] [--energy-jitter FRAC] [--refresh SEC]\n"
     "                     [--bias FRAC] [--straggler S] [--seed N] [--schedule NAME\n"
     "                     [--virtual-stages V]] [--margin SD] [--budget FRAC]\n"
-    "                     [--svg FILE] [--json] [--quiet]\n"
+    "                     [--svg FILE] [--json] [--jobs N] [--quiet]\n"
     "\n"
     "Treat the profile as the truth, measure it N times with noise, plan on every noisy\n"
     "copy with today's planner (baseline) and the robust one, and judge each plan on the\n"
@@ -45,18 +46,21 @@ static const char noise_usage[] =
     "  --bias FRAC            systematic per-clock error, relative (default 0)\n"
     "  --straggler S          straggler slowdown for the lookup check (default 1.2)\n"
     "  --seed N               first seed (default 1)\n"
-    "  --margin SD            robust planner: slack margin in standard errors (default 1)\n"
+    "  --margin SD            robust planner: slack margin in standard errors (default\n"
+    "                         0.5)\n"
     "  --budget FRAC          robust planner: cap of the time budget's margin (default\n"
     "                         0.003)\n"
     "  --svg FILE             also draw overshoot and regret versus jitter\n"
     "  --json                 one JSON object instead of the table\n"
+    "  --jobs N               threads for the seeds (default: the online CPUs, at most\n"
+    "                         256); the figures are the same for any N\n"
     "  --quiet                no progress on stderr\n"
     "  -h, --help             this help\n";
 
 typedef struct noise_args {
     const char *profile_path, *svg_path;
     double jitters[MAX_LEVELS];
-    int njitters, repeats, seeds, json, quiet, models_given;
+    int njitters, repeats, seeds, json, quiet, models_given, jobs;
     double energy_ratio, refresh_s, bias, straggler;
     long seed;
     prs_robust_opts robust;
@@ -139,6 +143,9 @@ static int parse_option(int c, const char *name, const char *v, noise_args *a)
     case 'j':
         a->json = 1;
         return 0;
+    case 'T':
+        if (prs_cli_positive_int("noise", "--jobs", v, &a->jobs)) return 2;
+        return a->jobs > PRS_NOISE_MAX_THREADS ? usage_error("--jobs: at most 256", NULL) : 0;
     default:
         a->quiet = 1;
         return 0;
@@ -182,6 +189,7 @@ static int parse_args(int argc, char **argv, noise_args *a, int *done)
                                          {"budget", required_argument, 0, 'U'},
                                          {"svg", required_argument, 0, 'G'},
                                          {"json", no_argument, 0, 'j'},
+                                         {"jobs", required_argument, 0, 'T'},
                                          {"quiet", no_argument, 0, 'q'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
@@ -205,6 +213,16 @@ static int parse_args(int argc, char **argv, noise_args *a, int *done)
 
 /* ---- Run ---- */
 
+/* --jobs, or the online CPUs; never more than the seeds. */
+static int study_threads(const noise_args *a)
+{
+    long n = a->jobs;
+    if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    if (n > PRS_NOISE_MAX_THREADS) n = PRS_NOISE_MAX_THREADS;
+    return (int)(n < a->seeds ? n : a->seeds);
+}
+
 static int run_level(const noise_args *a, const prs_profile *truth, noise_level *lv)
 {
     prs_noise_study_opts o;
@@ -220,6 +238,7 @@ static int run_level(const noise_args *a, const prs_profile *truth, noise_level 
     o.seed_base = (uint64_t)a->seed;
     o.straggler = a->straggler;
     o.robust = a->robust;
+    o.threads = study_threads(a);
     lv->runs = malloc(sizeof *lv->runs * (size_t)PRS_NOISE_NPLANNERS * (size_t)a->seeds);
     prs_error err = {0, ""};
     int rc = lv->runs ? prs_noise_study(truth, &o, &lv->truth, lv->runs, lv->sum, &err)

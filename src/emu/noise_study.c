@@ -4,8 +4,10 @@
  * prs_noise_study runs in steps: plan_truth (the true profile's frontier: T_min, the reference
  * plans, all-max), then per seed draw a noisy profile and per planner judge (plan, choose the
  * fastest plan and the straggler plan, evaluate both on the truth and on the planned profile),
- * then summarise (medians and maxima over seeds). */
+ * then summarise (medians and maxima over seeds). Seeds are independent: with o->threads > 1,
+ * thread w runs seeds w, w + threads, ..., each with its own evaluation context and scratch. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -153,22 +155,99 @@ static int check_opts(const prs_noise_study_opts *o, prs_error *err)
 {
     if (o->seeds < 1 || o->seeds > 1000000)
         return prs_error_set(err, PRS_EINVAL, "noise study: seeds must be in 1..1000000");
+    if (o->threads < 0 || o->threads > PRS_NOISE_MAX_THREADS)
+        return prs_error_set(err, PRS_EINVAL, "noise study: threads must be in 0..%d",
+                             PRS_NOISE_MAX_THREADS);
     if (!isfinite(o->straggler) || o->straggler < 1 || o->straggler > 100)
         return prs_error_set(err, PRS_EINVAL, "noise study: straggler factor must be in [1, 100]");
     return prs_noise_model_check(&o->model, err);
 }
 
-static int run_seeds(study *s, const prs_noise_study_opts *o, prs_noise_outcome *out,
-                     prs_error *err)
+/* Seeds first, first + step, ... on s, into out; stops at the first that fails (its index in
+ * *failed, else o->seeds). */
+static int run_seeds(study *s, const prs_noise_study_opts *o, int first, int step,
+                     prs_noise_outcome *out, int *failed, prs_error *err)
 {
-    int rc = 0;
-    for (int k = 0; k < o->seeds && !rc; k++) {
+    int rc = 0, k;
+    for (k = first; k < o->seeds && !rc; k += step) {
         prs_profile *noisy = NULL;
         rc = prs_noise_apply(s->truth, &o->model, o->seed_base + (uint64_t)k, &noisy, err);
         for (int pl = 0; pl < PRS_NOISE_NPLANNERS && !rc; pl++)
             rc = judge(s, noisy, pl, &out[(size_t)pl * (size_t)o->seeds + (size_t)k], err);
         prs_profile_free(noisy);
     }
+    *failed = rc ? k - step : o->seeds;
+    return rc;
+}
+
+/* One thread's share of the seeds, with a study of its own sharing the truth's figures. */
+typedef struct worker {
+    study s;
+    const prs_noise_study_opts *o;
+    prs_noise_outcome *out;
+    int first, failed, rc;
+    prs_error err;
+    pthread_t tid;
+} worker;
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    w->rc = run_seeds(&w->s, w->o, w->first, w->o->threads, w->out, &w->failed, &w->err);
+    return NULL;
+}
+
+/* A worker's own evaluation context and scratch (the rest is shared with s); non-zero with
+ * err set on failure. */
+static int worker_init(worker *w, const study *s, prs_error *err)
+{
+    w->s = *s;
+    w->s.clocks = malloc(sizeof *w->s.clocks * (size_t)s->nops);
+    w->s.allmax = malloc(sizeof *w->s.allmax * (size_t)s->nops);
+    w->s.ev = NULL;
+    if (!w->s.clocks || !w->s.allmax) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    return prs_eval_open(s->truth, &s->plan.pipe, &w->s.ev, err);
+}
+
+static void worker_free(worker *w)
+{
+    free(w->s.clocks);
+    free(w->s.allmax);
+    prs_eval_close(w->s.ev);
+}
+
+/* The seeds on o->threads threads; the error reported is the failing seed's with the lowest
+ * index, as when one thread runs them all in order. */
+static int run_threads(study *s, const prs_noise_study_opts *o, prs_noise_outcome *out,
+                       prs_error *err)
+{
+    int n = o->threads, started = 0, start_rc = 0;
+    worker *w = calloc((size_t)n, sizeof *w);
+    if (!w) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    while (started < n && !start_rc) {
+        worker *x = &w[started];
+        *x = (worker){.o = o, .out = out, .first = started};
+        if ((start_rc = worker_init(x, s, err)) == 0 &&
+            pthread_create(&x->tid, NULL, worker_main, x) != 0)
+            start_rc = prs_error_set(err, PRS_ENOMEM, "noise study: cannot start a thread");
+        if (start_rc)
+            worker_free(x);
+        else
+            started++;
+    }
+    int first_failed = -1; /* the worker whose failing seed comes first */
+    for (int i = 0; i < started; i++) {
+        pthread_join(w[i].tid, NULL);
+        if (w[i].rc && (first_failed < 0 || w[i].failed < w[first_failed].failed)) first_failed = i;
+    }
+    int rc = start_rc;
+    if (!rc && first_failed >= 0) {
+        rc = w[first_failed].rc;
+        if (err) *err = w[first_failed].err;
+    }
+    for (int i = 0; i < started; i++)
+        worker_free(&w[i]);
+    free(w);
     return rc;
 }
 
@@ -192,14 +271,17 @@ int prs_noise_study(const prs_profile *truth, const prs_noise_study_opts *o,
     size_t nout = (size_t)PRS_NOISE_NPLANNERS * (size_t)o->seeds;
     s.clocks = malloc(sizeof *s.clocks * (size_t)s.nops);
     s.allmax = malloc(sizeof *s.allmax * (size_t)s.nops);
-    prs_noise_outcome *out = malloc(sizeof *out * nout);
+    prs_noise_outcome *out = calloc(nout, sizeof *out); /* zeroed: threads fill it */
     double *work = malloc(sizeof *work * (size_t)o->seeds);
     if (!s.clocks || !s.allmax || !out || !work) {
         prs_error_set(err, PRS_ENOMEM, "out of memory");
         rc = PRS_ENOMEM;
     }
     if (!rc) rc = plan_truth(&s, o->straggler, err);
-    if (!rc) rc = run_seeds(&s, o, out, err);
+    int failed;
+    if (!rc)
+        rc = o->threads > 1 ? run_threads(&s, o, out, err)
+                            : run_seeds(&s, o, 0, 1, out, &failed, err);
     if (!rc && out && work) {
         if (truth_out) *truth_out = s.t;
         if (outcomes) memcpy(outcomes, out, sizeof *out * nout);

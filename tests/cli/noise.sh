@@ -2,7 +2,8 @@
 # End-to-end tests of `perseus noise` on the example profile (a small pipeline, so it is quick):
 #   - bad input: one line on stderr, exit status 2;
 #   - without noise every plan is the true-profile plan: baseline overshoot and regret are 0;
-#   - runs are reproducible (same seed, same JSON) and noise does change plans;
+#   - runs are reproducible (same seed, same JSON, on any number of threads) and noise does
+#     change plans;
 #   - the JSON's shape (schema, per level baseline and robust with the four figures), the table
 #     and the SVG plot.
 set -euo pipefail
@@ -39,10 +40,17 @@ expect_error 2 "unknown option '--jiter' \(did you mean '--jitter'\?\)" \
 expect_error 2 "stage 8 has no forward rows" "$bin" noise --profile "$ex" --stages 9 --microbatches 4 \
   --unit-time 0.001 --blocking-power 83.64 --jitter 0.01 --repeats 1 --seeds 1
 
-run=("$bin" noise "${job[@]}" --jitter 0,0.03 --repeats 2 --seeds 4 --json)
+run=("$bin" noise "${job[@]}" --jitter 0,0.03 --repeats 2 --seeds 5 --json)
 "${run[@]}" >"$tmp/a.json"
 "${run[@]}" >"$tmp/b.json"
 cmp -s "$tmp/a.json" "$tmp/b.json" || fail "two runs with the same seeds differ"
+# the same figures on any number of threads (5 seeds over 1, 2 and 3: uneven shares)
+for j in 1 2 3; do
+  "${run[@]}" --jobs $j >"$tmp/j$j.json"
+  cmp -s "$tmp/a.json" "$tmp/j$j.json" || fail "--jobs $j changes the figures"
+done
+expect_error 2 "--jobs: at most 256" "${run[@]}" --jobs 257
+expect_error 2 "--jobs: expected an integer >= 1, got '0'" "${run[@]}" --jobs 0
 $py - "$tmp/a.json" <<'PY' || fail "noise JSON"
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -57,14 +65,14 @@ for l in lv:
         for f in ("overshoot_median_pct", "overshoot_max_pct", "regret_median_pct",
                   "regret_max_pct"):
             assert isinstance(s[f], float), (k, f)
-        assert len(s["seeds"]) == 4
+        assert len(s["seeds"]) == 5
         assert s["overshoot_max_pct"] >= s["overshoot_median_pct"]
         assert s["regret_max_pct"] >= s["regret_median_pct"]
     if l["jitter"] == 0:  # the noisy profile is the truth: the same plans, no loss
         for r in l["baseline"]["seeds"]:
             assert r["overshoot_pct"] == 0 and r["regret_pct"] == 0, r
             assert abs(r["promised_saving_pct"] - l["saving_pct"]) < 1e-9, r
-    else:  # noise moves the plans: the four seeds do not all land on the truth's
+    else:  # noise moves the plans: the five seeds do not all land on the truth's
         b = l["baseline"]["seeds"]
         assert any(r["overshoot_pct"] != 0 or r["regret_pct"] != 0 for r in b), b
         assert len({r["regret_pct"] for r in b}) > 1, b

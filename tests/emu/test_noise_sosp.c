@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -34,6 +35,7 @@ static void study_model(const char *model, prs_cost_model cm, double jitter, prs
     prs_profile *p = load(model);
     if (!p) prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
     prs_noise_study_opts o;
+    memset(&o, 0, sizeof o);
     prs_plan_opts_default(&o.plan);
     o.plan.cost_model = cm;
     o.plan.pipe.stages = 8;
@@ -45,6 +47,7 @@ static void study_model(const char *model, prs_cost_model cm, double jitter, prs
     o.seeds = 8;
     o.seed_base = 1;
     o.straggler = 1.2;
+    o.threads = 3; /* 8 seeds in shares of 3, 3 and 2 */
     prs_robust_opts_default(&o.robust);
     prs_error err = {0, ""};
     int rc = prs_noise_study(p, &o, t, NULL, sum, &err);
