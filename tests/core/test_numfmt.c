@@ -84,17 +84,24 @@ static void test_fmt_matches_python_repr(void **state)
     }
 }
 
+/* Marsaglia's xorshift64: the next state of *s, returned. */
+static uint64_t xorshift(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
 /* Every positive finite double: the text reads back exactly and has at most 17 digits. */
 static void test_fmt_round_trips(void **state)
 {
     (void)state;
     uint64_t seed = 88172645463325252ULL;
     for (int i = 0; i < 30000; i++) {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
+        uint64_t bits = xorshift(&seed);
         double x;
-        memcpy(&x, &seed, sizeof x);
+        memcpy(&x, &bits, sizeof x);
         if (!isfinite(x)) continue;
         char buf[PRS_NUMFMT_MAX];
         prs_num_fmt_double(buf, sizeof buf, x);
@@ -152,14 +159,12 @@ static void test_fmt_shortest(void **state)
     (void)state;
     uint64_t seed = 2463534242ULL;
     for (int i = 0; i < 40000; i++) {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
+        uint64_t bits = xorshift(&seed);
         double x;
         if (i % 2) {
-            memcpy(&x, &seed, sizeof x);
+            memcpy(&x, &bits, sizeof x);
         } else {
-            x = (double)(seed % 100000000) / 1000.0; /* short decimals */
+            x = (double)(bits % 100000000) / 1000.0; /* short decimals */
         }
         x = fabs(x);
         if (!isfinite(x) || x == 0) continue;
