@@ -145,6 +145,11 @@ typedef struct prs_noise_study_opts {
     double straggler;       /* s >= 1 for the straggler lookup */
     prs_robust_opts robust; /* the robust planner's settings (prs_robust_opts_default) */
     int threads;            /* seeds run on this many threads (0 or 1: the caller's only) */
+    /* When not NULL: called after each seed with the seeds done so far and o->seeds, one call
+     * at a time (from whichever thread finished the seed); non-zero cancels the study, which
+     * then fails with PRS_ECANCELED. */
+    int (*progress)(void *ud, long done, long total);
+    void *ud;
 } prs_noise_study_opts;
 
 /* Plan truth once (baseline planner) and on seeds noisy copies with both planners; fill

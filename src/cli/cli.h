@@ -49,9 +49,10 @@ int prs_cli_number(const char *cmd, const char *opt, const char *v, double min, 
  * output) a line at every tenth of the run, once the run has taken a second. */
 typedef struct prs_cli_progress {
     const char *cmd;
-    int bar;      /* stderr is a terminal */
-    int lines;    /* stderr is not a terminal */
-    int last_pct; /* bar: last percentage drawn; lines: last tenth written (-1: none) */
+    const char *what, *unit; /* "planning", "steps" unless set after prs_cli_progress_init */
+    int bar;                 /* stderr is a terminal */
+    int lines;               /* stderr is not a terminal */
+    int last_pct;            /* bar: last percentage drawn; lines: last tenth written (-1: none) */
     double start_s;
 } prs_cli_progress;
 void prs_cli_progress_init(prs_cli_progress *p, const char *cmd, int wanted);

@@ -46,6 +46,8 @@ void prs_cli_progress_init(prs_cli_progress *p, const char *cmd, int wanted)
 {
     int tty = isatty(STDERR_FILENO);
     p->cmd = cmd;
+    p->what = "planning";
+    p->unit = "steps";
     p->bar = wanted && tty;
     p->lines = wanted && !tty;
     p->last_pct = -1;
@@ -66,8 +68,8 @@ int prs_cli_on_progress(void *ud, long done, long total)
     if (p->lines) {
         if (pct / 10 <= p->last_pct || !prs_cli_progress_due(p->start_s)) return 0;
         p->last_pct = pct / 10;
-        fprintf(stderr, "perseus %s: planning %d%% (%ld of %ld steps, %.1f s)\n", p->cmd, pct, done,
-                total, prs_mono_s() - p->start_s);
+        fprintf(stderr, "perseus %s: %s %d%% (%ld of %ld %s, %.1f s)\n", p->cmd, p->what, pct, done,
+                total, p->unit, prs_mono_s() - p->start_s);
         return 0;
     }
     if (pct == p->last_pct) return 0;
@@ -77,7 +79,7 @@ int prs_cli_on_progress(void *ud, long done, long total)
     for (int i = 0; i < 40; i++)
         bar[i] = i < filled ? '#' : '.';
     bar[40] = '\0';
-    fprintf(stderr, "\rplanning [%s] %3d%% %ld/%ld", bar, pct, done, total);
+    fprintf(stderr, "\r%s [%s] %3d%% %ld/%ld", p->what, bar, pct, done, total);
     if (pct == 100) fputc('\n', stderr);
     fflush(stderr);
     return 0;

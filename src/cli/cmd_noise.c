@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "perseus/clock.h"
 #include "perseus/noise.h"
 #include "perseus/numfmt.h"
 #include "perseus/planner.h"
@@ -223,7 +222,21 @@ static int study_threads(const noise_args *a)
     return (int)(n < a->seeds ? n : a->seeds);
 }
 
-static int run_level(const noise_args *a, const prs_profile *truth, noise_level *lv)
+/* Progress over every level's seeds: a level reports its own seeds from offset on. */
+typedef struct noise_progress {
+    prs_cli_progress ps;
+    long offset, total;
+} noise_progress;
+
+static int on_seed(void *ud, long done, long total)
+{
+    (void)total; /* the level's; the whole run's is np->total */
+    noise_progress *np = ud;
+    return prs_cli_on_progress(&np->ps, np->offset + done, np->total);
+}
+
+static int run_level(const noise_args *a, const prs_profile *truth, noise_level *lv,
+                     noise_progress *np)
 {
     prs_noise_study_opts o;
     memset(&o, 0, sizeof o);
@@ -239,6 +252,8 @@ static int run_level(const noise_args *a, const prs_profile *truth, noise_level 
     o.straggler = a->straggler;
     o.robust = a->robust;
     o.threads = study_threads(a);
+    o.progress = on_seed;
+    o.ud = np;
     lv->runs = malloc(sizeof *lv->runs * (size_t)PRS_NOISE_NPLANNERS * (size_t)a->seeds);
     prs_error err = {0, ""};
     int rc = lv->runs ? prs_noise_study(truth, &o, &lv->truth, lv->runs, lv->sum, &err)
@@ -262,24 +277,20 @@ static int run_levels(const noise_args *a, noise_level *lv, int *nlv)
     }
     static const prs_cost_model both[] = {PRS_COST_EXP, PRS_COST_HULL};
     int nm = a->models_given ? 1 : 2, rc = 0;
-    prs_cli_progress ps; /* a level per line on a log, once the run has taken a second */
-    prs_cli_progress_init(&ps, "noise", !a->quiet && !a->json);
+    noise_progress np = {.total = (long)nm * a->njitters * a->seeds};
+    prs_cli_progress_init(&np.ps, "noise", !a->quiet && !a->json);
+    np.ps.what = "studying";
+    np.ps.unit = "seeds";
     *nlv = 0;
     for (int m = 0; m < nm && !rc; m++)
         for (int j = 0; j < a->njitters && !rc; j++) {
             noise_level *l = &lv[(*nlv)++];
             l->jitter = a->jitters[j];
             l->model = a->models_given ? a->pl.plan.cost_model : both[m];
-            if (ps.bar)
-                fprintf(stderr, "\rperseus noise: %s, jitter %g (%d/%d) ",
-                        prs_cost_model_name(l->model), l->jitter, *nlv, nm * a->njitters);
-            rc = run_level(a, truth, l);
-            if (!rc && ps.lines && prs_cli_progress_due(ps.start_s))
-                fprintf(stderr, "perseus noise: %s, jitter %g done (%d of %d levels, %.1f s)\n",
-                        prs_cost_model_name(l->model), l->jitter, *nlv, nm * a->njitters,
-                        prs_mono_s() - ps.start_s);
+            rc = run_level(a, truth, l, &np);
+            np.offset += a->seeds;
         }
-    if (ps.bar) fputc('\n', stderr);
+    if (rc && np.ps.bar && np.ps.last_pct >= 0) fputc('\n', stderr); /* below a broken bar */
     prs_profile_free(truth);
     return rc;
 }

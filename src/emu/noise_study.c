@@ -163,9 +163,27 @@ static int check_opts(const prs_noise_study_opts *o, prs_error *err)
     return prs_noise_model_check(&o->model, err);
 }
 
+/* The seeds done so far, shared by the threads, and whether the caller canceled. */
+typedef struct tally {
+    pthread_mutex_t mu;
+    long done;
+    int canceled;
+} tally;
+
+/* Count one seed done and report it; non-zero when the study is canceled (now or before). */
+static int seed_done(tally *t, const prs_noise_study_opts *o)
+{
+    pthread_mutex_lock(&t->mu);
+    t->done++;
+    if (!t->canceled && o->progress && o->progress(o->ud, t->done, o->seeds)) t->canceled = 1;
+    int canceled = t->canceled;
+    pthread_mutex_unlock(&t->mu);
+    return canceled;
+}
+
 /* Seeds first, first + step, ... on s, into out; stops at the first that fails (its index in
- * *failed, else o->seeds). */
-static int run_seeds(study *s, const prs_noise_study_opts *o, int first, int step,
+ * *failed, else o->seeds) or when the study is canceled. */
+static int run_seeds(study *s, const prs_noise_study_opts *o, int first, int step, tally *t,
                      prs_noise_outcome *out, int *failed, prs_error *err)
 {
     int rc = 0, k;
@@ -175,6 +193,7 @@ static int run_seeds(study *s, const prs_noise_study_opts *o, int first, int ste
         for (int pl = 0; pl < PRS_NOISE_NPLANNERS && !rc; pl++)
             rc = judge(s, noisy, pl, &out[(size_t)pl * (size_t)o->seeds + (size_t)k], err);
         prs_profile_free(noisy);
+        if (!rc && seed_done(t, o)) rc = prs_error_set(err, PRS_ECANCELED, "noise study canceled");
     }
     *failed = rc ? k - step : o->seeds;
     return rc;
@@ -185,6 +204,7 @@ typedef struct worker {
     study s;
     const prs_noise_study_opts *o;
     prs_noise_outcome *out;
+    tally *t;
     int first, failed, rc;
     prs_error err;
     pthread_t tid;
@@ -193,7 +213,7 @@ typedef struct worker {
 static void *worker_main(void *arg)
 {
     worker *w = arg;
-    w->rc = run_seeds(&w->s, w->o, w->first, w->o->threads, w->out, &w->failed, &w->err);
+    w->rc = run_seeds(&w->s, w->o, w->first, w->o->threads, w->t, w->out, &w->failed, &w->err);
     return NULL;
 }
 
@@ -218,7 +238,7 @@ static void worker_free(worker *w)
 
 /* The seeds on o->threads threads; the error reported is the failing seed's with the lowest
  * index, as when one thread runs them all in order. */
-static int run_threads(study *s, const prs_noise_study_opts *o, prs_noise_outcome *out,
+static int run_threads(study *s, const prs_noise_study_opts *o, tally *t, prs_noise_outcome *out,
                        prs_error *err)
 {
     int n = o->threads, started = 0, start_rc = 0;
@@ -226,7 +246,7 @@ static int run_threads(study *s, const prs_noise_study_opts *o, prs_noise_outcom
     if (!w) return prs_error_set(err, PRS_ENOMEM, "out of memory");
     while (started < n && !start_rc) {
         worker *x = &w[started];
-        *x = (worker){.o = o, .out = out, .first = started};
+        *x = (worker){.o = o, .out = out, .t = t, .first = started};
         if ((start_rc = worker_init(x, s, err)) == 0 &&
             pthread_create(&x->tid, NULL, worker_main, x) != 0)
             start_rc = prs_error_set(err, PRS_ENOMEM, "noise study: cannot start a thread");
@@ -279,9 +299,14 @@ int prs_noise_study(const prs_profile *truth, const prs_noise_study_opts *o,
     }
     if (!rc) rc = plan_truth(&s, o->straggler, err);
     int failed;
-    if (!rc)
-        rc = o->threads > 1 ? run_threads(&s, o, out, err)
-                            : run_seeds(&s, o, 0, 1, out, &failed, err);
+    tally t = {.done = 0, .canceled = 0};
+    if (!rc && pthread_mutex_init(&t.mu, NULL) != 0)
+        rc = prs_error_set(err, PRS_ENOMEM, "noise study: cannot create a mutex");
+    else if (!rc) {
+        rc = o->threads > 1 ? run_threads(&s, o, &t, out, err)
+                            : run_seeds(&s, o, 0, 1, &t, out, &failed, err);
+        pthread_mutex_destroy(&t.mu);
+    }
     if (!rc && out && work) {
         if (truth_out) *truth_out = s.t;
         if (outcomes) memcpy(outcomes, out, sizeof *out * nout);
