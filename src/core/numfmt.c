@@ -76,26 +76,40 @@ static int digits_at(double ax, int p, char *digits, size_t *nd, int *exp10)
     return reads_back(digits, *nd, *exp10, ax);
 }
 
+/* digits_at for p, writing digits, *nd and *exp10 only when it holds. */
+static int keep_if_held(double ax, int p, char *digits, size_t *nd, int *exp10)
+{
+    char d[24];
+    size_t n;
+    int e;
+    if (!digits_at(ax, p, d, &n, &e)) return 0;
+    memcpy(digits, d, n);
+    *nd = n;
+    *exp10 = e;
+    return 1;
+}
+
 /* The shortest digits that read back as ax: the smallest p for which digits_at holds, found by
  * bisection (it holds from some p on); most doubles need 16 or 17 digits, so p = 15 and 14 are
- * tried first. */
+ * tried first. The digits of the smallest p that held so far are kept, so the answer is not
+ * formatted twice. */
 static void shortest_digits(double ax, char *digits, size_t *nd, int *exp10)
 {
-    int lo = 0, hi = 16; /* digits_at holds at hi */
-    if (!digits_at(ax, 15, digits, nd, exp10))
+    int lo = 0, hi = 16, have = 0; /* digits_at holds at hi; have: the digits are hi's */
+    if (!(have = keep_if_held(ax, 15, digits, nd, exp10)))
         lo = 16;
-    else if (!digits_at(ax, 14, digits, nd, exp10))
+    else if (!keep_if_held(ax, 14, digits, nd, exp10))
         lo = hi = 15;
     else
         hi = 14;
     while (lo < hi) {
         int mid = lo + (hi - lo) / 2;
-        if (digits_at(ax, mid, digits, nd, exp10))
-            hi = mid;
+        if (keep_if_held(ax, mid, digits, nd, exp10))
+            hi = mid, have = 1;
         else
             lo = mid + 1;
     }
-    digits_at(ax, lo, digits, nd, exp10);
+    if (!have) digits_at(ax, 16, digits, nd, exp10); /* holds for every x */
 }
 
 char *prs_num_fmt_double(char *buf, size_t n, double x)
