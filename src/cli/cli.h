@@ -56,8 +56,6 @@ typedef struct prs_cli_progress {
     double start_s;
 } prs_cli_progress;
 void prs_cli_progress_init(prs_cli_progress *p, const char *cmd, int wanted);
-/* Whether a run that began at start_s (prs_mono_s) is long enough to report on a log. */
-int prs_cli_progress_due(double start_s);
 int prs_cli_on_progress(void *ud, long done, long total);
 void prs_cli_on_warn(void *ud, const char *msg);
 

@@ -54,7 +54,8 @@ void prs_cli_progress_init(prs_cli_progress *p, const char *cmd, int wanted)
     p->start_s = prs_mono_s();
 }
 
-int prs_cli_progress_due(double start_s)
+/* Whether a run that began at start_s (prs_mono_s) is long enough to report on a log. */
+static int progress_due(double start_s)
 {
     return prs_mono_s() - start_s >= PROGRESS_QUIET_S;
 }
@@ -66,7 +67,7 @@ int prs_cli_on_progress(void *ud, long done, long total)
     int pct = (int)(100.0 * (double)done / (double)total);
     if (pct > 100) pct = 100;
     if (p->lines) {
-        if (pct / 10 <= p->last_pct || !prs_cli_progress_due(p->start_s)) return 0;
+        if (pct / 10 <= p->last_pct || !progress_due(p->start_s)) return 0;
         p->last_pct = pct / 10;
         fprintf(stderr, "perseus %s: %s %d%% (%ld of %ld %s, %.1f s)\n", p->cmd, p->what, pct, done,
                 total, p->unit, prs_mono_s() - p->start_s);

@@ -151,6 +151,25 @@ static void summarise(const prs_noise_outcome *o, int n, double *work, prs_noise
             &sm->straggler_regret_max_pct);
 }
 
+/* s's evaluation context on the truth and its plan buffers (the caller's study and every
+ * worker's own); non-zero with err set on failure, study_close frees what was made. */
+static int study_open(study *s, prs_error *err)
+{
+    int rc = prs_eval_open(s->truth, &s->plan.pipe, &s->ev, err);
+    if (rc) return rc;
+    s->nops = prs_eval_nops(s->ev);
+    s->clocks = malloc(sizeof *s->clocks * (size_t)s->nops);
+    s->allmax = malloc(sizeof *s->allmax * (size_t)s->nops);
+    return s->clocks && s->allmax ? 0 : prs_error_set(err, PRS_ENOMEM, "out of memory");
+}
+
+static void study_close(study *s)
+{
+    free(s->clocks);
+    free(s->allmax);
+    prs_eval_close(s->ev);
+}
+
 static int check_opts(const prs_noise_study_opts *o, prs_error *err)
 {
     if (o->seeds < 1 || o->seeds > 1000000)
@@ -217,25 +236,6 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* A worker's own evaluation context and scratch (the rest is shared with s); non-zero with
- * err set on failure. */
-static int worker_init(worker *w, const study *s, prs_error *err)
-{
-    w->s = *s;
-    w->s.clocks = malloc(sizeof *w->s.clocks * (size_t)s->nops);
-    w->s.allmax = malloc(sizeof *w->s.allmax * (size_t)s->nops);
-    w->s.ev = NULL;
-    if (!w->s.clocks || !w->s.allmax) return prs_error_set(err, PRS_ENOMEM, "out of memory");
-    return prs_eval_open(s->truth, &s->plan.pipe, &w->s.ev, err);
-}
-
-static void worker_free(worker *w)
-{
-    free(w->s.clocks);
-    free(w->s.allmax);
-    prs_eval_close(w->s.ev);
-}
-
 /* The seeds on o->threads threads; the error reported is the failing seed's with the lowest
  * index, as when one thread runs them all in order. */
 static int run_threads(study *s, const prs_noise_study_opts *o, tally *t, prs_noise_outcome *out,
@@ -246,12 +246,14 @@ static int run_threads(study *s, const prs_noise_study_opts *o, tally *t, prs_no
     if (!w) return prs_error_set(err, PRS_ENOMEM, "out of memory");
     while (started < n && !start_rc) {
         worker *x = &w[started];
-        *x = (worker){.o = o, .out = out, .t = t, .first = started};
-        if ((start_rc = worker_init(x, s, err)) == 0 &&
+        /* its own evaluation context and buffers; the truth's figures shared */
+        *x = (worker){.s = *s, .o = o, .out = out, .t = t, .first = started};
+        x->s.ev = NULL, x->s.clocks = x->s.allmax = NULL;
+        if ((start_rc = study_open(&x->s, err)) == 0 &&
             pthread_create(&x->tid, NULL, worker_main, x) != 0)
             start_rc = prs_error_set(err, PRS_ENOMEM, "noise study: cannot start a thread");
         if (start_rc)
-            worker_free(x);
+            study_close(&x->s);
         else
             started++;
     }
@@ -266,7 +268,7 @@ static int run_threads(study *s, const prs_noise_study_opts *o, tally *t, prs_no
         if (err) *err = w[first_failed].err;
     }
     for (int i = 0; i < started; i++)
-        worker_free(&w[i]);
+        study_close(&w[i].s);
     free(w);
     return rc;
 }
@@ -286,17 +288,11 @@ int prs_noise_study(const prs_profile *truth, const prs_noise_study_opts *o,
     s.plan.progress = NULL;
     s.plan.warn = NULL;
     s.plan.ud = NULL;
-    if ((rc = prs_eval_open(truth, &s.plan.pipe, &s.ev, err))) return rc;
-    s.nops = prs_eval_nops(s.ev);
     size_t nout = (size_t)PRS_NOISE_NPLANNERS * (size_t)o->seeds;
-    s.clocks = malloc(sizeof *s.clocks * (size_t)s.nops);
-    s.allmax = malloc(sizeof *s.allmax * (size_t)s.nops);
     prs_noise_outcome *out = calloc(nout, sizeof *out); /* zeroed: threads fill it */
     double *work = malloc(sizeof *work * (size_t)o->seeds);
-    if (!s.clocks || !s.allmax || !out || !work) {
-        prs_error_set(err, PRS_ENOMEM, "out of memory");
-        rc = PRS_ENOMEM;
-    }
+    rc = study_open(&s, err);
+    if (!rc && (!out || !work)) rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
     if (!rc) rc = plan_truth(&s, o->straggler, err);
     int failed;
     tally t = {.done = 0, .canceled = 0};
@@ -315,8 +311,6 @@ int prs_noise_study(const prs_profile *truth, const prs_noise_study_opts *o,
     }
     free(work);
     free(out);
-    free(s.clocks);
-    free(s.allmax);
-    prs_eval_close(s.ev);
+    study_close(&s);
     return rc;
 }
