@@ -60,11 +60,12 @@ typedef struct job_ref {
     char id[64], tok[96];
 } job_ref;
 
-/* Microbatches of a job whose planning (8 stages, 10 us unit, the profile of upload) runs for
- * seconds: 5.1 s of `perseus plan --cost-model hull` on the 2-core development machine under
- * load. The tests below need a planner still running when they cancel it, time it out (0.5 s)
- * or shut down; M = 16 once took 7 s and now takes 0.23 s, and a faster planner made
- * test_time_limit see its planning finish before the limit. */
+/* Microbatches of a job whose planning (8 stages, 10 us unit, the profile of upload, the
+ * default exp cost model) runs for seconds: 10.3 s of the same `perseus plan` on the 2-core
+ * development machine (hull: 1.8 s). The tests below need a planner still running when they
+ * cancel it, time it out (0.5 s) or shut down. M = 16 once took 7 s and now takes 0.86 s here,
+ * close enough to the limit that test_time_limit saw its planning finish before it on a faster
+ * machine. */
 #define LONG_MB 96
 
 /* A job of `stages` stages and `mb` microbatches on 8 clocks at unit time `unit`. */
