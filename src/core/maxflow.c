@@ -27,12 +27,17 @@
 struct prs__flow_net {
     int max_nodes, max_edges;
     int nnodes, s, t, nedges;
-    int *head, *next, *to;
+    int *to; /* per edge; edge e ^ 1 is e's reverse */
     double *cap;
     double *excess;
     unsigned char *inf_arc; /* per original arc pair: ub infinite */
-    int nbase;      /* arcs' edges before the solver's node-excess edges; -1: not solved yet */
-    int *head_base; /* head[] as the arcs alone left it (prs__flow_again) */
+    int nbase; /* arcs' edges before the solver's node-excess edges; -1: not solved yet */
+    /* Adjacency in one array (slot k: edge adj[k] to node adj_to[k]), in the order of a list
+     * that each added edge joins at the front: per node, the node-excess edges of this solve
+     * (last added first), then the arcs' edges (last added first). Node v's arcs' edges are
+     * slots [first[v], last[v]); before them lie slots reserved for its node-excess edges (one
+     * per node, every other node's for s and t), of which this solve uses [beg[v], first[v]). */
+    int *adj, *adj_to, *beg, *first, *last;
     int *level, *it, *queue, *stack_e;
     double cut_eps; /* the cut's residual threshold (prs__flow_min_cut's eps) */
     int thin;       /* the last level search discovered a node through a residual <= cut_eps */
@@ -46,19 +51,22 @@ prs__flow_net *prs__flow_new(int max_nodes, int max_arcs)
     n->max_nodes = max_nodes + 2;
     n->max_edges = 2 * (max_arcs + 2 * max_nodes + 1);
     size_t V = (size_t)n->max_nodes, E = (size_t)n->max_edges;
-    n->head = malloc(V * sizeof *n->head);
-    n->head_base = malloc(V * sizeof *n->head_base);
+    size_t slots = E + 3 * V; /* every edge, and the node-excess reservations */
+    n->adj = malloc(slots * sizeof *n->adj);
+    n->adj_to = malloc(slots * sizeof *n->adj_to);
+    n->beg = malloc(V * sizeof *n->beg);
+    n->first = malloc(V * sizeof *n->first);
+    n->last = malloc(V * sizeof *n->last);
     n->level = malloc(V * sizeof *n->level);
     n->it = malloc(V * sizeof *n->it);
     n->queue = malloc(V * sizeof *n->queue);
     n->stack_e = malloc(V * sizeof *n->stack_e);
     n->excess = malloc(V * sizeof *n->excess);
-    n->next = malloc(E * sizeof *n->next);
     n->to = malloc(E * sizeof *n->to);
     n->cap = malloc(E * sizeof *n->cap);
     n->inf_arc = malloc(E / 2 + 1);
-    if (!n->head || !n->head_base || !n->level || !n->it || !n->queue || !n->stack_e ||
-        !n->excess || !n->next || !n->to || !n->cap || !n->inf_arc) {
+    if (!n->adj || !n->adj_to || !n->beg || !n->first || !n->last || !n->level || !n->it ||
+        !n->queue || !n->stack_e || !n->excess || !n->to || !n->cap || !n->inf_arc) {
         prs__flow_free(n);
         return NULL;
     }
@@ -68,14 +76,16 @@ prs__flow_net *prs__flow_new(int max_nodes, int max_arcs)
 void prs__flow_free(prs__flow_net *n)
 {
     if (!n) return;
-    free(n->head);
-    free(n->head_base);
+    free(n->adj);
+    free(n->adj_to);
+    free(n->beg);
+    free(n->first);
+    free(n->last);
     free(n->level);
     free(n->it);
     free(n->queue);
     free(n->stack_e);
     free(n->excess);
-    free(n->next);
     free(n->to);
     free(n->cap);
     free(n->inf_arc);
@@ -89,17 +99,14 @@ void prs__flow_reset(prs__flow_net *n, int nnodes, int s, int t)
     n->t = t;
     n->nedges = 0;
     n->nbase = -1;
-    for (int v = 0; v < nnodes + 2; v++) {
-        n->head[v] = -1;
+    for (int v = 0; v < nnodes + 2; v++)
         n->excess[v] = 0;
-    }
 }
 
 int prs__flow_again(prs__flow_net *n)
 {
     if (n->nbase < 0) return -1;
     n->nedges = n->nbase;
-    memcpy(n->head, n->head_base, sizeof *n->head * (size_t)(n->nnodes + 2));
     for (int v = 0; v < n->nnodes + 2; v++)
         n->excess[v] = 0;
     return 0;
@@ -108,10 +115,44 @@ int prs__flow_again(prs__flow_net *n)
 static int add_edge(prs__flow_net *n, int u, int v, double cap)
 {
     int e = n->nedges;
-    n->to[e] = v, n->cap[e] = cap, n->next[e] = n->head[u], n->head[u] = e;
-    n->to[e + 1] = u, n->cap[e + 1] = 0, n->next[e + 1] = n->head[v], n->head[v] = e + 1;
+    n->to[e] = v, n->cap[e] = cap;
+    n->to[e + 1] = u, n->cap[e + 1] = 0;
     n->inf_arc[e / 2] = 0;
     n->nedges += 2;
+    return e;
+}
+
+/* Lay out the arcs' edges (the first n->nbase) per node, last added first, after each node's
+ * reserved node-excess slots. */
+static void lay_out(prs__flow_net *n)
+{
+    int V = n->nnodes, k = 0;
+    for (int v = 0; v < V; v++)
+        n->last[v] = 0;
+    for (int e = 0; e < n->nbase; e++)
+        n->last[n->to[e ^ 1]]++; /* degree of e's tail */
+    for (int v = 0; v < V; v++) {
+        k += v == n->s || v == n->t ? V : 1;
+        n->first[v] = k;
+        k += n->last[v];
+        n->last[v] = n->first[v]; /* filled below */
+    }
+    for (int e = n->nbase - 1; e >= 0; e--) {
+        int u = n->to[e ^ 1];
+        n->adj[n->last[u]] = e;
+        n->adj_to[n->last[u]++] = n->to[e];
+    }
+}
+
+/* Add a node-excess edge u -> v with capacity cap; it and its reverse go in front of their
+ * tails' lists. Returns its id. */
+static int add_excess_edge(prs__flow_net *n, int u, int v, double cap)
+{
+    int e = add_edge(n, u, v, cap);
+    int k = --n->beg[u];
+    n->adj[k] = e, n->adj_to[k] = v;
+    k = --n->beg[v];
+    n->adj[k] = e + 1, n->adj_to[k] = u;
     return e;
 }
 
@@ -160,17 +201,40 @@ static int bfs_levels(prs__flow_net *n, int s, int t, int nv)
     n->thin = 0;
     while (head < tail) {
         int v = n->queue[head++];
-        for (int e = n->head[v]; e >= 0; e = n->next[e])
-            if (n->cap[e] > AUG_EPS && n->level[n->to[e]] < 0) {
-                if (n->cap[e] <= n->cut_eps) n->thin = 1;
-                n->level[n->to[e]] = n->level[v] + 1;
+        for (int k = n->beg[v]; k < n->last[v]; k++) {
+            double c = n->cap[n->adj[k]];
+            int w = n->adj_to[k];
+            if (c > AUG_EPS && n->level[w] < 0) {
+                if (c <= n->cut_eps) n->thin = 1;
+                n->level[w] = n->level[v] + 1;
                 /* every node nearer than t has its level now; the rest cannot lie on a
                  * shortest path to t */
-                if (n->to[e] == t) return 1;
-                n->queue[tail++] = n->to[e];
+                if (w == t) return 1;
+                n->queue[tail++] = w;
             }
+        }
     }
     return 0;
+}
+
+/* Push the bottleneck of the path on the stack (depth edges) to t; returns it (INFINITY when
+ * every edge is infinite: nothing pushed) and the depth to resume from (*depth: the first
+ * edge the push saturated). */
+static double augment(prs__flow_net *n, int *depth)
+{
+    double push = INFINITY;
+    for (int i = 0; i < *depth; i++)
+        if (n->cap[n->stack_e[i]] < push) push = n->cap[n->stack_e[i]];
+    if (isinf(push)) return push;
+    int back = *depth;
+    for (int i = *depth - 1; i >= 0; i--) {
+        int e = n->stack_e[i];
+        n->cap[e] -= push;
+        n->cap[e ^ 1] += push;
+        if (n->cap[e] <= AUG_EPS) back = i;
+    }
+    *depth = back;
+    return push;
 }
 
 /* Dinic's algorithm from s to t over nodes 0..nv-1; returns the flow pushed, INFINITY as soon
@@ -180,43 +244,93 @@ static double dinic(prs__flow_net *n, int s, int t, int nv)
     double total = 0;
     while (bfs_levels(n, s, t, nv)) {
         for (int v = 0; v < nv; v++)
-            n->it[v] = n->head[v];
+            n->it[v] = n->beg[v];
         int depth = 0, v = s;
         for (;;) {
             if (v == t) {
-                double push = INFINITY;
-                for (int i = 0; i < depth; i++)
-                    if (n->cap[n->stack_e[i]] < push) push = n->cap[n->stack_e[i]];
+                double push = augment(n, &depth);
                 if (isinf(push)) return INFINITY;
-                int back = depth;
-                for (int i = depth - 1; i >= 0; i--) {
-                    int e = n->stack_e[i];
-                    n->cap[e] -= push;
-                    n->cap[e ^ 1] += push;
-                    if (n->cap[e] <= AUG_EPS) back = i;
-                }
                 total += push;
-                depth = back;
                 v = depth ? n->to[n->stack_e[depth - 1]] : s;
                 continue;
             }
-            int e = n->it[v];
-            while (e >= 0 && !(n->cap[e] > AUG_EPS && n->level[n->to[e]] == n->level[v] + 1))
-                e = n->next[e];
-            n->it[v] = e;
-            if (e >= 0) {
-                n->stack_e[depth++] = e;
-                v = n->to[e];
+            int k = n->it[v], end = n->last[v], next = n->level[v] + 1;
+            while (k < end && !(n->cap[n->adj[k]] > AUG_EPS && n->level[n->adj_to[k]] == next))
+                k++;
+            n->it[v] = k;
+            if (k < end) {
+                n->stack_e[depth++] = n->adj[k];
+                v = n->adj_to[k];
             } else {
                 if (v == s) break;
                 n->level[v] = -1; /* dead end */
                 depth--;
                 v = depth ? n->to[n->stack_e[depth - 1]] : s;
-                n->it[v] = n->next[n->it[v]];
+                n->it[v]++;
             }
         }
     }
     return total;
+}
+
+/* The node-excess edges of this solve (s -> v for excess > 0, v -> t for excess < 0), each
+ * node's v -> t edge into to_sink (-1 for none); the negative excesses are added to *value. */
+static void excess_edges(prs__flow_net *n, int *to_sink, double *value)
+{
+    int V = n->nnodes;
+    for (int v = 0; v < V; v++)
+        n->beg[v] = n->first[v];
+    for (int v = 0; v < V; v++) {
+        to_sink[v] = -1;
+        if (v == n->s || v == n->t) continue;
+        if (n->excess[v] > 0)
+            add_excess_edge(n, n->s, v, n->excess[v]);
+        else if (n->excess[v] < 0) {
+            to_sink[v] = add_excess_edge(n, v, n->t, -n->excess[v]);
+            *value += n->excess[v];
+        }
+    }
+}
+
+/* Cheap head start: most excess is next to a deficit one infinite arc away (the end of one
+ * computation feeds the start of the next); push it along s -> v -> w -> t directly. Returns
+ * the flow pushed. */
+static double head_start(prs__flow_net *n, const int *to_sink)
+{
+    double flow = 0;
+    for (int i = n->beg[n->s]; i < n->last[n->s]; i++) {
+        int e = n->adj[i];
+        if (e & 1) continue;
+        int v = n->to[e];
+        for (int j = n->beg[v]; j < n->last[v] && n->cap[e] > AUG_EPS; j++) {
+            int a = n->adj[j], h = to_sink[n->adj_to[j]];
+            if ((a & 1) || !n->inf_arc[a / 2] || h < 0 || n->cap[h] <= AUG_EPS) continue;
+            double x = n->cap[e] < n->cap[h] ? n->cap[e] : n->cap[h];
+            n->cap[e] -= x, n->cap[e ^ 1] += x;
+            n->cap[a] -= x, n->cap[a ^ 1] += x;
+            n->cap[h] -= x, n->cap[h ^ 1] += x;
+            flow += x;
+        }
+    }
+    return flow;
+}
+
+/* side[v] = 1 for the nodes reachable from s through residual capacity > eps. */
+static void reachable(prs__flow_net *n, double eps, unsigned char *side)
+{
+    for (int v = 0; v < n->nnodes; v++)
+        side[v] = 0;
+    int head = 0, tail = 0;
+    n->queue[tail++] = n->s;
+    side[n->s] = 1;
+    while (head < tail) {
+        int v = n->queue[head++];
+        for (int k = n->beg[v]; k < n->last[v]; k++)
+            if (n->cap[n->adj[k]] > eps && !side[n->adj_to[k]]) {
+                side[n->adj_to[k]] = 1;
+                n->queue[tail++] = n->adj_to[k];
+            }
+    }
 }
 
 int prs__flow_min_cut(prs__flow_net *n, double eps, unsigned char *side)
@@ -228,38 +342,14 @@ int prs__flow_min_cut(prs__flow_net *n, double eps, unsigned char *side)
      * f0 - lb backwards, excess from f0), which lets a caller warm-start from the last solve.
      * value: the cut's value = flow + excess(t) + the negative excesses outside s and t. */
     int V = n->nnodes;
-    if (n->nbase < 0) { /* first solve of these arcs: keep their lists for prs__flow_again */
+    if (n->nbase < 0) { /* first solve of these arcs: lay them out for prs__flow_again */
         n->nbase = n->nedges;
-        memcpy(n->head_base, n->head, sizeof *n->head * (size_t)(V + 2));
+        lay_out(n);
     }
     int *to_sink = n->it; /* scratch: node -> its v -> t helper edge, or -1 */
     double value = n->excess[n->t];
-    for (int v = 0; v < V; v++) {
-        to_sink[v] = -1;
-        if (v == n->s || v == n->t) continue;
-        if (n->excess[v] > 0)
-            add_edge(n, n->s, v, n->excess[v]);
-        else if (n->excess[v] < 0) {
-            to_sink[v] = add_edge(n, v, n->t, -n->excess[v]);
-            value += n->excess[v];
-        }
-    }
-    /* Cheap head start: most excess is next to a deficit one infinite arc away (the end of one
-     * computation feeds the start of the next); push it along s -> v -> w -> t directly. */
-    double flow = 0;
-    for (int e = n->head[n->s]; e >= 0; e = n->next[e]) {
-        if (e & 1) continue;
-        int v = n->to[e];
-        for (int a = n->head[v]; a >= 0 && n->cap[e] > AUG_EPS; a = n->next[a]) {
-            int w = n->to[a], h = to_sink[w];
-            if ((a & 1) || !n->inf_arc[a / 2] || h < 0 || n->cap[h] <= AUG_EPS) continue;
-            double x = n->cap[e] < n->cap[h] ? n->cap[e] : n->cap[h];
-            n->cap[e] -= x, n->cap[e ^ 1] += x;
-            n->cap[a] -= x, n->cap[a ^ 1] += x;
-            n->cap[h] -= x, n->cap[h ^ 1] += x;
-            flow += x;
-        }
-    }
+    excess_edges(n, to_sink, &value);
+    double flow = head_start(n, to_sink);
     n->cut_eps = eps;
     double more = dinic(n, n->s, n->t, V);
     if (isinf(more)) return PRS_ERANGE; /* no finite cut */
@@ -270,18 +360,6 @@ int prs__flow_min_cut(prs__flow_net *n, double eps, unsigned char *side)
             side[v] = n->level[v] >= 0;
         return 0;
     }
-    for (int v = 0; v < V; v++)
-        side[v] = 0;
-    int head = 0, tail = 0;
-    n->queue[tail++] = n->s;
-    side[n->s] = 1;
-    while (head < tail) {
-        int v = n->queue[head++];
-        for (int e = n->head[v]; e >= 0; e = n->next[e])
-            if (n->cap[e] > eps && !side[n->to[e]]) {
-                side[n->to[e]] = 1;
-                n->queue[tail++] = n->to[e];
-            }
-    }
+    reachable(n, eps, side);
     return 0;
 }
