@@ -65,6 +65,7 @@ typedef struct bench_opts {
     int runs;
     int quick;
     int csv;
+    int stats; /* --stats: what each case's planning run did */
 } bench_opts;
 
 /* What a child sends back before its N doubles (wall times of prs_plan in seconds). */
@@ -74,6 +75,7 @@ typedef struct child_report {
     long warnings;                   /* planner warnings over all runs */
     char msg[PRS_ERRMSG_MAX];        /* error message when rc != 0 */
     char first_warn[PRS_ERRMSG_MAX]; /* first planner warning, if any */
+    prs_plan_stats stats;            /* what the first run did */
 } child_report;
 
 typedef struct case_result {
@@ -81,6 +83,7 @@ typedef struct case_result {
     long points;
     double median_s, min_s, max_s;
     double peak_rss_bytes;
+    prs_plan_stats stats;
 } case_result;
 
 static void usage(FILE *f)
@@ -107,6 +110,9 @@ static void usage(FILE *f)
             "  --runs N              timed plans per case (default 5, at least %d)\n"
             "  --quick               allow fewer than %d runs; default 1 run\n"
             "  --csv                 machine-readable CSV output\n"
+            "  --stats               also what each case's first planning run did (steps,\n"
+            "                        cuts, max-flow searches, evaluations, reclaimings):\n"
+            "                        a comment line per case, or more CSV columns\n"
             "  -h, --help            show this help\n"
             "\n"
             "With --cost-model both, a line after each pair of cases gives hull's median over\n"
@@ -191,6 +197,7 @@ static int parse_args(int argc, char **argv, bench_opts *o, char *dir_buf, size_
         OPT_RUNS,
         OPT_QUICK,
         OPT_CSV,
+        OPT_STATS,
         OPT_SYNTH
     };
     static const struct option longopts[] = {
@@ -204,6 +211,7 @@ static int parse_args(int argc, char **argv, bench_opts *o, char *dir_buf, size_
         {"runs", required_argument, NULL, OPT_RUNS},
         {"quick", no_argument, NULL, OPT_QUICK},
         {"csv", no_argument, NULL, OPT_CSV},
+        {"stats", no_argument, NULL, OPT_STATS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -283,9 +291,14 @@ static int parse_args(int argc, char **argv, bench_opts *o, char *dir_buf, size_
         case OPT_CSV:
             o->csv = 1;
             break;
+        case OPT_STATS:
+            o->stats = 1;
+            break;
         case ':':
             return bad("option '%s' needs a value", argv[optind - 1]);
         default:
+            /* a long option's value as optopt: a value given to an option that takes none */
+            if (optopt >= OPT_PROFILES) return bad("option '%s' takes no value", argv[optind - 1]);
             if (optopt) return bad("unknown option '-%c' (see --help)", optopt);
             return bad("unknown option '%s' (see --help)", argv[optind - 1]);
         }
@@ -460,9 +473,11 @@ static void run_child(int fd, const char *path, const bench_opts *o, int microba
         opts.ud = &rep;
         for (int k = 0; k < o->runs && rep.rc == 0; k++) {
             prs_frontier *f = NULL;
+            prs_plan_stats st;
             double t0 = now_s();
-            rep.rc = prs_plan(profile, &opts, &f, &err);
+            rep.rc = prs_plan_counted(profile, &opts, &f, &st, &err);
             double t1 = now_s();
+            if (k == 0) rep.stats = st;
             times[k] = t1 - t0;
             if (rep.rc == 0 && k == 0) rep.points = (long)prs_frontier_size(f);
             prs_frontier_free(f);
@@ -557,6 +572,7 @@ static int run_case(const char *path, const char *name, const bench_opts *o, int
         int n = o->runs;
         res->ok = 1;
         res->points = rep.points;
+        res->stats = rep.stats;
         res->min_s = times[0];
         res->max_s = times[n - 1];
         res->median_s = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
@@ -580,7 +596,11 @@ static void print_header(const bench_opts *o, size_t n_profiles, int name_width)
 {
     if (o->csv) {
         printf("profile,microbatches,cost_model,frontier_points,runs,median_s,min_s,max_s,"
-               "peak_rss_bytes,time_target_s,time_verdict,rss_target_bytes,rss_verdict\n");
+               "peak_rss_bytes,time_target_s,time_verdict,rss_target_bytes,rss_verdict%s\n",
+               o->stats ? ",steps,repeated_steps,raw_points,cuts,cuts_kept,same_ops,"
+                          "level_searches,level_nodes,cut_searches,cut_nodes,evaluations,"
+                          "reclaims,reclaim_moves"
+                        : "");
         return;
     }
     double load[3];
@@ -610,8 +630,9 @@ static void print_row(const bench_opts *o, const char *name, int name_width, int
     if (t_target > 0) snprintf(t_target_csv, sizeof t_target_csv, "%.9g", t_target);
     if (!r->ok) {
         if (o->csv)
-            printf("%s,%d,%s,,%d,,,,,%s,%s,%.0f,ERROR\n", name, microbatches, model_name, o->runs,
-                   t_target_csv, t_target > 0 ? "ERROR" : "", TARGET_RSS_BYTES);
+            printf("%s,%d,%s,,%d,,,,,%s,%s,%.0f,ERROR%s\n", name, microbatches, model_name, o->runs,
+                   t_target_csv, t_target > 0 ? "ERROR" : "", TARGET_RSS_BYTES,
+                   o->stats ? ",,,,,,,,,,,,," : "");
         else
             printf("%-*s %5d %-5s %7s %11s %11s %11s %8s  %-18s %s\n", name_width, name,
                    microbatches, model_name, "-", "-", "-", "-", "-", "-", "ERROR");
@@ -622,11 +643,18 @@ static void print_row(const bench_opts *o, const char *name, int name_width, int
     if (o->csv) {
         printf("%s,%d,%s,%ld,%d,%.9g,%.9g,%.9g,%.0f,", name, microbatches, model_name, r->points,
                o->runs, r->median_s, r->min_s, r->max_s, r->peak_rss_bytes);
-        printf("%s,%s,%.0f,%s\n", t_target_csv,
+        printf("%s,%s,%.0f,%s", t_target_csv,
                t_target <= 0 ? ""
                : time_miss   ? "MISS"
                              : "PASS",
                TARGET_RSS_BYTES, rss_miss ? "MISS" : "PASS");
+        const prs_plan_stats *st = &r->stats;
+        if (o->stats)
+            printf(",%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld", st->steps, st->repeated,
+                   st->points, st->cuts, st->cuts_kept, st->same_ops, st->level_searches,
+                   st->level_nodes, st->cut_searches, st->cut_nodes, st->evaluations, st->reclaims,
+                   st->reclaim_moves);
+        printf("\n");
         return;
     }
     char target[64];
@@ -641,6 +669,28 @@ static void print_row(const bench_opts *o, const char *name, int name_width, int
     printf("%-*s %5d %-5s %7ld %11.3f %11.3f %11.3f %8.1f  %-18s %s\n", name_width, name,
            microbatches, model_name, r->points, r->median_s * 1e3, r->min_s * 1e3, r->max_s * 1e3,
            r->peak_rss_bytes / 1e6, target, verdict);
+}
+
+/* x / n, or 0 when n is 0. */
+static double per(long x, long n)
+{
+    return n > 0 ? (double)x / (double)n : 0;
+}
+
+/* The text output's line of what a case's first planning run did (--stats). */
+static void print_stats(const char *name, int microbatches, prs_cost_model model,
+                        const case_result *r)
+{
+    const prs_plan_stats *st = &r->stats;
+    printf("# %s M=%d %s: %ld steps (%ld repeated) for %ld raw points; %ld cuts solved, %ld "
+           "kept; %ld steps change the computations of the step before; per cut %.2f level "
+           "searches of %.0f nodes and %.2f cut searches of %.0f nodes; %ld evaluations; %ld "
+           "reclaimings by rate of %.1f moves\n",
+           name, microbatches, prs_cost_model_name(model), st->steps, st->repeated, st->points,
+           st->cuts, st->cuts_kept, st->same_ops, per(st->level_searches, st->cuts),
+           per(st->level_nodes, st->level_searches), per(st->cut_searches, st->cuts),
+           per(st->cut_nodes, st->cut_searches), st->evaluations, st->reclaims,
+           per(st->reclaim_moves, st->reclaims));
 }
 
 int main(int argc, char **argv)
@@ -685,6 +735,8 @@ int main(int argc, char **argv)
                 prs_cost_model model = (prs_cost_model)o.models[c];
                 if (run_case(path, name, &o, o.microbatches[m], model, &r[c]) != 0) failures++;
                 print_row(&o, name, name_width, o.microbatches[m], model, &r[c]);
+                if (o.stats && !o.csv && r[c].ok)
+                    print_stats(name, o.microbatches[m], model, &r[c]);
                 fflush(stdout);
             }
             if (o.n_models == 2 && !o.csv && r[0].ok && r[1].ok && r[0].median_s > 0)

@@ -117,6 +117,27 @@ typedef struct prs_frontier prs_frontier;
  * time is too many units long to count. */
 PRS_API int prs_plan(const prs_profile *profile, const prs_plan_opts *opts, prs_frontier **out,
                      prs_error *err);
+/* What one planning run did, counted for performance work (bench_plan --stats; docs/planner.md,
+ * 'Speed'). Counting costs nothing measurable, so every run counts. */
+typedef struct prs_plan_stats {
+    long steps;          /* planner iterations (a step taken k times in one go counts once) */
+    long repeated;       /* hull: steps taken k >= 2 times in one go */
+    long points;         /* frontier points emitted, before any cleaning */
+    long cuts;           /* minimum cuts solved */
+    long cuts_kept;      /* hull: steps whose flow problem was the last solve's, cut kept */
+    long same_ops;       /* steps that changed the same computations as the step before */
+    long level_searches; /* max flow: breadth-first level searches (Dinic's phases + 1) */
+    long level_nodes;    /* nodes those searches reached */
+    long cut_searches;   /* searches for the cut where the last level search could not serve */
+    long cut_nodes;      /* nodes those searches reached */
+    long evaluations;    /* plans evaluated (some clock changed since the last point) */
+    long reclaims;       /* hull: reclaimings by rate run */
+    long reclaim_moves;  /* the moves they made */
+} prs_plan_stats;
+
+/* prs_plan, also filling *stats (zeroed first; on failure, what was counted until then). */
+PRS_API int prs_plan_counted(const prs_profile *profile, const prs_plan_opts *opts,
+                             prs_frontier **out, prs_plan_stats *stats, prs_error *err);
 /* The size of a planning problem, cheaply (no cost model is fitted, nothing per unit of time is
  * allocated), so that a caller can refuse one before prs_plan: *span, the most points the
  * frontier can have (its T_max - T_min in units, the figure max_points bounds), and

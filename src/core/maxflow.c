@@ -41,6 +41,7 @@ struct prs__flow_net {
     int *level, *it, *queue, *stack_e;
     double cut_eps; /* the cut's residual threshold (prs__flow_min_cut's eps) */
     int thin;       /* the last level search discovered a node through a residual <= cut_eps */
+    long level_searches, level_nodes, cut_searches, cut_nodes; /* prs__flow_count */
 };
 
 prs__flow_net *prs__flow_new(int max_nodes, int max_arcs)
@@ -199,8 +200,10 @@ static int bfs_levels(prs__flow_net *n, int s, int t, int nv)
     n->queue[tail++] = s;
     n->level[s] = 0;
     n->thin = 0;
+    n->level_searches++;
     while (head < tail) {
         int v = n->queue[head++];
+        n->level_nodes++;
         for (int k = n->beg[v]; k < n->last[v]; k++) {
             double c = n->cap[n->adj[k]];
             int w = n->adj_to[k];
@@ -323,8 +326,10 @@ static void reachable(prs__flow_net *n, double eps, unsigned char *side)
     int head = 0, tail = 0;
     n->queue[tail++] = n->s;
     side[n->s] = 1;
+    n->cut_searches++;
     while (head < tail) {
         int v = n->queue[head++];
+        n->cut_nodes++;
         for (int k = n->beg[v]; k < n->last[v]; k++)
             if (n->cap[n->adj[k]] > eps && !side[n->adj_to[k]]) {
                 side[n->adj_to[k]] = 1;
@@ -362,4 +367,12 @@ int prs__flow_min_cut(prs__flow_net *n, double eps, unsigned char *side)
     }
     reachable(n, eps, side);
     return 0;
+}
+
+void prs__flow_count(const prs__flow_net *n, prs_plan_stats *st)
+{
+    st->level_searches = n->level_searches;
+    st->level_nodes = n->level_nodes;
+    st->cut_searches = n->cut_searches;
+    st->cut_nodes = n->cut_nodes;
 }

@@ -141,6 +141,8 @@ double prs__flow_flow(const prs__flow_net *n, int arc, double lb);
  * when the minimum cut is negative (the lower bounds admit no s-t flow; the planner's networks,
  * with lb <= ub from convex costs, never are). */
 int prs__flow_min_cut(prs__flow_net *n, double eps, unsigned char *side);
+/* The searches of every solve since prs__flow_new into st (its level_* and cut_* counters). */
+void prs__flow_count(const prs__flow_net *n, prs_plan_stats *st);
 
 /* ---- Exact evaluation (evaluate.c) ---- */
 
@@ -202,5 +204,7 @@ int prs__refine_entries(const prs__refine_refiner *rf, const int *freq, int *idx
  * critical path *T and energy. PRS_EINVAL if the plan already exceeds the budget. */
 int prs__refine_plan(prs__refine_refiner *rf, const int *idx, const long *earliest, long budget,
                      int by_rate, int *out, long *T, double *energy_j);
+/* The reclaimings by rate since prs__refine_new into st (reclaims, reclaim_moves). */
+void prs__refine_count(const prs__refine_refiner *rf, prs_plan_stats *st);
 
 #endif

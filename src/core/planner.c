@@ -70,6 +70,9 @@ typedef struct run {
      * (run_dn) or up (run_up), d included, have d's bounds; only hull mode repeats steps, but
      * the tables are cheap and filled in the same pass as the bounds */
     long *run_dn, *run_up;
+    int *prev_touched; /* the computations the step before changed (prev_n of them) */
+    int prev_n;
+    prs_plan_stats st; /* what this run did (prs_plan_counted) */
 } run;
 
 static void free_types(prs__model_optype *types, int ntypes);
@@ -102,6 +105,7 @@ static void run_free(run *r)
     free(r->bounds_at);
     free(r->run_dn);
     free(r->run_up);
+    free(r->prev_touched);
 }
 
 static const prs__model_optype *type_of(const run *r, int op)
@@ -256,6 +260,7 @@ static int solve_cut(run *r, int ncrit, int same_arcs)
         }
     }
     int exp_mode = r->o->cost_model == PRS_COST_EXP;
+    r->st.cuts++;
     int rc = prs__flow_min_cut(r->net, exp_mode ? FP_ERROR : PRS_HULL_CUT_EPS, r->side);
     for (int i = 0; i < ncrit; i++) {
         int a = r->arc_id[i];
@@ -374,17 +379,28 @@ typedef struct step_out {
 
 /* One iteration; T is the current critical path length (earliest/latest filled). On STEP_OK
  * the durations are updated and *out says how. */
+/* Count a step that changes the computations in r->touched[0..n) and keep them. */
+static void note_ops(run *r, int n)
+{
+    size_t bytes = sizeof *r->touched * (size_t)n;
+    r->st.same_ops += n == r->prev_n && memcmp(r->touched, r->prev_touched, bytes) == 0;
+    memcpy(r->prev_touched, r->touched, bytes);
+    r->prev_n = n;
+}
+
 static enum step_result step(run *r, long T, step_out *out)
 {
     const prs__graph_graph *g = r->g;
     int exp_mode = r->o->cost_model == PRS_COST_EXP;
     int same, same_arcs, nshort = 0, n = 0, pure;
     int ncrit = scan_critical(r, &same, &same_arcs);
+    r->st.cuts_kept += same;
     int rc = same ? 0 : solve_cut(r, ncrit, same_arcs);
     if (rc == PRS_ERANGE) return STEP_DONE;
     if (rc == PRS_EINFEASIBLE) return STEP_INFEASIBLE;
     enum step_result sr = cut_ops(r, ncrit, &nshort, &n, &pure);
     if (sr != STEP_OK) return sr;
+    note_ops(r, n);
     double dl = step_delta(r, nshort, n);
     if (exp_mode && fabs(dl) < FP_ERROR) return STEP_DONE;
     out->nrep = 1;
@@ -415,6 +431,7 @@ static int alloc_run(run *r, prs_error *err)
     r->dur = calloc(ops, sizeof *r->dur); /* zeroed: every path reads it initialised */
     r->freq = malloc(ops * sizeof *r->freq);
     r->touched = malloc(ops * sizeof *r->touched);
+    r->prev_touched = malloc(ops * sizeof *r->prev_touched);
     r->chg_op = malloc(ops * sizeof *r->chg_op);
     r->chg_freq = malloc(ops * sizeof *r->chg_freq);
     r->plan = malloc(ops * sizeof *r->plan);
@@ -430,9 +447,9 @@ static int alloc_run(run *r, prs_error *err)
     r->was_crit = calloc(arcs, 1);
     r->arc_flow = calloc(arcs, sizeof *r->arc_flow);
     r->net = prs__flow_new(g->nnodes, g->narcs);
-    if (!r->dur || !r->freq || !r->touched || !r->chg_op || !r->chg_freq || !r->plan ||
-        !r->prev_plan || !r->idx || !r->earliest || !r->latest || !r->side || !r->arc_id ||
-        !r->arc_lb || !r->arc_ub || !r->was_crit || !r->arc_flow || !r->net)
+    if (!r->dur || !r->freq || !r->touched || !r->prev_touched || !r->chg_op || !r->chg_freq ||
+        !r->plan || !r->prev_plan || !r->idx || !r->earliest || !r->latest || !r->side ||
+        !r->arc_id || !r->arc_lb || !r->arc_ub || !r->was_crit || !r->arc_flow || !r->net)
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
     return 0;
 }
@@ -520,6 +537,7 @@ static void emit_plan(run *r, double cost, long *T, double *energy_j)
     int cached = !r->changed;
     r->changed = 0;
     if (!cached) {
+        r->st.evaluations++;
         r->rounded.ok = 1;
         evaluate_idx(r, r->idx, &r->rounded.t, &r->rounded.e);
         r->by_rate_own.ok = -1; /* not computed */
@@ -647,6 +665,7 @@ static int push_point(run *r, prs_frontier *f, long T, double delta)
     long T_eval;
     double E_eval;
     double cost = predicted_cost(r);
+    r->st.points++;
     emit_plan(r, cost, &T_eval, &E_eval);
     size_t nchg = 0;
     for (int op = 0; op < r->g->nops; op++)
@@ -729,8 +748,50 @@ static int emit_steps(run *r, prs_frontier *f, const step_out *st, long *T, long
     return 0;
 }
 
+/* The planner's iterations from the slowest plan on, each emitted into f (total: the progress
+ * callback's estimate of their number). Non-zero with err set when out of memory or canceled. */
+static int walk(run *r, prs_frontier *f, long total, prs_error *err)
+{
+    const prs_plan_opts *o = r->o;
+    long T = prs__graph_cpm(r->g, r->dur, r->earliest, r->latest), done = 0;
+    if (o->progress && o->progress(o->ud, 0, total))
+        return prs_error_set(err, PRS_ECANCELED, "planning canceled");
+    for (;;) {
+        step_out st;
+        enum step_result sr = step(r, T, &st);
+        if (sr == STEP_INFEASIBLE && o->warn)
+            o->warn(o->ud, "flow with lower bounds infeasible; frontier ends here");
+        if (sr != STEP_OK) break;
+        r->st.steps++;
+        r->st.repeated += st.nrep > 1;
+        int rc = emit_steps(r, f, &st, &T, &done, total, err);
+        if (rc) return rc;
+    }
+    /* No iteration could shorten the pipeline (one achievable time): its one plan is the start,
+     * every computation at its slowest candidate. */
+    if (prs_frontier_size(f) == 0 && push_point(r, f, T, 0))
+        return prs_error_set(err, PRS_ENOMEM, "out of memory storing plans");
+    return 0;
+}
+
+/* What the run counted, into stats (may be NULL). */
+static void count(const run *r, prs_plan_stats *stats)
+{
+    if (!stats) return;
+    *stats = r->st;
+    if (r->net) prs__flow_count(r->net, stats);
+    if (r->refiner) prs__refine_count(r->refiner, stats);
+}
+
 int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **out, prs_error *err)
 {
+    return prs_plan_counted(profile, o, out, NULL, err);
+}
+
+int prs_plan_counted(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **out,
+                     prs_plan_stats *stats, prs_error *err)
+{
+    if (stats) memset(stats, 0, sizeof *stats);
     *out = NULL;
     int rc = prs_pipeline_check(&o->pipe, err);
     if (rc) return rc;
@@ -779,26 +840,8 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
         rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
         goto out;
     }
-    long T = prs__graph_cpm(g, r.dur, r.earliest, r.latest);
-    long total = span > 0 ? span : 1, done = 0;
-    if (o->progress && o->progress(o->ud, 0, total)) {
-        rc = prs_error_set(err, PRS_ECANCELED, "planning canceled");
-        goto out;
-    }
-    for (;;) {
-        step_out st;
-        enum step_result sr = step(&r, T, &st);
-        if (sr == STEP_INFEASIBLE && o->warn)
-            o->warn(o->ud, "flow with lower bounds infeasible; frontier ends here");
-        if (sr != STEP_OK) break;
-        if ((rc = emit_steps(&r, f, &st, &T, &done, total, err))) goto out;
-    }
-    /* No iteration could shorten the pipeline (one achievable time): its one plan is the start,
-     * every computation at its slowest candidate. */
-    if (prs_frontier_size(f) == 0 && push_point(&r, f, T, 0)) {
-        rc = prs_error_set(err, PRS_ENOMEM, "out of memory storing plans");
-        goto out;
-    }
+    long total = span > 0 ? span : 1;
+    if ((rc = walk(&r, f, total, err))) goto out;
     prs_frontier_kind kind = o->frontier;
     if (kind == PRS_FRONTIER_AUTO)
         kind = o->cost_model == PRS_COST_HULL ? PRS_FRONTIER_CLEAN : PRS_FRONTIER_RAW;
@@ -816,6 +859,7 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
     f = NULL;
     rc = 0;
 out:
+    count(&r, stats);
     prs_frontier_free(f);
     run_free(&r);
     return rc;

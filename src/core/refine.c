@@ -37,6 +37,7 @@ struct prs__refine_refiner {
     double *hrate;
     int *hop, *queue;
     unsigned char *queued;
+    long reclaims, moves; /* prs__refine_count */
 };
 
 /* Total length of the per-type limit tables above which they are not built (ints). */
@@ -397,6 +398,7 @@ static int reclaim_state(prs__refine_refiner *rf, long budget)
 {
     const prs__graph_graph *g = rf->g;
     if (windows(rf, budget) > budget) return PRS_EINVAL;
+    rf->reclaims++;
     int n = 0, to = 0;
     for (int op = 0; op < g->nops; op++) {
         double rate = op_move(rf, op, &to);
@@ -418,6 +420,7 @@ static int reclaim_state(prs__refine_refiner *rf, long budget)
         }
         rf->cur[op] = to;
         rf->dur[op] = rf->ev->q[to];
+        rf->moves++;
         propagate(rf, op);
         rate = op_move(rf, op, &to);
         if (rate > 0) heap_push(rf, &n, rate, op);
@@ -441,4 +444,10 @@ int prs__refine_plan(prs__refine_refiner *rf, const int *idx, const long *earlie
     *T = rf->earliest[rf->g->sink];
     *energy_j = energy_of(rf, *T);
     return 0;
+}
+
+void prs__refine_count(const prs__refine_refiner *rf, prs_plan_stats *st)
+{
+    st->reclaims = rf->reclaims;
+    st->reclaim_moves = rf->moves;
 }

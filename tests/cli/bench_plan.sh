@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# End-to-end test of bench/bench_plan on a small synthetic pipeline (no shared data needed): the
+# text table with --stats gives one counter line per case and the hull/exp ratio line; --csv
+# --stats adds 13 counter columns whose figures agree with the table's points; bad arguments
+# are refused with exit status 2 and one line on stderr.
+set -euo pipefail
+
+bench="${PRS_BIN_DIR:?PRS_BIN_DIR not set}/bench/bench_plan"
+[[ -x $bench ]] || { echo "no $bench (built with -DPRS_BUILD_BENCH=OFF?)"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+. "${PRS_SOURCE_DIR:?PRS_SOURCE_DIR not set}/tests/cli/lib.bash"
+
+args=(--synth a100 --stages 4 --microbatches 4,6 --unit-time 0.001 --cost-model both
+      --runs 1 --quick)
+
+"$bench" "${args[@]}" --stats >"$tmp/text"
+for m in 4 6; do
+    for model in exp hull; do
+        line=$(grep -E "^# synth-a100 M=$m $model: [0-9]+ steps \([0-9]+ repeated\) for [0-9]+ raw points; [0-9]+ cuts solved" "$tmp/text") ||
+            fail "no counter line for M=$m $model: $(cat "$tmp/text")"
+        [[ $line == *"reclaimings by rate"* ]] || fail "counter line cut short: $line"
+    done
+    grep -qE "^# synth-a100 M=$m: hull/exp median time ratio [0-9.]+$" "$tmp/text" ||
+        fail "no ratio line for M=$m"
+done
+grep -qE '^# synth-a100 M=4 exp: .* 0 reclaimings by rate' "$tmp/text" ||
+    fail "exp reclaimed slack: $(grep 'M=4 exp:' "$tmp/text")"
+"$bench" "${args[@]}" >"$tmp/plain"
+grep -q 'steps (' "$tmp/plain" && fail "counter lines without --stats"
+
+"$bench" "${args[@]}" --stats --csv >"$tmp/csv"
+header=$(head -1 "$tmp/csv")
+[[ $header == *",rss_verdict,steps,repeated_steps,raw_points,cuts,cuts_kept,same_ops,level_searches,level_nodes,cut_searches,cut_nodes,evaluations,reclaims,reclaim_moves" ]] ||
+    fail "CSV header: $header"
+[[ $(wc -l <"$tmp/csv") -eq 5 ]] || fail "want a header and 4 rows: $(cat "$tmp/csv")"
+# every row has 26 fields; exp's raw frontier is its frontier, one point per step
+awk -F, 'NR > 1 && NF != 26 { print "row " NR " has " NF " fields"; bad = 1 }
+         NR > 1 && $3 == "exp" && ($4 != $16 || $14 != $16) { print "exp row " NR; bad = 1 }
+         NR > 1 && $3 == "hull" && ($14 > $16 || $24 > $16 || $25 > $24) { print "hull row " NR; bad = 1 }
+         END { exit bad }' "$tmp/csv" >"$tmp/awk" || fail "CSV rows: $(cat "$tmp/awk")"
+"$bench" "${args[@]}" --csv >"$tmp/csv0"
+[[ $(head -1 "$tmp/csv0" | tr ',' '\n' | wc -l) -eq 13 ]] || fail "counter columns without --stats"
+
+expect_error 2 "^bench_plan: option '--stats=1' takes no value$" "$bench" --stats=1
+expect_error 2 '^bench_plan: unknown option' "$bench" --statistics
+expect_error 2 '^bench_plan: --runs' "$bench" --stats --runs 2
