@@ -71,39 +71,40 @@ static void common_checks(const prs_plan_stats *st, size_t n)
     assert_true(st->same_ops < st->steps);
 }
 
+/* The synthetic pipeline planned with model, counted and checked, into *st. */
+static void counted(prs_cost_model model, prs_plan_stats *st)
+{
+    prs_profile *p = profile();
+    prs_plan_opts o;
+    opts_for(&o, model);
+    size_t n = plan_both(p, &o, st);
+    common_checks(st, n);
+    prs_profile_free(p);
+}
+
 static void test_exp(void **state)
 {
     (void)state;
-    prs_profile *p = profile();
-    prs_plan_opts o;
-    opts_for(&o, PRS_COST_EXP);
     prs_plan_stats st;
-    size_t n = plan_both(p, &o, &st);
-    common_checks(&st, n);
+    counted(PRS_COST_EXP, &st);
     assert_int_equal(st.steps, st.points);
     assert_int_equal(st.repeated, 0);
     assert_int_equal(st.cuts_kept, 0);
     assert_int_equal(st.reclaims, 0);
     assert_int_equal(st.reclaim_moves, 0);
-    prs_profile_free(p);
 }
 
 static void test_hull(void **state)
 {
     (void)state;
-    prs_profile *p = profile();
-    prs_plan_opts o;
-    opts_for(&o, PRS_COST_HULL);
     prs_plan_stats st;
-    size_t n = plan_both(p, &o, &st);
-    common_checks(&st, n);
+    counted(PRS_COST_HULL, &st);
     assert_true(st.repeated > 0 && st.repeated <= st.steps);
     assert_true(st.steps < st.points); /* repeated steps emit several points */
     assert_true(st.cuts_kept <= st.steps);
     assert_true(st.same_ops > 0); /* a step and the next often change the same computations */
     assert_true(st.reclaims > 0 && st.reclaims <= st.evaluations);
     assert_true(st.reclaim_moves >= st.reclaims);
-    prs_profile_free(p);
 }
 
 /* GPT-3's profile has hull segments several units long: steps meet the last solve's problem. */
