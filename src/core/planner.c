@@ -377,8 +377,6 @@ typedef struct step_out {
     double delta;
 } step_out;
 
-/* One iteration; T is the current critical path length (earliest/latest filled). On STEP_OK
- * the durations are updated and *out says how. */
 /* Count a step that changes the computations in r->touched[0..n) and keep them. */
 static void note_ops(run *r, int n)
 {
@@ -388,6 +386,8 @@ static void note_ops(run *r, int n)
     r->prev_n = n;
 }
 
+/* One iteration; T is the current critical path length (earliest/latest filled). On STEP_OK
+ * the durations are updated and *out says how. */
 static enum step_result step(run *r, long T, step_out *out)
 {
     const prs__graph_graph *g = r->g;
