@@ -23,7 +23,7 @@ static const char noise_usage[] =
     "                     [--cost-model exp|hull] [--energy-jitter FRAC] [--refresh SEC]\n"
     "                     [--bias FRAC] [--straggler S] [--seed N] [--schedule NAME\n"
     "                     [--virtual-stages V]] [--margin SD] [--budget FRAC]\n"
-    "                     [--svg FILE] [--json] [--jobs N] [--quiet]\n"
+    "                     [--truth-unit SEC] [--svg FILE] [--json] [--jobs N] [--quiet]\n"
     "\n"
     "Treat the profile as the truth, measure it N times with noise, plan on every noisy\n"
     "copy with today's planner (baseline) and the robust one, and judge each plan on the\n"
@@ -49,6 +49,9 @@ static const char noise_usage[] =
     "                         0.5)\n"
     "  --budget FRAC          robust planner: cap of the time budget's margin (default\n"
     "                         0.003)\n"
+    "  --truth-unit SEC       judge the plans on the truth at this time unit, at most\n"
+    "                         --unit-time (default: --unit-time); e.g. 1e-6 judges\n"
+    "                         measured times, not times cut to whole planning units\n"
     "  --svg FILE             also draw overshoot and regret versus jitter\n"
     "  --json                 one JSON object instead of the table\n"
     "  --jobs N               threads for the seeds (default: the online CPUs, at most\n"
@@ -60,7 +63,7 @@ typedef struct noise_args {
     const char *profile_path, *svg_path;
     double jitters[MAX_LEVELS];
     int njitters, repeats, seeds, json, quiet, models_given, jobs;
-    double energy_ratio, refresh_s, bias, straggler;
+    double energy_ratio, refresh_s, bias, straggler, truth_unit_s;
     long seed;
     prs_robust_opts robust;
     prs_cli_pipeline pl;
@@ -136,6 +139,8 @@ static int parse_option(int c, const char *name, const char *v, noise_args *a)
         return parse_fraction("--margin", v, 100, &a->robust.margin_sd);
     case 'U':
         return parse_fraction("--budget", v, 0.1, &a->robust.budget_max);
+    case 'Y':
+        return prs_cli_number("noise", "--truth-unit", v, 0, 1, &a->truth_unit_s) ? 2 : 0;
     case 'G':
         a->svg_path = v;
         return 0;
@@ -168,6 +173,8 @@ static int check_args(const noise_args *a)
             return usage_error("--energy-jitter: energy jitter above 0.2 at some level", NULL);
     if (a->repeats > PRS_NOISE_MAX_REPEATS) return usage_error("--repeats: at most 1000", NULL);
     if (a->seeds > 100000) return usage_error("--seeds: at most 100000", NULL);
+    if (a->truth_unit_s > a->pl.plan.pipe.unit_time_s)
+        return usage_error("--truth-unit: at most --unit-time", NULL);
     return 0;
 }
 
@@ -186,6 +193,7 @@ static int parse_args(int argc, char **argv, noise_args *a, int *done)
                                          {"seed", required_argument, 0, 'D'},
                                          {"margin", required_argument, 0, 'M'},
                                          {"budget", required_argument, 0, 'U'},
+                                         {"truth-unit", required_argument, 0, 'Y'},
                                          {"svg", required_argument, 0, 'G'},
                                          {"json", no_argument, 0, 'j'},
                                          {"jobs", required_argument, 0, 'T'},
@@ -250,6 +258,7 @@ static int run_level(const noise_args *a, const prs_profile *truth, noise_level 
     o.seeds = a->seeds;
     o.seed_base = (uint64_t)a->seed;
     o.straggler = a->straggler;
+    o.truth_unit_s = a->truth_unit_s;
     o.robust = a->robust;
     o.threads = study_threads(a);
     o.progress = on_seed;
@@ -344,6 +353,12 @@ static json_t *json_level(const noise_args *a, const noise_level *l)
     return o;
 }
 
+/* The time unit the plans are judged in on the truth. */
+static double judge_unit(const noise_args *a)
+{
+    return a->truth_unit_s > 0 ? a->truth_unit_s : a->pl.plan.pipe.unit_time_s;
+}
+
 static int print_json(const noise_args *a, const noise_level *lv, int nlv)
 {
     const prs_pipeline *pipe = &a->pl.plan.pipe;
@@ -354,6 +369,7 @@ static int print_json(const noise_args *a, const noise_level *lv, int nlv)
     json_object_set_new(o, "microbatches", json_integer(pipe->microbatches));
     json_object_set_new(o, "schedule", json_string(prs_schedule_name(pipe->schedule)));
     prs_cli_json_set_real(o, "unit_time_s", pipe->unit_time_s);
+    prs_cli_json_set_real(o, "truth_unit_s", judge_unit(a));
     prs_cli_json_set_real(o, "blocking_power_w", pipe->blocking_power_w);
     json_object_set_new(o, "repeats", json_integer(a->repeats));
     json_object_set_new(o, "seeds", json_integer(a->seeds));
@@ -374,7 +390,8 @@ static int print_json(const noise_args *a, const noise_level *lv, int nlv)
 static void print_table(const noise_args *a, const noise_level *lv, int nlv)
 {
     const prs_pipeline *pipe = &a->pl.plan.pipe;
-    printf("profile    %s (the truth)\n", a->profile_path);
+    printf("profile    %s (the truth, plans judged on it at a unit of %g s)\n", a->profile_path,
+           judge_unit(a));
     printf("pipeline   %d stages, %d microbatches, %s, unit %g s, blocking power %g W\n",
            pipe->stages, pipe->microbatches, prs_schedule_name(pipe->schedule), pipe->unit_time_s,
            pipe->blocking_power_w);

@@ -18,6 +18,7 @@
 typedef struct study {
     const prs_profile *truth;
     prs_plan_opts plan;
+    prs_pipeline judge; /* plan.pipe at the unit plans are judged in on the truth */
     prs_robust_opts robust;
     prs_eval *ev; /* on the truth */
     int nops;
@@ -30,12 +31,13 @@ static double energy_until(const prs_pipeline *pipe, double t, double e, double 
     return e + pipe->stages * pipe->blocking_power_w * (horizon - t);
 }
 
-/* All-max on profile p, evaluated on p. */
-static int allmax_energy(const study *s, const prs_profile *p, double *e, prs_error *err)
+/* All-max on profile p, evaluated on p with pipe (its unit). */
+static int allmax_energy(const study *s, const prs_profile *p, const prs_pipeline *pipe, double *e,
+                         prs_error *err)
 {
     double t;
-    int rc = prs_baseline_allmax(p, &s->plan.pipe, s->allmax, err);
-    if (!rc) rc = prs_evaluate_plan(p, &s->plan.pipe, s->allmax, &t, e, err);
+    int rc = prs_baseline_allmax(p, pipe, s->allmax, err);
+    if (!rc) rc = prs_evaluate_plan(p, pipe, s->allmax, &t, e, err);
     return rc;
 }
 
@@ -55,7 +57,7 @@ static int plan_truth(study *s, double straggler, prs_error *err)
     if (!rc)
         rc = prs_eval_run(s->ev, s->clocks, NULL, &s->t.straggler_plan_s, &s->t.straggler_energy_j,
                           err);
-    if (!rc) rc = allmax_energy(s, s->truth, &s->t.allmax_energy_j, err);
+    if (!rc) rc = allmax_energy(s, s->truth, &s->judge, &s->t.allmax_energy_j, err);
     if (!rc) s->t.saving_pct = prs_emu_intrinsic_saving(s->t.energy_j, s->t.allmax_energy_j);
     prs_frontier_free(f);
     return rc;
@@ -72,7 +74,7 @@ static int judge_fastest(study *s, const prs_frontier *f, const prs_profile *p,
     if (!rc) rc = prs_frontier_plan(f, k, s->clocks, err);
     if (!rc) rc = prs_eval_run(s->ev, s->clocks, NULL, &t, &e, err);
     if (!rc) rc = prs_evaluate_plan(p, pipe, s->clocks, &pt, &pe, err);
-    if (!rc) rc = allmax_energy(s, p, &pa, err);
+    if (!rc) rc = allmax_energy(s, p, pipe, &pa, err);
     if (rc) return rc;
     double horizon = fmax(t, s->t.t_min_s);
     o->overshoot_pct = 100.0 * (t / s->t.t_min_s - 1.0);
@@ -155,7 +157,7 @@ static void summarise(const prs_noise_outcome *o, int n, double *work, prs_noise
  * worker's own); non-zero with err set on failure, study_close frees what was made. */
 static int study_open(study *s, prs_error *err)
 {
-    int rc = prs_eval_open(s->truth, &s->plan.pipe, &s->ev, err);
+    int rc = prs_eval_open(s->truth, &s->judge, &s->ev, err);
     if (rc) return rc;
     s->nops = prs_eval_nops(s->ev);
     s->clocks = malloc(sizeof *s->clocks * (size_t)s->nops);
@@ -179,6 +181,11 @@ static int check_opts(const prs_noise_study_opts *o, prs_error *err)
                              PRS_NOISE_MAX_THREADS);
     if (!isfinite(o->straggler) || o->straggler < 1 || o->straggler > 100)
         return prs_error_set(err, PRS_EINVAL, "noise study: straggler factor must be in [1, 100]");
+    if (!(o->truth_unit_s >= 0) || o->truth_unit_s > o->plan.pipe.unit_time_s)
+        return prs_error_set(err, PRS_EINVAL,
+                             "noise study: the truth's unit must be 0 (the planning unit) or in "
+                             "(0, %g] s, got %g",
+                             o->plan.pipe.unit_time_s, o->truth_unit_s);
     return prs_noise_model_check(&o->model, err);
 }
 
@@ -284,6 +291,8 @@ int prs_noise_study(const prs_profile *truth, const prs_noise_study_opts *o,
     memset(&s, 0, sizeof s);
     s.truth = truth;
     s.plan = o->plan;
+    s.judge = o->plan.pipe;
+    if (o->truth_unit_s > 0) s.judge.unit_time_s = o->truth_unit_s;
     s.robust = o->robust;
     s.plan.progress = NULL;
     s.plan.warn = NULL;

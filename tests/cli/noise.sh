@@ -100,4 +100,22 @@ bs = lambda x: [r["regret_pct"] for r in x["levels"][0]["baseline"]["seeds"]]
 assert bs(d) == bs(z), "the baseline must not change"
 assert rs(d) != rs(z), "the robust planner ignored --margin/--budget"
 PY
+# --truth-unit: plans judged on the truth at a finer unit than they were planned at
+expect_error 2 "--truth-unit: at most --unit-time" "${tune[@]}" --truth-unit 0.002
+expect_error 2 "--truth-unit: expected a number > 0, got '0'" "${tune[@]}" --truth-unit 0
+fine=("$bin" noise "${job[@]}" --jitter 0,0.05 --repeats 1 --seeds 4 --cost-model exp --json)
+"${fine[@]}" >"$tmp/q.json"
+"${fine[@]}" --truth-unit 1e-6 >"$tmp/f.json"
+$py - "$tmp/q.json" "$tmp/f.json" <<'PY' || fail "--truth-unit"
+import json, sys
+q, f = (json.load(open(x)) for x in sys.argv[1:])
+assert q["truth_unit_s"] == 0.001 and f["truth_unit_s"] == 1e-6, (q["truth_unit_s"], f["truth_unit_s"])
+# planned the same way: the promised savings are the same; judged otherwise: T_min differs
+promised = lambda x: [r["promised_saving_pct"] for l in x["levels"] for r in l["robust"]["seeds"]]
+assert promised(q) == promised(f), "the truth's unit changed the planning"
+assert q["levels"][0]["t_min_s"] != f["levels"][0]["t_min_s"], "T_min judged at the planning unit"
+# without noise the plans are the truth's, at any unit: no overshoot, no regret
+for r in f["levels"][0]["baseline"]["seeds"]:
+    assert r["overshoot_pct"] == 0 and r["regret_pct"] == 0, r
+PY
 echo "noise: ok"

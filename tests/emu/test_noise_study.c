@@ -3,7 +3,11 @@
  *   - every seed's figures are the same bits on 1, 2 and 3 threads;
  *   - the progress callback is called once per seed, with done rising 1..seeds and the total;
  *   - a callback that returns non-zero cancels the study: PRS_ECANCELED, on any thread count;
- *   - bad thread counts are refused. */
+ *   - bad thread counts are refused;
+ *   - plans judged at a finer unit on the truth (truth_unit_s): T_min is the truth's at that
+ *     unit, the planning and the promised savings are unchanged; a unit coarser than the
+ *     planning unit, negative or NaN is refused. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -118,10 +122,38 @@ static void test_bad_threads(void **state)
     prs_profile_free(p);
 }
 
+static void test_truth_unit(void **state)
+{
+    (void)state;
+    prs_profile *p = profile();
+    calls c = {0, 0, 0, 1, 0};
+    prs_noise_study_opts o;
+    study_opts(&o, 2, &c);
+    prs_noise_truth coarse, fine;
+    prs_noise_outcome oc[PRS_NOISE_NPLANNERS * SEEDS], of[PRS_NOISE_NPLANNERS * SEEDS];
+    prs_error err = {0, ""};
+    assert_int_equal(prs_noise_study(p, &o, &coarse, oc, NULL, &err), 0);
+    o.truth_unit_s = 1e-6;
+    assert_int_equal(prs_noise_study(p, &o, &fine, of, NULL, &err), 0);
+    /* the truth's fastest plan judged in microseconds: its time is not a whole number of
+     * milliseconds any more, and it is no shorter than its time cut down to them */
+    assert_true(fine.t_min_s >= coarse.t_min_s);
+    assert_true(fabs(fine.t_min_s - coarse.t_min_s) > 1e-9);
+    for (int k = 0; k < PRS_NOISE_NPLANNERS * SEEDS; k++)
+        assert_true(oc[k].promised_saving_pct == of[k].promised_saving_pct);
+    const double bad[] = {0.002, -1e-6, NAN};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        o.truth_unit_s = bad[i];
+        assert_int_equal(prs_noise_study(p, &o, NULL, NULL, NULL, &err), PRS_EINVAL);
+        assert_non_null(strstr(err.msg, "truth's unit"));
+    }
+    prs_profile_free(p);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_threads_same_figures),
-                                       cmocka_unit_test(test_cancel),
-                                       cmocka_unit_test(test_bad_threads)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_threads_same_figures), cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_bad_threads), cmocka_unit_test(test_truth_unit)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
