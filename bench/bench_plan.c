@@ -297,8 +297,9 @@ static int parse_args(int argc, char **argv, bench_opts *o, char *dir_buf, size_
         case ':':
             return bad("option '%s' needs a value", argv[optind - 1]);
         default:
-            /* a long option's value as optopt: a value given to an option that takes none */
-            if (optopt >= OPT_PROFILES) return bad("option '%s' takes no value", argv[optind - 1]);
+            /* a known long option refused (optopt: its value): given a value it takes none */
+            if (optopt && strncmp(argv[optind - 1], "--", 2) == 0)
+                return bad("option '%s' takes no value", argv[optind - 1]);
             if (optopt) return bad("unknown option '-%c' (see --help)", optopt);
             return bad("unknown option '%s' (see --help)", argv[optind - 1]);
         }

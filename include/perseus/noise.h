@@ -142,12 +142,7 @@ typedef struct prs_noise_study_opts {
     prs_noise_model model; /* the measurement model of every seed */
     int seeds;             /* >= 1; seed k uses seed_base + k */
     uint64_t seed_base;
-    double straggler; /* s >= 1 for the straggler lookup */
-    /* The time unit (s) the chosen plans are judged in on the truth: 0 takes the planning unit
-     * (plan.pipe.unit_time_s); a finer one, at most the planning unit, judges a computation by
-     * its measured time rather than by that time cut down to whole planning units, as a GPU
-     * runs it (docs/noise.md, 'Judging at a finer unit'). */
-    double truth_unit_s;
+    double straggler;       /* s >= 1 for the straggler lookup */
     prs_robust_opts robust; /* the robust planner's settings (prs_robust_opts_default) */
     int threads;            /* seeds run on this many threads (0 or 1: the caller's only) */
     /* When not NULL: called after each seed with the seeds done so far and o->seeds, one call
@@ -155,6 +150,11 @@ typedef struct prs_noise_study_opts {
      * then fails with PRS_ECANCELED. */
     int (*progress)(void *ud, long done, long total);
     void *ud;
+    /* The time unit (s) the chosen plans are judged in on the truth: 0 takes the planning unit
+     * (plan.pipe.unit_time_s); a finer one, at most the planning unit, judges a computation by
+     * its measured time rather than by that time cut down to whole planning units, as a GPU
+     * runs it (docs/noise.md, 'Judging at a finer unit'). */
+    double truth_unit_s;
 } prs_noise_study_opts;
 
 /* Plan truth once (baseline planner) and on seeds noisy copies with both planners; fill

@@ -394,13 +394,11 @@ static enum step_result step(run *r, long T, step_out *out)
     int exp_mode = r->o->cost_model == PRS_COST_EXP;
     int same, same_arcs, nshort = 0, n = 0, pure;
     int ncrit = scan_critical(r, &same, &same_arcs);
-    r->st.cuts_kept += same;
     int rc = same ? 0 : solve_cut(r, ncrit, same_arcs);
     if (rc == PRS_ERANGE) return STEP_DONE;
     if (rc == PRS_EINFEASIBLE) return STEP_INFEASIBLE;
     enum step_result sr = cut_ops(r, ncrit, &nshort, &n, &pure);
     if (sr != STEP_OK) return sr;
-    note_ops(r, n);
     double dl = step_delta(r, nshort, n);
     if (exp_mode && fabs(dl) < FP_ERROR) return STEP_DONE;
     out->nrep = 1;
@@ -418,6 +416,8 @@ static enum step_result step(run *r, long T, step_out *out)
         }
         n = nshort;
     }
+    r->st.cuts_kept += same; /* counted for steps taken only */
+    note_ops(r, n);
     out->n = n;
     out->nshort = nshort;
     out->delta = dl;

@@ -43,5 +43,6 @@ awk -F, 'NR > 1 && NF != 26 { print "row " NR " has " NF " fields"; bad = 1 }
 [[ $(head -1 "$tmp/csv0" | tr ',' '\n' | wc -l) -eq 13 ]] || fail "counter columns without --stats"
 
 expect_error 2 "^bench_plan: option '--stats=1' takes no value$" "$bench" --stats=1
+expect_error 2 "^bench_plan: option '--help=1' takes no value$" "$bench" --help=1
 expect_error 2 '^bench_plan: unknown option' "$bench" --statistics
 expect_error 2 '^bench_plan: --runs' "$bench" --stats --runs 2
