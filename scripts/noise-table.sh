@@ -4,9 +4,11 @@
 # time and energy jitter of 1, 2, 5 and 10 % with R = 1 and R = 3 repeats, over 20 seeds, both
 # cost models; then 5 % with R = 3 at M = 24. Every figure comes from `perseus noise --json`;
 # nothing is typed.
-# Then the ordering oracle (Bloom without its 1410 MHz rows) and the robust planner's trade-off
-# between its slack margin and time budget on GPT-3.
-# usage: scripts/noise-table.sh [BUILD_DIR [SHARED_DIR]]   (about 15 minutes on one CPU)
+# Then the ordering oracle (Bloom without its 1410 MHz rows), the 5 % / R = 3 studies judged to the
+# microsecond, and the robust planner's trade-off between its slack margin and time budget on
+# GPT-3.
+# usage: scripts/noise-table.sh [BUILD_DIR [SHARED_DIR]]   (about 2.5 minutes of CPU time; the
+# seeds run on every CPU)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin=${1:-$here/build}/perseus
@@ -35,6 +37,15 @@ for m in 12 24; do
   "$bin" noise --profile "$tmp/bloom-oracle.csv" --stages 8 --microbatches "$m" \
     --unit-time 0.001 --blocking-power 83.64 --jitter 0.05 --repeats 3 \
     --seeds "$seeds" --quiet --json >"$tmp/oracle-m$m.json"
+done
+# The same 5 % / R = 3 studies with the plans judged on the truth to the microsecond instead of
+# the planning unit (--truth-unit 1e-6; docs/noise.md, 'Judging at a finer unit').
+for model in gpt3-175b bloom; do
+  for m in 12 24; do
+    "$bin" noise --profile "$data/$model+a100_sxm_bf16.csv" --stages 8 --microbatches "$m" \
+      --unit-time 0.001 --blocking-power 83.64 --jitter 0.05 --repeats 3 --seeds "$seeds" \
+      --truth-unit 1e-6 --quiet --json >"$tmp/$model-m$m-us.json"
+  done
 done
 # The robust planner's trade-off between a promised time that holds and energy: its slack margin
 # (standard errors) and the cap of its time budget, on GPT-3 at 5 % jitter, R = 3.
@@ -101,6 +112,23 @@ for m in (12, 24):
         o = lv["robust"]
         print(f"| {m} | {cm} | {o['overshoot_median_pct']:.2f} / {o['overshoot_max_pct']:.2f} | "
               f"{o['regret_median_pct']:.2f} / {o['regret_max_pct']:.2f} |")
+print()
+print("The robust planner at 5 % jitter, R = 3, its fastest plan judged on the truth at the planning")
+print("unit (1 ms) and to the microsecond (--truth-unit 1e-6): overshoot (median / max) and regret")
+print("(median / max).")
+print()
+print("| profile | M | model | overshoot at 1 ms | overshoot at 1 µs | regret at 1 ms | regret at 1 µs |")
+print("|---|---|---|---|---|---|---|")
+for model, name in (("gpt3-175b", "GPT-3"), ("bloom", "Bloom")):
+    for m, path in ((12, f"{model}-r3.json"), (24, f"{model}-m24.json")):
+        ms = json.load(open(os.path.join(tmp, path)))
+        us = json.load(open(os.path.join(tmp, f"{model}-m{m}-us.json")))
+        assert us["truth_unit_s"] == 1e-6, us["truth_unit_s"]
+        for cm in ("exp", "hull"):
+            a, b = (next(l for l in d["levels"] if l["cost_model"] == cm and l["jitter"] == 0.05)["robust"]
+                    for d in (ms, us))
+            f = lambda o, k: f'{o[k + "_median_pct"]:.2f} / {o[k + "_max_pct"]:.2f}'
+            print(f"| {name} | {m} | {cm} | {f(a, 'overshoot')} | {f(b, 'overshoot')} | {f(a, 'regret')} | {f(b, 'regret')} |")
 print()
 print("The robust planner's trade-off on GPT-3, 5 % jitter, R = 3: its slack margin (standard")
 print("errors of the fitted times) and the cap of its time budget, against the robust fastest")
