@@ -93,15 +93,22 @@ static uint64_t xorshift(uint64_t *s)
     return *s;
 }
 
+/* The double whose bits are the next xorshift state: any value, NaN and infinities included. */
+static double random_bits(uint64_t *s)
+{
+    uint64_t bits = xorshift(s);
+    double x;
+    memcpy(&x, &bits, sizeof x);
+    return x;
+}
+
 /* Every positive finite double: the text reads back exactly and has at most 17 digits. */
 static void test_fmt_round_trips(void **state)
 {
     (void)state;
     uint64_t seed = 88172645463325252ULL;
     for (int i = 0; i < 30000; i++) {
-        uint64_t bits = xorshift(&seed);
-        double x;
-        memcpy(&x, &bits, sizeof x);
+        double x = random_bits(&seed);
         if (!isfinite(x)) continue;
         char buf[PRS_NUMFMT_MAX];
         prs_num_fmt_double(buf, sizeof buf, x);
@@ -159,14 +166,8 @@ static void test_fmt_shortest(void **state)
     (void)state;
     uint64_t seed = 2463534242ULL;
     for (int i = 0; i < 40000; i++) {
-        uint64_t bits = xorshift(&seed);
-        double x;
-        if (i % 2) {
-            memcpy(&x, &bits, sizeof x);
-        } else {
-            x = (double)(bits % 100000000) / 1000.0; /* short decimals */
-        }
-        x = fabs(x);
+        double x = i % 2 ? fabs(random_bits(&seed))
+                         : (double)(xorshift(&seed) % 100000000) / 1000.0; /* short decimals */
         if (!isfinite(x) || x == 0) continue;
         char buf[PRS_NUMFMT_MAX];
         prs_num_fmt_double(buf, sizeof buf, x);
