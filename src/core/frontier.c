@@ -153,7 +153,7 @@ typedef struct clean_key {
     double adj_j;  /* evaluated energy - stages * P_block * time: what a faster plan is charged
                       less for the blocking until a slower one ends */
     double mag_j;  /* |energy| + |blocking term|, for the rounding tolerance */
-    size_t k;
+    size_t src, k; /* frontier src's point k */
 } clean_key;
 
 static int by_time_adj_index(const void *x, const void *y)
@@ -161,6 +161,7 @@ static int by_time_adj_index(const void *x, const void *y)
     const clean_key *a = x, *b = y;
     if (a->time_s != b->time_s) return a->time_s < b->time_s ? -1 : 1;
     if (a->adj_j != b->adj_j) return a->adj_j < b->adj_j ? -1 : 1;
+    if (a->src != b->src) return a->src < b->src ? -1 : 1;
     return a->k < b->k ? -1 : a->k > b->k;
 }
 
@@ -176,25 +177,41 @@ static void seek_plan(const prs_frontier *f, long *at, size_t k, int *cur)
     *at = (long)k;
 }
 
-int prs_frontier_clean(const prs_frontier *f, prs_frontier **out, prs_error *err)
+/* Every point of the nf frontiers as a key, sorted fastest first; n: how many. */
+static clean_key *clean_keys(const prs_frontier *const *fs, size_t nf, size_t *n)
+{
+    *n = 0;
+    for (size_t s = 0; s < nf; s++)
+        *n += fs[s]->npoints;
+    clean_key *key = malloc(sizeof *key * (*n ? *n : 1));
+    if (!key) return NULL;
+    double bw = (double)fs[0]->pipe.stages * fs[0]->pipe.blocking_power_w;
+    size_t i = 0;
+    for (size_t s = 0; s < nf; s++)
+        for (size_t k = 0; k < fs[s]->npoints; k++, i++) {
+            const prs_frontier_point *p = &fs[s]->pts[k];
+            key[i].time_s = p->eval_time_s;
+            key[i].adj_j = p->eval_energy_j - bw * p->eval_time_s;
+            key[i].mag_j = fabs(p->eval_energy_j) + fabs(bw * p->eval_time_s);
+            key[i].src = s;
+            key[i].k = k;
+        }
+    qsort(key, *n, sizeof *key, by_time_adj_index);
+    return key;
+}
+
+int prs__frontier_clean_union(const prs_frontier *const *fs, size_t nf, prs_frontier **out,
+                              prs_error *err)
 {
     *out = NULL;
-    size_t n = f->npoints, nops = (size_t)f->nops, nkeep = 0;
-    double bw = (double)f->pipe.stages * f->pipe.blocking_power_w;
-    clean_key *key = malloc(sizeof *key * (n ? n : 1));
-    int *cur = malloc(sizeof *cur * nops), *prev = malloc(sizeof *prev * nops);
+    size_t n = 0, nops = (size_t)fs[0]->nops, nkeep = 0;
+    clean_key *key = clean_keys(fs, nf, &n);
+    int *cur = malloc(sizeof *cur * nops * nf), *prev = malloc(sizeof *prev * nops);
     int *chg_op = malloc(sizeof *chg_op * nops), *chg_freq = malloc(sizeof *chg_freq * nops);
-    prs_frontier *c = prs__frontier_new(&f->pipe, f->model, f->base);
+    long *at = malloc(sizeof *at * nf);
+    prs_frontier *c = prs__frontier_new(&fs[0]->pipe, fs[0]->model, fs[0]->base);
     int rc = PRS_ENOMEM;
-    if (!key || !cur || !prev || !chg_op || !chg_freq || !c) goto out;
-    for (size_t k = 0; k < n; k++) {
-        const prs_frontier_point *p = &f->pts[k];
-        key[k].time_s = p->eval_time_s;
-        key[k].adj_j = p->eval_energy_j - bw * p->eval_time_s;
-        key[k].mag_j = fabs(p->eval_energy_j) + fabs(bw * p->eval_time_s);
-        key[k].k = k;
-    }
-    qsort(key, n, sizeof *key, by_time_adj_index);
+    if (!key || !cur || !prev || !chg_op || !chg_freq || !at || !c) goto out;
     /* Fastest first: a plan stays when it beats every faster (or equally fast, earlier) plan by
      * more than rounding; keep[] gathers the survivors in place, fastest first. */
     double best = INFINITY, best_mag = 0;
@@ -206,18 +223,20 @@ int prs_frontier_clean(const prs_frontier *f, prs_frontier **out, prs_error *err
             best_mag = key[i].mag_j;
         }
     }
-    memcpy(prev, f->base, sizeof *prev * nops);
-    long at = -1;
+    memcpy(prev, fs[0]->base, sizeof *prev * nops);
+    for (size_t s = 0; s < nf; s++)
+        at[s] = -1;
     for (size_t i = nkeep; i-- > 0;) { /* slowest first */
-        size_t k = key[i].k, nchg = 0;
-        seek_plan(f, &at, k, cur);
+        size_t s = key[i].src, k = key[i].k, nchg = 0;
+        int *plan = cur + s * nops;
+        seek_plan(fs[s], &at[s], k, plan);
         for (size_t op = 0; op < nops; op++)
-            if (cur[op] != prev[op]) {
+            if (plan[op] != prev[op]) {
                 chg_op[nchg] = (int)op;
-                chg_freq[nchg++] = cur[op];
-                prev[op] = cur[op];
+                chg_freq[nchg++] = plan[op];
+                prev[op] = plan[op];
             }
-        if (prs__frontier_push(c, &f->pts[k], chg_op, chg_freq, nchg)) goto out;
+        if (prs__frontier_push(c, &fs[s]->pts[k], chg_op, chg_freq, nchg)) goto out;
     }
     *out = c;
     c = NULL;
@@ -228,6 +247,12 @@ out:
     free(prev);
     free(chg_op);
     free(chg_freq);
+    free(at);
     prs_frontier_free(c);
     return rc ? prs_error_set(err, rc, "out of memory cleaning the frontier") : 0;
+}
+
+int prs_frontier_clean(const prs_frontier *f, prs_frontier **out, prs_error *err)
+{
+    return prs__frontier_clean_union(&f, 1, out, err);
 }

@@ -24,5 +24,10 @@ prs_frontier *prs__frontier_new(const prs_pipeline *pipe, prs_cost_model model, 
 /* Append a point with its changes; 0 or PRS_ENOMEM. */
 int prs__frontier_push(prs_frontier *f, const prs_frontier_point *pt, const int *ops,
                        const int *freqs, size_t nchanges);
+/* The clean frontier (prs_frontier_clean) of the points of nf >= 1 frontiers of one pipeline and
+ * one starting plan (fs[0]'s): ties of time and energy go to the earlier frontier, then to the
+ * earlier point. */
+int prs__frontier_clean_union(const prs_frontier *const *fs, size_t nf, prs_frontier **out,
+                              prs_error *err);
 
 #endif

@@ -63,6 +63,10 @@ typedef struct run {
     int changed;                        /* freq changed since the last emitted point */
     prs__refine_refiner *refiner;       /* hull mode only */
     cand rounded, fit_own, by_rate_own; /* hull mode only */
+    cand tracked;                       /* hull mode, clean frontier only */
+    int extra;                          /* tracked is a point of its own */
+    prs_frontier *tracks;               /* those points, cleaned with the frontier's */
+    int *track_prev;                    /* the clocks of the last of them */
     unsigned char *side;
     double *bounds;    /* flow bounds per type and duration (fill_bounds) */
     size_t *bounds_at; /* per type: its first (lb, ub) pair in bounds */
@@ -99,6 +103,9 @@ static void run_free(run *r)
     free(r->idx);
     free(r->fit_own.idx);
     free(r->by_rate_own.idx);
+    free(r->tracked.idx);
+    free(r->track_prev);
+    prs_frontier_free(r->tracks);
     prs__refine_free(r->refiner);
     free(r->side);
     free(r->bounds);
@@ -461,7 +468,20 @@ static int alloc_hull(run *r)
     r->refiner = prs__refine_new(r->g, &r->ev->t, &r->o->pipe);
     r->fit_own.idx = malloc(ops * sizeof(int));
     r->by_rate_own.idx = malloc(ops * sizeof(int));
-    return !r->refiner || !r->fit_own.idx || !r->by_rate_own.idx;
+    r->tracked.idx = malloc(ops * sizeof(int));
+    return !r->refiner || !r->fit_own.idx || !r->by_rate_own.idx || !r->tracked.idx;
+}
+
+/* The frontier of the plans rounded along the relaxed schedule (hull mode, clean frontier),
+ * starting from r->freq; non-zero when out of memory. */
+static int alloc_tracks(run *r)
+{
+    size_t ops = (size_t)r->g->nops;
+    r->tracks = prs__frontier_new(&r->o->pipe, r->o->cost_model, r->freq);
+    r->track_prev = malloc(ops * sizeof(int));
+    if (!r->tracks || !r->track_prev) return -1;
+    memcpy(r->track_prev, r->freq, ops * sizeof(int));
+    return 0;
 }
 
 static double predicted_cost(const run *r)
@@ -519,6 +539,29 @@ static void consider(const run *r, const cand *c, const cand **best, int or_equa
     if (better(r, c, (*best)->t, (*best)->e, or_equal)) *best = c;
 }
 
+/* Energy of c charged with blocking power up to time T (units; T >= c->t). */
+static double charged_to(const run *r, const cand *c, long T)
+{
+    const prs_pipeline *p = &r->o->pipe;
+    return c->e + (double)p->stages * p->blocking_power_w * (double)(T - c->t) * p->unit_time_s;
+}
+
+/* hull mode, clean frontier: when the best plan of the relaxed plan at planned time T (cost: its
+ * effective cost) is not certified against the relaxation's bound at T, round the relaxed plan
+ * along its schedule too (refine.c) within T. The result may end after the best plan, so it
+ * becomes a point of its own (r->extra, stored in r->tracks) unless the best plan beats it;
+ * cleaning keeps whichever no faster plan beats. */
+static void track(run *r, const cand *best, double cost, long T)
+{
+    const prs_pipeline *p = &r->o->pipe;
+    r->extra = 0;
+    double bound = cost + (double)p->stages * p->blocking_power_w * (double)T * p->unit_time_s;
+    if (charged_to(r, best, T) <= bound + PRS_HULL_CERT_GAP * fabs(bound)) return;
+    cand *c = &r->tracked;
+    c->ok = !prs__refine_track(r->refiner, r->dur, T, c->idx, &c->t, &c->e);
+    r->extra = c->ok && !(best->t <= c->t && charged_to(r, best, c->t) <= c->e);
+}
+
 /* The plan to emit for the current durations (into r->plan, figures into *T, *energy_j; cost:
  * their predicted effective cost): exp mode emits the duration -> clock map as the reference
  * does. hull mode reclaims slack (refine.c) within the unrefined plan's own time and keeps the
@@ -532,7 +575,7 @@ static void consider(const run *r, const cand *c, const cand **best, int or_equa
  * choices as the one within t0, and refining within the planned time is not done.
  * The results that depend on the relaxed plan alone (its evaluation and both refinements) are
  * kept while it does not change. */
-static void emit_plan(run *r, double cost, long *T, double *energy_j)
+static void emit_plan(run *r, double cost, long planned, long *T, double *energy_j)
 {
     int cached = !r->changed;
     r->changed = 0;
@@ -554,6 +597,7 @@ static void emit_plan(run *r, double cost, long *T, double *energy_j)
             cost + (double)p->stages * p->blocking_power_w * (double)best->t * p->unit_time_s;
         if (best->e > bound + PRS_HULL_CERT_GAP * fabs(bound))
             consider(r, refined(r, &r->by_rate_own, t0, 1, r->by_rate_own.ok >= 0), &best, 0);
+        if (r->tracks) track(r, best, cost, planned);
     }
     for (int op = 0; op < r->g->nops; op++)
         r->plan[op] = r->ev->t.freq[best->idx[op]];
@@ -658,22 +702,31 @@ static int check_points(run *r, const prs_profile *profile, long *span, prs_erro
     return PRS_EINVAL; /* visibly non-zero to the static analyser */
 }
 
-/* Emit the current durations' plan as the next frontier point (T: the planned critical path). */
+/* Push pt with the clocks in plan into f, stored as the changes from prev (f's last plan, then
+ * updated). */
+static int push_plan(run *r, prs_frontier *f, const prs_frontier_point *pt, const int *plan,
+                     int *prev)
+{
+    size_t nchg = 0;
+    r->st.points++;
+    for (int op = 0; op < r->g->nops; op++)
+        if (plan[op] != prev[op]) {
+            r->chg_op[nchg] = op;
+            r->chg_freq[nchg++] = plan[op];
+            prev[op] = plan[op];
+        }
+    return prs__frontier_push(f, pt, r->chg_op, r->chg_freq, nchg);
+}
+
+/* Emit the current durations' plan as the next frontier point (T: the planned critical path),
+ * followed by the plan rounded along the relaxed schedule when that is a point of its own. */
 static int push_point(run *r, prs_frontier *f, long T, double delta)
 {
     const prs_plan_opts *o = r->o;
     long T_eval;
     double E_eval;
     double cost = predicted_cost(r);
-    r->st.points++;
-    emit_plan(r, cost, &T_eval, &E_eval);
-    size_t nchg = 0;
-    for (int op = 0; op < r->g->nops; op++)
-        if (r->plan[op] != r->prev_plan[op]) {
-            r->chg_op[nchg] = op;
-            r->chg_freq[nchg++] = r->plan[op];
-            r->prev_plan[op] = r->plan[op];
-        }
+    emit_plan(r, cost, T, &T_eval, &E_eval);
     prs_frontier_point pt;
     pt.time_units = T;
     pt.time_s = (double)T * o->pipe.unit_time_s;
@@ -681,7 +734,13 @@ static int push_point(run *r, prs_frontier *f, long T, double delta)
     pt.cost_change_j = delta;
     pt.eval_time_s = (double)T_eval * o->pipe.unit_time_s;
     pt.eval_energy_j = E_eval;
-    return prs__frontier_push(f, &pt, r->chg_op, r->chg_freq, nchg);
+    int rc = push_plan(r, f, &pt, r->plan, r->prev_plan);
+    if (rc || !r->extra) return rc;
+    for (int op = 0; op < r->g->nops; op++)
+        r->plan[op] = r->ev->t.freq[r->tracked.idx[op]];
+    pt.eval_time_s = (double)r->tracked.t * o->pipe.unit_time_s;
+    pt.eval_energy_j = r->tracked.e;
+    return push_plan(r, r->tracks, &pt, r->plan, r->track_prev);
 }
 
 int prs_plan_size(const prs_profile *profile, const prs_pipeline *pipe, long *span,
@@ -835,19 +894,20 @@ int prs_plan_counted(const prs_profile *profile, const prs_plan_opts *o, prs_fro
         goto out;
     }
     memcpy(r.prev_plan, r.freq, sizeof *r.prev_plan * (size_t)g->nops);
+    prs_frontier_kind kind = o->frontier;
+    if (kind == PRS_FRONTIER_AUTO)
+        kind = o->cost_model == PRS_COST_HULL ? PRS_FRONTIER_CLEAN : PRS_FRONTIER_RAW;
     f = prs__frontier_new(&o->pipe, o->cost_model, r.freq);
-    if (!f) {
+    if (!f || (kind == PRS_FRONTIER_CLEAN && r.refiner && alloc_tracks(&r))) {
         rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
         goto out;
     }
     long total = span > 0 ? span : 1;
     if ((rc = walk(&r, f, total, err))) goto out;
-    prs_frontier_kind kind = o->frontier;
-    if (kind == PRS_FRONTIER_AUTO)
-        kind = o->cost_model == PRS_COST_HULL ? PRS_FRONTIER_CLEAN : PRS_FRONTIER_RAW;
     if (kind == PRS_FRONTIER_CLEAN) {
         prs_frontier *c = NULL;
-        if ((rc = prs_frontier_clean(f, &c, err))) goto out;
+        const prs_frontier *both[2] = {f, r.tracks};
+        if ((rc = prs__frontier_clean_union(both, r.tracks ? 2 : 1, &c, err))) goto out;
         prs_frontier_free(f);
         f = c;
     }

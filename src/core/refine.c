@@ -37,7 +37,7 @@ struct prs__refine_refiner {
     double *hrate;
     int *hop, *queue;
     unsigned char *queued;
-    long reclaims, moves; /* prs__refine_count */
+    long reclaims, moves, tracks; /* prs__refine_count */
 };
 
 /* Total length of the per-type limit tables above which they are not built (ints). */
@@ -175,7 +175,7 @@ void prs__refine_free(prs__refine_refiner *rf)
 }
 
 /* Cheapest option of a type with q <= limit (index into ev), or -1. */
-static int cheapest_within(const prs__refine_refiner *rf, int type, long limit)
+static inline int cheapest_within(const prs__refine_refiner *rf, int type, long limit)
 {
     if (rf->fit) {
         long j = limit - rf->fit_q0[type];
@@ -212,27 +212,27 @@ static int two_passes(prs__refine_refiner *rf, long budget)
     const prs__graph_graph *g = rf->g;
     /* backward pass: latest times from decided successors, earliest from the current plan */
     if (rf->earliest[g->sink] > budget) return PRS_EINVAL;
-    for (int i = g->nnodes - 1; i >= 0; i--) {
-        int v = g->topo[i];
+    for (int j = 0; j < g->nnodes; j++) { /* the arc lists of prs__graph_cpm */
+        int v = g->topo[g->nnodes - 1 - j];
         long l = budget;
-        for (int k = g->out_start[v]; k < g->out_start[v + 1]; k++) {
-            const prs__graph_arc *a = &g->arcs[g->out_arcs[k]];
-            if (a->op >= 0) choose(rf, a->op, rf->latest[a->to] - rf->earliest[v]);
-            long t = rf->latest[a->to] - (a->op >= 0 ? rf->dur[a->op] : 0);
+        for (int k = g->cpm_out_start[j]; k < g->cpm_out_start[j + 1]; k++) {
+            int op = g->cpm_out[k].op, to = g->cpm_out[k].node;
+            if (op >= 0) choose(rf, op, rf->latest[to] - rf->earliest[v]);
+            long t = rf->latest[to] - (op >= 0 ? rf->dur[op] : 0);
             if (t < l) l = t;
         }
         rf->latest[v] = l;
     }
-    /* forward pass: earliest times from decided predecessors, latest from the current plan
-     * (the backward pass left them: every arc's duration was final when its tail was done) */
-    prs__graph_cpm(g, rf->dur, rf->earliest, NULL);
+    /* forward pass: earliest times from decided predecessors (each set in this pass before it
+     * is read, in topological order), latest from the current plan (the backward pass left
+     * them: every arc's duration was final when its tail was done) */
     for (int i = 0; i < g->nnodes; i++) {
         int v = g->topo[i];
         long e = 0;
-        for (int k = g->in_start[v]; k < g->in_start[v + 1]; k++) {
-            const prs__graph_arc *a = &g->arcs[g->in_arcs[k]];
-            if (a->op >= 0) choose(rf, a->op, rf->latest[v] - rf->earliest[a->from]);
-            long t = rf->earliest[a->from] + (a->op >= 0 ? rf->dur[a->op] : 0);
+        for (int k = g->cpm_in_start[i]; k < g->cpm_in_start[i + 1]; k++) {
+            int op = g->cpm_in[k].op, from = g->cpm_in[k].node;
+            if (op >= 0) choose(rf, op, rf->latest[v] - rf->earliest[from]);
+            long t = rf->earliest[from] + (op >= 0 ? rf->dur[op] : 0);
             if (t > e) e = t;
         }
         rf->earliest[v] = e;
@@ -428,6 +428,18 @@ static int reclaim_state(prs__refine_refiner *rf, long budget)
     return 0;
 }
 
+/* The two passes within budget on rf->cur / rf->dur (rf->earliest: their earliest times), the
+ * result into out, *T and *energy_j. */
+static int finish(prs__refine_refiner *rf, long budget, int *out, long *T, double *energy_j)
+{
+    int rc = two_passes(rf, budget);
+    if (rc) return rc;
+    memcpy(out, rf->cur, sizeof *out * (size_t)rf->g->nops);
+    *T = rf->earliest[rf->g->sink];
+    *energy_j = energy_of(rf, *T);
+    return 0;
+}
+
 int prs__refine_plan(prs__refine_refiner *rf, const int *idx, const long *earliest, long budget,
                      int by_rate, int *out, long *T, double *energy_j)
 {
@@ -439,15 +451,56 @@ int prs__refine_plan(prs__refine_refiner *rf, const int *idx, const long *earlie
         memcpy(rf->earliest, earliest, sizeof *rf->earliest * (size_t)rf->g->nnodes);
     else
         prs__graph_cpm(rf->g, rf->dur, rf->earliest, NULL);
-    if (rc || (rc = two_passes(rf, budget))) return rc;
-    memcpy(out, rf->cur, sizeof *out * (size_t)rf->g->nops);
-    *T = rf->earliest[rf->g->sink];
-    *energy_j = energy_of(rf, *T);
+    return rc ? rc : finish(rf, budget, out, T, energy_j);
+}
+
+/* Rounding along the relaxed schedule: one pass in topological order computes the relaxed
+ * plan's earliest event times (into rf->latest, free until the passes) and, arc by arc, gives
+ * each computation the cheapest clock that, started when the rounded plan's predecessors end,
+ * ends by the relaxed event at its head. A rounded event never comes after the relaxed one
+ * (induction over the order: every clock fits, the fastest being no slower than a relaxed
+ * duration), so the rounded plan ends within the relaxed critical path. */
+static int round_along(prs__refine_refiner *rf, const long *relaxed)
+{
+    const prs__graph_graph *g = rf->g;
+    long *rel = rf->latest;
+    for (int i = 0; i < g->nnodes; i++) {
+        int v = g->topo[i], lo = g->cpm_in_start[i], hi = g->cpm_in_start[i + 1];
+        long event = 0, e = 0;
+        for (int k = lo; k < hi; k++) {
+            int op = g->cpm_in[k].op;
+            long t = rel[g->cpm_in[k].node] + (op >= 0 ? relaxed[op] : 0);
+            if (t > event) event = t;
+        }
+        rel[v] = event;
+        for (int k = lo; k < hi; k++) {
+            int op = g->cpm_in[k].op;
+            long t = rf->earliest[g->cpm_in[k].node];
+            if (op >= 0) {
+                int c = cheapest_within(rf, g->op_type[op], event - t);
+                if (c < 0) return PRS_EINVAL; /* a relaxed duration faster than every clock */
+                rf->cur[op] = c;
+                rf->dur[op] = rf->ev->q[c];
+                t += rf->dur[op];
+            }
+            if (t > e) e = t;
+        }
+        rf->earliest[v] = e;
+    }
     return 0;
+}
+
+int prs__refine_track(prs__refine_refiner *rf, const long *relaxed, long budget, int *out, long *T,
+                      double *energy_j)
+{
+    rf->tracks++;
+    int rc = round_along(rf, relaxed);
+    return rc ? rc : finish(rf, budget, out, T, energy_j);
 }
 
 void prs__refine_count(const prs__refine_refiner *rf, prs_plan_stats *st)
 {
     st->reclaims = rf->reclaims;
     st->reclaim_moves = rf->moves;
+    st->tracks = rf->tracks;
 }

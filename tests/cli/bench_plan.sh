@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end test of bench/bench_plan on a small synthetic pipeline (no shared data needed): the
 # text table with --stats gives one counter line per case and the hull/exp ratio line; --csv
-# --stats adds 13 counter columns whose figures agree with the table's points; bad arguments
+# --stats adds 14 counter columns whose figures agree with the table's points; bad arguments
 # are refused with exit status 2 and one line on stderr.
 set -euo pipefail
 
@@ -31,13 +31,14 @@ grep -q 'steps (' "$tmp/plain" && fail "counter lines without --stats"
 
 "$bench" "${args[@]}" --stats --csv >"$tmp/csv"
 header=$(head -1 "$tmp/csv")
-[[ $header == *",rss_verdict,steps,repeated_steps,raw_points,cuts,cuts_kept,same_ops,level_searches,level_nodes,cut_searches,cut_nodes,evaluations,reclaims,reclaim_moves" ]] ||
+[[ $header == *",rss_verdict,steps,repeated_steps,raw_points,cuts,cuts_kept,same_ops,level_searches,level_nodes,cut_searches,cut_nodes,evaluations,reclaims,reclaim_moves,tracks" ]] ||
     fail "CSV header: $header"
 [[ $(wc -l <"$tmp/csv") -eq 5 ]] || fail "want a header and 4 rows: $(cat "$tmp/csv")"
-# every row has 26 fields; exp's raw frontier is its frontier, one point per step
-awk -F, 'NR > 1 && NF != 26 { print "row " NR " has " NF " fields"; bad = 1 }
-         NR > 1 && $3 == "exp" && ($4 != $16 || $14 != $16) { print "exp row " NR; bad = 1 }
-         NR > 1 && $3 == "hull" && ($14 > $16 || $24 > $16 || $25 > $24) { print "hull row " NR; bad = 1 }
+# every row has 27 fields; exp's raw frontier is its frontier, one point per step, and exp
+# rounds nothing along a relaxed schedule
+awk -F, 'NR > 1 && NF != 27 { print "row " NR " has " NF " fields"; bad = 1 }
+         NR > 1 && $3 == "exp" && ($4 != $16 || $14 != $16 || $27 != 0) { print "exp row " NR; bad = 1 }
+         NR > 1 && $3 == "hull" && ($14 > $16 || $24 > $16 || $25 > $24 || $27 > $16) { print "hull row " NR; bad = 1 }
          END { exit bad }' "$tmp/csv" >"$tmp/awk" || fail "CSV rows: $(cat "$tmp/awk")"
 "$bench" "${args[@]}" --csv >"$tmp/csv0"
 [[ $(head -1 "$tmp/csv0" | tr ',' '\n' | wc -l) -eq 13 ]] || fail "counter columns without --stats"

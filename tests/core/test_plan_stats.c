@@ -92,6 +92,7 @@ static void test_exp(void **state)
     assert_int_equal(st.cuts_kept, 0);
     assert_int_equal(st.reclaims, 0);
     assert_int_equal(st.reclaim_moves, 0);
+    assert_int_equal(st.tracks, 0);
 }
 
 static void test_hull(void **state)
@@ -105,6 +106,29 @@ static void test_hull(void **state)
     assert_true(st.same_ops > 0); /* a step and the next often change the same computations */
     assert_true(st.reclaims > 0 && st.reclaims <= st.evaluations);
     assert_true(st.reclaim_moves >= st.reclaims);
+    assert_int_equal(st.tracks, 0); /* the raw frontier has no roundings along the schedule */
+}
+
+/* hull's clean frontier also rounds relaxed plans along their schedule (not every one: not
+ * where the plan is certified); each rounding is at most one more raw point. */
+static void test_hull_clean(void **state)
+{
+    (void)state;
+    prs_profile *p = profile();
+    prs_plan_opts o;
+    opts_for(&o, PRS_COST_HULL);
+    o.frontier = PRS_FRONTIER_CLEAN;
+    prs_plan_stats raw, clean;
+    prs_frontier *f = NULL;
+    assert_int_equal(prs_plan_counted(p, &o, &f, &clean, NULL), 0);
+    prs_frontier_free(f);
+    o.frontier = PRS_FRONTIER_RAW;
+    assert_int_equal(prs_plan_counted(p, &o, &f, &raw, NULL), 0);
+    prs_frontier_free(f);
+    prs_profile_free(p);
+    assert_true(clean.tracks > 0 && clean.tracks <= raw.points); /* one per raw point at most */
+    assert_true(clean.points > raw.points && clean.points <= raw.points + clean.tracks);
+    assert_int_equal(clean.steps, raw.steps);
 }
 
 /* GPT-3's profile has hull segments several units long: steps meet the last solve's problem. */
@@ -153,9 +177,8 @@ static void test_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_exp),
-        cmocka_unit_test(test_hull),
-        cmocka_unit_test(test_hull_paper),
+        cmocka_unit_test(test_exp),        cmocka_unit_test(test_hull),
+        cmocka_unit_test(test_hull_clean), cmocka_unit_test(test_hull_paper),
         cmocka_unit_test(test_refused),
     };
     return prs_test_result(cmocka_run_group_tests(tests, NULL, NULL));
