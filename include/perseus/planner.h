@@ -133,7 +133,9 @@ typedef struct prs_plan_stats {
     long evaluations;    /* plans evaluated (some clock changed since the last point) */
     long reclaims;       /* hull: reclaimings by rate run */
     long reclaim_moves;  /* the moves they made */
-    long tracks;         /* hull: relaxed plans also rounded along their schedule */
+    long tracks; /* hull, clean frontier: relaxed plans also rounded along their schedule (each
+                  * result that the plan of its iteration does not beat is one more plan for
+                  * the cleaning, beside the raw points) */
 } prs_plan_stats;
 
 /* prs_plan, also filling *stats (zeroed first; on failure, what was counted until then). */

@@ -374,6 +374,34 @@ typedef struct frontier_data {
     prs_frontier_plot p;
 } frontier_data;
 
+/* Order of (planned time, predicted energy) pairs: slowest first. */
+static int by_time_desc(const void *x, const void *y)
+{
+    const double *a = x, *b = y;
+    return a[0] > b[0] ? -1 : a[0] < b[0] ? 1 : (a[1] > b[1]) - (a[1] < b[1]);
+}
+
+/* The predicted series in place (times v[0..n), energies v[n..2n)): slowest first, one point per
+ * planned time, its length into *m. A clean frontier is ordered by evaluated time, and with hull
+ * an iteration can give two of its plans (docs/planner.md, 'From the relaxed plan to clocks'),
+ * both at the iteration's planned time and predicted energy. 0, or 1 when out of memory. */
+static int planned_series(double *v, size_t n, size_t *m)
+{
+    double *pair = malloc(sizeof *pair * (2 * n + 1));
+    if (!pair) return 1;
+    for (size_t k = 0; k < n; k++)
+        pair[2 * k] = v[k], pair[2 * k + 1] = v[n + k];
+    qsort(pair, n, 2 * sizeof *pair, by_time_desc);
+    *m = 0;
+    for (size_t k = 0; k < n; k++)
+        if (*m == 0 || pair[2 * k] != v[*m - 1]) {
+            v[*m] = pair[2 * k];
+            v[n + (*m)++] = pair[2 * k + 1];
+        }
+    free(pair);
+    return 0;
+}
+
 /* The frontier's plans as the two series, T_min and T*; 0 or the exit status. */
 static int frontier_series(const plot_args *a, frontier_data *d)
 {
@@ -401,6 +429,11 @@ static int frontier_series(const plot_args *a, frontier_data *d)
             tstar = pt->eval_time_s;
         }
     }
+    size_t np = 0;
+    if (planned_series(v, n, &np)) {
+        fputs("perseus plot: out of memory\n", stderr);
+        return 1;
+    }
     describe_pipeline(pipe, d->subtitle, sizeof d->subtitle);
     size_t sl = strlen(d->subtitle);
     snprintf(d->subtitle + sl, sizeof d->subtitle - sl, "; %s cost model, %zu plans",
@@ -408,7 +441,7 @@ static int frontier_series(const plot_args *a, frontier_data *d)
     d->p = (prs_frontier_plot){
         a->title ? a->title : "Iteration time-energy frontier",
         d->subtitle,
-        {"Perseus: predicted (cost model)", v, v + n, n},
+        {"Perseus: predicted (cost model)", v, v + n, np},
         {"Perseus: evaluated (profile)", v + 2 * n, v + 3 * n, n},
         NULL,
         0,

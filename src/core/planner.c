@@ -708,7 +708,6 @@ static int push_plan(run *r, prs_frontier *f, const prs_frontier_point *pt, cons
                      int *prev)
 {
     size_t nchg = 0;
-    r->st.points++;
     for (int op = 0; op < r->g->nops; op++)
         if (plan[op] != prev[op]) {
             r->chg_op[nchg] = op;
@@ -734,6 +733,7 @@ static int push_point(run *r, prs_frontier *f, long T, double delta)
     pt.cost_change_j = delta;
     pt.eval_time_s = (double)T_eval * o->pipe.unit_time_s;
     pt.eval_energy_j = E_eval;
+    r->st.points++;
     int rc = push_plan(r, f, &pt, r->plan, r->prev_plan);
     if (rc || !r->extra) return rc;
     for (int op = 0; op < r->g->nops; op++)

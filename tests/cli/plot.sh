@@ -38,6 +38,16 @@ pipe=(--stages 8 --microbatches 8 --unit-time 0.001 --blocking-power 83.64)
 check_svg "$tmp/frontier.svg" "Iteration time-energy frontier" "Iteration time (s)" \
   "Iteration energy (J)" "Perseus: predicted (cost model)" "Perseus: evaluated (profile)" \
   ">all-max<" ">EnvPipe-style<" "uniform clock, " "(fastest plan)" "T* = " "8 stages, 8 microbatches"
+# hull's clean frontier is ordered by evaluated time, and an iteration can give two plans at its
+# planned time: the predicted line still runs slowest first (the first polyline, x never rising)
+"$bin" synth --gpu a40 --stages 4 --noise 0.03 --seed 7 --out "$tmp/noisy.csv"
+"$bin" plan --profile "$tmp/noisy.csv" --stages 4 --microbatches 8 --unit-time 0.001 \
+  --blocking-power 70.38 --cost-model hull --quiet --out "$tmp/hull"
+"$bin" plot frontier --frontier "$tmp/hull" --out "$tmp/hull.svg"
+grep -o '<polyline points="[^"]*"' "$tmp/hull.svg" | head -1 | sed 's/.*points="//; s/"$//' |
+  tr ' ' '\n' | cut -d, -f1 | awk 'NR > 1 && $1 > prev { bad = 1 } { prev = $1 } END { exit bad }' ||
+  fail "hull: the predicted line doubles back"
+
 # without a profile: the frontier alone
 "$bin" plot frontier --frontier "$tmp/fr" --out "$tmp/frontier-only.svg" --title 'Only <ours> & "it"'
 check_svg "$tmp/frontier-only.svg" "Only &lt;ours&gt; &amp; &quot;it&quot;" "Iteration energy (J)"

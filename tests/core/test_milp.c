@@ -5,7 +5,7 @@
  * within T, blocking power up to T included. Times, not the frontier's own points, so that a
  * frontier is judged the same whichever points it has. The MILP's own plan is re-evaluated with
  * prs_evaluate_plan, and no hull plan may beat the MILP's proven lower bound.
- * On three cases every point is also solved by CBC (tests/ref/milp_cbc.c), the solver
+ * On three cases every time is also solved by CBC (tests/ref/milp_cbc.c), the solver
  * scripts/optimum-table.sh uses: its plans pass the same checks and, where both solvers prove
  * optimality, the two optima agree.
  *
@@ -181,8 +181,8 @@ static void check_case(const gcase *c, prs_profile *prof)
                   "optimum, worst gap %.4f %% at %.4f s\n",
                   c->name, n, checked, optimal, exact, 100 * worst, worst_t);
     if (cbc) {
-        print_message("%s: CBC and GLPK proved the same optimum at %d points\n", c->name, agreed);
-        assert_int_equal(agreed, checked); /* small cases: both prove every point */
+        print_message("%s: CBC and GLPK proved the same optimum at %d times\n", c->name, agreed);
+        assert_int_equal(agreed, checked); /* small cases: both prove every time */
     }
     if (worst > worst_overall) worst_overall = worst;
     if (worst > HULL_GAP_MAX)
