@@ -468,8 +468,7 @@ static int alloc_hull(run *r)
     r->refiner = prs__refine_new(r->g, &r->ev->t, &r->o->pipe);
     r->fit_own.idx = malloc(ops * sizeof(int));
     r->by_rate_own.idx = malloc(ops * sizeof(int));
-    r->tracked.idx = malloc(ops * sizeof(int));
-    return !r->refiner || !r->fit_own.idx || !r->by_rate_own.idx || !r->tracked.idx;
+    return !r->refiner || !r->fit_own.idx || !r->by_rate_own.idx;
 }
 
 /* The frontier of the plans rounded along the relaxed schedule (hull mode, clean frontier),
@@ -479,7 +478,8 @@ static int alloc_tracks(run *r)
     size_t ops = (size_t)r->g->nops;
     r->tracks = prs__frontier_new(&r->o->pipe, r->o->cost_model, r->freq);
     r->track_prev = malloc(ops * sizeof(int));
-    if (!r->tracks || !r->track_prev) return -1;
+    r->tracked.idx = malloc(ops * sizeof(int));
+    if (!r->tracks || !r->track_prev || !r->tracked.idx) return -1;
     memcpy(r->track_prev, r->freq, ops * sizeof(int));
     return 0;
 }
@@ -510,14 +510,33 @@ static void evaluate_idx(run *r, const int *idx, long *T, double *energy_j)
     *energy_j = prs__table_energy(&ev->pipe, *T, sum_e, sum_q);
 }
 
+/* Energy of c charged with blocking power up to time T (units; T >= c->t). */
+static double charged_to(const run *r, const cand *c, long T)
+{
+    const prs_pipeline *p = &r->o->pipe;
+    return c->e + (double)p->stages * p->blocking_power_w * (double)(T - c->t) * p->unit_time_s;
+}
+
+/* Lower bound on the energy of any plan finishing within T (units): the relaxation's effective
+ * cost at the planned time (no larger than at any shorter time) plus blocking power to T. */
+static double relaxed_bound(const run *r, double cost, long T)
+{
+    const prs_pipeline *p = &r->o->pipe;
+    return cost + (double)p->stages * p->blocking_power_w * (double)T * p->unit_time_s;
+}
+
+/* Is energy e within PRS_HULL_CERT_GAP of the lower bound? */
+static int certified(double e, double bound)
+{
+    return e <= bound + PRS_HULL_CERT_GAP * fabs(bound);
+}
+
 /* Is candidate c better than the best plan so far (*T, *energy_j)? Blocking power from its end
  * to the plan so far's end is charged to it; strictly better unless or_equal. */
 static int better(const run *r, const cand *c, long T, double energy_j, int or_equal)
 {
-    const prs_pipeline *p = &r->o->pipe;
     if (!c->ok || c->t > T) return 0;
-    double charged =
-        c->e + (double)p->stages * p->blocking_power_w * (double)(T - c->t) * p->unit_time_s;
+    double charged = charged_to(r, c, T);
     return or_equal ? charged <= energy_j : charged < energy_j;
 }
 
@@ -539,13 +558,6 @@ static void consider(const run *r, const cand *c, const cand **best, int or_equa
     if (better(r, c, (*best)->t, (*best)->e, or_equal)) *best = c;
 }
 
-/* Energy of c charged with blocking power up to time T (units; T >= c->t). */
-static double charged_to(const run *r, const cand *c, long T)
-{
-    const prs_pipeline *p = &r->o->pipe;
-    return c->e + (double)p->stages * p->blocking_power_w * (double)(T - c->t) * p->unit_time_s;
-}
-
 /* hull mode, clean frontier: when the best plan of the relaxed plan at planned time T (cost: its
  * effective cost) is not certified against the relaxation's bound at T, round the relaxed plan
  * along its schedule too (refine.c) within T. The result may end after the best plan, so it
@@ -553,13 +565,18 @@ static double charged_to(const run *r, const cand *c, long T)
  * cleaning keeps whichever no faster plan beats. */
 static void track(run *r, const cand *best, double cost, long T)
 {
-    const prs_pipeline *p = &r->o->pipe;
     r->extra = 0;
-    double bound = cost + (double)p->stages * p->blocking_power_w * (double)T * p->unit_time_s;
-    if (charged_to(r, best, T) <= bound + PRS_HULL_CERT_GAP * fabs(bound)) return;
+    if (certified(charged_to(r, best, T), relaxed_bound(r, cost, T))) return;
     cand *c = &r->tracked;
     c->ok = !prs__refine_track(r->refiner, r->dur, T, c->idx, &c->t, &c->e);
     r->extra = c->ok && !(best->t <= c->t && charged_to(r, best, c->t) <= c->e);
+}
+
+/* The clocks of a plan of table entries into r->plan. */
+static void clocks_of(run *r, const int *idx)
+{
+    for (int op = 0; op < r->g->nops; op++)
+        r->plan[op] = r->ev->t.freq[idx[op]];
 }
 
 /* The plan to emit for the current durations (into r->plan, figures into *T, *energy_j; cost:
@@ -589,18 +606,11 @@ static void emit_plan(run *r, double cost, long planned, long *T, double *energy
     if (r->o->cost_model == PRS_COST_HULL) {
         long t0 = r->rounded.t;
         consider(r, refined(r, &r->fit_own, t0, 0, cached), &best, 1);
-        /* Lower bound on the energy of any plan finishing within best->t: the relaxation's
-         * effective cost at the planned time (no larger than at any shorter time) plus
-         * blocking power to best->t. */
-        const prs_pipeline *p = &r->o->pipe;
-        double bound =
-            cost + (double)p->stages * p->blocking_power_w * (double)best->t * p->unit_time_s;
-        if (best->e > bound + PRS_HULL_CERT_GAP * fabs(bound))
+        if (!certified(best->e, relaxed_bound(r, cost, best->t)))
             consider(r, refined(r, &r->by_rate_own, t0, 1, r->by_rate_own.ok >= 0), &best, 0);
         if (r->tracks) track(r, best, cost, planned);
     }
-    for (int op = 0; op < r->g->nops; op++)
-        r->plan[op] = r->ev->t.freq[best->idx[op]];
+    clocks_of(r, best->idx);
     *T = best->t;
     *energy_j = best->e;
 }
@@ -736,8 +746,7 @@ static int push_point(run *r, prs_frontier *f, long T, double delta)
     r->st.points++;
     int rc = push_plan(r, f, &pt, r->plan, r->prev_plan);
     if (rc || !r->extra) return rc;
-    for (int op = 0; op < r->g->nops; op++)
-        r->plan[op] = r->ev->t.freq[r->tracked.idx[op]];
+    clocks_of(r, r->tracked.idx);
     pt.eval_time_s = (double)r->tracked.t * o->pipe.unit_time_s;
     pt.eval_energy_j = r->tracked.e;
     return push_plan(r, r->tracks, &pt, r->plan, r->track_prev);

@@ -196,12 +196,14 @@ static inline int cheapest_within(const prs__refine_refiner *rf, int type, long 
     return found < 0 ? -1 : rf->best[found];
 }
 
-static void choose(prs__refine_refiner *rf, int op, long limit)
+/* Give op the cheapest clock within limit; -1 (op unchanged) when none fits. */
+static int choose(prs__refine_refiner *rf, int op, long limit)
 {
     int k = cheapest_within(rf, rf->g->op_type[op], limit);
-    if (k < 0) return; /* cannot happen: the current option always fits */
+    if (k < 0) return -1; /* the passes: cannot happen, the current option always fits */
     rf->cur[op] = k;
     rf->dur[op] = rf->ev->q[k];
+    return 0;
 }
 
 /* The two passes on rf->cur / rf->dur within budget; PRS_EINVAL if the plan exceeds it.
@@ -477,10 +479,7 @@ static int round_along(prs__refine_refiner *rf, const long *relaxed)
             int op = g->cpm_in[k].op;
             long t = rf->earliest[g->cpm_in[k].node];
             if (op >= 0) {
-                int c = cheapest_within(rf, g->op_type[op], event - t);
-                if (c < 0) return PRS_EINVAL; /* a relaxed duration faster than every clock */
-                rf->cur[op] = c;
-                rf->dur[op] = rf->ev->q[c];
+                if (choose(rf, op, event - t)) return PRS_EINVAL; /* faster than every clock */
                 t += rf->dur[op];
             }
             if (t > e) e = t;
