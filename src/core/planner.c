@@ -468,7 +468,8 @@ static int alloc_hull(run *r)
     r->refiner = prs__refine_new(r->g, &r->ev->t, &r->o->pipe);
     r->fit_own.idx = malloc(ops * sizeof(int));
     r->by_rate_own.idx = malloc(ops * sizeof(int));
-    return !r->refiner || !r->fit_own.idx || !r->by_rate_own.idx;
+    r->tracked.idx = malloc(ops * sizeof(int));
+    return !r->refiner || !r->fit_own.idx || !r->by_rate_own.idx || !r->tracked.idx;
 }
 
 /* The frontier of the plans rounded along the relaxed schedule (hull mode, clean frontier),
@@ -478,8 +479,7 @@ static int alloc_tracks(run *r)
     size_t ops = (size_t)r->g->nops;
     r->tracks = prs__frontier_new(&r->o->pipe, r->o->cost_model, r->freq);
     r->track_prev = malloc(ops * sizeof(int));
-    r->tracked.idx = malloc(ops * sizeof(int));
-    if (!r->tracks || !r->track_prev || !r->tracked.idx) return -1;
+    if (!r->tracks || !r->track_prev) return -1;
     memcpy(r->track_prev, r->freq, ops * sizeof(int));
     return 0;
 }
@@ -572,13 +572,6 @@ static void track(run *r, const cand *best, double cost, long T)
     r->extra = c->ok && !(best->t <= c->t && charged_to(r, best, c->t) <= c->e);
 }
 
-/* The clocks of a plan of table entries into r->plan. */
-static void clocks_of(run *r, const int *idx)
-{
-    for (int op = 0; op < r->g->nops; op++)
-        r->plan[op] = r->ev->t.freq[idx[op]];
-}
-
 /* The plan to emit for the current durations (into r->plan, figures into *T, *energy_j; cost:
  * their predicted effective cost): exp mode emits the duration -> clock map as the reference
  * does. hull mode reclaims slack (refine.c) within the unrefined plan's own time and keeps the
@@ -610,7 +603,8 @@ static void emit_plan(run *r, double cost, long planned, long *T, double *energy
             consider(r, refined(r, &r->by_rate_own, t0, 1, r->by_rate_own.ok >= 0), &best, 0);
         if (r->tracks) track(r, best, cost, planned);
     }
-    clocks_of(r, best->idx);
+    for (int op = 0; op < r->g->nops; op++)
+        r->plan[op] = r->ev->t.freq[best->idx[op]];
     *T = best->t;
     *energy_j = best->e;
 }
@@ -746,7 +740,8 @@ static int push_point(run *r, prs_frontier *f, long T, double delta)
     r->st.points++;
     int rc = push_plan(r, f, &pt, r->plan, r->prev_plan);
     if (rc || !r->extra) return rc;
-    clocks_of(r, r->tracked.idx);
+    for (int op = 0; op < r->g->nops; op++)
+        r->plan[op] = r->ev->t.freq[r->tracked.idx[op]];
     pt.eval_time_s = (double)r->tracked.t * o->pipe.unit_time_s;
     pt.eval_energy_j = r->tracked.e;
     return push_plan(r, r->tracks, &pt, r->plan, r->track_prev);
