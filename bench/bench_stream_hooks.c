@@ -14,33 +14,14 @@
  * Prints median, p1, p99 and a PASS/MISS verdict against the target (median < 2 us).
  *
  * usage: bench_stream_hooks [SAMPLES [FAKE_CUDA FAKE_NVML]]   (default 5000) */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "client_int.h"
+#include "cuda_driver.h"
 #include "hook_stats.h"
-
-/* A CUDA context current on this thread, through the fake driver. */
-static int cuda_context(const char *lib_path)
-{
-    void *lib = dlopen(lib_path, RTLD_NOW | RTLD_GLOBAL);
-    if (!lib) return -1;
-    int (*init)(unsigned), (*get)(int *, int), (*retain)(void **, int), (*set)(void *);
-    void *p[4] = {dlsym(lib, "cuInit"), dlsym(lib, "cuDeviceGet"),
-                  dlsym(lib, "cuDevicePrimaryCtxRetain"), dlsym(lib, "cuCtxSetCurrent")};
-    if (!p[0] || !p[1] || !p[2] || !p[3]) return -1;
-    memcpy(&init, &p[0], sizeof init);
-    memcpy(&get, &p[1], sizeof get);
-    memcpy(&retain, &p[2], sizeof retain);
-    memcpy(&set, &p[3], sizeof set);
-    int dev;
-    void *ctx;
-    if (init(0) || get(&dev, 0) || retain(&ctx, dev) || set(ctx)) return -1;
-    return 0;
-}
 
 /* Publish a running schedule whose clock alternates at every computation. */
 static void set_schedule(prs_client *c)
@@ -73,7 +54,7 @@ int main(int argc, char **argv)
         return 2;
     }
     setenv("PRS_NVML_LIBRARY", nvml, 1);
-    if (cuda_context(cuda)) {
+    if (!bench_cuda_context(cuda)) {
         fprintf(stderr, "bench_stream_hooks: no CUDA context from %s\n", cuda);
         return 1;
     }

@@ -3,13 +3,23 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "perseus/clock.h"
+#include "refresh.h"
 #include "sampler.h"
+
+#define COSTLY_S 5e-4     /* reads that cost more are spared (next_read) */
+#define IDLE_READS 2      /* unguided costly reads take at most 1 / IDLE_READS of the time */
+#define GUARD_READS 1.5   /* a guarded poll starts this many reads before the refresh, */
+#define GUARD_S 0.001     /* plus this, */
+#define GUARD_SHARE 0.1   /* plus this share of the period while the fit does not hold */
+#define COST_WEIGHT 0.125 /* weight of the latest read in the read cost's moving average */
+#define SEEN_SLACK 0.05   /* a change's dated instant may precede its refresh by this share */
 
 struct prs__client_sampler {
     prs_gpu *gpu;
@@ -23,6 +33,9 @@ struct prs__client_sampler {
     int head, len;
     long dropped, errors;
     uint64_t rng;
+    atomic_long reads;       /* energy reads made */
+    double read_cost;        /* seconds a read takes, a moving average */
+    prs__client_refresh fit; /* the refresh instants, fitted on the thread's own brackets */
 };
 
 void prs__client_sampler_opts_init(prs__client_sampler_opts *o)
@@ -78,24 +91,59 @@ static void count_error(prs__client_sampler *s)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* When to read next (the start of the next read), after a read that ended at now.
+ *
+ * Polls come every poll_s (dithered), never to catch up after falling behind. A read that costs
+ * more than COSTLY_S keeps a CPU busy that long (an H100's: about 3 ms, docs/measurement.md),
+ * and the counter changes only at its refreshes: then reads take at most 1 / IDLE_READS of the
+ * time, and once the refresh fit on the thread's own brackets has a period (refresh.h), the
+ * thread sleeps until a guard before the next refresh it predicts (the one after the last change
+ * seen; a change is never seen before its refresh) and polls from there until it sees it. The
+ * guard is GUARD_READS reads plus GUARD_S, plus GUARD_SHARE of the period while the fit does not
+ * hold yet. A refresh that has not come by the end of its guard leaves the thread polling at the
+ * capped rate until the next change. */
+static double next_read(prs__client_sampler *s, double next, double now, double last_change)
+{
+    const prs__client_refresh *f = &s->fit;
+    double c = s->read_cost, capped = now + (IDLE_READS - 1) * c;
+    next += s->o.poll_s * dither(s);
+    if (next < now) next = now; /* fell behind: do not try to catch up */
+    if (!(c > COSTLY_S)) return next;
+    if (!(f->period > 0) || f->contiguous || !(last_change > 0))
+        return next > capped ? next : capped;
+    double guard = GUARD_READS * c + GUARD_S + (f->locked ? 0 : GUARD_SHARE * f->period);
+    if (guard > 0.5 * f->period) guard = 0.5 * f->period;
+    double seen = floor((last_change - f->phase) / f->period + SEEN_SLACK);
+    double due = f->phase + (seen + 1) * f->period;
+    if (now > due + guard) return next > capped ? next : capped; /* missed: wait for a change */
+    return due - guard > next ? due - guard : next;
+}
+
 /* A read's instant is taken as the middle of the call; a change lies between two such instants,
  * so consecutive brackets touch but never overlap. */
 static void run_energy(prs__client_sampler *s)
 {
     double t0 = prs_mono_s(), last = prs_gpu_read_energy_j(s->gpu),
-           prev = 0.5 * (t0 + prs_mono_s());
+           prev = 0.5 * (t0 + prs_mono_s()), last_change = 0;
     double next = t0;
-    while (!wait_until(s, next += s->o.poll_s * dither(s))) {
+    s->read_cost = 2 * (prev - t0);
+    while (!wait_until(s, next = next_read(s, next, prs_mono_s(), last_change))) {
         t0 = prs_mono_s();
-        double e = prs_gpu_read_energy_j(s->gpu), mid = 0.5 * (t0 + prs_mono_s());
+        double e = prs_gpu_read_energy_j(s->gpu), t1 = prs_mono_s(), mid = 0.5 * (t0 + t1);
+        s->read_cost += COST_WEIGHT * (t1 - t0 - s->read_cost);
+        atomic_fetch_add_explicit(&s->reads, 1, memory_order_relaxed);
         if (isnan(e)) {
             count_error(s);
             continue;
         }
-        if (e != last && !isnan(last)) push(s, prev, mid, e);
+        if (e != last && !isnan(last)) {
+            push(s, prev, mid, e);
+            double lo = prev, hi = mid;
+            prs__client_refresh_map(&s->fit, &lo, &hi);
+            last_change = hi;
+        }
         last = e;
         prev = mid;
-        if (next < t0) next = t0; /* fell behind: do not try to catch up */
     }
 }
 
@@ -176,6 +224,7 @@ int prs__client_sampler_start(prs_gpu *g, const prs__client_sampler_opts *o,
     if (!s) return PRS_ENOMEM;
     s->gpu = g;
     s->o = *o;
+    prs__client_refresh_init(&s->fit);
     s->rng = (uint64_t)(prs_mono_s() * 1e9) ^ (uint64_t)(uintptr_t)s;
     s->ring = calloc((size_t)o->capacity, sizeof(prs__client_sample));
     if (!s->ring || init_sync(s)) {
@@ -247,4 +296,9 @@ long prs__client_sampler_errors(prs__client_sampler *s)
     long n = s->errors;
     pthread_mutex_unlock(&s->mu);
     return n;
+}
+
+long prs__client_sampler_reads(prs__client_sampler *s)
+{
+    return atomic_load_explicit(&s->reads, memory_order_relaxed);
 }

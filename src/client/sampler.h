@@ -7,7 +7,11 @@
  * call), and that bracket is what the sample carries (its midpoint is the best single time). Poll
  * instants are dithered (each gap uniform in [0.5, 1.5] x poll_s) so that refresh instants fall
  * anywhere in a bracket, never at one fixed offset: averaging over the bracket (attrib.h) is then
- * unbiased.
+ * unbiased. A read can cost milliseconds of a busy CPU (an H100: about 3 ms, refreshed every 100
+ * ms): such reads never take more than half the time, and once the thread's own fit of the
+ * refresh instants (refresh.h) has a period, it sleeps between refreshes and polls only from
+ * shortly before the next one it predicts until the value changes. Cheap reads are polled as
+ * above.
  *
  * Power mode, chosen at start when the energy counter cannot be read (GPUs before Volta): the
  * thread reads the power draw about every power_poll_s (dithered the same way) and keeps every
@@ -60,5 +64,7 @@ int prs__client_sampler_feed(prs__client_sampler *s, prs__client_attrib *a);
 /* Samples dropped because the ring was full, and reads that failed, so far. */
 long prs__client_sampler_dropped(prs__client_sampler *s);
 long prs__client_sampler_errors(prs__client_sampler *s);
+/* Energy reads the thread has made so far (energy mode). */
+long prs__client_sampler_reads(prs__client_sampler *s);
 
 #endif

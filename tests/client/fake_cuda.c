@@ -727,6 +727,70 @@ EXPORT CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
     return cuEventElapsedTime_v2(ms, a, b);
 }
 
+/* ---- memory: sizes only, nothing is allocated; a memset is device work ---- */
+
+#define FAKECU_MEM_SLOTS 64
+#define FAKECU_MEM_BASE 0x7f0000000000ull
+#define FAKECU_MEMSET_BPS 2.5e12 /* bytes per second a memset writes (HBM-class) */
+
+static struct {
+    CUdeviceptr base;
+    size_t bytes;
+} g_mem[FAKECU_MEM_SLOTS];
+static CUdeviceptr g_mem_next = FAKECU_MEM_BASE;
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *out, size_t bytes)
+{
+    CUresult r;
+    if (!current(&r)) return r;
+    if (!out || !bytes) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_mu);
+    for (int i = 0; i < FAKECU_MEM_SLOTS; i++)
+        if (!g_mem[i].base) {
+            g_mem[i].base = *out = g_mem_next;
+            g_mem[i].bytes = bytes;
+            g_mem_next += (bytes + 0x1fffffull) & ~0x1fffffull; /* 2 MiB pages */
+            pthread_mutex_unlock(&g_mu);
+            return CUDA_SUCCESS;
+        }
+    pthread_mutex_unlock(&g_mu);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr p)
+{
+    pthread_mutex_lock(&g_mu);
+    for (int i = 0; i < FAKECU_MEM_SLOTS; i++)
+        if (p && g_mem[i].base == p) {
+            g_mem[i].base = 0;
+            pthread_mutex_unlock(&g_mu);
+            return CUDA_SUCCESS;
+        }
+    pthread_mutex_unlock(&g_mu);
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Writes n 32-bit words at p, inside one allocation: work of the GPU model lasting the bytes over
+ * FAKECU_MEMSET_BPS at f_max, bound by memory (alpha 0). */
+EXPORT CUresult cuMemsetD32Async(CUdeviceptr p, unsigned value, size_t n, CUstream h)
+{
+    (void)value;
+    int inside = 0;
+    pthread_mutex_lock(&g_mu);
+    for (int i = 0; i < FAKECU_MEM_SLOTS; i++)
+        if (g_mem[i].base && p >= g_mem[i].base && n <= (g_mem[i].bytes - (p - g_mem[i].base)) / 4)
+            inside = 1;
+    pthread_mutex_unlock(&g_mu);
+    if (!inside || !n) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    CUstream s = resolve(h, &r);
+    if (!s) return r;
+    op o = {.kind = OP_WORK};
+    o.u.work.t_ref_s = 4.0 * (double)n / FAKECU_MEMSET_BPS;
+    o.u.work.alpha = 0;
+    return enqueue(s, &o);
+}
+
 /* ---- test-only ---- */
 
 EXPORT CUresult fakecuLaunchWork(CUstream h, double t_ref_s, double alpha, int planned_mhz)

@@ -13,14 +13,15 @@
  * needs both events recorded (CUDA_ERROR_INVALID_HANDLE) and complete (CUDA_ERROR_NOT_READY),
  * stream handle 0 (and CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) is the current context's default
  * stream, host functions run on a driver thread in stream order and the stream waits for them,
- * cuStreamWaitEvent makes a stream wait for another stream's record. Each stream is an ordered
- * queue run by its own thread; its device time advances exactly by the GPU model while it runs
- * work back to back, an operation never starts before the host enqueued it, and a stream that
- * slept or waited (empty queue, barrier, cross-stream wait) resumes when its thread runs again:
- * the energy counter is never rewritten behind a reader's back. Simplifications: the default stream
- * does not synchronise with the other streams; cuStreamDestroy and cuEventDestroy wait for the
- * queued work that uses them; a context's streams are destroyed when its primary context is
- * released for the last time. */
+ * cuStreamWaitEvent makes a stream wait for another stream's record, cuMemAlloc_v2 / cuMemFree_v2 /
+ * cuMemsetD32Async (sizes checked, nothing allocated; a memset is memory-bound work). Each stream
+ * is an ordered queue run by its own thread; its device time advances exactly by the GPU model
+ * while it runs work back to back, an operation never starts before the host enqueued it, and a
+ * stream that slept or waited (empty queue, barrier, cross-stream wait) resumes when its thread
+ * runs again: the energy counter is never rewritten behind a reader's back. Simplifications: the
+ * default stream does not synchronise with the other streams; cuStreamDestroy and cuEventDestroy
+ * wait for the queued work that uses them; a context's streams are destroyed when its primary
+ * context is released for the last time. */
 #ifndef PRS_FAKE_CUDA_H
 #define PRS_FAKE_CUDA_H
 
@@ -36,6 +37,7 @@ typedef struct CUuuid_st {
     char bytes[16];
 } CUuuid;
 typedef void (*CUhostFn)(void *user);
+typedef unsigned long long CUdeviceptr;
 
 enum {
     CUDA_SUCCESS = 0,

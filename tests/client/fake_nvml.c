@@ -26,12 +26,14 @@
  * nvmlDeviceGetPciInfo_v3 gives device index i the bus id "00000000:XX:00.0", XX = 0x10 + i.
  *
  * The energy counter and the power are the device's (fake_gpu.h): refreshed every
- * $PRS_FAKE_NVML_REFRESH_MS, with $PRS_FAKE_NVML_NOISE; with $PRS_FAKE_NVML_NO_ENERGY=1 the
- * energy counter is NVML_ERROR_NOT_SUPPORTED, as on GPUs older than Volta. A clock change takes
- * effect at the instant of the call, in every process sharing the device. Once a process has its
- * device handles, no call allocates memory, so the functions are safe in a child forked from a
- * multi-threaded process. */
+ * $PRS_FAKE_NVML_REFRESH_MS, with $PRS_FAKE_NVML_NOISE; with $PRS_FAKE_NVML_READ_MS an energy
+ * read keeps the CPU busy that long (+-10 %), as an H100 does (about 3 ms; 100 ms refresh); with
+ * $PRS_FAKE_NVML_NO_ENERGY=1 the energy counter is NVML_ERROR_NOT_SUPPORTED, as on GPUs older than
+ * Volta. A clock change takes effect at the instant of the call, in every process sharing the
+ * device. Once a process has its device handles, no call allocates memory, so the functions are
+ * safe in a child forked from a multi-threaded process. */
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +59,7 @@ typedef struct nvmlDevice_st {
 
 static struct nvmlDevice_st devices[FAKEGPU_MAX_DEVICES];
 static int init_count, device_count, no_energy;
+static double read_cost_s;   /* $PRS_FAKE_NVML_READ_MS: mean cost of an energy read */
 static char device_dir[512]; /* $PRS_FAKE_GPU_DIR of the devices */
 static long sets, resets;    /* calls made by this process */
 
@@ -105,6 +108,9 @@ EXPORT int nvmlInit_v2(void)
             devices[i].dev = NULL;
         const char *ne = getenv("PRS_FAKE_NVML_NO_ENERGY");
         no_energy = ne && *ne && strcmp(ne, "0") != 0;
+        const char *rc = getenv("PRS_FAKE_NVML_READ_MS");
+        double ms = rc ? strtod(rc, NULL) : 0;
+        read_cost_s = ms > 0 && ms < 1000 ? 1e-3 * ms : 0;
     }
     init_count++;
     return NVML_SUCCESS;
@@ -319,6 +325,38 @@ EXPORT int nvmlDeviceResetGpuLockedClocks(nvmlDevice_t d)
     return NVML_SUCCESS;
 }
 
+/* Uniform in [0, 1) from a per-thread splitmix64 stream. */
+static double unif(void)
+{
+    static _Thread_local uint64_t x;
+    if (!x) x = (uint64_t)(fakegpu_now_s() * 1e9) ^ (uint64_t)(uintptr_t)&x;
+    uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (double)((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
+}
+
+static void spin_until(double t)
+{
+    while (fakegpu_now_s() < t) {
+    }
+}
+
+/* The counter read as an H100's driver reads it (docs/measurement.md): the call keeps the CPU
+ * busy for about read_cost_s (0.9 to 1.1 times it) and returns the value the counter had half the
+ * nominal cost after the call began, so a read's middle is near, not at, the instant of its
+ * value. (An H100's reads also have a tail, one in ten over twice the median, but in the
+ * measurements none of them fell on a change of the counter.) */
+static double costly_read(fakegpu_dev *dev)
+{
+    if (!(read_cost_s > 0)) return fakegpu_energy_j(dev);
+    double t0 = fakegpu_now_s(), cost = read_cost_s * (0.9 + 0.2 * unif());
+    spin_until(t0 + 0.5 * read_cost_s);
+    double e = fakegpu_energy_j(dev);
+    spin_until(t0 + cost);
+    return e;
+}
+
 EXPORT int nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t d, unsigned long long *energy_mj)
 {
     int r = check_dev(d);
@@ -326,7 +364,7 @@ EXPORT int nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t d, unsigned long lon
     if (no_energy) return NVML_ERROR_NOT_SUPPORTED;
     if (!energy_mj) return NVML_ERROR_INVALID_ARGUMENT;
     fakegpu_touch(d->dev, FAKEGPU_ENERGY);
-    *energy_mj = (unsigned long long)(fakegpu_energy_j(d->dev) * 1000.0);
+    *energy_mj = (unsigned long long)(costly_read(d->dev) * 1000.0);
     return NVML_SUCCESS;
 }
 

@@ -1,7 +1,8 @@
 /* The sampler thread (src/client/sampler.h) on the fake libnvidia-ml.so.1 ($PRS_FAKE_NVML), whose
  * counter integrates the model's busy power continuously: change detection, brackets in order,
- * the power the samples imply, power mode, a full ring, stop while waiting, and feeding an
- * attribution object. */
+ * the power the samples imply, power mode, a full ring, stop while waiting, feeding an
+ * attribution object, and a counter like an H100's (refreshed every 100 ms, each read keeping a
+ * CPU busy for 3 ms), which the sampler reads only around the refreshes once it knows them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "fake_dir.h"
 #include "perseus/gpu.h"
 #include "sampler.h"
 
@@ -26,12 +28,6 @@ static prs_gpu *open_fake(void)
     prs_error err;
     assert_int_equal(prs_gpu_open_nvml(0, lib, &g, &err), 0);
     return g;
-}
-
-static void sleep_s(double s)
-{
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    nanosleep(&ts, NULL);
 }
 
 static double busy_w(void)
@@ -155,13 +151,61 @@ static void test_feed_attrib(void **state)
     prs_gpu_close(g);
 }
 
+/* Reads of the counter that cost 3 ms of a busy CPU, refreshed every 100 ms: once the refresh fit
+ * holds, the thread reads only from shortly before each refresh until it sees it. Every refresh
+ * is still seen, in a bracket about one read wide. */
+static void test_guided_polls(void **state)
+{
+    (void)state;
+    char dir[256];
+    if (!getenv("PRS_FAKE_NVML")) prs_skip_case("no fake NVML library (PRS_FAKE_NVML)");
+    assert_int_equal(fake_dir_begin(dir, sizeof dir, "sampler"), 0);
+    setenv("PRS_FAKE_NVML_REFRESH_MS", "100", 1);
+    setenv("PRS_FAKE_NVML_READ_MS", "3", 1);
+    prs_gpu *g = open_fake();
+    prs__client_sampler *s;
+    assert_int_equal(prs__client_sampler_start(g, NULL, &s), 0);
+    sleep_s(2.5); /* 16 refreshes before the first fit */
+    static prs__client_sample buf[8192];
+    prs__client_sampler_drain(s, buf, 8192);
+    long r0 = prs__client_sampler_reads(s);
+    double t0 = mono_s();
+    sleep_s(2.0);
+    long reads = prs__client_sampler_reads(s) - r0;
+    double rate = reads / (mono_s() - t0);
+    int n = prs__client_sampler_drain(s, buf, 8192);
+    prs__client_sampler_stop(s);
+    double gap_max = 0;
+    int wide = 0, missed = 0;
+    for (int i = 0; i < n; i++) {
+        wide += buf[i].t_hi - buf[i].t_lo > 0.012;
+        /* device 0 of the fake refreshes at 0.1 * frac(0.618...) + k * 0.1 s */
+        double ph = 0.1 * 0.6180339887498949, k = ceil((buf[i].t_lo - ph) / 0.1 - 0.002);
+        double at = ph + k * 0.1;
+        missed += at > buf[i].t_hi + 2e-4; /* the value is taken 0.15 ms from a read's middle */
+        double gap = i ? 0.5 * (buf[i].t_lo + buf[i].t_hi - buf[i - 1].t_lo - buf[i - 1].t_hi) : 0;
+        gap_max = gap > gap_max ? gap : gap_max;
+    }
+    printf("guided polls: %.1f reads/s (back to back: ~330), %d refreshes in 2 s, %d brackets "
+           "over 12 ms, %d without their refresh, longest gap %.1f ms\n",
+           rate, n, wide, missed, 1e3 * gap_max);
+    assert_true(rate < 80);          /* under a quarter of a CPU */
+    assert_true(n >= 19 && n <= 21); /* every refresh seen */
+    assert_true(gap_max < 0.15);     /* none skipped */
+    assert_int_equal(missed, 0);     /* every bracket holds its refresh */
+    assert_true(wide <= 1); /* about one read wide; a late wake-up can make one span a sleep */
+    prs_gpu_close(g);
+    unsetenv("PRS_FAKE_NVML_REFRESH_MS");
+    unsetenv("PRS_FAKE_NVML_READ_MS");
+    fake_dir_end(dir, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_energy_mode),
-        cmocka_unit_test(test_power_mode),
-        cmocka_unit_test(test_ring_and_stop),
-        cmocka_unit_test(test_feed_attrib),
+        cmocka_unit_test(test_energy_mode),   cmocka_unit_test(test_power_mode),
+        cmocka_unit_test(test_ring_and_stop), cmocka_unit_test(test_feed_attrib),
+        cmocka_unit_test(test_guided_polls),
     };
     return prs_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -1,0 +1,450 @@
+/* gpu_probe: what a GPU's energy counter, power reading and CUDA stream do, measured without
+ * changing anything (docs/measurement.md, 'What a real GPU does'). It sets no clock, no power
+ * limit and no other setting: it reads NVML, and it runs memsets on a buffer of its own.
+ *
+ *   identity  name, UUID, PCI bus id, the supported SM clocks, the SM clock and power now, and
+ *             the GPU that CUDA device 0 is (prs_gpu_rank_device_at)
+ *   counter   the energy counter read back to back for SECONDS: how often its value changes
+ *             (intervals between changes, each change dated by the middle of the two reads
+ *             around it), what one read costs and the CPU time the reads take, the power the
+ *             changes imply; the same for the power reading
+ *   sampler   the client's sampler (src/client/sampler.c: 2 ms dithered polls) and refresh fit
+ *             (src/client/refresh.c) on the same counter for SECONDS: the fitted period and the
+ *             share of readings it dates to an instant instead of a poll bracket
+ *   stream    on CUDA device 0's primary context, REPS rounds of: memsets, a host function that
+ *             notes CLOCK_MONOTONIC, an event, memsets, an event, a host function. The second
+ *             host function's note minus the first's, less the device time between the events,
+ *             is what two host-function hand-offs add (the client's anchor puts device times on
+ *             the host clock through one); the first notes against the events' device times
+ *             give the drift of the device timer against CLOCK_MONOTONIC
+ *
+ * usage: gpu_probe [--gpu SPEC] [--cuda LIB] [--seconds S] [--reps N] [--mib M] [--raw FILE]
+ * SPEC as prs_gpu_open (default nvml:0), LIB as prs_stream_open_cuda (default: libcuda.so.1),
+ * S seconds per counter section (default 3), N stream rounds (default 200; 0 skips the stream),
+ * M MiB per memset (default 1024), FILE: every change of the energy counter and of the power
+ * reading as CSV (reading,t_lo_s,t_hi_s,value). Exit 0 when every section ran, 1 when one failed, 2
+ * on bad usage. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "perseus/clock.h"
+#include "perseus/gpu.h"
+#include "perseus/stream.h"
+#include "cuda_driver.h"
+#include "refresh.h"
+#include "sampler.h"
+
+#define MAX_READS (1 << 21) /* read costs kept per counter section */
+#define MAX_CHANGES 65536   /* value changes kept per counter section */
+
+typedef struct probe_opts {
+    const char *gpu, *cuda, *raw;
+    double seconds;
+    int reps, mib;
+} probe_opts;
+
+/* ---- statistics ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Quantile q of v[0..n) (sorts v); NAN when n is 0. */
+static double quantile(double *v, int n, double q)
+{
+    if (n <= 0) return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    int i = (int)lround(q * (n - 1));
+    return v[i];
+}
+
+static void print_spread(const char *what, double *v, int n, double scale, const char *unit)
+{
+    double p10 = quantile(v, n, 0.1), p50 = quantile(v, n, 0.5), p90 = quantile(v, n, 0.9);
+    printf("  %-26s median %9.3f %s   p10 %9.3f   p90 %9.3f   min %9.3f   max %9.3f   (%d)\n", what,
+           scale * p50, unit, scale * p10, scale * p90, n ? scale * v[0] : NAN,
+           n ? scale * v[n - 1] : NAN, n);
+}
+
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- identity ---- */
+
+static void print_clocks(prs_gpu *g)
+{
+    int n = 0, clocks[512];
+    if (prs_gpu_clocks(g, clocks, 512, &n)) {
+        printf("  SM clocks: %s\n", prs_gpu_errmsg(g));
+        return;
+    }
+    int kept = n < 512 ? n : 512, step_min = 0, step_max = 0;
+    for (int i = 1; i < kept; i++) {
+        int d = clocks[i - 1] - clocks[i];
+        if (!step_min || d < step_min) step_min = d;
+        if (d > step_max) step_max = d;
+    }
+    printf("  SM clocks: %d, %d..%d MHz, steps %d..%d MHz\n", n, kept ? clocks[kept - 1] : 0,
+           kept ? clocks[0] : 0, step_min, step_max);
+}
+
+static void print_identity(prs_gpu *g, const probe_opts *o)
+{
+    char uuid[96] = "", pci[64] = "", spec[PRS_GPU_SPEC_MAX] = "";
+    int mhz = 0;
+    unsigned mw = 0;
+    prs_error err;
+    printf("identity\n  %s (%s)\n", prs_gpu_name(g), o->gpu);
+    if (!prs_gpu_uuid(g, uuid, sizeof uuid)) printf("  UUID %s\n", uuid);
+    if (!prs_gpu_pci_bus_id(g, pci, sizeof pci)) printf("  PCI bus id %s\n", pci);
+    print_clocks(g);
+    if (!prs_gpu_sm_clock_now(g, &mhz)) printf("  SM clock now %d MHz\n", mhz);
+    double cost[50];
+    for (int i = 0; i < 50; i++) {
+        double t0 = prs_mono_s();
+        prs_gpu_sm_clock_now(g, &mhz);
+        cost[i] = prs_mono_s() - t0;
+    }
+    print_spread("cost of an SM clock read", cost, 50, 1e6, "us");
+    if (!prs_gpu_power_mw(g, &mw)) printf("  power now %.1f W\n", mw / 1000.0);
+    if (prs_gpu_rank_device_at(0, o->cuda, spec, sizeof spec, &err))
+        printf("  CUDA device 0: %s\n", err.msg);
+    else
+        printf("  CUDA device 0 is %s%s\n", spec,
+               strstr(spec, uuid) && uuid[0] ? " (this GPU)" : "");
+}
+
+/* ---- counter and power read back to back ---- */
+
+typedef struct reads {
+    double *cost;           /* seconds per read, first MAX_READS reads */
+    double *lo, *hi, *val;  /* each change: between the middles of the reads around it */
+    long n_reads, failures; /* reads made, reads that failed */
+    double wall_s, cpu_s;   /* the loop's wall time and the process's CPU time in it */
+    int n_cost, n_changes;
+} reads;
+
+static int reads_alloc(reads *r)
+{
+    memset(r, 0, sizeof *r);
+    r->cost = malloc(sizeof(double) * MAX_READS);
+    r->lo = malloc(sizeof(double) * MAX_CHANGES);
+    r->hi = malloc(sizeof(double) * MAX_CHANGES);
+    r->val = malloc(sizeof(double) * MAX_CHANGES);
+    return r->cost && r->lo && r->hi && r->val ? 0 : -1;
+}
+
+static void reads_free(reads *r)
+{
+    free(r->cost);
+    free(r->lo);
+    free(r->hi);
+    free(r->val);
+}
+
+/* One read: the energy counter in J (power 0) or the power in W (power 1); NAN on failure. */
+static double read_one(prs_gpu *g, int power)
+{
+    if (!power) return prs_gpu_read_energy_j(g);
+    unsigned mw;
+    return prs_gpu_power_mw(g, &mw) ? NAN : mw / 1000.0;
+}
+
+static void read_loop(prs_gpu *g, int power, double seconds, reads *r)
+{
+    double start = prs_mono_s(), end = start + seconds, prev_mid = NAN, prev_val = NAN;
+    double cpu0 = cpu_s();
+    for (double t0 = prs_mono_s(); t0 < end; t0 = prs_mono_s()) {
+        double v = read_one(g, power), t1 = prs_mono_s(), mid = 0.5 * (t0 + t1);
+        r->n_reads++;
+        if (r->n_cost < MAX_READS) r->cost[r->n_cost++] = t1 - t0;
+        if (isnan(v)) {
+            r->failures++;
+            continue;
+        }
+        if (!isnan(prev_val) && v != prev_val && r->n_changes < MAX_CHANGES) {
+            r->lo[r->n_changes] = prev_mid;
+            r->hi[r->n_changes] = mid;
+            r->val[r->n_changes++] = v;
+        }
+        prev_mid = mid;
+        prev_val = v;
+    }
+    r->wall_s = prs_mono_s() - start;
+    r->cpu_s = cpu_s() - cpu0;
+}
+
+/* Appends the changes to path (the energy section starts it with a header line). */
+static void write_raw(const char *path, const reads *r, int power)
+{
+    FILE *f = fopen(path, power ? "a" : "w");
+    if (!f) {
+        fprintf(stderr, "gpu_probe: cannot write %s\n", path);
+        return;
+    }
+    if (!power) fprintf(f, "reading,t_lo_s,t_hi_s,value\n");
+    for (int i = 0; i < r->n_changes; i++)
+        fprintf(f, "%s,%.6f,%.6f,%.3f\n", power ? "power_w" : "energy_j", r->lo[i], r->hi[i],
+                r->val[i]);
+    fclose(f);
+}
+
+/* Intervals between changes and, for the counter, the power each change implies. */
+static void print_changes(const reads *r, int power)
+{
+    int n = r->n_changes > 1 ? r->n_changes - 1 : 0;
+    double *gap = malloc(sizeof(double) * (size_t)(n + 1));
+    double *watts = malloc(sizeof(double) * (size_t)(n + 1));
+    if (!gap || !watts) goto out;
+    for (int i = 0; i < n; i++) {
+        double t0 = 0.5 * (r->lo[i] + r->hi[i]), t1 = 0.5 * (r->lo[i + 1] + r->hi[i + 1]);
+        gap[i] = t1 - t0;
+        watts[i] = (r->val[i + 1] - r->val[i]) / gap[i];
+    }
+    printf("  reads %ld (%ld failed), value changes %d (%.1f %% of reads)\n", r->n_reads,
+           r->failures, r->n_changes, r->n_reads ? 100.0 * r->n_changes / r->n_reads : 0.0);
+    print_spread("interval between changes", gap, n, 1e3, "ms");
+    if (!power) print_spread("power over an interval", watts, n, 1, "W");
+out:
+    free(gap);
+    free(watts);
+}
+
+static int section_reads(prs_gpu *g, const probe_opts *o, int power)
+{
+    reads r;
+    if (reads_alloc(&r)) {
+        reads_free(&r);
+        return 1;
+    }
+    printf("%s, read back to back for %.1f s\n", power ? "power reading" : "energy counter",
+           o->seconds);
+    read_loop(g, power, o->seconds, &r);
+    int rc = r.failures == r.n_reads ? 1 : 0;
+    if (rc) printf("  every read failed: %s\n", prs_gpu_errmsg(g));
+    print_changes(&r, power);
+    print_spread("cost of one read", r.cost, r.n_cost, 1e6, "us");
+    printf("  CPU busy %.0f %% of the time while reading\n", 100 * r.cpu_s / r.wall_s);
+    if (o->raw) write_raw(o->raw, &r, power);
+    reads_free(&r);
+    return rc;
+}
+
+/* ---- the client's sampler and refresh fit ---- */
+
+static int section_sampler(prs_gpu *g, const probe_opts *o)
+{
+    prs__client_sampler *s;
+    if (prs__client_sampler_start(g, NULL, &s)) {
+        printf("sampler: cannot start: %s\n", prs_gpu_errmsg(g));
+        return 1;
+    }
+    struct timespec ts = {(time_t)o->seconds, (long)(1e9 * (o->seconds - floor(o->seconds)))};
+    double cpu0 = cpu_s(), t0 = prs_mono_s();
+    nanosleep(&ts, NULL);
+    double wall = prs_mono_s() - t0, busy = (cpu_s() - cpu0) / wall;
+    long n_reads = prs__client_sampler_reads(s);
+    static prs__client_sample buf[8192];
+    int n = prs__client_sampler_drain(s, buf, 8192);
+    int mode = prs__client_sampler_mode(s);
+    prs__client_sampler_stop(s);
+    static prs__client_refresh fit;
+    prs__client_refresh_init(&fit);
+    double width[8192];
+    int dated = 0;
+    for (int i = 0; i < n; i++) {
+        width[i] = buf[i].t_hi - buf[i].t_lo;
+        double lo = buf[i].t_lo, hi = buf[i].t_hi;
+        prs__client_refresh_map(&fit, &lo, &hi);
+        dated += lo == hi && width[i] > 0;
+    }
+    printf("sampler (client defaults) for %.1f s: %s mode, %d readings\n", o->seconds,
+           mode == PRS__CLIENT_SAMPLE_ENERGY ? "energy" : "power", n);
+    print_spread("poll bracket", width, n, 1e3, "ms");
+    printf("  CPU busy %.0f %% of the time (the sampler's thread), %ld reads (%.1f a second)\n",
+           100 * busy, n_reads, n_reads / wall);
+    printf("  refresh fit: period %.3f ms, phase %s, %d of %d readings dated to an instant\n",
+           1e3 * fit.period, fit.locked ? "locked" : "not locked", dated, n);
+    return n ? 0 : 1;
+}
+
+/* ---- host functions and events on a CUDA stream ---- */
+
+typedef struct stream_api {
+    int (*alloc)(uint64_t *, size_t);
+    int (*memfree)(uint64_t);
+    int (*memset32)(uint64_t, unsigned, size_t, void *);
+} stream_api;
+
+static void *stream_api_load(const char *lib_path, stream_api *a)
+{
+    void *lib = bench_cuda_context(lib_path);
+    if (!lib) return NULL;
+    BENCH_CU_SYM(lib, "cuMemAlloc_v2", a->alloc);
+    BENCH_CU_SYM(lib, "cuMemFree_v2", a->memfree);
+    BENCH_CU_SYM(lib, "cuMemsetD32Async", a->memset32);
+    return lib;
+}
+
+typedef struct round_ {
+    prs_event *e1, *e2;
+    double h1, h2; /* CLOCK_MONOTONIC noted by the host functions */
+} round_;
+
+static void note_time(void *user)
+{
+    *(volatile double *)user = prs_mono_s();
+}
+
+/* Enqueues one round: memsets, note h1, e1, memsets, e2, note h2. */
+static int enqueue_round(prs_stream *s, const stream_api *a, uint64_t buf, size_t words, round_ *r)
+{
+    if (a->memset32(buf, 0, words, NULL)) return -1;
+    if (prs_stream_host_fn(s, note_time, &r->h1) || prs_event_record(s, r->e1)) return -1;
+    if (a->memset32(buf, 1, words, NULL)) return -1;
+    if (prs_event_record(s, r->e2) || prs_stream_host_fn(s, note_time, &r->h2)) return -1;
+    return 0;
+}
+
+/* Hand-off cost per round, and the drift of the device timer (least squares of the host notes on
+ * the device times since the first round). */
+static int report_rounds(prs_stream *s, round_ *r, int n)
+{
+    double *gap = malloc(sizeof(double) * (size_t)n), *dev = malloc(sizeof(double) * (size_t)n);
+    int rc = gap && dev ? 0 : 1;
+    double sx = 0, sy = 0, sxx = 0, sxy = 0, work = 0;
+    for (int i = 0; !rc && i < n; i++) {
+        double inside, since;
+        rc = prs_event_elapsed_s(s, r[i].e1, r[i].e2, &inside) ||
+             prs_event_elapsed_s(s, r[0].e1, r[i].e1, &since);
+        gap[i] = r[i].h2 - r[i].h1 - inside;
+        dev[i] = since;
+        work += inside / n;
+        double y = r[i].h1 - r[0].h1 - since;
+        sx += since, sy += y, sxx += since * since, sxy += since * y;
+    }
+    if (!rc) {
+        double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+        printf("  device time between the events: %.3f ms a round\n", 1e3 * work);
+        print_spread("two hand-offs", gap, n, 1e6, "us");
+        printf("  device timer against CLOCK_MONOTONIC over %.3f s: %+.1f ppm\n", dev[n - 1],
+               1e6 * slope);
+    }
+    free(gap);
+    free(dev);
+    return rc;
+}
+
+static int run_rounds(prs_stream *s, const stream_api *a, const probe_opts *o)
+{
+    size_t bytes = (size_t)o->mib << 20;
+    uint64_t buf = 0;
+    round_ *r = calloc((size_t)o->reps, sizeof *r);
+    int rc = !r || a->alloc(&buf, bytes) ? 1 : 0, made = 0;
+    for (; !rc && made < o->reps; made++)
+        rc = prs_event_new(s, &r[made].e1) || prs_event_new(s, &r[made].e2);
+    for (int i = 0; !rc && i < o->reps; i++)
+        rc = enqueue_round(s, a, buf, bytes / 4, &r[i]);
+    if (!rc) rc = prs_event_wait(s, r[o->reps - 1].e2);
+    struct timespec ts = {0, 20000000}; /* the last host function runs after the event */
+    nanosleep(&ts, NULL);
+    if (!rc) rc = report_rounds(s, r, o->reps);
+    if (rc) printf("  failed: %s\n", prs_stream_errmsg(s));
+    for (int i = 0; r && i < made; i++) {
+        prs_event_free(s, r[i].e1);
+        prs_event_free(s, r[i].e2);
+    }
+    if (buf) a->memfree(buf);
+    free(r);
+    return rc;
+}
+
+static int section_stream(const probe_opts *o)
+{
+    stream_api a;
+    printf("stream: %d rounds of 2 x %d MiB memsets on CUDA device 0\n", o->reps, o->mib);
+    if (!stream_api_load(o->cuda ? o->cuda : "libcuda.so.1", &a)) {
+        printf("  no CUDA context from %s: %s\n", o->cuda ? o->cuda : "libcuda.so.1", dlerror());
+        return 1;
+    }
+    prs_stream *s;
+    prs_error err;
+    if (prs_stream_open_cuda(0, o->cuda, &s, &err)) {
+        printf("  %s\n", err.msg);
+        return 1;
+    }
+    int rc = run_rounds(s, &a, o);
+    prs_stream_close(s);
+    return rc;
+}
+
+/* ---- command line ---- */
+
+static int usage(const char *why)
+{
+    fprintf(stderr,
+            "gpu_probe: %s\nusage: gpu_probe [--gpu SPEC] [--cuda LIB] [--seconds S] "
+            "[--reps N] [--mib M] [--raw FILE]\n",
+            why);
+    return 2;
+}
+
+static int parse(int argc, char **argv, probe_opts *o)
+{
+    *o = (probe_opts){.gpu = "nvml:0", .seconds = 3, .reps = 200, .mib = 1024};
+    for (int i = 1; i < argc; i++) {
+        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        if (!v) return usage("an option lacks its value");
+        i++;
+        if (!strcmp(k, "--gpu"))
+            o->gpu = v;
+        else if (!strcmp(k, "--cuda"))
+            o->cuda = v;
+        else if (!strcmp(k, "--raw"))
+            o->raw = v;
+        else if (!strcmp(k, "--seconds"))
+            o->seconds = strtod(v, &end);
+        else if (!strcmp(k, "--reps"))
+            o->reps = (int)strtol(v, &end, 10);
+        else if (!strcmp(k, "--mib"))
+            o->mib = (int)strtol(v, &end, 10);
+        else
+            return usage("unknown option");
+        if (end && *end) return usage("a number is malformed");
+    }
+    if (!(o->seconds >= 0.1 && o->seconds <= 600)) return usage("--seconds: 0.1 to 600");
+    if (o->reps < 0 || o->reps > 100000) return usage("--reps: 0 to 100000");
+    if (o->mib < 1 || o->mib > 65536) return usage("--mib: 1 to 65536");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    probe_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc;
+    prs_gpu *g;
+    prs_error err;
+    if (prs_gpu_open(o.gpu, &g, &err)) {
+        fprintf(stderr, "gpu_probe: %s\n", err.msg);
+        return 1;
+    }
+    print_identity(g, &o);
+    rc |= section_reads(g, &o, 0);
+    rc |= section_reads(g, &o, 1);
+    rc |= section_sampler(g, &o);
+    prs_gpu_close(g);
+    if (o.reps) rc |= section_stream(&o);
+    return rc ? 1 : 0;
+}

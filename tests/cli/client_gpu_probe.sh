@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The read-only GPU probe (bench/gpu_probe.c) on the fake drivers made to behave as an H100 did
+# when probed: an energy counter refreshed every 100 ms whose reads keep a CPU busy for 3 ms. The
+# probe must find the refresh period and the read cost, its sampler section must fit the period
+# while using well under a CPU, the stream section must run, it must change no clock, and bad
+# usage is refused with status 2.
+set -euo pipefail
+bin="${PRS_BIN_DIR:?}"
+[[ -n ${PRS_FAKE_CUDA:-} && -n ${PRS_FAKE_NVML:-} ]] || { echo "no fake driver"; exit 77; }
+probe="$bin/bench/gpu_probe"
+[[ -x $probe ]] || { echo "no $probe (benchmarks not built)"; exit 77; }
+dir=$(mktemp -d "${TMPDIR:-/tmp}/prs-gpu-probe-XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+export PRS_FAKE_GPU_DIR=$dir PRS_FAKE_NVML_REFRESH_MS=100 PRS_FAKE_NVML_READ_MS=3
+export PRS_NVML_LIBRARY=$PRS_FAKE_NVML PRS_FAKE_NVML_STATE=$dir/clocks
+"$probe" --cuda "$PRS_FAKE_CUDA" --seconds 3 --reps 40 --mib 256 --raw "$dir/raw.csv" \
+  >"$dir/out" 2>&1
+cat "$dir/out"
+
+# The figure after "median" on the line that names what.
+median() { sed -n "s/^ *$1  *median  *\([0-9.]*\) .*/\1/p" "$dir/out" | head -1; }
+within() { awk -v x="$1" -v lo="$2" -v hi="$3" 'BEGIN { exit !(x >= lo && x <= hi) }'; }
+check() { if ! within "$2" "$3" "$4"; then echo "FAIL: $1 = $2, not in [$3, $4]"; exit 1; fi; }
+
+check "interval between changes (ms)" "$(median "interval between changes")" 97 103
+check "cost of one energy read (us)" "$(median "cost of one read")" 2500 3500
+grep -q "CUDA device 0 is nvml:uuid=GPU-.* (this GPU)" "$dir/out"
+period=$(sed -n 's/.*refresh fit: period \([0-9.]*\) ms.*/\1/p' "$dir/out")
+check "fitted refresh period (ms)" "$period" 99.5 100.5
+busy=$(sed -n 's/.*CPU busy \([0-9]*\) % of the time (the sampler.*/\1/p' "$dir/out")
+check "sampler CPU (%)" "$busy" 0 70
+grep -q "two hand-offs" "$dir/out"
+grep -q "^reading,t_lo_s,t_hi_s,value$" "$dir/raw.csv"
+(($(grep -c '^energy_j,' "$dir/raw.csv") >= 25))
+[[ ! -e $dir/clocks ]] || { echo "FAIL: the probe changed a clock: $(cat "$dir/clocks")"; exit 1; }
+
+rc=0
+"$probe" --seconds 0 >/dev/null 2>"$dir/err" || rc=$?
+((rc == 2)) && grep -q -- "--seconds" "$dir/err"
+rc=0
+"$probe" --bogus 1 >/dev/null 2>&1 || rc=$?
+((rc == 2))
+echo "gpu_probe: ok"
