@@ -14,7 +14,8 @@
 #include "sampler.h"
 
 #define COSTLY_S 5e-4     /* reads that cost more are spared (next_read) */
-#define IDLE_READS 2      /* unguided costly reads take at most 1 / IDLE_READS of the time */
+#define FREE_CHANGES 48   /* costly reads go unguided and uncapped until this many changes */
+#define IDLE_READS 2      /* then, unguided, at most 1 / IDLE_READS of the time */
 #define GUARD_READS 1.5   /* a guarded poll starts this many reads before the refresh, */
 #define GUARD_S 0.001     /* plus this, */
 #define GUARD_SHARE 0.1   /* plus this share of the period while the fit does not hold */
@@ -34,6 +35,7 @@ struct prs__client_sampler {
     long dropped, errors;
     uint64_t rng;
     atomic_long reads;       /* energy reads made */
+    long changes;            /* changes of the counter seen (the sampler's thread only) */
     double read_cost;        /* seconds a read takes, a moving average */
     prs__client_refresh fit; /* the refresh instants, fitted on the thread's own brackets */
 };
@@ -95,13 +97,14 @@ static void count_error(prs__client_sampler *s)
  *
  * Polls come every poll_s (dithered), never to catch up after falling behind. A read that costs
  * more than COSTLY_S keeps a CPU busy that long (an H100's: about 3 ms, docs/measurement.md),
- * and the counter changes only at its refreshes: then reads take at most 1 / IDLE_READS of the
- * time, and once the refresh fit on the thread's own brackets has a period (refresh.h), the
- * thread sleeps until a guard before the next refresh it predicts (the one after the last change
- * seen; a change is never seen before its refresh) and polls from there until it sees it. The
- * guard is GUARD_READS reads plus GUARD_S, plus GUARD_SHARE of the period while the fit does not
- * hold yet. A refresh that has not come by the end of its guard leaves the thread polling at the
- * capped rate until the next change. */
+ * and the counter changes only at its refreshes. Until FREE_CHANGES changes were seen such reads
+ * go on as polled (their narrow brackets make the first fit of the refreshes good); after that
+ * they take at most 1 / IDLE_READS of the time, and once the refresh fit on the thread's own
+ * brackets has a period (refresh.h), the thread sleeps until a guard before the next refresh it
+ * predicts (the one after the last change seen; a change is never seen before its refresh) and
+ * polls from there until it sees it. The guard is GUARD_READS reads plus GUARD_S, plus GUARD_SHARE
+ * of the period while the fit does not hold yet. A refresh that has not come by the end of its
+ * guard leaves the thread polling at the capped rate until the next change. */
 static double next_read(prs__client_sampler *s, double next, double now, double last_change)
 {
     const prs__client_refresh *f = &s->fit;
@@ -110,7 +113,7 @@ static double next_read(prs__client_sampler *s, double next, double now, double 
     if (next < now) next = now; /* fell behind: do not try to catch up */
     if (!(c > COSTLY_S)) return next;
     if (!(f->period > 0) || f->contiguous || !(last_change > 0))
-        return next > capped ? next : capped;
+        return s->changes < FREE_CHANGES || next > capped ? next : capped;
     double guard = GUARD_READS * c + GUARD_S + (f->locked ? 0 : GUARD_SHARE * f->period);
     if (guard > 0.5 * f->period) guard = 0.5 * f->period;
     double seen = floor((last_change - f->phase) / f->period + SEEN_SLACK);
@@ -138,6 +141,7 @@ static void run_energy(prs__client_sampler *s)
         }
         if (e != last && !isnan(last)) {
             push(s, prev, mid, e);
+            s->changes++;
             double lo = prev, hi = mid;
             prs__client_refresh_map(&s->fit, &lo, &hi);
             last_change = hi;
