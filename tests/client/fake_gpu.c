@@ -61,6 +61,7 @@ typedef struct fg_shared {
     double energy_j;   /* integral of the power up to t_last */
     double snap_t;     /* latest refresh instant <= t_last, and the integral there */
     double snap_e;
+    int snap_seen;     /* a reader got snap_e: it is final, corrections go to the next refresh */
     double reported_j; /* largest value a reader got */
     /* which processes made which calls (under mu) */
     int ntouchers;
@@ -328,6 +329,7 @@ static void integrate(fg_shared *s, double t, double p)
         if (r > s->t_last) {
             s->snap_e = s->energy_j + p * (r - s->t_last);
             s->snap_t = r;
+            s->snap_seen = 0;
         }
     }
     s->energy_j += p * (t - s->t_last);
@@ -349,7 +351,7 @@ static void change_end(fakegpu_dev *d, double t, double p_old)
     /* A reader integrated past t at the old power: correct (t, t_last]. */
     double dp = power_locked(d) - p_old;
     s->energy_j += dp * (s->t_last - t);
-    if (s->refresh_s > 0 && s->snap_t > t) s->snap_e += dp * (s->snap_t - t);
+    if (s->refresh_s > 0 && s->snap_t > t && !s->snap_seen) s->snap_e += dp * (s->snap_t - t);
 }
 
 static double read_locked(fakegpu_dev *d, int quantised)
@@ -363,6 +365,7 @@ static double read_locked(fakegpu_dev *d, int quantised)
     if (now > s->t_last) integrate(s, now, power_locked(d));
     if (!quantised) return s->energy_j;
     double v = s->refresh_s > 0 ? s->snap_e : s->energy_j;
+    s->snap_seen = 1;
     if (v < s->reported_j) v = s->reported_j;
     s->reported_j = v;
     return v;

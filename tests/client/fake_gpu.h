@@ -21,8 +21,9 @@
  *     at the instants phase + k·R of CLOCK_MONOTONIC, R = $PRS_FAKE_NVML_REFRESH_MS (default 0:
  *     continuous), the phase in [0, R) different for each device. Power changes are entered at
  *     the device's model instants, which the kernel threads reach a little late; a change entered
- *     after a reader integrated past its instant is corrected backwards, and readings never
- *     decrease.
+ *     after a reader integrated past its instant is corrected backwards, except in a refresh's
+ *     value a reader already got (as on a GPU, that value is final: the correction shows at the
+ *     next refresh), and readings never decrease.
  * The preset, R, the noise and the noise seed ($PRS_FAKE_NVML_SEED, default 1) are read from the
  * environment of the process that creates a state; later processes use the stored values.
  * $PRS_FAKE_NVML_DEVICES (default 1, at most FAKEGPU_MAX_DEVICES) is the number of devices;
