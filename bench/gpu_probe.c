@@ -55,21 +55,19 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Quantile q of v[0..n) (sorts v); NAN when n is 0. */
-static double quantile(double *v, int n, double q)
+/* Quantile q of the sorted v[0..n); NAN when n is 0. */
+static double quantile(const double *v, int n, double q)
 {
-    if (n <= 0) return NAN;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    int i = (int)lround(q * (n - 1));
-    return v[i];
+    return n > 0 ? v[(int)lround(q * (n - 1))] : NAN;
 }
 
+/* Sorts v and prints its median, p10, p90, min and max, times scale. */
 static void print_spread(const char *what, double *v, int n, double scale, const char *unit)
 {
-    double p10 = quantile(v, n, 0.1), p50 = quantile(v, n, 0.5), p90 = quantile(v, n, 0.9);
+    if (n > 0) qsort(v, (size_t)n, sizeof *v, cmp_double);
     printf("  %-26s median %9.3f %s   p10 %9.3f   p90 %9.3f   min %9.3f   max %9.3f   (%d)\n", what,
-           scale * p50, unit, scale * p10, scale * p90, n ? scale * v[0] : NAN,
-           n ? scale * v[n - 1] : NAN, n);
+           scale * quantile(v, n, 0.5), unit, scale * quantile(v, n, 0.1),
+           scale * quantile(v, n, 0.9), scale * quantile(v, n, 0), scale * quantile(v, n, 1), n);
 }
 
 static double cpu_s(void)
@@ -306,6 +304,16 @@ static void note_time(void *user)
     *(volatile double *)user = prs_mono_s();
 }
 
+/* The last host function runs after the event before it completed: wait (up to 1 s) for its
+ * note. 0, or -1 when it never came. */
+static int wait_note(const volatile double *note)
+{
+    struct timespec ts = {0, 100000}; /* 0.1 ms */
+    for (int i = 0; i < 10000 && *note == 0; i++)
+        nanosleep(&ts, NULL);
+    return *note == 0 ? -1 : 0;
+}
+
 /* Enqueues one round: memsets, note h1, e1, memsets, e2, note h2. */
 static int enqueue_round(prs_stream *s, const stream_api *a, uint64_t buf, size_t words, round_ *r)
 {
@@ -327,6 +335,7 @@ static int report_rounds(prs_stream *s, round_ *r, int n)
         double inside, since;
         rc = prs_event_elapsed_s(s, r[i].e1, r[i].e2, &inside) ||
              prs_event_elapsed_s(s, r[0].e1, r[i].e1, &since);
+        if (rc) break;
         gap[i] = r[i].h2 - r[i].h1 - inside;
         dev[i] = since;
         work += inside / n;
@@ -356,8 +365,7 @@ static int run_rounds(prs_stream *s, const stream_api *a, const probe_opts *o)
     for (int i = 0; !rc && i < o->reps; i++)
         rc = enqueue_round(s, a, buf, bytes / 4, &r[i]);
     if (!rc) rc = prs_event_wait(s, r[o->reps - 1].e2);
-    struct timespec ts = {0, 20000000}; /* the last host function runs after the event */
-    nanosleep(&ts, NULL);
+    if (!rc) rc = wait_note(&r[o->reps - 1].h2);
     if (!rc) rc = report_rounds(s, r, o->reps);
     if (rc) printf("  failed: %s\n", prs_stream_errmsg(s));
     for (int i = 0; r && i < made; i++) {

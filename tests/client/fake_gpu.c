@@ -395,6 +395,12 @@ FAKEGPU_API double fakegpu_power_w(fakegpu_dev *d)
     return p;
 }
 
+FAKEGPU_API void fakegpu_refresh(const fakegpu_dev *d, double *period_s, double *phase_s)
+{
+    *period_s = d->sh->refresh_s; /* fixed at creation */
+    *phase_s = d->sh->phase_s;
+}
+
 /* ---- clock ---- */
 
 static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts,

@@ -76,6 +76,8 @@ FAKEGPU_API double fakegpu_energy_j(fakegpu_dev *d);
 FAKEGPU_API double fakegpu_energy_exact_j(fakegpu_dev *d);
 /* The power drawn now, noise included (watts). */
 FAKEGPU_API double fakegpu_power_w(fakegpu_dev *d);
+/* The counter's refresh instants, phase + k * period of CLOCK_MONOTONIC (period 0: continuous). */
+FAKEGPU_API void fakegpu_refresh(const fakegpu_dev *d, double *period_s, double *phase_s);
 
 /* ---- who touched the device ---- */
 

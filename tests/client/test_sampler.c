@@ -11,12 +11,15 @@
 #include <cmocka.h>
 
 #include "skips.h"
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "fake_dir.h"
+#include "fake_gpu.h"
 #include "perseus/gpu.h"
 #include "sampler.h"
 
@@ -28,6 +31,23 @@ static prs_gpu *open_fake(void)
     prs_error err;
     assert_int_equal(prs_gpu_open_nvml(0, lib, &g, &err), 0);
     return g;
+}
+
+/* The fake device 0's refresh instants, from the fake GPU library the fake NVML links. */
+static void fake_refresh(double *period_s, double *phase_s)
+{
+    void *lib = dlopen(getenv("PRS_FAKE_NVML"), RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(lib);
+    void *p[2] = {dlsym(lib, "fakegpu_open"), dlsym(lib, "fakegpu_refresh")};
+    assert_true(p[0] && p[1]);
+    fakegpu_dev *(*open)(int);
+    void (*refresh)(const fakegpu_dev *, double *, double *);
+    memcpy(&open, &p[0], sizeof open);
+    memcpy(&refresh, &p[1], sizeof refresh);
+    fakegpu_dev *d = open(0);
+    assert_non_null(d);
+    refresh(d, period_s, phase_s);
+    dlclose(lib);
 }
 
 static double busy_w(void)
@@ -163,6 +183,9 @@ static void test_guided_polls(void **state)
     setenv("PRS_FAKE_NVML_REFRESH_MS", "100", 1);
     setenv("PRS_FAKE_NVML_READ_MS", "3", 1);
     prs_gpu *g = open_fake();
+    double period, phase;
+    fake_refresh(&period, &phase);
+    assert_true(fabs(period - 0.1) < 1e-12);
     prs__client_sampler *s;
     assert_int_equal(prs__client_sampler_start(g, NULL, &s), 0);
     sleep_s(2.5); /* 16 refreshes before the first fit */
@@ -179,9 +202,8 @@ static void test_guided_polls(void **state)
     int wide = 0, missed = 0;
     for (int i = 0; i < n; i++) {
         wide += buf[i].t_hi - buf[i].t_lo > 0.012;
-        /* device 0 of the fake refreshes at 0.1 * frac(0.618...) + k * 0.1 s */
-        double ph = 0.1 * 0.6180339887498949, k = ceil((buf[i].t_lo - ph) / 0.1 - 0.002);
-        double at = ph + k * 0.1;
+        /* the first refresh instant from 0.2 ms before the bracket on */
+        double at = phase + ceil((buf[i].t_lo - 2e-4 - phase) / period) * period;
         missed += at > buf[i].t_hi + 2e-4; /* the value is taken 0.15 ms from a read's middle */
         double gap = i ? 0.5 * (buf[i].t_lo + buf[i].t_hi - buf[i - 1].t_lo - buf[i - 1].t_hi) : 0;
         gap_max = gap > gap_max ? gap : gap_max;
