@@ -34,6 +34,7 @@ struct barrier;
 typedef struct op {
     int kind;
     int planned_mhz;
+    double power_scale; /* OP_WORK: times the model's busy power (0: 1) */
     double t_enq;
     union {
         prs_gpu_work work;
@@ -112,8 +113,10 @@ static const struct {
     {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
     {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
     {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
     {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
     {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
@@ -387,7 +390,9 @@ static void run_op(CUstream s, op *o)
     switch (o->kind) {
     case OP_WORK: {
         double at = 0;
-        double end = fakegpu_run_kernel(s->ctx->dev, start, &o->u.work, o->planned_mhz, &at);
+        double end =
+            fakegpu_run_kernel(s->ctx->dev, start, &o->u.work,
+                               o->power_scale > 0 ? o->power_scale : 1, o->planned_mhz, &at);
         s->t_dev = end;
         if (o->planned_mhz > 0) {
             pthread_mutex_lock(&g_mu);
@@ -732,6 +737,7 @@ EXPORT CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
 #define FAKECU_MEM_SLOTS 64
 #define FAKECU_MEM_BASE 0x7f0000000000ull
 #define FAKECU_MEMSET_BPS 2.5e12 /* bytes per second a memset writes (HBM-class) */
+#define FAKECU_MEMSET_POWER 0.8  /* a memset's power, times a kernel's at the same clock */
 
 static struct {
     CUdeviceptr base;
@@ -771,7 +777,8 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr p)
 }
 
 /* Writes n 32-bit words at p, inside one allocation: work of the GPU model lasting the bytes over
- * FAKECU_MEMSET_BPS at f_max, bound by memory (alpha 0). */
+ * FAKECU_MEMSET_BPS at f_max, bound by memory (alpha 0), drawing FAKECU_MEMSET_POWER times a
+ * kernel's power (work of another kind draws another power, as on a GPU). */
 EXPORT CUresult cuMemsetD32Async(CUdeviceptr p, unsigned value, size_t n, CUstream h)
 {
     (void)value;
@@ -785,9 +792,117 @@ EXPORT CUresult cuMemsetD32Async(CUdeviceptr p, unsigned value, size_t n, CUstre
     CUresult r = CUDA_SUCCESS;
     CUstream s = resolve(h, &r);
     if (!s) return r;
-    op o = {.kind = OP_WORK};
+    op o = {.kind = OP_WORK, .power_scale = FAKECU_MEMSET_POWER};
     o.u.work.t_ref_s = 4.0 * (double)n / FAKECU_MEMSET_BPS;
     o.u.work.alpha = 0;
+    return enqueue(s, &o);
+}
+
+/* ---- modules and kernels: PTX text; a kernel is a loop count ---- */
+
+#define FAKECU_JIT_ERROR_LOG_BUFFER 5
+#define FAKECU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
+#define FAKECU_MODULE_FUNCTIONS 8
+
+struct CUfunc_st {
+    char name[64];
+};
+
+struct CUmod_st {
+    char *ptx;
+    int n_fn;
+    struct CUfunc_st fn[FAKECU_MODULE_FUNCTIONS];
+};
+
+/* Writes msg into the error log the options give, if any (the driver's JIT options). */
+static void jit_error(unsigned n, const int *opts, void **vals, const char *msg)
+{
+    char *buf = NULL;
+    size_t size = 0;
+    for (unsigned i = 0; opts && vals && i < n; i++) {
+        if (opts[i] == FAKECU_JIT_ERROR_LOG_BUFFER) buf = vals[i];
+        if (opts[i] == FAKECU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) size = (size_t)(uintptr_t)vals[i];
+    }
+    if (buf && size) snprintf(buf, size, "%s", msg);
+}
+
+/* A module is PTX text: a ".version" directive and at least one ".entry". */
+EXPORT CUresult cuModuleLoadDataEx(CUmodule *out, const void *image, unsigned n, int *opts,
+                                   void **vals)
+{
+    CUresult r;
+    if (!current(&r)) return r;
+    if (!out || !image) return CUDA_ERROR_INVALID_VALUE;
+    const char *ptx = image;
+    if (!strstr(ptx, ".version") || !strstr(ptx, ".entry")) {
+        jit_error(n, opts, vals, "fake: not PTX text (no .version or no .entry)");
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    CUmodule m = calloc(1, sizeof *m);
+    if (!m || !(m->ptx = strdup(ptx))) {
+        free(m);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *out = m;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuModuleLoadData(CUmodule *out, const void *image)
+{
+    return cuModuleLoadDataEx(out, image, 0, NULL, NULL);
+}
+
+EXPORT CUresult cuModuleUnload(CUmodule m)
+{
+    if (!m) return CUDA_ERROR_INVALID_HANDLE;
+    free(m->ptx);
+    free(m);
+    return CUDA_SUCCESS;
+}
+
+/* The entry `name`: ".entry name" followed by a space, a newline or "(". */
+EXPORT CUresult cuModuleGetFunction(CUfunction *out, CUmodule m, const char *name)
+{
+    if (!out || !name || !*name) return CUDA_ERROR_INVALID_VALUE;
+    if (!m) return CUDA_ERROR_INVALID_HANDLE;
+    size_t len = strlen(name);
+    if (len >= sizeof m->fn[0].name) return CUDA_ERROR_NOT_FOUND;
+    for (int i = 0; i < m->n_fn; i++)
+        if (!strcmp(m->fn[i].name, name)) {
+            *out = &m->fn[i];
+            return CUDA_SUCCESS;
+        }
+    for (const char *p = strstr(m->ptx, ".entry"); p; p = strstr(p + 1, ".entry")) {
+        const char *q = p + 6;
+        q += strspn(q, " \t\n");
+        if (strncmp(q, name, len) != 0 || !strchr(" \t\n(", q[len])) continue;
+        if (m->n_fn == FAKECU_MODULE_FUNCTIONS) return CUDA_ERROR_OUT_OF_MEMORY;
+        snprintf(m->fn[m->n_fn].name, sizeof m->fn[0].name, "%s", name);
+        *out = &m->fn[m->n_fn++];
+        return CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+/* Compute-bound work (alpha 1) of threads x loop count at FAKECU_LOOP_RATE, the count being the
+ * kernel's first parameter (an unsigned 32-bit value). */
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                               unsigned by, unsigned bz, unsigned shared, CUstream h, void **params,
+                               void **extra)
+{
+    (void)shared;
+    if (!f) return CUDA_ERROR_INVALID_HANDLE;
+    double threads = (double)gx * gy * gz * bx * by * bz;
+    if (!(threads > 0) || (double)bx * by * bz > 1024 || extra || !params || !params[0])
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned count;
+    memcpy(&count, params[0], sizeof count);
+    CUresult r = CUDA_SUCCESS;
+    CUstream s = resolve(h, &r);
+    if (!s) return r;
+    op o = {.kind = OP_WORK};
+    o.u.work.t_ref_s = (threads * count + 1e6) / FAKECU_LOOP_RATE; /* + a launch's few us */
+    o.u.work.alpha = 1;
     return enqueue(s, &o);
 }
 

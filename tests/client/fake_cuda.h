@@ -14,14 +14,18 @@
  * stream handle 0 (and CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) is the current context's default
  * stream, host functions run on a driver thread in stream order and the stream waits for them,
  * cuStreamWaitEvent makes a stream wait for another stream's record, cuMemAlloc_v2 / cuMemFree_v2 /
- * cuMemsetD32Async (sizes checked, nothing allocated; a memset is memory-bound work). Each stream
- * is an ordered queue run by its own thread; its device time advances exactly by the GPU model
- * while it runs work back to back, an operation never starts before the host enqueued it, and a
- * stream that slept or waited (empty queue, barrier, cross-stream wait) resumes when its thread
- * runs again: the energy counter is never rewritten behind a reader's back. Simplifications: the
- * default stream does not synchronise with the other streams; cuStreamDestroy and cuEventDestroy
- * wait for the queued work that uses them; a context's streams are destroyed when its primary
- * context is released for the last time. */
+ * cuMemsetD32Async (sizes checked, nothing allocated; a memset is memory-bound work drawing less
+ * power than a kernel), modules of
+ * PTX text and their kernels (cuModuleLoadData[Ex], cuModuleGetFunction, cuLaunchKernel: no code
+ * runs; a kernel is compute-bound work of its threads times its first parameter, read as a 32-bit
+ * loop count, at FAKECU_LOOP_RATE thread-iterations a second at f_max). Each stream is an ordered
+ * queue run by its own thread; its device time advances exactly by the GPU model while it runs work
+ * back to back, an operation never starts before the host enqueued it, and a stream that slept or
+ * waited (empty queue, barrier, cross-stream wait) resumes when its thread runs again: the energy
+ * counter is never rewritten behind a reader's back. Simplifications: the default stream does not
+ * synchronise with the other streams; cuStreamDestroy and cuEventDestroy wait for the queued work
+ * that uses them; a context's streams are destroyed when its primary context is released for the
+ * last time. */
 #ifndef PRS_FAKE_CUDA_H
 #define PRS_FAKE_CUDA_H
 
@@ -38,6 +42,8 @@ typedef struct CUuuid_st {
 } CUuuid;
 typedef void (*CUhostFn)(void *user);
 typedef unsigned long long CUdeviceptr;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
 
 enum {
     CUDA_SUCCESS = 0,
@@ -46,13 +52,18 @@ enum {
     CUDA_ERROR_NOT_INITIALIZED = 3,
     CUDA_ERROR_NO_DEVICE = 100,
     CUDA_ERROR_INVALID_DEVICE = 101,
+    CUDA_ERROR_INVALID_IMAGE = 200,
     CUDA_ERROR_INVALID_CONTEXT = 201,
     CUDA_ERROR_INVALID_HANDLE = 400,
+    CUDA_ERROR_NOT_FOUND = 500,
     CUDA_ERROR_NOT_READY = 600,
     CUDA_ERROR_UNKNOWN = 999
 };
 
 #define FAKECU_EVENT_DISABLE_TIMING 0x2u
+/* Thread-iterations a second a kernel runs at f_max (about an H100's rate for a loop of 8 FP32
+ * fused multiply-adds a thread). */
+#define FAKECU_LOOP_RATE 4e12
 
 /* ---- test-only exports ---- */
 

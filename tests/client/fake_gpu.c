@@ -483,14 +483,14 @@ static struct timespec to_timespec(double t)
 }
 
 FAKEGPU_API double fakegpu_run_kernel(fakegpu_dev *d, double t_start, const prs_gpu_work *w,
-                                      int planned_mhz, double *at_planned_s)
+                                      double power_scale, int planned_mhz, double *at_planned_s)
 {
     fg_shared *s = d->sh;
     lock(s);
     double p = change_begin(d, t_start);
     s->running++;
     s->kernels_seen = 1;
-    s->kfac = noise_factor(s);
+    s->kfac = noise_factor(s) * power_scale;
     change_end(d, t_start, p);
     int f = clock_at(s, t_start);
     unlock(s);

@@ -12,9 +12,9 @@
  *   - the SM clock in effect (locked clocks, or f_max), with a short history of the changes and
  *     the instant (CLOCK_MONOTONIC) of each, so a kernel that runs across a change is timed
  *     piecewise: its remaining work continues at the new clock from the instant of the change;
- *   - the power drawn: P(f)·(1 + noise·z) while a kernel runs, the preset's blocking power
- *     ·(1 + noise·z) between kernels (a GPU waiting on a collective spins), with one z per
- *     kernel and per idle stretch (zero mean, unit variance, uniform), noise =
+ *   - the power drawn: P(f)·(1 + noise·z) while a kernel runs (times the kernel's power scale), the
+ * preset's blocking power ·(1 + noise·z) between kernels (a GPU waiting on a collective spins),
+ * with one z per kernel and per idle stretch (zero mean, unit variance, uniform), noise =
  *     $PRS_FAKE_NVML_NOISE (default 0). Until a kernel has run on the device the power is P(f)
  *     at the clock in effect, without noise (a busy GPU that nobody tells us about);
  *   - the energy counter: the exact integral of that power, as a reader sees it: refreshed only
@@ -103,11 +103,12 @@ FAKEGPU_API void fakegpu_touch(fakegpu_dev *d, fakegpu_call call);
  */
 FAKEGPU_API int fakegpu_touchers(fakegpu_dev *d, fakegpu_toucher *out, int cap);
 
-/* Run one kernel of work w on the device, starting at model instant t_start (<= now). Blocks the
- * calling thread until the kernel's model end, which follows the clock in effect while it runs,
- * and returns that instant. *at_planned_s (may be NULL) gets the part of its duration run at
- * planned_mhz (0 when planned_mhz <= 0). */
+/* Run one kernel of work w on the device, starting at model instant t_start (<= now), drawing
+ * power_scale times the model's busy power (1: the model's). Blocks the calling thread until the
+ * kernel's model end, which follows the clock in effect while it runs, and returns that instant.
+ * *at_planned_s (may be NULL) gets the part of its duration run at planned_mhz (0 when
+ * planned_mhz <= 0). */
 FAKEGPU_API double fakegpu_run_kernel(fakegpu_dev *d, double t_start, const prs_gpu_work *w,
-                                      int planned_mhz, double *at_planned_s);
+                                      double power_scale, int planned_mhz, double *at_planned_s);
 
 #endif
