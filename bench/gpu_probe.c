@@ -11,6 +11,9 @@
  *   sampler   the client's sampler (src/client/sampler.c: 2 ms dithered polls) and refresh fit
  *             (src/client/refresh.c) on the same counter for SECONDS: the fitted period and the
  *             share of readings it dates to an instant instead of a poll bracket
+ *   beside    SM clock and power reads timed alone, then while another thread (on a handle of
+ *             its own) reads the energy counter back to back: whether a costly read holds up
+ *             other calls on the same GPU (perseus-gpud answers clock requests while it reads)
  *   stream    on CUDA device 0's primary context, REPS rounds of: memsets, a host function that
  *             notes CLOCK_MONOTONIC, an event, memsets, an event, a host function. The second
  *             host function's note minus the first's, less the device time between the events,
@@ -25,6 +28,8 @@
  * reading as CSV (reading,t_lo_s,t_hi_s,value). Exit 0 when every section ran, 1 when one failed, 2
  * on bad usage. */
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,6 +281,78 @@ static int section_sampler(prs_gpu *g, const probe_opts *o)
     return n ? 0 : 1;
 }
 
+/* ---- cheap reads beside a thread that reads the counter ---- */
+
+typedef struct reader {
+    prs_gpu *g;
+    atomic_int stop;
+    long reads;
+} reader;
+
+static void *read_energy_loop(void *arg)
+{
+    reader *r = arg;
+    while (!atomic_load(&r->stop)) {
+        prs_gpu_read_energy_j(r->g);
+        r->reads++;
+    }
+    return NULL;
+}
+
+/* The cost of SM clock and power reads for seconds (n of each kept in clk, pw). */
+static void time_cheap_reads(prs_gpu *g, double seconds, double *clk, double *pw, int *n)
+{
+    int mhz;
+    unsigned mw;
+    *n = 0;
+    for (double end = prs_mono_s() + seconds; prs_mono_s() < end && *n < MAX_CHANGES; ++*n) {
+        double t0 = prs_mono_s();
+        prs_gpu_sm_clock_now(g, &mhz);
+        double t1 = prs_mono_s();
+        prs_gpu_power_mw(g, &mw);
+        clk[*n] = t1 - t0;
+        pw[*n] = prs_mono_s() - t1;
+        struct timespec ts = {0, 200000}; /* 0.2 ms: a few thousand samples a second */
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Does a read of the energy counter in another thread (on a handle of its own) hold up other
+ * NVML calls on the same GPU? The SM clock and power reads timed alone, then beside it. */
+static int section_concurrent(prs_gpu *g, const probe_opts *o)
+{
+    reader r = {0};
+    prs_error err;
+    if (prs_gpu_open(o->gpu, &r.g, &err)) {
+        printf("concurrent reads: no second handle: %s\n", err.msg);
+        return 1;
+    }
+    double *clk = malloc(sizeof(double) * MAX_CHANGES), *pw = malloc(sizeof(double) * MAX_CHANGES);
+    int n = 0, rc = !clk || !pw;
+    double half = o->seconds / 2;
+    printf("SM clock and power reads, alone and beside a thread reading the counter, %.1f s each\n",
+           half);
+    if (!rc) {
+        time_cheap_reads(g, half, clk, pw, &n);
+        print_spread("SM clock read, alone", clk, n, 1e6, "us");
+        print_spread("power read, alone", pw, n, 1e6, "us");
+    }
+    pthread_t th;
+    if (!rc && (rc = pthread_create(&th, NULL, read_energy_loop, &r)) == 0) {
+        time_cheap_reads(g, half, clk, pw, &n);
+        atomic_store(&r.stop, 1);
+        pthread_join(th, NULL);
+        print_spread("SM clock read, beside", clk, n, 1e6, "us");
+        print_spread("power read, beside", pw, n, 1e6, "us");
+        printf("  the other thread read the counter %ld times (%.0f a second)\n", r.reads,
+               r.reads / half);
+    }
+    free(clk);
+    free(pw);
+    prs_gpu_close(r.g);
+    return rc ? 1 : 0;
+}
+
 /* ---- host functions and events on a CUDA stream ---- */
 
 typedef struct stream_api {
@@ -452,6 +529,7 @@ int main(int argc, char **argv)
     rc |= section_reads(g, &o, 0);
     rc |= section_reads(g, &o, 1);
     rc |= section_sampler(g, &o);
+    rc |= section_concurrent(g, &o);
     prs_gpu_close(g);
     if (o.reps) rc |= section_stream(&o);
     return rc ? 1 : 0;

@@ -144,20 +144,35 @@ static void fmt_opt_u64(char *buf, size_t n, int ok, unsigned long long v)
         snprintf(buf, n, "-");
 }
 
+/* u's SM clock, energy counter and power as reply tokens ("-" where the GPU cannot give one).
+ * Each value is read before it is formatted: as arguments of one call, the order in which a
+ * value and the read that fills it are evaluated is unspecified. */
+typedef struct readings {
+    char sm[24], energy[24], power[24];
+} readings;
+
+static void read_gpu(gpud *d, gpud_gpu *u, readings *r)
+{
+    int f = 0;
+    uint64_t e = 0;
+    unsigned p = 0;
+    int ok = prs_gpu_sm_clock_now(u->g, &f) == 0;
+    fmt_opt_u64(r->sm, sizeof r->sm, ok, (unsigned long long)f);
+    ok = gpud_energy_get(d, u, &e) == 0;
+    fmt_opt_u64(r->energy, sizeof r->energy, ok, e);
+    ok = prs_gpu_power_mw(u->g, &p) == 0;
+    fmt_opt_u64(r->power, sizeof r->power, ok, p);
+}
+
 static void do_list(gpud *d, gpud_conn *c, char **tok, int later)
 {
     for (int i = 0; i < d->ngpus; i++) {
         gpud_gpu *u = &d->gpus[i];
-        char sm[24], energy[24], power[24], name[100];
-        int f = 0;
-        uint64_t e = 0;
-        unsigned p = 0;
-        int ok_f = prs_gpu_sm_clock_now(u->g, &f) == 0;
-        fmt_opt_u64(sm, sizeof sm, ok_f, (unsigned long long)f);
-        fmt_opt_u64(energy, sizeof energy, prs_gpu_energy_mj(u->g, &e) == 0, e);
-        fmt_opt_u64(power, sizeof power, prs_gpu_power_mw(u->g, &p) == 0, p);
-        reply(c, "GPU %d %s %s %s %d %s %s %ld %s", u->index, u->uuid, u->pci, sm, u->locked_mhz,
-              energy, power, u->holder ? u->holder_pid : 0L,
+        char name[100];
+        readings r;
+        read_gpu(d, u, &r);
+        reply(c, "GPU %d %s %s %s %d %s %s %ld %s", u->index, u->uuid, u->pci, r.sm, u->locked_mhz,
+              r.energy, r.power, u->holder ? u->holder_pid : 0L,
               printable(prs_gpu_name(u->g), name, sizeof name));
     }
     reply(c, "OK %d", d->ngpus);
@@ -208,16 +223,9 @@ static void do_clocks(gpud *d, gpud_conn *c, char **tok, int later)
 static void do_read(gpud *d, gpud_conn *c, char **tok, int later)
 {
     if (!need_lease(c)) return;
-    prs_gpu *g = c->lease->g;
-    char sm[24], energy[24], power[24];
-    int f = 0;
-    uint64_t e = 0;
-    unsigned p = 0;
-    int ok_f = prs_gpu_sm_clock_now(g, &f) == 0;
-    fmt_opt_u64(energy, sizeof energy, prs_gpu_energy_mj(g, &e) == 0, e);
-    fmt_opt_u64(power, sizeof power, prs_gpu_power_mw(g, &p) == 0, p);
-    fmt_opt_u64(sm, sizeof sm, ok_f, (unsigned long long)f);
-    reply(c, "OK %s %s %s %d", energy, power, sm, c->lease->locked_mhz);
+    readings r;
+    read_gpu(d, c->lease, &r);
+    reply(c, "OK %s %s %s %d", r.energy, r.power, r.sm, c->lease->locked_mhz);
 }
 
 static void do_release(gpud *d, gpud_conn *c, char **tok, int later)

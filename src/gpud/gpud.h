@@ -6,11 +6,13 @@
  *   config.c  the access config (who may lease which GPUs) and a user's groups
  *   gpus.c    the device table: identity, supported clocks, the clock the daemon locked, reset
  *   lease.c   leases: access check, taking and dropping (reset), the lease file, start-up recovery
+ *   energy.c  the energy readings LIST and READ give, taken by a thread of their own
  *   conn.c    the protocol state machine of one connection, fed bytes, producing reply bytes
  *   server.c  sockets, the poll() loop, peer credentials, bounds, timeouts, signals, pid watches
  *   main.c    options and modes (system daemon, private mode, --list)
  * Every function returns 0 or a negative PRS_E* code (perseus/error.h) unless it says otherwise.
- * Single-threaded: the daemon is one poll() loop. */
+ * One poll() loop does everything but the energy readings (energy.c), which are taken by a thread
+ * of their own and handed over under a lock. */
 #ifndef PRS_GPUD_H
 #define PRS_GPUD_H
 
@@ -42,6 +44,9 @@
 #define GPUD_DEFAULT_SOCKET "/run/perseus/gpud.sock"
 #define GPUD_DEFAULT_CONFIG "/etc/perseus/gpud.conf"
 #define GPUD_DEFAULT_STATE_DIR "/run/perseus"
+#define GPUD_ENERGY_PERIOD_S 1.0  /* energy readings while LIST or READ are asked for */
+#define GPUD_ENERGY_LINGER_S 60.0 /* ... and for this long after the last time */
+#define GPUD_ENERGY_IDLE_S 10.0   /* energy readings otherwise */
 
 /* ---- log.c ---- */
 
@@ -137,6 +142,20 @@ int gpud_leases_save(gpud *d);
 /* At start-up: reset every GPU the lease file lists (every GPU when it is corrupt). */
 void gpud_leases_recover(gpud *d);
 
+/* ---- energy.c ---- */
+
+typedef struct gpud_energy gpud_energy;
+
+/* Start the energy reader on handles of its own for d's NVML GPUs (none: no reader, and every
+ * reading is taken on the spot). PRS_ENOMEM or PRS_EIO when it cannot start. */
+int gpud_energy_start(gpud *d);
+/* Stop and free it (no reader: no-op). */
+void gpud_energy_stop(gpud *d);
+/* u's energy counter in mJ: the reader's latest reading (at most about GPUD_ENERGY_PERIOD_S old
+ * while asked for, GPUD_ENERGY_IDLE_S after a quiet spell), else read now. 0, or an error when
+ * the GPU cannot give it. */
+int gpud_energy_get(gpud *d, gpud_gpu *u, uint64_t *mj);
+
 /* ---- conn.c ---- */
 
 typedef struct gpud_conn {
@@ -177,7 +196,8 @@ struct gpud {
     int watch_pids;          /* watch leaseholders' pids (pidfd or kill(pid, 0)) */
     gpud_conn *conns[GPUD_MAX_CONNS];
     int nconns;
-    int reset_failures; /* resets that failed when a lease was dropped */
+    int reset_failures;  /* resets that failed when a lease was dropped */
+    gpud_energy *energy; /* NULL: energy read on the spot */
 };
 
 /* ---- server.c ---- */

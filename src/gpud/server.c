@@ -368,6 +368,9 @@ int gpud_serve(gpud *d, const gpud_server_opts *o, prs_error *err)
     if (!rc)
         rc = d->private_mode ? setup_private(&L, o, err)
                              : listen_socket(o->socket_path, &L.listen_fd, err);
+    if (!rc && !d->private_mode) rc = gpud_energy_start(d); /* after the signal mask: inherited */
+    if (rc == PRS_EIO || rc == PRS_ENOMEM)
+        rc = prs_error_set(err, rc, "cannot start the energy reader");
     if (!rc) {
         gpud_log(GPUD_LOG_INFO, "msg=serving mode=%s socket=%s gpus=%d",
                  d->private_mode ? "private" : "system", d->private_mode ? "-" : o->socket_path,
@@ -375,6 +378,7 @@ int gpud_serve(gpud *d, const gpud_server_opts *o, prs_error *err)
         while (!L.stop)
             loop_once(&L);
     }
+    gpud_energy_stop(d);
     while (d->nconns > 0)
         remove_conn(d, d->nconns - 1, rc ? "start-up failed" : "daemon stopping");
     gpud_leases_save(d);

@@ -30,6 +30,7 @@ check "fitted refresh period (ms)" "$period" 99.5 100.5
 busy=$(sed -n 's/.*CPU busy \([0-9]*\) % of the time (the sampler.*/\1/p' "$dir/out")
 check "sampler CPU (%)" "$busy" 0 70
 grep -q "two hand-offs" "$dir/out"
+grep -q "power read, beside .* median" "$dir/out"
 grep -q "^reading,t_lo_s,t_hi_s,value$" "$dir/raw.csv"
 (($(grep -c '^energy_j,' "$dir/raw.csv") >= 25))
 [[ ! -e $dir/clocks ]] || { echo "FAIL: the probe changed a clock: $(cat "$dir/clocks")"; exit 1; }

@@ -3,8 +3,9 @@
  * without PRS_FAKE_NVML_DENY (the daemon is the privileged process). This process reads the
  * clocks in effect through the same fake devices. Checks the protocol, every way a lease ends
  * (client SIGKILL, process-group SIGKILL, a leaseholder whose forked child keeps the socket,
- * daemon SIGKILL and restart, SIGTERM), busy and denied leases, malformed input, and a GPU that
- * ignores the lock; prints the measured times to reset. */
+ * daemon SIGKILL and restart, SIGTERM), busy and denied leases, malformed input, a GPU that
+ * ignores the lock, and clock requests beside LISTs when energy reads are slow; prints the
+ * measured times to reset. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -292,6 +293,9 @@ static void test_protocol(void **state)
     EXPECT_PREFIX(cmd(fd, "HELLO 1", buf, sizeof buf), "OK perseus-gpud 1 ");
     EXPECT_PREFIX(cmd(fd, "LIST", buf, sizeof buf), "GPU 0 GPU-");
     assert_non_null(strstr(buf, " 00000000:10:00.0 1410 0 "));
+    unsigned long long mj = 0, mw = 0; /* the fake draws the A100 preset's 475 W */
+    assert_int_equal(sscanf(buf, "GPU 0 %*s %*s %*s %*s %llu %llu", &mj, &mw), 2);
+    assert_true(mj > 0 && mw == 475000);
     EXPECT_PREFIX((read_line(fd, buf, sizeof buf), buf), "GPU 1 GPU-");
     assert_non_null(strstr(buf, " 00000000:11:00.0 "));
     EXPECT_PREFIX((read_line(fd, buf, sizeof buf), buf), "OK 2");
@@ -312,6 +316,9 @@ static void test_protocol(void **state)
     EXPECT_PREFIX(cmd(fd, "READ", buf, sizeof buf), "OK ");
     snprintf(want, sizeof want, " %d %d", T.low, T.low);
     assert_non_null(strstr(buf, want));
+    unsigned long long mj2 = 0;
+    assert_int_equal(sscanf(buf, "OK %llu %llu", &mj2, &mw), 2);
+    assert_true(mj2 >= mj && mw > 0);
     EXPECT_PREFIX(cmd(fd, "RELEASE", buf, sizeof buf), "OK");
     assert_int_equal(gpu_clock(0), 1410);
     EXPECT_PREFIX(cmd(fd, "LEASE 1", buf, sizeof buf), "OK GPU-");
@@ -576,6 +583,79 @@ static void test_ignore_lock(void **state)
     T.daemon = start_daemon(NULL);
 }
 
+/* In a child: LIST for seconds; writes "lists distinct_energies worst_ms" to fd, or "f why". */
+static void child_lists(int fd, double seconds)
+{
+    char buf[4200], out[128] = "f no connection";
+    unsigned long long last = 0;
+    int c = try_connect(), lists = 0, distinct = 0;
+    double worst = 0;
+    if (c >= 0 && raw_cmd(c, "HELLO 1", buf, sizeof buf) == 0) {
+        for (double end = mono_s() + seconds; mono_s() < end; lists++) {
+            double t0 = mono_s();
+            unsigned long long e = 0;
+            if (raw_cmd(c, "LIST", buf, sizeof buf) ||
+                sscanf(buf, "GPU 0 %*s %*s %*s %*s %llu", &e) != 1)
+                break;
+            while (strncmp(buf, "OK ", 3) != 0 && read_line(c, buf, sizeof buf) == 0)
+                ;
+            if (mono_s() - t0 > worst) worst = mono_s() - t0;
+            distinct += e != last;
+            last = e;
+            nap_ms(20);
+        }
+        snprintf(out, sizeof out, "%d %d %.3f", lists, distinct, 1e3 * worst);
+    }
+    if (write(fd, out, strlen(out)) < 0) _exit(1);
+    _exit(0);
+}
+
+/* Energy reads that keep a CPU busy for 40 ms each (an H100's take 3 ms): a tool polling LIST
+ * must not hold up a trainer's clock requests, since the daemon's reader thread takes the
+ * readings (the poll loop used to read 2 x 40 ms per LIST), and LIST's energy still moves. */
+static void test_energy_reader(void **state)
+{
+    NEED_DAEMON();
+    assert_int_equal(stop_daemon(SIGTERM), 0);
+    T.daemon = start_daemon("PRS_FAKE_NVML_READ_MS=40");
+    int fd = lease_and_set(0, T.low), p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        child_lists(p[1], 2.5);
+    }
+    close(p[1]);
+    char buf[512], req[64];
+    double worst = 0;
+    int sets = 0;
+    for (double end = mono_s() + 2.5; mono_s() < end; sets++) {
+        snprintf(req, sizeof req, "SET %d %d", sets + 2, sets % 2 ? T.low : 1410);
+        double t0 = mono_s();
+        EXPECT_PREFIX(cmd(fd, req, buf, sizeof buf), "ACK ");
+        if (mono_s() - t0 > worst) worst = mono_s() - t0;
+        nap_ms(5);
+    }
+    char got[128] = "";
+    ssize_t n = read(p[0], got, sizeof got - 1);
+    got[n > 0 ? n : 0] = '\0';
+    close(p[0]);
+    waitpid(pid, NULL, 0);
+    int lists = 0, distinct = 0;
+    double list_ms = 0;
+    if (sscanf(got, "%d %d %lf", &lists, &distinct, &list_ms) != 3) fail_msg("LIST child: %s", got);
+    print_message("energy reads of 40 ms: %d SETs beside %d LISTs, slowest SET %.2f ms, slowest "
+                  "LIST %.2f ms, %d different energy readings of GPU 0\n",
+                  sets, lists, 1e3 * worst, list_ms, distinct);
+    assert_true(lists >= 20 && sets >= 100);
+    assert_true(worst < 0.030 && list_ms < 30); /* a read in the loop: 40 ms at least */
+    assert_true(distinct >= 2);                 /* the reader refreshes every second */
+    close(fd);
+    assert_int_equal(stop_daemon(SIGTERM), 0);
+    T.daemon = start_daemon(NULL);
+}
+
 /* Private mode: the daemon serves one end of a socketpair for GPU 1 with no config, outside our
  * session, and exits 0 after resetting when the other end closes. */
 static void test_private_mode(void **state)
@@ -629,6 +709,7 @@ int main(void)
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_ignore_lock),
         cmocka_unit_test(test_private_mode),
+        cmocka_unit_test(test_energy_reader),
     };
     return prs_test_result(cmocka_run_group_tests(tests, setup, teardown));
 }
