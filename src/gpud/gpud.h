@@ -208,6 +208,12 @@ typedef struct gpud_server_opts {
     long parent_pid; /* private mode: exit when it exits (0: getppid() at start) */
 } gpud_server_opts;
 
+/* Block the signals the daemon's loop takes (SIGTERM, SIGHUP, and SIGINT unless private; private
+ * mode ignores SIGINT), and ignore SIGPIPE. Call it first, before any GPU is opened: the NVML
+ * library starts threads of its own, which keep the signal mask they were started with, and a
+ * process-directed SIGTERM lands on a thread that does not block it; with the default action
+ * there the daemon would die without resetting the GPUs it lent. */
+void gpud_signals_block(int private_mode);
 /* Run until SIGTERM/SIGINT (or, in private mode, the end of the connection or the parent).
  * Returns 0 after resetting every leased GPU, or a negative code. */
 int gpud_serve(gpud *d, const gpud_server_opts *o, prs_error *err);

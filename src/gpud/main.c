@@ -200,6 +200,7 @@ int main(int argc, char **argv)
     int rc = parse_opts(argc, argv, &o);
     if (rc) return rc == 1 ? 0 : rc;
     gpud_log_setup(2, o.level);
+    if (!o.list) gpud_signals_block(o.private_fd >= 0); /* before NVML starts its threads */
     if (o.nvml_library) setenv("PRS_NVML_LIBRARY", o.nvml_library, 1);
     gpud *d = calloc(1, sizeof *d);
     if (!d) return 1;

@@ -343,18 +343,30 @@ static int setup_private(loop *L, const gpud_server_opts *o, prs_error *err)
     return 0;
 }
 
-static int setup_signals(loop *L, prs_error *err)
+/* The signals the loop takes through its signalfd (docs/gpud.md, 'Reset guarantees'). */
+static void loop_signals(int private_mode, sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+    if (!private_mode) sigaddset(set, SIGINT);
+}
+
+void gpud_signals_block(int private_mode)
 {
     signal(SIGPIPE, SIG_IGN);
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    if (L->d->private_mode)
+    if (private_mode)
         signal(SIGINT, SIG_IGN); /* a terminal's Ctrl-C reaches the trainer's whole group */
-    else
-        sigaddset(&set, SIGINT);
+    sigset_t set;
+    loop_signals(private_mode, &set);
     sigprocmask(SIG_BLOCK, &set, NULL);
+}
+
+static int setup_signals(loop *L, prs_error *err)
+{
+    gpud_signals_block(L->d->private_mode); /* again: a caller that did not, e.g. a test */
+    sigset_t set;
+    loop_signals(L->d->private_mode, &set);
     L->sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     if (L->sigfd < 0) return prs_error_set(err, PRS_EIO, "signalfd: %s", strerror(errno));
     return 0;

@@ -29,10 +29,12 @@
  * $PRS_FAKE_NVML_REFRESH_MS, with $PRS_FAKE_NVML_NOISE; with $PRS_FAKE_NVML_READ_MS an energy
  * read keeps the CPU busy that long (+-10 %), as an H100 does (about 3 ms; 100 ms refresh); with
  * $PRS_FAKE_NVML_NO_ENERGY=1 the energy counter is NVML_ERROR_NOT_SUPPORTED, as on GPUs older than
- * Volta. A clock change takes effect at the instant of the call, in every process sharing the
- * device. Once a process has its device handles, no call allocates memory, so the functions are
- * safe in a child forked from a multi-threaded process. */
+ * Volta. The first nvmlInit of a process starts a thread of the library's own, as the real one
+ * does (with the caller's signal mask). A clock change takes effect at the instant of the call, in
+ * every process sharing the device. Once a process has its device handles, no call allocates
+ * memory, so the functions are safe in a child forked from a multi-threaded process. */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,8 +97,33 @@ static void write_state(nvmlDevice_t d)
         unlink(tmp);
 }
 
+/* The real library starts threads of its own when first initialised, with the signal mask of
+ * the thread that initialised it: a process-directed signal that the program's other threads
+ * block can land on one of them. This one only waits. */
+static void *library_thread(void *arg)
+{
+    (void)arg;
+    for (;;)
+        pause();
+    return NULL;
+}
+
+static void start_library_thread(void)
+{
+    static int started; /* per process: a forked child has no threads and keeps the flag */
+    if (started) return;
+    started = 1;
+    pthread_t th;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    pthread_create(&th, &a, library_thread, NULL);
+    pthread_attr_destroy(&a);
+}
+
 EXPORT int nvmlInit_v2(void)
 {
+    start_library_thread();
     /* A first initialisation, or one under another $PRS_FAKE_GPU_DIR, takes the devices of the
      * current environment. */
     const char *dir = getenv("PRS_FAKE_GPU_DIR");
