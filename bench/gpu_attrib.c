@@ -53,7 +53,7 @@
 #define BLOCK_MAX 1024 /* computations per block */
 #define GRID 1024      /* fma blocks of 256 threads: enough to fill an H100 */
 #define STEADY_MS 20.0 /* a computation of the steady references */
-#define WAIT_S 60.0    /* longest wait for a block */
+#define WAIT_S 60.0    /* longest wait for a block, beyond its planned time */
 #define MAX_SAMPLES 65536
 
 static const char *const kind_name[N_KINDS] = {"fma", "memset"};
@@ -68,6 +68,7 @@ typedef struct attrib_opts {
 /* ---- the driver calls of the work ---- */
 
 typedef struct cu_api {
+    int (*sync)(void);
     int (*alloc)(uint64_t *, size_t);
     int (*memfree)(uint64_t);
     int (*memset32)(uint64_t, unsigned, size_t, void *);
@@ -82,6 +83,7 @@ static void *cu_api_load(const char *lib_path, cu_api *a)
 {
     void *lib = bench_cuda_context(lib_path);
     if (!lib) return NULL;
+    BENCH_CU_SYM(lib, "cuCtxSynchronize", a->sync);
     BENCH_CU_SYM(lib, "cuMemAlloc_v2", a->alloc);
     BENCH_CU_SYM(lib, "cuMemFree_v2", a->memfree);
     BENCH_CU_SYM(lib, "cuMemsetD32Async", a->memset32);
@@ -227,7 +229,9 @@ typedef struct run_ctx {
     prs__client_sampler *smp;
     prs__client_sample *got; /* readings drained so far */
     int n_got;
-    long lost; /* readings past MAX_SAMPLES */
+    long lost;     /* readings past MAX_SAMPLES */
+    long clamped;  /* computations whose start came before the last one's end (anchor jitter) */
+    double wait_s; /* how long a block may take */
     unsigned seed;
 } run_ctx;
 
@@ -251,16 +255,17 @@ static void drain(run_ctx *r)
     if (r->n_got == MAX_SAMPLES) r->lost += prs__client_sampler_drain(r->smp, spill, 256);
 }
 
-/* Waits (draining the sampler) until e completed: 0, or -1 on an error or after WAIT_S. */
+/* Waits (draining the sampler) until e completed: 0, or -1 on an error or after r->wait_s. */
 static int wait_for(run_ctx *r, prs_event *e)
 {
     struct timespec ts = {0, 2000000};
-    for (double end = prs_mono_s() + WAIT_S; prs_mono_s() < end;) {
+    for (double end = prs_mono_s() + r->wait_s; prs_mono_s() < end;) {
         int q = prs_event_query(r->w->s, e);
         if (q) return q < 0 ? -1 : 0;
         drain(r);
         nanosleep(&ts, NULL);
     }
+    printf("  timed out after %.0f s waiting for the GPU\n", r->wait_s);
     return -1;
 }
 
@@ -282,7 +287,7 @@ static void plan_comp(run_ctx *r, const attrib_opts *o, int mode, double left, c
     } else {
         c->kind = rand_r(&r->seed) % N_KINDS;
         c->dur_s = uniform(r, o->min_ms, o->max_ms) / 1e3;
-        if (rand_r(&r->seed) % 2) c->gap_s = uniform(r, 0.1, 0.5 * o->max_ms) / 1e3;
+        if (rand_r(&r->seed) % 2) c->gap_s = uniform(r, 0.05, 0.5) * o->max_ms / 1e3;
     }
 }
 
@@ -315,8 +320,15 @@ static double enqueue_block(run_ctx *r, const attrib_opts *o, int mode, double l
     return planned;
 }
 
-static int timeline_add(timeline *t, int kind, double t0, double t1)
+/* Appends a computation; one that starts before the last one ended (each block is put on the
+ * host clock through its own anchor, good to tens of microseconds) starts at that end. */
+static int timeline_add(run_ctx *r, timeline *t, int kind, double t0, double t1)
 {
+    if (t->n && t0 < t->t1[t->n - 1]) {
+        r->clamped++;
+        t0 = t->t1[t->n - 1];
+        if (t1 < t0) t1 = t0;
+    }
     if (t->n == t->cap) {
         int cap = t->cap ? 2 * t->cap : 1024;
         int *k = realloc(t->kind, sizeof(int) * (size_t)cap);
@@ -344,7 +356,7 @@ static int collect_block(run_ctx *r, block *b, timeline *t, int keep)
         double d0, d1;
         if (!rc && !(rc = prs_event_elapsed_s(s, b->anchor, b->c[i].b, &d0)) &&
             !(rc = prs_event_elapsed_s(s, b->anchor, b->c[i].e, &d1)))
-            rc = timeline_add(t, b->c[i].kind, b->note + d0, b->note + d1);
+            rc = timeline_add(r, t, b->c[i].kind, b->note + d0, b->note + d1);
         prs_event_free(s, b->c[i].b);
         prs_event_free(s, b->c[i].e);
     }
@@ -432,21 +444,24 @@ typedef struct fit_result {
     double kind_w[FIT_KINDS], idle_w;
     prs__client_attrib_quality q;
     int rc, n[N_KINDS];
+    long refused; /* intervals and readings the attribution refused (none expected) */
     double busy_s[N_KINDS], span_s;
 } fit_result;
 
-/* Feeds computation i (and the blocked gap before it) of t to a. */
-static void feed_comp(prs__client_attrib *a, const timeline *t, int i, int first, double head)
+/* Feeds computation i (and the blocked gap before it) of t to a; the calls a refused. */
+static int feed_comp(prs__client_attrib *a, const timeline *t, int i, int first, double head)
 {
-    int k = t->kind[i];
+    int k = t->kind[i], refused = 0;
     if (head > 0 && i > first && t->t0[i] > t->t1[i - 1]) {
         double end = t->t1[i - 1] + head;
-        prs__client_attrib_busy(a, BLOCKED_HEAD, t->t1[i - 1], end < t->t0[i] ? end : t->t0[i]);
+        refused += prs__client_attrib_busy(a, BLOCKED_HEAD, t->t1[i - 1],
+                                           end < t->t0[i] ? end : t->t0[i]) != 0;
     }
     double split = head > 0 ? t->t0[i] + head : t->t0[i];
     if (split > t->t1[i]) split = t->t1[i];
-    if (split > t->t0[i]) prs__client_attrib_busy(a, HEAD_OF(k), t->t0[i], split);
-    if (t->t1[i] > split) prs__client_attrib_busy(a, k, split, t->t1[i]);
+    if (split > t->t0[i]) refused += prs__client_attrib_busy(a, HEAD_OF(k), t->t0[i], split) != 0;
+    if (t->t1[i] > split) refused += prs__client_attrib_busy(a, k, split, t->t1[i]) != 0;
+    return refused;
 }
 
 /* The client's attribution over the mixed run t[from, to) (head 0: as the client fits it). */
@@ -463,7 +478,7 @@ static int fit_mixed(const run_ctx *r, int power, const timeline *t, int from, i
     for (int i = from; i < to; i++) {
         int k = t->kind[i];
         if (k < 0 || k >= N_KINDS) continue;
-        feed_comp(a, t, i, from, head);
+        f->refused += feed_comp(a, t, i, from, head);
         f->n[k]++;
         f->busy_s[k] += t->t1[i] - t->t0[i];
     }
@@ -472,10 +487,9 @@ static int fit_mixed(const run_ctx *r, int power, const timeline *t, int from, i
     for (int i = 0; i < r->n_got; i++) {
         const prs__client_sample *x = &r->got[i];
         if (x->t_lo < t->t0[from]) continue; /* before the mixed run */
-        if (power)
-            prs__client_attrib_power(a, x->t_lo, x->t_hi, x->value);
-        else
-            prs__client_attrib_energy(a, x->t_lo, x->t_hi, x->value);
+        int bad = power ? prs__client_attrib_power(a, x->t_lo, x->t_hi, x->value)
+                        : prs__client_attrib_energy(a, x->t_lo, x->t_hi, x->value);
+        f->refused += bad != 0;
     }
     f->rc = prs__client_attrib_solve(a, f->kind_w, &f->idle_w, &f->q);
     prs__client_attrib_free(a);
@@ -492,8 +506,8 @@ static void print_fit(const fit_result *f)
 {
     printf("  fit");
     if (f->head_s > 0) printf(" with the first %.1f ms apart", 1e3 * f->head_s);
-    printf(": %ld rows, %ld readings used, %ld dropped, cond %.2f, rms %.3g, %s%s\n", f->q.rows,
-           f->q.samples_used, f->q.samples_dropped, f->q.cond, f->q.rms,
+    printf(": %ld rows, %ld readings used, %ld dropped, %ld refused, cond %.2f, rms %.3g, %s%s\n",
+           f->q.rows, f->q.samples_used, f->q.samples_dropped, f->refused, f->q.cond, f->q.rms,
            f->rc == 0 ? "usable" : "not usable: ", f->q.why);
     printf("  %-22s %11s %11s %10s %11s\n", "", "steady", "fitted", "se", "fit-steady");
 }
@@ -531,7 +545,8 @@ static int fit_and_report(const run_ctx *r, int power, const timeline *t, const 
             for (int k = 0; k < N_KINDS; k++)
                 printf("%s%s %d, %.0f %% of the time", k ? "; " : "", kind_name[k], f.n[k],
                        100 * f.busy_s[k] / f.span_s);
-            printf(")\n");
+            printf("), %ld started before the previous one's end by the anchors' jitter\n",
+                   r->clamped);
         }
         report(&f, steady, blocked);
         if (!pass) rc = f.rc != 0; /* the split fit is a diagnosis: it may not converge */
@@ -541,30 +556,51 @@ static int fit_and_report(const run_ctx *r, int power, const timeline *t, const 
 
 /* ---- sections ---- */
 
-static int open_work(const attrib_opts *o, work *w)
+/* 0 when the counter read is CUDA device 0's GPU (the one the work runs on). */
+static int same_gpu(work *w, prs_gpu *g)
+{
+    char dev[96] = "", read[96] = "";
+    if (prs_stream_device_uuid(w->s, dev, sizeof dev) || prs_gpu_uuid(g, read, sizeof read)) {
+        printf("  cannot tell whether CUDA device 0 is the GPU read\n");
+        return 1;
+    }
+    if (!strcmp(dev, read)) return 0;
+    printf("  the energy counter read (%s) is not CUDA device 0's (%s): use --gpu nvml:uuid=%s\n",
+           read, dev, dev);
+    return 1;
+}
+
+static int open_work(const attrib_opts *o, prs_gpu *g, work *w)
 {
     memset(w, 0, sizeof *w);
     const char *lib = o->cuda ? o->cuda : "libcuda.so.1";
     prs_error err;
     if (!cu_api_load(lib, &w->cu)) {
-        printf("  no CUDA context from %s: %s\n", lib, dlerror());
+        const char *why = dlerror();
+        printf("  no CUDA context from %s: %s\n", lib, why ? why : "the driver did not start");
         return 1;
     }
     if (prs_stream_open_cuda(0, o->cuda, &w->s, &err)) {
         printf("  %s\n", err.msg);
         return 1;
     }
+    if (same_gpu(w, g)) return 1;
     size_t bytes = (size_t)o->mib << 20;
     w->words = bytes / 4;
     if (w->cu.alloc(&w->buf, bytes)) {
         printf("  cannot allocate %d MiB on the GPU\n", o->mib);
         return 1;
     }
-    return load_kernel(w) || calibrate(w);
+    if (load_kernel(w)) return 1;
+    if (!calibrate(w)) return 0;
+    printf("  calibration failed: %s\n", prs_stream_errmsg(w->s));
+    return 1;
 }
 
+/* After the work queued is done (a failure may leave some). */
 static void close_work(work *w)
 {
+    if (w->cu.sync) w->cu.sync();
     if (w->buf) w->cu.memfree(w->buf);
     if (w->mod) w->cu.unload(w->mod);
     prs_stream_close(w->s);
@@ -595,7 +631,7 @@ static int measure(prs_gpu *g, const attrib_opts *o)
 {
     static prs__client_sample got[MAX_SAMPLES];
     work w;
-    run_ctx r = {.w = &w, .got = got, .seed = o->seed};
+    run_ctx r = {.w = &w, .got = got, .seed = o->seed, .wait_s = WAIT_S + o->ref_s};
     timeline t = {0};
     int marks[N_KINDS + 3] = {0};
     if (prs__client_sampler_start(g, NULL, &r.smp)) {
@@ -603,7 +639,7 @@ static int measure(prs_gpu *g, const attrib_opts *o)
         return 1;
     }
     printf("work on CUDA device 0\n");
-    int rc = open_work(o, &w) || run_all(&r, o, &t, marks);
+    int rc = open_work(o, g, &w) || run_all(&r, o, &t, marks);
     int power = prs__client_sampler_mode(r.smp) == PRS__CLIENT_SAMPLE_POWER;
     drain(&r);
     prs__client_sampler_stop(r.smp);
@@ -646,11 +682,14 @@ static int parse_value(const char *k, const char *v, attrib_opts *o)
         o->max_ms = strtod(v, &end);
     else if (!strcmp(k, "--head-ms"))
         o->head_ms = strtod(v, &end);
-    else if (!strcmp(k, "--mib"))
-        o->mib = (int)strtol(v, &end, 10);
-    else if (!strcmp(k, "--seed"))
-        o->seed = (unsigned)strtoul(v, &end, 10);
-    else
+    else if (!strcmp(k, "--mib")) {
+        long m = strtol(v, &end, 10);
+        o->mib = m >= 1 && m <= 16384 ? (int)m : 0; /* 0: refused below */
+    } else if (!strcmp(k, "--seed")) {
+        unsigned long n = strtoul(v, &end, 10);
+        if (*v < '0' || *v > '9' || n > 0xffffffffUL) return usage("--seed: 0 to 4294967295");
+        o->seed = (unsigned)n;
+    } else
         return usage("unknown option");
     return end && (*end || end == v) ? usage("a number is malformed") : 0;
 }

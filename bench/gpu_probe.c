@@ -459,7 +459,9 @@ static int section_stream(const probe_opts *o)
     stream_api a;
     printf("stream: %d rounds of 2 x %d MiB memsets on CUDA device 0\n", o->reps, o->mib);
     if (!stream_api_load(o->cuda ? o->cuda : "libcuda.so.1", &a)) {
-        printf("  no CUDA context from %s: %s\n", o->cuda ? o->cuda : "libcuda.so.1", dlerror());
+        const char *why = dlerror();
+        printf("  no CUDA context from %s: %s\n", o->cuda ? o->cuda : "libcuda.so.1",
+               why ? why : "the driver did not start");
         return 1;
     }
     prs_stream *s;

@@ -29,7 +29,9 @@ struct gpud_energy {
     int state[GPUD_MAX_GPUS]; /* 0: no reading yet, 1: mj holds one, -1: the read failed */
 };
 
-/* One pass over the GPUs, each read outside the lock. */
+/* One pass over the GPUs, each read outside the lock; stops early when asked to stop (a read can
+ * take tens of milliseconds, and the lent GPUs are reset after the reader stops). A GPU whose
+ * read starts or stops failing is logged once. */
 static void read_all(gpud_energy *e)
 {
     for (int i = 0; i < e->n; i++) {
@@ -37,9 +39,16 @@ static void read_all(gpud_energy *e)
         uint64_t v = 0;
         int ok = prs_gpu_energy_mj(e->g[i], &v) == 0;
         pthread_mutex_lock(&e->mu);
+        int was = e->state[i], stop = e->stop;
         e->state[i] = ok ? 1 : -1;
         if (ok) e->mj[i] = v;
         pthread_mutex_unlock(&e->mu);
+        if (!ok && was >= 0)
+            gpud_log(GPUD_LOG_WARN, "msg=energy_read_failed gpu_index=%d detail=%s", i,
+                     prs_gpu_errmsg(e->g[i]));
+        else if (ok && was < 0)
+            gpud_log(GPUD_LOG_INFO, "msg=energy_read_recovered gpu_index=%d", i);
+        if (stop) return;
     }
 }
 
@@ -76,16 +85,29 @@ static void free_energy(gpud_energy *e)
     free(e);
 }
 
+/* The lock, and the condition on CLOCK_MONOTONIC; -1 when either cannot be made. */
+static int init_sync(gpud_energy *e)
+{
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca)) return -1;
+    int rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) || pthread_cond_init(&e->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (rc) return -1;
+    if (pthread_mutex_init(&e->mu, NULL)) {
+        pthread_cond_destroy(&e->cv);
+        return -1;
+    }
+    return 0;
+}
+
 int gpud_energy_start(gpud *d)
 {
     gpud_energy *e = calloc(1, sizeof *e);
     if (!e) return PRS_ENOMEM;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&e->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    pthread_mutex_init(&e->mu, NULL);
+    if (init_sync(e)) {
+        free(e);
+        return PRS_EIO;
+    }
     e->n = d->ngpus;
     int handles = 0;
     for (int i = 0; i < d->ngpus; i++) {

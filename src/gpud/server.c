@@ -380,8 +380,7 @@ int gpud_serve(gpud *d, const gpud_server_opts *o, prs_error *err)
     if (!rc)
         rc = d->private_mode ? setup_private(&L, o, err)
                              : listen_socket(o->socket_path, &L.listen_fd, err);
-    if (!rc && !d->private_mode) rc = gpud_energy_start(d); /* after the signal mask: inherited */
-    if (rc == PRS_EIO || rc == PRS_ENOMEM)
+    if (!rc && !d->private_mode && (rc = gpud_energy_start(d)) != 0) /* inherits the mask */
         rc = prs_error_set(err, rc, "cannot start the energy reader");
     if (!rc) {
         gpud_log(GPUD_LOG_INFO, "msg=serving mode=%s socket=%s gpus=%d",

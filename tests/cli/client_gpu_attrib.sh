@@ -39,7 +39,16 @@ awk -v p="$period" 'BEGIN { exit !(p >= 99.5 && p <= 100.5) }' || { echo "FAIL: 
 grep -q "fit with the first 1.0 ms apart: " "$dir/out"
 [[ ! -e $dir/clocks ]] || { echo "FAIL: the probe changed a clock: $(cat "$dir/clocks")"; exit 1; }
 
-for bad in "--seconds 0" "--min-ms 5 --max-ms 2" "--head-ms 3" "--bogus 1" "--seed"; do
+# Energy read on one GPU, work on another: refused, naming the GPU to read.
+mkdir -p "$dir/two"
+rc=0
+PRS_FAKE_GPU_DIR=$dir/two PRS_FAKE_NVML_DEVICES=2 "$probe" --cuda "$PRS_FAKE_CUDA" --gpu nvml:1 \
+  --seconds 1 --ref-seconds 1 >"$dir/two.out" 2>&1 || rc=$?
+((rc == 1)) && grep -q "is not CUDA device 0's (GPU-.*): use --gpu nvml:uuid=GPU-" "$dir/two.out" ||
+  { cat "$dir/two.out"; echo "FAIL: a counter of another GPU was not refused (exit $rc)"; exit 1; }
+
+for bad in "--seconds 0" "--min-ms 5 --max-ms 2" "--head-ms 3" "--bogus 1" "--seed" \
+  "--seed -1" "--mib 4294967297"; do
   rc=0
   # shellcheck disable=SC2086
   "$probe" $bad >/dev/null 2>"$dir/err" || rc=$?

@@ -624,6 +624,23 @@ EXPORT CUresult cuStreamSynchronize(CUstream h)
     return CUDA_SUCCESS;
 }
 
+/* Waits for every stream of the current context. */
+EXPORT CUresult cuCtxSynchronize(void)
+{
+    CUresult r;
+    CUcontext c = current(&r);
+    if (!c) return r;
+    pthread_mutex_lock(&g_mu);
+    CUstream list[64];
+    int n = 0;
+    for (CUstream s = c->streams; s && n < 64; s = s->next)
+        list[n++] = s;
+    pthread_mutex_unlock(&g_mu);
+    for (int i = 0; i < n; i++)
+        cuStreamSynchronize(list[i]);
+    return CUDA_SUCCESS;
+}
+
 EXPORT CUresult cuLaunchHostFunc(CUstream h, CUhostFn fn, void *user)
 {
     CUresult r = CUDA_SUCCESS;
@@ -875,7 +892,10 @@ EXPORT CUresult cuModuleGetFunction(CUfunction *out, CUmodule m, const char *nam
     for (const char *p = strstr(m->ptx, ".entry"); p; p = strstr(p + 1, ".entry")) {
         const char *q = p + 6;
         q += strspn(q, " \t\n");
-        if (strncmp(q, name, len) != 0 || !strchr(" \t\n(", q[len])) continue;
+        char end = q[len];
+        if (strncmp(q, name, len) != 0 ||
+            !(end == ' ' || end == '\t' || end == '\n' || end == '\r' || end == '('))
+            continue;
         if (m->n_fn == FAKECU_MODULE_FUNCTIONS) return CUDA_ERROR_OUT_OF_MEMORY;
         snprintf(m->fn[m->n_fn].name, sizeof m->fn[0].name, "%s", name);
         *out = &m->fn[m->n_fn++];
@@ -901,7 +921,7 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
     CUstream s = resolve(h, &r);
     if (!s) return r;
     op o = {.kind = OP_WORK};
-    o.u.work.t_ref_s = (threads * count + 1e6) / FAKECU_LOOP_RATE; /* + a launch's few us */
+    o.u.work.t_ref_s = (threads * count + 1.2e7) / FAKECU_LOOP_RATE; /* + 3 us: a launch */
     o.u.work.alpha = 1;
     return enqueue(s, &o);
 }

@@ -1,8 +1,9 @@
 /* The fake libcuda.so.1 of the tests (fake_cuda.c): the CUDA driver calls that perseus/stream.h
  * uses, plus what a test needs to stand in for a training framework (initialise, take a device's
- * primary context, make streams), on the fake devices of fake_gpu.h, and test-only calls that
- * put work on a stream. The library is built in build/tests/fake_cuda/; tests get its path in
- * $PRS_FAKE_CUDA and load it with dlopen (fakecu_load below), like a framework's libcuda.
+ * primary context, make streams, wait for a context's streams), on the fake devices of fake_gpu.h,
+ * and test-only calls that put work on a stream. The library is built in build/tests/fake_cuda/;
+ * tests get its path in $PRS_FAKE_CUDA and load it with dlopen (fakecu_load below), like a
+ * framework's libcuda.
  *
  * Semantics kept from the real driver: CUDA_VISIBLE_DEVICES, read at the first cuInit (unset:
  * every device; else the listed devices in list order, each an index or a unique prefix of a

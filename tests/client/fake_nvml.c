@@ -108,17 +108,21 @@ static void *library_thread(void *arg)
     return NULL;
 }
 
-static void start_library_thread(void)
+static void start_once(void)
 {
-    static int started; /* per process: a forked child has no threads and keeps the flag */
-    if (started) return;
-    started = 1;
     pthread_t th;
     pthread_attr_t a;
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
     pthread_create(&th, &a, library_thread, NULL);
     pthread_attr_destroy(&a);
+}
+
+/* Once per process (a child forked after it has no thread, as with the real library). */
+static void start_library_thread(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, start_once);
 }
 
 EXPORT int nvmlInit_v2(void)
