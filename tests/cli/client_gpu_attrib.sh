@@ -44,8 +44,11 @@ mkdir -p "$dir/two"
 rc=0
 PRS_FAKE_GPU_DIR=$dir/two PRS_FAKE_NVML_DEVICES=2 "$probe" --cuda "$PRS_FAKE_CUDA" --gpu nvml:1 \
   --seconds 1 --ref-seconds 1 >"$dir/two.out" 2>&1 || rc=$?
-((rc == 1)) && grep -q "is not CUDA device 0's (GPU-.*): use --gpu nvml:uuid=GPU-" "$dir/two.out" ||
-  { cat "$dir/two.out"; echo "FAIL: a counter of another GPU was not refused (exit $rc)"; exit 1; }
+if ((rc != 1)) || ! grep -q "is not CUDA device 0's (GPU-.*): use --gpu nvml:uuid=GPU-" "$dir/two.out"; then
+  cat "$dir/two.out"
+  echo "FAIL: a counter of another GPU was not refused (exit $rc)"
+  exit 1
+fi
 
 for bad in "--seconds 0" "--min-ms 5 --max-ms 2" "--head-ms 3" "--bogus 1" "--seed" \
   "--seed -1" "--mib 4294967297"; do
