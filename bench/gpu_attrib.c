@@ -30,8 +30,9 @@
  * SPEC as prs_gpu_open (default nvml:0), LIB as prs_stream_open_cuda (default libcuda.so.1), S
  * seconds of mixed work (default 20), R seconds per steady reference (default 3), computations
  * of A to B ms (default 2 to 30), heads of H ms (default 1, at most A), M MiB per memset (default
- * 256), N the seed of the mix (1). Exit 0 when every section ran and the fit was usable, 1
- * otherwise, 2 on bad usage. */
+ * 256), N the seed of the mix (1). The counter read must be CUDA device 0's GPU (refused
+ * otherwise, naming the --gpu to give). Exit 0 when every section ran and the client's fit was
+ * usable, 1 otherwise, 2 on bad usage. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
