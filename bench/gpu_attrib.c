@@ -69,10 +69,8 @@ typedef struct attrib_opts {
 /* ---- the driver calls of the work ---- */
 
 typedef struct cu_api {
+    bench_cuda_mem mem;
     int (*sync)(void);
-    int (*alloc)(uint64_t *, size_t);
-    int (*memfree)(uint64_t);
-    int (*memset32)(uint64_t, unsigned, size_t, void *);
     int (*load)(void **, const void *, unsigned, int *, void **);
     int (*unload)(void *);
     int (*get_fn)(void **, void *, const char *);
@@ -82,12 +80,9 @@ typedef struct cu_api {
 
 static void *cu_api_load(const char *lib_path, cu_api *a)
 {
-    void *lib = bench_cuda_context(lib_path);
+    void *lib = bench_cuda_mem_load(lib_path, &a->mem);
     if (!lib) return NULL;
     BENCH_CU_SYM(lib, "cuCtxSynchronize", a->sync);
-    BENCH_CU_SYM(lib, "cuMemAlloc_v2", a->alloc);
-    BENCH_CU_SYM(lib, "cuMemFree_v2", a->memfree);
-    BENCH_CU_SYM(lib, "cuMemsetD32Async", a->memset32);
     BENCH_CU_SYM(lib, "cuModuleLoadDataEx", a->load);
     BENCH_CU_SYM(lib, "cuModuleUnload", a->unload);
     BENCH_CU_SYM(lib, "cuModuleGetFunction", a->get_fn);
@@ -167,7 +162,7 @@ static int enqueue_kind(work *w, int k, double seconds)
         return launch_fma(w, n < 1 ? 1u : n > 2e9 ? 2000000000u : (unsigned)n);
     }
     for (long i = 0, n = memset_count(w, seconds); i < n; i++)
-        if (w->cu.memset32(w->buf, (unsigned)i, w->words, NULL)) return -1;
+        if (w->cu.mem.memset32(w->buf, (unsigned)i, w->words, NULL)) return -1;
     return 0;
 }
 
@@ -236,11 +231,6 @@ typedef struct run_ctx {
     unsigned seed;
 } run_ctx;
 
-static void note_time(void *user)
-{
-    *(volatile double *)user = prs_mono_s();
-}
-
 static void sleep_for(void *user)
 {
     double s = *(const double *)user;
@@ -308,7 +298,8 @@ static double enqueue_block(run_ctx *r, const attrib_opts *o, int mode, double l
 {
     memset(b, 0, sizeof *b);
     work *w = r->w;
-    if (prs_event_new(w->s, &b->anchor) || prs_stream_host_fn(w->s, note_time, (void *)&b->note) ||
+    if (prs_event_new(w->s, &b->anchor) ||
+        prs_stream_host_fn(w->s, bench_note_time, (void *)&b->note) ||
         prs_event_record(w->s, b->anchor))
         return -1;
     double planned = 0;
@@ -577,8 +568,7 @@ static int open_work(const attrib_opts *o, prs_gpu *g, work *w)
     const char *lib = o->cuda ? o->cuda : "libcuda.so.1";
     prs_error err;
     if (!cu_api_load(lib, &w->cu)) {
-        const char *why = dlerror();
-        printf("  no CUDA context from %s: %s\n", lib, why ? why : "the driver did not start");
+        if (w->cu.mem.alloc) printf("  %s lacks a call of CUDA modules or kernels\n", lib);
         return 1;
     }
     if (prs_stream_open_cuda(0, o->cuda, &w->s, &err)) {
@@ -588,7 +578,7 @@ static int open_work(const attrib_opts *o, prs_gpu *g, work *w)
     if (same_gpu(w, g)) return 1;
     size_t bytes = (size_t)o->mib << 20;
     w->words = bytes / 4;
-    if (w->cu.alloc(&w->buf, bytes)) {
+    if (w->cu.mem.alloc(&w->buf, bytes)) {
         printf("  cannot allocate %d MiB on the GPU\n", o->mib);
         return 1;
     }
@@ -602,7 +592,7 @@ static int open_work(const attrib_opts *o, prs_gpu *g, work *w)
 static void close_work(work *w)
 {
     if (w->cu.sync) w->cu.sync();
-    if (w->buf) w->cu.memfree(w->buf);
+    if (w->buf) w->cu.mem.memfree(w->buf);
     if (w->mod) w->cu.unload(w->mod);
     prs_stream_close(w->s);
 }

@@ -355,31 +355,10 @@ static int section_concurrent(prs_gpu *g, const probe_opts *o)
 
 /* ---- host functions and events on a CUDA stream ---- */
 
-typedef struct stream_api {
-    int (*alloc)(uint64_t *, size_t);
-    int (*memfree)(uint64_t);
-    int (*memset32)(uint64_t, unsigned, size_t, void *);
-} stream_api;
-
-static void *stream_api_load(const char *lib_path, stream_api *a)
-{
-    void *lib = bench_cuda_context(lib_path);
-    if (!lib) return NULL;
-    BENCH_CU_SYM(lib, "cuMemAlloc_v2", a->alloc);
-    BENCH_CU_SYM(lib, "cuMemFree_v2", a->memfree);
-    BENCH_CU_SYM(lib, "cuMemsetD32Async", a->memset32);
-    return lib;
-}
-
 typedef struct round_ {
     prs_event *e1, *e2;
     double h1, h2; /* CLOCK_MONOTONIC noted by the host functions */
 } round_;
-
-static void note_time(void *user)
-{
-    *(volatile double *)user = prs_mono_s();
-}
 
 /* The last host function runs after the event before it completed: wait (up to 1 s) for its
  * note. 0, or -1 when it never came. */
@@ -392,12 +371,13 @@ static int wait_note(const volatile double *note)
 }
 
 /* Enqueues one round: memsets, note h1, e1, memsets, e2, note h2. */
-static int enqueue_round(prs_stream *s, const stream_api *a, uint64_t buf, size_t words, round_ *r)
+static int enqueue_round(prs_stream *s, const bench_cuda_mem *a, uint64_t buf, size_t words,
+                         round_ *r)
 {
     if (a->memset32(buf, 0, words, NULL)) return -1;
-    if (prs_stream_host_fn(s, note_time, &r->h1) || prs_event_record(s, r->e1)) return -1;
+    if (prs_stream_host_fn(s, bench_note_time, &r->h1) || prs_event_record(s, r->e1)) return -1;
     if (a->memset32(buf, 1, words, NULL)) return -1;
-    if (prs_event_record(s, r->e2) || prs_stream_host_fn(s, note_time, &r->h2)) return -1;
+    if (prs_event_record(s, r->e2) || prs_stream_host_fn(s, bench_note_time, &r->h2)) return -1;
     return 0;
 }
 
@@ -431,7 +411,7 @@ static int report_rounds(prs_stream *s, round_ *r, int n)
     return rc;
 }
 
-static int run_rounds(prs_stream *s, const stream_api *a, const probe_opts *o)
+static int run_rounds(prs_stream *s, const bench_cuda_mem *a, const probe_opts *o)
 {
     size_t bytes = (size_t)o->mib << 20;
     uint64_t buf = 0;
@@ -456,14 +436,9 @@ static int run_rounds(prs_stream *s, const stream_api *a, const probe_opts *o)
 
 static int section_stream(const probe_opts *o)
 {
-    stream_api a;
+    bench_cuda_mem a;
     printf("stream: %d rounds of 2 x %d MiB memsets on CUDA device 0\n", o->reps, o->mib);
-    if (!stream_api_load(o->cuda ? o->cuda : "libcuda.so.1", &a)) {
-        const char *why = dlerror();
-        printf("  no CUDA context from %s: %s\n", o->cuda ? o->cuda : "libcuda.so.1",
-               why ? why : "the driver did not start");
-        return 1;
-    }
+    if (!bench_cuda_mem_load(o->cuda ? o->cuda : "libcuda.so.1", &a)) return 1;
     prs_stream *s;
     prs_error err;
     if (prs_stream_open_cuda(0, o->cuda, &s, &err)) {

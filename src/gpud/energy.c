@@ -52,25 +52,28 @@ static void read_all(gpud_energy *e)
     }
 }
 
+/* Under e->mu: waits until the next pass is due (GPUD_ENERGY_PERIOD_S while readings are asked
+ * for, GPUD_ENERGY_IDLE_S otherwise), a request ends a quiet spell, or stop. */
+static void wait_turn(gpud_energy *e)
+{
+    double now = prs_mono_s();
+    int quiet = now >= e->wanted_until;
+    double until = now + (quiet ? GPUD_ENERGY_IDLE_S : GPUD_ENERGY_PERIOD_S);
+    struct timespec ts = {(time_t)until, (long)((until - (double)(time_t)until) * 1e9)};
+    while (!e->stop && !(quiet && prs_mono_s() < e->wanted_until) &&
+           pthread_cond_timedwait(&e->cv, &e->mu, &ts) == 0)
+        ;
+}
+
+/* gpud_energy_start took the first readings: wait, then read, until stopped. */
 static void *reader_main(void *arg)
 {
     gpud_energy *e = arg;
     pthread_mutex_lock(&e->mu);
-    for (int first = 1; !e->stop; first = 0) {
-        if (!first) { /* gpud_energy_start took the first readings */
-            pthread_mutex_unlock(&e->mu);
-            read_all(e);
-            pthread_mutex_lock(&e->mu);
-        }
-        double now = prs_mono_s();
-        double wait = now < e->wanted_until ? GPUD_ENERGY_PERIOD_S : GPUD_ENERGY_IDLE_S;
-        double until = now + wait;
-        struct timespec ts = {(time_t)until, (long)((until - (double)(time_t)until) * 1e9)};
-        int quiet = now >= e->wanted_until;
-        /* woken early by stop, or by a request after a quiet spell (it wants fresh readings) */
-        while (!e->stop && !(quiet && prs_mono_s() < e->wanted_until) &&
-               pthread_cond_timedwait(&e->cv, &e->mu, &ts) == 0)
-            ;
+    for (wait_turn(e); !e->stop; wait_turn(e)) {
+        pthread_mutex_unlock(&e->mu);
+        read_all(e);
+        pthread_mutex_lock(&e->mu);
     }
     pthread_mutex_unlock(&e->mu);
     return NULL;
