@@ -7,7 +7,9 @@
 
 #include "perseus/export.h"
 
+#include <pthread.h>
 #include <stdint.h>
+#include <time.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -16,6 +18,13 @@ extern "C" {
 /* CLOCK_MONOTONIC in seconds (tv_sec + 1e-9 * tv_nsec), and in whole nanoseconds. */
 PRS_API double prs_mono_s(void);
 PRS_API int64_t prs_mono_ns(void);
+
+/* Timed waits on this clock, which a wall-clock step (NTP, an operator) cannot stretch or cut
+ * short: prs_cond_init_mono initialises a condition variable that measures its timeouts on
+ * CLOCK_MONOTONIC (0 or an errno value), and prs_mono_timespec gives the absolute time t, in
+ * prs_mono_s's seconds, as pthread_cond_timedwait wants it (t < 0 counts as 0). */
+PRS_API int prs_cond_init_mono(pthread_cond_t *cv);
+PRS_API struct timespec prs_mono_timespec(double t);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "client_int.h"
+#include "perseus/clock.h"
 
 #define PROBE_TIMEOUT_S 5.0
 
@@ -161,7 +162,7 @@ int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err)
     prs_client *c = calloc(1, sizeof *c);
     if (!c) return prs_error_set(err, PRS_ENOMEM, "out of memory");
     pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->cv, NULL);
+    prs_cond_init_mono(&c->cv);
     c->opts = *o;
     int rc = copy_str(c->url, sizeof c->url, o->server_url, "server_url", err);
     if (!rc) rc = copy_str(c->job_id, sizeof c->job_id, o->job_id, "job_id", err);

@@ -378,15 +378,7 @@ void *prs__client_thread_main(void *arg)
     for (int stopping = 0; !stopping;) {
         pthread_mutex_lock(&c->mu);
         if (!c->stop) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            double secs = c->opts.poll_interval_s;
-            until.tv_sec += (time_t)secs;
-            until.tv_nsec += (long)((secs - floor(secs)) * 1e9);
-            if (until.tv_nsec >= 1000000000L) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000L;
-            }
+            struct timespec until = prs_mono_timespec(prs_mono_s() + c->opts.poll_interval_s);
             pthread_cond_timedwait(&c->cv, &c->mu, &until);
         }
         stopping = c->stop;

@@ -61,10 +61,7 @@ static double dither(prs__client_sampler *s)
 /* Sleep until the monotonic time t or a stop; returns 1 when stopping. */
 static int wait_until(prs__client_sampler *s, double t)
 {
-    struct timespec ts;
-    ts.tv_sec = (time_t)t;
-    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-    if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
+    struct timespec ts = prs_mono_timespec(t);
     pthread_mutex_lock(&s->mu);
     while (!s->stop && pthread_cond_timedwait(&s->cv, &s->mu, &ts) != ETIMEDOUT) {
     }
@@ -200,11 +197,7 @@ static int choose_mode(prs__client_sampler *s)
 
 static int init_sync(prs__client_sampler *s)
 {
-    pthread_condattr_t ca;
-    if (pthread_condattr_init(&ca)) return PRS_ENOMEM;
-    int rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) || pthread_cond_init(&s->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    if (rc) return PRS_ENOMEM;
+    if (prs_cond_init_mono(&s->cv)) return PRS_ENOMEM;
     if (pthread_mutex_init(&s->mu, NULL)) {
         pthread_cond_destroy(&s->cv);
         return PRS_ENOMEM;

@@ -62,11 +62,12 @@ static int conn_alloc(int fd, pid_t helper, prs__gpu_conn **out, prs_error *err)
     c->helper = helper;
     pthread_mutex_init(&c->send_mu, NULL);
     pthread_mutex_init(&c->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    if (prs_cond_init_mono(&c->cv)) {
+        pthread_mutex_destroy(&c->mu);
+        pthread_mutex_destroy(&c->send_mu);
+        free(c);
+        return prs_error_set(err, PRS_ENOMEM, "cannot make a condition variable");
+    }
     *out = c;
     return 0;
 }
@@ -354,9 +355,7 @@ long prs__gpu_conn_set(prs__gpu_conn *c, int mhz)
 
 static void deadline(struct timespec *ts, double timeout_s)
 {
-    double t = prs_mono_s() + timeout_s; /* CLOCK_MONOTONIC: the condition variable's clock */
-    ts->tv_sec = (time_t)t;
-    ts->tv_nsec = (long)((t - (double)ts->tv_sec) * 1e9);
+    *ts = prs_mono_timespec(prs_mono_s() + timeout_s); /* the condition variable's clock */
 }
 
 /* Send what is buffered, waiting for room (at most until timeout_s). */

@@ -59,7 +59,7 @@ static void wait_turn(gpud_energy *e)
     double now = prs_mono_s();
     int quiet = now >= e->wanted_until;
     double until = now + (quiet ? GPUD_ENERGY_IDLE_S : GPUD_ENERGY_PERIOD_S);
-    struct timespec ts = {(time_t)until, (long)((until - (double)(time_t)until) * 1e9)};
+    struct timespec ts = prs_mono_timespec(until);
     while (!e->stop && !(quiet && prs_mono_s() < e->wanted_until) &&
            pthread_cond_timedwait(&e->cv, &e->mu, &ts) == 0)
         ;
@@ -91,11 +91,7 @@ static void free_energy(gpud_energy *e)
 /* The lock, and the condition on CLOCK_MONOTONIC; -1 when either cannot be made. */
 static int init_sync(gpud_energy *e)
 {
-    pthread_condattr_t ca;
-    if (pthread_condattr_init(&ca)) return -1;
-    int rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) || pthread_cond_init(&e->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    if (rc) return -1;
+    if (prs_cond_init_mono(&e->cv)) return -1;
     if (pthread_mutex_init(&e->mu, NULL)) {
         pthread_cond_destroy(&e->cv);
         return -1;

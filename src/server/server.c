@@ -1781,11 +1781,7 @@ static void *janitor_main(void *arg)
     period = period < 0.05 ? 0.05 : period > 30 ? 30 : period;
     pthread_mutex_lock(&s->janitor_mu);
     while (!s->janitor_stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        double t = (double)until.tv_sec + 1e-9 * (double)until.tv_nsec + period;
-        until.tv_sec = (time_t)t;
-        until.tv_nsec = (long)((t - (double)until.tv_sec) * 1e9);
+        struct timespec until = prs_mono_timespec(prs_mono_s() + period);
         pthread_cond_timedwait(&s->janitor_cv, &s->janitor_mu, &until);
         if (s->janitor_stop) break;
         pthread_mutex_unlock(&s->janitor_mu);
@@ -1941,7 +1937,7 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
     pthread_mutex_init(&s->task_mu, NULL);
     pthread_mutex_init(&s->m.mu, NULL);
     pthread_mutex_init(&s->janitor_mu, NULL);
-    pthread_cond_init(&s->janitor_cv, NULL);
+    prs_cond_init_mono(&s->janitor_cv);
     fill_unset_limits(&s->cfg);
     if (cfg->create_token && cfg->create_token[0]) {
         secure_sha256(cfg->create_token, strlen(cfg->create_token), s->create_hash);
