@@ -110,6 +110,10 @@ typedef struct prs_noise_outcome {
     double straggler_overshoot_pct; /* lookup at T' = s T_min: 100 max(0, t - T') / T' */
     double straggler_regret_pct;    /* its energy + blocking until max(t, T') over the true
                                        lookup plan's, same horizon */
+    double waste_pct; /* fastest plan: its energy over the least of the true-profile frontier's
+                         plans finishing within h = max(t, true T_min), all charged blocking
+                         power until h: what it spends that the same planner with exact
+                         measurements would not at that speed (regret less the trade of time) */
 } prs_noise_outcome;
 
 /* Medians and maxima over seeds. */
@@ -119,6 +123,7 @@ typedef struct prs_noise_summary {
     double promised_saving_median_pct, obtained_saving_median_pct;
     double straggler_overshoot_median_pct, straggler_overshoot_max_pct;
     double straggler_regret_median_pct, straggler_regret_max_pct;
+    double waste_median_pct, waste_max_pct;
 } prs_noise_summary;
 
 enum { PRS_NOISE_BASELINE = 0, PRS_NOISE_ROBUST = 1, PRS_NOISE_NPLANNERS = 2 };

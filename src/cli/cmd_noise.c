@@ -315,6 +315,8 @@ static json_t *json_summary(const prs_noise_summary *s, const prs_noise_outcome 
     prs_cli_json_set_real(o, "regret_max_pct", s->regret_max_pct);
     prs_cli_json_set_real(o, "promised_saving_median_pct", s->promised_saving_median_pct);
     prs_cli_json_set_real(o, "obtained_saving_median_pct", s->obtained_saving_median_pct);
+    prs_cli_json_set_real(o, "waste_median_pct", s->waste_median_pct);
+    prs_cli_json_set_real(o, "waste_max_pct", s->waste_max_pct);
     json_t *st = json_object();
     prs_cli_json_set_real(st, "overshoot_median_pct", s->straggler_overshoot_median_pct);
     prs_cli_json_set_real(st, "overshoot_max_pct", s->straggler_overshoot_max_pct);
@@ -330,6 +332,7 @@ static json_t *json_summary(const prs_noise_summary *s, const prs_noise_outcome 
         prs_cli_json_set_real(r, "obtained_saving_pct", runs[k].obtained_saving_pct);
         prs_cli_json_set_real(r, "straggler_overshoot_pct", runs[k].straggler_overshoot_pct);
         prs_cli_json_set_real(r, "straggler_regret_pct", runs[k].straggler_regret_pct);
+        prs_cli_json_set_real(r, "waste_pct", runs[k].waste_pct);
         json_array_append_new(seeds, r);
     }
     json_object_set_new(o, "seeds", seeds);

@@ -24,6 +24,10 @@ typedef struct study {
     int nops;
     int *clocks, *allmax;
     prs_noise_truth t;
+    /* The truth's frontier judged on the truth: ref_t[k] (s) and ref_e[k] (J), nref points;
+     * owned by the caller's study, read by the workers' copies. */
+    double *ref_t, *ref_e;
+    size_t nref;
 } study;
 
 static double energy_until(const prs_pipeline *pipe, double t, double e, double horizon)
@@ -39,6 +43,33 @@ static int allmax_energy(const study *s, const prs_profile *p, const prs_pipelin
     int rc = prs_baseline_allmax(p, pipe, s->allmax, err);
     if (!rc) rc = prs_evaluate_plan(p, pipe, s->allmax, &t, e, err);
     return rc;
+}
+
+/* Every plan of the truth's frontier f judged on the truth, into s->ref_t / s->ref_e. */
+static int judge_truth_frontier(study *s, const prs_frontier *f, prs_error *err)
+{
+    size_t n = prs_frontier_size(f);
+    s->ref_t = malloc(sizeof *s->ref_t * (n ? n : 1));
+    s->ref_e = malloc(sizeof *s->ref_e * (n ? n : 1));
+    if (!s->ref_t || !s->ref_e) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    int rc = 0;
+    for (size_t k = 0; k < n && !rc; k++) {
+        rc = prs_frontier_plan(f, k, s->clocks, err);
+        if (!rc) rc = prs_eval_run(s->ev, s->clocks, NULL, &s->ref_t[k], &s->ref_e[k], err);
+    }
+    s->nref = rc ? 0 : n;
+    return rc;
+}
+
+/* The least energy, charged blocking power until h, of the truth's frontier plans finishing
+ * within h (h >= the true T_min, whose plan is one of them). */
+static double truth_best_until(const study *s, double h)
+{
+    const prs_pipeline *pipe = &s->plan.pipe;
+    double best = INFINITY;
+    for (size_t k = 0; k < s->nref; k++)
+        if (s->ref_t[k] <= h) best = fmin(best, energy_until(pipe, s->ref_t[k], s->ref_e[k], h));
+    return best;
 }
 
 static int plan_truth(study *s, double straggler, prs_error *err)
@@ -59,6 +90,7 @@ static int plan_truth(study *s, double straggler, prs_error *err)
                           err);
     if (!rc) rc = allmax_energy(s, s->truth, &s->judge, &s->t.allmax_energy_j, err);
     if (!rc) s->t.saving_pct = prs_emu_intrinsic_saving(s->t.energy_j, s->t.allmax_energy_j);
+    if (!rc) rc = judge_truth_frontier(s, f, err);
     prs_frontier_free(f);
     return rc;
 }
@@ -81,6 +113,7 @@ static int judge_fastest(study *s, const prs_frontier *f, const prs_profile *p,
     o->regret_pct = 100.0 * (energy_until(pipe, t, e, horizon) /
                                  energy_until(pipe, s->t.t_min_s, s->t.energy_j, horizon) -
                              1.0);
+    o->waste_pct = 100.0 * (energy_until(pipe, t, e, horizon) / truth_best_until(s, horizon) - 1.0);
     o->promised_saving_pct = prs_emu_intrinsic_saving(pe, pa);
     o->obtained_saving_pct = prs_emu_intrinsic_saving(e, s->t.allmax_energy_j);
     return 0;
@@ -151,6 +184,7 @@ static void summarise(const prs_noise_outcome *o, int n, double *work, prs_noise
             &sm->straggler_overshoot_max_pct);
     med_max(&o->straggler_regret_pct, st, n, work, &sm->straggler_regret_median_pct,
             &sm->straggler_regret_max_pct);
+    med_max(&o->waste_pct, st, n, work, &sm->waste_median_pct, &sm->waste_max_pct);
 }
 
 /* s's evaluation context on the truth and its plan buffers (the caller's study and every
@@ -321,5 +355,7 @@ int prs_noise_study(const prs_profile *truth, const prs_noise_study_opts *o,
     free(work);
     free(out);
     study_close(&s);
+    free(s.ref_t);
+    free(s.ref_e);
     return rc;
 }

@@ -16,20 +16,32 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/prs-gpu-attrib-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 export PRS_FAKE_GPU_DIR=$dir PRS_FAKE_NVML_REFRESH_MS=100 PRS_FAKE_NVML_READ_MS=3
 export PRS_NVML_LIBRARY=$PRS_FAKE_NVML PRS_FAKE_NVML_STATE=$dir/clocks
-rc=0
-"$probe" --cuda "$PRS_FAKE_CUDA" --seconds 8 --ref-seconds 1.5 --mib 4096 >"$dir/out" 2>&1 || rc=$?
-cat "$dir/out"
-((rc == 0)) || { echo "FAIL: gpu_attrib exited $rc"; exit 1; }
-
 # "fit-steady" in percent on the first row named what (the first fit: as the client fits).
 gap() { sed -n "s/^  $1  .* \([-+][0-9.]*\) %$/\1/p" "$dir/out" | head -1; }
 within() { awk -v x="$1" -v m="$2" 'BEGIN { exit !(x >= -m && x <= m) }'; }
-for row in "fma" "memset" "blocked"; do
-  limit=2
-  [[ $row == blocked ]] && limit=20
-  g=$(gap "$row")
-  [[ -n $g ]] || { echo "FAIL: no row for $row"; exit 1; }
-  within "$g" "$limit" || { echo "FAIL: $row fitted $g % off its steady power (limit $limit %)"; exit 1; }
+# One run of the probe: exit 1 on a failure of its own, status 3 when only a fitted power misses
+# its limit. The fake dates power changes by its threads' wake-ups, which a loaded machine (the
+# sanitizer pass of the suite on two cores) delays: seen once in some 30 runs as a memset 8 %
+# off. Such a miss is measured again, at most three runs in all; anything else fails at once.
+attempt() {
+  local rc=0 miss=0
+  "$probe" --cuda "$PRS_FAKE_CUDA" --seconds 8 --ref-seconds 1.5 --mib 4096 >"$dir/out" 2>&1 || rc=$?
+  cat "$dir/out"
+  ((rc == 0)) || { echo "FAIL: gpu_attrib exited $rc"; exit 1; }
+  for row in "fma" "memset" "blocked"; do
+    limit=2
+    [[ $row == blocked ]] && limit=20
+    g=$(gap "$row")
+    [[ -n $g ]] || { echo "FAIL: no row for $row"; exit 1; }
+    within "$g" "$limit" || { echo "MISS: $row fitted $g % off its steady power (limit $limit %)"; miss=1; }
+  done
+  return $((miss ? 3 : 0))
+}
+for run in 1 2 3; do
+  rc=0
+  attempt || rc=$?
+  ((rc == 0)) && break
+  ((run < 3)) || { echo "FAIL: a fitted power missed its limit in 3 runs"; exit 1; }
 done
 steady() { sed -n "s/^  $1  *\([0-9.]*\) W .*/\1/p" "$dir/out" | head -1; }
 awk -v f="$(steady fma)" -v m="$(steady memset)" 'BEGIN { exit !(m / f > 0.78 && m / f < 0.82) }' ||

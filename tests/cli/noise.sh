@@ -68,9 +68,15 @@ for l in lv:
         assert len(s["seeds"]) == 5
         assert s["overshoot_max_pct"] >= s["overshoot_median_pct"]
         assert s["regret_max_pct"] >= s["regret_median_pct"]
+        assert s["waste_max_pct"] >= s["waste_median_pct"]
+        # waste compares with the truth frontier's best plan within the plan's own time (or
+        # T_min), of which the fastest plan, the regret's yardstick, is one: never less
+        for r in s["seeds"]:
+            assert r["waste_pct"] >= r["regret_pct"] - 1e-9, r
     if l["jitter"] == 0:  # the noisy profile is the truth: the same plans, no loss
         for r in l["baseline"]["seeds"]:
             assert r["overshoot_pct"] == 0 and r["regret_pct"] == 0, r
+            assert r["waste_pct"] == 0, r
             assert abs(r["promised_saving_pct"] - l["saving_pct"]) < 1e-9, r
     else:  # noise moves the plans: the five seeds do not all land on the truth's
         b = l["baseline"]["seeds"]
