@@ -233,8 +233,7 @@ typedef struct run_ctx {
 
 static void sleep_for(void *user)
 {
-    double s = *(const double *)user;
-    struct timespec ts = {(time_t)s, (long)(1e9 * (s - floor(s)))};
+    struct timespec ts = prs_mono_timespec(*(const double *)user);
     nanosleep(&ts, NULL);
 }
 

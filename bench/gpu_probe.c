@@ -319,12 +319,12 @@ static void time_cheap_reads(prs_gpu *g, double seconds, double *clk, double *pw
 
 /* Does a read of the energy counter in another thread (on a handle of its own) hold up other
  * NVML calls on the same GPU? The SM clock and power reads timed alone, then beside it. */
-static int section_concurrent(prs_gpu *g, const probe_opts *o)
+static int section_beside(prs_gpu *g, const probe_opts *o)
 {
     reader r = {0};
     prs_error err;
     if (prs_gpu_open(o->gpu, &r.g, &err)) {
-        printf("concurrent reads: no second handle: %s\n", err.msg);
+        printf("beside: no second handle: %s\n", err.msg);
         return 1;
     }
     double *clk = malloc(sizeof(double) * MAX_CHANGES), *pw = malloc(sizeof(double) * MAX_CHANGES);
@@ -506,7 +506,7 @@ int main(int argc, char **argv)
     rc |= section_reads(g, &o, 0);
     rc |= section_reads(g, &o, 1);
     rc |= section_sampler(g, &o);
-    rc |= section_concurrent(g, &o);
+    rc |= section_beside(g, &o);
     prs_gpu_close(g);
     if (o.reps) rc |= section_stream(&o);
     return rc ? 1 : 0;

@@ -20,10 +20,11 @@ PRS_API double prs_mono_s(void);
 PRS_API int64_t prs_mono_ns(void);
 
 /* Timed waits on this clock, which a wall-clock step (NTP, an operator) cannot stretch or cut
- * short: prs_cond_init_mono initialises a condition variable that measures its timeouts on
- * CLOCK_MONOTONIC (0 or an errno value), and prs_mono_timespec gives the absolute time t, in
- * prs_mono_s's seconds, as pthread_cond_timedwait wants it (t < 0 counts as 0). */
-PRS_API int prs_cond_init_mono(pthread_cond_t *cv);
+ * short: prs_sync_init_mono initialises a mutex and a condition variable that measures its
+ * timeouts on CLOCK_MONOTONIC (0, or an errno value with neither made), and prs_mono_timespec
+ * gives t seconds as a timespec: an absolute time in prs_mono_s's seconds, as
+ * pthread_cond_timedwait wants it, or a duration for nanosleep (t < 0 and NaN count as 0). */
+PRS_API int prs_sync_init_mono(pthread_mutex_t *mu, pthread_cond_t *cv);
 PRS_API struct timespec prs_mono_timespec(double t);
 
 #ifdef __cplusplus

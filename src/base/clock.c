@@ -17,7 +17,7 @@ int64_t prs_mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-int prs_cond_init_mono(pthread_cond_t *cv)
+int prs_sync_init_mono(pthread_mutex_t *mu, pthread_cond_t *cv)
 {
     pthread_condattr_t ca;
     int rc = pthread_condattr_init(&ca);
@@ -25,6 +25,9 @@ int prs_cond_init_mono(pthread_cond_t *cv)
     rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     if (!rc) rc = pthread_cond_init(cv, &ca);
     pthread_condattr_destroy(&ca);
+    if (rc) return rc;
+    rc = pthread_mutex_init(mu, NULL);
+    if (rc) pthread_cond_destroy(cv);
     return rc;
 }
 

@@ -161,8 +161,7 @@ int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err)
     prs__client_global_init();
     prs_client *c = calloc(1, sizeof *c);
     if (!c) return prs_error_set(err, PRS_ENOMEM, "out of memory");
-    pthread_mutex_init(&c->mu, NULL);
-    prs_cond_init_mono(&c->cv);
+    prs_sync_init_mono(&c->mu, &c->cv);
     c->opts = *o;
     int rc = copy_str(c->url, sizeof c->url, o->server_url, "server_url", err);
     if (!rc) rc = copy_str(c->job_id, sizeof c->job_id, o->job_id, "job_id", err);

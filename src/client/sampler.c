@@ -195,16 +195,6 @@ static int choose_mode(prs__client_sampler *s)
     return 0;
 }
 
-static int init_sync(prs__client_sampler *s)
-{
-    if (prs_cond_init_mono(&s->cv)) return PRS_ENOMEM;
-    if (pthread_mutex_init(&s->mu, NULL)) {
-        pthread_cond_destroy(&s->cv);
-        return PRS_ENOMEM;
-    }
-    return 0;
-}
-
 int prs__client_sampler_start(prs_gpu *g, const prs__client_sampler_opts *o,
                               prs__client_sampler **out)
 {
@@ -224,7 +214,7 @@ int prs__client_sampler_start(prs_gpu *g, const prs__client_sampler_opts *o,
     prs__client_refresh_init(&s->fit);
     s->rng = (uint64_t)(prs_mono_s() * 1e9) ^ (uint64_t)(uintptr_t)s;
     s->ring = calloc((size_t)o->capacity, sizeof(prs__client_sample));
-    if (!s->ring || init_sync(s)) {
+    if (!s->ring || prs_sync_init_mono(&s->mu, &s->cv)) {
         free(s->ring);
         free(s);
         return PRS_ENOMEM;

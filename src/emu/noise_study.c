@@ -108,12 +108,11 @@ static int judge_fastest(study *s, const prs_frontier *f, const prs_profile *p,
     if (!rc) rc = prs_evaluate_plan(p, pipe, s->clocks, &pt, &pe, err);
     if (!rc) rc = allmax_energy(s, p, pipe, &pa, err);
     if (rc) return rc;
-    double horizon = fmax(t, s->t.t_min_s);
+    double horizon = fmax(t, s->t.t_min_s), spent = energy_until(pipe, t, e, horizon);
     o->overshoot_pct = 100.0 * (t / s->t.t_min_s - 1.0);
-    o->regret_pct = 100.0 * (energy_until(pipe, t, e, horizon) /
-                                 energy_until(pipe, s->t.t_min_s, s->t.energy_j, horizon) -
-                             1.0);
-    o->waste_pct = 100.0 * (energy_until(pipe, t, e, horizon) / truth_best_until(s, horizon) - 1.0);
+    o->regret_pct =
+        100.0 * (spent / energy_until(pipe, s->t.t_min_s, s->t.energy_j, horizon) - 1.0);
+    o->waste_pct = 100.0 * (spent / truth_best_until(s, horizon) - 1.0);
     o->promised_saving_pct = prs_emu_intrinsic_saving(pe, pa);
     o->obtained_saving_pct = prs_emu_intrinsic_saving(e, s->t.allmax_energy_j);
     return 0;

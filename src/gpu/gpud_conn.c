@@ -61,9 +61,7 @@ static int conn_alloc(int fd, pid_t helper, prs__gpu_conn **out, prs_error *err)
     c->fd = fd;
     c->helper = helper;
     pthread_mutex_init(&c->send_mu, NULL);
-    pthread_mutex_init(&c->mu, NULL);
-    if (prs_cond_init_mono(&c->cv)) {
-        pthread_mutex_destroy(&c->mu);
+    if (prs_sync_init_mono(&c->mu, &c->cv)) {
         pthread_mutex_destroy(&c->send_mu);
         free(c);
         return prs_error_set(err, PRS_ENOMEM, "cannot make a condition variable");

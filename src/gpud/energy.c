@@ -88,22 +88,11 @@ static void free_energy(gpud_energy *e)
     free(e);
 }
 
-/* The lock, and the condition on CLOCK_MONOTONIC; -1 when either cannot be made. */
-static int init_sync(gpud_energy *e)
-{
-    if (prs_cond_init_mono(&e->cv)) return -1;
-    if (pthread_mutex_init(&e->mu, NULL)) {
-        pthread_cond_destroy(&e->cv);
-        return -1;
-    }
-    return 0;
-}
-
 int gpud_energy_start(gpud *d)
 {
     gpud_energy *e = calloc(1, sizeof *e);
     if (!e) return PRS_ENOMEM;
-    if (init_sync(e)) {
+    if (prs_sync_init_mono(&e->mu, &e->cv)) {
         free(e);
         return PRS_EIO;
     }

@@ -1936,8 +1936,7 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
     pthread_mutex_init(&s->store_mu, NULL);
     pthread_mutex_init(&s->task_mu, NULL);
     pthread_mutex_init(&s->m.mu, NULL);
-    pthread_mutex_init(&s->janitor_mu, NULL);
-    prs_cond_init_mono(&s->janitor_cv);
+    prs_sync_init_mono(&s->janitor_mu, &s->janitor_cv);
     fill_unset_limits(&s->cfg);
     if (cfg->create_token && cfg->create_token[0]) {
         secure_sha256(cfg->create_token, strlen(cfg->create_token), s->create_hash);

@@ -16,17 +16,16 @@
  * stream, host functions run on a driver thread in stream order and the stream waits for them,
  * cuStreamWaitEvent makes a stream wait for another stream's record, cuMemAlloc_v2 / cuMemFree_v2 /
  * cuMemsetD32Async (sizes checked, nothing allocated; a memset is memory-bound work drawing less
- * power than a kernel), modules of
- * PTX text and their kernels (cuModuleLoadData[Ex], cuModuleGetFunction, cuLaunchKernel: no code
- * runs; a kernel is compute-bound work of its threads times its first parameter, read as a 32-bit
- * loop count, at FAKECU_LOOP_RATE thread-iterations a second at f_max). Each stream is an ordered
- * queue run by its own thread; its device time advances exactly by the GPU model while it runs work
- * back to back, an operation never starts before the host enqueued it, and a stream that slept or
- * waited (empty queue, barrier, cross-stream wait) resumes when its thread runs again: the energy
- * counter is never rewritten behind a reader's back. Simplifications: the default stream does not
- * synchronise with the other streams; cuStreamDestroy and cuEventDestroy wait for the queued work
- * that uses them; a context's streams are destroyed when its primary context is released for the
- * last time. */
+ * power than a kernel), modules of PTX text and their kernels (cuModuleLoadData[Ex],
+ * cuModuleGetFunction, cuLaunchKernel: no code runs; a kernel is compute-bound work of its threads
+ * times its first parameter, read as a 32-bit loop count, at FAKECU_LOOP_RATE thread-iterations a
+ * second at f_max). Each stream is an ordered queue run by its own thread; its device time
+ * advances exactly by the GPU model while it runs work back to back, an operation never starts
+ * before the host enqueued it, and a stream that slept or waited (empty queue, barrier,
+ * cross-stream wait) resumes when its thread runs again: the energy counter is never rewritten
+ * behind a reader's back. Simplifications: the default stream does not synchronise with the other
+ * streams; cuStreamDestroy and cuEventDestroy wait for the queued work that uses them; a context's
+ * streams are destroyed when its primary context is released for the last time. */
 #ifndef PRS_FAKE_CUDA_H
 #define PRS_FAKE_CUDA_H
 

@@ -12,11 +12,11 @@
  *   - the SM clock in effect (locked clocks, or f_max), with a short history of the changes and
  *     the instant (CLOCK_MONOTONIC) of each, so a kernel that runs across a change is timed
  *     piecewise: its remaining work continues at the new clock from the instant of the change;
- *   - the power drawn: P(f)·(1 + noise·z) while a kernel runs (times the kernel's power scale), the
- * preset's blocking power ·(1 + noise·z) between kernels (a GPU waiting on a collective spins),
- * with one z per kernel and per idle stretch (zero mean, unit variance, uniform), noise =
- *     $PRS_FAKE_NVML_NOISE (default 0). Until a kernel has run on the device the power is P(f)
- *     at the clock in effect, without noise (a busy GPU that nobody tells us about);
+ *   - the power drawn: P(f)·(1 + noise·z) while a kernel runs (times the kernel's power scale),
+ *     the preset's blocking power ·(1 + noise·z) between kernels (a GPU waiting on a collective
+ *     spins), with one z per kernel and per idle stretch (zero mean, unit variance, uniform),
+ *     noise = $PRS_FAKE_NVML_NOISE (default 0). Until a kernel has run on the device the power
+ *     is P(f) at the clock in effect, without noise (a busy GPU that nobody tells us about);
  *   - the energy counter: the exact integral of that power, as a reader sees it: refreshed only
  *     at the instants phase + k·R of CLOCK_MONOTONIC, R = $PRS_FAKE_NVML_REFRESH_MS (default 0:
  *     continuous), the phase in [0, R) different for each device. Power changes are entered at

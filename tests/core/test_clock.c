@@ -1,5 +1,5 @@
 /* clock.h: timed waits on the monotonic clock. prs_mono_timespec turns prs_mono_s's seconds into
- * an absolute timespec; prs_cond_init_mono makes a condition variable that reads it on
+ * an absolute timespec; prs_sync_init_mono makes a condition variable that reads it on
  * CLOCK_MONOTONIC (a wait on one measured against the wall clock would end at once: the
  * monotonic time is far in the wall clock's past). */
 #include <errno.h>
@@ -38,8 +38,8 @@ static void test_wait_is_monotonic(void **state)
 {
     (void)state;
     pthread_cond_t cv;
-    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    assert_int_equal(prs_cond_init_mono(&cv), 0);
+    pthread_mutex_t mu;
+    assert_int_equal(prs_sync_init_mono(&mu, &cv), 0);
     pthread_mutex_lock(&mu);
     double t0 = prs_mono_s();
     struct timespec until = prs_mono_timespec(t0 + 0.05);
@@ -49,6 +49,7 @@ static void test_wait_is_monotonic(void **state)
     double waited = prs_mono_s() - t0;
     pthread_mutex_unlock(&mu);
     pthread_cond_destroy(&cv);
+    pthread_mutex_destroy(&mu);
     assert_true(waited >= 0.05);
     assert_true(waited < 5.0);
 }
