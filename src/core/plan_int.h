@@ -205,13 +205,15 @@ int prs__refine_entries(const prs__refine_refiner *rf, const int *freq, int *idx
 int prs__refine_plan(prs__refine_refiner *rf, const int *idx, const long *earliest, long budget,
                      int by_rate, int *out, long *T, double *energy_j);
 /* Round a relaxed plan (durations in units per op, relaxed) to the clocks that keep its
- * schedule: each computation takes the cheapest clock that ends by the relaxed plan's event at
- * its head when it starts as the rounded plan's predecessors end; then the two passes of
- * prs__refine_plan within budget. Result as prs__refine_plan; PRS_EINVAL if the rounded plan
- * exceeds the budget (never when the relaxed plan fits it) or a relaxed duration is faster than
- * every clock. */
-int prs__refine_track(prs__refine_refiner *rf, const long *relaxed, long budget, int *out, long *T,
-                      double *energy_j);
+ * schedule: each computation takes, among the clocks that end by the relaxed plan's event at
+ * its head when it starts as the rounded plan's predecessors end, the cheapest (price NULL), or
+ * the one with the least effective energy + price[op] * q (price: per op, the relaxation's
+ * price of a unit of time at its relaxed duration; a computation ending early leaves the time
+ * to the ones after it); then the two passes of prs__refine_plan within budget. Result as
+ * prs__refine_plan; PRS_EINVAL if the rounded plan exceeds the budget (never when the relaxed
+ * plan fits it) or a relaxed duration is faster than every clock. */
+int prs__refine_track(prs__refine_refiner *rf, const long *relaxed, const double *price,
+                      long budget, int *out, long *T, double *energy_j);
 /* What the refiner did since prs__refine_new into st (reclaims, reclaim_moves, tracks). */
 void prs__refine_count(const prs__refine_refiner *rf, prs_plan_stats *st);
 

@@ -63,8 +63,9 @@ typedef struct run {
     int changed;                        /* freq changed since the last emitted point */
     prs__refine_refiner *refiner;       /* hull mode only */
     cand rounded, fit_own, by_rate_own; /* hull mode only */
-    cand tracked;                       /* hull mode, clean frontier only */
-    int extra;                          /* tracked is a point of its own */
+    cand tracked[2];                    /* hull mode, clean frontier: plain, priced */
+    int extra[2];                       /* tracked[i] is a point of its own */
+    double *price;                      /* per op: the relaxation's price of time */
     prs_frontier *tracks;               /* those points, cleaned with the frontier's */
     int *track_prev;                    /* the clocks of the last of them */
     unsigned char *side;
@@ -103,7 +104,9 @@ static void run_free(run *r)
     free(r->idx);
     free(r->fit_own.idx);
     free(r->by_rate_own.idx);
-    free(r->tracked.idx);
+    free(r->tracked[0].idx);
+    free(r->tracked[1].idx);
+    free(r->price);
     free(r->track_prev);
     prs_frontier_free(r->tracks);
     prs__refine_free(r->refiner);
@@ -468,8 +471,7 @@ static int alloc_hull(run *r)
     r->refiner = prs__refine_new(r->g, &r->ev->t, &r->o->pipe);
     r->fit_own.idx = malloc(ops * sizeof(int));
     r->by_rate_own.idx = malloc(ops * sizeof(int));
-    r->tracked.idx = malloc(ops * sizeof(int));
-    return !r->refiner || !r->fit_own.idx || !r->by_rate_own.idx || !r->tracked.idx;
+    return !r->refiner || !r->fit_own.idx || !r->by_rate_own.idx;
 }
 
 /* The frontier of the plans rounded along the relaxed schedule (hull mode, clean frontier),
@@ -479,7 +481,11 @@ static int alloc_tracks(run *r)
     size_t ops = (size_t)r->g->nops;
     r->tracks = prs__frontier_new(&r->o->pipe, r->o->cost_model, r->freq);
     r->track_prev = malloc(ops * sizeof(int));
-    if (!r->tracks || !r->track_prev) return -1;
+    r->tracked[0].idx = malloc(ops * sizeof(int));
+    r->tracked[1].idx = malloc(ops * sizeof(int));
+    r->price = malloc(ops * sizeof(double));
+    if (!r->tracks || !r->track_prev || !r->tracked[0].idx || !r->tracked[1].idx || !r->price)
+        return -1;
     memcpy(r->track_prev, r->freq, ops * sizeof(int));
     return 0;
 }
@@ -558,18 +564,40 @@ static void consider(const run *r, const cand *c, const cand **best, int or_equa
     if (better(r, c, (*best)->t, (*best)->e, or_equal)) *best = c;
 }
 
+/* Per op, the relaxation's price of a unit of time at its duration: the slope of its hull cost
+ * there (between two vertices the segment's; at a vertex the mean of the two sides'). */
+static void fill_prices(run *r)
+{
+    for (int op = 0; op < r->g->nops; op++) {
+        const prs__model_optype *t = type_of(r, op);
+        long j = r->dur[op] - t->q_min;
+        int has_up = r->dur[op] > t->q_min, has_down = r->dur[op] < t->q_max;
+        double up = has_up ? t->up[j] : 0, down = has_down ? t->down[j] : 0;
+        r->price[op] = has_up && has_down ? 0.5 * (up + down) : up + down;
+    }
+}
+
 /* hull mode, clean frontier: when the best plan of the relaxed plan at planned time T (cost: its
  * effective cost) is not certified against the relaxation's bound at T, round the relaxed plan
- * along its schedule too (refine.c) within T. The result may end after the best plan, so it
- * becomes a point of its own (r->extra, stored in r->tracks) unless the best plan beats it;
- * cleaning keeps whichever no faster plan beats. */
+ * along its schedule too (refine.c) within T, twice: every computation at the cheapest clock
+ * that keeps the schedule, and at the clock that is cheapest once its time is priced at the
+ * relaxation's price (a computation between two hull vertices then takes one of them, ending
+ * early or using the time an earlier one left, as the relaxation mixes them). A result may end
+ * after the best plan, so it becomes a point of its own (r->extra, stored in r->tracks) unless
+ * the best plan beats it; cleaning keeps whichever no faster plan beats. */
 static void track(run *r, const cand *best, double cost, long T)
 {
-    r->extra = 0;
+    r->extra[0] = r->extra[1] = 0;
     if (certified(charged_to(r, best, T), relaxed_bound(r, cost, T))) return;
-    cand *c = &r->tracked;
-    c->ok = !prs__refine_track(r->refiner, r->dur, T, c->idx, &c->t, &c->e);
-    r->extra = c->ok && !(best->t <= c->t && charged_to(r, best, c->t) <= c->e);
+    fill_prices(r);
+    for (int i = 0; i < 2; i++) {
+        cand *c = &r->tracked[i];
+        c->ok =
+            !prs__refine_track(r->refiner, r->dur, i ? r->price : NULL, T, c->idx, &c->t, &c->e);
+        r->extra[i] = c->ok && !(best->t <= c->t && charged_to(r, best, c->t) <= c->e);
+    }
+    if (r->extra[0] && r->tracked[1].t == r->tracked[0].t && r->tracked[1].e == r->tracked[0].e)
+        r->extra[1] = 0; /* the same figures: the plan pushed already serves */
 }
 
 /* The plan to emit for the current durations (into r->plan, figures into *T, *energy_j; cost:
@@ -722,7 +750,7 @@ static int push_plan(run *r, prs_frontier *f, const prs_frontier_point *pt, cons
 }
 
 /* Emit the current durations' plan as the next frontier point (T: the planned critical path),
- * followed by the plan rounded along the relaxed schedule when that is a point of its own. */
+ * followed by the plans rounded along the relaxed schedule that are points of their own. */
 static int push_point(run *r, prs_frontier *f, long T, double delta)
 {
     const prs_plan_opts *o = r->o;
@@ -739,12 +767,16 @@ static int push_point(run *r, prs_frontier *f, long T, double delta)
     pt.eval_energy_j = E_eval;
     r->st.points++;
     int rc = push_plan(r, f, &pt, r->plan, r->prev_plan);
-    if (rc || !r->extra) return rc;
-    for (int op = 0; op < r->g->nops; op++)
-        r->plan[op] = r->ev->t.freq[r->tracked.idx[op]];
-    pt.eval_time_s = (double)r->tracked.t * o->pipe.unit_time_s;
-    pt.eval_energy_j = r->tracked.e;
-    return push_plan(r, r->tracks, &pt, r->plan, r->track_prev);
+    for (int i = 0; i < 2 && !rc; i++) {
+        if (!r->extra[i]) continue;
+        const cand *c = &r->tracked[i];
+        for (int op = 0; op < r->g->nops; op++)
+            r->plan[op] = r->ev->t.freq[c->idx[op]];
+        pt.eval_time_s = (double)c->t * o->pipe.unit_time_s;
+        pt.eval_energy_j = c->e;
+        rc = push_plan(r, r->tracks, &pt, r->plan, r->track_prev);
+    }
+    return rc;
 }
 
 int prs_plan_size(const prs_profile *profile, const prs_pipeline *pipe, long *span,

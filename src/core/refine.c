@@ -30,6 +30,9 @@ struct prs__refine_refiner {
      * when the spans are too long to tabulate: a binary search then) */
     int *fit, *fit_off, *fit_n;
     long *fit_q0;
+    /* per type: the sorted positions of the lower convex hull's vertices of (q, effective
+     * energy), ascending q, at hv[hv_start[k]] .. hv[hv_start[k + 1] - 1] */
+    int *hv, *hv_start;
     long *dur, *earliest, *latest;
     double *cost; /* per table entry: effective energy e - P_block q tau */
     int *cur;     /* per op: table entry of its clock */
@@ -55,6 +58,8 @@ static int alloc_refiner(prs__refine_refiner *rf, int total)
     rf->fit_off = malloc(sizeof *rf->fit_off * (nty + 1));
     rf->fit_n = malloc(sizeof *rf->fit_n * (nty + 1));
     rf->fit_q0 = malloc(sizeof *rf->fit_q0 * (nty + 1));
+    rf->hv = malloc(sizeof *rf->hv * nt);
+    rf->hv_start = malloc(sizeof *rf->hv_start * (nty + 1));
     rf->dur = malloc(sizeof *rf->dur * (size_t)g->nops);
     rf->earliest = malloc(sizeof *rf->earliest * (size_t)g->nnodes);
     rf->latest = malloc(sizeof *rf->latest * (size_t)g->nnodes);
@@ -65,8 +70,8 @@ static int alloc_refiner(prs__refine_refiner *rf, int total)
     rf->queue = malloc(sizeof *rf->queue * (size_t)(g->nnodes + 1));
     rf->queued = calloc((size_t)g->nnodes, 1);
     return rf->start && rf->order && rf->best && rf->after && rf->oq && rf->fit_off && rf->fit_n &&
-           rf->fit_q0 && rf->dur && rf->earliest && rf->latest && rf->cost && rf->cur &&
-           rf->hrate && rf->hop && rf->queue && rf->queued;
+           rf->fit_q0 && rf->hv && rf->hv_start && rf->dur && rf->earliest && rf->latest &&
+           rf->cost && rf->cur && rf->hrate && rf->hop && rf->queue && rf->queued;
 }
 
 /* One type's options sorted by q (stable), with the running cheapest and effective costs. */
@@ -99,6 +104,33 @@ static void sort_type(prs__refine_refiner *rf, int k)
             j++;
         rf->after[rf->order[i]] = j;
     }
+}
+
+/* Is the sorted position b on or above the segment from position a to position c? */
+static int above(const prs__refine_refiner *rf, int a, int b, int c)
+{
+    double ca = rf->cost[rf->order[a]], cb = rf->cost[rf->order[b]], cc = rf->cost[rf->order[c]];
+    return (cb - ca) * (double)(rf->oq[c] - rf->oq[a]) >=
+           (cc - ca) * (double)(rf->oq[b] - rf->oq[a]);
+}
+
+/* Per type, the vertices of the lower convex hull of the options that are cheaper than every
+ * faster one (Andrew's monotone chain over ascending q). */
+static void build_hull(prs__refine_refiner *rf)
+{
+    int n = 0;
+    for (int k = 0; k < rf->ntypes; k++) {
+        int first = n;
+        rf->hv_start[k] = n;
+        for (int i = rf->start[k]; i < rf->start[k + 1]; i++) {
+            if (rf->best[i] != rf->order[i]) continue; /* a faster option is no costlier */
+            if (n > first && rf->oq[rf->hv[n - 1]] == rf->oq[i]) n--; /* as fast, cheaper */
+            while (n - first >= 2 && above(rf, rf->hv[n - 2], rf->hv[n - 1], i))
+                n--;
+            rf->hv[n++] = i;
+        }
+    }
+    rf->hv_start[rf->ntypes] = n;
 }
 
 /* The per-type tables of the cheapest option within a limit, when their total length is
@@ -143,6 +175,7 @@ prs__refine_refiner *prs__refine_new(const prs__graph_graph *g, const prs__table
     memcpy(rf->start, ev->start, sizeof *rf->start * (size_t)(ev->ntypes + 1));
     for (int k = 0; k < ev->ntypes; k++)
         sort_type(rf, k);
+    build_hull(rf);
     if (build_fit(rf)) {
         prs__refine_free(rf);
         return NULL;
@@ -162,6 +195,8 @@ void prs__refine_free(prs__refine_refiner *rf)
     free(rf->fit_off);
     free(rf->fit_n);
     free(rf->fit_q0);
+    free(rf->hv);
+    free(rf->hv_start);
     free(rf->dur);
     free(rf->earliest);
     free(rf->latest);
@@ -462,7 +497,34 @@ int prs__refine_plan(prs__refine_refiner *rf, const int *idx, const long *earlie
  * ends by the relaxed event at its head. A rounded event never comes after the relaxed one
  * (induction over the order: every clock fits, the fastest being no slower than a relaxed
  * duration), so the rounded plan ends within the relaxed critical path. */
-static int round_along(prs__refine_refiner *rf, const long *relaxed)
+/* Give op the option within limit that minimizes effective energy + price * q, the slower on a
+ * tie, where the relaxed duration d and the price are the relaxation's (price: the slope of its
+ * cost at d). Options above the hull never win against the hull at a price within its slopes,
+ * so only the hull vertex at or just after d can, when it fits; when it does not, the best is
+ * the last vertex that fits or an option between it and the limit. -1 when nothing fits. */
+static int choose_priced(prs__refine_refiner *rf, int op, long limit, long d, double price)
+{
+    int type = rf->g->op_type[op], lo = rf->hv_start[type], hi = rf->hv_start[type + 1];
+    int j = lo;
+    while (j + 1 < hi && rf->oq[rf->hv[j]] < d)
+        j++;
+    long q_at = rf->oq[rf->hv[j]]; /* the vertex at or after d */
+    while (j > lo && rf->oq[rf->hv[j]] > limit)
+        j--;
+    int i = rf->hv[j], k = -1;
+    if (rf->oq[i] > limit) return -1;
+    double best = 0;
+    for (; i < rf->start[type + 1] && rf->oq[i] <= limit; i++) {
+        double v = rf->cost[rf->order[i]] + price * (double)rf->oq[i];
+        if (k < 0 || v <= best) best = v, k = rf->order[i];
+        if (rf->oq[i] >= q_at) break;
+    }
+    rf->cur[op] = k;
+    rf->dur[op] = rf->ev->q[k];
+    return 0;
+}
+
+static int round_along(prs__refine_refiner *rf, const long *relaxed, const double *price)
 {
     const prs__graph_graph *g = rf->g;
     long *rel = rf->latest;
@@ -479,7 +541,10 @@ static int round_along(prs__refine_refiner *rf, const long *relaxed)
             int op = g->cpm_in[k].op;
             long t = rf->earliest[g->cpm_in[k].node];
             if (op >= 0) {
-                if (choose(rf, op, event - t)) return PRS_EINVAL; /* faster than every clock */
+                long lim = event - t;
+                if (price ? choose_priced(rf, op, lim, relaxed[op], price[op])
+                          : choose(rf, op, lim))
+                    return PRS_EINVAL; /* faster than every clock */
                 t += rf->dur[op];
             }
             if (t > e) e = t;
@@ -489,11 +554,11 @@ static int round_along(prs__refine_refiner *rf, const long *relaxed)
     return 0;
 }
 
-int prs__refine_track(prs__refine_refiner *rf, const long *relaxed, long budget, int *out, long *T,
-                      double *energy_j)
+int prs__refine_track(prs__refine_refiner *rf, const long *relaxed, const double *price,
+                      long budget, int *out, long *T, double *energy_j)
 {
     rf->tracks++;
-    int rc = round_along(rf, relaxed);
+    int rc = round_along(rf, relaxed, price);
     return rc ? rc : finish(rf, budget, out, T, energy_j);
 }
 
