@@ -204,16 +204,27 @@ int prs__refine_entries(const prs__refine_refiner *rf, const int *freq, int *idx
  * critical path *T and energy. PRS_EINVAL if the plan already exceeds the budget. */
 int prs__refine_plan(prs__refine_refiner *rf, const int *idx, const long *earliest, long budget,
                      int by_rate, int *out, long *T, double *energy_j);
-/* Round a relaxed plan (durations in units per op, relaxed) to the clocks that keep its
- * schedule: each computation takes, among the clocks that end by the relaxed plan's event at
- * its head when it starts as the rounded plan's predecessors end, the cheapest (price NULL), or
- * the one with the least effective energy + price[op] * q (price: per op, the relaxation's
- * price of a unit of time at its relaxed duration; a computation ending early leaves the time
- * to the ones after it); then the two passes of prs__refine_plan within budget. Result as
+/* How prs__refine_track rounds a relaxed plan along its schedule. */
+typedef enum prs__track_mode {
+    PRS__TRACK_CHEAPEST = 0,    /* forward, each computation at its cheapest clock that fits */
+    PRS__TRACK_PRICED = 1,      /* forward, at the clock cheapest once its time is priced */
+    PRS__TRACK_PRICED_BACK = 2, /* the same backward, from the end of the schedule */
+    PRS__TRACK_MODES = 3
+} prs__track_mode;
+
+/* Round a relaxed plan (durations in units per op, relaxed) to clocks that keep its schedule.
+ * Forward: in topological order, each computation starts when the rounded plan's predecessors
+ * end and takes a clock that ends by the relaxed plan's event at its head. Backward: in reverse
+ * order, each ends when the rounded plan's successors start (latest times against the budget)
+ * and takes a clock that starts no earlier than the relaxed plan's latest event at its tail.
+ * Among the clocks that fit: the cheapest (PRS__TRACK_CHEAPEST), or the one with the least
+ * effective energy + price[op] * q (price: per op, the relaxation's price of a unit of time at
+ * its relaxed duration; a computation that ends early, or starts late, leaves the time to its
+ * neighbours). Then the two passes of prs__refine_plan within budget. Result as
  * prs__refine_plan; PRS_EINVAL if the rounded plan exceeds the budget (never when the relaxed
  * plan fits it) or a relaxed duration is faster than every clock. */
-int prs__refine_track(prs__refine_refiner *rf, const long *relaxed, const double *price,
-                      long budget, int *out, long *T, double *energy_j);
+int prs__refine_track(prs__refine_refiner *rf, const long *relaxed, prs__track_mode mode,
+                      const double *price, long budget, int *out, long *T, double *energy_j);
 /* What the refiner did since prs__refine_new into st (reclaims, reclaim_moves, tracks). */
 void prs__refine_count(const prs__refine_refiner *rf, prs_plan_stats *st);
 

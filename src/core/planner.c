@@ -63,9 +63,9 @@ typedef struct run {
     int changed;                        /* freq changed since the last emitted point */
     prs__refine_refiner *refiner;       /* hull mode only */
     cand rounded, fit_own, by_rate_own; /* hull mode only */
-    cand tracked[2];                    /* hull mode, clean frontier: plain, priced */
-    int extra[2];                       /* tracked[i] is a point of its own */
-    double *price;                      /* per op: the relaxation's price of time */
+    cand tracked[PRS__TRACK_MODES];     /* hull mode, clean frontier: per rounding mode */
+    int extra[PRS__TRACK_MODES];        /* tracked[m] is a point of its own */
+    double *price;                      /* per op: the relaxation's price of time (track) */
     prs_frontier *tracks;               /* those points, cleaned with the frontier's */
     int *track_prev;                    /* the clocks of the last of them */
     unsigned char *side;
@@ -104,8 +104,8 @@ static void run_free(run *r)
     free(r->idx);
     free(r->fit_own.idx);
     free(r->by_rate_own.idx);
-    free(r->tracked[0].idx);
-    free(r->tracked[1].idx);
+    for (int m = 0; m < PRS__TRACK_MODES; m++)
+        free(r->tracked[m].idx);
     free(r->price);
     free(r->track_prev);
     prs_frontier_free(r->tracks);
@@ -481,11 +481,10 @@ static int alloc_tracks(run *r)
     size_t ops = (size_t)r->g->nops;
     r->tracks = prs__frontier_new(&r->o->pipe, r->o->cost_model, r->freq);
     r->track_prev = malloc(ops * sizeof(int));
-    r->tracked[0].idx = malloc(ops * sizeof(int));
-    r->tracked[1].idx = malloc(ops * sizeof(int));
     r->price = malloc(ops * sizeof(double));
-    if (!r->tracks || !r->track_prev || !r->tracked[0].idx || !r->tracked[1].idx || !r->price)
-        return -1;
+    if (!r->tracks || !r->track_prev || !r->price) return -1;
+    for (int m = 0; m < PRS__TRACK_MODES; m++)
+        if (!(r->tracked[m].idx = malloc(ops * sizeof(int)))) return -1;
     memcpy(r->track_prev, r->freq, ops * sizeof(int));
     return 0;
 }
@@ -578,26 +577,28 @@ static void fill_prices(run *r)
 }
 
 /* hull mode, clean frontier: when the best plan of the relaxed plan at planned time T (cost: its
- * effective cost) is not certified against the relaxation's bound at T, round the relaxed plan
- * along its schedule too (refine.c) within T, twice: every computation at the cheapest clock
- * that keeps the schedule, and at the clock that is cheapest once its time is priced at the
- * relaxation's price (a computation between two hull vertices then takes one of them, ending
- * early or using the time an earlier one left, as the relaxation mixes them). A result may end
- * after the best plan, so it becomes a point of its own (r->extra, stored in r->tracks) unless
- * the best plan beats it; cleaning keeps whichever no faster plan beats. */
+ * effective cost) is more than PRS_HULL_TRACK_GAP above the relaxation's bound at T, round the
+ * relaxed plan along its schedule too (refine.c) within T, three ways: forward with every
+ * computation at the cheapest clock that keeps the schedule, and forward and backward with the
+ * clock that is cheapest once its time is priced at the relaxation's price (a computation
+ * between two hull vertices then takes one of them and leaves the time it saves to its
+ * neighbours, as the relaxation mixes the two). A result may end after the best plan, so it
+ * becomes a point of its own (r->extra, stored in r->tracks) unless the best plan beats it;
+ * cleaning keeps whichever no faster plan beats. */
 static void track(run *r, const cand *best, double cost, long T)
 {
-    r->extra[0] = r->extra[1] = 0;
-    if (certified(charged_to(r, best, T), relaxed_bound(r, cost, T))) return;
+    memset(r->extra, 0, sizeof r->extra);
+    double bound = relaxed_bound(r, cost, T);
+    if (charged_to(r, best, T) <= bound + PRS_HULL_TRACK_GAP * fabs(bound)) return;
     fill_prices(r);
-    for (int i = 0; i < 2; i++) {
-        cand *c = &r->tracked[i];
-        c->ok =
-            !prs__refine_track(r->refiner, r->dur, i ? r->price : NULL, T, c->idx, &c->t, &c->e);
-        r->extra[i] = c->ok && !(best->t <= c->t && charged_to(r, best, c->t) <= c->e);
+    for (int m = 0; m < PRS__TRACK_MODES; m++) {
+        cand *c = &r->tracked[m];
+        c->ok = !prs__refine_track(r->refiner, r->dur, (prs__track_mode)m, r->price, T, c->idx,
+                                   &c->t, &c->e);
+        r->extra[m] = c->ok && !(best->t <= c->t && charged_to(r, best, c->t) <= c->e);
+        for (int k = 0; k < m && r->extra[m]; k++) /* the same figures: one point serves */
+            if (r->extra[k] && r->tracked[k].t == c->t && r->tracked[k].e == c->e) r->extra[m] = 0;
     }
-    if (r->extra[0] && r->tracked[1].t == r->tracked[0].t && r->tracked[1].e == r->tracked[0].e)
-        r->extra[1] = 0; /* the same figures: the plan pushed already serves */
 }
 
 /* The plan to emit for the current durations (into r->plan, figures into *T, *energy_j; cost:
@@ -767,9 +768,9 @@ static int push_point(run *r, prs_frontier *f, long T, double delta)
     pt.eval_energy_j = E_eval;
     r->st.points++;
     int rc = push_plan(r, f, &pt, r->plan, r->prev_plan);
-    for (int i = 0; i < 2 && !rc; i++) {
-        if (!r->extra[i]) continue;
-        const cand *c = &r->tracked[i];
+    for (int m = 0; m < PRS__TRACK_MODES && !rc; m++) {
+        if (!r->extra[m]) continue;
+        const cand *c = &r->tracked[m];
         for (int op = 0; op < r->g->nops; op++)
             r->plan[op] = r->ev->t.freq[c->idx[op]];
         pt.eval_time_s = (double)c->t * o->pipe.unit_time_s;

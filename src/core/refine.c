@@ -106,7 +106,7 @@ static void sort_type(prs__refine_refiner *rf, int k)
     }
 }
 
-/* Is the sorted position b on or above the segment from position a to position c? */
+/* Is sorted position b on or above the segment from position a to position c (a < b < c in q)? */
 static int above(const prs__refine_refiner *rf, int a, int b, int c)
 {
     double ca = rf->cost[rf->order[a]], cb = rf->cost[rf->order[b]], cc = rf->cost[rf->order[c]];
@@ -497,11 +497,12 @@ int prs__refine_plan(prs__refine_refiner *rf, const int *idx, const long *earlie
  * ends by the relaxed event at its head. A rounded event never comes after the relaxed one
  * (induction over the order: every clock fits, the fastest being no slower than a relaxed
  * duration), so the rounded plan ends within the relaxed critical path. */
-/* Give op the option within limit that minimizes effective energy + price * q, the slower on a
- * tie, where the relaxed duration d and the price are the relaxation's (price: the slope of its
- * cost at d). Options above the hull never win against the hull at a price within its slopes,
- * so only the hull vertex at or just after d can, when it fits; when it does not, the best is
- * the last vertex that fits or an option between it and the limit. -1 when nothing fits. */
+/* Give op the clock within limit that minimizes effective energy + price * q, the slower on a
+ * tie; d: its relaxed duration, price: the relaxation's slope there. An option above the hull
+ * never beats the hull at a price within the hull's slopes there, and along the hull the
+ * priced cost falls up to the vertex at or after d: so that vertex wins when it fits, and
+ * otherwise the best is the last vertex that fits or an option between it and the limit.
+ * -1 (op unchanged) when nothing fits. */
 static int choose_priced(prs__refine_refiner *rf, int op, long limit, long d, double price)
 {
     int type = rf->g->op_type[op], lo = rf->hv_start[type], hi = rf->hv_start[type + 1];
@@ -511,20 +512,35 @@ static int choose_priced(prs__refine_refiner *rf, int op, long limit, long d, do
     long q_at = rf->oq[rf->hv[j]]; /* the vertex at or after d */
     while (j > lo && rf->oq[rf->hv[j]] > limit)
         j--;
-    int i = rf->hv[j], k = -1;
-    if (rf->oq[i] > limit) return -1;
+    int k = -1;
     double best = 0;
-    for (; i < rf->start[type + 1] && rf->oq[i] <= limit; i++) {
+    for (int i = rf->hv[j]; i < rf->start[type + 1] && rf->oq[i] <= limit; i++) {
         double v = rf->cost[rf->order[i]] + price * (double)rf->oq[i];
         if (k < 0 || v <= best) best = v, k = rf->order[i];
         if (rf->oq[i] >= q_at) break;
     }
+    if (k < 0) return -1;
     rf->cur[op] = k;
     rf->dur[op] = rf->ev->q[k];
     return 0;
 }
 
-static int round_along(prs__refine_refiner *rf, const long *relaxed, const double *price)
+/* Give op a clock within limit as mode says (price, d: as choose_priced). */
+static int choose_as(prs__refine_refiner *rf, int op, long limit, prs__track_mode mode, long d,
+                     double price)
+{
+    return mode == PRS__TRACK_CHEAPEST ? choose(rf, op, limit)
+                                       : choose_priced(rf, op, limit, d, price);
+}
+
+/* Rounding forward along the relaxed schedule: one pass in topological order computes the
+ * relaxed plan's earliest event times (into rf->latest, free until the passes) and, arc by
+ * arc, gives each computation a clock that, started when the rounded plan's predecessors end,
+ * ends by the relaxed event at its head. A rounded event never comes after the relaxed one
+ * (induction over the order: the fastest clock is no slower than a relaxed duration, so some
+ * clock fits), so the rounded plan ends within the relaxed critical path. */
+static int round_along(prs__refine_refiner *rf, const long *relaxed, prs__track_mode mode,
+                       const double *price)
 {
     const prs__graph_graph *g = rf->g;
     long *rel = rf->latest;
@@ -541,9 +557,7 @@ static int round_along(prs__refine_refiner *rf, const long *relaxed, const doubl
             int op = g->cpm_in[k].op;
             long t = rf->earliest[g->cpm_in[k].node];
             if (op >= 0) {
-                long lim = event - t;
-                if (price ? choose_priced(rf, op, lim, relaxed[op], price[op])
-                          : choose(rf, op, lim))
+                if (choose_as(rf, op, event - t, mode, relaxed[op], price ? price[op] : 0))
                     return PRS_EINVAL; /* faster than every clock */
                 t += rf->dur[op];
             }
@@ -554,11 +568,48 @@ static int round_along(prs__refine_refiner *rf, const long *relaxed, const doubl
     return 0;
 }
 
-int prs__refine_track(prs__refine_refiner *rf, const long *relaxed, const double *price,
-                      long budget, int *out, long *T, double *energy_j)
+/* Rounding backward, the mirror image: in reverse topological order, the relaxed plan's latest
+ * event times against the budget (into rf->earliest) and the rounded plan's latest times (into
+ * rf->latest); each computation, ending when the rounded plan's successors start, takes a clock
+ * that starts no earlier than the relaxed event at its tail. A rounded latest time is never
+ * before the relaxed one, so the rounded plan starts at 0 or later and ends within the budget.
+ * Leaves the rounded plan's earliest times in rf->earliest. */
+static int round_back(prs__refine_refiner *rf, const long *relaxed, const double *price,
+                      long budget)
+{
+    const prs__graph_graph *g = rf->g;
+    long *rel = rf->earliest, *late = rf->latest;
+    for (int j = 0; j < g->nnodes; j++) {
+        int v = g->topo[g->nnodes - 1 - j], lo = g->cpm_out_start[j], hi = g->cpm_out_start[j + 1];
+        long event = budget, l = budget;
+        for (int k = lo; k < hi; k++) {
+            int op = g->cpm_out[k].op;
+            long t = rel[g->cpm_out[k].node] - (op >= 0 ? relaxed[op] : 0);
+            if (t < event) event = t;
+        }
+        rel[v] = event;
+        for (int k = lo; k < hi; k++) {
+            int op = g->cpm_out[k].op;
+            long t = late[g->cpm_out[k].node];
+            if (op >= 0) {
+                if (choose_priced(rf, op, t - event, relaxed[op], price[op]))
+                    return PRS_EINVAL; /* faster than every clock */
+                t -= rf->dur[op];
+            }
+            if (t < l) l = t;
+        }
+        late[v] = l;
+    }
+    prs__graph_cpm(g, rf->dur, rf->earliest, NULL);
+    return 0;
+}
+
+int prs__refine_track(prs__refine_refiner *rf, const long *relaxed, prs__track_mode mode,
+                      const double *price, long budget, int *out, long *T, double *energy_j)
 {
     rf->tracks++;
-    int rc = round_along(rf, relaxed, price);
+    int rc = mode == PRS__TRACK_PRICED_BACK ? round_back(rf, relaxed, price, budget)
+                                            : round_along(rf, relaxed, mode, price);
     return rc ? rc : finish(rf, budget, out, T, energy_j);
 }
 
