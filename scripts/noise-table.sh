@@ -103,18 +103,19 @@ for model, name in (("gpt3-175b", "GPT-3"), ("bloom", "Bloom")):
                 print(f"| {name} | {cm} | {j * 100:g} % | {r} | {mm(b, 'overshoot')} | {mm(s, 'overshoot')} | {mm(b, 'regret')} | {mm(s, 'regret')} |")
 print()
 print("5 % jitter, R = 3, M = 12 and 24; also the intrinsic saving promised (median) and obtained")
-print("(median, on the truth), and the plan looked up for a straggler at 1.2 T_min (worst")
-print("overshoot past T', median regret).")
+print("(median, on the truth), the waste (the fastest plan's energy over the truth frontier's best")
+print("plan within its time, docs/noise.md), and the plan looked up for a straggler at 1.2 T_min")
+print("(worst overshoot past T', median regret).")
 print()
-print("| profile | M | model | planner | overshoot med / max | regret med / max | saving promised / obtained | straggler overshoot max / regret med |")
-print("|---|---|---|---|---|---|---|---|")
+print("| profile | M | model | planner | overshoot med / max | regret med / max | waste med / max | saving promised / obtained | straggler overshoot max / regret med |")
+print("|---|---|---|---|---|---|---|---|---|")
 for _, name, m, d in studies_5pct():
     for cm in ("exp", "hull"):
         lv = level(d, cm, 0.05)
         for pl in ("baseline", "robust"):
             o = lv[pl]
             st = o["straggler"]
-            print(f"| {name} | {m} | {cm} | {pl} | {mm(o, 'overshoot')} | {mm(o, 'regret')} | "
+            print(f"| {name} | {m} | {cm} | {pl} | {mm(o, 'overshoot')} | {mm(o, 'regret')} | {mm(o, 'waste')} | "
                   f"{o['promised_saving_median_pct']:.2f} / {o['obtained_saving_median_pct']:.2f} | "
                   f"{st['overshoot_max_pct']:.2f} / {st['regret_median_pct']:.2f} |")
 print()

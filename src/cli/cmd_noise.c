@@ -403,20 +403,21 @@ static void print_table(const noise_args *a, const noise_level *lv, int nlv)
            a->repeats, a->energy_ratio, a->refresh_s, a->bias, a->seeds, a->seed, a->straggler);
     printf("robust     margin %g standard errors, budget at most %g\n\n", a->robust.margin_sd,
            a->robust.budget_max);
-    printf("%-5s %7s %-8s  %9s %9s  %9s %9s  %9s %9s  %9s %9s\n", "model", "jitter", "planner",
-           "over med", "over max", "regr med", "regr max", "promised", "obtained", "strag ov",
-           "strag rg");
-    printf("%-5s %7s %-8s  %9s %9s  %9s %9s  %9s %9s  %9s %9s\n", "", "%", "", "%", "%", "%", "%",
-           "saving %", "saving %", "max %", "med %");
+    printf("%-5s %7s %-8s  %9s %9s  %9s %9s  %9s %9s  %9s %9s  %9s %9s\n", "model", "jitter",
+           "planner", "over med", "over max", "regr med", "regr max", "wast med", "wast max",
+           "promised", "obtained", "strag ov", "strag rg");
+    printf("%-5s %7s %-8s  %9s %9s  %9s %9s  %9s %9s  %9s %9s  %9s %9s\n", "", "%", "", "%", "%",
+           "%", "%", "%", "%", "saving %", "saving %", "max %", "med %");
     for (int i = 0; i < nlv; i++)
         for (int pl = 0; pl < PRS_NOISE_NPLANNERS; pl++) {
             const prs_noise_summary *s = &lv[i].sum[pl];
-            printf("%-5s %7.2f %-8s  %9.3f %9.3f  %9.3f %9.3f  %9.2f %9.2f  %9.3f %9.3f\n",
+            printf("%-5s %7.2f %-8s  %9.3f %9.3f  %9.3f %9.3f  %9.3f %9.3f  %9.2f %9.2f  %9.3f "
+                   "%9.3f\n",
                    pl ? "" : prs_cost_model_name(lv[i].model), 100.0 * lv[i].jitter,
                    pl ? "robust" : "baseline", s->overshoot_median_pct, s->overshoot_max_pct,
-                   s->regret_median_pct, s->regret_max_pct, s->promised_saving_median_pct,
-                   s->obtained_saving_median_pct, s->straggler_overshoot_max_pct,
-                   s->straggler_regret_median_pct);
+                   s->regret_median_pct, s->regret_max_pct, s->waste_median_pct, s->waste_max_pct,
+                   s->promised_saving_median_pct, s->obtained_saving_median_pct,
+                   s->straggler_overshoot_max_pct, s->straggler_regret_median_pct);
         }
     if (nlv)
         printf("\ntrue T_min %.6g s (%s), saving without noise %.2f %%\n", lv[0].truth.t_min_s,
