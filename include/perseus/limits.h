@@ -46,8 +46,9 @@
  * (docs/planner.md, 'From the relaxed plan to clocks'). */
 #define PRS_HULL_CERT_GAP 5e-4
 /* hull mode, clean frontier: a plan further than this fraction above the relaxation's lower
- * bound is also rounded along the relaxed schedule, three ways (docs/planner.md, 'From the
- * relaxed plan to clocks'); one within it is within it of the optimum already. */
+ * bound is also rounded along the relaxed schedule at the relaxation's price of time, forward
+ * and backward (docs/planner.md, 'From the relaxed plan to clocks'); one within it is within it
+ * of the optimum already. */
 #define PRS_HULL_TRACK_GAP 1e-3
 /* Max flow: the smallest residual capacity worth augmenting through. */
 #define PRS_FLOW_AUG_EPS 1e-12

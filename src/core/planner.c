@@ -577,21 +577,22 @@ static void fill_prices(run *r)
 }
 
 /* hull mode, clean frontier: when the best plan of the relaxed plan at planned time T (cost: its
- * effective cost) is more than PRS_HULL_TRACK_GAP above the relaxation's bound at T, round the
- * relaxed plan along its schedule too (refine.c) within T, three ways: forward with every
- * computation at the cheapest clock that keeps the schedule, and forward and backward with the
- * clock that is cheapest once its time is priced at the relaxation's price (a computation
- * between two hull vertices then takes one of them and leaves the time it saves to its
- * neighbours, as the relaxation mixes the two). A result may end after the best plan, so it
- * becomes a point of its own (r->extra, stored in r->tracks) unless the best plan beats it;
- * cleaning keeps whichever no faster plan beats. */
+ * effective cost) is not certified against the relaxation's bound at T, round the relaxed plan
+ * along its schedule too (refine.c) within T: forward with every computation at the cheapest
+ * clock that keeps the schedule; and where the plan is more than PRS_HULL_TRACK_GAP above the
+ * bound, forward and backward with the clock that is cheapest once its time is priced at the
+ * relaxation's price (a computation between two hull vertices then takes one of them and
+ * leaves the time it saves to its neighbours, as the relaxation mixes the two). A result may
+ * end after the best plan, so it becomes a point of its own (r->extra, stored in r->tracks)
+ * unless the best plan beats it; cleaning keeps whichever no faster plan beats. */
 static void track(run *r, const cand *best, double cost, long T)
 {
     memset(r->extra, 0, sizeof r->extra);
-    double bound = relaxed_bound(r, cost, T);
-    if (charged_to(r, best, T) <= bound + PRS_HULL_TRACK_GAP * fabs(bound)) return;
-    fill_prices(r);
-    for (int m = 0; m < PRS__TRACK_MODES; m++) {
+    double bound = relaxed_bound(r, cost, T), e = charged_to(r, best, T);
+    if (certified(e, bound)) return;
+    int modes = e <= bound + PRS_HULL_TRACK_GAP * fabs(bound) ? 1 : PRS__TRACK_MODES;
+    if (modes > 1) fill_prices(r);
+    for (int m = 0; m < modes; m++) {
         cand *c = &r->tracked[m];
         c->ok = !prs__refine_track(r->refiner, r->dur, (prs__track_mode)m, r->price, T, c->idx,
                                    &c->t, &c->e);
