@@ -491,12 +491,6 @@ int prs__refine_plan(prs__refine_refiner *rf, const int *idx, const long *earlie
     return rc ? rc : finish(rf, budget, out, T, energy_j);
 }
 
-/* Rounding along the relaxed schedule: one pass in topological order computes the relaxed
- * plan's earliest event times (into rf->latest, free until the passes) and, arc by arc, gives
- * each computation the cheapest clock that, started when the rounded plan's predecessors end,
- * ends by the relaxed event at its head. A rounded event never comes after the relaxed one
- * (induction over the order: every clock fits, the fastest being no slower than a relaxed
- * duration), so the rounded plan ends within the relaxed critical path. */
 /* Give op the clock within limit that minimizes effective energy + price * q, the slower on a
  * tie; d: its relaxed duration, price: the relaxation's slope there. An option above the hull
  * never beats the hull at a price within the hull's slopes there, and along the hull the

@@ -49,7 +49,8 @@ static prs_profile *load(void)
     return p;
 }
 
-static prs_pipeline pipeline(void)
+/* The hull planner's options for the chain: one GPU, two microbatches, 1 ms, no blocking power. */
+static prs_plan_opts opts(void)
 {
     prs_plan_opts o;
     prs_plan_opts_default(&o);
@@ -57,18 +58,16 @@ static prs_pipeline pipeline(void)
     o.pipe.microbatches = 2;
     o.pipe.unit_time_s = 0.001;
     o.pipe.blocking_power_w = 0;
-    return o.pipe;
+    o.cost_model = PRS_COST_HULL;
+    o.frontier = PRS_FRONTIER_CLEAN;
+    return o;
 }
 
 static void test_frontier(void **state)
 {
     (void)state;
     prs_profile *p = load();
-    prs_plan_opts o;
-    prs_plan_opts_default(&o);
-    o.pipe = pipeline();
-    o.cost_model = PRS_COST_HULL;
-    o.frontier = PRS_FRONTIER_CLEAN;
+    prs_plan_opts o = opts();
     prs_frontier *f = NULL;
     prs_error err = {0, ""};
     assert_int_equal(prs_plan(p, &o, &f, &err), 0);
@@ -105,7 +104,7 @@ static void test_modes(void **state)
 {
     (void)state;
     prs_profile *p = load();
-    prs_pipeline pipe = pipeline();
+    prs_pipeline pipe = opts().pipe;
     prs_eval *ev = NULL;
     prs_error err = {0, ""};
     assert_int_equal(prs_eval_open(p, &pipe, &ev, &err), 0);
