@@ -11,8 +11,11 @@
  * nodes reachable from the source in its final residual graph are the unique source-minimal
  * minimum cut, the set the reference's procedure finds too. Dinic's algorithm, with an
  * iterative depth-first search (no recursion depth limit on long pipelines). Consecutive
- * planner iterations differ in a few arcs, so callers pass the previous flow as a starting point
- * and the solve needs a few augmentations instead of a full max flow.
+ * planner iterations differ in a few arcs, so callers start from the previous flow and the solve
+ * needs a few augmentations instead of a full max flow: either by giving every arc its starting
+ * flow again (prs__flow_again, prs__flow_set), or, cheaper, by keeping the network as the last
+ * solve left it, residual supplies included, and changing the bounds of the arcs whose bounds
+ * changed (prs__flow_rebound): the other arcs and nodes are then not touched at all.
  *
  * Infinity is real (IEEE inf), not the reference's 10000 stand-in: an s-t path made only of
  * infinite-capacity arcs is detected up front and reported as PRS_ERANGE (no finite cut). */
@@ -30,13 +33,18 @@ struct prs__flow_net {
     int *to; /* per edge; edge e ^ 1 is e's reverse */
     double *cap;
     double *excess;
+    double *lb;             /* per original arc pair: its lower bound */
     unsigned char *inf_arc; /* per original arc pair: ub infinite */
-    int nbase; /* arcs' edges before the solver's node-excess edges; -1: not solved yet */
-    /* Adjacency in one array (slot k: edge adj[k] to node adj_to[k]), in the order of a list
-     * that each added edge joins at the front: per node, the node-excess edges of this solve
-     * (last added first), then the arcs' edges (last added first). Node v's arcs' edges are
-     * slots [first[v], last[v]); before them lie slots reserved for its node-excess edges (one
-     * per node, every other node's for s and t), of which this solve uses [beg[v], first[v]). */
+    int nbase; /* arcs' edges before the solver's node-supply edges; -1: not solved yet */
+    int fresh; /* the supply edges are to be filled from excess[] (no solve since the arcs' flows
+                * were last set in full) */
+    /* Adjacency in one array (slot k: edge adj[k] to node adj_to[k]). Every node v other than
+     * s and t has two supply edge pairs, numbered from nbase: s -> v (edge supply_edge(n, v))
+     * and v -> t (the next pair). Node v's arcs' edges are slots [first[v], last[v]), last
+     * added first; before them, from beg[v], its supply edges: s lists every node's s -> v and
+     * t every node's v -> t reverse, by node descending; any other node its v -> s reverse,
+     * then its v -> t. Edges of zero capacity are passed over, so the searches meet the edges
+     * in the order that a list holding only the non-empty ones would give. */
     int *adj, *adj_to, *beg, *first, *last;
     int *level, *it, *queue, *stack_e;
     double cut_eps; /* the cut's residual threshold (prs__flow_min_cut's eps) */
@@ -66,8 +74,9 @@ prs__flow_net *prs__flow_new(int max_nodes, int max_arcs)
     n->to = malloc(E * sizeof *n->to);
     n->cap = malloc(E * sizeof *n->cap);
     n->inf_arc = malloc(E / 2 + 1);
+    n->lb = malloc((E / 2 + 1) * sizeof *n->lb);
     if (!n->adj || !n->adj_to || !n->beg || !n->first || !n->last || !n->level || !n->it ||
-        !n->queue || !n->stack_e || !n->excess || !n->to || !n->cap || !n->inf_arc) {
+        !n->queue || !n->stack_e || !n->excess || !n->to || !n->cap || !n->inf_arc || !n->lb) {
         prs__flow_free(n);
         return NULL;
     }
@@ -90,6 +99,7 @@ void prs__flow_free(prs__flow_net *n)
     free(n->to);
     free(n->cap);
     free(n->inf_arc);
+    free(n->lb);
     free(n);
 }
 
@@ -100,6 +110,7 @@ void prs__flow_reset(prs__flow_net *n, int nnodes, int s, int t)
     n->t = t;
     n->nedges = 0;
     n->nbase = -1;
+    n->fresh = 1;
     for (int v = 0; v < nnodes + 2; v++)
         n->excess[v] = 0;
 }
@@ -107,7 +118,7 @@ void prs__flow_reset(prs__flow_net *n, int nnodes, int s, int t)
 int prs__flow_again(prs__flow_net *n)
 {
     if (n->nbase < 0) return -1;
-    n->nedges = n->nbase;
+    n->fresh = 1;
     for (int v = 0; v < n->nnodes + 2; v++)
         n->excess[v] = 0;
     return 0;
@@ -119,12 +130,19 @@ static int add_edge(prs__flow_net *n, int u, int v, double cap)
     n->to[e] = v, n->cap[e] = cap;
     n->to[e + 1] = u, n->cap[e + 1] = 0;
     n->inf_arc[e / 2] = 0;
+    n->lb[e / 2] = 0;
     n->nedges += 2;
     return e;
 }
 
-/* Lay out the arcs' edges (the first n->nbase) per node, last added first, after each node's
- * reserved node-excess slots. */
+/* The s -> v supply edge of node v (v -> t is the pair after it). */
+static int supply_edge(const prs__flow_net *n, int v)
+{
+    return n->nbase + 4 * v;
+}
+
+/* Lay out the arcs' edges (the first n->nbase) per node, last added first, and add every
+ * node's supply edges (empty) in front of them. */
 static void lay_out(prs__flow_net *n)
 {
     int V = n->nnodes, k = 0;
@@ -133,8 +151,8 @@ static void lay_out(prs__flow_net *n)
     for (int e = 0; e < n->nbase; e++)
         n->last[n->to[e ^ 1]]++; /* degree of e's tail */
     for (int v = 0; v < V; v++) {
-        k += v == n->s || v == n->t ? V : 1;
-        n->first[v] = k;
+        k += v == n->s || v == n->t ? V - 2 : 2;
+        n->first[v] = n->beg[v] = k;
         k += n->last[v];
         n->last[v] = n->first[v]; /* filled below */
     }
@@ -143,29 +161,51 @@ static void lay_out(prs__flow_net *n)
         n->adj[n->last[u]] = e;
         n->adj_to[n->last[u]++] = n->to[e];
     }
+    for (int v = 0; v < V; v++) {
+        add_edge(n, n->s, v, 0);
+        add_edge(n, v, n->t, 0);
+    }
+    for (int v = 0; v < V; v++) { /* by node ascending, each put in front: descending */
+        if (v == n->s || v == n->t) continue;
+        int e = supply_edge(n, v), k2;
+        k2 = --n->beg[n->s];
+        n->adj[k2] = e, n->adj_to[k2] = v;
+        k2 = --n->beg[n->t];
+        n->adj[k2] = e + 3, n->adj_to[k2] = v;
+        k2 = --n->beg[v];
+        n->adj[k2] = e + 2, n->adj_to[k2] = n->t;
+        k2 = --n->beg[v];
+        n->adj[k2] = e + 1, n->adj_to[k2] = n->s;
+    }
 }
 
-/* Add a node-excess edge u -> v with capacity cap; it and its reverse go in front of their
- * tails' lists. Returns its id. */
-static int add_excess_edge(prs__flow_net *n, int u, int v, double cap)
+/* Node v's supply (> 0: from s, < 0: to t) changes by d. */
+static void shift_supply(prs__flow_net *n, int v, double d)
 {
-    int e = add_edge(n, u, v, cap);
-    int k = --n->beg[u];
-    n->adj[k] = e, n->adj_to[k] = v;
-    k = --n->beg[v];
-    n->adj[k] = e + 1, n->adj_to[k] = u;
-    return e;
+    if (v == n->s || v == n->t) return;
+    int e = supply_edge(n, v);
+    double x = n->cap[e] - n->cap[e + 2] + d;
+    n->cap[e] = x > 0 ? x : 0;
+    n->cap[e + 2] = x < 0 ? -x : 0;
 }
 
-/* Edge pair e's residual capacities and inf flag for bounds [lb, ub] at a starting flow, and the
- * flow's share of its ends' excess. */
-static void set_pair(prs__flow_net *n, int e, double lb, double ub, double flow)
+/* Edge pair e's residual capacities and inf flag for bounds [lb, ub] at a flow (clamped into
+ * them); returns the flow. */
+static double set_caps(prs__flow_net *n, int e, double lb, double ub, double flow)
 {
     if (!(flow >= lb)) flow = lb; /* also catches NaN */
     if (flow > ub) flow = ub;
     n->cap[e] = ub - flow;
     n->cap[e + 1] = flow - lb;
     n->inf_arc[e / 2] = isinf(ub) != 0;
+    n->lb[e / 2] = lb;
+    return flow;
+}
+
+/* set_caps, and the flow's share of its ends' excess. */
+static void set_pair(prs__flow_net *n, int e, double lb, double ub, double flow)
+{
+    flow = set_caps(n, e, lb, ub, flow);
     n->excess[n->to[e]] += flow;
     n->excess[n->to[e + 1]] -= flow;
 }
@@ -182,16 +222,28 @@ void prs__flow_set(prs__flow_net *n, int arc, double lb, double ub, double flow)
     set_pair(n, 2 * arc, lb, ub, flow);
 }
 
-double prs__flow_flow(const prs__flow_net *n, int arc, double lb)
+void prs__flow_rebound(prs__flow_net *n, int arc, double lb, double ub)
 {
-    return lb + n->cap[2 * arc + 1];
+    int e = 2 * arc;
+    double old = n->lb[arc] + n->cap[e + 1];
+    double d = set_caps(n, e, lb, ub, old) - old;
+    if (d != 0) {
+        shift_supply(n, n->to[e], d);
+        shift_supply(n, n->to[e + 1], -d);
+    }
+}
+
+double prs__flow_flow(const prs__flow_net *n, int arc)
+{
+    return n->lb[arc] + n->cap[2 * arc + 1];
 }
 
 /* Levels of the nodes reachable from s through residual capacity > AUG_EPS (-1 elsewhere);
- * whether t is one of them. n->thin notes a node first reached through a residual of at most
- * n->cut_eps: when there is none, the reachable set is also the one through residuals above
- * cut_eps (every node has a path of those), so the final search doubles as the cut's. The
- * search stops when it reaches t (then only the levels below t's are complete). */
+ * whether t is one of them; it[v] = beg[v] for each of them. n->thin notes a node first
+ * reached through a residual of at most n->cut_eps: when there is none, the reachable set is
+ * also the one through residuals above cut_eps (every node has a path of those), so the final
+ * search doubles as the cut's. The search stops when it reaches t (then only the levels below
+ * t's are complete). */
 static int bfs_levels(prs__flow_net *n, int s, int t, int nv)
 {
     for (int v = 0; v < nv; v++)
@@ -199,6 +251,7 @@ static int bfs_levels(prs__flow_net *n, int s, int t, int nv)
     int head = 0, tail = 0;
     n->queue[tail++] = s;
     n->level[s] = 0;
+    n->it[s] = n->beg[s];
     n->thin = 0;
     n->level_searches++;
     while (head < tail) {
@@ -210,6 +263,7 @@ static int bfs_levels(prs__flow_net *n, int s, int t, int nv)
             if (c > AUG_EPS && n->level[w] < 0) {
                 if (c <= n->cut_eps) n->thin = 1;
                 n->level[w] = n->level[v] + 1;
+                n->it[w] = n->beg[w];
                 /* every node nearer than t has its level now; the rest cannot lie on a
                  * shortest path to t */
                 if (w == t) return 1;
@@ -245,9 +299,7 @@ static double augment(prs__flow_net *n, int *depth)
 static double dinic(prs__flow_net *n, int s, int t, int nv)
 {
     double total = 0;
-    while (bfs_levels(n, s, t, nv)) {
-        for (int v = 0; v < nv; v++)
-            n->it[v] = n->beg[v];
+    while (bfs_levels(n, s, t, nv)) { /* it[v] = beg[v] for every node found */
         int depth = 0, v = s;
         for (;;) {
             if (v == t) {
@@ -276,46 +328,31 @@ static double dinic(prs__flow_net *n, int s, int t, int nv)
     return total;
 }
 
-/* The node-excess edges of this solve (s -> v for excess > 0, v -> t for excess < 0), each
- * node's v -> t edge into to_sink (-1 for none); the negative excesses are added to *value. */
-static void excess_edges(prs__flow_net *n, int *to_sink, double *value)
+/* Every node's supply edges from excess[] (s -> v for excess > 0, v -> t for excess < 0), none
+ * of their flow pushed yet. */
+static void fill_supplies(prs__flow_net *n)
 {
-    int V = n->nnodes;
-    for (int v = 0; v < V; v++)
-        n->beg[v] = n->first[v];
-    for (int v = 0; v < V; v++) {
-        to_sink[v] = -1;
-        if (v == n->s || v == n->t) continue;
-        if (n->excess[v] > 0)
-            add_excess_edge(n, n->s, v, n->excess[v]);
-        else if (n->excess[v] < 0) {
-            to_sink[v] = add_excess_edge(n, v, n->t, -n->excess[v]);
-            *value += n->excess[v];
-        }
+    for (int v = 0; v < n->nnodes; v++) {
+        int e = supply_edge(n, v);
+        double x = v == n->s || v == n->t ? 0 : n->excess[v];
+        n->cap[e] = x > 0 ? x : 0;
+        n->cap[e + 2] = x < 0 ? -x : 0;
+        n->cap[e + 1] = n->cap[e + 3] = 0;
     }
 }
 
-/* Cheap head start: most excess is next to a deficit one infinite arc away (the end of one
- * computation feeds the start of the next); push it along s -> v -> w -> t directly. Returns
- * the flow pushed. */
-static double head_start(prs__flow_net *n, const int *to_sink)
+/* The cut's value less the flow the solve pushes: the arcs' flow into t less their flow out of
+ * it, and the deficits (supplies to t) of the other nodes. */
+static double cut_offset(const prs__flow_net *n)
 {
-    double flow = 0;
-    for (int i = n->beg[n->s]; i < n->last[n->s]; i++) {
-        int e = n->adj[i];
-        if (e & 1) continue;
-        int v = n->to[e];
-        for (int j = n->beg[v]; j < n->last[v] && n->cap[e] > AUG_EPS; j++) {
-            int a = n->adj[j], h = to_sink[n->adj_to[j]];
-            if ((a & 1) || !n->inf_arc[a / 2] || h < 0 || n->cap[h] <= AUG_EPS) continue;
-            double x = n->cap[e] < n->cap[h] ? n->cap[e] : n->cap[h];
-            n->cap[e] -= x, n->cap[e ^ 1] += x;
-            n->cap[a] -= x, n->cap[a ^ 1] += x;
-            n->cap[h] -= x, n->cap[h ^ 1] += x;
-            flow += x;
-        }
+    double value = 0;
+    for (int k = n->first[n->t]; k < n->last[n->t]; k++) {
+        int e = n->adj[k];
+        value += e & 1 ? n->lb[e / 2] + n->cap[e] : -(n->lb[e / 2] + n->cap[e + 1]);
     }
-    return flow;
+    for (int v = 0; v < n->nnodes; v++)
+        value -= n->cap[supply_edge(n, v) + 2];
+    return value;
 }
 
 /* side[v] = 1 for the nodes reachable from s through residual capacity > eps. */
@@ -345,21 +382,22 @@ int prs__flow_min_cut(prs__flow_net *n, double eps, unsigned char *side)
      * minimisers as the lower-bounded problem: no separate feasibility phase is needed. The same
      * holds with any starting flow f0 in [lb, ub] in place of lb (residuals ub - f0 forwards,
      * f0 - lb backwards, excess from f0), which lets a caller warm-start from the last solve.
-     * value: the cut's value = flow + excess(t) + the negative excesses outside s and t. */
+     * After a solve, the supply arcs' residuals are the excesses of its final flow, so a solve
+     * that follows prs__flow_rebound starts from them as they are. The cut's value is the flow
+     * pushed plus cut_offset(). */
     int V = n->nnodes;
-    if (n->nbase < 0) { /* first solve of these arcs: lay them out for prs__flow_again */
+    if (n->nbase < 0) { /* first solve of these arcs: lay them out for later solves */
         n->nbase = n->nedges;
         lay_out(n);
     }
-    int *to_sink = n->it; /* scratch: node -> its v -> t helper edge, or -1 */
-    double value = n->excess[n->t];
-    excess_edges(n, to_sink, &value);
-    double flow = head_start(n, to_sink);
+    if (n->fresh) fill_supplies(n);
+    n->fresh = 0;
+    double value = cut_offset(n);
     n->cut_eps = eps;
-    double more = dinic(n, n->s, n->t, V);
-    if (isinf(more)) return PRS_ERANGE; /* no finite cut */
+    double flow = dinic(n, n->s, n->t, V);
+    if (isinf(flow)) return PRS_ERANGE; /* no finite cut */
     /* a negative value means no feasible flow meets the lower bounds */
-    if (flow + more + value < -PRS_FLOW_INFEASIBLE_TOL) return PRS_EINFEASIBLE;
+    if (flow + value < -PRS_FLOW_INFEASIBLE_TOL) return PRS_EINFEASIBLE;
     if (!n->thin && eps >= AUG_EPS) { /* the last level search reached the cut's source side */
         for (int v = 0; v < V; v++)
             side[v] = n->level[v] >= 0;

@@ -131,10 +131,14 @@ int prs__flow_add(prs__flow_net *n, int from, int to, double lb, double ub, doub
  * would build. Non-zero (nothing done) when no solve has followed the last prs__flow_reset. */
 int prs__flow_again(prs__flow_net *n);
 void prs__flow_set(prs__flow_net *n, int arc, double lb, double ub, double flow);
-/* After prs__flow_min_cut: the flow on arc id (whose lower bound was lb), within its bounds. It is
- * meant as the next solve's starting flow; on its own it need not be conserved at every node
- * (the solver's node-excess arcs carry the difference). */
-double prs__flow_flow(const prs__flow_net *n, int arc, double lb);
+/* After a successful prs__flow_min_cut: new bounds for an arc, which keeps its flow (clamped
+ * into them); the next solve starts from the last one's flows, residual supplies included, so
+ * only the arcs whose bounds changed need this call. */
+void prs__flow_rebound(prs__flow_net *n, int arc, double lb, double ub);
+/* After prs__flow_min_cut: the flow on arc id, within its bounds. It is meant as a later
+ * solve's starting flow; on its own it need not be conserved at every node (the solver's
+ * supply arcs carry the difference). */
+double prs__flow_flow(const prs__flow_net *n, int arc);
 /* Solve. Writes side[v] = 1 for nodes on the source side of the source-minimal min cut
  * (reachable from s in the final residual graph through capacity > eps). Returns 0, or
  * PRS_ERANGE when no finite cut exists (an s-t path of infinite capacity), or PRS_EINFEASIBLE

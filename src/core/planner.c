@@ -54,10 +54,15 @@ typedef struct run {
     prs__model_optype *types;
     prs__flow_net *net;
     long *dur, *earliest, *latest;
-    double *arc_flow, *arc_lb, *arc_ub; /* per arc: last flow, bounds when last critical */
+    double *arc_flow, *arc_lb, *arc_ub; /* per arc: starting flow, bounds when last critical */
+    long *arc_d;                        /* per arc: its duration when its bounds were taken */
     unsigned char *was_crit;            /* per arc: critical in the last iteration */
     int have_cut;                       /* r->side holds the last solve's cut */
-    int *freq, *arc_id, *touched, *chg_op, *chg_freq;
+    int *net_id;                        /* per arc: its id in r->net (-1: not there) */
+    int net_ok;   /* r->net holds the last solve's flows (prs__flow_rebound can follow it) */
+    int *rebound; /* positions in r->arc_id of the critical arcs whose bounds changed */
+    int nrebound;
+    int *freq, *arc_id, *touched, *lengthen, *chg_op, *chg_freq;
     int *plan, *prev_plan;              /* emitted plan (hull: refined), the previous one */
     int *idx;                           /* per op: table entry of freq[op] */
     int changed;                        /* freq changed since the last emitted point */
@@ -92,11 +97,15 @@ static void run_free(run *r)
     free(r->latest);
     free(r->arc_flow);
     free(r->arc_lb);
+    free(r->arc_d);
     free(r->arc_ub);
     free(r->was_crit);
     free(r->freq);
     free(r->arc_id);
+    free(r->net_id);
+    free(r->rebound);
     free(r->touched);
+    free(r->lengthen);
     free(r->chg_op);
     free(r->chg_freq);
     free(r->plan);
@@ -219,30 +228,40 @@ static void arc_bounds(const run *r, const prs__graph_arc *a, double *lb, double
 
 enum step_result { STEP_OK, STEP_DONE, STEP_INFEASIBLE };
 
-/* The critical arcs into r->arc_id (their count returned) with their bounds; *same: the flow
- * problem is the last solve's (hull mode only: the same critical arcs with the same bounds, so
- * the same source-minimal minimum cut; piecewise-linear costs make this common); *same_arcs:
- * the same critical arcs, whatever their bounds. */
+/* The critical arcs into r->arc_id (their count returned) with their bounds, those whose
+ * bounds changed into r->rebound; *same: the flow problem is the last solve's (hull mode only:
+ * the same critical arcs with the same bounds, so the same source-minimal minimum cut;
+ * piecewise-linear costs make this common); *same_arcs: the same critical arcs, whatever their
+ * bounds. */
 static int scan_critical(run *r, int *same, int *same_arcs)
 {
     const prs__graph_graph *g = r->g;
     int ncrit = 0;
     *same = r->o->cost_model != PRS_COST_EXP && r->have_cut;
     *same_arcs = 1;
+    r->nrebound = 0;
     for (int a = 0; a < g->narcs; a++) {
         const prs__graph_arc *arc = &g->arcs[a];
         long d = arc->op >= 0 ? r->dur[arc->op] : 0;
         if (r->earliest[arc->from] + d != r->latest[arc->to]) {
-            r->arc_flow[a] = 0; /* not critical: no flow to start the next solve from */
             if (r->was_crit[a]) *same = *same_arcs = 0;
             r->was_crit[a] = 0;
             continue;
         }
+        if (r->was_crit[a] && r->arc_d[a] == d) { /* the same duration: the same bounds */
+            r->arc_id[ncrit++] = a;
+            continue;
+        }
         double lb, ub;
         arc_bounds(r, arc, &lb, &ub);
-        if (!r->was_crit[a]) *same_arcs = 0;
-        if (!*same_arcs || lb != r->arc_lb[a] || ub != r->arc_ub[a]) *same = 0;
+        if (!r->was_crit[a]) {
+            *same = *same_arcs = 0;
+        } else if (lb != r->arc_lb[a] || ub != r->arc_ub[a]) {
+            *same = 0;
+            r->rebound[r->nrebound++] = ncrit;
+        }
         r->was_crit[a] = 1;
+        r->arc_d[a] = d;
         r->arc_lb[a] = lb;
         r->arc_ub[a] = ub;
         r->arc_id[ncrit++] = a;
@@ -250,33 +269,41 @@ static int scan_critical(run *r, int *same, int *same_arcs)
     return ncrit;
 }
 
-/* The minimum cut of the critical arcs into r->side, their flows kept as the next solve's
- * starting point (prs__flow_min_cut's return). */
-static int solve_cut(run *r, int ncrit, int same_arcs)
+/* A network of the critical arcs, each starting from its flow in the last one (0 if it was not
+ * there or that solve failed). */
+static void build_net(run *r, int ncrit)
 {
     const prs__graph_graph *g = r->g;
-    /* the same critical arcs as in the last solve: only their bounds and flows change */
-    if (same_arcs && prs__flow_again(r->net) == 0) {
-        for (int i = 0; i < ncrit; i++) {
-            int a = r->arc_id[i];
-            prs__flow_set(r->net, i, r->arc_lb[a], r->arc_ub[a], r->arc_flow[a]);
+    for (int i = 0; i < ncrit; i++) {
+        int a = r->arc_id[i], k = r->net_id[a];
+        r->arc_flow[a] = r->net_ok && k >= 0 ? prs__flow_flow(r->net, k) : 0;
+    }
+    for (int a = 0; a < g->narcs; a++)
+        r->net_id[a] = -1;
+    prs__flow_reset(r->net, g->nnodes, g->source, g->sink);
+    for (int i = 0; i < ncrit; i++) {
+        int a = r->arc_id[i];
+        r->net_id[a] = prs__flow_add(r->net, g->arcs[a].from, g->arcs[a].to, r->arc_lb[a],
+                                     r->arc_ub[a], r->arc_flow[a]);
+    }
+}
+
+/* The minimum cut of the critical arcs into r->side. The same critical arcs as in the last
+ * solve: its network, with its flows, takes the changed bounds (prs__flow_rebound). */
+static int solve_cut(run *r, int ncrit, int same_arcs)
+{
+    if (same_arcs && r->net_ok) {
+        for (int i = 0; i < r->nrebound; i++) {
+            int a = r->arc_id[r->rebound[i]];
+            prs__flow_rebound(r->net, r->rebound[i], r->arc_lb[a], r->arc_ub[a]);
         }
     } else {
-        prs__flow_reset(r->net, g->nnodes, g->source, g->sink);
-        for (int i = 0; i < ncrit; i++) {
-            int a = r->arc_id[i];
-            prs__flow_add(r->net, g->arcs[a].from, g->arcs[a].to, r->arc_lb[a], r->arc_ub[a],
-                          r->arc_flow[a]);
-        }
+        build_net(r, ncrit);
     }
     int exp_mode = r->o->cost_model == PRS_COST_EXP;
     r->st.cuts++;
     int rc = prs__flow_min_cut(r->net, exp_mode ? FP_ERROR : PRS_HULL_CUT_EPS, r->side);
-    for (int i = 0; i < ncrit; i++) {
-        int a = r->arc_id[i];
-        r->arc_flow[a] = rc == 0 ? prs__flow_flow(r->net, i, r->arc_lb[a]) : 0;
-    }
-    r->have_cut = rc == 0;
+    r->have_cut = r->net_ok = rc == 0;
     return rc;
 }
 
@@ -288,31 +315,28 @@ static enum step_result cut_ops(run *r, int ncrit, int *nshort, int *n, int *pur
 {
     const prs__graph_graph *g = r->g;
     int exp_mode = r->o->cost_model == PRS_COST_EXP;
-    int m = 0;
+    int m = 0, nback = 0;
     *pure = 1;
-    for (int i = 0; i < ncrit; i++) { /* forwards: shorten */
+    for (int i = 0; i < ncrit; i++) {
         const prs__graph_arc *arc = &g->arcs[r->arc_id[i]];
-        if (!(r->side[arc->from] && !r->side[arc->to])) continue;
-        if (arc->op < 0 || r->dur[arc->op] - 1 < type_of(r, arc->op)->q_min) return STEP_DONE;
-        r->touched[m++] = arc->op;
+        int from = r->side[arc->from], to = r->side[arc->to];
+        if (from == to) continue;
+        if (from) { /* forwards: shorten */
+            if (arc->op < 0 || r->dur[arc->op] - 1 < type_of(r, arc->op)->q_min) return STEP_DONE;
+            r->touched[m++] = arc->op;
+        } else if (arc->op < 0) { /* backwards: lengthen, never dummies */
+            *pure = 0;
+        } else if (r->dur[arc->op] + 1 > type_of(r, arc->op)->q_max) {
+            if (exp_mode) return STEP_DONE;
+            *pure = 0;
+        } else {
+            r->lengthen[nback++] = arc->op;
+        }
     }
     if (m == 0) return STEP_DONE;
     *nshort = m;
-    for (int i = 0; i < ncrit; i++) { /* backwards: lengthen (never dummies) */
-        const prs__graph_arc *arc = &g->arcs[r->arc_id[i]];
-        if (!(!r->side[arc->from] && r->side[arc->to])) continue;
-        if (arc->op < 0) {
-            *pure = 0;
-            continue;
-        }
-        if (r->dur[arc->op] + 1 > type_of(r, arc->op)->q_max) {
-            if (exp_mode) return STEP_DONE;
-            *pure = 0;
-            continue;
-        }
-        r->touched[m++] = arc->op;
-    }
-    *n = m;
+    memcpy(r->touched + m, r->lengthen, sizeof *r->lengthen * (size_t)nback);
+    *n = m + nback;
     return STEP_OK;
 }
 
@@ -441,6 +465,7 @@ static int alloc_run(run *r, prs_error *err)
     r->dur = calloc(ops, sizeof *r->dur); /* zeroed: every path reads it initialised */
     r->freq = malloc(ops * sizeof *r->freq);
     r->touched = malloc(ops * sizeof *r->touched);
+    r->lengthen = malloc(ops * sizeof *r->lengthen);
     r->prev_touched = malloc(ops * sizeof *r->prev_touched);
     r->chg_op = malloc(ops * sizeof *r->chg_op);
     r->chg_freq = malloc(ops * sizeof *r->chg_freq);
@@ -452,15 +477,21 @@ static int alloc_run(run *r, prs_error *err)
     r->latest = malloc(nodes * sizeof *r->latest);
     r->side = malloc(nodes);
     r->arc_id = malloc(arcs * sizeof *r->arc_id);
+    r->net_id = malloc(arcs * sizeof *r->net_id);
+    r->rebound = malloc(arcs * sizeof *r->rebound);
     r->arc_lb = malloc(arcs * sizeof *r->arc_lb);
+    r->arc_d = malloc(arcs * sizeof *r->arc_d);
     r->arc_ub = malloc(arcs * sizeof *r->arc_ub);
     r->was_crit = calloc(arcs, 1);
     r->arc_flow = calloc(arcs, sizeof *r->arc_flow);
     r->net = prs__flow_new(g->nnodes, g->narcs);
-    if (!r->dur || !r->freq || !r->touched || !r->prev_touched || !r->chg_op || !r->chg_freq ||
-        !r->plan || !r->prev_plan || !r->idx || !r->earliest || !r->latest || !r->side ||
-        !r->arc_id || !r->arc_lb || !r->arc_ub || !r->was_crit || !r->arc_flow || !r->net)
+    if (!r->dur || !r->freq || !r->touched || !r->lengthen || !r->prev_touched || !r->chg_op ||
+        !r->chg_freq || !r->plan || !r->prev_plan || !r->idx || !r->earliest || !r->latest ||
+        !r->side || !r->arc_id || !r->net_id || !r->rebound || !r->arc_lb || !r->arc_d ||
+        !r->arc_ub || !r->was_crit || !r->arc_flow || !r->net)
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    for (size_t a = 0; a < arcs; a++)
+        r->net_id[a] = -1; /* no network yet */
     return 0;
 }
 

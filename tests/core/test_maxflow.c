@@ -92,6 +92,25 @@ static double cut_cost(const arc *arcs, int m, unsigned mask)
     return c;
 }
 
+/* The source-minimal minimum cut by brute force over every S holding 0 and not n-1 (the
+ * intersection of all minimisers); its cost into *best (INFINITY when every cut is). */
+static unsigned brute_cut(const arc *arcs, int m, int n, double *best)
+{
+    unsigned inter = ~0u;
+    *best = INFINITY;
+    for (unsigned mask = 0; mask < (1u << n); mask++) {
+        if (!(mask & 1) || (mask >> (n - 1)) & 1) continue;
+        double c = cut_cost(arcs, m, mask);
+        if (c < *best - 1e-9) {
+            *best = c;
+            inter = mask;
+        } else if (fabs(c - *best) <= 1e-9) {
+            inter &= mask;
+        }
+    }
+    return inter;
+}
+
 static void random_cuts(void **state)
 {
     (void)state;
@@ -103,19 +122,8 @@ static void random_cuts(void **state)
         int n = 3 + below(8);
         arc arcs[128];
         int m = make_case(n, arcs);
-        /* brute force over S containing 0, not n-1 */
-        double best = INFINITY;
-        unsigned inter = ~0u;
-        for (unsigned mask = 0; mask < (1u << n); mask++) {
-            if (!(mask & 1) || (mask >> (n - 1)) & 1) continue;
-            double c = cut_cost(arcs, m, mask);
-            if (c < best - 1e-9) {
-                best = c;
-                inter = mask;
-            } else if (fabs(c - best) <= 1e-9) {
-                inter &= mask;
-            }
-        }
+        double best;
+        unsigned inter = brute_cut(arcs, m, n, &best);
         for (int start = 0; start < 3; start++) {
             prs__flow_reset(net, n, 0, n - 1);
             for (int a = 0; a < m; a++) {
@@ -140,7 +148,7 @@ static void random_cuts(void **state)
             assert_int_equal(got, inter);
             /* the flow handed back for warm starts respects the bounds */
             for (int a = 0; a < m; a++) {
-                double f = prs__flow_flow(net, a, arcs[a].lb);
+                double f = prs__flow_flow(net, a);
                 assert_true(f >= arcs[a].lb - 1e-9 && f <= arcs[a].ub + 1e-9);
             }
         }
@@ -173,7 +181,7 @@ static void again_matches_rebuild(void **state)
         if (prs__flow_min_cut(net, 1e-9, side) != 0) continue;
         double f0[128];
         for (int a = 0; a < m; a++) { /* new bounds around the solved flow, sometimes off it */
-            f0[a] = prs__flow_flow(net, a, arcs[a].lb);
+            f0[a] = prs__flow_flow(net, a);
             arcs[a].lb = f0[a] * uniform();
             arcs[a].ub = below(4) == 0 ? INFINITY : arcs[a].lb + 3 * uniform();
         }
@@ -188,7 +196,7 @@ static void again_matches_rebuild(void **state)
         if (rc != 0) continue;
         assert_memory_equal(side, side2, (size_t)n);
         for (int a = 0; a < m; a++) {
-            double f = prs__flow_flow(net, a, arcs[a].lb), g = prs__flow_flow(fresh, a, arcs[a].lb);
+            double f = prs__flow_flow(net, a), g = prs__flow_flow(fresh, a);
             assert_memory_equal(&f, &g, sizeof f);
         }
         compared++;
@@ -199,9 +207,70 @@ static void again_matches_rebuild(void **state)
     prs__flow_free(fresh);
 }
 
+/* New bounds for arc a around its designed flow (make_case's kinds). */
+static void new_bounds(arc *a)
+{
+    double f = a->flow;
+    int kind = below(4);
+    a->lb = kind == 0 ? 0 : kind == 1 ? f : f * uniform();
+    a->ub = kind == 0 || below(4) == 0 ? INFINITY : kind == 1 ? f : f + 3 * uniform();
+}
+
+/* Chains of solves where each solve after the first changes a few arcs' bounds with
+ * prs__flow_rebound and keeps everything else as the last solve left it: every cut must be
+ * the brute-force source-minimal minimiser of the bounds then in force. */
+static void rebound_chains(void **state)
+{
+    (void)state;
+    rng_state = 4242;
+    prs__flow_net *net = prs__flow_new(16, 256);
+    assert_non_null(net);
+    int checked = 0;
+    for (int iter = 0; iter < 400; iter++) {
+        int n = 3 + below(8);
+        arc arcs[128];
+        int m = make_case(n, arcs);
+        prs__flow_reset(net, n, 0, n - 1);
+        for (int a = 0; a < m; a++)
+            prs__flow_add(net, arcs[a].from, arcs[a].to, arcs[a].lb, arcs[a].ub, arcs[a].lb);
+        for (int round = 0; round < 8; round++) {
+            if (round > 0) /* a few arcs get new bounds; the designed flow stays feasible */
+                for (int a = 0; a < m; a++)
+                    if (below(3) == 0) {
+                        new_bounds(&arcs[a]);
+                        prs__flow_rebound(net, a, arcs[a].lb, arcs[a].ub);
+                    }
+            double best;
+            unsigned want = brute_cut(arcs, m, n, &best);
+            unsigned char side[16];
+            int rc = prs__flow_min_cut(net, 1e-9, side);
+            if (isinf(best)) { /* the network is spent: the chain ends */
+                assert_int_equal(rc, PRS_ERANGE);
+                break;
+            }
+            assert_int_equal(rc, 0);
+            unsigned got = 0;
+            for (int v = 0; v < n; v++)
+                got |= (unsigned)side[v] << v;
+            if (got != want)
+                print_message("case %d round %d: got set %#x, want %#x\n", iter, round, got, want);
+            assert_int_equal(got, want);
+            for (int a = 0; a < m; a++) {
+                double f = prs__flow_flow(net, a);
+                assert_true(f >= arcs[a].lb - 1e-9 && f <= arcs[a].ub + 1e-9);
+            }
+            checked += round > 0;
+        }
+    }
+    print_message("%d solves after prs__flow_rebound checked\n", checked);
+    assert_true(checked > 500);
+    prs__flow_free(net);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(random_cuts),
-                                       cmocka_unit_test(again_matches_rebuild)};
+                                       cmocka_unit_test(again_matches_rebuild),
+                                       cmocka_unit_test(rebound_chains)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
