@@ -41,11 +41,13 @@ struct prs__flow_net {
     /* Adjacency in one array (slot k: edge adj[k] to node adj_to[k]). Every node v other than
      * s and t has two supply edge pairs, numbered from nbase: s -> v (edge supply_edge(n, v))
      * and v -> t (the next pair). Node v's arcs' edges are slots [first[v], last[v]), last
-     * added first; before them, from beg[v], its supply edges: s lists every node's s -> v and
-     * t every node's v -> t reverse, by node descending; any other node its v -> s reverse,
-     * then its v -> t. Edges of zero capacity are passed over, so the searches meet the edges
-     * in the order that a list holding only the non-empty ones would give. */
+     * added first; before them, from beg[v], its v -> t supply edge, and for s its s -> v
+     * supply edges with residual capacity, by node descending (in_s[v]: v is listed; pend: the
+     * nodes given supply since the list was last put in order). The supply edges' reverses lead
+     * into s or out of t, which no search needs, and are not listed. */
     int *adj, *adj_to, *beg, *first, *last;
+    unsigned char *in_s;
+    int *pend, npend;
     int *level, *it, *queue, *stack_e;
     double cut_eps; /* the cut's residual threshold (prs__flow_min_cut's eps) */
     int thin;       /* the last level search discovered a node through a residual <= cut_eps */
@@ -70,13 +72,15 @@ prs__flow_net *prs__flow_new(int max_nodes, int max_arcs)
     n->it = malloc(V * sizeof *n->it);
     n->queue = malloc(V * sizeof *n->queue);
     n->stack_e = malloc(V * sizeof *n->stack_e);
+    n->in_s = malloc(V);
+    n->pend = malloc(V * sizeof *n->pend);
     n->excess = malloc(V * sizeof *n->excess);
     n->to = malloc(E * sizeof *n->to);
     n->cap = malloc(E * sizeof *n->cap);
     n->inf_arc = malloc(E / 2 + 1);
     n->lb = malloc((E / 2 + 1) * sizeof *n->lb);
     if (!n->adj || !n->adj_to || !n->beg || !n->first || !n->last || !n->level || !n->it ||
-        !n->queue || !n->stack_e || !n->excess || !n->to || !n->cap || !n->inf_arc || !n->lb) {
+        !n->queue || !n->stack_e || !n->in_s || !n->pend || !n->excess || !n->to || !n->cap || !n->inf_arc || !n->lb) {
         prs__flow_free(n);
         return NULL;
     }
@@ -95,6 +99,8 @@ void prs__flow_free(prs__flow_net *n)
     free(n->it);
     free(n->queue);
     free(n->stack_e);
+    free(n->in_s);
+    free(n->pend);
     free(n->excess);
     free(n->to);
     free(n->cap);
@@ -151,7 +157,7 @@ static void lay_out(prs__flow_net *n)
     for (int e = 0; e < n->nbase; e++)
         n->last[n->to[e ^ 1]]++; /* degree of e's tail */
     for (int v = 0; v < V; v++) {
-        k += v == n->s || v == n->t ? V - 2 : 2;
+        k += v == n->s ? V : v == n->t ? 0 : 1;
         n->first[v] = n->beg[v] = k;
         k += n->last[v];
         n->last[v] = n->first[v]; /* filled below */
@@ -162,21 +168,45 @@ static void lay_out(prs__flow_net *n)
         n->adj_to[n->last[u]++] = n->to[e];
     }
     for (int v = 0; v < V; v++) {
-        add_edge(n, n->s, v, 0);
+        int e = add_edge(n, n->s, v, 0) + 2;
         add_edge(n, v, n->t, 0);
-    }
-    for (int v = 0; v < V; v++) { /* by node ascending, each put in front: descending */
         if (v == n->s || v == n->t) continue;
-        int e = supply_edge(n, v), k2;
-        k2 = --n->beg[n->s];
-        n->adj[k2] = e, n->adj_to[k2] = v;
-        k2 = --n->beg[n->t];
-        n->adj[k2] = e + 3, n->adj_to[k2] = v;
-        k2 = --n->beg[v];
-        n->adj[k2] = e + 2, n->adj_to[k2] = n->t;
-        k2 = --n->beg[v];
-        n->adj[k2] = e + 1, n->adj_to[k2] = n->s;
+        k = --n->beg[v];
+        n->adj[k] = e, n->adj_to[k] = n->t;
     }
+}
+
+/* List s -> v at the front of s's list. */
+static void list_source(prs__flow_net *n, int v)
+{
+    int k = --n->beg[n->s];
+    n->adj[k] = supply_edge(n, v);
+    n->adj_to[k] = v;
+}
+
+/* Put s's list in order: the listed nodes that still have supply and the pending ones, by node
+ * descending. */
+static void order_sources(prs__flow_net *n)
+{
+    int *old = n->queue, nold = 0, s = n->s, *pend = n->pend;
+    for (int i = 1; i < n->npend; i++) /* pending nodes, ascending */
+        for (int j = i; j > 0 && pend[j - 1] > pend[j]; j--) {
+            int x = pend[j];
+            pend[j] = pend[j - 1];
+            pend[j - 1] = x;
+        }
+    for (int k = n->first[s] - 1; k >= n->beg[s]; k--) { /* listed, ascending from the back */
+        int v = n->adj_to[k];
+        if (n->cap[n->adj[k]] > AUG_EPS)
+            old[nold++] = v;
+        else
+            n->in_s[v] = 0;
+    }
+    n->beg[s] = n->first[s];
+    int i = 0, j = 0;
+    while (i < nold || j < n->npend) /* merge, ascending, each put in front */
+        list_source(n, j == n->npend || (i < nold && old[i] < pend[j]) ? old[i++] : pend[j++]);
+    n->npend = 0;
 }
 
 /* Node v's supply (> 0: from s, < 0: to t) changes by d. */
@@ -187,6 +217,10 @@ static void shift_supply(prs__flow_net *n, int v, double d)
     double x = n->cap[e] - n->cap[e + 2] + d;
     n->cap[e] = x > 0 ? x : 0;
     n->cap[e + 2] = x < 0 ? -x : 0;
+    if (n->cap[e] > AUG_EPS && !n->in_s[v]) {
+        n->in_s[v] = 1;
+        n->pend[n->npend++] = v;
+    }
 }
 
 /* Edge pair e's residual capacities and inf flag for bounds [lb, ub] at a flow (clamped into
@@ -332,12 +366,16 @@ static double dinic(prs__flow_net *n, int s, int t, int nv)
  * of their flow pushed yet. */
 static void fill_supplies(prs__flow_net *n)
 {
+    n->beg[n->s] = n->first[n->s];
+    n->npend = 0;
     for (int v = 0; v < n->nnodes; v++) {
         int e = supply_edge(n, v);
         double x = v == n->s || v == n->t ? 0 : n->excess[v];
         n->cap[e] = x > 0 ? x : 0;
         n->cap[e + 2] = x < 0 ? -x : 0;
         n->cap[e + 1] = n->cap[e + 3] = 0;
+        n->in_s[v] = n->cap[e] > AUG_EPS;
+        if (n->in_s[v]) list_source(n, v);
     }
 }
 
@@ -390,7 +428,10 @@ int prs__flow_min_cut(prs__flow_net *n, double eps, unsigned char *side)
         n->nbase = n->nedges;
         lay_out(n);
     }
-    if (n->fresh) fill_supplies(n);
+    if (n->fresh)
+        fill_supplies(n);
+    else
+        order_sources(n);
     n->fresh = 0;
     double value = cut_offset(n);
     n->cut_eps = eps;
