@@ -80,7 +80,8 @@ prs__flow_net *prs__flow_new(int max_nodes, int max_arcs)
     n->inf_arc = malloc(E / 2 + 1);
     n->lb = malloc((E / 2 + 1) * sizeof *n->lb);
     if (!n->adj || !n->adj_to || !n->beg || !n->first || !n->last || !n->level || !n->it ||
-        !n->queue || !n->stack_e || !n->in_s || !n->pend || !n->excess || !n->to || !n->cap || !n->inf_arc || !n->lb) {
+        !n->queue || !n->stack_e || !n->in_s || !n->pend || !n->excess || !n->to || !n->cap ||
+        !n->inf_arc || !n->lb) {
         prs__flow_free(n);
         return NULL;
     }
