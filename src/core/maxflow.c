@@ -18,7 +18,11 @@
  * changed (prs__flow_rebound): the other arcs and nodes are then not touched at all.
  *
  * Infinity is real (IEEE inf), not the reference's 10000 stand-in: an s-t path made only of
- * infinite-capacity arcs is detected up front and reported as PRS_ERANGE (no finite cut). */
+ * infinite-capacity arcs is detected up front and reported as PRS_ERANGE (no finite cut).
+ *
+ * The residual graph lives in one array of slots, each a directed residual edge with its
+ * capacity, its head and the slot of its reverse, grouped by tail node: the searches read a
+ * node's edges and their capacities in one sequential sweep. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,28 +31,36 @@
 
 #define AUG_EPS PRS_FLOW_AUG_EPS /* smallest residual worth augmenting through */
 
+/* A directed residual edge: capacity left, head node, the slot of its reverse. */
+typedef struct slot {
+    double cap;
+    int to, rev;
+} slot;
+
 struct prs__flow_net {
-    int max_nodes, max_edges;
-    int nnodes, s, t, nedges;
-    int *to; /* per edge; edge e ^ 1 is e's reverse */
-    double *cap;
-    double *excess;
-    double *lb;             /* per original arc pair: its lower bound */
-    unsigned char *inf_arc; /* per original arc pair: ub infinite */
-    int nbase; /* arcs' edges before the solver's node-supply edges; -1: not solved yet */
-    int fresh; /* the supply edges are to be filled from excess[] (no solve since the arcs' flows
-                * were last set in full) */
-    /* Adjacency in one array (slot k: edge adj[k] to node adj_to[k]). Every node v other than
-     * s and t has two supply edge pairs, numbered from nbase: s -> v (edge supply_edge(n, v))
-     * and v -> t (the next pair). Node v's arcs' edges are slots [first[v], last[v]), last
-     * added first; before them, from beg[v], its v -> t supply edge, and for s its s -> v
-     * supply edges with residual capacity, by node descending (in_s[v]: v is listed; pend: the
-     * nodes given supply since the list was last put in order). The supply edges' reverses lead
-     * into s or out of t, which no search needs, and are not listed. */
-    int *adj, *adj_to, *beg, *first, *last;
+    int max_nodes, max_arcs;
+    int nnodes, s, t, narcs;
+    int laid;  /* the arcs added since the last reset have their slots */
+    int fresh; /* the supplies are to be filled from excess[] (no solve since the arcs' flows were
+                * last set in full) */
+    /* per arc: ends, bounds, forward slot (once laid), residuals before it is laid */
+    int *afrom, *ato, *fw;
+    double *lb, *cf, *cb;
+    unsigned char *inf_arc;
+    /* Slots: node v's arcs' edges (forward out of v, reverse into it) are slots [first[v],
+     * last[v]), in the order of a list that each edge joins at the front as arcs are added,
+     * forward before reverse; before them, from beg[v], its supply edge to t (t_slot[v]), and
+     * for s an edge to each node with supply left, by node descending (s_slot[v]; -1 while v
+     * is not listed, its supply then in scap[v]; in_s[v]: listed or pending, pend[0 .. npend):
+     * given supply since the list was last put in order). The supply edges' reverses lead into
+     * s or out of t, which no search needs: they all share the slot junk. */
+    slot *sl;
+    int *sarc; /* per arc slot: arc * 2, + 1 for a reverse */
+    int junk;
+    int *beg, *first, *last, *t_slot, *s_slot, *pend, npend;
+    double *scap, *excess; /* excess: per node, the arcs' flow in - out (fill_supplies) */
     unsigned char *in_s;
-    int *pend, npend;
-    int *level, *it, *queue, *stack_e;
+    int *level, *it, *queue, *stack;
     double cut_eps; /* the cut's residual threshold (prs__flow_min_cut's eps) */
     int thin;       /* the last level search discovered a node through a residual <= cut_eps */
     long level_searches, level_nodes, cut_searches, cut_nodes; /* prs__flow_count */
@@ -58,30 +70,35 @@ prs__flow_net *prs__flow_new(int max_nodes, int max_arcs)
 {
     prs__flow_net *n = calloc(1, sizeof *n);
     if (!n) return NULL;
-    n->nbase = -1; /* no solve to repeat (prs__flow_again) */
     n->max_nodes = max_nodes + 2;
-    n->max_edges = 2 * (max_arcs + 2 * max_nodes + 1);
-    size_t V = (size_t)n->max_nodes, E = (size_t)n->max_edges;
-    size_t slots = E + 3 * V; /* every edge, and the node-excess reservations */
-    n->adj = malloc(slots * sizeof *n->adj);
-    n->adj_to = malloc(slots * sizeof *n->adj_to);
+    n->max_arcs = max_arcs;
+    size_t V = (size_t)n->max_nodes, A = (size_t)(max_arcs > 0 ? max_arcs : 1);
+    size_t S = 2 * A + 2 * V + 1; /* arcs both ways, s's list, the t edges, junk */
+    n->afrom = malloc(A * sizeof *n->afrom);
+    n->ato = malloc(A * sizeof *n->ato);
+    n->fw = malloc(A * sizeof *n->fw);
+    n->lb = malloc(A * sizeof *n->lb);
+    n->cf = malloc(A * sizeof *n->cf);
+    n->cb = malloc(A * sizeof *n->cb);
+    n->inf_arc = malloc(A);
+    n->sl = malloc(S * sizeof *n->sl);
+    n->sarc = malloc(S * sizeof *n->sarc);
     n->beg = malloc(V * sizeof *n->beg);
     n->first = malloc(V * sizeof *n->first);
     n->last = malloc(V * sizeof *n->last);
+    n->t_slot = malloc(V * sizeof *n->t_slot);
+    n->s_slot = malloc(V * sizeof *n->s_slot);
+    n->pend = malloc(V * sizeof *n->pend);
+    n->scap = malloc(V * sizeof *n->scap);
+    n->excess = malloc(V * sizeof *n->excess);
+    n->in_s = malloc(V);
     n->level = malloc(V * sizeof *n->level);
     n->it = malloc(V * sizeof *n->it);
     n->queue = malloc(V * sizeof *n->queue);
-    n->stack_e = malloc(V * sizeof *n->stack_e);
-    n->in_s = malloc(V);
-    n->pend = malloc(V * sizeof *n->pend);
-    n->excess = malloc(V * sizeof *n->excess);
-    n->to = malloc(E * sizeof *n->to);
-    n->cap = malloc(E * sizeof *n->cap);
-    n->inf_arc = malloc(E / 2 + 1);
-    n->lb = malloc((E / 2 + 1) * sizeof *n->lb);
-    if (!n->adj || !n->adj_to || !n->beg || !n->first || !n->last || !n->level || !n->it ||
-        !n->queue || !n->stack_e || !n->in_s || !n->pend || !n->excess || !n->to || !n->cap ||
-        !n->inf_arc || !n->lb) {
+    n->stack = malloc(V * sizeof *n->stack);
+    if (!n->afrom || !n->ato || !n->fw || !n->lb || !n->cf || !n->cb || !n->inf_arc || !n->sl ||
+        !n->sarc || !n->beg || !n->first || !n->last || !n->t_slot || !n->s_slot || !n->pend ||
+        !n->scap || !n->excess || !n->in_s || !n->level || !n->it || !n->queue || !n->stack) {
         prs__flow_free(n);
         return NULL;
     }
@@ -91,22 +108,28 @@ prs__flow_net *prs__flow_new(int max_nodes, int max_arcs)
 void prs__flow_free(prs__flow_net *n)
 {
     if (!n) return;
-    free(n->adj);
-    free(n->adj_to);
+    free(n->afrom);
+    free(n->ato);
+    free(n->fw);
+    free(n->lb);
+    free(n->cf);
+    free(n->cb);
+    free(n->inf_arc);
+    free(n->sl);
+    free(n->sarc);
     free(n->beg);
     free(n->first);
     free(n->last);
+    free(n->t_slot);
+    free(n->s_slot);
+    free(n->pend);
+    free(n->scap);
+    free(n->excess);
+    free(n->in_s);
     free(n->level);
     free(n->it);
     free(n->queue);
-    free(n->stack_e);
-    free(n->in_s);
-    free(n->pend);
-    free(n->excess);
-    free(n->to);
-    free(n->cap);
-    free(n->inf_arc);
-    free(n->lb);
+    free(n->stack);
     free(n);
 }
 
@@ -115,74 +138,163 @@ void prs__flow_reset(prs__flow_net *n, int nnodes, int s, int t)
     n->nnodes = nnodes;
     n->s = s;
     n->t = t;
-    n->nedges = 0;
-    n->nbase = -1;
+    n->narcs = 0;
+    n->laid = 0;
     n->fresh = 1;
-    for (int v = 0; v < nnodes + 2; v++)
+    for (int v = 0; v < nnodes; v++)
         n->excess[v] = 0;
 }
 
 int prs__flow_again(prs__flow_net *n)
 {
-    if (n->nbase < 0) return -1;
+    if (!n->laid) return -1;
     n->fresh = 1;
-    for (int v = 0; v < n->nnodes + 2; v++)
+    for (int v = 0; v < n->nnodes; v++)
         n->excess[v] = 0;
     return 0;
 }
 
-static int add_edge(prs__flow_net *n, int u, int v, double cap)
+/* Arc i's residuals and inf flag for bounds [lb, ub] at a flow (clamped into them); returns
+ * the flow. */
+static double set_caps(prs__flow_net *n, int i, double lb, double ub, double flow)
 {
-    int e = n->nedges;
-    n->to[e] = v, n->cap[e] = cap;
-    n->to[e + 1] = u, n->cap[e + 1] = 0;
-    n->inf_arc[e / 2] = 0;
-    n->lb[e / 2] = 0;
-    n->nedges += 2;
-    return e;
+    if (!(flow >= lb)) flow = lb; /* also catches NaN */
+    if (flow > ub) flow = ub;
+    if (n->laid) {
+        n->sl[n->fw[i]].cap = ub - flow;
+        n->sl[n->sl[n->fw[i]].rev].cap = flow - lb;
+    } else {
+        n->cf[i] = ub - flow;
+        n->cb[i] = flow - lb;
+    }
+    n->inf_arc[i] = isinf(ub) != 0;
+    n->lb[i] = lb;
+    return flow;
 }
 
-/* The s -> v supply edge of node v (v -> t is the pair after it). */
-static int supply_edge(const prs__flow_net *n, int v)
+/* set_caps, and the flow's share of its ends' excess. */
+static void set_pair(prs__flow_net *n, int i, double lb, double ub, double flow)
 {
-    return n->nbase + 4 * v;
+    flow = set_caps(n, i, lb, ub, flow);
+    n->excess[n->ato[i]] += flow;
+    n->excess[n->afrom[i]] -= flow;
 }
 
-/* Lay out the arcs' edges (the first n->nbase) per node, last added first, and add every
- * node's supply edges (empty) in front of them. */
+int prs__flow_add(prs__flow_net *n, int from, int to, double lb, double ub, double flow)
+{
+    int i = n->narcs++;
+    n->afrom[i] = from;
+    n->ato[i] = to;
+    set_pair(n, i, lb, ub, flow);
+    return i;
+}
+
+void prs__flow_set(prs__flow_net *n, int arc, double lb, double ub, double flow)
+{
+    set_pair(n, arc, lb, ub, flow);
+}
+
+double prs__flow_flow(const prs__flow_net *n, int arc)
+{
+    return n->lb[arc] + (n->laid ? n->sl[n->sl[n->fw[arc]].rev].cap : n->cb[arc]);
+}
+
+/* Node v's residual supply from s. */
+static double s_cap(const prs__flow_net *n, int v)
+{
+    return n->s_slot[v] >= 0 ? n->sl[n->s_slot[v]].cap : n->scap[v];
+}
+
+/* Node v's supply (> 0: from s, < 0: to t) changes by d. */
+static void shift_supply(prs__flow_net *n, int v, double d)
+{
+    if (v == n->s || v == n->t) return;
+    double x = s_cap(n, v) - n->sl[n->t_slot[v]].cap + d;
+    double up = x > 0 ? x : 0;
+    if (n->s_slot[v] >= 0)
+        n->sl[n->s_slot[v]].cap = up;
+    else
+        n->scap[v] = up;
+    n->sl[n->t_slot[v]].cap = x < 0 ? -x : 0;
+    if (up > AUG_EPS && !n->in_s[v]) {
+        n->in_s[v] = 1;
+        n->pend[n->npend++] = v;
+    }
+}
+
+void prs__flow_rebound(prs__flow_net *n, int arc, double lb, double ub)
+{
+    double old = prs__flow_flow(n, arc);
+    double d = set_caps(n, arc, lb, ub, old) - old;
+    if (d != 0) {
+        shift_supply(n, n->ato[arc], d);
+        shift_supply(n, n->afrom[arc], -d);
+    }
+}
+
+/* Put a slot for an edge of arc i (rev: its reverse) at node v's next free arc slot. */
+static int place(prs__flow_net *n, int v, int i, int rev)
+{
+    int k = n->last[v]++;
+    n->sl[k].to = rev ? n->afrom[i] : n->ato[i];
+    n->sarc[k] = 2 * i + rev;
+    return k;
+}
+
+/* The slots: per node its supply region, then its arcs' edges (see the struct). */
 static void lay_out(prs__flow_net *n)
 {
     int V = n->nnodes, k = 0;
     for (int v = 0; v < V; v++)
         n->last[v] = 0;
-    for (int e = 0; e < n->nbase; e++)
-        n->last[n->to[e ^ 1]]++; /* degree of e's tail */
+    for (int i = 0; i < n->narcs; i++)
+        n->last[n->afrom[i]]++, n->last[n->ato[i]]++;
     for (int v = 0; v < V; v++) {
         k += v == n->s ? V : v == n->t ? 0 : 1;
         n->first[v] = n->beg[v] = k;
         k += n->last[v];
         n->last[v] = n->first[v]; /* filled below */
     }
-    for (int e = n->nbase - 1; e >= 0; e--) {
-        int u = n->to[e ^ 1];
-        n->adj[n->last[u]] = e;
-        n->adj_to[n->last[u]++] = n->to[e];
+    n->junk = k;
+    n->sl[k].cap = 0;
+    for (int i = n->narcs - 1; i >= 0; i--) { /* last added first, reverse before forward */
+        int b = place(n, n->ato[i], i, 1), f = place(n, n->afrom[i], i, 0);
+        n->sl[f].rev = b, n->sl[b].rev = f;
+        n->sl[f].cap = n->cf[i], n->sl[b].cap = n->cb[i];
+        n->fw[i] = f;
     }
     for (int v = 0; v < V; v++) {
-        int e = add_edge(n, n->s, v, 0) + 2;
-        add_edge(n, v, n->t, 0);
+        n->t_slot[v] = n->s_slot[v] = -1;
         if (v == n->s || v == n->t) continue;
-        k = --n->beg[v];
-        n->adj[k] = e, n->adj_to[k] = n->t;
+        int e = n->t_slot[v] = --n->beg[v];
+        n->sl[e] = (slot){0, n->t, n->junk};
     }
+    n->laid = 1;
 }
 
 /* List s -> v at the front of s's list. */
 static void list_source(prs__flow_net *n, int v)
 {
-    int k = --n->beg[n->s];
-    n->adj[k] = supply_edge(n, v);
-    n->adj_to[k] = v;
+    int k = n->s_slot[v] = --n->beg[n->s];
+    n->sl[k] = (slot){n->scap[v], v, n->junk};
+}
+
+/* Every node's supplies from excess[] (s -> v for excess > 0, v -> t for excess < 0), none of
+ * their flow pushed yet; s lists the nodes with supply. */
+static void fill_supplies(prs__flow_net *n)
+{
+    n->beg[n->s] = n->first[n->s];
+    n->npend = 0;
+    for (int v = 0; v < n->nnodes; v++) {
+        n->s_slot[v] = -1;
+        n->in_s[v] = 0;
+        if (v == n->s || v == n->t) continue;
+        double x = n->excess[v];
+        n->scap[v] = x > 0 ? x : 0;
+        n->sl[n->t_slot[v]].cap = x < 0 ? -x : 0;
+        n->in_s[v] = n->scap[v] > AUG_EPS;
+        if (n->in_s[v]) list_source(n, v); /* ascending, each in front: descending */
+    }
 }
 
 /* Put s's list in order: the listed nodes that still have supply and the pending ones, by node
@@ -197,8 +309,10 @@ static void order_sources(prs__flow_net *n)
             pend[j - 1] = x;
         }
     for (int k = n->first[s] - 1; k >= n->beg[s]; k--) { /* listed, ascending from the back */
-        int v = n->adj_to[k];
-        if (n->cap[n->adj[k]] > AUG_EPS)
+        int v = n->sl[k].to;
+        n->scap[v] = n->sl[k].cap;
+        n->s_slot[v] = -1;
+        if (n->scap[v] > AUG_EPS)
             old[nold++] = v;
         else
             n->in_s[v] = 0;
@@ -210,69 +324,6 @@ static void order_sources(prs__flow_net *n)
     n->npend = 0;
 }
 
-/* Node v's supply (> 0: from s, < 0: to t) changes by d. */
-static void shift_supply(prs__flow_net *n, int v, double d)
-{
-    if (v == n->s || v == n->t) return;
-    int e = supply_edge(n, v);
-    double x = n->cap[e] - n->cap[e + 2] + d;
-    n->cap[e] = x > 0 ? x : 0;
-    n->cap[e + 2] = x < 0 ? -x : 0;
-    if (n->cap[e] > AUG_EPS && !n->in_s[v]) {
-        n->in_s[v] = 1;
-        n->pend[n->npend++] = v;
-    }
-}
-
-/* Edge pair e's residual capacities and inf flag for bounds [lb, ub] at a flow (clamped into
- * them); returns the flow. */
-static double set_caps(prs__flow_net *n, int e, double lb, double ub, double flow)
-{
-    if (!(flow >= lb)) flow = lb; /* also catches NaN */
-    if (flow > ub) flow = ub;
-    n->cap[e] = ub - flow;
-    n->cap[e + 1] = flow - lb;
-    n->inf_arc[e / 2] = isinf(ub) != 0;
-    n->lb[e / 2] = lb;
-    return flow;
-}
-
-/* set_caps, and the flow's share of its ends' excess. */
-static void set_pair(prs__flow_net *n, int e, double lb, double ub, double flow)
-{
-    flow = set_caps(n, e, lb, ub, flow);
-    n->excess[n->to[e]] += flow;
-    n->excess[n->to[e + 1]] -= flow;
-}
-
-int prs__flow_add(prs__flow_net *n, int from, int to, double lb, double ub, double flow)
-{
-    int e = add_edge(n, from, to, 0);
-    set_pair(n, e, lb, ub, flow);
-    return e / 2;
-}
-
-void prs__flow_set(prs__flow_net *n, int arc, double lb, double ub, double flow)
-{
-    set_pair(n, 2 * arc, lb, ub, flow);
-}
-
-void prs__flow_rebound(prs__flow_net *n, int arc, double lb, double ub)
-{
-    int e = 2 * arc;
-    double old = n->lb[arc] + n->cap[e + 1];
-    double d = set_caps(n, e, lb, ub, old) - old;
-    if (d != 0) {
-        shift_supply(n, n->to[e], d);
-        shift_supply(n, n->to[e + 1], -d);
-    }
-}
-
-double prs__flow_flow(const prs__flow_net *n, int arc)
-{
-    return n->lb[arc] + n->cap[2 * arc + 1];
-}
-
 /* Levels of the nodes reachable from s through residual capacity > AUG_EPS (-1 elsewhere);
  * whether t is one of them; it[v] = beg[v] for each of them. n->thin notes a node first
  * reached through a residual of at most n->cut_eps: when there is none, the reachable set is
@@ -281,6 +332,7 @@ double prs__flow_flow(const prs__flow_net *n, int arc)
  * t's are complete). */
 static int bfs_levels(prs__flow_net *n, int s, int t, int nv)
 {
+    const slot *sl = n->sl;
     for (int v = 0; v < nv; v++)
         n->level[v] = -1;
     int head = 0, tail = 0;
@@ -293,8 +345,8 @@ static int bfs_levels(prs__flow_net *n, int s, int t, int nv)
         int v = n->queue[head++];
         n->level_nodes++;
         for (int k = n->beg[v]; k < n->last[v]; k++) {
-            double c = n->cap[n->adj[k]];
-            int w = n->adj_to[k];
+            double c = sl[k].cap;
+            int w = sl[k].to;
             if (c > AUG_EPS && n->level[w] < 0) {
                 if (c <= n->cut_eps) n->thin = 1;
                 n->level[w] = n->level[v] + 1;
@@ -309,21 +361,22 @@ static int bfs_levels(prs__flow_net *n, int s, int t, int nv)
     return 0;
 }
 
-/* Push the bottleneck of the path on the stack (depth edges) to t; returns it (INFINITY when
+/* Push the bottleneck of the path on the stack (depth slots) to t; returns it (INFINITY when
  * every edge is infinite: nothing pushed) and the depth to resume from (*depth: the first
  * edge the push saturated). */
 static double augment(prs__flow_net *n, int *depth)
 {
+    slot *sl = n->sl;
     double push = INFINITY;
     for (int i = 0; i < *depth; i++)
-        if (n->cap[n->stack_e[i]] < push) push = n->cap[n->stack_e[i]];
+        if (sl[n->stack[i]].cap < push) push = sl[n->stack[i]].cap;
     if (isinf(push)) return push;
     int back = *depth;
     for (int i = *depth - 1; i >= 0; i--) {
-        int e = n->stack_e[i];
-        n->cap[e] -= push;
-        n->cap[e ^ 1] += push;
-        if (n->cap[e] <= AUG_EPS) back = i;
+        int k = n->stack[i];
+        sl[k].cap -= push;
+        sl[sl[k].rev].cap += push;
+        if (sl[k].cap <= AUG_EPS) back = i;
     }
     *depth = back;
     return push;
@@ -333,51 +386,35 @@ static double augment(prs__flow_net *n, int *depth)
  * as a path of infinite residual capacity (an s-t path of infinite arcs) is found. */
 static double dinic(prs__flow_net *n, int s, int t, int nv)
 {
+    const slot *sl = n->sl;
     double total = 0;
-    while (bfs_levels(n, s, t, nv)) { /* it[v] = beg[v] for every node found */
+    while (bfs_levels(n, s, t, nv)) {
         int depth = 0, v = s;
         for (;;) {
             if (v == t) {
                 double push = augment(n, &depth);
                 if (isinf(push)) return INFINITY;
                 total += push;
-                v = depth ? n->to[n->stack_e[depth - 1]] : s;
+                v = depth ? sl[n->stack[depth - 1]].to : s;
                 continue;
             }
             int k = n->it[v], end = n->last[v], next = n->level[v] + 1;
-            while (k < end && !(n->cap[n->adj[k]] > AUG_EPS && n->level[n->adj_to[k]] == next))
+            while (k < end && !(sl[k].cap > AUG_EPS && n->level[sl[k].to] == next))
                 k++;
             n->it[v] = k;
             if (k < end) {
-                n->stack_e[depth++] = n->adj[k];
-                v = n->adj_to[k];
+                n->stack[depth++] = k;
+                v = sl[k].to;
             } else {
                 if (v == s) break;
                 n->level[v] = -1; /* dead end */
                 depth--;
-                v = depth ? n->to[n->stack_e[depth - 1]] : s;
+                v = depth ? sl[n->stack[depth - 1]].to : s;
                 n->it[v]++;
             }
         }
     }
     return total;
-}
-
-/* Every node's supply edges from excess[] (s -> v for excess > 0, v -> t for excess < 0), none
- * of their flow pushed yet. */
-static void fill_supplies(prs__flow_net *n)
-{
-    n->beg[n->s] = n->first[n->s];
-    n->npend = 0;
-    for (int v = 0; v < n->nnodes; v++) {
-        int e = supply_edge(n, v);
-        double x = v == n->s || v == n->t ? 0 : n->excess[v];
-        n->cap[e] = x > 0 ? x : 0;
-        n->cap[e + 2] = x < 0 ? -x : 0;
-        n->cap[e + 1] = n->cap[e + 3] = 0;
-        n->in_s[v] = n->cap[e] > AUG_EPS;
-        if (n->in_s[v]) list_source(n, v);
-    }
 }
 
 /* The cut's value less the flow the solve pushes: the arcs' flow into t less their flow out of
@@ -386,17 +423,18 @@ static double cut_offset(const prs__flow_net *n)
 {
     double value = 0;
     for (int k = n->first[n->t]; k < n->last[n->t]; k++) {
-        int e = n->adj[k];
-        value += e & 1 ? n->lb[e / 2] + n->cap[e] : -(n->lb[e / 2] + n->cap[e + 1]);
+        int i = n->sarc[k] / 2;
+        value += n->sarc[k] & 1 ? n->lb[i] + n->sl[k].cap : -(n->lb[i] + n->sl[n->sl[k].rev].cap);
     }
     for (int v = 0; v < n->nnodes; v++)
-        value -= n->cap[supply_edge(n, v) + 2];
+        if (n->t_slot[v] >= 0) value -= n->sl[n->t_slot[v]].cap;
     return value;
 }
 
 /* side[v] = 1 for the nodes reachable from s through residual capacity > eps. */
 static void reachable(prs__flow_net *n, double eps, unsigned char *side)
 {
+    const slot *sl = n->sl;
     for (int v = 0; v < n->nnodes; v++)
         side[v] = 0;
     int head = 0, tail = 0;
@@ -407,9 +445,9 @@ static void reachable(prs__flow_net *n, double eps, unsigned char *side)
         int v = n->queue[head++];
         n->cut_nodes++;
         for (int k = n->beg[v]; k < n->last[v]; k++)
-            if (n->cap[n->adj[k]] > eps && !side[n->adj_to[k]]) {
-                side[n->adj_to[k]] = 1;
-                n->queue[tail++] = n->adj_to[k];
+            if (sl[k].cap > eps && !side[sl[k].to]) {
+                side[sl[k].to] = 1;
+                n->queue[tail++] = sl[k].to;
             }
     }
 }
@@ -425,10 +463,7 @@ int prs__flow_min_cut(prs__flow_net *n, double eps, unsigned char *side)
      * that follows prs__flow_rebound starts from them as they are. The cut's value is the flow
      * pushed plus cut_offset(). */
     int V = n->nnodes;
-    if (n->nbase < 0) { /* first solve of these arcs: lay them out for later solves */
-        n->nbase = n->nedges;
-        lay_out(n);
-    }
+    if (!n->laid) lay_out(n); /* first solve of these arcs */
     if (n->fresh)
         fill_supplies(n);
     else
