@@ -29,6 +29,7 @@ void prs__graph_free(prs__graph_graph *g)
     free(g->cpm_in);
     free(g->cpm_out_start);
     free(g->cpm_out);
+    free(g->cpm_out_arc);
     memset(g, 0, sizeof *g);
 }
 
@@ -181,7 +182,9 @@ static int build_cpm_lists(prs__graph_graph *g)
     g->cpm_out_start = malloc(sizeof *g->cpm_out_start * (n + 1));
     g->cpm_in = malloc(sizeof *g->cpm_in * (size_t)(g->narcs ? g->narcs : 1));
     g->cpm_out = malloc(sizeof *g->cpm_out * (size_t)(g->narcs ? g->narcs : 1));
-    if (!g->cpm_in_start || !g->cpm_out_start || !g->cpm_in || !g->cpm_out) return -1;
+    g->cpm_out_arc = malloc(sizeof *g->cpm_out_arc * (size_t)(g->narcs ? g->narcs : 1));
+    if (!g->cpm_in_start || !g->cpm_out_start || !g->cpm_in || !g->cpm_out || !g->cpm_out_arc)
+        return -1;
     int ki = 0, ko = 0;
     for (int i = 0; i < g->nnodes; i++) {
         int v = g->topo[i], w = g->topo[g->nnodes - 1 - i];
@@ -194,6 +197,7 @@ static int build_cpm_lists(prs__graph_graph *g)
         for (int k = g->out_start[w]; k < g->out_start[w + 1]; k++, ko++) {
             const prs__graph_arc *a = &g->arcs[g->out_arcs[k]];
             g->cpm_out[ko] = (prs__graph_end){a->to, a->op};
+            g->cpm_out_arc[ko] = g->out_arcs[k];
         }
     }
     g->cpm_in_start[n] = ki;
@@ -201,9 +205,10 @@ static int build_cpm_lists(prs__graph_graph *g)
     return 0;
 }
 
-long prs__graph_cpm(const prs__graph_graph *g, const long *dur, long *earliest, long *latest)
+/* The forward pass: earliest times; the critical path length. */
+static long forward(const prs__graph_graph *g, const long *dur, long *earliest)
 {
-    const prs__graph_end *in = g->cpm_in, *out = g->cpm_out;
+    const prs__graph_end *in = g->cpm_in;
     for (int i = 0; i < g->nnodes; i++) {
         long e = 0;
         for (int k = g->cpm_in_start[i]; k < g->cpm_in_start[i + 1]; k++) {
@@ -213,17 +218,41 @@ long prs__graph_cpm(const prs__graph_graph *g, const long *dur, long *earliest, 
         }
         earliest[g->topo[i]] = e;
     }
-    long T = earliest[g->sink];
-    if (latest) {
-        for (int i = 0; i < g->nnodes; i++) {
-            long l = T;
-            for (int k = g->cpm_out_start[i]; k < g->cpm_out_start[i + 1]; k++) {
-                int op = out[k].op;
-                long t = latest[out[k].node] - (op >= 0 ? dur[op] : 0);
-                if (t < l) l = t;
-            }
-            latest[g->topo[g->nnodes - 1 - i]] = l;
+    return earliest[g->sink];
+}
+
+long prs__graph_cpm(const prs__graph_graph *g, const long *dur, long *earliest, long *latest)
+{
+    long T = forward(g, dur, earliest);
+    if (!latest) return T;
+    const prs__graph_end *out = g->cpm_out;
+    for (int i = 0; i < g->nnodes; i++) {
+        long l = T;
+        for (int k = g->cpm_out_start[i]; k < g->cpm_out_start[i + 1]; k++) {
+            int op = out[k].op;
+            long t = latest[out[k].node] - (op >= 0 ? dur[op] : 0);
+            if (t < l) l = t;
         }
+        latest[g->topo[g->nnodes - 1 - i]] = l;
+    }
+    return T;
+}
+
+long prs__graph_cpm_crit(const prs__graph_graph *g, const long *dur, long *earliest, long *latest,
+                         unsigned char *crit)
+{
+    long T = forward(g, dur, earliest);
+    const prs__graph_end *out = g->cpm_out;
+    for (int i = 0; i < g->nnodes; i++) {
+        int v = g->topo[g->nnodes - 1 - i];
+        long l = T, e = earliest[v];
+        for (int k = g->cpm_out_start[i]; k < g->cpm_out_start[i + 1]; k++) {
+            int op = out[k].op;
+            long d = op >= 0 ? dur[op] : 0, late = latest[out[k].node];
+            crit[g->cpm_out_arc[k]] = e + d == late;
+            if (late - d < l) l = late - d;
+        }
+        latest[v] = l;
     }
     return T;
 }

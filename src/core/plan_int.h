@@ -101,6 +101,7 @@ typedef struct prs__graph_graph {
      * topo[nnodes - 1 - i] likewise as (to, op) in cpm_out. */
     int *cpm_in_start, *cpm_out_start;
     prs__graph_end *cpm_in, *cpm_out;
+    int *cpm_out_arc; /* the arc of each cpm_out entry */
 } prs__graph_graph;
 
 int prs__graph_build(const prs_pipeline *pipe, prs__graph_graph *g, prs_error *err);
@@ -113,6 +114,10 @@ void prs__sched_stage_order(const prs_pipeline *pipe, int s, prs_instr *instr, i
 /* Longest path with op durations dur[op] (dummies 0): fills earliest[] and latest[] (per AOA
  * node; latest may be NULL) and returns the critical path length. */
 long prs__graph_cpm(const prs__graph_graph *g, const long *dur, long *earliest, long *latest);
+/* The same with both times, and crit[arc] = 1 for the critical arcs (earliest at the tail plus
+ * the duration is the latest at the head), 0 for the others. */
+long prs__graph_cpm_crit(const prs__graph_graph *g, const long *dur, long *earliest, long *latest,
+                         unsigned char *crit);
 
 /* ---- Max flow with lower bounds, min cut (docs/planner.md, 'Iteration loop') ---- */
 

@@ -57,6 +57,7 @@ typedef struct run {
     double *arc_flow, *arc_lb, *arc_ub; /* per arc: starting flow, bounds when last critical */
     long *arc_d;                        /* per arc: its duration when its bounds were taken */
     unsigned char *was_crit;            /* per arc: critical in the last iteration */
+    unsigned char *crit;                /* per arc: critical now (prs__graph_cpm_crit) */
     int have_cut;                       /* r->side holds the last solve's cut */
     int *net_id;                        /* per arc: its id in r->net (-1: not there) */
     int net_ok;   /* r->net holds the last solve's flows (prs__flow_rebound can follow it) */
@@ -100,6 +101,7 @@ static void run_free(run *r)
     free(r->arc_d);
     free(r->arc_ub);
     free(r->was_crit);
+    free(r->crit);
     free(r->freq);
     free(r->arc_id);
     free(r->net_id);
@@ -242,12 +244,12 @@ static int scan_critical(run *r, int *same, int *same_arcs)
     r->nrebound = 0;
     for (int a = 0; a < g->narcs; a++) {
         const prs__graph_arc *arc = &g->arcs[a];
-        long d = arc->op >= 0 ? r->dur[arc->op] : 0;
-        if (r->earliest[arc->from] + d != r->latest[arc->to]) {
+        if (!r->crit[a]) {
             if (r->was_crit[a]) *same = *same_arcs = 0;
             r->was_crit[a] = 0;
             continue;
         }
+        long d = arc->op >= 0 ? r->dur[arc->op] : 0;
         if (r->was_crit[a] && r->arc_d[a] == d) { /* the same duration: the same bounds */
             r->arc_id[ncrit++] = a;
             continue;
@@ -391,12 +393,8 @@ static int repeats_hold(run *r, long T, int nshort, int n, long k)
 {
     const prs__graph_graph *g = r->g;
     apply_step(r, nshort, n, k);
-    int ok = prs__graph_cpm(g, r->dur, r->earliest, r->latest) == T - k;
-    for (int a = 0; ok && a < g->narcs; a++) {
-        const prs__graph_arc *arc = &g->arcs[a];
-        long d = arc->op >= 0 ? r->dur[arc->op] : 0;
-        ok = (r->earliest[arc->from] + d == r->latest[arc->to]) == r->was_crit[a];
-    }
+    int ok = prs__graph_cpm_crit(g, r->dur, r->earliest, r->latest, r->crit) == T - k &&
+             memcmp(r->crit, r->was_crit, (size_t)g->narcs) == 0;
     apply_step(r, nshort, n, -k);
     return ok;
 }
@@ -483,12 +481,13 @@ static int alloc_run(run *r, prs_error *err)
     r->arc_d = malloc(arcs * sizeof *r->arc_d);
     r->arc_ub = malloc(arcs * sizeof *r->arc_ub);
     r->was_crit = calloc(arcs, 1);
+    r->crit = malloc(arcs);
     r->arc_flow = calloc(arcs, sizeof *r->arc_flow);
     r->net = prs__flow_new(g->nnodes, g->narcs);
     if (!r->dur || !r->freq || !r->touched || !r->lengthen || !r->prev_touched || !r->chg_op ||
         !r->chg_freq || !r->plan || !r->prev_plan || !r->idx || !r->earliest || !r->latest ||
         !r->side || !r->arc_id || !r->net_id || !r->rebound || !r->arc_lb || !r->arc_d ||
-        !r->arc_ub || !r->was_crit || !r->arc_flow || !r->net)
+        !r->arc_ub || !r->was_crit || !r->crit || !r->arc_flow || !r->net)
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
     for (size_t a = 0; a < arcs; a++)
         r->net_id[a] = -1; /* no network yet */
@@ -865,7 +864,8 @@ static int emit_steps(run *r, prs_frontier *f, const step_out *st, long *T, long
         }
         for (int i = 0; i < st->n; i++)
             set_clock(r, r->touched[i]);
-        *T = st->nrep > 1 ? *T - 1 : prs__graph_cpm(r->g, r->dur, r->earliest, r->latest);
+        *T = st->nrep > 1 ? *T - 1
+                          : prs__graph_cpm_crit(r->g, r->dur, r->earliest, r->latest, r->crit);
         if (push_point(r, f, *T, delta))
             return prs_error_set(err, PRS_ENOMEM, "out of memory storing plans");
         ++*done;
@@ -881,7 +881,7 @@ static int emit_steps(run *r, prs_frontier *f, const step_out *st, long *T, long
 static int walk(run *r, prs_frontier *f, long total, prs_error *err)
 {
     const prs_plan_opts *o = r->o;
-    long T = prs__graph_cpm(r->g, r->dur, r->earliest, r->latest), done = 0;
+    long T = prs__graph_cpm_crit(r->g, r->dur, r->earliest, r->latest, r->crit), done = 0;
     if (o->progress && o->progress(o->ud, 0, total))
         return prs_error_set(err, PRS_ECANCELED, "planning canceled");
     for (;;) {
