@@ -63,6 +63,9 @@ struct prs__flow_net {
     int *level, *it, *queue, *stack;
     double cut_eps; /* the cut's residual threshold (prs__flow_min_cut's eps) */
     int thin;       /* the last level search discovered a node through a residual <= cut_eps */
+    int strong;     /* the cut search's first queue[0 .. strong), when it ended the solve (else -1):
+                     * the cut's source side */
+    int settled;    /* the last solve needed no augmenting path (the next one likely neither) */
     long level_searches, level_nodes, cut_searches, cut_nodes; /* prs__flow_count */
 };
 
@@ -382,13 +385,79 @@ static double augment(prs__flow_net *n, int *depth)
     return push;
 }
 
+/* Queue w as found by the cut search (level 0 marks it); 1 when w is t. */
+static int cut_found(prs__flow_net *n, int w, int t, int *tail)
+{
+    if (w == t) return 1;
+    n->level[w] = 0;
+    n->queue[(*tail)++] = w;
+    return 0;
+}
+
+/* Scan node v's edges of residual above lo for nodes the cut search has not found; 1 when one
+ * of them is t. With only_strong, v is noted on the stack (*nthin) when it has an edge of
+ * residual in (AUG_EPS, cut_eps] to such a node. */
+static int cut_scan(prs__flow_net *n, int v, int t, int only_strong, int *tail, int *nthin)
+{
+    const slot *sl = n->sl;
+    double lo = only_strong ? n->cut_eps : AUG_EPS;
+    int noted = !only_strong;
+    for (int k = n->beg[v]; k < n->last[v]; k++) {
+        double c = sl[k].cap;
+        int w = sl[k].to;
+        if (c <= AUG_EPS || n->level[w] >= 0) continue;
+        if (c > lo) {
+            if (cut_found(n, w, t, tail)) return 1;
+        } else if (!noted) {
+            n->stack[(*nthin)++] = v;
+            noted = 1;
+        }
+    }
+    return 0;
+}
+
+/* Is t reachable from s through residual capacity > AUG_EPS (cut_eps >= AUG_EPS)? The search
+ * follows residuals above cut_eps first: the nodes found that way, queue[0 .. tier), are the
+ * cut's source side when t is not reachable at all, which the search then settles by going on
+ * through the thinner residuals it passed over. When it is not, n->strong = tier. */
+static int cut_search(prs__flow_net *n, int s, int t, int nv)
+{
+    int head = 0, tail = 0, nthin = 0;
+    for (int v = 0; v < nv; v++)
+        n->level[v] = -1;
+    n->level[s] = 0;
+    n->queue[tail++] = s;
+    n->cut_searches++;
+    while (head < tail) {
+        n->cut_nodes++;
+        if (cut_scan(n, n->queue[head++], t, 1, &tail, &nthin)) return 1;
+    }
+    int tier = tail;
+    for (int i = 0; i < nthin; i++)
+        if (cut_scan(n, n->stack[i], t, 0, &tail, &nthin)) return 1;
+    while (head < tail) {
+        n->cut_nodes++;
+        if (cut_scan(n, n->queue[head++], t, 0, &tail, &nthin)) return 1;
+    }
+    n->strong = tier;
+    return 0;
+}
+
 /* Dinic's algorithm from s to t over nodes 0..nv-1; returns the flow pushed, INFINITY as soon
  * as a path of infinite residual capacity (an s-t path of infinite arcs) is found. */
 static double dinic(prs__flow_net *n, int s, int t, int nv)
 {
     const slot *sl = n->sl;
     double total = 0;
+    n->strong = -1;
+    /* A solve that needs no augmenting path mostly follows another: then the cut search alone
+     * may settle it, finding the cut's source side in the same sweep (with cut_eps >= AUG_EPS:
+     * planner networks) */
+    int guess = n->settled && n->cut_eps >= AUG_EPS;
+    n->settled = 1;
+    if (guess && !cut_search(n, s, t, nv)) return 0;
     while (bfs_levels(n, s, t, nv)) {
+        n->settled = 0;
         int depth = 0, v = s;
         for (;;) {
             if (v == t) {
@@ -475,6 +544,12 @@ int prs__flow_min_cut(prs__flow_net *n, double eps, unsigned char *side)
     if (isinf(flow)) return PRS_ERANGE; /* no finite cut */
     /* a negative value means no feasible flow meets the lower bounds */
     if (flow + value < -PRS_FLOW_INFEASIBLE_TOL) return PRS_EINFEASIBLE;
+    if (n->strong >= 0) { /* the cut search settled the solve */
+        memset(side, 0, (size_t)V);
+        for (int i = 0; i < n->strong; i++)
+            side[n->queue[i]] = 1;
+        return 0;
+    }
     if (!n->thin && eps >= AUG_EPS) { /* the last level search reached the cut's source side */
         for (int v = 0; v < V; v++)
             side[v] = n->level[v] >= 0;
