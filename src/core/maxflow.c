@@ -59,6 +59,7 @@ struct prs__flow_net {
     int junk;
     int *beg, *first, *last, *t_slot, *s_slot, *pend, npend;
     double *scap, *excess; /* excess: per node, the arcs' flow in - out (fill_supplies) */
+    double offset; /* the arcs' flow into t less their flow out of it, less the supplies to t */
     unsigned char *in_s;
     int *level, *it, *queue, *stack;
     double cut_eps; /* the cut's residual threshold (prs__flow_min_cut's eps) */
@@ -218,7 +219,9 @@ static void shift_supply(prs__flow_net *n, int v, double d)
         n->sl[n->s_slot[v]].cap = up;
     else
         n->scap[v] = up;
-    n->sl[n->t_slot[v]].cap = x < 0 ? -x : 0;
+    double down = x < 0 ? -x : 0;
+    n->offset -= down - n->sl[n->t_slot[v]].cap;
+    n->sl[n->t_slot[v]].cap = down;
     if (up > AUG_EPS && !n->in_s[v]) {
         n->in_s[v] = 1;
         n->pend[n->npend++] = v;
@@ -230,6 +233,7 @@ void prs__flow_rebound(prs__flow_net *n, int arc, double lb, double ub)
     double old = prs__flow_flow(n, arc);
     double d = set_caps(n, arc, lb, ub, old) - old;
     if (d != 0) {
+        n->offset += (n->ato[arc] == n->t) * d - (n->afrom[arc] == n->t) * d;
         shift_supply(n, n->ato[arc], d);
         shift_supply(n, n->afrom[arc], -d);
     }
@@ -282,6 +286,20 @@ static void list_source(prs__flow_net *n, int v)
     n->sl[k] = (slot){n->scap[v], v, n->junk};
 }
 
+/* The cut's value less the flow the solve pushes: the arcs' flow into t less their flow out of
+ * it, and the deficits (supplies to t) of the other nodes. */
+static double cut_offset(const prs__flow_net *n)
+{
+    double value = 0;
+    for (int k = n->first[n->t]; k < n->last[n->t]; k++) {
+        int i = n->sarc[k] / 2;
+        value += n->sarc[k] & 1 ? n->lb[i] + n->sl[k].cap : -(n->lb[i] + n->sl[n->sl[k].rev].cap);
+    }
+    for (int v = 0; v < n->nnodes; v++)
+        if (n->t_slot[v] >= 0) value -= n->sl[n->t_slot[v]].cap;
+    return value;
+}
+
 /* Every node's supplies from excess[] (s -> v for excess > 0, v -> t for excess < 0), none of
  * their flow pushed yet; s lists the nodes with supply. */
 static void fill_supplies(prs__flow_net *n)
@@ -298,6 +316,7 @@ static void fill_supplies(prs__flow_net *n)
         n->in_s[v] = n->scap[v] > AUG_EPS;
         if (n->in_s[v]) list_source(n, v); /* ascending, each in front: descending */
     }
+    n->offset = cut_offset(n);
 }
 
 /* Put s's list in order: the listed nodes that still have supply and the pending ones, by node
@@ -486,20 +505,6 @@ static double dinic(prs__flow_net *n, int s, int t, int nv)
     return total;
 }
 
-/* The cut's value less the flow the solve pushes: the arcs' flow into t less their flow out of
- * it, and the deficits (supplies to t) of the other nodes. */
-static double cut_offset(const prs__flow_net *n)
-{
-    double value = 0;
-    for (int k = n->first[n->t]; k < n->last[n->t]; k++) {
-        int i = n->sarc[k] / 2;
-        value += n->sarc[k] & 1 ? n->lb[i] + n->sl[k].cap : -(n->lb[i] + n->sl[n->sl[k].rev].cap);
-    }
-    for (int v = 0; v < n->nnodes; v++)
-        if (n->t_slot[v] >= 0) value -= n->sl[n->t_slot[v]].cap;
-    return value;
-}
-
 /* side[v] = 1 for the nodes reachable from s through residual capacity > eps. */
 static void reachable(prs__flow_net *n, double eps, unsigned char *side)
 {
@@ -530,7 +535,7 @@ int prs__flow_min_cut(prs__flow_net *n, double eps, unsigned char *side)
      * f0 - lb backwards, excess from f0), which lets a caller warm-start from the last solve.
      * After a solve, the supply arcs' residuals are the excesses of its final flow, so a solve
      * that follows prs__flow_rebound starts from them as they are. The cut's value is the flow
-     * pushed plus cut_offset(). */
+     * pushed plus n->offset (cut_offset(), kept up to date from one solve to the next). */
     int V = n->nnodes;
     if (!n->laid) lay_out(n); /* first solve of these arcs */
     if (n->fresh)
@@ -538,12 +543,13 @@ int prs__flow_min_cut(prs__flow_net *n, double eps, unsigned char *side)
     else
         order_sources(n);
     n->fresh = 0;
-    double value = cut_offset(n);
+    double value = n->offset;
     n->cut_eps = eps;
     double flow = dinic(n, n->s, n->t, V);
     if (isinf(flow)) return PRS_ERANGE; /* no finite cut */
     /* a negative value means no feasible flow meets the lower bounds */
     if (flow + value < -PRS_FLOW_INFEASIBLE_TOL) return PRS_EINFEASIBLE;
+    n->offset += flow;    /* every augmenting path ends with an edge into t */
     if (n->strong >= 0) { /* the cut search settled the solve */
         memset(side, 0, (size_t)V);
         for (int i = 0; i < n->strong; i++)
