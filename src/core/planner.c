@@ -63,6 +63,7 @@ typedef struct run {
     int net_ok;   /* r->net holds the last solve's flows (prs__flow_rebound can follow it) */
     int *rebound; /* positions in r->arc_id of the critical arcs whose bounds changed */
     int nrebound;
+    int ncrit; /* the critical arcs in r->arc_id */
     int *freq, *arc_id, *touched, *lengthen, *chg_op, *chg_freq;
     int *plan, *prev_plan;              /* emitted plan (hull: refined), the previous one */
     int *idx;                           /* per op: table entry of freq[op] */
@@ -230,6 +231,35 @@ static void arc_bounds(const run *r, const prs__graph_arc *a, double *lb, double
 
 enum step_result { STEP_OK, STEP_DONE, STEP_INFEASIBLE };
 
+/* Bounds of critical arc a at duration d into r->arc_*; 1 when they changed. */
+static int take_bounds(run *r, int a, long d)
+{
+    double lb, ub;
+    arc_bounds(r, &r->g->arcs[a], &lb, &ub);
+    int changed = lb != r->arc_lb[a] || ub != r->arc_ub[a];
+    r->arc_d[a] = d;
+    r->arc_lb[a] = lb;
+    r->arc_ub[a] = ub;
+    return changed;
+}
+
+/* The critical arcs are those of the last scan (r->crit as r->was_crit): only the arcs of the
+ * computations the last step changed can have new bounds. Those that do go to r->rebound, in
+ * the order of r->arc_id; *same as in scan_critical. */
+static void rescan_moved(run *r, int *same)
+{
+    r->nrebound = 0;
+    for (int i = 0; i < r->prev_n; i++) {
+        int op = r->prev_touched[i], a = r->g->op_arc[op];
+        if (!r->crit[a] || r->arc_d[a] == r->dur[op] || !take_bounds(r, a, r->dur[op])) continue;
+        *same = 0;
+        int k = r->nrebound++, pos = r->net_id[a];
+        for (; k > 0 && r->rebound[k - 1] > pos; k--) /* ascending, as a full scan lists them */
+            r->rebound[k] = r->rebound[k - 1];
+        r->rebound[k] = pos;
+    }
+}
+
 /* The critical arcs into r->arc_id (their count returned) with their bounds, those whose
  * bounds changed into r->rebound; *same: the flow problem is the last solve's (hull mode only:
  * the same critical arcs with the same bounds, so the same source-minimal minimum cut;
@@ -241,6 +271,10 @@ static int scan_critical(run *r, int *same, int *same_arcs)
     int ncrit = 0;
     *same = r->o->cost_model != PRS_COST_EXP && r->have_cut;
     *same_arcs = 1;
+    if (r->net_ok && memcmp(r->crit, r->was_crit, (size_t)g->narcs) == 0) {
+        rescan_moved(r, same);
+        return r->ncrit;
+    }
     r->nrebound = 0;
     for (int a = 0; a < g->narcs; a++) {
         const prs__graph_arc *arc = &g->arcs[a];
@@ -250,24 +284,17 @@ static int scan_critical(run *r, int *same, int *same_arcs)
             continue;
         }
         long d = arc->op >= 0 ? r->dur[arc->op] : 0;
-        if (r->was_crit[a] && r->arc_d[a] == d) { /* the same duration: the same bounds */
-            r->arc_id[ncrit++] = a;
-            continue;
-        }
-        double lb, ub;
-        arc_bounds(r, arc, &lb, &ub);
         if (!r->was_crit[a]) {
             *same = *same_arcs = 0;
-        } else if (lb != r->arc_lb[a] || ub != r->arc_ub[a]) {
+            take_bounds(r, a, d);
+        } else if (r->arc_d[a] != d && take_bounds(r, a, d)) {
             *same = 0;
             r->rebound[r->nrebound++] = ncrit;
         }
         r->was_crit[a] = 1;
-        r->arc_d[a] = d;
-        r->arc_lb[a] = lb;
-        r->arc_ub[a] = ub;
         r->arc_id[ncrit++] = a;
     }
+    r->ncrit = ncrit;
     return ncrit;
 }
 
@@ -489,8 +516,10 @@ static int alloc_run(run *r, prs_error *err)
         !r->side || !r->arc_id || !r->net_id || !r->rebound || !r->arc_lb || !r->arc_d ||
         !r->arc_ub || !r->was_crit || !r->crit || !r->arc_flow || !r->net)
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
-    for (size_t a = 0; a < arcs; a++)
+    for (size_t a = 0; a < arcs; a++) {
         r->net_id[a] = -1; /* no network yet */
+        r->arc_lb[a] = r->arc_ub[a] = NAN;
+    }
     return 0;
 }
 
