@@ -126,9 +126,11 @@ typedef struct prs_plan_stats {
     long cuts;           /* minimum cuts solved */
     long cuts_kept;      /* hull: steps whose flow problem was the last solve's, cut kept */
     long same_ops;       /* steps that changed the same computations as the step before */
-    long level_searches; /* max flow: breadth-first level searches (Dinic's phases + 1) */
+    long level_searches; /* max flow: breadth-first level searches (Dinic's phases + 1, none
+                          * where a cut search settled the solve) */
     long level_nodes;    /* nodes those searches reached */
-    long cut_searches;   /* searches for the cut where the last level search could not serve */
+    long cut_searches;   /* searches for the cut: first in a solve after one that needed no
+                          * augmenting path, or where the last level search could not serve */
     long cut_nodes;      /* nodes those searches reached */
     long evaluations;    /* plans evaluated (some clock changed since the last point) */
     long reclaims;       /* hull: reclaimings by rate run */

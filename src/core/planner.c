@@ -491,7 +491,7 @@ static int alloc_run(run *r, prs_error *err)
     r->freq = malloc(ops * sizeof *r->freq);
     r->touched = malloc(ops * sizeof *r->touched);
     r->lengthen = malloc(ops * sizeof *r->lengthen);
-    r->prev_touched = malloc(ops * sizeof *r->prev_touched);
+    r->prev_touched = calloc(ops, sizeof *r->prev_touched); /* zeroed for the analyser */
     r->chg_op = malloc(ops * sizeof *r->chg_op);
     r->chg_freq = malloc(ops * sizeof *r->chg_freq);
     r->plan = malloc(ops * sizeof *r->plan);
@@ -501,7 +501,7 @@ static int alloc_run(run *r, prs_error *err)
     r->earliest = malloc(nodes * sizeof *r->earliest);
     r->latest = malloc(nodes * sizeof *r->latest);
     r->side = malloc(nodes);
-    r->arc_id = malloc(arcs * sizeof *r->arc_id);
+    r->arc_id = calloc(arcs, sizeof *r->arc_id); /* zeroed for the analyser */
     r->net_id = malloc(arcs * sizeof *r->net_id);
     r->rebound = malloc(arcs * sizeof *r->rebound);
     r->arc_lb = malloc(arcs * sizeof *r->arc_lb);
