@@ -12,10 +12,10 @@
  * minimum cut, the set the reference's procedure finds too. Dinic's algorithm, with an
  * iterative depth-first search (no recursion depth limit on long pipelines). Consecutive
  * planner iterations differ in a few arcs, so callers start from the previous flow and the solve
- * needs a few augmentations instead of a full max flow: either by giving every arc its starting
- * flow again (prs__flow_again, prs__flow_set), or, cheaper, by keeping the network as the last
- * solve left it, residual supplies included, and changing the bounds of the arcs whose bounds
- * changed (prs__flow_rebound): the other arcs and nodes are then not touched at all.
+ * needs a few augmentations instead of a full max flow: a new network gets every arc's starting
+ * flow (prs__flow_add), and a network solved before is kept as the last solve left it, residual
+ * supplies included, with new bounds for the arcs whose bounds changed (prs__flow_rebound): the
+ * other arcs and nodes are then not touched at all.
  *
  * Infinity is real (IEEE inf), not the reference's 10000 stand-in: an s-t path made only of
  * infinite-capacity arcs is detected up front and reported as PRS_ERANGE (no finite cut).
@@ -41,8 +41,7 @@ struct prs__flow_net {
     int max_nodes, max_arcs;
     int nnodes, s, t, narcs;
     int laid;  /* the arcs added since the last reset have their slots */
-    int fresh; /* the supplies are to be filled from excess[] (no solve since the arcs' flows were
-                * last set in full) */
+    int fresh; /* the supplies are to be filled from excess[] (no solve since the last reset) */
     /* per arc: ends, bounds, forward slot (once laid), residuals before it is laid */
     int *afrom, *ato, *fw;
     double *lb, *cf, *cb;
@@ -149,15 +148,6 @@ void prs__flow_reset(prs__flow_net *n, int nnodes, int s, int t)
         n->excess[v] = 0;
 }
 
-int prs__flow_again(prs__flow_net *n)
-{
-    if (!n->laid) return -1;
-    n->fresh = 1;
-    for (int v = 0; v < n->nnodes; v++)
-        n->excess[v] = 0;
-    return 0;
-}
-
 /* Arc i's residuals and inf flag for bounds [lb, ub] at a flow (clamped into them); returns
  * the flow. */
 static double set_caps(prs__flow_net *n, int i, double lb, double ub, double flow)
@@ -176,26 +166,15 @@ static double set_caps(prs__flow_net *n, int i, double lb, double ub, double flo
     return flow;
 }
 
-/* set_caps, and the flow's share of its ends' excess. */
-static void set_pair(prs__flow_net *n, int i, double lb, double ub, double flow)
-{
-    flow = set_caps(n, i, lb, ub, flow);
-    n->excess[n->ato[i]] += flow;
-    n->excess[n->afrom[i]] -= flow;
-}
-
 int prs__flow_add(prs__flow_net *n, int from, int to, double lb, double ub, double flow)
 {
     int i = n->narcs++;
     n->afrom[i] = from;
     n->ato[i] = to;
-    set_pair(n, i, lb, ub, flow);
+    flow = set_caps(n, i, lb, ub, flow);
+    n->excess[to] += flow; /* the flow's share of its ends' excess */
+    n->excess[from] -= flow;
     return i;
-}
-
-void prs__flow_set(prs__flow_net *n, int arc, double lb, double ub, double flow)
-{
-    set_pair(n, arc, lb, ub, flow);
 }
 
 double prs__flow_flow(const prs__flow_net *n, int arc)

@@ -130,12 +130,6 @@ void prs__flow_reset(prs__flow_net *n, int nnodes, int s, int t);
 /* Add arc with flow bounds [lb, ub] (ub may be INFINITY) and a starting flow (clamped into the
  * bounds; any value works, a good one saves work); returns its id (0, 1, 2, ...). */
 int prs__flow_add(prs__flow_net *n, int from, int to, double lb, double ub, double flow);
-/* Solve again on the same arcs, added in the same order, with new bounds and starting flows:
- * after prs__flow_again, give every arc its prs__flow_set (ids as prs__flow_add returned). This
- * skips rebuilding the adjacency lists; the problem is the one the same prs__flow_add calls
- * would build. Non-zero (nothing done) when no solve has followed the last prs__flow_reset. */
-int prs__flow_again(prs__flow_net *n);
-void prs__flow_set(prs__flow_net *n, int arc, double lb, double ub, double flow);
 /* After a successful prs__flow_min_cut: new bounds for an arc, which keeps its flow (clamped
  * into them); the next solve starts from the last one's flows, residual supplies included, so
  * only the arcs whose bounds changed need this call. */

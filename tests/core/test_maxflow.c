@@ -158,55 +158,6 @@ static void random_cuts(void **state)
     prs__flow_free(net);
 }
 
-/* Solve, then solve again through prs__flow_again / prs__flow_set with the bounds of another
- * case on the same arcs and the first solve's flows: side and flows must be those of a network
- * built afresh the same way, bit for bit. */
-static void again_matches_rebuild(void **state)
-{
-    (void)state;
-    rng_state = 777;
-    prs__flow_net *net = prs__flow_new(16, 256), *fresh = prs__flow_new(16, 256);
-    assert_non_null(net);
-    assert_non_null(fresh);
-    assert_int_equal(prs__flow_again(net), -1); /* nothing solved yet */
-    int compared = 0;
-    for (int iter = 0; iter < 500; iter++) {
-        int n = 3 + below(8);
-        arc arcs[128];
-        int m = make_case(n, arcs);
-        unsigned char side[16], side2[16];
-        prs__flow_reset(net, n, 0, n - 1);
-        for (int a = 0; a < m; a++)
-            prs__flow_add(net, arcs[a].from, arcs[a].to, arcs[a].lb, arcs[a].ub, arcs[a].lb);
-        if (prs__flow_min_cut(net, 1e-9, side) != 0) continue;
-        double f0[128];
-        for (int a = 0; a < m; a++) { /* new bounds around the solved flow, sometimes off it */
-            f0[a] = prs__flow_flow(net, a);
-            arcs[a].lb = f0[a] * uniform();
-            arcs[a].ub = below(4) == 0 ? INFINITY : arcs[a].lb + 3 * uniform();
-        }
-        assert_int_equal(prs__flow_again(net), 0);
-        prs__flow_reset(fresh, n, 0, n - 1);
-        for (int a = 0; a < m; a++) {
-            prs__flow_set(net, a, arcs[a].lb, arcs[a].ub, f0[a]);
-            prs__flow_add(fresh, arcs[a].from, arcs[a].to, arcs[a].lb, arcs[a].ub, f0[a]);
-        }
-        int rc = prs__flow_min_cut(net, 1e-9, side), rc2 = prs__flow_min_cut(fresh, 1e-9, side2);
-        assert_int_equal(rc, rc2);
-        if (rc != 0) continue;
-        assert_memory_equal(side, side2, (size_t)n);
-        for (int a = 0; a < m; a++) {
-            double f = prs__flow_flow(net, a), g = prs__flow_flow(fresh, a);
-            assert_memory_equal(&f, &g, sizeof f);
-        }
-        compared++;
-    }
-    print_message("%d re-solves compared with fresh networks\n", compared);
-    assert_true(compared > 100);
-    prs__flow_free(net);
-    prs__flow_free(fresh);
-}
-
 /* New bounds for arc a around its designed flow (make_case's kinds). */
 static void new_bounds(arc *a)
 {
@@ -270,7 +221,6 @@ static void rebound_chains(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(random_cuts),
-                                       cmocka_unit_test(again_matches_rebuild),
                                        cmocka_unit_test(rebound_chains)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
