@@ -18,7 +18,8 @@
  * other arcs and nodes are then not touched at all.
  *
  * Infinity is real (IEEE inf), not the reference's 10000 stand-in: an s-t path made only of
- * infinite-capacity arcs is detected up front and reported as PRS_ERANGE (no finite cut).
+ * infinite-capacity arcs is noticed when a search would push an infinite amount along it, and
+ * reported as PRS_ERANGE (no finite cut).
  *
  * The residual graph lives in one array of slots, each a directed residual edge with its
  * capacity, its head and the slot of its reverse, grouped by tail node: the searches read a
@@ -38,7 +39,6 @@ typedef struct slot {
 } slot;
 
 struct prs__flow_net {
-    int max_nodes, max_arcs;
     int nnodes, s, t, narcs;
     int laid;  /* the arcs added since the last reset have their slots */
     int fresh; /* the supplies are to be filled from excess[] (no solve since the last reset) */
@@ -73,9 +73,7 @@ prs__flow_net *prs__flow_new(int max_nodes, int max_arcs)
 {
     prs__flow_net *n = calloc(1, sizeof *n);
     if (!n) return NULL;
-    n->max_nodes = max_nodes + 2;
-    n->max_arcs = max_arcs;
-    size_t V = (size_t)n->max_nodes, A = (size_t)(max_arcs > 0 ? max_arcs : 1);
+    size_t V = (size_t)max_nodes + 2, A = (size_t)(max_arcs > 0 ? max_arcs : 1);
     size_t S = 2 * A + 2 * V + 1; /* arcs both ways, s's list, the t edges, junk */
     n->afrom = malloc(A * sizeof *n->afrom);
     n->ato = malloc(A * sizeof *n->ato);
