@@ -221,20 +221,29 @@ static long forward(const prs__graph_graph *g, const long *dur, long *earliest)
     return earliest[g->sink];
 }
 
-long prs__graph_cpm(const prs__graph_graph *g, const long *dur, long *earliest, long *latest)
+/* The backward pass: latest times against T, and, when crit is given, crit[arc] = whether the
+ * arc is critical (earliest at its tail plus its duration is the latest at its head). */
+static void backward(const prs__graph_graph *g, const long *dur, const long *earliest, long T,
+                     long *latest, unsigned char *crit)
 {
-    long T = forward(g, dur, earliest);
-    if (!latest) return T;
     const prs__graph_end *out = g->cpm_out;
     for (int i = 0; i < g->nnodes; i++) {
+        int v = g->topo[g->nnodes - 1 - i];
         long l = T;
         for (int k = g->cpm_out_start[i]; k < g->cpm_out_start[i + 1]; k++) {
             int op = out[k].op;
-            long t = latest[out[k].node] - (op >= 0 ? dur[op] : 0);
-            if (t < l) l = t;
+            long d = op >= 0 ? dur[op] : 0, late = latest[out[k].node];
+            if (crit) crit[g->cpm_out_arc[k]] = earliest[v] + d == late;
+            if (late - d < l) l = late - d;
         }
-        latest[g->topo[g->nnodes - 1 - i]] = l;
+        latest[v] = l;
     }
+}
+
+long prs__graph_cpm(const prs__graph_graph *g, const long *dur, long *earliest, long *latest)
+{
+    long T = forward(g, dur, earliest);
+    if (latest) backward(g, dur, earliest, T, latest, NULL);
     return T;
 }
 
@@ -242,17 +251,6 @@ long prs__graph_cpm_crit(const prs__graph_graph *g, const long *dur, long *earli
                          unsigned char *crit)
 {
     long T = forward(g, dur, earliest);
-    const prs__graph_end *out = g->cpm_out;
-    for (int i = 0; i < g->nnodes; i++) {
-        int v = g->topo[g->nnodes - 1 - i];
-        long l = T, e = earliest[v];
-        for (int k = g->cpm_out_start[i]; k < g->cpm_out_start[i + 1]; k++) {
-            int op = out[k].op;
-            long d = op >= 0 ? dur[op] : 0, late = latest[out[k].node];
-            crit[g->cpm_out_arc[k]] = e + d == late;
-            if (late - d < l) l = late - d;
-        }
-        latest[v] = l;
-    }
+    backward(g, dur, earliest, T, latest, crit);
     return T;
 }

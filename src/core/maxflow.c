@@ -45,7 +45,6 @@ struct prs__flow_net {
     /* per arc: ends, bounds, forward slot (once laid), residuals before it is laid */
     int *afrom, *ato, *fw;
     double *lb, *cf, *cb;
-    unsigned char *inf_arc;
     /* Slots: node v's arcs' edges (forward out of v, reverse into it) are slots [first[v],
      * last[v]), in the order of a list that each edge joins at the front as arcs are added,
      * forward before reverse; before them, from beg[v], its supply edge to t (t_slot[v]), and
@@ -54,7 +53,6 @@ struct prs__flow_net {
      * given supply since the list was last put in order). The supply edges' reverses lead into
      * s or out of t, which no search needs: they all share the slot junk. */
     slot *sl;
-    int *sarc; /* per arc slot: arc * 2, + 1 for a reverse */
     int junk;
     int *beg, *first, *last, *t_slot, *s_slot, *pend, npend;
     double *scap, *excess; /* excess: per node, the arcs' flow in - out (fill_supplies) */
@@ -81,9 +79,7 @@ prs__flow_net *prs__flow_new(int max_nodes, int max_arcs)
     n->lb = malloc(A * sizeof *n->lb);
     n->cf = malloc(A * sizeof *n->cf);
     n->cb = malloc(A * sizeof *n->cb);
-    n->inf_arc = malloc(A);
     n->sl = malloc(S * sizeof *n->sl);
-    n->sarc = malloc(S * sizeof *n->sarc);
     n->beg = malloc(V * sizeof *n->beg);
     n->first = malloc(V * sizeof *n->first);
     n->last = malloc(V * sizeof *n->last);
@@ -97,9 +93,9 @@ prs__flow_net *prs__flow_new(int max_nodes, int max_arcs)
     n->it = malloc(V * sizeof *n->it);
     n->queue = malloc(V * sizeof *n->queue);
     n->stack = malloc(V * sizeof *n->stack);
-    if (!n->afrom || !n->ato || !n->fw || !n->lb || !n->cf || !n->cb || !n->inf_arc || !n->sl ||
-        !n->sarc || !n->beg || !n->first || !n->last || !n->t_slot || !n->s_slot || !n->pend ||
-        !n->scap || !n->excess || !n->in_s || !n->level || !n->it || !n->queue || !n->stack) {
+    if (!n->afrom || !n->ato || !n->fw || !n->lb || !n->cf || !n->cb || !n->sl || !n->beg ||
+        !n->first || !n->last || !n->t_slot || !n->s_slot || !n->pend || !n->scap || !n->excess ||
+        !n->in_s || !n->level || !n->it || !n->queue || !n->stack) {
         prs__flow_free(n);
         return NULL;
     }
@@ -115,9 +111,7 @@ void prs__flow_free(prs__flow_net *n)
     free(n->lb);
     free(n->cf);
     free(n->cb);
-    free(n->inf_arc);
     free(n->sl);
-    free(n->sarc);
     free(n->beg);
     free(n->first);
     free(n->last);
@@ -146,8 +140,7 @@ void prs__flow_reset(prs__flow_net *n, int nnodes, int s, int t)
         n->excess[v] = 0;
 }
 
-/* Arc i's residuals and inf flag for bounds [lb, ub] at a flow (clamped into them); returns
- * the flow. */
+/* Arc i's residuals for bounds [lb, ub] at a flow (clamped into them); returns the flow. */
 static double set_caps(prs__flow_net *n, int i, double lb, double ub, double flow)
 {
     if (!(flow >= lb)) flow = lb; /* also catches NaN */
@@ -159,7 +152,6 @@ static double set_caps(prs__flow_net *n, int i, double lb, double ub, double flo
         n->cf[i] = ub - flow;
         n->cb[i] = flow - lb;
     }
-    n->inf_arc[i] = isinf(ub) != 0;
     n->lb[i] = lb;
     return flow;
 }
@@ -221,7 +213,6 @@ static int place(prs__flow_net *n, int v, int i, int rev)
 {
     int k = n->last[v]++;
     n->sl[k].to = rev ? n->afrom[i] : n->ato[i];
-    n->sarc[k] = 2 * i + rev;
     return k;
 }
 
@@ -268,10 +259,8 @@ static void list_source(prs__flow_net *n, int v)
 static double cut_offset(const prs__flow_net *n)
 {
     double value = 0;
-    for (int k = n->first[n->t]; k < n->last[n->t]; k++) {
-        int i = n->sarc[k] / 2;
-        value += n->sarc[k] & 1 ? n->lb[i] + n->sl[k].cap : -(n->lb[i] + n->sl[n->sl[k].rev].cap);
-    }
+    for (int i = 0; i < n->narcs; i++)
+        value += ((n->ato[i] == n->t) - (n->afrom[i] == n->t)) * prs__flow_flow(n, i);
     for (int v = 0; v < n->nnodes; v++)
         if (n->t_slot[v] >= 0) value -= n->sl[n->t_slot[v]].cap;
     return value;
@@ -412,29 +401,41 @@ static int cut_scan(prs__flow_net *n, int v, int t, int only_strong, int *tail, 
     return 0;
 }
 
-/* Is t reachable from s through residual capacity > AUG_EPS (cut_eps >= AUG_EPS)? The search
- * follows residuals above cut_eps first: the nodes found that way, queue[0 .. tier), are the
- * cut's source side when t is not reachable at all, which the search then settles by going on
- * through the thinner residuals it passed over. When it is not, n->strong = tier. */
-static int cut_search(prs__flow_net *n, int s, int t, int nv)
+/* Start a cut search from s: no node found but s. */
+static void cut_start(prs__flow_net *n, int s, int nv, int *head, int *tail)
 {
-    int head = 0, tail = 0, nthin = 0;
     for (int v = 0; v < nv; v++)
         n->level[v] = -1;
     n->level[s] = 0;
-    n->queue[tail++] = s;
+    n->queue[0] = s;
+    *head = 0, *tail = 1;
     n->cut_searches++;
-    while (head < tail) {
+}
+
+/* Scan the queued nodes queue[*head .. *tail) as cut_scan says (only_strong: residuals above
+ * cut_eps), those they find included; 1 when t is found. */
+static int cut_sweep(prs__flow_net *n, int t, int only_strong, int *head, int *tail, int *nthin)
+{
+    while (*head < *tail) {
         n->cut_nodes++;
-        if (cut_scan(n, n->queue[head++], t, 1, &tail, &nthin)) return 1;
+        if (cut_scan(n, n->queue[(*head)++], t, only_strong, tail, nthin)) return 1;
     }
+    return 0;
+}
+
+/* Is t reachable from s through residual capacity > AUG_EPS? The search follows residuals above
+ * cut_eps first: the nodes found that way, queue[0 .. tier), are the cut's source side when t
+ * is not reachable at all, which the search then settles by going on through the thinner
+ * residuals it passed over. When t is not reachable, n->strong = tier. */
+static int cut_search(prs__flow_net *n, int s, int t, int nv)
+{
+    int head, tail, nthin = 0;
+    cut_start(n, s, nv, &head, &tail);
+    if (cut_sweep(n, t, 1, &head, &tail, &nthin)) return 1;
     int tier = tail;
     for (int i = 0; i < nthin; i++)
         if (cut_scan(n, n->stack[i], t, 0, &tail, &nthin)) return 1;
-    while (head < tail) {
-        n->cut_nodes++;
-        if (cut_scan(n, n->queue[head++], t, 0, &tail, &nthin)) return 1;
-    }
+    if (cut_sweep(n, t, 0, &head, &tail, &nthin)) return 1;
     n->strong = tier;
     return 0;
 }
@@ -447,9 +448,8 @@ static double dinic(prs__flow_net *n, int s, int t, int nv)
     double total = 0;
     n->strong = -1;
     /* A solve that needs no augmenting path mostly follows another: then the cut search alone
-     * may settle it, finding the cut's source side in the same sweep (with cut_eps >= AUG_EPS:
-     * planner networks) */
-    int guess = n->settled && n->cut_eps >= AUG_EPS;
+     * may settle it, finding the cut's source side in the same sweep */
+    int guess = n->settled;
     n->settled = 1;
     if (guess && !cut_search(n, s, t, nv)) return 0;
     while (bfs_levels(n, s, t, nv)) {
@@ -482,27 +482,6 @@ static double dinic(prs__flow_net *n, int s, int t, int nv)
     return total;
 }
 
-/* side[v] = 1 for the nodes reachable from s through residual capacity > eps. */
-static void reachable(prs__flow_net *n, double eps, unsigned char *side)
-{
-    const slot *sl = n->sl;
-    for (int v = 0; v < n->nnodes; v++)
-        side[v] = 0;
-    int head = 0, tail = 0;
-    n->queue[tail++] = n->s;
-    side[n->s] = 1;
-    n->cut_searches++;
-    while (head < tail) {
-        int v = n->queue[head++];
-        n->cut_nodes++;
-        for (int k = n->beg[v]; k < n->last[v]; k++)
-            if (sl[k].cap > eps && !side[sl[k].to]) {
-                side[sl[k].to] = 1;
-                n->queue[tail++] = sl[k].to;
-            }
-    }
-}
-
 int prs__flow_min_cut(prs__flow_net *n, double eps, unsigned char *side)
 {
     /* cut(S) = sum_fw ub - sum_bw lb = sum_fw (ub - lb) + sum_{v in T} excess(v) + const, so
@@ -521,24 +500,26 @@ int prs__flow_min_cut(prs__flow_net *n, double eps, unsigned char *side)
         order_sources(n);
     n->fresh = 0;
     double value = n->offset;
-    n->cut_eps = eps;
+    n->cut_eps = eps > AUG_EPS ? eps : AUG_EPS; /* nothing thinner is augmented */
     double flow = dinic(n, n->s, n->t, V);
     if (isinf(flow)) return PRS_ERANGE; /* no finite cut */
     /* a negative value means no feasible flow meets the lower bounds */
     if (flow + value < -PRS_FLOW_INFEASIBLE_TOL) return PRS_EINFEASIBLE;
-    n->offset += flow;    /* every augmenting path ends with an edge into t */
-    if (n->strong >= 0) { /* the cut search settled the solve */
-        memset(side, 0, (size_t)V);
-        for (int i = 0; i < n->strong; i++)
-            side[n->queue[i]] = 1;
-        return 0;
-    }
-    if (!n->thin && eps >= AUG_EPS) { /* the last level search reached the cut's source side */
+    n->offset += flow;               /* every augmenting path ends with an edge into t */
+    if (n->strong < 0 && !n->thin) { /* the last level search reached the cut's source side */
         for (int v = 0; v < V; v++)
             side[v] = n->level[v] >= 0;
         return 0;
     }
-    reachable(n, eps, side);
+    if (n->strong < 0) { /* the nodes reachable through residuals above cut_eps (not t) */
+        int head, tail, nthin = 0;
+        cut_start(n, n->s, V, &head, &tail);
+        cut_sweep(n, n->t, 1, &head, &tail, &nthin);
+        n->strong = tail;
+    }
+    memset(side, 0, (size_t)V);
+    for (int i = 0; i < n->strong; i++)
+        side[n->queue[i]] = 1;
     return 0;
 }
 

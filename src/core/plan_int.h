@@ -139,7 +139,8 @@ void prs__flow_rebound(prs__flow_net *n, int arc, double lb, double ub);
  * supply arcs carry the difference). */
 double prs__flow_flow(const prs__flow_net *n, int arc);
 /* Solve. Writes side[v] = 1 for nodes on the source side of the source-minimal min cut
- * (reachable from s in the final residual graph through capacity > eps). Returns 0, or
+ * (reachable from s in the final residual graph through capacity > eps; an eps below
+ * PRS_FLOW_AUG_EPS counts as that, since no thinner residual is augmented either). Returns 0, or
  * PRS_ERANGE when no finite cut exists (an s-t path of infinite capacity), or PRS_EINFEASIBLE
  * when the minimum cut is negative (the lower bounds admit no s-t flow; the planner's networks,
  * with lb <= ub from convex costs, never are). */

@@ -58,9 +58,9 @@ typedef struct run {
     long *arc_d;                        /* per arc: its duration when its bounds were taken */
     unsigned char *was_crit;            /* per arc: critical in the last iteration */
     unsigned char *crit;                /* per arc: critical now (prs__graph_cpm_crit) */
-    int have_cut;                       /* r->side holds the last solve's cut */
     int *net_id;                        /* per arc: its id in r->net (-1: not there) */
-    int net_ok;   /* r->net holds the last solve's flows (prs__flow_rebound can follow it) */
+    int net_ok;   /* the last solve succeeded: r->side holds its cut, r->net its flows (so
+                   * prs__flow_rebound can follow it) */
     int *rebound; /* positions in r->arc_id of the critical arcs whose bounds changed */
     int nrebound;
     int ncrit; /* the critical arcs in r->arc_id */
@@ -269,7 +269,7 @@ static int scan_critical(run *r, int *same, int *same_arcs)
 {
     const prs__graph_graph *g = r->g;
     int ncrit = 0;
-    *same = r->o->cost_model != PRS_COST_EXP && r->have_cut;
+    *same = r->o->cost_model != PRS_COST_EXP && r->net_ok;
     *same_arcs = 1;
     if (r->net_ok && memcmp(r->crit, r->was_crit, (size_t)g->narcs) == 0) {
         rescan_moved(r, same);
@@ -332,7 +332,7 @@ static int solve_cut(run *r, int ncrit, int same_arcs)
     int exp_mode = r->o->cost_model == PRS_COST_EXP;
     r->st.cuts++;
     int rc = prs__flow_min_cut(r->net, exp_mode ? FP_ERROR : PRS_HULL_CUT_EPS, r->side);
-    r->have_cut = r->net_ok = rc == 0;
+    r->net_ok = rc == 0;
     return rc;
 }
 
