@@ -65,10 +65,12 @@ typedef struct bench_opts {
     int runs;
     int quick;
     int csv;
-    int stats; /* --stats: what each case's planning run did */
+    int stats;   /* --stats: what each case's planning run did */
+    int threads; /* prs_plan_opts.threads (0: one per processor) */
 } bench_opts;
 
-/* What a child sends back before its N doubles (wall times of prs_plan in seconds). */
+/* What a child sends back before its 2N doubles (wall times of prs_plan in seconds, then the
+ * CPU times of the process over the same calls, every thread's). */
 typedef struct child_report {
     int rc;                          /* 0, or the PRS_E* code of the failing load or plan */
     long points;                     /* frontier size of the first run */
@@ -82,6 +84,7 @@ typedef struct case_result {
     int ok;
     long points;
     double median_s, min_s, max_s;
+    double cpu_median_s; /* CPU time of the process (all threads) over prs_plan, median */
     double peak_rss_bytes;
     prs_plan_stats stats;
 } case_result;
@@ -107,6 +110,8 @@ static void usage(FILE *f)
             "  --unit-time SECONDS   planner time quantum (default 0.001)\n"
             "  --blocking-power W    GPU power while blocked (default 83.64)\n"
             "  --cost-model MODEL    exp, hull or both (default exp)\n"
+            "  --threads N           planner threads (prs_plan_opts.threads; default 0: one\n"
+            "                        per processor, at most 16)\n"
             "  --runs N              timed plans per case (default 5, at least %d)\n"
             "  --quick               allow fewer than %d runs; default 1 run\n"
             "  --csv                 machine-readable CSV output\n"
@@ -195,6 +200,7 @@ static int parse_args(int argc, char **argv, bench_opts *o, char *dir_buf, size_
         OPT_BLOCK,
         OPT_MODEL,
         OPT_RUNS,
+        OPT_THREADS,
         OPT_QUICK,
         OPT_CSV,
         OPT_STATS,
@@ -209,6 +215,7 @@ static int parse_args(int argc, char **argv, bench_opts *o, char *dir_buf, size_
         {"blocking-power", required_argument, NULL, OPT_BLOCK},
         {"cost-model", required_argument, NULL, OPT_MODEL},
         {"runs", required_argument, NULL, OPT_RUNS},
+        {"threads", required_argument, NULL, OPT_THREADS},
         {"quick", no_argument, NULL, OPT_QUICK},
         {"csv", no_argument, NULL, OPT_CSV},
         {"stats", no_argument, NULL, OPT_STATS},
@@ -284,6 +291,11 @@ static int parse_args(int argc, char **argv, bench_opts *o, char *dir_buf, size_
         case OPT_RUNS:
             if (parse_int_range(optarg, 1, MAX_RUNS, &o->runs) != 0)
                 return bad("--runs: expected an integer from 1 to %d, got '%s'", MAX_RUNS, optarg);
+            break;
+        case OPT_THREADS:
+            if (parse_int_range(optarg, 0, PRS_PLAN_MAX_THREADS, &o->threads) != 0)
+                return bad("--threads: expected an integer from 0 to %d, got '%s'",
+                           PRS_PLAN_MAX_THREADS, optarg);
             break;
         case OPT_QUICK:
             o->quick = 1;
@@ -395,10 +407,10 @@ oom:
     return -1;
 }
 
-static double now_s(void)
+static double clock_s(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -470,16 +482,18 @@ static void run_child(int fd, const char *path, const bench_opts *o, int microba
         opts.pipe.unit_time_s = o->unit_time_s;
         opts.pipe.blocking_power_w = o->blocking_power_w;
         opts.cost_model = model;
+        opts.threads = o->threads;
         opts.warn = child_warn;
         opts.ud = &rep;
         for (int k = 0; k < o->runs && rep.rc == 0; k++) {
             prs_frontier *f = NULL;
             prs_plan_stats st;
-            double t0 = now_s();
+            double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID), t0 = clock_s(CLOCK_MONOTONIC);
             rep.rc = prs_plan_counted(profile, &opts, &f, &st, &err);
-            double t1 = now_s();
+            double t1 = clock_s(CLOCK_MONOTONIC), c1 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
             if (k == 0) rep.stats = st;
             times[k] = t1 - t0;
+            times[o->runs + k] = c1 - c0;
             if (rep.rc == 0 && k == 0) rep.points = (long)prs_frontier_size(f);
             prs_frontier_free(f);
         }
@@ -487,7 +501,7 @@ static void run_child(int fd, const char *path, const bench_opts *o, int microba
     if (rep.rc != 0 && !rep.msg[0])
         snprintf(rep.msg, sizeof rep.msg, "%s", err.msg[0] ? err.msg : prs_strerror(rep.rc));
     int io = write_all(fd, &rep, sizeof rep);
-    if (io == 0 && rep.rc == 0) io = write_all(fd, times, (size_t)o->runs * sizeof *times);
+    if (io == 0 && rep.rc == 0) io = write_all(fd, times, 2 * (size_t)o->runs * sizeof *times);
     prs_profile_free(profile);
     free(times);
     close(fd);
@@ -506,7 +520,7 @@ static int run_case(const char *path, const char *name, const bench_opts *o, int
 {
     memset(res, 0, sizeof *res);
     const char *model_name = prs_cost_model_name(model);
-    double *times = calloc((size_t)o->runs, sizeof *times);
+    double *times = calloc(2 * (size_t)o->runs, sizeof *times);
     if (!times) {
         fprintf(stderr, PROG ": out of memory\n");
         return -1;
@@ -536,7 +550,7 @@ static int run_case(const char *path, const char *name, const bench_opts *o, int
     ssize_t got_rep = read_all(fds[0], &rep, sizeof rep);
     ssize_t got_times = 0;
     if (got_rep == (ssize_t)sizeof rep && rep.rc == 0)
-        got_times = read_all(fds[0], times, (size_t)o->runs * sizeof *times);
+        got_times = read_all(fds[0], times, 2 * (size_t)o->runs * sizeof *times);
     close(fds[0]);
 
     int status = 0;
@@ -559,7 +573,7 @@ static int run_case(const char *path, const char *name, const bench_opts *o, int
     } else if (rep.rc != 0) {
         rep.msg[sizeof rep.msg - 1] = '\0';
         fprintf(stderr, PROG ": %s M=%d %s: %s\n", name, microbatches, model_name, rep.msg);
-    } else if (got_times != (ssize_t)((size_t)o->runs * sizeof *times) || !WIFEXITED(status) ||
+    } else if (got_times != (ssize_t)(2 * (size_t)o->runs * sizeof *times) || !WIFEXITED(status) ||
                WEXITSTATUS(status) != 0) {
         fprintf(stderr, PROG ": %s M=%d %s: child report truncated\n", name, microbatches,
                 model_name);
@@ -569,8 +583,11 @@ static int run_case(const char *path, const char *name, const bench_opts *o, int
             fprintf(stderr, PROG ": note: %s M=%d %s: %ld planner warning(s), first: %s\n", name,
                     microbatches, model_name, rep.warnings, rep.first_warn);
         }
-        qsort(times, (size_t)o->runs, sizeof *times, cmp_double);
         int n = o->runs;
+        qsort(times, (size_t)n, sizeof *times, cmp_double);
+        double *cpu = times + n;
+        qsort(cpu, (size_t)n, sizeof *cpu, cmp_double);
+        res->cpu_median_s = n % 2 ? cpu[n / 2] : 0.5 * (cpu[n / 2 - 1] + cpu[n / 2]);
         res->ok = 1;
         res->points = rep.points;
         res->stats = rep.stats;
@@ -597,7 +614,8 @@ static void print_header(const bench_opts *o, size_t n_profiles, int name_width)
 {
     if (o->csv) {
         printf("profile,microbatches,cost_model,frontier_points,runs,median_s,min_s,max_s,"
-               "peak_rss_bytes,time_target_s,time_verdict,rss_target_bytes,rss_verdict%s\n",
+               "cpu_median_s,peak_rss_bytes,time_target_s,time_verdict,rss_target_bytes,rss_"
+               "verdict%s\n",
                o->stats ? ",steps,repeated_steps,raw_points,cuts,cuts_kept,same_ops,"
                           "level_searches,level_nodes,cut_searches,cut_nodes,evaluations,"
                           "reclaims,reclaim_moves,tracks"
@@ -610,16 +628,23 @@ static void print_header(const bench_opts *o, size_t n_profiles, int name_width)
                o->synth->name);
     else
         printf("# bench_plan: %zu profile(s) in %s\n", n_profiles, o->profiles_dir);
-    printf("# stages %d, unit time %g s, blocking power %g W, 1F1B, %d run(s) per case%s\n",
-           o->stages, o->unit_time_s, o->blocking_power_w, o->runs,
+    char thr[32];
+    if (o->threads)
+        snprintf(thr, sizeof thr, "%d", o->threads);
+    else
+        snprintf(thr, sizeof thr, "one per processor");
+    printf("# stages %d, unit time %g s, blocking power %g W, 1F1B, %d run(s) per case, planner "
+           "threads %s%s\n",
+           o->stages, o->unit_time_s, o->blocking_power_w, o->runs, thr,
            o->quick ? " (--quick: not a measurement to quote)" : "");
     if (getloadavg(load, 3) == 3)
         printf("# %ld CPU(s) online, load average %.2f %.2f %.2f at start\n",
                sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2]);
     printf("# targets: GPT-3 M=12 median < 40 ms, GPT-3 M=96 median < 2 s, "
            "peak RSS < 200 MB (10^6 B) on every case\n");
-    printf("%-*s %5s %-5s %7s %11s %11s %11s %8s  %-18s %s\n", name_width, "profile", "M", "model",
-           "points", "median_ms", "min_ms", "max_ms", "rss_MB", "target", "verdict");
+    printf("%-*s %5s %-5s %7s %11s %11s %11s %11s %8s  %-18s %s\n", name_width, "profile", "M",
+           "model", "points", "median_ms", "min_ms", "max_ms", "cpu_ms", "rss_MB", "target",
+           "verdict");
 }
 
 static void print_row(const bench_opts *o, const char *name, int name_width, int microbatches,
@@ -631,19 +656,20 @@ static void print_row(const bench_opts *o, const char *name, int name_width, int
     if (t_target > 0) snprintf(t_target_csv, sizeof t_target_csv, "%.9g", t_target);
     if (!r->ok) {
         if (o->csv)
-            printf("%s,%d,%s,,%d,,,,,%s,%s,%.0f,ERROR%s\n", name, microbatches, model_name, o->runs,
-                   t_target_csv, t_target > 0 ? "ERROR" : "", TARGET_RSS_BYTES,
+            printf("%s,%d,%s,,%d,,,,,,%s,%s,%.0f,ERROR%s\n", name, microbatches, model_name,
+                   o->runs, t_target_csv, t_target > 0 ? "ERROR" : "", TARGET_RSS_BYTES,
                    o->stats ? ",,,,,,,,,,,,," : "");
         else
-            printf("%-*s %5d %-5s %7s %11s %11s %11s %8s  %-18s %s\n", name_width, name,
-                   microbatches, model_name, "-", "-", "-", "-", "-", "-", "ERROR");
+            printf("%-*s %5d %-5s %7s %11s %11s %11s %11s %8s  %-18s %s\n", name_width, name,
+                   microbatches, model_name, "-", "-", "-", "-", "-", "-", "-", "ERROR");
         return;
     }
     int time_miss = t_target > 0 && !(r->median_s < t_target);
     int rss_miss = !(r->peak_rss_bytes < TARGET_RSS_BYTES);
     if (o->csv) {
-        printf("%s,%d,%s,%ld,%d,%.9g,%.9g,%.9g,%.0f,", name, microbatches, model_name, r->points,
-               o->runs, r->median_s, r->min_s, r->max_s, r->peak_rss_bytes);
+        printf("%s,%d,%s,%ld,%d,%.9g,%.9g,%.9g,%.9g,%.0f,", name, microbatches, model_name,
+               r->points, o->runs, r->median_s, r->min_s, r->max_s, r->cpu_median_s,
+               r->peak_rss_bytes);
         printf("%s,%s,%.0f,%s", t_target_csv,
                t_target <= 0 ? ""
                : time_miss   ? "MISS"
@@ -667,9 +693,9 @@ static void print_row(const bench_opts *o, const char *name, int name_width, int
                           : time_miss           ? "MISS (time)"
                           : rss_miss            ? "MISS (rss)"
                                                 : "PASS";
-    printf("%-*s %5d %-5s %7ld %11.3f %11.3f %11.3f %8.1f  %-18s %s\n", name_width, name,
+    printf("%-*s %5d %-5s %7ld %11.3f %11.3f %11.3f %11.3f %8.1f  %-18s %s\n", name_width, name,
            microbatches, model_name, r->points, r->median_s * 1e3, r->min_s * 1e3, r->max_s * 1e3,
-           r->peak_rss_bytes / 1e6, target, verdict);
+           r->cpu_median_s * 1e3, r->peak_rss_bytes / 1e6, target, verdict);
 }
 
 /* x / n, or 0 when n is 0. */
@@ -741,8 +767,9 @@ int main(int argc, char **argv)
                 fflush(stdout);
             }
             if (o.n_models == 2 && !o.csv && r[0].ok && r[1].ok && r[0].median_s > 0)
-                printf("# %s M=%d: hull/exp median time ratio %.3f\n", name, o.microbatches[m],
-                       r[1].median_s / r[0].median_s);
+                printf("# %s M=%d: hull/exp median time ratio %.3f (CPU time %.3f)\n", name,
+                       o.microbatches[m], r[1].median_s / r[0].median_s,
+                       r[0].cpu_median_s > 0 ? r[1].cpu_median_s / r[0].cpu_median_s : 0);
         }
     }
     free_names(files, n_files);

@@ -50,6 +50,10 @@
  * and backward (docs/planner.md, 'From the relaxed plan to clocks'); one within it is within it
  * of the optimum already. */
 #define PRS_HULL_TRACK_GAP 1e-3
+/* Planner threads: the most a caller may ask for, and the most used when it asks for 0 (the
+ * processors online). */
+#define PRS_PLAN_MAX_THREADS 256
+#define PRS_PLAN_AUTO_THREADS 16
 /* Max flow: the smallest residual capacity worth augmenting through. */
 #define PRS_FLOW_AUG_EPS 1e-12
 /* Max flow with lower bounds: a cut value below -this means no feasible flow (above, a

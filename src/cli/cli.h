@@ -73,6 +73,7 @@ enum {
     PRS_CLI_COST_MODEL,
     PRS_CLI_FRONTIER,
     PRS_CLI_MAX_POINTS,
+    PRS_CLI_THREADS,
     PRS_CLI_NPIPE
 };
 #define PRS_CLI_BIT(i) (1u << (i))
@@ -94,11 +95,12 @@ enum {
         "cost-model", required_argument, 0, (val)                                                  \
     }
 
-/* --frontier auto|raw|clean and --max-points N, where the command plans (plan, emulate). */
+/* --frontier auto|raw|clean, --max-points N and --threads N, where the command plans (plan,
+ * emulate). */
 #define PRS_CLI_FRONTIER_OPTIONS(val)                                                              \
-    {"frontier", required_argument, 0, (val)},                                                     \
+    {"frontier", required_argument, 0, (val)}, {"max-points", required_argument, 0, (val)},        \
     {                                                                                              \
-        "max-points", required_argument, 0, (val)                                                  \
+        "threads", required_argument, 0, (val)                                                     \
     }
 
 typedef struct prs_cli_pipeline {

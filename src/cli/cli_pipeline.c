@@ -7,9 +7,9 @@
 #include "cli.h"
 #include "perseus/numfmt.h"
 
-static const char *const names[PRS_CLI_NPIPE] = {"stages",         "microbatches", "unit-time",
-                                                 "blocking-power", "schedule",     "virtual-stages",
-                                                 "cost-model",     "frontier",     "max-points"};
+static const char *const names[PRS_CLI_NPIPE] = {
+    "stages",         "microbatches", "unit-time", "blocking-power", "schedule",
+    "virtual-stages", "cost-model",   "frontier",  "max-points",     "threads"};
 
 void prs_cli_pipeline_init(prs_cli_pipeline *p)
 {
@@ -45,6 +45,18 @@ static int parse_value(const char *cmd, int which, const char *arg, prs_cli_pipe
         if (prs_num_parse_long(arg, &p->plan.max_points) == 0 && p->plan.max_points >= 1) return 0;
         prs_cli_usage_error(cmd, "--max-points: expected an integer >= 1, got", arg);
         return -1;
+    case PRS_CLI_THREADS: {
+        long n;
+        if (prs_num_parse_long(arg, &n) == 0 && n >= 0 && n <= PRS_PLAN_MAX_THREADS) {
+            p->plan.threads = (int)n;
+            return 0;
+        }
+        char what[96];
+        snprintf(what, sizeof what, "--threads: expected an integer from 0 to %d, got",
+                 PRS_PLAN_MAX_THREADS);
+        prs_cli_usage_error(cmd, what, arg);
+        return -1;
+    }
     default:
         if (prs_cost_model_parse(arg, &p->plan.cost_model) == 0) return 0;
         prs_cli_usage_error(cmd, "--cost-model: expected exp or hull, got", arg);
@@ -67,7 +79,7 @@ const char *prs_cli_pipeline_missing(const prs_cli_pipeline *p, unsigned which)
 {
     static const char *const opts[PRS_CLI_NPIPE] = {
         "--stages",         "--microbatches", "--unit-time", "--blocking-power", "--schedule",
-        "--virtual-stages", "--cost-model",   "--frontier",  "--max-points"};
+        "--virtual-stages", "--cost-model",   "--frontier",  "--max-points",     "--threads"};
     for (int i = 0; i < PRS_CLI_NPIPE; i++)
         if ((which & PRS_CLI_BIT(i)) && !(p->given & PRS_CLI_BIT(i))) return opts[i];
     return NULL;

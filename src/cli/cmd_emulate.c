@@ -18,7 +18,7 @@
 static const char emulate_usage[] =
     "usage: perseus emulate --profile FILE --stages S --microbatches M --pipelines N --tp T\n"
     "                       --unit-time SEC --blocking-power W [--cost-model exp|hull]\n"
-    "                       [--frontier auto|raw|clean] [--max-points N]\n"
+    "                       [--frontier auto|raw|clean] [--max-points N] [--threads N]\n"
     "                       [--schedule NAME [--virtual-stages V]] [--straggler S ...] [--json]\n"
     "                       [--quiet] [--power-cap W] [--cap-on avg|peak] [--window SEC]\n"
     "                       [--cap-sweep N [--cap-plot FILE]]\n"
@@ -42,6 +42,8 @@ static const char emulate_usage[] =
     "                         clean for hull, raw for exp); the paper's metrics read it, the\n"
     "                         exact and lookup metrics always choose from its clean frontier\n"
     "  --max-points N         refuse a frontier longer than N points (default 1000000)\n"
+    "  --threads N            planner threads, as 'perseus plan --threads' (default 0: one per\n"
+    "                         processor, at most 16)\n"
     "  --schedule NAME        1f1b (default), gpipe, or interleaved (with --virtual-stages)\n"
     "  --virtual-stages V     model chunks per GPU for the interleaved schedule (>= 2)\n"
     "  --straggler S ...      slowdown factors >= 1: numbers ('1.1 1.2' or '1.1,1.2') or\n"

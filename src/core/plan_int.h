@@ -229,7 +229,7 @@ typedef enum prs__track_mode {
  * plan fits it) or a relaxed duration is faster than every clock. */
 int prs__refine_track(prs__refine_refiner *rf, const long *relaxed, prs__track_mode mode,
                       const double *price, long budget, int *out, long *T, double *energy_j);
-/* What the refiner did since prs__refine_new into st (reclaims, reclaim_moves, tracks). */
+/* Adds what the refiner did since prs__refine_new to st (reclaims, reclaim_moves, tracks). */
 void prs__refine_count(const prs__refine_refiner *rf, prs_plan_stats *st);
 
 #endif

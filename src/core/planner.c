@@ -24,6 +24,7 @@
 #include "frontier_int.h"
 #include "perseus/clock.h"
 #include "perseus/numfmt.h"
+#include "emit.h"
 #include "plan_int.h"
 
 /* The reference's name for PRS_REF_FP_ERROR (perseus/limits.h). */
@@ -36,15 +37,6 @@ void prs_plan_opts_default(prs_plan_opts *o)
     o->pipe.unit_time_s = 0.001;
     o->cost_model = PRS_COST_EXP;
 }
-
-/* A plan of table entries (one per op) with its evaluated critical path and energy; ok = 0
- * when it could not be built. */
-typedef struct cand {
-    int *idx;
-    long t;
-    double e;
-    int ok;
-} cand;
 
 /* Everything one planning run owns. */
 typedef struct run {
@@ -65,16 +57,14 @@ typedef struct run {
     int nrebound;
     int ncrit; /* the critical arcs in r->arc_id */
     int *freq, *arc_id, *touched, *lengthen, *chg_op, *chg_freq;
-    int *plan, *prev_plan;              /* emitted plan (hull: refined), the previous one */
-    int *idx;                           /* per op: table entry of freq[op] */
-    int changed;                        /* freq changed since the last emitted point */
-    prs__refine_refiner *refiner;       /* hull mode only */
-    cand rounded, fit_own, by_rate_own; /* hull mode only */
-    cand tracked[PRS__TRACK_MODES];     /* hull mode, clean frontier: per rounding mode */
-    int extra[PRS__TRACK_MODES];        /* tracked[m] is a point of its own */
-    double *price;                      /* per op: the relaxation's price of time (track) */
-    prs_frontier *tracks;               /* those points, cleaned with the frontier's */
-    int *track_prev;                    /* the clocks of the last of them */
+    int *plan, *prev_plan; /* emitted plan (hull: refined), the previous one */
+    int *idx;              /* per op: table entry of freq[op] */
+    int changed;           /* freq changed since the last emitted point */
+    prs__emit *emit;       /* picks each point's plan (pick.c), in order */
+    prs_frontier *front;   /* the frontier the points go to */
+    prs_frontier *tracks;  /* hull, clean frontier: the roundings along the relaxed schedule
+                            * that are points of their own, cleaned with the frontier's */
+    int *track_prev;       /* the clocks of the last of them */
     unsigned char *side;
     double *bounds;    /* flow bounds per type and duration (fill_bounds) */
     size_t *bounds_at; /* per type: its first (lb, ub) pair in bounds */
@@ -114,14 +104,9 @@ static void run_free(run *r)
     free(r->plan);
     free(r->prev_plan);
     free(r->idx);
-    free(r->fit_own.idx);
-    free(r->by_rate_own.idx);
-    for (int m = 0; m < PRS__TRACK_MODES; m++)
-        free(r->tracked[m].idx);
-    free(r->price);
     free(r->track_prev);
     prs_frontier_free(r->tracks);
-    prs__refine_free(r->refiner);
+    prs__emit_free(r->emit);
     free(r->side);
     free(r->bounds);
     free(r->bounds_at);
@@ -497,7 +482,6 @@ static int alloc_run(run *r, prs_error *err)
     r->plan = malloc(ops * sizeof *r->plan);
     r->prev_plan = malloc(ops * sizeof *r->prev_plan);
     r->idx = malloc(ops * sizeof *r->idx);
-    r->rounded.idx = r->idx; /* the relaxed plan itself, evaluated */
     r->earliest = malloc(nodes * sizeof *r->earliest);
     r->latest = malloc(nodes * sizeof *r->latest);
     r->side = malloc(nodes);
@@ -523,183 +507,17 @@ static int alloc_run(run *r, prs_error *err)
     return 0;
 }
 
-/* The refiner and the hull candidates' buffers; non-zero when out of memory. */
-static int alloc_hull(run *r)
-{
-    size_t ops = (size_t)r->g->nops;
-    r->refiner = prs__refine_new(r->g, &r->ev->t, &r->o->pipe);
-    r->fit_own.idx = malloc(ops * sizeof(int));
-    r->by_rate_own.idx = malloc(ops * sizeof(int));
-    return !r->refiner || !r->fit_own.idx || !r->by_rate_own.idx;
-}
-
 /* The frontier of the plans rounded along the relaxed schedule (hull mode, clean frontier),
  * starting from r->freq; non-zero when out of memory. */
 static int alloc_tracks(run *r)
 {
-    size_t ops = (size_t)r->g->nops;
     r->tracks = prs__frontier_new(&r->o->pipe, r->o->cost_model, r->freq);
-    r->track_prev = malloc(ops * sizeof(int));
-    r->price = malloc(ops * sizeof(double));
-    if (!r->tracks || !r->track_prev || !r->price) return -1;
-    for (int m = 0; m < PRS__TRACK_MODES; m++)
-        if (!(r->tracked[m].idx = malloc(ops * sizeof(int)))) return -1;
-    memcpy(r->track_prev, r->freq, ops * sizeof(int));
+    r->track_prev = malloc((size_t)r->g->nops * sizeof(int));
+    if (!r->tracks || !r->track_prev) return -1;
+    memcpy(r->track_prev, r->freq, (size_t)r->g->nops * sizeof(int));
     return 0;
 }
 
-static double predicted_cost(const run *r)
-{
-    double cost = 0;
-    for (int op = 0; op < r->g->nops; op++) {
-        const prs__model_optype *t = type_of(r, op);
-        cost += t->cost[r->dur[op] - t->q_min];
-    }
-    return cost;
-}
-
-/* Exact evaluation of a plan of table entries, with the same arithmetic as
- * prs__table_lookup and prs__table_run (the figures are the same bits). */
-static void evaluate_idx(run *r, const int *idx, long *T, double *energy_j)
-{
-    prs_eval *ev = r->ev;
-    double sum_e = 0;
-    long sum_q = 0;
-    for (int op = 0; op < r->g->nops; op++) {
-        ev->dur[op] = ev->t.q[idx[op]];
-        sum_q += ev->t.q[idx[op]];
-        sum_e += ev->t.energy_j[idx[op]];
-    }
-    *T = prs__graph_cpm(r->g, ev->dur, ev->earliest, NULL);
-    *energy_j = prs__table_energy(&ev->pipe, *T, sum_e, sum_q);
-}
-
-/* Energy of c charged with blocking power up to time T (units; T >= c->t). */
-static double charged_to(const run *r, const cand *c, long T)
-{
-    const prs_pipeline *p = &r->o->pipe;
-    return c->e + (double)p->stages * p->blocking_power_w * (double)(T - c->t) * p->unit_time_s;
-}
-
-/* Lower bound on the energy of any plan finishing within T (units): the relaxation's effective
- * cost at the planned time (no larger than at any shorter time) plus blocking power to T. */
-static double relaxed_bound(const run *r, double cost, long T)
-{
-    const prs_pipeline *p = &r->o->pipe;
-    return cost + (double)p->stages * p->blocking_power_w * (double)T * p->unit_time_s;
-}
-
-/* Is energy e within PRS_HULL_CERT_GAP of the lower bound? */
-static int certified(double e, double bound)
-{
-    return e <= bound + PRS_HULL_CERT_GAP * fabs(bound);
-}
-
-/* Is candidate c better than the best plan so far (*T, *energy_j)? Blocking power from its end
- * to the plan so far's end is charged to it; strictly better unless or_equal. */
-static int better(const run *r, const cand *c, long T, double energy_j, int or_equal)
-{
-    if (!c->ok || c->t > T) return 0;
-    double charged = charged_to(r, c, T);
-    return or_equal ? charged <= energy_j : charged < energy_j;
-}
-
-/* Refine the relaxed plan within budget (refine.c; preceded by the reclaiming by rate when
- * by_rate) into c, unless c already holds that result (valid). */
-static const cand *refined(run *r, cand *c, long budget, int by_rate, int valid)
-{
-    if (!valid)
-        /* the analyser loses track of the mode here and calls r->idx (owned by run_free) lost */
-        // NOLINTNEXTLINE(clang-analyzer-unix.Malloc)
-        c->ok = !prs__refine_plan(r->refiner, r->idx, r->ev->earliest, budget, by_rate, c->idx,
-                                  &c->t, &c->e);
-    return c;
-}
-
-/* Take c as the best plan when it is better. */
-static void consider(const run *r, const cand *c, const cand **best, int or_equal)
-{
-    if (better(r, c, (*best)->t, (*best)->e, or_equal)) *best = c;
-}
-
-/* Per op, the relaxation's price of a unit of time at its duration: the slope of its hull cost
- * there (between two vertices the segment's; at a vertex the mean of the two sides'). */
-static void fill_prices(run *r)
-{
-    for (int op = 0; op < r->g->nops; op++) {
-        const prs__model_optype *t = type_of(r, op);
-        long j = r->dur[op] - t->q_min;
-        int has_up = r->dur[op] > t->q_min, has_down = r->dur[op] < t->q_max;
-        double up = has_up ? t->up[j] : 0, down = has_down ? t->down[j] : 0;
-        r->price[op] = has_up && has_down ? 0.5 * (up + down) : up + down;
-    }
-}
-
-/* hull mode, clean frontier: when the best plan of the relaxed plan at planned time T (cost: its
- * effective cost) is not certified against the relaxation's bound at T, round the relaxed plan
- * along its schedule too (refine.c) within T: forward with every computation at the cheapest
- * clock that keeps the schedule; and where the plan is more than PRS_HULL_TRACK_GAP above the
- * bound, forward and backward with the clock that is cheapest once its time is priced at the
- * relaxation's price (a computation between two hull vertices then takes one of them and
- * leaves the time it saves to its neighbours, as the relaxation mixes the two). A result may
- * end after the best plan, so it becomes a point of its own (r->extra, stored in r->tracks)
- * unless the best plan beats it; cleaning keeps whichever no faster plan beats. */
-static void track(run *r, const cand *best, double cost, long T)
-{
-    memset(r->extra, 0, sizeof r->extra);
-    double bound = relaxed_bound(r, cost, T), e = charged_to(r, best, T);
-    if (certified(e, bound)) return;
-    int modes = e <= bound + PRS_HULL_TRACK_GAP * fabs(bound) ? 1 : PRS__TRACK_MODES;
-    if (modes > 1) fill_prices(r);
-    for (int m = 0; m < modes; m++) {
-        cand *c = &r->tracked[m];
-        c->ok = !prs__refine_track(r->refiner, r->dur, (prs__track_mode)m, r->price, T, c->idx,
-                                   &c->t, &c->e);
-        r->extra[m] = c->ok && !(best->t <= c->t && charged_to(r, best, c->t) <= c->e);
-        for (int k = 0; k < m && r->extra[m]; k++) /* the same figures: one point serves */
-            if (r->extra[k] && r->tracked[k].t == c->t && r->tracked[k].e == c->e) r->extra[m] = 0;
-    }
-}
-
-/* The plan to emit for the current durations (into r->plan, figures into *T, *energy_j; cost:
- * their predicted effective cost): exp mode emits the duration -> clock map as the reference
- * does. hull mode reclaims slack (refine.c) within the unrefined plan's own time and keeps the
- * cheaper; when that plan is not certified, i.e. its energy exceeds the relaxation's lower
- * bound by more than PRS_HULL_CERT_GAP, it also tries the reclaiming by rate within the same
- * time (docs/planner.md, 'From the relaxed plan to clocks'). A candidate is taken only when it
- * ends no later than the best so far, the rounded plan, whose time t0 is at most the planned
- * time. Both refinements only lengthen computations, each to the cheapest clock within its
- * limit, and every clock of the rounded plan is a hull vertex, the cheapest of the clocks no
- * slower than it: so a refinement within the planned time that ends by t0 makes the same
- * choices as the one within t0, and refining within the planned time is not done.
- * The results that depend on the relaxed plan alone (its evaluation and both refinements) are
- * kept while it does not change. */
-static void emit_plan(run *r, double cost, long planned, long *T, double *energy_j)
-{
-    int cached = !r->changed;
-    r->changed = 0;
-    if (!cached) {
-        r->st.evaluations++;
-        r->rounded.ok = 1;
-        evaluate_idx(r, r->idx, &r->rounded.t, &r->rounded.e);
-        r->by_rate_own.ok = -1; /* not computed */
-    }
-    const cand *best = &r->rounded;
-    if (r->o->cost_model == PRS_COST_HULL) {
-        long t0 = r->rounded.t;
-        consider(r, refined(r, &r->fit_own, t0, 0, cached), &best, 1);
-        if (!certified(best->e, relaxed_bound(r, cost, best->t)))
-            consider(r, refined(r, &r->by_rate_own, t0, 1, r->by_rate_own.ok >= 0), &best, 0);
-        if (r->tracks) track(r, best, cost, planned);
-    }
-    for (int op = 0; op < r->g->nops; op++)
-        r->plan[op] = r->ev->t.freq[best->idx[op]];
-    *T = best->t;
-    *energy_j = best->e;
-}
-
-/* Every operation type's options and cost model (types: ntypes = chunks * 2 entries, zeroed);
- * warnings (fallbacks to hull) go to o->warn. */
 static int build_types(const prs_profile *profile, const prs_plan_opts *o, int ntypes,
                        prs__model_optype *types, prs_error *err)
 {
@@ -810,33 +628,47 @@ static int push_plan(run *r, prs_frontier *f, const prs_frontier_point *pt, cons
     return prs__frontier_push(f, pt, r->chg_op, r->chg_freq, nchg);
 }
 
-/* Emit the current durations' plan as the next frontier point (T: the planned critical path),
- * followed by the plans rounded along the relaxed schedule that are points of their own. */
-static int push_point(run *r, prs_frontier *f, long T, double delta)
+/* The clocks of a plan of table entries into r->plan. */
+static void to_clocks(run *r, const int *idx)
 {
-    const prs_plan_opts *o = r->o;
-    long T_eval;
-    double E_eval;
-    double cost = predicted_cost(r);
-    emit_plan(r, cost, T, &T_eval, &E_eval);
+    for (int op = 0; op < r->g->nops; op++)
+        r->plan[op] = r->ev->t.freq[idx[op]];
+}
+
+/* A point's plans into the frontiers (r->emit's deliver callback, in order): its plan as the
+ * next point of r->front, then the plans rounded along the relaxed schedule that are points of
+ * their own into r->tracks. Non-zero when out of memory. */
+static int deliver(void *ud, const prs__emit_point *p)
+{
+    run *r = ud;
+    const prs_pipeline *pipe = &r->o->pipe;
+    const prs__pick_out *out = p->out;
     prs_frontier_point pt;
-    pt.time_units = T;
-    pt.time_s = (double)T * o->pipe.unit_time_s;
-    pt.energy_j = cost + (double)o->pipe.stages * o->pipe.blocking_power_w * pt.time_s;
-    pt.cost_change_j = delta;
-    pt.eval_time_s = (double)T_eval * o->pipe.unit_time_s;
-    pt.eval_energy_j = E_eval;
-    r->st.points++;
-    int rc = push_plan(r, f, &pt, r->plan, r->prev_plan);
+    pt.time_units = p->planned;
+    pt.time_s = (double)p->planned * pipe->unit_time_s;
+    pt.energy_j = out->cost + (double)pipe->stages * pipe->blocking_power_w * pt.time_s;
+    pt.cost_change_j = p->delta;
+    pt.eval_time_s = (double)out->t * pipe->unit_time_s;
+    pt.eval_energy_j = out->e;
+    to_clocks(r, out->best);
+    int rc = push_plan(r, r->front, &pt, r->plan, r->prev_plan);
     for (int m = 0; m < PRS__TRACK_MODES && !rc; m++) {
-        if (!r->extra[m]) continue;
-        const cand *c = &r->tracked[m];
-        for (int op = 0; op < r->g->nops; op++)
-            r->plan[op] = r->ev->t.freq[c->idx[op]];
-        pt.eval_time_s = (double)c->t * o->pipe.unit_time_s;
-        pt.eval_energy_j = c->e;
+        if (!out->extra[m]) continue;
+        to_clocks(r, out->x_idx[m]);
+        pt.eval_time_s = (double)out->x_t[m] * pipe->unit_time_s;
+        pt.eval_energy_j = out->x_e[m];
         rc = push_plan(r, r->tracks, &pt, r->plan, r->track_prev);
     }
+    return rc;
+}
+
+/* The current durations as the next frontier point (T: the planned critical path): their plan
+ * is picked (pick.c) and delivered in order. Non-zero when out of memory. */
+static int push_point(run *r, long T, double delta)
+{
+    r->st.points++;
+    int rc = prs__emit_submit(r->emit, r->idx, r->changed, r->dur, T, delta);
+    r->changed = 0;
     return rc;
 }
 
@@ -881,8 +713,7 @@ int prs_plan_size(const prs_profile *profile, const prs_pipeline *pipe, long *sp
 /* The frontier points of the iterations step() made (st->nrep of them, the first already
  * applied): each one's clocks, critical path (*T) and plan; progress after each (*done of
  * total). Non-zero with err set when out of memory or canceled. */
-static int emit_steps(run *r, prs_frontier *f, const step_out *st, long *T, long *done, long total,
-                      prs_error *err)
+static int emit_steps(run *r, const step_out *st, long *T, long *done, long total, prs_error *err)
 {
     const prs_plan_opts *o = r->o;
     for (long j = 1; j <= st->nrep; j++) {
@@ -895,7 +726,7 @@ static int emit_steps(run *r, prs_frontier *f, const step_out *st, long *T, long
             set_clock(r, r->touched[i]);
         *T = st->nrep > 1 ? *T - 1
                           : prs__graph_cpm_crit(r->g, r->dur, r->earliest, r->latest, r->crit);
-        if (push_point(r, f, *T, delta))
+        if (push_point(r, *T, delta))
             return prs_error_set(err, PRS_ENOMEM, "out of memory storing plans");
         ++*done;
         if (o->progress && o->progress(o->ud, *done, total))
@@ -907,7 +738,7 @@ static int emit_steps(run *r, prs_frontier *f, const step_out *st, long *T, long
 
 /* The planner's iterations from the slowest plan on, each emitted into f (total: the progress
  * callback's estimate of their number). Non-zero with err set when out of memory or canceled. */
-static int walk(run *r, prs_frontier *f, long total, prs_error *err)
+static int walk(run *r, long total, prs_error *err)
 {
     const prs_plan_opts *o = r->o;
     long T = prs__graph_cpm_crit(r->g, r->dur, r->earliest, r->latest, r->crit), done = 0;
@@ -921,12 +752,12 @@ static int walk(run *r, prs_frontier *f, long total, prs_error *err)
         if (sr != STEP_OK) break;
         r->st.steps++;
         r->st.repeated += st.nrep > 1;
-        int rc = emit_steps(r, f, &st, &T, &done, total, err);
+        int rc = emit_steps(r, &st, &T, &done, total, err);
         if (rc) return rc;
     }
     /* No iteration could shorten the pipeline (one achievable time): its one plan is the start,
      * every computation at its slowest candidate. */
-    if (prs_frontier_size(f) == 0 && push_point(r, f, T, 0))
+    if ((r->st.points == 0 && push_point(r, T, 0)) || prs__emit_flush(r->emit))
         return prs_error_set(err, PRS_ENOMEM, "out of memory storing plans");
     return 0;
 }
@@ -937,7 +768,7 @@ static void count(const run *r, prs_plan_stats *stats)
     if (!stats) return;
     *stats = r->st;
     if (r->net) prs__flow_count(r->net, stats);
-    if (r->refiner) prs__refine_count(r->refiner, stats);
+    if (r->emit) prs__emit_count(r->emit, stats);
 }
 
 int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **out, prs_error *err)
@@ -956,6 +787,9 @@ int prs_plan_counted(const prs_profile *profile, const prs_plan_opts *o, prs_fro
         return prs_error_set(err, PRS_EINVAL, "unknown cost model %d", (int)o->cost_model);
     if ((unsigned)o->frontier > PRS_FRONTIER_CLEAN)
         return prs_error_set(err, PRS_EINVAL, "unknown frontier kind %d", (int)o->frontier);
+    if (o->threads < 0 || o->threads > PRS_PLAN_MAX_THREADS)
+        return prs_error_set(err, PRS_EINVAL, "threads must be 0 (one per processor) to %d, got %d",
+                             PRS_PLAN_MAX_THREADS, o->threads);
     if (o->max_points < 0)
         return prs_error_set(err, PRS_EINVAL, "max points must be >= 0 (0: the default), got %ld",
                              o->max_points);
@@ -987,21 +821,24 @@ int prs_plan_counted(const prs_profile *profile, const prs_plan_opts *o, prs_fro
         r.dur[op] = type_of(&r, op)->q_max;
         set_clock(&r, op);
     }
-    if (o->cost_model == PRS_COST_HULL && alloc_hull(&r)) {
-        rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
-        goto out;
-    }
     memcpy(r.prev_plan, r.freq, sizeof *r.prev_plan * (size_t)g->nops);
     prs_frontier_kind kind = o->frontier;
     if (kind == PRS_FRONTIER_AUTO)
         kind = o->cost_model == PRS_COST_HULL ? PRS_FRONTIER_CLEAN : PRS_FRONTIER_RAW;
-    f = prs__frontier_new(&o->pipe, o->cost_model, r.freq);
-    if (!f || (kind == PRS_FRONTIER_CLEAN && r.refiner && alloc_tracks(&r))) {
+    int hull = o->cost_model == PRS_COST_HULL;
+    r.front = f = prs__frontier_new(&o->pipe, o->cost_model, r.freq);
+    if (!f || (kind == PRS_FRONTIER_CLEAN && hull && alloc_tracks(&r))) {
+        rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
+        goto out;
+    }
+    prs__pick_shared sh = {g, &r.ev->t, &o->pipe, r.types, hull, r.tracks != NULL};
+    if (!(r.emit = prs__emit_new(&sh, o->threads ? o->threads : prs__emit_default_threads(), 0,
+                                 deliver, &r))) {
         rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
         goto out;
     }
     long total = span > 0 ? span : 1;
-    if ((rc = walk(&r, f, total, err))) goto out;
+    if ((rc = walk(&r, total, err))) goto out;
     if (kind == PRS_FRONTIER_CLEAN) {
         prs_frontier *c = NULL;
         const prs_frontier *both[2] = {f, r.tracks};

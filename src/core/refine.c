@@ -609,7 +609,7 @@ int prs__refine_track(prs__refine_refiner *rf, const long *relaxed, prs__track_m
 
 void prs__refine_count(const prs__refine_refiner *rf, prs_plan_stats *st)
 {
-    st->reclaims = rf->reclaims;
-    st->reclaim_moves = rf->moves;
-    st->tracks = rf->tracks;
+    st->reclaims += rf->reclaims;
+    st->reclaim_moves += rf->moves;
+    st->tracks += rf->tracks;
 }

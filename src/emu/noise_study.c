@@ -327,6 +327,7 @@ int prs_noise_study(const prs_profile *truth, const prs_noise_study_opts *o,
     s.judge = o->plan.pipe;
     if (o->truth_unit_s > 0) s.judge.unit_time_s = o->truth_unit_s;
     s.robust = o->robust;
+    if (o->threads > 1) s.plan.threads = 1; /* the seeds run in parallel already */
     s.plan.progress = NULL;
     s.plan.warn = NULL;
     s.plan.ud = NULL;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end test of bench/bench_plan on a small synthetic pipeline (no shared data needed): the
 # text table with --stats gives one counter line per case and the hull/exp ratio line; --csv
-# --stats adds 14 counter columns whose figures agree with the table's points; bad arguments
-# are refused with exit status 2 and one line on stderr.
+# --stats adds 14 counter columns whose figures agree with the table's points; the frontier does
+# not depend on --threads; bad arguments are refused with exit status 2 and one line on stderr.
 set -euo pipefail
 
 bench="${PRS_BIN_DIR:?PRS_BIN_DIR not set}/bench/bench_plan"
@@ -21,7 +21,7 @@ for m in 4 6; do
             fail "no counter line for M=$m $model: $(cat "$tmp/text")"
         [[ $line == *"reclaimings by rate"* ]] || fail "counter line cut short: $line"
     done
-    grep -qE "^# synth-a100 M=$m: hull/exp median time ratio [0-9.]+$" "$tmp/text" ||
+    grep -qE "^# synth-a100 M=$m: hull/exp median time ratio [0-9.]+ \(CPU time [0-9.]+\)$" "$tmp/text" ||
         fail "no ratio line for M=$m"
 done
 grep -qE '^# synth-a100 M=4 exp: .* 0 reclaimings by rate' "$tmp/text" ||
@@ -34,16 +34,23 @@ header=$(head -1 "$tmp/csv")
 [[ $header == *",rss_verdict,steps,repeated_steps,raw_points,cuts,cuts_kept,same_ops,level_searches,level_nodes,cut_searches,cut_nodes,evaluations,reclaims,reclaim_moves,tracks" ]] ||
     fail "CSV header: $header"
 [[ $(wc -l <"$tmp/csv") -eq 5 ]] || fail "want a header and 4 rows: $(cat "$tmp/csv")"
-# every row has 27 fields; exp's raw frontier is its frontier, one point per step, and exp
+# every row has 28 fields; exp's raw frontier is its frontier, one point per step, and exp
 # rounds nothing along a relaxed schedule
-awk -F, 'NR > 1 && NF != 27 { print "row " NR " has " NF " fields"; bad = 1 }
-         NR > 1 && $3 == "exp" && ($4 != $16 || $14 != $16 || $27 != 0) { print "exp row " NR; bad = 1 }
-         NR > 1 && $3 == "hull" && ($14 > $16 || $24 > $16 || $25 > $24 || $27 > $16) { print "hull row " NR; bad = 1 }
+awk -F, 'NR > 1 && NF != 28 { print "row " NR " has " NF " fields"; bad = 1 }
+         NR > 1 && $3 == "exp" && ($4 != $17 || $15 != $17 || $28 != 0) { print "exp row " NR; bad = 1 }
+         NR > 1 && $3 == "hull" && ($15 > $17 || $25 > $17 || $26 > $25 || $28 > $17) { print "hull row " NR; bad = 1 }
+         NR > 1 && !($9 > 0) { print "no CPU time in row " NR; bad = 1 }
          END { exit bad }' "$tmp/csv" >"$tmp/awk" || fail "CSV rows: $(cat "$tmp/awk")"
 "$bench" "${args[@]}" --csv >"$tmp/csv0"
-[[ $(head -1 "$tmp/csv0" | tr ',' '\n' | wc -l) -eq 13 ]] || fail "counter columns without --stats"
+[[ $(head -1 "$tmp/csv0" | tr ',' '\n' | wc -l) -eq 14 ]] || fail "counter columns without --stats"
+# the same frontiers (points) with one thread and with three
+"$bench" "${args[@]}" --csv --threads 1 | cut -d, -f1-4 >"$tmp/t1"
+"$bench" "${args[@]}" --csv --threads 3 | cut -d, -f1-4 >"$tmp/t3"
+cmp -s "$tmp/t1" "$tmp/t3" || fail "frontier sizes depend on --threads: $(paste "$tmp/t1" "$tmp/t3")"
+grep -q 'planner threads one per processor' "$tmp/text" || fail "no threads in the header"
 
 expect_error 2 "^bench_plan: option '--stats=1' takes no value$" "$bench" --stats=1
 expect_error 2 "^bench_plan: option '--help=1' takes no value$" "$bench" --help=1
 expect_error 2 '^bench_plan: unknown option' "$bench" --statistics
 expect_error 2 '^bench_plan: --runs' "$bench" --stats --runs 2
+expect_error 2 '^bench_plan: --threads: expected an integer from 0 to 256' "$bench" --threads -1

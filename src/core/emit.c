@@ -1,0 +1,306 @@
+/* The planner's points on their way out (emit.h). Picking a hull plan costs several passes over
+ * the schedule graph per point, far more than the planner's own step, and each point's pick
+ * depends only on that point's relaxed plan; so the submitting thread (the planner) copies
+ * each point into a ring of slots and goes on, and worker threads pick the plans.
+ *
+ * Points are grouped into jobs of EMIT_JOB_MIN to EMIT_JOB_POINTS points, a job ending where the
+ * relaxed plan's clocks change when it can (the picks of a point whose clocks did not change
+ * reuse the results that depend on the clocks alone). A job runs on one thread, in order; its
+ * first point is picked from scratch, so every pick is what a single thread would compute, and
+ * the output does not depend on the number of threads. Jobs are taken oldest first and delivered in
+ * order by the submitting thread, which picks jobs itself while the ring is full (with one thread,
+ * when a job is closed). The ring's size is bounded in bytes (PRS__EMIT_BYTES by default). */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "emit.h"
+
+/* Points per job: at least (unless the ring is small) and at most. */
+#define EMIT_JOB_MIN 8
+#define EMIT_JOB_POINTS 32
+
+typedef struct slot {
+    long *dur;   /* relaxed durations per op */
+    int *idx;    /* the clocks' table entries (when the point starts a job or changed them) */
+    int changed; /* idx differs from the point before's */
+    long planned;
+    double delta;
+    prs__pick_out out;
+} slot;
+
+typedef struct job {
+    long first; /* its first point (submission number) */
+    int n;      /* points */
+    int done;
+} job;
+
+struct prs__emit {
+    int nops;
+    prs__emit_deliver deliver;
+    void *ud;
+    slot *slots;
+    long nslots;
+    int job_min, job_points;
+    job *jobs;                         /* a ring of nslots: every job holds a slot */
+    long job_head, job_next, job_tail; /* first undelivered, first not taken, next to close */
+    long open_first;                   /* the job being filled: its first point */
+    int open_n;                        /* its points (0: none) */
+    long submitted, delivered;         /* points */
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    int stop;
+    int nth;                /* worker threads running */
+    struct worker *workers; /* nth of them */
+    prs__pick_ctx *own;     /* the submitting thread's */
+};
+
+struct worker {
+    prs__emit *e;
+    prs__pick_ctx *c;
+    pthread_t th;
+};
+
+int prs__emit_default_threads(void)
+{
+    long n = 0;
+#ifdef CPU_COUNT
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+#endif
+    if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    return n > PRS_PLAN_AUTO_THREADS ? PRS_PLAN_AUTO_THREADS : (int)n;
+}
+
+/* Pick every point of job j with context c. */
+static void run_job(prs__emit *e, prs__pick_ctx *c, const job *j)
+{
+    const int *idx = NULL;
+    for (int i = 0; i < j->n; i++) {
+        slot *s = &e->slots[(j->first + i) % e->nslots];
+        int fresh = i == 0 || s->changed;
+        if (fresh) idx = s->idx;
+        prs__pick_point(c, idx, fresh, s->dur, s->planned, &s->out);
+    }
+}
+
+/* With e->mu held: take the oldest job not taken, run it with c (the lock released meanwhile)
+ * and mark it done. 0 when there was none. */
+static int take_one(prs__emit *e, prs__pick_ctx *c)
+{
+    if (e->job_next == e->job_tail) return 0;
+    job *j = &e->jobs[e->job_next++ % e->nslots];
+    pthread_mutex_unlock(&e->mu);
+    run_job(e, c, j);
+    pthread_mutex_lock(&e->mu);
+    j->done = 1;
+    pthread_cond_broadcast(&e->done);
+    return 1;
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    prs__emit *e = w->e;
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        while (!e->stop && e->job_next == e->job_tail)
+            pthread_cond_wait(&e->work, &e->mu);
+        if (e->stop) break;
+        take_one(e, w->c);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+/* The slots' buffers (out->best and out->x_idx only in hull mode); 0 when out of memory. */
+static int alloc_slots(prs__emit *e, const prs__pick_shared *sh)
+{
+    size_t ops = (size_t)e->nops;
+    e->slots = calloc((size_t)e->nslots, sizeof *e->slots);
+    e->jobs = calloc((size_t)e->nslots, sizeof *e->jobs);
+    if (!e->slots || !e->jobs) return 0;
+    for (long i = 0; i < e->nslots; i++) {
+        slot *s = &e->slots[i];
+        s->dur = malloc(ops * sizeof *s->dur);
+        s->idx = malloc(ops * sizeof *s->idx);
+        s->out.best = malloc(ops * sizeof *s->out.best);
+        if (!s->dur || !s->idx || !s->out.best) return 0;
+        for (int m = 0; m < PRS__TRACK_MODES && sh->hull && sh->tracks; m++)
+            if (!(s->out.x_idx[m] = malloc(ops * sizeof(int)))) return 0;
+    }
+    return 1;
+}
+
+/* Slots: what max_bytes holds, at most 4 jobs per thread, at least 2 (a job then holds at most
+ * half of them, so a full ring always holds a closed job). */
+static void size_ring(prs__emit *e, const prs__pick_shared *sh, int threads, long max_bytes)
+{
+    long per = (long)e->nops * (long)(sizeof(long) + 2 * sizeof(int));
+    if (sh->hull && sh->tracks) per += (long)e->nops * (long)(PRS__TRACK_MODES * sizeof(int));
+    long fit = (max_bytes > 0 ? max_bytes : PRS__EMIT_BYTES) / (per > 0 ? per : 1);
+    long want = 4L * EMIT_JOB_POINTS * threads;
+    e->nslots = fit < want ? fit : want;
+    if (e->nslots < 2) e->nslots = 2;
+    e->job_points = (int)(e->nslots / 2 < EMIT_JOB_POINTS ? e->nslots / 2 : EMIT_JOB_POINTS);
+    e->job_min = e->job_points < EMIT_JOB_MIN ? e->job_points : EMIT_JOB_MIN;
+}
+
+prs__emit *prs__emit_new(const prs__pick_shared *sh, int threads, long max_bytes,
+                         prs__emit_deliver deliver, void *ud)
+{
+    prs__emit *e = calloc(1, sizeof *e);
+    if (!e) return NULL;
+    e->nops = sh->g->nops;
+    e->deliver = deliver;
+    e->ud = ud;
+    if (threads < 1) threads = 1;
+    size_ring(e, sh, threads, max_bytes);
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->work, NULL);
+    pthread_cond_init(&e->done, NULL);
+    e->workers = calloc((size_t)threads, sizeof *e->workers);
+    if (!e->workers || !alloc_slots(e, sh) || !(e->own = prs__pick_new(sh))) {
+        prs__emit_free(e);
+        return NULL;
+    }
+    for (int i = 0; i < threads - 1; i++) {
+        struct worker *w = &e->workers[e->nth];
+        w->e = e;
+        if (!(w->c = prs__pick_new(sh))) break;
+        if (pthread_create(&w->th, NULL, worker_main, w)) {
+            prs__pick_free(w->c);
+            w->c = NULL;
+            break;
+        }
+        e->nth++;
+    }
+    return e;
+}
+
+void prs__emit_free(prs__emit *e)
+{
+    if (!e) return;
+    pthread_mutex_lock(&e->mu);
+    e->stop = 1;
+    pthread_cond_broadcast(&e->work);
+    pthread_mutex_unlock(&e->mu);
+    for (int i = 0; i < e->nth; i++) {
+        pthread_join(e->workers[i].th, NULL);
+        prs__pick_free(e->workers[i].c);
+    }
+    prs__pick_free(e->own);
+    for (long i = 0; e->slots && i < e->nslots; i++) {
+        slot *s = &e->slots[i];
+        free(s->dur);
+        free(s->idx);
+        free(s->out.best);
+        for (int m = 0; m < PRS__TRACK_MODES; m++)
+            free(s->out.x_idx[m]);
+    }
+    free(e->slots);
+    free(e->jobs);
+    free(e->workers);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->work);
+    pthread_cond_destroy(&e->done);
+    free(e);
+}
+
+/* Deliver the done jobs at the head, in order. 0, or the deliver callback's code. */
+static int deliver_done(prs__emit *e)
+{
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        int ready = e->job_head != e->job_tail && e->jobs[e->job_head % e->nslots].done;
+        job j = e->jobs[e->job_head % e->nslots];
+        pthread_mutex_unlock(&e->mu);
+        if (!ready) return 0;
+        for (int i = 0; i < j.n; i++) {
+            const slot *s = &e->slots[(j.first + i) % e->nslots];
+            prs__emit_point p = {s->planned, s->delta, &s->out};
+            int rc = e->deliver(e->ud, &p);
+            if (rc) return rc;
+        }
+        pthread_mutex_lock(&e->mu);
+        e->job_head++;
+        e->delivered = j.first + j.n;
+        pthread_mutex_unlock(&e->mu);
+    }
+}
+
+/* Close the job being filled: it can be taken from now on. */
+static void close_job(prs__emit *e)
+{
+    pthread_mutex_lock(&e->mu);
+    job *j = &e->jobs[e->job_tail % e->nslots];
+    j->first = e->open_first;
+    j->n = e->open_n;
+    j->done = 0;
+    e->job_tail++;
+    pthread_cond_signal(&e->work);
+    pthread_mutex_unlock(&e->mu);
+    e->open_n = 0;
+}
+
+/* Deliver what is done; then, while more than `keep` points are undelivered (or, keep < 0,
+ * while any closed job is), run a job not taken yet or wait for one to be done. */
+static int drain(prs__emit *e, long keep)
+{
+    for (;;) {
+        int rc = deliver_done(e);
+        if (rc) return rc;
+        pthread_mutex_lock(&e->mu);
+        int more = keep < 0 ? e->job_head != e->job_tail : e->submitted - e->delivered > keep;
+        if (more && !take_one(e, e->own) && !e->jobs[e->job_head % e->nslots].done)
+            pthread_cond_wait(&e->done, &e->mu);
+        pthread_mutex_unlock(&e->mu);
+        if (!more) return 0;
+    }
+}
+
+int prs__emit_submit(prs__emit *e, const int *idx, int changed, const long *dur, long planned,
+                     double delta)
+{
+    if (e->open_n >= e->job_points || (changed && e->open_n >= e->job_min)) {
+        close_job(e);
+        if (e->nth == 0) { /* no workers: pick it now */
+            int rc = drain(e, -1);
+            if (rc) return rc;
+        }
+    }
+    int rc = drain(e, e->nslots - 1); /* room for one more point */
+    if (rc) return rc;
+    slot *s = &e->slots[e->submitted % e->nslots];
+    if (e->open_n == 0) {
+        e->open_first = e->submitted;
+        changed = 1; /* a job starts from its own copy */
+    }
+    s->changed = changed;
+    if (changed) memcpy(s->idx, idx, sizeof *idx * (size_t)e->nops);
+    memcpy(s->dur, dur, sizeof *dur * (size_t)e->nops);
+    s->planned = planned;
+    s->delta = delta;
+    e->open_n++;
+    pthread_mutex_lock(&e->mu);
+    e->submitted++;
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
+
+int prs__emit_flush(prs__emit *e)
+{
+    if (e->open_n > 0) close_job(e);
+    return drain(e, -1);
+}
+
+void prs__emit_count(const prs__emit *e, prs_plan_stats *st)
+{
+    if (e->own) prs__pick_count(e->own, st);
+    for (int i = 0; i < e->nth; i++)
+        prs__pick_count(e->workers[i].c, st);
+}

@@ -1,0 +1,46 @@
+/* The planner's points on their way out (emit.c): each point's plan is picked (pick.h) on
+ * worker threads, several points at once, and the results are handed back in the order the
+ * points came in, on the thread that submits them. Module prefix prs__emit_. */
+#ifndef PRS_EMIT_H
+#define PRS_EMIT_H
+
+#include "pick.h"
+
+typedef struct prs__emit prs__emit;
+
+/* The memory the points in flight may take by default (bytes). */
+#define PRS__EMIT_BYTES (64L << 20)
+
+/* One point as submitted, with its plans. */
+typedef struct prs__emit_point {
+    long planned; /* critical path of the relaxed plan, units */
+    double delta; /* its step's cost change */
+    const prs__pick_out *out;
+} prs__emit_point;
+
+/* Called for every point, in order, on the submitting thread; non-zero stops the run (the
+ * code is returned by prs__emit_submit / prs__emit_flush). */
+typedef int (*prs__emit_deliver)(void *ud, const prs__emit_point *p);
+
+/* threads: the threads that pick plans, the submitting one included (1: none is started, every
+ * point is picked when its job is closed). Fewer are used when starting one fails. max_bytes:
+ * what the points in flight may take (0: PRS__EMIT_BYTES); at least two points are held
+ * whatever it says. NULL when out of memory. */
+prs__emit *prs__emit_new(const prs__pick_shared *sh, int threads, long max_bytes,
+                         prs__emit_deliver deliver, void *ud);
+/* Stops the threads (points not delivered yet are dropped) and frees. */
+void prs__emit_free(prs__emit *e);
+/* Queue a point (arguments as prs__pick_point; changed: idx differs from the last point's).
+ * The inputs are copied. Points before it may be delivered meanwhile. 0, or what the
+ * deliver callback returned. */
+int prs__emit_submit(prs__emit *e, const int *idx, int changed, const long *dur, long planned,
+                     double delta);
+/* Deliver every point submitted. 0, or what the deliver callback returned. */
+int prs__emit_flush(prs__emit *e);
+/* Adds what the picking did to st. */
+void prs__emit_count(const prs__emit *e, prs_plan_stats *st);
+/* The threads to use when the caller asks for 0: the processors online, at most
+ * PRS_PLAN_MAX_THREADS. */
+int prs__emit_default_threads(void);
+
+#endif
