@@ -458,7 +458,7 @@ static void run_child(int fd, const char *path, const bench_opts *o, int microba
 {
     child_report rep;
     memset(&rep, 0, sizeof rep);
-    double *times = calloc((size_t)o->runs, sizeof *times);
+    double *times = calloc(2 * (size_t)o->runs, sizeof *times);
     prs_profile *profile = NULL;
     prs_error err;
     err.msg[0] = '\0';

@@ -7,9 +7,13 @@
  * relaxed plan's clocks change when it can (the picks of a point whose clocks did not change
  * reuse the results that depend on the clocks alone). A job runs on one thread, in order; its
  * first point is picked from scratch, so every pick is what a single thread would compute, and
- * the output does not depend on the number of threads. Jobs are taken oldest first and delivered in
- * order by the submitting thread, which picks jobs itself while the ring is full (with one thread,
- * when a job is closed). The ring's size is bounded in bytes (PRS__EMIT_BYTES by default). */
+ * the output does not depend on the number of threads. Jobs are taken oldest first and delivered
+ * in order by the submitting thread, which picks jobs itself while the ring is full. The ring's
+ * size is bounded in bytes (PRS__EMIT_BYTES by default).
+ *
+ * With one thread (or when no worker could be started) nothing is copied: each point is picked
+ * from the caller's arrays when it is submitted and delivered at once, as a planner without
+ * threads would. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <pthread.h>
 #include <sched.h>
@@ -136,14 +140,15 @@ static int alloc_slots(prs__emit *e, const prs__pick_shared *sh)
     return 1;
 }
 
-/* Slots: what max_bytes holds, at most 4 jobs per thread, at least 2 (a job then holds at most
- * half of them, so a full ring always holds a closed job). */
+/* Slots: what max_bytes holds, at most 4 jobs per thread (one thread uses slot 0's out alone),
+ * at least 2 (a job then holds at most half of them, so a full ring always holds a closed
+ * job). */
 static void size_ring(prs__emit *e, const prs__pick_shared *sh, int threads, long max_bytes)
 {
     long per = (long)e->nops * (long)(sizeof(long) + 2 * sizeof(int));
     if (sh->hull && sh->tracks) per += (long)e->nops * (long)(PRS__TRACK_MODES * sizeof(int));
     long fit = (max_bytes > 0 ? max_bytes : PRS__EMIT_BYTES) / (per > 0 ? per : 1);
-    long want = 4L * EMIT_JOB_POINTS * threads;
+    long want = threads > 1 ? 4L * EMIT_JOB_POINTS * threads : 2; /* 1: slot 0's out only */
     e->nslots = fit < want ? fit : want;
     if (e->nslots < 2) e->nslots = 2;
     e->job_points = (int)(e->nslots / 2 < EMIT_JOB_POINTS ? e->nslots / 2 : EMIT_JOB_POINTS);
@@ -263,16 +268,24 @@ static int drain(prs__emit *e, long keep)
     }
 }
 
+/* No worker threads: pick the point from the caller's arrays and deliver it. */
+static int pick_now(prs__emit *e, const int *idx, int changed, const long *dur, long planned,
+                    double delta)
+{
+    slot *s = &e->slots[0];
+    prs__pick_point(e->own, idx, changed || e->submitted == 0, dur, planned, &s->out);
+    e->submitted++;
+    prs__emit_point p = {planned, delta, &s->out};
+    int rc = e->deliver(e->ud, &p);
+    if (!rc) e->delivered++;
+    return rc;
+}
+
 int prs__emit_submit(prs__emit *e, const int *idx, int changed, const long *dur, long planned,
                      double delta)
 {
-    if (e->open_n >= e->job_points || (changed && e->open_n >= e->job_min)) {
-        close_job(e);
-        if (e->nth == 0) { /* no workers: pick it now */
-            int rc = drain(e, -1);
-            if (rc) return rc;
-        }
-    }
+    if (e->nth == 0) return pick_now(e, idx, changed, dur, planned, delta);
+    if (e->open_n >= e->job_points || (changed && e->open_n >= e->job_min)) close_job(e);
     int rc = drain(e, e->nslots - 1); /* room for one more point */
     if (rc) return rc;
     slot *s = &e->slots[e->submitted % e->nslots];

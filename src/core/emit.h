@@ -23,7 +23,7 @@ typedef struct prs__emit_point {
 typedef int (*prs__emit_deliver)(void *ud, const prs__emit_point *p);
 
 /* threads: the threads that pick plans, the submitting one included (1: none is started, every
- * point is picked when its job is closed). Fewer are used when starting one fails. max_bytes:
+ * point is picked when it is submitted). Fewer are used when starting one fails. max_bytes:
  * what the points in flight may take (0: PRS__EMIT_BYTES); at least two points are held
  * whatever it says. NULL when out of memory. */
 prs__emit *prs__emit_new(const prs__pick_shared *sh, int threads, long max_bytes,
@@ -31,8 +31,9 @@ prs__emit *prs__emit_new(const prs__pick_shared *sh, int threads, long max_bytes
 /* Stops the threads (points not delivered yet are dropped) and frees. */
 void prs__emit_free(prs__emit *e);
 /* Queue a point (arguments as prs__pick_point; changed: idx differs from the last point's).
- * The inputs are copied. Points before it may be delivered meanwhile. 0, or what the
- * deliver callback returned. */
+ * With worker threads the inputs are copied, and points before it may be delivered meanwhile;
+ * without, it is picked and delivered now (idx must then stay as it is until a point with
+ * changed set). 0, or what the deliver callback returned. */
 int prs__emit_submit(prs__emit *e, const int *idx, int changed, const long *dur, long planned,
                      double delta);
 /* Deliver every point submitted. 0, or what the deliver callback returned. */
