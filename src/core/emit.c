@@ -27,13 +27,18 @@
 #define EMIT_JOB_MIN 8
 #define EMIT_JOB_POINTS 32
 
+/* A point in flight. Its inputs: when it starts a job, every op's relaxed duration and clock
+ * (table entry); else the nch ops that changed since the point before, ch_op[k] now at dur[k]
+ * and idx[k]. Its plan: out, and (after a job's first point) the ops whose clock differs from
+ * the point before's, chg_op[k] now at chg_freq[k] MHz. */
 typedef struct slot {
-    long *dur;   /* relaxed durations per op */
-    int *idx;    /* the clocks' table entries (when the point starts a job or changed them) */
-    int changed; /* idx differs from the point before's */
+    long *dur;
+    int *idx, *ch_op, nch;
+    int changed; /* some clock differs from the point before's */
     long planned;
     double delta;
     prs__pick_out out;
+    int *chg_op, *chg_freq, nchg;
 } slot;
 
 typedef struct job {
@@ -44,6 +49,7 @@ typedef struct job {
 
 struct prs__emit {
     int nops;
+    const int *freq; /* per table entry: its clock (MHz) */
     prs__emit_deliver deliver;
     void *ud;
     slot *slots;
@@ -59,12 +65,15 @@ struct prs__emit {
     int stop;
     int nth;                /* worker threads running */
     struct worker *workers; /* nth of them */
-    prs__pick_ctx *own;     /* the submitting thread's */
+    struct worker *own;     /* the submitting thread's context */
 };
 
+/* A thread's context: its picker, and the inputs of the job's point in hand. */
 struct worker {
     prs__emit *e;
     prs__pick_ctx *c;
+    long *dur;
+    int *idx;
     pthread_t th;
 };
 
@@ -80,26 +89,50 @@ int prs__emit_default_threads(void)
     return n > PRS_PLAN_AUTO_THREADS ? PRS_PLAN_AUTO_THREADS : (int)n;
 }
 
-/* Pick every point of job j with context c. */
-static void run_job(prs__emit *e, prs__pick_ctx *c, const job *j)
+/* Slot s's inputs into w's arrays: all of them (first of a job), or its changes. */
+static void load_inputs(prs__emit *e, struct worker *w, const slot *s, int first)
 {
-    const int *idx = NULL;
-    for (int i = 0; i < j->n; i++) {
-        slot *s = &e->slots[(j->first + i) % e->nslots];
-        int fresh = i == 0 || s->changed;
-        if (fresh) idx = s->idx;
-        prs__pick_point(c, idx, fresh, s->dur, s->planned, &s->out);
+    if (first) {
+        memcpy(w->dur, s->dur, sizeof *w->dur * (size_t)e->nops);
+        memcpy(w->idx, s->idx, sizeof *w->idx * (size_t)e->nops);
+        return;
+    }
+    for (int k = 0; k < s->nch; k++) {
+        w->dur[s->ch_op[k]] = s->dur[k];
+        w->idx[s->ch_op[k]] = s->idx[k];
     }
 }
 
-/* With e->mu held: take the oldest job not taken, run it with c (the lock released meanwhile)
+/* The clocks of s's plan that differ from those of prev's (the point before it). */
+static void plan_changes(prs__emit *e, slot *s, const slot *prev)
+{
+    s->nchg = 0;
+    for (int op = 0; op < e->nops; op++)
+        if (s->out.best[op] != prev->out.best[op]) {
+            s->chg_op[s->nchg] = op;
+            s->chg_freq[s->nchg++] = e->freq[s->out.best[op]];
+        }
+}
+
+/* Pick every point of job j with w's context. */
+static void run_job(prs__emit *e, struct worker *w, const job *j)
+{
+    for (int i = 0; i < j->n; i++) {
+        slot *s = &e->slots[(j->first + i) % e->nslots];
+        load_inputs(e, w, s, i == 0);
+        prs__pick_point(w->c, w->idx, i == 0 || s->changed, w->dur, s->planned, &s->out);
+        if (i > 0) plan_changes(e, s, &e->slots[(j->first + i - 1) % e->nslots]);
+    }
+}
+
+/* With e->mu held: take the oldest job not taken, run it with w (the lock released meanwhile)
  * and mark it done. 0 when there was none. */
-static int take_one(prs__emit *e, prs__pick_ctx *c)
+static int take_one(prs__emit *e, struct worker *w)
 {
     if (e->job_next == e->job_tail) return 0;
     job *j = &e->jobs[e->job_next++ % e->nslots];
     pthread_mutex_unlock(&e->mu);
-    run_job(e, c, j);
+    run_job(e, w, j);
     pthread_mutex_lock(&e->mu);
     j->done = 1;
     pthread_cond_broadcast(&e->done);
@@ -115,7 +148,7 @@ static void *worker_main(void *arg)
         while (!e->stop && e->job_next == e->job_tail)
             pthread_cond_wait(&e->work, &e->mu);
         if (e->stop) break;
-        take_one(e, w->c);
+        take_one(e, w);
     }
     pthread_mutex_unlock(&e->mu);
     return NULL;
@@ -132,8 +165,11 @@ static int alloc_slots(prs__emit *e, const prs__pick_shared *sh)
         slot *s = &e->slots[i];
         s->dur = malloc(ops * sizeof *s->dur);
         s->idx = malloc(ops * sizeof *s->idx);
+        s->ch_op = malloc(ops * sizeof *s->ch_op);
+        s->chg_op = malloc(ops * sizeof *s->chg_op);
+        s->chg_freq = malloc(ops * sizeof *s->chg_freq);
         s->out.best = malloc(ops * sizeof *s->out.best);
-        if (!s->dur || !s->idx || !s->out.best) return 0;
+        if (!s->dur || !s->idx || !s->ch_op || !s->chg_op || !s->chg_freq || !s->out.best) return 0;
         for (int m = 0; m < PRS__TRACK_MODES && sh->hull && sh->tracks; m++)
             if (!(s->out.x_idx[m] = malloc(ops * sizeof(int)))) return 0;
     }
@@ -145,7 +181,7 @@ static int alloc_slots(prs__emit *e, const prs__pick_shared *sh)
  * job). */
 static void size_ring(prs__emit *e, const prs__pick_shared *sh, int threads, long max_bytes)
 {
-    long per = (long)e->nops * (long)(sizeof(long) + 2 * sizeof(int));
+    long per = (long)e->nops * (long)(sizeof(long) + 5 * sizeof(int));
     if (sh->hull && sh->tracks) per += (long)e->nops * (long)(PRS__TRACK_MODES * sizeof(int));
     long fit = (max_bytes > 0 ? max_bytes : PRS__EMIT_BYTES) / (per > 0 ? per : 1);
     long want = threads > 1 ? 4L * EMIT_JOB_POINTS * threads : 2; /* 1: slot 0's out only */
@@ -155,12 +191,31 @@ static void size_ring(prs__emit *e, const prs__pick_shared *sh, int threads, lon
     e->job_min = e->job_points < EMIT_JOB_MIN ? e->job_points : EMIT_JOB_MIN;
 }
 
+/* w's picker and input arrays; 0 when out of memory. */
+static int init_worker(prs__emit *e, struct worker *w, const prs__pick_shared *sh)
+{
+    w->e = e;
+    w->c = prs__pick_new(sh);
+    w->dur = malloc(sizeof *w->dur * (size_t)e->nops);
+    w->idx = malloc(sizeof *w->idx * (size_t)e->nops);
+    return w->c && w->dur && w->idx;
+}
+
+static void free_worker(struct worker *w)
+{
+    prs__pick_free(w->c);
+    free(w->dur);
+    free(w->idx);
+    memset(w, 0, sizeof *w);
+}
+
 prs__emit *prs__emit_new(const prs__pick_shared *sh, int threads, long max_bytes,
                          prs__emit_deliver deliver, void *ud)
 {
     prs__emit *e = calloc(1, sizeof *e);
     if (!e) return NULL;
     e->nops = sh->g->nops;
+    e->freq = sh->table->freq;
     e->deliver = deliver;
     e->ud = ud;
     if (threads < 1) threads = 1;
@@ -169,17 +224,15 @@ prs__emit *prs__emit_new(const prs__pick_shared *sh, int threads, long max_bytes
     pthread_cond_init(&e->work, NULL);
     pthread_cond_init(&e->done, NULL);
     e->workers = calloc((size_t)threads, sizeof *e->workers);
-    if (!e->workers || !alloc_slots(e, sh) || !(e->own = prs__pick_new(sh))) {
+    e->own = e->workers;
+    if (!e->workers || !alloc_slots(e, sh) || !init_worker(e, e->own, sh)) {
         prs__emit_free(e);
         return NULL;
     }
-    for (int i = 0; i < threads - 1; i++) {
-        struct worker *w = &e->workers[e->nth];
-        w->e = e;
-        if (!(w->c = prs__pick_new(sh))) break;
-        if (pthread_create(&w->th, NULL, worker_main, w)) {
-            prs__pick_free(w->c);
-            w->c = NULL;
+    while (e->nth < threads - 1) {
+        struct worker *w = &e->workers[e->nth + 1];
+        if (!init_worker(e, w, sh) || pthread_create(&w->th, NULL, worker_main, w)) {
+            free_worker(w);
             break;
         }
         e->nth++;
@@ -194,15 +247,18 @@ void prs__emit_free(prs__emit *e)
     e->stop = 1;
     pthread_cond_broadcast(&e->work);
     pthread_mutex_unlock(&e->mu);
-    for (int i = 0; i < e->nth; i++) {
+    for (int i = 1; i <= e->nth; i++) {
         pthread_join(e->workers[i].th, NULL);
-        prs__pick_free(e->workers[i].c);
+        free_worker(&e->workers[i]);
     }
-    prs__pick_free(e->own);
+    if (e->own) free_worker(e->own);
     for (long i = 0; e->slots && i < e->nslots; i++) {
         slot *s = &e->slots[i];
         free(s->dur);
         free(s->idx);
+        free(s->ch_op);
+        free(s->chg_op);
+        free(s->chg_freq);
         free(s->out.best);
         for (int m = 0; m < PRS__TRACK_MODES; m++)
             free(s->out.x_idx[m]);
@@ -227,7 +283,8 @@ static int deliver_done(prs__emit *e)
         if (!ready) return 0;
         for (int i = 0; i < j.n; i++) {
             const slot *s = &e->slots[(j.first + i) % e->nslots];
-            prs__emit_point p = {s->planned, s->delta, &s->out};
+            prs__emit_point p = {s->planned, s->delta, &s->out, NULL, NULL, 0};
+            if (i > 0) p.chg_op = s->chg_op, p.chg_freq = s->chg_freq, p.nchg = s->nchg;
             int rc = e->deliver(e->ud, &p);
             if (rc) return rc;
         }
@@ -273,29 +330,37 @@ static int pick_now(prs__emit *e, const int *idx, int changed, const long *dur, 
                     double delta)
 {
     slot *s = &e->slots[0];
-    prs__pick_point(e->own, idx, changed || e->submitted == 0, dur, planned, &s->out);
+    prs__pick_point(e->own->c, idx, changed || e->submitted == 0, dur, planned, &s->out);
     e->submitted++;
-    prs__emit_point p = {planned, delta, &s->out};
+    prs__emit_point p = {planned, delta, &s->out, NULL, NULL, 0};
     int rc = e->deliver(e->ud, &p);
     if (!rc) e->delivered++;
     return rc;
 }
 
-int prs__emit_submit(prs__emit *e, const int *idx, int changed, const long *dur, long planned,
-                     double delta)
+int prs__emit_submit(prs__emit *e, const int *idx, int changed, const long *dur, int nch,
+                     const int *ch_op, long planned, double delta)
 {
     if (e->nth == 0) return pick_now(e, idx, changed, dur, planned, delta);
-    if (e->open_n >= e->job_points || (changed && e->open_n >= e->job_min)) close_job(e);
+    if (e->open_n >= e->job_points || (changed && e->open_n >= e->job_min) ||
+        (e->open_n > 0 && !ch_op))
+        close_job(e);
     int rc = drain(e, e->nslots - 1); /* room for one more point */
     if (rc) return rc;
     slot *s = &e->slots[e->submitted % e->nslots];
-    if (e->open_n == 0) {
-        e->open_first = e->submitted;
-        changed = 1; /* a job starts from its own copy */
-    }
     s->changed = changed;
-    if (changed) memcpy(s->idx, idx, sizeof *idx * (size_t)e->nops);
-    memcpy(s->dur, dur, sizeof *dur * (size_t)e->nops);
+    if (e->open_n == 0) { /* a job starts from a copy of everything */
+        e->open_first = e->submitted;
+        memcpy(s->idx, idx, sizeof *idx * (size_t)e->nops);
+        memcpy(s->dur, dur, sizeof *dur * (size_t)e->nops);
+    } else {
+        s->nch = nch;
+        for (int k = 0; k < nch; k++) {
+            s->ch_op[k] = ch_op[k];
+            s->dur[k] = dur[ch_op[k]];
+            s->idx[k] = idx[ch_op[k]];
+        }
+    }
     s->planned = planned;
     s->delta = delta;
     e->open_n++;
@@ -313,7 +378,6 @@ int prs__emit_flush(prs__emit *e)
 
 void prs__emit_count(const prs__emit *e, prs_plan_stats *st)
 {
-    if (e->own) prs__pick_count(e->own, st);
-    for (int i = 0; i < e->nth; i++)
-        prs__pick_count(e->workers[i].c, st);
+    for (int i = 0; e->workers && i <= e->nth; i++)
+        if (e->workers[i].c) prs__pick_count(e->workers[i].c, st);
 }

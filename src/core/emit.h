@@ -11,11 +11,14 @@ typedef struct prs__emit prs__emit;
 /* The memory the points in flight may take by default (bytes). */
 #define PRS__EMIT_BYTES (64L << 20)
 
-/* One point as submitted, with its plans. */
+/* One point as submitted, with its plans; when chg_op is set, the clocks of out->best that
+ * differ from the point before's: op chg_op[k] at chg_freq[k] MHz, k < nchg. */
 typedef struct prs__emit_point {
     long planned; /* critical path of the relaxed plan, units */
     double delta; /* its step's cost change */
     const prs__pick_out *out;
+    const int *chg_op, *chg_freq;
+    int nchg;
 } prs__emit_point;
 
 /* Called for every point, in order, on the submitting thread; non-zero stops the run (the
@@ -31,11 +34,13 @@ prs__emit *prs__emit_new(const prs__pick_shared *sh, int threads, long max_bytes
 /* Stops the threads (points not delivered yet are dropped) and frees. */
 void prs__emit_free(prs__emit *e);
 /* Queue a point (arguments as prs__pick_point; changed: idx differs from the last point's).
- * With worker threads the inputs are copied, and points before it may be delivered meanwhile;
- * without, it is picked and delivered now (idx must then stay as it is until a point with
- * changed set). 0, or what the deliver callback returned. */
-int prs__emit_submit(prs__emit *e, const int *idx, int changed, const long *dur, long planned,
-                     double delta);
+ * ch_op: the nch ops whose duration or clock may differ from the last point's (NULL: any).
+ * With worker threads the inputs are copied (all of them where a job starts, else those ops'),
+ * and points before it may be delivered meanwhile; without, it is picked and delivered now
+ * (idx must then stay as it is until a point with changed set). 0, or what the deliver
+ * callback returned. */
+int prs__emit_submit(prs__emit *e, const int *idx, int changed, const long *dur, int nch,
+                     const int *ch_op, long planned, double delta);
 /* Deliver every point submitted. 0, or what the deliver callback returned. */
 int prs__emit_flush(prs__emit *e);
 /* Adds what the picking did to st. */

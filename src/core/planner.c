@@ -650,8 +650,15 @@ static int deliver(void *ud, const prs__emit_point *p)
     pt.cost_change_j = p->delta;
     pt.eval_time_s = (double)out->t * pipe->unit_time_s;
     pt.eval_energy_j = out->e;
-    to_clocks(r, out->best);
-    int rc = push_plan(r, r->front, &pt, r->plan, r->prev_plan);
+    int rc;
+    if (p->chg_op) { /* the changes from the point before, found by the thread that picked it */
+        for (int k = 0; k < p->nchg; k++)
+            r->prev_plan[p->chg_op[k]] = p->chg_freq[k];
+        rc = prs__frontier_push(r->front, &pt, p->chg_op, p->chg_freq, (size_t)p->nchg);
+    } else {
+        to_clocks(r, out->best);
+        rc = push_plan(r, r->front, &pt, r->plan, r->prev_plan);
+    }
     for (int m = 0; m < PRS__TRACK_MODES && !rc; m++) {
         if (!out->extra[m]) continue;
         to_clocks(r, out->x_idx[m]);
@@ -662,12 +669,13 @@ static int deliver(void *ud, const prs__emit_point *p)
     return rc;
 }
 
-/* The current durations as the next frontier point (T: the planned critical path): their plan
- * is picked (pick.c) and delivered in order. Non-zero when out of memory. */
-static int push_point(run *r, long T, double delta)
+/* The current durations as the next frontier point (T: the planned critical path; ch_op: the nch
+ * ops changed since the last point, NULL for any): their plan is picked (pick.c) and delivered
+ * in order. Non-zero when out of memory. */
+static int push_point(run *r, long T, double delta, int nch, const int *ch_op)
 {
     r->st.points++;
-    int rc = prs__emit_submit(r->emit, r->idx, r->changed, r->dur, T, delta);
+    int rc = prs__emit_submit(r->emit, r->idx, r->changed, r->dur, nch, ch_op, T, delta);
     r->changed = 0;
     return rc;
 }
@@ -726,7 +734,7 @@ static int emit_steps(run *r, const step_out *st, long *T, long *done, long tota
             set_clock(r, r->touched[i]);
         *T = st->nrep > 1 ? *T - 1
                           : prs__graph_cpm_crit(r->g, r->dur, r->earliest, r->latest, r->crit);
-        if (push_point(r, *T, delta))
+        if (push_point(r, *T, delta, st->n, r->touched))
             return prs_error_set(err, PRS_ENOMEM, "out of memory storing plans");
         ++*done;
         if (o->progress && o->progress(o->ud, *done, total))
@@ -757,7 +765,7 @@ static int walk(run *r, long total, prs_error *err)
     }
     /* No iteration could shorten the pipeline (one achievable time): its one plan is the start,
      * every computation at its slowest candidate. */
-    if ((r->st.points == 0 && push_point(r, T, 0)) || prs__emit_flush(r->emit))
+    if ((r->st.points == 0 && push_point(r, T, 0, 0, NULL)) || prs__emit_flush(r->emit))
         return prs_error_set(err, PRS_ENOMEM, "out of memory storing plans");
     return 0;
 }

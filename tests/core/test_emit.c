@@ -3,7 +3,9 @@
  *   - every point comes back once, in the order submitted, with its figures passed through, its
  *     predicted cost summed from its durations, and its plan evaluated as a direct evaluation
  *     says, whether its clocks changed or not;
+ *   - a point's change list, where it has one, turns the point before's clocks into its own;
  *   - the same with 1, 2, 3 and 8 threads, and with a ring of two slots (a job of one point);
+ *     the points say which ops changed (every 37th does not, and starts a job);
  *   - a deliver callback that fails stops the run with its code, and freeing then returns. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +22,9 @@
 #define NPOINTS 300
 
 typedef struct got {
+    const int *freq; /* per table entry */
+    int nops;
+    int *clocks; /* the last point's clocks, as its change list or its plan says */
     long n;
     long planned[NPOINTS];
     double cost[NPOINTS], delta[NPOINTS], e[NPOINTS];
@@ -36,6 +41,16 @@ static int on_point(void *ud, const prs__emit_point *p)
     g->cost[g->n] = p->out->cost;
     g->delta[g->n] = p->delta;
     g->t[g->n] = p->out->t;
+    if (p->chg_op) {
+        assert_true(g->n > 0);
+        for (int k = 0; k < p->nchg; k++)
+            g->clocks[p->chg_op[k]] = p->chg_freq[k];
+    } else {
+        for (int op = 0; op < g->nops; op++)
+            g->clocks[op] = g->freq[p->out->best[op]];
+    }
+    for (int op = 0; op < g->nops; op++)
+        assert_int_equal(g->clocks[op], g->freq[p->out->best[op]]);
     g->e[g->n] = p->out->e;
     g->n++;
     return 0;
@@ -48,6 +63,7 @@ typedef struct fixture {
     long *dur;                /* NPOINTS relaxed plans of nops durations */
     double cost[NPOINTS];     /* their predicted costs */
     int *idx;                 /* NPOINTS plans of nops entries */
+    int *ch_op, nch[NPOINTS]; /* per point: the ops whose duration or entry changed */
     int changed[NPOINTS];
     long t[NPOINTS]; /* their direct evaluation */
     double e[NPOINTS];
@@ -71,8 +87,9 @@ static void make(fixture *f)
     const prs__table_table *t = &f->ev->t;
     f->idx = malloc(sizeof(int) * (size_t)g->nops * NPOINTS);
     f->dur = malloc(sizeof(long) * (size_t)g->nops * NPOINTS);
+    f->ch_op = malloc(sizeof(int) * (size_t)g->nops * NPOINTS);
     f->types = calloc((size_t)t->ntypes, sizeof *f->types);
-    assert_true(f->idx && f->dur && f->types);
+    assert_true(f->idx && f->dur && f->ch_op && f->types);
     for (int k = 0; k < t->ntypes; k++) {
         prs__model_optype *ty = &f->types[k];
         ty->q_min = ty->q_max = t->q[t->start[k]];
@@ -97,9 +114,14 @@ static void make(fixture *f)
         f->cost[k] = 0;
         for (int op = 0; op < g->nops; op++) {
             const prs__model_optype *ty = &f->types[g->op_type[op]];
-            d[op] = ty->q_min + rand() % (ty->q_max - ty->q_min + 1);
+            d[op] = k > 0 && rand() % 3 ? d[op - g->nops]
+                                        : ty->q_min + rand() % (ty->q_max - ty->q_min + 1);
             f->cost[k] += ty->cost[d[op] - ty->q_min];
         }
+        f->nch[k] = 0;
+        for (int op = 0; op < g->nops && k > 0; op++)
+            if (d[op] != d[op - g->nops] || x[op] != x[op - g->nops])
+                f->ch_op[(size_t)k * (size_t)g->nops + (size_t)f->nch[k]++] = op;
         double sum_e = 0;
         long sum_q = 0;
         for (int op = 0; op < g->nops; op++) {
@@ -118,6 +140,7 @@ static void unmake(fixture *f)
         free(f->types[k].cost);
     free(f->types);
     free(f->dur);
+    free(f->ch_op);
     free(f->idx);
     prs_eval_close(f->ev);
     prs_profile_free(f->profile);
@@ -130,14 +153,22 @@ static int run(const fixture *f, int threads, long max_bytes, got *g)
     prs__emit *e = prs__emit_new(&sh, threads, max_bytes, on_point, g);
     assert_non_null(e);
     int rc = 0, nops = f->ev->g.nops;
-    for (int k = 0; k < NPOINTS && !rc; k++)
-        rc = prs__emit_submit(e, f->idx + (size_t)k * (size_t)nops, f->changed[k],
-                              f->dur + (size_t)k * (size_t)nops, 1000 - k, 0.25 * k);
+    g->freq = f->ev->t.freq;
+    g->nops = nops;
+    g->clocks = malloc(sizeof(int) * (size_t)nops);
+    assert_non_null(g->clocks);
+    for (int k = 0; k < NPOINTS && !rc; k++) {
+        size_t at = (size_t)k * (size_t)nops;
+        const int *ch = k % 37 == 0 ? NULL : f->ch_op + at;
+        rc = prs__emit_submit(e, f->idx + at, f->changed[k], f->dur + at, f->nch[k], ch, 1000 - k,
+                              0.25 * k);
+    }
     if (!rc) rc = prs__emit_flush(e);
     prs_plan_stats st = {0};
     prs__emit_count(e, &st);
     if (!rc) assert_true(st.evaluations >= 1 && st.evaluations <= NPOINTS);
     prs__emit_free(e);
+    free(g->clocks);
     return rc;
 }
 
