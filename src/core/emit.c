@@ -349,7 +349,8 @@ int prs__emit_submit(prs__emit *e, const int *idx, int changed, const long *dur,
     if (rc) return rc;
     slot *s = &e->slots[e->submitted % e->nslots];
     s->changed = changed;
-    if (e->open_n == 0) { /* a job starts from a copy of everything */
+    if (e->open_n == 0 || !ch_op) { /* a job starts from a copy of everything (!ch_op: closed
+                                     * the open job above) */
         e->open_first = e->submitted;
         memcpy(s->idx, idx, sizeof *idx * (size_t)e->nops);
         memcpy(s->dur, dur, sizeof *dur * (size_t)e->nops);
