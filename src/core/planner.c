@@ -81,6 +81,7 @@ static void free_types(prs__model_optype *types, int ntypes);
 
 static void run_free(run *r)
 {
+    prs__emit_free(r->emit); /* first: its threads read the types and the table until joined */
     free_types(r->types, prs_pipeline_chunks(&r->o->pipe) * 2);
     prs_eval_close(r->ev);
     prs__flow_free(r->net);
@@ -106,7 +107,6 @@ static void run_free(run *r)
     free(r->idx);
     free(r->track_prev);
     prs_frontier_free(r->tracks);
-    prs__emit_free(r->emit);
     free(r->side);
     free(r->bounds);
     free(r->bounds_at);

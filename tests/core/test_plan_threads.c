@@ -2,8 +2,9 @@
  * plans. Every point's figures and every plan are the same with 1, 2, 3 and 8 threads, for exp
  * (raw), hull raw and hull clean (the roundings along the relaxed schedule too), on 1F1B,
  * GPipe and interleaved synthetic pipelines and on the SOSP'24 GPT-3 profile at M = 24 (skipped
- * without the shared data); the roundings counted are the same; a thread count out of range is
- * refused, naming the limit. */
+ * without the shared data); the roundings counted are the same; a run canceled halfway through
+ * by its progress callback stops with PRS_ECANCELED and no frontier, whatever the threads; a
+ * thread count out of range is refused, naming the limit. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -124,6 +125,31 @@ static void test_paper(void **state)
     prs_profile_free(p);
 }
 
+static int cancel_at_50(void *ud, long done, long total)
+{
+    (void)ud;
+    (void)total;
+    return done >= 50;
+}
+
+static void test_canceled(void **state)
+{
+    (void)state;
+    prs_profile *p = synth(4);
+    prs_plan_opts o;
+    opts_for(&o, PRS_COST_HULL, PRS_FRONTIER_CLEAN, PRS_SCHEDULE_1F1B);
+    o.progress = cancel_at_50;
+    for (int threads = 1; threads <= 4; threads += 3) {
+        o.threads = threads;
+        prs_frontier *f = NULL;
+        prs_error err = {0, ""};
+        assert_int_equal(prs_plan(p, &o, &f, &err), PRS_ECANCELED);
+        assert_null(f);
+        assert_non_null(strstr(err.msg, "canceled after 50 of"));
+    }
+    prs_profile_free(p);
+}
+
 static void test_refused(void **state)
 {
     (void)state;
@@ -150,6 +176,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_synthetic),
         cmocka_unit_test(test_paper),
+        cmocka_unit_test(test_canceled),
         cmocka_unit_test(test_refused),
     };
     return prs_test_result(cmocka_run_group_tests(tests, NULL, NULL));
