@@ -135,7 +135,8 @@ typedef struct prs_plan_stats {
     long cut_searches;   /* searches for the cut: first in a solve after one that needed no
                           * augmenting path, or where the last level search could not serve */
     long cut_nodes;      /* nodes those searches reached */
-    long evaluations;    /* plans evaluated (some clock changed since the last point) */
+    long evaluations;    /* plans evaluated (some clock changed since the last point; with
+                          * planner threads also the first point of each job of points) */
     long reclaims;       /* hull: reclaimings by rate run */
     long reclaim_moves;  /* the moves they made */
     long tracks; /* hull, clean frontier: relaxed plans also rounded along their schedule (each

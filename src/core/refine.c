@@ -2,15 +2,17 @@
  *
  * The hull model plans in a continuous relaxation: a computation whose duration d falls between
  * two hull vertices runs at the faster vertex, so the real plan usually finishes early and pays
- * for speed it does not need. Given the budget T, a backward pass over the activity-on-arc
- * graph (latest times from the already-decided successors, earliest times from the current
- * plan) gives every computation the cheapest profiled clock, in effective energy
+ * for speed it does not need. Given the budget T, a backward pass over the schedule (latest
+ * times from the already-decided successors, earliest times from the current plan) gives
+ * every computation the cheapest profiled clock, in effective energy
  * e - P_block q tau, whose quantized time fits between its earliest start and its latest
  * finish; a forward pass then does the same from the other side. Along any path the chosen
  * durations sum to at most T (each choice fits under latest times that already account for the
  * successors' choices), and every computation's current clock always fits, so no computation
  * gets costlier and the plan never exceeds T. Any profiled clock is eligible, hull vertex or
- * not. */
+ * not. The passes run over the computations themselves in topological order (activities on
+ * nodes, built from the planner's activity-on-arc graph): half the nodes of that graph, and the
+ * same times. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,10 +35,16 @@ struct prs__refine_refiner {
     /* per type: the sorted positions of the lower convex hull's vertices of (q, effective
      * energy), ascending q, at hv[hv_start[k]] .. hv[hv_start[k + 1] - 1] */
     int *hv, *hv_start;
-    long *dur, *earliest, *latest;
+    /* The schedule as activities on nodes: the ops in topological order, each one's predecessor
+     * and successor ops (an AOA dummy arc R_u -> L_v is the edge u -> v). */
+    int *otopo, *pred_start, *pred, *succ_start, *succ;
+    long *dur;
+    /* per op: earliest start and latest finish (the AOA earliest time at its tail, the latest
+     * time at its head); rel: scratch of the roundings along the relaxed schedule */
+    long *earliest, *latest, *rel;
     double *cost; /* per table entry: effective energy e - P_block q tau */
     int *cur;     /* per op: table entry of its clock */
-    /* reclaiming by rate: a max-heap of (rate, op) and a work queue of AOA nodes */
+    /* reclaiming by rate: a max-heap of (rate, op) and a work queue of ops */
     double *hrate;
     int *hop, *queue;
     unsigned char *queued;
@@ -61,16 +69,23 @@ static int alloc_refiner(prs__refine_refiner *rf, int total)
     rf->hv = malloc(sizeof *rf->hv * nt);
     rf->hv_start = malloc(sizeof *rf->hv_start * (nty + 1));
     rf->dur = malloc(sizeof *rf->dur * (size_t)g->nops);
-    rf->earliest = malloc(sizeof *rf->earliest * (size_t)g->nnodes);
-    rf->latest = malloc(sizeof *rf->latest * (size_t)g->nnodes);
+    rf->earliest = malloc(sizeof *rf->earliest * (size_t)g->nops);
+    rf->latest = malloc(sizeof *rf->latest * (size_t)g->nops);
+    rf->rel = malloc(sizeof *rf->rel * (size_t)g->nops);
+    rf->otopo = malloc(sizeof *rf->otopo * (size_t)g->nops);
+    rf->pred_start = calloc((size_t)g->nops + 1, sizeof *rf->pred_start);
+    rf->succ_start = calloc((size_t)g->nops + 1, sizeof *rf->succ_start);
+    rf->pred = malloc(sizeof *rf->pred * (size_t)(g->narcs ? g->narcs : 1));
+    rf->succ = malloc(sizeof *rf->succ * (size_t)(g->narcs ? g->narcs : 1));
     rf->cost = malloc(sizeof *rf->cost * nt);
     rf->cur = malloc(sizeof *rf->cur * (size_t)g->nops);
     rf->hrate = malloc(sizeof *rf->hrate * (size_t)g->nops);
     rf->hop = malloc(sizeof *rf->hop * (size_t)g->nops);
-    rf->queue = malloc(sizeof *rf->queue * (size_t)(g->nnodes + 1));
-    rf->queued = calloc((size_t)g->nnodes, 1);
+    rf->queue = malloc(sizeof *rf->queue * (size_t)(g->nops + 1));
+    rf->queued = calloc((size_t)g->nops + 1, 1);
     return rf->start && rf->order && rf->best && rf->after && rf->oq && rf->fit_off && rf->fit_n &&
            rf->fit_q0 && rf->hv && rf->hv_start && rf->dur && rf->earliest && rf->latest &&
+           rf->rel && rf->otopo && rf->pred_start && rf->succ_start && rf->pred && rf->succ &&
            rf->cost && rf->cur && rf->hrate && rf->hop && rf->queue && rf->queued;
 }
 
@@ -159,6 +174,48 @@ static int build_fit(prs__refine_refiner *rf)
     return 0;
 }
 
+/* The op whose arc ends at AOA node v, or -1 (a node at the tail of an arc, or of no op). */
+static int op_ending_at(const prs__graph_graph *g, int v)
+{
+    for (int k = g->in_start[v]; k < g->in_start[v + 1]; k++) {
+        int op = g->arcs[g->in_arcs[k]].op;
+        if (op >= 0) return op;
+    }
+    return -1;
+}
+
+/* The activity-on-node form of the schedule (rf->otopo, pred, succ). An op v's arc runs
+ * L_v -> R_v, and R_v's only in-arc is it; every other arc is a dummy of duration 0. A dummy
+ * R_u -> L_v is the edge u -> v; dummies from the source's or into the sink's nodes add
+ * nothing (times start at 0, and end within the budget). So the AOA times are the AON ones:
+ * earliest[L_v] is v's earliest start, latest[R_v] its latest finish. */
+static void build_aon(prs__refine_refiner *rf)
+{
+    const prs__graph_graph *g = rf->g;
+    int n = 0, np = 0, ns = 0;
+    for (int i = 0; i < g->nnodes; i++) { /* ops in the order of their tails */
+        int v = g->topo[i];
+        for (int k = g->out_start[v]; k < g->out_start[v + 1]; k++)
+            if (g->arcs[g->out_arcs[k]].op >= 0) rf->otopo[n++] = g->arcs[g->out_arcs[k]].op;
+    }
+    for (int op = 0; op < g->nops; op++) {
+        const prs__graph_arc *a = &g->arcs[g->op_arc[op]];
+        rf->pred_start[op] = np;
+        for (int k = g->in_start[a->from]; k < g->in_start[a->from + 1]; k++) {
+            int u = op_ending_at(g, g->arcs[g->in_arcs[k]].from);
+            if (u >= 0) rf->pred[np++] = u;
+        }
+        rf->succ_start[op] = ns;
+        for (int k = g->out_start[a->to]; k < g->out_start[a->to + 1]; k++) {
+            const prs__graph_arc *d = &g->arcs[g->out_arcs[k]];
+            for (int j = g->out_start[d->to]; j < g->out_start[d->to + 1]; j++)
+                if (g->arcs[g->out_arcs[j]].op >= 0) rf->succ[ns++] = g->arcs[g->out_arcs[j]].op;
+        }
+    }
+    rf->pred_start[g->nops] = np;
+    rf->succ_start[g->nops] = ns;
+}
+
 prs__refine_refiner *prs__refine_new(const prs__graph_graph *g, const prs__table_table *ev,
                                      const prs_pipeline *pipe)
 {
@@ -173,6 +230,7 @@ prs__refine_refiner *prs__refine_new(const prs__graph_graph *g, const prs__table
         return NULL;
     }
     memcpy(rf->start, ev->start, sizeof *rf->start * (size_t)(ev->ntypes + 1));
+    build_aon(rf);
     for (int k = 0; k < ev->ntypes; k++)
         sort_type(rf, k);
     build_hull(rf);
@@ -200,6 +258,12 @@ void prs__refine_free(prs__refine_refiner *rf)
     free(rf->dur);
     free(rf->earliest);
     free(rf->latest);
+    free(rf->rel);
+    free(rf->otopo);
+    free(rf->pred_start);
+    free(rf->pred);
+    free(rf->succ_start);
+    free(rf->succ);
     free(rf->cost);
     free(rf->cur);
     free(rf->hrate);
@@ -242,41 +306,43 @@ static int choose(prs__refine_refiner *rf, int op, long limit)
 }
 
 /* The two passes on rf->cur / rf->dur within budget; PRS_EINVAL if the plan exceeds it.
- * rf->earliest must hold the plan's earliest times. On return it holds the earliest times of
- * the result (its critical path at the sink). */
-static int two_passes(prs__refine_refiner *rf, long budget)
+ * rf->earliest must hold the plan's earliest starts; on return it holds those of the result.
+ * Returns through *T the result's critical path. */
+static int two_passes(prs__refine_refiner *rf, long budget, long *T)
 {
-    const prs__graph_graph *g = rf->g;
-    /* backward pass: latest times from decided successors, earliest from the current plan */
-    if (rf->earliest[g->sink] > budget) return PRS_EINVAL;
-    for (int j = 0; j < g->nnodes; j++) { /* the arc lists of prs__graph_cpm */
-        int v = g->topo[g->nnodes - 1 - j];
+    const int n = rf->g->nops, *ot = rf->otopo;
+    long *es = rf->earliest, *lf = rf->latest, *dur = rf->dur, end = 0;
+    for (int i = 0; i < n; i++)
+        if (es[ot[i]] + dur[ot[i]] > end) end = es[ot[i]] + dur[ot[i]];
+    if (end > budget) return PRS_EINVAL;
+    /* backward: latest finishes from the decided successors, earliest starts from the plan */
+    for (int i = n - 1; i >= 0; i--) {
+        int op = ot[i];
         long l = budget;
-        for (int k = g->cpm_out_start[j]; k < g->cpm_out_start[j + 1]; k++) {
-            int op = g->cpm_out[k].op, to = g->cpm_out[k].node;
-            if (op >= 0) choose(rf, op, rf->latest[to] - rf->earliest[v]);
-            long t = rf->latest[to] - (op >= 0 ? rf->dur[op] : 0);
-            if (t < l) l = t;
+        for (int k = rf->succ_start[op]; k < rf->succ_start[op + 1]; k++) {
+            int s = rf->succ[k];
+            if (lf[s] - dur[s] < l) l = lf[s] - dur[s];
         }
-        rf->latest[v] = l;
+        lf[op] = l;
+        choose(rf, op, l - es[op]);
     }
-    /* forward pass: earliest times from decided predecessors (each set in this pass before it
-     * is read, in topological order), latest from the current plan (the backward pass left
-     * them: every arc's duration was final when its tail was done) */
-    for (int i = 0; i < g->nnodes; i++) {
-        int v = g->topo[i];
+    /* forward: earliest starts from the decided predecessors, latest finishes from the
+     * backward pass (every successor's duration was final when an op's was chosen) */
+    end = 0;
+    for (int i = 0; i < n; i++) {
+        int op = ot[i];
         long e = 0;
-        for (int k = g->cpm_in_start[i]; k < g->cpm_in_start[i + 1]; k++) {
-            int op = g->cpm_in[k].op, from = g->cpm_in[k].node;
-            if (op >= 0) choose(rf, op, rf->latest[v] - rf->earliest[from]);
-            long t = rf->earliest[from] + (op >= 0 ? rf->dur[op] : 0);
-            if (t > e) e = t;
+        for (int k = rf->pred_start[op]; k < rf->pred_start[op + 1]; k++) {
+            int u = rf->pred[k];
+            if (es[u] + dur[u] > e) e = es[u] + dur[u];
         }
-        rf->earliest[v] = e;
+        es[op] = e;
+        choose(rf, op, lf[op] - e);
+        if (e + dur[op] > end) end = e + dur[op];
     }
+    *T = end;
     return 0;
 }
-
 int prs__refine_entries(const prs__refine_refiner *rf, const int *freq, int *idx)
 {
     const prs__graph_graph *g = rf->g;
@@ -307,27 +373,49 @@ static double energy_of(const prs__refine_refiner *rf, long T)
     return prs__table_energy(rf->pipe, T, sum_e, sum_q);
 }
 
-/* Earliest times and latest times against the budget for rf->dur; the critical path. */
-static long windows(prs__refine_refiner *rf, long budget)
+/* Forward pass: the earliest starts (rf->earliest) of rf->dur; the critical path. */
+static long forward(prs__refine_refiner *rf)
 {
-    const prs__graph_graph *g = rf->g;
-    long T = prs__graph_cpm(g, rf->dur, rf->earliest, rf->latest);
-    for (int v = 0; v < g->nnodes; v++)
-        rf->latest[v] += budget - T;
-    return T;
+    const int n = rf->g->nops, *ot = rf->otopo;
+    long *es = rf->earliest, *dur = rf->dur, end = 0;
+    for (int i = 0; i < n; i++) {
+        int op = ot[i];
+        long e = 0;
+        for (int k = rf->pred_start[op]; k < rf->pred_start[op + 1]; k++) {
+            int u = rf->pred[k];
+            if (es[u] + dur[u] > e) e = es[u] + dur[u];
+        }
+        es[op] = e;
+        if (e + dur[op] > end) end = e + dur[op];
+    }
+    return end;
 }
 
+/* Earliest starts and latest finishes against the budget for rf->dur; the critical path. */
+static long windows(prs__refine_refiner *rf, long budget)
+{
+    const int n = rf->g->nops, *ot = rf->otopo;
+    long *lf = rf->latest, *dur = rf->dur, T = forward(rf);
+    for (int i = n - 1; i >= 0; i--) {
+        int op = ot[i];
+        long l = budget;
+        for (int k = rf->succ_start[op]; k < rf->succ_start[op + 1]; k++) {
+            int s = rf->succ[k];
+            if (lf[s] - dur[s] < l) l = lf[s] - dur[s];
+        }
+        lf[op] = l;
+    }
+    return T;
+}
 /* The best move of one op: its slower clock with the largest saving of effective energy per
  * unit of time that fits in its float (latest finish - earliest start - duration, against the
  * budget). The rate, or 0 if no move saves; *to: the clock's table entry. */
 static double op_move(const prs__refine_refiner *rf, int op, int *to)
 {
-    const prs__graph_graph *g = rf->g;
-    const prs__graph_arc *a = &g->arcs[g->op_arc[op]];
-    long fl = rf->latest[a->to] - rf->earliest[a->from] - rf->dur[op];
+    long fl = rf->latest[op] - rf->earliest[op] - rf->dur[op];
     double best = 0;
     if (fl <= 0) return 0;
-    int type = g->op_type[op];
+    int type = rf->g->op_type[op];
     double c = rf->cost[rf->cur[op]];
     for (int i = rf->after[rf->cur[op]]; i < rf->start[type + 1]; i++) {
         long dq = rf->oq[i] - rf->dur[op]; /* > 0: options after the current one */
@@ -382,42 +470,30 @@ static void heap_pop(prs__refine_refiner *rf, int *n)
     sift_down(rf, *n, 0, rf->hrate[*n], rf->hop[*n]);
 }
 
-/* After op's duration grew: raise the earliest times after it and lower the latest times before
- * it (label correcting from the op's arc; times only move one way, so it converges). */
+/* After op's duration grew: raise the earliest starts after it and lower the latest finishes
+ * before it (label correcting from op; times only move one way, so it converges). */
 static void propagate(prs__refine_refiner *rf, int op)
 {
-    const prs__graph_graph *g = rf->g;
-    const prs__graph_arc *arc = &g->arcs[g->op_arc[op]];
-    int n = g->nnodes, head = 0, tail = 0;
+    int n = rf->g->nops;
+    long *es = rf->earliest, *lf = rf->latest, *dur = rf->dur;
     for (int dir = 0; dir < 2; dir++) {
-        int start = dir == 0 ? arc->to : arc->from;
-        long t =
-            dir == 0 ? rf->earliest[arc->from] + rf->dur[op] : rf->latest[arc->to] - rf->dur[op];
-        if (dir == 0 ? t <= rf->earliest[start] : t >= rf->latest[start]) continue;
-        if (dir == 0)
-            rf->earliest[start] = t;
-        else
-            rf->latest[start] = t;
-        head = tail = 0;
-        rf->queue[tail++] = start;
-        rf->queued[start] = 1;
+        int head = 0, tail = 0;
+        rf->queue[tail++] = op;
+        rf->queued[op] = 1;
         while (head != tail) {
             int u = rf->queue[head];
             head = head == n ? 0 : head + 1;
             rf->queued[u] = 0;
-            const int *st = dir == 0 ? g->out_start : g->in_start;
-            const int *list = dir == 0 ? g->out_arcs : g->in_arcs;
+            const int *st = dir == 0 ? rf->succ_start : rf->pred_start;
+            const int *list = dir == 0 ? rf->succ : rf->pred;
+            long t = dir == 0 ? es[u] + dur[u] : lf[u] - dur[u];
             for (int k = st[u]; k < st[u + 1]; k++) {
-                const prs__graph_arc *e = &g->arcs[list[k]];
-                long d = e->op >= 0 ? rf->dur[e->op] : 0;
-                int w = dir == 0 ? e->to : e->from;
-                if (dir == 0 ? rf->earliest[u] + d <= rf->earliest[w]
-                             : rf->latest[u] - d >= rf->latest[w])
-                    continue;
+                int w = list[k];
+                if (dir == 0 ? t <= es[w] : t >= lf[w]) continue;
                 if (dir == 0)
-                    rf->earliest[w] = rf->earliest[u] + d;
+                    es[w] = t;
                 else
-                    rf->latest[w] = rf->latest[u] - d;
+                    lf[w] = t;
                 if (!rf->queued[w]) {
                     rf->queued[w] = 1;
                     rf->queue[tail] = w;
@@ -427,7 +503,6 @@ static void propagate(prs__refine_refiner *rf, int op)
         }
     }
 }
-
 /* Reclaiming by rate on rf->cur / rf->dur: repeatedly apply the best move of any op. Floats
  * only shrink as ops get longer, so a rate in the heap is an upper bound of the op's best rate
  * now: the top is recomputed, applied if it still stands, pushed back otherwise. */
@@ -469,10 +544,9 @@ static int reclaim_state(prs__refine_refiner *rf, long budget)
  * result into out, *T and *energy_j. */
 static int finish(prs__refine_refiner *rf, long budget, int *out, long *T, double *energy_j)
 {
-    int rc = two_passes(rf, budget);
+    int rc = two_passes(rf, budget, T);
     if (rc) return rc;
     memcpy(out, rf->cur, sizeof *out * (size_t)rf->g->nops);
-    *T = rf->earliest[rf->g->sink];
     *energy_j = energy_of(rf, *T);
     return 0;
 }
@@ -482,12 +556,14 @@ int prs__refine_plan(prs__refine_refiner *rf, const int *idx, const long *earlie
 {
     load(rf, idx);
     int rc = 0;
+    const prs__graph_graph *g = rf->g;
     if (by_rate)
-        rc = reclaim_state(rf, budget); /* leaves the earliest times of its result */
-    else if (earliest)
-        memcpy(rf->earliest, earliest, sizeof *rf->earliest * (size_t)rf->g->nnodes);
+        rc = reclaim_state(rf, budget); /* leaves the earliest starts of its result */
+    else if (earliest) /* an op's earliest start is the earliest time at its arc's tail */
+        for (int op = 0; op < g->nops; op++)
+            rf->earliest[op] = earliest[g->arcs[g->op_arc[op]].from];
     else
-        prs__graph_cpm(rf->g, rf->dur, rf->earliest, NULL);
+        forward(rf);
     return rc ? rc : finish(rf, budget, out, T, energy_j);
 }
 
@@ -536,32 +612,23 @@ static int choose_as(prs__refine_refiner *rf, int op, long limit, prs__track_mod
 static int round_along(prs__refine_refiner *rf, const long *relaxed, prs__track_mode mode,
                        const double *price)
 {
-    const prs__graph_graph *g = rf->g;
-    long *rel = rf->latest;
-    for (int i = 0; i < g->nnodes; i++) {
-        int v = g->topo[i], lo = g->cpm_in_start[i], hi = g->cpm_in_start[i + 1];
-        long event = 0, e = 0;
-        for (int k = lo; k < hi; k++) {
-            int op = g->cpm_in[k].op;
-            long t = rel[g->cpm_in[k].node] + (op >= 0 ? relaxed[op] : 0);
-            if (t > event) event = t;
+    const int n = rf->g->nops, *ot = rf->otopo;
+    long *rel = rf->rel, *es = rf->earliest, *dur = rf->dur;
+    for (int i = 0; i < n; i++) {
+        int op = ot[i];
+        long r = 0, e = 0; /* the relaxed and the rounded plan's start */
+        for (int k = rf->pred_start[op]; k < rf->pred_start[op + 1]; k++) {
+            int u = rf->pred[k];
+            if (rel[u] + relaxed[u] > r) r = rel[u] + relaxed[u];
+            if (es[u] + dur[u] > e) e = es[u] + dur[u];
         }
-        rel[v] = event;
-        for (int k = lo; k < hi; k++) {
-            int op = g->cpm_in[k].op;
-            long t = rf->earliest[g->cpm_in[k].node];
-            if (op >= 0) {
-                if (choose_as(rf, op, event - t, mode, relaxed[op], price ? price[op] : 0))
-                    return PRS_EINVAL; /* faster than every clock */
-                t += rf->dur[op];
-            }
-            if (t > e) e = t;
-        }
-        rf->earliest[v] = e;
+        rel[op] = r;
+        es[op] = e;
+        if (choose_as(rf, op, r + relaxed[op] - e, mode, relaxed[op], price ? price[op] : 0))
+            return PRS_EINVAL; /* faster than every clock */
     }
     return 0;
 }
-
 /* Rounding backward, the mirror image: in reverse topological order, the relaxed plan's latest
  * event times against the budget (into rf->earliest) and the rounded plan's latest times (into
  * rf->latest); each computation, ending when the rounded plan's successors start, takes a clock
@@ -571,33 +638,24 @@ static int round_along(prs__refine_refiner *rf, const long *relaxed, prs__track_
 static int round_back(prs__refine_refiner *rf, const long *relaxed, const double *price,
                       long budget)
 {
-    const prs__graph_graph *g = rf->g;
-    long *rel = rf->earliest, *late = rf->latest;
-    for (int j = 0; j < g->nnodes; j++) {
-        int v = g->topo[g->nnodes - 1 - j], lo = g->cpm_out_start[j], hi = g->cpm_out_start[j + 1];
-        long event = budget, l = budget;
-        for (int k = lo; k < hi; k++) {
-            int op = g->cpm_out[k].op;
-            long t = rel[g->cpm_out[k].node] - (op >= 0 ? relaxed[op] : 0);
-            if (t < event) event = t;
+    const int n = rf->g->nops, *ot = rf->otopo;
+    long *rel = rf->rel, *lf = rf->latest, *dur = rf->dur;
+    for (int i = n - 1; i >= 0; i--) {
+        int op = ot[i];
+        long r = budget, l = budget; /* the relaxed and the rounded plan's finish */
+        for (int k = rf->succ_start[op]; k < rf->succ_start[op + 1]; k++) {
+            int s = rf->succ[k];
+            if (rel[s] - relaxed[s] < r) r = rel[s] - relaxed[s];
+            if (lf[s] - dur[s] < l) l = lf[s] - dur[s];
         }
-        rel[v] = event;
-        for (int k = lo; k < hi; k++) {
-            int op = g->cpm_out[k].op;
-            long t = late[g->cpm_out[k].node];
-            if (op >= 0) {
-                if (choose_priced(rf, op, t - event, relaxed[op], price[op]))
-                    return PRS_EINVAL; /* faster than every clock */
-                t -= rf->dur[op];
-            }
-            if (t < l) l = t;
-        }
-        late[v] = l;
+        rel[op] = r;
+        lf[op] = l;
+        if (choose_priced(rf, op, l - (r - relaxed[op]), relaxed[op], price[op]))
+            return PRS_EINVAL; /* faster than every clock */
     }
-    prs__graph_cpm(g, rf->dur, rf->earliest, NULL);
+    forward(rf);
     return 0;
 }
-
 int prs__refine_track(prs__refine_refiner *rf, const long *relaxed, prs__track_mode mode,
                       const double *price, long budget, int *out, long *T, double *energy_j)
 {
