@@ -32,6 +32,10 @@ struct prs__refine_refiner {
      * when the spans are too long to tabulate: a binary search then) */
     int *fit, *fit_off, *fit_n;
     long *fit_q0;
+    struct op_fit {
+        long q0;
+        int off, n;
+    } * op_fit; /* per op: its type's fit_q0, fit_off, fit_n (one read in the passes) */
     /* per type: the sorted positions of the lower convex hull's vertices of (q, effective
      * energy), ascending q, at hv[hv_start[k]] .. hv[hv_start[k + 1] - 1] */
     int *hv, *hv_start;
@@ -162,7 +166,12 @@ static int build_fit(prs__refine_refiner *rf)
         if (total > FIT_TABLE_MAX) return 0;
     }
     rf->fit = malloc(sizeof *rf->fit * (size_t)(total ? total : 1));
-    if (!rf->fit) return -1;
+    rf->op_fit = malloc(sizeof *rf->op_fit * (size_t)(rf->g->nops ? rf->g->nops : 1));
+    if (!rf->fit || !rf->op_fit) return -1;
+    for (int op = 0; op < rf->g->nops; op++) {
+        int k = rf->g->op_type[op];
+        rf->op_fit[op] = (struct op_fit){rf->fit_q0[k], rf->fit_off[k], rf->fit_n[k]};
+    }
     for (int k = 0; k < rf->ntypes; k++) {
         int i = rf->start[k];
         for (int j = 0; j < rf->fit_n[k]; j++) {
@@ -250,6 +259,7 @@ void prs__refine_free(prs__refine_refiner *rf)
     free(rf->after);
     free(rf->oq);
     free(rf->fit);
+    free(rf->op_fit);
     free(rf->fit_off);
     free(rf->fit_n);
     free(rf->fit_q0);
@@ -296,10 +306,17 @@ static inline int cheapest_within(const prs__refine_refiner *rf, int type, long 
 }
 
 /* Give op the cheapest clock within limit; -1 (op unchanged) when none fits. */
-static int choose(prs__refine_refiner *rf, int op, long limit)
+static inline int choose(prs__refine_refiner *rf, int op, long limit)
 {
-    int k = cheapest_within(rf, rf->g->op_type[op], limit);
-    if (k < 0) return -1; /* the passes: cannot happen, the current option always fits */
+    int k;
+    if (rf->fit) { /* cheapest_within's table, through the op's own entry */
+        const struct op_fit *f = &rf->op_fit[op];
+        long j = limit - f->q0;
+        if (j < 0 || f->n == 0) return -1;
+        k = rf->fit[f->off + (j < f->n ? j : f->n - 1)];
+    } else if ((k = cheapest_within(rf, rf->g->op_type[op], limit)) < 0) {
+        return -1; /* the passes: cannot happen, the current option always fits */
+    }
     rf->cur[op] = k;
     rf->dur[op] = rf->ev->q[k];
     return 0;
@@ -436,18 +453,6 @@ static int before(const prs__refine_refiner *rf, int i, double rate, int op)
     return rf->hrate[i] > rate || (rf->hrate[i] == rate && rf->hop[i] < op);
 }
 
-static void heap_push(prs__refine_refiner *rf, int *n, double rate, int op)
-{
-    int i = (*n)++;
-    while (i > 0 && !before(rf, (i - 1) / 2, rate, op)) {
-        rf->hrate[i] = rf->hrate[(i - 1) / 2];
-        rf->hop[i] = rf->hop[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    rf->hrate[i] = rate;
-    rf->hop[i] = op;
-}
-
 /* Put (rate, op) at position i of the heap of n entries, moving it down to its place. */
 static void sift_down(prs__refine_refiner *rf, int n, int i, double rate, int op)
 {
@@ -462,6 +467,14 @@ static void sift_down(prs__refine_refiner *rf, int n, int i, double rate, int op
     }
     rf->hrate[i] = rate;
     rf->hop[i] = op;
+}
+
+/* Does the best entry below the top of a heap of n come before (rate, op)? */
+static int rival_leads(const prs__refine_refiner *rf, int n, double rate, int op)
+{
+    if (n < 2) return 0;
+    int c = n > 2 && before(rf, 2, rf->hrate[1], rf->hop[1]) ? 2 : 1;
+    return before(rf, c, rate, op);
 }
 
 static void heap_pop(prs__refine_refiner *rf, int *n)
@@ -520,14 +533,18 @@ static int reclaim_state(prs__refine_refiner *rf, long budget)
      * pushing one by one */
     for (int i = n / 2 - 1; i >= 0; i--)
         sift_down(rf, n, i, rf->hrate[i], rf->hop[i]);
+    /* The top is recomputed where it stands and replaced by its new entry (one sift instead of a
+     * pop and a push): the heap holds the same entries as if it had been popped and pushed. */
     while (n > 0) {
         int op = rf->hop[0];
         double stored = rf->hrate[0];
-        heap_pop(rf, &n);
         double rate = op_move(rf, op, &to);
-        if (rate <= 0) continue;
-        if (rate < stored && n > 0 && before(rf, 0, rate, op)) {
-            heap_push(rf, &n, rate, op);
+        if (rate <= 0) {
+            heap_pop(rf, &n);
+            continue;
+        }
+        if (rate < stored && rival_leads(rf, n, rate, op)) {
+            sift_down(rf, n, 0, rate, op);
             continue;
         }
         rf->cur[op] = to;
@@ -535,7 +552,10 @@ static int reclaim_state(prs__refine_refiner *rf, long budget)
         rf->moves++;
         propagate(rf, op);
         rate = op_move(rf, op, &to);
-        if (rate > 0) heap_push(rf, &n, rate, op);
+        if (rate > 0)
+            sift_down(rf, n, 0, rate, op);
+        else
+            heap_pop(rf, &n);
     }
     return 0;
 }
