@@ -69,11 +69,12 @@ typedef struct prs_plan_opts {
     prs_progress_fn progress; /* optional; called with (done, total estimate) after every
                                  step of the run (a step takes far less than
                                  PRS_PROGRESS_INTERVAL_S), and once at the end */
-    int threads;      /* threads that pick the points' plans, the caller's included: 1 for none
-                         started; 0 (default): one per processor, at most PRS_PLAN_AUTO_THREADS. The
-                         frontier does not depend on it */
-    prs_warn_fn warn; /* optional; one line per warning (e.g. a fallback to hull) */
-    void *ud;         /* passed to progress and warn */
+    int threads;              /* hull: threads that turn the points' relaxed plans into clocks, the
+                                 caller's included: 1 for none started; 0 (default): one per processor,
+                                 at most PRS_PLAN_AUTO_THREADS. exp plans on the caller's thread alone.
+                                 The frontier does not depend on it */
+    prs_warn_fn warn;         /* optional; one line per warning (e.g. a fallback to hull) */
+    void *ud;                 /* passed to progress and warn */
 } prs_plan_opts;
 
 /* Defaults: 1F1B, exp, unit 1 ms, 0 W, stages/microbatches 0 (must be set). */
