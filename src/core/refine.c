@@ -322,6 +322,29 @@ static inline int choose(prs__refine_refiner *rf, int op, long limit)
     return 0;
 }
 
+/* op's earliest start: the last end of its predecessors (their rf->earliest and rf->dur). */
+static inline long earliest_start(const prs__refine_refiner *rf, int op)
+{
+    long e = 0;
+    for (int k = rf->pred_start[op]; k < rf->pred_start[op + 1]; k++) {
+        int u = rf->pred[k];
+        if (rf->earliest[u] + rf->dur[u] > e) e = rf->earliest[u] + rf->dur[u];
+    }
+    return e;
+}
+
+/* op's latest finish within budget: the first latest start of its successors (their
+ * rf->latest and rf->dur). */
+static inline long latest_finish(const prs__refine_refiner *rf, int op, long budget)
+{
+    long l = budget;
+    for (int k = rf->succ_start[op]; k < rf->succ_start[op + 1]; k++) {
+        int s = rf->succ[k];
+        if (rf->latest[s] - rf->dur[s] < l) l = rf->latest[s] - rf->dur[s];
+    }
+    return l;
+}
+
 /* The two passes on rf->cur / rf->dur within budget; PRS_EINVAL if the plan exceeds it.
  * rf->earliest must hold the plan's earliest starts; on return it holds those of the result.
  * Returns through *T the result's critical path. */
@@ -335,31 +358,22 @@ static int two_passes(prs__refine_refiner *rf, long budget, long *T)
     /* backward: latest finishes from the decided successors, earliest starts from the plan */
     for (int i = n - 1; i >= 0; i--) {
         int op = ot[i];
-        long l = budget;
-        for (int k = rf->succ_start[op]; k < rf->succ_start[op + 1]; k++) {
-            int s = rf->succ[k];
-            if (lf[s] - dur[s] < l) l = lf[s] - dur[s];
-        }
-        lf[op] = l;
-        choose(rf, op, l - es[op]);
+        lf[op] = latest_finish(rf, op, budget);
+        choose(rf, op, lf[op] - es[op]);
     }
     /* forward: earliest starts from the decided predecessors, latest finishes from the
      * backward pass (every successor's duration was final when an op's was chosen) */
     end = 0;
     for (int i = 0; i < n; i++) {
         int op = ot[i];
-        long e = 0;
-        for (int k = rf->pred_start[op]; k < rf->pred_start[op + 1]; k++) {
-            int u = rf->pred[k];
-            if (es[u] + dur[u] > e) e = es[u] + dur[u];
-        }
-        es[op] = e;
-        choose(rf, op, lf[op] - e);
-        if (e + dur[op] > end) end = e + dur[op];
+        es[op] = earliest_start(rf, op);
+        choose(rf, op, lf[op] - es[op]);
+        if (es[op] + dur[op] > end) end = es[op] + dur[op];
     }
     *T = end;
     return 0;
 }
+
 int prs__refine_entries(const prs__refine_refiner *rf, const int *freq, int *idx)
 {
     const prs__graph_graph *g = rf->g;
@@ -397,13 +411,8 @@ static long forward(prs__refine_refiner *rf)
     long *es = rf->earliest, *dur = rf->dur, end = 0;
     for (int i = 0; i < n; i++) {
         int op = ot[i];
-        long e = 0;
-        for (int k = rf->pred_start[op]; k < rf->pred_start[op + 1]; k++) {
-            int u = rf->pred[k];
-            if (es[u] + dur[u] > e) e = es[u] + dur[u];
-        }
-        es[op] = e;
-        if (e + dur[op] > end) end = e + dur[op];
+        es[op] = earliest_start(rf, op);
+        if (es[op] + dur[op] > end) end = es[op] + dur[op];
     }
     return end;
 }
@@ -412,16 +421,9 @@ static long forward(prs__refine_refiner *rf)
 static long windows(prs__refine_refiner *rf, long budget)
 {
     const int n = rf->g->nops, *ot = rf->otopo;
-    long *lf = rf->latest, *dur = rf->dur, T = forward(rf);
-    for (int i = n - 1; i >= 0; i--) {
-        int op = ot[i];
-        long l = budget;
-        for (int k = rf->succ_start[op]; k < rf->succ_start[op + 1]; k++) {
-            int s = rf->succ[k];
-            if (lf[s] - dur[s] < l) l = lf[s] - dur[s];
-        }
-        lf[op] = l;
-    }
+    long T = forward(rf);
+    for (int i = n - 1; i >= 0; i--)
+        rf->latest[ot[i]] = latest_finish(rf, ot[i], budget);
     return T;
 }
 /* The best move of one op: its slower clock with the largest saving of effective energy per
