@@ -35,6 +35,8 @@ expect_error 2 "unknown option '--bogus'" "$bin" plan --bogus
 expect_error 2 "--frontier: expected auto, raw or clean, got 'tidy'" "$bin" plan --frontier tidy
 expect_error 2 "--max-points: expected an integer >= 1, got '0'" "$bin" plan --max-points 0
 expect_error 2 "--max-points: expected an integer >= 1, got 'many'" "$bin" plan --max-points many
+expect_error 2 "--threads: expected an integer from 0 to 256, got '257'" "$bin" plan --threads 257
+expect_error 2 "--threads: expected an integer from 0 to 256, got 'all'" "$bin" plan --threads all
 expect_error 2 "unknown command 'plna' \\(did you mean 'plan'\\?\\)" "$bin" plna
 expect_error 2 "unknown command 'xyzzy' \\(try 'perseus --help'\\)" "$bin" xyzzy
 expect_error 2 "unknown option '--proflie' \\(did you mean '--profile'\\?\\)" "$bin" plan --proflie x
@@ -80,6 +82,15 @@ for m in exp hull; do
     --blocking-power 50 --cost-model $m --out "$tmp/one-$m" 2>"$tmp/err" || fail "one clock, $m: $(cat "$tmp/err")"
   [[ $(wc -l <"$tmp/one-$m/frontier.csv") -eq 2 ]] || fail "one clock, $m: want one plan"
   "$bin" plan export "$tmp/one-$m" --index 0 >/dev/null || fail "one clock, $m: export"
+done
+
+# --- --threads: the same files from one thread and from three ---
+for t in 1 3; do
+  "$bin" plan --profile "$ex" "${common[@]}" --cost-model hull --threads "$t" --quiet \
+    --out "$tmp/thr$t"
+done
+for f in frontier.csv frontier-detail.csv plans.prs; do
+  cmp -s "$tmp/thr1/$f" "$tmp/thr3/$f" || fail "$f depends on --threads"
 done
 
 # --- frontier length: refused before planning, naming the unit that fits; no overflow ---
