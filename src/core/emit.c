@@ -17,6 +17,7 @@
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -62,8 +63,10 @@ struct prs__emit {
     long submitted, delivered;         /* points */
     pthread_mutex_t mu;
     pthread_cond_t work, done;
-    int stop;
-    int nth;                /* worker threads running */
+    atomic_int stop;        /* the workers are to stop (read between points too) */
+    int joined;             /* they have */
+    int err;                /* the first deliver callback's failure: returned from then on */
+    int nth;                /* worker threads started */
     struct worker *workers; /* nth of them */
     struct worker *own;     /* the submitting thread's context */
 };
@@ -114,10 +117,11 @@ static void plan_changes(prs__emit *e, slot *s, const slot *prev)
         }
 }
 
-/* Pick every point of job j with w's context. */
+/* Pick every point of job j with w's context (or those before a stop: its points are then
+ * never delivered). */
 static void run_job(prs__emit *e, struct worker *w, const job *j)
 {
-    for (int i = 0; i < j->n; i++) {
+    for (int i = 0; i < j->n && !atomic_load(&e->stop); i++) {
         slot *s = &e->slots[(j->first + i) % e->nslots];
         load_inputs(e, w, s, i == 0);
         prs__pick_point(w->c, w->idx, i == 0 || s->changed, w->dur, s->planned, &s->out);
@@ -154,6 +158,25 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+static void free_slots(prs__emit *e)
+{
+    for (long i = 0; e->slots && i < e->nslots; i++) {
+        slot *s = &e->slots[i];
+        free(s->dur);
+        free(s->idx);
+        free(s->ch_op);
+        free(s->chg_op);
+        free(s->chg_freq);
+        free(s->out.best);
+        for (int m = 0; m < PRS__TRACK_MODES; m++)
+            free(s->out.x_idx[m]);
+    }
+    free(e->slots);
+    free(e->jobs);
+    e->slots = NULL;
+    e->jobs = NULL;
+}
+
 /* The slots' buffers (out->best and out->x_idx only in hull mode); 0 when out of memory. */
 static int alloc_slots(prs__emit *e, const prs__pick_shared *sh)
 {
@@ -181,11 +204,12 @@ static int alloc_slots(prs__emit *e, const prs__pick_shared *sh)
  * job). */
 static void size_ring(prs__emit *e, const prs__pick_shared *sh, int threads, long max_bytes)
 {
-    long per = (long)e->nops * (long)(sizeof(long) + 5 * sizeof(int));
-    if (sh->hull && sh->tracks) per += (long)e->nops * (long)(PRS__TRACK_MODES * sizeof(int));
-    long fit = (max_bytes > 0 ? max_bytes : PRS__EMIT_BYTES) / (per > 0 ? per : 1);
+    /* bytes per slot in double: no overflow for any op count */
+    double per = (double)e->nops * (double)(sizeof(long) + 5 * sizeof(int));
+    if (sh->hull && sh->tracks) per += (double)e->nops * (double)(PRS__TRACK_MODES * sizeof(int));
+    double fit = (double)(max_bytes > 0 ? max_bytes : PRS__EMIT_BYTES) / (per > 0 ? per : 1);
     long want = threads > 1 ? 4L * EMIT_JOB_POINTS * threads : 2; /* 1: slot 0's out only */
-    e->nslots = fit < want ? fit : want;
+    e->nslots = fit < (double)want ? (long)fit : want;
     if (e->nslots < 2) e->nslots = 2;
     e->job_points = (int)(e->nslots / 2 < EMIT_JOB_POINTS ? e->nslots / 2 : EMIT_JOB_POINTS);
     e->job_min = e->job_points < EMIT_JOB_MIN ? e->job_points : EMIT_JOB_MIN;
@@ -225,7 +249,13 @@ prs__emit *prs__emit_new(const prs__pick_shared *sh, int threads, long max_bytes
     pthread_cond_init(&e->done, NULL);
     e->workers = calloc((size_t)threads, sizeof *e->workers);
     e->own = e->workers;
-    if (!e->workers || !alloc_slots(e, sh) || !init_worker(e, e->own, sh)) {
+    int ok = e->workers && alloc_slots(e, sh);
+    if (!ok && e->workers && threads > 1) { /* no room to share the work: pick alone */
+        free_slots(e);
+        size_ring(e, sh, threads = 1, max_bytes);
+        ok = alloc_slots(e, sh);
+    }
+    if (!ok || !init_worker(e, e->own, sh)) {
         prs__emit_free(e);
         return NULL;
     }
@@ -240,31 +270,26 @@ prs__emit *prs__emit_new(const prs__pick_shared *sh, int threads, long max_bytes
     return e;
 }
 
+void prs__emit_stop(prs__emit *e)
+{
+    if (e->joined) return;
+    pthread_mutex_lock(&e->mu);
+    atomic_store(&e->stop, 1);
+    pthread_cond_broadcast(&e->work);
+    pthread_mutex_unlock(&e->mu);
+    for (int i = 1; i <= e->nth; i++)
+        pthread_join(e->workers[i].th, NULL);
+    e->joined = 1;
+}
+
 void prs__emit_free(prs__emit *e)
 {
     if (!e) return;
-    pthread_mutex_lock(&e->mu);
-    e->stop = 1;
-    pthread_cond_broadcast(&e->work);
-    pthread_mutex_unlock(&e->mu);
-    for (int i = 1; i <= e->nth; i++) {
-        pthread_join(e->workers[i].th, NULL);
+    if (e->workers) prs__emit_stop(e);
+    for (int i = 1; e->workers && i <= e->nth; i++)
         free_worker(&e->workers[i]);
-    }
     if (e->own) free_worker(e->own);
-    for (long i = 0; e->slots && i < e->nslots; i++) {
-        slot *s = &e->slots[i];
-        free(s->dur);
-        free(s->idx);
-        free(s->ch_op);
-        free(s->chg_op);
-        free(s->chg_freq);
-        free(s->out.best);
-        for (int m = 0; m < PRS__TRACK_MODES; m++)
-            free(s->out.x_idx[m]);
-    }
-    free(e->slots);
-    free(e->jobs);
+    free_slots(e);
     free(e->workers);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->work);
@@ -286,7 +311,7 @@ static int deliver_done(prs__emit *e)
             prs__emit_point p = {s->planned, s->delta, &s->out, NULL, NULL, 0};
             if (i > 0) p.chg_op = s->chg_op, p.chg_freq = s->chg_freq, p.nchg = s->nchg;
             int rc = e->deliver(e->ud, &p);
-            if (rc) return rc;
+            if (rc) return e->err = rc;
         }
         pthread_mutex_lock(&e->mu);
         e->job_head++;
@@ -335,12 +360,13 @@ static int pick_now(prs__emit *e, const int *idx, int changed, const long *dur, 
     prs__emit_point p = {planned, delta, &s->out, NULL, NULL, 0};
     int rc = e->deliver(e->ud, &p);
     if (!rc) e->delivered++;
-    return rc;
+    return e->err = rc;
 }
 
 int prs__emit_submit(prs__emit *e, const int *idx, int changed, const long *dur, int nch,
                      const int *ch_op, long planned, double delta)
 {
+    if (e->err || e->joined) return e->err ? e->err : PRS_ECANCELED;
     if (e->nth == 0) return pick_now(e, idx, changed, dur, planned, delta);
     if (e->open_n >= e->job_points || (changed && e->open_n >= e->job_min) ||
         (e->open_n > 0 && !ch_op))
@@ -373,6 +399,7 @@ int prs__emit_submit(prs__emit *e, const int *idx, int changed, const long *dur,
 
 int prs__emit_flush(prs__emit *e)
 {
+    if (e->err || e->joined) return e->err ? e->err : PRS_ECANCELED;
     if (e->open_n > 0) close_job(e);
     return drain(e, -1);
 }

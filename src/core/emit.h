@@ -33,7 +33,12 @@ prs__emit *prs__emit_new(const prs__pick_shared *sh, int threads, long max_bytes
                          prs__emit_deliver deliver, void *ud);
 /* Stops the threads (points not delivered yet are dropped) and frees. */
 void prs__emit_free(prs__emit *e);
+/* Stops and joins the worker threads (points not delivered yet are dropped; a worker stops
+ * between two points): prs__emit_count is then exact whenever the run ended, and submit and
+ * flush return PRS_ECANCELED. */
+void prs__emit_stop(prs__emit *e);
 /* Queue a point (arguments as prs__pick_point; changed: idx differs from the last point's).
+ * After a deliver callback failed, submit and flush return its code and deliver nothing.
  * ch_op: the nch ops whose duration or clock may differ from the last point's (NULL: any).
  * With worker threads the inputs are copied (all of them where a job starts, else those ops'),
  * and points before it may be delivered meanwhile; without, it is picked and delivered now
@@ -43,7 +48,8 @@ int prs__emit_submit(prs__emit *e, const int *idx, int changed, const long *dur,
                      const int *ch_op, long planned, double delta);
 /* Deliver every point submitted. 0, or what the deliver callback returned. */
 int prs__emit_flush(prs__emit *e);
-/* Adds what the picking did to st. */
+/* Adds what the picking did to st (stop the threads first unless every point was
+ * delivered). */
 void prs__emit_count(const prs__emit *e, prs_plan_stats *st);
 /* The threads to use when the caller asks for 0: the processors online, at most
  * PRS_PLAN_MAX_THREADS. */

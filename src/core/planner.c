@@ -771,12 +771,15 @@ static int walk(run *r, long total, prs_error *err)
 }
 
 /* What the run counted, into stats (may be NULL). */
-static void count(const run *r, prs_plan_stats *stats)
+static void count(run *r, prs_plan_stats *stats)
 {
     if (!stats) return;
     *stats = r->st;
     if (r->net) prs__flow_count(r->net, stats);
-    if (r->emit) prs__emit_count(r->emit, stats);
+    if (r->emit) {
+        prs__emit_stop(r->emit); /* a run that stopped early may have points in flight */
+        prs__emit_count(r->emit, stats);
+    }
 }
 
 int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **out, prs_error *err)

@@ -6,7 +6,9 @@
  *   - a point's change list, where it has one, turns the point before's clocks into its own;
  *   - the same with 1, 2, 3 and 8 threads, and with a ring of two slots (a job of one point);
  *     the points say which ops changed (every 37th does not, and starts a job);
- *   - a deliver callback that fails stops the run with its code, and freeing then returns. */
+ *   - a deliver callback that fails stops the run with its code, and freeing then returns;
+ *     later submits and flushes return the same code and deliver nothing; after a stop they
+ *     return PRS_ECANCELED. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -165,6 +167,7 @@ static int run(const fixture *f, int threads, long max_bytes, got *g)
     }
     if (!rc) rc = prs__emit_flush(e);
     prs_plan_stats st = {0};
+    prs__emit_stop(e); /* a failed run may have points in flight */
     prs__emit_count(e, &st);
     if (!rc) assert_true(st.evaluations >= 1 && st.evaluations <= NPOINTS);
     prs__emit_free(e);
@@ -213,11 +216,53 @@ static void deliver_failure_stops(void **state)
     unmake(&f);
 }
 
+/* After a failed delivery, submit and flush return its code and deliver nothing more (the
+ * points of the failed job before the failure are not delivered twice); after a stop they
+ * return PRS_ECANCELED. */
+static void failure_sticks(void **state)
+{
+    (void)state;
+    fixture f;
+    make(&f);
+    for (int threads = 1; threads <= 4; threads += 3) {
+        got *g = calloc(1, sizeof *g);
+        assert_non_null(g);
+        g->fail_at = 40;
+        g->nops = f.ev->g.nops;
+        g->freq = f.ev->t.freq;
+        g->clocks = malloc(sizeof(int) * (size_t)g->nops);
+        prs__pick_shared sh = {&f.ev->g, &f.ev->t, &f.ev->pipe, f.types, 0, 0};
+        prs__emit *e = prs__emit_new(&sh, threads, 0, on_point, g);
+        assert_true(e && g->clocks);
+        int rc = 0, k = 0;
+        for (; k < 100 && !rc; k++)
+            rc = prs__emit_submit(e, f.idx + (size_t)k * (size_t)g->nops, f.changed[k],
+                                  f.dur + (size_t)k * (size_t)g->nops, 0, NULL, 1000 - k, 0);
+        if (!rc) rc = prs__emit_flush(e);
+        assert_int_equal(rc, 7);
+        g->fail_at = -1; /* the callback would now take every point */
+        assert_int_equal(prs__emit_submit(e, f.idx, 1, f.dur, 0, NULL, 1, 0), 7);
+        assert_int_equal(prs__emit_flush(e), 7);
+        assert_int_equal(g->n, 40);
+        prs__emit_free(e);
+        e = prs__emit_new(&sh, threads, 0, on_point, g);
+        assert_non_null(e);
+        prs__emit_stop(e);
+        assert_int_equal(prs__emit_submit(e, f.idx, 1, f.dur, 0, NULL, 1, 0), PRS_ECANCELED);
+        assert_int_equal(prs__emit_flush(e), PRS_ECANCELED);
+        prs__emit_free(e);
+        free(g->clocks);
+        free(g);
+    }
+    unmake(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(in_order_and_exact),
         cmocka_unit_test(deliver_failure_stops),
+        cmocka_unit_test(failure_sticks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,9 +2,11 @@
  * plans. Every point's figures and every plan are the same with 1, 2, 3 and 8 threads, for exp
  * (raw), hull raw and hull clean (the roundings along the relaxed schedule too), on 1F1B,
  * GPipe and interleaved synthetic pipelines and on the SOSP'24 GPT-3 profile at M = 24 (skipped
- * without the shared data); the roundings counted are the same; a run canceled halfway through
- * by its progress callback stops with PRS_ECANCELED and no frontier, whatever the threads; a
- * thread count out of range is refused, naming the limit. */
+ * without the shared data); the roundings counted are the same; a run canceled part way through
+ * by its progress callback stops with PRS_ECANCELED and no frontier, whatever the threads, and
+ * its counters are read once the threads have stopped (on GPT-3 with 5 threads points are then
+ * in flight, and ThreadSanitizer sees a race if they are read before); a thread count out of
+ * range is refused, naming the limit. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -106,6 +108,32 @@ static void test_synthetic(void **state)
     }
 }
 
+static int cancel_at(void *ud, long done, long total)
+{
+    (void)total;
+    return done >= *(const long *)ud;
+}
+
+/* Plan p with o, canceled after `at` steps: PRS_ECANCELED, no frontier, and the counters read
+ * (with points possibly still in flight: the threads are stopped first). */
+static void canceled(const prs_profile *p, prs_plan_opts *o, long at)
+{
+    o->progress = cancel_at;
+    o->ud = &at;
+    prs_frontier *f = NULL;
+    prs_error err = {0, ""};
+    prs_plan_stats st;
+    assert_int_equal(prs_plan_counted(p, o, &f, &st, &err), PRS_ECANCELED);
+    assert_null(f);
+    char want[64];
+    snprintf(want, sizeof want, "canceled after %ld of", at);
+    assert_non_null(strstr(err.msg, want));
+    /* worker threads may have stopped before picking anything */
+    assert_true(st.points >= at && st.steps >= 1 && st.evaluations >= (o->threads == 1));
+    o->progress = NULL;
+    o->ud = NULL;
+}
+
 static void test_paper(void **state)
 {
     (void)state;
@@ -122,14 +150,9 @@ static void test_paper(void **state)
     o.pipe.unit_time_s = 0.001;
     o.pipe.blocking_power_w = 83.64;
     check_threads(p, o);
+    o.threads = 5; /* picks slower than steps: points are in flight when it stops */
+    canceled(p, &o, 300);
     prs_profile_free(p);
-}
-
-static int cancel_at_50(void *ud, long done, long total)
-{
-    (void)ud;
-    (void)total;
-    return done >= 50;
 }
 
 static void test_canceled(void **state)
@@ -138,14 +161,9 @@ static void test_canceled(void **state)
     prs_profile *p = synth(4);
     prs_plan_opts o;
     opts_for(&o, PRS_COST_HULL, PRS_FRONTIER_CLEAN, PRS_SCHEDULE_1F1B);
-    o.progress = cancel_at_50;
     for (int threads = 1; threads <= 4; threads += 3) {
         o.threads = threads;
-        prs_frontier *f = NULL;
-        prs_error err = {0, ""};
-        assert_int_equal(prs_plan(p, &o, &f, &err), PRS_ECANCELED);
-        assert_null(f);
-        assert_non_null(strstr(err.msg, "canceled after 50 of"));
+        canceled(p, &o, 50);
     }
     prs_profile_free(p);
 }
