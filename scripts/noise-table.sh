@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Writes docs/noise-table.md: what profile noise costs today's planner and the robust one on the
 # SOSP'24 A100-SXM paper profiles (GPT-3 and Bloom, 8 stages, M = 12, tau = 1 ms, 83.64 W), for a
-# time and energy jitter of 1, 2, 5 and 10 % with R = 1 and R = 3 repeats, over 20 seeds, both
-# cost models; then 5 % with R = 3 at M = 24. Every figure comes from `perseus noise --json`;
+# time and energy jitter of 0.1, 0.5, 1, 2, 5 and 10 % with R = 1 and R = 3 repeats, over 20
+# seeds, both cost models; then 5 % with R = 3 at M = 24. Every figure comes from `perseus noise --json`;
 # nothing is typed.
 # Then the ordering oracle (Bloom without its 1410 MHz rows), the 5 % / R = 3 studies judged to the
 # microsecond, the robust planner's trade-off between its slack margin and time budget on
 # GPT-3, and the same trade-off judged to the microsecond on both profiles at M = 12 and 24.
-# usage: scripts/noise-table.sh [BUILD_DIR [SHARED_DIR]]   (about 5 minutes of CPU time; the
+# usage: scripts/noise-table.sh [BUILD_DIR [SHARED_DIR]]   (about 5.5 minutes of CPU time; the
 # seeds run on every CPU)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -22,8 +22,8 @@ trap 'rm -rf "$tmp"' EXIT
 for model in gpt3-175b bloom; do
   for r in 1 3; do
     "$bin" noise --profile "$data/$model+a100_sxm_bf16.csv" --stages 8 --microbatches 12 \
-      --unit-time 0.001 --blocking-power 83.64 --jitter 0.01,0.02,0.05,0.1 --repeats "$r" \
-      --seeds "$seeds" --quiet --json >"$tmp/$model-r$r.json"
+      --unit-time 0.001 --blocking-power 83.64 --jitter 0.001,0.005,0.01,0.02,0.05,0.1 \
+      --repeats "$r" --seeds "$seeds" --quiet --json >"$tmp/$model-r$r.json"
   done
   "$bin" noise --profile "$data/$model+a100_sxm_bf16.csv" --stages 8 --microbatches 24 \
     --unit-time 0.001 --blocking-power 83.64 --jitter 0.05 --repeats 3 \
@@ -109,7 +109,7 @@ print("|---|---|---|---|---|---|---|---|")
 for model, name in (("gpt3-175b", "GPT-3"), ("bloom", "Bloom")):
     runs = {r: load(f"{model}-r{r}.json") for r in (1, 3)}
     for cm in ("exp", "hull"):
-        for j in (0.01, 0.02, 0.05, 0.1):
+        for j in (0.001, 0.005, 0.01, 0.02, 0.05, 0.1):
             for r in (1, 3):
                 lv = level(runs[r], cm, j)
                 b, s = lv["baseline"], lv["robust"]
