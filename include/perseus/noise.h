@@ -58,7 +58,9 @@ PRS_API int prs_noise_apply(const prs_profile *truth, const prs_noise_model *m, 
  * computation type (stage, instruction), over its clocks: time is fitted by least squares under
  * "non-increasing and convex in the clock", energy under "convex in the clock"; points further than
  * PRS_RECONCILE_OUTLIER robust standard deviations from the first fit are replaced by the fit and
- * the fit redone. The time of every clock but the type's fastest then gets the margin margin_sd *
+ * the fit redone; where a (pooled, cleaned) value lies further from the fit than
+ * PRS_RECONCILE_KEEP_SD noises of one measurement, the fit keeps the part beyond. The time of
+ * every clock but the type's fastest then gets the margin margin_sd *
  * (the relative standard error se of the type's fitted times), so that plans which slow a
  * computation into believed slack keep the promised iteration time when the measurement was
  * optimistic, and (margin_sd > 0) is raised to the fastest clock's time times 1 +
@@ -67,6 +69,10 @@ PRS_API int prs_noise_apply(const prs_profile *truth, const prs_noise_model *m, 
  * copied. *out is new; se_pct, when non-NULL, receives the median relative standard error of the
  * fitted types' times in percent (0 when none). */
 #define PRS_RECONCILE_OUTLIER 4.0
+/* A fitted value moves toward its (pooled, cleaned) measurement by the part of their difference
+ * beyond this many relative noises of one measurement, where the pool of the instruction's types
+ * gives that noise: the shapes hold on real GPUs only approximately. */
+#define PRS_RECONCILE_KEEP_SD 4.0
 #define PRS_RECONCILE_MARGIN_SD 0.5
 #define PRS_RECONCILE_TIE_SD 1.0
 #define PRS_RECONCILE_MAX_CLOCKS 128

@@ -19,6 +19,9 @@
 #define BAND_SE 3.0
 #define NBANDS 4
 #define MERGE_SE 3.0
+/* The least noise the misfit test assumes: exact data (a residual spread of rounding
+ * errors, some 1e-16) must not make every type a misfit by the luck of its rounding. */
+#define SD_FLOOR 1e-9
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -128,8 +131,9 @@ static int members(const int *member, int nt)
     return m;
 }
 
-double prs__pool_fit(const double *v, int nt, int nc, double *out, int *member)
+double prs__pool_fit(const double *v, int nt, int nc, double *out, int *member, double *noise)
 {
+    *noise = -1;
     size_t cells = (size_t)nt * (size_t)nc;
     memcpy(out, v, sizeof *out * cells);
     for (int i = 0; i < nt; i++)
@@ -148,10 +152,11 @@ double prs__pool_fit(const double *v, int nt, int nc, double *out, int *member)
     for (int i = 0; i < nt; i++)
         member[i] = 1;
     double sd = additive_fit(lv, nt, nc, member, fit, work);
+    *noise = sd;
     for (size_t c = 0; c < cells; c++) /* outliers replaced by the fit */
         if (fabs(lv[c] - fit[c]) > OUTLIER_SD * sd) lv[c] = fit[c];
     sd = additive_fit(lv, nt, nc, member, fit, work);
-    if (drop_misfits(lv, fit, nt, nc, sd, member) && members(member, nt) >= 2)
+    if (drop_misfits(lv, fit, nt, nc, fmax(sd, SD_FLOOR), member) && members(member, nt) >= 2)
         sd = additive_fit(lv, nt, nc, member, fit, work);
     int m = members(member, nt);
     if (m >= 2) merge_scales(nt, nc, sd, member, fit, work);
@@ -160,6 +165,7 @@ double prs__pool_fit(const double *v, int nt, int nc, double *out, int *member)
         for (size_t c = 0; c < cells; c++)
             if (member[c / (size_t)nc]) out[c] = exp(fit[c]);
         se = sd * sqrt(1.0 / nc + 1.0 / m);
+        *noise = sd; /* the members' residuals: noise, without the misfits' shapes */
     } else {
         for (int i = 0; i < nt; i++)
             member[i] = 0;

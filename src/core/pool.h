@@ -9,8 +9,12 @@
  * neighbouring clocks are off by more than 3 standard errors has a shape of its own and leaves
  * the pool, and the fit is redone. out gets the fit for members (member[i] = 1) and v for the
  * others. Returns the relative standard error of a member's fitted value, 0 when fewer than two
- * types stay; -1 when out of memory (out is then v, no members). */
-double prs__pool_fit(const double *v, int ntypes, int nclocks, double *out, int *member);
+ * types stay; -1 when out of memory (out is then v, no members). *noise: the relative noise of
+ * one value, the robust deviation of the members' residuals (when fewer than two stay, of all
+ * the types' residuals from the first fit; -1 when there are fewer than two types or three
+ * clocks). */
+double prs__pool_fit(const double *v, int ntypes, int nclocks, double *out, int *member,
+                     double *noise);
 
 /* The median of v[0..n) (n >= 1), sorting v in place. */
 double prs__pool_median(double *v, int n);

@@ -3,15 +3,18 @@
  *
  * For each computation type (stage, instruction) the rows are sorted by clock and fitted by least
  * squares under shape constraints: time non-increasing and convex in the clock, energy convex in
- * the clock (shapefit.c). Points further from the first fit than PRS_RECONCILE_OUTLIER
- * robust standard deviations (1.4826 times the median absolute relative residual) are replaced by
- * the fit and the fit is redone. Finally every clock but the type's fastest gets the time
- * margin margin_sd * (the fit's relative standard error: the residuals' root mean square over the
- * remaining degrees of freedom, times the square root of degrees of freedom over points), and (when
- * margin_sd > 0) is believed no faster than the fastest clock's time plus PRS_RECONCILE_TIE_SD
- * of those errors:
- * where the fit is flat over the top clocks the measurements cannot tell them apart, and the
- * planner must not take one of them for as fast as the fastest because it is cheaper. */
+ * the clock (shapefit.c). Points further from the first fit than PRS_RECONCILE_OUTLIER robust
+ * standard deviations (1.4826 times the median absolute relative residual) are replaced by the
+ * fit and the fit is redone. Real GPUs follow those shapes only approximately (an A100's energy
+ * steps with its voltage), so where a value lies further from the fit than PRS_RECONCILE_KEEP_SD
+ * times the noise of one measurement (estimated by the pool, pool.c), the fit keeps the part
+ * beyond it: the shape removes noise, not what the GPU does. Finally every clock but the type's
+ * fastest gets the time margin margin_sd * (the fit's relative standard error: the residuals'
+ * root mean square over the remaining degrees of freedom, times the square root of degrees of
+ * freedom over points), and (when margin_sd > 0) is believed no faster than the fastest clock's
+ * time plus PRS_RECONCILE_TIE_SD of those errors: where the fit is flat over the top clocks the
+ * measurements cannot tell them apart, and the planner must not take one of them for as fast as
+ * the fastest because it is cheaper. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -76,6 +79,7 @@ typedef struct clock_row {
 typedef struct type_work {
     clock_row *idx; /* rows of the type, by ascending clock */
     double *x, *t, *e, *gt, *ge, *work;
+    double *yt, *ye; /* the type's values as they came (pooled or measured) */
 } type_work;
 
 /* By type (stage, instruction), then ascending clock. */
@@ -99,21 +103,41 @@ static int fastest_clock(const double *y, const double *g, int n, double se)
     return y[best] < y[n - 1] * (1.0 - FLAT_SE * se) ? best : n - 1;
 }
 
+/* Move the fit g toward the measurement y by the part of their relative difference beyond
+ * PRS_RECONCILE_KEEP_SD relative noises (noise < 0: unknown, g stays): what the noise cannot
+ * explain is the GPU's, not the measurement's. */
+static double keep_beyond_noise(double y, double g, double noise)
+{
+    if (noise < 0 || !(g > 0) || !(y > 0)) return g;
+    double d = y / g - 1.0, excess = fabs(d) - PRS_RECONCILE_KEEP_SD * noise;
+    return excess > 0 ? g * (1.0 + (d > 0 ? excess : -excess)) : g;
+}
+
 /* Reconcile the n rows of one type, ty[0..n) by ascending clock, into out[]; returns the relative
  * standard error of its fitted times. se_pool >= 0: the type's times were pooled (pool.c), with
- * that relative standard error, which then sets the margin. */
-static double reconcile_type(const prs_profile_row *rows, const clock_row *ty, type_work *w, int n,
-                             double margin_sd, double se_pool, prs_profile_row *out)
+ * that relative standard error, which then sets the margin; e_pooled: its energies were.
+ * noise[0], noise[1]: the relative noise of one measured time and energy of the type's
+ * instruction (< 0: unknown). The shape fit keeps what the values show beyond that noise: the
+ * pooled values (the pool has replaced a single type's outliers) or, for a type not pooled, its
+ * measurements with the shape fit's outliers replaced. */
+static double reconcile_type(const prs_profile_row *rows, const double noise[2],
+                             const clock_row *ty, type_work *w, int n, double margin_sd,
+                             double se_pool, int e_pooled, prs_profile_row *out)
 {
     for (int i = 0; i < n; i++) {
         const prs_profile_row *r = &rows[ty[i].row];
         w->x[i] = r->freq_mhz;
-        w->t[i] = r->time_s;
-        w->e[i] = r->energy_j;
+        w->t[i] = w->yt[i] = r->time_s;
+        w->e[i] = w->ye[i] = r->energy_j;
     }
     double se_t, se_e;
     fit_robust(w->x, w->t, n, 1, w->gt, w->work, &se_t);
     fit_robust(w->x, w->e, n, 0, w->ge, w->work, &se_e);
+    const double *kt = se_pool >= 0 ? w->yt : w->t, *ke = e_pooled ? w->ye : w->e;
+    for (int i = 0; i < n; i++) {
+        w->gt[i] = keep_beyond_noise(kt[i], w->gt[i], noise[0]);
+        w->ge[i] = keep_beyond_noise(ke[i], w->ge[i], noise[1]);
+    }
     if (se_pool >= 0) se_t = se_pool;
     int fastest = fastest_clock(w->t, w->gt, n, se_t);
     double floor_t = (w->gt[fastest] > 0 ? w->gt[fastest] : rows[ty[fastest].row].time_s) *
@@ -139,6 +163,8 @@ static void work_free(type_work *w)
     free(w->gt);
     free(w->ge);
     free(w->work);
+    free(w->yt);
+    free(w->ye);
 }
 
 static int work_alloc(type_work *w, size_t n)
@@ -151,7 +177,9 @@ static int work_alloc(type_work *w, size_t n)
     w->gt = malloc(sizeof *w->gt * n);
     w->ge = malloc(sizeof *w->ge * n);
     w->work = malloc(sizeof *w->work * n);
-    if (w->idx && w->x && w->t && w->e && w->gt && w->ge && w->work) return 0;
+    w->yt = malloc(sizeof *w->yt * n);
+    w->ye = malloc(sizeof *w->ye * n);
+    if (w->idx && w->x && w->t && w->e && w->gt && w->ge && w->work && w->yt && w->ye) return 0;
     work_free(w);
     return -1;
 }
@@ -162,6 +190,7 @@ typedef struct type_run {
     int n;
     double se_pool; /* < 0: not pooled */
     double se_fit;  /* relative standard error of the fitted times; < 0: not fitted */
+    int e_pooled;   /* its energies were pooled */
 } type_run;
 
 static int same_clocks(const clock_row *a, const clock_row *b, int n)
@@ -175,7 +204,7 @@ static int same_clocks(const clock_row *a, const clock_row *b, int n)
  * pooled times and energies go into src, their time standard error into the runs. 0, or -1
  * when out of memory. */
 static int pool_instr(const clock_row *idx, type_run *runs, int nruns, int instr,
-                      prs_profile_row *src)
+                      prs_profile_row *src, double noise[2])
 {
     int ref = -1, ng = 0;
     for (int r = 0; r < nruns; r++) {
@@ -201,11 +230,13 @@ static int pool_instr(const clock_row *idx, type_run *runs, int nruns, int instr
         }
         g++;
     }
-    double se = rc ? -1 : prs__pool_fit(v, ng, nc, fit, mt);
-    if (!rc && (se < 0 || prs__pool_fit(v + cells, ng, nc, fit + cells, me) < 0)) rc = -1;
+    double se = rc ? -1 : prs__pool_fit(v, ng, nc, fit, mt, &noise[0]);
+    if (!rc && (se < 0 || prs__pool_fit(v + cells, ng, nc, fit + cells, me, &noise[1]) < 0))
+        rc = -1;
     for (int g = 0; !rc && g < ng; g++) {
         const clock_row *c = idx + runs[group[g]].start;
         if (mt[g]) runs[group[g]].se_pool = se;
+        runs[group[g]].e_pooled = me[g];
         for (int j = 0; j < nc; j++) {
             src[c[j].row].time_s = fit[(size_t)g * (size_t)nc + (size_t)j];
             src[c[j].row].energy_j = fit[cells + (size_t)g * (size_t)nc + (size_t)j];
@@ -242,19 +273,21 @@ static double reconcile_all(const prs_profile_row *rows, size_t n, double margin
         for (j = i + 1;
              j < n && w->idx[j].stage == w->idx[i].stage && w->idx[j].instr == w->idx[i].instr; j++)
             ;
-        type_run r = {i, j - i > INT32_MAX ? INT32_MAX : (int)(j - i), -1.0, -1.0};
+        type_run r = {i, j - i > INT32_MAX ? INT32_MAX : (int)(j - i), -1.0, -1.0, 0};
         runs[nruns++] = r;
     }
     if (n) memcpy(src, rows, sizeof *src * n);
     int fitted = 0;
     double se = 0;
-    if (pool_instr(w->idx, runs, nruns, PRS_FORWARD, src) ||
-        pool_instr(w->idx, runs, nruns, PRS_BACKWARD, src))
+    double noise[2][2] = {{-1, -1}, {-1, -1}}; /* per instruction: time, energy */
+    if (pool_instr(w->idx, runs, nruns, PRS_FORWARD, src, noise[PRS_FORWARD]) ||
+        pool_instr(w->idx, runs, nruns, PRS_BACKWARD, src, noise[PRS_BACKWARD]))
         se = -1;
     for (int r = 0; r < nruns && se >= 0; r++)
         if (runs[r].n >= 3 && runs[r].n <= PRS_RECONCILE_MAX_CLOCKS)
-            runs[r].se_fit = reconcile_type(src, w->idx + runs[r].start, w, runs[r].n, margin_sd,
-                                            runs[r].se_pool, out);
+            runs[r].se_fit =
+                reconcile_type(src, noise[w->idx[runs[r].start].instr], w->idx + runs[r].start, w,
+                               runs[r].n, margin_sd, runs[r].se_pool, runs[r].e_pooled, out);
     for (int r = 0; r < nruns && se >= 0; r++) /* the median over fitted types */
         if (runs[r].se_fit >= 0) w->work[fitted++] = runs[r].se_fit;
     if (se >= 0 && fitted) se = prs__pool_median(w->work, fitted);
