@@ -200,6 +200,39 @@ static void in_order_and_exact(void **state)
     unmake(&f);
 }
 
+/* After a failed delivery, submit and flush return its code and deliver nothing more (the
+ * points of the failed job before the failure are not delivered twice); after a stop they
+ * return PRS_ECANCELED. */
+static void failure_sticks(const fixture *f, int threads, got *g)
+{
+    g->fail_at = 40;
+    g->n = 0;
+    g->nops = f->ev->g.nops;
+    g->freq = f->ev->t.freq;
+    g->clocks = malloc(sizeof(int) * (size_t)g->nops);
+    prs__pick_shared sh = {&f->ev->g, &f->ev->t, &f->ev->pipe, f->types, 0, 0};
+    prs__emit *e = prs__emit_new(&sh, threads, 0, on_point, g);
+    assert_true(e && g->clocks);
+    int rc = 0;
+    for (int k = 0; k < 100 && !rc; k++)
+        rc = prs__emit_submit(e, f->idx + (size_t)k * (size_t)g->nops, f->changed[k],
+                              f->dur + (size_t)k * (size_t)g->nops, 0, NULL, 1000 - k, 0);
+    if (!rc) rc = prs__emit_flush(e);
+    assert_int_equal(rc, 7);
+    g->fail_at = -1; /* the callback would now take every point */
+    assert_int_equal(prs__emit_submit(e, f->idx, 1, f->dur, 0, NULL, 1, 0), 7);
+    assert_int_equal(prs__emit_flush(e), 7);
+    assert_int_equal(g->n, 40);
+    prs__emit_free(e);
+    e = prs__emit_new(&sh, threads, 0, on_point, g);
+    assert_non_null(e);
+    prs__emit_stop(e);
+    assert_int_equal(prs__emit_submit(e, f->idx, 1, f->dur, 0, NULL, 1, 0), PRS_ECANCELED);
+    assert_int_equal(prs__emit_flush(e), PRS_ECANCELED);
+    prs__emit_free(e);
+    free(g->clocks);
+}
+
 static void deliver_failure_stops(void **state)
 {
     (void)state;
@@ -211,47 +244,7 @@ static void deliver_failure_stops(void **state)
         g->fail_at = 123;
         assert_int_equal(run(&f, threads, 0, g), 7);
         assert_int_equal(g->n, 123);
-        free(g);
-    }
-    unmake(&f);
-}
-
-/* After a failed delivery, submit and flush return its code and deliver nothing more (the
- * points of the failed job before the failure are not delivered twice); after a stop they
- * return PRS_ECANCELED. */
-static void failure_sticks(void **state)
-{
-    (void)state;
-    fixture f;
-    make(&f);
-    for (int threads = 1; threads <= 4; threads += 3) {
-        got *g = calloc(1, sizeof *g);
-        assert_non_null(g);
-        g->fail_at = 40;
-        g->nops = f.ev->g.nops;
-        g->freq = f.ev->t.freq;
-        g->clocks = malloc(sizeof(int) * (size_t)g->nops);
-        prs__pick_shared sh = {&f.ev->g, &f.ev->t, &f.ev->pipe, f.types, 0, 0};
-        prs__emit *e = prs__emit_new(&sh, threads, 0, on_point, g);
-        assert_true(e && g->clocks);
-        int rc = 0, k = 0;
-        for (; k < 100 && !rc; k++)
-            rc = prs__emit_submit(e, f.idx + (size_t)k * (size_t)g->nops, f.changed[k],
-                                  f.dur + (size_t)k * (size_t)g->nops, 0, NULL, 1000 - k, 0);
-        if (!rc) rc = prs__emit_flush(e);
-        assert_int_equal(rc, 7);
-        g->fail_at = -1; /* the callback would now take every point */
-        assert_int_equal(prs__emit_submit(e, f.idx, 1, f.dur, 0, NULL, 1, 0), 7);
-        assert_int_equal(prs__emit_flush(e), 7);
-        assert_int_equal(g->n, 40);
-        prs__emit_free(e);
-        e = prs__emit_new(&sh, threads, 0, on_point, g);
-        assert_non_null(e);
-        prs__emit_stop(e);
-        assert_int_equal(prs__emit_submit(e, f.idx, 1, f.dur, 0, NULL, 1, 0), PRS_ECANCELED);
-        assert_int_equal(prs__emit_flush(e), PRS_ECANCELED);
-        prs__emit_free(e);
-        free(g->clocks);
+        failure_sticks(&f, threads, g);
         free(g);
     }
     unmake(&f);
@@ -262,7 +255,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(in_order_and_exact),
         cmocka_unit_test(deliver_failure_stops),
-        cmocka_unit_test(failure_sticks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
