@@ -267,6 +267,14 @@ prs__emit *prs__emit_new(const prs__pick_shared *sh, int threads, long max_bytes
         }
         e->nth++;
     }
+    if (e->nth == 0 && e->nslots > 2) { /* no worker started: slot 0 is all that is used */
+        free_slots(e);
+        size_ring(e, sh, 1, max_bytes);
+        if (!alloc_slots(e, sh)) {
+            prs__emit_free(e);
+            return NULL;
+        }
+    }
     return e;
 }
 
