@@ -514,6 +514,13 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Sort v[0..n) (n >= 1) and return its median. */
+static double sort_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 /* Run one case in a child. 0 with *res filled, or -1 with a message printed. */
 static int run_case(const char *path, const char *name, const bench_opts *o, int microbatches,
                     prs_cost_model model, case_result *res)
@@ -584,16 +591,13 @@ static int run_case(const char *path, const char *name, const bench_opts *o, int
                     microbatches, model_name, rep.warnings, rep.first_warn);
         }
         int n = o->runs;
-        qsort(times, (size_t)n, sizeof *times, cmp_double);
-        double *cpu = times + n;
-        qsort(cpu, (size_t)n, sizeof *cpu, cmp_double);
-        res->cpu_median_s = n % 2 ? cpu[n / 2] : 0.5 * (cpu[n / 2 - 1] + cpu[n / 2]);
+        res->median_s = sort_median(times, n);
+        res->cpu_median_s = sort_median(times + n, n);
         res->ok = 1;
         res->points = rep.points;
         res->stats = rep.stats;
         res->min_s = times[0];
         res->max_s = times[n - 1];
-        res->median_s = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
         res->peak_rss_bytes = (double)ru.ru_maxrss * 1024.0; /* Linux: ru_maxrss in KiB */
         rc = 0;
     }

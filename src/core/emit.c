@@ -371,10 +371,16 @@ static int pick_now(prs__emit *e, const int *idx, int changed, const long *dur, 
     return e->err = rc;
 }
 
+/* Why no more points are taken: the failed delivery's code, PRS_ECANCELED after a stop, or 0. */
+static int halted(const prs__emit *e)
+{
+    return e->err ? e->err : e->joined ? PRS_ECANCELED : 0;
+}
+
 int prs__emit_submit(prs__emit *e, const int *idx, int changed, const long *dur, int nch,
                      const int *ch_op, long planned, double delta)
 {
-    if (e->err || e->joined) return e->err ? e->err : PRS_ECANCELED;
+    if (halted(e)) return halted(e);
     if (e->nth == 0) return pick_now(e, idx, changed, dur, planned, delta);
     if (e->open_n >= e->job_points || (changed && e->open_n >= e->job_min) ||
         (e->open_n > 0 && !ch_op))
@@ -407,7 +413,7 @@ int prs__emit_submit(prs__emit *e, const int *idx, int changed, const long *dur,
 
 int prs__emit_flush(prs__emit *e)
 {
-    if (e->err || e->joined) return e->err ? e->err : PRS_ECANCELED;
+    if (halted(e)) return halted(e);
     if (e->open_n > 0) close_job(e);
     return drain(e, -1);
 }

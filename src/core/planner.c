@@ -518,6 +518,8 @@ static int alloc_tracks(run *r)
     return 0;
 }
 
+/* Every operation type's options and cost model (types: ntypes = chunks * 2 entries, zeroed);
+ * warnings (fallbacks to hull) go to o->warn. */
 static int build_types(const prs_profile *profile, const prs_plan_opts *o, int ntypes,
                        prs__model_optype *types, prs_error *err)
 {
@@ -744,8 +746,9 @@ static int emit_steps(run *r, const step_out *st, long *T, long *done, long tota
     return 0;
 }
 
-/* The planner's iterations from the slowest plan on, each emitted into f (total: the progress
- * callback's estimate of their number). Non-zero with err set when out of memory or canceled. */
+/* The planner's iterations from the slowest plan on, each emitted into r->front (total: the
+ * progress callback's estimate of their number). Non-zero with err set when out of memory or
+ * canceled. */
 static int walk(run *r, long total, prs_error *err)
 {
     const prs_plan_opts *o = r->o;

@@ -28,14 +28,13 @@ struct prs__refine_refiner {
      * whose q exceeds e's */
     int *start, *order, *best, *after;
     long *oq;
-    /* cheapest option within a limit, tabulated per type over [fit_q0, fit_q0 + fit_n) (NULL
-     * when the spans are too long to tabulate: a binary search then) */
-    int *fit, *fit_off, *fit_n;
-    long *fit_q0;
+    /* cheapest option within a limit, tabulated per type over [q0, q0 + n), the type's table at
+     * fit[off ..] (NULL when the spans are too long to tabulate: a binary search then) */
+    int *fit;
     struct op_fit {
         long q0;
         int off, n;
-    } * op_fit; /* per op: its type's fit_q0, fit_off, fit_n (one read in the passes) */
+    } * op_fit; /* per op: its type's q0, off, n (one read in the passes) */
     /* per type: the sorted positions of the lower convex hull's vertices of (q, effective
      * energy), ascending q, at hv[hv_start[k]] .. hv[hv_start[k + 1] - 1] */
     int *hv, *hv_start;
@@ -67,9 +66,6 @@ static int alloc_refiner(prs__refine_refiner *rf, int total)
     rf->best = malloc(sizeof *rf->best * nt);
     rf->after = malloc(sizeof *rf->after * nt);
     rf->oq = malloc(sizeof *rf->oq * nt);
-    rf->fit_off = malloc(sizeof *rf->fit_off * (nty + 1));
-    rf->fit_n = malloc(sizeof *rf->fit_n * (nty + 1));
-    rf->fit_q0 = malloc(sizeof *rf->fit_q0 * (nty + 1));
     rf->hv = malloc(sizeof *rf->hv * nt);
     rf->hv_start = malloc(sizeof *rf->hv_start * (nty + 1));
     rf->dur = malloc(sizeof *rf->dur * (size_t)g->nops);
@@ -87,10 +83,10 @@ static int alloc_refiner(prs__refine_refiner *rf, int total)
     rf->hop = malloc(sizeof *rf->hop * (size_t)g->nops);
     rf->queue = malloc(sizeof *rf->queue * (size_t)(g->nops + 1));
     rf->queued = calloc((size_t)g->nops + 1, 1);
-    return rf->start && rf->order && rf->best && rf->after && rf->oq && rf->fit_off && rf->fit_n &&
-           rf->fit_q0 && rf->hv && rf->hv_start && rf->dur && rf->earliest && rf->latest &&
-           rf->rel && rf->otopo && rf->pred_start && rf->succ_start && rf->pred && rf->succ &&
-           rf->cost && rf->cur && rf->hrate && rf->hop && rf->queue && rf->queued;
+    return rf->start && rf->order && rf->best && rf->after && rf->oq && rf->hv && rf->hv_start &&
+           rf->dur && rf->earliest && rf->latest && rf->rel && rf->otopo && rf->pred_start &&
+           rf->succ_start && rf->pred && rf->succ && rf->cost && rf->cur && rf->hrate && rf->hop &&
+           rf->queue && rf->queued;
 }
 
 /* One type's options sorted by q (stable), with the running cheapest and effective costs. */
@@ -156,30 +152,38 @@ static void build_hull(prs__refine_refiner *rf)
  * bounded (0), else rf->fit stays NULL; -1 when out of memory. */
 static int build_fit(prs__refine_refiner *rf)
 {
+    int nty = rf->ntypes;
+    struct op_fit *ty = malloc(sizeof *ty * ((size_t)rf->ntypes + 1)); /* per type */
+    if (!ty) return -1;
     long total = 0;
-    for (int k = 0; k < rf->ntypes; k++) {
+    for (int k = 0; k < nty; k++) {
         int lo = rf->start[k], hi = rf->start[k + 1];
-        rf->fit_off[k] = (int)total;
-        rf->fit_q0[k] = lo < hi ? rf->oq[lo] : 0;
-        rf->fit_n[k] = lo < hi ? (int)(rf->oq[hi - 1] - rf->oq[lo] + 1) : 0;
-        total += rf->fit_n[k];
-        if (total > FIT_TABLE_MAX) return 0;
+        ty[k].off = (int)total;
+        ty[k].q0 = lo < hi ? rf->oq[lo] : 0;
+        ty[k].n = lo < hi ? (int)(rf->oq[hi - 1] - rf->oq[lo] + 1) : 0;
+        total += ty[k].n;
+        if (total > FIT_TABLE_MAX) {
+            free(ty);
+            return 0;
+        }
     }
     rf->fit = malloc(sizeof *rf->fit * (size_t)(total ? total : 1));
     rf->op_fit = malloc(sizeof *rf->op_fit * (size_t)(rf->g->nops ? rf->g->nops : 1));
-    if (!rf->fit || !rf->op_fit) return -1;
-    for (int op = 0; op < rf->g->nops; op++) {
-        int k = rf->g->op_type[op];
-        rf->op_fit[op] = (struct op_fit){rf->fit_q0[k], rf->fit_off[k], rf->fit_n[k]};
+    if (!rf->fit || !rf->op_fit) {
+        free(ty);
+        return -1;
     }
-    for (int k = 0; k < rf->ntypes; k++) {
+    for (int op = 0; op < rf->g->nops; op++)
+        rf->op_fit[op] = ty[rf->g->op_type[op]];
+    for (int k = 0; k < nty; k++) {
         int i = rf->start[k];
-        for (int j = 0; j < rf->fit_n[k]; j++) {
-            while (i + 1 < rf->start[k + 1] && rf->oq[i + 1] <= rf->fit_q0[k] + j)
+        for (int j = 0; j < ty[k].n; j++) {
+            while (i + 1 < rf->start[k + 1] && rf->oq[i + 1] <= ty[k].q0 + j)
                 i++;
-            rf->fit[rf->fit_off[k] + j] = rf->best[i];
+            rf->fit[ty[k].off + j] = rf->best[i];
         }
     }
+    free(ty);
     return 0;
 }
 
@@ -260,9 +264,6 @@ void prs__refine_free(prs__refine_refiner *rf)
     free(rf->oq);
     free(rf->fit);
     free(rf->op_fit);
-    free(rf->fit_off);
-    free(rf->fit_n);
-    free(rf->fit_q0);
     free(rf->hv);
     free(rf->hv_start);
     free(rf->dur);
@@ -283,15 +284,10 @@ void prs__refine_free(prs__refine_refiner *rf)
     free(rf);
 }
 
-/* Cheapest option of a type with q <= limit (index into ev), or -1. */
-static inline int cheapest_within(const prs__refine_refiner *rf, int type, long limit)
+/* Cheapest option of a type with q <= limit (index into ev), or -1, by binary search (without
+ * the limit tables). */
+static int cheapest_within(const prs__refine_refiner *rf, int type, long limit)
 {
-    if (rf->fit) {
-        long j = limit - rf->fit_q0[type];
-        if (j < 0 || rf->fit_n[type] == 0) return -1;
-        if (j >= rf->fit_n[type]) j = rf->fit_n[type] - 1;
-        return rf->fit[rf->fit_off[type] + j];
-    }
     int lo = rf->start[type], hi = rf->start[type + 1] - 1, found = -1;
     while (lo <= hi) {
         int mid = lo + (hi - lo) / 2;
@@ -309,7 +305,7 @@ static inline int cheapest_within(const prs__refine_refiner *rf, int type, long 
 static inline int choose(prs__refine_refiner *rf, int op, long limit)
 {
     int k;
-    if (rf->fit) { /* cheapest_within's table, through the op's own entry */
+    if (rf->fit) { /* the limit table, through the op's own entry */
         const struct op_fit *f = &rf->op_fit[op];
         long j = limit - f->q0;
         if (j < 0 || f->n == 0) return -1;

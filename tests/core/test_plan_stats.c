@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "perseus/planner.h"
+#include "paper.h"
 #include "perseus/synth.h"
 #include "skips.h"
 
@@ -137,12 +138,8 @@ static void test_hull_clean(void **state)
 static void test_hull_paper(void **state)
 {
     (void)state;
-    const char *shared = getenv("PRS_SHARED_DIR");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/data/sosp24/stage_profile/gpt3-175b+a100_sxm_bf16.csv",
-             shared && *shared ? shared : "../shared");
-    prs_profile *p = NULL;
-    if (prs_profile_load(path, &p, NULL)) prs_skip_case("SOSP'24 profiles not found");
+    prs_profile *p = prs_paper_profile("gpt3-175b");
+    if (!p) prs_skip_case("SOSP'24 profiles not found");
     prs_plan_opts o;
     opts_for(&o, PRS_COST_HULL);
     o.pipe.stages = 8;

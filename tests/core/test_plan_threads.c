@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "perseus/planner.h"
+#include "paper.h"
 #include "perseus/synth.h"
 #include "skips.h"
 
@@ -137,12 +138,8 @@ static void canceled(const prs_profile *p, prs_plan_opts *o, long at)
 static void test_paper(void **state)
 {
     (void)state;
-    const char *shared = getenv("PRS_SHARED_DIR");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/data/sosp24/stage_profile/gpt3-175b+a100_sxm_bf16.csv",
-             shared && *shared ? shared : "../shared");
-    prs_profile *p = NULL;
-    if (prs_profile_load(path, &p, NULL)) prs_skip_case("SOSP'24 profiles not found");
+    prs_profile *p = prs_paper_profile("gpt3-175b");
+    if (!p) prs_skip_case("SOSP'24 profiles not found");
     prs_plan_opts o;
     opts_for(&o, PRS_COST_HULL, PRS_FRONTIER_CLEAN, PRS_SCHEDULE_1F1B);
     o.pipe.stages = 8;
