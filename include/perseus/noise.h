@@ -50,6 +50,22 @@ PRS_API int prs_noise_model_check(const prs_noise_model *m, prs_error *err);
 PRS_API int prs_noise_apply(const prs_profile *truth, const prs_noise_model *m, uint64_t seed,
                             prs_profile **out, prs_error *err);
 
+/* ---- The shape oracle: a bound on what measuring can tell ---- */
+
+/* What a planner would plan on if it knew every computation type's true curve over the clocks
+ * and which types are the same, and measured only each curve's scale (docs/noise.md): the truth
+ * with, per group of types whose true rows are identical (one instruction, the same clocks,
+ * times and energies), one time factor 1 + time_jitter * z / sqrt(repeats * rows of the group)
+ * and one energy factor likewise (z standard normal per group: the precision of every
+ * measurement of the group averaged); then every row but a type's fastest (least true time; on
+ * a tie the higher clock) takes margin (a fraction) more time, a margin for slack. Only m's
+ * jitters and repeats are used: a counter refresh or a clock bias is refused (PRS_EINVAL), and
+ * so is a margin outside [0, PRS_NOISE_ORACLE_MAX_MARGIN]. Rows keep their order; *out is new
+ * (prs_profile_free). */
+#define PRS_NOISE_ORACLE_MAX_MARGIN 0.1
+PRS_API int prs_noise_oracle_apply(const prs_profile *truth, const prs_noise_model *m,
+                                   double margin, uint64_t seed, prs_profile **out, prs_error *err);
+
 /* ---- Reconciliation: what the robust planner plans on ---- */
 
 /* First, the types of one instruction measured over the same clocks are pooled where they share
@@ -166,6 +182,10 @@ typedef struct prs_noise_study_opts {
      * its measured time rather than by that time cut down to whole planning units, as a GPU
      * runs it (docs/noise.md, 'Judging at a finer unit'). */
     double truth_unit_s;
+    /* Non-zero: every seed is drawn by the shape oracle (prs_noise_oracle_apply, with
+     * oracle_margin) instead of measured with model's noise. */
+    int oracle;
+    double oracle_margin;
 } prs_noise_study_opts;
 
 /* Plan truth once (baseline planner) and on seeds noisy copies with both planners; fill

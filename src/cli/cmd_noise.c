@@ -23,7 +23,8 @@ static const char noise_usage[] =
     "                     [--cost-model exp|hull] [--energy-jitter FRAC] [--refresh SEC]\n"
     "                     [--bias FRAC] [--straggler S] [--seed N] [--schedule NAME\n"
     "                     [--virtual-stages V]] [--margin SD] [--budget FRAC]\n"
-    "                     [--truth-unit SEC] [--svg FILE] [--json] [--jobs N] [--quiet]\n"
+    "                     [--truth-unit SEC] [--oracle [--oracle-margin FRAC]]\n"
+    "                     [--svg FILE] [--json] [--jobs N] [--quiet]\n"
     "\n"
     "Treat the profile as the truth, measure it N times with noise, plan on every noisy\n"
     "copy with today's planner (baseline) and the robust one, and judge each plan on the\n"
@@ -52,6 +53,13 @@ static const char noise_usage[] =
     "  --truth-unit SEC       judge the plans on the truth at this time unit, at most\n"
     "                         --unit-time (default: --unit-time); e.g. 1e-6 judges\n"
     "                         measured times, not times cut to whole planning units\n"
+    "  --oracle               instead of measuring with noise, plan on the shape oracle:\n"
+    "                         the truth with one error of scale per group of identical\n"
+    "                         types, as small as all their measurements allow (what a\n"
+    "                         planner that knew every curve's shape would plan on)\n"
+    "  --oracle-margin FRAC   the oracle's slack margin: every clock but a type's\n"
+    "                         fastest takes this fraction more time (default 0, at most\n"
+    "                         0.1)\n"
     "  --svg FILE             also draw overshoot and regret versus jitter\n"
     "  --json                 one JSON object instead of the table\n"
     "  --jobs N               threads for the seeds (default: the online CPUs, at most\n"
@@ -62,8 +70,8 @@ static const char noise_usage[] =
 typedef struct noise_args {
     const char *profile_path, *svg_path;
     double jitters[MAX_LEVELS];
-    int njitters, repeats, seeds, json, quiet, models_given, jobs;
-    double energy_ratio, refresh_s, bias, straggler, truth_unit_s;
+    int njitters, repeats, seeds, json, quiet, models_given, jobs, oracle, oracle_margin_given;
+    double energy_ratio, refresh_s, bias, straggler, truth_unit_s, oracle_margin;
     long seed;
     prs_robust_opts robust;
     prs_cli_pipeline pl;
@@ -141,6 +149,12 @@ static int parse_option(int c, const char *name, const char *v, noise_args *a)
         return parse_fraction("--budget", v, 0.1, &a->robust.budget_max);
     case 'Y':
         return prs_cli_number("noise", "--truth-unit", v, 0, 1, &a->truth_unit_s) ? 2 : 0;
+    case 'O':
+        a->oracle = 1;
+        return 0;
+    case 'K':
+        a->oracle_margin_given = 1;
+        return parse_fraction("--oracle-margin", v, PRS_NOISE_ORACLE_MAX_MARGIN, &a->oracle_margin);
     case 'G':
         a->svg_path = v;
         return 0;
@@ -175,6 +189,11 @@ static int check_args(const noise_args *a)
     if (a->seeds > 100000) return usage_error("--seeds: at most 100000", NULL);
     if (a->truth_unit_s > a->pl.plan.pipe.unit_time_s)
         return usage_error("--truth-unit: at most --unit-time", NULL);
+    if (a->oracle_margin_given && !a->oracle)
+        return usage_error("--oracle-margin: needs", "--oracle");
+    if (a->oracle && (a->refresh_s > 0 || a->bias > 0))
+        return usage_error("--oracle: models jitter only, not",
+                           a->refresh_s > 0 ? "--refresh" : "--bias");
     return 0;
 }
 
@@ -194,6 +213,8 @@ static int parse_args(int argc, char **argv, noise_args *a, int *done)
                                          {"margin", required_argument, 0, 'M'},
                                          {"budget", required_argument, 0, 'U'},
                                          {"truth-unit", required_argument, 0, 'Y'},
+                                         {"oracle", no_argument, 0, 'O'},
+                                         {"oracle-margin", required_argument, 0, 'K'},
                                          {"svg", required_argument, 0, 'G'},
                                          {"json", no_argument, 0, 'j'},
                                          {"jobs", required_argument, 0, 'T'},
@@ -259,6 +280,8 @@ static int run_level(const noise_args *a, const prs_profile *truth, noise_level 
     o.seed_base = (uint64_t)a->seed;
     o.straggler = a->straggler;
     o.truth_unit_s = a->truth_unit_s;
+    o.oracle = a->oracle;
+    o.oracle_margin = a->oracle_margin;
     o.robust = a->robust;
     o.threads = study_threads(a);
     o.progress = on_seed;
@@ -383,6 +406,8 @@ static int print_json(const noise_args *a, const noise_level *lv, int nlv)
     prs_cli_json_set_real(o, "straggler", a->straggler);
     prs_cli_json_set_real(o, "robust_margin_sd", a->robust.margin_sd);
     prs_cli_json_set_real(o, "robust_budget_max", a->robust.budget_max);
+    json_object_set_new(o, "oracle", json_boolean(a->oracle));
+    prs_cli_json_set_real(o, "oracle_margin", a->oracle_margin);
     json_t *levels = json_array();
     for (int i = 0; i < nlv; i++)
         json_array_append_new(levels, json_level(a, &lv[i]));
@@ -401,8 +426,13 @@ static void print_table(const noise_args *a, const noise_level *lv, int nlv)
     printf("noise      %d repeats averaged, energy jitter %g x time jitter, counter refresh %g s, "
            "clock bias %g; %d seeds from %ld; straggler %g\n",
            a->repeats, a->energy_ratio, a->refresh_s, a->bias, a->seeds, a->seed, a->straggler);
-    printf("robust     margin %g standard errors, budget at most %g\n\n", a->robust.margin_sd,
+    printf("robust     margin %g standard errors, budget at most %g\n", a->robust.margin_sd,
            a->robust.budget_max);
+    if (a->oracle)
+        printf("oracle     every seed is the shape oracle (the truth's shapes, scales measured), "
+               "margin %g\n",
+               a->oracle_margin);
+    putchar('\n');
     printf("%-5s %7s %-8s  %9s %9s  %9s %9s  %9s %9s  %9s %9s  %9s %9s\n", "model", "jitter",
            "planner", "over med", "over max", "regr med", "regr max", "wast med", "wast max",
            "promised", "obtained", "strag ov", "strag rg");

@@ -1,7 +1,6 @@
 /* The measurement model (include/perseus/noise.h, docs/noise.md): a noisy copy of a true profile.
  *
- * Random numbers: splitmix64 (a 64-bit counter through a fixed mixing function) gives uniform
- * doubles in (0, 1); Box-Muller turns pairs of them into standard normals. Draws are taken in a
+ * Random numbers come from noise_rng.h (splitmix64, Box-Muller). Draws are taken in a
  * fixed order that does not depend on the model's magnitudes (every row draws its repeats' time
  * and energy normals and counter phases even when a magnitude is 0), so one seed gives the same
  * normals at every jitter level and levels differ only in scale. */
@@ -11,46 +10,9 @@
 
 #include "perseus/noise.h"
 
-#define CLIP_SD 4.0
+#include "noise_rng.h"
+
 #define MAX_CLOCKS 4096 /* distinct clocks with their own bias */
-#define TWO_PI 6.283185307179586
-
-typedef struct rng {
-    uint64_t state;
-    int have_spare;
-    double spare;
-} rng;
-
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* Uniform in (0, 1): 53 random bits, never 0. */
-static double uniform(rng *r)
-{
-    return ((double)(splitmix64(&r->state) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
-
-/* Standard normal (Box-Muller, both values used), clipped to +-CLIP_SD. */
-static double normal(rng *r)
-{
-    double z;
-    if (r->have_spare) {
-        r->have_spare = 0;
-        z = r->spare;
-    } else {
-        double u = uniform(r), v = uniform(r);
-        double rad = sqrt(-2.0 * log(u));
-        r->spare = rad * sin(TWO_PI * v);
-        r->have_spare = 1;
-        z = rad * cos(TWO_PI * v);
-    }
-    return z > CLIP_SD ? CLIP_SD : z < -CLIP_SD ? -CLIP_SD : z;
-}
 
 static int bad_fraction(double x)
 {
@@ -93,7 +55,7 @@ static int cmp_int(const void *a, const void *b)
 
 /* Clocks sorted ascending, each with its draws: the same clock gets the same factors whatever
  * the row order. */
-static int bias_build(const prs_profile_row *rows, size_t n, const prs_noise_model *m, rng *r,
+static int bias_build(const prs_profile_row *rows, size_t n, const prs_noise_model *m, prs__rng *r,
                       bias_table *b, prs_error *err)
 {
     b->n = 0;
@@ -109,8 +71,8 @@ static int bias_build(const prs_profile_row *rows, size_t n, const prs_noise_mod
     }
     qsort(b->clocks, (size_t)b->n, sizeof b->clocks[0], cmp_int);
     for (int k = 0; k < b->n; k++) {
-        b->time[k] = 1.0 + m->clock_bias * normal(r);
-        b->energy[k] = 1.0 + m->clock_bias * normal(r);
+        b->time[k] = 1.0 + m->clock_bias * prs__rng_normal(r);
+        b->energy[k] = 1.0 + m->clock_bias * prs__rng_normal(r);
     }
     return 0;
 }
@@ -134,11 +96,11 @@ static double counter_read(double t, double e, double q, double phase_u)
 }
 
 static void measure_row(const prs_profile_row *in, const prs_noise_model *m, double tb, double eb,
-                        rng *r, prs_profile_row *out)
+                        prs__rng *r, prs_profile_row *out)
 {
     double tsum = 0, esum = 0;
     for (int k = 0; k < m->repeats; k++) {
-        double zt = normal(r), ze = normal(r), ph = uniform(r);
+        double zt = prs__rng_normal(r), ze = prs__rng_normal(r), ph = prs__rng_uniform(r);
         double t = in->time_s * tb * (1.0 + m->time_jitter * zt);
         double e = in->energy_j * eb * (1.0 + m->energy_jitter * ze);
         tsum += t;
@@ -165,7 +127,7 @@ int prs_noise_apply(const prs_profile *truth, const prs_noise_model *m, uint64_t
         prs_profile_free(p);
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
     }
-    rng r = {seed, 0, 0};
+    prs__rng r = prs__rng_seeded(seed);
     size_t n = prs_profile_nrows(truth);
     const prs_profile_row *rows = prs_profile_rows(truth);
     rc = bias_build(rows, n, m, &r, b, err);

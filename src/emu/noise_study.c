@@ -219,6 +219,13 @@ static int check_opts(const prs_noise_study_opts *o, prs_error *err)
                              "noise study: the truth's unit must be 0 (the planning unit) or in "
                              "(0, %g] s, got %g",
                              o->plan.pipe.unit_time_s, o->truth_unit_s);
+    if (o->oracle && (o->model.refresh_s > 0 || o->model.clock_bias > 0))
+        return prs_error_set(err, PRS_EINVAL,
+                             "noise study: the shape oracle models jitter only (no counter "
+                             "refresh, no clock bias)");
+    if (!(o->oracle_margin >= 0) || o->oracle_margin > PRS_NOISE_ORACLE_MAX_MARGIN)
+        return prs_error_set(err, PRS_EINVAL, "noise study: oracle margin must be in [0, %g]",
+                             PRS_NOISE_ORACLE_MAX_MARGIN);
     return prs_noise_model_check(&o->model, err);
 }
 
@@ -248,7 +255,10 @@ static int run_seeds(study *s, const prs_noise_study_opts *o, int first, int ste
     int rc = 0, k;
     for (k = first; k < o->seeds && !rc; k += step) {
         prs_profile *noisy = NULL;
-        rc = prs_noise_apply(s->truth, &o->model, o->seed_base + (uint64_t)k, &noisy, err);
+        uint64_t seed = o->seed_base + (uint64_t)k;
+        rc = o->oracle
+                 ? prs_noise_oracle_apply(s->truth, &o->model, o->oracle_margin, seed, &noisy, err)
+                 : prs_noise_apply(s->truth, &o->model, seed, &noisy, err);
         for (int pl = 0; pl < PRS_NOISE_NPLANNERS && !rc; pl++)
             rc = judge(s, noisy, pl, &out[(size_t)pl * (size_t)o->seeds + (size_t)k], err);
         prs_profile_free(noisy);

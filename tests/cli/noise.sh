@@ -124,4 +124,27 @@ assert q["levels"][0]["t_min_s"] != f["levels"][0]["t_min_s"], "T_min judged at 
 for r in f["levels"][0]["baseline"]["seeds"]:
     assert r["overshoot_pct"] == 0 and r["regret_pct"] == 0, r
 PY
+# --oracle: plans on the shape oracle (the truth up to one scale error per group of identical
+# types): without jitter the truth itself; with jitter closer to the truth than measuring is
+expect_error 2 "--oracle-margin: needs '--oracle'" "${tune[@]}" --oracle-margin 0.01
+expect_error 2 "--oracle: models jitter only, not '--bias'" "${tune[@]}" --oracle --bias 0.01
+expect_error 2 "--oracle-margin: expected a number in \[0, 0.1\], got '0.5'" \
+  "${tune[@]}" --oracle --oracle-margin 0.5
+orc=("$bin" noise "${job[@]}" --jitter 0,0.05 --repeats 1 --seeds 4 --cost-model exp --json --oracle)
+"${orc[@]}" >"$tmp/o.json"
+"${orc[@]}" --oracle-margin 0.02 >"$tmp/om.json"
+"${orc[@]}" >"$tmp/o2.json"
+cmp -s "$tmp/o.json" "$tmp/o2.json" || fail "two oracle runs with the same seeds differ"
+$py - "$tmp/q.json" "$tmp/o.json" "$tmp/om.json" <<'PY' || fail "--oracle"
+import json, sys
+q, o, om = (json.load(open(x)) for x in sys.argv[1:])
+assert o["oracle"] is True and q["oracle"] is False and om["oracle_margin"] == 0.02, o
+for r in o["levels"][0]["baseline"]["seeds"]:  # no jitter: the truth's plans
+    assert r["overshoot_pct"] == 0 and r["regret_pct"] == 0, r
+pr = lambda x: [r["promised_saving_pct"] for r in x["levels"][1]["baseline"]["seeds"]]
+assert pr(o) != pr(q), "the oracle drew the measured profile"
+assert pr(o) != pr(om), "--oracle-margin did not reach the oracle"
+PY
+"$bin" noise "${job[@]}" --jitter 0.05 --repeats 1 --seeds 2 --cost-model exp --oracle \
+  --oracle-margin 0.01 | grep -q "^oracle .*margin 0.01" || fail "table lacks the oracle line"
 echo "noise: ok"
