@@ -119,19 +119,22 @@ int prs_noise_oracle_apply(const prs_profile *truth, const prs_noise_model *m, d
     orow *s = malloc(sizeof *s * (n ? n : 1));
     otype *t = malloc(sizeof *t * (n ? n : 1));
     prs_profile *p = prs_profile_new();
-    if (!s || !t || !p) rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
-    if (!rc) {
-        for (size_t i = 0; i < n; i++)
-            s[i] = (orow){rows[i].stage, (int)rows[i].instr, rows[i].freq_mhz, i};
-        qsort(s, n, sizeof *s, cmp_orow);
-        size_t nt = find_types(rows, s, n, t);
-        prs__rng r = prs__rng_seeded(seed);
-        for (size_t k = 0; k < nt; k++) {
-            t[k].zt = prs__rng_normal(&r);
-            t[k].ze = prs__rng_normal(&r);
-        }
-        rc = scale_rows(rows, s, n, t, nt, m, margin, p, err);
+    if (!s || !t || !p) {
+        free(s);
+        free(t);
+        prs_profile_free(p);
+        return prs_error_set(err, PRS_ENOMEM, "out of memory");
     }
+    for (size_t i = 0; i < n; i++)
+        s[i] = (orow){rows[i].stage, (int)rows[i].instr, rows[i].freq_mhz, i};
+    qsort(s, n, sizeof *s, cmp_orow);
+    size_t nt = find_types(rows, s, n, t);
+    prs__rng r = prs__rng_seeded(seed);
+    for (size_t k = 0; k < nt; k++) {
+        t[k].zt = prs__rng_normal(&r);
+        t[k].ze = prs__rng_normal(&r);
+    }
+    rc = scale_rows(rows, s, n, t, nt, m, margin, p, err);
     free(s);
     free(t);
     if (rc) {
