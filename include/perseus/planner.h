@@ -140,9 +140,13 @@ typedef struct prs_plan_stats {
                           * planner threads also the first point of each job of points) */
     long reclaims;       /* hull: reclaimings by rate run */
     long reclaim_moves;  /* the moves they made */
-    long tracks; /* hull, clean frontier: relaxed plans also rounded along their schedule (each
-                  * result that the plan of its iteration does not beat is one more plan for
-                  * the cleaning, beside the raw points) */
+    long tracks;   /* hull, clean frontier: relaxed plans also rounded along their schedule (each
+                    * result that the plan of its iteration does not beat is one more plan for
+                    * the cleaning, beside the raw points) */
+    double pick_s; /* time spent picking the points' plans (the evaluation and, in hull mode,
+                    * the slack reclaiming, the reclaiming by rate and the roundings), summed
+                    * over the threads, by the monotonic clock; the rest of a run is the
+                    * planner's walk, the handing over and the cleaning */
 } prs_plan_stats;
 
 /* prs_plan, also filling *stats (zeroed first; on failure, what was counted until then). */

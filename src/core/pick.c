@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "pick.h"
 
@@ -34,6 +35,7 @@ struct prs__pick_ctx {
     cand tracked[PRS__TRACK_MODES]; /* hull mode, clean frontier: per rounding mode */
     double *price;                  /* per op: the relaxation's price of time (tracks) */
     long evaluations;
+    double pick_s; /* sh.timed: time spent in prs__pick_point */
 };
 
 prs__pick_ctx *prs__pick_new(const prs__pick_shared *sh)
@@ -189,8 +191,16 @@ static double predicted_cost(const prs__pick_ctx *c, const long *dur)
     return cost;
 }
 
-void prs__pick_point(prs__pick_ctx *c, const int *idx, int fresh, const long *dur, long planned,
-                     prs__pick_out *out)
+/* The monotonic clock in seconds. */
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void pick(prs__pick_ctx *c, const int *idx, int fresh, const long *dur, long planned,
+                 prs__pick_out *out)
 {
     memset(out->extra, 0, sizeof out->extra);
     double cost = out->cost = predicted_cost(c, dur);
@@ -214,8 +224,21 @@ void prs__pick_point(prs__pick_ctx *c, const int *idx, int fresh, const long *du
     out->e = best->e;
 }
 
+void prs__pick_point(prs__pick_ctx *c, const int *idx, int fresh, const long *dur, long planned,
+                     prs__pick_out *out)
+{
+    if (!c->sh.timed) {
+        pick(c, idx, fresh, dur, planned, out);
+        return;
+    }
+    double t0 = now_s();
+    pick(c, idx, fresh, dur, planned, out);
+    c->pick_s += now_s() - t0;
+}
+
 void prs__pick_count(const prs__pick_ctx *c, prs_plan_stats *st)
 {
     st->evaluations += c->evaluations;
+    st->pick_s += c->pick_s;
     if (c->refiner) prs__refine_count(c->refiner, st);
 }

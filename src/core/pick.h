@@ -15,6 +15,7 @@ typedef struct prs__pick_shared {
                                      * slopes (prices) */
     int hull;                       /* refine (hull mode); else the rounded plan is emitted */
     int tracks;                     /* hull, clean frontier: also round along the schedule */
+    int timed;                      /* time the picks (prs__pick_count's pick_s) */
 } prs__pick_shared;
 
 typedef struct prs__pick_ctx prs__pick_ctx;

@@ -845,7 +845,7 @@ int prs_plan_counted(const prs_profile *profile, const prs_plan_opts *o, prs_fro
         rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
         goto out;
     }
-    prs__pick_shared sh = {g, &r.ev->t, &o->pipe, r.types, hull, r.tracks != NULL};
+    prs__pick_shared sh = {g, &r.ev->t, &o->pipe, r.types, hull, r.tracks != NULL, stats != NULL};
     /* exp's pick is one evaluation, less than handing a point to another thread costs */
     int threads = !hull ? 1 : o->threads ? o->threads : prs__emit_default_threads();
     if (!(r.emit = prs__emit_new(&sh, threads, 0, deliver, &r))) {

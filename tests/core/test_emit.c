@@ -151,7 +151,7 @@ static void unmake(fixture *f)
 /* Submit every point with threads and a ring of max_bytes; the deliver callback's code. */
 static int run(const fixture *f, int threads, long max_bytes, got *g)
 {
-    prs__pick_shared sh = {&f->ev->g, &f->ev->t, &f->ev->pipe, f->types, 0, 0};
+    prs__pick_shared sh = {&f->ev->g, &f->ev->t, &f->ev->pipe, f->types, 0, 0, 0};
     prs__emit *e = prs__emit_new(&sh, threads, max_bytes, on_point, g);
     assert_non_null(e);
     int rc = 0, nops = f->ev->g.nops;
@@ -210,7 +210,7 @@ static void failure_sticks(const fixture *f, int threads, got *g)
     g->nops = f->ev->g.nops;
     g->freq = f->ev->t.freq;
     g->clocks = malloc(sizeof(int) * (size_t)g->nops);
-    prs__pick_shared sh = {&f->ev->g, &f->ev->t, &f->ev->pipe, f->types, 0, 0};
+    prs__pick_shared sh = {&f->ev->g, &f->ev->t, &f->ev->pipe, f->types, 0, 0, 0};
     prs__emit *e = prs__emit_new(&sh, threads, 0, on_point, g);
     assert_true(e && g->clocks);
     int rc = 0;
