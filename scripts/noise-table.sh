@@ -20,32 +20,34 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 [[ -x $bin ]] || { echo "no $bin: build first" >&2; exit 1; }
 [[ -d $data ]] || { echo "no $data: the SOSP'24 profiles are needed" >&2; exit 1; }
+# One study at 5 % jitter and R = 3: five PROFILE_CSV M [OPTION...] (the JSON on stdout).
+five() {
+  local csv=$1 m=$2
+  shift 2
+  "$bin" noise --profile "$csv" --stages 8 --microbatches "$m" --unit-time 0.001 \
+    --blocking-power 83.64 --jitter 0.05 --repeats 3 --seeds "$seeds" --quiet --json "$@"
+}
+prof() { echo "$data/$1+a100_sxm_bf16.csv"; }
 for model in gpt3-175b bloom; do
   for r in 1 3; do
-    "$bin" noise --profile "$data/$model+a100_sxm_bf16.csv" --stages 8 --microbatches 12 \
+    "$bin" noise --profile "$(prof $model)" --stages 8 --microbatches 12 \
       --unit-time 0.001 --blocking-power 83.64 --jitter 0.001,0.005,0.01,0.02,0.05,0.1 \
       --repeats "$r" --seeds "$seeds" --quiet --json >"$tmp/$model-r$r.json"
   done
-  "$bin" noise --profile "$data/$model+a100_sxm_bf16.csv" --stages 8 --microbatches 24 \
-    --unit-time 0.001 --blocking-power 83.64 --jitter 0.05 --repeats 3 \
-    --seeds "$seeds" --quiet --json >"$tmp/$model-m24.json"
+  five "$(prof $model)" 24 >"$tmp/$model-m24.json"
 done
 # The ordering oracle: Bloom without its 1410 MHz rows. The true fastest plan runs no computation
 # at 1410 MHz (1395 MHz is faster there), so T_min is unchanged; a planner measuring this profile
 # is told that 1395 MHz is the fastest clock without having to measure it.
-awk -F, 'NR == 1 || $3 != 1410' "$data/bloom+a100_sxm_bf16.csv" >"$tmp/bloom-oracle.csv"
+awk -F, 'NR == 1 || $3 != 1410' "$(prof bloom)" >"$tmp/bloom-oracle.csv"
 for m in 12 24; do
-  "$bin" noise --profile "$tmp/bloom-oracle.csv" --stages 8 --microbatches "$m" \
-    --unit-time 0.001 --blocking-power 83.64 --jitter 0.05 --repeats 3 \
-    --seeds "$seeds" --quiet --json >"$tmp/oracle-m$m.json"
+  five "$tmp/bloom-oracle.csv" "$m" >"$tmp/oracle-m$m.json"
 done
 # The same 5 % / R = 3 studies with the plans judged on the truth to the microsecond instead of
 # the planning unit (--truth-unit 1e-6; docs/noise.md, 'Judging at a finer unit').
 for model in gpt3-175b bloom; do
   for m in 12 24; do
-    "$bin" noise --profile "$data/$model+a100_sxm_bf16.csv" --stages 8 --microbatches "$m" \
-      --unit-time 0.001 --blocking-power 83.64 --jitter 0.05 --repeats 3 --seeds "$seeds" \
-      --truth-unit 1e-6 --quiet --json >"$tmp/$model-m$m-us.json"
+    five "$(prof $model)" "$m" --truth-unit 1e-6 >"$tmp/$model-m$m-us.json"
   done
 done
 # The robust planner's trade-off between a promised time that holds and energy: its slack margin
@@ -53,35 +55,25 @@ done
 tradeoffs="0:0 0:0.003 0.5:0 0.5:0.003 1:0 1:0.003 1.5:0.003"
 for t in $tradeoffs; do
   for m in 12 24; do
-    "$bin" noise --profile "$data/gpt3-175b+a100_sxm_bf16.csv" --stages 8 --microbatches "$m" \
-      --unit-time 0.001 --blocking-power 83.64 --jitter 0.05 --repeats 3 --seeds "$seeds" \
-      --margin "${t%:*}" --budget "${t#*:}" --quiet --json >"$tmp/trade-$t-m$m.json"
+    five "$(prof gpt3-175b)" "$m" --margin "${t%:*}" --budget "${t#*:}" >"$tmp/trade-$t-m$m.json"
   done
 done
 # The same trade-off judged to the microsecond, on both profiles at M = 12 and 24: is there a
 # setting that meets the target (worst overshoot at most 0.5 %, median regret below 0.5 %)?
 grid="0.5:0.001 0.5:0.002 0.5:0.003 1:0.001 1:0.002 1:0.003 1.5:0.001 1.5:0.002 1.5:0.003"
-for t in $grid; do
-  for model in gpt3-175b bloom; do
-    for m in 12 24; do
-      "$bin" noise --profile "$data/$model+a100_sxm_bf16.csv" --stages 8 --microbatches "$m" \
-        --unit-time 0.001 --blocking-power 83.64 --jitter 0.05 --repeats 3 --seeds "$seeds" \
-        --margin "${t%:*}" --budget "${t#*:}" --truth-unit 1e-6 --quiet --json \
-        >"$tmp/grid-$t-$model-m$m.json"
-    done
-  done
-done
 # The shape oracle (--oracle): the truth with one scale error per group of identical types, as
 # small as all of the group's measurements allow, planned by today's planner with a slack margin
 # of 0 to 0.4 %; judged to the microsecond and at the planning unit. What a planner that knew
 # every curve's shape would reach with these measurements.
 oracle="1e-6:0 1e-6:0.001 1e-6:0.002 1e-6:0.003 1e-6:0.004 0.001:0 0.001:0.002"
-for t in $oracle; do
-  for model in gpt3-175b bloom; do
-    for m in 12 24; do
-      "$bin" noise --profile "$data/$model+a100_sxm_bf16.csv" --stages 8 --microbatches "$m" \
-        --unit-time 0.001 --blocking-power 83.64 --jitter 0.05 --repeats 3 --seeds "$seeds" \
-        --oracle --oracle-margin "${t#*:}" --truth-unit "${t%:*}" --quiet --json \
+for model in gpt3-175b bloom; do
+  for m in 12 24; do
+    for t in $grid; do
+      five "$(prof $model)" "$m" --margin "${t%:*}" --budget "${t#*:}" --truth-unit 1e-6 \
+        >"$tmp/grid-$t-$model-m$m.json"
+    done
+    for t in $oracle; do
+      five "$(prof $model)" "$m" --oracle --oracle-margin "${t#*:}" --truth-unit "${t%:*}" \
         >"$tmp/orc-$t-$model-m$m.json"
     done
   done
