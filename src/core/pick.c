@@ -191,12 +191,10 @@ static double predicted_cost(const prs__pick_ctx *c, const long *dur)
     return cost;
 }
 
-/* The monotonic clock in seconds. */
-static double now_s(void)
+/* Seconds from a to b. */
+static double seconds(const struct timespec *a, const struct timespec *b)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return (double)(b->tv_sec - a->tv_sec) + 1e-9 * (double)(b->tv_nsec - a->tv_nsec);
 }
 
 static void pick(prs__pick_ctx *c, const int *idx, int fresh, const long *dur, long planned,
@@ -231,9 +229,11 @@ void prs__pick_point(prs__pick_ctx *c, const int *idx, int fresh, const long *du
         pick(c, idx, fresh, dur, planned, out);
         return;
     }
-    double t0 = now_s();
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     pick(c, idx, fresh, dur, planned, out);
-    c->pick_s += now_s() - t0;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    c->pick_s += seconds(&t0, &t1);
 }
 
 void prs__pick_count(const prs__pick_ctx *c, prs_plan_stats *st)

@@ -223,7 +223,7 @@ static int check_opts(const prs_noise_study_opts *o, prs_error *err)
         return prs_error_set(err, PRS_EINVAL,
                              "noise study: the shape oracle models jitter only (no counter "
                              "refresh, no clock bias)");
-    if (!(o->oracle_margin >= 0) || o->oracle_margin > PRS_NOISE_ORACLE_MAX_MARGIN)
+    if (o->oracle && (!(o->oracle_margin >= 0) || o->oracle_margin > PRS_NOISE_ORACLE_MAX_MARGIN))
         return prs_error_set(err, PRS_EINVAL, "noise study: oracle margin must be in [0, %g]",
                              PRS_NOISE_ORACLE_MAX_MARGIN);
     return prs_noise_model_check(&o->model, err);

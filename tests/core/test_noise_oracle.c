@@ -40,7 +40,7 @@ static prs_profile *truth(void)
 static prs_profile *oracle(const prs_profile *t, double jitter, int repeats, double margin,
                            uint64_t seed)
 {
-    prs_noise_model m = {jitter, jitter, repeats, 0, 0};
+    prs_noise_model m = {jitter, 0.4 * jitter, repeats, 0, 0};
     prs_profile *out = NULL;
     prs_error err = {0, ""};
     assert_int_equal(prs_noise_oracle_apply(t, &m, margin, seed, &out, &err), 0);
@@ -81,6 +81,7 @@ static void test_groups_share_a_factor(void **state)
         assert_true(ft[2][in] != ft[0][in]);
     }
     assert_true(ft[0][0] != ft[0][1]); /* forward and backward are never one group */
+    assert_true(fe[0][1] != ft[0][1]); /* energy draws a factor of its own */
     prs_profile_free(o);
     o = oracle(t, 0, 3, 0, 11); /* no jitter, no margin: the truth */
     factors(t, o, 0, ft, fe);
@@ -91,25 +92,27 @@ static void test_groups_share_a_factor(void **state)
     prs_profile_free(t);
 }
 
-/* Over seeds, a factor's spread is jitter / sqrt(repeats * rows of its group): 2 * CLOCKS rows
- * for stages 0-1, CLOCKS for stage 2. */
+/* Over seeds, a factor's spread is its jitter / sqrt(repeats * rows of its group): 2 * CLOCKS
+ * rows for stages 0-1, CLOCKS for stage 2; energy's jitter is 0.4 times time's here. */
 static void test_spread(void **state)
 {
     (void)state;
     prs_profile *t = truth();
     const int seeds = 2000;
-    double s01 = 0, s2 = 0;
+    double s01 = 0, s2 = 0, e01 = 0;
     for (int k = 0; k < seeds; k++) {
         prs_profile *o = oracle(t, 0.05, 3, 0, (uint64_t)k);
         double ft[3][2], fe[3][2];
         factors(t, o, 0, ft, fe);
         s01 += (ft[0][1] - 1) * (ft[0][1] - 1);
         s2 += (ft[2][1] - 1) * (ft[2][1] - 1);
+        e01 += (fe[0][1] - 1) * (fe[0][1] - 1);
         prs_profile_free(o);
     }
     double want01 = 0.05 / sqrt(3.0 * 2 * CLOCKS), want2 = 0.05 / sqrt(3.0 * CLOCKS);
     assert_true(fabs(sqrt(s01 / seeds) / want01 - 1) < 0.06);
     assert_true(fabs(sqrt(s2 / seeds) / want2 - 1) < 0.06);
+    assert_true(fabs(sqrt(e01 / seeds) / (0.4 * want01) - 1) < 0.06); /* energy jitter 0.02 */
     prs_profile_free(t);
 }
 

@@ -335,7 +335,7 @@ static void test_shape_error(void **state)
             "%s: the fastest stage against the slowest one's top, 5 %%, R = 3: error rms %.3f %% "
             "reconciled, %.3f %% shape oracle\n",
             models[m], rec, orc);
-        assert_true(orc > 0.35 && orc < 0.65);
+        assert_true(orc > 0.40 && orc < 0.56); /* without the groups: 0.65 % */
         assert_true(rec > 1.2 * orc && rec < 1.5);
         prs_profile_free(p);
     }

@@ -150,10 +150,37 @@ static void test_truth_unit(void **state)
     prs_profile_free(p);
 }
 
+/* The shape oracle: every seed drawn by it, closer to the truth than measuring; its settings
+ * checked only when it is on. */
+static void test_oracle(void **state)
+{
+    (void)state;
+    prs_profile *p = profile();
+    calls c = {0, 0, 0, 1, 0};
+    prs_noise_study_opts o;
+    study_opts(&o, 2, &c);
+    o.oracle_margin = 5; /* ignored without the oracle */
+    prs_noise_summary measured[PRS_NOISE_NPLANNERS], oracle[PRS_NOISE_NPLANNERS];
+    prs_error err = {0, ""};
+    assert_int_equal(prs_noise_study(p, &o, NULL, NULL, measured, &err), 0);
+    o.oracle = 1;
+    assert_int_equal(prs_noise_study(p, &o, NULL, NULL, NULL, &err), PRS_EINVAL);
+    assert_non_null(strstr(err.msg, "oracle margin"));
+    o.oracle_margin = 0;
+    assert_int_equal(prs_noise_study(p, &o, NULL, NULL, oracle, &err), 0);
+    const prs_noise_summary *m = &measured[PRS_NOISE_BASELINE], *q = &oracle[PRS_NOISE_BASELINE];
+    assert_true(q->overshoot_max_pct < m->overshoot_max_pct);
+    o.model.clock_bias = 0.01;
+    assert_int_equal(prs_noise_study(p, &o, NULL, NULL, NULL, &err), PRS_EINVAL);
+    assert_non_null(strstr(err.msg, "jitter only"));
+    prs_profile_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_threads_same_figures), cmocka_unit_test(test_cancel),
-        cmocka_unit_test(test_bad_threads), cmocka_unit_test(test_truth_unit)};
+        cmocka_unit_test(test_bad_threads), cmocka_unit_test(test_truth_unit),
+        cmocka_unit_test(test_oracle)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
