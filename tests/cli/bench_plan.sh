@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end test of bench/bench_plan on a small synthetic pipeline (no shared data needed): the
 # text table with --stats gives one counter line per case and the hull/exp ratio line; --csv
-# --stats adds 14 counter columns whose figures agree with the table's points; the frontier does
+# --stats adds 15 counter columns whose figures agree with the table's points; the frontier does
 # not depend on --threads; bad arguments are refused with exit status 2 and one line on stderr.
 set -euo pipefail
 
@@ -19,7 +19,7 @@ for m in 4 6; do
     for model in exp hull; do
         line=$(grep -E "^# synth-a100 M=$m $model: [0-9]+ steps \([0-9]+ repeated\) for [0-9]+ raw points; [0-9]+ cuts solved" "$tmp/text") ||
             fail "no counter line for M=$m $model: $(cat "$tmp/text")"
-        [[ $line == *"reclaimings by rate"* ]] || fail "counter line cut short: $line"
+        [[ $line == *"reclaimings by rate"*"ms picking plans" ]] || fail "counter line cut short: $line"
     done
     grep -qE "^# synth-a100 M=$m: hull/exp median time ratio [0-9.]+ \(CPU time [0-9.]+\)$" "$tmp/text" ||
         fail "no ratio line for M=$m"
@@ -31,12 +31,13 @@ grep -q 'steps (' "$tmp/plain" && fail "counter lines without --stats"
 
 "$bench" "${args[@]}" --stats --csv >"$tmp/csv"
 header=$(head -1 "$tmp/csv")
-[[ $header == *",rss_verdict,steps,repeated_steps,raw_points,cuts,cuts_kept,same_ops,level_searches,level_nodes,cut_searches,cut_nodes,evaluations,reclaims,reclaim_moves,tracks" ]] ||
+[[ $header == *",rss_verdict,steps,repeated_steps,raw_points,cuts,cuts_kept,same_ops,level_searches,level_nodes,cut_searches,cut_nodes,evaluations,reclaims,reclaim_moves,tracks,pick_s" ]] ||
     fail "CSV header: $header"
 [[ $(wc -l <"$tmp/csv") -eq 5 ]] || fail "want a header and 4 rows: $(cat "$tmp/csv")"
-# every row has 28 fields; exp's raw frontier is its frontier, one point per step, and exp
-# rounds nothing along a relaxed schedule
-awk -F, 'NR > 1 && NF != 28 { print "row " NR " has " NF " fields"; bad = 1 }
+# every row has 29 fields; exp's raw frontier is its frontier, one point per step, and exp
+# rounds nothing along a relaxed schedule; the picks take some time
+awk -F, 'NR > 1 && NF != 29 { print "row " NR " has " NF " fields"; bad = 1 }
+         NR > 1 && !($29 > 0) { print "no pick time in row " NR; bad = 1 }
          NR > 1 && $3 == "exp" && ($4 != $17 || $15 != $17 || $28 != 0) { print "exp row " NR; bad = 1 }
          NR > 1 && $3 == "hull" && ($15 > $17 || $25 > $17 || $26 > $25 || $28 > $17) { print "hull row " NR; bad = 1 }
          NR > 1 && !($9 > 0) { print "no CPU time in row " NR; bad = 1 }
