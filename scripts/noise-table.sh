@@ -188,18 +188,27 @@ print("median regret below 0.5 %). The last column counts the cases that meet it
 print()
 cases = [(model, name, m) for model, name in (("gpt3-175b", "GPT-3"), ("bloom", "Bloom")) for m in (12, 24)]
 head = [f"{name} {m} {cm}" for _, name, m in cases for cm in ("exp", "hull")]
-print("| margin | budget | " + " | ".join(head) + " | met |")
-print("|---|---|" + "---|" * len(head) + "---|")
-for t in grid:
+
+
+def target_cells(prefix, planner, unit):
+    """Per case of prefix-MODEL-mM.json (judged at unit): worst overshoot / median regret of the
+    planner's fastest plan, ✓ where the target holds; the cells, how many hold, the last study."""
     cells, met = [], 0
     for model, _, m in cases:
-        d = load(f"grid-{t}-{model}-m{m}.json")
-        assert d["truth_unit_s"] == 1e-6, d["truth_unit_s"]
+        d = load(f"{prefix}-{model}-m{m}.json")
+        assert d["truth_unit_s"] == unit, (d["truth_unit_s"], unit)
         for cm in ("exp", "hull"):
-            o = level(d, cm)["robust"]
+            o = level(d, cm)[planner]
             ok = o["overshoot_max_pct"] <= 0.5 and o["regret_median_pct"] < 0.5
             met += ok
             cells.append(f"{o['overshoot_max_pct']:.2f} / {o['regret_median_pct']:.2f}" + (" ✓" if ok else ""))
+    return cells, met, d
+
+
+print("| margin | budget | " + " | ".join(head) + " | met |")
+print("|---|---|" + "---|" * len(head) + "---|")
+for t in grid:
+    cells, met, d = target_cells(f"grid-{t}", "robust", 1e-6)
     print(f"| {d['robust_margin_sd']:g} | {d['robust_budget_max']:g} | " + " | ".join(cells) + f" | {met} |")
 print()
 print("The shape oracle (`--oracle`, docs/noise.md 'What measuring can tell'): today's planner on")
@@ -210,15 +219,8 @@ print()
 print("| judged at | oracle margin | " + " | ".join(head) + " | met |")
 print("|---|---|" + "---|" * len(head) + "---|")
 for t in oracle:
-    cells, met = [], 0
-    for model, _, m in cases:
-        d = load(f"orc-{t}-{model}-m{m}.json")
-        assert d["oracle"] is True and d["truth_unit_s"] == float(t.split(":")[0]), d
-        for cm in ("exp", "hull"):
-            o = level(d, cm)["baseline"]
-            ok = o["overshoot_max_pct"] <= 0.5 and o["regret_median_pct"] < 0.5
-            met += ok
-            cells.append(f"{o['overshoot_max_pct']:.2f} / {o['regret_median_pct']:.2f}" + (" ✓" if ok else ""))
+    cells, met, d = target_cells(f"orc-{t}", "baseline", float(t.split(":")[0]))
+    assert d["oracle"] is True, d
     unit = "1 µs" if d["truth_unit_s"] < 1e-3 else "1 ms"
     print(f"| {unit} | {100 * d['oracle_margin']:g} % | " + " | ".join(cells) + f" | {met} |")
 PY
