@@ -60,11 +60,13 @@ PRS_API int prs_noise_apply(const prs_profile *truth, const prs_noise_model *m, 
  * measurement of the group averaged); then every row but a type's fastest (least true time; on
  * a tie the higher clock) takes margin (a fraction) more time, a margin for slack. Only m's
  * jitters and repeats are used: a counter refresh or a clock bias is refused (PRS_EINVAL), and
- * so is a margin outside [0, PRS_NOISE_ORACLE_MAX_MARGIN]. Rows keep their order; *out is new
- * (prs_profile_free). */
+ * so is a margin outside [0, PRS_NOISE_ORACLE_MAX_MARGIN] (prs_noise_oracle_check). Rows keep
+ * their order; *out is new (prs_profile_free). */
 #define PRS_NOISE_ORACLE_MAX_MARGIN 0.1
 PRS_API int prs_noise_oracle_apply(const prs_profile *truth, const prs_noise_model *m,
                                    double margin, uint64_t seed, prs_profile **out, prs_error *err);
+/* PRS_EINVAL, naming what, when m and margin are not an oracle's (above); else 0. */
+PRS_API int prs_noise_oracle_check(const prs_noise_model *m, double margin, prs_error *err);
 
 /* ---- Reconciliation: what the robust planner plans on ---- */
 

@@ -380,7 +380,8 @@ static int halted(const prs__emit *e)
 int prs__emit_submit(prs__emit *e, const int *idx, int changed, const long *dur, int nch,
                      const int *ch_op, long planned, double delta)
 {
-    if (halted(e)) return halted(e);
+    int h = halted(e);
+    if (h) return h;
     if (e->nth == 0) return pick_now(e, idx, changed, dur, planned, delta);
     if (e->open_n >= e->job_points || (changed && e->open_n >= e->job_min) ||
         (e->open_n > 0 && !ch_op))
@@ -413,7 +414,8 @@ int prs__emit_submit(prs__emit *e, const int *idx, int changed, const long *dur,
 
 int prs__emit_flush(prs__emit *e)
 {
-    if (halted(e)) return halted(e);
+    int h = halted(e);
+    if (h) return h;
     if (e->open_n > 0) close_job(e);
     return drain(e, -1);
 }

@@ -9,16 +9,11 @@
  * normals per type in type order; scale every row by its group's draws and add the margin. */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "perseus/noise.h"
 
 #include "noise_rng.h"
-
-typedef struct orow {
-    int stage, instr, freq;
-    size_t row; /* index in the truth's rows */
-} orow;
+#include "type_rows.h"
 
 typedef struct otype {
     size_t first, n; /* its rows in the sorted order */
@@ -28,16 +23,9 @@ typedef struct otype {
     double zt, ze;
 } otype;
 
-static int cmp_orow(const void *a, const void *b)
-{
-    const orow *x = a, *y = b;
-    if (x->stage != y->stage) return x->stage < y->stage ? -1 : 1;
-    if (x->instr != y->instr) return x->instr < y->instr ? -1 : 1;
-    return (x->freq > y->freq) - (x->freq < y->freq);
-}
-
 /* Do types a and b have the same instruction, clocks, times and energies? */
-static int same_rows(const prs_profile_row *rows, const orow *s, const otype *a, const otype *b)
+static int same_rows(const prs_profile_row *rows, const prs__type_row *s, const otype *a,
+                     const otype *b)
 {
     if (a->n != b->n || s[a->first].instr != s[b->first].instr) return 0;
     for (size_t i = 0; i < a->n; i++) {
@@ -49,7 +37,7 @@ static int same_rows(const prs_profile_row *rows, const orow *s, const otype *a,
 }
 
 /* The types of the sorted rows s[0..n) into t (at most n); their number. */
-static size_t find_types(const prs_profile_row *rows, const orow *s, size_t n, otype *t)
+static size_t find_types(const prs_profile_row *rows, const prs__type_row *s, size_t n, otype *t)
 {
     size_t nt = 0;
     for (size_t i = 0; i < n; i++) {
@@ -68,7 +56,7 @@ static size_t find_types(const prs_profile_row *rows, const orow *s, size_t n, o
     return nt;
 }
 
-static int check(const prs_noise_model *m, double margin, prs_error *err)
+int prs_noise_oracle_check(const prs_noise_model *m, double margin, prs_error *err)
 {
     int rc = prs_noise_model_check(m, err);
     if (rc) return rc;
@@ -77,13 +65,13 @@ static int check(const prs_noise_model *m, double margin, prs_error *err)
                              "noise oracle: models jitter only (no counter refresh, no clock "
                              "bias)");
     if (!(margin >= 0) || margin > PRS_NOISE_ORACLE_MAX_MARGIN)
-        return prs_error_set(err, PRS_EINVAL, "noise oracle: margin must be in [0, %g]",
+        return prs_error_set(err, PRS_EINVAL, "noise oracle: the oracle margin must be in [0, %g]",
                              PRS_NOISE_ORACLE_MAX_MARGIN);
     return 0;
 }
 
 /* The oracle's rows, in the truth's order, into p. */
-static int scale_rows(const prs_profile_row *rows, const orow *s, size_t n, const otype *t,
+static int scale_rows(const prs_profile_row *rows, const prs__type_row *s, size_t n, const otype *t,
                       size_t nt, const prs_noise_model *m, double margin, prs_profile *p,
                       prs_error *err)
 {
@@ -112,11 +100,11 @@ int prs_noise_oracle_apply(const prs_profile *truth, const prs_noise_model *m, d
     if (!out) return prs_error_set(err, PRS_EINVAL, "noise oracle: NULL output");
     *out = NULL;
     if (!truth) return prs_error_set(err, PRS_EINVAL, "noise oracle: NULL profile");
-    int rc = check(m, margin, err);
+    int rc = prs_noise_oracle_check(m, margin, err);
     if (rc) return rc;
     size_t n = prs_profile_nrows(truth);
     const prs_profile_row *rows = prs_profile_rows(truth);
-    orow *s = malloc(sizeof *s * (n ? n : 1));
+    prs__type_row *s = malloc(sizeof *s * (n ? n : 1));
     otype *t = malloc(sizeof *t * (n ? n : 1));
     prs_profile *p = prs_profile_new();
     if (!s || !t || !p) {
@@ -125,9 +113,7 @@ int prs_noise_oracle_apply(const prs_profile *truth, const prs_noise_model *m, d
         prs_profile_free(p);
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
     }
-    for (size_t i = 0; i < n; i++)
-        s[i] = (orow){rows[i].stage, (int)rows[i].instr, rows[i].freq_mhz, i};
-    qsort(s, n, sizeof *s, cmp_orow);
+    prs__type_rows_sort(rows, n, s);
     size_t nt = find_types(rows, s, n, t);
     prs__rng r = prs__rng_seeded(seed);
     for (size_t k = 0; k < nt; k++) {

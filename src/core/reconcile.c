@@ -23,6 +23,7 @@
 #include "perseus/noise.h"
 #include "pool.h"
 #include "shapefit.h"
+#include "type_rows.h"
 
 #define MAD_TO_SD 1.4826
 #define FLAT_TOL 1e-9
@@ -71,25 +72,11 @@ static double fit_robust(const double *x, double *y, int n, int decreasing, doub
     return sd;
 }
 
-typedef struct clock_row {
-    int stage, instr, freq_mhz;
-    size_t row;
-} clock_row;
-
 typedef struct type_work {
-    clock_row *idx; /* rows of the type, by ascending clock */
+    prs__type_row *idx; /* rows of the type, by ascending clock */
     double *x, *t, *e, *gt, *ge, *work;
     double *yt, *ye; /* the type's values as they came (pooled or measured) */
 } type_work;
-
-/* By type (stage, instruction), then ascending clock. */
-static int cmp_row_clock(const void *a, const void *b)
-{
-    const clock_row *x = a, *y = b;
-    if (x->stage != y->stage) return (x->stage > y->stage) - (x->stage < y->stage);
-    if (x->instr != y->instr) return (x->instr > y->instr) - (x->instr < y->instr);
-    return (x->freq_mhz > y->freq_mhz) - (x->freq_mhz < y->freq_mhz);
-}
 
 /* The clock that keeps the fastest fitted time: the fit is non-increasing, so the highest clock,
  * unless the fit is flat over the top clocks and one of those measured faster than the highest
@@ -121,7 +108,7 @@ static double keep_beyond_noise(double y, double g, double noise)
  * pooled values (the pool has replaced a single type's outliers) or, for a type not pooled, its
  * measurements with the shape fit's outliers replaced. */
 static double reconcile_type(const prs_profile_row *rows, const double noise[2],
-                             const clock_row *ty, type_work *w, int n, double margin_sd,
+                             const prs__type_row *ty, type_work *w, int n, double margin_sd,
                              double se_pool, int e_pooled, prs_profile_row *out)
 {
     for (int i = 0; i < n; i++) {
@@ -193,7 +180,7 @@ typedef struct type_run {
     int e_pooled;   /* its energies were pooled */
 } type_run;
 
-static int same_clocks(const clock_row *a, const clock_row *b, int n)
+static int same_clocks(const prs__type_row *a, const prs__type_row *b, int n)
 {
     for (int i = 0; i < n; i++)
         if (a[i].freq_mhz != b[i].freq_mhz) return 0;
@@ -203,24 +190,25 @@ static int same_clocks(const clock_row *a, const clock_row *b, int n)
 /* Pool the types of one instruction that share the first such type's clocks (pool.c): their
  * pooled times and energies go into src, their time standard error into the runs. 0, or -1
  * when out of memory. */
-static int pool_instr(const clock_row *idx, type_run *runs, int nruns, int instr,
+static int pool_instr(const prs__type_row *idx, type_run *runs, int nruns, int instr,
                       prs_profile_row *src, double noise[2])
 {
     int ref = -1, ng = 0;
     for (int r = 0; r < nruns; r++) {
-        const clock_row *c = idx + runs[r].start;
+        const prs__type_row *c = idx + runs[r].start;
         if (c->instr != instr || runs[r].n < 3 || runs[r].n > PRS_RECONCILE_MAX_CLOCKS) continue;
         if (ref < 0) ref = r;
         ng += runs[r].n == runs[ref].n && same_clocks(c, idx + runs[ref].start, runs[r].n);
     }
     if (ng < 2) return 0;
-    int nc = runs[ref].n, *group = malloc(sizeof *group * (size_t)ng),
+    /* group: filled below, one entry per counted type (zeroed: the analyzer cannot tell) */
+    int nc = runs[ref].n, *group = calloc((size_t)ng, sizeof *group),
         *mt = malloc(sizeof *mt * (size_t)ng), *me = malloc(sizeof *me * (size_t)ng);
     size_t cells = (size_t)ng * (size_t)nc;
     double *v = malloc(sizeof *v * cells * 2), *fit = malloc(sizeof *fit * cells * 2);
     int rc = group && mt && me && v && fit ? 0 : -1;
     for (int r = 0, g = 0; !rc && r < nruns; r++) {
-        const clock_row *c = idx + runs[r].start;
+        const prs__type_row *c = idx + runs[r].start;
         if (c->instr != instr || runs[r].n != nc || !same_clocks(c, idx + runs[ref].start, nc))
             continue;
         group[g] = r;
@@ -234,7 +222,7 @@ static int pool_instr(const clock_row *idx, type_run *runs, int nruns, int instr
     if (!rc && (se < 0 || prs__pool_fit(v + cells, ng, nc, fit + cells, me, &noise[1]) < 0))
         rc = -1;
     for (int g = 0; !rc && g < ng; g++) {
-        const clock_row *c = idx + runs[group[g]].start;
+        const prs__type_row *c = idx + runs[group[g]].start;
         if (mt[g]) runs[group[g]].se_pool = se;
         runs[group[g]].e_pooled = me[g];
         for (int j = 0; j < nc; j++) {
@@ -256,11 +244,7 @@ static int pool_instr(const clock_row *idx, type_run *runs, int nruns, int instr
 static double reconcile_all(const prs_profile_row *rows, size_t n, double margin_sd, type_work *w,
                             prs_profile_row *out)
 {
-    for (size_t i = 0; i < n; i++) {
-        clock_row c = {rows[i].stage, (int)rows[i].instr, rows[i].freq_mhz, i};
-        w->idx[i] = c;
-    }
-    qsort(w->idx, n, sizeof *w->idx, cmp_row_clock);
+    prs__type_rows_sort(rows, n, w->idx);
     type_run *runs = malloc(sizeof *runs * (n ? n : 1));
     prs_profile_row *src = malloc(sizeof *src * (n ? n : 1));
     if (!runs || !src) {

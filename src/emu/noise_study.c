@@ -219,13 +219,7 @@ static int check_opts(const prs_noise_study_opts *o, prs_error *err)
                              "noise study: the truth's unit must be 0 (the planning unit) or in "
                              "(0, %g] s, got %g",
                              o->plan.pipe.unit_time_s, o->truth_unit_s);
-    if (o->oracle && (o->model.refresh_s > 0 || o->model.clock_bias > 0))
-        return prs_error_set(err, PRS_EINVAL,
-                             "noise study: the shape oracle models jitter only (no counter "
-                             "refresh, no clock bias)");
-    if (o->oracle && (!(o->oracle_margin >= 0) || o->oracle_margin > PRS_NOISE_ORACLE_MAX_MARGIN))
-        return prs_error_set(err, PRS_EINVAL, "noise study: oracle margin must be in [0, %g]",
-                             PRS_NOISE_ORACLE_MAX_MARGIN);
+    if (o->oracle) return prs_noise_oracle_check(&o->model, o->oracle_margin, err);
     return prs_noise_model_check(&o->model, err);
 }
 

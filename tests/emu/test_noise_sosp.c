@@ -289,6 +289,18 @@ static int clock_near(const prs_profile *p, int stage, int instr, double want, i
 static void shape_error(const prs_profile *truth, double *rms_rec, double *rms_oracle)
 {
     enum { SEEDS = 40 };
+    int slow[2], fast[2], fs[2], ff[2]; /* per instruction, from the truth */
+    double ts[2], tf[2];
+    for (int in = 0; in < 2; in++) {
+        double top0 = time_at(truth, 0, in, clock_near(truth, 0, in, 0, 1));
+        double top7 = time_at(truth, 7, in, clock_near(truth, 7, in, 0, 1));
+        slow[in] = top7 > top0 ? 7 : 0;
+        fast[in] = 7 - slow[in];
+        fs[in] = clock_near(truth, slow[in], in, 0, 1);
+        ts[in] = time_at(truth, slow[in], in, fs[in]);
+        ff[in] = clock_near(truth, fast[in], in, ts[in], 0);
+        tf[in] = time_at(truth, fast[in], in, ff[in]);
+    }
     prs_noise_model nm = {0.05, 0.05, 3, 0, 0};
     double ss[2] = {0, 0};
     for (uint64_t seed = 1; seed <= SEEDS; seed++) {
@@ -296,21 +308,13 @@ static void shape_error(const prs_profile *truth, double *rms_rec, double *rms_o
         assert_int_equal(prs_noise_apply(truth, &nm, seed, &noisy, NULL), 0);
         assert_int_equal(prs_profile_reconcile(noisy, 0, &rec, NULL, NULL), 0);
         assert_int_equal(prs_noise_oracle_apply(truth, &nm, 0, seed, &orc, NULL), 0);
-        for (int in = 0; in < 2; in++) {
-            double top0 = time_at(truth, 0, in, clock_near(truth, 0, in, 0, 1));
-            double top7 = time_at(truth, 7, in, clock_near(truth, 7, in, 0, 1));
-            int slow = top7 > top0 ? 7 : 0, fast = 7 - slow;
-            int fs = clock_near(truth, slow, in, 0, 1);
-            double ts = time_at(truth, slow, in, fs);
-            int ff = clock_near(truth, fast, in, ts, 0);
-            double tf = time_at(truth, fast, in, ff);
-            const prs_profile *got[2] = {rec, orc};
+        const prs_profile *got[2] = {rec, orc};
+        for (int in = 0; in < 2; in++)
             for (int k = 0; k < 2; k++) {
-                double d = log(time_at(got[k], fast, in, ff) / tf) -
-                           log(time_at(got[k], slow, in, fs) / ts);
+                double d = log(time_at(got[k], fast[in], in, ff[in]) / tf[in]) -
+                           log(time_at(got[k], slow[in], in, fs[in]) / ts[in]);
                 ss[k] += d * d;
             }
-        }
         prs_profile_free(noisy);
         prs_profile_free(rec);
         prs_profile_free(orc);
