@@ -119,7 +119,8 @@ PRS_API int prs_gpu_pci_bus_id(prs_gpu *g, char *buf, size_t n);
 /* The SM clock in effect now, read back from the device (sim: the locked clock, else f_max). */
 PRS_API int prs_gpu_sm_clock_now(prs_gpu *g, int *mhz);
 /* Lock the memory clock at its highest supported value / undo it. nvml needs root and a driver
- * with nvmlDeviceSetMemoryLockedClocks (PRS_EGPU "not supported" otherwise). sim: no-ops. */
+ * with nvmlDeviceSetMemoryLockedClocks (PRS_EGPU "not supported" otherwise); undoing it where the
+ * driver or GPU has no memory locks succeeds (there is nothing to undo). sim: no-ops. */
 PRS_API int prs_gpu_lock_memory_max(prs_gpu *g);
 PRS_API int prs_gpu_reset_memory_clock(prs_gpu *g);
 

@@ -23,6 +23,7 @@
 #include "gpu_int.h"
 
 #define NVML_SUCCESS 0
+#define NVML_ERROR_NOT_SUPPORTED 3
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 
 static const char *nvml_err(prs_gpu *g, prs__gpu_nvml_return r)
@@ -381,11 +382,15 @@ int prs__gpu_nvml_lock_memory_max(prs_gpu *g)
     return r == NVML_SUCCESS ? 0 : nvml_fail(g, "nvmlDeviceSetMemoryLockedClocks", r);
 }
 
+/* A driver or GPU without memory clock locks (the symbol missing, or NVML_ERROR_NOT_SUPPORTED:
+ * before Ampere) has none to undo: 0. */
 int prs__gpu_nvml_reset_memory_clock(prs_gpu *g)
 {
-    if (!g->nvml.reset_mem_locked) return not_supported(g, "nvmlDeviceResetMemoryLockedClocks");
+    if (!g->nvml.reset_mem_locked) return 0;
     prs__gpu_nvml_return r = g->nvml.reset_mem_locked(g->dev);
-    return r == NVML_SUCCESS ? 0 : nvml_fail(g, "nvmlDeviceResetMemoryLockedClocks", r);
+    return r == NVML_SUCCESS || r == NVML_ERROR_NOT_SUPPORTED
+               ? 0
+               : nvml_fail(g, "nvmlDeviceResetMemoryLockedClocks", r);
 }
 
 /* The device count, through a library handle of its own (nvml_load, unloaded here). */

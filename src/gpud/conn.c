@@ -199,7 +199,10 @@ static void do_lease(gpud *d, gpud_conn *c, char **tok, int later)
         reply(c, "ERR busy %s is leased by pid %ld uid %u", u->uuid, u->holder_pid, u->holder_uid);
         return;
     }
-    gpud_lease_take(d, c, u);
+    if (gpud_lease_take(d, c, u, msg, sizeof msg)) {
+        reply(c, "ERR io %s", msg);
+        return;
+    }
     reply(c, "OK %s %d %d", u->uuid, u->nclocks, u->clocks[0]);
 }
 
@@ -231,8 +234,17 @@ static void do_read(gpud *d, gpud_conn *c, char **tok, int later)
 static void do_release(gpud *d, gpud_conn *c, char **tok, int later)
 {
     if (!need_lease(c)) return;
-    gpud_lease_drop(d, c, "RELEASE");
-    reply(c, "OK");
+    gpud_gpu *u = c->lease;
+    if (gpud_lease_drop(d, c, "RELEASE") == 0) {
+        reply(c, "OK");
+        return;
+    }
+    char msg[300];
+    printable(prs_gpu_errmsg(u->g), msg, sizeof msg);
+    reply(c,
+          "ERR reset released, but %s could not be reset to its default clocks (%s); the daemon "
+          "tries again at its next LEASE, at exit and at start-up",
+          u->uuid, msg[0] ? msg : "failed");
 }
 
 /* NVML's return code from a backend message ending "(N)"; -1 when there is none. */
@@ -267,11 +279,13 @@ static void apply_clock(gpud_conn *c, uint64_t seq, int mhz)
     if (mhz && have && actual > mhz) {
         gpud_log(GPUD_LOG_WARN, "msg=lock_ignored gpu=%s mhz=%d actual=%d action=reset", u->uuid,
                  mhz, actual);
-        if (prs_gpu_reset_clock(u->g) == 0) u->locked_mhz = 0;
+        int reset = prs_gpu_reset_clock(u->g) == 0; /* the memory lock stays for the lease */
+        u->locked_mhz = reset ? 0 : -1;
         reply(c,
               "ACK %llu mismatch %d %s %lld 0 the GPU reported success but runs at %d MHz, above "
-              "the lock at %d MHz; clocks reset",
-              (unsigned long long)seq, u->locked_mhz, act, apply_ns, actual, mhz);
+              "the lock at %d MHz; %s",
+              (unsigned long long)seq, u->locked_mhz, act, apply_ns, actual, mhz,
+              reset ? "clocks reset" : "the reset that followed failed too");
         return;
     }
     reply(c, "ACK %llu ok %d %s %lld", (unsigned long long)seq, mhz, act, apply_ns);

@@ -104,7 +104,11 @@ typedef struct gpud_gpu {
     char pci[32]; /* "-" when unknown */
     int clocks[GPUD_MAX_CLOCKS];
     int nclocks;
-    int locked_mhz;           /* the SM clock the daemon locked (0: default) */
+    int locked_mhz;           /* the SM clock the daemon locked (0: default; -1: unknown, as
+                               * after a failed reset) */
+    int dirty;                /* the last reset failed: the clocks may still be locked, so the
+                               * GPU stays in the lease file and is reset again at LEASE and at
+                               * exit */
     struct gpud_conn *holder; /* NULL: free */
     long holder_pid;
     unsigned holder_uid;
@@ -123,8 +127,9 @@ void gpud_gpus_close(gpud *d);
 gpud_gpu *gpud_gpu_find(gpud *d, const char *token);
 /* 1 when mhz is a supported SM clock. */
 int gpud_gpu_supports(const gpud_gpu *u, int mhz);
-/* Reset SM and memory locked clocks; 0, or the SM reset's error (memory "not supported" is
- * ignored). why goes to the log. */
+/* Reset SM and memory locked clocks (a driver without memory locks has none to reset); 0, or
+ * the first failure's error, and the GPU is left dirty (locked_mhz -1 when the SM reset failed).
+ * why goes to the log. */
 int gpud_gpu_reset(gpud_gpu *u, const char *why);
 /* Print the table read-only (--list). */
 void gpud_gpus_print(gpud *d, FILE *out);
@@ -133,13 +138,19 @@ void gpud_gpus_print(gpud *d, FILE *out);
 
 /* 1 when the connection's user may lease u; else 0 and msg says why and what to edit. */
 int gpud_lease_allowed(gpud *d, const struct gpud_conn *c, const gpud_gpu *u, char *msg, size_t n);
-/* Give u to c (which holds nothing): memory clock at max, pid watch, lease file. */
-int gpud_lease_take(gpud *d, struct gpud_conn *c, gpud_gpu *u);
-/* Release c's lease if any: reset the clocks, log with the lease's duration, lease file. */
-void gpud_lease_drop(gpud *d, struct gpud_conn *c, const char *why);
-/* Write the lease file (no-op without a state dir). */
+/* Give u to c (which holds nothing): a dirty GPU reset again, memory clock at max, pid watch,
+ * lease file. When the lease file cannot be written the lease is undone and an error returned
+ * (msg says why): a lease nobody could reset after a crash is not given. */
+int gpud_lease_take(gpud *d, struct gpud_conn *c, gpud_gpu *u, char *msg, size_t n);
+/* Release c's lease if any: reset the clocks, log with the lease's duration, lease file. 0, or
+ * the reset's error (the lease is released either way; the GPU stays dirty). */
+int gpud_lease_drop(gpud *d, struct gpud_conn *c, const char *why);
+/* Reset the dirty GPUs nobody holds again (at exit); how many stay dirty. */
+int gpud_leases_reset_dirty(gpud *d, const char *why);
+/* Write the lease file: the leased GPUs and the dirty ones (no-op without a state dir). */
 int gpud_leases_save(gpud *d);
-/* At start-up: reset every GPU the lease file lists (every GPU when it is corrupt). */
+/* At start-up: reset every GPU the lease file lists (every GPU when it is corrupt); those whose
+ * reset fails stay dirty, in the file. */
 void gpud_leases_recover(gpud *d);
 
 /* ---- energy.c ---- */
@@ -196,7 +207,6 @@ struct gpud {
     int watch_pids;          /* watch leaseholders' pids (pidfd or kill(pid, 0)) */
     gpud_conn *conns[GPUD_MAX_CONNS];
     int nconns;
-    int reset_failures;  /* resets that failed when a lease was dropped */
     gpud_energy *energy; /* NULL: energy read on the spot */
 };
 

@@ -39,10 +39,22 @@ int gpud_gpus_open_all(gpud *d, const char *lib_path, prs_error *err)
     int rc = prs_gpu_nvml_count(lib_path, &n, err);
     if (rc) return rc;
     if (n > GPUD_MAX_GPUS) n = GPUD_MAX_GPUS;
+    prs_error first = {0};
     for (unsigned i = 0; i < n; i++) {
         prs_gpu *g;
-        if ((rc = prs_gpu_open_nvml(i, lib_path, &g, err))) return rc;
-        if ((rc = gpud_gpus_add(d, g, (int)i, err))) return rc;
+        rc = prs_gpu_open_nvml(i, lib_path, &g, err);
+        if (!rc) rc = gpud_gpus_add(d, g, (int)i, err);
+        if (!rc) continue;
+        /* one GPU that cannot be served (MIG mode, fallen off the bus) must not keep the others
+         * from being served, or from being reset after a crash */
+        char q[160];
+        gpud_log(GPUD_LOG_ERROR, "msg=gpu_not_served index=%u detail=%s", i,
+                 gpud_logq(err->msg, q, sizeof q));
+        if (!first.code) first = *err;
+    }
+    if (d->ngpus == 0 && first.code) {
+        *err = first;
+        return first.code;
     }
     return 0;
 }
@@ -79,12 +91,13 @@ int gpud_gpu_reset(gpud_gpu *u, const char *why)
     if (rc)
         gpud_log(GPUD_LOG_ERROR, "msg=reset_failed gpu=%s why=%s detail=%s", u->uuid,
                  gpud_logq(why, q, 80), gpud_logq(prs_gpu_errmsg(u->g), q + 80, 80));
-    else
-        u->locked_mhz = 0;
-    if (prs_gpu_reset_memory_clock(u->g))
-        gpud_log(GPUD_LOG_DEBUG, "msg=memory_reset_skipped gpu=%s detail=%s", u->uuid,
-                 gpud_logq(prs_gpu_errmsg(u->g), q, sizeof q));
-    return rc;
+    u->locked_mhz = rc ? -1 : 0;
+    int mrc = prs_gpu_reset_memory_clock(u->g);
+    if (mrc)
+        gpud_log(GPUD_LOG_ERROR, "msg=memory_reset_failed gpu=%s why=%s detail=%s", u->uuid,
+                 gpud_logq(why, q, 80), gpud_logq(prs_gpu_errmsg(u->g), q + 80, 80));
+    u->dirty = rc || mrc;
+    return rc ? rc : mrc;
 }
 
 void gpud_gpus_print(gpud *d, FILE *out)

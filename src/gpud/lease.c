@@ -2,8 +2,9 @@
  * the leaseholder's pid), dropping one (reset at once, logged with the lease's duration), and the
  * lease file that lets a restarted daemon reset the GPUs a dead one held.
  *
- * The lease file STATE_DIR/leases has one line per lease, "UUID PID UID SINCE_UNIX_S", and is
- * replaced atomically (temporary file, fsync, rename) on every change. */
+ * The lease file STATE_DIR/leases has one line per lease, "UUID PID UID SINCE_UNIX_S", and one
+ * "UUID 0 0 0" per GPU nobody holds whose last reset failed (dirty); it is replaced atomically
+ * (temporary file, fsync, rename) on every change. */
 #define _GNU_SOURCE /* syscall */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,9 +55,23 @@ static void watch_pid(gpud *d, gpud_conn *c)
     c->pid_poll = 1;
 }
 
-int gpud_lease_take(gpud *d, gpud_conn *c, gpud_gpu *u)
+/* Drop c's hold on u without a reset (the lease was never recorded). */
+static void unhold(gpud_conn *c, gpud_gpu *u)
+{
+    u->holder = NULL;
+    u->holder_pid = 0;
+    u->holder_uid = 0;
+    c->lease = NULL;
+    if (c->pidfd >= 0) close(c->pidfd);
+    c->pidfd = -1;
+    c->pid_poll = 0;
+}
+
+int gpud_lease_take(gpud *d, gpud_conn *c, gpud_gpu *u, char *msg, size_t n)
 {
     char q[160];
+    if (u->dirty) /* leased either way: the holder sets its own clocks, SET 0 calls NVML */
+        gpud_gpu_reset(u, "lease of a GPU whose last reset failed");
     u->holder = c;
     u->holder_pid = c->pid;
     u->holder_uid = c->uid;
@@ -67,29 +82,43 @@ int gpud_lease_take(gpud *d, gpud_conn *c, gpud_gpu *u)
         gpud_log(GPUD_LOG_INFO, "msg=memory_clock_not_locked gpu=%s detail=%s", u->uuid,
                  gpud_logq(prs_gpu_errmsg(u->g), q, sizeof q));
     watch_pid(d, c);
+    int rc = gpud_leases_save(d);
+    if (rc) {
+        unhold(c, u);
+        gpud_gpu_reset(u, "lease not recorded"); /* the memory clock it locked */
+        gpud_log(GPUD_LOG_ERROR, "msg=lease_refused gpu=%s pid=%ld uid=%u why=lease_file", u->uuid,
+                 c->pid, c->uid);
+        snprintf(msg, n,
+                 "the lease of %s cannot be recorded in %s/leases (see the daemon's log), so a "
+                 "restarted daemon could not reset it: not leased",
+                 u->uuid, d->state_dir);
+        return rc;
+    }
     gpud_log(GPUD_LOG_INFO, "msg=lease gpu=%s pid=%ld uid=%u", u->uuid, c->pid, c->uid);
-    return gpud_leases_save(d);
+    return 0;
 }
 
-void gpud_lease_drop(gpud *d, gpud_conn *c, const char *why)
+int gpud_lease_drop(gpud *d, gpud_conn *c, const char *why)
 {
     gpud_gpu *u = c->lease;
-    if (!u) return;
+    if (!u) return 0;
     char q[96];
     int rc = gpud_gpu_reset(u, why);
-    if (rc) d->reset_failures++;
     gpud_log(rc ? GPUD_LOG_ERROR : GPUD_LOG_INFO,
              "msg=release gpu=%s pid=%ld uid=%u why=%s held_s=%.3f reset=%s", u->uuid,
              u->holder_pid, u->holder_uid, gpud_logq(why, q, sizeof q),
              prs_mono_s() - u->since_mono, rc ? "failed" : "ok");
-    u->holder = NULL;
-    u->holder_pid = 0;
-    u->holder_uid = 0;
-    c->lease = NULL;
-    if (c->pidfd >= 0) close(c->pidfd);
-    c->pidfd = -1;
-    c->pid_poll = 0;
+    unhold(c, u);
     gpud_leases_save(d);
+    return rc;
+}
+
+int gpud_leases_reset_dirty(gpud *d, const char *why)
+{
+    int left = 0;
+    for (int i = 0; i < d->ngpus; i++)
+        if (d->gpus[i].dirty && !d->gpus[i].holder) left += gpud_gpu_reset(&d->gpus[i], why) != 0;
+    return left;
 }
 
 static int write_all(int fd, const char *buf, size_t n)
@@ -113,9 +142,10 @@ int gpud_leases_save(gpud *d)
     size_t len = 0;
     for (int i = 0; i < d->ngpus; i++) {
         const gpud_gpu *u = &d->gpus[i];
-        if (!u->holder) continue;
-        int m = snprintf(text + len, sizeof text - len, "%s %ld %u %lld\n", u->uuid, u->holder_pid,
-                         u->holder_uid, u->since_unix);
+        if (!u->holder && !u->dirty) continue;
+        int m = u->holder ? snprintf(text + len, sizeof text - len, "%s %ld %u %lld\n", u->uuid,
+                                     u->holder_pid, u->holder_uid, u->since_unix)
+                          : snprintf(text + len, sizeof text - len, "%s 0 0 0\n", u->uuid);
         if (m > 0 && (size_t)m < sizeof text - len) len += (size_t)m;
     }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -180,8 +210,8 @@ static int reset_listed(gpud *d, char *buf)
             gpud_log(GPUD_LOG_WARN, "msg=stale_lease_unknown_gpu gpu=%.96s pid=%ld", uuid, pid);
             continue;
         }
-        gpud_log(GPUD_LOG_WARN, "msg=reset_at_start gpu=%s pid=%ld uid=%u why=daemon_died_holding",
-                 u->uuid, pid, uid);
+        gpud_log(GPUD_LOG_WARN, "msg=reset_at_start gpu=%s pid=%ld uid=%u why=%s", u->uuid, pid,
+                 uid, pid ? "daemon_died_holding" : "last_reset_failed");
         gpud_gpu_reset(u, "start-up recovery");
     }
     return bad ? -1 : 0;

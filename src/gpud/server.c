@@ -392,6 +392,7 @@ int gpud_serve(gpud *d, const gpud_server_opts *o, prs_error *err)
     gpud_energy_stop(d);
     while (d->nconns > 0)
         remove_conn(d, d->nconns - 1, rc ? "start-up failed" : "daemon stopping");
+    int dirty = gpud_leases_reset_dirty(d, "daemon stopping");
     gpud_leases_save(d);
     if (L.listen_fd >= 0) {
         close(L.listen_fd);
@@ -399,7 +400,9 @@ int gpud_serve(gpud *d, const gpud_server_opts *o, prs_error *err)
     }
     if (L.sigfd >= 0) close(L.sigfd);
     if (L.parent_pidfd >= 0) close(L.parent_pidfd);
-    if (!rc && d->reset_failures)
-        rc = prs_error_set(err, PRS_EGPU, "%d reset(s) failed", d->reset_failures);
+    if (!rc && dirty)
+        rc = prs_error_set(err, PRS_EGPU,
+                           "%d GPU(s) could not be reset to default clocks (the log says which)",
+                           dirty);
     return rc;
 }

@@ -23,6 +23,11 @@
  * (nvmlDeviceGetClockInfo: the locked clock in effect, else f_max) shows it.
  * With $PRS_FAKE_NVML_DENY_BELOW=MHZ, locks below MHZ are NVML_ERROR_NOT_SUPPORTED although
  * listed (a driver or board that narrows the range it lets a user lock).
+ * While the file named by $PRS_FAKE_NVML_FAIL_RESET (or $PRS_FAKE_NVML_FAIL_MEM_RESET) exists,
+ * nvmlDeviceResetGpuLockedClocks (nvmlDeviceResetMemoryLockedClocks) fails with
+ * NVML_ERROR_UNKNOWN and changes nothing, as on a GPU whose driver is wedged or that fell off the
+ * bus; a test removes the file to heal it. With $PRS_FAKE_NVML_NO_MEM_LOCK=1 both memory lock
+ * calls are NVML_ERROR_NOT_SUPPORTED, as on GPUs older than Ampere.
  * nvmlDeviceGetPciInfo_v3 gives device index i the bus id "00000000:XX:00.0", XX = 0x10 + i.
  *
  * The energy counter and the power are the device's (fake_gpu.h): refreshed every
@@ -344,11 +349,19 @@ EXPORT int nvmlDeviceSetGpuLockedClocks(nvmlDevice_t d, unsigned min_mhz, unsign
     return NVML_SUCCESS;
 }
 
+/* The file named by $var exists (a reset that fails while it does). */
+static int failing(const char *var)
+{
+    const char *f = getenv(var);
+    return f && *f && access(f, F_OK) == 0;
+}
+
 EXPORT int nvmlDeviceResetGpuLockedClocks(nvmlDevice_t d)
 {
     int r = check_dev(d);
     if (r) return r;
     if (getenv("PRS_FAKE_NVML_DENY")) return NVML_ERROR_NO_PERMISSION;
+    if (failing("PRS_FAKE_NVML_FAIL_RESET")) return NVML_ERROR_UNKNOWN;
     fakegpu_set_locked(d->dev, 0, 0);
     fakegpu_touch(d->dev, FAKEGPU_RESET);
     resets++;
@@ -462,6 +475,7 @@ EXPORT int nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t d, unsigned min_mhz, uns
     int r = check_dev(d);
     if (r) return r;
     if (getenv("PRS_FAKE_NVML_DENY")) return NVML_ERROR_NO_PERMISSION;
+    if (getenv("PRS_FAKE_NVML_NO_MEM_LOCK")) return NVML_ERROR_NOT_SUPPORTED;
     if (min_mhz > max_mhz || (max_mhz != FAKE_MEM_MAX_MHZ && max_mhz != 405) ||
         (min_mhz != FAKE_MEM_MAX_MHZ && min_mhz != 405))
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -475,6 +489,8 @@ EXPORT int nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t d)
     int r = check_dev(d);
     if (r) return r;
     if (getenv("PRS_FAKE_NVML_DENY")) return NVML_ERROR_NO_PERMISSION;
+    if (getenv("PRS_FAKE_NVML_NO_MEM_LOCK")) return NVML_ERROR_NOT_SUPPORTED;
+    if (failing("PRS_FAKE_NVML_FAIL_MEM_RESET")) return NVML_ERROR_UNKNOWN;
     mem_locked[d - devices] = 0;
     write_state(d);
     return NVML_SUCCESS;

@@ -4,8 +4,10 @@
  * clocks in effect through the same fake devices. Checks the protocol, every way a lease ends
  * (client SIGKILL, process-group SIGKILL, a leaseholder whose forked child keeps the socket,
  * daemon SIGKILL and restart, SIGTERM), busy and denied leases, malformed input, a GPU that
- * ignores the lock, and clock requests beside LISTs when energy reads are slow; prints the
- * measured times to reset. */
+ * ignores the lock, and clock requests beside LISTs when energy reads are slow; resets that
+ * fail (SM and memory clocks: reported, remembered across restarts, tried again), a lease file
+ * that cannot be written, GPUs without memory locks, a GPU in MIG mode beside a served one;
+ * prints the measured times to reset. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -117,6 +119,7 @@ static pid_t start_daemon(const char *extra)
 /* Signal the daemon and wait for it; its exit status (128 + signal when killed). */
 static int stop_daemon(int sig)
 {
+    if (T.daemon <= 0) return -1; /* kill(0, sig) would signal this process group */
     kill(T.daemon, sig);
     int st = 0;
     waitpid(T.daemon, &st, 0);
@@ -583,6 +586,184 @@ static void test_ignore_lock(void **state)
     T.daemon = start_daemon(NULL);
 }
 
+static void touch(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT, 0644);
+    assert_true(fd >= 0);
+    close(fd);
+}
+
+/* The lease file's text into buf ("" when missing). */
+static const char *lease_file(char *buf, size_t n)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/leases", T.state);
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f) return buf;
+    size_t got = fread(buf, 1, n - 1, f);
+    buf[got] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* LIST on a new connection: GPU gpu's LOCKED_MHZ and LEASE_PID; -2 (both) when not listed. */
+static void list_gpu(int gpu, int *locked, long *pid)
+{
+    char buf[4200];
+    int fd = try_connect(), i = -1;
+    *locked = -2;
+    *pid = -2;
+    EXPECT_PREFIX(cmd(fd, "HELLO 1", buf, sizeof buf), "OK ");
+    for (cmd(fd, "LIST", buf, sizeof buf); strncmp(buf, "GPU ", 4) == 0;
+         read_line(fd, buf, sizeof buf))
+        if (sscanf(buf, "GPU %d %*s %*s %*s %d %*s %*s %ld", &i, locked, pid) == 3 && i == gpu)
+            break;
+    if (i != gpu) *locked = -2, *pid = -2;
+    close(fd);
+}
+
+/* Restart the daemon with the environment assignment extra (NULL: none), after SIGTERM (its exit
+ * status must be want) or SIGKILL (want < 0). */
+static void restart(int want, const char *extra)
+{
+    if (want >= 0)
+        assert_int_equal(stop_daemon(SIGTERM), want);
+    else
+        assert_int_equal(stop_daemon(SIGKILL), 128 + SIGKILL);
+    T.daemon = start_daemon(extra);
+}
+
+/* A reset that fails: RELEASE says so, the GPU is kept in the lease file as nobody's, LIST shows
+ * its locked clock as unknown (-1); a daemon killed and restarted while it still fails keeps it
+ * there, one stopped says so in its exit status; once the GPU heals, the next LEASE resets it
+ * first, and a restart resets it too. */
+static void test_reset_fails(void **state)
+{
+    NEED_DAEMON();
+    static char env[400];
+    char fail[330], buf[512], text[512];
+    snprintf(fail, sizeof fail, "%s/fail-reset", T.dir);
+    snprintf(env, sizeof env, "PRS_FAKE_NVML_FAIL_RESET=%s", fail);
+    restart(0, env);
+    int fd = lease_and_set(0, T.low), locked;
+    long pid;
+    touch(fail);
+    EXPECT_PREFIX(cmd(fd, "RELEASE", buf, sizeof buf), "ERR reset released, but GPU-");
+    print_message("a failed reset: '%s'\n", buf);
+    assert_non_null(strstr(buf, "NVML nvmlDeviceResetGpuLockedClocks"));
+    assert_int_equal(gpu_clock(0), T.low);
+    EXPECT_PREFIX(lease_file(text, sizeof text), "GPU-");
+    assert_non_null(strstr(text, " 0 0 0\n"));
+    list_gpu(0, &locked, &pid);
+    assert_true(locked == -1 && pid == 0);
+    restart(-1, env); /* start-up recovery fails too: still listed, still unknown */
+    assert_non_null(strstr(lease_file(text, sizeof text), " 0 0 0\n"));
+    list_gpu(0, &locked, &pid);
+    assert_int_equal(locked, -1);
+    restart(1, env); /* the reset at exit fails: exit status 1 */
+    assert_non_null(strstr(lease_file(text, sizeof text), " 0 0 0\n"));
+    unlink(fail); /* healed: the next LEASE resets it before lending it */
+    close(fd);
+    fd = try_connect();
+    EXPECT_PREFIX(cmd(fd, "HELLO 1", buf, sizeof buf), "OK ");
+    EXPECT_PREFIX(cmd(fd, "LEASE 0", buf, sizeof buf), "OK GPU-");
+    assert_int_equal(gpu_clock(0), 1410);
+    list_gpu(0, &locked, &pid);
+    assert_true(locked == 0 && pid > 0);
+    close(fd);
+    fd = lease_and_set(0, T.low); /* dirty again, then healed by a restart */
+    touch(fail);
+    EXPECT_PREFIX(cmd(fd, "RELEASE", buf, sizeof buf), "ERR reset ");
+    close(fd);
+    unlink(fail);
+    restart(-1, NULL);
+    assert_int_equal(gpu_clock(0), 1410);
+    assert_string_equal(lease_file(text, sizeof text), "");
+}
+
+/* The state file of the fake NVML in the daemon: its memory lock (" mem=..."). */
+static int daemon_mem_locked(const char *state_file)
+{
+    char text[256] = "";
+    FILE *f = fopen(state_file, "r");
+    if (f) {
+        if (!fgets(text, sizeof text, f)) text[0] = '\0';
+        fclose(f);
+    }
+    if (!strstr(text, " mem=")) fail_msg("no memory lock in the fake's state: '%s'", text);
+    return strstr(text, " mem=default") == NULL;
+}
+
+/* A memory clock reset that fails is a failed reset; a GPU without memory locks is not. */
+static void test_memory_reset(void **state)
+{
+    NEED_DAEMON();
+    static char env[400];
+    char fail[330], st[330], buf[512], text[512];
+    snprintf(fail, sizeof fail, "%s/fail-mem", T.dir);
+    snprintf(st, sizeof st, "%s/nvml-state", T.dir);
+    snprintf(env, sizeof env, "PRS_FAKE_NVML_FAIL_MEM_RESET=%s", fail);
+    setenv("PRS_FAKE_NVML_STATE", st, 1); /* the daemon's; this process changes no clock */
+    restart(0, env);
+    unsetenv("PRS_FAKE_NVML_STATE");
+    int fd = lease_and_set(1, T.low);
+    assert_true(daemon_mem_locked(st));
+    touch(fail);
+    EXPECT_PREFIX(cmd(fd, "RELEASE", buf, sizeof buf), "ERR reset released, but GPU-");
+    assert_non_null(strstr(buf, "nvmlDeviceResetMemoryLockedClocks"));
+    assert_int_equal(gpu_clock(1), 1410); /* the SM clock was reset */
+    assert_true(daemon_mem_locked(st));
+    assert_non_null(strstr(lease_file(text, sizeof text), " 0 0 0\n"));
+    close(fd);
+    unlink(fail);
+    restart(0, "PRS_FAKE_NVML_NO_MEM_LOCK=1"); /* the reset at exit heals it: status 0 */
+    assert_false(daemon_mem_locked(st));
+    assert_string_equal(lease_file(text, sizeof text), "");
+    fd = lease_and_set(1, T.low); /* no memory locks at all: nothing failed */
+    EXPECT_PREFIX(cmd(fd, "RELEASE", buf, sizeof buf), "OK");
+    close(fd);
+    restart(0, NULL);
+}
+
+/* A lease the daemon cannot record is not given (a crash would leave its clocks locked). */
+static void test_lease_file_unwritable(void **state)
+{
+    NEED_DAEMON();
+    char tmp[330], buf[512];
+    snprintf(tmp, sizeof tmp, "%s/leases.tmp", T.state);
+    assert_int_equal(mkdir(tmp, 0755), 0); /* the lease file's temporary cannot be opened */
+    int fd = try_connect(), locked;
+    long pid;
+    EXPECT_PREFIX(cmd(fd, "HELLO 1", buf, sizeof buf), "OK ");
+    EXPECT_PREFIX(cmd(fd, "LEASE 0", buf, sizeof buf), "ERR io the lease of GPU-");
+    print_message("a lease that cannot be recorded: '%s'\n", buf);
+    EXPECT_PREFIX(cmd(fd, "CLOCKS", buf, sizeof buf), "ERR state no lease");
+    list_gpu(0, &locked, &pid);
+    assert_true(locked == 0 && pid == 0);
+    assert_int_equal(rmdir(tmp), 0);
+    EXPECT_PREFIX(cmd(fd, "LEASE 0", buf, sizeof buf), "OK GPU-");
+    close(fd);
+    assert_true(wait_clock(0, 1410, mono_s()) >= 0);
+}
+
+/* A GPU in MIG mode is not served; the others are. */
+static void test_mig_gpu_skipped(void **state)
+{
+    NEED_DAEMON();
+    restart(0, "PRS_FAKE_NVML_MIG=0");
+    int locked;
+    long pid;
+    list_gpu(0, &locked, &pid);
+    assert_int_equal(locked, -2);
+    list_gpu(1, &locked, &pid);
+    assert_true(locked == 0 && pid == 0);
+    int fd = lease_and_set(1, T.low);
+    close(fd);
+    assert_true(wait_clock(1, 1410, mono_s()) >= 0);
+    restart(0, NULL);
+}
+
 /* In a child: LIST for seconds; writes "lists distinct_energies worst_ms" to fd, or "f why". */
 static void child_lists(int fd, double seconds)
 {
@@ -708,6 +889,10 @@ int main(void)
         cmocka_unit_test(test_denied),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_ignore_lock),
+        cmocka_unit_test(test_reset_fails),
+        cmocka_unit_test(test_memory_reset),
+        cmocka_unit_test(test_lease_file_unwritable),
+        cmocka_unit_test(test_mig_gpu_skipped),
         cmocka_unit_test(test_private_mode),
         cmocka_unit_test(test_energy_reader),
     };
