@@ -62,13 +62,24 @@ int prs_gpud_available(const char *socket_path)
     return stat(socket_path, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
-/* How perseus-gpud knows the GPU: its UUID when we have it, else its NVML index. */
-static void lease_id(prs_gpu *g, char *buf, size_t n)
+/* How perseus-gpud knows the GPU: its UUID (as opened, else asked of NVML), else its NVML index
+ * when it was opened by index. A GPU opened by PCI bus id has no index of its own (it is not
+ * GPU 0): without its UUID it cannot be named. */
+static int lease_id(prs_gpu *g, char *buf, size_t n, prs_error *err)
 {
-    if (g->uuid[0])
+    if (g->uuid[0]) {
         snprintf(buf, n, "%s", g->uuid);
-    else
+        return 0;
+    }
+    if (prs_gpu_uuid(g, buf, n) == 0 && strncmp(buf, "GPU-", 4) == 0) return 0;
+    if (!g->pci[0]) {
         snprintf(buf, n, "%u", g->index);
+        return 0;
+    }
+    return prs_error_set(err, PRS_EGPU,
+                         "clock controller: GPU %s has no UUID to name it to perseus-gpud by "
+                         "(%s); select it by UUID (nvml:GPU-...)",
+                         g->pci, prs_gpu_errmsg(g));
 }
 
 /* The perseus-gpud program: $PRS_GPUD, the one built beside this library, the installed one, or
@@ -101,7 +112,12 @@ static int spawn_private(prs_gpu *g, int *fd, pid_t *pid, prs_error *err)
     }
     char spec[128], parent[32];
     char id[100];
-    lease_id(g, id, sizeof id);
+    int rc = lease_id(g, id, sizeof id, err);
+    if (rc) {
+        close(sv[0]);
+        close(sv[1]);
+        return rc;
+    }
     snprintf(spec, sizeof spec, "nvml:%s", id);
     snprintf(parent, sizeof parent, "%ld", (long)getpid());
     int search;
@@ -124,8 +140,8 @@ static int spawn_private(prs_gpu *g, int *fd, pid_t *pid, prs_error *err)
     posix_spawnattr_setsigdefault(&at, &dfl);
     posix_spawnattr_setflags(&at,
                              POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    int rc = search ? posix_spawnp(pid, prog, &fa, &at, argv, environ)
-                    : posix_spawn(pid, prog, &fa, &at, argv, environ);
+    rc = search ? posix_spawnp(pid, prog, &fa, &at, argv, environ)
+                : posix_spawn(pid, prog, &fa, &at, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
     close(sv[1]);
@@ -157,7 +173,7 @@ static int open_conn(prs_clockctl *c, const char *socket_path, prs_error *err)
         if (rc && c->helper > 0) close(fd); /* the helper sees the end and exits */
     }
     char id[128];
-    lease_id(g, id, sizeof id);
+    if (!rc) rc = lease_id(g, id, sizeof id, err);
     if (!rc) rc = prs__gpu_conn_lease(c->conn, id, LEASE_TIMEOUT_S, err);
     if (!rc) rc = prs__gpu_conn_start(c->conn, err);
     return rc;

@@ -1,10 +1,10 @@
 /* The client side of perseus-gpud, as an unprivileged trainer sees it: the fake NVML refuses
  * clock changes in this process (PRS_FAKE_NVML_DENY=1, as for a non-root user) and accepts them
  * in the daemon, which runs without it (tests/client/gpud_harness.h). Checks that clocks change
- * only through the daemon, that a start whose clock change is refused fails with what to do, that
- * a gpud spec needs the daemon, that a second trainer is refused the GPU, and that a daemon killed
- * under a client leaves the client alive (no SIGPIPE), counting the failures, and its restart
- * resets the GPU. */
+ * only through the daemon, on the GPU selected (by PCI bus id too), that a start whose clock change
+ * is refused fails with what to do, that a gpud spec needs the daemon, that a second trainer is
+ * refused the GPU, and that a daemon killed under a client leaves the client alive (no SIGPIPE),
+ * counting the failures, and its restart resets the GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -82,6 +82,33 @@ static void test_clocks_only_through_daemon(void **state)
     prs_clockctl_free(c);
     assert_int_equal(clock_now(0), 1410); /* reset when free returns */
     prs_gpu_close(g);
+}
+
+/* A GPU selected by PCI bus id (device 1 at 00000000:11:00.0) is the one whose clock changes,
+ * through the node daemon and through a private one (which may change clocks: the user's rights
+ * are the daemon's there); its UUID names it, not index 0. */
+static void test_pci_selected_gpu(void **state)
+{
+    need_daemon();
+    for (int mode = 0; mode < 2; mode++) {
+        prs_gpu *g;
+        prs_clockctl *c;
+        prs_error e;
+        assert_int_equal(prs_gpu_open("nvml:pci=0000:11:00.0", &g, &e), 0);
+        if (mode) unsetenv("PRS_FAKE_NVML_DENY"); /* the private daemon inherits it */
+        int rc =
+            prs_clockctl_open(g, mode ? PRS_CLOCKCTL_PROCESS : PRS_CLOCKCTL_DAEMON, H.sock, &c, &e);
+        setenv("PRS_FAKE_NVML_DENY", "1", 1);
+        if (rc) fail_msg("%s: %s", mode ? "PROCESS" : "DAEMON", e.msg);
+        assert_int_equal(prs_clockctl_set(c, 1200), 0);
+        assert_int_equal(prs_clockctl_sync(c, 5), 0);
+        assert_int_equal(prs_clockctl_confirmed(c), 1200);
+        assert_int_equal(clock_now(1), 1200);
+        assert_int_equal(clock_now(0), 1410);
+        prs_clockctl_free(c);
+        assert_int_equal(clock_now(1), 1410);
+        prs_gpu_close(g);
+    }
 }
 
 static void client_opts(prs_client_opts *o, const char *spec)
@@ -252,6 +279,7 @@ int main(void)
     signal(SIGPIPE, SIG_DFL); /* a send into a dead socket must not kill us */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_clocks_only_through_daemon),
+        cmocka_unit_test(test_pci_selected_gpu),
         cmocka_unit_test(test_client_start_via_daemon),
         cmocka_unit_test(test_client_start_refused),
         cmocka_unit_test(test_gpud_spec_needs_daemon),
