@@ -437,8 +437,15 @@ class Client:
     @contextlib.contextmanager
     def computation(self, kind, microbatch, chunk=0):
         """with client.computation("forward", mb): run the forward of microbatch mb (of model
-        chunk `chunk` with the interleaved schedule)."""
-        self.begin(kind, microbatch, chunk)
+        chunk `chunk` with the interleaved schedule). A computation out of the schedule's
+        order raises PerseusError (-31) with its window closed again, so the computations after
+        it are still measured."""
+        try:
+            self.begin(kind, microbatch, chunk)
+        except PerseusError as e:
+            if e.code == ErrorCode.EORDER and self._h:  # begin opened the window all the same
+                self._lib.prs_client_end(self._h, _INSTR[kind], microbatch, chunk)
+            raise
         ok = False
         try:
             yield

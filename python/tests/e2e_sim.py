@@ -107,6 +107,16 @@ def main():
         assert e.code == -31, e
     clients[1].end("backward", 3)
     assert clients[1].stats()["order_errors"] == 1
+    try:  # the same through the context manager, which closes the window it could not use
+        with clients[1].computation("backward", 3):
+            raise AssertionError("the body of a computation out of order ran")
+    except perseus.PerseusError as e:
+        assert e.code == -31, e
+    try:  # so the next hook is judged on its order, not refused as a window already open (-1)
+        clients[1].begin("forward", 2)
+    except perseus.PerseusError as e:
+        assert e.code == -31, e
+    clients[1].end("forward", 2)
     for c in clients:
         c.close()
     try:

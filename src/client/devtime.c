@@ -32,6 +32,10 @@ static void on_anchor(void *user)
 {
     prs__client_hostcall *h = user;
     h->host_s = prs_mono_s();
+    /* Every clock change before this point of the stream was asked for: what the controller
+     * confirms now is in effect here (-1 while an answer is still due). A change whose answer
+     * came late (after on_clock stopped waiting) is learnt here instead of never. */
+    h->in_effect = h->c->ctl ? prs_clockctl_confirmed(h->c->ctl) : -1;
     atomic_store_explicit(&h->done, 1, memory_order_release);
 }
 
@@ -117,15 +121,33 @@ static int request_clock(prs_client *c, int mhz, prs__client_hostcall **out)
     return 0;
 }
 
+/* Keep a clock change that no computation of p carries (the iteration's closing changes, the
+ * last in stream order first), so that the clock it sets is followed. */
+static void keep_change(prs__client_pend *p, prs__client_hostcall *h)
+{
+    if (!h) return;
+    h->next = p->closing;
+    p->closing = h;
+}
+
 /* A clock change outside a computation (a finished job's reset), in stream order. */
 int prs__client_dev_request_clock(prs_client *c, int mhz)
 {
     prs__client_hostcall *h = NULL;
     int rc = request_clock(c, mhz, &h);
     if (rc) return rc;
-    h->next = c->dev->cur->closing;
-    c->dev->cur->closing = h;
+    keep_change(c->dev->cur, h);
     return 0;
+}
+
+/* begin failed after enqueueing o's clock change: the change stays in the stream, so keep it. */
+static int begin_failed(prs_client *c, prs__client_devop *o, int rc)
+{
+    prs__client_event_put(c, o->b);
+    keep_change(c->dev->cur, o->change);
+    o->b = NULL;
+    o->change = NULL;
+    return rc;
 }
 
 int prs__client_dev_begin(prs_client *c, prs_instr instr, int microbatch, int chunk)
@@ -152,9 +174,9 @@ int prs__client_dev_begin(prs_client *c, prs_instr instr, int microbatch, int ch
         if (rc) return rc;
     }
     o->b = prs__client_event_get(c);
-    if (!o->b) return PRS_ENOMEM;
+    if (!o->b) return begin_failed(c, o, PRS_ENOMEM);
     int rc = prs_event_record(d->stream, o->b);
-    if (rc) return rc;
+    if (rc) return begin_failed(c, o, rc);
     c->in_window = 1;
     return order;
 }
@@ -174,10 +196,28 @@ int prs__client_dev_end(prs_client *c, prs_instr instr, int microbatch, int chun
     return prs__client_check_end(c, instr, microbatch, chunk);
 }
 
+/* A window left open at the iteration's end (begin without end): closed here, so that its
+ * events come back and its clock change is followed; the iteration reports no windows. */
+static void close_open_window(prs_client *c, prs__client_pend *p)
+{
+    prs__client_devop *o = &p->ops[p->n_ops];
+    c->bad_order = 1;
+    c->in_window = 0;
+    o->e = prs__client_event_get(c);
+    if (o->e && prs_event_record(c->dev->stream, o->e) == 0) {
+        p->n_ops++;
+        return;
+    }
+    prs__client_event_put(c, o->e);
+    o->e = NULL;
+    begin_failed(c, o, 0);
+}
+
 int prs__client_dev_iteration_end(prs_client *c, double wall_s)
 {
     prs__client_dev *d = c->dev;
     if (!c->iter_started) return 0;
+    if (c->in_window) close_open_window(c, d->cur);
     prs__client_pend *p = d->cur, *next = prs__client_pend_new();
     if (!next) return PRS_ENOMEM;
     /* This iteration's end is the next one's start: one anchor and one event serve both. */

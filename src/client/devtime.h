@@ -16,7 +16,8 @@ typedef struct prs__client_hostcall {
     struct prs_client *c;
     int mhz;         /* clock to apply (clock calls) */
     int result;      /* 0 or the controller's error */
-    int in_effect;   /* clock calls: clock in effect after it (0: default, -1: ?) */
+    int in_effect;   /* clock calls: clock in effect after it; anchors: the controller's
+                      * confirmed clock when it ran (0: default, -1: ?) */
     double host_s;   /* anchors: CLOCK_MONOTONIC when it ran */
     atomic_int done; /* set (release) when it ran */
     struct prs__client_hostcall *next; /* free list */

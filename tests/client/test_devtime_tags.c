@@ -1,0 +1,203 @@
+/* The clock tags of the device-stream path when the hooks or the clock controller misbehave
+ * (src/client/devtime.c, resolve.c), on the fake libcuda and fake NVML with a private
+ * perseus-gpud: one rank, profiling at one mid clock set straight into the client's schedule (no
+ * server). Each window must carry the clock its computation ran at:
+ *   - a window left open at the end of an iteration (a begin without its end, as a `with` block
+ *     whose begin raised used to leave) still has its clock change followed: the windows after it
+ *     are tagged with the mid clock, never f_max;
+ *   - a clock change whose answer comes after the host function stopped waiting for it (the
+ *     private daemon stopped for 0.6 s) is learnt at the next iteration's anchor: the iterations
+ *     after it still report windows, tagged with the mid clock. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "skips.h"
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "client_int.h"
+#include "fake_cuda.h"
+#include "fake_dir.h"
+#include "perseus/client.h"
+#include "perseus/gpu.h"
+
+#define ITERS 40
+
+static fakecu_api cu;
+static const char *cu_path, *nvml_path;
+
+/* Profiling at mhz in round 1, as if the server had sent it. */
+static void set_profiling(prs_client *c, int mhz)
+{
+    pthread_mutex_lock(&c->mu);
+    prs__client_schedule *s = &c->latest;
+    free(s->clocks);
+    memset(s, 0, sizeof *s);
+    snprintf(s->phase, sizeof s->phase, "profiling");
+    s->round = 1;
+    s->plan_id = -1;
+    s->from_iteration = -1;
+    s->n = 1;
+    s->clocks = malloc(sizeof(int));
+    assert_non_null(s->clocks);
+    s->clocks[0] = mhz;
+    atomic_fetch_add(&c->latest_version, 1);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Two forwards and two backwards on stream cs, each a tracked kernel planned at mhz. */
+static void run_iteration(prs_client *c, CUstream cs, int mhz)
+{
+    for (int k = 0; k < 4; k++) {
+        prs_instr in = k < 2 ? PRS_FORWARD : PRS_BACKWARD;
+        assert_int_equal(prs_client_begin(c, in, k % 2, 0), 0);
+        cu.launch_work(cs, in == PRS_FORWARD ? 0.004 : 0.008, 0.7, mhz);
+        assert_int_equal(prs_client_end(c, in, k % 2, 0), 0);
+    }
+    cu.cuStreamSynchronize(cs); /* as a framework reading the loss */
+    sleep_s(0.004);
+    assert_int_equal(prs_client_iteration_end(c), 0);
+}
+
+/* Queued iterations with windows, and their windows tagged mhz and otherwise. */
+static void count_tags(prs_client *c, int mhz, int *iters, int *at, int *other)
+{
+    *iters = *at = *other = 0;
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < c->q_len; i++) {
+        const prs__client_iteration *q = &c->queue[(c->q_head + i) % c->opts.max_queue];
+        *iters += q->n_windows > 0;
+        for (int w = 0; w < q->n_windows; w++)
+            *(q->windows[w].clock_mhz == mhz ? at : other) += 1;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* A client on a new stream of device 0 with a private perseus-gpud; *mid: a mid clock. */
+static prs_client *open_client(CUstream *cs, int *mid)
+{
+    CUcontext ctx;
+    assert_int_equal(cu.cuInit(0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    assert_int_equal(cu.cuStreamCreate(cs, 0), CUDA_SUCCESS);
+    prs_client_opts o;
+    prs_client_opts_init(&o);
+    o.server_url = "http://127.0.0.1:9"; /* nobody: the reports stay queued */
+    o.job_id = "job";
+    o.token = "token";
+    o.use_stream = 1;
+    o.stream = (uintptr_t)*cs;
+    o.controller = PRS_CLOCKCTL_PROCESS;
+    o.warmup_iterations = 0;
+    o.cuda_library = cu_path;
+    prs_client *c;
+    prs_error e;
+    if (prs_client_new(&o, &c, &e)) fail_msg("prs_client_new: %s", e.msg);
+    int clocks[256], n = 0;
+    assert_int_equal(prs_gpu_clocks(c->gpu, clocks, 256, &n), 0);
+    *mid = clocks[n / 2];
+    assert_true(*mid < c->f_max_mhz);
+    return c;
+}
+
+static void close_client(prs_client *c, CUstream cs)
+{
+    prs_client_free(c);
+    assert_int_equal(cu.cuStreamDestroy(cs), CUDA_SUCCESS);
+    assert_int_equal(cu.cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+    assert_int_equal(cu.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+}
+
+static int need_fakes(void)
+{
+    if (cu_path && nvml_path) return 1;
+    prs_skip_case("no fake libcuda or NVML ($PRS_FAKE_CUDA, $PRS_FAKE_NVML)");
+    return 0;
+}
+
+static void test_window_left_open(void **state)
+{
+    if (!need_fakes()) return;
+    char dir[256];
+    assert_int_equal(fake_dir_begin(dir, sizeof dir, "tags"), 0);
+    CUstream cs;
+    int mid, iters, at, other;
+    prs_client *c = open_client(&cs, &mid);
+    set_profiling(c, mid);
+    assert_int_equal(prs_client_begin(c, PRS_FORWARD, 0, 0), 0); /* its clock change is queued */
+    assert_int_equal(prs_client_iteration_end(c), 0);            /* ... and its window left open */
+    for (int it = 1; it < ITERS; it++)
+        run_iteration(c, cs, mid);
+    cu.cuStreamSynchronize(cs);
+    sleep_s(0.1);
+    assert_int_equal(prs_client_iteration_end(c), 0); /* resolves what completed */
+    count_tags(c, mid, &iters, &at, &other);
+    print_message("window left open: %d iterations with windows, %d windows at %d MHz, %d "
+                  "otherwise\n",
+                  iters, at, mid, other);
+    assert_true(iters >= ITERS / 2);
+    assert_int_equal(other, 0);
+    close_client(c, cs);
+    fake_dir_end(dir, 1);
+}
+
+static void test_late_answer(void **state)
+{
+    if (!need_fakes()) return;
+    char dir[256];
+    assert_int_equal(fake_dir_begin(dir, sizeof dir, "tags"), 0);
+    CUstream cs;
+    int mid, iters, at, other;
+    prs_client *c = open_client(&cs, &mid);
+    set_profiling(c, mid);
+    pid_t helper = (pid_t)prs_clockctl_pid(c->ctl);
+    assert_true(helper > 0);
+    kill(helper, SIGSTOP); /* the first change's answer comes after on_clock's 0.5 s */
+    run_iteration(c, cs, mid);
+    sleep_s(0.1);
+    kill(helper, SIGCONT);
+    sleep_s(0.1);
+    for (int it = 1; it < ITERS; it++)
+        run_iteration(c, cs, mid);
+    cu.cuStreamSynchronize(cs);
+    sleep_s(0.1);
+    assert_int_equal(prs_client_iteration_end(c), 0);
+    count_tags(c, mid, &iters, &at, &other);
+    print_message("late answer: %d iterations with windows, %d windows at %d MHz, %d otherwise\n",
+                  iters, at, mid, other);
+    assert_true(iters >= ITERS / 2);
+    assert_int_equal(other, 0);
+    close_client(c, cs);
+    fake_dir_end(dir, 1);
+}
+
+static int setup(void **state)
+{
+    cu_path = getenv("PRS_FAKE_CUDA");
+    nvml_path = getenv("PRS_FAKE_NVML");
+    if (!cu_path || !*cu_path || !nvml_path || !*nvml_path || fakecu_load(&cu, cu_path)) {
+        cu_path = NULL;
+        return 0;
+    }
+    setenv("PRS_NVML_LIBRARY", nvml_path, 1);
+    setenv("PRS_CUDA_LIBRARY", cu_path, 1);
+    setenv("PRS_FAKE_GPU_COUNT", "1", 1);
+    unsetenv("PRS_FAKE_NVML_DENY");
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_window_left_open),
+        cmocka_unit_test(test_late_answer),
+    };
+    return prs_test_result(cmocka_run_group_tests(tests, setup, NULL));
+}
