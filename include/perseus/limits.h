@@ -26,6 +26,9 @@
 /* Critical paths are sums of quantized times in long: the sum of every computation's slowest
  * quantized time, times the stages (the blocking-energy term), must stay below this (2^62). */
 #define PRS_MAX_PATH_UNITS 4611686018427387904.0
+/* GPUs of one emulated job, pipelines x stages x tp (prs_emulate, perseus emulate): far above
+ * any real cluster, and low enough that every count and product of counts fits an int. */
+#define PRS_MAX_JOB_GPUS 10000000L
 /* Largest GPU device index accepted anywhere (nvml:INDEX, LOCAL_RANK, CUDA_VISIBLE_DEVICES,
  * perseus-gpud's --gpu nvml:INDEX): NVML and CUDA number devices far below it. */
 #define PRS_MAX_GPU_INDEX 1023

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "perseus/limits.h"
 #include "perseus/numfmt.h"
 #include "perseus/emulator.h"
 #include "perseus/planner.h"
@@ -34,7 +35,8 @@ static const char emulate_usage[] =
     "  --microbatches M       microbatches per pipeline and iteration\n"
     "  --pipelines N          data-parallel pipelines (>= 1)\n"
     "  --tp T                 tensor-parallel degree: GPUs per stage (>= 1); scales absolute\n"
-    "                         energies only, never a percentage\n"
+    "                         energies only, never a percentage; pipelines x stages x tp is\n"
+    "                         at most 10000000 GPUs\n"
     "  --unit-time SEC        planner time quantum, e.g. 0.001\n"
     "  --blocking-power W     GPU power while blocked or idle, e.g. 83.64 (A100)\n"
     "  --cost-model MODEL     exp (default, the reference's) or hull\n"
@@ -338,6 +340,19 @@ static void print_table(const prs_emulation *e, const char *profile_path, prs_co
 }
 
 /* Parse the command line (stragglers joined) into a; 0, or the exit status (*done: help). */
+/* The job's size, pipelines x stages x tp GPUs, at most PRS_MAX_JOB_GPUS (each factor is an int,
+ * so two of them multiply in long long without overflow). */
+static int check_gpus(const emulate_args *a)
+{
+    int stages = a->pl.plan.pipe.stages;
+    long long pt = (long long)a->pipelines * a->tp;
+    if (pt <= PRS_MAX_JOB_GPUS && pt * stages <= PRS_MAX_JOB_GPUS) return 0;
+    fprintf(stderr,
+            "perseus emulate: --pipelines x --stages x --tp: at most %ld GPUs, got %d x %d x %d\n",
+            PRS_MAX_JOB_GPUS, a->pipelines, stages, a->tp);
+    return 2;
+}
+
 static int parse_args(int argc, char **argv, emulate_args *a, int *done)
 {
     enum { OPT_PIPE = 'P', OPT_CAP = 'C' };
@@ -404,7 +419,7 @@ static int parse_args(int argc, char **argv, emulate_args *a, int *done)
     if (prs_cli_powercap_check(&a->cap)) return usage_error(prs_cli_powercap_check(&a->cap), NULL);
     prs_error perr = {0, ""};
     if (prs_pipeline_check(&a->pl.plan.pipe, &perr)) return usage_error(perr.msg, NULL);
-    return 0;
+    return check_gpus(a);
 }
 
 /* Load the profile and emulate the job; 0, or the exit status (message printed). */

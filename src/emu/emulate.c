@@ -189,9 +189,8 @@ static void work_free(work *w)
 
 static int check_opts(const prs_frontier *f, const prs_emulate_opts *o, prs_error *err)
 {
-    if (o->pipelines < 1)
-        return prs__emu_error(err, PRS_EINVAL, "pipelines must be >= 1 (got %d)", o->pipelines);
-    if (o->tp < 1) return prs__emu_error(err, PRS_EINVAL, "tp must be >= 1 (got %d)", o->tp);
+    int rc = prs__emu_check_job(o->pipelines, prs_frontier_pipeline(f)->stages, o->tp, err);
+    if (rc) return rc;
     for (size_t i = 0; i < o->nstragglers; i++)
         if (!(o->stragglers[i] >= 1) || !isfinite(o->stragglers[i]))
             return prs__emu_error(err, PRS_EINVAL,
@@ -376,11 +375,10 @@ int prs_emulate(const prs_profile *profile, const prs_emulate_opts *o, prs_emula
 {
     if (!profile || !o || !out) return prs__emu_error(err, PRS_EINVAL, "NULL argument");
     *out = NULL;
-    if (o->pipelines < 1)
-        return prs__emu_error(err, PRS_EINVAL, "pipelines must be >= 1 (got %d)", o->pipelines);
-    if (o->tp < 1) return prs__emu_error(err, PRS_EINVAL, "tp must be >= 1 (got %d)", o->tp);
+    int rc = prs__emu_check_job(o->pipelines, o->plan.pipe.stages, o->tp, err);
+    if (rc) return rc;
     prs_frontier *f = NULL;
-    int rc = prs_plan(profile, &o->plan, &f, err);
+    rc = prs_plan(profile, &o->plan, &f, err);
     if (rc) return rc;
     rc = prs_emulate_frontier(profile, f, o, out, err);
     if (rc) {

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "emu_int.h"
+#include "perseus/limits.h"
 #include "perseus/numfmt.h"
 
 #define PRS_STRAGGLER_MAX 100000
@@ -82,15 +83,28 @@ static int positive(double x)
     return isfinite(x) && x > 0;
 }
 
+int prs__emu_check_job(int pipelines, int stages, int tp, prs_error *err)
+{
+    if (pipelines < 1)
+        return prs__emu_error(err, PRS_EINVAL, "pipelines must be >= 1 (got %d)", pipelines);
+    if (tp < 1) return prs__emu_error(err, PRS_EINVAL, "tp must be >= 1 (got %d)", tp);
+    /* each factor is at most INT_MAX, so two of them multiply in long long without overflow */
+    long long pt = (long long)pipelines * tp;
+    if (pt > PRS_MAX_JOB_GPUS || (stages > 0 && pt * stages > PRS_MAX_JOB_GPUS))
+        return prs__emu_error(err, PRS_EINVAL,
+                              "pipelines x stages x tp (%d x %d x %d) exceeds %ld GPUs", pipelines,
+                              stages, tp, PRS_MAX_JOB_GPUS);
+    return 0;
+}
+
 int prs_emu_metrics_compute(const prs_emu_job *job, double s, const prs_emu_inputs *in,
                             prs_emu_metrics *out, prs_error *err)
 {
     if (!job || !in || !out) return prs__emu_error(err, PRS_EINVAL, "NULL argument");
-    if (job->pipelines < 1)
-        return prs__emu_error(err, PRS_EINVAL, "pipelines must be >= 1 (got %d)", job->pipelines);
     if (job->stages < 1)
         return prs__emu_error(err, PRS_EINVAL, "stages must be >= 1 (got %d)", job->stages);
-    if (job->tp < 1) return prs__emu_error(err, PRS_EINVAL, "tp must be >= 1 (got %d)", job->tp);
+    int rc = prs__emu_check_job(job->pipelines, job->stages, job->tp, err);
+    if (rc) return rc;
     if (!(job->blocking_power_w >= 0) || !isfinite(job->blocking_power_w))
         return prs__emu_error(err, PRS_EINVAL, "blocking power must be a finite number >= 0 W");
     if (!(s >= 1) || !isfinite(s))

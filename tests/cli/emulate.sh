@@ -30,6 +30,14 @@ expect_error 2 "missing required option '--profile'" "$bin" emulate --stages 8
 expect_error 2 "--pipelines: expected an integer >= 1, got '0'" "$bin" emulate "${job[@]}" --pipelines 0
 expect_error 2 "--pipelines: expected an integer >= 1, got '-3'" "$bin" emulate "${job[@]}" --pipelines -3
 expect_error 2 "--tp: expected an integer >= 1, got '0'" "$bin" emulate "${job[@]}" --tp 0
+# pipelines x stages x tp: at most 1e7 GPUs, refused before anything multiplies them (the count
+# once overflowed an int and printed a negative number of GPUs)
+for out in "" --json; do
+  expect_error 2 "--pipelines x --stages x --tp: at most 10000000 GPUs, got 2147483647 x 8 x 2147483647" \
+    "$bin" emulate "${job[@]}" --pipelines 2147483647 --tp 2147483647 --straggler 1.2 --quiet $out
+done
+expect_error 2 "at most 10000000 GPUs, got 1250001 x 8 x 1" "$bin" emulate "${job[@]}" --tp 1 \
+  --pipelines 1250001
 expect_error 2 "--microbatches: expected an integer >= 1, got 'x'" "$bin" emulate "${job[@]}" --microbatches x
 expect_error 2 "--unit-time: expected a number > 0, got '0'" "$bin" emulate "${job[@]}" --unit-time 0
 expect_error 2 "--schedule: expected 1f1b, gpipe or interleaved, got 'zigzag'" \

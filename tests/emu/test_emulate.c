@@ -13,6 +13,7 @@
  *   - tp scales absolute energies and nothing else; N does not change the intrinsic saving, and
  *     with N = 1 there is nothing extrinsic to save;
  *   - bad jobs and an empty frontier are errors. */
+#include <limits.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,6 +27,7 @@
 
 #include "perseus/emulator.h"
 #include "perseus/gpumodel.h"
+#include "perseus/limits.h"
 #include "perseus/planner.h"
 #include "perseus/profile.h"
 
@@ -409,6 +411,16 @@ static void test_errors(void **state)
     eo.tp = 0;
     assert_int_equal(prs_emulate_frontier(p, f, &eo, &e, &err), PRS_EINVAL);
     assert_non_null(strstr(err.msg, "tp"));
+    /* more than PRS_MAX_JOB_GPUS GPUs: refused, never multiplied out in int */
+    eo.pipelines = INT_MAX;
+    eo.tp = INT_MAX;
+    assert_int_equal(prs_emulate_frontier(p, f, &eo, &e, &err), PRS_EINVAL);
+    assert_non_null(strstr(err.msg, "exceeds 10000000 GPUs"));
+    eo.pipelines = (int)(PRS_MAX_JOB_GPUS / c->pipe.stages) + 1;
+    eo.tp = 1;
+    assert_int_equal(prs_emulate_frontier(p, f, &eo, &e, &err), PRS_EINVAL);
+    assert_null(e);
+    eo.pipelines = 2;
     eo.tp = 1;
     eo.stragglers = bad;
     eo.nstragglers = 2;

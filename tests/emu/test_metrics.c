@@ -2,6 +2,7 @@
  * figure is worked out by hand below; the paper's selection rule; the artifact's rounding of
  * tstar; the all-max baseline energy on a profile small enough to lay out by hand; and the parser
  * of straggler factors (lists, ranges, errors). */
+#include <limits.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -208,6 +209,11 @@ static void test_metrics_errors(void **state)
     j = job4(0);
     assert_int_equal(prs_emu_metrics_compute(&j, 1, &in, &m, &err), PRS_EINVAL);
     assert_non_null(strstr(err.msg, "tp"));
+    j = job4(1);
+    j.pipelines = INT_MAX;
+    j.tp = INT_MAX;
+    assert_int_equal(prs_emu_metrics_compute(&j, 1, &in, &m, &err), PRS_EINVAL);
+    assert_non_null(strstr(err.msg, "GPUs"));
     j = job4(1);
     j.blocking_power_w = -1;
     assert_int_equal(prs_emu_metrics_compute(&j, 1, &in, &m, &err), PRS_EINVAL);
