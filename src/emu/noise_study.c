@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "emu_int.h"
 #include "perseus/emulator.h"
 #include "perseus/evaluate.h"
 #include "perseus/noise.h"
@@ -72,17 +73,41 @@ static double truth_best_until(const study *s, double h)
     return best;
 }
 
+/* prs_frontier_lookup, with a message when f (planned on `which`) has no plan. */
+static int lookup(const prs_frontier *f, double time_s, const char *which, size_t *k,
+                  prs_error *err)
+{
+    if (prs_frontier_lookup(f, time_s, k) == 0) return 0;
+    return prs__emu_error(err, PRS_ERANGE,
+                          "the frontier planned on %s is empty: no plan to judge (check the "
+                          "profile's stages and clocks, or try a smaller unit time)",
+                          which);
+}
+
+/* The truth's fastest plan takes some time: a unit time coarser than every computation rounds
+ * them all to 0 units, and every figure relative to T_min would be 0/0. */
+static int check_t_min(const study *s, prs_error *err)
+{
+    if (s->t.t_min_s > 0) return 0;
+    return prs__emu_error(err, PRS_ERANGE,
+                          "unit time %g s is coarser than the computations: every time rounds to 0 "
+                          "units, so there is no frontier. Use a unit time well below the shortest "
+                          "computation",
+                          s->plan.pipe.unit_time_s);
+}
+
 static int plan_truth(study *s, double straggler, prs_error *err)
 {
     prs_frontier *f = NULL;
     size_t k;
     int rc = prs_plan(s->truth, &s->plan, &f, err);
-    if (!rc) rc = prs_frontier_lookup(f, 0, &k);
+    if (!rc) rc = lookup(f, 0, "the true profile", &k, err);
     if (!rc) rc = prs_frontier_plan(f, k, s->clocks, err);
     if (!rc) rc = prs_eval_run(s->ev, s->clocks, NULL, &s->t.t_min_s, &s->t.energy_j, err);
+    if (!rc) rc = check_t_min(s, err);
     if (!rc) {
         s->t.straggler_time_s = straggler * s->t.t_min_s;
-        rc = prs_frontier_lookup(f, s->t.straggler_time_s, &k);
+        rc = lookup(f, s->t.straggler_time_s, "the true profile", &k, err);
     }
     if (!rc) rc = prs_frontier_plan(f, k, s->clocks, err);
     if (!rc)
@@ -102,7 +127,7 @@ static int judge_fastest(study *s, const prs_frontier *f, const prs_profile *p,
     const prs_pipeline *pipe = &s->plan.pipe;
     size_t k;
     double t, e, pt, pe, pa;
-    int rc = prs_frontier_lookup(f, 0, &k);
+    int rc = lookup(f, 0, "a noisy profile", &k, err);
     if (!rc) rc = prs_frontier_plan(f, k, s->clocks, err);
     if (!rc) rc = prs_eval_run(s->ev, s->clocks, NULL, &t, &e, err);
     if (!rc) rc = prs_evaluate_plan(p, pipe, s->clocks, &pt, &pe, err);
@@ -124,7 +149,7 @@ static int judge_straggler(study *s, const prs_frontier *f, prs_noise_outcome *o
     const prs_pipeline *pipe = &s->plan.pipe;
     double tp = s->t.straggler_time_s, t, e;
     size_t k;
-    int rc = prs_frontier_lookup(f, tp, &k);
+    int rc = lookup(f, tp, "a noisy profile", &k, err);
     if (!rc) rc = prs_frontier_plan(f, k, s->clocks, err);
     if (!rc) rc = prs_eval_run(s->ev, s->clocks, NULL, &t, &e, err);
     if (rc) return rc;

@@ -18,6 +18,14 @@ ex=$src/examples/a100-8stage.csv
 job=(--profile "$ex" --stages 4 --microbatches 4 --unit-time 0.001 --blocking-power 83.64)
 
 "$bin" noise --help | grep -q -- "--jitter" || fail "noise --help"
+# a unit coarser than every computation: refused as plan and emulate refuse it (it printed -nan
+# tables and exited 0), with a message (lookups on an empty frontier printed an empty one)
+expect_error 1 "perseus noise: unit time 1 s is coarser than the computations: every time rounds to 0 units" \
+  "$bin" noise "${job[@]}" --unit-time 1 --jitter 0.01 --repeats 1 --seeds 2 --quiet
+awk -F, 'NR == 1 {print; next} {printf "%s,%s,%s,%g,%s\n", $1, $2, $3, $4 * 1e-297, $5}' "$ex" \
+  >"$tmp/tiny.csv"
+expect_error 1 "unit time 0.001 s is coarser than the computations" "$bin" noise "${job[@]}" \
+  --profile "$tmp/tiny.csv" --jitter 0.01 --repeats 1 --seeds 2 --quiet --json
 expect_error 2 "missing required option '--jitter'" "$bin" noise "${job[@]}" --repeats 1 --seeds 2
 expect_error 2 "missing required option '--seeds'" "$bin" noise "${job[@]}" --jitter 0.01 --repeats 1
 expect_error 2 "missing required option '--profile'" "$bin" noise --stages 4
