@@ -17,6 +17,19 @@
 #define PRS_MAX_DAG_OPS 20000000L
 /* Largest stage number a profile row may carry (so per-stage arrays stay sane). */
 #define PRS_PROFILE_MAX_STAGE 1000000
+/* A profile CSV (prs_profile_load; perseusd's default --max-profile): at most 16 MiB, some
+ * 300,000 rows; and one line of it at most PRS_PROFILE_MAX_LINE bytes (prs_profile_parse), far
+ * more than five numbers and a word take. */
+#define PRS_PROFILE_MAX_BYTES (16L << 20)
+#define PRS_PROFILE_MAX_LINE 4096
+/* A profile row's time and energy of one computation (prs_profile_parse, prs_profile_add): at
+ * most 11.6 days and 1 TJ. Far above any real measurement, and low enough that the planner's sums
+ * over PRS_MAX_DAG_OPS computations (and blocking power over their time) stay finite. */
+#define PRS_PROFILE_MAX_TIME_S 1e6
+#define PRS_PROFILE_MAX_ENERGY_J 1e12
+/* A GPU's blocking power (prs_pipeline_check, perseus --blocking-power, perseusd's
+ * blocking_power_w): 100 kW, far above any GPU's, so energies stay finite. */
+#define PRS_MAX_BLOCKING_POWER_W 1e5
 /* Span q_max - q_min of an operation type's quantized times, in units of tau: the planner keeps
  * a cost table over the span (src/core/options.c); a larger one means a unit time far too small. */
 #define PRS_MAX_UNIT_SPAN 100000000L
@@ -26,6 +39,9 @@
 /* Critical paths are sums of quantized times in long: the sum of every computation's slowest
  * quantized time, times the stages (the blocking-energy term), must stay below this (2^62). */
 #define PRS_MAX_PATH_UNITS 4611686018427387904.0
+/* Points of a frontier read back from plans.prs (prs_frontier_load, prs_frontier_from_plans),
+ * and the most perseusd's --max-plan-points allows. */
+#define PRS_MAX_FRONTIER_POINTS 100000000L
 /* GPUs of one emulated job, pipelines x stages x tp (prs_emulate, perseus emulate): far above
  * any real cluster, and low enough that every count and product of counts fits an int. */
 #define PRS_MAX_JOB_GPUS 10000000L

@@ -179,13 +179,16 @@ PRS_API int prs_frontier_find_time(const prs_frontier *f, double time_s, size_t 
 
 /* Persist to / restore from a directory: frontier.csv (time,energy: the reference's semantics),
  * frontier-detail.csv (index, planned and evaluated figures), plans.prs (all plans, stored as
- * the first plan plus per-iteration changes). save creates dir if missing. */
+ * the first plan plus per-iteration changes). save creates dir if missing; save and to_plans
+ * refuse (PRS_ERANGE) a point load would not read back (a figure not finite, an energy below
+ * 0). load refuses (PRS_EPARSE, file:line) a plans.prs of no points or with such a point, and
+ * reads no line longer than the pipeline's computations need (README.md, 'perseus plan'). */
 PRS_API int prs_frontier_save(const prs_frontier *f, const char *dir, prs_error *err);
 PRS_API int prs_frontier_load(const char *dir, prs_frontier **out, prs_error *err);
 /* The same plans.prs text in memory, for callers that keep frontiers elsewhere (a database):
  * to_plans writes it, byte for byte what save writes, into a malloc'd buffer (*text, *len; the
  * caller frees; NUL-terminated, the NUL not counted); from_plans parses len bytes of it (no NUL
- * needed), naming the text `name` in error messages. */
+ * needed), naming the text `name` in error messages; it reads a text of no points too. */
 PRS_API int prs_frontier_to_plans(const prs_frontier *f, char **text, size_t *len, prs_error *err);
 PRS_API int prs_frontier_from_plans(const char *name, const void *text, size_t len,
                                     prs_frontier **out, prs_error *err);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "perseus/limits.h"
 #include "perseus/numfmt.h"
 
 static const char *const names[PRS_CLI_NPIPE] = {
@@ -30,7 +31,12 @@ static int parse_value(const char *cmd, int which, const char *arg, prs_cli_pipe
     case PRS_CLI_UNIT_TIME:
         return prs_cli_number(cmd, opt, arg, 0, 1, &pipe->unit_time_s);
     case PRS_CLI_BLOCKING_POWER:
-        return prs_cli_number(cmd, opt, arg, 0, 0, &pipe->blocking_power_w);
+        if (prs_num_parse_double(arg, &pipe->blocking_power_w) == 0 &&
+            pipe->blocking_power_w >= 0 && pipe->blocking_power_w <= PRS_MAX_BLOCKING_POWER_W)
+            return 0;
+        fprintf(stderr, "perseus %s: %s: expected a number from 0 to %g (W), got '%s'\n", cmd, opt,
+                PRS_MAX_BLOCKING_POWER_W, arg);
+        return -1;
     case PRS_CLI_SCHEDULE:
         if (prs_schedule_parse(arg, &pipe->schedule) == 0) return 0;
         prs_cli_usage_error(cmd, "--schedule: expected 1f1b, gpipe or interleaved, got", arg);

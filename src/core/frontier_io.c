@@ -15,6 +15,7 @@
  * the server's database): the same writer and reader run on a memory stream (open_memstream,
  * fmemopen: POSIX 2008), so the text in memory is the text on disk. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,11 +23,34 @@
 #include <unistd.h>
 
 #include "frontier_int.h"
+#include "perseus/limits.h"
 #include "perseus/numfmt.h"
 
 #define PLANS_MAGIC "perseus-plans 1"
 
+/* Longest header line of plans.prs; the longest base and point lines follow from the number of
+ * computations (max_line). */
+#define PLANS_HEADER_LINE 1024
+
 typedef int (*writer_fn)(const prs_frontier *f, FILE *out);
+
+/* Why a point is not one the planner makes (its figures, and its evaluated time a whole number
+ * of units as the planner computes it), or NULL. The writer and the reader both refuse such
+ * points. */
+static const char *point_problem(const prs_frontier_point *p, double unit_s)
+{
+    if (p->time_units < 0 || (double)p->time_units > PRS_MAX_PATH_UNITS || !isfinite(p->time_s))
+        return "time units outside 0..2^62";
+    if (!(p->energy_j >= 0) || !isfinite(p->energy_j)) return "energy is not a finite number >= 0";
+    if (!isfinite(p->cost_change_j)) return "cost change is not a finite number";
+    if (!(p->eval_energy_j >= 0) || !isfinite(p->eval_energy_j))
+        return "evaluated energy is not a finite number >= 0";
+    double units = p->eval_time_s / unit_s;
+    if (!(units >= 0) || units > PRS_MAX_PATH_UNITS ||
+        fabs(units - nearbyint(units)) > 1e-6 * fmax(1, units))
+        return "evaluated time is not a whole number >= 0 of unit_time";
+    return NULL;
+}
 
 static int write_frontier_csv(const prs_frontier *f, FILE *out)
 {
@@ -116,14 +140,27 @@ done:
     return rc;
 }
 
+/* PRS_ERANGE (message naming where and the point) if a point is one the reader refuses
+ * (point_problem): written, it would make files that do not load again. */
+static int check_points(const prs_frontier *f, const char *where, prs_error *err)
+{
+    for (size_t k = 0; k < f->npoints; k++) {
+        const char *why = point_problem(&f->pts[k], f->pipe.unit_time_s);
+        if (why)
+            return prs_error_set(err, PRS_ERANGE, "%s: point %zu: %s: not written", where, k, why);
+    }
+    return 0;
+}
+
 int prs_frontier_save(const prs_frontier *f, const char *dir, prs_error *err)
 {
     struct stat st;
+    int rc = check_points(f, dir, err);
+    if (rc) return rc;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return prs_error_set(err, PRS_EIO, "%s: cannot create directory: %s", dir, strerror(errno));
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return prs_error_set(err, PRS_EIO, "%s: not a directory", dir);
-    int rc;
     if ((rc = write_atomically(dir, "plans.prs", f, write_plans, err))) return rc;
     if ((rc = write_atomically(dir, "frontier-detail.csv", f, write_detail_csv, err))) return rc;
     return write_atomically(dir, "frontier.csv", f, write_frontier_csv, err);
@@ -136,23 +173,45 @@ typedef struct reader {
     FILE *in;
     char *line;
     size_t cap;
+    size_t max_line; /* longest line accepted, newline not counted */
     long lineno;
+    const char *fault; /* why next_line failed, when not at the end of the input */
     prs_error *err;
 } reader;
 
+/* The next line into r->line, without its newline: 0, or -1 (r->fault set when the input did
+ * not just end: an embedded NUL, a line longer than r->max_line, no memory). Reads at most
+ * r->max_line + 1 bytes, so no input makes it allocate more. */
 static int next_line(reader *r)
 {
-    ssize_t n = getline(&r->line, &r->cap, r->in);
-    if (n < 0) return -1;
+    int c = getc(r->in);
+    if (c == EOF) return -1;
     r->lineno++;
-    if (n > 0 && r->line[n - 1] == '\n') r->line[--n] = '\0';
-    if ((size_t)n != strlen(r->line)) return -2; /* embedded NUL */
+    size_t n = 0;
+    for (; c != EOF && c != '\n'; c = getc(r->in)) {
+        if (c == '\0') return r->fault = "embedded NUL byte", -1;
+        if (n == r->max_line)
+            return r->fault =
+                       "line too long (longer than any line a plans file of this pipeline holds)",
+                   -1;
+        if (n + 1 >= r->cap) {
+            size_t cap = r->cap ? 2 * r->cap : 256;
+            char *l = realloc(r->line, cap);
+            if (!l) return r->fault = "out of memory", -1;
+            memset(l + r->cap, 0, cap - r->cap); /* every byte defined, as the parsers assume */
+            r->line = l;
+            r->cap = cap;
+        }
+        r->line[n++] = (char)c;
+    }
+    if (!r->line && !(r->line = calloc(r->cap = 256, 1))) return r->fault = "out of memory", -1;
+    r->line[n] = '\0';
     return 0;
 }
 
 static int bad(reader *r, const char *what)
 {
-    prs_error_set(r->err, PRS_EPARSE, "%s:%ld: %s", r->path, r->lineno, what);
+    prs_error_set(r->err, PRS_EPARSE, "%s:%ld: %s", r->path, r->lineno, r->fault ? r->fault : what);
     return PRS_EPARSE; /* what prs_error_set returns, visibly non-zero to static analysis */
 }
 
@@ -185,8 +244,9 @@ static int parse_header(reader *r, prs_pipeline *pipe, prs_cost_model *model, si
         return bad(r, "expected 'blocking_power WATTS'");
     if (!(v = keyed(r, "cost_model")) || prs_cost_model_parse(v, model))
         return bad(r, "expected 'cost_model exp|hull'");
-    if (!(v = keyed(r, "points")) || prs_num_parse_long(v, &points) || points < 0)
-        return bad(r, "expected 'points N'");
+    if (!(v = keyed(r, "points")) || prs_num_parse_long(v, &points) || points < 0 ||
+        points > PRS_MAX_FRONTIER_POINTS)
+        return bad(r, "expected 'points N' with N at most 100000000");
     prs_error why = {0, ""};
     if (prs_pipeline_check(pipe, &why) != 0) return bad(r, why.msg);
     *npoints = (size_t)points;
@@ -220,6 +280,8 @@ static int parse_point(reader *r, prs_frontier *f, int *ops, int *freqs)
         if (!(tok = token(&s)) || prs_num_parse_double(tok, fields[i]))
             return bad(r, "bad number in point line");
     pt.time_s = (double)pt.time_units * f->pipe.unit_time_s;
+    const char *why = point_problem(&pt, f->pipe.unit_time_s);
+    if (why) return bad(r, why);
     size_t n = 0;
     while ((tok = token(&s))) {
         char *colon = strchr(tok, ':');
@@ -235,10 +297,12 @@ static int parse_point(reader *r, prs_frontier *f, int *ops, int *freqs)
     return 0;
 }
 
-/* Read plans.prs from in (named path in messages) into *out. */
-static int load_stream(const char *path, FILE *in, prs_frontier **out, prs_error *err)
+/* Read plans.prs from in (named path in messages) into *out; a text of no points only when
+ * allow_empty. */
+static int load_stream(const char *path, FILE *in, int allow_empty, prs_frontier **out,
+                       prs_error *err)
 {
-    reader r = {path, in, NULL, 0, 0, err};
+    reader r = {path, in, NULL, 0, PLANS_HEADER_LINE, 0, NULL, err};
     prs_frontier *f = NULL;
     int *base = NULL, *ops = NULL, *freqs = NULL;
     int rc;
@@ -246,7 +310,13 @@ static int load_stream(const char *path, FILE *in, prs_frontier **out, prs_error
     prs_cost_model model = PRS_COST_EXP;
     size_t npoints = 0;
     if ((rc = parse_header(&r, &pipe, &model, &npoints))) goto out;
+    if (npoints == 0 && !allow_empty) {
+        rc = bad(&r, "points 0: a plans file holds at least one plan");
+        goto out;
+    }
     int nops = pipe.stages * prs_ops_per_stage(&pipe);
+    /* base: one clock per computation; a point: its figures and at most one change each */
+    r.max_line = 4 * PRS_NUMFMT_MAX + 64 + (size_t)nops * 24;
     base = malloc(sizeof *base * (size_t)nops);
     ops = malloc(sizeof *ops * (size_t)nops);
     freqs = malloc(sizeof *freqs * (size_t)nops);
@@ -279,7 +349,7 @@ static int load_stream(const char *path, FILE *in, prs_frontier **out, prs_error
         }
         if ((rc = parse_point(&r, f, ops, freqs))) goto out;
     }
-    if (next_line(&r) == 0) {
+    if (next_line(&r) == 0 || r.fault) {
         rc = bad(&r, "unexpected data after the last point");
         goto out;
     }
@@ -303,7 +373,7 @@ int prs_frontier_load(const char *dir, prs_frontier **out, prs_error *err)
     if (!path) return prs_error_set(err, PRS_ENOMEM, "out of memory");
     snprintf(path, n, "%s/plans.prs", dir);
     FILE *in = fopen(path, "r");
-    int rc = in ? load_stream(path, in, out, err)
+    int rc = in ? load_stream(path, in, 0, out, err)
                 : prs_error_set(err, PRS_EIO, "%s: cannot open: %s", path, strerror(errno));
     if (in) fclose(in);
     free(path);
@@ -319,7 +389,7 @@ int prs_frontier_from_plans(const char *name, const void *text, size_t len, prs_
     if (!in)
         return prs_error_set(err, PRS_ENOMEM, "%s: cannot open in memory: %s", name,
                              strerror(errno));
-    int rc = load_stream(name, in, out, err);
+    int rc = load_stream(name, in, 1, out, err);
     fclose(in);
     return rc;
 }
@@ -328,6 +398,8 @@ int prs_frontier_to_plans(const prs_frontier *f, char **text, size_t *len, prs_e
 {
     *text = NULL;
     *len = 0;
+    int rc = check_points(f, "plans.prs in memory", err);
+    if (rc) return rc;
     char *buf = NULL;
     size_t n = 0;
     FILE *out = open_memstream(&buf, &n);

@@ -100,8 +100,10 @@ int prs_pipeline_check(const prs_pipeline *p, prs_error *err)
         return prs_error_set(err, PRS_EINVAL, "pipeline too large");
     if (!(p->unit_time_s > 0) || !isfinite(p->unit_time_s))
         return prs_error_set(err, PRS_EINVAL, "unit time must be a finite number > 0 s");
-    if (!(p->blocking_power_w >= 0) || !isfinite(p->blocking_power_w))
-        return prs_error_set(err, PRS_EINVAL, "blocking power must be a finite number >= 0 W");
+    if (!(p->blocking_power_w >= 0 && p->blocking_power_w <= PRS_MAX_BLOCKING_POWER_W))
+        return prs_error_set(err, PRS_EINVAL,
+                             "blocking power must be a number from 0 to %g W (got %g)",
+                             PRS_MAX_BLOCKING_POWER_W, p->blocking_power_w);
     return 0;
 }
 

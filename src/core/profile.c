@@ -11,7 +11,10 @@
  * Rows whose instruction is "load" must have five fields but are otherwise not looked at: the
  * reference ignores them, and we do not know every profiler's conventions for them.
  *
- * Limits: stage <= PRS_PROFILE_MAX_STAGE (so that num_stages and per-stage arrays stay sane). */
+ * Limits (perseus/limits.h): stage <= PRS_PROFILE_MAX_STAGE (so that num_stages and per-stage
+ * arrays stay sane); time and energy at most PRS_PROFILE_MAX_TIME_S and PRS_PROFILE_MAX_ENERGY_J;
+ * lines at most PRS_PROFILE_MAX_LINE bytes; files at most PRS_PROFILE_MAX_BYTES, read no further.
+ */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -197,12 +200,14 @@ int prs_profile_add(prs_profile *p, const prs_profile_row *row, prs_error *err)
     if (row->freq_mhz <= 0)
         return fail(err, PRS_EPARSE, p->name, row->line, "frequency must be > 0 MHz, got %d",
                     row->freq_mhz);
-    if (!(isfinite(row->time_s) && row->time_s > 0))
-        return fail(err, PRS_EPARSE, p->name, row->line, "time must be a finite number > 0, got %g",
-                    row->time_s);
-    if (!(isfinite(row->energy_j) && row->energy_j > 0))
+    if (!(row->time_s > 0 && row->time_s <= PRS_PROFILE_MAX_TIME_S))
         return fail(err, PRS_EPARSE, p->name, row->line,
-                    "energy must be a finite number > 0, got %g", row->energy_j);
+                    "time must be a number in (0, %g] s, got %g", PRS_PROFILE_MAX_TIME_S,
+                    row->time_s);
+    if (!(row->energy_j > 0 && row->energy_j <= PRS_PROFILE_MAX_ENERGY_J))
+        return fail(err, PRS_EPARSE, p->name, row->line,
+                    "energy must be a number in (0, %g] J, got %g", PRS_PROFILE_MAX_ENERGY_J,
+                    row->energy_j);
     return append_row(p, row, err);
 }
 
@@ -347,10 +352,18 @@ static int parse_row(reader *r, char **fields, int nfields, int line, const int 
     if (prs_num_parse_double(s, &row.time_s) != 0 || !(row.time_s > 0))
         return fail(r->err, PRS_EPARSE, r->name, line,
                     "column 'time': expected a number > 0, got '%s'", excerpt(ex, sizeof ex, s));
+    if (row.time_s > PRS_PROFILE_MAX_TIME_S)
+        return fail(r->err, PRS_EPARSE, r->name, line,
+                    "column 'time': %s s is more than one computation may take (at most %g s)",
+                    excerpt(ex, sizeof ex, s), PRS_PROFILE_MAX_TIME_S);
     s = fields[colmap[COL_ENERGY]];
     if (prs_num_parse_double(s, &row.energy_j) != 0 || !(row.energy_j > 0))
         return fail(r->err, PRS_EPARSE, r->name, line,
                     "column 'energy': expected a number > 0, got '%s'", excerpt(ex, sizeof ex, s));
+    if (row.energy_j > PRS_PROFILE_MAX_ENERGY_J)
+        return fail(r->err, PRS_EPARSE, r->name, line,
+                    "column 'energy': %s J is more than one computation may take (at most %g J)",
+                    excerpt(ex, sizeof ex, s), PRS_PROFILE_MAX_ENERGY_J);
     return append_row(r->p, &row, r->err);
 }
 
@@ -367,6 +380,9 @@ static int parse_text(reader *r, const char *text, size_t len)
         size_t linelen = nl ? (size_t)(nl - (text + pos)) : len - pos;
         const char *ltext = text + pos;
         pos += linelen + (nl ? 1 : 0);
+        if (linelen > PRS_PROFILE_MAX_LINE)
+            return fail(r->err, PRS_EPARSE, r->name, line, "line longer than %d bytes",
+                        PRS_PROFILE_MAX_LINE);
         if (memchr(ltext, '\0', linelen))
             return fail(r->err, PRS_EPARSE, r->name, line, "embedded NUL byte");
         size_t k = 0;
@@ -426,11 +442,17 @@ int prs_profile_load(const char *path, prs_profile **out, prs_error *err)
     if (!f) return fail(err, PRS_EIO, path, 0, "cannot open: %s", strerror(errno));
     char *text = NULL;
     size_t len = 0, cap = 0;
+    const size_t max = (size_t)PRS_PROFILE_MAX_BYTES;
     int rc = PRS_OK;
     for (;;) {
+        if (len > max) { /* one byte past the limit read: never more */
+            rc = fail(err, PRS_EPARSE, path, 0, "larger than %zu bytes (a profile's limit)", max);
+            break;
+        }
         if (len == cap) {
             size_t ncap = cap ? cap * 2 : 65536;
-            char *t = ncap > cap ? realloc(text, ncap) : NULL;
+            if (ncap > max + 1) ncap = max + 1;
+            char *t = realloc(text, ncap);
             if (!t) {
                 rc = fail(err, PRS_ENOMEM, path, 0, "out of memory");
                 break;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "perseus/limits.h"
 #include "secure.h"
 
 /* The one failure path: PRS_EINVAL with a message of at most REQ_MSG_MAX - 1 bytes. */
@@ -132,7 +133,8 @@ static int get_blocking_power(json_t *root, req_job_spec *s, prs_error *err)
     json_t *v = json_object_get(root, "blocking_power_w");
     if (!v || json_is_null(v)) return 0;
     s->has_blocking_power = 1;
-    return get_real(root, "blocking_power_w", 1, 0.0, 0, 1e5, &s->blocking_power_w, err);
+    return get_real(root, "blocking_power_w", 1, 0.0, 0, PRS_MAX_BLOCKING_POWER_W,
+                    &s->blocking_power_w, err);
 }
 
 static int cmp_desc(const void *a, const void *b)
@@ -458,7 +460,8 @@ static int parse_results(json_t *root, req_results *r, prs_error *err)
             get_i(it, "clock_mhz", 0, 1, REQ_MAX_CLOCK_MHZ, &ri->clock_mhz, &sub) ||
             get_real(it, "pace_s", 0, 0.0, 1, 1e6, &ri->pace_s, &sub) ||
             get_int(it, "plan_id", 0, 0, 1L << 40, &ri->plan_id, &sub) ||
-            get_real(it, "blocking_power_w", 0, 0.0, 1, 1e5, &ri->blocking_power_w, &sub) ||
+            get_real(it, "blocking_power_w", 0, 0.0, 1, PRS_MAX_BLOCKING_POWER_W,
+                     &ri->blocking_power_w, &sub) ||
             get_real(it, "wall_s", 0, 0.0, 1, 1e6, &ri->wall_s, &sub))
             return fail(err, "iterations[%zu].%s", i, sub.msg);
         json_t *ws = json_object_get(it, "windows");

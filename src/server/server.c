@@ -24,6 +24,7 @@
  * turn those, and the job calls' api_err, into the JSON error: api_err is the outermost layer. */
 #define _GNU_SOURCE /* pipe2, SOCK_CLOEXEC; struct timespec helpers */
 #include "perseus/clock.h"
+#include "perseus/limits.h"
 #include "perseus/logfmt.h"
 #include "perseus/noise.h"
 #include "perseus/server.h"
@@ -1813,7 +1814,7 @@ void prs_server_config_default(prs_server_config *c)
     c->listen_host = "127.0.0.1";
     c->port = PRS_SERVER_DEFAULT_PORT;
     c->max_body_bytes = 1u << 20;
-    c->max_profile_bytes = 16u << 20;
+    c->max_profile_bytes = (size_t)PRS_PROFILE_MAX_BYTES;
     c->max_connections = 8192;
     c->threads = 0; /* one per online CPU */
     c->log_level = PRS_LOG_INFO;
@@ -1926,7 +1927,7 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
     s->listen_fd = s->stop_pipe[0] = s->stop_pipe[1] = -1;
     s->cfg = *cfg;
     if (!s->cfg.max_body_bytes) s->cfg.max_body_bytes = 1u << 20;
-    if (!s->cfg.max_profile_bytes) s->cfg.max_profile_bytes = 16u << 20;
+    if (!s->cfg.max_profile_bytes) s->cfg.max_profile_bytes = (size_t)PRS_PROFILE_MAX_BYTES;
     if (!s->cfg.max_connections) s->cfg.max_connections = 8192;
     if (!s->cfg.threads) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);

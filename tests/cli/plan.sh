@@ -29,7 +29,11 @@ expect_error 2 "--stages: expected an integer >= 1, got '0'" "$bin" plan --profi
 expect_error 2 "--microbatches: expected an integer >= 1, got 'x'" "$bin" plan --microbatches x
 expect_error 2 "--unit-time: expected a number > 0, got 'abc'" "$bin" plan --unit-time abc
 expect_error 2 "--unit-time: expected a number > 0, got '-1'" "$bin" plan --unit-time -1
-expect_error 2 "--blocking-power: expected a number >= 0, got 'nan'" "$bin" plan --blocking-power nan
+expect_error 2 "--blocking-power: expected a number from 0 to 100000 \\(W\\), got 'nan'" "$bin" plan \
+  --blocking-power nan
+# beyond any GPU: its energies would overflow to inf/nan in frontier.csv and plans.prs
+expect_error 2 "--blocking-power: expected a number from 0 to 100000 \\(W\\), got '1e308'" "$bin" plan \
+  --blocking-power 1e308
 expect_error 2 "--cost-model: expected exp or hull, got 'cubic'" "$bin" plan --cost-model cubic
 expect_error 2 "unknown option '--bogus'" "$bin" plan --bogus
 expect_error 2 "--frontier: expected auto, raw or clean, got 'tidy'" "$bin" plan --frontier tidy
@@ -56,6 +60,11 @@ check_bad() { # name pattern content
   [[ ! -e $tmp/o-$1 ]] || fail "output directory created for bad profile $1"
 }
 check_bad empty "empty.csv" ""
+# finite but beyond one computation (1e6 s, 1e12 J): sums of them overflowed to inf/nan
+check_bad huge_time "huge_time.csv:2: column 'time': 1e300 s is more than one computation may take" \
+  "$hdr"$'\n'"0,forward,1410,1e300,20"$'\n'"0,backward,1410,0.03,40"$'\n'
+check_bad huge_energy "huge_energy.csv:3: column 'energy': 1e308 J is more than one computation may take" \
+  "$hdr"$'\n'"0,forward,1410,0.01,20"$'\n'"0,backward,1410,0.03,1e308"$'\n'
 check_bad header_only "header_only.csv" "$hdr"$'\n'
 check_bad unknown_col "unknown_col.csv:1:.*power" "stage,instruction,frequency,time,energy,power"$'\n'
 check_bad missing_col "missing_col.csv:1:.*energy" "stage,instruction,frequency,time"$'\n'"0,forward,1410,0.1"$'\n'
@@ -105,9 +114,9 @@ expect_error 2 "more than the limit of 1000000: use a unit time of 2e-06 s" \
 awk -F, 'NR == 1 {print; next} {printf "%s,%s,%s,%s,%s\n", $1, $2, $3, $4 * 1e4, $5}' "$ex" >"$tmp/x1e4.csv"
 expect_error 2 "would have 14957152 points .* use a unit time of 0.02 s" \
   "$bin" plan --profile "$tmp/x1e4.csv" "${common[@]}" --quiet --out "$tmp/x1e4"
-awk -F, 'NR == 1 {print; next} {printf "%s,%s,%s,%s,%s\n", $1, $2, $3, $4 * 1e300, $5}' "$ex" >"$tmp/huge.csv"
-expect_error 2 "stage 0 .* too many units of 0.001 s to count; use a larger unit time" \
-  "$bin" plan --profile "$tmp/huge.csv" "${common[@]}" --out "$tmp/huge"
+# times of ~1e298 units (a profile refuses times x 1e300, so the unit shrinks instead)
+expect_error 2 "stage 0 .* too many units of 1e-300 s to count; use a larger unit time" \
+  "$bin" plan --profile "$ex" "${common[@]}" --unit-time 1e-300 --out "$tmp/huge"
 
 # --- the example profile, both models; export by index and time ---
 "$bin" plan --profile "$ex" "${common[@]}" --quiet --out "$tmp/ex"
@@ -117,6 +126,25 @@ for d in ex exh; do
   [[ $(head -1 "$tmp/$d/frontier.csv") == "time,energy" ]] || fail "frontier header"
 done
 n=$(($(wc -l <"$tmp/ex/frontier.csv") - 1))
+
+# --- inputs read within bounds, and plans.prs read back only when it is one the writer makes ---
+expect_error 2 "/dev/zero: larger than 16777216 bytes \\(a profile's limit\\)" \
+  timeout 10 "$bin" plan --profile /dev/zero "${common[@]}" --out "$tmp/zero"
+mkdir "$tmp/badp"
+cp "$tmp/ex/frontier.csv" "$tmp/ex/frontier-detail.csv" "$tmp/badp/"
+ln -s /dev/zero "$tmp/badp/plans.prs"
+expect_error 2 "badp/plans.prs:1: embedded NUL byte" timeout 10 "$bin" plan export "$tmp/badp" --index 0
+bad_plans() { # pattern sed-script
+  rm -f "$tmp/badp/plans.prs"
+  sed -e "$2" "$tmp/ex/plans.prs" >"$tmp/badp/plans.prs"
+  expect_error 2 "$1" "$bin" plan export "$tmp/badp" --index 0
+}
+bad_plans "plans.prs:9: points 0: a plans file holds at least one plan" 's/^points .*/points 0/'
+bad_plans "plans.prs:11: time units outside 0..2\\^62" '11s/^p [0-9]* /p 9223372036854775807 /'
+bad_plans "plans.prs:11: time units outside" '11s/^p [0-9]* /p -9223372036854775807 /'
+bad_plans "plans.prs:11: energy is not a finite number >= 0" '11s/^p \([0-9]*\) [^ ]* /p \1 -5 /'
+bad_plans "plans.prs:11: evaluated time is not a whole number" \
+  '11s/^p \([0-9]*\) \([^ ]*\) \([^ ]*\) [^ ]* /p \1 \2 \3 3.9785 /'
 # hull's frontier is clean by default: evaluated times strictly falling, no plan dominated by a
 # faster one plus blocking power over the gap; --frontier raw keeps every iteration
 "$bin" plan --profile "$ex" "${common[@]}" --quiet --cost-model hull --frontier raw --out "$tmp/exr"

@@ -376,7 +376,9 @@ static void test_max_points(void **state)
 static void test_overflow(void **state)
 {
     (void)state;
-    /* times far beyond what a long counts in units: an error, never a conversion overflow */
+    /* times far beyond what a long counts in units: an error, never a conversion overflow. A
+     * profile's times are at most PRS_PROFILE_MAX_TIME_S, so the unit shrinks instead: times
+     * x 1e7 and the unit x 1e7 / scale give the same counts of units as times x scale. */
     double scales[] = {1e300, 1e15, 1e14, 1e12};
     for (size_t i = 0; i < NELEM(scales); i++) {
         prs_profile *p = prs_profile_new();
@@ -386,13 +388,13 @@ static void test_overflow(void **state)
                     prs_profile_row r = {s,
                                          (prs_instr)in,
                                          1410 - 100 * c,
-                                         0.05 * (1 + 0.1 * c) * scales[i],
+                                         0.05 * (1 + 0.1 * c) * 1e7,
                                          20.0 * (1 - 0.05 * c),
                                          0};
                     assert_int_equal(prs_profile_add(p, &r, NULL), 0);
                 }
         prs_plan_opts o;
-        opts_for(&o, 2, 200, 0.001, PRS_COST_HULL, PRS_FRONTIER_AUTO);
+        opts_for(&o, 2, 200, 0.001 * 1e7 / scales[i], PRS_COST_HULL, PRS_FRONTIER_AUTO);
         prs_frontier *f = NULL;
         prs_error err = {0, ""};
         assert_int_equal(prs_plan(p, &o, &f, &err), PRS_EINVAL);

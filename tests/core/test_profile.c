@@ -15,6 +15,7 @@
 
 #include "skips.h"
 
+#include "perseus/limits.h"
 #include "perseus/profile.h"
 
 static const char HEADER[] = "stage,instruction,frequency,time,energy\n";
@@ -247,6 +248,11 @@ static void test_bad_time_energy(void **state)
     expect_bad_row("0,forward,1410,0.5,NaN", "column 'energy'");
     expect_bad_row("0,forward,1410,0.5,-inf", "column 'energy'");
     expect_bad_row("0,forward,1410,0.5,2J", "column 'energy'");
+    /* finite but beyond any computation: the planner's sums would overflow */
+    expect_bad_row("0,forward,1410,1e300,2", "column 'time': 1e300 s is more than one computation");
+    expect_bad_row("0,forward,1410,1000001,2", "(at most 1e+06 s)");
+    expect_bad_row("0,forward,1410,0.5,1e308", "column 'energy': 1e308 J is more than one");
+    expect_bad_row("0,forward,1410,0.5,1.1e12", "(at most 1e+12 J)");
 }
 
 static void test_bad_duplicate_row(void **state)
@@ -361,7 +367,7 @@ static void test_add_validates(void **state)
     bad.freq_mhz = 0;
     assert_int_equal(prs_profile_add(p, &bad, &err), PRS_EPARSE);
     assert_non_null(strstr(err.msg, "frequency"));
-    const double bad_values[] = {0.0, -1.0, NAN, INFINITY, -INFINITY};
+    const double bad_values[] = {0.0, -1.0, NAN, INFINITY, -INFINITY, 1e300};
     for (size_t i = 0; i < sizeof bad_values / sizeof *bad_values; i++) {
         bad = ok;
         bad.time_s = bad_values[i];
@@ -373,6 +379,11 @@ static void test_add_validates(void **state)
         assert_non_null(strstr(err.msg, "energy"));
     }
     bad = ok;
+    bad.time_s = 1e6; /* the largest time and energy allowed: in, under another clock */
+    bad.energy_j = 1e12;
+    bad.freq_mhz = 1100;
+    assert_int_equal(prs_profile_add(p, &bad, &err), PRS_OK);
+    bad = ok;
     bad.time_s = 5.0; /* same key: duplicate whatever the values */
     assert_int_equal(prs_profile_add(p, &bad, &err), PRS_EPARSE);
     assert_non_null(strstr(err.msg, "duplicate row for stage 1 backward at 1200 MHz"));
@@ -380,7 +391,7 @@ static void test_add_validates(void **state)
     assert_int_equal(prs_profile_add(p, &bad, &err), PRS_EPARSE);
     assert_non_null(strstr(err.msg, "<memory>:42: duplicate"));
 
-    assert_int_equal(prs_profile_nrows(p), 1); /* nothing bad got in */
+    assert_int_equal(prs_profile_nrows(p), 2); /* nothing bad got in */
     assert_int_equal(prs_profile_num_stages(p), 2);
     prs_profile_free(p);
 }
@@ -437,14 +448,14 @@ static void test_write_format(void **state)
     (void)state;
     prs_profile *p = prs_profile_new();
     prs_profile_row r1 = {0, PRS_FORWARD, 1410, 0.1 + 0.2, 5736.0, 0};
-    prs_profile_row r2 = {3, PRS_BACKWARD, 855, 1e-05, 1e16, 0};
+    prs_profile_row r2 = {3, PRS_BACKWARD, 855, 1e-05, 1e12, 0};
     assert_int_equal(prs_profile_add(p, &r1, NULL), PRS_OK);
     assert_int_equal(prs_profile_add(p, &r2, NULL), PRS_OK);
     size_t len = 0;
     char *s = write_to_string(p, &len);
     assert_string_equal(s, "stage,instruction,frequency,time,energy\n"
                            "0,forward,1410,0.30000000000000004,5736.0\n"
-                           "3,backward,855,1e-05,1e+16\n");
+                           "3,backward,855,1e-05,1000000000000.0\n");
     assert_int_equal(len, strlen(s));
     free(s);
     prs_profile_free(p);
@@ -460,20 +471,22 @@ static uint64_t bits(double x)
 static void test_round_trip_bit_identical(void **state)
 {
     (void)state;
+    /* times and energies a profile accepts: at most PRS_PROFILE_MAX_TIME_S (s) and
+     * PRS_PROFILE_MAX_ENERGY_J (J); test_numfmt covers the doubles beyond */
     const double values[] = {0.1 + 0.2,
                              19.080000000000002,
                              5736.362622327515,
                              0.05016166687011708,
                              1e-05,
-                             123456789012345.6,
-                             1.7976931348623157e308,
+                             123456.7890123456,
+                             PRS_PROFILE_MAX_TIME_S,
                              5e-324,
                              2.2250738585072014e-308,
                              7.120236347223045e-307,
                              1.0 / 3.0,
                              2.0 / 3.0,
-                             1e22,
-                             9007199254740993.0};
+                             999999.9999999999,
+                             9007.199254740993};
     size_t nv = sizeof values / sizeof *values;
     prs_profile *p = prs_profile_new();
     uint64_t seed = 0x9e3779b97f4a7c15ULL;
@@ -489,7 +502,7 @@ static void test_round_trip_bit_identical(void **state)
                 seed ^= seed << 17;
                 uint64_t b = seed & 0x7fffffffffffffffULL;
                 memcpy(&t, &b, sizeof t);
-            } while (!(t > 0 && t < INFINITY));
+            } while (!(t > 0 && t <= PRS_PROFILE_MAX_TIME_S));
             e = t * 0.75 + 1.0;
         }
         prs_profile_row r = {i % 9, (prs_instr)(i % 2), 100 + i, t, e, 0};
@@ -599,6 +612,38 @@ static void test_load_file(void **state)
     assert_int_equal(strncmp(err.msg, path, strlen(path)), 0);
     assert_int_equal(prs_profile_load("/", &p, &err), PRS_EIO);
     assert_null(p);
+
+    /* at most PRS_PROFILE_MAX_BYTES are read: a larger file, or an endless one, is refused */
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "%s0,forward,1410,0.5,2\n0,backward,1410,0.5,2\n", HEADER);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(truncate(path, PRS_PROFILE_MAX_BYTES), 0); /* NULs up to the limit */
+    assert_int_equal(prs_profile_load(path, &p, &err), PRS_EPARSE);
+    assert_non_null(strstr(err.msg, ":4: line longer than")); /* read whole, then parsed */
+    assert_int_equal(truncate(path, PRS_PROFILE_MAX_BYTES + 1), 0);
+    assert_int_equal(prs_profile_load(path, &p, &err), PRS_EPARSE);
+    snprintf(want, sizeof want, "%s: larger than %ld bytes", path, PRS_PROFILE_MAX_BYTES);
+    assert_non_null(strstr(err.msg, want));
+    unlink(path);
+    assert_int_equal(prs_profile_load("/dev/zero", &p, &err), PRS_EPARSE);
+    assert_non_null(strstr(err.msg, "/dev/zero: larger than"));
+    assert_null(p);
+}
+
+/* A line longer than PRS_PROFILE_MAX_LINE, even a blank one, is refused with its number. */
+static void test_long_line(void **state)
+{
+    (void)state;
+    size_t n = PRS_PROFILE_MAX_LINE + 100;
+    char *text = malloc(sizeof HEADER + n + 1);
+    assert_non_null(text);
+    memcpy(text, HEADER, sizeof HEADER - 1);
+    memset(text + sizeof HEADER - 1, ' ', n);
+    text[sizeof HEADER - 1 + n] = '\n';
+    expect_fail_len(text, sizeof HEADER + n, PRS_EPARSE,
+                    "bad.csv:2: ", "line longer than 4096 bytes");
+    free(text);
 }
 
 static void test_real_profile(void **state)
@@ -644,6 +689,7 @@ int main(void)
         cmocka_unit_test(test_bad_instruction),
         cmocka_unit_test(test_bad_frequency),
         cmocka_unit_test(test_bad_time_energy),
+        cmocka_unit_test(test_long_line),
         cmocka_unit_test(test_bad_duplicate_row),
         cmocka_unit_test(test_bad_empty),
         cmocka_unit_test(test_bad_nul_byte),
