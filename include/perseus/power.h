@@ -54,8 +54,10 @@ typedef struct prs_plan_power {
 /* Peak mean power over a window of window_s seconds of the periodic signal steps[0..n) (sorted,
  * contiguous, from 0 to the period steps[n-1].end_s > 0), repeated back to back. Windows are
  * closed: an impulse on either edge counts. *start_s (may be NULL) gets where in the period a
- * peak window begins. PRS_EINVAL for window_s not finite and > 0, or steps that are not sorted,
- * contiguous and non-negative from 0. */
+ * peak window begins. Exact at both extremes: a window shorter than every step gives the
+ * largest step's power, a window of many periods the average. PRS_EINVAL for window_s not
+ * finite and > 0, steps that are not sorted, contiguous and non-negative from 0, or a peak that
+ * is not a finite number of watts (an impulse over a window that short). */
 PRS_API int prs_power_peak(const prs_power_step *steps, size_t n, double window_s, double *peak_w,
                            double *start_s, prs_error *err);
 

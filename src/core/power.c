@@ -5,8 +5,9 @@
  * blocking power: energy / quantized duration - P_block. Sorting the computations' starts and
  * ends gives the step function. The mean over a window starting at a is a piecewise-linear
  * function of a whose slope changes only where the window's start or end crosses a step
- * boundary, so its maximum is at one of those 2n positions; each is evaluated in O(log n) from
- * the steps' cumulative energy. */
+ * boundary, so its maximum is at one of those 2n positions. Each is evaluated from the steps
+ * it starts with, summed directly, then the steps' cumulative energy (O(log n)): a short window
+ * keeps its precision, and a long one (whole iterations plus a remainder) never overflows. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,13 +68,42 @@ static double energy_to(const prs_power_step *s, size_t n, const double *cum, do
 }
 
 /* Energy of the closed window [a, a + r] of the periodic signal, 0 <= a < T, 0 <= r < T. A
- * window reaching T wraps: an impulse at 0 is also one at T. */
+ * window reaching T wraps: an impulse at 0 is also one at T. A difference of cumulative
+ * energies: exact only to a rounding of the iteration's energy, so used for windows over many
+ * steps (mean_from). */
 static double window_energy(const prs_power_step *s, size_t n, const double *cum, double a,
                             double r)
 {
     double T = s[n - 1].end_s, b = a + r;
     if (b < T) return energy_to(s, n, cum, b, 1) - energy_to(s, n, cum, a, 0);
     return cum[n] - energy_to(s, n, cum, a, 0) + energy_to(s, n, cum, b - T, 1);
+}
+
+/* Steps a window's mean sums one by one before the rest comes from the cumulative energy. */
+#define WALK_STEPS 8
+
+/* Mean power of the closed window [a, a + r] of the periodic signal, a = s[j].start_s,
+ * 0 <= r < T; for r = 0, the energy of the impulses at a. The first steps are summed directly,
+ * each as its power times the share of the window it covers, from offsets that are differences
+ * of step boundaries: a window far shorter than its step has exactly that step's power (a
+ * difference of cumulative energies, or a + r rounded, would lose it). Past WALK_STEPS steps
+ * (the window then spans several steps of width) the rest comes from window_energy. */
+static double mean_from(const prs_power_step *s, size_t n, const double *cum, size_t j, double r)
+{
+    double T = s[n - 1].end_s, a = s[j].start_s, per = r > 0 ? r : 1, mean = 0;
+    for (size_t walked = 0, k = j; walked < n; walked++, k = (k + 1) % n) {
+        double shift = k < j ? T - a : -a; /* past T, the next iteration's steps */
+        double lo = s[k].start_s + shift, hi = s[k].end_s + shift;
+        if (lo > r) break;
+        const prs_power_step *prev = &s[(k + n - 1) % n];
+        if (walked >= WALK_STEPS && prev->end_s > prev->start_s) /* no impulse at s[k] walked */
+            return mean + window_energy(s, n, cum, s[k].start_s, r - lo) / per;
+        if (hi > lo)
+            mean += s[k].power_w * ((fmin(hi, r) - lo) / per);
+        else
+            mean += s[k].energy_j / per;
+    }
+    return mean;
 }
 
 /* x folded into [0, T). */
@@ -84,36 +114,71 @@ static double fold(double x, double T)
     return y >= T ? 0 : y;
 }
 
+/* The steps of the signal run backwards in time (t -> T - t) into rev, their cumulative
+ * energies into rcum: a window ending at a boundary of s starts at one of rev. */
+static void reverse_steps(const prs_power_step *s, size_t n, prs_power_step *rev, double *rcum)
+{
+    double T = s[n - 1].end_s;
+    rcum[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        const prs_power_step *o = &s[n - 1 - i];
+        rev[i] = (prs_power_step){T - o->end_s, T - o->start_s, o->power_w, o->energy_j};
+        rcum[i + 1] = rcum[i] + rev[i].energy_j;
+    }
+}
+
+/* The busiest window of r seconds (0 <= r < T): its mean (as mean_from) and start. Every
+ * window starting and every window ending at a step boundary is tried. */
+static void busiest(const prs_power_step *s, const prs_power_step *rev, size_t n, const double *cum,
+                    const double *rcum, double r, double *mean, double *at)
+{
+    double T = s[n - 1].end_s;
+    *mean = -1;
+    *at = 0;
+    for (size_t j = 0; j < n; j++) {
+        double fwd = mean_from(s, n, cum, j, r), bwd = mean_from(rev, n, rcum, (n - j) % n, r);
+        if (fwd > *mean) {
+            *mean = fwd;
+            *at = s[j].start_s;
+        }
+        if (bwd > *mean) {
+            *mean = bwd;
+            *at = fold(s[j].start_s - r, T);
+        }
+    }
+}
+
 int prs_power_peak(const prs_power_step *steps, size_t n, double window_s, double *peak_w,
                    double *start_s, prs_error *err)
 {
     if (check_window(window_s, err)) return PRS_EINVAL;
     int rc = check_steps(steps, n, err);
     if (rc) return rc;
-    double *cum = malloc(sizeof *cum * (n + 1));
-    if (!cum) return FAIL(err, PRS_ENOMEM, "out of memory");
+    double *cum = malloc(sizeof *cum * 2 * (n + 1)), *rcum = cum ? cum + n + 1 : NULL;
+    prs_power_step *rev = malloc(sizeof *rev * n);
+    if (!cum || !rev) {
+        free(cum);
+        free(rev);
+        return FAIL(err, PRS_ENOMEM, "out of memory");
+    }
     cum[0] = 0;
     for (size_t i = 0; i < n; i++)
         cum[i + 1] = cum[i] + steps[i].energy_j;
-    double T = steps[n - 1].end_s, whole = floor(window_s / T), r = window_s - whole * T;
-    if (r < 0) r = 0;
-    if (r >= T) { /* rounding: r is a whole period */
-        whole += 1;
-        r = 0;
-    }
-    double best = -1, best_a = 0;
-    for (size_t i = 0; i < 2 * n; i++) {
-        double b = steps[i / 2].start_s; /* every boundary: each step's start, and T (= 0) */
-        double a = i % 2 ? fold(b - r, T) : fold(b, T);
-        double e = window_energy(steps, n, cum, a, r);
-        if (e > best) {
-            best = e;
-            best_a = a;
-        }
-    }
-    *peak_w = (whole * cum[n] + best) / window_s;
+    reverse_steps(steps, n, rev, rcum);
+    /* window_s = whole periods (w - r) + the busiest r seconds; fmod is exact, and the whole
+     * periods weigh in by their share of the window (never whole * E, which overflows) */
+    double T = steps[n - 1].end_s, r = fmod(window_s, T), mean, at;
+    busiest(steps, rev, n, cum, rcum, r, &mean, &at);
+    double peak = cum[n] / T * ((window_s - r) / window_s) + mean * ((r > 0 ? r : 1) / window_s);
     free(cum);
-    if (start_s) *start_s = best_a;
+    free(rev);
+    if (!isfinite(peak))
+        return FAIL(err, PRS_EINVAL,
+                    "power: the peak over a window of %g s is not a finite number of watts "
+                    "(an impulse of energy in a window that short); use a longer --window",
+                    window_s);
+    *peak_w = peak;
+    if (start_s) *start_s = at;
     return 0;
 }
 

@@ -190,4 +190,18 @@ assert abs(e - o["energy_j"]) < 1e-9 * e, (e, o["energy_j"])
 assert max(float(r["power_w"]) for r in rows) == o["max_power_w"]
 assert abs(lo["peak_power_w"] - lo["avg_power_w"]) < 1e-3 * lo["avg_power_w"]
 PY
+# a window far shorter than any step peaks at the largest step (was above it, or below the
+# average, from cancellation); one of 1e306 s is the average (was inf)
+for w in 1e-16 1e-20 1e306; do
+  "$bin" evaluate --profile "$ex" "${pipe[@]}" --uniform 1200 --json --window "$w" \
+    > "$tmp/pw-$w.json" || fail "evaluate --window $w"
+done
+$py - "$tmp"/pw-1e-16.json "$tmp"/pw-1e-20.json "$tmp"/pw-1e306.json <<'PY' || fail "extreme windows"
+import json, sys
+for f in sys.argv[1:3]:
+    o = json.load(open(f))
+    assert abs(o["peak_power_w"] - o["max_power_w"]) <= 1e-12 * o["max_power_w"], (f, o)
+o = json.load(open(sys.argv[3]))
+assert abs(o["peak_power_w"] - o["avg_power_w"]) <= 1e-9 * o["avg_power_w"], o
+PY
 echo "evaluate.sh: OK"

@@ -2,9 +2,12 @@
  *   - hand-computed pipelines: the steps, the average, and the peak over windows shorter than,
  *     equal to and longer than the iteration (back to back iterations);
  *   - a computation quantized to 0 units is an impulse, counted by a closed window;
+ *   - windows far shorter than a step (its power) or far longer than the iteration (the
+ *     average), without cancellation or overflow;
  *   - on a synthetic profile: the steps integrate to the evaluated energy, and the peak agrees
  *     with a brute-force scan of window starts, for many windows;
  *   - bad windows and bad steps are refused. */
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -116,6 +119,13 @@ static void test_two_gpus(void **state)
     /* 5 s: [1, 6] = 170 + 460 + 400 J; the windows wrapping round hold less ([2, 7]: 1010 J) */
     assert_float_equal(peak(s, n, 5.0, &at), 206, 1e-9);
     assert_float_equal(at, 1, 1e-12);
+    /* a window far shorter than a step: that step's power, not a rounding of the energies */
+    for (double w = 1e-10; w > 1e-305; w *= 1e-7) {
+        assert_float_equal(peak(s, n, w, &at), 230, 1e-12);
+        assert_true(at >= 2 && at <= 4);
+    }
+    /* 1e306 s: iterations back to back, the average (whole * E overflowed to inf) */
+    assert_float_equal(peak(s, n, 1e306, NULL), 1180 / 6.0, 1e-9);
     free(s);
     prs_profile_free(p);
 }
@@ -140,6 +150,14 @@ static void test_impulse(void **state)
     double at = -1;
     assert_float_equal(peak(s, n, 0.5, &at), (50 + 75) / 0.5, 1e-9);
     assert_true(at == 0 || fabs(at - 1.5) < 1e-12);
+    /* the impulse over a short window: its energy over the window, plus the step's power */
+    assert_float_equal(peak(s, n, 1e-9, NULL), 50 / 1e-9 + 150, 1e-12 * (50 / 1e-9));
+    /* ... until that is more watts than a double holds: an error, not inf */
+    double pk = -1;
+    prs_error err;
+    assert_int_equal(prs_power_peak(s, n, 1e-310, &pk, NULL, &err), PRS_EINVAL);
+    assert_non_null(strstr(err.msg, "window"));
+    assert_true(pk == -1);
     free(s);
     prs_profile_free(p);
 }
@@ -198,6 +216,12 @@ static void test_synthetic_against_brute_force(void **state)
         assert_true(pk >= pw.avg_power_w - 1e-9 && pk <= pw.max_power_w + 1e-9);
     }
     assert_float_equal(peak(s, n, 1e4 * T, NULL), pw.avg_power_w, 1e-3 * pw.avg_power_w);
+    /* shorter than any step: the largest step; far longer than T: the average */
+    const double tiny[] = {1e-9, 1e-16, 1e-20, 1e-300}, huge[] = {1e12, 1e306, DBL_MAX};
+    for (size_t k = 0; k < 4; k++)
+        assert_float_equal(peak(s, n, tiny[k], NULL), pw.max_power_w, 1e-12 * pw.max_power_w);
+    for (size_t k = 0; k < 3; k++)
+        assert_float_equal(peak(s, n, huge[k], NULL), pw.avg_power_w, 1e-9 * pw.avg_power_w);
     free(s);
     free(plan);
     prs_eval_close(ev);
