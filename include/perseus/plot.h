@@ -72,7 +72,11 @@ PRS_API void prs_svg_label(prs_svg *s, double x, double y, const char *text, ...
 PRS_API int prs_svg_finish(prs_svg *s, prs_error *err);
 
 /* Escape src for XML text or attribute values into dst (n bytes, always NUL-terminated when
- * n > 0). Returns the length of the full escaped text, as snprintf does. */
+ * n > 0): & < > " ' become entity references, control characters XML 1.0 forbids '?', and each
+ * byte that is not part of a well-formed UTF-8 sequence (or U+FFFE, U+FFFF) U+FFFD, so the
+ * document stays well-formed UTF-8 whatever src holds. Every text and attribute value the
+ * writer takes is escaped this way. Returns the length of the full escaped text, as snprintf
+ * does. */
 PRS_API size_t prs_svg_escape(char *dst, size_t n, const char *src);
 
 /* Approximate width in pixels of text set in a sans-serif font of font_px (for layout only). */

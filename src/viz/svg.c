@@ -42,64 +42,70 @@ static int usable(prs_svg *s)
     return s && !s->failed;
 }
 
+/* Length of the well-formed UTF-8 sequence at p that XML 1.0 can carry (RFC 3629: no overlong
+ * forms, surrogates or code points past U+10FFFF; nor U+FFFE or U+FFFF), or 0. p[0] >= 0x80. */
+static size_t utf8_len(const unsigned char *p)
+{
+    size_t len = p[0] >= 0xF0 ? 4 : p[0] >= 0xE0 ? 3 : 2;
+    unsigned lo = 0x80, hi = 0xBF; /* the range of the second byte */
+    if (p[0] < 0xC2 || p[0] > 0xF4) return 0;
+    if (p[0] == 0xE0) lo = 0xA0;
+    if (p[0] == 0xED) hi = 0x9F;
+    if (p[0] == 0xF0) lo = 0x90;
+    if (p[0] == 0xF4) hi = 0x8F;
+    if (p[1] < lo || p[1] > hi) return 0;
+    for (size_t i = 2; i < len; i++)
+        if ((p[i] & 0xC0) != 0x80) return 0;
+    if (p[0] == 0xEF && p[1] == 0xBF && p[2] >= 0xBE) return 0; /* U+FFFE, U+FFFF */
+    return len;
+}
+
+/* What the character at p becomes in XML text or an attribute value: an entity reference for
+ * & < > " ', '?' for a control character XML 1.0 forbids (all but tab, newline and return),
+ * U+FFFD for a byte that does not start a well-formed UTF-8 sequence, else the character
+ * itself (copied into one). *used gets the bytes of p it stands for. */
+static const char *escaped_at(const char *p, char one[5], size_t *used)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    *used = 1;
+    switch (*p) {
+    case '&':
+        return "&amp;";
+    case '<':
+        return "&lt;";
+    case '>':
+        return "&gt;";
+    case '"':
+        return "&quot;";
+    case '\'':
+        return "&apos;";
+    default:
+        break;
+    }
+    if (*u < 0x20 && *p != '\t' && *p != '\n' && *p != '\r') return "?";
+    if (*u >= 0x80 && (*used = utf8_len(u)) == 0) {
+        *used = 1;
+        return "\xEF\xBF\xBD"; /* U+FFFD REPLACEMENT CHARACTER */
+    }
+    memcpy(one, p, *used);
+    one[*used] = '\0';
+    return one;
+}
+
 static void put_escaped(prs_svg *s, const char *text)
 {
-    for (const char *p = text; *p; p++) {
-        switch (*p) {
-        case '&':
-            fputs("&amp;", s->out);
-            break;
-        case '<':
-            fputs("&lt;", s->out);
-            break;
-        case '>':
-            fputs("&gt;", s->out);
-            break;
-        case '"':
-            fputs("&quot;", s->out);
-            break;
-        case '\'':
-            fputs("&apos;", s->out);
-            break;
-        default:
-            /* XML 1.0 forbids control characters other than tab, newline and return. */
-            if ((unsigned char)*p < 0x20 && *p != '\t' && *p != '\n' && *p != '\r')
-                fputc('?', s->out);
-            else
-                fputc(*p, s->out);
-        }
-    }
+    char one[5];
+    for (size_t used; *text; text += used)
+        fputs(escaped_at(text, one, &used), s->out);
 }
 
 size_t prs_svg_escape(char *dst, size_t n, const char *src)
 {
     size_t len = 0;
-    for (const char *p = src; *p; p++) {
-        const char *rep = NULL;
-        char one[2] = {*p, '\0'};
-        switch (*p) {
-        case '&':
-            rep = "&amp;";
-            break;
-        case '<':
-            rep = "&lt;";
-            break;
-        case '>':
-            rep = "&gt;";
-            break;
-        case '"':
-            rep = "&quot;";
-            break;
-        case '\'':
-            rep = "&apos;";
-            break;
-        default:
-            if ((unsigned char)*p < 0x20 && *p != '\t' && *p != '\n' && *p != '\r') one[0] = '?';
-            rep = one;
-        }
-        for (const char *r = rep; *r; r++, len++)
+    char one[5];
+    for (size_t used; *src; src += used)
+        for (const char *r = escaped_at(src, one, &used); *r; r++, len++)
             if (n > 0 && len < n - 1) dst[len] = *r;
-    }
     if (n > 0) dst[len < n - 1 ? len : n - 1] = '\0';
     return len;
 }

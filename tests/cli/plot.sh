@@ -21,6 +21,10 @@ check_svg() {
   if command -v xmllint >/dev/null; then
     xmllint --noout "$f" || fail "$f: xmllint"
   fi
+  if [[ -x /usr/bin/python3 ]]; then
+    /usr/bin/python3 -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' "$f" ||
+      fail "$f: not well-formed XML (python3 xml.dom.minidom)"
+  fi
   local label
   for label in "$@"; do grep -qF -- "$label" "$f" || fail "$f lacks '$label'"; done
   if command -v rsvg-convert >/dev/null; then
@@ -52,6 +56,13 @@ grep -o '<polyline points="[^"]*"' "$tmp/hull.svg" | head -1 | sed 's/.*points="
 "$bin" plot frontier --frontier "$tmp/fr" --out "$tmp/frontier-only.svg" --title 'Only <ours> & "it"'
 check_svg "$tmp/frontier-only.svg" "Only &lt;ours&gt; &amp; &quot;it&quot;" "Iteration energy (J)"
 ! grep -q "EnvPipe" "$tmp/frontier-only.svg" || fail "baselines drawn without a profile"
+# a title that is not UTF-8 (Latin-1 e-acute, a lone continuation byte, an overlong '/', a
+# surrogate, U+FFFF): each bad byte becomes U+FFFD in a document declared UTF-8; good UTF-8
+# (e-acute, an emoji) is kept
+"$bin" plot frontier --frontier "$tmp/fr" --out "$tmp/latin1.svg" \
+  --title $'caf\xe9 \x80 \xc0\xaf \xed\xa0\x80 \xef\xbf\xbf caf\xc3\xa9 \xf0\x9f\x94\x8b'
+check_svg "$tmp/latin1.svg" $'<title>caf\xef\xbf\xbd \xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd' \
+  $'caf\xc3\xa9 \xf0\x9f\x94\x8b</title>'
 
 "$bin" plot timeline --frontier "$tmp/fr" --profile "$ex" --index 5 --out "$tmp/timeline.svg"
 check_svg "$tmp/timeline.svg" "Pipeline timeline: plan 5 of" "Time within the iteration (s)" \

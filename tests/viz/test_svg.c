@@ -235,6 +235,22 @@ static void test_escape(void **state)
     /* control characters XML cannot carry are replaced; UTF-8 passes through */
     prs_svg_escape(buf, sizeof buf, "x\x01y \xe2\x80\xb2");
     assert_string_equal(buf, "x?y \xe2\x80\xb2");
+    /* bytes that are no well-formed UTF-8 become U+FFFD, one each: Latin-1, a lone
+     * continuation byte, overlong, a surrogate, past U+10FFFF, U+FFFF, cut short at the end */
+    const char *bad[][2] = {
+        {"caf\xe9!", "caf\xef\xbf\xbd!"},
+        {"\x80", "\xef\xbf\xbd"},
+        {"\xc0\xaf", "\xef\xbf\xbd\xef\xbf\xbd"},
+        {"\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},
+        {"\xf4\x90\x80\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},
+        {"\xef\xbf\xbf", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},
+        {"a\xf0\x9f\x94", "a\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},
+        {"\xf0\x9f\x94\x8b \xf4\x8f\xbf\xbd", "\xf0\x9f\x94\x8b \xf4\x8f\xbf\xbd"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(prs_svg_escape(buf, sizeof buf, bad[i][0]), strlen(bad[i][1]));
+        assert_string_equal(buf, bad[i][1]);
+    }
 }
 
 static void test_writer_escapes_text_and_attributes(void **state)
@@ -252,10 +268,12 @@ static void test_writer_escapes_text_and_attributes(void **state)
     prs_svg_label(s, 1, 2, "T' < T & \"quoted\"", "text-anchor", "middle", PRS_SVG_END);
     prs_svg_rect(s, 0, 0, 10.004, -3, "fill", "#fff", PRS_SVG_END);
     prs_svg_line(s, 0, 0, 1e3, -0.001, PRS_SVG_END);
+    prs_svg_label(s, 1, 2, "caf\xe9", "class", "caf\xe9", PRS_SVG_END); /* Latin-1 */
     prs_svg_close(s);
     assert_int_equal(prs_svg_finish(s, NULL), 0);
     char *doc = mem_close(&m);
     assert_well_formed(doc);
+    assert_non_null(strstr(doc, "class=\"caf\xef\xbf\xbd\">caf\xef\xbf\xbd</text>"));
     assert_non_null(
         strstr(doc, "<title>A &amp; B &lt;plot&gt; &quot;q&quot; &apos;a&apos;</title>"));
     assert_non_null(strstr(doc, "id=\"x&quot;y&apos;z&amp;&lt;&gt;\""));
