@@ -159,6 +159,15 @@ PRS_API int prs_plan_counted(const prs_profile *profile, const prs_plan_opts *op
  * unit between a computation's fastest and slowest measured time). */
 PRS_API int prs_plan_size(const prs_profile *profile, const prs_pipeline *pipe, long *span,
                           double *table_bytes, prs_error *err);
+/* Whether a planning problem has a frontier to find, as cheaply as prs_plan_size (whose
+ * failures it shares): PRS_EINVAL when every computation's fastest time rounds to 0 units at
+ * pipe->unit_time_s (the fastest plan would take 0 s: the message gives the profile's range of
+ * times and a unit that would do, naming the unit time unit_name, e.g. "--unit-time" or
+ * "unit_time_s"; NULL: "unit time"), or when an iteration's energy could overflow a double (the
+ * message gives the largest energy of one computation). prs_plan does not refuse either; a
+ * caller that plans a profile it did not make checks it first. */
+PRS_API int prs_plan_check(const prs_profile *profile, const prs_pipeline *pipe,
+                           const char *unit_name, prs_error *err);
 PRS_API void prs_frontier_free(prs_frontier *f);
 /* The clean frontier of f (docs/planner.md, 'Clean frontier') into *out, a new frontier: the
  * plans no faster plan beats (evaluated energy plus blocking power over the time gap, all

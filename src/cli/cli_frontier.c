@@ -1,7 +1,8 @@
-/* A planned frontier the CLI can use (cli.h): at least one plan, at a positive iteration time.
- * A unit time coarser than the computations rounds every time to 0 units, which leaves nothing
- * to plan; the user is told why and which option to change. (One plan is a frontier: when no
- * computation can be sped up, the slowest plan is also the fastest.) */
+/* A planned frontier the CLI can use (cli.h): at least one plan, at a positive iteration time
+ * and a finite energy. A unit time coarser than the computations rounds every time to 0 units,
+ * which leaves nothing to plan, and energies an iteration cannot add up give an inf frontier;
+ * prs_plan_check tells the user why and which option to change. (One plan is a frontier: when
+ * no computation can be sped up, the slowest plan is also the fastest.) */
 #include <math.h>
 #include <stdio.h>
 
@@ -23,16 +24,13 @@ int prs_cli_frontier_usable(const char *cmd, const prs_profile *profile, const p
 {
     size_t n = prs_frontier_size(f);
     const prs_pipeline *pipe = prs_frontier_pipeline(f);
-    double lo, hi;
-    time_range(profile, &lo, &hi);
-    if (n > 0 && prs_frontier_point_at(f, n - 1)->time_units == 0) {
-        fprintf(stderr,
-                "perseus %s: error: --unit-time %g s is coarser than the computations (%.3g s .. "
-                "%.3g s): every time rounds to 0 units, so there is no frontier. Use a --unit-time "
-                "well below the shortest computation, e.g. %.2g\n",
-                cmd, pipe->unit_time_s, lo, hi, lo / 20);
+    prs_error err = {0, ""};
+    if (prs_plan_check(profile, pipe, "--unit-time", &err)) {
+        fprintf(stderr, "perseus %s: error: %s\n", cmd, err.msg);
         return 1;
     }
+    double lo, hi;
+    time_range(profile, &lo, &hi);
     if (n == 0) {
         fprintf(stderr,
                 "perseus %s: error: the frontier is empty: the planner found no plan for "

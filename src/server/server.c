@@ -367,18 +367,23 @@ static int on_plan_progress(void *ud, long done, long total)
 static int reload_job(prs_server *s, job *j);
 static void launch_queued(prs_server *s);
 
-/* The problem's size against --max-plan-points and --max-plan-memory: 0, or -1 with the reason
- * (naming the limit) in why. */
-static int check_plan_size(const prs_server *s, const prs_profile *p, const prs_pipeline *pipe,
-                           char *why, size_t n)
+/* The problem has a frontier to find (prs_plan_check: times that do not all round to 0 units,
+ * energies that add up) and fits --max-plan-points and --max-plan-memory: 0, or -1 with the
+ * reason (naming the field or the limit) in why and its API error code in *code (bad_profile,
+ * too_large_to_plan). */
+static int check_plannable(const prs_server *s, const prs_profile *p, const prs_pipeline *pipe,
+                           const char **code, char *why, size_t n)
 {
     long span;
     double bytes;
     prs_error err = {0, ""};
-    if (prs_plan_size(p, pipe, &span, &bytes, &err)) {
+    *code = "bad_profile";
+    if (prs_plan_check(p, pipe, "unit_time_s", &err) ||
+        prs_plan_size(p, pipe, &span, &bytes, &err)) {
         snprintf(why, n, "%s", err.msg);
         return -1;
     }
+    *code = "too_large_to_plan";
     if (bytes > (double)s->cfg.max_plan_memory) {
         snprintf(why, n,
                  "planning would need about %.0f MiB of tables at a unit time of %g s, over the "
@@ -429,7 +434,9 @@ static void *planner_main(void *arg)
     prs_error err = {0, ""};
     double t0 = prs_mono_s();
     t->deadline = t0 + s->cfg.plan_timeout_s;
-    int rc = check_plan_size(s, t->profile, &t->pipe, err.msg, sizeof err.msg) ? PRS_EINVAL : 0;
+    const char *code;
+    int rc =
+        check_plannable(s, t->profile, &t->pipe, &code, err.msg, sizeof err.msg) ? PRS_EINVAL : 0;
     if (!rc)
         rc = t->robust ? prs_plan_robust(t->profile, &o, &f, NULL, &err)
                        : prs_plan(t->profile, &o, &f, &err);
@@ -1015,8 +1022,8 @@ static int do_profile(prs_server *s, job *j, conn_ctx *cc, void *arg, int *actio
 }
 
 /* An uploaded profile, parsed and judged before the job lock is taken: it must parse, cover the
- * job's stages (pipe: the job's pipeline) and make a planning problem within the server's
- * limits. 0 with *out, or -1 with e filled. */
+ * job's stages (pipe: the job's pipeline) and make a planning problem with a frontier, within
+ * the server's limits. 0 with *out, or -1 with e filled. */
 static int parse_upload(prs_server *s, const prs_pipeline *pipe_in, conn_ctx *cc, prs_profile **out,
                         api_err *e)
 {
@@ -1030,9 +1037,10 @@ static int parse_upload(prs_server *s, const prs_pipeline *pipe_in, conn_ctx *cc
         return api_fail(e, 400, "bad_profile", "%s", err.msg);
     }
     char why[REQ_MSG_MAX];
-    if (check_plan_size(s, p, &pipe, why, sizeof why)) {
+    const char *code;
+    if (check_plannable(s, p, &pipe, &code, why, sizeof why)) {
         prs_profile_free(p);
-        return api_fail(e, 400, "too_large_to_plan", "%s", why);
+        return api_fail(e, 400, code, "%s", why);
     }
     *out = p;
     return 0;

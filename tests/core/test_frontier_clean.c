@@ -482,6 +482,19 @@ static void test_progress(void **state)
     assert_true((long)prs_frontier_size(f) * 2 > span);
     assert_true(bytes > (double)span);
     prs_frontier_free(f);
+    /* prs_plan_check: this problem has a frontier; at a unit coarser than every computation,
+     * or with energies an iteration cannot add up, it has none, and the message says why */
+    assert_int_equal(prs_plan_check(p, &o.pipe, NULL, &err), 0);
+    prs_pipeline coarse = o.pipe;
+    coarse.unit_time_s = 10;
+    assert_int_equal(prs_plan_check(p, &coarse, "--unit-time", &err), PRS_EINVAL);
+    assert_non_null(strstr(err.msg, "--unit-time 10 s is coarser than the computations"));
+    prs_profile_row big = *prs_profile_rows(p);
+    big.energy_j = 1e308;
+    big.freq_mhz = 7; /* a clock of its own */
+    if (prs_profile_add(p, &big, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(prs_plan_check(p, &o.pipe, NULL, &err), PRS_EINVAL);
+    assert_non_null(strstr(err.msg, "overflow"));
     prs_profile_free(p);
 }
 

@@ -2,6 +2,8 @@
  *   - a profile whose planning problem is too large (the frontier's span, or the planner's
  *     tables) is refused at upload with 400 naming the limit, before any planner runs (the
  *     test prints the profile's size and the tables it would need);
+ *   - so is a profile with nothing to plan (every time rounds to 0 units, energies that
+ *     overflow), with 400 bad_profile and the planner's reason;
  *   - at most max_planners planners run, the others wait their turn;
  *   - complete and DELETE stop a running planner within 100 ms (the gap between the answer and
  *     the server's planning_canceled log line, whose timestamps have millisecond resolution);
@@ -221,6 +223,63 @@ static void test_refused_at_upload(void **state)
     stop(&x, 1);
 }
 
+/* Upload csv (a profile of stage 0 on two clocks, time and energy given as printf formats) to a
+ * new 1-stage job at unit 1 ms: its reply. */
+static http_reply upload_rows(srv_ctx *x, const char *time, const char *energy, job_ref *j)
+{
+    char row[64], csv[512] = "stage,instruction,frequency,time,energy\n";
+    create(x, 1, 4, 0.001, j);
+    static const char *const rows[] = {"0,forward,1410", "0,forward,1350", "0,backward,1410",
+                                       "0,backward,1350"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(row, sizeof row, "%s,%s,%s\n", rows[i], time, energy);
+        strncat(csv, row, sizeof csv - strlen(csv) - 1);
+    }
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s/profile", j->id);
+    return http_do(x->port, "POST", path, j->tok, csv, strlen(csv), NULL);
+}
+
+/* Refused at upload with 400 bad_profile, the message naming what is wrong; the job did not
+ * move. */
+static void expect_refused(srv_ctx *x, http_reply *r, const job_ref *j, const char *why)
+{
+    print_message("HTTP %d: %s\n", r->status, r->body);
+    assert_int_equal(r->status, 400);
+    json_t *e = json_object_get(r->json, "error");
+    assert_string_equal(json_str(e, "code"), "bad_profile");
+    assert_non_null(strstr(json_str(e, "message"), why));
+    http_reply_free(r);
+    json_t *st = status(x, j, r);
+    assert_string_equal(json_str(st, "phase"), "registering");
+    http_reply_free(r);
+}
+
+/* A profile with nothing to plan is refused at upload, as `perseus plan` refuses it, rather than
+ * run on a 0-second plan (times that all round to 0 units) or fail later with "the planner
+ * produced an empty frontier" (energies whose sum overflows). */
+static void test_nothing_to_plan(void **state)
+{
+    (void)state;
+    prs_server_config cfg;
+    prs_server_config_default(&cfg);
+    srv_ctx x;
+    assert_int_equal(start(&x, &cfg), 0);
+    job_ref j;
+    http_reply r = upload_rows(&x, "1e-300", "10", &j);
+    expect_refused(&x, &r, &j, "unit_time_s 0.001 s is coarser than the computations");
+    r = upload_rows(&x, "0.0004", "10", &j); /* 0.4 units: rounds to 0 too */
+    expect_refused(&x, &r, &j, "every time rounds to 0 units");
+    /* 8 computations of 1e308 J: an iteration's energy is inf (the refusal may come from the
+     * profile's own bounds, which name the energy too) */
+    r = upload_rows(&x, "0.01", "1e308", &j);
+    expect_refused(&x, &r, &j, "energ");
+    r = upload_rows(&x, "0.01", "10", &j); /* the same job with sane figures plans */
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    stop(&x, 1);
+}
+
 /* One planner slot: the second planning waits; complete and DELETE each stop a running planner
  * within 100 ms, and the waiting one then starts. */
 static void test_queue_and_cancel(void **state)
@@ -335,9 +394,8 @@ static void test_shutdown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_refused_at_upload),
-        cmocka_unit_test(test_queue_and_cancel),
-        cmocka_unit_test(test_time_limit),
+        cmocka_unit_test(test_refused_at_upload), cmocka_unit_test(test_nothing_to_plan),
+        cmocka_unit_test(test_queue_and_cancel),  cmocka_unit_test(test_time_limit),
         cmocka_unit_test(test_shutdown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
