@@ -115,32 +115,29 @@ static void close_client(prs_client *c, CUstream cs)
     assert_int_equal(cu.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
 }
 
-static int need_fakes(void)
+/* One case: a client profiling at a mid clock, first(c, cs, mid) making its first iteration,
+ * ITERS - 1 iterations more, then every window must be tagged with the mid clock and at least
+ * half the iterations must have windows. */
+static void run_case(const char *name, void (*first)(prs_client *, CUstream, int))
 {
-    if (cu_path && nvml_path) return 1;
-    prs_skip_case("no fake libcuda or NVML ($PRS_FAKE_CUDA, $PRS_FAKE_NVML)");
-    return 0;
-}
-
-static void test_window_left_open(void **state)
-{
-    if (!need_fakes()) return;
+    if (!cu_path || !nvml_path) {
+        prs_skip_case("no fake libcuda or NVML ($PRS_FAKE_CUDA, $PRS_FAKE_NVML)");
+        return;
+    }
     char dir[256];
     assert_int_equal(fake_dir_begin(dir, sizeof dir, "tags"), 0);
     CUstream cs;
     int mid, iters, at, other;
     prs_client *c = open_client(&cs, &mid);
     set_profiling(c, mid);
-    assert_int_equal(prs_client_begin(c, PRS_FORWARD, 0, 0), 0); /* its clock change is queued */
-    assert_int_equal(prs_client_iteration_end(c), 0);            /* ... and its window left open */
+    first(c, cs, mid);
     for (int it = 1; it < ITERS; it++)
         run_iteration(c, cs, mid);
     cu.cuStreamSynchronize(cs);
     sleep_s(0.1);
     assert_int_equal(prs_client_iteration_end(c), 0); /* resolves what completed */
     count_tags(c, mid, &iters, &at, &other);
-    print_message("window left open: %d iterations with windows, %d windows at %d MHz, %d "
-                  "otherwise\n",
+    print_message("%s: %d iterations with windows, %d windows at %d MHz, %d otherwise\n", name,
                   iters, at, mid, other);
     assert_true(iters >= ITERS / 2);
     assert_int_equal(other, 0);
@@ -148,34 +145,33 @@ static void test_window_left_open(void **state)
     fake_dir_end(dir, 1);
 }
 
-static void test_late_answer(void **state)
+/* A begin whose clock change is queued, then the iteration's end with its window open. */
+static void leave_window_open(prs_client *c, CUstream cs, int mid)
 {
-    if (!need_fakes()) return;
-    char dir[256];
-    assert_int_equal(fake_dir_begin(dir, sizeof dir, "tags"), 0);
-    CUstream cs;
-    int mid, iters, at, other;
-    prs_client *c = open_client(&cs, &mid);
-    set_profiling(c, mid);
+    assert_int_equal(prs_client_begin(c, PRS_FORWARD, 0, 0), 0);
+    assert_int_equal(prs_client_iteration_end(c), 0);
+}
+
+/* An iteration whose clock change is answered after on_clock's 0.5 s (the daemon stopped). */
+static void answer_late(prs_client *c, CUstream cs, int mid)
+{
     pid_t helper = (pid_t)prs_clockctl_pid(c->ctl);
     assert_true(helper > 0);
-    kill(helper, SIGSTOP); /* the first change's answer comes after on_clock's 0.5 s */
+    kill(helper, SIGSTOP);
     run_iteration(c, cs, mid);
     sleep_s(0.1);
     kill(helper, SIGCONT);
     sleep_s(0.1);
-    for (int it = 1; it < ITERS; it++)
-        run_iteration(c, cs, mid);
-    cu.cuStreamSynchronize(cs);
-    sleep_s(0.1);
-    assert_int_equal(prs_client_iteration_end(c), 0);
-    count_tags(c, mid, &iters, &at, &other);
-    print_message("late answer: %d iterations with windows, %d windows at %d MHz, %d otherwise\n",
-                  iters, at, mid, other);
-    assert_true(iters >= ITERS / 2);
-    assert_int_equal(other, 0);
-    close_client(c, cs);
-    fake_dir_end(dir, 1);
+}
+
+static void test_window_left_open(void **state)
+{
+    run_case("window left open", leave_window_open);
+}
+
+static void test_late_answer(void **state)
+{
+    run_case("late answer", answer_late);
 }
 
 static int setup(void **state)
