@@ -163,9 +163,9 @@ PRS_API int prs_plan_size(const prs_profile *profile, const prs_pipeline *pipe, 
  * failures it shares): PRS_EINVAL when every computation's fastest time rounds to 0 units at
  * pipe->unit_time_s (the fastest plan would take 0 s: the message gives the profile's range of
  * times and a unit that would do, naming the unit time unit_name, e.g. "--unit-time" or
- * "unit_time_s"; NULL: "unit time"), or when an iteration's energy could overflow a double (the
- * message gives the largest energy of one computation). prs_plan does not refuse either; a
- * caller that plans a profile it did not make checks it first. */
+ * "unit_time_s"; NULL: "unit time"). prs_plan does not refuse it; a caller that plans a profile
+ * it did not make checks it first. (An iteration's energy cannot overflow: a profile's rows and
+ * the blocking power are bounded, perseus/limits.h.) */
 PRS_API int prs_plan_check(const prs_profile *profile, const prs_pipeline *pipe,
                            const char *unit_name, prs_error *err);
 PRS_API void prs_frontier_free(prs_frontier *f);

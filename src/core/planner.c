@@ -15,7 +15,6 @@
  * long, the lengthenings are undone so the iteration still shrinks by exactly one unit. hull mode
  * also takes a step that will repeat unchanged k times in one go (repeats_hold), emitting its k
  * points without the scans and critical-path passes between them. */
-#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -681,108 +680,6 @@ static int push_point(run *r, long T, double delta, int nch, const int *ch_op)
     int rc = prs__emit_submit(r->emit, r->idx, r->changed, r->dur, nch, ch_op, T, delta);
     r->changed = 0;
     return rc;
-}
-
-/* A planning problem's bounds, from the profile alone (prs_plan_size, prs_plan_check). */
-typedef struct plan_bounds {
-    long t_min, t_max;   /* critical path in units, every computation at its fastest / slowest */
-    double table_bytes;  /* as prs_plan_size */
-    double energy_max_j; /* no plan's iteration energy exceeds it (inf: one may overflow) */
-    double row_max_j;    /* the largest measured energy of one computation */
-    double time_lo_s, time_hi_s; /* the shortest and longest measured time */
-} plan_bounds;
-
-/* Per type of computation k: the fewest and most units of its clocks into qmin[k], qmax[k], its
- * largest energy into emax[k]; the table's sizes and time and energy ranges into *b. */
-static void type_bounds(const prs__table_table *t, long *qmin, long *qmax, double *emax,
-                        plan_bounds *b)
-{
-    b->time_lo_s = INFINITY;
-    for (int k = 0; k < t->ntypes; k++) {
-        qmin[k] = LONG_MAX;
-        qmax[k] = 0;
-        emax[k] = 0;
-        for (int j = t->start[k]; j < t->start[k + 1]; j++) {
-            qmin[k] = t->q[j] < qmin[k] ? t->q[j] : qmin[k];
-            qmax[k] = t->q[j] > qmax[k] ? t->q[j] : qmax[k];
-            emax[k] = fmax(emax[k], t->energy_j[j]);
-            b->time_lo_s = fmin(b->time_lo_s, t->time_s[j]);
-            b->time_hi_s = fmax(b->time_hi_s, t->time_s[j]);
-        }
-        if (qmin[k] > qmax[k]) qmin[k] = qmax[k];
-        b->row_max_j = fmax(b->row_max_j, emax[k]);
-        /* cost, up, down (double) and knob (int) per unit */
-        b->table_bytes += (double)(qmax[k] - qmin[k] + 1) * (3 * sizeof(double) + sizeof(int));
-    }
-}
-
-static int bounds_of(const prs_profile *profile, const prs_pipeline *pipe, plan_bounds *b,
-                     prs_error *err)
-{
-    *b = (plan_bounds){0};
-    int rc = prs_pipeline_check(pipe, err);
-    if (rc || (rc = prs_profile_check_stages(profile, prs_pipeline_chunks(pipe), err))) return rc;
-    prs_eval *ev = NULL;
-    if ((rc = prs_eval_open(profile, pipe, &ev, err))) return rc;
-    int nt = ev->t.ntypes;
-    long *qmin = malloc(sizeof *qmin * (size_t)nt * 2);
-    double *emax = malloc(sizeof *emax * (size_t)nt);
-    if (!qmin || !emax) {
-        free(qmin);
-        free(emax);
-        prs_eval_close(ev);
-        return prs_error_set(err, PRS_ENOMEM, "out of memory");
-    }
-    long *qmax = qmin + nt;
-    type_bounds(&ev->t, qmin, qmax, emax, b);
-    for (int op = 0; op < ev->g.nops; op++) {
-        ev->dur[op] = qmax[ev->g.op_type[op]];
-        b->energy_max_j += emax[ev->g.op_type[op]];
-    }
-    b->t_max = prs__graph_cpm(&ev->g, ev->dur, ev->earliest, NULL);
-    /* the blocking power fills at most every GPU's whole iteration */
-    b->energy_max_j +=
-        pipe->blocking_power_w * pipe->stages * ((double)b->t_max * pipe->unit_time_s);
-    for (int op = 0; op < ev->g.nops; op++)
-        ev->dur[op] = qmin[ev->g.op_type[op]];
-    b->t_min = prs__graph_cpm(&ev->g, ev->dur, ev->earliest, NULL);
-    free(qmin);
-    free(emax);
-    prs_eval_close(ev);
-    return 0;
-}
-
-int prs_plan_size(const prs_profile *profile, const prs_pipeline *pipe, long *span,
-                  double *table_bytes, prs_error *err)
-{
-    plan_bounds b;
-    int rc = bounds_of(profile, pipe, &b, err);
-    *span = rc ? 0 : b.t_max - b.t_min;
-    *table_bytes = rc ? 0 : b.table_bytes;
-    return rc;
-}
-
-int prs_plan_check(const prs_profile *profile, const prs_pipeline *pipe, const char *unit_name,
-                   prs_error *err)
-{
-    plan_bounds b;
-    int rc = bounds_of(profile, pipe, &b, err);
-    const char *u = unit_name ? unit_name : "unit time";
-    if (rc) return rc;
-    if (b.t_min == 0)
-        return prs_error_set(
-            err, PRS_EINVAL,
-            "%s %g s is coarser than the computations (%.3g s .. %.3g s): every time rounds to 0 "
-            "units, so there is no frontier. Use a %s well below the shortest computation, e.g. "
-            "%.2g",
-            u, pipe->unit_time_s, b.time_lo_s, b.time_hi_s, u, b.time_lo_s / 20);
-    if (!isfinite(b.energy_max_j))
-        return prs_error_set(err, PRS_EINVAL,
-                             "profile: energies up to %g J per computation make an iteration's "
-                             "energy overflow (over %g J); the energy column is joules per "
-                             "computation",
-                             b.row_max_j, DBL_MAX);
-    return 0;
 }
 
 /* The frontier points of the iterations step() made (st->nrep of them, the first already

@@ -56,9 +56,9 @@ expect_error 1 "cannot create directory '$tmp/file/x/fr': Not a directory" \
 expect_error 1 "--unit-time 1 s is coarser than the computations.*Use a --unit-time" \
   "$bin/perseus" plan --profile "$p" "${pipe[@]}" --unit-time 1 --out "$tmp/g" --quiet
 [[ ! -e $tmp/g/frontier.csv ]] || fail "plan wrote a frontier it called unusable"
-# Energies whose sum overflows a double: refused the same way, not an inf frontier (exit 0).
+# Energies whose sum would overflow a double: the row is refused, not an inf frontier (exit 0).
 awk -F, 'NR > 1 { $5 = "1e308" } 1' OFS=, "$p" >"$tmp/huge.csv"
-expect_error 1 "energies up to 1e\\+308 J per computation make an iteration's energy overflow" \
+expect_error 2 "huge.csv:2: column 'energy': 1e308 J is more than one computation may take" \
   "$bin/perseus" plan --profile "$tmp/huge.csv" "${pipe[@]}" --unit-time 0.001 --out "$tmp/h" --quiet
 [[ ! -e $tmp/h/frontier.csv ]] || fail "plan wrote an inf frontier"
 # One JSON vocabulary: every object a command prints starts with "schema": 1, and every key it
