@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "perseus/limits.h"
 #include "perseus/numfmt.h"
 #include "perseus/server.h"
 
@@ -275,8 +276,8 @@ static int parse_option(int c, prs_server_config *cfg, args *a)
             return bad("--plan-timeout: expected N[s|m|h|d] > 0, got", optarg);
         break;
     case 'Q':
-        if (parse_count(optarg, 100000000, &cfg->max_plan_points))
-            return bad("--max-plan-points: bad count", optarg);
+        if (parse_count(optarg, PRS_MAX_FRONTIER_POINTS, &cfg->max_plan_points))
+            return bad("--max-plan-points: expected a count up to 100000000, got", optarg);
         break;
     case 'M':
         if (parse_size(optarg, &cfg->max_plan_memory))
