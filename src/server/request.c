@@ -101,6 +101,17 @@ static int get_real(json_t *obj, const char *key, int req, double lo, int open_l
     return 0;
 }
 
+/* A field of the object `parent` failed: its message names it as parent.field (only_keys'
+ * messages already start with the parent). */
+static int in_object(const char *parent, prs_error *err)
+{
+    size_t n = strlen(parent);
+    if (strncmp(err->msg, parent, n) == 0) return PRS_EINVAL;
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    return prs_error_set(err, PRS_EINVAL, "%s.%s", parent, msg);
+}
+
 static int get_bool(json_t *obj, const char *key, int *out, prs_error *err)
 {
     json_t *v = json_object_get(obj, key);
@@ -296,7 +307,7 @@ static int parse_spec(json_t *root, req_job_spec *s, prs_error *err)
             get_bool(v, "skip_dominated", &s->skip_dominated, err) ||
             get_real(v, "target_se_pct", 0, 0, 0, 100, &s->target_se_pct, err) ||
             get_i(v, "max_iterations_per_clock", 0, 1, 1000, &s->max_iterations_per_clock, err))
-            return PRS_EINVAL;
+            return in_object("profiling", err);
     }
     if (!s->max_iterations_per_clock)
         s->max_iterations_per_clock =
@@ -311,7 +322,7 @@ static int parse_spec(json_t *root, req_job_spec *s, prs_error *err)
         if (only_keys(v, "straggler", skeys, err) ||
             get_real(v, "factor", 0, 1.0, 1, 100.0, &s->straggler_factor, err) ||
             get_i(v, "iterations", 0, 1, 1000, &s->straggler_iterations, err))
-            return PRS_EINVAL;
+            return in_object("straggler", err);
     }
     return 0;
 }
