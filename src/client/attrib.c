@@ -53,7 +53,10 @@ struct prs__client_attrib {
 
     /* Counter reference: the previous reading that closed (or opened) a row. */
     int have_ref;
-    double ref_e;
+    double ref_e, ref_lo;
+
+    /* The last span of unknown activity (prs__client_attrib_unknown); gap_hi < gap_lo: none. */
+    double gap_lo, gap_hi;
     double *ref_avg; /* n: mean of cum (and of the elapsed time, last) over the bracket */
 
     /* Rows. */
@@ -248,11 +251,21 @@ static void add_row(prs__client_attrib *a, const double *x, double y)
     a->rows++;
 }
 
+/* Does [lo, hi] overlap the last unknown span (more than touch it)? */
+static int in_gap(const prs__client_attrib *a, double lo, double hi)
+{
+    return a->gap_hi > a->gap_lo && lo < a->gap_hi && hi > a->gap_lo;
+}
+
 static void take_energy(prs__client_attrib *a, const attrib_reading *r)
 {
     bracket(a, r->lo, r->hi);
     int nk = a->nk;
-    if (a->have_ref && r->v >= a->ref_e) {
+    if (a->have_ref && in_gap(a, a->ref_lo, r->hi)) {
+        a->dropped++; /* the row would span work nobody tracked: start again after it */
+        a->have_ref = 0;
+        if (in_gap(a, r->lo, r->hi)) return;
+    } else if (a->have_ref && r->v >= a->ref_e) {
         double dt = a->avg[nk] - a->ref_avg[nk];
         if (dt <= 0 || dt < a->o.min_row_s) {
             a->dropped++; /* merged into the next row */
@@ -268,17 +281,25 @@ static void take_energy(prs__client_attrib *a, const attrib_reading *r)
         a->used++;
     } else if (a->have_ref) {
         a->dropped++; /* the counter went backwards (driver reloaded): start again */
+    } else if (in_gap(a, r->lo, r->hi)) {
+        a->dropped++;
+        return;
     } else {
         a->used++;
     }
     a->have_ref = 1;
     a->ref_e = r->v;
+    a->ref_lo = r->lo;
     memcpy(a->ref_avg, a->avg, (size_t)a->n * sizeof(double));
 }
 
 static void take_power(prs__client_attrib *a, const attrib_reading *r)
 {
     bracket(a, r->lo, r->hi);
+    if (in_gap(a, r->lo, r->hi)) {
+        a->dropped++; /* a sample of work nobody tracked */
+        return;
+    }
     double top = 0;
     for (int j = 0; j < a->n; j++)
         top = fmax(top, a->share[j]);
@@ -343,6 +364,17 @@ int prs__client_attrib_known(prs__client_attrib *a, double t)
     if (t > a->known_t) a->known_t = t;
     flush(a);
     return 0;
+}
+
+int prs__client_attrib_unknown(prs__client_attrib *a, double t0, double t1)
+{
+    if (!isfinite(t0) || !isfinite(t1) || t1 < t0) return PRS_EINVAL;
+    prs__client_attrib_known(a, t0); /* the readings before it, with the span before it */
+    if (t0 < a->known_t) t0 = a->known_t;
+    if (t1 < t0) t1 = t0;
+    a->gap_lo = t0;
+    a->gap_hi = t1;
+    return prs__client_attrib_known(a, t1);
 }
 
 static int add_reading(prs__client_attrib *a, int mode, double lo, double hi, double v)

@@ -93,6 +93,11 @@ int prs__client_attrib_busy(prs__client_attrib *a, int kind, double t0, double t
 /* Nothing but the busy intervals given happened before t. A t before the known timeline is a
  * no-op; not finite: PRS_EINVAL. */
 int prs__client_attrib_known(prs__client_attrib *a, double t);
+/* What the GPU did over [t0, t1] is unknown (work that was not tracked): readings whose
+ * bracket, or whose row (from the reading before), overlaps it make no row; the timeline is
+ * known up to t1 again. PRS_EINVAL when not finite or t1 < t0; a span before the known timeline
+ * is clamped to it. */
+int prs__client_attrib_unknown(prs__client_attrib *a, double t0, double t1);
 /* The energy counter took the value energy_j at an instant of [t_lo, t_hi] (t_lo == t_hi: known
  * exactly). Brackets must come in order: PRS_EINVAL when t_hi < t_lo, t_lo is before the previous
  * reading's t_hi, a value is not finite, or power samples were given. */

@@ -121,13 +121,18 @@ static int request_clock(prs_client *c, int mhz, prs__client_hostcall **out)
     return 0;
 }
 
-/* Keep a clock change that no computation of p carries (the iteration's closing changes, the
- * last in stream order first), so that the clock it sets is followed. */
+/* Keep a clock change that no computation of p carries (the iteration's closing changes, in
+ * stream order, each with its place among the computations), so that the clock it sets is
+ * followed. */
 static void keep_change(prs__client_pend *p, prs__client_hostcall *h)
 {
     if (!h) return;
-    h->next = p->closing;
-    p->closing = h;
+    h->before_op = p->n_ops;
+    h->next = NULL;
+    prs__client_hostcall **at = &p->closing;
+    while (*at)
+        at = &(*at)->next;
+    *at = h;
 }
 
 /* A clock change outside a computation (a finished job's reset), in stream order. */
@@ -189,7 +194,11 @@ int prs__client_dev_end(prs_client *c, prs_instr instr, int microbatch, int chun
     o->e = prs__client_event_get(c);
     if (!o->e) return PRS_ENOMEM;
     int rc = prs_event_record(d->stream, o->e);
-    if (rc) return rc;
+    if (rc) {
+        prs__client_event_put(c, o->e); /* the window stays open: end may be tried again */
+        o->e = NULL;
+        return rc;
+    }
     c->in_window = 0;
     d->cur->n_ops++;
     c->op++;
@@ -206,6 +215,7 @@ static void close_open_window(prs_client *c, prs__client_pend *p)
     o->e = prs__client_event_get(c);
     if (o->e && prs_event_record(c->dev->stream, o->e) == 0) {
         p->n_ops++;
+        p->open_closed = 1;
         return;
     }
     prs__client_event_put(c, o->e);

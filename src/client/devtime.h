@@ -18,6 +18,8 @@ typedef struct prs__client_hostcall {
     int result;      /* 0 or the controller's error */
     int in_effect;   /* clock calls: clock in effect after it; anchors: the controller's
                       * confirmed clock when it ran (0: default, -1: ?) */
+    int before_op;   /* an iteration's closing changes: how many of its computations came
+                      * before it in the stream */
     double host_s;   /* anchors: CLOCK_MONOTONIC when it ran */
     atomic_int done; /* set (release) when it ran */
     struct prs__client_hostcall *next; /* free list */
@@ -37,10 +39,13 @@ typedef struct prs__client_pend {
     long iteration, round, plan_id;
     double wall_s; /* host wall-clock time since the previous iteration ended (0: none) */
     int profiling, bad_order, phase_reportable;
-    int resolved; /* times computed (below) */
-    int failed;   /* its device times could not be read: reported as a failure */
+    int open_closed; /* its last computation's window was left open, closed at its end: what ran
+                      * from its begin on is unknown (resolve.c's feed) */
+    int resolved;    /* times computed (below) */
+    int failed;      /* its device times could not be read: reported as a failure */
     prs_event *start, *end;
-    prs__client_hostcall *anchor, *closing;
+    prs__client_hostcall *anchor;
+    prs__client_hostcall *closing; /* clock changes no computation carries, in stream order */
     int n_ops, cap_ops;
     prs__client_devop *ops;
     /* filled when resolved */

@@ -163,6 +163,12 @@ static double elapsed(prs_client *c, prs_event *a, prs_event *b)
     return prs_event_elapsed_s(c->dev->stream, a, b, &s) == 0 ? s : NAN;
 }
 
+/* The clock in effect after h, when h ran (else what it was). */
+static void follow(prs__client_dev *d, const prs__client_hostcall *h)
+{
+    if (h && atomic_load_explicit(&h->done, memory_order_acquire)) d->eff_mhz = h->in_effect;
+}
+
 /* Times and clock tags of a completed iteration. */
 static int resolve_times(prs_client *c, prs__client_pend *p)
 {
@@ -182,16 +188,18 @@ static int resolve_times(prs_client *c, prs__client_pend *p)
     p->op_clock = malloc(sizeof(int) * (size_t)(p->n_ops + 1));
     if (!p->op_t0 || !p->op_clock) return PRS_ENOMEM;
     p->op_t1 = p->op_t0 + p->n_ops;
+    const prs__client_hostcall *k = p->closing; /* in stream order, among the computations */
     for (int i = 0; i < p->n_ops; i++) {
         prs__client_devop *o = &p->ops[i];
-        if (o->change && atomic_load_explicit(&o->change->done, memory_order_acquire))
-            d->eff_mhz = o->change->in_effect;
+        for (; k && k->before_op <= i; k = k->next)
+            follow(d, k);
+        follow(d, o->change);
         p->op_clock[i] = d->eff_mhz > 0 ? d->eff_mhz : d->eff_mhz == 0 ? c->f_max_mhz : -1;
         p->op_t0[i] = base + elapsed(c, p->start, o->b);
         p->op_t1[i] = base + elapsed(c, p->start, o->e);
     }
-    if (p->closing && atomic_load_explicit(&p->closing->done, memory_order_acquire))
-        d->eff_mhz = p->closing->in_effect;
+    for (; k; k = k->next)
+        follow(d, k);
     p->resolved = isfinite(p->t_end);
     for (int i = 0; i < p->n_ops && p->resolved; i++)
         p->resolved = isfinite(p->op_t0[i]) && isfinite(p->op_t1[i]);
@@ -212,12 +220,15 @@ static void feed(prs_client *c, prs__client_pend *p)
     if (!f) return;
     prs__client_attrib_known(f->fit, p->t_start);
     double floor_t = p->t_start; /* rounding never makes intervals overlap or go back */
-    for (int i = 0; i < p->n_ops; i++) {
+    int n = p->n_ops - (p->open_closed ? 1 : 0);
+    for (int i = 0; i < n; i++) {
         int kind = p->ops[i].local_chunk * 2 + (int)p->ops[i].instr;
         double t0 = fmax(p->op_t0[i], floor_t), t1 = fmax(p->op_t1[i], t0);
         if (kind >= 0 && kind < f->n_kinds) prs__client_attrib_busy(f->fit, kind, t0, t1);
         floor_t = t1;
     }
+    if (p->open_closed) /* from the open window's begin on, the hooks tracked nothing */
+        prs__client_attrib_unknown(f->fit, fmax(p->op_t0[n], floor_t), p->t_end);
     prs__client_attrib_known(f->fit, p->t_end);
 }
 

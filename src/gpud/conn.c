@@ -240,11 +240,11 @@ static void do_release(gpud *d, gpud_conn *c, char **tok, int later)
         return;
     }
     char msg[300];
-    printable(prs_gpu_errmsg(u->g), msg, sizeof msg);
-    reply(c,
-          "ERR reset released, but %s could not be reset to its default clocks (%s); the daemon "
-          "tries again at its next LEASE, at exit and at start-up",
-          u->uuid, msg[0] ? msg : "failed");
+    printable(u->reset_msg, msg, sizeof msg);
+    reply(c, "ERR reset released, but %s could not be reset to its default clocks (%s); %s",
+          u->uuid, msg[0] ? msg : "failed",
+          d->state_dir ? "the daemon tries again at its next LEASE, at exit and at start-up"
+                       : "the daemon tries again as it exits");
 }
 
 /* NVML's return code from a backend message ending "(N)"; -1 when there is none. */

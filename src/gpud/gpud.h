@@ -109,6 +109,9 @@ typedef struct gpud_gpu {
     int dirty;                /* the last reset failed: the clocks may still be locked, so the
                                * GPU stays in the lease file and is reset again at LEASE and at
                                * exit */
+    int mem_locked;           /* the memory clock may be locked by us (a lease locked it, or a
+                               * dead daemon may have): its reset's failure counts */
+    char reset_msg[160];      /* why the last reset failed (the first failure's words) */
     struct gpud_conn *holder; /* NULL: free */
     long holder_pid;
     unsigned holder_uid;
@@ -207,6 +210,10 @@ struct gpud {
     int watch_pids;          /* watch leaseholders' pids (pidfd or kill(pid, 0)) */
     gpud_conn *conns[GPUD_MAX_CONNS];
     int nconns;
+    /* Lease-file lines of GPUs not served this time (not opened: MIG mode, unreachable), kept
+     * for a later daemon that serves them (norphans of them). */
+    char orphans[GPUD_MAX_GPUS][160];
+    int norphans;
     gpud_energy *energy; /* NULL: energy read on the spot */
 };
 

@@ -87,15 +87,26 @@ int gpud_gpu_supports(const gpud_gpu *u, int mhz)
 int gpud_gpu_reset(gpud_gpu *u, const char *why)
 {
     char q[160];
+    u->reset_msg[0] = '\0';
     int rc = prs_gpu_reset_clock(u->g);
-    if (rc)
+    if (rc) {
+        snprintf(u->reset_msg, sizeof u->reset_msg, "%s", prs_gpu_errmsg(u->g));
         gpud_log(GPUD_LOG_ERROR, "msg=reset_failed gpu=%s why=%s detail=%s", u->uuid,
-                 gpud_logq(why, q, 80), gpud_logq(prs_gpu_errmsg(u->g), q + 80, 80));
+                 gpud_logq(why, q, 80), gpud_logq(u->reset_msg, q + 80, 80));
+    }
     u->locked_mhz = rc ? -1 : 0;
     int mrc = prs_gpu_reset_memory_clock(u->g);
-    if (mrc)
+    if (mrc && u->mem_locked) {
+        if (!rc) snprintf(u->reset_msg, sizeof u->reset_msg, "%s", prs_gpu_errmsg(u->g));
         gpud_log(GPUD_LOG_ERROR, "msg=memory_reset_failed gpu=%s why=%s detail=%s", u->uuid,
                  gpud_logq(why, q, 80), gpud_logq(prs_gpu_errmsg(u->g), q + 80, 80));
+    } else if (mrc) { /* never locked by us: nothing of ours to undo */
+        gpud_log(GPUD_LOG_DEBUG, "msg=memory_reset_skipped gpu=%s detail=%s", u->uuid,
+                 gpud_logq(prs_gpu_errmsg(u->g), q, sizeof q));
+        mrc = 0;
+    } else {
+        u->mem_locked = 0;
+    }
     u->dirty = rc || mrc;
     return rc ? rc : mrc;
 }

@@ -81,6 +81,8 @@ int gpud_lease_take(gpud *d, gpud_conn *c, gpud_gpu *u, char *msg, size_t n)
     if (prs_gpu_lock_memory_max(u->g))
         gpud_log(GPUD_LOG_INFO, "msg=memory_clock_not_locked gpu=%s detail=%s", u->uuid,
                  gpud_logq(prs_gpu_errmsg(u->g), q, sizeof q));
+    else
+        u->mem_locked = 1;
     watch_pid(d, c);
     int rc = gpud_leases_save(d);
     if (rc) {
@@ -136,7 +138,7 @@ static int write_all(int fd, const char *buf, size_t n)
 int gpud_leases_save(gpud *d)
 {
     if (!d->state_dir) return 0;
-    char path[600], tmp[620], text[GPUD_MAX_GPUS * 160];
+    char path[600], tmp[620], text[2 * GPUD_MAX_GPUS * 160]; /* served GPUs and orphans */
     snprintf(path, sizeof path, "%s/leases", d->state_dir);
     snprintf(tmp, sizeof tmp, "%s/leases.tmp", d->state_dir);
     size_t len = 0;
@@ -146,6 +148,10 @@ int gpud_leases_save(gpud *d)
         int m = u->holder ? snprintf(text + len, sizeof text - len, "%s %ld %u %lld\n", u->uuid,
                                      u->holder_pid, u->holder_uid, u->since_unix)
                           : snprintf(text + len, sizeof text - len, "%s 0 0 0\n", u->uuid);
+        if (m > 0 && (size_t)m < sizeof text - len) len += (size_t)m;
+    }
+    for (int i = 0; i < d->norphans; i++) {
+        int m = snprintf(text + len, sizeof text - len, "%s\n", d->orphans[i]);
         if (m > 0 && (size_t)m < sizeof text - len) len += (size_t)m;
     }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -206,10 +212,15 @@ static int reset_listed(gpud *d, char *buf)
             continue;
         }
         gpud_gpu *u = gpud_gpu_find(d, uuid);
-        if (!u) {
-            gpud_log(GPUD_LOG_WARN, "msg=stale_lease_unknown_gpu gpu=%.96s pid=%ld", uuid, pid);
+        if (!u) { /* kept for a daemon that serves it: it may still be locked */
+            gpud_log(GPUD_LOG_WARN, "msg=lease_of_gpu_not_served gpu=%.96s pid=%ld action=kept",
+                     uuid, pid);
+            if (d->norphans < GPUD_MAX_GPUS)
+                snprintf(d->orphans[d->norphans++], sizeof d->orphans[0], "%.96s %ld %u 0", uuid,
+                         pid, uid);
             continue;
         }
+        u->mem_locked = 1; /* the dead daemon may have locked it */
         gpud_log(GPUD_LOG_WARN, "msg=reset_at_start gpu=%s pid=%ld uid=%u why=%s", u->uuid, pid,
                  uid, pid ? "daemon_died_holding" : "last_reset_failed");
         gpud_gpu_reset(u, "start-up recovery");
@@ -228,8 +239,10 @@ void gpud_leases_recover(gpud *d)
     if (r > 0) r = reset_listed(d, buf);
     if (r < 0) {
         gpud_log(GPUD_LOG_WARN, "msg=lease_file_unreadable path=%s action=reset_every_gpu", path);
-        for (int i = 0; i < d->ngpus; i++)
+        for (int i = 0; i < d->ngpus; i++) {
+            d->gpus[i].mem_locked = 1;
             gpud_gpu_reset(&d->gpus[i], "lease file unreadable");
+        }
     }
     free(buf);
     gpud_leases_save(d);

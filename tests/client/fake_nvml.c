@@ -23,11 +23,11 @@
  * (nvmlDeviceGetClockInfo: the locked clock in effect, else f_max) shows it.
  * With $PRS_FAKE_NVML_DENY_BELOW=MHZ, locks below MHZ are NVML_ERROR_NOT_SUPPORTED although
  * listed (a driver or board that narrows the range it lets a user lock).
- * While the file named by $PRS_FAKE_NVML_FAIL_RESET (or $PRS_FAKE_NVML_FAIL_MEM_RESET) exists,
- * nvmlDeviceResetGpuLockedClocks (nvmlDeviceResetMemoryLockedClocks) fails with
- * NVML_ERROR_UNKNOWN and changes nothing, as on a GPU whose driver is wedged or that fell off the
- * bus; a test removes the file to heal it. With $PRS_FAKE_NVML_NO_MEM_LOCK=1 both memory lock
- * calls are NVML_ERROR_NOT_SUPPORTED, as on GPUs older than Ampere.
+ * While the file named by $PRS_FAKE_NVML_FAIL_RESET exists, nvmlDeviceResetGpuLockedClocks
+ * fails with NVML_ERROR_UNKNOWN and changes nothing, as on a GPU whose driver is wedged or that
+ * fell off the bus; while the one named by $PRS_FAKE_NVML_FAIL_MEM_RESET exists, both memory
+ * clock lock calls do. A test removes the file to heal it. With $PRS_FAKE_NVML_NO_MEM_LOCK=1 both
+ * memory lock calls are NVML_ERROR_NOT_SUPPORTED, as on GPUs older than Ampere.
  * nvmlDeviceGetPciInfo_v3 gives device index i the bus id "00000000:XX:00.0", XX = 0x10 + i.
  *
  * The energy counter and the power are the device's (fake_gpu.h): refreshed every
@@ -476,6 +476,7 @@ EXPORT int nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t d, unsigned min_mhz, uns
     if (r) return r;
     if (getenv("PRS_FAKE_NVML_DENY")) return NVML_ERROR_NO_PERMISSION;
     if (getenv("PRS_FAKE_NVML_NO_MEM_LOCK")) return NVML_ERROR_NOT_SUPPORTED;
+    if (failing("PRS_FAKE_NVML_FAIL_MEM_RESET")) return NVML_ERROR_UNKNOWN;
     if (min_mhz > max_mhz || (max_mhz != FAKE_MEM_MAX_MHZ && max_mhz != 405) ||
         (min_mhz != FAKE_MEM_MAX_MHZ && min_mhz != 405))
         return NVML_ERROR_INVALID_ARGUMENT;

@@ -419,6 +419,53 @@ static prs__client_attrib *exact_run(int n_kinds, const int *pat, int npat, cons
     return a;
 }
 
+/* As exact_run, with pattern entry -2: work nobody tracked (at untracked_w), declared unknown
+ * when declare, else left to look idle. */
+static prs__client_attrib *gap_run(const int *pat, int npat, const double *pw, double idle_w,
+                                   double untracked_w, int declare)
+{
+    prs__client_attrib *a;
+    assert_int_equal(prs__client_attrib_new(2, NULL, &a), 0);
+    double t = 50, e = 0, next = 50;
+    assert_int_equal(prs__client_attrib_known(a, t), 0);
+    uint64_t rng = 9;
+    for (int r = 0; r < 40; r++)
+        for (int i = 0; i < npat; i++) {
+            double d = 0.005 + 0.02 * rng_unif(&rng), t1 = t + d;
+            double p = pat[i] == -2 ? untracked_w : pat[i] < 0 ? idle_w : pw[pat[i]];
+            for (; next <= t1; next += 0.007)
+                assert_int_equal(prs__client_attrib_energy(a, next, next, e + p * (next - t)), 0);
+            if (pat[i] >= 0) assert_int_equal(prs__client_attrib_busy(a, pat[i], t, t1), 0);
+            if (pat[i] == -2 && declare) assert_int_equal(prs__client_attrib_unknown(a, t, t1), 0);
+            e += p * d;
+            t = t1;
+        }
+    assert_int_equal(prs__client_attrib_known(a, t), 0);
+    return a;
+}
+
+/* A span of untracked work (a window left open at an iteration's end) declared unknown leaves
+ * the powers exact; left to look idle, it would bias them. */
+static void test_unknown_span(void **state)
+{
+    (void)state;
+    const int pat[] = {0, -1, 1, -2, 1, -1, 0, -1};
+    const double pw[2] = {300, 250};
+    double p[2], idle;
+    prs__client_attrib *a = gap_run(pat, 8, pw, 80, 420, 1);
+    assert_int_equal(prs__client_attrib_solve(a, p, &idle, NULL), 0);
+    assert_true(fabs(p[0] - 300) < 1e-6 && fabs(p[1] - 250) < 1e-6 && fabs(idle - 80) < 1e-6);
+    prs__client_attrib_free(a);
+    a = gap_run(pat, 8, pw, 80, 420, 0);
+    prs__client_attrib_solve(a, p, &idle, NULL);
+    assert_true(fabs(idle - 80) > 10); /* the untracked work, taken for idle time */
+    prs__client_attrib_free(a);
+    assert_int_equal(prs__client_attrib_new(2, NULL, &a), 0);
+    assert_int_equal(prs__client_attrib_unknown(a, 2, 1), PRS_EINVAL);
+    assert_int_equal(prs__client_attrib_unknown(a, NAN, 1), PRS_EINVAL);
+    prs__client_attrib_free(a);
+}
+
 static void test_unobserved_kind(void **state)
 {
     (void)state;
@@ -540,6 +587,7 @@ int main(void)
         cmocka_unit_test(test_no_samples),    cmocka_unit_test(test_unobserved_kind),
         cmocka_unit_test(test_all_idle),      cmocka_unit_test(test_collinear_flagged),
         cmocka_unit_test(test_out_of_order),  cmocka_unit_test(test_huge_bounded),
+        cmocka_unit_test(test_unknown_span),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

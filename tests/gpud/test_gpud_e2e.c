@@ -716,6 +716,12 @@ static void test_memory_reset(void **state)
     assert_true(daemon_mem_locked(st));
     assert_non_null(strstr(lease_file(text, sizeof text), " 0 0 0\n"));
     close(fd);
+    fd = lease_and_set(0, T.low); /* its lock at LEASE fails too: nothing of ours to undo */
+    EXPECT_PREFIX(cmd(fd, "RELEASE", buf, sizeof buf), "OK");
+    close(fd);
+    fd = lease_and_set(1, T.low); /* GPU 1's memory lock is still ours, still not undone */
+    EXPECT_PREFIX(cmd(fd, "RELEASE", buf, sizeof buf), "ERR reset ");
+    close(fd);
     unlink(fail);
     restart(0, "PRS_FAKE_NVML_NO_MEM_LOCK=1"); /* the reset at exit heals it: status 0 */
     assert_false(daemon_mem_locked(st));
@@ -747,11 +753,17 @@ static void test_lease_file_unwritable(void **state)
     assert_true(wait_clock(0, 1410, mono_s()) >= 0);
 }
 
-/* A GPU in MIG mode is not served; the others are. */
+/* A GPU in MIG mode is not served; the others are. A lease of it a dead daemon left in the lease
+ * file stays there until a daemon that serves it resets it. */
 static void test_mig_gpu_skipped(void **state)
 {
     NEED_DAEMON();
-    restart(0, "PRS_FAKE_NVML_MIG=0");
+    char text[512];
+    int fd0 = lease_and_set(0, T.low);
+    restart(-1, "PRS_FAKE_NVML_MIG=0");
+    close(fd0);
+    assert_int_equal(gpu_clock(0), T.low);
+    EXPECT_PREFIX(lease_file(text, sizeof text), "GPU-"); /* kept, though not served */
     int locked;
     long pid;
     list_gpu(0, &locked, &pid);
@@ -761,7 +773,10 @@ static void test_mig_gpu_skipped(void **state)
     int fd = lease_and_set(1, T.low);
     close(fd);
     assert_true(wait_clock(1, 1410, mono_s()) >= 0);
-    restart(0, NULL);
+    EXPECT_PREFIX(lease_file(text, sizeof text), "GPU-"); /* GPU 0's, still */
+    restart(0, NULL); /* serves GPU 0 again: resets it at start-up */
+    assert_int_equal(gpu_clock(0), 1410);
+    assert_string_equal(lease_file(text, sizeof text), "");
 }
 
 /* In a child: LIST for seconds; writes "lists distinct_energies worst_ms" to fd, or "f why". */
