@@ -220,15 +220,17 @@ static void feed(prs_client *c, prs__client_pend *p)
     if (!f) return;
     prs__client_attrib_known(f->fit, p->t_start);
     double floor_t = p->t_start; /* rounding never makes intervals overlap or go back */
-    int n = p->n_ops - (p->open_closed ? 1 : 0);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < p->n_ops; i++) {
         int kind = p->ops[i].local_chunk * 2 + (int)p->ops[i].instr;
         double t0 = fmax(p->op_t0[i], floor_t), t1 = fmax(p->op_t1[i], t0);
+        /* a window left open: from its begin on, the hooks tracked nothing */
+        if (p->open_closed && i == p->n_ops - 1) {
+            prs__client_attrib_unknown(f->fit, t0, p->t_end);
+            break;
+        }
         if (kind >= 0 && kind < f->n_kinds) prs__client_attrib_busy(f->fit, kind, t0, t1);
         floor_t = t1;
     }
-    if (p->open_closed) /* from the open window's begin on, the hooks tracked nothing */
-        prs__client_attrib_unknown(f->fit, fmax(p->op_t0[n], floor_t), p->t_end);
     prs__client_attrib_known(f->fit, p->t_end);
 }
 
