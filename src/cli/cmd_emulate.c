@@ -339,9 +339,9 @@ static void print_table(const prs_emulation *e, const char *profile_path, prs_co
     }
 }
 
-/* Parse the command line (stragglers joined) into a; 0, or the exit status (*done: help). */
 /* The job's size, pipelines x stages x tp GPUs, at most PRS_MAX_JOB_GPUS (each factor is an int,
- * so two of them multiply in long long without overflow). */
+ * so two of them multiply in long long without overflow). The library refuses it too
+ * (prs__emu_check_job); here the message names the options and the exit status is 2. */
 static int check_gpus(const emulate_args *a)
 {
     int stages = a->pl.plan.pipe.stages;
@@ -353,6 +353,7 @@ static int check_gpus(const emulate_args *a)
     return 2;
 }
 
+/* Parse the command line (stragglers joined) into a; 0, or the exit status (*done: help). */
 static int parse_args(int argc, char **argv, emulate_args *a, int *done)
 {
     enum { OPT_PIPE = 'P', OPT_CAP = 'C' };

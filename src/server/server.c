@@ -367,10 +367,9 @@ static int on_plan_progress(void *ud, long done, long total)
 static int reload_job(prs_server *s, job *j);
 static void launch_queued(prs_server *s);
 
-/* The problem has a frontier to find (prs_plan_check: times that do not all round to 0 units,
- * energies that add up) and fits --max-plan-points and --max-plan-memory: 0, or -1 with the
- * reason (naming the field or the limit) in why and its API error code in *code (bad_profile,
- * too_large_to_plan). */
+/* The problem has a frontier to find (prs_plan_check: times that do not all round to 0 units)
+ * and fits --max-plan-points and --max-plan-memory: 0, or -1 with the reason (naming the field
+ * or the limit) in why and its API error code in *code (bad_profile, too_large_to_plan). */
 static int check_plannable(const prs_server *s, const prs_profile *p, const prs_pipeline *pipe,
                            const char **code, char *why, size_t n)
 {
