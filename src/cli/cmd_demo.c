@@ -517,28 +517,78 @@ static int run_power_cap(demo *d, int port, long *round, results *res)
     return 0;
 }
 
-/* The frontier the server planned, with the measured all-max and Perseus points. */
-static int plot_frontier(const demo *d, int port, const char *out_dir, const results *res)
+/* Every point of the job's frontier, slowest first: the summary's size, then pages of at most
+ * 10,000 points (GET /v1/jobs/{id}/frontier answers a summary without points unless a page is
+ * asked for). A new array, or NULL when the server did not answer all of it. */
+static json_t *fetch_frontier(const demo *d, int port)
 {
     const char *id = prs_client_job_id(d->cl[0]), *token = prs_client_token(d->cl[0]);
-    char path[128];
+    char path[160];
     snprintf(path, sizeof path, "/v1/jobs/%s/frontier", id);
-    json_t *fr = NULL;
-    int rc = 0;
-    if (request(port, "GET", path, token, NULL, &fr) == 200 && fr) {
-        json_t *pts = json_object_get(fr, "points");
-        size_t np = json_array_size(pts);
-        double *px = calloc(np + 1, sizeof *px), *py = calloc(np + 1, sizeof *py);
-        double *ex = calloc(np + 1, sizeof *ex), *ey = calloc(np + 1, sizeof *ey);
-        for (size_t i = 0; px && py && ex && ey && i < np; i++) {
-            json_t *p = json_array_get(pts, i);
-            px[i] = json_number_value(json_object_get(p, "time_s"));
-            py[i] = d->dp * json_number_value(json_object_get(p, "energy_j"));
-            ex[i] = json_number_value(json_object_get(p, "eval_time_s"));
-            ey[i] = d->dp * json_number_value(json_object_get(p, "eval_energy_j"));
+    json_t *sum = NULL;
+    if (request(port, "GET", path, token, NULL, &sum) != 200 || !sum) {
+        json_decref(sum);
+        return NULL;
+    }
+    json_int_t size = json_integer_value(json_object_get(sum, "size"));
+    json_decref(sum);
+    json_t *all = json_array();
+    json_int_t offset = 0;
+    while (all && offset < size) {
+        snprintf(path, sizeof path, "/v1/jobs/%s/frontier?offset=%lld&limit=10000", id,
+                 (long long)offset);
+        json_t *page = NULL;
+        json_t *pts = request(port, "GET", path, token, NULL, &page) == 200 && page
+                          ? json_object_get(page, "points")
+                          : NULL;
+        if (json_array_size(pts) == 0 || json_array_extend(all, pts)) {
+            json_decref(all);
+            all = NULL;
         }
-        /* The server plans one pipeline; every pipeline runs the plan, so the job's frontier is
-         * the pipeline's energies times dp: all GPUs, as the terminal prints them. */
+        offset += (json_int_t)json_array_size(pts);
+        json_decref(page);
+    }
+    return all;
+}
+
+/* frontier.csv in out_dir: the points of the plot (times in s, energies of all GPUs in J). */
+static int write_frontier_csv(const char *out_dir, const double *pt, const double *pe,
+                              const double *et, const double *ee, size_t n)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/frontier.csv", out_dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return bad("cannot write %s", path), 1;
+    fputs("time_s,energy_j,eval_time_s,eval_energy_j\n", f);
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%.9g,%.9g,%.9g,%.9g\n", pt[i], pe[i], et[i], ee[i]);
+    return fclose(f) != 0 ? (bad("cannot write %s", path), 1) : 0;
+}
+
+/* The frontier the server planned, with the measured all-max and Perseus points; its points
+ * also in frontier.csv. */
+static int plot_frontier(const demo *d, int port, const char *out_dir, const results *res)
+{
+    json_t *pts = fetch_frontier(d, port);
+    if (!pts) {
+        bad("the server did not answer the job's whole frontier");
+        return 1;
+    }
+    size_t np = json_array_size(pts);
+    double *px = calloc(np + 1, sizeof *px), *py = calloc(np + 1, sizeof *py);
+    double *ex = calloc(np + 1, sizeof *ex), *ey = calloc(np + 1, sizeof *ey);
+    int rc = !px || !py || !ex || !ey;
+    /* The server plans one pipeline; every pipeline runs the plan, so the job's frontier is
+     * the pipeline's energies times dp: all GPUs, as the terminal prints them. */
+    for (size_t i = 0; !rc && i < np; i++) {
+        json_t *p = json_array_get(pts, i);
+        px[i] = json_number_value(json_object_get(p, "time_s"));
+        py[i] = d->dp * json_number_value(json_object_get(p, "energy_j"));
+        ex[i] = json_number_value(json_object_get(p, "eval_time_s"));
+        ey[i] = d->dp * json_number_value(json_object_get(p, "eval_energy_j"));
+    }
+    json_decref(pts);
+    if (!rc) {
         prs_plot_point base[2] = {{"all-max (measured)", res->allmax_t, res->allmax_e},
                                   {"Perseus (measured)", res->perseus_t, res->perseus_e}};
         char subtitle[160];
@@ -548,20 +598,20 @@ static int plot_frontier(const demo *d, int port, const char *out_dir, const res
         prs_frontier_plot fp;
         memset(&fp, 0, sizeof fp);
         fp.subtitle = subtitle;
-        fp.predicted = (prs_plot_series){"planned", px, py, px ? np : 0};
-        fp.evaluated = (prs_plot_series){"evaluated", ex, ey, ex ? np : 0};
+        fp.predicted = (prs_plot_series){"planned", px, py, np};
+        fp.evaluated = (prs_plot_series){"evaluated", ex, ey, np};
         fp.baselines = base;
         fp.nbaselines = 2;
         fp.tmin_s = res->perseus_t;
         fp.tstar_s = NAN;
-        if (write_svg(out_dir, "frontier.svg", draw_frontier, &fp)) rc = 1;
-        free(px);
-        free(py);
-        free(ex);
-        free(ey);
+        rc = write_svg(out_dir, "frontier.svg", draw_frontier, &fp);
+        if (write_frontier_csv(out_dir, px, py, ex, ey, np)) rc = 1;
     }
-    json_decref(fr);
-    return rc;
+    free(px);
+    free(py);
+    free(ex);
+    free(ey);
+    return rc ? 1 : 0;
 }
 
 /* frontier.svg and savings.svg in out_dir (created). 0, or 1 when one could not be written. */

@@ -37,6 +37,23 @@ done
 [[ $(sed 's/"plots": .*//' "$dir/run1.json") == "$(sed 's/"plots": .*//' <<<"$out")" ]] ||
   { echo "the run with plots differs"; exit 1; }
 grep -q "energy of all 8 GPUs" "$dir/plots/frontier.svg" || { echo "frontier.svg unlabelled"; exit 1; }
+# The frontier plot has the job's whole frontier (it once fetched the summary without points and
+# drew the two measured baselines alone): frontier.csv holds every point, and the planned line
+# has a vertex for every point at least 1 px apart, spanning the frontier's times.
+python3 - "$dir/plots" <<'PY' || { echo "frontier plot lacks the frontier's points"; exit 1; }
+import csv, sys, xml.dom.minidom
+d = sys.argv[1]
+rows = list(csv.DictReader(open(d + "/frontier.csv")))
+assert len(rows) >= 20, f"{len(rows)} frontier points"
+times = [float(r["time_s"]) for r in rows]
+assert times == sorted(times, reverse=True), "points not slowest first"
+doc = xml.dom.minidom.parse(d + "/frontier.svg")
+lines = [p for p in doc.getElementsByTagName("polyline") if p.getAttribute("stroke") == "#0072B2"]
+assert len(lines) == 1, f"{len(lines)} planned lines"
+xs = [float(v.split(",")[0]) for v in lines[0].getAttribute("points").split()]
+assert len(xs) >= min(len(rows), 100), f"{len(xs)} vertices for {len(rows)} points"
+assert max(xs) - min(xs) > 300, f"planned line {max(xs) - min(xs):.0f} px wide"
+PY
 for f in frontier savings; do
   [[ -s $dir/plots/$f.svg ]] || { echo "no $f.svg"; exit 1; }
   if command -v xmllint >/dev/null; then xmllint --noout "$dir/plots/$f.svg"; fi
