@@ -59,6 +59,13 @@ string(REPLACE "/usr/share/doc/perseus/" "${CMAKE_INSTALL_FULL_DOCDIR}/" PRS_UNI
 file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/dist/perseus-gpud.service CONTENT "${PRS_UNIT}")
 install(FILES ${CMAKE_BINARY_DIR}/dist/perseus-gpud.service DESTINATION ${PRS_SYSTEMD_UNITDIR})
 
+# The Python package (python/perseus: pure Python, no build step) where Debian's python3 looks for
+# system packages: with the prefix /usr (the Debian package), `import perseus` works as it is;
+# with another prefix, PYTHONPATH=PREFIX/lib/python3/dist-packages (docs/install.md).
+set(PRS_PYTHON_DIR "lib/python3/dist-packages"
+    CACHE STRING "Where the Python package goes, relative to the prefix (or absolute)")
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/python/perseus DESTINATION ${PRS_PYTHON_DIR}
+        FILES_MATCHING PATTERN "*.py" PATTERN "py.typed" PATTERN "__pycache__" EXCLUDE)
 install(FILES ${CMAKE_SOURCE_DIR}/examples/README.md ${CMAKE_SOURCE_DIR}/examples/a100-8stage.csv
               ${CMAKE_SOURCE_DIR}/dist/gpud.conf.example
               ${CMAKE_SOURCE_DIR}/python/examples/pipeline_gloo.py

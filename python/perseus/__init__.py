@@ -164,7 +164,10 @@ def load_library(path=None):
         except OSError as e:
             last = e
     else:
-        raise PerseusError(-21, f"cannot load libperseus.so: {last}")
+        raise PerseusError(
+            -21, f"cannot load libperseus.so ({last}); install Perseus (the Debian package, or "
+            "cmake --install), then point PERSEUS_LIBRARY at the library file, or add its folder "
+            "to LD_LIBRARY_PATH (docs/install.md, 'Python')")
     P, I, D, V = ctypes.c_void_p, ctypes.c_int, ctypes.c_double, None
     sig = {
         "prs_gpu_open": (I, [ctypes.c_char_p, ctypes.POINTER(P), ctypes.POINTER(_Error)]),

@@ -174,9 +174,29 @@ complete_words() {
 py=/usr/bin/python3
 if [[ -x $py ]] && $py -c 'import venv, setuptools, wheel' 2>/dev/null &&
   ! grep -q 'libasan\|libubsan' <<<"$(ldd "$lib")"; then
-  $py -m venv --system-site-packages "$tmp/venv" >/dev/null 2>&1 || fail "python3 -m venv"
-  cp -r "$src/python" "$tmp/pysrc"
-  "$tmp/venv/bin/pip" install --no-index --no-build-isolation "$tmp/pysrc" >"$tmp/pip.log" 2>&1 ||
+  # The installed package, as Debian's python3 finds it (PYTHONPATH for a prefix outside /usr).
+  out=$(cd "$tmp" && env -u PERSEUS_LIBRARY PYTHONPATH="$prefix/lib/python3/dist-packages" \
+    LD_LIBRARY_PATH="$libdir" PYTHONDONTWRITEBYTECODE=1 "$py" -c \
+    'import perseus; print(perseus.__file__); print(perseus.load_library()._name)') ||
+    fail "import the installed perseus package"
+  [[ $out == "$prefix/lib/python3/dist-packages/perseus/__init__.py"$'\n'"libperseus.so.$major" ]] ||
+    fail "the installed Python package: '$out'"
+  [[ -f $prefix/lib/python3/dist-packages/perseus/py.typed ]] || fail "py.typed not installed"
+  # Without the library, the error says where it is looked for.
+  out=$(cd "$tmp" && env -u PERSEUS_LIBRARY -u LD_LIBRARY_PATH \
+    PYTHONPATH="$prefix/lib/python3/dist-packages" PYTHONDONTWRITEBYTECODE=1 "$py" -c \
+    'import perseus; perseus.load_library()' 2>&1) && fail "load_library without the library"
+  grep -q 'PERSEUS_LIBRARY' <<<"$out" && grep -q 'LD_LIBRARY_PATH' <<<"$out" ||
+    fail "the missing library's message names neither PERSEUS_LIBRARY nor LD_LIBRARY_PATH: $out"
+  # The virtual environment, offline, exactly as docs/install.md and python/README.md say.
+  for doc in docs/install.md python/README.md; do
+    grep -q '^ *python3 -m venv --system-site-packages venv$' "$src/$doc" &&
+      grep -q '^ *venv/bin/pip install --no-index --no-build-isolation ./python$' "$src/$doc" ||
+      fail "$doc no longer shows the venv install this test runs"
+  done
+  cp -r "$src/python" "$tmp/python"
+  (cd "$tmp" && $py -m venv --system-site-packages venv >/dev/null 2>&1) || fail "python3 -m venv"
+  (cd "$tmp" && venv/bin/pip install --no-index --no-build-isolation ./python) >"$tmp/pip.log" 2>&1 ||
     fail "pip install python/: $(tail -n 5 "$tmp/pip.log")"
   out=$(cd "$tmp" && env -u PERSEUS_LIBRARY LD_LIBRARY_PATH="$libdir" PYTHONDONTWRITEBYTECODE=1 \
     "$tmp/venv/bin/python" -c 'import perseus; print(perseus.load_library()._name)') ||
