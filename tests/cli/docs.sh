@@ -2,8 +2,9 @@
 # The documentation runs as written: every shell block of README.md and docs/*.md marked runnable
 # (an HTML comment `<!-- runnable -->` on the line before its opening fence) is run, the blocks of
 # one file in order in one scratch directory, with the built programs first on PATH. The scratch
-# directory holds links to the repository's examples/ and scripts/, so the paths the docs use
-# (examples/a100-8stage.csv) resolve as they do from the repository root. A marker must be
+# directory holds links to the repository's examples/ and scripts/ and to the build (as build/), so
+# the paths the docs use (examples/a100-8stage.csv, ./build/perseus) resolve as they do from the
+# repository root. A marker must be
 # followed by a fence; a file whose block fails is named with the block's line. Also: nothing in
 # the docs, the sources or the programs' messages cites a document outside the repository.
 set -euo pipefail
@@ -39,6 +40,7 @@ for doc in "$src/README.md" "$src"/docs/*.md; do
   mkdir -p "$work"
   ln -s "$src/examples" "$work/examples"
   ln -s "$src/scripts" "$work/scripts"
+  ln -s "$bin" "$work/build"
   while IFS=$'\t' read -r line script; do
     blocks=$((blocks + 1))
     (cd "$work" && PATH="$bin:$PATH" bash -euo pipefail "$script") >"$tmp/out" 2>&1 ||
