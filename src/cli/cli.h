@@ -74,6 +74,7 @@ enum {
     PRS_CLI_FRONTIER,
     PRS_CLI_MAX_POINTS,
     PRS_CLI_THREADS,
+    PRS_CLI_FORCE_UNITS,
     PRS_CLI_NPIPE
 };
 #define PRS_CLI_BIT(i) (1u << (i))
@@ -95,6 +96,13 @@ enum {
         "cost-model", required_argument, 0, (val)                                                  \
     }
 
+/* --force-units: plan a profile whose figures do not look like seconds and joules
+ * (prs_cli_profile_load), where the command plans from a profile (plan, emulate, noise). */
+#define PRS_CLI_UNITS_OPTION(val)                                                                  \
+    {                                                                                              \
+        "force-units", no_argument, 0, (val)                                                       \
+    }
+
 /* --frontier auto|raw|clean, --max-points N and --threads N, where the command plans (plan,
  * emulate). */
 #define PRS_CLI_FRONTIER_OPTIONS(val)                                                              \
@@ -113,6 +121,12 @@ void prs_cli_pipeline_init(prs_cli_pipeline *p);
  * (one line on stderr, "perseus CMD: ..."; exit status 2), 1 if NAME is not a pipeline option. */
 int prs_cli_pipeline_option(const char *cmd, const char *name, const char *arg,
                             prs_cli_pipeline *p);
+/* cli_profile.c: load the profile at path for pipe's model chunks into *out (the caller frees
+ * it). Unless p was given --force-units, a profile whose times look like milliseconds (median
+ * computation over 10 s) or whose energies over times give no GPU's power (median below 1 W or
+ * above 100 kW) is refused, saying so. 0, or 2 with one line on stderr and *out NULL. */
+int prs_cli_profile_load(const char *cmd, const char *path, const prs_cli_pipeline *p,
+                         const prs_pipeline *pipe, prs_profile **out);
 /* The first option of WHICH (PRS_CLI_BIT mask) not given, as "--stages", or NULL. */
 const char *prs_cli_pipeline_missing(const prs_cli_pipeline *p, unsigned which);
 /* The options given against a planned frontier's pipeline f (from DIR): 0 when every one

@@ -9,8 +9,8 @@
 #include "perseus/numfmt.h"
 
 static const char *const names[PRS_CLI_NPIPE] = {
-    "stages",         "microbatches", "unit-time", "blocking-power", "schedule",
-    "virtual-stages", "cost-model",   "frontier",  "max-points",     "threads"};
+    "stages",     "microbatches", "unit-time",  "blocking-power", "schedule",   "virtual-stages",
+    "cost-model", "frontier",     "max-points", "threads",        "force-units"};
 
 void prs_cli_pipeline_init(prs_cli_pipeline *p)
 {
@@ -51,6 +51,8 @@ static int parse_value(const char *cmd, int which, const char *arg, prs_cli_pipe
         if (prs_num_parse_long(arg, &p->plan.max_points) == 0 && p->plan.max_points >= 1) return 0;
         prs_cli_usage_error(cmd, "--max-points: expected an integer >= 1, got", arg);
         return -1;
+    case PRS_CLI_FORCE_UNITS:
+        return 0;
     case PRS_CLI_THREADS: {
         long n;
         if (prs_num_parse_long(arg, &n) == 0 && n >= 0 && n <= PRS_PLAN_MAX_THREADS) {
@@ -84,8 +86,9 @@ int prs_cli_pipeline_option(const char *cmd, const char *name, const char *arg, 
 const char *prs_cli_pipeline_missing(const prs_cli_pipeline *p, unsigned which)
 {
     static const char *const opts[PRS_CLI_NPIPE] = {
-        "--stages",         "--microbatches", "--unit-time", "--blocking-power", "--schedule",
-        "--virtual-stages", "--cost-model",   "--frontier",  "--max-points",     "--threads"};
+        "--stages",     "--microbatches",   "--unit-time",  "--blocking-power",
+        "--schedule",   "--virtual-stages", "--cost-model", "--frontier",
+        "--max-points", "--threads",        "--force-units"};
     for (int i = 0; i < PRS_CLI_NPIPE; i++)
         if ((which & PRS_CLI_BIT(i)) && !(p->given & PRS_CLI_BIT(i))) return opts[i];
     return NULL;

@@ -357,13 +357,19 @@ static int check_gpus(const emulate_args *a)
 static int parse_args(int argc, char **argv, emulate_args *a, int *done)
 {
     enum { OPT_PIPE = 'P', OPT_CAP = 'C' };
-    static const struct option opts[] = {
-        {"profile", required_argument, 0, 'p'}, PRS_CLI_PIPELINE_OPTIONS(OPT_PIPE),
-        PRS_CLI_COST_MODEL_OPTION(OPT_PIPE),    PRS_CLI_FRONTIER_OPTIONS(OPT_PIPE),
-        PRS_CLI_POWERCAP_OPTIONS(OPT_CAP),      {"pipelines", required_argument, 0, 'N'},
-        {"tp", required_argument, 0, 't'},      {"straggler", required_argument, 0, 'x'},
-        {"json", no_argument, 0, 'j'},          {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    static const struct option opts[] = {{"profile", required_argument, 0, 'p'},
+                                         PRS_CLI_PIPELINE_OPTIONS(OPT_PIPE),
+                                         PRS_CLI_COST_MODEL_OPTION(OPT_PIPE),
+                                         PRS_CLI_FRONTIER_OPTIONS(OPT_PIPE),
+                                         PRS_CLI_POWERCAP_OPTIONS(OPT_CAP),
+                                         {"pipelines", required_argument, 0, 'N'},
+                                         {"tp", required_argument, 0, 't'},
+                                         {"straggler", required_argument, 0, 'x'},
+                                         {"json", no_argument, 0, 'j'},
+                                         {"quiet", no_argument, 0, 'q'},
+                                         PRS_CLI_UNITS_OPTION(OPT_PIPE),
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     prs_error err = {0, ""};
     int c, li = 0;
     optind = 1;
@@ -430,9 +436,9 @@ static int run(emulate_args *a, prs_profile **profile, prs_emulation **em)
     prs_emulate_opts eo;
     memset(&eo, 0, sizeof eo);
     eo.plan = a->pl.plan;
-    if (prs_profile_load(a->profile_path, profile, &err) ||
-        prs_profile_check_stages(*profile, prs_pipeline_chunks(&eo.plan.pipe), &err)) {
-        fprintf(stderr, "perseus emulate: %s\n", err.msg);
+    if (prs_cli_profile_load("emulate", a->profile_path, &a->pl, &eo.plan.pipe, profile)) return 2;
+    if (prs_plan_check(*profile, &eo.plan.pipe, "--unit-time", &err)) {
+        fprintf(stderr, "perseus emulate: error: %s\n", err.msg);
         return 2;
     }
     prs_cli_progress ps;

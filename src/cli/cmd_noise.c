@@ -202,6 +202,7 @@ static int parse_args(int argc, char **argv, noise_args *a, int *done)
     static const struct option opts[] = {{"profile", required_argument, 0, 'p'},
                                          PRS_CLI_PIPELINE_OPTIONS('P'),
                                          PRS_CLI_COST_MODEL_OPTION('P'),
+                                         PRS_CLI_UNITS_OPTION('P'),
                                          {"jitter", required_argument, 0, 'J'},
                                          {"repeats", required_argument, 0, 'R'},
                                          {"seeds", required_argument, 0, 'N'},
@@ -299,14 +300,8 @@ static int run_level(const noise_args *a, const prs_profile *truth, noise_level 
 
 static int run_levels(const noise_args *a, noise_level *lv, int *nlv)
 {
-    prs_error err = {0, ""};
     prs_profile *truth = NULL;
-    if (prs_profile_load(a->profile_path, &truth, &err) ||
-        prs_profile_check_stages(truth, prs_pipeline_chunks(&a->pl.plan.pipe), &err)) {
-        fprintf(stderr, "perseus noise: %s\n", err.msg);
-        prs_profile_free(truth);
-        return 2;
-    }
+    if (prs_cli_profile_load("noise", a->profile_path, &a->pl, &a->pl.plan.pipe, &truth)) return 2;
     static const prs_cost_model both[] = {PRS_COST_EXP, PRS_COST_HULL};
     int nm = a->models_given ? 1 : 2, rc = 0;
     noise_progress np = {.total = (long)nm * a->njitters * a->seeds};

@@ -262,12 +262,17 @@ typedef struct plan_args {
 static int parse_plan(int argc, char **argv, plan_args *a, int *done)
 {
     enum { OPT_PIPE = 'P', OPT_CAP = 'C' };
-    static const struct option opts[] = {
-        {"profile", required_argument, 0, 'p'}, PRS_CLI_PIPELINE_OPTIONS(OPT_PIPE),
-        PRS_CLI_COST_MODEL_OPTION(OPT_PIPE),    PRS_CLI_FRONTIER_OPTIONS(OPT_PIPE),
-        PRS_CLI_POWERCAP_OPTIONS(OPT_CAP),      {"always-use-noise-factor", no_argument, 0, 'n'},
-        {"out", required_argument, 0, 'o'},     {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    static const struct option opts[] = {{"profile", required_argument, 0, 'p'},
+                                         PRS_CLI_PIPELINE_OPTIONS(OPT_PIPE),
+                                         PRS_CLI_COST_MODEL_OPTION(OPT_PIPE),
+                                         PRS_CLI_FRONTIER_OPTIONS(OPT_PIPE),
+                                         PRS_CLI_POWERCAP_OPTIONS(OPT_CAP),
+                                         PRS_CLI_UNITS_OPTION(OPT_PIPE),
+                                         {"always-use-noise-factor", no_argument, 0, 'n'},
+                                         {"out", required_argument, 0, 'o'},
+                                         {"quiet", no_argument, 0, 'q'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     prs_cli_pipeline_init(&a->pl);
     prs_cli_powercap_init(&a->cap);
@@ -326,9 +331,10 @@ static int run_plan(const plan_args *a, prs_profile **profile, prs_frontier **f)
 {
     prs_error err = {0, ""};
     prs_plan_opts o = a->pl.plan;
-    if (prs_profile_load(a->profile_path, profile, &err) ||
-        prs_profile_check_stages(*profile, prs_pipeline_chunks(&o.pipe), &err)) {
-        fprintf(stderr, "perseus plan: %s\n", err.msg);
+    if (prs_cli_profile_load("plan", a->profile_path, &a->pl, &o.pipe, profile)) return 2;
+    /* Why there is nothing to plan, before the planner warns about every computation. */
+    if (prs_plan_check(*profile, &o.pipe, "--unit-time", &err)) {
+        fprintf(stderr, "perseus plan: error: %s\n", err.msg);
         return 2;
     }
     prs_cli_progress ps;

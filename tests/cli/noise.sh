@@ -24,8 +24,10 @@ expect_error 1 "perseus noise: unit time 1 s is coarser than the computations: e
   "$bin" noise "${job[@]}" --unit-time 1 --jitter 0.01 --repeats 1 --seeds 2 --quiet
 awk -F, 'NR == 1 {print; next} {printf "%s,%s,%s,%g,%s\n", $1, $2, $3, $4 * 1e-297, $5}' "$ex" \
   >"$tmp/tiny.csv"
+expect_error 2 "tiny.csv: energy over time gives a median power of .* W, no GPU's.*--force-units" \
+  "$bin" noise "${job[@]}" --profile "$tmp/tiny.csv" --jitter 0.01 --repeats 1 --seeds 2 --quiet
 expect_error 1 "unit time 0.001 s is coarser than the computations" "$bin" noise "${job[@]}" \
-  --profile "$tmp/tiny.csv" --jitter 0.01 --repeats 1 --seeds 2 --quiet --json
+  --profile "$tmp/tiny.csv" --jitter 0.01 --repeats 1 --seeds 2 --quiet --json --force-units
 expect_error 2 "missing required option '--jitter'" "$bin" noise "${job[@]}" --repeats 1 --seeds 2
 expect_error 2 "missing required option '--seeds'" "$bin" noise "${job[@]}" --jitter 0.01 --repeats 1
 expect_error 2 "missing required option '--profile'" "$bin" noise --stages 4

@@ -110,10 +110,13 @@ expect_error 2 "would have 1162 points at a unit time of 0.001 s, more than the 
 (($(wc -l <"$tmp/lim/frontier.csv") <= 101)) || fail "--max-points 100 at the unit named"
 expect_error 2 "more than the limit of 1000000: use a unit time of 2e-06 s" \
   "$bin" plan --profile "$ex" "${common[@]}" --cost-model hull --unit-time 1e-7 --out "$tmp/lim2"
-# times x 1e4: ~15 million points; refused at once (it used to run for minutes)
+# times x 1e4: ~15 million points; refused at once (it used to run for minutes): as a profile
+# whose times are no computation's, and with --force-units by the frontier's size
 awk -F, 'NR == 1 {print; next} {printf "%s,%s,%s,%s,%s\n", $1, $2, $3, $4 * 1e4, $5}' "$ex" >"$tmp/x1e4.csv"
-expect_error 2 "would have 14957152 points .* use a unit time of 0.02 s" \
+expect_error 2 "x1e4.csv: times look like milliseconds, not seconds .*--force-units" \
   "$bin" plan --profile "$tmp/x1e4.csv" "${common[@]}" --quiet --out "$tmp/x1e4"
+expect_error 2 "would have 14957152 points .* use a unit time of 0.02 s" \
+  "$bin" plan --profile "$tmp/x1e4.csv" "${common[@]}" --quiet --out "$tmp/x1e4" --force-units
 # times of ~1e298 units (a profile refuses times x 1e300, so the unit shrinks instead)
 expect_error 2 "stage 0 .* too many units of 1e-300 s to count; use a larger unit time" \
   "$bin" plan --profile "$ex" "${common[@]}" --unit-time 1e-300 --out "$tmp/huge"

@@ -52,10 +52,21 @@ touch "$tmp/file"
 expect_error 1 "cannot create directory '$tmp/file/x/fr': Not a directory" \
   "$bin/perseus" plan --profile "$p" "${pipe[@]}" --unit-time 0.001 --out "$tmp/file/x/fr" --quiet
 
-# A unit time coarser than every computation: no frontier, an error saying so and what to change.
-expect_error 1 "--unit-time 1 s is coarser than the computations.*Use a --unit-time" \
+# A unit time coarser than every computation: no frontier, an error saying so and what to change,
+# before planning (it warned about every computation first), as bad input (status 2); nothing
+# else on stderr (expect_error wants one line).
+expect_error 2 "--unit-time 1 s is coarser than the computations.*Use a --unit-time" \
   "$bin/perseus" plan --profile "$p" "${pipe[@]}" --unit-time 1 --out "$tmp/g" --quiet
 [[ ! -e $tmp/g/frontier.csv ]] || fail "plan wrote a frontier it called unusable"
+# A profile in milliseconds (every time 1000 x): refused, saying so, unless --force-units.
+awk -F, 'NR == 1 {print; next} {printf "%s,%s,%s,%.9g,%s\n", $1, $2, $3, $4 * 1000, $5}' "$p" \
+  >"$tmp/ms.csv"
+ms_err="ms.csv: times look like milliseconds, not seconds \(median computation 93 s;.*--force-units"
+expect_error 2 "$ms_err" "$bin/perseus" plan --profile "$tmp/ms.csv" "${pipe[@]}" \
+  --unit-time 0.001 --out "$tmp/ms" --quiet
+[[ ! -e $tmp/ms ]] || fail "plan wrote a frontier of a profile in milliseconds"
+expect_error 2 "$ms_err" "$bin/perseus" emulate --profile "$tmp/ms.csv" "${pipe[@]}" \
+  --unit-time 0.001 --pipelines 2 --tp 1 --quiet
 # Energies whose sum would overflow a double: the row is refused, not an inf frontier (exit 0).
 awk -F, 'NR > 1 { $5 = "1e308" } 1' OFS=, "$p" >"$tmp/huge.csv"
 expect_error 2 "huge.csv:2: column 'energy': 1e308 J is more than one computation may take" \
