@@ -12,6 +12,7 @@
 
 #include "gpud.h"
 #include "perseus/limits.h"
+#include "suggest.h"
 
 #ifndef PRS_VERSION
 #define PRS_VERSION "0"
@@ -73,10 +74,18 @@ static int take_option(opts *o, const char *name, const char *val)
 {
     static const char *const known[] = {"--socket", "--config",    "--state-dir",  "--nvml-library",
                                         "--gpu",    "--log-level", "--private-fd", "--parent-pid"};
+    static const char *const all[] = {"--socket", "--config",    "--state-dir",  "--nvml-library",
+                                      "--gpu",    "--log-level", "--private-fd", "--parent-pid",
+                                      "--list",   "--version",   "--help"};
     int is_known = 0;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         is_known |= strcmp(name, known[i]) == 0;
-    if (!is_known) return bad("unknown option '%s'", name);
+    if (!is_known) {
+        const char *near = prs__suggest(name, all, sizeof all / sizeof all[0]);
+        if (!near) return bad("unknown option '%s'", name);
+        fprintf(stderr, "perseus-gpud: unknown option '%s' (did you mean '%s'?)\n", name, near);
+        return 2;
+    }
     long v;
     if (!val) return bad("option %s needs a value", name);
     if (strcmp(name, "--socket") == 0)

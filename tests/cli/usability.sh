@@ -104,4 +104,9 @@ for name, doc in (("export", ("json.md",)), ("evaluate", ("json.md",)),
     missing = sorted({k for k in keys(o) if "`%s`" % k not in d})
     assert not missing, (name, "keys not documented in", doc, missing)
 PY
+# perseus-gpud suggests the option meant, as perseus does.
+expect_error 2 "^perseus-gpud: unknown option '--sokcet' \(did you mean '--socket'\?\)$" \
+  "$bin/perseus-gpud" --sokcet /tmp/x
+expect_error 2 "^perseus-gpud: unknown option '--frobnicate' \(see perseus-gpud --help\)$" \
+  "$bin/perseus-gpud" --frobnicate
 echo "usability checks passed ($ran help examples ran)"
