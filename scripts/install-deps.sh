@@ -17,10 +17,11 @@ if ((!runtime)); then
   # groff-base: the installed-tree test renders the man pages; python3-venv, -setuptools and
   # -wheel: it pip-installs the Python package (tests/cli/install.sh); prometheus: promtool
   # checks perseusd's /metrics (tests/cli/metrics.sh); openssl: makes the certificates of the
-  # TLS test (tests/client/test_tls.c); GLPK and CBC: the exact references (tests/ref/).
+  # TLS test (tests/client/test_tls.c); GLPK and CBC: the exact references (tests/ref/); lintian:
+  # checks the Debian packages (tests/cli/package.sh).
   pkgs+=(clang libclang-rt-14-dev clang-format clang-tidy libcmocka-dev libglpk-dev
          coinor-libcbc-dev libxml2-utils librsvg2-bin groff-base python3-venv python3-setuptools
-         python3-wheel python3-torch prometheus openssl)
+         python3-wheel python3-torch prometheus openssl lintian)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -46,14 +46,19 @@ lib=$libdir/libperseus.so.$major.$minor
 [[ $(readlink "$libdir/libperseus.so") == libperseus.so.$major ]] || fail "libperseus.so link"
 grep -q "SONAME.*\[libperseus.so.$major\]" <<<"$(readelf -d "$lib")" || fail "SONAME is not libperseus.so.$major"
 [[ ! -e $prefix/include/perseus/server.h ]] || fail "server.h is not part of the library"
-for f in share/man/man1/perseus.1 share/man/man8/perseusd.8 share/man/man8/perseus-gpud.8 \
+for f in share/man/man1/perseus.1.gz share/man/man8/perseusd.8.gz share/man/man8/perseus-gpud.8.gz \
   share/bash-completion/completions/perseus lib/systemd/system/perseus-gpud.service \
+  lib/systemd/system/perseusd.service \
   share/perseus/examples/a100-8stage.csv share/perseus/examples/gpud.conf.example \
   share/doc/perseus/LICENSE share/doc/perseus/install.md; do
   [[ -f $prefix/$f ]] || fail "$f not installed"
 done
 grep -q "^ExecStart=$prefix/bin/perseus-gpud \|^ExecStart=/.*/bin/perseus-gpud " \
   "$prefix/lib/systemd/system/perseus-gpud.service" || fail "unit's ExecStart"
+grep -q "^ExecStart=/.*/bin/perseusd --listen 127.0.0.1:7787 --data-dir /var/lib/perseusd$" \
+  "$prefix/lib/systemd/system/perseusd.service" || fail "perseusd.service's ExecStart"
+grep -q "^StateDirectory=perseusd$" "$prefix/lib/systemd/system/perseusd.service" ||
+  fail "perseusd.service's state directory"
 
 # Exported symbols: exactly the PRS_API functions of the installed headers, no internal prs__
 # names, nothing of perseus-gpud or the test fakes.
@@ -139,12 +144,12 @@ for h in "$prefix"/include/perseus/*.h; do
 done
 
 # Man pages render without warnings.
-for m in "$prefix"/share/man/man1/perseus.1 "$prefix"/share/man/man8/*.8; do
+for m in "$prefix"/share/man/man1/perseus.1.gz "$prefix"/share/man/man8/*.8.gz; do
   if command -v man >/dev/null; then
     LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l "$m" >"$tmp/man.out" 2>"$tmp/man.err" ||
       fail "man -l $m"
   elif command -v groff >/dev/null; then
-    groff -man -Tutf8 -ww "$m" >"$tmp/man.out" 2>"$tmp/man.err" || fail "groff $m"
+    gzip -dc "$m" | groff -man -Tutf8 -ww >"$tmp/man.out" 2>"$tmp/man.err" || fail "groff $m"
   else
     echo "no man or groff: man pages not rendered"
     break
