@@ -124,6 +124,14 @@ PRS_API int prs_client_end(prs_client *c, prs_instr instr, int microbatch, int c
 /* End of an iteration (after the optimizer step): queue its time, energy and windows for the
  * background thread, and adopt the newest schedule. */
 PRS_API int prs_client_iteration_end(prs_client *c);
+/* A refusal for good: when perseusd refuses the rank's registration (a wrong token, an unknown
+ * job id, a rank that does not fit the job: HTTP 400, 401, 403, 404 or 409), every later
+ * prs_client_iteration_end returns PRS_ESERVER (the iteration is still measured), the refusal is
+ * logged once on stderr (a logfmt line at level error), and prs_client_errmsg says why, with the
+ * server's own message. */
+/* The words of the last error a call on c returned (PRS_ESERVER from iteration_end: the
+ * server's refusal), "" when none; valid until the next call on c from the same thread. */
+PRS_API const char *prs_client_errmsg(prs_client *c);
 
 /* Stop the background thread after a last post (at most flush_timeout_s), reset the clocks,
  * close what the client opened. NULL is a no-op. */

@@ -195,6 +195,7 @@ def load_library(path=None):
         "prs_client_free": (V, [P]),
         "prs_client_job_id": (ctypes.c_char_p, [P]),
         "prs_client_token": (ctypes.c_char_p, [P]),
+        "prs_client_errmsg": (ctypes.c_char_p, [P]),
         "prs_client_get_stats": (V, [P, ctypes.POINTER(_Stats)]),
         "prs_client_abi_size": (ctypes.c_size_t, [I]),
     }
@@ -460,9 +461,13 @@ class Client:
                 self._lib.prs_client_end(self._h, _INSTR[kind], microbatch, chunk)
 
     def iteration_end(self):
-        rc = self._lib.prs_client_iteration_end(self._handle())
+        """End the iteration. Raises PerseusError: with ESERVER once perseusd refused this rank for
+        good (a wrong token or job id, coordinates outside the job), with the server's words."""
+        h = self._handle()
+        rc = self._lib.prs_client_iteration_end(h)
         if rc:
-            raise PerseusError(rc, "iteration_end: " + self._lib.prs_strerror(rc).decode())
+            why = self._lib.prs_client_errmsg(h).decode(errors="replace")
+            raise PerseusError(rc, "iteration_end: " + (why or self._lib.prs_strerror(rc).decode()))
 
     def stats(self):
         st = _Stats()

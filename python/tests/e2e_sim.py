@@ -3,7 +3,8 @@ simulated time (a list scheduler runs each stage's 1F1B order; waits are idle GP
 a running perseusd. Asserts: profiling and running are reached; the profile is built
 from measured windows; the running plan's energy per iteration is below the all-max iteration's at
 a time no more than 2 % longer; a hook out of the schedule's order raises PerseusError (-31);
-clocks are reset when the clients close; a closed client raises instead of crashing.
+clocks are reset when the clients close; a closed client raises instead of crashing; a rank given
+a wrong token raises PerseusError (ESERVER) with the server's refusal from iteration_end.
 
 usage: e2e_sim.py SERVER_URL"""
 
@@ -58,6 +59,27 @@ def run_iteration(gpus, clients):
         g.sim_idle(end - g.now_s())
         c.iteration_end()
     return end - t0, sum(g.energy_j() for g in gpus) - e0
+
+
+def wrong_token(url, job_id, gpu):
+    """A rank with a wrong token is told, by an exception with the server's words (the client
+    used to give up registering in silence while training ran on)."""
+    c = perseus.Client(url, job_id=job_id, token="not-the-token", rank=0, dp=0, pp=0, gpu=gpu,
+                       poll_interval_s=0.01, warmup_iterations=0)
+    t0 = time.monotonic()
+    try:
+        while time.monotonic() - t0 < 60:
+            with c.computation("forward", 0):
+                gpu.sim_run(*work(0, "forward"))
+            c.iteration_end()
+            time.sleep(0.005)  # a training loop's pace, not a synchronisation
+        raise AssertionError("a rank with a wrong token was never told")
+    except perseus.PerseusError as e:
+        assert e.code == perseus.ErrorCode.ESERVER, e
+        assert "HTTP 401 unauthorized" in str(e) and job_id in str(e), e
+        print(f"python e2e: refused as it should be: {e}")
+    finally:
+        c.close()
 
 
 def main():
@@ -117,6 +139,7 @@ def main():
     except perseus.PerseusError as e:
         assert e.code == -31, e
     clients[1].end("forward", 2)
+    job_id = clients[0].job_id
     for c in clients:
         c.close()
     try:
@@ -125,6 +148,7 @@ def main():
     except perseus.PerseusError:
         pass
     assert all(g.sim_clock() == 0 for g in gpus), [g.sim_clock() for g in gpus]
+    wrong_token(url, job_id, gpus[0])
     for g in gpus:
         g.close()
     print("python e2e: ok")

@@ -102,6 +102,12 @@ struct prs_client {
     int q_head, q_len;
     int stop;
     prs_client_stats stats;
+    /* The server refused the rank for good (registration answered 400, 401, 403, 404 or 409):
+     * PRS_ESERVER and why, else 0 and "". Set by the bg thread; the hooks report it. */
+    atomic_int refused; /* stored after refused_msg is written (release) */
+    char refused_msg[PRS_ERRMSG_MAX];
+    /* What prs_client_errmsg returns: the training thread's copy of the last error's words. */
+    char errmsg[PRS_ERRMSG_MAX];
     atomic_long clock_failures;
     atomic_long order_errors;
     atomic_long late_switches;
@@ -130,6 +136,11 @@ void prs__client_global_init(void);
 /* Create the job from opts.job_spec_json (blocking). Fills job_id and token. */
 int prs__client_create_job(prs_client *c, prs_error *err);
 void *prs__client_thread_main(void *arg);
+/* One logfmt line on stderr (client.c): "ts=... level=LEVEL FMT...". */
+void prs__client_log(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* PRS_ESERVER when the server refused the rank for good, with its words in c->errmsg (for
+ * prs_client_errmsg); else 0. Training thread. */
+int prs__client_refused(prs_client *c);
 void prs__client_schedule_free(prs__client_schedule *s);
 void prs__client_iteration_free(prs__client_iteration *it);
 

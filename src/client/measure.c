@@ -135,9 +135,8 @@ static double blocked_power(const prs_client *c, double time_s, double energy_j)
     return t > 1e-6 * time_s && e > 0 ? e / t : 0;
 }
 
-int prs_client_iteration_end(prs_client *c)
+static int iteration_end(prs_client *c)
 {
-    if (!c) return PRS_EINVAL;
     if (!c->iter_started) return 0;
     /* Wall-clock time between iteration ends: how fast the rank really runs (the server sizes
      * a plan switch's lead from it), whatever clock the GPU's times are on. */
@@ -170,4 +169,12 @@ int prs_client_iteration_end(prs_client *c)
     c->iter_e0 = energy;
     adopt(c);
     return 0;
+}
+
+int prs_client_iteration_end(prs_client *c)
+{
+    if (!c) return PRS_EINVAL;
+    int rc = iteration_end(c);
+    /* After the iteration's own work, so the next one starts in order all the same. */
+    return rc ? rc : prs__client_refused(c);
 }

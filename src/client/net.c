@@ -169,7 +169,27 @@ static void note_answer(prs_client *c, long status)
     pthread_mutex_unlock(&c->mu);
 }
 
-/* 1 registered, 0 not yet, -1 never (conflict). */
+/* The server refused the rank for good: remembered for the hooks to return (PRS_ESERVER with
+ * these words: prs_client_errmsg), and logged once on stderr, since a training loop that ignores
+ * return codes would otherwise run on at the default clocks without a word. */
+static void refuse(prs_client *c, long status, json_t *reply)
+{
+    char msg[PRS_ERRMSG_MAX];
+    json_t *e = json_object_get(reply, "error");
+    const char *code = json_string_value(json_object_get(e, "code"));
+    snprintf(msg, sizeof msg,
+             "perseusd refused rank %d of job %s: HTTP %ld%s%s: %s (check the job id and token "
+             "the rank was given)",
+             c->opts.rank, c->job_id, status, code ? " " : "", code ? code : "",
+             err_message(reply));
+    for (char *q = msg; *q; q++)
+        if (*q == '"') *q = '\'';
+    snprintf(c->refused_msg, sizeof c->refused_msg, "%s", msg);
+    atomic_store_explicit(&c->refused, PRS_ESERVER, memory_order_release);
+    prs__client_log("error", "msg=\"%s\"", msg);
+}
+
+/* 1 registered, 0 not yet (no answer, or the server busy), -1 never (refused: refuse()). */
 static int do_register(CURL *h, prs_client *c)
 {
     char path[128];
@@ -179,12 +199,18 @@ static int do_register(CURL *h, prs_client *c)
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     if (!text) return 0;
-    long st = http(h, c, "POST", path, text, c->opts.http_timeout_s, NULL);
+    json_t *reply = NULL;
+    long st = http(h, c, "POST", path, text, c->opts.http_timeout_s, &reply);
     free(text);
     note_answer(c, st);
-    if (st == 200 || st == 201) return 1;
-    if (st == 409 || st == 400 || st == 401) return -1;
-    return 0;
+    int rc = st == 200 || st == 201 ? 1 : 0;
+    /* An unknown job (404) cannot become known: a wrong id, or a job deleted or expired. */
+    if (st == 400 || st == 401 || st == 403 || st == 404 || st == 409) {
+        refuse(c, st, reply);
+        rc = -1;
+    }
+    json_decref(reply);
+    return rc;
 }
 
 static json_t *window_json(const prs__client_window *w)
