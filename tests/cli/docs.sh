@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The documentation runs as written: every shell block of README.md and docs/*.md marked runnable
-# (an HTML comment `<!-- runnable -->` on the line before its opening fence) is run, the blocks of
+# (an HTML comment `<!-- runnable -->` on the line before its opening fence) is run, and every
+# other one says why it is not (`<!-- not run: REASON -->`, e.g. it needs a GPU or root); the blocks of
 # one file in order in one scratch directory, with the built programs first on PATH. The scratch
 # directory holds links to the repository's examples/ and scripts/ and to the build (as build/), so
 # the paths the docs use (examples/a100-8stage.csv, ./build/perseus) resolve as they do from the
@@ -21,6 +22,20 @@ if grep -rnE "\b(DESIGN|PLANNER|EVALUATION|STYLE)\.md\b" "$src/README.md" "$src/
   fail "documents outside the repository cited:
 $(head -n 20 "$tmp/cites")"
 fi
+
+# Every shell block is either run (<!-- runnable -->) or says why it cannot be
+# (<!-- not run: REASON -->) on the line before its fence.
+unmarked=$(awk '
+  FNR == 1 { inblock = 0; prev = "" }
+  /^```/ {
+    if (!inblock && $0 ~ /^```(sh|bash|console|shell)$/ &&
+        prev !~ /^<!-- runnable -->$/ && prev !~ /^<!-- not run: [^ ].* -->$/)
+      print FILENAME ":" FNR
+    inblock = !inblock
+  }
+  { prev = $0 }' "$src/README.md" "$src"/docs/*.md)
+[[ -z $unmarked ]] || fail "shell blocks neither marked runnable nor saying why they are not run:
+${unmarked//$src\//}"
 
 blocks=0
 for doc in "$src/README.md" "$src"/docs/*.md; do
