@@ -69,14 +69,6 @@ static int table(const prs_infer_roofline *r, const prs_infer_cell *cells, size_
         char name[16];
         snprintf(name, sizeof name, "%d", tp);
         row(r, name, &e);
-        for (size_t i = 0; i < n; i++)
-            if (cells[i].llm == r->llm && cells[i].gpu == r->gpu && cells[i].tp == tp &&
-                cells[i].impossible)
-                fprintf(stderr,
-                        "left out: %s %s tp %d prompt %d batch %d: prefill %.1f ms is beyond "
-                        "the GPUs' peak\n",
-                        r->llm->name, r->gpu->name, tp, cells[i].prompt, cells[i].batch,
-                        1e3 * cells[i].prefill_s);
     }
     return 0;
 }
@@ -144,6 +136,21 @@ int main(int argc, char **argv)
     for (int m = 0; m < 2 && rc == 0; m++)
         for (int g = 0; g < 2 && rc == 0; g++)
             rc = table(&r[g][m], cells, n);
+    long runs = 0, e2e_runs = 0;
+    for (size_t i = 0; i < n; i++) {
+        const prs_infer_cell *c = &cells[i];
+        runs += c->runs;
+        e2e_runs += c->e2e_runs;
+        if (c->impossible)
+            printf("left out: %s %s tp %d prompt %d batch %d: prefill %.1f ms would need %.2f "
+                   "PFLOP/s, the GPUs' peak is %.2f\n",
+                   c->llm->name, c->gpu->name, c->tp, c->prompt, c->batch, 1e3 * c->prefill_s,
+                   2 * c->llm->params * c->batch * c->prompt / c->prefill_s / 1e15,
+                   c->tp * c->gpu->peak_flops / 1e15);
+    }
+    printf("runs (not power-capped): %ld in %zu cells; consistent e2e (within %.0f %% of their own "
+           "prefill + (token_size - 1) decode steps): %ld\n",
+           runs, n, 100 * PRS_INFER_E2E_SELF_TOL, e2e_runs);
     free(cells);
     return rc;
 }

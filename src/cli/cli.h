@@ -19,6 +19,7 @@ int prs_cmd_demo(int argc, char **argv);        /* cmd_demo.c */
 int prs_cmd_noise(int argc, char **argv);       /* cmd_noise.c */
 int prs_cmd_infer(int argc, char **argv);       /* cmd_infer.c: the subcommand table */
 int prs_cmd_infer_synth(int argc, char **argv); /* cmd_infer_synth.c */
+int prs_cmd_infer_check(int argc, char **argv); /* cmd_infer_check.c */
 
 /* Shared helpers (cli_util.c). */
 

@@ -14,6 +14,7 @@ typedef struct infer_command {
 
 static const infer_command COMMANDS[] = {
     {"synth", prs_cmd_infer_synth, "write a synthetic inference profile from the roofline model"},
+    {"check", prs_cmd_infer_check, "load and check an inference profile, say what it covers"},
 };
 #define NCOMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 

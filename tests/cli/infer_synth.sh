@@ -46,6 +46,16 @@ expect_error 2 "^perseus infer synth: unexpected argument 'extra'" \
     "$bin" infer synth --gpu h100 --model llama2-70b extra
 expect_error 2 "^perseus infer: unknown subcommand 'synt' \(did you mean 'synth'\?\)" \
     "$bin" infer synt
+# perseus infer check: the summary of a good file; a bad one named with its line
+"$bin" infer check "$f" >"$tmp/check.out" || fail "infer check of the synthetic profile failed"
+grep -q '^model llama2-70b on h100: 3 TP degree(s), 12 clock(s) from 800 to 1980 MHz$' \
+    "$tmp/check.out" || fail "check summary: $(head -1 "$tmp/check.out")"
+grep -q '^  tp 2: KV cache 38631 tokens, at most 256 sequences, idle 150.0 W' "$tmp/check.out" ||
+    fail "check tp 2: $(cat "$tmp/check.out")"
+sed '5s/,prefill,/,prefil,/' "$f" >"$tmp/bad.csv"
+expect_error 1 "^perseus infer check: $tmp/bad.csv:5: column 'phase'" \
+    "$bin" infer check "$tmp/bad.csv"
+expect_error 2 '^perseus infer check: expected one profile FILE' "$bin" infer check
 "$bin" infer --help | grep -q '^  synth ' || fail "infer --help lists no synth"
 "$bin" --help | grep -q '^  infer ' || fail "perseus --help lists no infer"
 echo "infer synth: ok"
