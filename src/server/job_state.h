@@ -176,6 +176,13 @@ typedef struct job {
     /* The server's lock of this job (server.c, 'Locking'): held shared by views, exclusively by
      * the calls that change the job. Owned by the server; NULL outside it. */
     pthread_rwlock_t *lock;
+    /* Also the server's (server.c, 'Locking'): references that keep the job's memory (the
+     * table's own, and each request or thread working on it; atomics), whether it was deleted
+     * (set under its lock: requests that reach it afterwards answer 404), and when a request
+     * last reached it (seconds since the epoch, atomics: --job-idle-timeout). */
+    long refs;
+    int deleted;
+    long long active_unix;
     struct job *next;
 } job;
 

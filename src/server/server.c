@@ -3,11 +3,14 @@
  * (store.c).
  *
  * Concurrency. Worker threads each drive a libmicrohttpd daemon on a shared listening socket
- * (see HTTP workers below). Jobs, the store and the planner tasks sit behind one reader-writer
- * lock: the read-only views (schedule, status, frontier, metrics, healthz) take it shared and
- * touch no SQLite statement; everything else takes it exclusively, and all SQLite work happens
- * under it. The planner runs outside the lock in a thread per planning job and takes the lock
- * only to report progress and to install its result.
+ * (see HTTP workers below). The jobs table has a reader-writer lock held only to find a job and
+ * take a reference to it, or to add or unlink one: a pointer swap, never work. A request then
+ * works on its job under the job's own lock (shared for views, exclusive for changes), and a
+ * change takes the store's mutex before the job's lock, so no job's lock is held while waiting
+ * for another job's transaction. Deleting a job marks it deleted in one short transaction and
+ * unlinks it; the janitor thread purges its rows in bounded batches (store_purge_step). The
+ * planner runs outside every lock in a thread per planning job and takes them only to report
+ * progress and to install its result.
  *
  * Durability. A mutating request runs as one transaction; the response is queued only after the
  * commit, so an acknowledged result is in the database. If the transaction fails the job is
@@ -32,6 +35,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -166,13 +170,14 @@ struct prs_server {
     int port;
     /* Locking, outermost first (never taken in another order, and never taken again by a
      * thread that holds it):
-     * - lock: the jobs table. Shared by every request about one job, which keeps the job alive;
-     *   exclusive for what adds or removes jobs (creation, deletion, retention, startup).
+     * - lock: the jobs table (buckets, njobs, nranks, the planner tasks' job pointers). Held
+     *   only to look a job up and take a reference to it (job.refs, pin_job), or to link or
+     *   unlink a job: never across parsing, checking, serialising or SQLite work.
+     * - store_mu: the SQLite connection (st), held for a whole transaction. A change takes it
+     *   before its job's lock, so a job's lock is never held while waiting for the store.
      * - a job's own lock (job.lock): shared by its views, exclusive for its changes. Requests of
      *   different jobs never wait for each other here.
-     * - store_mu: the SQLite connection (st), held for a whole transaction.
-     * - task_mu: the planner tasks (tasks, nplanning) and every job's planner_active.
-     * Holding lock exclusively stands for all the others but task_mu. */
+     * - task_mu: the planner tasks (tasks, nplanning) and every job's planner_active. */
     pthread_rwlock_t lock;
     pthread_mutex_t store_mu, task_mu;
     store *st;
@@ -185,10 +190,14 @@ struct prs_server {
     long nconns;      /* open connections over every worker (atomics) */
     uint8_t create_hash[SECURE_SHA256_LEN];
     int has_create_token;
-    pthread_t janitor; /* deletes finished jobs past --retention */
+    uint8_t admin_hash[SECURE_SHA256_LEN];
+    int has_admin_token;
+    /* The janitor: deletes finished jobs past --retention and unfinished ones idle past
+     * --job-idle-timeout, and purges the rows of deleted jobs. */
+    pthread_t janitor;
     pthread_mutex_t janitor_mu;
     pthread_cond_t janitor_cv;
-    int janitor_stop, janitor_started;
+    int janitor_stop, janitor_started, purge_pending;
     metrics m;
     workq *heavy; /* runs the requests with large bodies (see 'Requests with large bodies') */
     double started;
@@ -291,9 +300,10 @@ static void job_drop(job *j)
     job_free(j);
 }
 
-/* Put a job into the table with a lock of its own (table lock held exclusively): 0, or -1 when
- * out of memory (the job is left to the caller). */
-static int add_job(prs_server *s, job *j)
+/* Put a job into the table with a lock of its own and the table's reference (table lock held
+ * exclusively); counted: whether njobs and nranks count it already (a creation reserves its
+ * place first). 0, or -1 when out of memory (the job is left to the caller). */
+static int add_job(prs_server *s, job *j, int counted)
 {
     j->lock = malloc(sizeof *j->lock);
     if (!j->lock || rwlock_init_writer_first(j->lock) != 0) {
@@ -303,20 +313,65 @@ static int add_job(prs_server *s, job *j)
     }
     j->log = job_log_sink;
     j->log_ud = s;
+    j->refs = 1;
+    j->deleted = 0;
+    j->active_unix = (long long)time(NULL);
     unsigned b = bucket_of(j->id);
     j->next = s->jobs[b];
     s->jobs[b] = j;
-    s->njobs++;
-    s->nranks += j->world;
+    if (!counted) {
+        s->njobs++;
+        s->nranks += j->world;
+    }
     return 0;
 }
 
-static void cancel_planner(prs_server *s, job *j);
-
-/* Take a job out of the table and free it (lock held exclusively); a planner working on it
- * is detached and its result dropped. */
-static void remove_job(prs_server *s, job *j)
+/* A reference to job id (NULL: no such job), taken under the table lock and held without it:
+ * the job's memory stays until the reference is dropped (unpin_job), even if the job is deleted
+ * meanwhile (then job.deleted is set). */
+static job *pin_job(prs_server *s, const char *id)
 {
+    pthread_rwlock_rdlock(&s->lock);
+    job *j = find_job(s, id);
+    if (j) __atomic_add_fetch(&j->refs, 1, __ATOMIC_RELAXED);
+    pthread_rwlock_unlock(&s->lock);
+    return j;
+}
+
+/* Drop a reference; the last one frees the job (it was unlinked: the table's is gone). */
+static void unpin_job(job *j)
+{
+    if (j && __atomic_sub_fetch(&j->refs, 1, __ATOMIC_ACQ_REL) == 0) job_drop(j);
+}
+
+/* A reference to every job in the table (malloc'd array of *n; NULL with *n 0 when there are
+ * none or memory is short), for the walks over all jobs (metrics, the janitor). */
+static job **pin_all_jobs(prs_server *s, size_t *n)
+{
+    *n = 0;
+    pthread_rwlock_rdlock(&s->lock);
+    job **all = s->njobs > 0 ? malloc((size_t)s->njobs * sizeof *all) : NULL;
+    for (int b = 0; all && b < JOB_BUCKETS; b++)
+        for (job *j = s->jobs[b]; j && *n < (size_t)s->njobs; j = j->next) {
+            __atomic_add_fetch(&j->refs, 1, __ATOMIC_RELAXED);
+            all[(*n)++] = j;
+        }
+    pthread_rwlock_unlock(&s->lock);
+    return all;
+}
+
+static void unpin_all_jobs(job **all, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        unpin_job(all[i]);
+    free(all);
+}
+
+/* Take a deleted job out of the table (the lock held exclusively only for the unlink) and drop
+ * the table's reference; a planner working on it is detached and its result dropped. */
+static void unlink_job(prs_server *s, job *j)
+{
+    pthread_rwlock_wrlock(&s->lock);
     for (job **pp = &s->jobs[bucket_of(j->id)]; *pp; pp = &(*pp)->next)
         if (*pp == j) {
             *pp = j->next;
@@ -324,12 +379,12 @@ static void remove_job(prs_server *s, job *j)
         }
     s->njobs--;
     s->nranks -= j->world;
-    cancel_planner(s, j);
     pthread_mutex_lock(&s->task_mu);
     for (plan_task *t = s->tasks; t; t = t->next)
         if (t->j == j) t->j = NULL; /* its result is dropped */
     pthread_mutex_unlock(&s->task_mu);
-    job_drop(j);
+    pthread_rwlock_unlock(&s->lock);
+    unpin_job(j);
 }
 
 /* ---- planner threads ----
@@ -354,13 +409,15 @@ static int on_plan_progress(void *ud, long done, long total)
     t->progress_at = now;
     pthread_rwlock_rdlock(&t->s->lock);
     job *j = t->j; /* cleared only under the table lock held exclusively */
+    if (j) __atomic_add_fetch(&j->refs, 1, __ATOMIC_RELAXED);
+    pthread_rwlock_unlock(&t->s->lock);
     if (j) {
         pthread_rwlock_wrlock(j->lock);
         j->plan_done = done;
         j->plan_total = total;
         pthread_rwlock_unlock(j->lock);
+        unpin_job(j);
     }
-    pthread_rwlock_unlock(&t->s->lock);
     return 0;
 }
 
@@ -453,21 +510,22 @@ static void *planner_main(void *arg)
     }
     pthread_rwlock_rdlock(&s->lock);
     job *j = t->j; /* cleared only under the table lock held exclusively */
-    if (j) pthread_rwlock_wrlock(j->lock);
+    if (j) __atomic_add_fetch(&j->refs, 1, __ATOMIC_RELAXED);
+    pthread_rwlock_unlock(&s->lock);
     int canceled = rc == PRS_ECANCELED && !t->timed_out;
-    if (!j || canceled) {
+    if (j) pthread_mutex_lock(&s->store_mu); /* the store before the job's lock */
+    if (j) pthread_rwlock_wrlock(j->lock);
+    if (!j || j->deleted || canceled) {
         /* Deleted, completed, or the server is stopping (the job stays planning and is planned
          * again at the next start): nothing to store. */
         log_kv(s, PRS_LOG_INFO, "msg=planning_canceled job=%s seconds=%.3f detail=%s", t->job_id,
                secs,
-               !j                             ? "job_deleted"
+               !j || j->deleted               ? "job_deleted"
                : t->cancel == CANCEL_SHUTDOWN ? "shutdown"
                                               : "job_left");
         prs_frontier_free(f);
     } else {
-        pthread_mutex_lock(&s->store_mu);
         install_plan(s, j, f, text, len, secs, err.msg);
-        pthread_mutex_unlock(&s->store_mu);
         pthread_mutex_lock(&s->m.mu);
         if (f) {
             s->m.planning_count++;
@@ -489,8 +547,11 @@ static void *planner_main(void *arg)
     s->nplanning--;
     launch_queued(s);
     pthread_mutex_unlock(&s->task_mu);
-    if (j) pthread_rwlock_unlock(j->lock);
-    pthread_rwlock_unlock(&s->lock);
+    if (j) {
+        pthread_rwlock_unlock(j->lock);
+        pthread_mutex_unlock(&s->store_mu);
+        unpin_job(j);
+    }
     free(text);
     return NULL;
 }
@@ -621,6 +682,14 @@ static int reload_one_st(void *ud, const store_job_row *row)
     return rc ? rc : 1;
 }
 
+/* Copy every field of a job but its reference count, which other threads change meanwhile. */
+static void job_copy_but_refs(job *dst, const job *src)
+{
+    size_t a = offsetof(job, refs), b = a + sizeof dst->refs;
+    memcpy(dst, src, a);
+    memcpy((char *)dst + b, (const char *)src + b, sizeof *dst - b);
+}
+
 static int reload_job(prs_server *s, job *j)
 {
     reload_ctx c = {s->st, j->id, NULL, 0, {0, ""}};
@@ -630,16 +699,20 @@ static int reload_job(prs_server *s, job *j)
         log_kv(s, PRS_LOG_ERROR, "msg=reload_failed job=%s detail=%s", j->id, c.err.msg);
         return PRS_EIO;
     }
-    /* Swap contents so pointers to j (planner tasks, the table) and its lock stay valid. */
+    /* Swap contents so pointers to j (planner tasks, the table, references) and its lock stay
+     * valid; its reference count is left alone (others take references meanwhile). */
     pthread_mutex_lock(&s->task_mu);
-    job tmp = *c.found;
+    job tmp;
+    job_copy_but_refs(&tmp, c.found);
     tmp.next = j->next;
     tmp.planner_active = j->planner_active;
     tmp.log = j->log;
     tmp.log_ud = j->log_ud;
     tmp.lock = j->lock;
-    *c.found = *j;
-    *j = tmp;
+    tmp.deleted = j->deleted;
+    tmp.active_unix = __atomic_load_n(&j->active_unix, __ATOMIC_RELAXED);
+    job_copy_but_refs(c.found, j);
+    job_copy_but_refs(j, &tmp);
     pthread_mutex_unlock(&s->task_mu);
     c.found->next = NULL;
     c.found->lock = NULL;
@@ -799,8 +872,11 @@ static void match(const char *method, const char *url, route_match *m)
 static int bearer_hash(struct MHD_Connection *c, uint8_t hash[SECURE_SHA256_LEN])
 {
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncmp(h, "Bearer ", 7) != 0) return 0;
-    const char *tok = h + 7;
+    /* The scheme is case-insensitive (RFC 9110, 11.1), followed by one or more spaces. */
+    if (!h || strncasecmp(h, "Bearer", 6) != 0 || (h[6] != ' ' && h[6] != '\t')) return 0;
+    const char *tok = h + 6;
+    while (*tok == ' ' || *tok == '\t')
+        tok++;
     secure_sha256(tok, strlen(tok), hash);
     return 1;
 }
@@ -855,39 +931,50 @@ static enum MHD_Result handle_create(prs_server *s, struct MHD_Connection *c, co
         return send_error(s, c, cc, 500, "internal", "no randomness");
     uint8_t hash[SECURE_SHA256_LEN];
     secure_sha256(token, strlen(token), hash);
+    /* The job's place is reserved under the table lock, the job made and stored outside it
+     * (under the store's mutex alone), then linked: the table lock is held for the counts and
+     * the link only. */
     pthread_rwlock_wrlock(&s->lock);
     api_err e = {0, NULL, ""};
     if (check_caps(s, world, &e)) {
         pthread_rwlock_unlock(&s->lock);
         return send_api_error(s, c, cc, &e);
     }
-    do {
-        if (secure_new_id(id, NULL)) {
-            pthread_rwlock_unlock(&s->lock);
-            return send_error(s, c, cc, 500, "internal", "no randomness");
-        }
-    } while (find_job(s, id));
+    s->njobs++;
+    s->nranks += world;
+    pthread_rwlock_unlock(&s->lock);
     job *j = NULL;
-    if (store_begin(s->st)) {
-        pthread_rwlock_unlock(&s->lock);
-        return send_error(s, c, cc, 500, "storage", store_error(s->st)->msg);
+    int ok = secure_new_id(id, NULL) == 0;
+    if (ok) {
+        pthread_mutex_lock(&s->store_mu);
+        ok = store_begin(s->st) == 0 &&
+             job_create(s->st, &spec, id, hash, (long long)time(NULL), &j, &e) == 0 &&
+             store_commit(s->st) == 0;
+        if (!ok) {
+            store_rollback(s->st);
+            if (!e.code) job_store_fail(&e, s->st);
+        }
+        pthread_mutex_unlock(&s->store_mu);
+    } else {
+        api_fail(&e, 500, "internal", "no randomness");
     }
-    if (job_create(s->st, &spec, id, hash, (long long)time(NULL), &j, &e) != 0 ||
-        store_commit(s->st) != 0) {
-        store_rollback(s->st);
+    int spec_reused = ok && j->frontier != NULL;
+    pthread_rwlock_wrlock(&s->lock);
+    if (ok && add_job(s, j, 1) != 0) {
+        ok = 0;
+        api_fail(&e, 500, "internal", "out of memory");
+    }
+    if (!ok) {
+        s->njobs--;
+        s->nranks -= world;
+    }
+    pthread_rwlock_unlock(&s->lock);
+    if (!ok) {
         job_free(j);
-        pthread_rwlock_unlock(&s->lock);
-        if (!e.code) job_store_fail(&e, s->st);
         return send_api_error(s, c, cc, &e);
     }
-    if (add_job(s, j) != 0) {
-        pthread_rwlock_unlock(&s->lock);
-        job_free(j);
-        return send_error(s, c, cc, 500, "internal", "out of memory");
-    }
-    int reused = j->frontier != NULL;
+    int reused = spec_reused; /* read before the job was linked: others may change it since */
     snprintf(cc->job_id, sizeof cc->job_id, "%s", id);
-    pthread_rwlock_unlock(&s->lock);
     log_kv(s, PRS_LOG_INFO, "msg=job_created job=%s ranks=%d reused_frontier=%d", id,
            spec.dp * spec.stages * spec.tp, reused);
     return send_json(c, cc, 201,
@@ -932,28 +1019,21 @@ static int parse_rank_arg(struct MHD_Connection *c, int *rank)
     return int_arg(c, "rank", 0, INT_MAX, rank) == 0 ? 0 : -1;
 }
 
-/* Run a mutating job call as one transaction (the job's lock held exclusively; takes
- * store_mu); reload the job if it fails on the server side. */
+/* Run a mutating job call as one transaction (store_mu and the job's lock held exclusively);
+ * reload the job if it fails on the server side. */
 typedef int (*mutate_fn)(prs_server *s, job *j, conn_ctx *cc, void *arg, int *action, api_err *e);
 
 static int run_tx(prs_server *s, job *j, conn_ctx *cc, mutate_fn fn, void *arg, api_err *e)
 {
     int action = JOB_ACT_NONE;
-    pthread_mutex_lock(&s->store_mu);
-    if (store_begin(s->st)) {
-        job_store_fail(e, s->st);
-        pthread_mutex_unlock(&s->store_mu);
-        return -1;
-    }
+    if (store_begin(s->st)) return job_store_fail(e, s->st);
     job_phase before = j->phase;
     if (fn(s, j, cc, arg, &action, e) != 0 || store_commit(s->st) != 0) {
         store_rollback(s->st);
         if (!e->code) job_store_fail(e, s->st);
         if (e->http >= 500) reload_job(s, j);
-        pthread_mutex_unlock(&s->store_mu);
         return -1;
     }
-    pthread_mutex_unlock(&s->store_mu);
     char why[REQ_MSG_MAX + 8];
     if (j->phase != before)
         log_kv(s, j->phase == JOB_FAILED ? PRS_LOG_WARN : PRS_LOG_INFO,
@@ -1050,20 +1130,40 @@ static int do_complete(prs_server *s, job *j, conn_ctx *cc, void *arg, int *acti
     return job_complete(j, s->st, e);
 }
 
-/* Delete a job from the store and memory (lock held exclusively); why: "request" or
- * "retention", for the log. */
-static int delete_job(prs_server *s, job *j, const char *why, api_err *e)
+/* Delete a job (store_mu and the job's lock held exclusively): marked deleted in the store in
+ * one short transaction, whatever it holds, and in memory (requests that reach it from now on
+ * answer 404); its planner is stopped. The caller then unlinks it (unlink_job) and wakes the
+ * janitor, which purges its rows in bounded batches. why: "request", "admin", "retention" or
+ * "idle", for the log. */
+static int retire_job(prs_server *s, job *j, const char *why, api_err *e)
 {
-    char id[SECURE_ID_LEN + 1];
-    snprintf(id, sizeof id, "%s", j->id);
-    const char *phase = job_phase_name(j->phase);
-    if (store_begin(s->st) || store_delete_job(s->st, id) || store_commit(s->st)) {
+    if (store_begin(s->st) || store_mark_deleting(s->st, j->id) || store_commit(s->st)) {
         store_rollback(s->st);
         return job_store_fail(e, s->st);
     }
-    log_kv(s, PRS_LOG_INFO, "msg=job_deleted job=%s phase=%s by=%s", id, phase, why);
-    remove_job(s, j);
+    j->deleted = 1;
+    cancel_planner(s, j);
+    log_kv(s, PRS_LOG_INFO, "msg=job_deleted job=%s phase=%s by=%s", j->id,
+           job_phase_name(j->phase), why);
     return 0;
+}
+
+static void wake_janitor(prs_server *s);
+
+/* Whether the presented token may act on job j for this route: the job's own token, or the
+ * administrator's for a deletion. */
+static int may_act(const prs_server *s, enum route r, int have_token,
+                   const uint8_t hash[SECURE_SHA256_LEN], const job *j)
+{
+    if (authorize(have_token, hash, j)) return 1;
+    return r == R_DELETE && have_token && s->has_admin_token &&
+           secure_equal(hash, s->admin_hash, SECURE_SHA256_LEN);
+}
+
+/* The routes that only read a job: its lock shared, the store untouched but for the profile. */
+static int is_view(enum route r)
+{
+    return r == R_SCHEDULE || r == R_STATUS || r == R_FRONTIER || r == R_PROFILE_GET;
 }
 
 static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
@@ -1071,62 +1171,55 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
 {
     uint8_t presented[SECURE_SHA256_LEN];
     int have_token = bearer_hash(c, presented);
+    job *j = pin_job(s, m->id); /* the table lock is held for the look-up only */
+    if (!j) return send_error(s, c, cc, 404, "not_found", "no such job");
     prs_profile *upload = NULL;
     if (m->route == R_PROFILE_PUT) {
         api_err pe = {0, NULL, ""};
-        /* The token first: only the job's owner gets its upload parsed (outside the lock, with
-         * the job's pipeline read under the shared lock). */
+        /* The token first: only the job's owner gets its upload parsed (outside every lock,
+         * with the job's pipeline read under its shared lock). */
         prs_pipeline pipe;
-        pthread_rwlock_rdlock(&s->lock);
-        job *oj = find_job(s, m->id);
-        int owner = 0;
-        if (oj) {
-            pthread_rwlock_rdlock(oj->lock);
-            owner = authorize(have_token, presented, oj);
-            if (owner) job_pipeline(oj, &pipe);
-            pthread_rwlock_unlock(oj->lock);
+        pthread_rwlock_rdlock(j->lock);
+        int gone = j->deleted, owner = !gone && authorize(have_token, presented, j);
+        if (owner) job_pipeline(j, &pipe);
+        pthread_rwlock_unlock(j->lock);
+        if (!owner) {
+            unpin_job(j);
+            return gone
+                       ? send_error(s, c, cc, 404, "not_found", "no such job")
+                       : send_error(s, c, cc, 401, "unauthorized", "missing or wrong bearer token");
         }
-        pthread_rwlock_unlock(&s->lock);
-        if (!oj) return send_error(s, c, cc, 404, "not_found", "no such job");
-        if (!owner)
-            return send_error(s, c, cc, 401, "unauthorized", "missing or wrong bearer token");
-        if (parse_upload(s, &pipe, cc, &upload, &pe)) return send_api_error(s, c, cc, &pe);
+        if (parse_upload(s, &pipe, cc, &upload, &pe)) {
+            unpin_job(j);
+            return send_api_error(s, c, cc, &pe);
+        }
     }
-    /* A results body is parsed before the lock, so a large post holds up no other client; its
+    /* A results body is parsed before any lock, so a large post holds up no other client; its
      * errors are answered after the token was checked. */
     parsed_results results = {0};
     if (m->route == R_RESULTS)
         results.parse_rc =
             req_parse_results(cc->body ? cc->body : "", cc->len, &results.r, &results.err);
-    /* Deleting changes the table: it takes the table lock exclusively. Every other request
-     * shares the table lock and takes the job's own: shared for views that change nothing
-     * (profile text: under store_mu too), exclusive for the rest. */
-    int table_excl = m->route == R_DELETE;
-    int shared = m->route == R_SCHEDULE || m->route == R_STATUS || m->route == R_FRONTIER ||
-                 m->route == R_PROFILE_GET;
-    if (table_excl)
-        pthread_rwlock_wrlock(&s->lock);
+    /* Views share the job's lock (the profile's text is read under store_mu too); changes take
+     * store_mu first, then the job's lock exclusively. */
+    int view = is_view(m->route), with_store = !view || m->route == R_PROFILE_GET;
+    if (with_store) pthread_mutex_lock(&s->store_mu);
+    if (view)
+        pthread_rwlock_rdlock(j->lock);
     else
-        pthread_rwlock_rdlock(&s->lock);
-    job *j = find_job(s, m->id);
-    pthread_rwlock_t *jl = j && !table_excl ? j->lock : NULL;
-    if (jl && shared)
-        pthread_rwlock_rdlock(jl);
-    else if (jl)
-        pthread_rwlock_wrlock(jl);
-    if (!j) {
-        pthread_rwlock_unlock(&s->lock);
+        pthread_rwlock_wrlock(j->lock);
+    int refused = j->deleted ? 404 : !may_act(s, m->route, have_token, presented, j) ? 401 : 0;
+    if (refused) {
+        pthread_rwlock_unlock(j->lock);
+        if (with_store) pthread_mutex_unlock(&s->store_mu);
+        unpin_job(j);
         prs_profile_free(upload);
         req_results_free(&results.r);
-        return send_error(s, c, cc, 404, "not_found", "no such job");
+        return refused == 404
+                   ? send_error(s, c, cc, 404, "not_found", "no such job")
+                   : send_error(s, c, cc, 401, "unauthorized", "missing or wrong bearer token");
     }
-    if (!authorize(have_token, presented, j)) {
-        if (jl) pthread_rwlock_unlock(jl);
-        pthread_rwlock_unlock(&s->lock);
-        prs_profile_free(upload);
-        req_results_free(&results.r);
-        return send_error(s, c, cc, 401, "unauthorized", "missing or wrong bearer token");
-    }
+    __atomic_store_n(&j->active_unix, (long long)time(NULL), __ATOMIC_RELAXED);
     api_err e = {0, NULL, ""};
     json_t *out = NULL;
     int status = 200, rc = 0;
@@ -1196,7 +1289,7 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
         }
         break;
     case R_DELETE:
-        rc = delete_job(s, j, "request", &e);
+        rc = retire_job(s, j, authorize(have_token, presented, j) ? "request" : "admin", &e);
         if (!rc) out = json_pack("{s:s, s:b}", "job_id", cc->job_id, "deleted", 1);
         break;
     case R_FRONTIER: {
@@ -1208,17 +1301,20 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
     }
     case R_PROFILE_GET: {
         char src[16];
-        pthread_mutex_lock(&s->store_mu);
         if (store_get_profile(s->st, j->id, &text, &tlen, src)) rc = job_store_fail(&e, s->st);
-        pthread_mutex_unlock(&s->store_mu);
         if (!rc && !text) rc = api_fail(&e, 404, "not_found", "the job has no profile yet");
         break;
     }
     default:
         rc = api_fail(&e, 404, "not_found", "no such route");
     }
-    if (jl) pthread_rwlock_unlock(jl); /* R_DELETE freed the job and holds no job lock */
-    pthread_rwlock_unlock(&s->lock);
+    pthread_rwlock_unlock(j->lock);
+    if (with_store) pthread_mutex_unlock(&s->store_mu);
+    if (m->route == R_DELETE && !rc) {
+        unlink_job(s, j);
+        wake_janitor(s);
+    }
+    unpin_job(j);
     prs_profile_free(upload); /* left when the request failed before the upload */
     req_results_free(&results.r);
     if (rc) {
@@ -1255,19 +1351,17 @@ static void count_request(prs_server *s, enum route r, int status, double secs)
 static enum MHD_Result handle_metrics(prs_server *s, struct MHD_Connection *c, conn_ctx *cc)
 {
     long phases[JOB_NPHASES] = {0};
-    long njobs;
-    size_t nrows = 0;
-    pthread_rwlock_rdlock(&s->lock);
-    job_metric_row *rows = calloc(s->njobs > 0 ? (size_t)s->njobs : 1, sizeof *rows);
-    for (int b = 0; rows && b < JOB_BUCKETS; b++)
-        for (job *j = s->jobs[b]; j; j = j->next) {
-            pthread_rwlock_rdlock(j->lock);
-            if (j->phase >= 0 && j->phase < JOB_NPHASES) phases[j->phase]++;
-            if (nrows < (size_t)s->njobs) job_metric_row_of(j, &rows[nrows++]);
-            pthread_rwlock_unlock(j->lock);
-        }
-    njobs = s->njobs;
-    pthread_rwlock_unlock(&s->lock);
+    size_t nrows = 0, njobs = 0;
+    job **pinned = pin_all_jobs(s, &njobs);
+    job_metric_row *rows = calloc(njobs > 0 ? njobs : 1, sizeof *rows);
+    for (size_t i = 0; rows && i < njobs; i++) {
+        job *j = pinned[i];
+        pthread_rwlock_rdlock(j->lock);
+        if (!j->deleted && j->phase >= 0 && j->phase < JOB_NPHASES) phases[j->phase]++;
+        if (!j->deleted) job_metric_row_of(j, &rows[nrows++]);
+        pthread_rwlock_unlock(j->lock);
+    }
+    unpin_all_jobs(pinned, njobs);
     char *text = NULL;
     size_t len = 0;
     FILE *f = rows ? open_memstream(&text, &len) : NULL;
@@ -1280,8 +1374,8 @@ static enum MHD_Result handle_metrics(prs_server *s, struct MHD_Connection *c, c
         fprintf(f, "perseusd_jobs{phase=\"%s\"} %ld\n", job_phase_name((job_phase)p), phases[p]);
     fprintf(f,
             "# HELP perseusd_jobs_loaded Jobs known to the server.\n"
-            "# TYPE perseusd_jobs_loaded gauge\nperseusd_jobs_loaded %ld\n",
-            njobs);
+            "# TYPE perseusd_jobs_loaded gauge\nperseusd_jobs_loaded %zu\n",
+            nrows);
     job_metrics_write(f, rows, nrows);
     free(rows);
     prs__metrics_build_info(f);
@@ -1487,6 +1581,21 @@ static enum MHD_Result dispatch(prs_server *s, struct MHD_Connection *c, conn_ct
 static void defer(prs_server *s, struct MHD_Connection *c, conn_ctx *cc, const route_match *m);
 static enum MHD_Result send_prepared(struct MHD_Connection *c, conn_ctx *cc);
 
+/* Whether a job route may go on, from its headers alone: 0, or the status to refuse it with (404:
+ * no such job; 401: not the job's token, nor the administrator's for a deletion). */
+static int job_refusal(prs_server *s, struct MHD_Connection *c, const route_match *m)
+{
+    uint8_t presented[SECURE_SHA256_LEN];
+    int have_token = bearer_hash(c, presented);
+    job *j = pin_job(s, m->id);
+    if (!j) return 404;
+    pthread_rwlock_rdlock(j->lock);
+    int refused = j->deleted ? 404 : !may_act(s, m->route, have_token, presented, j) ? 401 : 0;
+    pthread_rwlock_unlock(j->lock);
+    unpin_job(j);
+    return refused;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -1522,6 +1631,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return send_error(s, c, cc, 401, "unauthorized",
                               "creating a job needs the server's creation token "
                               "(Authorization: Bearer ...)");
+        }
+        /* A job route's token is checked on this first call, which has the headers: a request
+         * without the job's token is refused before any of its body is read (a response queued
+         * now makes libmicrohttpd answer and close the connection). */
+        if (m.has_id && m.method_ok) {
+            int refused = job_refusal(s, c, &m);
+            if (refused) {
+                cc->answered = 1;
+                return refused == 404 ? send_error(s, c, cc, 404, "not_found", "no such job")
+                                      : send_error(s, c, cc, 401, "unauthorized",
+                                                   "missing or wrong bearer token");
+            }
         }
         /* A declared body over the limit is refused before it is read: a response queued on
          * this first call makes libmicrohttpd answer and close the connection. */
@@ -1762,40 +1883,131 @@ static void stop_http(prs_server *s)
     s->stop_pipe[0] = s->stop_pipe[1] = -1;
 }
 
-/* ---- retention ---- */
+/* ---- the janitor: retention, idle jobs, purging deleted jobs ---- */
 
-/* Delete the finished jobs whose retention has passed (lock held exclusively). */
+/* Rows a purge deletes in one transaction (store_purge_step): a few milliseconds of store_mu,
+ * after which the requests waiting for the store go first. */
+#define PURGE_BATCH_ROWS 2000L
+
+/* Why job j is to be deleted now ("retention", "idle"), or NULL (its lock held). */
+static const char *expiry_of(const prs_server *s, const job *j, long long now)
+{
+    if (j->deleted) return NULL;
+    int finished = j->phase == JOB_DONE || j->phase == JOB_FAILED;
+    if (finished && s->cfg.retention_s >= 0 && j->finished_unix &&
+        (double)(now - j->finished_unix) >= s->cfg.retention_s)
+        return "retention";
+    long long active = __atomic_load_n(&j->active_unix, __ATOMIC_RELAXED);
+    if (!finished && s->cfg.job_idle_timeout_s >= 0 &&
+        (double)(now - active) >= s->cfg.job_idle_timeout_s)
+        return "idle";
+    return NULL;
+}
+
+/* Delete the finished jobs whose retention has passed and the unfinished ones no request
+ * reached for --job-idle-timeout, each as a DELETE would (retire_job). */
 static void expire_jobs(prs_server *s)
 {
     long long now = (long long)time(NULL);
-    for (int b = 0; b < JOB_BUCKETS; b++)
-        for (job *j = s->jobs[b], *next; j; j = next) {
-            next = j->next;
-            if ((j->phase != JOB_DONE && j->phase != JOB_FAILED) || !j->finished_unix ||
-                (double)(now - j->finished_unix) < s->cfg.retention_s)
-                continue;
-            api_err e = {0, NULL, ""};
-            if (delete_job(s, j, "retention", &e))
-                log_kv(s, PRS_LOG_ERROR, "msg=retention_failed detail=%s", e.msg);
-        }
+    size_t n = 0;
+    job **all = pin_all_jobs(s, &n);
+    for (size_t i = 0; i < n; i++) {
+        job *j = all[i];
+        pthread_rwlock_rdlock(j->lock);
+        const char *why = expiry_of(s, j, now);
+        pthread_rwlock_unlock(j->lock);
+        if (!why) continue;
+        pthread_mutex_lock(&s->store_mu);
+        pthread_rwlock_wrlock(j->lock);
+        api_err e = {0, NULL, ""};
+        why = expiry_of(s, j, now); /* again: a request may have come meanwhile */
+        int retired = why && retire_job(s, j, why, &e) == 0;
+        pthread_rwlock_unlock(j->lock);
+        pthread_mutex_unlock(&s->store_mu);
+        if (why && !retired) log_kv(s, PRS_LOG_ERROR, "msg=expiry_failed detail=%s", e.msg);
+        if (retired) unlink_job(s, j);
+    }
+    unpin_all_jobs(all, n);
 }
 
-/* The janitor thread: expires jobs every quarter of the retention (at least every 30 s, at most
- * every 50 ms), until the server stops. */
+static int janitor_stopping(prs_server *s)
+{
+    return __atomic_load_n(&s->janitor_stop, __ATOMIC_RELAXED);
+}
+
+/* Purge the rows of the jobs marked deleted, a bounded batch per transaction, store_mu taken
+ * and released around each: no lock is held across the whole purge. A failure is logged and
+ * the purge tried again at the janitor's next turn; a shutdown stops it, and the next start
+ * resumes it. */
+static void purge_deleted(prs_server *s)
+{
+    while (!janitor_stopping(s)) {
+        char id[32];
+        long n = 0;
+        int done = 0;
+        pthread_mutex_lock(&s->store_mu);
+        int rc = store_next_deleting(s->st, id);
+        if (!rc && id[0]) {
+            rc = store_begin(s->st);
+            if (!rc) rc = store_purge_step(s->st, id, PURGE_BATCH_ROWS, &n, &done);
+            if (!rc) rc = store_commit(s->st);
+            if (rc) store_rollback(s->st);
+        }
+        if (rc) log_kv(s, PRS_LOG_ERROR, "msg=purge_failed detail=%s", store_error(s->st)->msg);
+        pthread_mutex_unlock(&s->store_mu);
+        if (rc || !id[0]) return;
+        if (done) log_kv(s, PRS_LOG_DEBUG, "msg=job_purged job=%.16s", id);
+        /* Leave the store to the requests that waited for it during the batch: a mutex is not
+         * fair, and this thread would otherwise take it again at once. */
+        struct timespec pause = {0, 1000000L};
+        nanosleep(&pause, NULL);
+    }
+}
+
+/* Ask the janitor to purge now (a job was deleted). */
+static void wake_janitor(prs_server *s)
+{
+    pthread_mutex_lock(&s->janitor_mu);
+    s->purge_pending = 1;
+    pthread_cond_signal(&s->janitor_cv);
+    pthread_mutex_unlock(&s->janitor_mu);
+}
+
+/* The janitor's period: a quarter of the shorter of the retention and the idle timeout (at
+ * least 50 ms, at most 30 s). */
+static double janitor_period_s(const prs_server *s)
+{
+    double p = 120;
+    if (s->cfg.retention_s >= 0 && s->cfg.retention_s < p) p = s->cfg.retention_s;
+    if (s->cfg.job_idle_timeout_s >= 0 && s->cfg.job_idle_timeout_s < p)
+        p = s->cfg.job_idle_timeout_s;
+    p /= 4;
+    return p < 0.05 ? 0.05 : p > 30 ? 30 : p;
+}
+
+/* The janitor thread: expires jobs every period and purges deleted ones when woken (and at
+ * start, for deletions a restart interrupted), until the server stops. */
 static void *janitor_main(void *arg)
 {
     prs_server *s = arg;
-    double period = s->cfg.retention_s / 4;
-    period = period < 0.05 ? 0.05 : period > 30 ? 30 : period;
+    double period = janitor_period_s(s), next = prs_mono_s() + period;
     pthread_mutex_lock(&s->janitor_mu);
+    s->purge_pending = 1;
     while (!s->janitor_stop) {
-        struct timespec until = prs_mono_timespec(prs_mono_s() + period);
-        pthread_cond_timedwait(&s->janitor_cv, &s->janitor_mu, &until);
-        if (s->janitor_stop) break;
+        if (!s->purge_pending && prs_mono_s() < next) {
+            struct timespec until = prs_mono_timespec(next);
+            pthread_cond_timedwait(&s->janitor_cv, &s->janitor_mu, &until);
+            continue;
+        }
+        int purge = s->purge_pending;
+        s->purge_pending = 0;
         pthread_mutex_unlock(&s->janitor_mu);
-        pthread_rwlock_wrlock(&s->lock);
-        expire_jobs(s);
-        pthread_rwlock_unlock(&s->lock);
+        if (prs_mono_s() >= next) {
+            expire_jobs(s);
+            next = prs_mono_s() + period;
+            purge = 1;
+        }
+        if (purge) purge_deleted(s);
         pthread_mutex_lock(&s->janitor_mu);
     }
     pthread_mutex_unlock(&s->janitor_mu);
@@ -1806,7 +2018,7 @@ static void stop_janitor(prs_server *s)
 {
     if (!s->janitor_started) return;
     pthread_mutex_lock(&s->janitor_mu);
-    s->janitor_stop = 1;
+    __atomic_store_n(&s->janitor_stop, 1, __ATOMIC_RELAXED);
     pthread_cond_signal(&s->janitor_cv);
     pthread_mutex_unlock(&s->janitor_mu);
     pthread_join(s->janitor, NULL);
@@ -1837,6 +2049,7 @@ void prs_server_config_default(prs_server_config *c)
     c->plan_timeout_s = 600;
     c->max_plan_points = 1000000;
     c->max_plan_memory = (size_t)1 << 30;
+    c->job_idle_timeout_s = 86400;
 }
 
 /* Limits left 0 (or out of range) by the caller take prs_server_config_default's values. */
@@ -1854,6 +2067,7 @@ static void fill_unset_limits(prs_server_config *c)
     if (!(c->plan_timeout_s > 0)) c->plan_timeout_s = d.plan_timeout_s;
     if (c->max_plan_points < 1) c->max_plan_points = d.max_plan_points;
     if (!c->max_plan_memory) c->max_plan_memory = d.max_plan_memory;
+    if (c->job_idle_timeout_s == 0) c->job_idle_timeout_s = d.job_idle_timeout_s;
 }
 
 static int load_job_row(void *ud, const store_job_row *row)
@@ -1868,7 +2082,7 @@ static int load_job_row(void *ud, const store_job_row *row)
                kv_quote(err.msg, q, sizeof q));
         return 0; /* one unreadable job must not take the others down */
     }
-    if (add_job(s, j) != 0) {
+    if (add_job(s, j, 0) != 0) {
         job_free(j);
         return PRS_ENOMEM;
     }
@@ -1951,6 +2165,11 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
         s->has_create_token = 1;
     }
     s->cfg.create_token = NULL; /* only its hash is kept */
+    if (cfg->admin_token && cfg->admin_token[0]) {
+        secure_sha256(cfg->admin_token, strlen(cfg->admin_token), s->admin_hash);
+        s->has_admin_token = 1;
+    }
+    s->cfg.admin_token = NULL;
     s->started = prs_mono_s();
     s->listen_host = strdup(cfg->listen_host);
     s->db_path = strdup(cfg->db_path);
@@ -1987,14 +2206,12 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
         prs_server_stop(s);
         return PRS_EIO;
     }
-    if (s->cfg.retention_s >= 0) {
-        if (pthread_create(&s->janitor, NULL, janitor_main, s) != 0) {
-            prs_error_set(err, PRS_EIO, "cannot start the retention thread");
-            prs_server_stop(s);
-            return PRS_EIO;
-        }
-        s->janitor_started = 1;
+    if (pthread_create(&s->janitor, NULL, janitor_main, s) != 0) {
+        prs_error_set(err, PRS_EIO, "cannot start the janitor thread");
+        prs_server_stop(s);
+        return PRS_EIO;
     }
+    s->janitor_started = 1;
     /* Two threads for large bodies, one can parse while the other holds the store, niced so
      * that the HTTP workers' polls come first on a busy machine. */
     if (workq_start(2, 5, &s->heavy, err) != 0 || start_http(s, &addr, err) != 0) {
