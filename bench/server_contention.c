@@ -14,8 +14,9 @@
  *   unauth       200 connections post 16 MiB each to job routes without a token: the server's
  *                RSS growth (peak VmRSS over the run minus VmRSS before), and how many were
  *                answered before their body was sent
- *   flood        10,000 idle connections (cap --max-connections 8192): new clients' answers
- *                (status, time) and the server's error-level log lines
+ *   flood        10,000 idle connections from 5 addresses (--max-connections 8192, 2,000 from
+ *                each address, under --max-client-connections): new clients' answers (status,
+ *                time: a 503 at once is the goal) and the server's error-level log lines
  *
  * The large stores are written straight into the database (sqlite3) while the server is stopped,
  * then the server is started again on it: filling 1 M windows over HTTP would take minutes. The
@@ -63,15 +64,15 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void die(const char *fmt, ...)
 {
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "server_contention: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "server_contention: %s\n", msg);
     exit(1);
 }
 
@@ -144,13 +145,14 @@ static long proc_kb(pid_t pid, const char *field)
     return kb;
 }
 
-static long count_lines(const char *path, const char *needle)
+/* Lines of a file holding needle; the first `show` of them are printed. */
+static long count_lines(const char *path, const char *needle, int show)
 {
     FILE *f = fopen(path, "r");
     char line[4096];
     long n = 0;
     while (f && fgets(line, sizeof line, f))
-        n += strstr(line, needle) != NULL;
+        if (strstr(line, needle) && n++ < show) printf("    %s", line);
     if (f) fclose(f);
     return n;
 }
@@ -828,7 +830,7 @@ static void scenario_unauth(const char *bin)
     free(b.p.lat_s);
 }
 
-/* 10,000 idle connections; then new clients ask /healthz. */
+/* 10,000 idle connections from 5 addresses; then new clients ask /healthz. */
 static void scenario_flood(const char *bin, int nidle)
 {
     printf("flood: %d idle connections (--max-connections 8192), then new clients\n", nidle);
@@ -845,7 +847,7 @@ static void scenario_flood(const char *bin, int nidle)
     b.p.lat_s = calloc(MAX_POLLS, sizeof(double));
     bench_begin(&b, bin, "flood", NULL);
     bench_victim(&b, NULL);
-    long err0 = count_lines(b.s.log, "level=error");
+    long err0 = count_lines(b.s.log, "level=error", 0);
     poller_start(&b.p);
     int *fds = calloc((size_t)nidle, sizeof *fds);
     struct sockaddr_in a = {0};
@@ -854,20 +856,28 @@ static void scenario_flood(const char *bin, int nidle)
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     double t0 = now_s();
     for (int i = 0; i < nidle; i++) {
+        /* From 5 addresses (127.0.0.2 to .6), each under --max-client-connections. */
+        struct sockaddr_in from = {0};
+        from.sin_family = AF_INET;
+        from.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1 + (unsigned)(i % 5));
         fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fds[i] >= 0) connect(fds[i], (struct sockaddr *)&a, sizeof a);
+        if (fds[i] >= 0 && bind(fds[i], (struct sockaddr *)&from, sizeof from) == 0)
+            (void)connect(fds[i], (struct sockaddr *)&a, sizeof a); /* non-blocking */
     }
     printf("  %d connections opened in %.3f s\n", nidle, now_s() - t0);
     sleep_ms(500);
     for (int k = 0; k < 5; k++) {
         double c0 = now_s();
+        errno = 0;
         reply r = request1(b.s.port, "GET", "/healthz", NULL, NULL, NULL, 0);
-        printf("  new client %d: answered %d in %.3f s\n", k, r.status, now_s() - c0);
+        printf("  new client %d: answered %d in %.3f s%s%s\n", k, r.status, now_s() - c0,
+               r.status ? "" : ": ", r.status ? "" : strerror(errno));
         free(r.body);
     }
     poller_report(&b.p, "on a connection opened before the flood");
     printf("  error-level log lines during the flood: %ld\n",
-           count_lines(b.s.log, "level=error") - err0);
+           count_lines(b.s.log, "level=error", 0) - err0);
+    count_lines(b.s.log, "level=error", 3);
     for (int i = 0; i < nidle; i++)
         if (fds[i] >= 0) close(fds[i]);
     free(fds);

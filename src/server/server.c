@@ -142,7 +142,8 @@ typedef struct conn_track {
     struct MHD_Connection *c;
     int fd;
     int in_request; /* headers received, answer not yet sent */
-    int over_cap;   /* opened past --max-connections: its first request gets 503 */
+    int over_cap;   /* opened past --max-connections: its first request gets 503, and it is
+                     * closed if it sends none within OVER_CAP_GRACE_S */
     int cut;        /* shut down for a timeout: libmicrohttpd closes it next */
     double since;   /* when it opened, or its last request began or ended */
     struct conn_track *prev, *next;
@@ -232,6 +233,9 @@ static const char *kv_quote(const char *in, char *out, size_t n)
 /* libmicrohttpd's messages about a client that went away (closed, reset, stopped reading): the
  * client's doing, not a server fault, so they are logged at debug. */
 static const char *const PEER_GONE[] = {
+    /* and a connection refused at a limit (--max-client-connections): by design, every time a
+     * client goes past it, so not worth a line above debug */
+    "Server reached connection limit",
     "The socket is no longer available",
     "The connection was forcibly closed",
     "Socket has been disconnected",
@@ -350,7 +354,7 @@ static job **pin_all_jobs(prs_server *s, size_t *n)
 {
     *n = 0;
     pthread_rwlock_rdlock(&s->lock);
-    job **all = s->njobs > 0 ? malloc((size_t)s->njobs * sizeof *all) : NULL;
+    job **all = s->njobs > 0 ? malloc((size_t)s->njobs * sizeof(job *)) : NULL;
     for (int b = 0; all && b < JOB_BUCKETS; b++)
         for (job *j = s->jobs[b]; j && *n < (size_t)s->njobs; j = j->next) {
             __atomic_add_fetch(&j->refs, 1, __ATOMIC_RELAXED);
@@ -802,8 +806,13 @@ static enum MHD_Result send_error(prs_server *s, struct MHD_Connection *c, conn_
 {
     json_t *v = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg);
     char q[REQ_MSG_MAX + 8];
-    /* 501 answers what the client sent (an unsupported encoding): the client's mistake. */
-    log_kv(s, status >= 500 && status != 501 ? PRS_LOG_ERROR : PRS_LOG_WARN,
+    /* 501 answers what the client sent (an unsupported encoding): the client's mistake. 503
+     * answers a connection past the cap: by design under a flood, one line each would bury the
+     * log, so debug (perseusd_http_requests_total counts them). */
+    log_kv(s,
+           status == 503                    ? PRS_LOG_DEBUG
+           : status >= 500 && status != 501 ? PRS_LOG_ERROR
+                                            : PRS_LOG_WARN,
            "msg=request_error route=%s status=%d code=%s job=%s detail=%s", ROUTE_NAMES[cc->route],
            status, code, cc->job_id[0] ? cc->job_id : "-", kv_quote(msg, q, sizeof q));
     return send_json(c, cc, status, v);
@@ -1504,6 +1513,10 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     *socket_context = NULL;
 }
 
+/* A connection opened past the cap that sends no request within this long is closed: it holds
+ * a socket the server cannot serve. */
+#define OVER_CAP_GRACE_S 1.0
+
 /* Close connections past their timeout (worker thread, at most every 100 ms): one that sends no
  * complete request headers within --idle-timeout of opening or of its last answer (idle, or
  * trickling bytes: libmicrohttpd's own timeout restarts at every byte), and one whose request
@@ -1516,7 +1529,9 @@ static void sweep_timeouts(http_worker *w)
     w->swept = now;
     const prs_server_config *cfg = &w->s->cfg;
     for (conn_track *k = w->conns; k; k = k->next) {
-        double limit = k->in_request ? cfg->request_timeout_s : cfg->idle_timeout_s;
+        double limit = k->in_request ? cfg->request_timeout_s
+                       : k->over_cap ? OVER_CAP_GRACE_S
+                                     : cfg->idle_timeout_s;
         if (k->cut || k->fd < 0 || now - k->since <= limit) continue;
         k->cut = 1;
         shutdown(k->fd, SHUT_RDWR);
@@ -1792,6 +1807,13 @@ static void *http_worker_main(void *arg)
     return NULL;
 }
 
+/* Connections a daemon admits past the global cap, to answer them 503: a quarter of the cap, at
+ * least 256. */
+static unsigned over_cap_room(unsigned cap)
+{
+    return cap / 4 > 256 ? cap / 4 : 256;
+}
+
 /* One worker's daemon on its copy of the listening socket: HTTPS when s->tls holds a
  * certificate. The logger comes first, so that MHD reports option errors through it too. */
 static struct MHD_Daemon *start_daemon(prs_server *s, http_worker *w, int fd, unsigned per,
@@ -1832,9 +1854,12 @@ static int start_http(prs_server *s, const struct sockaddr_in *addr, prs_error *
     s->nworkers = s->cfg.threads;
     s->workers = calloc(s->nworkers, sizeof *s->workers);
     if (!s->workers) return prs_error_set(err, PRS_ENOMEM, "out of memory");
-    /* Each daemon admits its share of the connections plus room for the ones past the global
-     * cap that get a 503 (on_connection), and its share of one client's. */
-    unsigned per = s->cfg.max_connections / s->nworkers + 64;
+    /* The global cap is ours (on_connection), counted over every worker: each daemon admits as
+     * many as the cap plus room for the ones past it, which get a 503, so that libmicrohttpd's
+     * own limit (past which it stops accepting, leaving new clients waiting in the backlog) is
+     * never what a client meets first, however unevenly the kernel spreads the connections. A
+     * daemon admits its share of one client's. */
+    unsigned per = s->cfg.max_connections + over_cap_room(s->cfg.max_connections);
     unsigned per_ip = (s->cfg.max_client_connections + s->nworkers - 1) / s->nworkers;
     for (unsigned i = 0; i < s->nworkers; i++) {
         http_worker *w = &s->workers[i];
