@@ -11,6 +11,8 @@
  *   retention    60 finished jobs of 10,000 windows each expire (--retention 2s)
  *   results      a client posts ~1 MB results bodies to another job in a loop for 2 s
  *   upload       a 15 MB profile uploaded to another job while 20 jobs are created
+ *   step         results posts just under and over 64 KiB, alone: their answer times (a large
+ *                body is handed to a pool of threads, and its answer used to wait 100 ms more)
  *   unauth       200 connections post 16 MiB each to job routes without a token: the server's
  *                RSS growth (peak VmRSS over the run minus VmRSS before), and how many were
  *                answered before their body was sent
@@ -578,17 +580,18 @@ static void scenario_retention(const char *bin)
     free(b.p.lat_s);
 }
 
-/* About 1 MB of results: iterations of one rank with 64 microbatches of windows each. */
-static char *big_results(size_t *len)
+/* About `want` bytes of results (whole iterations: 13 kB each), iterations numbered from
+ * first: one rank with 64 microbatches of windows each. */
+static char *results_body(size_t want, long first, size_t *len)
 {
-    size_t cap = 1100000, n = 0;
+    size_t cap = want + 100000, n = 0;
     char *t = malloc(cap);
     n += (size_t)snprintf(t, cap, "{\"rank\":0,\"iterations\":[");
-    for (int it = 0; n < 1000000; it++) {
+    for (long it = first; n + 13100 < want; it++) {
         n += (size_t)snprintf(t + n, cap - n,
-                              "%s{\"iteration\":%d,\"time_s\":1.5,\"energy_j\":300.0,"
+                              "%s{\"iteration\":%ld,\"time_s\":1.5,\"energy_j\":300.0,"
                               "\"clock_mhz\":1410,\"windows\":[",
-                              it ? "," : "", it);
+                              it > first ? "," : "", it);
         for (int w = 0; w < 128 && n + 200 < cap; w++)
             n += (size_t)snprintf(t + n, cap - n,
                                   "%s{\"instruction\":\"%s\",\"microbatch\":%d,\"clock_mhz\":1410,"
@@ -599,6 +602,11 @@ static char *big_results(size_t *len)
     n += (size_t)snprintf(t + n, cap - n, "]}");
     *len = n;
     return t;
+}
+
+static char *big_results(size_t *len)
+{
+    return results_body(1013000, 0, len);
 }
 
 typedef struct poster {
@@ -624,6 +632,57 @@ static void *post_main(void *arg)
     return NULL;
 }
 
+/* A job of one stage and one rank, profiling 7 clocks for 1,000 iterations each: its results
+ * are stored with every window. */
+static void profiling_job(int port, job_ref *a)
+{
+    static const char spec[] =
+        "{\"stages\":1,\"microbatches\":64,\"dp\":1,\"clocks_mhz\":[1410,1290,1170,1050,"
+        "930,810,690],\"profiling\":{\"warmup_iterations\":1,\"iterations_per_clock\":1000,"
+        "\"skip_dominated\":false},\"blocking_power_w\":83.64}";
+    reply r = request1(port, "POST", "/v1/jobs", NULL, NULL, spec, strlen(spec));
+    json_t *o = json_loads(r.body ? r.body : "", 0, NULL);
+    const char *id = json_string_value(json_object_get(o, "job_id"));
+    const char *tok = json_string_value(json_object_get(o, "token"));
+    if (r.status != 201 || !id || !tok) die("job creation answered %d", r.status);
+    snprintf(a->id, sizeof a->id, "%s", id);
+    snprintf(a->token, sizeof a->token, "%s", tok);
+    json_decref(o);
+    free(r.body);
+    register_rank0(port, a);
+}
+
+/* Answer times of results posts just under and over 64 KiB (the size from which a request is
+ * handed to the pool), 20 each, alone on the server: the median and maximum of each. */
+static void scenario_step(const char *bin)
+{
+    printf("step: results posts of ~47 kB and ~71 kB (either side of 64 KiB), 20 each\n");
+    bench b = {0};
+    bench_begin(&b, bin, "step", NULL);
+    job_ref a;
+    profiling_job(b.s.port, &a);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s/results", a.id);
+    long it = 0;
+    for (int big = 0; big < 2; big++) {
+        double lat[20];
+        size_t len = 0;
+        for (int k = 0; k < 20; k++) {
+            char *body = results_body(big ? 80000 : 55000, it, &len);
+            it += big ? 6 : 4;
+            double t0 = now_s();
+            reply r = request1(b.s.port, "POST", path, a.token, NULL, body, len);
+            lat[k] = now_s() - t0;
+            if (r.status != 200) die("results answered %d: %s", r.status, r.body);
+            free(r.body);
+            free(body);
+        }
+        qsort(lat, 20, sizeof lat[0], cmp_double);
+        printf("  %zu B: median %.1f ms, max %.1f ms\n", len, 1e3 * lat[10], 1e3 * lat[19]);
+    }
+    bench_end(&b);
+}
+
 static void scenario_results(const char *bin)
 {
     printf("results: ~1 MB results posts to another job for 2 s\n");
@@ -632,18 +691,7 @@ static void scenario_results(const char *bin)
     bench_begin(&b, bin, "results", NULL);
     bench_victim(&b, NULL);
     poster p = {b.s.port, {"", ""}, NULL, 0, 0, 0, 0};
-    char spec[400];
-    snprintf(spec, sizeof spec,
-             "{\"stages\":1,\"microbatches\":64,\"dp\":1,\"clocks_mhz\":[1410,1290,1170,1050,"
-             "930,810,690],\"profiling\":{\"warmup_iterations\":1,\"iterations_per_clock\":1000,"
-             "\"skip_dominated\":false},\"blocking_power_w\":83.64}");
-    reply r = request1(b.s.port, "POST", "/v1/jobs", NULL, NULL, spec, strlen(spec));
-    json_t *o = json_loads(r.body ? r.body : "", 0, NULL);
-    snprintf(p.a.id, sizeof p.a.id, "%s", json_string_value(json_object_get(o, "job_id")));
-    snprintf(p.a.token, sizeof p.a.token, "%s", json_string_value(json_object_get(o, "token")));
-    json_decref(o);
-    free(r.body);
-    register_rank0(b.s.port, &p.a);
+    profiling_job(b.s.port, &p.a);
     p.body = big_results(&p.len);
     poller_start(&b.p);
     pthread_t th;
@@ -899,7 +947,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: server_contention [--perseusd PATH] [--scenario NAME|all] "
                             "[--flood N]\nscenarios: delete-big delete-fk retention results upload "
-                            "unauth flood\n");
+                            "unauth step flood\n");
             return 2;
         }
     }
@@ -908,9 +956,13 @@ int main(int argc, char **argv)
     struct {
         const char *name;
         void (*fn)(const char *bin);
-    } sc[] = {{"delete-big", scenario_delete_big}, {"delete-fk", scenario_delete_fk},
-              {"retention", scenario_retention},   {"results", scenario_results},
-              {"upload", scenario_upload},         {"unauth", scenario_unauth}};
+    } sc[] = {{"delete-big", scenario_delete_big},
+              {"delete-fk", scenario_delete_fk},
+              {"retention", scenario_retention},
+              {"results", scenario_results},
+              {"upload", scenario_upload},
+              {"unauth", scenario_unauth},
+              {"step", scenario_step}};
     int ran = 0;
     for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++)
         if (strcmp(only, "all") == 0 || strcmp(only, sc[i].name) == 0) {

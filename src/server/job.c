@@ -1247,25 +1247,31 @@ int job_upload_profile(job *j, store *st, const char *csv, size_t len, int *acti
         prs_profile_free(p);
         return api_fail(e, 400, "bad_profile", "%s", err.msg);
     }
-    return job_install_profile(j, st, p, action, e);
-}
-
-int job_install_profile(job *j, store *st, prs_profile *p, int *action, api_err *e)
-{
-    *action = JOB_ACT_NONE;
-    if (j->phase != JOB_REGISTERING && j->phase != JOB_PROFILING) {
-        prs_profile_free(p);
-        return wrong_phase(e, j, "uploading a profile");
-    }
     char *text;
     size_t tlen;
     if (profile_to_csv(p, &text, &tlen)) {
         prs_profile_free(p);
         return api_fail(e, 500, "internal", "out of memory");
     }
-    int rc = store_put_profile(st, j->id, "uploaded", text, tlen);
+    int rc = job_install_profile(j, st, p, text, tlen, action, e);
     free(text);
-    if (rc) {
+    return rc;
+}
+
+int job_profile_csv(const prs_profile *p, char **csv, size_t *len)
+{
+    return profile_to_csv(p, csv, len);
+}
+
+int job_install_profile(job *j, store *st, prs_profile *p, const char *csv, size_t len,
+                        int *action, api_err *e)
+{
+    *action = JOB_ACT_NONE;
+    if (j->phase != JOB_REGISTERING && j->phase != JOB_PROFILING) {
+        prs_profile_free(p);
+        return wrong_phase(e, j, "uploading a profile");
+    }
+    if (store_put_profile(st, j->id, "uploaded", csv, len)) {
         prs_profile_free(p);
         return job_store_fail(e, st);
     }

@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -141,11 +142,12 @@ enum { CANCEL_NONE = 0, CANCEL_JOB_LEFT = 1, CANCEL_SHUTDOWN = 2 };
 typedef struct conn_track {
     struct MHD_Connection *c;
     int fd;
-    int in_request; /* headers received, answer not yet sent */
-    int over_cap;   /* opened past --max-connections: its first request gets 503, and it is
-                     * closed if it sends none within OVER_CAP_GRACE_S */
-    int cut;        /* shut down for a timeout: libmicrohttpd closes it next */
-    double since;   /* when it opened, or its last request began or ended */
+    int in_request;        /* headers received, answer not yet sent */
+    int over_cap;          /* opened past --max-connections: its first request gets 503, and it is
+                            * closed if it sends none within OVER_CAP_GRACE_S */
+    int cut;               /* shut down for a timeout: libmicrohttpd closes it next */
+    double since;          /* when it opened, or its last request began or ended */
+    struct http_worker *w; /* its worker */
     struct conn_track *prev, *next;
 } conn_track;
 
@@ -158,6 +160,7 @@ typedef struct http_worker {
     int started;
     conn_track *conns; /* open connections of this daemon */
     double swept;      /* last timeout sweep */
+    int wake_fd;       /* eventfd written when a connection of this worker is resumed */
 } http_worker;
 
 struct prs_server {
@@ -751,6 +754,7 @@ typedef struct conn_ctx {
     struct prs_server *s;
     struct MHD_Connection *conn;
     workq_item item;
+    struct http_worker *worker; /* the worker of a deferred request's connection */
     route_match m;
     int prep_status;
     const char *prep_ctype;
@@ -1101,21 +1105,29 @@ static int do_power_cap(prs_server *s, job *j, conn_ctx *cc, void *arg, int *act
     return job_set_power_cap(j, s->st, watts, e);
 }
 
+/* An upload parsed, checked and written as the CSV to store outside every lock. */
+typedef struct parsed_upload {
+    prs_profile *p;
+    char *csv;
+    size_t len;
+} parsed_upload;
+
 static int do_profile(prs_server *s, job *j, conn_ctx *cc, void *arg, int *action, api_err *e)
 {
-    prs_profile **p = arg;
-    int rc = job_install_profile(j, s->st, *p, action, e);
-    *p = NULL; /* taken over */
+    parsed_upload *u = arg;
+    int rc = job_install_profile(j, s->st, u->p, u->csv, u->len, action, e);
+    u->p = NULL; /* taken over */
     return rc;
 }
 
 /* An uploaded profile, parsed and judged before the job lock is taken: it must parse, cover the
  * job's stages (pipe: the job's pipeline) and make a planning problem with a frontier, within
  * the server's limits. 0 with *out, or -1 with e filled. */
-static int parse_upload(prs_server *s, const prs_pipeline *pipe_in, conn_ctx *cc, prs_profile **out,
-                        api_err *e)
+static int parse_upload(prs_server *s, const prs_pipeline *pipe_in, conn_ctx *cc,
+                        parsed_upload *out, api_err *e)
 {
-    *out = NULL;
+    out->p = NULL;
+    out->csv = NULL;
     prs_pipeline pipe = *pipe_in;
     prs_profile *p = NULL;
     prs_error err = {0, ""};
@@ -1130,7 +1142,11 @@ static int parse_upload(prs_server *s, const prs_pipeline *pipe_in, conn_ctx *cc
         prs_profile_free(p);
         return api_fail(e, 400, code, "%s", why);
     }
-    *out = p;
+    if (job_profile_csv(p, &out->csv, &out->len)) {
+        prs_profile_free(p);
+        return api_fail(e, 500, "internal", "out of memory");
+    }
+    out->p = p;
     return 0;
 }
 
@@ -1182,7 +1198,7 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
     int have_token = bearer_hash(c, presented);
     job *j = pin_job(s, m->id); /* the table lock is held for the look-up only */
     if (!j) return send_error(s, c, cc, 404, "not_found", "no such job");
-    prs_profile *upload = NULL;
+    parsed_upload upload = {NULL, NULL, 0};
     if (m->route == R_PROFILE_PUT) {
         api_err pe = {0, NULL, ""};
         /* The token first: only the job's owner gets its upload parsed (outside every lock,
@@ -1222,7 +1238,8 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
         pthread_rwlock_unlock(j->lock);
         if (with_store) pthread_mutex_unlock(&s->store_mu);
         unpin_job(j);
-        prs_profile_free(upload);
+        prs_profile_free(upload.p);
+        free(upload.csv);
         req_results_free(&results.r);
         return refused == 404
                    ? send_error(s, c, cc, 404, "not_found", "no such job")
@@ -1324,7 +1341,8 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
         wake_janitor(s);
     }
     unpin_job(j);
-    prs_profile_free(upload); /* left when the request failed before the upload */
+    prs_profile_free(upload.p); /* left when the request failed before the upload */
+    free(upload.csv);
     req_results_free(&results.r);
     if (rc) {
         json_decref(out);
@@ -1491,6 +1509,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         const union MHD_ConnectionInfo *i =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         k->c = c;
+        k->w = w;
         k->fd = i ? i->connect_fd : -1;
         k->since = prs_mono_s();
         long n = __atomic_add_fetch(&w->s->nconns, 1, __ATOMIC_RELAXED);
@@ -1730,6 +1749,11 @@ static void run_deferred(void *arg)
     cc->deferred = 0;
     cc->ready = 1;
     MHD_resume_connection(cc->conn);
+    if (cc->worker) {
+        uint64_t one = 1;
+        ssize_t w = write(cc->worker->wake_fd, &one, sizeof one);
+        (void)w; /* a full counter still wakes the worker */
+    }
 }
 
 /* Suspend the connection and queue its request on the pool. */
@@ -1738,6 +1762,8 @@ static void defer(prs_server *s, struct MHD_Connection *c, conn_ctx *cc, const r
     cc->deferred = 1;
     cc->s = s;
     cc->conn = c;
+    conn_track *k = track_of(c);
+    cc->worker = k ? k->w : NULL;
     cc->m = *m;
     MHD_suspend_connection(c);
     workq_push(s->heavy, &cc->item, run_deferred, cc);
@@ -1792,15 +1818,31 @@ static void *http_worker_main(void *arg)
     http_worker *w = arg;
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(w->mhd, MHD_DAEMON_INFO_EPOLL_FD);
     int epfd = info ? info->epoll_fd : -1;
+    int passes = 0;
     for (;;) {
         MHD_UNSIGNED_LONG_LONG to = 0;
         int timeout_ms = 100; /* the timeout sweep's period */
         if (MHD_get_timeout(w->mhd, &to) == MHD_YES && to < (MHD_UNSIGNED_LONG_LONG)timeout_ms)
             timeout_ms = (int)to;
-        struct pollfd pf[2] = {{epfd, POLLIN, 0}, {w->stop_fd, POLLIN, 0}};
-        int n = poll(pf, 2, timeout_ms);
+        /* A resumed connection (its answer prepared on the pool) must be taken back, its last
+         * call made and its answer written: libmicrohttpd's epoll descriptor does not wake us
+         * for that (the socket was writable all along), so every large request waited for the
+         * next timeout, 100 ms. The pool wakes us through wake_fd, and a few passes without
+         * waiting finish the work. */
+        if (passes > 0) {
+            passes--;
+            timeout_ms = 0;
+        }
+        struct pollfd pf[3] = {{epfd, POLLIN, 0}, {w->stop_fd, POLLIN, 0}, {w->wake_fd, POLLIN, 0}};
+        int n = poll(pf, 3, timeout_ms);
         if (n < 0 && errno != EINTR) break;
         if (pf[1].revents) break;
+        if (pf[2].revents) {
+            uint64_t count;
+            ssize_t r = read(w->wake_fd, &count, sizeof count);
+            (void)r;
+            passes = 4;
+        }
         if (MHD_run(w->mhd) != MHD_YES) break;
         sweep_timeouts(w);
     }
@@ -1854,6 +1896,8 @@ static int start_http(prs_server *s, const struct sockaddr_in *addr, prs_error *
     s->nworkers = s->cfg.threads;
     s->workers = calloc(s->nworkers, sizeof *s->workers);
     if (!s->workers) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    for (unsigned i = 0; i < s->nworkers; i++)
+        s->workers[i].wake_fd = -1;
     /* The global cap is ours (on_connection), counted over every worker: each daemon admits as
      * many as the cap plus room for the ones past it, which get a 503, so that libmicrohttpd's
      * own limit (past which it stops accepting, leaving new clients waiting in the backlog) is
@@ -1865,6 +1909,8 @@ static int start_http(prs_server *s, const struct sockaddr_in *addr, prs_error *
         http_worker *w = &s->workers[i];
         w->stop_fd = s->stop_pipe[0];
         w->s = s;
+        w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (w->wake_fd < 0) return prs_error_set(err, PRS_EIO, "eventfd: %s", strerror(errno));
         int fd = fcntl(s->listen_fd, F_DUPFD_CLOEXEC, 0);
         if (fd < 0) return prs_error_set(err, PRS_EIO, "dup: %s", strerror(errno));
         w->mhd = start_daemon(s, w, fd, per, per_ip);
@@ -1896,8 +1942,10 @@ static void stop_http(prs_server *s)
      * with a connection suspended. */
     workq_stop(s->heavy);
     s->heavy = NULL;
-    for (unsigned i = 0; s->workers && i < s->nworkers; i++)
+    for (unsigned i = 0; s->workers && i < s->nworkers; i++) {
         if (s->workers[i].mhd) MHD_stop_daemon(s->workers[i].mhd);
+        if (s->workers[i].wake_fd >= 0) close(s->workers[i].wake_fd);
+    }
     free(s->workers);
     s->workers = NULL;
     s->nworkers = 0;
