@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "perseus/clock.h"
 #include "perseus/numfmt.h"
 #include "perseus/server.h"
 
@@ -1457,11 +1458,15 @@ json_t *job_status_json(const job *j)
     json_object_set_new(o, "profiling", prof);
     double frac = j->plan_total > 0 ? (double)j->plan_done / (double)j->plan_total : 0;
     if (frac > 1) frac = 1;
+    /* While planning: the time since the planner thread started (0 while it waits for one). */
+    double started_s = 0, elapsed_s = j->planning_s;
+    __atomic_load(&j->plan_started_s, &started_s, __ATOMIC_RELAXED);
+    if (j->phase == JOB_PLANNING) elapsed_s = started_s > 0 ? prs_mono_s() - started_s : 0;
     if (j->frontier && j->phase != JOB_PLANNING) frac = 1;
     json_object_set_new(o, "planning",
                         json_pack("{s:I, s:I, s:f, s:f}", "done", (json_int_t)j->plan_done, "total",
                                   (json_int_t)j->plan_total, "done_pct", 100 * frac, "elapsed_s",
-                                  j->planning_s));
+                                  elapsed_s));
     json_object_set_new(o, "profile_source",
                         j->profile ? json_string(j->profile_source) : json_null());
     json_object_set_new(o, "planner",

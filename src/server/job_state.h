@@ -136,6 +136,8 @@ typedef struct job {
     long plan_done, plan_total;
     double planning_s;
     int planner_active; /* a planner thread works on this job */
+    double plan_started_s; /* when its planner thread started (prs_mono_s, atomics; the
+                            * server sets it), 0 while none runs */
     prs_profile *profile;
     char profile_source[16]; /* "measured", "uploaded", "reused" */
 

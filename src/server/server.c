@@ -549,7 +549,11 @@ static void *planner_main(void *arg)
                f ? "" : " detail=", f ? "" : kv_quote(err.msg, q, sizeof q));
     }
     pthread_mutex_lock(&s->task_mu);
-    if (j) j->planner_active = 0;
+    if (j) {
+        j->planner_active = 0;
+        double zero = 0;
+        __atomic_store(&j->plan_started_s, &zero, __ATOMIC_RELAXED);
+    }
     t->finished = 1;
     s->nplanning--;
     launch_queued(s);
@@ -615,6 +619,10 @@ static void launch_queued(prs_server *s)
         return;
     }
     oldest->started = 1;
+    if (oldest->j) {
+        double now = prs_mono_s();
+        __atomic_store(&oldest->j->plan_started_s, &now, __ATOMIC_RELAXED);
+    }
     s->nplanning++;
     log_kv(s, PRS_LOG_INFO, "msg=planning job=%s", oldest->job_id);
 }
@@ -713,6 +721,7 @@ static int reload_job(prs_server *s, job *j)
     job_copy_but_refs(&tmp, c.found);
     tmp.next = j->next;
     tmp.planner_active = j->planner_active;
+    tmp.plan_started_s = j->plan_started_s; /* written under task_mu, held here */
     tmp.log = j->log;
     tmp.log_ud = j->log_ud;
     tmp.lock = j->lock;
