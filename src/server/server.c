@@ -755,7 +755,8 @@ typedef struct conn_ctx {
     char *body;
     size_t len, cap;
     int too_large;
-    int answered; /* an answer was queued before the body: the body is not read */
+    long job_world; /* ranks of the request's job, seen on the first call (0: none) */
+    int answered;   /* an answer was queued before the body: the body is not read */
     int status;
     /* A request handed to the pool (its connection suspended meanwhile): its route, and the
      * answer it prepared for the worker to queue once the connection is resumed. */
@@ -1568,9 +1569,10 @@ static void sweep_timeouts(http_worker *w)
     }
 }
 
-/* Counts the Content-Length headers of a request and whether their values differ. */
+/* Counts the Content-Length headers of a request and whether their values differ, and the
+ * Transfer-Encoding headers. */
 typedef struct length_headers {
-    int count, differ;
+    int count, differ, encodings;
     const char *first;
 } length_headers;
 
@@ -1579,6 +1581,7 @@ static enum MHD_Result count_length(void *cls, enum MHD_ValueKind kind, const ch
 {
     (void)kind;
     length_headers *l = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) l->encodings++;
     if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0) return MHD_YES;
     if (l->count++ == 0)
         l->first = value;
@@ -1595,7 +1598,7 @@ static enum MHD_Result count_length(void *cls, enum MHD_ValueKind kind, const ch
 static int check_framing(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
                          enum MHD_Result *ret)
 {
-    length_headers l = {0, 0, ""};
+    length_headers l = {0, 0, 0, ""};
     MHD_get_connection_values(c, MHD_HEADER_KIND, count_length, &l);
     const char *te =
         MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
@@ -1603,6 +1606,10 @@ static int check_framing(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
     if (l.differ)
         *ret = send_error(s, c, cc, 400, "bad_request",
                           "conflicting Content-Length headers (give exactly one)");
+    else if (l.encodings > 1)
+        /* libmicrohttpd reads only the first: a proxy might frame the body by another */
+        *ret = send_error(s, c, cc, 400, "bad_request",
+                          "more than one Transfer-Encoding header (give one: chunked)");
     else if (te && strcasecmp(te, "chunked") != 0)
         *ret = send_error(s, c, cc, 501, "not_implemented",
                           "unsupported Transfer-Encoding (only chunked is supported)");
@@ -1619,6 +1626,19 @@ static int check_framing(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
 /* Requests with a body this large run on the pool (see 'Requests with large bodies'). */
 #define HEAVY_BODY_BYTES ((size_t)64 * 1024)
 
+/* A job of this many ranks has its status built on the pool: it lists every rank and pipeline
+ * (a job of 16,384 pipelines: megabytes of JSON, half a second of work). */
+#define HEAVY_STATUS_RANKS 1024L
+
+/* Whether a complete request runs on the pool rather than on its HTTP worker: a body of
+ * HEAVY_BODY_BYTES or more, any profile upload (checking the planning problem can take long
+ * even for a small profile), the status of a large job. */
+static int is_heavy(const route_match *m, const conn_ctx *cc)
+{
+    return cc->len >= HEAVY_BODY_BYTES || m->route == R_PROFILE_PUT ||
+           (m->route == R_STATUS && cc->job_world >= HEAVY_STATUS_RANKS);
+}
+
 static enum MHD_Result dispatch(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
                                 const route_match *mp);
 static void defer(prs_server *s, struct MHD_Connection *c, conn_ctx *cc, const route_match *m);
@@ -1626,7 +1646,7 @@ static enum MHD_Result send_prepared(struct MHD_Connection *c, conn_ctx *cc);
 
 /* Whether a job route may go on, from its headers alone: 0, or the status to refuse it with (404:
  * no such job; 401: not the job's token, nor the administrator's for a deletion). */
-static int job_refusal(prs_server *s, struct MHD_Connection *c, const route_match *m)
+static int job_refusal(prs_server *s, struct MHD_Connection *c, const route_match *m, long *world)
 {
     uint8_t presented[SECURE_SHA256_LEN];
     int have_token = bearer_hash(c, presented);
@@ -1634,6 +1654,7 @@ static int job_refusal(prs_server *s, struct MHD_Connection *c, const route_matc
     if (!j) return 404;
     pthread_rwlock_rdlock(j->lock);
     int refused = j->deleted ? 404 : !may_act(s, m->route, have_token, presented, j) ? 401 : 0;
+    *world = j->world;
     pthread_rwlock_unlock(j->lock);
     unpin_job(j);
     return refused;
@@ -1679,7 +1700,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
          * without the job's token is refused before any of its body is read (a response queued
          * now makes libmicrohttpd answer and close the connection). */
         if (m.has_id && m.method_ok) {
-            int refused = job_refusal(s, c, &m);
+            int refused = job_refusal(s, c, &m, &cc->job_world);
             if (refused) {
                 cc->answered = 1;
                 return refused == 404 ? send_error(s, c, cc, 404, "not_found", "no such job")
@@ -1733,7 +1754,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         snprintf(msg, sizeof msg, "method %.16s not allowed here (allowed: %s)", method, m.allow);
         return send_error(s, c, cc, 405, "method_not_allowed", msg);
     }
-    if (cc->len >= HEAVY_BODY_BYTES && s->heavy) {
+    if (s->heavy && is_heavy(&m, cc)) {
         defer(s, c, cc, &m);
         return MHD_YES;
     }
@@ -1744,12 +1765,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
  *
  * An HTTP worker serves many connections from one thread, so a request that takes long there
  * (parsing a 1 MB results post and storing every window, an 11 MB profile) would hold up every
- * other connection of that worker, polls included. A request whose body is HEAVY_BODY_BYTES or
- * more is handed to a small pool of threads instead (s->heavy): its connection is suspended, the
- * pool runs the handler, which prepares its answer in the request's context (send_text) instead
- * of queueing it, and resumes the connection; libmicrohttpd then calls on_request once more, which
- * queues the prepared answer (send_prepared). At shutdown the pool finishes what it holds before
- * the daemons stop (stop_http), so no connection stays suspended. */
+ * other connection of that worker, polls included. Such a request (is_heavy: a large body, a
+ * profile upload, a large job's status) is handed to a small pool of threads instead (s->heavy):
+ * its connection is suspended, the pool runs the handler, which prepares its answer in the
+ * request's context (send_text) instead of queueing it, and resumes the connection; libmicrohttpd
+ * then calls on_request once more, which queues the prepared answer (send_prepared). At shutdown
+ * the pool finishes what it holds before the daemons stop (stop_http), so no connection stays
+ * suspended. */
 
 static void run_deferred(void *arg)
 {

@@ -128,6 +128,40 @@ static void test_token_before_body(void **state)
     http_reply_free(&r);
 }
 
+static int connect_idle(int port);
+
+/* Two Transfer-Encoding headers are refused (libmicrohttpd reads only the first; a proxy might
+ * frame the body by the other). */
+static void test_two_transfer_encodings(void **state)
+{
+    (void)state;
+    prs_server_config cfg;
+    prs_server_config_default(&cfg);
+    start(&cfg);
+    char id[64], tok[96], path[128], hdr[300];
+    assert_int_equal(create(g.port, NULL, id, tok), 201);
+    snprintf(path, sizeof path, "/v1/jobs/%s/results", id);
+    snprintf(hdr, sizeof hdr,
+             "Authorization: Bearer %s\r\nTransfer-Encoding: chunked\r\n"
+             "Transfer-Encoding: identity\r\n",
+             tok);
+    /* By hand: http_do would add a Content-Length. The chunked body is empty. */
+    int fd = connect_idle(g.port);
+    assert_true(fd >= 0);
+    char req[600];
+    int n = snprintf(req, sizeof req, "POST %s HTTP/1.1\r\nHost: x\r\n%s\r\n0\r\n\r\n", path, hdr);
+    assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char buf[1024];
+    ssize_t got = recv(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    assert_true(got > 12);
+    buf[got] = '\0';
+    assert_int_equal(atoi(buf + 9), 400);
+    assert_non_null(strstr(buf, "Transfer-Encoding"));
+}
+
 /* The bearer scheme's name is case-insensitive, and more than one space may follow it. */
 static void test_bearer_any_case(void **state)
 {
@@ -329,6 +363,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_token_before_body, teardown),
         cmocka_unit_test_teardown(test_bearer_any_case, teardown),
+        cmocka_unit_test_teardown(test_two_transfer_encodings, teardown),
         cmocka_unit_test_teardown(test_admin_delete, teardown),
         cmocka_unit_test_teardown(test_idle_expiry, teardown),
         cmocka_unit_test_teardown(test_flood_gets_503, teardown),
