@@ -14,6 +14,7 @@
 
 #include "perseus/server.h"
 #include "server_harness.h"
+#include "sim_ranks.h"
 
 static const char SPEC[] = "{\"stages\":2,\"microbatches\":4,\"dp\":1,"
                            "\"clocks_mhz\":[1410,1290],\"blocking_power_w\":80}";
@@ -129,6 +130,47 @@ static void test_token_before_body(void **state)
 }
 
 static int connect_idle(int port);
+
+static long count_measurements(const char *db, const char *id)
+{
+    sqlite3 *h = NULL;
+    sqlite3_stmt *st = NULL;
+    long n = -1;
+    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(h, "SELECT count(*) FROM measurements WHERE job_id=?1", -1, &st, NULL) ==
+            SQLITE_OK) {
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+        if (sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int(st, 0);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    return n;
+}
+
+/* A rank cannot make the store hold more profiling rows than its rounds ask: of 10 iterations
+ * posted to a round that asks 3 (1 warm-up, 2 measured), 3 are stored; of 10 late ones for
+ * that round posted during the next, 3 more. All are acknowledged. */
+static void test_profiling_rows_capped(void **state)
+{
+    (void)state;
+    prs_server_config cfg;
+    prs_server_config_default(&cfg);
+    start(&cfg);
+    sim_job j;
+    assert_int_equal(sim_create(g.port, sim_sweep_spec(1, 4, 1), 1, 4, 1, &j), 201);
+    assert_int_equal(sim_register_all(&j), 1);
+    int clocks[8];
+    for (int round = 0; round < 2; round++) {
+        for (int k = 0; k < 8; k++)
+            clocks[k] = 1410;
+        json_t *its = json_array();
+        for (long n = 0; n < 10; n++)
+            json_array_append_new(its, sim_iteration(&j, 0, 10 * round + n, clocks, 1, 0));
+        assert_int_equal(sim_post(&j, 0, 0, its), 200);
+        assert_int_equal(count_measurements(g.db, j.id), 3 * (round + 1));
+    }
+    assert_int_equal(j.acked, 20);
+}
 
 /* Two Transfer-Encoding headers are refused (libmicrohttpd reads only the first; a proxy might
  * frame the body by the other). */
@@ -365,6 +407,7 @@ int main(void)
         cmocka_unit_test_teardown(test_bearer_any_case, teardown),
         cmocka_unit_test_teardown(test_two_transfer_encodings, teardown),
         cmocka_unit_test_teardown(test_admin_delete, teardown),
+        cmocka_unit_test_teardown(test_profiling_rows_capped, teardown),
         cmocka_unit_test_teardown(test_idle_expiry, teardown),
         cmocka_unit_test_teardown(test_flood_gets_503, teardown),
         cmocka_unit_test(test_delete_survives_kill),
