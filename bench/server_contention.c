@@ -13,7 +13,8 @@
  *   upload       a 15 MB profile uploaded to another job while 20 jobs are created
  *   step         results posts just under and over 64 KiB, alone: their answer times (a large
  *                body is handed to a pool of threads, and its answer used to wait 100 ms more)
- *   unauth       200 connections post 16 MiB each to job routes without a token: the server's
+ *   unauth       200 connections post 16 MiB (profile) or 1 MiB (results) to job routes without
+ *                a token, half to an existing job, half to an unknown one: the server's
  *                RSS growth (peak VmRSS over the run minus VmRSS before), and how many were
  *                answered before their body was sent
  *   flood        10,000 idle connections from 5 addresses (--max-connections 8192, 2,000 from
@@ -783,7 +784,9 @@ static void scenario_unauth(const char *bin)
 {
     enum { NCONN = 200 };
     const size_t body = (size_t)16 << 20;
-    printf("unauth: %d connections post 16 MiB each to job routes without a token\n", NCONN);
+    printf("unauth: %d connections post 16 MiB (profile) or 1 MiB (results) to job routes "
+           "without a token\n",
+           NCONN);
     bench b = {0};
     b.p.lat_s = calloc(MAX_POLLS, sizeof(double));
     static const char *const tok[] = {"--create-token", "bench-create-token-0123456789", NULL};
