@@ -54,6 +54,9 @@ static const char usage[] =
     "                         the process list)\n"
     "  --admin-token TOKEN    secret whose bearer may delete any job (DELETE /v1/jobs/ID)\n"
     "  --admin-token-file FILE  the same, read from the first line of FILE\n"
+    "  --metrics-token TOKEN  secret that GET /metrics must present as its bearer token;\n"
+    "                         without one, the per-job series are left out beyond loopback\n"
+    "  --metrics-token-file FILE  the same, read from the first line of FILE\n"
     "  --tls-cert FILE        serve HTTPS with this PEM certificate (chain); clients then use\n"
     "                         https:// URLs (and a CA bundle that signed it)\n"
     "  --tls-key FILE         the certificate's PEM private key (with --tls-cert)\n"
@@ -259,6 +262,16 @@ static int parse_option(int c, prs_server_config *cfg, args *a)
             return bad("--admin-token-file: cannot read a token from", optarg);
         break;
     }
+    case 'x':
+        if (!optarg[0]) return bad("--metrics-token: empty token", optarg);
+        cfg->metrics_token = optarg;
+        break;
+    case 'X': {
+        static char tok[512];
+        if (!(cfg->metrics_token = read_token_file(optarg, tok)))
+            return bad("--metrics-token-file: cannot read a token from", optarg);
+        break;
+    }
     case 'j':
         if (parse_duration(optarg, &cfg->job_idle_timeout_s) || cfg->job_idle_timeout_s == 0)
             return bad("--job-idle-timeout: expected N[s|m|h|d] > 0 or never, got", optarg);
@@ -347,6 +360,8 @@ static int parse_args(int argc, char **argv, prs_server_config *cfg, args *a)
                                          {"admin-token", required_argument, NULL, 'a'},
                                          {"admin-token-file", required_argument, NULL, 'A'},
                                          {"job-idle-timeout", required_argument, NULL, 'j'},
+                                         {"metrics-token", required_argument, NULL, 'x'},
+                                         {"metrics-token-file", required_argument, NULL, 'X'},
                                          {"tls-cert", required_argument, NULL, 'e'},
                                          {"tls-key", required_argument, NULL, 'E'},
                                          {"max-jobs", required_argument, NULL, 'J'},

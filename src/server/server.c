@@ -196,6 +196,9 @@ struct prs_server {
     int has_create_token;
     uint8_t admin_hash[SECURE_SHA256_LEN];
     int has_admin_token;
+    uint8_t metrics_hash[SECURE_SHA256_LEN];
+    int has_metrics_token;
+    int loopback; /* listening on 127.0.0.0/8 only */
     /* The janitor: deletes finished jobs past --retention and unfinished ones idle past
      * --job-idle-timeout, and purges the rows of deleted jobs. */
     pthread_t janitor;
@@ -1413,7 +1416,8 @@ static enum MHD_Result handle_metrics(prs_server *s, struct MHD_Connection *c, c
             "# HELP perseusd_jobs_loaded Jobs known to the server.\n"
             "# TYPE perseusd_jobs_loaded gauge\nperseusd_jobs_loaded %zu\n",
             nrows);
-    job_metrics_write(f, rows, nrows);
+    /* The per-job series name job ids and models: not for anyone who can reach the port. */
+    if (s->has_metrics_token || s->loopback) job_metrics_write(f, rows, nrows);
     free(rows);
     prs__metrics_build_info(f);
     prs__metrics_process(f);
@@ -1824,8 +1828,15 @@ static enum MHD_Result dispatch(prs_server *s, struct MHD_Connection *c, conn_ct
         return send_json(c, cc, 200,
                          json_pack("{s:s, s:I}", "status", "ok", "jobs", (json_int_t)n));
     }
-    case R_METRICS:
+    case R_METRICS: {
+        uint8_t presented[SECURE_SHA256_LEN];
+        if (s->has_metrics_token && !(bearer_hash(c, presented) &&
+                                      secure_equal(presented, s->metrics_hash, SECURE_SHA256_LEN)))
+            return send_error(s, c, cc, 401, "unauthorized",
+                              "/metrics needs the server's metrics token (Authorization: Bearer "
+                              "...)");
         return handle_metrics(s, c, cc);
+    }
     case R_CREATE:
         return handle_create(s, c, cc);
     default:
@@ -2274,6 +2285,12 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
         s->has_admin_token = 1;
     }
     s->cfg.admin_token = NULL;
+    if (cfg->metrics_token && cfg->metrics_token[0]) {
+        secure_sha256(cfg->metrics_token, strlen(cfg->metrics_token), s->metrics_hash);
+        s->has_metrics_token = 1;
+    }
+    s->cfg.metrics_token = NULL;
+    s->loopback = (ntohl(addr.sin_addr.s_addr) >> 24) == 127;
     s->started = prs_mono_s();
     s->listen_host = strdup(cfg->listen_host);
     s->db_path = strdup(cfg->db_path);

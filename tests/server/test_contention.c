@@ -172,6 +172,42 @@ static void test_profiling_rows_capped(void **state)
     assert_int_equal(j.acked, 20);
 }
 
+/* With a metrics token, /metrics needs it; without one, a server listening beyond loopback
+ * leaves out the per-job series (they name job ids and models). */
+static void test_metrics_not_to_anyone(void **state)
+{
+    (void)state;
+    prs_server_config cfg;
+    prs_server_config_default(&cfg);
+    cfg.metrics_token = "metrics-token-for-the-test-0123";
+    start(&cfg);
+    char id[64], tok[96];
+    assert_int_equal(create(g.port, NULL, id, tok), 201);
+    http_reply r = http_do(g.port, "GET", "/metrics", NULL, NULL, 0, NULL);
+    assert_int_equal(r.status, 401);
+    http_reply_free(&r);
+    r = http_do(g.port, "GET", "/metrics", tok, NULL, 0, NULL);
+    assert_int_equal(r.status, 401);
+    http_reply_free(&r);
+    r = http_do(g.port, "GET", "/metrics", cfg.metrics_token, NULL, 0, NULL);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, id));
+    http_reply_free(&r);
+    teardown(NULL);
+
+    prs_server_config_default(&cfg);
+    cfg.listen_host = "0.0.0.0";
+    cfg.create_token = "create-token-for-the-test-012345";
+    start(&cfg);
+    assert_int_equal(create(g.port, cfg.create_token, id, tok), 201);
+    r = http_do(g.port, "GET", "/metrics", NULL, NULL, 0, NULL);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "perseusd_jobs_loaded 1"));
+    assert_null(strstr(r.body, "perseusd_job_"));
+    assert_null(strstr(r.body, id));
+    http_reply_free(&r);
+}
+
 /* Two Transfer-Encoding headers are refused (libmicrohttpd reads only the first; a proxy might
  * frame the body by the other). */
 static void test_two_transfer_encodings(void **state)
@@ -407,6 +443,7 @@ int main(void)
         cmocka_unit_test_teardown(test_bearer_any_case, teardown),
         cmocka_unit_test_teardown(test_two_transfer_encodings, teardown),
         cmocka_unit_test_teardown(test_admin_delete, teardown),
+        cmocka_unit_test_teardown(test_metrics_not_to_anyone, teardown),
         cmocka_unit_test_teardown(test_profiling_rows_capped, teardown),
         cmocka_unit_test_teardown(test_idle_expiry, teardown),
         cmocka_unit_test_teardown(test_flood_gets_503, teardown),
