@@ -178,6 +178,9 @@ static const char *const SQL[Q_COUNT] = {
     [Q_FIND_FRONTIER] = "SELECT f.job_id FROM frontiers f JOIN jobs j ON j.id=f.job_id"
                         " WHERE f.config_key=?1 AND f.config_key<>''"
                         " AND j.phase IN ('running','done')"
+                        /* it ran: planned early and completed before its ranks were in, it
+                         * never served a plan (its pipelines are stored when it runs) */
+                        " AND EXISTS (SELECT 1 FROM pipelines p WHERE p.job_id=f.job_id)"
                         " ORDER BY j.created_unix DESC, j.rowid DESC LIMIT 1",
     [Q_PUT_PIPE] =
         "INSERT OR REPLACE INTO pipelines(job_id, dp, straggler, straggler_time_s,"
