@@ -262,6 +262,13 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
     /* A client that failed the TLS handshake (plain HTTP, a CA that does not trust us): the
      * client's mistake, worth a warning, not the server's error. */
     if (level == PRS_LOG_ERROR && strstr(msg, "andshake")) level = PRS_LOG_WARN;
+    /* A request libmicrohttpd itself refused (malformed, headers too large, HTTP/9.9): the
+     * client's mistake too. */
+    static const char refused[] = "Error processing request (HTTP response code is ";
+    if (level == PRS_LOG_ERROR && strncmp(msg, refused, sizeof refused - 1) == 0) {
+        int code = atoi(msg + sizeof refused - 1);
+        if ((code >= 400 && code < 500) || code == 505) level = PRS_LOG_WARN;
+    }
     log_kv(s, level, "msg=http_daemon detail=%s", kv_quote(msg, q, sizeof q));
 }
 

@@ -130,6 +130,7 @@ static void test_token_before_body(void **state)
 }
 
 static int connect_idle(int port);
+static long count_in_file(const char *path, const char *needle);
 
 static long count_measurements(const char *db, const char *id)
 {
@@ -206,6 +207,39 @@ static void test_metrics_not_to_anyone(void **state)
     assert_null(strstr(r.body, "perseusd_job_"));
     assert_null(strstr(r.body, id));
     http_reply_free(&r);
+}
+
+/* Requests libmicrohttpd refuses itself (a malformed request line, a header line without a
+ * colon, bad chunked framing, HTTP/9.9) are the client's mistakes: logged at warn, not error. */
+static void test_client_mistakes_not_errors(void **state)
+{
+    (void)state;
+    prs_server_config cfg;
+    prs_server_config_default(&cfg);
+    start(&cfg);
+    static const char *const BAD[] = {
+        "GET / HTTP/9.9\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nBad Header\r\n\r\n",
+        "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nZZZ\r\n",
+    };
+    for (int i = 0; i < 3; i++) {
+        int fd = connect_idle(g.port);
+        assert_true(fd >= 0);
+        struct timeval tv = {10, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        size_t n = strlen(BAD[i]);
+        assert_int_equal(send(fd, BAD[i], n, MSG_NOSIGNAL), (ssize_t)n);
+        char buf[512];
+        ssize_t got = recv(fd, buf, sizeof buf - 1, 0);
+        close(fd);
+        assert_true(got > 12);
+        buf[got] = '\0';
+        int status = atoi(buf + 9);
+        assert_true(status == 400 || status == 505);
+    }
+    /* The answers went out after the log lines were written. */
+    assert_int_equal(count_in_file(g.log, "level=error"), 0);
+    assert_true(count_in_file(g.log, "msg=http_daemon") >= 3);
 }
 
 /* Two Transfer-Encoding headers are refused (libmicrohttpd reads only the first; a proxy might
@@ -442,6 +476,7 @@ int main(void)
         cmocka_unit_test_teardown(test_token_before_body, teardown),
         cmocka_unit_test_teardown(test_bearer_any_case, teardown),
         cmocka_unit_test_teardown(test_two_transfer_encodings, teardown),
+        cmocka_unit_test_teardown(test_client_mistakes_not_errors, teardown),
         cmocka_unit_test_teardown(test_admin_delete, teardown),
         cmocka_unit_test_teardown(test_metrics_not_to_anyone, teardown),
         cmocka_unit_test_teardown(test_profiling_rows_capped, teardown),
