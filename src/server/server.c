@@ -1211,6 +1211,144 @@ static int is_view(enum route r)
     return r == R_SCHEDULE || r == R_STATUS || r == R_FRONTIER || r == R_PROFILE_GET;
 }
 
+/* A job request's answer, made under the job's locks and sent once they are released. */
+typedef struct job_answer {
+    api_err e;
+    json_t *out; /* a JSON answer, or */
+    char *text;  /* a text one (schedule, profile CSV) */
+    size_t tlen;
+    int status, rc;
+} job_answer;
+
+/* What a job request brings, made before any lock is taken. */
+typedef struct job_input {
+    parsed_upload upload;
+    parsed_results results;
+    int by_owner; /* the job's own token was presented (else the administrator's: a deletion) */
+} job_input;
+
+static void job_input_free(job_input *in)
+{
+    prs_profile_free(in->upload.p); /* left when the request failed before the upload */
+    free(in->upload.csv);
+    req_results_free(&in->results.r);
+}
+
+/* The routes that read a job (its lock shared; store_mu held for the profile). */
+static void answer_view(prs_server *s, struct MHD_Connection *c, const route_match *m, const job *j,
+                        job_answer *a)
+{
+    switch (m->route) {
+    case R_STATUS:
+        a->out = job_status_json(j);
+        break;
+    case R_SCHEDULE: {
+        int rank;
+        if (parse_rank_arg(c, &rank))
+            a->rc = api_fail(&a->e, 400, "bad_request", "rank: expected ?rank=N");
+        else
+            a->rc = job_schedule(j, rank, &a->text, &a->tlen, &a->e);
+        break;
+    }
+    case R_FRONTIER: {
+        long offset = 0, limit = 0;
+        a->rc = parse_page_args(c, &offset, &limit, &a->e);
+        if (!a->rc) a->out = job_frontier_json(j, offset, limit);
+        if (!a->rc && !a->out)
+            a->rc = api_fail(&a->e, 404, "not_found", "the job has no frontier yet");
+        break;
+    }
+    default: { /* R_PROFILE_GET */
+        char src[16];
+        if (store_get_profile(s->st, j->id, &a->text, &a->tlen, src))
+            a->rc = job_store_fail(&a->e, s->st);
+        if (!a->rc && !a->text)
+            a->rc = api_fail(&a->e, 404, "not_found", "the job has no profile yet");
+    }
+    }
+}
+
+/* The routes that change a job (store_mu and its lock held exclusively), each one transaction. */
+static void answer_change(prs_server *s, conn_ctx *cc, const route_match *m, job *j, job_input *in,
+                          job_answer *a)
+{
+    switch (m->route) {
+    case R_REGISTER: {
+        int created = 0;
+        a->rc = run_tx(s, j, cc, do_register, &created, &a->e);
+        a->status = created ? 201 : 200;
+        if (!a->rc)
+            a->out = json_pack("{s:s, s:i, s:i}", "phase", job_phase_name(j->phase), "registered",
+                               j->nregistered, "expected", j->world);
+        break;
+    }
+    case R_RESULTS: {
+        size_t n = in->results.parse_rc ? 0 : in->results.r.niterations;
+        a->rc = run_tx(s, j, cc, do_results, &in->results, &a->e);
+        if (!a->rc)
+            a->out = json_pack("{s:I, s:s, s:I, s:I}", "accepted", (json_int_t)n, "phase",
+                               job_phase_name(j->phase), "round", (json_int_t)j->round,
+                               "measurements", (json_int_t)j->measurements);
+        break;
+    }
+    case R_STRAGGLER_SET:
+    case R_STRAGGLER_CLEAR: {
+        long dp = m->dp;
+        a->rc = run_tx(s, j, cc, m->route == R_STRAGGLER_SET ? do_straggler : do_clear, &dp, &a->e);
+        if (!a->rc)
+            a->out = json_pack("{s:s, s:I, s:o}", "phase", job_phase_name(j->phase), "round",
+                               (json_int_t)j->round, "rule", job_rule_json(j));
+        break;
+    }
+    case R_POWER_CAP_SET:
+    case R_POWER_CAP_CLEAR: {
+        int set = m->route == R_POWER_CAP_SET;
+        a->rc = run_tx(s, j, cc, do_power_cap, &set, &a->e);
+        if (!a->rc)
+            a->out = json_pack(
+                "{s:s, s:I, s:o, s:o}", "phase", job_phase_name(j->phase), "round",
+                (json_int_t)j->round, "power_cap",
+                plan_powers_cap_json(&j->powers, j->frontier, j->spec.power_cap_w, j->spec.dp),
+                "rule", job_rule_json(j));
+        break;
+    }
+    case R_PROFILE_PUT:
+        a->rc = run_tx(s, j, cc, do_profile, &in->upload, &a->e);
+        if (!a->rc) a->out = json_pack("{s:s}", "phase", job_phase_name(j->phase));
+        break;
+    case R_COMPLETE:
+        a->rc = run_tx(s, j, cc, do_complete, NULL, &a->e);
+        if (!a->rc) {
+            cancel_planner(s, j);
+            a->out = json_pack("{s:s}", "phase", job_phase_name(j->phase));
+        }
+        break;
+    case R_DELETE:
+        a->rc = retire_job(s, j, in->by_owner ? "request" : "admin", &a->e);
+        if (!a->rc) a->out = json_pack("{s:s, s:b}", "job_id", cc->job_id, "deleted", 1);
+        break;
+    default:
+        a->rc = api_fail(&a->e, 404, "not_found", "no such route");
+    }
+}
+
+/* An upload is parsed, checked and written as its CSV before any lock, for the job's owner
+ * only (the job's pipeline read under its shared lock): 0, or the refusal's HTTP status with
+ * e filled. */
+static int prepare_upload(prs_server *s, conn_ctx *cc, job *j, int have_token,
+                          const uint8_t presented[SECURE_SHA256_LEN], parsed_upload *u, api_err *e)
+{
+    prs_pipeline pipe;
+    pthread_rwlock_rdlock(j->lock);
+    int gone = j->deleted, owner = !gone && authorize(have_token, presented, j);
+    if (owner) job_pipeline(j, &pipe);
+    pthread_rwlock_unlock(j->lock);
+    if (gone) api_fail(e, 404, "not_found", "no such job");
+    if (!gone && !owner) api_fail(e, 401, "unauthorized", "missing or wrong bearer token");
+    if (!gone && owner) parse_upload(s, &pipe, cc, u, e);
+    return e->code ? e->http : 0;
+}
+
 static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
                                   const route_match *m)
 {
@@ -1218,33 +1356,18 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
     int have_token = bearer_hash(c, presented);
     job *j = pin_job(s, m->id); /* the table lock is held for the look-up only */
     if (!j) return send_error(s, c, cc, 404, "not_found", "no such job");
-    parsed_upload upload = {NULL, NULL, 0};
-    if (m->route == R_PROFILE_PUT) {
-        api_err pe = {0, NULL, ""};
-        /* The token first: only the job's owner gets its upload parsed (outside every lock,
-         * with the job's pipeline read under its shared lock). */
-        prs_pipeline pipe;
-        pthread_rwlock_rdlock(j->lock);
-        int gone = j->deleted, owner = !gone && authorize(have_token, presented, j);
-        if (owner) job_pipeline(j, &pipe);
-        pthread_rwlock_unlock(j->lock);
-        if (!owner) {
-            unpin_job(j);
-            return gone
-                       ? send_error(s, c, cc, 404, "not_found", "no such job")
-                       : send_error(s, c, cc, 401, "unauthorized", "missing or wrong bearer token");
-        }
-        if (parse_upload(s, &pipe, cc, &upload, &pe)) {
-            unpin_job(j);
-            return send_api_error(s, c, cc, &pe);
-        }
+    job_input in = {{NULL, NULL, 0}, {0}, 0};
+    job_answer a = {{0, NULL, ""}, NULL, NULL, 0, 200, 0};
+    if (m->route == R_PROFILE_PUT &&
+        prepare_upload(s, cc, j, have_token, presented, &in.upload, &a.e)) {
+        unpin_job(j);
+        return send_api_error(s, c, cc, &a.e);
     }
     /* A results body is parsed before any lock, so a large post holds up no other client; its
      * errors are answered after the token was checked. */
-    parsed_results results = {0};
     if (m->route == R_RESULTS)
-        results.parse_rc =
-            req_parse_results(cc->body ? cc->body : "", cc->len, &results.r, &results.err);
+        in.results.parse_rc =
+            req_parse_results(cc->body ? cc->body : "", cc->len, &in.results.r, &in.results.err);
     /* Views share the job's lock (the profile's text is read under store_mu too); changes take
      * store_mu first, then the job's lock exclusively. */
     int view = is_view(m->route), with_store = !view || m->route == R_PROFILE_GET;
@@ -1253,126 +1376,35 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
         pthread_rwlock_rdlock(j->lock);
     else
         pthread_rwlock_wrlock(j->lock);
-    int refused = j->deleted ? 404 : !may_act(s, m->route, have_token, presented, j) ? 401 : 0;
-    if (refused) {
-        pthread_rwlock_unlock(j->lock);
-        if (with_store) pthread_mutex_unlock(&s->store_mu);
-        unpin_job(j);
-        prs_profile_free(upload.p);
-        free(upload.csv);
-        req_results_free(&results.r);
-        return refused == 404
-                   ? send_error(s, c, cc, 404, "not_found", "no such job")
-                   : send_error(s, c, cc, 401, "unauthorized", "missing or wrong bearer token");
-    }
-    __atomic_store_n(&j->active_unix, (long long)time(NULL), __ATOMIC_RELAXED);
-    api_err e = {0, NULL, ""};
-    json_t *out = NULL;
-    int status = 200, rc = 0;
-    char *text = NULL;
-    size_t tlen = 0;
-    switch (m->route) {
-    case R_STATUS:
-        out = job_status_json(j);
-        break;
-    case R_SCHEDULE: {
-        int rank;
-        if (parse_rank_arg(c, &rank))
-            rc = api_fail(&e, 400, "bad_request", "rank: expected ?rank=N");
+    in.by_owner = authorize(have_token, presented, j);
+    if (j->deleted)
+        a.rc = api_fail(&a.e, 404, "not_found", "no such job");
+    else if (!in.by_owner && !may_act(s, m->route, have_token, presented, j))
+        a.rc = api_fail(&a.e, 401, "unauthorized", "missing or wrong bearer token");
+    else {
+        __atomic_store_n(&j->active_unix, (long long)time(NULL), __ATOMIC_RELAXED);
+        if (view)
+            answer_view(s, c, m, j, &a);
         else
-            rc = job_schedule(j, rank, &text, &tlen, &e);
-        break;
-    }
-    case R_REGISTER: {
-        int created = 0;
-        rc = run_tx(s, j, cc, do_register, &created, &e);
-        if (!rc) {
-            status = created ? 201 : 200;
-            out = json_pack("{s:s, s:i, s:i}", "phase", job_phase_name(j->phase), "registered",
-                            j->nregistered, "expected", j->world);
-        }
-        break;
-    }
-    case R_RESULTS: {
-        size_t n = results.parse_rc ? 0 : results.r.niterations;
-        rc = run_tx(s, j, cc, do_results, &results, &e);
-        if (!rc)
-            out = json_pack("{s:I, s:s, s:I, s:I}", "accepted", (json_int_t)n, "phase",
-                            job_phase_name(j->phase), "round", (json_int_t)j->round, "measurements",
-                            (json_int_t)j->measurements);
-        break;
-    }
-    case R_STRAGGLER_SET:
-    case R_STRAGGLER_CLEAR: {
-        long dp = m->dp;
-        rc = run_tx(s, j, cc, m->route == R_STRAGGLER_SET ? do_straggler : do_clear, &dp, &e);
-        if (!rc)
-            out = json_pack("{s:s, s:I, s:o}", "phase", job_phase_name(j->phase), "round",
-                            (json_int_t)j->round, "rule", job_rule_json(j));
-        break;
-    }
-    case R_POWER_CAP_SET:
-    case R_POWER_CAP_CLEAR: {
-        int set = m->route == R_POWER_CAP_SET;
-        rc = run_tx(s, j, cc, do_power_cap, &set, &e);
-        if (!rc)
-            out = json_pack(
-                "{s:s, s:I, s:o, s:o}", "phase", job_phase_name(j->phase), "round",
-                (json_int_t)j->round, "power_cap",
-                plan_powers_cap_json(&j->powers, j->frontier, j->spec.power_cap_w, j->spec.dp),
-                "rule", job_rule_json(j));
-        break;
-    }
-    case R_PROFILE_PUT:
-        rc = run_tx(s, j, cc, do_profile, &upload, &e);
-        if (!rc) out = json_pack("{s:s}", "phase", job_phase_name(j->phase));
-        break;
-    case R_COMPLETE:
-        rc = run_tx(s, j, cc, do_complete, NULL, &e);
-        if (!rc) {
-            cancel_planner(s, j);
-            out = json_pack("{s:s}", "phase", job_phase_name(j->phase));
-        }
-        break;
-    case R_DELETE:
-        rc = retire_job(s, j, authorize(have_token, presented, j) ? "request" : "admin", &e);
-        if (!rc) out = json_pack("{s:s, s:b}", "job_id", cc->job_id, "deleted", 1);
-        break;
-    case R_FRONTIER: {
-        long offset = 0, limit = 0;
-        rc = parse_page_args(c, &offset, &limit, &e);
-        if (!rc) out = job_frontier_json(j, offset, limit);
-        if (!rc && !out) rc = api_fail(&e, 404, "not_found", "the job has no frontier yet");
-        break;
-    }
-    case R_PROFILE_GET: {
-        char src[16];
-        if (store_get_profile(s->st, j->id, &text, &tlen, src)) rc = job_store_fail(&e, s->st);
-        if (!rc && !text) rc = api_fail(&e, 404, "not_found", "the job has no profile yet");
-        break;
-    }
-    default:
-        rc = api_fail(&e, 404, "not_found", "no such route");
+            answer_change(s, cc, m, j, &in, &a);
     }
     pthread_rwlock_unlock(j->lock);
     if (with_store) pthread_mutex_unlock(&s->store_mu);
-    if (m->route == R_DELETE && !rc) {
+    if (m->route == R_DELETE && !a.rc) {
         unlink_job(s, j);
         wake_janitor(s);
     }
     unpin_job(j);
-    prs_profile_free(upload.p); /* left when the request failed before the upload */
-    free(upload.csv);
-    req_results_free(&results.r);
-    if (rc) {
-        json_decref(out);
-        free(text);
-        return send_api_error(s, c, cc, &e);
+    job_input_free(&in);
+    if (a.rc) {
+        json_decref(a.out);
+        free(a.text);
+        return send_api_error(s, c, cc, &a.e);
     }
-    if (text)
-        return send_text(c, cc, 200, m->route == R_SCHEDULE ? "application/json" : "text/csv", text,
-                         tlen);
-    return send_json(c, cc, status, out);
+    if (a.text)
+        return send_text(c, cc, 200, m->route == R_SCHEDULE ? "application/json" : "text/csv",
+                         a.text, a.tlen);
+    return send_json(c, cc, a.status, a.out);
 }
 
 /* ---- metrics ---- */

@@ -166,7 +166,7 @@ static void test_profiling_rows_capped(void **state)
             clocks[k] = 1410;
         json_t *its = json_array();
         for (long n = 0; n < 10; n++)
-            json_array_append_new(its, sim_iteration(&j, 0, 10 * round + n, clocks, 1, 0));
+            json_array_append_new(its, sim_iteration(&j, 0, 10L * round + n, clocks, 1, 0));
         assert_int_equal(sim_post(&j, 0, 0, its), 200);
         assert_int_equal(count_measurements(g.db, j.id), 3 * (round + 1));
     }
