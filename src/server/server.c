@@ -2089,6 +2089,24 @@ static int janitor_stopping(prs_server *s)
     return __atomic_load_n(&s->janitor_stop, __ATOMIC_RELAXED);
 }
 
+/* Pages of free space given back to the file system per step (4 MiB of 4 KiB pages). */
+#define VACUUM_STEP_PAGES 1024L
+
+/* Give the space of purged rows back to the file system, a bounded step under store_mu at a
+ * time (a database made by an older server, without incremental auto-vacuum, keeps it). */
+static void shrink_store(prs_server *s)
+{
+    for (long left = 1; left > 0 && !janitor_stopping(s);) {
+        pthread_mutex_lock(&s->store_mu);
+        int rc = store_vacuum_step(s->st, VACUUM_STEP_PAGES, &left);
+        if (rc) log_kv(s, PRS_LOG_ERROR, "msg=vacuum_failed detail=%s", store_error(s->st)->msg);
+        pthread_mutex_unlock(&s->store_mu);
+        if (rc) return;
+        struct timespec pause = {0, 1000000L};
+        nanosleep(&pause, NULL);
+    }
+}
+
 /* Purge the rows of the jobs marked deleted, a bounded batch per transaction, store_mu taken
  * and released around each: no lock is held across the whole purge. A failure is logged and
  * the purge tried again at the janitor's next turn; a shutdown stops it, and the next start
@@ -2109,7 +2127,11 @@ static void purge_deleted(prs_server *s)
         }
         if (rc) log_kv(s, PRS_LOG_ERROR, "msg=purge_failed detail=%s", store_error(s->st)->msg);
         pthread_mutex_unlock(&s->store_mu);
-        if (rc || !id[0]) return;
+        if (rc) return;
+        if (!id[0]) {
+            shrink_store(s);
+            return;
+        }
         if (done) log_kv(s, PRS_LOG_DEBUG, "msg=job_purged job=%.16s", id);
         /* Leave the store to the requests that waited for it during the batch: a mutex is not
          * fair, and this thread would otherwise take it again at once. */

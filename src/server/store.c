@@ -292,9 +292,13 @@ int store_open(const char *path, int full_sync, store **out, prs_error *err)
     char *emsg = NULL;
     /* journal_size_limit: once a checkpoint has let the WAL start over, a WAL grown past it by
      * one large transaction (a profile upload) is truncated back to it */
-    char pragmas[200];
+    /* auto_vacuum: a new database keeps track of its free pages so that they can be given back
+     * to the file system a few at a time (store_vacuum_step); on an older one it changes
+     * nothing (switching needs a VACUUM of the whole file). */
+    char pragmas[240];
     snprintf(pragmas, sizeof pragmas,
-             "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s; PRAGMA foreign_keys=ON;"
+             "PRAGMA auto_vacuum=INCREMENTAL; PRAGMA journal_mode=WAL; PRAGMA synchronous=%s;"
+             " PRAGMA foreign_keys=ON;"
              " PRAGMA journal_size_limit=%ld;",
              full_sync ? "FULL" : "NORMAL", (long)STORE_WAL_LIMIT_BYTES);
     if (sqlite3_exec(s->db, pragmas, NULL, NULL, &emsg) != SQLITE_OK ||
@@ -430,6 +434,36 @@ int store_delete_job(store *s, const char *id)
         bind_text(st, 1, id);
         if (exec_done(s, st, "delete job")) return PRS_EIO;
     }
+    return 0;
+}
+
+/* The value of a PRAGMA that returns one integer, or -1. */
+static long pragma_long(store *s, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    long v = -1;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        v = (long)sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+int store_vacuum_step(store *s, long max_pages, long *left)
+{
+    *left = 0;
+    if (pragma_long(s, "PRAGMA auto_vacuum") != 2) return 0; /* not incremental: nothing to do */
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA incremental_vacuum(%ld)", max_pages > 0 ? max_pages : 1);
+    char *msg = NULL;
+    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        prs_error_set(&s->err, PRS_EIO, "incremental vacuum: %s", msg ? msg : "?");
+        sqlite3_free(msg);
+        return PRS_EIO;
+    }
+    long n = pragma_long(s, "PRAGMA freelist_count");
+    if (n < 0) return db_fail(s, "freelist count");
+    *left = n;
     return 0;
 }
 

@@ -82,6 +82,10 @@ int store_next_deleting(store *s, char id_out[32]);
  * (a few per pipeline, rank and rule) and the job's own row (*done set). Call it again until
  * *done: each step's cost is bounded by max_rows, whatever the job holds. */
 int store_purge_step(store *s, const char *id, long max_rows, long *deleted, int *done);
+/* Give back to the file system at most max_pages of the database's free pages (what deleted
+ * rows left), in the caller's transaction or its own; *left: the free pages still held. A
+ * database made before this server (auto_vacuum off) gives nothing back (*left 0). */
+int store_vacuum_step(store *s, long max_pages, long *left);
 /* Calls fn for every job (oldest first) but those marked deleted. */
 int store_each_job(store *s, int (*fn)(void *ud, const store_job_row *j), void *ud);
 /* Blocking power measured and used by one job (0 when not known, or no such job). */

@@ -319,6 +319,57 @@ static void test_purge_in_bounded_steps(void **state)
     assert_int_equal(query_int("SELECT count(*) FROM ranks"), 1);
 }
 
+/* A new database gives the space of purged rows back to the file system (incremental
+ * auto-vacuum), a bounded number of pages per step: its page count falls back and no free page
+ * is left. */
+static void test_purge_gives_space_back(void **state)
+{
+    (void)state;
+    char path[320];
+    snprintf(path, sizeof path, "%s/vacuum.db", dir);
+    store *s = NULL;
+    prs_error err = {0, ""};
+    assert_int_equal(store_open(path, 0, &s, &err), 0);
+    snprintf(db, sizeof db, "%s", path);
+    assert_int_equal(query_int("PRAGMA auto_vacuum"), 2);
+    long long empty = query_int("PRAGMA page_count");
+    static const uint8_t hash[32] = {0};
+    const char *id = "VACUUMVACUUMVAC1";
+    assert_int_equal(store_begin(s), 0);
+    store_job_row j = {id, hash, "{}", "", "profiling", "", 0, 0, 0, 1, 0, 0, 0};
+    assert_int_equal(store_insert_job(s, &j), 0);
+    for (int m = 0; m < 100; m++) {
+        store_meas_row row = {0, "profiling", 0, m, 1410, 1, 100, 0, -1, 0, 1};
+        long long mid;
+        assert_int_equal(store_insert_measurement(s, id, &row, &mid), 0);
+        for (int w = 0; w < 200; w++)
+            assert_int_equal(store_insert_window(s, id, mid, 0, 0, w, 1410, 0.1, 1, 1), 0);
+    }
+    assert_int_equal(store_mark_deleting(s, id), 0);
+    assert_int_equal(store_commit(s), 0);
+    long long full = query_int("PRAGMA page_count");
+    assert_true(full > empty + 100);
+    long n = 0;
+    int done = 0;
+    while (!done) {
+        assert_int_equal(store_begin(s), 0);
+        assert_int_equal(store_purge_step(s, id, 5000, &n, &done), 0);
+        assert_int_equal(store_commit(s), 0);
+    }
+    long left = 0, steps = 0, last = -1;
+    do {
+        assert_int_equal(store_vacuum_step(s, 64, &left), 0);
+        /* each step gives back pages, at most 64 */
+        assert_true(last < 0 || (left < last && left >= last - 64));
+        last = left;
+    } while (left > 0 && ++steps < 10000);
+    assert_int_equal(left, 0);
+    assert_true(steps > 1);
+    store_close(s);
+    assert_int_equal(query_int("PRAGMA freelist_count"), 0);
+    assert_true(query_int("PRAGMA page_count") < full / 2);
+}
+
 /* A 12 MB profile grows the WAL to its size; once a checkpoint has run, the next transactions
  * bring the file back to STORE_WAL_LIMIT_BYTES instead of keeping it at 12 MB. */
 static void test_wal_shrinks_after_large_transaction(void **state)
@@ -371,6 +422,7 @@ int main(void)
         cmocka_unit_test(test_v1_upgrades_in_place),
         cmocka_unit_test(test_new_database),
         cmocka_unit_test(test_purge_in_bounded_steps),
+        cmocka_unit_test(test_purge_gives_space_back),
         cmocka_unit_test(test_wal_shrinks_after_large_transaction),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
