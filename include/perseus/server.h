@@ -63,6 +63,13 @@ typedef struct prs_server_config {
                                 * default 120 s */
     const char *tls_cert_file; /* PEM certificate (chain) to serve HTTPS with; NULL: plain HTTP */
     const char *tls_key_file;  /* its PEM private key; set both or neither */
+    const char *admin_token;   /* secret whose bearer may delete any job (DELETE
+                                * /v1/jobs/{id}); NULL: none. Only its SHA-256 is kept */
+    const char *metrics_token; /* secret that GET /metrics must present as its bearer token;
+                                * NULL: none (then the per-job series, which name job ids and
+                                * models, are left out when listening beyond loopback) */
+    double job_idle_timeout_s; /* an unfinished job that no request reached this long is
+                                * deleted, freeing its place; 0: the default, 1 day; < 0: never */
 } prs_server_config;
 
 /* Defaults as documented beside each field (db_path and data_dir NULL: must be set). */

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "perseus/clock.h"
 #include "perseus/numfmt.h"
 #include "perseus/server.h"
 
@@ -77,13 +78,14 @@ static job *job_alloc(const req_job_spec *spec)
     j->ranks = calloc((size_t)j->world, sizeof *j->ranks);
     j->slot = malloc(sizeof *j->slot * (size_t)j->world);
     j->round_iters = calloc((size_t)j->world, sizeof *j->round_iters);
+    j->late_iters = calloc((size_t)j->world, sizeof *j->late_iters);
     j->pipes = calloc((size_t)spec->dp, sizeof *j->pipes);
     j->scratch = malloc(sizeof *j->scratch * (size_t)spec->dp);
     j->strag = malloc(sizeof *j->strag * (size_t)spec->dp);
     j->clock_se_pct = malloc(sizeof *j->clock_se_pct * (size_t)(spec->nclocks ? spec->nclocks : 1));
     j->clock_iters = calloc((size_t)(spec->nclocks ? spec->nclocks : 1), sizeof *j->clock_iters);
-    if (!j->ranks || !j->slot || !j->round_iters || !j->pipes || !j->scratch || !j->strag ||
-        !j->clock_se_pct || !j->clock_iters) {
+    if (!j->ranks || !j->slot || !j->round_iters || !j->late_iters || !j->pipes || !j->scratch ||
+        !j->strag || !j->clock_se_pct || !j->clock_iters) {
         job_free(j);
         return NULL;
     }
@@ -111,6 +113,7 @@ void job_free(job *j)
     free(j->ranks);
     free(j->slot);
     free(j->round_iters);
+    free(j->late_iters);
     job_decoded_clear(j);
     free(j->decoded);
     free(j->pipes);
@@ -563,6 +566,7 @@ static int enter_after_registration(job *j, store *st, api_err *e)
     j->sweep_index = 0;
     j->round = 0;
     memset(j->round_iters, 0, sizeof *j->round_iters * (size_t)j->world);
+    memset(j->late_iters, 0, sizeof *j->late_iters * (size_t)j->world);
     j->ranks_done = 0;
     return job_persist(j, st, e);
 }
@@ -921,6 +925,7 @@ static int advance_round(job *j, store *st, int *action, api_err *e)
     j->round = j->sweep_index;
     j->round_extra = 0;
     memset(j->round_iters, 0, sizeof *j->round_iters * (size_t)j->world);
+    memset(j->late_iters, 0, sizeof *j->late_iters * (size_t)j->world);
     j->ranks_done = 0;
     return job_persist(j, st, e);
 }
@@ -1169,7 +1174,9 @@ static int extend_round(job *j, store *st, int *more, api_err *e)
 }
 
 /* Results in profiling: count the rank's iterations of the round; the round ends when every
- * rank has warm-up + k. */
+ * rank has warm-up + k. What a rank may make the store hold is bounded: iterations of the
+ * current round past what it asks (warm-up + k, with any extension) are acknowledged but not
+ * stored, and so are late iterations of earlier rounds past as many during one round. */
 static int results_profiling(job *j, store *st, const req_results *r, int *action, api_err *e)
 {
     long round = r->round < 0 ? j->round : r->round;
@@ -1180,9 +1187,15 @@ static int results_profiling(job *j, store *st, const req_results *r, int *actio
     for (size_t i = 0; i < r->niterations; i++) {
         int used = 1;
         if (round == j->round) {
-            int idx = j->round_iters[r->rank]++;
+            int idx = j->round_iters[r->rank];
+            if (idx >= need) continue; /* the round has all it asks of this rank */
+            j->round_iters[r->rank]++;
             used = idx >= j->spec.warmup_iterations;
             if (idx + 1 == need) j->ranks_done++;
+        } else if (j->late_iters[r->rank] >= need) {
+            continue;
+        } else {
+            j->late_iters[r->rank]++;
         }
         /* A late iteration of an earlier round: that rank was past warm-up there. */
         if (store_iteration(j, st, r->rank, &r->iterations[i], round, used, e)) return -1;
@@ -1247,25 +1260,31 @@ int job_upload_profile(job *j, store *st, const char *csv, size_t len, int *acti
         prs_profile_free(p);
         return api_fail(e, 400, "bad_profile", "%s", err.msg);
     }
-    return job_install_profile(j, st, p, action, e);
-}
-
-int job_install_profile(job *j, store *st, prs_profile *p, int *action, api_err *e)
-{
-    *action = JOB_ACT_NONE;
-    if (j->phase != JOB_REGISTERING && j->phase != JOB_PROFILING) {
-        prs_profile_free(p);
-        return wrong_phase(e, j, "uploading a profile");
-    }
     char *text;
     size_t tlen;
     if (profile_to_csv(p, &text, &tlen)) {
         prs_profile_free(p);
         return api_fail(e, 500, "internal", "out of memory");
     }
-    int rc = store_put_profile(st, j->id, "uploaded", text, tlen);
+    int rc = job_install_profile(j, st, p, text, tlen, action, e);
     free(text);
-    if (rc) {
+    return rc;
+}
+
+int job_profile_csv(const prs_profile *p, char **csv, size_t *len)
+{
+    return profile_to_csv(p, csv, len);
+}
+
+int job_install_profile(job *j, store *st, prs_profile *p, const char *csv, size_t len, int *action,
+                        api_err *e)
+{
+    *action = JOB_ACT_NONE;
+    if (j->phase != JOB_REGISTERING && j->phase != JOB_PROFILING) {
+        prs_profile_free(p);
+        return wrong_phase(e, j, "uploading a profile");
+    }
+    if (store_put_profile(st, j->id, "uploaded", csv, len)) {
         prs_profile_free(p);
         return job_store_fail(e, st);
     }
@@ -1451,11 +1470,15 @@ json_t *job_status_json(const job *j)
     json_object_set_new(o, "profiling", prof);
     double frac = j->plan_total > 0 ? (double)j->plan_done / (double)j->plan_total : 0;
     if (frac > 1) frac = 1;
+    /* While planning: the time since the planner thread started (0 while it waits for one). */
+    double started_s = 0, elapsed_s = j->planning_s;
+    __atomic_load(&j->plan_started_s, &started_s, __ATOMIC_RELAXED);
+    if (j->phase == JOB_PLANNING) elapsed_s = started_s > 0 ? prs_mono_s() - started_s : 0;
     if (j->frontier && j->phase != JOB_PLANNING) frac = 1;
     json_object_set_new(o, "planning",
                         json_pack("{s:I, s:I, s:f, s:f}", "done", (json_int_t)j->plan_done, "total",
                                   (json_int_t)j->plan_total, "done_pct", 100 * frac, "elapsed_s",
-                                  j->planning_s));
+                                  elapsed_s));
     json_object_set_new(o, "profile_source",
                         j->profile ? json_string(j->profile_source) : json_null());
     json_object_set_new(o, "planner",

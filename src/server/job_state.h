@@ -126,6 +126,7 @@ typedef struct job {
     long sweep_index;     /* clock being profiled */
     long round;           /* profiling: = sweep_index; running: bumped at every plan change */
     int *round_iters;     /* per rank: iterations reported in the current profiling round */
+    int *late_iters;      /* per rank: iterations of earlier rounds stored during this one */
     int ranks_done;       /* ranks with warm-up + k iterations in the current round */
     int round_extra;      /* iterations per rank added to the current round for precision */
     double *clock_se_pct; /* per sweep clock: the largest relative standard error reached, in
@@ -135,7 +136,9 @@ typedef struct job {
     /* planning */
     long plan_done, plan_total;
     double planning_s;
-    int planner_active; /* a planner thread works on this job */
+    int planner_active;    /* a planner thread works on this job */
+    double plan_started_s; /* when its planner thread started (prs_mono_s, atomics; the
+                            * server sets it), 0 while none runs */
     prs_profile *profile;
     char profile_source[16]; /* "measured", "uploaded", "reused" */
 
@@ -176,6 +179,13 @@ typedef struct job {
     /* The server's lock of this job (server.c, 'Locking'): held shared by views, exclusively by
      * the calls that change the job. Owned by the server; NULL outside it. */
     pthread_rwlock_t *lock;
+    /* Also the server's (server.c, 'Locking'): references that keep the job's memory (the
+     * table's own, and each request or thread working on it; atomics), whether it was deleted
+     * (set under its lock: requests that reach it afterwards answer 404), and when a request
+     * last reached it (seconds since the epoch, atomics: --job-idle-timeout). */
+    long refs;
+    int deleted;
+    long long active_unix;
     struct job *next;
 } job;
 

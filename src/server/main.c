@@ -38,8 +38,8 @@ static const char usage[] =
     "  --port-file FILE       write the port listened on to FILE once serving\n"
     "  --max-body BYTES       largest JSON request body (default 1048576)\n"
     "  --max-profile BYTES    largest uploaded profile CSV (default 16777216)\n"
-    "  --max-connections N    concurrent connections, split evenly over the threads\n"
-    "                         (default 8192)\n"
+    "  --max-connections N    concurrent connections over every thread (default 8192); a\n"
+    "                         connection past it gets 503 to its request at once\n"
     "  --max-client-connections N  connections from one IP address (default 2048)\n"
     "  --idle-timeout DURATION  close a connection that sends no complete request headers\n"
     "                         this long after opening or its last answer (default 30s)\n"
@@ -52,6 +52,11 @@ static const char usage[] =
     "                         bearer token; required when listening beyond loopback\n"
     "  --create-token-file FILE  the same, read from the first line of FILE (not visible in\n"
     "                         the process list)\n"
+    "  --admin-token TOKEN    secret whose bearer may delete any job (DELETE /v1/jobs/ID)\n"
+    "  --admin-token-file FILE  the same, read from the first line of FILE\n"
+    "  --metrics-token TOKEN  secret that GET /metrics must present as its bearer token;\n"
+    "                         without one, the per-job series are left out beyond loopback\n"
+    "  --metrics-token-file FILE  the same, read from the first line of FILE\n"
     "  --tls-cert FILE        serve HTTPS with this PEM certificate (chain); clients then use\n"
     "                         https:// URLs (and a CA bundle that signed it)\n"
     "  --tls-key FILE         the certificate's PEM private key (with --tls-cert)\n"
@@ -60,6 +65,8 @@ static const char usage[] =
     "  --max-ranks N          ranks of all jobs together (default 262144)\n"
     "  --retention DURATION   delete finished (done or failed) jobs this long after they\n"
     "                         finished: N[s|m|h|d] or 'never' (default 7d)\n"
+    "  --job-idle-timeout DURATION  delete an unfinished job that no request reached this\n"
+    "                         long: N[s|m|h|d] or 'never' (default 1d)\n"
     "  --max-planners N       planner threads at once; more plannings wait (default 2)\n"
     "  --plan-timeout DURATION  a planning running longer fails its job: N[s|m|h|d]\n"
     "                         (default 10m)\n"
@@ -132,14 +139,12 @@ static int parse_duration(const char *v, double *out)
     return 0;
 }
 
-/* The first line of FILE into a static buffer (the creation token); NULL when unreadable or
- * empty. */
-static const char *read_token_file(const char *path)
+/* The first line of FILE into tok (a token); NULL when unreadable or empty. */
+static const char *read_token_file(const char *path, char tok[512])
 {
-    static char tok[512];
     FILE *f = fopen(path, "r");
     if (!f) return NULL;
-    char *line = fgets(tok, sizeof tok, f);
+    char *line = fgets(tok, 512, f);
     fclose(f);
     if (!line) return NULL;
     tok[strcspn(tok, "\r\n")] = '\0';
@@ -241,9 +246,35 @@ static int parse_option(int c, prs_server_config *cfg, args *a)
         if (!optarg[0]) return bad("--create-token: empty token", optarg);
         cfg->create_token = optarg;
         break;
-    case 'K':
-        if (!(cfg->create_token = read_token_file(optarg)))
+    case 'K': {
+        static char tok[512];
+        if (!(cfg->create_token = read_token_file(optarg, tok)))
             return bad("--create-token-file: cannot read a token from", optarg);
+        break;
+    }
+    case 'a':
+        if (!optarg[0]) return bad("--admin-token: empty token", optarg);
+        cfg->admin_token = optarg;
+        break;
+    case 'A': {
+        static char tok[512];
+        if (!(cfg->admin_token = read_token_file(optarg, tok)))
+            return bad("--admin-token-file: cannot read a token from", optarg);
+        break;
+    }
+    case 'x':
+        if (!optarg[0]) return bad("--metrics-token: empty token", optarg);
+        cfg->metrics_token = optarg;
+        break;
+    case 'X': {
+        static char tok[512];
+        if (!(cfg->metrics_token = read_token_file(optarg, tok)))
+            return bad("--metrics-token-file: cannot read a token from", optarg);
+        break;
+    }
+    case 'j':
+        if (parse_duration(optarg, &cfg->job_idle_timeout_s) || cfg->job_idle_timeout_s == 0)
+            return bad("--job-idle-timeout: expected N[s|m|h|d] > 0 or never, got", optarg);
         break;
     case 'e':
         cfg->tls_cert_file = optarg;
@@ -326,6 +357,11 @@ static int parse_args(int argc, char **argv, prs_server_config *cfg, args *a)
                                          {"log-level", required_argument, NULL, 'L'},
                                          {"create-token", required_argument, NULL, 'k'},
                                          {"create-token-file", required_argument, NULL, 'K'},
+                                         {"admin-token", required_argument, NULL, 'a'},
+                                         {"admin-token-file", required_argument, NULL, 'A'},
+                                         {"job-idle-timeout", required_argument, NULL, 'j'},
+                                         {"metrics-token", required_argument, NULL, 'x'},
+                                         {"metrics-token-file", required_argument, NULL, 'X'},
                                          {"tls-cert", required_argument, NULL, 'e'},
                                          {"tls-key", required_argument, NULL, 'E'},
                                          {"max-jobs", required_argument, NULL, 'J'},

@@ -3,11 +3,14 @@
  * (store.c).
  *
  * Concurrency. Worker threads each drive a libmicrohttpd daemon on a shared listening socket
- * (see HTTP workers below). Jobs, the store and the planner tasks sit behind one reader-writer
- * lock: the read-only views (schedule, status, frontier, metrics, healthz) take it shared and
- * touch no SQLite statement; everything else takes it exclusively, and all SQLite work happens
- * under it. The planner runs outside the lock in a thread per planning job and takes the lock
- * only to report progress and to install its result.
+ * (see HTTP workers below). The jobs table has a reader-writer lock held only to find a job and
+ * take a reference to it, or to add or unlink one: a pointer swap, never work. A request then
+ * works on its job under the job's own lock (shared for views, exclusive for changes), and a
+ * change takes the store's mutex before the job's lock, so no job's lock is held while waiting
+ * for another job's transaction. Deleting a job marks it deleted in one short transaction and
+ * unlinks it; the janitor thread purges its rows in bounded batches (store_purge_step). The
+ * planner runs outside every lock in a thread per planning job and takes them only to report
+ * progress and to install its result.
  *
  * Durability. A mutating request runs as one transaction; the response is queued only after the
  * commit, so an acknowledged result is in the database. If the transaction fails the job is
@@ -32,6 +35,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -42,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -137,10 +142,12 @@ enum { CANCEL_NONE = 0, CANCEL_JOB_LEFT = 1, CANCEL_SHUTDOWN = 2 };
 typedef struct conn_track {
     struct MHD_Connection *c;
     int fd;
-    int in_request; /* headers received, answer not yet sent */
-    int over_cap;   /* opened past --max-connections: its first request gets 503 */
-    int cut;        /* shut down for a timeout: libmicrohttpd closes it next */
-    double since;   /* when it opened, or its last request began or ended */
+    int in_request;        /* headers received, answer not yet sent */
+    int over_cap;          /* opened past --max-connections: its first request gets 503, and it is
+                            * closed if it sends none within OVER_CAP_GRACE_S */
+    int cut;               /* shut down for a timeout: libmicrohttpd closes it next */
+    double since;          /* when it opened, or its last request began or ended */
+    struct http_worker *w; /* its worker */
     struct conn_track *prev, *next;
 } conn_track;
 
@@ -153,6 +160,7 @@ typedef struct http_worker {
     int started;
     conn_track *conns; /* open connections of this daemon */
     double swept;      /* last timeout sweep */
+    int wake_fd;       /* eventfd written when a connection of this worker is resumed */
 } http_worker;
 
 struct prs_server {
@@ -166,13 +174,14 @@ struct prs_server {
     int port;
     /* Locking, outermost first (never taken in another order, and never taken again by a
      * thread that holds it):
-     * - lock: the jobs table. Shared by every request about one job, which keeps the job alive;
-     *   exclusive for what adds or removes jobs (creation, deletion, retention, startup).
+     * - lock: the jobs table (buckets, njobs, nranks, the planner tasks' job pointers). Held
+     *   only to look a job up and take a reference to it (job.refs, pin_job), or to link or
+     *   unlink a job: never across parsing, checking, serialising or SQLite work.
+     * - store_mu: the SQLite connection (st), held for a whole transaction. A change takes it
+     *   before its job's lock, so a job's lock is never held while waiting for the store.
      * - a job's own lock (job.lock): shared by its views, exclusive for its changes. Requests of
      *   different jobs never wait for each other here.
-     * - store_mu: the SQLite connection (st), held for a whole transaction.
-     * - task_mu: the planner tasks (tasks, nplanning) and every job's planner_active.
-     * Holding lock exclusively stands for all the others but task_mu. */
+     * - task_mu: the planner tasks (tasks, nplanning) and every job's planner_active. */
     pthread_rwlock_t lock;
     pthread_mutex_t store_mu, task_mu;
     store *st;
@@ -185,10 +194,17 @@ struct prs_server {
     long nconns;      /* open connections over every worker (atomics) */
     uint8_t create_hash[SECURE_SHA256_LEN];
     int has_create_token;
-    pthread_t janitor; /* deletes finished jobs past --retention */
+    uint8_t admin_hash[SECURE_SHA256_LEN];
+    int has_admin_token;
+    uint8_t metrics_hash[SECURE_SHA256_LEN];
+    int has_metrics_token;
+    int loopback; /* listening on 127.0.0.0/8 only */
+    /* The janitor: deletes finished jobs past --retention and unfinished ones idle past
+     * --job-idle-timeout, and purges the rows of deleted jobs. */
+    pthread_t janitor;
     pthread_mutex_t janitor_mu;
     pthread_cond_t janitor_cv;
-    int janitor_stop, janitor_started;
+    int janitor_stop, janitor_started, purge_pending;
     metrics m;
     workq *heavy; /* runs the requests with large bodies (see 'Requests with large bodies') */
     double started;
@@ -223,6 +239,9 @@ static const char *kv_quote(const char *in, char *out, size_t n)
 /* libmicrohttpd's messages about a client that went away (closed, reset, stopped reading): the
  * client's doing, not a server fault, so they are logged at debug. */
 static const char *const PEER_GONE[] = {
+    /* and a connection refused at a limit (--max-client-connections): by design, every time a
+     * client goes past it, so not worth a line above debug */
+    "Server reached connection limit",
     "The socket is no longer available",
     "The connection was forcibly closed",
     "Socket has been disconnected",
@@ -243,6 +262,13 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
     /* A client that failed the TLS handshake (plain HTTP, a CA that does not trust us): the
      * client's mistake, worth a warning, not the server's error. */
     if (level == PRS_LOG_ERROR && strstr(msg, "andshake")) level = PRS_LOG_WARN;
+    /* A request libmicrohttpd itself refused (malformed, headers too large, HTTP/9.9): the
+     * client's mistake too. */
+    static const char refused[] = "Error processing request (HTTP response code is ";
+    if (level == PRS_LOG_ERROR && strncmp(msg, refused, sizeof refused - 1) == 0) {
+        int code = atoi(msg + sizeof refused - 1);
+        if ((code >= 400 && code < 500) || code == 505) level = PRS_LOG_WARN;
+    }
     log_kv(s, level, "msg=http_daemon detail=%s", kv_quote(msg, q, sizeof q));
 }
 
@@ -291,9 +317,10 @@ static void job_drop(job *j)
     job_free(j);
 }
 
-/* Put a job into the table with a lock of its own (table lock held exclusively): 0, or -1 when
- * out of memory (the job is left to the caller). */
-static int add_job(prs_server *s, job *j)
+/* Put a job into the table with a lock of its own and the table's reference (table lock held
+ * exclusively); counted: whether njobs and nranks count it already (a creation reserves its
+ * place first). 0, or -1 when out of memory (the job is left to the caller). */
+static int add_job(prs_server *s, job *j, int counted)
 {
     j->lock = malloc(sizeof *j->lock);
     if (!j->lock || rwlock_init_writer_first(j->lock) != 0) {
@@ -303,20 +330,65 @@ static int add_job(prs_server *s, job *j)
     }
     j->log = job_log_sink;
     j->log_ud = s;
+    j->refs = 1;
+    j->deleted = 0;
+    j->active_unix = (long long)time(NULL);
     unsigned b = bucket_of(j->id);
     j->next = s->jobs[b];
     s->jobs[b] = j;
-    s->njobs++;
-    s->nranks += j->world;
+    if (!counted) {
+        s->njobs++;
+        s->nranks += j->world;
+    }
     return 0;
 }
 
-static void cancel_planner(prs_server *s, job *j);
-
-/* Take a job out of the table and free it (lock held exclusively); a planner working on it
- * is detached and its result dropped. */
-static void remove_job(prs_server *s, job *j)
+/* A reference to job id (NULL: no such job), taken under the table lock and held without it:
+ * the job's memory stays until the reference is dropped (unpin_job), even if the job is deleted
+ * meanwhile (then job.deleted is set). */
+static job *pin_job(prs_server *s, const char *id)
 {
+    pthread_rwlock_rdlock(&s->lock);
+    job *j = find_job(s, id);
+    if (j) __atomic_add_fetch(&j->refs, 1, __ATOMIC_RELAXED);
+    pthread_rwlock_unlock(&s->lock);
+    return j;
+}
+
+/* Drop a reference; the last one frees the job (it was unlinked: the table's is gone). */
+static void unpin_job(job *j)
+{
+    if (j && __atomic_sub_fetch(&j->refs, 1, __ATOMIC_ACQ_REL) == 0) job_drop(j);
+}
+
+/* A reference to every job in the table (malloc'd array of *n; NULL with *n 0 when there are
+ * none or memory is short), for the walks over all jobs (metrics, the janitor). */
+static job **pin_all_jobs(prs_server *s, size_t *n)
+{
+    *n = 0;
+    pthread_rwlock_rdlock(&s->lock);
+    job **all = s->njobs > 0 ? malloc((size_t)s->njobs * sizeof(job *)) : NULL;
+    for (int b = 0; all && b < JOB_BUCKETS; b++)
+        for (job *j = s->jobs[b]; j && *n < (size_t)s->njobs; j = j->next) {
+            __atomic_add_fetch(&j->refs, 1, __ATOMIC_RELAXED);
+            all[(*n)++] = j;
+        }
+    pthread_rwlock_unlock(&s->lock);
+    return all;
+}
+
+static void unpin_all_jobs(job **all, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        unpin_job(all[i]);
+    free(all);
+}
+
+/* Take a deleted job out of the table (the lock held exclusively only for the unlink) and drop
+ * the table's reference; a planner working on it is detached and its result dropped. */
+static void unlink_job(prs_server *s, job *j)
+{
+    pthread_rwlock_wrlock(&s->lock);
     for (job **pp = &s->jobs[bucket_of(j->id)]; *pp; pp = &(*pp)->next)
         if (*pp == j) {
             *pp = j->next;
@@ -324,12 +396,12 @@ static void remove_job(prs_server *s, job *j)
         }
     s->njobs--;
     s->nranks -= j->world;
-    cancel_planner(s, j);
     pthread_mutex_lock(&s->task_mu);
     for (plan_task *t = s->tasks; t; t = t->next)
         if (t->j == j) t->j = NULL; /* its result is dropped */
     pthread_mutex_unlock(&s->task_mu);
-    job_drop(j);
+    pthread_rwlock_unlock(&s->lock);
+    unpin_job(j);
 }
 
 /* ---- planner threads ----
@@ -354,13 +426,15 @@ static int on_plan_progress(void *ud, long done, long total)
     t->progress_at = now;
     pthread_rwlock_rdlock(&t->s->lock);
     job *j = t->j; /* cleared only under the table lock held exclusively */
+    if (j) __atomic_add_fetch(&j->refs, 1, __ATOMIC_RELAXED);
+    pthread_rwlock_unlock(&t->s->lock);
     if (j) {
         pthread_rwlock_wrlock(j->lock);
         j->plan_done = done;
         j->plan_total = total;
         pthread_rwlock_unlock(j->lock);
+        unpin_job(j);
     }
-    pthread_rwlock_unlock(&t->s->lock);
     return 0;
 }
 
@@ -453,21 +527,22 @@ static void *planner_main(void *arg)
     }
     pthread_rwlock_rdlock(&s->lock);
     job *j = t->j; /* cleared only under the table lock held exclusively */
-    if (j) pthread_rwlock_wrlock(j->lock);
+    if (j) __atomic_add_fetch(&j->refs, 1, __ATOMIC_RELAXED);
+    pthread_rwlock_unlock(&s->lock);
     int canceled = rc == PRS_ECANCELED && !t->timed_out;
-    if (!j || canceled) {
+    if (j) pthread_mutex_lock(&s->store_mu); /* the store before the job's lock */
+    if (j) pthread_rwlock_wrlock(j->lock);
+    if (!j || j->deleted || canceled) {
         /* Deleted, completed, or the server is stopping (the job stays planning and is planned
          * again at the next start): nothing to store. */
         log_kv(s, PRS_LOG_INFO, "msg=planning_canceled job=%s seconds=%.3f detail=%s", t->job_id,
                secs,
-               !j                             ? "job_deleted"
+               !j || j->deleted               ? "job_deleted"
                : t->cancel == CANCEL_SHUTDOWN ? "shutdown"
                                               : "job_left");
         prs_frontier_free(f);
     } else {
-        pthread_mutex_lock(&s->store_mu);
         install_plan(s, j, f, text, len, secs, err.msg);
-        pthread_mutex_unlock(&s->store_mu);
         pthread_mutex_lock(&s->m.mu);
         if (f) {
             s->m.planning_count++;
@@ -484,13 +559,20 @@ static void *planner_main(void *arg)
                f ? "" : " detail=", f ? "" : kv_quote(err.msg, q, sizeof q));
     }
     pthread_mutex_lock(&s->task_mu);
-    if (j) j->planner_active = 0;
+    if (j) {
+        j->planner_active = 0;
+        double zero = 0;
+        __atomic_store(&j->plan_started_s, &zero, __ATOMIC_RELAXED);
+    }
     t->finished = 1;
     s->nplanning--;
     launch_queued(s);
     pthread_mutex_unlock(&s->task_mu);
-    if (j) pthread_rwlock_unlock(j->lock);
-    pthread_rwlock_unlock(&s->lock);
+    if (j) {
+        pthread_rwlock_unlock(j->lock);
+        pthread_mutex_unlock(&s->store_mu);
+        unpin_job(j);
+    }
     free(text);
     return NULL;
 }
@@ -547,6 +629,10 @@ static void launch_queued(prs_server *s)
         return;
     }
     oldest->started = 1;
+    if (oldest->j) {
+        double now = prs_mono_s();
+        __atomic_store(&oldest->j->plan_started_s, &now, __ATOMIC_RELAXED);
+    }
     s->nplanning++;
     log_kv(s, PRS_LOG_INFO, "msg=planning job=%s", oldest->job_id);
 }
@@ -621,6 +707,14 @@ static int reload_one_st(void *ud, const store_job_row *row)
     return rc ? rc : 1;
 }
 
+/* Copy every field of a job but its reference count, which other threads change meanwhile. */
+static void job_copy_but_refs(job *dst, const job *src)
+{
+    size_t a = offsetof(job, refs), b = a + sizeof dst->refs;
+    memcpy(dst, src, a);
+    memcpy((char *)dst + b, (const char *)src + b, sizeof *dst - b);
+}
+
 static int reload_job(prs_server *s, job *j)
 {
     reload_ctx c = {s->st, j->id, NULL, 0, {0, ""}};
@@ -630,16 +724,21 @@ static int reload_job(prs_server *s, job *j)
         log_kv(s, PRS_LOG_ERROR, "msg=reload_failed job=%s detail=%s", j->id, c.err.msg);
         return PRS_EIO;
     }
-    /* Swap contents so pointers to j (planner tasks, the table) and its lock stay valid. */
+    /* Swap contents so pointers to j (planner tasks, the table, references) and its lock stay
+     * valid; its reference count is left alone (others take references meanwhile). */
     pthread_mutex_lock(&s->task_mu);
-    job tmp = *c.found;
+    job tmp;
+    job_copy_but_refs(&tmp, c.found);
     tmp.next = j->next;
     tmp.planner_active = j->planner_active;
+    tmp.plan_started_s = j->plan_started_s; /* written under task_mu, held here */
     tmp.log = j->log;
     tmp.log_ud = j->log_ud;
     tmp.lock = j->lock;
-    *c.found = *j;
-    *j = tmp;
+    tmp.deleted = j->deleted;
+    tmp.active_unix = __atomic_load_n(&j->active_unix, __ATOMIC_RELAXED);
+    job_copy_but_refs(c.found, j);
+    job_copy_but_refs(j, &tmp);
     pthread_mutex_unlock(&s->task_mu);
     c.found->next = NULL;
     c.found->lock = NULL;
@@ -666,7 +765,8 @@ typedef struct conn_ctx {
     char *body;
     size_t len, cap;
     int too_large;
-    int answered; /* an answer was queued before the body: the body is not read */
+    long job_world; /* ranks of the request's job, seen on the first call (0: none) */
+    int answered;   /* an answer was queued before the body: the body is not read */
     int status;
     /* A request handed to the pool (its connection suspended meanwhile): its route, and the
      * answer it prepared for the worker to queue once the connection is resumed. */
@@ -674,6 +774,7 @@ typedef struct conn_ctx {
     struct prs_server *s;
     struct MHD_Connection *conn;
     workq_item item;
+    struct http_worker *worker; /* the worker of a deferred request's connection */
     route_match m;
     int prep_status;
     const char *prep_ctype;
@@ -729,8 +830,13 @@ static enum MHD_Result send_error(prs_server *s, struct MHD_Connection *c, conn_
 {
     json_t *v = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg);
     char q[REQ_MSG_MAX + 8];
-    /* 501 answers what the client sent (an unsupported encoding): the client's mistake. */
-    log_kv(s, status >= 500 && status != 501 ? PRS_LOG_ERROR : PRS_LOG_WARN,
+    /* 501 answers what the client sent (an unsupported encoding): the client's mistake. 503
+     * answers a connection past the cap: by design under a flood, one line each would bury the
+     * log, so debug (perseusd_http_requests_total counts them). */
+    log_kv(s,
+           status == 503                    ? PRS_LOG_DEBUG
+           : status >= 500 && status != 501 ? PRS_LOG_ERROR
+                                            : PRS_LOG_WARN,
            "msg=request_error route=%s status=%d code=%s job=%s detail=%s", ROUTE_NAMES[cc->route],
            status, code, cc->job_id[0] ? cc->job_id : "-", kv_quote(msg, q, sizeof q));
     return send_json(c, cc, status, v);
@@ -799,8 +905,11 @@ static void match(const char *method, const char *url, route_match *m)
 static int bearer_hash(struct MHD_Connection *c, uint8_t hash[SECURE_SHA256_LEN])
 {
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncmp(h, "Bearer ", 7) != 0) return 0;
-    const char *tok = h + 7;
+    /* The scheme is case-insensitive (RFC 9110, 11.1), followed by one or more spaces. */
+    if (!h || strncasecmp(h, "Bearer", 6) != 0 || (h[6] != ' ' && h[6] != '\t')) return 0;
+    const char *tok = h + 6;
+    while (*tok == ' ' || *tok == '\t')
+        tok++;
     secure_sha256(tok, strlen(tok), hash);
     return 1;
 }
@@ -855,39 +964,50 @@ static enum MHD_Result handle_create(prs_server *s, struct MHD_Connection *c, co
         return send_error(s, c, cc, 500, "internal", "no randomness");
     uint8_t hash[SECURE_SHA256_LEN];
     secure_sha256(token, strlen(token), hash);
+    /* The job's place is reserved under the table lock, the job made and stored outside it
+     * (under the store's mutex alone), then linked: the table lock is held for the counts and
+     * the link only. */
     pthread_rwlock_wrlock(&s->lock);
     api_err e = {0, NULL, ""};
     if (check_caps(s, world, &e)) {
         pthread_rwlock_unlock(&s->lock);
         return send_api_error(s, c, cc, &e);
     }
-    do {
-        if (secure_new_id(id, NULL)) {
-            pthread_rwlock_unlock(&s->lock);
-            return send_error(s, c, cc, 500, "internal", "no randomness");
-        }
-    } while (find_job(s, id));
+    s->njobs++;
+    s->nranks += world;
+    pthread_rwlock_unlock(&s->lock);
     job *j = NULL;
-    if (store_begin(s->st)) {
-        pthread_rwlock_unlock(&s->lock);
-        return send_error(s, c, cc, 500, "storage", store_error(s->st)->msg);
+    int ok = secure_new_id(id, NULL) == 0;
+    if (ok) {
+        pthread_mutex_lock(&s->store_mu);
+        ok = store_begin(s->st) == 0 &&
+             job_create(s->st, &spec, id, hash, (long long)time(NULL), &j, &e) == 0 &&
+             store_commit(s->st) == 0;
+        if (!ok) {
+            store_rollback(s->st);
+            if (!e.code) job_store_fail(&e, s->st);
+        }
+        pthread_mutex_unlock(&s->store_mu);
+    } else {
+        api_fail(&e, 500, "internal", "no randomness");
     }
-    if (job_create(s->st, &spec, id, hash, (long long)time(NULL), &j, &e) != 0 ||
-        store_commit(s->st) != 0) {
-        store_rollback(s->st);
+    int spec_reused = ok && j->frontier != NULL;
+    pthread_rwlock_wrlock(&s->lock);
+    if (ok && add_job(s, j, 1) != 0) {
+        ok = 0;
+        api_fail(&e, 500, "internal", "out of memory");
+    }
+    if (!ok) {
+        s->njobs--;
+        s->nranks -= world;
+    }
+    pthread_rwlock_unlock(&s->lock);
+    if (!ok) {
         job_free(j);
-        pthread_rwlock_unlock(&s->lock);
-        if (!e.code) job_store_fail(&e, s->st);
         return send_api_error(s, c, cc, &e);
     }
-    if (add_job(s, j) != 0) {
-        pthread_rwlock_unlock(&s->lock);
-        job_free(j);
-        return send_error(s, c, cc, 500, "internal", "out of memory");
-    }
-    int reused = j->frontier != NULL;
+    int reused = spec_reused; /* read before the job was linked: others may change it since */
     snprintf(cc->job_id, sizeof cc->job_id, "%s", id);
-    pthread_rwlock_unlock(&s->lock);
     log_kv(s, PRS_LOG_INFO, "msg=job_created job=%s ranks=%d reused_frontier=%d", id,
            spec.dp * spec.stages * spec.tp, reused);
     return send_json(c, cc, 201,
@@ -932,28 +1052,21 @@ static int parse_rank_arg(struct MHD_Connection *c, int *rank)
     return int_arg(c, "rank", 0, INT_MAX, rank) == 0 ? 0 : -1;
 }
 
-/* Run a mutating job call as one transaction (the job's lock held exclusively; takes
- * store_mu); reload the job if it fails on the server side. */
+/* Run a mutating job call as one transaction (store_mu and the job's lock held exclusively);
+ * reload the job if it fails on the server side. */
 typedef int (*mutate_fn)(prs_server *s, job *j, conn_ctx *cc, void *arg, int *action, api_err *e);
 
 static int run_tx(prs_server *s, job *j, conn_ctx *cc, mutate_fn fn, void *arg, api_err *e)
 {
     int action = JOB_ACT_NONE;
-    pthread_mutex_lock(&s->store_mu);
-    if (store_begin(s->st)) {
-        job_store_fail(e, s->st);
-        pthread_mutex_unlock(&s->store_mu);
-        return -1;
-    }
+    if (store_begin(s->st)) return job_store_fail(e, s->st);
     job_phase before = j->phase;
     if (fn(s, j, cc, arg, &action, e) != 0 || store_commit(s->st) != 0) {
         store_rollback(s->st);
         if (!e->code) job_store_fail(e, s->st);
         if (e->http >= 500) reload_job(s, j);
-        pthread_mutex_unlock(&s->store_mu);
         return -1;
     }
-    pthread_mutex_unlock(&s->store_mu);
     char why[REQ_MSG_MAX + 8];
     if (j->phase != before)
         log_kv(s, j->phase == JOB_FAILED ? PRS_LOG_WARN : PRS_LOG_INFO,
@@ -1012,21 +1125,29 @@ static int do_power_cap(prs_server *s, job *j, conn_ctx *cc, void *arg, int *act
     return job_set_power_cap(j, s->st, watts, e);
 }
 
+/* An upload parsed, checked and written as the CSV to store outside every lock. */
+typedef struct parsed_upload {
+    prs_profile *p;
+    char *csv;
+    size_t len;
+} parsed_upload;
+
 static int do_profile(prs_server *s, job *j, conn_ctx *cc, void *arg, int *action, api_err *e)
 {
-    prs_profile **p = arg;
-    int rc = job_install_profile(j, s->st, *p, action, e);
-    *p = NULL; /* taken over */
+    parsed_upload *u = arg;
+    int rc = job_install_profile(j, s->st, u->p, u->csv, u->len, action, e);
+    u->p = NULL; /* taken over */
     return rc;
 }
 
 /* An uploaded profile, parsed and judged before the job lock is taken: it must parse, cover the
  * job's stages (pipe: the job's pipeline) and make a planning problem with a frontier, within
  * the server's limits. 0 with *out, or -1 with e filled. */
-static int parse_upload(prs_server *s, const prs_pipeline *pipe_in, conn_ctx *cc, prs_profile **out,
-                        api_err *e)
+static int parse_upload(prs_server *s, const prs_pipeline *pipe_in, conn_ctx *cc,
+                        parsed_upload *out, api_err *e)
 {
-    *out = NULL;
+    out->p = NULL;
+    out->csv = NULL;
     prs_pipeline pipe = *pipe_in;
     prs_profile *p = NULL;
     prs_error err = {0, ""};
@@ -1041,7 +1162,11 @@ static int parse_upload(prs_server *s, const prs_pipeline *pipe_in, conn_ctx *cc
         prs_profile_free(p);
         return api_fail(e, 400, code, "%s", why);
     }
-    *out = p;
+    if (job_profile_csv(p, &out->csv, &out->len)) {
+        prs_profile_free(p);
+        return api_fail(e, 500, "internal", "out of memory");
+    }
+    out->p = p;
     return 0;
 }
 
@@ -1050,134 +1175,137 @@ static int do_complete(prs_server *s, job *j, conn_ctx *cc, void *arg, int *acti
     return job_complete(j, s->st, e);
 }
 
-/* Delete a job from the store and memory (lock held exclusively); why: "request" or
- * "retention", for the log. */
-static int delete_job(prs_server *s, job *j, const char *why, api_err *e)
+/* Delete a job (store_mu and the job's lock held exclusively): marked deleted in the store in
+ * one short transaction, whatever it holds, and in memory (requests that reach it from now on
+ * answer 404); its planner is stopped. The caller then unlinks it (unlink_job) and wakes the
+ * janitor, which purges its rows in bounded batches. why: "request", "admin", "retention" or
+ * "idle", for the log. */
+static int retire_job(prs_server *s, job *j, const char *why, api_err *e)
 {
-    char id[SECURE_ID_LEN + 1];
-    snprintf(id, sizeof id, "%s", j->id);
-    const char *phase = job_phase_name(j->phase);
-    if (store_begin(s->st) || store_delete_job(s->st, id) || store_commit(s->st)) {
+    if (store_begin(s->st) || store_mark_deleting(s->st, j->id) || store_commit(s->st)) {
         store_rollback(s->st);
         return job_store_fail(e, s->st);
     }
-    log_kv(s, PRS_LOG_INFO, "msg=job_deleted job=%s phase=%s by=%s", id, phase, why);
-    remove_job(s, j);
+    j->deleted = 1;
+    cancel_planner(s, j);
+    log_kv(s, PRS_LOG_INFO, "msg=job_deleted job=%s phase=%s by=%s", j->id,
+           job_phase_name(j->phase), why);
     return 0;
 }
 
-static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
-                                  const route_match *m)
+static void wake_janitor(prs_server *s);
+
+/* Whether the presented token may act on job j for this route: the job's own token, or the
+ * administrator's for a deletion. */
+static int may_act(const prs_server *s, enum route r, int have_token,
+                   const uint8_t hash[SECURE_SHA256_LEN], const job *j)
 {
-    uint8_t presented[SECURE_SHA256_LEN];
-    int have_token = bearer_hash(c, presented);
-    prs_profile *upload = NULL;
-    if (m->route == R_PROFILE_PUT) {
-        api_err pe = {0, NULL, ""};
-        /* The token first: only the job's owner gets its upload parsed (outside the lock, with
-         * the job's pipeline read under the shared lock). */
-        prs_pipeline pipe;
-        pthread_rwlock_rdlock(&s->lock);
-        job *oj = find_job(s, m->id);
-        int owner = 0;
-        if (oj) {
-            pthread_rwlock_rdlock(oj->lock);
-            owner = authorize(have_token, presented, oj);
-            if (owner) job_pipeline(oj, &pipe);
-            pthread_rwlock_unlock(oj->lock);
-        }
-        pthread_rwlock_unlock(&s->lock);
-        if (!oj) return send_error(s, c, cc, 404, "not_found", "no such job");
-        if (!owner)
-            return send_error(s, c, cc, 401, "unauthorized", "missing or wrong bearer token");
-        if (parse_upload(s, &pipe, cc, &upload, &pe)) return send_api_error(s, c, cc, &pe);
-    }
-    /* A results body is parsed before the lock, so a large post holds up no other client; its
-     * errors are answered after the token was checked. */
-    parsed_results results = {0};
-    if (m->route == R_RESULTS)
-        results.parse_rc =
-            req_parse_results(cc->body ? cc->body : "", cc->len, &results.r, &results.err);
-    /* Deleting changes the table: it takes the table lock exclusively. Every other request
-     * shares the table lock and takes the job's own: shared for views that change nothing
-     * (profile text: under store_mu too), exclusive for the rest. */
-    int table_excl = m->route == R_DELETE;
-    int shared = m->route == R_SCHEDULE || m->route == R_STATUS || m->route == R_FRONTIER ||
-                 m->route == R_PROFILE_GET;
-    if (table_excl)
-        pthread_rwlock_wrlock(&s->lock);
-    else
-        pthread_rwlock_rdlock(&s->lock);
-    job *j = find_job(s, m->id);
-    pthread_rwlock_t *jl = j && !table_excl ? j->lock : NULL;
-    if (jl && shared)
-        pthread_rwlock_rdlock(jl);
-    else if (jl)
-        pthread_rwlock_wrlock(jl);
-    if (!j) {
-        pthread_rwlock_unlock(&s->lock);
-        prs_profile_free(upload);
-        req_results_free(&results.r);
-        return send_error(s, c, cc, 404, "not_found", "no such job");
-    }
-    if (!authorize(have_token, presented, j)) {
-        if (jl) pthread_rwlock_unlock(jl);
-        pthread_rwlock_unlock(&s->lock);
-        prs_profile_free(upload);
-        req_results_free(&results.r);
-        return send_error(s, c, cc, 401, "unauthorized", "missing or wrong bearer token");
-    }
-    api_err e = {0, NULL, ""};
-    json_t *out = NULL;
-    int status = 200, rc = 0;
-    char *text = NULL;
-    size_t tlen = 0;
+    if (authorize(have_token, hash, j)) return 1;
+    return r == R_DELETE && have_token && s->has_admin_token &&
+           secure_equal(hash, s->admin_hash, SECURE_SHA256_LEN);
+}
+
+/* The routes that only read a job: its lock shared, the store untouched but for the profile. */
+static int is_view(enum route r)
+{
+    return r == R_SCHEDULE || r == R_STATUS || r == R_FRONTIER || r == R_PROFILE_GET;
+}
+
+/* A job request's answer, made under the job's locks and sent once they are released. */
+typedef struct job_answer {
+    api_err e;
+    json_t *out; /* a JSON answer, or */
+    char *text;  /* a text one (schedule, profile CSV) */
+    size_t tlen;
+    int status, rc;
+} job_answer;
+
+/* What a job request brings, made before any lock is taken. */
+typedef struct job_input {
+    parsed_upload upload;
+    parsed_results results;
+    int by_owner; /* the job's own token was presented (else the administrator's: a deletion) */
+} job_input;
+
+static void job_input_free(job_input *in)
+{
+    prs_profile_free(in->upload.p); /* left when the request failed before the upload */
+    free(in->upload.csv);
+    req_results_free(&in->results.r);
+}
+
+/* The routes that read a job (its lock shared; store_mu held for the profile). */
+static void answer_view(prs_server *s, struct MHD_Connection *c, const route_match *m, const job *j,
+                        job_answer *a)
+{
     switch (m->route) {
     case R_STATUS:
-        out = job_status_json(j);
+        a->out = job_status_json(j);
         break;
     case R_SCHEDULE: {
         int rank;
         if (parse_rank_arg(c, &rank))
-            rc = api_fail(&e, 400, "bad_request", "rank: expected ?rank=N");
+            a->rc = api_fail(&a->e, 400, "bad_request", "rank: expected ?rank=N");
         else
-            rc = job_schedule(j, rank, &text, &tlen, &e);
+            a->rc = job_schedule(j, rank, &a->text, &a->tlen, &a->e);
         break;
     }
+    case R_FRONTIER: {
+        long offset = 0, limit = 0;
+        a->rc = parse_page_args(c, &offset, &limit, &a->e);
+        if (!a->rc) a->out = job_frontier_json(j, offset, limit);
+        if (!a->rc && !a->out)
+            a->rc = api_fail(&a->e, 404, "not_found", "the job has no frontier yet");
+        break;
+    }
+    default: { /* R_PROFILE_GET */
+        char src[16];
+        if (store_get_profile(s->st, j->id, &a->text, &a->tlen, src))
+            a->rc = job_store_fail(&a->e, s->st);
+        if (!a->rc && !a->text)
+            a->rc = api_fail(&a->e, 404, "not_found", "the job has no profile yet");
+    }
+    }
+}
+
+/* The routes that change a job (store_mu and its lock held exclusively), each one transaction. */
+static void answer_change(prs_server *s, conn_ctx *cc, const route_match *m, job *j, job_input *in,
+                          job_answer *a)
+{
+    switch (m->route) {
     case R_REGISTER: {
         int created = 0;
-        rc = run_tx(s, j, cc, do_register, &created, &e);
-        if (!rc) {
-            status = created ? 201 : 200;
-            out = json_pack("{s:s, s:i, s:i}", "phase", job_phase_name(j->phase), "registered",
-                            j->nregistered, "expected", j->world);
-        }
+        a->rc = run_tx(s, j, cc, do_register, &created, &a->e);
+        a->status = created ? 201 : 200;
+        if (!a->rc)
+            a->out = json_pack("{s:s, s:i, s:i}", "phase", job_phase_name(j->phase), "registered",
+                               j->nregistered, "expected", j->world);
         break;
     }
     case R_RESULTS: {
-        size_t n = results.parse_rc ? 0 : results.r.niterations;
-        rc = run_tx(s, j, cc, do_results, &results, &e);
-        if (!rc)
-            out = json_pack("{s:I, s:s, s:I, s:I}", "accepted", (json_int_t)n, "phase",
-                            job_phase_name(j->phase), "round", (json_int_t)j->round, "measurements",
-                            (json_int_t)j->measurements);
+        size_t n = in->results.parse_rc ? 0 : in->results.r.niterations;
+        a->rc = run_tx(s, j, cc, do_results, &in->results, &a->e);
+        if (!a->rc)
+            a->out = json_pack("{s:I, s:s, s:I, s:I}", "accepted", (json_int_t)n, "phase",
+                               job_phase_name(j->phase), "round", (json_int_t)j->round,
+                               "measurements", (json_int_t)j->measurements);
         break;
     }
     case R_STRAGGLER_SET:
     case R_STRAGGLER_CLEAR: {
         long dp = m->dp;
-        rc = run_tx(s, j, cc, m->route == R_STRAGGLER_SET ? do_straggler : do_clear, &dp, &e);
-        if (!rc)
-            out = json_pack("{s:s, s:I, s:o}", "phase", job_phase_name(j->phase), "round",
-                            (json_int_t)j->round, "rule", job_rule_json(j));
+        a->rc = run_tx(s, j, cc, m->route == R_STRAGGLER_SET ? do_straggler : do_clear, &dp, &a->e);
+        if (!a->rc)
+            a->out = json_pack("{s:s, s:I, s:o}", "phase", job_phase_name(j->phase), "round",
+                               (json_int_t)j->round, "rule", job_rule_json(j));
         break;
     }
     case R_POWER_CAP_SET:
     case R_POWER_CAP_CLEAR: {
         int set = m->route == R_POWER_CAP_SET;
-        rc = run_tx(s, j, cc, do_power_cap, &set, &e);
-        if (!rc)
-            out = json_pack(
+        a->rc = run_tx(s, j, cc, do_power_cap, &set, &a->e);
+        if (!a->rc)
+            a->out = json_pack(
                 "{s:s, s:I, s:o, s:o}", "phase", job_phase_name(j->phase), "round",
                 (json_int_t)j->round, "power_cap",
                 plan_powers_cap_json(&j->powers, j->frontier, j->spec.power_cap_w, j->spec.dp),
@@ -1185,51 +1313,98 @@ static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_
         break;
     }
     case R_PROFILE_PUT:
-        rc = run_tx(s, j, cc, do_profile, &upload, &e);
-        if (!rc) out = json_pack("{s:s}", "phase", job_phase_name(j->phase));
+        a->rc = run_tx(s, j, cc, do_profile, &in->upload, &a->e);
+        if (!a->rc) a->out = json_pack("{s:s}", "phase", job_phase_name(j->phase));
         break;
     case R_COMPLETE:
-        rc = run_tx(s, j, cc, do_complete, NULL, &e);
-        if (!rc) {
+        a->rc = run_tx(s, j, cc, do_complete, NULL, &a->e);
+        if (!a->rc) {
             cancel_planner(s, j);
-            out = json_pack("{s:s}", "phase", job_phase_name(j->phase));
+            a->out = json_pack("{s:s}", "phase", job_phase_name(j->phase));
         }
         break;
     case R_DELETE:
-        rc = delete_job(s, j, "request", &e);
-        if (!rc) out = json_pack("{s:s, s:b}", "job_id", cc->job_id, "deleted", 1);
+        a->rc = retire_job(s, j, in->by_owner ? "request" : "admin", &a->e);
+        if (!a->rc) a->out = json_pack("{s:s, s:b}", "job_id", cc->job_id, "deleted", 1);
         break;
-    case R_FRONTIER: {
-        long offset = 0, limit = 0;
-        rc = parse_page_args(c, &offset, &limit, &e);
-        if (!rc) out = job_frontier_json(j, offset, limit);
-        if (!rc && !out) rc = api_fail(&e, 404, "not_found", "the job has no frontier yet");
-        break;
-    }
-    case R_PROFILE_GET: {
-        char src[16];
-        pthread_mutex_lock(&s->store_mu);
-        if (store_get_profile(s->st, j->id, &text, &tlen, src)) rc = job_store_fail(&e, s->st);
-        pthread_mutex_unlock(&s->store_mu);
-        if (!rc && !text) rc = api_fail(&e, 404, "not_found", "the job has no profile yet");
-        break;
-    }
     default:
-        rc = api_fail(&e, 404, "not_found", "no such route");
+        a->rc = api_fail(&a->e, 404, "not_found", "no such route");
     }
-    if (jl) pthread_rwlock_unlock(jl); /* R_DELETE freed the job and holds no job lock */
-    pthread_rwlock_unlock(&s->lock);
-    prs_profile_free(upload); /* left when the request failed before the upload */
-    req_results_free(&results.r);
-    if (rc) {
-        json_decref(out);
-        free(text);
-        return send_api_error(s, c, cc, &e);
+}
+
+/* An upload is parsed, checked and written as its CSV before any lock, for the job's owner
+ * only (the job's pipeline read under its shared lock): 0, or the refusal's HTTP status with
+ * e filled. */
+static int prepare_upload(prs_server *s, conn_ctx *cc, job *j, int have_token,
+                          const uint8_t presented[SECURE_SHA256_LEN], parsed_upload *u, api_err *e)
+{
+    prs_pipeline pipe;
+    pthread_rwlock_rdlock(j->lock);
+    int gone = j->deleted, owner = !gone && authorize(have_token, presented, j);
+    if (owner) job_pipeline(j, &pipe);
+    pthread_rwlock_unlock(j->lock);
+    if (gone) api_fail(e, 404, "not_found", "no such job");
+    if (!gone && !owner) api_fail(e, 401, "unauthorized", "missing or wrong bearer token");
+    if (!gone && owner) parse_upload(s, &pipe, cc, u, e);
+    return e->code ? e->http : 0;
+}
+
+static enum MHD_Result handle_job(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
+                                  const route_match *m)
+{
+    uint8_t presented[SECURE_SHA256_LEN];
+    int have_token = bearer_hash(c, presented);
+    job *j = pin_job(s, m->id); /* the table lock is held for the look-up only */
+    if (!j) return send_error(s, c, cc, 404, "not_found", "no such job");
+    job_input in = {{NULL, NULL, 0}, {0}, 0};
+    job_answer a = {{0, NULL, ""}, NULL, NULL, 0, 200, 0};
+    if (m->route == R_PROFILE_PUT &&
+        prepare_upload(s, cc, j, have_token, presented, &in.upload, &a.e)) {
+        unpin_job(j);
+        return send_api_error(s, c, cc, &a.e);
     }
-    if (text)
-        return send_text(c, cc, 200, m->route == R_SCHEDULE ? "application/json" : "text/csv", text,
-                         tlen);
-    return send_json(c, cc, status, out);
+    /* A results body is parsed before any lock, so a large post holds up no other client; its
+     * errors are answered after the token was checked. */
+    if (m->route == R_RESULTS)
+        in.results.parse_rc =
+            req_parse_results(cc->body ? cc->body : "", cc->len, &in.results.r, &in.results.err);
+    /* Views share the job's lock (the profile's text is read under store_mu too); changes take
+     * store_mu first, then the job's lock exclusively. */
+    int view = is_view(m->route), with_store = !view || m->route == R_PROFILE_GET;
+    if (with_store) pthread_mutex_lock(&s->store_mu);
+    if (view)
+        pthread_rwlock_rdlock(j->lock);
+    else
+        pthread_rwlock_wrlock(j->lock);
+    in.by_owner = authorize(have_token, presented, j);
+    if (j->deleted)
+        a.rc = api_fail(&a.e, 404, "not_found", "no such job");
+    else if (!in.by_owner && !may_act(s, m->route, have_token, presented, j))
+        a.rc = api_fail(&a.e, 401, "unauthorized", "missing or wrong bearer token");
+    else {
+        __atomic_store_n(&j->active_unix, (long long)time(NULL), __ATOMIC_RELAXED);
+        if (view)
+            answer_view(s, c, m, j, &a);
+        else
+            answer_change(s, cc, m, j, &in, &a);
+    }
+    pthread_rwlock_unlock(j->lock);
+    if (with_store) pthread_mutex_unlock(&s->store_mu);
+    if (m->route == R_DELETE && !a.rc) {
+        unlink_job(s, j);
+        wake_janitor(s);
+    }
+    unpin_job(j);
+    job_input_free(&in);
+    if (a.rc) {
+        json_decref(a.out);
+        free(a.text);
+        return send_api_error(s, c, cc, &a.e);
+    }
+    if (a.text)
+        return send_text(c, cc, 200, m->route == R_SCHEDULE ? "application/json" : "text/csv",
+                         a.text, a.tlen);
+    return send_json(c, cc, a.status, a.out);
 }
 
 /* ---- metrics ---- */
@@ -1255,19 +1430,17 @@ static void count_request(prs_server *s, enum route r, int status, double secs)
 static enum MHD_Result handle_metrics(prs_server *s, struct MHD_Connection *c, conn_ctx *cc)
 {
     long phases[JOB_NPHASES] = {0};
-    long njobs;
-    size_t nrows = 0;
-    pthread_rwlock_rdlock(&s->lock);
-    job_metric_row *rows = calloc(s->njobs > 0 ? (size_t)s->njobs : 1, sizeof *rows);
-    for (int b = 0; rows && b < JOB_BUCKETS; b++)
-        for (job *j = s->jobs[b]; j; j = j->next) {
-            pthread_rwlock_rdlock(j->lock);
-            if (j->phase >= 0 && j->phase < JOB_NPHASES) phases[j->phase]++;
-            if (nrows < (size_t)s->njobs) job_metric_row_of(j, &rows[nrows++]);
-            pthread_rwlock_unlock(j->lock);
-        }
-    njobs = s->njobs;
-    pthread_rwlock_unlock(&s->lock);
+    size_t nrows = 0, njobs = 0;
+    job **pinned = pin_all_jobs(s, &njobs);
+    job_metric_row *rows = calloc(njobs > 0 ? njobs : 1, sizeof *rows);
+    for (size_t i = 0; rows && i < njobs; i++) {
+        job *j = pinned[i];
+        pthread_rwlock_rdlock(j->lock);
+        if (!j->deleted && j->phase >= 0 && j->phase < JOB_NPHASES) phases[j->phase]++;
+        if (!j->deleted) job_metric_row_of(j, &rows[nrows++]);
+        pthread_rwlock_unlock(j->lock);
+    }
+    unpin_all_jobs(pinned, njobs);
     char *text = NULL;
     size_t len = 0;
     FILE *f = rows ? open_memstream(&text, &len) : NULL;
@@ -1280,9 +1453,10 @@ static enum MHD_Result handle_metrics(prs_server *s, struct MHD_Connection *c, c
         fprintf(f, "perseusd_jobs{phase=\"%s\"} %ld\n", job_phase_name((job_phase)p), phases[p]);
     fprintf(f,
             "# HELP perseusd_jobs_loaded Jobs known to the server.\n"
-            "# TYPE perseusd_jobs_loaded gauge\nperseusd_jobs_loaded %ld\n",
-            njobs);
-    job_metrics_write(f, rows, nrows);
+            "# TYPE perseusd_jobs_loaded gauge\nperseusd_jobs_loaded %zu\n",
+            nrows);
+    /* The per-job series name job ids and models: not for anyone who can reach the port. */
+    if (s->has_metrics_token || s->loopback) job_metrics_write(f, rows, nrows);
     free(rows);
     prs__metrics_build_info(f);
     prs__metrics_process(f);
@@ -1388,6 +1562,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         const union MHD_ConnectionInfo *i =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         k->c = c;
+        k->w = w;
         k->fd = i ? i->connect_fd : -1;
         k->since = prs_mono_s();
         long n = __atomic_add_fetch(&w->s->nconns, 1, __ATOMIC_RELAXED);
@@ -1410,6 +1585,10 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     *socket_context = NULL;
 }
 
+/* A connection opened past the cap that sends no request within this long is closed: it holds
+ * a socket the server cannot serve. */
+#define OVER_CAP_GRACE_S 1.0
+
 /* Close connections past their timeout (worker thread, at most every 100 ms): one that sends no
  * complete request headers within --idle-timeout of opening or of its last answer (idle, or
  * trickling bytes: libmicrohttpd's own timeout restarts at every byte), and one whose request
@@ -1422,7 +1601,9 @@ static void sweep_timeouts(http_worker *w)
     w->swept = now;
     const prs_server_config *cfg = &w->s->cfg;
     for (conn_track *k = w->conns; k; k = k->next) {
-        double limit = k->in_request ? cfg->request_timeout_s : cfg->idle_timeout_s;
+        double limit = k->in_request ? cfg->request_timeout_s
+                       : k->over_cap ? OVER_CAP_GRACE_S
+                                     : cfg->idle_timeout_s;
         if (k->cut || k->fd < 0 || now - k->since <= limit) continue;
         k->cut = 1;
         shutdown(k->fd, SHUT_RDWR);
@@ -1431,9 +1612,10 @@ static void sweep_timeouts(http_worker *w)
     }
 }
 
-/* Counts the Content-Length headers of a request and whether their values differ. */
+/* Counts the Content-Length headers of a request and whether their values differ, and the
+ * Transfer-Encoding headers. */
 typedef struct length_headers {
-    int count, differ;
+    int count, differ, encodings;
     const char *first;
 } length_headers;
 
@@ -1442,6 +1624,7 @@ static enum MHD_Result count_length(void *cls, enum MHD_ValueKind kind, const ch
 {
     (void)kind;
     length_headers *l = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) l->encodings++;
     if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0) return MHD_YES;
     if (l->count++ == 0)
         l->first = value;
@@ -1458,7 +1641,7 @@ static enum MHD_Result count_length(void *cls, enum MHD_ValueKind kind, const ch
 static int check_framing(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
                          enum MHD_Result *ret)
 {
-    length_headers l = {0, 0, ""};
+    length_headers l = {0, 0, 0, ""};
     MHD_get_connection_values(c, MHD_HEADER_KIND, count_length, &l);
     const char *te =
         MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
@@ -1466,6 +1649,10 @@ static int check_framing(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
     if (l.differ)
         *ret = send_error(s, c, cc, 400, "bad_request",
                           "conflicting Content-Length headers (give exactly one)");
+    else if (l.encodings > 1)
+        /* libmicrohttpd reads only the first: a proxy might frame the body by another */
+        *ret = send_error(s, c, cc, 400, "bad_request",
+                          "more than one Transfer-Encoding header (give one: chunked)");
     else if (te && strcasecmp(te, "chunked") != 0)
         *ret = send_error(s, c, cc, 501, "not_implemented",
                           "unsupported Transfer-Encoding (only chunked is supported)");
@@ -1482,10 +1669,39 @@ static int check_framing(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
 /* Requests with a body this large run on the pool (see 'Requests with large bodies'). */
 #define HEAVY_BODY_BYTES ((size_t)64 * 1024)
 
+/* A job of this many ranks has its status built on the pool: it lists every rank and pipeline
+ * (a job of 16,384 pipelines: megabytes of JSON, half a second of work). */
+#define HEAVY_STATUS_RANKS 1024L
+
+/* Whether a complete request runs on the pool rather than on its HTTP worker: a body of
+ * HEAVY_BODY_BYTES or more, any profile upload (checking the planning problem can take long
+ * even for a small profile), the status of a large job. */
+static int is_heavy(const route_match *m, const conn_ctx *cc)
+{
+    return cc->len >= HEAVY_BODY_BYTES || m->route == R_PROFILE_PUT ||
+           (m->route == R_STATUS && cc->job_world >= HEAVY_STATUS_RANKS);
+}
+
 static enum MHD_Result dispatch(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
                                 const route_match *mp);
 static void defer(prs_server *s, struct MHD_Connection *c, conn_ctx *cc, const route_match *m);
 static enum MHD_Result send_prepared(struct MHD_Connection *c, conn_ctx *cc);
+
+/* Whether a job route may go on, from its headers alone: 0, or the status to refuse it with (404:
+ * no such job; 401: not the job's token, nor the administrator's for a deletion). */
+static int job_refusal(prs_server *s, struct MHD_Connection *c, const route_match *m, long *world)
+{
+    uint8_t presented[SECURE_SHA256_LEN];
+    int have_token = bearer_hash(c, presented);
+    job *j = pin_job(s, m->id);
+    if (!j) return 404;
+    pthread_rwlock_rdlock(j->lock);
+    int refused = j->deleted ? 404 : !may_act(s, m->route, have_token, presented, j) ? 401 : 0;
+    *world = j->world;
+    pthread_rwlock_unlock(j->lock);
+    unpin_job(j);
+    return refused;
+}
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
@@ -1522,6 +1738,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return send_error(s, c, cc, 401, "unauthorized",
                               "creating a job needs the server's creation token "
                               "(Authorization: Bearer ...)");
+        }
+        /* A job route's token is checked on this first call, which has the headers: a request
+         * without the job's token is refused before any of its body is read (a response queued
+         * now makes libmicrohttpd answer and close the connection). */
+        if (m.has_id && m.method_ok) {
+            int refused = job_refusal(s, c, &m, &cc->job_world);
+            if (refused) {
+                cc->answered = 1;
+                return refused == 404 ? send_error(s, c, cc, 404, "not_found", "no such job")
+                                      : send_error(s, c, cc, 401, "unauthorized",
+                                                   "missing or wrong bearer token");
+            }
         }
         /* A declared body over the limit is refused before it is read: a response queued on
          * this first call makes libmicrohttpd answer and close the connection. */
@@ -1569,7 +1797,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         snprintf(msg, sizeof msg, "method %.16s not allowed here (allowed: %s)", method, m.allow);
         return send_error(s, c, cc, 405, "method_not_allowed", msg);
     }
-    if (cc->len >= HEAVY_BODY_BYTES && s->heavy) {
+    if (s->heavy && is_heavy(&m, cc)) {
         defer(s, c, cc, &m);
         return MHD_YES;
     }
@@ -1580,12 +1808,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
  *
  * An HTTP worker serves many connections from one thread, so a request that takes long there
  * (parsing a 1 MB results post and storing every window, an 11 MB profile) would hold up every
- * other connection of that worker, polls included. A request whose body is HEAVY_BODY_BYTES or
- * more is handed to a small pool of threads instead (s->heavy): its connection is suspended, the
- * pool runs the handler, which prepares its answer in the request's context (send_text) instead
- * of queueing it, and resumes the connection; libmicrohttpd then calls on_request once more, which
- * queues the prepared answer (send_prepared). At shutdown the pool finishes what it holds before
- * the daemons stop (stop_http), so no connection stays suspended. */
+ * other connection of that worker, polls included. Such a request (is_heavy: a large body, a
+ * profile upload, a large job's status) is handed to a small pool of threads instead (s->heavy):
+ * its connection is suspended, the pool runs the handler, which prepares its answer in the
+ * request's context (send_text) instead of queueing it, and resumes the connection; libmicrohttpd
+ * then calls on_request once more, which queues the prepared answer (send_prepared). At shutdown
+ * the pool finishes what it holds before the daemons stop (stop_http), so no connection stays
+ * suspended. */
 
 static void run_deferred(void *arg)
 {
@@ -1594,6 +1823,11 @@ static void run_deferred(void *arg)
     cc->deferred = 0;
     cc->ready = 1;
     MHD_resume_connection(cc->conn);
+    if (cc->worker) {
+        uint64_t one = 1;
+        ssize_t w = write(cc->worker->wake_fd, &one, sizeof one);
+        (void)w; /* a full counter still wakes the worker */
+    }
 }
 
 /* Suspend the connection and queue its request on the pool. */
@@ -1602,6 +1836,8 @@ static void defer(prs_server *s, struct MHD_Connection *c, conn_ctx *cc, const r
     cc->deferred = 1;
     cc->s = s;
     cc->conn = c;
+    conn_track *k = track_of(c);
+    cc->worker = k ? k->w : NULL;
     cc->m = *m;
     MHD_suspend_connection(c);
     workq_push(s->heavy, &cc->item, run_deferred, cc);
@@ -1631,8 +1867,15 @@ static enum MHD_Result dispatch(prs_server *s, struct MHD_Connection *c, conn_ct
         return send_json(c, cc, 200,
                          json_pack("{s:s, s:I}", "status", "ok", "jobs", (json_int_t)n));
     }
-    case R_METRICS:
+    case R_METRICS: {
+        uint8_t presented[SECURE_SHA256_LEN];
+        if (s->has_metrics_token && !(bearer_hash(c, presented) &&
+                                      secure_equal(presented, s->metrics_hash, SECURE_SHA256_LEN)))
+            return send_error(s, c, cc, 401, "unauthorized",
+                              "/metrics needs the server's metrics token (Authorization: Bearer "
+                              "...)");
         return handle_metrics(s, c, cc);
+    }
     case R_CREATE:
         return handle_create(s, c, cc);
     default:
@@ -1656,19 +1899,42 @@ static void *http_worker_main(void *arg)
     http_worker *w = arg;
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(w->mhd, MHD_DAEMON_INFO_EPOLL_FD);
     int epfd = info ? info->epoll_fd : -1;
+    int passes = 0;
     for (;;) {
         MHD_UNSIGNED_LONG_LONG to = 0;
         int timeout_ms = 100; /* the timeout sweep's period */
         if (MHD_get_timeout(w->mhd, &to) == MHD_YES && to < (MHD_UNSIGNED_LONG_LONG)timeout_ms)
             timeout_ms = (int)to;
-        struct pollfd pf[2] = {{epfd, POLLIN, 0}, {w->stop_fd, POLLIN, 0}};
-        int n = poll(pf, 2, timeout_ms);
+        /* A resumed connection (its answer prepared on the pool) must be taken back, its last
+         * call made and its answer written: libmicrohttpd's epoll descriptor does not wake us
+         * for that (the socket was writable all along), so every large request waited for the
+         * next timeout, 100 ms. The pool wakes us through wake_fd, and a few passes without
+         * waiting finish the work. */
+        if (passes > 0) {
+            passes--;
+            timeout_ms = 0;
+        }
+        struct pollfd pf[3] = {{epfd, POLLIN, 0}, {w->stop_fd, POLLIN, 0}, {w->wake_fd, POLLIN, 0}};
+        int n = poll(pf, 3, timeout_ms);
         if (n < 0 && errno != EINTR) break;
         if (pf[1].revents) break;
+        if (pf[2].revents) {
+            uint64_t count;
+            ssize_t r = read(w->wake_fd, &count, sizeof count);
+            (void)r;
+            passes = 4;
+        }
         if (MHD_run(w->mhd) != MHD_YES) break;
         sweep_timeouts(w);
     }
     return NULL;
+}
+
+/* Connections a daemon admits past the global cap, to answer them 503: a quarter of the cap, at
+ * least 256. */
+static unsigned over_cap_room(unsigned cap)
+{
+    return cap / 4 > 256 ? cap / 4 : 256;
 }
 
 /* One worker's daemon on its copy of the listening socket: HTTPS when s->tls holds a
@@ -1711,14 +1977,21 @@ static int start_http(prs_server *s, const struct sockaddr_in *addr, prs_error *
     s->nworkers = s->cfg.threads;
     s->workers = calloc(s->nworkers, sizeof *s->workers);
     if (!s->workers) return prs_error_set(err, PRS_ENOMEM, "out of memory");
-    /* Each daemon admits its share of the connections plus room for the ones past the global
-     * cap that get a 503 (on_connection), and its share of one client's. */
-    unsigned per = s->cfg.max_connections / s->nworkers + 64;
+    for (unsigned i = 0; i < s->nworkers; i++)
+        s->workers[i].wake_fd = -1;
+    /* The global cap is ours (on_connection), counted over every worker: each daemon admits as
+     * many as the cap plus room for the ones past it, which get a 503, so that libmicrohttpd's
+     * own limit (past which it stops accepting, leaving new clients waiting in the backlog) is
+     * never what a client meets first, however unevenly the kernel spreads the connections. A
+     * daemon admits its share of one client's. */
+    unsigned per = s->cfg.max_connections + over_cap_room(s->cfg.max_connections);
     unsigned per_ip = (s->cfg.max_client_connections + s->nworkers - 1) / s->nworkers;
     for (unsigned i = 0; i < s->nworkers; i++) {
         http_worker *w = &s->workers[i];
         w->stop_fd = s->stop_pipe[0];
         w->s = s;
+        w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (w->wake_fd < 0) return prs_error_set(err, PRS_EIO, "eventfd: %s", strerror(errno));
         int fd = fcntl(s->listen_fd, F_DUPFD_CLOEXEC, 0);
         if (fd < 0) return prs_error_set(err, PRS_EIO, "dup: %s", strerror(errno));
         w->mhd = start_daemon(s, w, fd, per, per_ip);
@@ -1750,8 +2023,10 @@ static void stop_http(prs_server *s)
      * with a connection suspended. */
     workq_stop(s->heavy);
     s->heavy = NULL;
-    for (unsigned i = 0; s->workers && i < s->nworkers; i++)
+    for (unsigned i = 0; s->workers && i < s->nworkers; i++) {
         if (s->workers[i].mhd) MHD_stop_daemon(s->workers[i].mhd);
+        if (s->workers[i].wake_fd >= 0) close(s->workers[i].wake_fd);
+    }
     free(s->workers);
     s->workers = NULL;
     s->nworkers = 0;
@@ -1762,40 +2037,153 @@ static void stop_http(prs_server *s)
     s->stop_pipe[0] = s->stop_pipe[1] = -1;
 }
 
-/* ---- retention ---- */
+/* ---- the janitor: retention, idle jobs, purging deleted jobs ---- */
 
-/* Delete the finished jobs whose retention has passed (lock held exclusively). */
+/* Rows a purge deletes in one transaction (store_purge_step): a few milliseconds of store_mu,
+ * after which the requests waiting for the store go first. */
+#define PURGE_BATCH_ROWS 2000L
+
+/* Why job j is to be deleted now ("retention", "idle"), or NULL (its lock held). */
+static const char *expiry_of(const prs_server *s, const job *j, long long now)
+{
+    if (j->deleted) return NULL;
+    int finished = j->phase == JOB_DONE || j->phase == JOB_FAILED;
+    if (finished && s->cfg.retention_s >= 0 && j->finished_unix &&
+        (double)(now - j->finished_unix) >= s->cfg.retention_s)
+        return "retention";
+    long long active = __atomic_load_n(&j->active_unix, __ATOMIC_RELAXED);
+    if (!finished && s->cfg.job_idle_timeout_s >= 0 &&
+        (double)(now - active) >= s->cfg.job_idle_timeout_s)
+        return "idle";
+    return NULL;
+}
+
+/* Delete the finished jobs whose retention has passed and the unfinished ones no request
+ * reached for --job-idle-timeout, each as a DELETE would (retire_job). */
 static void expire_jobs(prs_server *s)
 {
     long long now = (long long)time(NULL);
-    for (int b = 0; b < JOB_BUCKETS; b++)
-        for (job *j = s->jobs[b], *next; j; j = next) {
-            next = j->next;
-            if ((j->phase != JOB_DONE && j->phase != JOB_FAILED) || !j->finished_unix ||
-                (double)(now - j->finished_unix) < s->cfg.retention_s)
-                continue;
-            api_err e = {0, NULL, ""};
-            if (delete_job(s, j, "retention", &e))
-                log_kv(s, PRS_LOG_ERROR, "msg=retention_failed detail=%s", e.msg);
-        }
+    size_t n = 0;
+    job **all = pin_all_jobs(s, &n);
+    for (size_t i = 0; i < n; i++) {
+        job *j = all[i];
+        pthread_rwlock_rdlock(j->lock);
+        const char *why = expiry_of(s, j, now);
+        pthread_rwlock_unlock(j->lock);
+        if (!why) continue;
+        pthread_mutex_lock(&s->store_mu);
+        pthread_rwlock_wrlock(j->lock);
+        api_err e = {0, NULL, ""};
+        why = expiry_of(s, j, now); /* again: a request may have come meanwhile */
+        int retired = why && retire_job(s, j, why, &e) == 0;
+        pthread_rwlock_unlock(j->lock);
+        pthread_mutex_unlock(&s->store_mu);
+        if (why && !retired) log_kv(s, PRS_LOG_ERROR, "msg=expiry_failed detail=%s", e.msg);
+        if (retired) unlink_job(s, j);
+    }
+    unpin_all_jobs(all, n);
 }
 
-/* The janitor thread: expires jobs every quarter of the retention (at least every 30 s, at most
- * every 50 ms), until the server stops. */
+static int janitor_stopping(prs_server *s)
+{
+    return __atomic_load_n(&s->janitor_stop, __ATOMIC_RELAXED);
+}
+
+/* Pages of free space given back to the file system per step (4 MiB of 4 KiB pages). */
+#define VACUUM_STEP_PAGES 1024L
+
+/* Give the space of purged rows back to the file system, a bounded step under store_mu at a
+ * time (a database made by an older server, without incremental auto-vacuum, keeps it). */
+static void shrink_store(prs_server *s)
+{
+    for (long left = 1; left > 0 && !janitor_stopping(s);) {
+        pthread_mutex_lock(&s->store_mu);
+        int rc = store_vacuum_step(s->st, VACUUM_STEP_PAGES, &left);
+        if (rc) log_kv(s, PRS_LOG_ERROR, "msg=vacuum_failed detail=%s", store_error(s->st)->msg);
+        pthread_mutex_unlock(&s->store_mu);
+        if (rc) return;
+        struct timespec pause = {0, 1000000L};
+        nanosleep(&pause, NULL);
+    }
+}
+
+/* Purge the rows of the jobs marked deleted, a bounded batch per transaction, store_mu taken
+ * and released around each: no lock is held across the whole purge. A failure is logged and
+ * the purge tried again at the janitor's next turn; a shutdown stops it, and the next start
+ * resumes it. */
+static void purge_deleted(prs_server *s)
+{
+    while (!janitor_stopping(s)) {
+        char id[32];
+        long n = 0;
+        int done = 0;
+        pthread_mutex_lock(&s->store_mu);
+        int rc = store_next_deleting(s->st, id);
+        if (!rc && id[0]) {
+            rc = store_begin(s->st);
+            if (!rc) rc = store_purge_step(s->st, id, PURGE_BATCH_ROWS, &n, &done);
+            if (!rc) rc = store_commit(s->st);
+            if (rc) store_rollback(s->st);
+        }
+        if (rc) log_kv(s, PRS_LOG_ERROR, "msg=purge_failed detail=%s", store_error(s->st)->msg);
+        pthread_mutex_unlock(&s->store_mu);
+        if (rc) return;
+        if (!id[0]) {
+            shrink_store(s);
+            return;
+        }
+        if (done) log_kv(s, PRS_LOG_DEBUG, "msg=job_purged job=%.16s", id);
+        /* Leave the store to the requests that waited for it during the batch: a mutex is not
+         * fair, and this thread would otherwise take it again at once. */
+        struct timespec pause = {0, 1000000L};
+        nanosleep(&pause, NULL);
+    }
+}
+
+/* Ask the janitor to purge now (a job was deleted). */
+static void wake_janitor(prs_server *s)
+{
+    pthread_mutex_lock(&s->janitor_mu);
+    s->purge_pending = 1;
+    pthread_cond_signal(&s->janitor_cv);
+    pthread_mutex_unlock(&s->janitor_mu);
+}
+
+/* The janitor's period: a quarter of the shorter of the retention and the idle timeout (at
+ * least 50 ms, at most 30 s). */
+static double janitor_period_s(const prs_server *s)
+{
+    double p = 120;
+    if (s->cfg.retention_s >= 0 && s->cfg.retention_s < p) p = s->cfg.retention_s;
+    if (s->cfg.job_idle_timeout_s >= 0 && s->cfg.job_idle_timeout_s < p)
+        p = s->cfg.job_idle_timeout_s;
+    p /= 4;
+    return p < 0.05 ? 0.05 : p > 30 ? 30 : p;
+}
+
+/* The janitor thread: expires jobs every period and purges deleted ones when woken (and at
+ * start, for deletions a restart interrupted), until the server stops. */
 static void *janitor_main(void *arg)
 {
     prs_server *s = arg;
-    double period = s->cfg.retention_s / 4;
-    period = period < 0.05 ? 0.05 : period > 30 ? 30 : period;
+    double period = janitor_period_s(s), next = prs_mono_s() + period;
     pthread_mutex_lock(&s->janitor_mu);
+    s->purge_pending = 1;
     while (!s->janitor_stop) {
-        struct timespec until = prs_mono_timespec(prs_mono_s() + period);
-        pthread_cond_timedwait(&s->janitor_cv, &s->janitor_mu, &until);
-        if (s->janitor_stop) break;
+        if (!s->purge_pending && prs_mono_s() < next) {
+            struct timespec until = prs_mono_timespec(next);
+            pthread_cond_timedwait(&s->janitor_cv, &s->janitor_mu, &until);
+            continue;
+        }
+        int purge = s->purge_pending;
+        s->purge_pending = 0;
         pthread_mutex_unlock(&s->janitor_mu);
-        pthread_rwlock_wrlock(&s->lock);
-        expire_jobs(s);
-        pthread_rwlock_unlock(&s->lock);
+        if (prs_mono_s() >= next) {
+            expire_jobs(s);
+            next = prs_mono_s() + period;
+            purge = 1;
+        }
+        if (purge) purge_deleted(s);
         pthread_mutex_lock(&s->janitor_mu);
     }
     pthread_mutex_unlock(&s->janitor_mu);
@@ -1806,7 +2194,7 @@ static void stop_janitor(prs_server *s)
 {
     if (!s->janitor_started) return;
     pthread_mutex_lock(&s->janitor_mu);
-    s->janitor_stop = 1;
+    __atomic_store_n(&s->janitor_stop, 1, __ATOMIC_RELAXED);
     pthread_cond_signal(&s->janitor_cv);
     pthread_mutex_unlock(&s->janitor_mu);
     pthread_join(s->janitor, NULL);
@@ -1837,6 +2225,7 @@ void prs_server_config_default(prs_server_config *c)
     c->plan_timeout_s = 600;
     c->max_plan_points = 1000000;
     c->max_plan_memory = (size_t)1 << 30;
+    c->job_idle_timeout_s = 86400;
 }
 
 /* Limits left 0 (or out of range) by the caller take prs_server_config_default's values. */
@@ -1854,6 +2243,7 @@ static void fill_unset_limits(prs_server_config *c)
     if (!(c->plan_timeout_s > 0)) c->plan_timeout_s = d.plan_timeout_s;
     if (c->max_plan_points < 1) c->max_plan_points = d.max_plan_points;
     if (!c->max_plan_memory) c->max_plan_memory = d.max_plan_memory;
+    if (c->job_idle_timeout_s == 0) c->job_idle_timeout_s = d.job_idle_timeout_s;
 }
 
 static int load_job_row(void *ud, const store_job_row *row)
@@ -1868,7 +2258,7 @@ static int load_job_row(void *ud, const store_job_row *row)
                kv_quote(err.msg, q, sizeof q));
         return 0; /* one unreadable job must not take the others down */
     }
-    if (add_job(s, j) != 0) {
+    if (add_job(s, j, 0) != 0) {
         job_free(j);
         return PRS_ENOMEM;
     }
@@ -1951,6 +2341,17 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
         s->has_create_token = 1;
     }
     s->cfg.create_token = NULL; /* only its hash is kept */
+    if (cfg->admin_token && cfg->admin_token[0]) {
+        secure_sha256(cfg->admin_token, strlen(cfg->admin_token), s->admin_hash);
+        s->has_admin_token = 1;
+    }
+    s->cfg.admin_token = NULL;
+    if (cfg->metrics_token && cfg->metrics_token[0]) {
+        secure_sha256(cfg->metrics_token, strlen(cfg->metrics_token), s->metrics_hash);
+        s->has_metrics_token = 1;
+    }
+    s->cfg.metrics_token = NULL;
+    s->loopback = (ntohl(addr.sin_addr.s_addr) >> 24) == 127;
     s->started = prs_mono_s();
     s->listen_host = strdup(cfg->listen_host);
     s->db_path = strdup(cfg->db_path);
@@ -1987,14 +2388,12 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
         prs_server_stop(s);
         return PRS_EIO;
     }
-    if (s->cfg.retention_s >= 0) {
-        if (pthread_create(&s->janitor, NULL, janitor_main, s) != 0) {
-            prs_error_set(err, PRS_EIO, "cannot start the retention thread");
-            prs_server_stop(s);
-            return PRS_EIO;
-        }
-        s->janitor_started = 1;
+    if (pthread_create(&s->janitor, NULL, janitor_main, s) != 0) {
+        prs_error_set(err, PRS_EIO, "cannot start the janitor thread");
+        prs_server_stop(s);
+        return PRS_EIO;
     }
+    s->janitor_started = 1;
     /* Two threads for large bodies, one can parse while the other holds the store, niced so
      * that the HTTP workers' polls come first on a busy machine. */
     if (workq_start(2, 5, &s->heavy, err) != 0 || start_http(s, &addr, err) != 0) {

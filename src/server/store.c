@@ -84,6 +84,9 @@ static const char *const MIGRATE[STORE_SCHEMA_VERSION] = {
           " job_id TEXT NOT NULL REFERENCES jobs(id), sweep_index INTEGER NOT NULL,"
           " se_pct REAL NOT NULL, iterations INTEGER NOT NULL,"
           " PRIMARY KEY(job_id, sweep_index));",
+    /* Deleting a measurement makes SQLite look for windows that still point at it (the foreign
+     * key): without this index, a scan of every window of every job per measurement. */
+    [7] = "CREATE INDEX IF NOT EXISTS windows_measurement ON windows(measurement_id);",
 };
 
 enum {
@@ -126,6 +129,10 @@ enum {
     Q_DEL_PIPES,
     Q_DEL_JOB,
     Q_SPREAD,
+    Q_MARK_DELETING,
+    Q_NEXT_DELETING,
+    Q_PURGE_WINDOWS,
+    Q_PURGE_MEAS,
     Q_COUNT
 };
 
@@ -141,7 +148,7 @@ static const char *const SQL[Q_COUNT] = {
                   " bp_measured_w=?7, bp_used_w=?8, finished_unix=?9 WHERE id=?1",
     [Q_ALL_JOBS] = "SELECT id, token_hash, spec, config_key, phase, reason, sweep_index, round,"
                    " planning_s, created_unix, bp_measured_w, bp_used_w, finished_unix FROM jobs"
-                   " ORDER BY created_unix, rowid",
+                   " WHERE phase<>'" STORE_PHASE_DELETING "' ORDER BY created_unix, rowid",
     [Q_JOB_BP] = "SELECT bp_measured_w, bp_used_w FROM jobs WHERE id=?1",
     [Q_INS_RANK] = "INSERT INTO ranks(job_id, rank, dp, pp, tp, gpu) VALUES(?1,?2,?3,?4,?5,?6)",
     [Q_RANKS] = "SELECT rank, dp, pp, tp FROM ranks WHERE job_id=?1",
@@ -171,6 +178,9 @@ static const char *const SQL[Q_COUNT] = {
     [Q_FIND_FRONTIER] = "SELECT f.job_id FROM frontiers f JOIN jobs j ON j.id=f.job_id"
                         " WHERE f.config_key=?1 AND f.config_key<>''"
                         " AND j.phase IN ('running','done')"
+                        /* it ran: planned early and completed before its ranks were in, it
+                         * never served a plan (its pipelines are stored when it runs) */
+                        " AND EXISTS (SELECT 1 FROM pipelines p WHERE p.job_id=f.job_id)"
                         " ORDER BY j.created_unix DESC, j.rowid DESC LIMIT 1",
     [Q_PUT_PIPE] =
         "INSERT OR REPLACE INTO pipelines(job_id, dp, straggler, straggler_time_s,"
@@ -196,6 +206,12 @@ static const char *const SQL[Q_COUNT] = {
     [Q_DEL_FRONTIER] = "DELETE FROM frontiers WHERE job_id=?1",
     [Q_DEL_PIPES] = "DELETE FROM pipelines WHERE job_id=?1",
     [Q_DEL_JOB] = "DELETE FROM jobs WHERE id=?1",
+    [Q_MARK_DELETING] = "UPDATE jobs SET phase='" STORE_PHASE_DELETING "' WHERE id=?1",
+    [Q_NEXT_DELETING] = "SELECT id FROM jobs WHERE phase='" STORE_PHASE_DELETING "' LIMIT 1",
+    [Q_PURGE_WINDOWS] = "DELETE FROM windows WHERE rowid IN"
+                        " (SELECT rowid FROM windows WHERE job_id=?1 LIMIT ?2)",
+    [Q_PURGE_MEAS] = "DELETE FROM measurements WHERE id IN"
+                     " (SELECT id FROM measurements WHERE job_id=?1 LIMIT ?2)",
 };
 
 struct store {
@@ -276,9 +292,13 @@ int store_open(const char *path, int full_sync, store **out, prs_error *err)
     char *emsg = NULL;
     /* journal_size_limit: once a checkpoint has let the WAL start over, a WAL grown past it by
      * one large transaction (a profile upload) is truncated back to it */
-    char pragmas[200];
+    /* auto_vacuum: a new database keeps track of its free pages so that they can be given back
+     * to the file system a few at a time (store_vacuum_step); on an older one it changes
+     * nothing (switching needs a VACUUM of the whole file). */
+    char pragmas[240];
     snprintf(pragmas, sizeof pragmas,
-             "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s; PRAGMA foreign_keys=ON;"
+             "PRAGMA auto_vacuum=INCREMENTAL; PRAGMA journal_mode=WAL; PRAGMA synchronous=%s;"
+             " PRAGMA foreign_keys=ON;"
              " PRAGMA journal_size_limit=%ld;",
              full_sync ? "FULL" : "NORMAL", (long)STORE_WAL_LIMIT_BYTES);
     if (sqlite3_exec(s->db, pragmas, NULL, NULL, &emsg) != SQLITE_OK ||
@@ -414,6 +434,83 @@ int store_delete_job(store *s, const char *id)
         bind_text(st, 1, id);
         if (exec_done(s, st, "delete job")) return PRS_EIO;
     }
+    return 0;
+}
+
+/* The value of a PRAGMA that returns one integer, or -1. */
+static long pragma_long(store *s, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    long v = -1;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        v = (long)sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+int store_vacuum_step(store *s, long max_pages, long *left)
+{
+    *left = 0;
+    if (pragma_long(s, "PRAGMA auto_vacuum") != 2) return 0; /* not incremental: nothing to do */
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA incremental_vacuum(%ld)", max_pages > 0 ? max_pages : 1);
+    char *msg = NULL;
+    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        prs_error_set(&s->err, PRS_EIO, "incremental vacuum: %s", msg ? msg : "?");
+        sqlite3_free(msg);
+        return PRS_EIO;
+    }
+    long n = pragma_long(s, "PRAGMA freelist_count");
+    if (n < 0) return db_fail(s, "freelist count");
+    *left = n;
+    return 0;
+}
+
+int store_mark_deleting(store *s, const char *id)
+{
+    sqlite3_stmt *st = stmt(s, Q_MARK_DELETING);
+    bind_text(st, 1, id);
+    return exec_done(s, st, "mark job deleted");
+}
+
+int store_next_deleting(store *s, char id_out[32])
+{
+    id_out[0] = '\0';
+    sqlite3_stmt *st = stmt(s, Q_NEXT_DELETING);
+    int rc = sqlite3_step(st), r = 0;
+    if (rc == SQLITE_ROW) {
+        const unsigned char *t = sqlite3_column_text(st, 0);
+        snprintf(id_out, 32, "%s", t ? (const char *)t : "");
+    } else if (rc != SQLITE_DONE) {
+        r = db_fail(s, "find deleted job");
+    }
+    sqlite3_reset(st);
+    return r;
+}
+
+/* Delete at most max_rows rows of one of the job's large tables (q): their number, or -1. */
+static long purge_some(store *s, int q, const char *id, long max_rows)
+{
+    sqlite3_stmt *st = stmt(s, q);
+    bind_text(st, 1, id);
+    sqlite3_bind_int64(st, 2, max_rows);
+    if (exec_done(s, st, "purge deleted job")) return -1;
+    return (long)sqlite3_changes(s->db);
+}
+
+int store_purge_step(store *s, const char *id, long max_rows, long *deleted, int *done)
+{
+    *deleted = 0;
+    *done = 0;
+    /* Children first: windows point at measurements, everything at the job. */
+    long n = purge_some(s, Q_PURGE_WINDOWS, id, max_rows);
+    if (n == 0) n = purge_some(s, Q_PURGE_MEAS, id, max_rows);
+    if (n < 0) return PRS_EIO;
+    *deleted = n;
+    if (n > 0) return 0;
+    if (store_delete_job(s, id)) return PRS_EIO; /* the small tables and the job's row */
+    *done = 1;
     return 0;
 }
 

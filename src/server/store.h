@@ -23,8 +23,9 @@ typedef struct store store;
  * time. 4: each pipeline's pace. 5: each pipeline's newest iteration and the aggregates of the
  * results posted after profiling (no row per iteration after profiling). 6: the plan rules of
  * running jobs, and the last rule each pipeline applied. 7: the precision each profiled clock
- * reached. An older database is upgraded in place when opened. */
-#define STORE_SCHEMA_VERSION 7
+ * reached. 8: an index on windows(measurement_id), so that deleting a measurement does not scan
+ * every window (the foreign key's check). An older database is upgraded in place when opened. */
+#define STORE_SCHEMA_VERSION 8
 
 /* The size a WAL file is brought back to after a large transaction (PRAGMA journal_size_limit):
  * about what SQLite's automatic checkpoint lets it reach in normal use (1,000 pages of 4 KiB). */
@@ -68,7 +69,24 @@ int store_set_job_spec(store *s, const char *id, const char *spec_json);
 /* Delete a job and every row it owns (ranks, measurements, windows, profile, frontier,
  * pipelines). */
 int store_delete_job(store *s, const char *id);
-/* Calls fn for every job (oldest first). */
+/* The phase a job's row has between its deletion and the purge of its rows (store_purge_step):
+ * store_each_job skips it, so a restart does not bring the job back. */
+#define STORE_PHASE_DELETING "deleting"
+
+/* Mark a job deleted (STORE_PHASE_DELETING): one row updated, whatever the job holds. */
+int store_mark_deleting(store *s, const char *id);
+/* A job marked deleted whose rows are not purged yet: its id into id_out, or "" when none. */
+int store_next_deleting(store *s, char id_out[32]);
+/* One bounded step of purging a job marked deleted, for the caller's transaction: at most
+ * max_rows of its windows, else of its measurements (*deleted: how many), else its remaining rows
+ * (a few per pipeline, rank and rule) and the job's own row (*done set). Call it again until
+ * *done: each step's cost is bounded by max_rows, whatever the job holds. */
+int store_purge_step(store *s, const char *id, long max_rows, long *deleted, int *done);
+/* Give back to the file system at most max_pages of the database's free pages (what deleted
+ * rows left), in the caller's transaction or its own; *left: the free pages still held. A
+ * database made before this server (auto_vacuum off) gives nothing back (*left 0). */
+int store_vacuum_step(store *s, long max_pages, long *left);
+/* Calls fn for every job (oldest first) but those marked deleted. */
 int store_each_job(store *s, int (*fn)(void *ud, const store_job_row *j), void *ud);
 /* Blocking power measured and used by one job (0 when not known, or no such job). */
 int store_job_blocking_power(store *s, const char *id, double *measured_w, double *used_w);

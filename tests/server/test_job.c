@@ -447,10 +447,45 @@ static void test_config_key(void **state)
 
 /* ---- running jobs for the plan-switch and straggler tests ---- */
 
-/* A job of the given spec in running: a GPU-model profile (stage s takes 1 + s/10 of the
- * reference time) uploaded while registering, planned, then every rank registered with rank =
- * slot index (dp, pp, tp). */
-static job *running_job(const char *id, const char *spec_text)
+static job *early_planned_job(const char *id, const char *spec_text);
+static job *running_job(const char *id, const char *spec_text);
+
+/* A frontier planned before the ranks were in, of a job completed before they were, never
+ * served a plan: it is not reused (the docs promise it), while a job that ran is. */
+static void test_early_frontier_not_reused(void **state)
+{
+    (void)state;
+    static const char SPEC[] =
+        "{\"stages\":2,\"microbatches\":2,\"dp\":1,\"clocks_mhz\":[1410,1200,1000],"
+        "\"blocking_power_w\":83.64,\"model\":\"early-model\","
+        "\"reuse_key\":\"a-team-secret-of-some-length\"}";
+    job *a = early_planned_job("AAAAAAAAAAAAEAR1", SPEC);
+    api_err e = {0};
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_complete(a, st, &e)), 0);
+    assert_int_equal(a->phase, JOB_DONE);
+    req_job_spec s;
+    prs_error err;
+    assert_int_equal(req_parse_job_spec(SPEC, strlen(SPEC), &s, &err), 0);
+    uint8_t h[32] = {5};
+    job *b = NULL;
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_create(st, &s, "AAAAAAAAAAAAEAR2", h, 2, &b, &e)), 0);
+    assert_null(b->frontier);
+    job *c = running_job("AAAAAAAAAAAAEAR3", SPEC);
+    job *d = NULL;
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(tx_ok(job_create(st, &s, "AAAAAAAAAAAAEAR4", h, 3, &d, &e)), 0);
+    assert_non_null(d->frontier);
+    job_free(a);
+    job_free(b);
+    job_free(c);
+    job_free(d);
+}
+
+/* A job of the given spec still registering with a frontier: a GPU-model profile (stage s
+ * takes 1 + s/10 of the reference time) uploaded while registering, and planned. */
+static job *early_planned_job(const char *id, const char *spec_text)
 {
     req_job_spec s;
     prs_error err;
@@ -487,6 +522,17 @@ static job *running_job(const char *id, const char *spec_text)
     assert_int_equal(store_begin(st), 0);
     assert_int_equal(tx_ok(job_plan_finished(j, st, f, plans, plen, 0.1, NULL, &e)), 0);
     free(plans);
+    assert_int_equal(j->phase, JOB_REGISTERING);
+    return j;
+}
+
+/* The same, then every rank registered with rank = slot index (dp, pp, tp): running. */
+static job *running_job(const char *id, const char *spec_text)
+{
+    job *j = early_planned_job(id, spec_text);
+    req_job_spec s = j->spec;
+    int action = 0;
+    api_err e = {0};
     for (int r = 0; r < j->world; r++) {
         int tp = r % s.tp, pp = r / s.tp % s.stages, dp = r / s.tp / s.stages, created;
         req_rank rr = {r, dp, pp, tp, ""};
@@ -1363,6 +1409,7 @@ int main(void)
         cmocka_unit_test(test_registration_and_sweep),
         cmocka_unit_test(test_dominated_clock_ends_sweep),
         cmocka_unit_test(test_profile_upload_and_failure),
+        cmocka_unit_test(test_early_frontier_not_reused),
         cmocka_unit_test(test_config_key),
         cmocka_unit_test(test_switch_iteration),
         cmocka_unit_test(test_switch_lead_pace),

@@ -346,9 +346,12 @@ static void test_time_limit(void **state)
     double t0 = harness_now();
     const char *phase = "planning";
     json_t *st = NULL;
+    double elapsed_max = 0; /* planning.elapsed_s while planning: counts up from the start */
     for (;;) {
         st = status(&x, &a, &r);
         phase = json_str(st, "phase");
+        double el = json_num(json_object_get(st, "planning"), "elapsed_s");
+        if (strcmp(phase, "planning") == 0 && el > elapsed_max) elapsed_max = el;
         if (strcmp(phase, "planning") != 0 || harness_now() - t0 >= 5) break;
         http_reply_free(&r); /* the last reply is kept for the checks below */
         harness_sleep_ms(20);
@@ -358,6 +361,8 @@ static void test_time_limit(void **state)
                   json_str(st, "reason"));
     assert_string_equal(phase, "failed");
     assert_non_null(strstr(json_str(st, "reason"), "--plan-timeout"));
+    print_message("planning.elapsed_s seen while planning: up to %.3f s\n", elapsed_max);
+    assert_true(elapsed_max > 0);
     assert_true(secs < 1.5);
     http_reply_free(&r);
     stop(&x, 1);

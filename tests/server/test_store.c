@@ -137,6 +137,10 @@ static void test_v1_upgrades_in_place(void **state)
     const char *msg = err.msg;
     assert_int_equal(store_open(db, 0, &s, &err), 0);
     assert_int_equal(query_int("PRAGMA user_version"), STORE_SCHEMA_VERSION);
+    /* Version 8: deleting a measurement finds its windows through an index, not a scan. */
+    assert_int_equal(query_int("SELECT count(*) FROM pragma_index_list('windows') WHERE"
+                               " name='windows_measurement'"),
+                     1);
 
     store_job_row j;
     memset(&j, 0, sizeof j);
@@ -244,6 +248,128 @@ static void test_new_database(void **state)
                      4);
 }
 
+static int count_jobs(void *ud, const store_job_row *j)
+{
+    (void)j;
+    (*(int *)ud)++;
+    return 0;
+}
+
+/* A deleted job is marked in one statement, skipped by the job walk (a restart does not bring it
+ * back) and purged in steps of at most max_rows rows each, windows first, then measurements,
+ * then the rest; the other jobs' rows stay. */
+static void test_purge_in_bounded_steps(void **state)
+{
+    (void)state;
+    char path[320];
+    snprintf(path, sizeof path, "%s/purge.db", dir);
+    store *s = NULL;
+    prs_error err = {0, ""};
+    assert_int_equal(store_open(path, 0, &s, &err), 0);
+    static const uint8_t hash[32] = {0};
+    const char *ids[2] = {"PURGEPURGEPURGE1", "KEEPKEEPKEEPKEE2"};
+    assert_int_equal(store_begin(s), 0);
+    for (int k = 0; k < 2; k++) {
+        store_job_row j = {ids[k], hash, "{}", "", "profiling", "", 0, 0, 0, 1, 0, 0, 0};
+        assert_int_equal(store_insert_job(s, &j), 0);
+        assert_int_equal(store_insert_rank(s, ids[k], 0, 0, 0, 0, "gpu"), 0);
+        for (int m = 0; m < 5; m++) {
+            store_meas_row row = {0, "profiling", 0, m, 1410, 1, 100, 0, -1, 0, 1};
+            long long mid;
+            assert_int_equal(store_insert_measurement(s, ids[k], &row, &mid), 0);
+            for (int w = 0; w < 7; w++)
+                assert_int_equal(store_insert_window(s, ids[k], mid, 0, 0, w, 1410, 0.1, 1, 1), 0);
+        }
+    }
+    assert_int_equal(store_mark_deleting(s, ids[0]), 0);
+    assert_int_equal(store_commit(s), 0);
+    int njobs = 0;
+    assert_int_equal(store_each_job(s, count_jobs, &njobs), 0);
+    assert_int_equal(njobs, 1);
+    store_close(s);
+
+    /* A restart finds the deletion to finish. */
+    assert_int_equal(store_open(path, 0, &s, &err), 0);
+    char id[32];
+    assert_int_equal(store_next_deleting(s, id), 0);
+    assert_string_equal(id, ids[0]);
+    long per_step[16], n = 0;
+    int done = 0, steps = 0;
+    while (!done && steps < 16) {
+        assert_int_equal(store_begin(s), 0);
+        assert_int_equal(store_purge_step(s, id, 10, &n, &done), 0);
+        assert_int_equal(store_commit(s), 0);
+        per_step[steps++] = n;
+    }
+    /* 35 windows in 10, 10, 10, 5; 5 measurements; then the rest with the job's row. */
+    assert_int_equal(steps, 6);
+    static const long WANT[6] = {10, 10, 10, 5, 5, 0};
+    for (int k = 0; k < 6; k++)
+        assert_int_equal(per_step[k], WANT[k]);
+    assert_int_equal(store_next_deleting(s, id), 0);
+    assert_string_equal(id, "");
+    assert_int_equal(store_count_measurements(s, ids[0]), 0);
+    assert_int_equal(store_count_measurements(s, ids[1]), 5);
+    njobs = 0;
+    assert_int_equal(store_each_job(s, count_jobs, &njobs), 0);
+    assert_int_equal(njobs, 1);
+    store_close(s);
+    snprintf(db, sizeof db, "%s", path);
+    assert_int_equal(query_int("SELECT count(*) FROM windows"), 35);
+    assert_int_equal(query_int("SELECT count(*) FROM ranks"), 1);
+}
+
+/* A new database gives the space of purged rows back to the file system (incremental
+ * auto-vacuum), a bounded number of pages per step: its page count falls back and no free page
+ * is left. */
+static void test_purge_gives_space_back(void **state)
+{
+    (void)state;
+    char path[320];
+    snprintf(path, sizeof path, "%s/vacuum.db", dir);
+    store *s = NULL;
+    prs_error err = {0, ""};
+    assert_int_equal(store_open(path, 0, &s, &err), 0);
+    snprintf(db, sizeof db, "%s", path);
+    assert_int_equal(query_int("PRAGMA auto_vacuum"), 2);
+    long long empty = query_int("PRAGMA page_count");
+    static const uint8_t hash[32] = {0};
+    const char *id = "VACUUMVACUUMVAC1";
+    assert_int_equal(store_begin(s), 0);
+    store_job_row j = {id, hash, "{}", "", "profiling", "", 0, 0, 0, 1, 0, 0, 0};
+    assert_int_equal(store_insert_job(s, &j), 0);
+    for (int m = 0; m < 100; m++) {
+        store_meas_row row = {0, "profiling", 0, m, 1410, 1, 100, 0, -1, 0, 1};
+        long long mid;
+        assert_int_equal(store_insert_measurement(s, id, &row, &mid), 0);
+        for (int w = 0; w < 200; w++)
+            assert_int_equal(store_insert_window(s, id, mid, 0, 0, w, 1410, 0.1, 1, 1), 0);
+    }
+    assert_int_equal(store_mark_deleting(s, id), 0);
+    assert_int_equal(store_commit(s), 0);
+    long long full = query_int("PRAGMA page_count");
+    assert_true(full > empty + 100);
+    long n = 0;
+    int done = 0;
+    while (!done) {
+        assert_int_equal(store_begin(s), 0);
+        assert_int_equal(store_purge_step(s, id, 5000, &n, &done), 0);
+        assert_int_equal(store_commit(s), 0);
+    }
+    long left = 0, steps = 0, last = -1;
+    do {
+        assert_int_equal(store_vacuum_step(s, 64, &left), 0);
+        /* each step gives back pages, at most 64 */
+        assert_true(last < 0 || (left < last && left >= last - 64));
+        last = left;
+    } while (left > 0 && ++steps < 10000);
+    assert_int_equal(left, 0);
+    assert_true(steps > 1);
+    store_close(s);
+    assert_int_equal(query_int("PRAGMA freelist_count"), 0);
+    assert_true(query_int("PRAGMA page_count") < full / 2);
+}
+
 /* A 12 MB profile grows the WAL to its size; once a checkpoint has run, the next transactions
  * bring the file back to STORE_WAL_LIMIT_BYTES instead of keeping it at 12 MB. */
 static void test_wal_shrinks_after_large_transaction(void **state)
@@ -295,6 +421,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_v1_upgrades_in_place),
         cmocka_unit_test(test_new_database),
+        cmocka_unit_test(test_purge_in_bounded_steps),
+        cmocka_unit_test(test_purge_gives_space_back),
         cmocka_unit_test(test_wal_shrinks_after_large_transaction),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
