@@ -1,0 +1,259 @@
+/* perseus monitor: the energy and average power of a command's run on each GPU (perseus/monitor.h,
+ * docs/monitor.md), and with --csv a power trace. Parse (options and the command after --), run
+ * (open the monitor, one window over the whole run, fork and exec the command, trace windows
+ * every --interval while it runs, wait for it) and print (a line per GPU on stderr, so the
+ * command's own output stays clean; --json FILE for scripts). The command's exit status is ours.
+ *
+ * The parent waits for the child with sigtimedwait on a blocked SIGCHLD, so it wakes at the
+ * child's exit or at the next trace instant, whichever comes first; it ignores SIGINT and SIGQUIT
+ * meanwhile, as time(1) does: a Ctrl-C stops the command, and the report is still printed. */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "perseus/clock.h"
+#include "perseus/monitor.h"
+#include "perseus/numfmt.h"
+
+static const char usage[] =
+    "usage: perseus monitor [--gpus LIST] [--csv FILE [--interval SEC]] [--json FILE]\n"
+    "                       -- COMMAND [ARG...]\n"
+    "\n"
+    "Run COMMAND and report the energy each GPU used over its run and its average power,\n"
+    "on stderr. The exit status is COMMAND's (128 + N when killed by signal N).\n"
+    "\n"
+    "  --gpus LIST      comma-separated GPUs: nvml:INDEX, nvml:uuid=GPU-..., nvml:pci=...,\n"
+    "                   sim:PRESET (an idle simulated GPU); default: every NVIDIA GPU\n"
+    "  --csv FILE       also write a power trace: time_s,gpu,power_w,energy_j,estimate, one\n"
+    "                   row per GPU every --interval\n"
+    "  --interval SEC   the trace's period, 0.05 to 3600 (default 1)\n"
+    "  --json FILE      also write the report as JSON\n"
+    "  -h, --help       this help\n"
+    "\n"
+    "A figure the GPU's energy counter could not measure (a run shorter than the counter's\n"
+    "refresh period) is marked 'estimate'.\n"
+    "\n"
+    "examples:\n"
+    "  perseus monitor -- python train.py\n"
+    "  perseus monitor --gpus sim:a100 --csv power.csv --interval 0.5 -- sleep 2\n";
+
+typedef struct monitor_args {
+    const char *gpus, *csv, *json;
+    double interval_s;
+    int interval_given;
+    char **command;
+} monitor_args;
+
+static int parse(int argc, char **argv, monitor_args *a, int *done)
+{
+    static const struct option opts[] = {
+        {"gpus", required_argument, 0, 'g'},     {"csv", required_argument, 0, 'c'},
+        {"interval", required_argument, 0, 'i'}, {"json", required_argument, 0, 'j'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+    memset(a, 0, sizeof *a);
+    a->interval_s = 1;
+    *done = 0;
+    int c;
+    optind = 1;
+    opterr = 0;
+    /* "+": stop at the first non-option, so the command's own options are left alone */
+    while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'g':
+            a->gpus = optarg;
+            break;
+        case 'c':
+            a->csv = optarg;
+            break;
+        case 'i':
+            if (prs_num_parse_double(optarg, &a->interval_s) || !(a->interval_s >= 0.05) ||
+                a->interval_s > 3600)
+                return prs_cli_usage_error("monitor", "--interval: expected 0.05 to 3600 s, got",
+                                           optarg);
+            a->interval_given = 1;
+            break;
+        case 'j':
+            a->json = optarg;
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            *done = 1;
+            return 0;
+        case ':':
+            return prs_cli_usage_error("monitor", "missing value for", argv[optind - 1]);
+        default:
+            return prs_cli_unknown_option("monitor", argv[optind - 1], opts);
+        }
+    }
+    if (a->interval_given && !a->csv)
+        return prs_cli_usage_error("monitor", "--interval is the --csv trace's period: give --csv",
+                                   NULL);
+    if (optind >= argc)
+        return prs_cli_usage_error("monitor", "missing the command to run (after --)", NULL);
+    a->command = argv + optind;
+    return 0;
+}
+
+/* The trace: one window per period, the next begun before the last is ended (no gap). */
+typedef struct trace {
+    FILE *f;
+    prs_monitor *m;
+    double t0_s, next_s, period_s;
+    int k; /* the open window is "trace-(k % 2)" */
+} trace;
+
+static int trace_tick(trace *tr, prs_monitor_reading *r)
+{
+    char open[16], next[16];
+    snprintf(open, sizeof open, "trace-%d", tr->k % 2);
+    snprintf(next, sizeof next, "trace-%d", (tr->k + 1) % 2);
+    prs_error err = {0, ""};
+    double t = prs_mono_s() - tr->t0_s;
+    if (prs_monitor_begin_window(tr->m, next, &err) ||
+        prs_monitor_end_window(tr->m, open, r, PRS_MONITOR_MAX_GPUS, &err)) {
+        fprintf(stderr, "perseus monitor: trace: %s\n", err.msg);
+        return -1;
+    }
+    tr->k++;
+    for (int i = 0; i < prs_monitor_gpus(tr->m); i++)
+        fprintf(tr->f, "%.6f,%d,%.6g,%.6g,%d\n", t, i,
+                r[i].time_s > 0 ? r[i].energy_j / r[i].time_s : 0, r[i].energy_j, r[i].estimate);
+    fflush(tr->f);
+    return 0;
+}
+
+/* Fork and exec the command with SIGCHLD blocked in the parent (restored in the child). */
+static pid_t spawn(char **command, const sigset_t *old)
+{
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    sigprocmask(SIG_SETMASK, old, NULL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGQUIT, SIG_DFL);
+    execvp(command[0], command);
+    fprintf(stderr, "perseus monitor: cannot run '%s': %s\n", command[0], strerror(errno));
+    _exit(errno == ENOENT ? 127 : 126);
+}
+
+/* Wait for pid, ticking the trace (tr may be NULL); its exit status as a shell reports it. */
+static int wait_child(pid_t pid, const sigset_t *chld, trace *tr, prs_monitor_reading *r)
+{
+    for (;;) {
+        int st;
+        pid_t got = waitpid(pid, &st, WNOHANG);
+        if (got == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (got < 0 && errno != EINTR) return 1;
+        double left = tr ? tr->next_s - prs_mono_s() : 3600;
+        if (tr && left <= 0) {
+            if (trace_tick(tr, r))
+                tr = NULL;
+            else
+                tr->next_s += tr->period_s;
+            continue;
+        }
+        struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+        sigtimedwait(chld, NULL, &ts);
+    }
+}
+
+static void report(const monitor_args *a, prs_monitor *m, const prs_monitor_reading *r, int status)
+{
+    fprintf(stderr, "perseus monitor: '%s' ran %.3f s, exit status %d\n", a->command[0],
+            r[0].time_s, status);
+    for (int i = 0; i < prs_monitor_gpus(m); i++)
+        fprintf(stderr, "  GPU %d %s: %.6g J, %.6g W average%s\n", i, prs_monitor_gpu_name(m, i),
+                r[i].energy_j, r[i].time_s > 0 ? r[i].energy_j / r[i].time_s : 0,
+                r[i].estimate ? " (estimate)" : "");
+    if (!a->json) return;
+    json_t *gpus = json_array();
+    for (int i = 0; i < prs_monitor_gpus(m); i++)
+        json_array_append_new(gpus, json_pack("{s:i, s:s, s:f, s:f, s:f, s:b}", "gpu", i, "name",
+                                              prs_monitor_gpu_name(m, i), "time_s", r[i].time_s,
+                                              "energy_j", r[i].energy_j, "power_w",
+                                              r[i].time_s > 0 ? r[i].energy_j / r[i].time_s : 0.0,
+                                              "estimate", r[i].estimate));
+    json_t *o = json_pack("{s:s, s:i, s:f, s:o}", "command", a->command[0], "exit_status", status,
+                          "time_s", r[0].time_s, "gpus", gpus);
+    if (!o || json_dump_file(o, a->json, JSON_INDENT(2)) != 0)
+        fprintf(stderr, "perseus monitor: cannot write %s\n", a->json);
+    json_decref(o);
+}
+
+/* Open the monitor on --gpus (or every NVIDIA GPU): 0, or the exit status (message printed). */
+static int open_monitor(const monitor_args *a, prs_monitor **m)
+{
+    char buf[4096];
+    const char *specs[PRS_MONITOR_MAX_GPUS];
+    int n = prs_cli_gpu_specs("monitor", a->gpus, buf, sizeof buf, specs, PRS_MONITOR_MAX_GPUS);
+    if (n < 0) return -n;
+    prs_error err = {0, ""};
+    if (prs_monitor_open(specs, n, m, &err)) {
+        fprintf(stderr, "perseus monitor: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+int prs_cmd_monitor(int argc, char **argv)
+{
+    monitor_args a;
+    int done, rc = parse(argc, argv, &a, &done);
+    if (rc || done) return rc;
+    if (!a.command || !a.command[0]) return 2; /* parse has said why; stated for the analyzer */
+    trace tr = {0};
+    if (a.csv) {
+        if (prs_cli_make_parent("monitor", a.csv)) return 1;
+        if (!(tr.f = fopen(a.csv, "w"))) {
+            fprintf(stderr, "perseus monitor: cannot write %s: %s\n", a.csv, strerror(errno));
+            return 1;
+        }
+        fputs("time_s,gpu,power_w,energy_j,estimate\n", tr.f);
+    }
+    prs_monitor *m = NULL;
+    if ((rc = open_monitor(&a, &m)) != 0) {
+        if (tr.f) fclose(tr.f);
+        return rc;
+    }
+    static prs_monitor_reading r[PRS_MONITOR_MAX_GPUS], tick[PRS_MONITOR_MAX_GPUS];
+    sigset_t chld, old;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, &old);
+    prs_error err = {0, ""};
+    tr.m = m;
+    tr.period_s = a.interval_s;
+    tr.t0_s = prs_mono_s();
+    tr.next_s = tr.t0_s + tr.period_s;
+    int status = 1;
+    if (prs_monitor_begin_window(m, "run", &err) ||
+        (tr.f && prs_monitor_begin_window(m, "trace-0", &err))) {
+        fprintf(stderr, "perseus monitor: %s\n", err.msg);
+    } else {
+        void (*old_int)(int) = signal(SIGINT, SIG_IGN), (*old_quit)(int) = signal(SIGQUIT, SIG_IGN);
+        pid_t pid = spawn(a.command, &old);
+        if (pid < 0)
+            fprintf(stderr, "perseus monitor: cannot start '%s': %s\n", a.command[0],
+                    strerror(errno));
+        else
+            status = wait_child(pid, &chld, tr.f ? &tr : NULL, tick);
+        signal(SIGINT, old_int);
+        signal(SIGQUIT, old_quit);
+        if (prs_monitor_end_window(m, "run", r, PRS_MONITOR_MAX_GPUS, &err))
+            fprintf(stderr, "perseus monitor: %s\n", err.msg);
+        else if (pid > 0)
+            report(&a, m, r, status);
+        if (tr.f && pid > 0) trace_tick(&tr, tick); /* the last stretch, after the report's */
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    prs_monitor_close(m);
+    if (tr.f && fclose(tr.f) != 0) fprintf(stderr, "perseus monitor: cannot write %s\n", a.csv);
+    return status;
+}
