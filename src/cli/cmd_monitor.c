@@ -4,12 +4,13 @@
  * every --interval while it runs, wait for it) and print (a line per GPU on stderr, so the
  * command's own output stays clean; --json FILE for scripts). The command's exit status is ours.
  *
- * The parent waits for the child with sigtimedwait on a blocked SIGCHLD, so it wakes at the
- * child's exit or at the next trace instant, whichever comes first; it ignores SIGINT and SIGQUIT
- * meanwhile, as time(1) does: a Ctrl-C stops the command, and the report is still printed. */
+ * The trace is ticked by a thread of its own (an end_window waits for the counter), so the run's
+ * window ends as soon as the command does. The parent ignores SIGINT and SIGQUIT while the
+ * command runs, as time(1) does: a Ctrl-C stops the command, and the report is still printed. */
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,15 +103,21 @@ static int parse(int argc, char **argv, monitor_args *a, int *done)
     return 0;
 }
 
-/* The trace: one window per period, the next begun before the last is ended (no gap). */
+/* The trace: one window per period, the next begun before the last is ended (no gap), ticked by
+ * a thread of its own so that waiting for the counter never delays noticing the command's end. */
 typedef struct trace {
     FILE *f;
     prs_monitor *m;
-    double t0_s, next_s, period_s;
+    double t0_s, period_s;
     int k; /* the open window is "trace-(k % 2)" */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop, started;
+    pthread_t thread;
+    prs_monitor_reading r[PRS_MONITOR_MAX_GPUS];
 } trace;
 
-static int trace_tick(trace *tr, prs_monitor_reading *r)
+static int trace_tick(trace *tr)
 {
     char open[16], next[16];
     snprintf(open, sizeof open, "trace-%d", tr->k % 2);
@@ -118,24 +125,55 @@ static int trace_tick(trace *tr, prs_monitor_reading *r)
     prs_error err = {0, ""};
     double t = prs_mono_s() - tr->t0_s;
     if (prs_monitor_begin_window(tr->m, next, &err) ||
-        prs_monitor_end_window(tr->m, open, r, PRS_MONITOR_MAX_GPUS, &err)) {
+        prs_monitor_end_window(tr->m, open, tr->r, PRS_MONITOR_MAX_GPUS, &err)) {
         fprintf(stderr, "perseus monitor: trace: %s\n", err.msg);
         return -1;
     }
     tr->k++;
-    for (int i = 0; i < prs_monitor_gpus(tr->m); i++)
-        fprintf(tr->f, "%.6f,%d,%.6g,%.6g,%d\n", t, i,
-                r[i].time_s > 0 ? r[i].energy_j / r[i].time_s : 0, r[i].energy_j, r[i].estimate);
+    for (int i = 0; i < prs_monitor_gpus(tr->m); i++) {
+        const prs_monitor_reading *r = &tr->r[i];
+        fprintf(tr->f, "%.6f,%d,%.6g,%.6g,%d\n", t, i, r->time_s > 0 ? r->energy_j / r->time_s : 0,
+                r->energy_j, r->estimate);
+    }
     fflush(tr->f);
     return 0;
 }
 
-/* Fork and exec the command with SIGCHLD blocked in the parent (restored in the child). */
-static pid_t spawn(char **command, const sigset_t *old)
+static void *trace_main(void *arg)
+{
+    trace *tr = arg;
+    double next = tr->t0_s + tr->period_s;
+    pthread_mutex_lock(&tr->mu);
+    while (!tr->stop) {
+        struct timespec ts = prs_mono_timespec(next);
+        if (pthread_cond_timedwait(&tr->cv, &tr->mu, &ts) != ETIMEDOUT) continue;
+        pthread_mutex_unlock(&tr->mu);
+        int bad = trace_tick(tr);
+        pthread_mutex_lock(&tr->mu);
+        if (bad) break;
+        next += tr->period_s;
+        if (next < prs_mono_s()) next = prs_mono_s(); /* fell behind: do not catch up */
+    }
+    pthread_mutex_unlock(&tr->mu);
+    return NULL;
+}
+
+static void trace_stop(trace *tr)
+{
+    if (!tr->started) return;
+    pthread_mutex_lock(&tr->mu);
+    tr->stop = 1;
+    pthread_cond_broadcast(&tr->cv);
+    pthread_mutex_unlock(&tr->mu);
+    pthread_join(tr->thread, NULL);
+    tr->started = 0;
+}
+
+/* Fork and exec the command (SIGINT and SIGQUIT back to their defaults in the child). */
+static pid_t spawn(char **command)
 {
     pid_t pid = fork();
     if (pid != 0) return pid;
-    sigprocmask(SIG_SETMASK, old, NULL);
     signal(SIGINT, SIG_DFL);
     signal(SIGQUIT, SIG_DFL);
     execvp(command[0], command);
@@ -143,25 +181,13 @@ static pid_t spawn(char **command, const sigset_t *old)
     _exit(errno == ENOENT ? 127 : 126);
 }
 
-/* Wait for pid, ticking the trace (tr may be NULL); its exit status as a shell reports it. */
-static int wait_child(pid_t pid, const sigset_t *chld, trace *tr, prs_monitor_reading *r)
+/* Wait for pid; its exit status as a shell reports it. */
+static int wait_child(pid_t pid)
 {
-    for (;;) {
-        int st;
-        pid_t got = waitpid(pid, &st, WNOHANG);
-        if (got == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        if (got < 0 && errno != EINTR) return 1;
-        double left = tr ? tr->next_s - prs_mono_s() : 3600;
-        if (tr && left <= 0) {
-            if (trace_tick(tr, r))
-                tr = NULL;
-            else
-                tr->next_s += tr->period_s;
-            continue;
-        }
-        struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
-        sigtimedwait(chld, NULL, &ts);
-    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) return 1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 static void report(const monitor_args *a, prs_monitor *m, const prs_monitor_reading *r, int status)
@@ -222,37 +248,40 @@ int prs_cmd_monitor(int argc, char **argv)
         if (tr.f) fclose(tr.f);
         return rc;
     }
-    static prs_monitor_reading r[PRS_MONITOR_MAX_GPUS], tick[PRS_MONITOR_MAX_GPUS];
-    sigset_t chld, old;
-    sigemptyset(&chld);
-    sigaddset(&chld, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &chld, &old);
+    static prs_monitor_reading r[PRS_MONITOR_MAX_GPUS];
     prs_error err = {0, ""};
     tr.m = m;
     tr.period_s = a.interval_s;
     tr.t0_s = prs_mono_s();
-    tr.next_s = tr.t0_s + tr.period_s;
     int status = 1;
     if (prs_monitor_begin_window(m, "run", &err) ||
         (tr.f && prs_monitor_begin_window(m, "trace-0", &err))) {
         fprintf(stderr, "perseus monitor: %s\n", err.msg);
     } else {
+        if (tr.f && prs_sync_init_mono(&tr.mu, &tr.cv) == 0)
+            tr.started = pthread_create(&tr.thread, NULL, trace_main, &tr) == 0;
+        if (tr.f && !tr.started) fprintf(stderr, "perseus monitor: trace: cannot start\n");
         void (*old_int)(int) = signal(SIGINT, SIG_IGN), (*old_quit)(int) = signal(SIGQUIT, SIG_IGN);
-        pid_t pid = spawn(a.command, &old);
+        pid_t pid = spawn(a.command);
         if (pid < 0)
             fprintf(stderr, "perseus monitor: cannot start '%s': %s\n", a.command[0],
                     strerror(errno));
         else
-            status = wait_child(pid, &chld, tr.f ? &tr : NULL, tick);
+            status = wait_child(pid);
         signal(SIGINT, old_int);
         signal(SIGQUIT, old_quit);
         if (prs_monitor_end_window(m, "run", r, PRS_MONITOR_MAX_GPUS, &err))
             fprintf(stderr, "perseus monitor: %s\n", err.msg);
         else if (pid > 0)
             report(&a, m, r, status);
-        if (tr.f && pid > 0) trace_tick(&tr, tick); /* the last stretch, after the report's */
+        int traced = tr.started;
+        trace_stop(&tr);
+        if (traced && pid > 0) trace_tick(&tr); /* the last stretch, to the report's end */
+        if (traced) {
+            pthread_mutex_destroy(&tr.mu);
+            pthread_cond_destroy(&tr.cv);
+        }
     }
-    sigprocmask(SIG_SETMASK, &old, NULL);
     prs_monitor_close(m);
     if (tr.f && fclose(tr.f) != 0) fprintf(stderr, "perseus monitor: cannot write %s\n", a.csv);
     return status;
