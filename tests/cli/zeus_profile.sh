@@ -60,4 +60,31 @@ grep -v '^1,0,0,1,0,forward,1395,' "$tmp/zeus.csv" >"$tmp/hole.csv"
 line=$(grep -n '^0,0,0,0,0,forward,1395,' "$tmp/hole.csv" | cut -d: -f1)
 expect_error 2 "hole.csv:$line: stage 0 forward at 1395 MHz has no row from rank 1" \
   "$bin" plan --profile "$tmp/hole.csv" "${common[@]}" --out "$tmp/x"
+# perseusd takes the rank-level file as a job's profile upload and keeps the combined stage
+# profile: the example itself, byte for byte.
+if command -v curl >/dev/null; then
+  bin_dir=${PRS_BIN_DIR:?}
+  bin=$bin_dir start_perseusd "$(mktemp -d)"
+  spec='{"model":"m","stages":8,"microbatches":4,"dp":1,"clocks_mhz":[1410,1395],
+         "blocking_power_w":83.64}'
+  curl -sf -X POST -H 'Content-Type: application/json' "$url/v1/jobs" -d "$spec" >"$tmp/job" ||
+    fail "create a job"
+  id=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['job_id'])" "$tmp/job")
+  tok=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['token'])" "$tmp/job")
+  curl -sf -X POST -H "Authorization: Bearer $tok" --data-binary "@$tmp/zeus.csv" \
+    "$url/v1/jobs/$id/profile" >"$tmp/upload" || fail "upload the rank-level profile"
+  grep -q '"phase":"planning"' "$tmp/upload" || fail "upload: $(cat "$tmp/upload")"
+  curl -sf -H "Authorization: Bearer $tok" "$url/v1/jobs/$id/profile" >"$tmp/stored.csv"
+  cmp "$tmp/stored.csv" "$ex" || fail "perseusd stored another profile than the combined one"
+  # an inconsistent one is refused (400) with the line
+  curl -sf -X POST -H 'Content-Type: application/json' "$url/v1/jobs" -d "$spec" >"$tmp/job"
+  id=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['job_id'])" "$tmp/job")
+  tok=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['token'])" "$tmp/job")
+  code=$(curl -s -o "$tmp/upload" -w '%{http_code}' -X POST -H "Authorization: Bearer $tok" \
+    --data-binary "@$tmp/hole.csv" "$url/v1/jobs/$id/profile")
+  [[ $code == 400 ]] && grep -q ":$line: stage 0 forward at 1395 MHz has no row from rank 1" \
+    "$tmp/upload" || fail "inconsistent upload: $code $(cat "$tmp/upload")"
+else
+  echo "no curl: perseusd's upload not checked"
+fi
 echo "zeus_profile: ok"
