@@ -20,6 +20,11 @@ int prs_cmd_noise(int argc, char **argv);    /* cmd_noise.c */
 int prs_cmd_monitor(int argc, char **argv);  /* cmd_monitor.c */
 int prs_cmd_show_env(int argc, char **argv); /* cmd_show_env.c */
 
+/* perseus infer (cmd_infer.c: the table of its subcommands) and its subcommands. */
+int prs_cmd_infer(int argc, char **argv);
+int prs_cmd_infer_synth(int argc, char **argv); /* cmd_infer_synth.c */
+int prs_cmd_infer_check(int argc, char **argv); /* cmd_infer_check.c */
+
 /* Shared helpers (cli_util.c). */
 
 /* "perseus CMD: MSG 'ARG'" (or without ARG) on stderr; returns 2, the bad-usage status. */
