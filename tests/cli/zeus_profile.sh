@@ -63,8 +63,10 @@ expect_error 2 "hole.csv:$line: stage 0 forward at 1395 MHz has no row from rank
 # perseusd takes the rank-level file as a job's profile upload and keeps the combined stage
 # profile: the example itself, byte for byte.
 if command -v curl >/dev/null; then
-  bin_dir=${PRS_BIN_DIR:?}
-  bin=$bin_dir start_perseusd "$(mktemp -d)"
+  mkdir "$tmp/server"
+  bin=${PRS_BIN_DIR:?} start_perseusd "$tmp/server"
+  # start_perseusd's trap stops the server and removes its folder; remove ours too
+  trap 'kill "$perseusd_pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
   spec='{"model":"m","stages":8,"microbatches":4,"dp":1,"clocks_mhz":[1410,1395],
          "blocking_power_w":83.64}'
   curl -sf -X POST -H 'Content-Type: application/json' "$url/v1/jobs" -d "$spec" >"$tmp/job" ||
