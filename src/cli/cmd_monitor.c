@@ -1,8 +1,9 @@
 /* perseus monitor: the energy and average power of a command's run on each GPU (perseus/monitor.h,
  * docs/monitor.md), and with --csv a power trace. Parse (options and the command after --), run
  * (open the monitor, one window over the whole run, fork and exec the command, trace windows
- * every --interval while it runs, wait for it) and print (a line per GPU on stderr, so the
- * command's own output stays clean; --json FILE for scripts). The command's exit status is ours.
+ * every --interval while it runs, to --csv or as lines on stderr, wait for it) and print (a line
+ * per GPU on stderr, so the command's own output stays clean; --json FILE for scripts). The
+ * command's exit status is ours.
  *
  * The trace is ticked by a thread of its own (an end_window waits for the counter), so the run's
  * window ends as soon as the command does. The parent ignores SIGINT and SIGQUIT while the
@@ -25,7 +26,7 @@
 #include "perseus/numfmt.h"
 
 static const char usage[] =
-    "usage: perseus monitor [--gpus LIST] [--csv FILE [--interval SEC]] [--json FILE]\n"
+    "usage: perseus monitor [--gpus LIST] [--interval SEC] [--csv FILE] [--json FILE]\n"
     "                       -- COMMAND [ARG...]\n"
     "\n"
     "Run COMMAND and report the energy each GPU used over its run and its average power,\n"
@@ -35,7 +36,8 @@ static const char usage[] =
     "                   sim:PRESET (an idle simulated GPU); default: every NVIDIA GPU\n"
     "  --csv FILE       also write a power trace: time_s,gpu,power_w,energy_j,estimate, one\n"
     "                   row per GPU every --interval\n"
-    "  --interval SEC   the trace's period, 0.05 to 3600 (default 1)\n"
+    "  --interval SEC   the trace's period, 0.05 to 3600 (default 1); without --csv, a\n"
+    "                   line per period on stderr with each GPU's power\n"
     "  --json FILE      also write the report as JSON\n"
     "  -h, --help       this help\n"
     "\n"
@@ -94,9 +96,6 @@ static int parse(int argc, char **argv, monitor_args *a, int *done)
             return prs_cli_unknown_option("monitor", argv[optind - 1], opts);
         }
     }
-    if (a->interval_given && !a->csv)
-        return prs_cli_usage_error("monitor", "--interval is the --csv trace's period: give --csv",
-                                   NULL);
     if (optind >= argc)
         return prs_cli_usage_error("monitor", "missing the command to run (after --)", NULL);
     a->command = argv + optind;
@@ -109,7 +108,8 @@ typedef struct trace {
     FILE *f;
     prs_monitor *m;
     double t0_s, period_s;
-    int k; /* the open window is "trace-(k % 2)" */
+    int k;   /* the open window is "trace-(k % 2)" */
+    int csv; /* f is the --csv file; else stderr, one line per period */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int stop, started;
@@ -130,11 +130,16 @@ static int trace_tick(trace *tr)
         return -1;
     }
     tr->k++;
+    if (!tr->csv) fprintf(tr->f, "perseus monitor: %.3f s:", t);
     for (int i = 0; i < prs_monitor_gpus(tr->m); i++) {
         const prs_monitor_reading *r = &tr->r[i];
-        fprintf(tr->f, "%.6f,%d,%.6g,%.6g,%d\n", t, i, r->time_s > 0 ? r->energy_j / r->time_s : 0,
-                r->energy_j, r->estimate);
+        double w = r->time_s > 0 ? r->energy_j / r->time_s : 0;
+        if (tr->csv)
+            fprintf(tr->f, "%.6f,%d,%.6g,%.6g,%d\n", t, i, w, r->energy_j, r->estimate);
+        else
+            fprintf(tr->f, " GPU %d %.6g W%s", i, w, r->estimate ? " (estimate)" : "");
     }
+    if (!tr->csv) fputc('\n', tr->f);
     fflush(tr->f);
     return 0;
 }
@@ -242,10 +247,13 @@ int prs_cmd_monitor(int argc, char **argv)
             return 1;
         }
         fputs("time_s,gpu,power_w,energy_j,estimate\n", tr.f);
+        tr.csv = 1;
+    } else if (a.interval_given) {
+        tr.f = stderr;
     }
     prs_monitor *m = NULL;
     if ((rc = open_monitor(&a, &m)) != 0) {
-        if (tr.f) fclose(tr.f);
+        if (tr.csv) fclose(tr.f);
         return rc;
     }
     static prs_monitor_reading r[PRS_MONITOR_MAX_GPUS];
@@ -276,13 +284,13 @@ int prs_cmd_monitor(int argc, char **argv)
             report(&a, m, r, status);
         int traced = tr.started;
         trace_stop(&tr);
-        if (traced && pid > 0) trace_tick(&tr); /* the last stretch, to the report's end */
+        if (traced && pid > 0 && tr.csv) trace_tick(&tr); /* the last stretch */
         if (traced) {
             pthread_mutex_destroy(&tr.mu);
             pthread_cond_destroy(&tr.cv);
         }
     }
     prs_monitor_close(m);
-    if (tr.f && fclose(tr.f) != 0) fprintf(stderr, "perseus monitor: cannot write %s\n", a.csv);
+    if (tr.csv && fclose(tr.f) != 0) fprintf(stderr, "perseus monitor: cannot write %s\n", a.csv);
     return status;
 }

@@ -20,7 +20,6 @@ within() { /usr/bin/python3 -c "import sys; a,b,r=map(float,sys.argv[1:]); sys.e
 "$bin" monitor --help | grep -q -- "--interval SEC" || fail "monitor --help"
 "$bin" show-env --help | grep -q -- "--gpus LIST" || fail "show-env --help"
 expect_error 2 "missing the command to run" "$bin" monitor --gpus sim
-expect_error 2 "--interval is the --csv trace's period" "$bin" monitor --interval 1 -- true
 expect_error 2 "--interval: expected 0.05 to 3600 s, got '0'" "$bin" monitor --csv x --interval 0 -- true
 expect_error 1 "GPU 0 \(nope\)" "$bin" monitor --gpus nope -- true
 PRS_NVML_LIBRARY=$tmp/none.so expect_error 1 "no NVIDIA GPU found .*--gpus sim:a100" "$bin" monitor -- true
@@ -48,6 +47,11 @@ head -1 "$tmp/trace.csv" | grep -qx "time_s,gpu,power_w,energy_j,estimate" || fa
 sum=$(awk -F, '$2 == 0 { s += $4 } END { printf "%.6f", s }' "$tmp/trace.csv")
 /usr/bin/python3 -c "import sys; s,e,w=map(float,sys.argv[1:]); sys.exit(not e*0.99 < s < e + w)" \
   "$sum" "$energy" "$idle_w" || fail "trace adds up to $sum J, the run $energy J"
+
+# --interval without --csv: a line per period on stderr
+"$bin" monitor --gpus sim:a100 --interval 0.2 -- sleep 1 2>"$tmp/lines"
+[[ $(grep -c "^perseus monitor: [0-9.]* s: GPU 0 [0-9.]* W$" "$tmp/lines") -ge 3 ]] ||
+  fail "--interval without --csv: $(cat "$tmp/lines")"
 
 # the command's exit status, and a command that cannot run
 rc=0; "$bin" monitor --gpus sim -- sh -c 'exit 7' 2>/dev/null || rc=$?
