@@ -166,13 +166,15 @@ PRS_API void prs_client_get_stats(prs_client *c, prs_client_stats *s);
 /* For bindings that lay the structures out themselves (the Python package, ctypes): the size in
  * bytes of each structure they pass, so a binding built for another version refuses to load
  * instead of corrupting memory. which: PRS_ABI_CLIENT_OPTS, PRS_ABI_CLIENT_STATS,
- * PRS_ABI_PIPELINE, PRS_ABI_ERROR, PRS_ABI_GPU_WORK; 0 for anything else. */
+ * PRS_ABI_PIPELINE, PRS_ABI_ERROR, PRS_ABI_GPU_WORK, PRS_ABI_MONITOR_READING (perseus/monitor.h);
+ * 0 for anything else. */
 enum {
     PRS_ABI_CLIENT_OPTS = 1,
     PRS_ABI_CLIENT_STATS = 2,
     PRS_ABI_PIPELINE = 3,
     PRS_ABI_ERROR = 4,
-    PRS_ABI_GPU_WORK = 5
+    PRS_ABI_GPU_WORK = 5,
+    PRS_ABI_MONITOR_READING = 6
 };
 PRS_API size_t prs_client_abi_size(int which);
 

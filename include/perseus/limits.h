@@ -17,6 +17,8 @@
 #define PRS_MAX_DAG_OPS 20000000L
 /* Largest stage number a profile row may carry (so per-stage arrays stay sane). */
 #define PRS_PROFILE_MAX_STAGE 1000000
+/* Largest rank number (rank, dp_rank, pp_rank, tp_rank) of a rank-level profile row: 2^24 GPUs. */
+#define PRS_PROFILE_MAX_RANK 16777216
 /* A profile CSV (prs_profile_load; perseusd's default --max-profile): at most 16 MiB, some
  * 300,000 rows; and one line of it at most PRS_PROFILE_MAX_LINE bytes (prs_profile_parse), far
  * more than five numbers and a word take. */

@@ -30,6 +30,14 @@ typedef enum prs_schedule {
 } prs_schedule;
 typedef enum prs_cost_model { PRS_COST_EXP = 0, PRS_COST_HULL = 1 } prs_cost_model;
 
+/* How the exp model picks its candidate options (docs/planner.md, 'Option filter'):
+ *   artifact  the SOSP'24 artifact's: drop options dominated in (time, measured energy), then
+ *             subtract blocking power from the survivors;
+ *   zeus      Zeus master's: subtract blocking power from every option first, then drop options
+ *             dominated in (time, effective cost). Keeps slow, low-clock options the artifact
+ *             drops. The hull model always works on effective cost and ignores this. */
+typedef enum prs_option_filter { PRS_FILTER_ARTIFACT = 0, PRS_FILTER_ZEUS = 1 } prs_option_filter;
+
 /* Which planner iterations a frontier keeps (docs/planner.md, 'Clean frontier'):
  *   auto   clean for hull; raw for exp (whose raw frontier is the reference's);
  *   raw    one point per iteration, as planned;
@@ -63,8 +71,9 @@ typedef void (*prs_warn_fn)(void *ud, const char *msg);
 typedef struct prs_plan_opts {
     prs_pipeline pipe;
     prs_cost_model cost_model;
-    int always_noise_factor;    /* reference --always-use-noise-factor (exp only) */
-    prs_frontier_kind frontier; /* raw or clean frontier; default auto */
+    int always_noise_factor;         /* reference --always-use-noise-factor (exp only) */
+    prs_option_filter option_filter; /* exp only; default artifact */
+    prs_frontier_kind frontier;      /* raw or clean frontier; default auto */
     long max_points;          /* refuse a pipeline whose frontier could be longer; 0: the default */
     prs_progress_fn progress; /* optional; called with (done, total estimate) after every
                                  step of the run (a step takes far less than
@@ -86,6 +95,8 @@ PRS_API int prs_schedule_parse(const char *name, prs_schedule *out);
 PRS_API const char *prs_cost_model_name(prs_cost_model m);
 PRS_API int prs_cost_model_parse(const char *name, prs_cost_model *out);
 PRS_API const char *prs_frontier_kind_name(prs_frontier_kind k);
+PRS_API const char *prs_option_filter_name(prs_option_filter f);
+PRS_API int prs_option_filter_parse(const char *name, prs_option_filter *out);
 PRS_API int prs_frontier_kind_parse(const char *name, prs_frontier_kind *out);
 
 /* Validate a pipeline description (positive sizes, finite positive unit, finite power >= 0). */

@@ -2,7 +2,13 @@
  * stage at one GPU SM clock. CSV format (docs/design.md, 'Data formats'): header naming the five
  * columns stage,instruction,frequency,time,energy in any order; one row per (stage, instruction,
  * clock); time in seconds and energy in joules of a single computation. Rows whose instruction is
- * "load" (written by the artifact's profiler) are accepted and ignored, as the reference does. */
+ * "load" (written by the artifact's profiler) are accepted and ignored, as the reference does.
+ * The parser also reads Zeus master's rank-level CSV, whose header adds rank, dp_rank, pp_rank and
+ * tp_rank (one row per GPU rank): the rows of one (stage, instruction, clock) become one row, with
+ * the longest time and the summed energy of the stage's ranks, at the group's first line; a rank
+ * listed twice for one group, a stage whose ranks measured different clocks, a rank whose
+ * coordinates change, two ranks at one coordinate and a stage on two pipeline positions are
+ * errors naming the line. */
 #ifndef PERSEUS_PROFILE_H
 #define PERSEUS_PROFILE_H
 

@@ -34,7 +34,8 @@ import enum
 import json
 import os
 
-__all__ = ["Client", "Gpu", "PerseusError", "ErrorCode", "one_f_one_b", "order", "load_library"]
+__all__ = ["Client", "Gpu", "Monitor", "Measurement", "PerseusError", "ErrorCode", "one_f_one_b",
+           "order", "load_library"]
 
 FORWARD, BACKWARD = 0, 1
 _INSTR = {"forward": FORWARD, "backward": BACKWARD, FORWARD: FORWARD, BACKWARD: BACKWARD}
@@ -138,6 +139,13 @@ class _Work(ctypes.Structure):
     _fields_ = [("t_ref_s", ctypes.c_double), ("alpha", ctypes.c_double)]
 
 
+class _Reading(ctypes.Structure):
+    _fields_ = [("time_s", ctypes.c_double), ("energy_j", ctypes.c_double),
+                ("estimate", ctypes.c_int)]
+
+
+_MONITOR_MAX_GPUS = 64
+
 _lib = None
 # The SONAME of the installed library: its major version (CMakeLists.txt, project VERSION).
 _SONAME = "libperseus.so.0"
@@ -198,6 +206,18 @@ def load_library(path=None):
         "prs_client_errmsg": (ctypes.c_char_p, [P]),
         "prs_client_get_stats": (V, [P, ctypes.POINTER(_Stats)]),
         "prs_client_abi_size": (ctypes.c_size_t, [I]),
+        "prs_gpu_nvml_count": (I, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint),
+                                   ctypes.POINTER(_Error)]),
+        "prs_monitor_open": (I, [ctypes.POINTER(ctypes.c_char_p), I, ctypes.POINTER(P),
+                                 ctypes.POINTER(_Error)]),
+        "prs_monitor_close": (V, [P]),
+        "prs_monitor_gpus": (I, [P]),
+        "prs_monitor_gpu_name": (ctypes.c_char_p, [P, I]),
+        "prs_monitor_gpu_power_mode": (I, [P, I]),
+        "prs_monitor_begin_window": (I, [P, ctypes.c_char_p, ctypes.POINTER(_Error)]),
+        "prs_monitor_end_window": (I, [P, ctypes.c_char_p, ctypes.POINTER(_Reading), I,
+                                       ctypes.POINTER(_Error)]),
+        "prs_monitor_cancel_window": (I, [P, ctypes.c_char_p, ctypes.POINTER(_Error)]),
     }
     for name, (res, args) in sig.items():
         try:
@@ -216,7 +236,8 @@ def _check_abi(lib):
     """Refuse a library whose structures are not laid out as this package's (another version)."""
     for which, (name, cls) in enumerate((("prs_client_opts", _Opts), ("prs_client_stats", _Stats),
                                         ("prs_pipeline", _Pipeline), ("prs_error", _Error),
-                                        ("prs_gpu_work", _Work)), start=1):
+                                        ("prs_gpu_work", _Work),
+                                        ("prs_monitor_reading", _Reading)), start=1):
         size = lib.prs_client_abi_size(which)
         if size != ctypes.sizeof(cls):
             raise PerseusError(-21, f"libperseus.so's {name} is {size} bytes, this package's "
@@ -494,3 +515,128 @@ class Client:
             self.close()
         except Exception:
             pass
+
+
+class Measurement:
+    """What a Monitor window measured: .time (seconds), .gpu_energy {gpu: joules} and
+    .estimate {gpu: bool} (True where the GPU's energy counter could not measure the window,
+    e.g. one shorter than its refresh period), keyed by the position of the GPU in the Monitor's
+    list."""
+
+    def __init__(self, time, gpu_energy, estimate):
+        self.time = time
+        self.gpu_energy = gpu_energy
+        self.estimate = estimate
+
+    @property
+    def total_energy(self):
+        """Joules over all the monitor's GPUs."""
+        return sum(self.gpu_energy.values())
+
+    def __repr__(self):
+        return (f"Measurement(time={self.time!r}, gpu_energy={self.gpu_energy!r}, "
+                f"estimate={self.estimate!r})")
+
+
+class _Window:
+    """Holds a window's Measurement once its `with` block has ended (.measurement)."""
+
+    measurement = None
+
+
+class Monitor:
+    """Time and energy of any code, per GPU, without a job or perseusd (include/perseus/monitor.h):
+
+        with perseus.Monitor(["nvml:0", "nvml:1"]) as mon:
+            mon.begin_window("epoch")
+            train_one_epoch()
+            m = mon.end_window("epoch")      # m.time, m.gpu_energy[0], m.estimate[0]
+            with mon.window("eval") as w:
+                evaluate()
+            print(w.measurement)
+
+    gpus: GPU specs ("nvml:INDEX", "nvml:uuid=GPU-...", "sim:a100") or NVML indices; default
+    every GPU NVML lists (gpu_indices is accepted as another name for it). Windows have names;
+    several may be open at once, nested or overlapping. end_window waits until the energy counters
+    have moved past the window's end (up to two counter refreshes, about 0.2 s on current GPUs)."""
+
+    def __init__(self, gpus=None, gpu_indices=None):
+        self._lib = load_library()
+        self._h = ctypes.c_void_p()
+        gpus = gpus if gpus is not None else gpu_indices
+        if gpus is None:
+            n, err = ctypes.c_uint(), _Error()
+            if self._lib.prs_gpu_nvml_count(None, ctypes.byref(n), ctypes.byref(err)):
+                raise PerseusError(err.code, err.msg.decode(errors="replace"))
+            gpus = list(range(n.value))
+        specs = [g if isinstance(g, str) else f"nvml:{int(g)}" for g in gpus]
+        if not specs:
+            raise PerseusError(ErrorCode.EINVAL, "no GPU to monitor")
+        arr = (ctypes.c_char_p * len(specs))(*[x.encode() for x in specs])
+        err = _Error()
+        rc = self._lib.prs_monitor_open(arr, len(specs), ctypes.byref(self._h), ctypes.byref(err))
+        if rc:
+            raise PerseusError(rc, err.msg.decode(errors="replace"))
+        self.gpus = specs
+
+    def _handle(self):
+        if not self._h:
+            raise PerseusError(ErrorCode.EINVAL, "the monitor is closed")
+        return self._h
+
+    @property
+    def names(self):
+        """The GPUs' device names, in order."""
+        h = self._handle()
+        return [self._lib.prs_monitor_gpu_name(h, i).decode() for i in range(len(self.gpus))]
+
+    def begin_window(self, name):
+        err = _Error()
+        rc = self._lib.prs_monitor_begin_window(self._handle(), name.encode(), ctypes.byref(err))
+        if rc:
+            raise PerseusError(rc, err.msg.decode(errors="replace"))
+
+    def end_window(self, name, cancel=False):
+        """The window's Measurement (None with cancel=True, which drops it unmeasured)."""
+        err = _Error()
+        if cancel:
+            rc = self._lib.prs_monitor_cancel_window(self._handle(), name.encode(),
+                                                     ctypes.byref(err))
+            if rc:
+                raise PerseusError(rc, err.msg.decode(errors="replace"))
+            return None
+        out = (_Reading * _MONITOR_MAX_GPUS)()
+        rc = self._lib.prs_monitor_end_window(self._handle(), name.encode(), out,
+                                              _MONITOR_MAX_GPUS, ctypes.byref(err))
+        if rc:
+            raise PerseusError(rc, err.msg.decode(errors="replace"))
+        n = len(self.gpus)
+        return Measurement(out[0].time_s, {i: out[i].energy_j for i in range(n)},
+                           {i: bool(out[i].estimate) for i in range(n)})
+
+    @contextlib.contextmanager
+    def window(self, name):
+        """A window around a `with` block; the object it yields gets .measurement at the end (a
+        block left by an exception drops the window)."""
+        w = _Window()
+        self.begin_window(name)
+        try:
+            yield w
+        except BaseException:
+            self.end_window(name, cancel=True)
+            raise
+        w.measurement = self.end_window(name)
+
+    def close(self):
+        if getattr(self, "_h", None):
+            self._lib.prs_monitor_close(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()

@@ -17,6 +17,8 @@ int prs_cmd_emulate(int argc, char **argv);  /* cmd_emulate.c */
 int prs_cmd_plot(int argc, char **argv);     /* cmd_plot.c */
 int prs_cmd_demo(int argc, char **argv);     /* cmd_demo.c */
 int prs_cmd_noise(int argc, char **argv);    /* cmd_noise.c */
+int prs_cmd_monitor(int argc, char **argv);  /* cmd_monitor.c */
+int prs_cmd_show_env(int argc, char **argv); /* cmd_show_env.c */
 
 /* perseus infer (cmd_infer.c: the table of its subcommands) and its subcommands. */
 int prs_cmd_infer(int argc, char **argv);
@@ -43,6 +45,11 @@ int prs_cli_make_parent(const char *cmd, const char *file);
 /* cli_frontier.c: 0 when f (planned from profile) has a plan at a positive time, else
  * 1 with "perseus CMD: error: ..." on stderr saying why and which option to change. */
 int prs_cli_frontier_usable(const char *cmd, const prs_profile *profile, const prs_frontier *f);
+/* cli_gpus.c: the GPUs of a --gpus LIST (comma-separated prs_gpu_open specs, copied into buf),
+ * or, when list is NULL, every GPU NVML lists ("nvml:0", ...). Fills specs (at most cap) and
+ * returns how many; on failure prints "perseus CMD: ..." and returns minus the exit status. */
+int prs_cli_gpu_specs(const char *cmd, const char *list, char *buf, size_t n, const char **specs,
+                      int cap);
 /* Strict option values; on failure a one-line message naming the option, and -1. */
 int prs_cli_positive_int(const char *cmd, const char *opt, const char *v, int *out);
 int prs_cli_number(const char *cmd, const char *opt, const char *v, double min, int strict,

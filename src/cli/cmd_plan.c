@@ -16,14 +16,16 @@ static const char plan_usage[] =
     "usage: perseus plan --profile FILE --stages S --microbatches M --unit-time SEC\n"
     "                    --blocking-power W [--schedule NAME [--virtual-stages V]]\n"
     "                    [--cost-model exp|hull] [--frontier auto|raw|clean]\n"
-    "                    [--max-points N] [--threads N] [--always-use-noise-factor] [--quiet]\n"
+    "                    [--max-points N] [--threads N] [--always-use-noise-factor]\n"
+    "                    [--filter artifact|zeus] [--quiet]\n"
     "                    --out DIR\n"
     "                    [--power-cap W] [--cap-on avg|peak] [--window SEC]\n"
     "                    [--cap-sweep N [--cap-plot FILE]]\n"
     "       perseus plan export DIR (--index K | --time SEC) [--format json|lowtime]\n"
     "\n"
     "Compute the iteration time-energy frontier of a pipeline from a stage profile\n"
-    "(CSV: stage,instruction,frequency,time,energy) and one frequency plan per point.\n"
+    "(CSV: stage,instruction,frequency,time,energy, or Zeus's rank-level CSV with\n"
+    "rank,dp_rank,pp_rank,tp_rank too) and one frequency plan per point.\n"
     "\n"
     "  --profile FILE         stage profile CSV\n"
     "  --stages S             pipeline stages (profile stages 0..S-1 are used)\n"
@@ -45,6 +47,9 @@ static const char plan_usage[] =
     "                         clocks; 0 (default): one per processor, at most 16. The\n"
     "                         frontier is the same for every N\n"
     "  --always-use-noise-factor  the reference's 5% noise tolerance for every option set\n"
+    "  --filter KIND          exp: which options become candidates. artifact (default):\n"
+    "                         not dominated in time and measured energy; zeus: not\n"
+    "                         dominated in time and energy less blocking power (Zeus)\n"
     "  --out DIR              output directory (created if missing): frontier.csv,\n"
     "                         frontier-detail.csv, plans.prs\n"
     "  --quiet                no progress or warnings\n" PRS_CLI_POWERCAP_HELP
@@ -269,6 +274,7 @@ static int parse_plan(int argc, char **argv, plan_args *a, int *done)
                                          PRS_CLI_POWERCAP_OPTIONS(OPT_CAP),
                                          PRS_CLI_UNITS_OPTION(OPT_PIPE),
                                          {"always-use-noise-factor", no_argument, 0, 'n'},
+                                         {"filter", required_argument, 0, 'F'},
                                          {"out", required_argument, 0, 'o'},
                                          {"quiet", no_argument, 0, 'q'},
                                          {"help", no_argument, 0, 'h'},
@@ -293,6 +299,10 @@ static int parse_plan(int argc, char **argv, plan_args *a, int *done)
             break;
         case 'n':
             a->pl.plan.always_noise_factor = 1;
+            break;
+        case 'F':
+            if (prs_option_filter_parse(optarg, &a->pl.plan.option_filter))
+                return usage_error("plan", "--filter: expected artifact or zeus, got", optarg);
             break;
         case 'o':
             a->out_dir = optarg;

@@ -21,6 +21,8 @@ static void usage(FILE *out)
           "  noise         what noisy profiles cost: plans on noisy copies judged on the truth\n"
           "  plot          SVG pictures: frontier, pipeline timeline, savings vs slowdown\n"
           "  synth         write a synthetic stage profile from the simulated GPU model\n"
+          "  monitor       energy and average power of a command's run, per GPU\n"
+          "  show-env      what Perseus sees: GPUs, clocks, energy counters, perseus-gpud\n"
           "\n"
           "Run 'perseus COMMAND --help' for a command's options and examples.\n"
           "\n"
@@ -55,8 +57,10 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "demo") == 0) return prs_cmd_demo(argc - 1, argv + 1);
     if (strcmp(cmd, "noise") == 0) return prs_cmd_noise(argc - 1, argv + 1);
     if (strcmp(cmd, "infer") == 0) return prs_cmd_infer(argc - 1, argv + 1);
-    static const char *const commands[] = {"demo",  "plan",  "evaluate", "emulate",
-                                           "infer", "noise", "plot",     "synth"};
+    if (strcmp(cmd, "monitor") == 0) return prs_cmd_monitor(argc - 1, argv + 1);
+    if (strcmp(cmd, "show-env") == 0) return prs_cmd_show_env(argc - 1, argv + 1);
+    static const char *const commands[] = {"demo",  "plan", "evaluate", "emulate", "infer",
+                                           "noise", "plot", "synth",    "monitor", "show-env"};
     const char *near = prs_cli_suggest(cmd, commands, sizeof commands / sizeof commands[0]);
     if (near)
         fprintf(stderr, "perseus: unknown command '%s' (did you mean '%s'?)\n", cmd, near);

@@ -10,6 +10,7 @@
 #include "client_int.h"
 #include "perseus/clock.h"
 #include "perseus/logfmt.h"
+#include "perseus/monitor.h"
 
 #define PROBE_TIMEOUT_S 5.0
 
@@ -262,6 +263,8 @@ size_t prs_client_abi_size(int which)
         return sizeof(prs_error);
     case PRS_ABI_GPU_WORK:
         return sizeof(prs_gpu_work);
+    case PRS_ABI_MONITOR_READING:
+        return sizeof(prs_monitor_reading);
     default:
         return 0;
     }

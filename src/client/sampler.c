@@ -119,17 +119,23 @@ static double next_read(prs__client_sampler *s, double next, double now, double 
     return due - guard > next ? due - guard : next;
 }
 
+static double read_energy(prs__client_sampler *s)
+{
+    if (s->o.before_read) s->o.before_read(s->o.before_read_ud);
+    return prs_gpu_read_energy_j(s->gpu);
+}
+
 /* A read's instant is taken as the middle of the call; a change lies between two such instants,
  * so consecutive brackets touch but never overlap. */
 static void run_energy(prs__client_sampler *s)
 {
-    double t0 = prs_mono_s(), last = prs_gpu_read_energy_j(s->gpu),
-           prev = 0.5 * (t0 + prs_mono_s()), last_change = 0;
+    double t0 = prs_mono_s(), last = read_energy(s), prev = 0.5 * (t0 + prs_mono_s()),
+           last_change = 0;
     double next = t0;
     s->read_cost = 2 * (prev - t0);
     while (!wait_until(s, next = next_read(s, next, prs_mono_s(), last_change))) {
         t0 = prs_mono_s();
-        double e = prs_gpu_read_energy_j(s->gpu), t1 = prs_mono_s(), mid = 0.5 * (t0 + t1);
+        double e = read_energy(s), t1 = prs_mono_s(), mid = 0.5 * (t0 + t1);
         s->read_cost += COST_WEIGHT * (t1 - t0 - s->read_cost);
         atomic_fetch_add_explicit(&s->reads, 1, memory_order_relaxed);
         if (isnan(e)) {
@@ -154,6 +160,7 @@ static void run_power(prs__client_sampler *s)
     while (!wait_until(s, next += s->o.power_poll_s * dither(s))) {
         unsigned mw;
         double t0 = prs_mono_s();
+        if (s->o.before_read) s->o.before_read(s->o.before_read_ud);
         int rc = prs_gpu_power_mw(s->gpu, &mw);
         double t1 = prs_mono_s();
         if (rc)
@@ -186,7 +193,7 @@ static void sampler_free(prs__client_sampler *s)
 static int choose_mode(prs__client_sampler *s)
 {
     unsigned mw;
-    if (!s->o.force_power && !isnan(prs_gpu_read_energy_j(s->gpu)))
+    if (!s->o.force_power && !isnan(read_energy(s)))
         s->mode = PRS__CLIENT_SAMPLE_ENERGY;
     else if (prs_gpu_power_mw(s->gpu, &mw) == 0)
         s->mode = PRS__CLIENT_SAMPLE_POWER;

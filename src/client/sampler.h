@@ -43,6 +43,10 @@ typedef struct prs__client_sampler_opts {
     double power_poll_s; /* power mode: mean time between reads (0.1) */
     int capacity;        /* ring size in samples (8192) */
     int force_power;     /* 1: power mode even when the counter works */
+    /* Optional, called on the sampler's thread just before every read of the GPU (the monitor
+     * advances a simulated GPU's clock to the wall clock there), with before_read_ud. */
+    void (*before_read)(void *ud);
+    void *before_read_ud;
 } prs__client_sampler_opts;
 
 typedef struct prs__client_sampler prs__client_sampler;

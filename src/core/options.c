@@ -4,6 +4,8 @@
  * models are built here:
  *   exp  - the reference's: filter options by raw (time, energy) dominance, keep the most
  *          expensive option per quantized time, fit C(d) = a exp(b d) + c to effective costs.
+ *          With the Zeus filter (prs_plan_opts.option_filter), dominance is judged on effective
+ *          cost instead, as Zeus master's planner does (it subtracts blocking power first).
  *   hull - ours: every profiled clock, effective cost e - P_block q tau, the lower convex hull
  *          over quantized time, linear in between. No fit, so nothing can fail to converge; and
  *          since it filters on effective rather than raw energy it keeps slow, low-clock options
@@ -83,7 +85,20 @@ static double effective_cost(double energy_j, long q, double unit_s, double p_bl
     return energy_j - p_block_w * (double)q * unit_s;
 }
 
-static int filter_once(const prs__model_cand *all, int n, double nf, prs__model_cand *out)
+/* The key the filter compares options by: measured energy (the artifact), or effective cost
+ * (Zeus master, which subtracts blocking power from every option before filtering). */
+static double filter_key(const prs__model_cand *c, prs_option_filter filter)
+{
+    return filter == PRS_FILTER_ZEUS ? c->cost_j : c->energy_j;
+}
+
+static int by_cost_desc(const prs__model_cand *x, const prs__model_cand *y)
+{
+    return (x->cost_j < y->cost_j) - (x->cost_j > y->cost_j);
+}
+
+static int filter_once(const prs__model_cand *all, int n, double nf, prs_option_filter filter,
+                       prs__model_cand *out)
 {
     prs__model_cand *v = malloc(sizeof *v * (size_t)n);
     if (!v) return -1;
@@ -92,12 +107,13 @@ static int filter_once(const prs__model_cand *all, int n, double nf, prs__model_
     int kept = 0;
     for (int i = 0; i < n; i++) {
         int dominated = 0;
+        double key = nf * filter_key(&v[i], filter);
         for (int j = 0; j < n && !dominated; j++)
-            if (all[j].time_s < nf * v[i].time_s && all[j].energy_j < nf * v[i].energy_j)
+            if (all[j].time_s < nf * v[i].time_s && filter_key(&all[j], filter) < key)
                 dominated = 1;
         if (!dominated) v[kept++] = v[i];
     }
-    stable_sort(v, kept, by_energy_desc);
+    stable_sort(v, kept, filter == PRS_FILTER_ZEUS ? by_cost_desc : by_energy_desc);
     int m = 0;
     for (int i = 0; i < kept; i++) {
         int seen = 0;
@@ -111,7 +127,8 @@ static int filter_once(const prs__model_cand *all, int n, double nf, prs__model_
 }
 
 int prs__model_reference_candidates(const prs_profile_row *const *rows, int nrows, double unit_s,
-                                    double p_block_w, int always_noise, prs__model_cand *out)
+                                    double p_block_w, int always_noise, prs_option_filter filter,
+                                    prs__model_cand *out)
 {
     prs__model_cand *all = malloc(sizeof *all * (size_t)(nrows > 0 ? nrows : 1));
     if (!all) return -1;
@@ -120,12 +137,11 @@ int prs__model_reference_candidates(const prs_profile_row *const *rows, int nrow
         all[i].energy_j = rows[i]->energy_j;
         all[i].freq_mhz = rows[i]->freq_mhz;
         all[i].q = prs__model_quantize(rows[i]->time_s, unit_s);
+        all[i].cost_j = effective_cost(all[i].energy_j, all[i].q, unit_s, p_block_w);
     }
-    int m = filter_once(all, nrows, always_noise ? 0.95 : 1.0, out);
-    if (m >= 0 && m <= 3 && !always_noise) m = filter_once(all, nrows, 0.95, out);
+    int m = filter_once(all, nrows, always_noise ? 0.95 : 1.0, filter, out);
+    if (m >= 0 && m <= 3 && !always_noise) m = filter_once(all, nrows, 0.95, filter, out);
     free(all);
-    for (int i = 0; i < m; i++)
-        out[i].cost_j = effective_cost(out[i].energy_j, out[i].q, unit_s, p_block_w);
     return m;
 }
 
@@ -280,7 +296,8 @@ int prs__model_build_memo(const prs_profile *p, int stage, prs_instr instr, cons
     int m = -1;
     t->kind = o->cost_model == PRS_COST_EXP ? PRS__MODEL_EXP : PRS__MODEL_HULL;
     if (t->kind == PRS__MODEL_EXP) {
-        m = prs__model_reference_candidates(rows, n, unit, pb, o->always_noise_factor, t->cand);
+        m = prs__model_reference_candidates(rows, n, unit, pb, o->always_noise_factor,
+                                            o->option_filter, t->cand);
         if (m < 0) goto nomem;
         /* ascending q for the tables */
         for (int i = 0, j = m - 1; i < j; i++, j--) {

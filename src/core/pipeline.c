@@ -42,6 +42,23 @@ int prs_cost_model_parse(const char *name, prs_cost_model *out)
     return 0;
 }
 
+const char *prs_option_filter_name(prs_option_filter f)
+{
+    return f == PRS_FILTER_ARTIFACT ? "artifact" : f == PRS_FILTER_ZEUS ? "zeus" : "unknown";
+}
+
+int prs_option_filter_parse(const char *name, prs_option_filter *out)
+{
+    if (!name) return PRS_EINVAL;
+    if (strcmp(name, "artifact") == 0)
+        *out = PRS_FILTER_ARTIFACT;
+    else if (strcmp(name, "zeus") == 0)
+        *out = PRS_FILTER_ZEUS;
+    else
+        return PRS_EINVAL;
+    return 0;
+}
+
 const char *prs_frontier_kind_name(prs_frontier_kind k)
 {
     return k == PRS_FRONTIER_AUTO    ? "auto"

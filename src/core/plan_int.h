@@ -55,10 +55,12 @@ int prs__model_build_memo(const prs_profile *p, int stage, prs_instr instr, cons
 void prs__model_free(prs__model_optype *t);
 
 /* The reference's candidate filter (docs/planner.md, 'Options'), exposed for tests.
- * rows: the (stage, instruction) rows. Writes up to nrows candidates sorted by q descending,
- * returns their count. */
+ * rows: the (stage, instruction) rows; filter: dominance by measured energy (artifact) or by
+ * effective cost (zeus). Writes up to nrows candidates sorted by q descending, returns their
+ * count. */
 int prs__model_reference_candidates(const prs_profile_row *const *rows, int nrows, double unit_s,
-                                    double p_block_w, int always_noise, prs__model_cand *out);
+                                    double p_block_w, int always_noise, prs_option_filter filter,
+                                    prs__model_cand *out);
 
 /* Fit C(d) = a exp(b d) + c to (q, cost) points the way the reference does (MINPACK lmdif, grid
  * of 54 starts, least MSE among accepted fits). 0 on success, PRS_EFIT if no start is accepted. */

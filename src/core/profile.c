@@ -27,9 +27,11 @@
 #include "perseus/limits.h"
 #include "perseus/profile.h"
 #include "perseus/numfmt.h"
+#include "profile_ranks.h"
 
-#define NCOLS 5
-#define MAX_FIELDS 8 /* fields kept per line; more are only counted */
+#define NCOLS 5       /* a stage profile's columns */
+#define NCOLS_RANKS 9 /* a rank-level profile's: the five and rank, dp_rank, pp_rank, tp_rank */
+#define MAX_FIELDS 12 /* fields kept per line; more are only counted */
 
 struct prs_profile {
     char *name;
@@ -213,8 +215,19 @@ int prs_profile_add(prs_profile *p, const prs_profile_row *row, prs_error *err)
 
 /* ---- CSV reading ---- */
 
-enum col { COL_STAGE, COL_INSTR, COL_FREQ, COL_TIME, COL_ENERGY };
-static const char *const COL_NAMES[NCOLS] = {"stage", "instruction", "frequency", "time", "energy"};
+enum col {
+    COL_STAGE,
+    COL_INSTR,
+    COL_FREQ,
+    COL_TIME,
+    COL_ENERGY,
+    COL_RANK,
+    COL_DP_RANK,
+    COL_PP_RANK,
+    COL_TP_RANK
+};
+static const char *const COL_NAMES[NCOLS_RANKS] = {
+    "stage", "instruction", "frequency", "time", "energy", "rank", "dp_rank", "pp_rank", "tp_rank"};
 
 static int is_blank(char c)
 {
@@ -290,39 +303,90 @@ typedef struct reader {
     prs_error *err;
     char *buf; /* scratch copy of the current line */
     size_t bufcap;
+    int ncols;             /* NCOLS, or NCOLS_RANKS for a rank-level profile */
+    prs__rank_row *ranked; /* a rank-level profile's rows, combined at the end */
+    size_t nranked, rankcap;
 } reader;
 
 static int parse_header(reader *r, char **fields, int nfields, int line, int *colmap)
 {
     char ex[200];
-    int seen[NCOLS] = {0};
+    int seen[NCOLS_RANKS] = {0};
     int nstored = nfields < MAX_FIELDS ? nfields : MAX_FIELDS;
     for (int i = 0; i < nstored; i++) {
         int c = -1;
-        for (int k = 0; k < NCOLS; k++)
+        for (int k = 0; k < NCOLS_RANKS; k++)
             if (strcmp(fields[i], COL_NAMES[k]) == 0) c = k;
         if (c < 0)
             return fail(r->err, PRS_EPARSE, r->name, line,
-                        "unknown column '%s' (expected stage,instruction,frequency,time,energy)",
+                        "unknown column '%s' (expected stage,instruction,frequency,time,energy, "
+                        "with rank,dp_rank,pp_rank,tp_rank in a rank-level profile)",
                         excerpt(ex, sizeof ex, fields[i]));
         if (seen[c])
             return fail(r->err, PRS_EPARSE, r->name, line, "duplicate column '%s'", COL_NAMES[c]);
         seen[c] = 1;
         colmap[c] = i;
     }
-    /* Every field is a distinct known name (more than NCOLS fields would have repeated one), so
-     * nfields <= NCOLS here and any name not seen is missing. */
-    for (int k = 0; k < NCOLS; k++)
+    /* Every field is a distinct known name (more than NCOLS_RANKS fields would have repeated
+     * one), so any name not seen is missing. The rank columns come all or none. */
+    int nrank = 0;
+    for (int k = NCOLS; k < NCOLS_RANKS; k++)
+        nrank += seen[k];
+    r->ncols = nrank ? NCOLS_RANKS : NCOLS;
+    for (int k = 0; k < r->ncols; k++)
         if (!seen[k])
-            return fail(r->err, PRS_EPARSE, r->name, line, "missing column '%s'", COL_NAMES[k]);
+            return fail(r->err, PRS_EPARSE, r->name, line,
+                        k < NCOLS ? "missing column '%s'"
+                                  : "missing column '%s' (a rank-level profile names rank, "
+                                    "dp_rank, pp_rank and tp_rank)",
+                        COL_NAMES[k]);
+    return PRS_OK;
+}
+
+/* A rank-level row's four rank columns into row. */
+static int parse_rank_fields(reader *r, char **fields, int line, const int *colmap,
+                             prs__rank_row *row)
+{
+    char ex[200];
+    int *dst[4] = {&row->rank, &row->dp_rank, &row->pp_rank, &row->tp_rank};
+    for (int k = 0; k < 4; k++) {
+        const char *s = fields[colmap[COL_RANK + k]];
+        if (prs_num_parse_int(s, dst[k]) != 0 || *dst[k] < 0 || *dst[k] > PRS_PROFILE_MAX_RANK)
+            return fail(r->err, PRS_EPARSE, r->name, line,
+                        "column '%s': expected an integer in 0..%d, got '%s'",
+                        COL_NAMES[COL_RANK + k], PRS_PROFILE_MAX_RANK, excerpt(ex, sizeof ex, s));
+    }
+    return PRS_OK;
+}
+
+/* Keep a rank-level row for combining at the end. */
+static int keep_ranked(reader *r, char **fields, int line, const int *colmap,
+                       const prs_profile_row *row)
+{
+    prs__rank_row rr = {.stage = row->stage,
+                        .instr = row->instr,
+                        .freq_mhz = row->freq_mhz,
+                        .time_s = row->time_s,
+                        .energy_j = row->energy_j,
+                        .line = line};
+    int rc = parse_rank_fields(r, fields, line, colmap, &rr);
+    if (rc != PRS_OK) return rc;
+    if (r->nranked == r->rankcap) {
+        size_t cap = r->rankcap ? r->rankcap * 2 : 256;
+        prs__rank_row *v = realloc(r->ranked, cap * sizeof *v);
+        if (!v) return fail(r->err, PRS_ENOMEM, r->name, 0, "out of memory");
+        r->ranked = v;
+        r->rankcap = cap;
+    }
+    r->ranked[r->nranked++] = rr;
     return PRS_OK;
 }
 
 static int parse_row(reader *r, char **fields, int nfields, int line, const int *colmap)
 {
     char ex[200];
-    if (nfields != NCOLS)
-        return fail(r->err, PRS_EPARSE, r->name, line, "expected %d fields, got %d", NCOLS,
+    if (nfields != r->ncols)
+        return fail(r->err, PRS_EPARSE, r->name, line, "expected %d fields, got %d", r->ncols,
                     nfields);
     const char *instr = fields[colmap[COL_INSTR]];
     prs_profile_row row = {0};
@@ -364,6 +428,7 @@ static int parse_row(reader *r, char **fields, int nfields, int line, const int 
         return fail(r->err, PRS_EPARSE, r->name, line,
                     "column 'energy': %s J is more than one computation may take (at most %g J)",
                     excerpt(ex, sizeof ex, s), PRS_PROFILE_MAX_ENERGY_J);
+    if (r->ncols == NCOLS_RANKS) return keep_ranked(r, fields, line, colmap, &row);
     return append_row(r->p, &row, r->err);
 }
 
@@ -372,7 +437,7 @@ static int parse_text(reader *r, const char *text, size_t len)
     size_t pos = 0;
     if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) pos = 3; /* UTF-8 byte-order mark */
     int line = 0, have_header = 0;
-    int colmap[NCOLS] = {0};
+    int colmap[NCOLS_RANKS] = {0};
     while (pos < len) {
         if (line == INT_MAX) return fail(r->err, PRS_EPARSE, r->name, 0, "too many lines");
         line++;
@@ -409,6 +474,10 @@ static int parse_text(reader *r, const char *text, size_t len)
     if (!have_header)
         return fail(r->err, PRS_EPARSE, r->name, 0,
                     "empty file (expected header stage,instruction,frequency,time,energy)");
+    if (r->nranked > 0) {
+        int rc = prs__profile_combine_ranks(r->p, r->name, r->ranked, r->nranked, r->err);
+        if (rc != PRS_OK) return rc;
+    }
     if (r->p->nrows == 0)
         return fail(r->err, PRS_EPARSE, r->name, 0, "no forward or backward data rows");
     return PRS_OK;
@@ -426,6 +495,7 @@ int prs_profile_parse(const char *name, const char *text, size_t len, prs_profil
     if (!r.p) return fail(err, PRS_ENOMEM, name, 0, "out of memory");
     int rc = parse_text(&r, text ? text : "", len);
     free(r.buf);
+    free(r.ranked);
     if (rc != PRS_OK) {
         prs_profile_free(r.p);
         return rc;
