@@ -1520,7 +1520,8 @@ json_t *job_status_json(const job *j)
                 json_pack("{s:f, s:f, s:I, s:f}", "per_iteration_j",
                           j->allmax_energy_j - fp->eval_energy_j, "saving_pct",
                           100 * (j->allmax_energy_j - fp->eval_energy_j) / j->allmax_energy_j,
-                          "iterations", (json_int_t)j->run_iterations, "so_far_j", j->run_saved_j));
+                          "iterations", (json_int_t)j->run_iterations, "so_far_j",
+                          j->run_saved_j * (j->spec.tp > 0 ? j->spec.tp : 1)));
     }
     return o;
 }

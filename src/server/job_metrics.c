@@ -15,8 +15,11 @@ void job_metric_row_of(const job *j, job_metric_row *r)
     r->phase = job_phase_name(j->phase);
     double *v = r->value;
     v[JOB_METRIC_ITERATIONS] = (double)j->run_iterations;
-    v[JOB_METRIC_ENERGY] = j->run_energy_j;
-    v[JOB_METRIC_SAVED] = j->run_saved_j;
+    /* The plan's energies are one pipeline's with one GPU per stage; every stage runs on tp
+     * GPUs, each at the stage's clocks: the job's GPUs spend tp times as much. */
+    int tp = j->spec.tp > 0 ? j->spec.tp : 1;
+    v[JOB_METRIC_ENERGY] = j->run_energy_j * tp;
+    v[JOB_METRIC_SAVED] = j->run_saved_j * tp;
     v[JOB_METRIC_LAST_ITERATION] = j->last_iteration_s > 0 ? j->last_iteration_s : NAN;
     v[JOB_METRIC_PLANNED_SAVING] = NAN;
     v[JOB_METRIC_POWER_CAP] = j->spec.power_cap_w > 0 ? j->spec.power_cap_w : NAN;
@@ -40,9 +43,10 @@ static void put_label(FILE *f, const char *v)
     }
 }
 
+/* job_id, not job: Prometheus sets job itself (the scrape job) and would rename ours. */
 static void labels(FILE *f, const job_metric_row *r)
 {
-    fputs("{job=\"", f);
+    fputs("{job_id=\"", f);
     put_label(f, r->id);
     fputs("\",model=\"", f);
     put_label(f, r->model);
@@ -57,13 +61,21 @@ static const struct {
     {"perseusd_job_iterations_total", "counter",
      "Running iterations evaluated, summed over the job's pipelines.", 1},
     {"perseusd_job_energy_joules_total", "counter",
-     "Planned energy of those iterations (one pipeline each).", 0},
+     "Predicted, not measured: the energy of those iterations on all the job's GPUs "
+     "(stages x tensor-parallel degree of each pipeline), by the plan each ran.",
+     0},
     {"perseusd_job_energy_saved_joules_total", "counter",
-     "Energy those iterations saved against every GPU at its highest clock.", 0},
+     "Predicted, not measured: the energy those iterations saved on all the job's GPUs against "
+     "every GPU at its highest clock.",
+     0},
     {"perseusd_job_iteration_seconds", "gauge",
-     "Time of the job's latest evaluated running iteration.", 0},
+     "Measured: the time of the job's latest evaluated running iteration, as its ranks reported "
+     "it.",
+     0},
     {"perseusd_job_planned_saving_ratio", "gauge",
-     "Energy the fastest plan saves per iteration against all-max, as a fraction.", 0},
+     "Predicted: the energy the fastest plan saves per iteration against all-max, as a "
+     "fraction.",
+     0},
     {"perseusd_job_power_cap_watts", "gauge", "The job's power cap, when one is set.", 0},
 };
 

@@ -24,6 +24,15 @@ for p in dash["panels"]:
         names |= set(re.findall(r"\b((?:perseusd|process)_[a-z_]+)", t["expr"]))
 missing = sorted(n for n in names if re.sub(r"_(bucket|sum|count)$", "", n) not in declared)
 assert not missing, f"queried but not in /metrics: {missing}"
+# Per-job panels group by the job's own label (job_id), never by Prometheus's scrape job.
+labels = set(re.findall(r"\b([a-z_]+)=", open(sys.argv[2]).read()))
+for p in dash["panels"]:
+    for t in p["targets"]:
+        for by in re.findall(r"by \(([^)]*)\)", t["expr"]):
+            for l in (x.strip() for x in by.split(",")):
+                assert l in labels or l == "le", f"panel {p['title']!r} groups by {l!r}, not a label of /metrics"
+        if "perseusd_job_" in t["expr"]:
+            assert "{{job_id}}" in t.get("legendFormat", "{{job_id}}"), f"panel {p['title']!r} legend"
 print(f"{len(dash['panels'])} panels, {len(names)} series, all in /metrics")
 PY
 echo "grafana dashboard checks passed"

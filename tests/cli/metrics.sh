@@ -27,4 +27,14 @@ curl -sf -X POST -H 'Content-Type: application/json' "$url/v1/jobs" \
   >/dev/null || fail "create a job"
 check
 grep -qE '^perseusd_jobs_loaded 1$' "$tmp/metrics" || fail "perseusd_jobs_loaded after one job"
+# No label Prometheus sets itself (job, instance): the job's series carry job_id (a label named
+# job became exported_job, and the dashboard's sums by job mixed different jobs).
+grep -qE '^perseusd_job_phase\{job_id="[^"]+",model="m",phase="registering"\} 1$' "$tmp/metrics" ||
+  fail "no perseusd_job_phase with job_id: $(grep perseusd_job_phase "$tmp/metrics")"
+! grep -qE '[{,](job|instance)="' "$tmp/metrics" || fail "a reserved label: $(grep -E '[{,](job|instance)="' "$tmp/metrics" | head -n 3)"
+# Predicted energies say so in their HELP.
+for m in perseusd_job_energy_joules_total perseusd_job_energy_saved_joules_total; do
+  grep -qE "^# HELP $m Predicted, not measured: .*all the job's GPUs" "$tmp/metrics" ||
+    fail "$m's HELP does not say it is predicted, for all GPUs"
+done
 echo "metrics checks passed"

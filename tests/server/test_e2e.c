@@ -284,15 +284,15 @@ static void test_job_through_every_phase(void **state)
     json_t *sv = json_object_get(sr.json, "savings");
     char series[256];
     snprintf(series, sizeof series,
-             "perseusd_job_phase{job=\"%s\",model=\"e2e-model\",phase=\"running\"} 1\n", j.id);
+             "perseusd_job_phase{job_id=\"%s\",model=\"e2e-model\",phase=\"running\"} 1\n", j.id);
     assert_non_null(strstr(r.body, series));
     snprintf(series, sizeof series,
-             "perseusd_job_iterations_total{job=\"%s\",model=\"e2e-model\"} %lld\n", j.id,
+             "perseusd_job_iterations_total{job_id=\"%s\",model=\"e2e-model\"} %lld\n", j.id,
              (long long)json_int(sv, "iterations"));
     assert_non_null(strstr(r.body, series));
     assert_true(json_int(sv, "iterations") > 0);
     snprintf(series, sizeof series,
-             "perseusd_job_energy_saved_joules_total{job=\"%s\",model=\"e2e-model\"} ", j.id);
+             "perseusd_job_energy_saved_joules_total{job_id=\"%s\",model=\"e2e-model\"} ", j.id);
     const char *saved = strstr(r.body, series);
     assert_non_null(saved);
     double so_far = json_num(sv, "so_far_j");

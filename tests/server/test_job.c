@@ -19,6 +19,7 @@
 
 #include "job.h"
 #include "job_assign.h"
+#include "job_metrics.h"
 #include "perseus/gpumodel.h"
 #include "server_harness.h"
 
@@ -150,6 +151,28 @@ static int post(job *j, int rank, long round, int mhz, double escale, int *actio
     req_results r = {rank, round, 1, &it, w, -1};
     assert_int_equal(store_begin(st), 0);
     return tx_ok(job_results(j, st, &r, action, e));
+}
+
+/* The per-job energy series count all the job's GPUs: the plan's energies are one pipeline's with
+ * one GPU per stage, and every stage runs on tp GPUs (an 8-way tensor-parallel job showed an
+ * eighth of its savings). */
+static void test_metrics_count_every_gpu(void **state)
+{
+    (void)state;
+    job *j = calloc(1, sizeof *j);
+    assert_non_null(j);
+    snprintf(j->id, sizeof j->id, "abc");
+    snprintf(j->spec.model, sizeof j->spec.model, "m");
+    j->spec.tp = 8;
+    j->run_iterations = 5;
+    j->run_energy_j = 1000;
+    j->run_saved_j = 100;
+    job_metric_row r;
+    job_metric_row_of(j, &r);
+    assert_true(fabs(r.value[JOB_METRIC_ENERGY] - 8000) < 1e-9);
+    assert_true(fabs(r.value[JOB_METRIC_SAVED] - 800) < 1e-9);
+    assert_true(fabs(r.value[JOB_METRIC_ITERATIONS] - 5) < 1e-9);
+    free(j);
 }
 
 static void test_registration_and_sweep(void **state)
@@ -1406,6 +1429,7 @@ static void test_precision_survives_restart(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_metrics_count_every_gpu),
         cmocka_unit_test(test_registration_and_sweep),
         cmocka_unit_test(test_dominated_clock_ends_sweep),
         cmocka_unit_test(test_profile_upload_and_failure),
