@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <netdb.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +17,10 @@
 #include <sys/socket.h>
 
 #include "perseus/limits.h"
+#include "perseus/logfmt.h"
 #include "perseus/numfmt.h"
 #include "perseus/server.h"
+#include "suggest.h"
 
 #ifndef PRS_VERSION
 #define PRS_VERSION "0"
@@ -33,7 +36,9 @@ static const char usage[] =
     "  --listen HOST:PORT     IPv4 address or host name (resolved to its first IPv4\n"
     "                         address) and port (default 127.0.0.1:7787; port 0 picks a\n"
     "                         free one, see --port-file)\n"
-    "  --data-dir DIR         data directory, created if missing (default ./perseusd-data)\n"
+    "  --data-dir DIR         data directory, created if missing (default: $STATE_DIRECTORY\n"
+    "                         under systemd, else $XDG_STATE_HOME/perseusd, else\n"
+    "                         ~/.local/state/perseusd)\n"
     "  --db FILE              database file (default DIR/perseusd.db)\n"
     "  --port-file FILE       write the port listened on to FILE once serving\n"
     "  --max-body BYTES       largest JSON request body (default 1048576)\n"
@@ -84,11 +89,29 @@ static const char usage[] =
     "examples:\n"
     "  perseusd\n"
     "  perseusd --listen localhost:7787 --data-dir /var/lib/perseusd --log-level debug\n"
-    "  perseusd --listen 0.0.0.0:0 --port-file port.txt --sync full\n";
+    "  perseusd --listen 0.0.0.0:7787 --create-token-file /etc/perseus/create-token --sync full\n";
 
 static int bad(const char *msg, const char *arg)
 {
     fprintf(stderr, "perseusd: %s '%s'\n%s", msg, arg, "try 'perseusd --help'\n");
+    return 2;
+}
+
+/* "unknown option", with the option meant when one is close ("did you mean"). */
+static int unknown_option(const char *arg, const struct option *opts)
+{
+    const char *names[64];
+    char want[96];
+    size_t n = 0;
+    for (const struct option *o = opts; o->name && n < sizeof names / sizeof names[0]; o++)
+        names[n++] = o->name;
+    const char *word = strncmp(arg, "--", 2) == 0 ? arg + 2 : arg;
+    snprintf(want, sizeof want, "%.*s", (int)strcspn(word, "="), word);
+    const char *near = word != arg ? prs__suggest(want, names, n) : NULL;
+    if (near)
+        fprintf(stderr, "perseusd: unknown option '%s' (did you mean '--%s'?)\n", arg, near);
+    else
+        fprintf(stderr, "perseusd: unknown option '%s'\ntry 'perseusd --help'\n", arg);
     return 2;
 }
 
@@ -379,8 +402,12 @@ static int parse_args(int argc, char **argv, prs_server_config *cfg, args *a)
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int c, rc;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1)
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        if (c == ':') return bad("missing value for", argv[optind - 1]);
+        if (c == '?') return unknown_option(argv[optind - 1], opts);
         if ((rc = parse_option(c, cfg, a)) >= 0) return rc;
+    }
     if (optind < argc) return bad("unexpected argument", argv[optind]);
     static char dbpath[4096];
     if (!a->db) {
@@ -407,11 +434,54 @@ static int write_port_file(const char *port_file, int port)
     return 0;
 }
 
+static void log_line(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_line(const char *level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    prs_logfmt_write(2, level, fmt, ap);
+    va_end(ap);
+}
+
+/* The data directory when --data-dir is not given, never one relative to wherever the server
+ * was started: the service's state directory (systemd's StateDirectory= sets STATE_DIRECTORY),
+ * else the user's state home (the XDG base directory rules), else ./perseusd-data when there is
+ * no home at all. */
+static const char *default_data_dir(char *buf, size_t n)
+{
+    const char *sd = getenv("STATE_DIRECTORY"), *xdg = getenv("XDG_STATE_HOME");
+    const char *home = getenv("HOME");
+    if (sd && sd[0] == '/')
+        snprintf(buf, n, "%.*s", (int)strcspn(sd, ":"), sd); /* the first, when several */
+    else if (xdg && xdg[0] == '/')
+        snprintf(buf, n, "%s/perseusd", xdg);
+    else if (home && home[0] == '/')
+        snprintf(buf, n, "%s/.local/state/perseusd", home);
+    else
+        snprintf(buf, n, "perseusd-data");
+    return buf;
+}
+
+/* Why the server could not start, as a log line like every other it writes (logfmt on stderr):
+ * the message quoted, its quotes and backslashes escaped. */
+static void start_failed(const char *msg)
+{
+    char q[2 * PRS_ERRMSG_MAX];
+    size_t k = 0;
+    for (const char *p = msg; *p && k + 2 < sizeof q; p++) {
+        if (*p == '"' || *p == '\\') q[k++] = '\\';
+        q[k++] = *p == '\n' ? ' ' : *p;
+    }
+    q[k] = '\0';
+    log_line("error", "msg=start_failed version=%s detail=\"%s\"", PRS_VERSION, q);
+}
+
 int main(int argc, char **argv)
 {
     prs_server_config cfg;
     prs_server_config_default(&cfg);
-    args a = {"perseusd-data", NULL, NULL};
+    static char data_dir[4096];
+    args a = {default_data_dir(data_dir, sizeof data_dir), NULL, NULL};
     int rc = parse_args(argc, argv, &cfg, &a);
     if (rc >= 0) return rc;
 
@@ -432,7 +502,7 @@ int main(int argc, char **argv)
     prs_server *s = NULL;
     prs_error err = {0, ""};
     if (prs_server_start(&cfg, &s, &err) != 0) {
-        fprintf(stderr, "perseusd: %s\n", err.msg);
+        start_failed(err.msg);
         return 1;
     }
     if (a.port_file && write_port_file(a.port_file, prs_server_port(s)) != 0) {

@@ -1957,21 +1957,33 @@ static struct MHD_Daemon *start_daemon(prs_server *s, http_worker *w, int fd, un
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
 }
 
-static int start_http(prs_server *s, const struct sockaddr_in *addr, prs_error *err)
+/* The listening socket, bound first of all: a port in use is refused before the data directory
+ * or the database is touched. s->listen_fd and s->port, or an error (the socket closed). */
+static int open_listener(prs_server *s, const struct sockaddr_in *addr, prs_error *err)
 {
     s->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (s->listen_fd < 0) return prs_error_set(err, PRS_EIO, "socket: %s", strerror(errno));
-    int one = 1;
+    int one = 1, rc = 0;
     setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(s->listen_fd, (const struct sockaddr *)addr, sizeof *addr) != 0 ||
-        listen(s->listen_fd, 4096) != 0)
-        return prs_error_set(err, PRS_EIO, "cannot listen on %s:%d: %s", s->listen_host,
-                             s->cfg.port, strerror(errno));
     struct sockaddr_in bound = {0}; /* filled by getsockname */
     socklen_t blen = sizeof bound;
-    if (getsockname(s->listen_fd, (struct sockaddr *)&bound, &blen) != 0)
-        return prs_error_set(err, PRS_EIO, "getsockname: %s", strerror(errno));
+    if (bind(s->listen_fd, (const struct sockaddr *)addr, sizeof *addr) != 0 ||
+        listen(s->listen_fd, 4096) != 0)
+        rc = prs_error_set(err, PRS_EIO, "cannot listen on %s:%d: %s", s->listen_host, s->cfg.port,
+                           strerror(errno));
+    else if (getsockname(s->listen_fd, (struct sockaddr *)&bound, &blen) != 0)
+        rc = prs_error_set(err, PRS_EIO, "getsockname: %s", strerror(errno));
+    if (rc) {
+        close(s->listen_fd);
+        s->listen_fd = -1;
+        return rc;
+    }
     s->port = ntohs(bound.sin_port);
+    return 0;
+}
+
+static int start_http(prs_server *s, prs_error *err)
+{
     if (pipe2(s->stop_pipe, O_CLOEXEC) != 0)
         return prs_error_set(err, PRS_EIO, "pipe: %s", strerror(errno));
     s->nworkers = s->cfg.threads;
@@ -2268,9 +2280,22 @@ static int load_job_row(void *ud, const store_job_row *row)
     return 0;
 }
 
+/* The data directory and its missing parents (the default one, ~/.local/state/perseusd, may be
+ * the first thing made under ~/.local), each only for its owner. 0, or -1 with errno. */
 static int make_dir(const char *path)
 {
-    return mkdir(path, 0700) == 0 || errno == EEXIST ? 0 : -1;
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *q = p + 1; *q; q++) {
+        if (*q != '/') continue;
+        *q = '\0';
+        if (mkdir(p, 0700) != 0 && errno != EEXIST) return -1;
+        *q = '/';
+    }
+    return mkdir(p, 0700) == 0 || errno == EEXIST ? 0 : -1;
 }
 
 static void server_free(prs_server *s)
@@ -2283,6 +2308,7 @@ static void server_free(prs_server *s)
             job_drop(j);
         }
     store_close(s->st);
+    if (s->listen_fd >= 0) close(s->listen_fd);
     pthread_rwlock_destroy(&s->lock);
     pthread_mutex_destroy(&s->store_mu);
     pthread_mutex_destroy(&s->task_mu);
@@ -2368,6 +2394,10 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
         return err ? err->code : PRS_EINVAL;
     }
     s->cfg.tls_cert_file = s->cfg.tls_key_file = NULL; /* read; the text is in s->tls */
+    if (open_listener(s, &addr, err)) {
+        server_free(s);
+        return PRS_EIO;
+    }
     if (make_dir(s->data_dir)) {
         int e = errno;
         prs_error_set(err, PRS_EIO, "%s: cannot create data directory: %s", s->data_dir,
@@ -2396,12 +2426,12 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
     s->janitor_started = 1;
     /* Two threads for large bodies, one can parse while the other holds the store, niced so
      * that the HTTP workers' polls come first on a busy machine. */
-    if (workq_start(2, 5, &s->heavy, err) != 0 || start_http(s, &addr, err) != 0) {
+    if (workq_start(2, 5, &s->heavy, err) != 0 || start_http(s, err) != 0) {
         prs_server_stop(s);
         return PRS_EIO;
     }
-    log_kv(s, PRS_LOG_INFO, "msg=listening addr=%s port=%d db=%s jobs=%ld", s->listen_host, s->port,
-           s->db_path, s->njobs);
+    log_kv(s, PRS_LOG_INFO, "msg=listening version=%s addr=%s port=%d db=%s jobs=%ld", PRS_VERSION,
+           s->listen_host, s->port, s->db_path, s->njobs);
     *out = s;
     return 0;
 }

@@ -120,8 +120,36 @@ for level in debug info warn error; do
   esac
 done
 
-# --- a numeric address still works ---
+# --- a numeric address still works; the start-up line names the version ---
 start info 127.0.0.1:0
 [[ $(status /healthz) == 200 ]] || fail "127.0.0.1: /healthz"
+grep -qE "level=info msg=listening version=[0-9]+\.[0-9]+\.[0-9]+ " "$tmp/log-info" ||
+  fail "the start-up line names no version: $(head -n 1 "$tmp/log-info")"
+# --- a port in use: refused before the data directory or database is made, in one logfmt line
+# (it logged 'msg=stopped' first, then the error in plain text, after creating the database) ---
+rc=0
+"$bin" --listen "127.0.0.1:$port" --data-dir "$tmp/busy" 2>"$tmp/busy.err" || rc=$?
+[[ $rc -eq 1 ]] || fail "port in use: exit $rc"
+[[ $(wc -l <"$tmp/busy.err") -eq 1 ]] || fail "port in use: not one line: $(cat "$tmp/busy.err")"
+grep -qE '^ts=[^ ]+ level=error msg=start_failed version=[0-9.]+ detail="cannot listen on 127\.0\.0\.1:[0-9]+: Address already in use"$' \
+  "$tmp/busy.err" || fail "port in use: $(cat "$tmp/busy.err")"
+[[ ! -e $tmp/busy ]] || fail "port in use: the data directory was created"
 stop
+# --- 'did you mean', and the --help examples as written start (the one beyond loopback with its
+# creation token: it once showed an example the server refuses) ---
+bad_arg "^perseusd: unknown option '--lisen' \(did you mean '--listen'\?\)$" --lisen x
+bad_arg "^perseusd: missing value for '--listen'$" --listen
+echo secret >"$tmp/create-token"
+"$bin" --help | sed -n 's/^  perseusd//p' | while read -r ex; do
+  ex=${ex//\/etc\/perseus\/create-token/$tmp\/create-token}
+  ex=${ex//\/var\/lib\/perseusd/$tmp\/ex-data}
+  ex=${ex//:7787/:0}
+  # shellcheck disable=SC2086
+  "$bin" $ex --data-dir "$tmp/ex-data" --port-file "$tmp/ex-port" 2>"$tmp/ex.log" &
+  expid=$!
+  wait_until 15 test -s "$tmp/ex-port" || fail "--help example 'perseusd $ex' did not start: $(cat "$tmp/ex.log")"
+  kill "$expid"
+  wait "$expid" || fail "--help example 'perseusd $ex' did not stop cleanly"
+  rm -f "$tmp/ex-port"
+done
 echo "perseusd CLI tests passed"
