@@ -17,6 +17,8 @@ int prs_cmd_emulate(int argc, char **argv);  /* cmd_emulate.c */
 int prs_cmd_plot(int argc, char **argv);     /* cmd_plot.c */
 int prs_cmd_demo(int argc, char **argv);     /* cmd_demo.c */
 int prs_cmd_noise(int argc, char **argv);    /* cmd_noise.c */
+int prs_cmd_jobs(int argc, char **argv);     /* cmd_jobs.c: perseus jobs */
+int prs_cmd_job(int argc, char **argv);      /* cmd_jobs.c: perseus job show */
 int prs_cmd_monitor(int argc, char **argv);  /* cmd_monitor.c */
 int prs_cmd_show_env(int argc, char **argv); /* cmd_show_env.c */
 

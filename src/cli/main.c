@@ -23,6 +23,8 @@ static void usage(FILE *out)
           "  synth         write a synthetic stage profile from the simulated GPU model\n"
           "  monitor       energy and average power of a command's run, per GPU\n"
           "  show-env      what Perseus sees: GPUs, clocks, energy counters, perseus-gpud\n"
+          "  jobs          the jobs a running perseusd holds (its administrator's token)\n"
+          "  job show ID   one job's status on a running perseusd\n"
           "\n"
           "Run 'perseus COMMAND --help' for a command's options and examples.\n"
           "\n"
@@ -59,8 +61,11 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "infer") == 0) return prs_cmd_infer(argc - 1, argv + 1);
     if (strcmp(cmd, "monitor") == 0) return prs_cmd_monitor(argc - 1, argv + 1);
     if (strcmp(cmd, "show-env") == 0) return prs_cmd_show_env(argc - 1, argv + 1);
-    static const char *const commands[] = {"demo",  "plan", "evaluate", "emulate", "infer",
-                                           "noise", "plot", "synth",    "monitor", "show-env"};
+    if (strcmp(cmd, "jobs") == 0) return prs_cmd_jobs(argc - 1, argv + 1);
+    if (strcmp(cmd, "job") == 0) return prs_cmd_job(argc - 1, argv + 1);
+    static const char *const commands[] = {"demo",    "plan",     "evaluate", "emulate",
+                                           "infer",   "noise",    "plot",     "synth",
+                                           "monitor", "show-env", "jobs",     "job"};
     const char *near = prs_cli_suggest(cmd, commands, sizeof commands / sizeof commands[0]);
     if (near)
         fprintf(stderr, "perseus: unknown command '%s' (did you mean '%s'?)\n", cmd, near);

@@ -86,6 +86,7 @@ enum route {
     R_FRONTIER,
     R_COMPLETE,
     R_DELETE,
+    R_LIST,
     R_UNKNOWN,
     N_ROUTES
 };
@@ -94,7 +95,7 @@ static const char *const ROUTE_NAMES[N_ROUTES] = {
     "healthz",         "metrics",     "create_job",     "get_job",         "register_rank",
     "schedule",        "results",     "set_straggler",  "clear_straggler", "set_power_cap",
     "clear_power_cap", "get_profile", "upload_profile", "get_frontier",    "complete",
-    "delete_job",      "unknown"};
+    "delete_job",      "list_jobs",   "unknown"};
 
 static const int CODES[] = {200, 201, 400, 401, 404, 405, 409, 413, 429, 500, 501, 503};
 #define N_CODES ((int)(sizeof CODES / sizeof CODES[0]) + 1) /* + "other" */
@@ -866,7 +867,7 @@ static void match(const char *method, const char *url, route_match *m)
     } while (0)
     if (strcmp(url, "/healthz") == 0) ROUTE(R_HEALTHZ, get, "GET");
     if (strcmp(url, "/metrics") == 0) ROUTE(R_METRICS, get, "GET");
-    if (strcmp(url, "/v1/jobs") == 0) ROUTE(R_CREATE, post, "POST");
+    if (strcmp(url, "/v1/jobs") == 0) ROUTE(get ? R_LIST : R_CREATE, get || post, "GET, POST");
     if (strncmp(url, "/v1/jobs/", 9) != 0) return;
     const char *p = url + 9, *slash = strchr(p, '/');
     size_t idlen = slash ? (size_t)(slash - p) : strlen(p);
@@ -1195,14 +1196,19 @@ static int retire_job(prs_server *s, job *j, const char *why, api_err *e)
 
 static void wake_janitor(prs_server *s);
 
+/* Whether the presented token is the administrator's (--admin-token). */
+static int is_admin(const prs_server *s, int have_token, const uint8_t hash[SECURE_SHA256_LEN])
+{
+    return have_token && s->has_admin_token && secure_equal(hash, s->admin_hash, SECURE_SHA256_LEN);
+}
+
 /* Whether the presented token may act on job j for this route: the job's own token, or the
- * administrator's for a deletion. */
+ * administrator's to delete it or read its status. */
 static int may_act(const prs_server *s, enum route r, int have_token,
                    const uint8_t hash[SECURE_SHA256_LEN], const job *j)
 {
     if (authorize(have_token, hash, j)) return 1;
-    return r == R_DELETE && have_token && s->has_admin_token &&
-           secure_equal(hash, s->admin_hash, SECURE_SHA256_LEN);
+    return (r == R_DELETE || r == R_STATUS) && is_admin(s, have_token, hash);
 }
 
 /* The routes that only read a job: its lock shared, the store untouched but for the profile. */
@@ -1425,6 +1431,44 @@ static void count_request(prs_server *s, enum route r, int status, double secs)
     s->m.hist[r][b]++;
     s->m.sum_s[r] += secs;
     pthread_mutex_unlock(&s->m.mu);
+}
+
+static int cmp_job_id(const void *a, const void *b)
+{
+    return strcmp((*(job *const *)a)->id, (*(job *const *)b)->id);
+}
+
+/* GET /v1/jobs, the administrator's: one line of every job the server holds, by id. The table
+ * lock is held only to take references (pin_all_jobs); each job is read under its own lock. */
+static enum MHD_Result handle_list(prs_server *s, struct MHD_Connection *c, conn_ctx *cc)
+{
+    uint8_t presented[SECURE_SHA256_LEN];
+    if (!is_admin(s, bearer_hash(c, presented), presented))
+        return send_error(s, c, cc, 401, "unauthorized",
+                          s->has_admin_token ? "listing jobs needs the server's admin token "
+                                               "(Authorization: Bearer ...)"
+                                             : "listing jobs needs an admin token, and the server "
+                                               "has none (perseusd --admin-token-file)");
+    size_t n;
+    job **all = pin_all_jobs(s, &n);
+    if (n > 1) qsort(all, n, sizeof *all, cmp_job_id);
+    json_t *list = json_array();
+    for (size_t i = 0; list && i < n; i++) {
+        job *j = all[i];
+        pthread_rwlock_rdlock(j->lock);
+        if (!j->deleted)
+            json_array_append_new(
+                list, json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i}", "job_id", j->id,
+                                "model", j->spec.model, "phase", job_phase_name(j->phase), "stages",
+                                j->spec.stages, "dp", j->spec.dp, "tp", j->spec.tp,
+                                "ranks_registered", j->nregistered, "ranks_expected", j->world));
+        pthread_rwlock_unlock(j->lock);
+    }
+    unpin_all_jobs(all, n);
+    if (!list) return send_error(s, c, cc, 500, "internal", "out of memory");
+    return send_json(
+        c, cc, 200,
+        json_pack("{s:I, s:o}", "count", (json_int_t)json_array_size(list), "jobs", list));
 }
 
 static enum MHD_Result handle_metrics(prs_server *s, struct MHD_Connection *c, conn_ctx *cc)
@@ -1878,6 +1922,8 @@ static enum MHD_Result dispatch(prs_server *s, struct MHD_Connection *c, conn_ct
     }
     case R_CREATE:
         return handle_create(s, c, cc);
+    case R_LIST:
+        return handle_list(s, c, cc);
     default:
         return handle_job(s, c, cc, &m);
     }

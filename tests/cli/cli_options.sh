@@ -46,7 +46,8 @@ commands["plan export"], end = table("cmd_plan.c")
 commands["plan"], _ = table("cmd_plan.c", end)
 for cmd, path in [("evaluate", "cmd_evaluate.c"), ("emulate", "cmd_emulate.c"),
                   ("noise", "cmd_noise.c"), ("synth", "cmd_synth.c"), ("demo", "cmd_demo.c"),
-                  ("monitor", "cmd_monitor.c"), ("show-env", "cmd_show_env.c")]:
+                  ("monitor", "cmd_monitor.c"), ("show-env", "cmd_show_env.c"),
+                  ("jobs", "cmd_jobs.c"), ("job show", "cmd_jobs.c")]:
     commands[cmd], _ = table(path)
 plot, _ = table("cmd_plot.c")
 

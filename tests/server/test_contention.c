@@ -297,7 +297,7 @@ static void test_bearer_any_case(void **state)
     http_reply_free(&r);
 }
 
-/* The administrator's token deletes any job, and only deletes. */
+/* The administrator's token lists the jobs, reads and deletes any job, and does nothing else. */
 static void test_admin_delete(void **state)
 {
     (void)state;
@@ -310,7 +310,31 @@ static void test_admin_delete(void **state)
     assert_int_equal(create(g.port, NULL, b, btok), 201);
     assert_int_equal(status_of(g.port, "DELETE", a, btok), 401); /* another job's token */
     assert_int_equal(status_of(g.port, "DELETE", a, "wrong"), 401);
-    assert_int_equal(status_of(g.port, "GET", a, cfg.admin_token), 401); /* deletes only */
+    assert_int_equal(status_of(g.port, "GET", a, cfg.admin_token), 200); /* reads a status */
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s/complete", a);
+    http_reply rc = http_do(g.port, "POST", path, cfg.admin_token, "{}", 2, NULL);
+    assert_int_equal(rc.status, 401); /* ... and changes nothing */
+    http_reply_free(&rc);
+    /* GET /v1/jobs: every job, by id, for the administrator alone. */
+    http_reply l = http_do(g.port, "GET", "/v1/jobs", cfg.admin_token, NULL, 0, NULL);
+    assert_int_equal(l.status, 200);
+    assert_int_equal(json_int(l.json, "count"), 2);
+    json_t *jobs = json_object_get(l.json, "jobs");
+    assert_int_equal(json_array_size(jobs), 2);
+    const char *first = json_str(json_array_get(jobs, 0), "job_id");
+    const char *second = json_str(json_array_get(jobs, 1), "job_id");
+    assert_true(strcmp(first, second) < 0);
+    assert_true((strcmp(first, a) == 0 && strcmp(second, b) == 0) ||
+                (strcmp(first, b) == 0 && strcmp(second, a) == 0));
+    assert_string_equal(json_str(json_array_get(jobs, 0), "phase"), "registering");
+    http_reply_free(&l);
+    l = http_do(g.port, "GET", "/v1/jobs", atok, NULL, 0, NULL);
+    assert_int_equal(l.status, 401); /* a job's token lists nothing */
+    http_reply_free(&l);
+    l = http_do(g.port, "GET", "/v1/jobs", NULL, NULL, 0, NULL);
+    assert_int_equal(l.status, 401);
+    http_reply_free(&l);
     assert_int_equal(status_of(g.port, "DELETE", a, cfg.admin_token), 200);
     assert_int_equal(status_of(g.port, "GET", a, atok), 404);
     assert_int_equal(status_of(g.port, "GET", b, btok), 200);
