@@ -50,7 +50,7 @@ static int teardown(void **state)
 
 static void need_daemon(void)
 {
-    if (!g_lib || !H.dir[0]) prs_skip_case("no fake NVML or no perseus-gpud binary");
+    if (!g_lib || !H.dir[0]) prs_skip_input("no fake NVML or no perseus-gpud binary");
 }
 
 /* The SM clock in effect on device i, read through our own handle. */

@@ -599,7 +599,7 @@ static void test_configs(void **state)
 {
     (void)state;
     if (!getenv("PRS_FAKE_CUDA") || !getenv("PRS_FAKE_NVML"))
-        prs_skip_case("no fake driver libraries (PRS_FAKE_CUDA, PRS_FAKE_NVML)");
+        prs_skip_input("no fake driver libraries (PRS_FAKE_CUDA, PRS_FAKE_NVML)");
     enum { N = sizeof configs / sizeof configs[0] };
     const char *only = getenv("PRS_DEVTIME_CONFIG"); /* one configuration, in this process */
     for (int i = 0; only && i < N; i++)

@@ -131,7 +131,7 @@ static void close_client(prs_client *c, CUstream cs)
 static void run_case(const char *name, void (*first)(prs_client *, CUstream, int))
 {
     if (!cu_path || !nvml_path) {
-        prs_skip_case("no fake libcuda or NVML ($PRS_FAKE_CUDA, $PRS_FAKE_NVML)");
+        prs_skip_input("no fake libcuda or NVML ($PRS_FAKE_CUDA, $PRS_FAKE_NVML)");
         return;
     }
     char dir[256];

@@ -160,7 +160,7 @@ static void test_no_energy_counter(void **state)
 /* The counter is the model's integral: one kernel on an idle device, read before and after. */
 static void test_energy_is_model_integral(void **state)
 {
-    if (!have_cu) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!have_cu) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, "", "", "");
     prs_gpu *g = open_nvml(0);
@@ -195,7 +195,7 @@ static void test_energy_is_model_integral(void **state)
 /* Noise 10 %: the energy of many kernels averages to the model's; power readings spread. */
 static void test_noise_mean(void **state)
 {
-    if (!have_cu) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!have_cu) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, "", "0.1", "");
     prs_gpu *g = open_nvml(0);
@@ -246,7 +246,7 @@ static void test_noise_mean(void **state)
 /* Energy of n noisy kernels against the model: within a few standard errors. */
 static void test_noise_energy(void **state)
 {
-    if (!have_cu) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!have_cu) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, "", "0.2", "");
     prs_gpu *g = open_nvml(0);
@@ -280,7 +280,7 @@ static void test_noise_energy(void **state)
  * at half speed from the instant of the call. */
 static void test_clock_change_mid_kernel(void **state)
 {
-    if (!have_cu) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!have_cu) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, "", "", "");
     prs_gpu *g = open_nvml(0);
@@ -321,7 +321,7 @@ static void test_clock_change_mid_kernel(void **state)
  * the fake NVML is the clock this process's kernels run at. */
 static void test_clock_from_other_process(void **state)
 {
-    if (!have_cu) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!have_cu) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, "", "", "");
     prs_gpu *g = open_nvml(0);
@@ -365,7 +365,7 @@ typedef int (*nvml_by_uuid_fn)(const char *, void **);
 /* Four devices: separate UUIDs in NVML and CUDA, and separate clocks. */
 static void test_several_devices(void **state)
 {
-    if (!have_cu) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!have_cu) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, "", "", "");
     void *nv = dlopen(getenv("PRS_FAKE_NVML"), RTLD_NOW | RTLD_LOCAL);
@@ -447,7 +447,7 @@ static void test_several_devices(void **state)
 /* A device-side barrier: the faster stream waits; both continue after the last arrival. */
 static void test_barrier(void **state)
 {
-    if (!have_cu) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!have_cu) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, "", "", "");
     CUstream s0 = ctx_stream(0), s1 = ctx_stream(1);
@@ -487,7 +487,7 @@ static void test_barrier(void **state)
  * devices (in memory): a clock locked through NVML is the clock the kernels run at. */
 static void test_shared_without_dir(void **state)
 {
-    if (!have_cu) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!have_cu) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     unsetenv("PRS_FAKE_GPU_DIR");
     unsetenv("PRS_FAKE_NVML_REFRESH_MS");
     unsetenv("PRS_FAKE_NVML_NOISE");
@@ -515,7 +515,7 @@ static void test_shared_without_dir(void **state)
 /* Driver semantics of the fake: codes without initialisation or context, event states. */
 static void test_driver_semantics(void **state)
 {
-    if (!have_cu) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!have_cu) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, "", "", "");
     CUevent e;

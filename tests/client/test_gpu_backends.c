@@ -142,7 +142,7 @@ static void test_nvml_missing(void **state)
 
 static void test_nvml_fake(void **state)
 {
-    if (!fake_lib()) prs_skip_case("no fake NVML library (PRS_FAKE_NVML)");
+    if (!fake_lib()) prs_skip_input("no fake NVML library (PRS_FAKE_NVML)");
     char st[512], buf[256];
     state_path(st, sizeof st, "basic");
     setenv("PRS_FAKE_NVML_STATE", st, 1);
@@ -224,7 +224,7 @@ static void test_clockctl_sim_inline_only(void **state)
  * clock follows the answers, and free resets the clock and reaps the helper. */
 static void test_clockctl_process_nvml(void **state)
 {
-    if (!fake_lib()) prs_skip_case("no fake NVML library (PRS_FAKE_NVML)");
+    if (!fake_lib()) prs_skip_input("no fake NVML library (PRS_FAKE_NVML)");
     char st[512], buf[256];
     state_path(st, sizeof st, "process");
     setenv("PRS_FAKE_NVML_STATE", st, 1);
@@ -285,7 +285,7 @@ static void run_training_child(const char *st, int ready_fd, int go_fd, int how)
 
 static void watchdog_case(int how)
 {
-    if (!fake_lib()) prs_skip_case("no fake NVML library (PRS_FAKE_NVML)");
+    if (!fake_lib()) prs_skip_input("no fake NVML library (PRS_FAKE_NVML)");
     char st[512], buf[256];
     state_path(st, sizeof st, how == 0 ? "kill" : how == 1 ? "exit" : "abort");
     setenv("PRS_FAKE_NVML_STATE", st, 1);

@@ -60,7 +60,7 @@ static void test_energy_mode(void **state)
 {
     (void)state;
     prs_gpu *g = open_fake();
-    if (!g) prs_skip_case("no fake NVML library (PRS_FAKE_NVML)");
+    if (!g) prs_skip_input("no fake NVML library (PRS_FAKE_NVML)");
     prs__client_sampler *s;
     assert_int_equal(prs__client_sampler_start(g, NULL, &s), 0);
     assert_int_equal(prs__client_sampler_mode(s), PRS__CLIENT_SAMPLE_ENERGY);
@@ -89,7 +89,7 @@ static void test_power_mode(void **state)
 {
     (void)state;
     prs_gpu *g = open_fake();
-    if (!g) prs_skip_case("no fake NVML library (PRS_FAKE_NVML)");
+    if (!g) prs_skip_input("no fake NVML library (PRS_FAKE_NVML)");
     prs__client_sampler_opts o;
     prs__client_sampler_opts_init(&o);
     o.force_power = 1;
@@ -113,7 +113,7 @@ static void test_ring_and_stop(void **state)
 {
     (void)state;
     prs_gpu *g = open_fake();
-    if (!g) prs_skip_case("no fake NVML library (PRS_FAKE_NVML)");
+    if (!g) prs_skip_input("no fake NVML library (PRS_FAKE_NVML)");
     prs__client_sampler_opts o;
     prs__client_sampler_opts_init(&o);
     o.capacity = 4;
@@ -147,7 +147,7 @@ static void test_feed_attrib(void **state)
 {
     (void)state;
     prs_gpu *g = open_fake();
-    if (!g) prs_skip_case("no fake NVML library (PRS_FAKE_NVML)");
+    if (!g) prs_skip_input("no fake NVML library (PRS_FAKE_NVML)");
     prs__client_attrib *a;
     assert_int_equal(prs__client_attrib_new(1, NULL, &a), 0);
     prs__client_sampler *s;
@@ -178,7 +178,7 @@ static void test_guided_polls(void **state)
 {
     (void)state;
     char dir[256];
-    if (!getenv("PRS_FAKE_NVML")) prs_skip_case("no fake NVML library (PRS_FAKE_NVML)");
+    if (!getenv("PRS_FAKE_NVML")) prs_skip_input("no fake NVML library (PRS_FAKE_NVML)");
     assert_int_equal(fake_dir_begin(dir, sizeof dir, "sampler"), 0);
     setenv("PRS_FAKE_NVML_REFRESH_MS", "100", 1);
     setenv("PRS_FAKE_NVML_READ_MS", "3", 1);

@@ -72,7 +72,7 @@ static void test_errors(void **state)
     assert_non_null(strstr(e.msg, "/nonexistent/libcuda.so.1"));
     assert_int_equal(prs_stream_open_cuda(0, "libm.so.6", &s, &e), PRS_ENOLIB);
     assert_non_null(strstr(e.msg, "cuInit"));
-    if (!cu_path) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!cu_path) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     /* The library is there, but no context is current on this thread. */
     assert_int_equal(cu.cuCtxSetCurrent(NULL), CUDA_SUCCESS);
     assert_int_equal(prs_stream_open_cuda(0, cu_path, &s, &e), PRS_EGPU);
@@ -115,7 +115,7 @@ static void test_errors(void **state)
  * between them, exactly (float milliseconds: a few nanoseconds). */
 static void test_event_elapsed_exact(void **state)
 {
-    if (!cu_path) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!cu_path) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, 0);
     const prs_gpu_preset *p = prs_gpu_preset_find("a100");
@@ -147,7 +147,7 @@ static void test_event_elapsed_exact(void **state)
  * device idle, and the idle time is in the window. */
 static void test_host_behind(void **state)
 {
-    if (!cu_path) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!cu_path) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, 0);
     prs_event *ev[3];
@@ -192,7 +192,7 @@ static void host_fn(void *user)
  */
 static void test_host_fn_order(void **state)
 {
-    if (!cu_path) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!cu_path) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, 0);
     host_log log = {{0}, {0}, 0};
@@ -238,7 +238,7 @@ static void set_clock_fn(void *user)
  * its clock. The same requests made by the host when it enqueues (running ahead) miss. */
 static void test_clock_in_stream_order(void **state)
 {
-    if (!cu_path) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!cu_path) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, 0);
     prs_gpu *g;
@@ -274,7 +274,7 @@ static void test_clock_in_stream_order(void **state)
 /* The context's device UUID, as NVML names the same device. */
 static void test_device_uuid(void **state)
 {
-    if (!cu_path) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!cu_path) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, 2);
     char id[64];
@@ -336,7 +336,7 @@ static void noop_fn(void *user)
  * a loose bound here, the benchmark measures it). */
 static void test_enqueue_cost(void **state)
 {
-    if (!cu_path) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!cu_path) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, 0);
     prs_event *ev;

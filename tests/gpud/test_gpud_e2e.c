@@ -282,7 +282,7 @@ static int teardown(void **state)
 #define NEED_DAEMON()                                                                              \
     do {                                                                                           \
         if (!T.gpu[0]) {                                                                           \
-            prs_skip_case("no fake NVML ($PRS_FAKE_NVML) or $PRS_BIN_DIR");                        \
+            prs_skip_input("no fake NVML ($PRS_FAKE_NVML) or $PRS_BIN_DIR");                       \
             return;                                                                                \
         }                                                                                          \
     } while (0)
