@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Check the formatting (clang-format) and run clang-tidy on src/ (both must be clean), build and
 # run the whole test suite twice: an optimised build, then AddressSanitizer +
-# UndefinedBehaviorSanitizer. Then a short libFuzzer run of each fuzz target.
-# Usage: scripts/test.sh [--no-lint] [--no-sanitize] [--no-fuzz]
+# UndefinedBehaviorSanitizer. Then a short libFuzzer run of each fuzz target. After each suite,
+# the slowest tests by CTest's cost data. --quick: the optimised build and its suite only (no
+# lint, no sanitizers, no fuzzing), for the edit-run loop.
+# Usage: scripts/test.sh [--quick] [--no-lint] [--no-sanitize] [--no-fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sanitize=1 fuzz=1 lint=1
@@ -11,6 +13,7 @@ for a in "$@"; do
     --no-lint) lint=0 ;;
     --no-sanitize) sanitize=0 ;;
     --no-fuzz) fuzz=0 ;;
+    --quick) lint=0 sanitize=0 fuzz=0 ;;
     *) echo "scripts/test.sh: unknown option '$a'" >&2; exit 2 ;;
   esac
 done
@@ -25,6 +28,7 @@ run_ctest() {
   ctest --test-dir "$dir" --output-on-failure -j "$jobs" 2>&1 | tee "$log" || rc=$?
   skipped=$(sed -nE 's/^.*Test +#[0-9]+: ([^ ]+) .*\*\*\*Skipped.*$/\1/p' "$log" | sort)
   rm -f "$log"
+  slowest "$dir"
   if [[ -n $skipped ]]; then
     echo "skipped in $dir ($(wc -l <<<"$skipped"); reasons in $dir/Testing/Temporary/LastTest.log):"
     sed 's/^/  /' <<<"$skipped"
@@ -32,6 +36,15 @@ run_ctest() {
     echo "skipped in $dir: none"
   fi
   return "$rc"
+}
+
+# slowest DIR: the 10 tests of DIR's last run that took longest (CTest's cost data: name, runs,
+# average seconds), so the suite's time is seen where it goes.
+slowest() {
+  local cost=$1/Testing/Temporary/CTestCostData.txt
+  [[ -f $cost ]] || return 0
+  echo "slowest tests in $1 (average seconds per run):"
+  awk 'NF == 3 {printf "  %8.2f  %s\n", $3, $1}' "$cost" | sort -rn | head -n 10
 }
 
 # lint: every tracked C file formatted as .clang-format says; clang-tidy (.clang-tidy) silent on src/.
