@@ -245,7 +245,7 @@ static long train_until_running(world *w, iter_rec *recs, long cap, int want)
         run_iteration(w, &recs[n]);
         if (recs[n].uniform && strcmp(recs[n].phase, "running") == 0) running++;
         n++;
-        harness_sleep_ms(2);
+        harness_sleep_ms(2); /* the training pace: results reach the server as they end */
     }
     return n;
 }
@@ -467,7 +467,7 @@ static long until_state(world *w, int d, const char *want, double *tprime, long 
     iter_rec rec;
     for (long n = 1; n <= 40; n++) {
         run_iteration(w, &rec);
-        harness_sleep_ms(40);
+        harness_sleep_ms(40); /* the training pace */
         if (strcmp(straggler_of(w, d, tprime, plan), want) == 0) return n;
     }
     return -1;
@@ -500,7 +500,7 @@ static void test_straggler_auto(void **state)
         prs_client_get_stats(w.r[0].cl, &st);
         if (plan != fastest && st.plan_id == plan) break;
         run_iteration(&w, &rec);
-        harness_sleep_ms(20);
+        harness_sleep_ms(20); /* the training pace */
     }
     printf("straggler 1.2x: detected after %ld iterations (straggler.iterations = 3); T' %.4f s, "
            "its pace %.4f s (%+.2f %%); the others run plan %ld (fastest %ld)\n",
@@ -540,7 +540,7 @@ static int daemon_restart(daemon_proc *d)
         int ok = r.status == 200;
         http_reply_free(&r);
         if (ok) return 0;
-        harness_sleep_ms(20);
+        harness_sleep_ms(20); /* poll interval */
     }
     return -1;
 }
@@ -602,7 +602,7 @@ static void test_server_killed(void **state)
     prs_client_stats after = during;
     while (harness_now() - t0 < 20 && after.posted <= during.posted) {
         run_iteration(&w, &rec);
-        harness_sleep_ms(5);
+        harness_sleep_ms(5); /* the training pace */
         prs_client_get_stats(w.r[0].cl, &after);
     }
     assert_true(after.posted > during.posted); /* the job resumed */
