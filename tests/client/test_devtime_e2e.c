@@ -26,8 +26,10 @@
  * Every configuration ends with no clock failure on any rank, in the job's status too.
  *
  * The configurations run as child processes in parallel (the fakes read their settings from the
- * environment when loaded), in about 4 minutes; the coarse counters' rounds last until their
- * fits settle. PRS_DEVTIME_CONFIG=NAME runs one configuration in this process. */
+ * environment when loaded); the coarse counters' rounds last until their fits settle. Each runs
+ * in compressed time (time_scale below: the durations named here, all scaled alike), so the
+ * whole takes about 2 minutes instead of 4 to 5. PRS_DEVTIME_CONFIG=NAME runs one
+ * configuration in this process. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
