@@ -276,7 +276,7 @@ static void test_guided_polls(void **state)
      * brackets widened by a late wake-up of the sampler (counted on a thread beside it). */
     assert_true(skipped <= 2 * stretched);
     assert_true(missed <= 2 * stretched);
-    assert_true(4 * wide <= n - first + 4 * (stretched + wakeups));
+    assert_true(4L * wide <= n - first + 4 * (stretched + wakeups));
     prs_gpu_close(g);
     unsetenv("PRS_FAKE_NVML_REFRESH_MS");
     unsetenv("PRS_FAKE_NVML_READ_MS");
