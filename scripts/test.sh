@@ -2,9 +2,9 @@
 # Check the formatting (clang-format) and run clang-tidy on src/ (both must be clean), build and
 # run the whole test suite twice: an optimised build, then AddressSanitizer +
 # UndefinedBehaviorSanitizer. Then a short libFuzzer run of each fuzz target. After each suite,
-# the slowest tests by CTest's cost data. --quick: the optimised build and its suite only (no
-# lint, no sanitizers, no fuzzing), for the edit-run loop. --tsan adds ThreadSanitizer on the
-# threaded parts (the server, client and gpud tests); not yet by default: it still reports races.
+# the slowest tests. --quick: the optimised build and its suite only (no lint, no sanitizers, no
+# fuzzing), for the edit-run loop. --tsan adds ThreadSanitizer on the threaded parts (the server,
+# client and gpud tests); not yet by default: it still reports races.
 # Usage: scripts/test.sh [--quick] [--no-lint] [--no-sanitize] [--tsan] [--no-fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,16 +23,16 @@ jobs=$(nproc)
 
 # run_ctest DIR [CTEST_ARGS...]: the suite built in DIR; then the tests it skipped (a test that
 # cannot run, for instance without the shared data set, exits 77 and CTest reports it as skipped,
-# not passed).
-# Their output, which says why, is in DIR/Testing/Temporary/LastTest.log. Fails as ctest failed.
+# not passed); their output, which says why, is in DIR/Testing/Temporary/LastTest.log. Prints the
+# slowest tests of the run. Fails as ctest failed.
 run_ctest() {
   local dir=$1 log rc=0 skipped
   shift
   log=$(mktemp)
   ctest --test-dir "$dir" --output-on-failure -j "$jobs" "$@" 2>&1 | tee "$log" || rc=$?
   skipped=$(sed -nE 's/^.*Test +#[0-9]+: ([^ ]+) .*\*\*\*Skipped.*$/\1/p' "$log" | sort)
+  slowest "$log"
   rm -f "$log"
-  slowest "$dir"
   if [[ -n $skipped ]]; then
     echo "skipped in $dir ($(wc -l <<<"$skipped"); reasons in $dir/Testing/Temporary/LastTest.log):"
     sed 's/^/  /' <<<"$skipped"
@@ -42,13 +42,12 @@ run_ctest() {
   return "$rc"
 }
 
-# slowest DIR: the 10 tests of DIR's last run that took longest (CTest's cost data: name, runs,
-# average seconds), so the suite's time is seen where it goes.
+# slowest LOG: the 10 tests of a CTest run (its output in LOG) that took longest, so the suite's
+# time is seen where it goes (CTest's own cost data is a moving average over runs).
 slowest() {
-  local cost=$1/Testing/Temporary/CTestCostData.txt
-  [[ -f $cost ]] || return 0
-  echo "slowest tests in $1 (average seconds per run):"
-  awk 'NF == 3 {printf "  %8.2f  %s\n", $3, $1}' "$cost" | sort -rn | head -n 10
+  echo "slowest tests (seconds):"
+  sed -nE 's/^.*Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 \1/p' "$1" | sort -rn | head -n 10 |
+    awk '{printf "  %8.2f  %s\n", $1, $2}'
 }
 
 # lint: every tracked C file formatted as .clang-format says; clang-tidy (.clang-tidy) silent on src/.
