@@ -1,29 +1,37 @@
 #!/usr/bin/env bash
 # Check the formatting (clang-format) and run clang-tidy on src/ (both must be clean), build and
 # run the whole test suite twice: an optimised build, then AddressSanitizer +
-# UndefinedBehaviorSanitizer. Then a short libFuzzer run of each fuzz target.
-# Usage: scripts/test.sh [--no-lint] [--no-sanitize] [--no-fuzz]
+# UndefinedBehaviorSanitizer. Then a short libFuzzer run of each fuzz target. After each suite,
+# the slowest tests. --quick: the optimised build and its suite only (no lint, no sanitizers, no
+# fuzzing), for the edit-run loop. --tsan adds ThreadSanitizer on the threaded parts (the server,
+# client and gpud tests); not yet by default: it still reports races.
+# Usage: scripts/test.sh [--quick] [--no-lint] [--no-sanitize] [--tsan] [--no-fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-sanitize=1 fuzz=1 lint=1
+sanitize=1 tsan=0 fuzz=1 lint=1
 for a in "$@"; do
   case "$a" in
     --no-lint) lint=0 ;;
     --no-sanitize) sanitize=0 ;;
+    --tsan) tsan=1 ;;
     --no-fuzz) fuzz=0 ;;
+    --quick) lint=0 sanitize=0 tsan=0 fuzz=0 ;;
     *) echo "scripts/test.sh: unknown option '$a'" >&2; exit 2 ;;
   esac
 done
 jobs=$(nproc)
 
-# run_ctest DIR: the suite built in DIR; then the tests it skipped (a test that cannot run, for
-# instance without the shared data set, exits 77 and CTest reports it as skipped, not passed).
-# Their output, which says why, is in DIR/Testing/Temporary/LastTest.log. Fails as ctest failed.
+# run_ctest DIR [CTEST_ARGS...]: the suite built in DIR; then the tests it skipped (a test that
+# cannot run, for instance without the shared data set, exits 77 and CTest reports it as skipped,
+# not passed); their output, which says why, is in DIR/Testing/Temporary/LastTest.log. Prints the
+# slowest tests of the run. Fails as ctest failed.
 run_ctest() {
   local dir=$1 log rc=0 skipped
+  shift
   log=$(mktemp)
-  ctest --test-dir "$dir" --output-on-failure -j "$jobs" 2>&1 | tee "$log" || rc=$?
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" "$@" 2>&1 | tee "$log" || rc=$?
   skipped=$(sed -nE 's/^.*Test +#[0-9]+: ([^ ]+) .*\*\*\*Skipped.*$/\1/p' "$log" | sort)
+  slowest "$log"
   rm -f "$log"
   if [[ -n $skipped ]]; then
     echo "skipped in $dir ($(wc -l <<<"$skipped"); reasons in $dir/Testing/Temporary/LastTest.log):"
@@ -32,6 +40,14 @@ run_ctest() {
     echo "skipped in $dir: none"
   fi
   return "$rc"
+}
+
+# slowest LOG: the 10 tests of a CTest run (its output in LOG) that took longest, so the suite's
+# time is seen where it goes (CTest's own cost data is a moving average over runs).
+slowest() {
+  echo "slowest tests (seconds):"
+  sed -nE 's/^.*Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 \1/p' "$1" | sort -rn | head -n 10 |
+    awk '{printf "  %8.2f  %s\n", $1, $2}'
 }
 
 # lint: every tracked C file formatted as .clang-format says; clang-tidy (.clang-tidy) silent on src/.
@@ -63,6 +79,19 @@ if ((sanitize)); then
     >/dev/null
   cmake --build build-asan -j "$jobs"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest build-asan
+fi
+
+# ThreadSanitizer: the test programs of the threaded parts (tests/server, client, gpud) and what
+# they run, then their tests. Races are errors (halt_on_error), as the other sanitizers' findings.
+if ((tsan)); then
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPRS_TSAN=ON \
+    -DPRS_BUILD_TESTS=ON -DPRS_BUILD_BENCH=OFF -DPRS_BUILD_FUZZ=OFF >/dev/null
+  targets=()
+  for t in tests/server/test_*.c tests/client/test_*.c tests/gpud/test_*.c; do
+    targets+=("$(basename "$t" .c)")
+  done
+  cmake --build build-tsan -j "$jobs" --target "${targets[@]}"
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_ctest build-tsan -R '^(server|client|gpud)/'
 fi
 
 if ((fuzz)); then

@@ -4,11 +4,18 @@
  * returns prs_test_result(cmocka_run_group_tests(...)): 1 if any case failed, else
  * PRS_TEST_SKIPPED (the tests' SKIP_RETURN_CODE in tests/CMakeLists.txt) if any case was skipped,
  * else 0. A program that ran only part of its cases is thus "Skipped", never "Passed", and its
- * output names the cases that did not run and why. */
+ * output names the cases that did not run and why.
+ *
+ * A case whose input is part of the project (the shared data set, a fake driver library or a
+ * program built from this tree, the source directory) calls prs_skip_input(why): it skips as
+ * above on a developer's machine, but fails when the environment variable CI is set (to anything
+ * but "", "0" or "false"), so a continuous-integration run never passes by skipping. */
 #ifndef PRS_TESTS_SKIPS_H
 #define PRS_TESTS_SKIPS_H
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define PRS_TEST_SKIPPED 77
 
@@ -19,6 +26,19 @@ static int prs_skipped_cases;
         prs_skipped_cases++;                                                                       \
         print_message("[ SKIPPED  ] %s: %s\n", __func__, (why));                                   \
         skip();                                                                                    \
+    } while (0)
+
+/* CI is set: a missing input fails instead of skipping. */
+static inline int prs_in_ci(void)
+{
+    const char *v = getenv("CI");
+    return v && *v && strcmp(v, "0") != 0 && strcmp(v, "false") != 0;
+}
+
+#define prs_skip_input(why)                                                                        \
+    do {                                                                                           \
+        if (prs_in_ci()) fail_msg("%s: %s (CI is set: a missing input fails)", __func__, (why));   \
+        prs_skip_case(why);                                                                        \
     } while (0)
 
 static inline int prs_test_result(int failed)

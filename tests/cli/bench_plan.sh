@@ -4,12 +4,12 @@
 # --stats adds 15 counter columns whose figures agree with the table's points; the frontier does
 # not depend on --threads; bad arguments are refused with exit status 2 and one line on stderr.
 set -euo pipefail
+. "${PRS_SOURCE_DIR:?PRS_SOURCE_DIR not set}/tests/cli/lib.bash"
 
 bench="${PRS_BIN_DIR:?PRS_BIN_DIR not set}/bench/bench_plan"
-[[ -x $bench ]] || { echo "no $bench (built with -DPRS_BUILD_BENCH=OFF?)"; exit 77; }
+[[ -x $bench ]] || skip_input "no $bench (built with -DPRS_BUILD_BENCH=OFF?)"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-. "${PRS_SOURCE_DIR:?PRS_SOURCE_DIR not set}/tests/cli/lib.bash"
 
 args=(--synth a100 --stages 4 --microbatches 4,6 --unit-time 0.001 --cost-model both
       --runs 1 --quick)

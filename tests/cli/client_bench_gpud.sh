@@ -11,7 +11,7 @@ set -euo pipefail
 bin="${PRS_BIN_DIR:?}"
 src="${PRS_SOURCE_DIR:?}"
 source "$src/tests/cli/lib.bash"
-[[ -n ${PRS_FAKE_NVML:-} ]] || { echo "no fake NVML"; exit 77; }
+[[ -n ${PRS_FAKE_NVML:-} ]] || skip_input "no fake NVML"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/prs-bench-gpud-XXXXXX")
 start_gpud "$dir"
 sanitized=0

@@ -4,8 +4,9 @@
 # only check that it runs (their slowdown is not the hooks'). A run that misses the target is
 # repeated, up to 3 runs, and the target holds when one run's median meets it.
 set -euo pipefail
+source "$(dirname "$0")/lib.bash"
 bin="${PRS_BIN_DIR:?}"
-[[ -n ${PRS_FAKE_CUDA:-} && -n ${PRS_FAKE_NVML:-} ]] || { echo "no fake driver"; exit 77; }
+[[ -n ${PRS_FAKE_CUDA:-} && -n ${PRS_FAKE_NVML:-} ]] || skip_input "no fake driver"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/prs-bench-hooks-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 sanitized=0

@@ -5,10 +5,11 @@
 # while using well under a CPU, the stream section must run, it must change no clock, and bad
 # usage is refused with status 2.
 set -euo pipefail
+source "$(dirname "$0")/lib.bash"
 bin="${PRS_BIN_DIR:?}"
-[[ -n ${PRS_FAKE_CUDA:-} && -n ${PRS_FAKE_NVML:-} ]] || { echo "no fake driver"; exit 77; }
+[[ -n ${PRS_FAKE_CUDA:-} && -n ${PRS_FAKE_NVML:-} ]] || skip_input "no fake driver"
 probe="$bin/bench/gpu_probe"
-[[ -x $probe ]] || { echo "no $probe (benchmarks not built)"; exit 77; }
+[[ -x $probe ]] || skip_input "no $probe (benchmarks not built)"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/prs-gpu-probe-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 export PRS_FAKE_GPU_DIR=$dir PRS_FAKE_NVML_REFRESH_MS=100 PRS_FAKE_NVML_READ_MS=3

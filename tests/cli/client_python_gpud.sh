@@ -8,7 +8,7 @@ bin="${PRS_BIN_DIR:?}"
 src="${PRS_SOURCE_DIR:?}"
 source "$src/tests/cli/lib.bash"
 python_client_checks
-[[ -n ${PRS_FAKE_NVML:-} ]] || { echo "no fake NVML"; exit 77; }
+[[ -n ${PRS_FAKE_NVML:-} ]] || skip_input "no fake NVML"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/prs-py-gpud-XXXXXX")
 start_gpud "$dir"
 rc=0

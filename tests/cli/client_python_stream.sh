@@ -7,7 +7,7 @@ bin="${PRS_BIN_DIR:?}"
 src="${PRS_SOURCE_DIR:?}"
 source "$src/tests/cli/lib.bash"
 python_client_checks
-[[ -n ${PRS_FAKE_CUDA:-} && -n ${PRS_FAKE_NVML:-} ]] || { echo "no fake driver"; exit 77; }
+[[ -n ${PRS_FAKE_CUDA:-} && -n ${PRS_FAKE_NVML:-} ]] || skip_input "no fake driver"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/prs-client-pystream-XXXXXX")
 start_perseusd "$dir"
 mkdir "$dir/gpus"

@@ -12,7 +12,7 @@ bindir="${PRS_BIN_DIR:?PRS_BIN_DIR not set}"
 src="${PRS_SOURCE_DIR:?PRS_SOURCE_DIR not set}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$src/tests/cli/lib.bash" # fail, wait_until
 for t in cmake pkg-config cc nm readelf; do
   command -v "$t" >/dev/null || { echo "no $t"; exit 77; }
 done
@@ -215,7 +215,7 @@ if [[ -x $py ]] && $py -c 'import venv, setuptools, wheel' 2>/dev/null &&
   "$prefix/bin/perseusd" --listen 127.0.0.1:0 --data-dir "$tmp/srv" --port-file "$tmp/srv/port" \
     2>"$tmp/srv/log" &
   srv=$!
-  for _ in $(seq 300); do [[ -s $tmp/srv/port ]] && break; sleep 0.05; done
+  wait_until 30 test -s "$tmp/srv/port" || fail "the installed perseusd did not start: $(cat "$tmp/srv/log")"
   r=0
   (cd "$tmp" && env -u PERSEUS_LIBRARY LD_LIBRARY_PATH="$libdir" PYTHONDONTWRITEBYTECODE=1 \
     timeout 120 "$tmp/venv/bin/python" "$tmp/pytest/tests/e2e_sim.py" \

@@ -6,7 +6,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 bin=${PRS_BIN_DIR:?}/bench/load_server
-[[ -x $bin ]] || { echo "load_server not built" >&2; exit 77; }
+[[ -x $bin ]] || skip_input "load_server not built"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

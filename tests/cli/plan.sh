@@ -239,7 +239,6 @@ if [[ -f $data/stage_profile/gpt3-175b+a100_sxm_bf16.csv ]]; then
       fail "$model row count"
   done
 else
-  echo "plan CLI tests passed, but the shared data was not found: published-frontier checks skipped"
-  exit 77
+  skip_input "plan CLI tests passed, but the shared data was not found: published-frontier checks skipped"
 fi
 echo "plan CLI tests passed"

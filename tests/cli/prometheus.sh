@@ -25,7 +25,7 @@ prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/tsdb" \
 prom_pid=$!
 trap 'kill "$prom_pid" "$perseusd_pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
 prom="http://127.0.0.1:$pport"
-for _ in $(seq 200); do curl -sf "$prom/-/ready" >/dev/null && break; sleep 0.1; done
+wait_until 60 curl -sf "$prom/-/ready" >/dev/null || true
 curl -sf "$prom/-/ready" >/dev/null || fail "prometheus did not start: $(tail -5 "$dir/prometheus.log")"
 
 PYTHONDONTWRITEBYTECODE=1 PERSEUS_LIBRARY="$bin/libperseus.so" timeout 120 "$py" \
@@ -35,12 +35,12 @@ PYTHONDONTWRITEBYTECODE=1 PERSEUS_LIBRARY="$bin/libperseus.so" timeout 120 "$py"
 want=$(curl -sf "$url/metrics" | sed -n 's/^perseusd_job_energy_saved_joules_total{[^}]*} //p')
 [[ -n $want ]] || fail "/metrics has no perseusd_job_energy_saved_joules_total sample"
 got=""
-for _ in $(seq 100); do
+scraped() {
   got=$(curl -sf --data-urlencode 'query=perseusd_job_energy_saved_joules_total' "$prom/api/v1/query" |
     "$py" -c 'import json, sys; r = json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")')
-  [[ -n $got ]] && "$py" -c "import sys; sys.exit(0 if float('$got') == float('$want') else 1)" && break
-  sleep 0.2
-done
+  [[ -n $got ]] && "$py" -c "import sys; sys.exit(0 if float('$got') == float('$want') else 1)"
+}
+wait_until 60 scraped || true
 echo "perseusd /metrics: $want J saved; Prometheus query API: ${got:-nothing} J"
 [[ -n $got ]] || fail "Prometheus has no perseusd_job_energy_saved_joules_total"
 "$py" -c "import sys; sys.exit(0 if float('$got') == float('$want') > 0 else 1)" ||

@@ -941,6 +941,16 @@ EXPORT CUresult fakecuLaunchWork(CUstream h, double t_ref_s, double alpha, int p
     return enqueue(s, &o);
 }
 
+EXPORT CUresult fakecuEventTime(CUevent e, double *t_s)
+{
+    if (!t_s) return CUDA_ERROR_INVALID_VALUE;
+    if (!e || atomic_load(&e->recorded) == 0 || (e->flags & FAKECU_EVENT_DISABLE_TIMING))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (cuEventQuery(e) != CUDA_SUCCESS) return CUDA_ERROR_NOT_READY;
+    *t_s = e->ts;
+    return CUDA_SUCCESS;
+}
+
 EXPORT void fakecuClockShare(double *busy_s, double *at_planned_s)
 {
     pthread_mutex_lock(&g_mu);

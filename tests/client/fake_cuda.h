@@ -30,6 +30,7 @@
 #define PRS_FAKE_CUDA_H
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <string.h>
 
 typedef int CUresult;
@@ -72,6 +73,10 @@ enum {
  * busy power. planned_mhz > 0 tracks it: its device time and the part run at planned_mhz are
  * added to the process's totals (fakecuClockShare). */
 CUresult fakecuLaunchWork(CUstream s, double t_ref_s, double alpha, int planned_mhz);
+/* The model instant (CLOCK_MONOTONIC seconds, as fakegpu_now_s) at which e's latest record
+ * completed, so a test can place device events among host instants it measured; the codes of
+ * cuEventElapsedTime. */
+CUresult fakecuEventTime(CUevent e, double *t_s);
 /* Totals over the tracked kernels that finished since the last fakecuResetStats: device time, and
  * the part of it run at each kernel's planned clock (seconds). */
 void fakecuClockShare(double *busy_s, double *at_planned_s);
@@ -108,6 +113,7 @@ typedef struct fakecu_api {
     void (*clock_share)(double *busy_s, double *at_planned_s);
     void (*reset_stats)(void);
     CUresult (*launch_barrier)(CUstream s, const char *name, int parties);
+    CUresult (*event_time)(CUevent e, double *t_s);
 } fakecu_api;
 
 static inline int fakecu_sym(void *lib, void *fnptr, size_t size, const char *name)
@@ -148,12 +154,54 @@ static inline int fakecu_load(fakecu_api *a, const char *path)
     FAKECU_SYM(clock_share, "fakecuClockShare");
     FAKECU_SYM(reset_stats, "fakecuResetStats");
     FAKECU_SYM(launch_barrier, "fakecuLaunchBarrier");
+    FAKECU_SYM(event_time, "fakecuEventTime");
 #undef FAKECU_SYM
     return 0;
 fail:
     dlclose(a->lib);
     a->lib = NULL;
     return -1;
+}
+
+/* A gate on a stream (test side): fakecu_gate_close enqueues a host function that holds the
+ * stream until fakecu_gate_open. A test closes the gate, enqueues a whole sequence, then opens
+ * it: the operations then run back to back, so the device times between them follow from the
+ * GPU model alone, however late the host thread that enqueued them ran. The gate must outlive
+ * the stream's work (open it, then synchronise, before it goes out of scope). */
+typedef struct fakecu_gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int open;
+} fakecu_gate;
+
+#define FAKECU_GATE_INIT                                                                           \
+    {                                                                                              \
+        PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0                                     \
+    }
+
+static inline void fakecu_gate_wait(void *arg)
+{
+    fakecu_gate *g = arg;
+    pthread_mutex_lock(&g->mu);
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static inline CUresult fakecu_gate_close(const fakecu_api *a, fakecu_gate *g, CUstream s)
+{
+    pthread_mutex_lock(&g->mu);
+    g->open = 0;
+    pthread_mutex_unlock(&g->mu);
+    return a->cuLaunchHostFunc(s, fakecu_gate_wait, g);
+}
+
+static inline void fakecu_gate_open(fakecu_gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->open = 1;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
 }
 
 #endif

@@ -194,7 +194,7 @@ static void ensure_init(fg_shared *s, int index, const char *dir)
             return;
         }
         struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
+        nanosleep(&ts, NULL); /* poll interval: another process initialises it */
     }
 }
 

@@ -40,6 +40,7 @@
  * memory, so the functions are safe in a child forked from a multi-threaded process. */
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -391,6 +392,8 @@ static void spin_until(double t)
  * nominal cost after the call began, so a read's middle is near, not at, the instant of its
  * value. (An H100's reads also have a tail, one in ten over twice the median, but in the
  * measurements none of them fell on a change of the counter.) */
+static _Atomic long stretched_reads;
+
 static double costly_read(fakegpu_dev *dev)
 {
     if (!(read_cost_s > 0)) return fakegpu_energy_j(dev);
@@ -398,7 +401,17 @@ static double costly_read(fakegpu_dev *dev)
     spin_until(t0 + 0.5 * read_cost_s);
     double e = fakegpu_energy_j(dev);
     spin_until(t0 + cost);
+    /* Preempted (a busy machine): the value is no longer from the read's middle. */
+    if (fakegpu_now_s() > t0 + cost + 0.25 * read_cost_s) atomic_fetch_add(&stretched_reads, 1);
     return e;
+}
+
+/* Test-only: the costly reads of this process that the scheduler stretched (they lasted over a
+ * quarter of the nominal cost longer than drawn), whose value is then not from their middle: a
+ * test of what a reader infers from the reads' timing allows for them. */
+EXPORT long fakenvml_stretched_reads(void)
+{
+    return atomic_load(&stretched_reads);
 }
 
 EXPORT int nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t d, unsigned long long *energy_mj)

@@ -79,9 +79,9 @@ static inline int gpud_harness_start(gpud_harness *h, const char *lib)
         _exit(127);
     }
     h->pid = pid;
-    for (int i = 0; i < 500; i++) {
+    for (int i = 0; i < 3000; i++) { /* 30 s */
         if (gpud_harness_connectable(h)) return 0;
-        gpud_nap_ms(10);
+        gpud_nap_ms(10); /* poll interval */
     }
     return -1;
 }

@@ -50,7 +50,7 @@ static int teardown(void **state)
 
 static void need_daemon(void)
 {
-    if (!g_lib || !H.dir[0]) prs_skip_case("no fake NVML or no perseus-gpud binary");
+    if (!g_lib || !H.dir[0]) prs_skip_input("no fake NVML or no perseus-gpud binary");
 }
 
 /* The SM clock in effect on device i, read through our own handle. */
@@ -214,8 +214,8 @@ static void test_daemon_killed_under_client(void **state)
     assert_int_equal(gpud_harness_start(&H, g_lib), 0);
     setenv("PRS_FAKE_NVML_DENY", "1", 1);
     double t1 = mono_s();
-    while (clock_now(0) != 1410 && mono_s() - t1 < 5)
-        gpud_nap_ms(1);
+    while (clock_now(0) != 1410 && mono_s() - t1 < 30)
+        gpud_nap_ms(1); /* poll interval */
     printf("daemon restarted: GPU reset %.1f ms after the restart began\n", 1e3 * (mono_s() - t0));
     assert_int_equal(clock_now(0), 1410);
     prs_clockctl_free(c);

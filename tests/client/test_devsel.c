@@ -274,7 +274,7 @@ static void test_spec_forms(void **state)
     fakes f;
     char dir[256];
     if (fakes_begin(&f, dir, sizeof dir, "devsel-spec", NDEV))
-        prs_skip_case("no fake NVML/CUDA libraries (PRS_FAKE_NVML, PRS_FAKE_CUDA)");
+        prs_skip_input("no fake NVML/CUDA libraries (PRS_FAKE_NVML, PRS_FAKE_CUDA)");
     char u3[64], spec[96];
     uuid_of(&f, 3, u3, sizeof u3);
     assert_int_equal(open_which(&f, "nvml:3"), 3);
@@ -381,7 +381,7 @@ static void test_rank_device_cuda(void **state)
     fakes f;
     char dir[256];
     if (fakes_begin(&f, dir, sizeof dir, "devsel-cuda", NDEV))
-        prs_skip_case("no fake NVML/CUDA libraries (PRS_FAKE_NVML, PRS_FAKE_CUDA)");
+        prs_skip_input("no fake NVML/CUDA libraries (PRS_FAKE_NVML, PRS_FAKE_CUDA)");
     /* The driver answers alone: no NVML needed. */
     setenv("PRS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
     run_rank_cases(&f, getenv("PRS_FAKE_CUDA"), 1);
@@ -393,7 +393,7 @@ static void test_rank_device_env(void **state)
     fakes f;
     char dir[256];
     if (fakes_begin(&f, dir, sizeof dir, "devsel-env", NDEV))
-        prs_skip_case("no fake NVML/CUDA libraries (PRS_FAKE_NVML, PRS_FAKE_CUDA)");
+        prs_skip_input("no fake NVML/CUDA libraries (PRS_FAKE_NVML, PRS_FAKE_CUDA)");
     run_rank_cases(&f, "/nonexistent/libcuda.so.1", 0);
     /* Without either library: the NVML error. */
     setenv("PRS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
@@ -511,7 +511,7 @@ static void eight_ranks(int via_cuda, int uuid_form)
     fakes f;
     char dir[256];
     if (fakes_begin(&f, dir, sizeof dir, "devsel-ranks", NDEV))
-        prs_skip_case("no fake NVML/CUDA libraries (PRS_FAKE_NVML, PRS_FAKE_CUDA)");
+        prs_skip_input("no fake NVML/CUDA libraries (PRS_FAKE_NVML, PRS_FAKE_CUDA)");
     char cvd[512] = "3,1,7,0,2,6,4,5";
     if (uuid_form) {
         size_t used = 0;
@@ -584,7 +584,7 @@ static void test_client_default(void **state)
     fakes f;
     char dir[256];
     if (fakes_begin(&f, dir, sizeof dir, "devsel-client", NDEV))
-        prs_skip_case("no fake NVML/CUDA libraries (PRS_FAKE_NVML, PRS_FAKE_CUDA)");
+        prs_skip_input("no fake NVML/CUDA libraries (PRS_FAKE_NVML, PRS_FAKE_CUDA)");
     char u[64], want[96];
     uuid_of(&f, 7, u, sizeof u);
     snprintf(want, sizeof want, "nvml:uuid=%s", u);

@@ -80,6 +80,14 @@ static void ctx_release(CUdevice dev)
     assert_int_equal(cu.cuDevicePrimaryCtxRelease(dev), CUDA_SUCCESS);
 }
 
+/* The model instant of e's completed record (CLOCK_MONOTONIC, as mono_s()). */
+static double event_s(CUevent e)
+{
+    double t = -1;
+    assert_int_equal(cu.event_time(e, &t), CUDA_SUCCESS);
+    return t;
+}
+
 static double elapsed_s(CUevent a, CUevent b)
 {
     float ms = -1;
@@ -89,53 +97,60 @@ static double elapsed_s(CUevent a, CUevent b)
 
 /* With a 50 ms refresh, the counter moves in steps of the power times 50 ms, at the instants
  * phase + k·50 ms of CLOCK_MONOTONIC, the phase of device i being 50 ms · frac(0.618·(i + 1)).
- * Both devices are polled together; a stalled poll may see two steps at once, never a part of
- * one. */
+ * Both devices are polled together; a stalled poll may see several steps at once, never a part
+ * of one. Each reading is bracketed by host instants [ta, tb], so the steps between two readings
+ * number at least the refresh instants in (tb, ta'] and at most those in (ta, tb']: bounds that
+ * hold whatever the scheduler does, and that a wrong period or phase breaks. */
+static double refresh_count(double t, double phase, double R)
+{
+    return floor((t - phase) / R);
+}
+
 static void test_refresh_quantised(void **state)
 {
     fixture f;
     fx_begin(&f, "50", "", "");
     const double R = 0.050;
     prs_gpu *g[2] = {open_nvml(0), open_nvml(1)};
-    double step_mj[2], delay[2][32];
+    double step_mj[2], ta[2], tb[2];
     uint64_t last[2];
-    int steps[2] = {0, 0}, n[2] = {0, 0}, first[2] = {1, 1};
+    int steps[2] = {0, 0}, first[2] = {1, 1};
     for (int d = 0; d < 2; d++) {
         unsigned mw = 0;
         assert_int_equal(prs_gpu_power_mw(g[d], &mw), 0);
         step_mj[d] = mw * R; /* no kernel ran: constant busy power */
+        ta[d] = mono_s();
         assert_int_equal(prs_gpu_energy_mj(g[d], &last[d]), 0);
+        tb[d] = mono_s();
     }
+    /* At least 6 steps on each device (about 0.3 s), or a deadline far beyond. */
     double t0 = mono_s();
-    while (mono_s() - t0 < 0.42) {
+    while ((steps[0] < 6 || steps[1] < 6) && mono_s() - t0 < 30) {
         for (int d = 0; d < 2; d++) {
             uint64_t v;
+            double a = mono_s();
             assert_int_equal(prs_gpu_energy_mj(g[d], &v), 0);
-            double t = mono_s();
+            double b = mono_s();
             assert_true(v >= last[d]);
-            if (v == last[d]) continue;
-            if (first[d]) { /* the counter started between two refresh instants */
-                first[d] = 0;
-                last[d] = v;
-                continue;
+            if (v != last[d] && !first[d]) {
+                double k = round((double)(v - last[d]) / step_mj[d]);
+                assert_true(k >= 1);
+                assert_true(fabs((double)(v - last[d]) - k * step_mj[d]) <= 2.0);
+                double phase = R * fmod(0.6180339887498949 * (d + 1), 1.0);
+                assert_true(k >= refresh_count(a, phase, R) - refresh_count(tb[d], phase, R));
+                assert_true(k <= refresh_count(b, phase, R) - refresh_count(ta[d], phase, R));
+                steps[d] += (int)k;
             }
-            double k = round((double)(v - last[d]) / step_mj[d]);
-            assert_true(k >= 1);
-            assert_true(fabs((double)(v - last[d]) - k * step_mj[d]) <= 2.0);
-            steps[d] += (int)k;
-            double phase = R * fmod(0.6180339887498949 * (d + 1), 1.0);
-            if (n[d] < 32) delay[d][n[d]++] = fmod(t - phase, R);
+            /* The first step is partial: the counter started between two refresh instants. */
+            if (v != last[d]) first[d] = 0;
             last[d] = v;
+            ta[d] = a; /* the latest reading of the value bounds the next step best */
+            tb[d] = b;
         }
-        sleep_s(0.0005);
+        sleep_s(0.0005); /* poll interval */
     }
     for (int d = 0; d < 2; d++) {
-        assert_true(steps[d] >= 6 && steps[d] <= 9);
-        /* Seen within a few ms of the refresh instant, at least most of the time. */
-        int soon = 0;
-        for (int i = 0; i < n[d]; i++)
-            soon += delay[d][i] < 0.005;
-        assert_true(soon * 2 > n[d]);
+        assert_true(steps[d] >= 6);
         prs_gpu_close(g[d]);
     }
     fx_end(&f);
@@ -160,7 +175,7 @@ static void test_no_energy_counter(void **state)
 /* The counter is the model's integral: one kernel on an idle device, read before and after. */
 static void test_energy_is_model_integral(void **state)
 {
-    if (!have_cu) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!have_cu) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, "", "", "");
     prs_gpu *g = open_nvml(0);
@@ -176,7 +191,7 @@ static void test_energy_is_model_integral(void **state)
     double t0b = mono_s();
     assert_int_equal(cu.launch_work(s, w.t_ref_s, w.alpha, 0), CUDA_SUCCESS);
     assert_int_equal(cu.cuStreamSynchronize(s), CUDA_SUCCESS);
-    sleep_s(0.010);
+    sleep_s(0.010); /* an idle stretch, at blocking power, inside the measured span */
     double t1a = mono_s();
     assert_int_equal(prs_gpu_energy_mj(g, &e1), 0);
     double t1b = mono_s();
@@ -195,7 +210,7 @@ static void test_energy_is_model_integral(void **state)
 /* Noise 10 %: the energy of many kernels averages to the model's; power readings spread. */
 static void test_noise_mean(void **state)
 {
-    if (!have_cu) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!have_cu) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, "", "0.1", "");
     prs_gpu *g = open_nvml(0);
@@ -206,11 +221,13 @@ static void test_noise_mean(void **state)
     assert_int_equal(cu.cuEventCreate(&b, 0), CUDA_SUCCESS);
     prs_gpu_work w = {0.002, 0.7};
     int n = 200;
-    assert_int_equal(cu.launch_work(s, 0.002, 0.7, 0), CUDA_SUCCESS); /* host runs ahead */
+    fakecu_gate gate = FAKECU_GATE_INIT; /* the kernels back to back, whenever the host ran */
+    assert_int_equal(fakecu_gate_close(&cu, &gate, s), CUDA_SUCCESS);
     assert_int_equal(cu.cuEventRecord(a, s), CUDA_SUCCESS);
     for (int i = 0; i < n; i++)
         assert_int_equal(cu.launch_work(s, w.t_ref_s, w.alpha, 0), CUDA_SUCCESS);
     assert_int_equal(cu.cuEventRecord(b, s), CUDA_SUCCESS);
+    fakecu_gate_open(&gate);
     /* Power readings while the kernels run: one noise factor per kernel. */
     double sum = 0, sum2 = 0;
     int m = 0;
@@ -224,7 +241,7 @@ static void test_noise_mean(void **state)
             sum2 += x * x;
             m++;
         }
-        sleep_s(0.0007);
+        sleep_s(0.0007); /* poll interval */
     }
     assert_true(m >= 50);
     double mean = sum / m, sd = sqrt(sum2 / m - mean * mean);
@@ -246,7 +263,7 @@ static void test_noise_mean(void **state)
 /* Energy of n noisy kernels against the model: within a few standard errors. */
 static void test_noise_energy(void **state)
 {
-    if (!have_cu) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!have_cu) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, "", "0.2", "");
     prs_gpu *g = open_nvml(0);
@@ -257,10 +274,13 @@ static void test_noise_energy(void **state)
     assert_int_equal(cu.launch_work(s, 0.005, 0.7, 0), CUDA_SUCCESS);
     assert_int_equal(cu.cuStreamSynchronize(s), CUDA_SUCCESS);
     uint64_t e0, e1;
-    double t0 = mono_s();
-    assert_int_equal(prs_gpu_energy_mj(g, &e0), 0);
+    fakecu_gate gate = FAKECU_GATE_INIT; /* the kernels back to back: no idle gap among them */
+    assert_int_equal(fakecu_gate_close(&cu, &gate, s), CUDA_SUCCESS);
     for (int i = 0; i < n; i++)
         assert_int_equal(cu.launch_work(s, w.t_ref_s, w.alpha, 0), CUDA_SUCCESS);
+    double t0 = mono_s();
+    assert_int_equal(prs_gpu_energy_mj(g, &e0), 0);
+    fakecu_gate_open(&gate);
     assert_int_equal(cu.cuStreamSynchronize(s), CUDA_SUCCESS);
     assert_int_equal(prs_gpu_energy_mj(g, &e1), 0);
     double t1 = mono_s();
@@ -276,11 +296,14 @@ static void test_noise_energy(void **state)
     fx_end(&f);
 }
 
-/* A kernel of 200 ms at f_max (alpha 1); the clock halves after ~50 ms: the rest of its work runs
- * at half speed from the instant of the call. */
+/* A kernel of 200 ms at f_max (alpha 1); the clock halves once it has run a while: the rest of
+ * its work runs at half speed from the instant of the call. The kernel's start is the model
+ * instant of the event before it; the change is made between two host instants c0 and c1, once
+ * the kernel has started (a predicate, not a sleep). If the host was so late that the kernel had
+ * ended before the change, the experiment is made again (at most 5 times). */
 static void test_clock_change_mid_kernel(void **state)
 {
-    if (!have_cu) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!have_cu) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, "", "", "");
     prs_gpu *g = open_nvml(0);
@@ -288,19 +311,25 @@ static void test_clock_change_mid_kernel(void **state)
     CUevent a, b;
     assert_int_equal(cu.cuEventCreate(&a, 0), CUDA_SUCCESS);
     assert_int_equal(cu.cuEventCreate(&b, 0), CUDA_SUCCESS);
-    cu.reset_stats();
-    double l0 = mono_s();
-    assert_int_equal(cu.cuEventRecord(a, s), CUDA_SUCCESS);
-    assert_int_equal(cu.launch_work(s, 0.200, 1.0, 705), CUDA_SUCCESS);
-    double l1 = mono_s();
-    assert_int_equal(cu.cuEventRecord(b, s), CUDA_SUCCESS);
-    sleep_s(0.050);
-    double c0 = mono_s();
-    assert_int_equal(prs_gpu_set_clock(g, 705), 0);
-    double c1 = mono_s();
-    assert_int_equal(cu.cuEventSynchronize(b), CUDA_SUCCESS);
+    double start = 0, c0 = 0, c1 = 0;
+    for (int attempt = 0; attempt < 5; attempt++) {
+        assert_int_equal(prs_gpu_reset_clock(g), 0);
+        cu.reset_stats();
+        assert_int_equal(cu.cuEventRecord(a, s), CUDA_SUCCESS);
+        assert_int_equal(cu.launch_work(s, 0.200, 1.0, 705), CUDA_SUCCESS);
+        assert_int_equal(cu.cuEventRecord(b, s), CUDA_SUCCESS);
+        while (cu.cuEventQuery(a) == CUDA_ERROR_NOT_READY)
+            sleep_s(0.0005); /* poll interval: until the kernel has started */
+        start = event_s(a);
+        c0 = mono_s();
+        assert_int_equal(prs_gpu_set_clock(g, 705), 0);
+        c1 = mono_s();
+        assert_int_equal(cu.cuEventSynchronize(b), CUDA_SUCCESS);
+        if (c1 < start + 0.200) break; /* changed mid-kernel */
+    }
+    assert_true(c1 < start + 0.200);
     /* x: work time at 1410 MHz before the change; the rest takes twice as long. */
-    double x_lo = c0 - l1, x_hi = c1 - l0;
+    double x_lo = c0 - start, x_hi = c1 - start;
     double t = elapsed_s(a, b);
     assert_true(t >= 0.400 - x_hi - 1e-5 && t <= 0.400 - x_lo + 1e-5);
     double busy, at;
@@ -321,7 +350,7 @@ static void test_clock_change_mid_kernel(void **state)
  * the fake NVML is the clock this process's kernels run at. */
 static void test_clock_from_other_process(void **state)
 {
-    if (!have_cu) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!have_cu) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, "", "", "");
     prs_gpu *g = open_nvml(0);
@@ -334,18 +363,21 @@ static void test_clock_from_other_process(void **state)
     CUevent ev[3];
     for (int i = 0; i < 3; i++)
         assert_int_equal(cu.cuEventCreate(&ev[i], 0), CUDA_SUCCESS);
-    assert_int_equal(cu.launch_work(s, 0.010, 1.0, 0), CUDA_SUCCESS); /* host runs ahead */
+    fakecu_gate gate = FAKECU_GATE_INIT; /* back to back, however late the host ran */
+    assert_int_equal(fakecu_gate_close(&cu, &gate, s), CUDA_SUCCESS);
     assert_int_equal(cu.cuEventRecord(ev[0], s), CUDA_SUCCESS);
     assert_int_equal(cu.launch_work(s, 0.020, 1.0, 0), CUDA_SUCCESS);
     assert_int_equal(cu.cuEventRecord(ev[1], s), CUDA_SUCCESS);
+    fakecu_gate_open(&gate);
     assert_int_equal(cu.cuEventSynchronize(ev[1]), CUDA_SUCCESS);
     assert_true(fabs(elapsed_s(ev[0], ev[1]) - 0.040) < 1e-5);
     assert_int_equal(prs_clockctl_set(c, 1410), 0);
     assert_int_equal(prs_clockctl_sync(c, 5), 0);
-    assert_int_equal(cu.launch_work(s, 0.005, 1.0, 0), CUDA_SUCCESS);
+    assert_int_equal(fakecu_gate_close(&cu, &gate, s), CUDA_SUCCESS);
     assert_int_equal(cu.cuEventRecord(ev[1], s), CUDA_SUCCESS);
     assert_int_equal(cu.launch_work(s, 0.020, 1.0, 0), CUDA_SUCCESS);
     assert_int_equal(cu.cuEventRecord(ev[2], s), CUDA_SUCCESS);
+    fakecu_gate_open(&gate);
     assert_int_equal(cu.cuEventSynchronize(ev[2]), CUDA_SUCCESS);
     assert_true(fabs(elapsed_s(ev[1], ev[2]) - 0.020) < 1e-5);
     prs_clockctl_free(c);
@@ -365,7 +397,7 @@ typedef int (*nvml_by_uuid_fn)(const char *, void **);
 /* Four devices: separate UUIDs in NVML and CUDA, and separate clocks. */
 static void test_several_devices(void **state)
 {
-    if (!have_cu) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!have_cu) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, "", "", "");
     void *nv = dlopen(getenv("PRS_FAKE_NVML"), RTLD_NOW | RTLD_LOCAL);
@@ -424,10 +456,12 @@ static void test_several_devices(void **state)
         CUevent a, b;
         assert_int_equal(cu.cuEventCreate(&a, 0), CUDA_SUCCESS);
         assert_int_equal(cu.cuEventCreate(&b, 0), CUDA_SUCCESS);
-        assert_int_equal(cu.launch_work(s, 0.005, 1.0, 0), CUDA_SUCCESS);
+        fakecu_gate gate = FAKECU_GATE_INIT; /* back to back, however late the host ran */
+        assert_int_equal(fakecu_gate_close(&cu, &gate, s), CUDA_SUCCESS);
         assert_int_equal(cu.cuEventRecord(a, s), CUDA_SUCCESS);
         assert_int_equal(cu.launch_work(s, 0.010, 1.0, 0), CUDA_SUCCESS);
         assert_int_equal(cu.cuEventRecord(b, s), CUDA_SUCCESS);
+        fakecu_gate_open(&gate);
         assert_int_equal(cu.cuEventSynchronize(b), CUDA_SUCCESS);
         t[k] = elapsed_s(a, b);
         assert_int_equal(cu.cuEventDestroy(a), CUDA_SUCCESS);
@@ -444,10 +478,12 @@ static void test_several_devices(void **state)
     fx_end(&f);
 }
 
-/* A device-side barrier: the faster stream waits; both continue after the last arrival. */
+/* A device-side barrier: the faster stream waits; both continue after the last arrival, each
+ * when its stream's thread runs again: not before the last arrival's model instant, not after the
+ * host saw the record complete. */
 static void test_barrier(void **state)
 {
-    if (!have_cu) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!have_cu) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, "", "", "");
     CUstream s0 = ctx_stream(0), s1 = ctx_stream(1);
@@ -456,8 +492,9 @@ static void test_barrier(void **state)
     assert_int_equal(cu.cuEventCreate(&a1, 0), CUDA_SUCCESS);
     assert_int_equal(cu.cuEventCreate(&b0, 0), CUDA_SUCCESS);
     assert_int_equal(cu.cuEventCreate(&b1, 0), CUDA_SUCCESS);
-    assert_int_equal(cu.launch_work(s0, 0.010, 1.0, 0), CUDA_SUCCESS);
-    assert_int_equal(cu.launch_work(s1, 0.010, 1.0, 0), CUDA_SUCCESS);
+    fakecu_gate gate0 = FAKECU_GATE_INIT, gate1 = FAKECU_GATE_INIT;
+    assert_int_equal(fakecu_gate_close(&cu, &gate0, s0), CUDA_SUCCESS);
+    assert_int_equal(fakecu_gate_close(&cu, &gate1, s1), CUDA_SUCCESS);
     assert_int_equal(cu.cuEventRecord(a0, s0), CUDA_SUCCESS);
     assert_int_equal(cu.cuEventRecord(a1, s1), CUDA_SUCCESS);
     assert_int_equal(cu.launch_work(s0, 0.005, 1.0, 0), CUDA_SUCCESS);
@@ -466,13 +503,18 @@ static void test_barrier(void **state)
     assert_int_equal(cu.launch_barrier(s1, "allreduce", 2), CUDA_SUCCESS);
     assert_int_equal(cu.cuEventRecord(b0, s0), CUDA_SUCCESS);
     assert_int_equal(cu.cuEventRecord(b1, s1), CUDA_SUCCESS);
+    fakecu_gate_open(&gate0);
+    fakecu_gate_open(&gate1);
     assert_int_equal(cu.cuEventSynchronize(b0), CUDA_SUCCESS);
+    double seen0 = mono_s();
     assert_int_equal(cu.cuEventSynchronize(b1), CUDA_SUCCESS);
-    /* Both continue once the last arrived, each when its thread runs again (a stream that waited
-     * resumes at its thread's wake-up, so energy the counter handed out is never rewritten). */
-    assert_true(elapsed_s(a1, b1) >= 0.030 - 1e-6 && elapsed_s(a1, b1) < 0.035);
-    assert_true(fabs(elapsed_s(b0, b1)) < 0.005);
-    assert_true(elapsed_s(a0, b0) > 0.029);
+    double seen1 = mono_s();
+    /* Released at the last arrival, stream 1's after its 30 ms kernel at the latest: stream 0 (5
+     * ms of work) waited for it. */
+    double last = fmax(event_s(a0) + 0.005, event_s(a1) + 0.030);
+    assert_true(event_s(b0) >= last - 1e-6 && event_s(b0) <= seen0);
+    assert_true(event_s(b1) >= last - 1e-6 && event_s(b1) <= seen1);
+    assert_true(elapsed_s(a1, b1) >= 0.030 - 1e-6);
     assert_int_equal(cu.launch_barrier(s0, "x", 0), CUDA_ERROR_INVALID_VALUE);
     CUevent ev[] = {a0, a1, b0, b1};
     for (int i = 0; i < 4; i++)
@@ -487,7 +529,7 @@ static void test_barrier(void **state)
  * devices (in memory): a clock locked through NVML is the clock the kernels run at. */
 static void test_shared_without_dir(void **state)
 {
-    if (!have_cu) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!have_cu) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     unsetenv("PRS_FAKE_GPU_DIR");
     unsetenv("PRS_FAKE_NVML_REFRESH_MS");
     unsetenv("PRS_FAKE_NVML_NOISE");
@@ -498,10 +540,12 @@ static void test_shared_without_dir(void **state)
     CUevent a, b;
     assert_int_equal(cu.cuEventCreate(&a, 0), CUDA_SUCCESS);
     assert_int_equal(cu.cuEventCreate(&b, 0), CUDA_SUCCESS);
-    assert_int_equal(cu.launch_work(s, 0.005, 1.0, 0), CUDA_SUCCESS);
+    fakecu_gate gate = FAKECU_GATE_INIT; /* back to back, however late the host ran */
+    assert_int_equal(fakecu_gate_close(&cu, &gate, s), CUDA_SUCCESS);
     assert_int_equal(cu.cuEventRecord(a, s), CUDA_SUCCESS);
     assert_int_equal(cu.launch_work(s, 0.010, 1.0, 0), CUDA_SUCCESS);
     assert_int_equal(cu.cuEventRecord(b, s), CUDA_SUCCESS);
+    fakecu_gate_open(&gate);
     assert_int_equal(cu.cuEventSynchronize(b), CUDA_SUCCESS);
     assert_true(fabs(elapsed_s(a, b) - 0.020) < 1e-5);
     assert_int_equal(prs_gpu_reset_clock(g), 0);
@@ -515,7 +559,7 @@ static void test_shared_without_dir(void **state)
 /* Driver semantics of the fake: codes without initialisation or context, event states. */
 static void test_driver_semantics(void **state)
 {
-    if (!have_cu) prs_skip_case("no fake libcuda (PRS_FAKE_CUDA)");
+    if (!have_cu) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
     fixture f;
     fx_begin(&f, "", "", "");
     CUevent e;
@@ -533,11 +577,14 @@ static void test_driver_semantics(void **state)
     assert_int_equal(cu.cuEventQuery(a), CUDA_SUCCESS); /* never recorded */
     float ms;
     assert_int_equal(cu.cuEventElapsedTime(&ms, a, a), CUDA_ERROR_INVALID_HANDLE);
+    fakecu_gate gate = FAKECU_GATE_INIT; /* a is not reached until the gate opens */
+    assert_int_equal(fakecu_gate_close(&cu, &gate, s), CUDA_SUCCESS);
     assert_int_equal(cu.launch_work(s, 0.020, 1.0, 0), CUDA_SUCCESS);
     assert_int_equal(cu.cuEventRecord(a, s), CUDA_SUCCESS);
     assert_int_equal(cu.cuEventRecord(b, s), CUDA_SUCCESS);
     assert_int_equal(cu.cuEventQuery(a), CUDA_ERROR_NOT_READY);
     assert_int_equal(cu.cuEventElapsedTime(&ms, a, a), CUDA_ERROR_NOT_READY);
+    fakecu_gate_open(&gate);
     assert_int_equal(cu.cuEventSynchronize(b), CUDA_SUCCESS);
     assert_int_equal(cu.cuEventQuery(a), CUDA_SUCCESS);
     assert_int_equal(cu.cuEventElapsedTime(&ms, a, b), CUDA_ERROR_INVALID_HANDLE);

@@ -110,7 +110,7 @@ static void test_tls(void **state)
     while (harness_now() - t0 < 10) { /* the background thread registers the rank */
         prs_client_get_stats(cl, &st);
         if (st.registered) break;
-        harness_sleep_ms(10);
+        harness_sleep_ms(10); /* poll interval */
     }
     printf("over TLS: job %s, registered %d, requests without answer %ld\n", prs_client_job_id(cl),
            st.registered, st.http_failures);

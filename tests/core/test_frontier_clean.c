@@ -261,7 +261,7 @@ static void test_clean_paper(void **state)
     const char *models[] = {"gpt3-175b", "bloom"};
     for (size_t i = 0; i < NELEM(models); i++) {
         prs_profile *p = load_paper(models[i]);
-        if (!p) prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
+        if (!p) prs_skip_input("no shared data: $PRS_SHARED_DIR/data/sosp24");
         assert_true(check_profile(models[i], p, 8, 12) > 0);
         prs_profile_free(p);
     }

@@ -69,7 +69,7 @@ static prs_frontier *plan(const prs_profile *p, int S, int M, prs_cost_model mod
 static void check_golden(const char *model, int M)
 {
     prs_profile *p = load_or_skip(model);
-    if (!p) prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
+    if (!p) prs_skip_input("no shared data: $PRS_SHARED_DIR/data/sosp24");
     char rel[128];
     snprintf(rel, sizeof rel, "frontier/%s+a100_sxm_bf16_mb%d.csv", model, M);
     char *path = data_path(rel);
@@ -157,7 +157,7 @@ static void fitted_models(void **state)
     };
     for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++) {
         prs_profile *p = load_or_skip(fx[i].model);
-        if (!p) prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
+        if (!p) prs_skip_input("no shared data: $PRS_SHARED_DIR/data/sosp24");
         prs_plan_opts o;
         prs_plan_opts_default(&o);
         o.pipe.stages = 8;
@@ -209,7 +209,7 @@ static void small_cases(void **state)
         {8, 2, 299, 1.596, 1638.755243388973, 1.298, 1670.2384241001428},
     };
     prs_profile *p = load_or_skip("gpt3-175b");
-    if (!p) prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
+    if (!p) prs_skip_input("no shared data: $PRS_SHARED_DIR/data/sosp24");
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         prs_frontier *f = plan(p, cs[i].S, cs[i].M, PRS_COST_EXP);
         assert_int_equal(prs_frontier_size(f), cs[i].points);
@@ -228,7 +228,7 @@ static void gpt3_m12_plans(void **state)
 {
     (void)state;
     prs_profile *p = load_or_skip("gpt3-175b");
-    if (!p) prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
+    if (!p) prs_skip_input("no shared data: $PRS_SHARED_DIR/data/sosp24");
     prs_frontier *f = plan(p, 8, 12, PRS_COST_EXP);
     const prs_pipeline *pipe = prs_frontier_pipeline(f);
     int per = prs_ops_per_stage(pipe), n = pipe->stages * per;

@@ -183,7 +183,7 @@ static void test_a100_vs_measured(void **state)
              dir ? dir : "../shared");
     FILE *probe = fopen(path, "r");
     if (!probe) {
-        prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
+        prs_skip_input("no shared data: $PRS_SHARED_DIR/data/sosp24");
         return;
     }
     fclose(probe);

@@ -231,7 +231,7 @@ static void test_paper_profiles(void **state)
         snprintf(path, sizeof path, "%s/%s", dir, cases[i].file);
         prs_profile *prof = NULL;
         prs_error err = {0, ""};
-        if (prs_profile_load(path, &prof, &err)) prs_skip_case("SOSP'24 profiles not found");
+        if (prs_profile_load(path, &prof, &err)) prs_skip_input("SOSP'24 profiles not found");
         check_case(&cases[i], prof);
         prs_profile_free(prof);
     }

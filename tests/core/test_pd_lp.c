@@ -482,7 +482,7 @@ static void test_real(void **state)
     if (!profs[0] || !profs[1]) {
         prs_profile_free(profs[0]);
         prs_profile_free(profs[1]);
-        prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
+        prs_skip_input("no shared data: $PRS_SHARED_DIR/data/sosp24");
     }
     stats st;
     memset(&st, 0, sizeof st);

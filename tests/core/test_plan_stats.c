@@ -147,7 +147,7 @@ static void test_hull_paper(void **state)
 {
     (void)state;
     prs_profile *p = prs_paper_profile("gpt3-175b");
-    if (!p) prs_skip_case("SOSP'24 profiles not found");
+    if (!p) prs_skip_input("SOSP'24 profiles not found");
     prs_plan_opts o;
     opts_for(&o, PRS_COST_HULL);
     o.pipe.stages = 8;

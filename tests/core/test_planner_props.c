@@ -380,7 +380,7 @@ static void test_real_profiles(void **state)
     if (!prof[0] || !prof[1]) {
         prs_profile_free(prof[0]);
         prs_profile_free(prof[1]);
-        prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
+        prs_skip_input("no shared data: $PRS_SHARED_DIR/data/sosp24");
         return;
     }
     /* (profile, stages, microbatches, unit): the paper's pipeline at both units, fewer
@@ -413,7 +413,7 @@ static void test_gpt3_hull_beats_exp(void **state)
     (void)state;
     prs_profile *p = load_real(REAL[0]);
     if (!p) {
-        prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
+        prs_skip_input("no shared data: $PRS_SHARED_DIR/data/sosp24");
         return;
     }
     totals tot = {0};

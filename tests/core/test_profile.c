@@ -650,10 +650,10 @@ static void test_real_profile(void **state)
 {
     (void)state;
     const char *dir = getenv("PRS_SHARED_DIR");
-    if (!dir || !*dir) prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
+    if (!dir || !*dir) prs_skip_input("no shared data: $PRS_SHARED_DIR/data/sosp24");
     char path[4096];
     snprintf(path, sizeof path, "%s/data/sosp24/stage_profile/gpt3-175b+a100_sxm_bf16.csv", dir);
-    if (access(path, R_OK) != 0) prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
+    if (access(path, R_OK) != 0) prs_skip_input("no shared data: $PRS_SHARED_DIR/data/sosp24");
     prs_profile *p = NULL;
     prs_error err = {0};
     int rc = prs_profile_load(path, &p, &err);

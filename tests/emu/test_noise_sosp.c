@@ -33,7 +33,7 @@ static void study_model(const char *model, prs_cost_model cm, double jitter, prs
                         prs_noise_summary sum[PRS_NOISE_NPLANNERS])
 {
     prs_profile *p = load(model);
-    if (!p) prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
+    if (!p) prs_skip_input("no shared data: $PRS_SHARED_DIR/data/sosp24");
     prs_noise_study_opts o;
     memset(&o, 0, sizeof o);
     prs_plan_opts_default(&o.plan);
@@ -110,7 +110,7 @@ static void test_exact_reconcile(void **state)
     static const char *models[] = {"gpt3-175b", "bloom"};
     for (int m = 0; m < 2; m++) {
         prs_profile *p = load(models[m]), *r = NULL;
-        if (!p) prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
+        if (!p) prs_skip_input("no shared data: $PRS_SHARED_DIR/data/sosp24");
         assert_int_equal(prs_profile_reconcile(p, 0, &r, NULL, NULL), 0);
         double rt, re, dt = max_change(p, r, 0, &rt), de = max_change(p, r, 1, &re);
         print_message("%s: reconciling the exact profile moves a time by up to %.3f %% (rms "
@@ -219,7 +219,7 @@ static void test_top_clocks(void **state)
     enum { SEEDS = 200 };
     for (int m = 0; m < 2; m++) {
         prs_profile *p = load(models[m]);
-        if (!p) prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
+        if (!p) prs_skip_input("no shared data: $PRS_SHARED_DIR/data/sosp24");
         prs_plan_opts o;
         prs_plan_opts_default(&o);
         o.pipe.stages = 8;
@@ -332,7 +332,7 @@ static void test_shape_error(void **state)
     static const char *models[] = {"gpt3-175b", "bloom"};
     for (int m = 0; m < 2; m++) {
         prs_profile *p = load(models[m]);
-        if (!p) prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
+        if (!p) prs_skip_input("no shared data: $PRS_SHARED_DIR/data/sosp24");
         double rec, orc;
         shape_error(p, &rec, &orc);
         print_message(

@@ -90,7 +90,7 @@ static prs_cap_result check_cap(setup_case *c, double cap, prs_cap_on on)
 static void sweep_case(const char *model, int m)
 {
     setup_case c = {0};
-    if (open_case(model, m, &c)) prs_skip_case("no shared data: $PRS_SHARED_DIR/data/sosp24");
+    if (open_case(model, m, &c)) prs_skip_input("no shared data: $PRS_SHARED_DIR/data/sosp24");
     for (int on = 0; on < 2; on++) {
         double hi, lo, avg_hi, unused;
         prs_powercap_range(c.pc, (prs_cap_on)on, &hi, &lo);

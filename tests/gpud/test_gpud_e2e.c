@@ -62,12 +62,12 @@ static int gpu_clock(int i)
     return f;
 }
 
-/* Seconds until GPU i runs at mhz (at most 5 s), or -1. */
+/* Seconds until GPU i runs at mhz (at most 30 s), or -1. */
 static double wait_clock(int i, int mhz, double t0)
 {
-    while (mono_s() - t0 < 5) {
+    while (mono_s() - t0 < 30) {
         if (gpu_clock(i) == mhz) return mono_s() - t0;
-        nap_ms(1);
+        nap_ms(1); /* poll interval */
     }
     return -1;
 }
@@ -104,13 +104,13 @@ static pid_t start_daemon(const char *extra)
               "--nvml-library", T.lib, "--log-level", "debug", (char *)NULL);
         _exit(127);
     }
-    for (int i = 0; i < 500; i++) {
+    for (int i = 0; i < 3000; i++) { /* 30 s */
         int fd = try_connect();
         if (fd >= 0) {
             close(fd);
             return pid;
         }
-        nap_ms(10);
+        nap_ms(10); /* poll interval */
     }
     fail_msg("perseus-gpud did not start (log: %s)", T.log);
     return -1;
@@ -282,7 +282,7 @@ static int teardown(void **state)
 #define NEED_DAEMON()                                                                              \
     do {                                                                                           \
         if (!T.gpu[0]) {                                                                           \
-            prs_skip_case("no fake NVML ($PRS_FAKE_NVML) or $PRS_BIN_DIR");                        \
+            prs_skip_input("no fake NVML ($PRS_FAKE_NVML) or $PRS_BIN_DIR");                       \
             return;                                                                                \
         }                                                                                          \
     } while (0)
@@ -518,12 +518,19 @@ static void test_denied(void **state)
     assert_non_null(strstr(buf, T.conf));
     write_config("allow uid 65534 all\n");
     kill(T.daemon, SIGHUP);
-    nap_ms(200);
-    lease_as_nobody(buf, sizeof buf);
+    /* Until the daemon has read the new configuration. */
+    for (double t0 = mono_s(); mono_s() - t0 < 30; nap_ms(10)) {
+        lease_as_nobody(buf, sizeof buf);
+        if (strncmp(buf, "OK GPU-", 7) == 0) break;
+    }
     EXPECT_PREFIX(buf, "OK GPU-");
     write_config("# e2e\nallow uid 12345 all\n");
     kill(T.daemon, SIGHUP);
-    nap_ms(200);
+    for (double t0 = mono_s(); mono_s() - t0 < 30; nap_ms(10)) {
+        lease_as_nobody(buf, sizeof buf);
+        if (strncmp(buf, "ERR denied", 10) == 0) break;
+    }
+    EXPECT_PREFIX(buf, "ERR denied uid 65534 may not lease GPU-");
 }
 
 /* Send raw bytes and expect the daemon to close the connection after a last reply starting with
@@ -779,7 +786,8 @@ static void test_mig_gpu_skipped(void **state)
     assert_string_equal(lease_file(text, sizeof text), "");
 }
 
-/* In a child: LIST for seconds; writes "lists distinct_energies worst_ms" to fd, or "f why". */
+/* In a child: LIST for seconds, and at least 20 times; writes "lists distinct_energies worst_ms" to
+ * fd, or "f why". */
 static void child_lists(int fd, double seconds)
 {
     char buf[4200], out[128] = "f no connection";
@@ -787,7 +795,7 @@ static void child_lists(int fd, double seconds)
     int c = try_connect(), lists = 0, distinct = 0;
     double worst = 0;
     if (c >= 0 && raw_cmd(c, "HELLO 1", buf, sizeof buf) == 0) {
-        for (double end = mono_s() + seconds; mono_s() < end; lists++) {
+        for (double end = mono_s() + seconds; mono_s() < end || lists < 20; lists++) {
             double t0 = mono_s();
             unsigned long long e = 0;
             if (raw_cmd(c, "LIST", buf, sizeof buf) ||
@@ -798,7 +806,7 @@ static void child_lists(int fd, double seconds)
             if (mono_s() - t0 > worst) worst = mono_s() - t0;
             distinct += e != last;
             last = e;
-            nap_ms(20);
+            nap_ms(20); /* a tool's polling interval */
         }
         snprintf(out, sizeof out, "%d %d %.3f", lists, distinct, 1e3 * worst);
     }
@@ -806,14 +814,16 @@ static void child_lists(int fd, double seconds)
     _exit(0);
 }
 
-/* Energy reads that keep a CPU busy for 40 ms each (an H100's take 3 ms): a tool polling LIST
+/* Energy reads that keep a CPU busy for 200 ms each (an H100's take 3 ms): a tool polling LIST
  * must not hold up a trainer's clock requests, since the daemon's reader thread takes the
- * readings (the poll loop used to read 2 x 40 ms per LIST), and LIST's energy still moves. */
+ * readings (the poll loop used to read 2 reads per LIST), and LIST's energy still moves. A
+ * request held up by a read lasts at least the read: the bound is half of it, far above what a
+ * busy machine adds to a request that is not held up. */
 static void test_energy_reader(void **state)
 {
     NEED_DAEMON();
     assert_int_equal(stop_daemon(SIGTERM), 0);
-    T.daemon = start_daemon("PRS_FAKE_NVML_READ_MS=40");
+    T.daemon = start_daemon("PRS_FAKE_NVML_READ_MS=200");
     int fd = lease_and_set(0, T.low), p[2];
     assert_int_equal(pipe(p), 0);
     pid_t pid = fork();
@@ -826,12 +836,12 @@ static void test_energy_reader(void **state)
     char buf[512], req[64];
     double worst = 0;
     int sets = 0;
-    for (double end = mono_s() + 2.5; mono_s() < end; sets++) {
+    for (double end = mono_s() + 2.5; mono_s() < end || sets < 100; sets++) {
         snprintf(req, sizeof req, "SET %d %d", sets + 2, sets % 2 ? T.low : 1410);
         double t0 = mono_s();
         EXPECT_PREFIX(cmd(fd, req, buf, sizeof buf), "ACK ");
         if (mono_s() - t0 > worst) worst = mono_s() - t0;
-        nap_ms(5);
+        nap_ms(5); /* a trainer's pace */
     }
     char got[128] = "";
     ssize_t n = read(p[0], got, sizeof got - 1);
@@ -841,12 +851,12 @@ static void test_energy_reader(void **state)
     int lists = 0, distinct = 0;
     double list_ms = 0;
     if (sscanf(got, "%d %d %lf", &lists, &distinct, &list_ms) != 3) fail_msg("LIST child: %s", got);
-    print_message("energy reads of 40 ms: %d SETs beside %d LISTs, slowest SET %.2f ms, slowest "
+    print_message("energy reads of 200 ms: %d SETs beside %d LISTs, slowest SET %.2f ms, slowest "
                   "LIST %.2f ms, %d different energy readings of GPU 0\n",
                   sets, lists, 1e3 * worst, list_ms, distinct);
     assert_true(lists >= 20 && sets >= 100);
-    assert_true(worst < 0.030 && list_ms < 30); /* a read in the loop: 40 ms at least */
-    assert_true(distinct >= 2);                 /* the reader refreshes every second */
+    assert_true(worst < 0.100 && list_ms < 100); /* a read in the loop: 200 ms at least */
+    assert_true(distinct >= 2);                  /* the reader refreshes every second */
     close(fd);
     assert_int_equal(stop_daemon(SIGTERM), 0);
     T.daemon = start_daemon(NULL);

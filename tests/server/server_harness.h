@@ -202,7 +202,7 @@ static inline int daemon_start(daemon_proc *d)
         }
         int st;
         if (waitpid(d->pid, &st, WNOHANG) == d->pid) return -1;
-        harness_sleep_ms(20);
+        harness_sleep_ms(20); /* poll interval */
     }
     kill(d->pid, SIGKILL);
     waitpid(d->pid, NULL, 0);
@@ -221,7 +221,7 @@ static inline int daemon_stop(daemon_proc *d, int sig)
             d->pid = 0;
             return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         }
-        harness_sleep_ms(10);
+        harness_sleep_ms(10); /* poll interval */
     }
     kill(d->pid, SIGKILL);
     waitpid(d->pid, NULL, 0);

@@ -214,7 +214,7 @@ static inline json_t *sim_wait_phase_change(const sim_job *j, const char *from, 
             return out;
         }
         http_reply_free(&r);
-        harness_sleep_ms(50);
+        harness_sleep_ms(50); /* poll interval */
     }
     return NULL;
 }

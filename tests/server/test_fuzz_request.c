@@ -31,7 +31,7 @@ static void test_corpus_and_mutations(void **state)
 {
     (void)state;
     const char *src = getenv("PRS_SOURCE_DIR");
-    if (!src) prs_skip_case("PRS_SOURCE_DIR not set");
+    if (!src) prs_skip_input("PRS_SOURCE_DIR not set");
     char path[1024];
     snprintf(path, sizeof path, "%s/fuzz/corpus/fuzz_request", src);
     DIR *d = opendir(path);

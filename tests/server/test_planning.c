@@ -4,11 +4,14 @@
  *     test prints the profile's size and the tables it would need);
  *   - so is a profile with nothing to plan (every time rounds to 0 units, energies that
  *     overflow), with 400 bad_profile and the planner's reason;
- *   - at most max_planners planners run, the others wait their turn;
- *   - complete and DELETE stop a running planner within 100 ms (the gap between the answer and
- *     the server's planning_canceled log line, whose timestamps have millisecond resolution);
+ *   - at most max_planners planners run, the others wait their turn (queued, and started only
+ *     after the running one was canceled: the order of the server's log lines);
+ *   - complete and DELETE stop a running planner promptly: within 100 ms of the answer (the gap
+ *     between the answer and the server's planning_canceled log line, whose timestamps have
+ *     millisecond resolution) plus an allowance for a slow machine (allowance_s);
  *   - a planning past the time limit fails its job, naming the limit;
- *   - shutdown with a planner running takes < 1 s, and the job is planned again at restart. */
+ *   - shutdown with a planner running takes < 1 s (plus the allowance), and the job is planned
+ *     again at restart. */
 #define _GNU_SOURCE /* timegm */
 #include <math.h>
 #include <setjmp.h>
@@ -127,7 +130,48 @@ static int wait_started(srv_ctx *x, const job_ref *j, double max_s)
     double t0 = harness_now();
     while (harness_now() - t0 < max_s) {
         if (planner_started(x, j)) return 1;
-        harness_sleep_ms(5);
+        harness_sleep_ms(5); /* poll interval */
+    }
+    return 0;
+}
+
+/* Latency bounds hold on an idle machine; a busy one stretches every latency alike. The
+ * allowance added to a bound: 50 times the duration of a request to the same server measured
+ * right before (a few ms idle, so the bounds stay close to their figures there). */
+static double allowance_s(double request_s)
+{
+    return 50 * request_s;
+}
+
+/* The duration of one status request of job j. */
+static double request_s(srv_ctx *x, const job_ref *j)
+{
+    http_reply r;
+    double t0 = harness_now();
+    status(x, j, &r);
+    double secs = harness_now() - t0;
+    http_reply_free(&r);
+    return secs;
+}
+
+/* The line number (from 1) of the first line of the server's log holding needle, waiting up to
+ * 30 s for it; 0 if none. */
+static int log_line(const srv_ctx *x, const char *needle)
+{
+    double t0 = harness_now();
+    while (harness_now() - t0 < 30) {
+        FILE *f = fopen(x->log, "r");
+        char line[1024];
+        int n = 0;
+        while (f && fgets(line, sizeof line, f)) {
+            n++;
+            if (strstr(line, needle)) {
+                fclose(f);
+                return n;
+            }
+        }
+        if (f) fclose(f);
+        harness_sleep_ms(10); /* poll interval */
     }
     return 0;
 }
@@ -139,11 +183,11 @@ static double wall_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The wall time of the first log line holding `needle`, waiting up to 5 s; -1 if none. */
+/* The wall time of the first log line holding `needle`, waiting up to 30 s; -1 if none. */
 static double log_time(const srv_ctx *x, const char *needle)
 {
     double t0 = harness_now();
-    while (harness_now() - t0 < 5) {
+    while (harness_now() - t0 < 30) {
         FILE *f = fopen(x->log, "r");
         char line[1024];
         while (f && fgets(line, sizeof line, f))
@@ -160,7 +204,7 @@ static double log_time(const srv_ctx *x, const char *needle)
                 return (double)timegm(&tm) + ms / 1000.0;
             }
         if (f) fclose(f);
-        harness_sleep_ms(10);
+        harness_sleep_ms(10); /* poll interval */
     }
     return -1;
 }
@@ -297,36 +341,46 @@ static void test_queue_and_cancel(void **state)
     http_reply r = upload(&x, &a, 8);
     assert_int_equal(r.status, 200);
     http_reply_free(&r);
-    assert_true(wait_started(&x, &a, 5));
+    assert_true(wait_started(&x, &a, 30));
     r = upload(&x, &b, 8);
     assert_int_equal(r.status, 200);
     http_reply_free(&r);
-    harness_sleep_ms(300);
-    assert_false(planner_started(&x, &b)); /* waits for the slot */
+    char needle[160];
+    snprintf(needle, sizeof needle, "msg=planning_queued job=%s running=1", b.id);
+    assert_true(log_line(&x, needle) > 0); /* waits for the slot */
+    assert_false(planner_started(&x, &b));
 
     char path[128];
     snprintf(path, sizeof path, "/v1/jobs/%s/complete", a.id);
+    double slack = allowance_s(request_s(&x, &a));
     r = http_do(x.port, "POST", path, a.tok, "{}", 2, NULL);
     double answered = wall_now();
     assert_int_equal(r.status, 200);
     http_reply_free(&r);
     double lat = cancel_latency(&x, &a, answered);
-    print_message("complete stopped the planner %.0f ms after its answer\n", lat * 1e3);
-    assert_true(lat < 0.1);
-    assert_true(wait_started(&x, &b, 2)); /* b took the slot */
+    print_message("complete stopped the planner %.0f ms after its answer (allowance %.0f ms)\n",
+                  lat * 1e3, slack * 1e3);
+    assert_true(lat < 0.1 + slack);
+    assert_true(wait_started(&x, &b, 30)); /* b took the slot, and only once a's was free */
+    char canceled[160];
+    snprintf(canceled, sizeof canceled, "msg=planning_canceled job=%s", a.id);
+    snprintf(needle, sizeof needle, "msg=planning job=%s", b.id);
+    assert_true(log_line(&x, canceled) < log_line(&x, needle));
 
     r = upload(&x, &c, 8); /* queued behind b */
     assert_int_equal(r.status, 200);
     http_reply_free(&r);
     snprintf(path, sizeof path, "/v1/jobs/%s", b.id);
+    slack = allowance_s(request_s(&x, &b));
     r = http_do(x.port, "DELETE", path, b.tok, NULL, 0, NULL);
     answered = wall_now();
     assert_int_equal(r.status, 200);
     http_reply_free(&r);
     lat = cancel_latency(&x, &b, answered);
-    print_message("DELETE stopped the planner %.0f ms after its answer\n", lat * 1e3);
-    assert_true(lat < 0.1);
-    assert_true(wait_started(&x, &c, 2));
+    print_message("DELETE stopped the planner %.0f ms after its answer (allowance %.0f ms)\n",
+                  lat * 1e3, slack * 1e3);
+    assert_true(lat < 0.1 + slack);
+    assert_true(wait_started(&x, &c, 30));
     stop(&x, 1);
 }
 
@@ -343,7 +397,7 @@ static void test_time_limit(void **state)
     http_reply r = upload(&x, &a, 8);
     assert_int_equal(r.status, 200);
     http_reply_free(&r);
-    double t0 = harness_now();
+    double t0 = harness_now(), slack = allowance_s(request_s(&x, &a));
     const char *phase = "planning";
     json_t *st = NULL;
     double elapsed_max = 0; /* planning.elapsed_s while planning: counts up from the start */
@@ -352,18 +406,18 @@ static void test_time_limit(void **state)
         phase = json_str(st, "phase");
         double el = json_num(json_object_get(st, "planning"), "elapsed_s");
         if (strcmp(phase, "planning") == 0 && el > elapsed_max) elapsed_max = el;
-        if (strcmp(phase, "planning") != 0 || harness_now() - t0 >= 5) break;
-        http_reply_free(&r); /* the last reply is kept for the checks below */
-        harness_sleep_ms(20);
+        if (strcmp(phase, "planning") != 0 || harness_now() - t0 >= 30) break;
+        http_reply_free(&r);  /* the last reply is kept for the checks below */
+        harness_sleep_ms(20); /* poll interval */
     }
     double secs = harness_now() - t0;
-    print_message("a planning past the 0.5 s limit: %s after %.2f s: %s\n", phase, secs,
-                  json_str(st, "reason"));
+    print_message("a planning past the 0.5 s limit: %s after %.2f s (allowance %.0f ms): %s\n",
+                  phase, secs, slack * 1e3, json_str(st, "reason"));
     assert_string_equal(phase, "failed");
     assert_non_null(strstr(json_str(st, "reason"), "--plan-timeout"));
     print_message("planning.elapsed_s seen while planning: up to %.3f s\n", elapsed_max);
     assert_true(elapsed_max > 0);
-    assert_true(secs < 1.5);
+    assert_true(secs < 1.5 + slack);
     http_reply_free(&r);
     stop(&x, 1);
 }
@@ -380,19 +434,27 @@ static void test_shutdown(void **state)
     http_reply r = upload(&x, &a, 8);
     assert_int_equal(r.status, 200);
     http_reply_free(&r);
-    assert_true(wait_started(&x, &a, 5));
-    harness_sleep_ms(200);
+    assert_true(wait_started(&x, &a, 30));
+    /* Well into its work: some of the planner's points done. */
+    for (double w0 = harness_now(); harness_now() - w0 < 30; harness_sleep_ms(5)) {
+        json_t *st = status(&x, &a, &r);
+        int done = json_int(json_object_get(st, "planning"), "done") > 0;
+        http_reply_free(&r);
+        if (done) break;
+    }
+    double slack = allowance_s(request_s(&x, &a));
     double t0 = harness_now();
     stop(&x, 0);
     double secs = harness_now() - t0;
-    print_message("shutdown with a planner running: %.3f s\n", secs);
-    assert_true(secs < 1.0);
+    print_message("shutdown with a planner running: %.3f s (allowance %.0f ms)\n", secs,
+                  slack * 1e3);
+    assert_true(secs < 1.0 + slack);
     /* The job was left planning, and is planned again at the next start. */
     assert_int_equal(start_on(&x, &cfg), 0);
     json_t *st = status(&x, &a, &r);
     assert_string_equal(json_str(st, "phase"), "planning");
     http_reply_free(&r);
-    assert_true(wait_started(&x, &a, 5));
+    assert_true(wait_started(&x, &a, 30));
     stop(&x, 1);
 }
 
