@@ -2472,12 +2472,13 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
     s->janitor_started = 1;
     /* Two threads for large bodies, one can parse while the other holds the store, niced so
      * that the HTTP workers' polls come first on a busy machine. */
+    long loaded = s->njobs; /* read before the workers can create jobs (add_job) */
     if (workq_start(2, 5, &s->heavy, err) != 0 || start_http(s, err) != 0) {
         prs_server_stop(s);
         return PRS_EIO;
     }
     log_kv(s, PRS_LOG_INFO, "msg=listening version=%s addr=%s port=%d db=%s jobs=%ld", PRS_VERSION,
-           s->listen_host, s->port, s->db_path, s->njobs);
+           s->listen_host, s->port, s->db_path, loaded);
     *out = s;
     return 0;
 }

@@ -39,8 +39,9 @@ show=$("$bin/perseus" job show "$ida" --server "$url" --token "$toka")
 grep -qE "^job +$ida \(gpt-a\)$" <<<"$show" || fail "job show: $show"
 grep -qE "^phase +registering, round 0$" <<<"$show" || fail "job show phase: $show"
 grep -qE "^ranks +0 of 4 registered" <<<"$show" || fail "job show ranks: $show"
-"$bin/perseus" job show "$idb" --server "$url" --token-file "$tmp/admin" | grep -q "bloom-b" ||
-  fail "the administrator's job show"
+# (output taken whole before grep reads it: with pipefail, grep -q quitting early fails the pipe)
+show=$("$bin/perseus" job show "$idb" --server "$url" --token-file "$tmp/admin")
+grep -q "bloom-b" <<<"$show" || fail "the administrator's job show: $show"
 [[ $("$bin/perseus" job show "$idb" --server "$url" --token-file "$tmp/admin" --json |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["job_id"])') == "$idb" ]] || fail "show --json"
 

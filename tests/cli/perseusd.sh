@@ -114,7 +114,7 @@ for level in debug info warn error; do
         fail "debug: the client's disconnect is not logged at debug: $(cat "$log")"
       ;;&
     debug | info)
-      has "level=info msg=listening addr=127\.0\.0\.1 port=$port " || fail "$level: listening"
+      has "level=info msg=listening version=[^ ]+ addr=127\.0\.0\.1 port=$port " || fail "$level: listening"
       has "level=info msg=stopped" || fail "$level: stopped"
       ;;&
     debug | info | warn)
@@ -147,7 +147,10 @@ stop
 # --- 'did you mean', and the --help examples as written start (the one beyond loopback with its
 # creation token: it once showed an example the server refuses) ---
 bad_arg "^perseusd: unknown option '--lisen' \(did you mean '--listen'\?\)$" --lisen x
-bad_arg "^perseusd: missing value for '--listen'$" --listen
+rc=0
+"$bin" --data-dir "$tmp/never" --listen 2>"$tmp/err" || rc=$?
+[[ $rc -eq 2 ]] && head -n 1 "$tmp/err" | grep -qE "^perseusd: missing value for '--listen'$" ||
+  fail "a missing value: exit $rc, $(cat "$tmp/err")"
 echo secret >"$tmp/create-token"
 "$bin" --help | sed -n 's/^  perseusd//p' | while read -r ex; do
   ex=${ex//\/etc\/perseus\/create-token/$tmp\/create-token}
