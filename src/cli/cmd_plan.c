@@ -16,7 +16,8 @@ static const char plan_usage[] =
     "usage: perseus plan --profile FILE --stages S --microbatches M --unit-time SEC\n"
     "                    --blocking-power W [--schedule NAME [--virtual-stages V]]\n"
     "                    [--cost-model exp|hull] [--frontier auto|raw|clean]\n"
-    "                    [--max-points N] [--threads N] [--always-use-noise-factor] [--quiet]\n"
+    "                    [--max-points N] [--threads N] [--polish auto|none|runs|all]\n"
+    "                    [--always-use-noise-factor] [--quiet]\n"
     "                    --out DIR\n"
     "                    [--power-cap W] [--cap-on avg|peak] [--window SEC]\n"
     "                    [--cap-sweep N [--cap-plot FILE]]\n"
@@ -44,6 +45,10 @@ static const char plan_usage[] =
     "  --threads N            hull: threads that turn the planner's relaxed plans into\n"
     "                         clocks; 0 (default): one per processor, at most 16. The\n"
     "                         frontier is the same for every N\n"
+    "  --polish KIND          plans polished by a local search that lowers their evaluated\n"
+    "                         energy without lengthening their time: runs (the fastest plan,\n"
+    "                         the one a job runs without a straggler), all (every plan, then\n"
+    "                         cleaned again), none; auto (default): runs for hull, none for exp\n"
     "  --always-use-noise-factor  the reference's 5% noise tolerance for every option set\n"
     "  --out DIR              output directory (created if missing): frontier.csv,\n"
     "                         frontier-detail.csv, plans.prs\n"
@@ -109,6 +114,10 @@ static int print_json_plan(const prs_frontier *f, size_t k, const int *clocks)
     prs_cli_json_set_real(o, "energy_j", pt->energy_j);
     prs_cli_json_set_real(o, "eval_time_s", pt->eval_time_s);
     prs_cli_json_set_real(o, "eval_energy_j", pt->eval_energy_j);
+    if (pt->bound_j > 0) { /* hull: the LP relaxation's lower bound, the certified gap */
+        prs_cli_json_set_real(o, "bound_j", pt->bound_j);
+        prs_cli_json_set_real(o, "gap_pct", 100 * (pt->eval_energy_j / pt->bound_j - 1));
+    }
     json_object_set_new(o, "stages", json_integer(pipe->stages));
     json_object_set_new(o, "microbatches", json_integer(pipe->microbatches));
     json_object_set_new(o, "schedule", json_string(prs_schedule_name(pipe->schedule)));
