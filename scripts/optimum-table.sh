@@ -22,7 +22,7 @@ limit=${2:-20}
 retry=${3:-0}
 threads=${PRS_MILP_THREADS:-1}
 jobs=${PRS_OPT_JOBS:-$(($(nproc) / threads > 0 ? $(nproc) / threads : 1))}
-args="$build $limit" retried=""
+args="BUILD_DIR $limit" retried=""
 if [[ $retry != 0 ]]; then
     args+=" $retry"
     retried="; \"retried\": solved again for ${retry} s after a gap over the bound above 0.1 %"
@@ -50,21 +50,23 @@ done
 i=0
 for c in "${cases[@]}"; do
     read -r prof m unit bw label <<<"$c"
-    echo "$table --solver cbc --threads $threads $prof 8 $m $unit $bw 6 $limit '$label' $retry >$tmp/out.$i"
+    printf '%q ' "$table" --solver cbc --threads "$threads" "$prof" 8 "$m" "$unit" "$bw" 6 "$limit" \
+        "$label" "$retry" >"$tmp/cmd.$i"
+    echo ">$tmp/out.$i" >>"$tmp/cmd.$i"
+    echo "$tmp/cmd.$i"
     i=$((i + 1))
-done >"$tmp/cmds"
-xargs -P "$jobs" -I{} sh -c {} <"$tmp/cmds"
-
+done | xargs -P "$jobs" -n 1 bash
 cat <<HEAD
 # The plans perseusd runs against the exact optimum
 
-Produced by \`scripts/optimum-table.sh $args\` (do not edit by hand). At each time T (the fastest
+Produced by \`PRS_MILP_THREADS=$threads PRS_OPT_JOBS=$jobs scripts/optimum-table.sh $args\` on $(nproc) CPUs
+(do not edit by hand). At each time T (the fastest
 time T_min and 5 others spread over the frontier), "unpolished" is the plan the hull planner's
 lookup chose before polishing existed (\`--polish none\`) and "polished" the plan perseusd runs
 now: the fastest plan polished at planning time, a straggler's plan polished when looked up
 (docs/planner.md, 'Polishing'); "optimum" is the best plan a MILP of the discrete problem (every
 profiled clock of every computation, CBC's branch and cut, \`tests/ref/milp_cbc.c\`, ${limit} s
-and ${threads} thread per solve, the polished plan offered as the first incumbent) finds finishing
+and ${threads} thread(s) per solve, the polished plan offered as the first incumbent) finds finishing
 within T, and "bound" the lower bound CBC proves (equal to the optimum when the status is
 "optimal"$retried). Every energy is charged blocking power up to T. The polished plan's true gap
 lies between the "over optimum" and "over bound" columns; "certified" is its gap over the
@@ -76,7 +78,7 @@ weaker than CBC's. The irregular profiles come from \`perseus synth --irregular 
 |---|---|---|---|---|---|---|---|---|---|
 HEAD
 worst=()
-for ((k = 0; k < i; k++)); do
+for ((k = 0; k < ${#cases[@]}; k++)); do
     grep '^|' "$tmp/out.$k"
     worst+=("$(grep '^worst' "$tmp/out.$k")")
 done
