@@ -8,7 +8,9 @@
  *   - every hull point's bound (bound_j) is a true lower bound: no plan found by the exact MILP
  *     (tests/ref/milp_ref.c, GLPK) at that time beats it, and the polished plans a job runs are
  *     within POLISH_GAP_MAX of the MILP's optimum at T_min and 5 other times (the test prints
- *     the gaps). */
+ *     the gaps);
+ *   - the same on the first 4 stages of the SOSP'24 GPT-3 and Bloom A100 profiles (M = 4, 1 ms),
+ *     read from $PRS_SHARED_DIR (missing: a failure when CI is set, else a skip). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +26,7 @@
 #include "perseus/gpumodel.h"
 #include "perseus/planner.h"
 #include "perseus/synth.h"
+#include "skips.h"
 
 /* Worst gap of a polished plan a job runs over the MILP's best plan, from measurement. */
 #define POLISH_GAP_MAX 0.001
@@ -31,7 +34,7 @@
 #define TIMES 6
 
 typedef struct pcase {
-    const char *name, *gpu;
+    const char *name, *gpu; /* gpu: the synth preset, or the SOSP'24 profile's file name */
     int stages, mbs;
     double unit_s, power_w;
     uint64_t seed;
@@ -165,41 +168,73 @@ static void against_milp(const pcase *c, const prs_profile *prof, const prs_fron
     free(best);
 }
 
+/* Every check of one case (profile prof); worst gap over the MILP into *worst. */
+static int check_case(const pcase *c, const prs_profile *prof, double *worst)
+{
+    prs_plan_opts o;
+    prs_frontier *none = plan(c, prof, PRS_COST_HULL, PRS_POLISH_NONE, &o);
+    prs_frontier *runs = plan(c, prof, PRS_COST_HULL, PRS_POLISH_AUTO, &o);
+    prs_frontier *all = plan(c, prof, PRS_COST_HULL, PRS_POLISH_ALL, &o);
+    int cheaper = polish_each(c, prof, none);
+    runs_only_fastest(c, none, runs);
+    double bw = (double)c->stages * c->power_w;
+    for (size_t k = 0; k < prs_frontier_size(none); k += 5) { /* all: no lookup costlier */
+        const prs_frontier_point *pt = prs_frontier_point_at(none, k);
+        size_t a = 0, b = 0;
+        assert_int_equal(prs_frontier_lookup(none, pt->eval_time_s, &a), 0);
+        assert_int_equal(prs_frontier_lookup(all, pt->eval_time_s, &b), 0);
+        const prs_frontier_point *pa = prs_frontier_point_at(none, a),
+                                 *pb = prs_frontier_point_at(all, b);
+        assert_true(pb->eval_energy_j + bw * (pt->eval_time_s - pb->eval_time_s) <=
+                    pa->eval_energy_j + bw * (pt->eval_time_s - pa->eval_time_s) + 1e-9);
+        assert_true(pb->bound_j > 0 && pb->bound_j <= pb->eval_energy_j * (1 + 1e-12));
+    }
+    against_milp(c, prof, none, runs, worst);
+    prs_frontier_free(none);
+    prs_frontier_free(runs);
+    prs_frontier_free(all);
+    return cheaper;
+}
+
 static void test_irregular(void **state)
 {
     (void)state;
     double worst = -INFINITY;
     int cheaper = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const pcase *c = &cases[i];
-        prs_profile *prof = irregular(c);
-        prs_plan_opts o;
-        prs_frontier *none = plan(c, prof, PRS_COST_HULL, PRS_POLISH_NONE, &o);
-        prs_frontier *runs = plan(c, prof, PRS_COST_HULL, PRS_POLISH_AUTO, &o);
-        prs_frontier *all = plan(c, prof, PRS_COST_HULL, PRS_POLISH_ALL, &o);
-        cheaper += polish_each(c, prof, none);
-        runs_only_fastest(c, none, runs);
-        for (size_t k = 0; k < prs_frontier_size(none); k += 5) { /* all: no lookup costlier */
-            const prs_frontier_point *pt = prs_frontier_point_at(none, k);
-            size_t a = 0, b = 0;
-            assert_int_equal(prs_frontier_lookup(none, pt->eval_time_s, &a), 0);
-            assert_int_equal(prs_frontier_lookup(all, pt->eval_time_s, &b), 0);
-            const prs_frontier_point *pa = prs_frontier_point_at(none, a),
-                                     *pb = prs_frontier_point_at(all, b);
-            double bw = (double)c->stages * c->power_w;
-            assert_true(pb->eval_energy_j + bw * (pt->eval_time_s - pb->eval_time_s) <=
-                        pa->eval_energy_j + bw * (pt->eval_time_s - pa->eval_time_s) + 1e-9);
-            assert_true(pb->bound_j > 0 && pb->bound_j <= pb->eval_energy_j * (1 + 1e-12));
-        }
-        against_milp(c, prof, none, runs, &worst);
-        prs_frontier_free(none);
-        prs_frontier_free(runs);
-        prs_frontier_free(all);
+        prs_profile *prof = irregular(&cases[i]);
+        cheaper += check_case(&cases[i], prof, &worst);
         prs_profile_free(prof);
     }
     printf("worst polished gap over the MILP: %+.4f %% (asserted <= %.2f %%)\n", 100 * worst,
            100 * POLISH_GAP_MAX);
     assert_true(cheaper > 0);
+    assert_true(worst <= POLISH_GAP_MAX);
+}
+
+static void test_paper_profiles(void **state)
+{
+    (void)state;
+    static const pcase paper[] = {
+        {"GPT-3 A100 S=4 M=4", "gpt3-175b+a100_sxm_bf16.csv", 4, 4, 0.001, 83.64, 0},
+        {"Bloom A100 S=4 M=4", "bloom+a100_sxm_bf16.csv", 4, 4, 0.001, 83.64, 0},
+    };
+    const char *shared = getenv("PRS_SHARED_DIR"), *ci = getenv("CI");
+    double worst = -INFINITY;
+    for (size_t i = 0; i < sizeof paper / sizeof paper[0]; i++) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/data/sosp24/stage_profile/%s",
+                 shared && *shared ? shared : "../shared", paper[i].gpu);
+        prs_profile *prof = NULL;
+        prs_error err = {0, ""};
+        if (prs_profile_load(path, &prof, &err)) {
+            if (ci && *ci && strcmp(ci, "false") != 0) fail_msg("CI: %s", err.msg);
+            prs_skip_case("SOSP'24 profiles not found (PRS_SHARED_DIR)");
+        }
+        check_case(&paper[i], prof, &worst);
+        prs_profile_free(prof);
+    }
+    printf("worst polished gap over the MILP (SOSP'24): %+.4f %%\n", 100 * worst);
     assert_true(worst <= POLISH_GAP_MAX);
 }
 
@@ -244,8 +279,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_irregular),
+        cmocka_unit_test(test_paper_profiles),
         cmocka_unit_test(test_exp_unchanged),
         cmocka_unit_test(test_names),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return prs_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }
