@@ -632,7 +632,7 @@ static void print_header(const bench_opts *o, size_t n_profiles, int name_width)
                "verdict%s\n",
                o->stats ? ",steps,repeated_steps,raw_points,cuts,cuts_kept,same_ops,"
                           "level_searches,level_nodes,cut_searches,cut_nodes,evaluations,"
-                          "reclaims,reclaim_moves,tracks,pick_s"
+                          "reclaims,reclaim_moves,tracks,pick_s,polish_moves,polish_s"
                         : "");
         return;
     }
@@ -692,10 +692,11 @@ static void print_row(const bench_opts *o, const char *name, int name_width, int
                TARGET_RSS_BYTES, rss_miss ? "MISS" : "PASS");
         const prs_plan_stats *st = &r->stats;
         if (o->stats)
-            printf(",%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%.9g", st->steps,
-                   st->repeated, st->points, st->cuts, st->cuts_kept, st->same_ops,
+            printf(",%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%.9g,%ld,%.9g",
+                   st->steps, st->repeated, st->points, st->cuts, st->cuts_kept, st->same_ops,
                    st->level_searches, st->level_nodes, st->cut_searches, st->cut_nodes,
-                   st->evaluations, st->reclaims, st->reclaim_moves, st->tracks, st->pick_s);
+                   st->evaluations, st->reclaims, st->reclaim_moves, st->tracks, st->pick_s,
+                   st->polish_moves, st->polish_s);
         printf("\n");
         return;
     }
@@ -728,12 +729,13 @@ static void print_stats(const char *name, int microbatches, prs_cost_model model
            "kept; %ld steps change the computations of the step before; per cut %.2f level "
            "searches of %.0f nodes and %.2f cut searches of %.0f nodes; %ld evaluations; %ld "
            "reclaimings by rate of %.1f moves; %ld roundings along the relaxed schedule; "
-           "%.1f ms picking plans\n",
+           "%.1f ms picking plans; %.1f ms polishing (%ld moves)\n",
            name, microbatches, prs_cost_model_name(model), st->steps, st->repeated, st->points,
            st->cuts, st->cuts_kept, st->same_ops, per(st->level_searches, st->cuts),
            per(st->level_nodes, st->level_searches), per(st->cut_searches, st->cuts),
            per(st->cut_nodes, st->cut_searches), st->evaluations, st->reclaims,
-           per(st->reclaim_moves, st->reclaims), st->tracks, st->pick_s * 1e3);
+           per(st->reclaim_moves, st->reclaims), st->tracks, st->pick_s * 1e3, st->polish_s * 1e3,
+           st->polish_moves);
 }
 
 int main(int argc, char **argv)

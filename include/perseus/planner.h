@@ -167,6 +167,10 @@ typedef struct prs_plan_stats {
                     * the slack reclaiming, the reclaiming by rate and the roundings), summed
                     * over the threads, by the monotonic clock; the rest of a run is the
                     * planner's walk, the handing over and the cleaning */
+    long polish_moves; /* moves polishing took (prs_plan_opts.polish; docs/planner.md,
+                        * 'Polishing') */
+    double polish_s;   /* time spent polishing, by the monotonic clock (part of neither pick_s
+                        * nor the walk) */
 } prs_plan_stats;
 
 /* prs_plan, also filling *stats (zeroed first; on failure, what was counted until then). */

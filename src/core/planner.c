@@ -859,9 +859,13 @@ int prs_plan_counted(const prs_profile *profile, const prs_plan_opts *o, prs_fro
     prs_polish_kind pk = o->polish != PRS_POLISH_AUTO ? o->polish
                          : hull                       ? PRS_POLISH_RUNS
                                                       : PRS_POLISH_NONE;
-    if (pk != PRS_POLISH_NONE && (rc = prs__polish_frontier(r.ev, &f, pk == PRS_POLISH_ALL,
-                                                            kind == PRS_FRONTIER_CLEAN, err)))
-        goto out;
+    if (pk != PRS_POLISH_NONE) {
+        double p0 = prs_mono_s();
+        if ((rc = prs__polish_frontier(r.ev, &f, pk == PRS_POLISH_ALL, kind == PRS_FRONTIER_CLEAN,
+                                       &r.st.polish_moves, err)))
+            goto out;
+        r.st.polish_s = prs_mono_s() - p0;
+    }
     set_bounds(&r, f);
     if (o->progress && o->progress(o->ud, total, total)) {
         rc = prs_error_set(err, PRS_ECANCELED, "planning canceled");

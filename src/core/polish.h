@@ -25,8 +25,10 @@ void prs__polish_free(prs__polish *p);
 int prs__polish_run(prs__polish *p, int *idx, long budget, long *T, double *energy_j);
 /* Polish the plans of *f (replaced by a new frontier): all, or the one prs_frontier_lookup(f, 0)
  * chooses; a plan is replaced only where it got cheaper, and a clean frontier is cleaned again
- * when one did. ev: the evaluation context of f's pipeline and profile. */
-int prs__polish_frontier(prs_eval *ev, prs_frontier **f, int all, int clean, prs_error *err);
+ * when one did. ev: the evaluation context of f's pipeline and profile. *moves: the moves taken
+ * are added to it. */
+int prs__polish_frontier(prs_eval *ev, prs_frontier **f, int all, int clean, long *moves,
+                         prs_error *err);
 /* Moves taken since prs__polish_new. */
 long prs__polish_moves(const prs__polish *p);
 

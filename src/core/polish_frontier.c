@@ -139,7 +139,8 @@ out:
     return rc;
 }
 
-int prs__polish_frontier(prs_eval *ev, prs_frontier **f, int all, int clean, prs_error *err)
+int prs__polish_frontier(prs_eval *ev, prs_frontier **f, int all, int clean, long *moves,
+                         prs_error *err)
 {
     size_t n = (*f)->npoints, k = 0;
     if (n == 0) return 0;
@@ -153,6 +154,7 @@ int prs__polish_frontier(prs_eval *ev, prs_frontier **f, int all, int clean, prs
     else if (prs_frontier_lookup(*f, 0, &k) == 0)
         sel[k] = 1;
     if ((rc = rebuild(*f, ev, p, sel, &c, &changed))) goto out;
+    *moves += prs__polish_moves(p);
     if (changed && clean) {
         prs_frontier *d = NULL;
         const prs_frontier *one = c;
