@@ -371,10 +371,14 @@ static int write_plan(const plan_args *a, const prs_frontier *f)
     if (!a->quiet && prs_frontier_size(f) > 0) {
         const prs_frontier_point *p0 = prs_frontier_point_at(f, 0),
                                  *z = prs_frontier_point_at(f, prs_frontier_size(f) - 1);
+        char gap[64] = "";
+        if (z->bound_j > 0) /* hull: its certified gap */
+            snprintf(gap, sizeof gap, " (%.3f %% over the LP bound)",
+                     100 * (z->eval_energy_j / z->bound_j - 1));
         fprintf(stderr,
                 "perseus plan: %zu plans, %.6g s .. %.6g s; fastest plan evaluates to %.6g s, "
-                "%.6g J; wrote %s/frontier.csv\n",
-                prs_frontier_size(f), p0->time_s, z->time_s, z->eval_time_s, z->eval_energy_j,
+                "%.6g J%s; wrote %s/frontier.csv\n",
+                prs_frontier_size(f), p0->time_s, z->time_s, z->eval_time_s, z->eval_energy_j, gap,
                 a->out_dir);
     }
     return 0;
