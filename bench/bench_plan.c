@@ -65,8 +65,9 @@ typedef struct bench_opts {
     int runs;
     int quick;
     int csv;
-    int stats;   /* --stats: what each case's planning run did */
-    int threads; /* prs_plan_opts.threads (0: one per processor) */
+    int stats;              /* --stats: what each case's planning run did */
+    int threads;            /* prs_plan_opts.threads (0: one per processor) */
+    prs_polish_kind polish; /* prs_plan_opts.polish (default auto) */
 } bench_opts;
 
 /* What a child sends back before its 2N doubles (wall times of prs_plan in seconds, then the
@@ -112,6 +113,8 @@ static void usage(FILE *f)
             "  --cost-model MODEL    exp, hull or both (default exp)\n"
             "  --threads N           planner threads (prs_plan_opts.threads; default 0: one\n"
             "                        per processor, at most 16)\n"
+            "  --polish KIND         plans polished (prs_plan_opts.polish: auto, the default,\n"
+            "                        none, runs or all)\n"
             "  --runs N              timed plans per case (default 5, at least %d)\n"
             "  --quick               allow fewer than %d runs; default 1 run\n"
             "  --csv                 machine-readable CSV output\n"
@@ -204,7 +207,8 @@ static int parse_args(int argc, char **argv, bench_opts *o, char *dir_buf, size_
         OPT_QUICK,
         OPT_CSV,
         OPT_STATS,
-        OPT_SYNTH
+        OPT_SYNTH,
+        OPT_POLISH
     };
     static const struct option longopts[] = {
         {"profiles", required_argument, NULL, OPT_PROFILES},
@@ -216,6 +220,7 @@ static int parse_args(int argc, char **argv, bench_opts *o, char *dir_buf, size_
         {"cost-model", required_argument, NULL, OPT_MODEL},
         {"runs", required_argument, NULL, OPT_RUNS},
         {"threads", required_argument, NULL, OPT_THREADS},
+        {"polish", required_argument, NULL, OPT_POLISH},
         {"quick", no_argument, NULL, OPT_QUICK},
         {"csv", no_argument, NULL, OPT_CSV},
         {"stats", no_argument, NULL, OPT_STATS},
@@ -296,6 +301,10 @@ static int parse_args(int argc, char **argv, bench_opts *o, char *dir_buf, size_
             if (parse_int_range(optarg, 0, PRS_PLAN_MAX_THREADS, &o->threads) != 0)
                 return bad("--threads: expected an integer from 0 to %d, got '%s'",
                            PRS_PLAN_MAX_THREADS, optarg);
+            break;
+        case OPT_POLISH:
+            if (prs_polish_kind_parse(optarg, &o->polish) != 0)
+                return bad("--polish: expected auto, none, runs or all, got '%s'", optarg);
             break;
         case OPT_QUICK:
             o->quick = 1;
@@ -483,6 +492,7 @@ static void run_child(int fd, const char *path, const bench_opts *o, int microba
         opts.pipe.blocking_power_w = o->blocking_power_w;
         opts.cost_model = model;
         opts.threads = o->threads;
+        opts.polish = o->polish;
         opts.warn = child_warn;
         opts.ud = &rep;
         for (int k = 0; k < o->runs && rep.rc == 0; k++) {
@@ -622,7 +632,7 @@ static void print_header(const bench_opts *o, size_t n_profiles, int name_width)
                "verdict%s\n",
                o->stats ? ",steps,repeated_steps,raw_points,cuts,cuts_kept,same_ops,"
                           "level_searches,level_nodes,cut_searches,cut_nodes,evaluations,"
-                          "reclaims,reclaim_moves,tracks,pick_s"
+                          "reclaims,reclaim_moves,tracks,pick_s,polish_moves,polish_s"
                         : "");
         return;
     }
@@ -638,8 +648,9 @@ static void print_header(const bench_opts *o, size_t n_profiles, int name_width)
     else
         snprintf(thr, sizeof thr, "one per processor");
     printf("# stages %d, unit time %g s, blocking power %g W, 1F1B, %d run(s) per case, planner "
-           "threads %s%s\n",
+           "threads %s, polish %s%s\n",
            o->stages, o->unit_time_s, o->blocking_power_w, o->runs, thr,
+           prs_polish_kind_name(o->polish),
            o->quick ? " (--quick: not a measurement to quote)" : "");
     if (getloadavg(load, 3) == 3)
         printf("# %ld CPU(s) online, load average %.2f %.2f %.2f at start\n",
@@ -681,10 +692,11 @@ static void print_row(const bench_opts *o, const char *name, int name_width, int
                TARGET_RSS_BYTES, rss_miss ? "MISS" : "PASS");
         const prs_plan_stats *st = &r->stats;
         if (o->stats)
-            printf(",%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%.9g", st->steps,
-                   st->repeated, st->points, st->cuts, st->cuts_kept, st->same_ops,
+            printf(",%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%.9g,%ld,%.9g",
+                   st->steps, st->repeated, st->points, st->cuts, st->cuts_kept, st->same_ops,
                    st->level_searches, st->level_nodes, st->cut_searches, st->cut_nodes,
-                   st->evaluations, st->reclaims, st->reclaim_moves, st->tracks, st->pick_s);
+                   st->evaluations, st->reclaims, st->reclaim_moves, st->tracks, st->pick_s,
+                   st->polish_moves, st->polish_s);
         printf("\n");
         return;
     }
@@ -717,12 +729,13 @@ static void print_stats(const char *name, int microbatches, prs_cost_model model
            "kept; %ld steps change the computations of the step before; per cut %.2f level "
            "searches of %.0f nodes and %.2f cut searches of %.0f nodes; %ld evaluations; %ld "
            "reclaimings by rate of %.1f moves; %ld roundings along the relaxed schedule; "
-           "%.1f ms picking plans\n",
+           "%.1f ms picking plans; %.1f ms polishing (%ld moves)\n",
            name, microbatches, prs_cost_model_name(model), st->steps, st->repeated, st->points,
            st->cuts, st->cuts_kept, st->same_ops, per(st->level_searches, st->cuts),
            per(st->level_nodes, st->level_searches), per(st->cut_searches, st->cuts),
            per(st->cut_nodes, st->cut_searches), st->evaluations, st->reclaims,
-           per(st->reclaim_moves, st->reclaims), st->tracks, st->pick_s * 1e3);
+           per(st->reclaim_moves, st->reclaims), st->tracks, st->pick_s * 1e3, st->polish_s * 1e3,
+           st->polish_moves);
 }
 
 int main(int argc, char **argv)

@@ -49,6 +49,20 @@ typedef enum prs_frontier_kind {
     PRS_FRONTIER_CLEAN = 2
 } prs_frontier_kind;
 
+/* Which plans the planner polishes (docs/planner.md, 'Polishing'): a local search that lowers a
+ * plan's evaluated energy without lengthening its evaluated time.
+ *   auto  runs for hull, none for exp (whose frontier is the reference's);
+ *   none  no plan;
+ *   runs  the plan a job runs with no straggler (prs_frontier_lookup(f, 0)), the fastest;
+ *         straggler plans are polished when looked up (prs_frontier_lookup_plan);
+ *   all   every plan of the frontier (then cleaned again, on a clean frontier). */
+typedef enum prs_polish_kind {
+    PRS_POLISH_AUTO = 0,
+    PRS_POLISH_NONE = 1,
+    PRS_POLISH_RUNS = 2,
+    PRS_POLISH_ALL = 3
+} prs_polish_kind;
+
 /* Default bound on frontier length (prs_plan_opts.max_points): a point with its plan changes
  * takes about 100 bytes in memory and 200 bytes on disk, so this stays under ~200 MB. */
 #define PRS_DEFAULT_MAX_POINTS 1000000L
@@ -84,6 +98,7 @@ typedef struct prs_plan_opts {
                                  The frontier does not depend on it */
     prs_warn_fn warn;         /* optional; one line per warning (e.g. a fallback to hull) */
     void *ud;                 /* passed to progress and warn */
+    prs_polish_kind polish;   /* which plans to polish; default auto */
 } prs_plan_opts;
 
 /* Defaults: 1F1B, exp, unit 1 ms, 0 W, stages/microbatches 0 (must be set). */
@@ -98,6 +113,8 @@ PRS_API const char *prs_frontier_kind_name(prs_frontier_kind k);
 PRS_API const char *prs_option_filter_name(prs_option_filter f);
 PRS_API int prs_option_filter_parse(const char *name, prs_option_filter *out);
 PRS_API int prs_frontier_kind_parse(const char *name, prs_frontier_kind *out);
+PRS_API const char *prs_polish_kind_name(prs_polish_kind k);
+PRS_API int prs_polish_kind_parse(const char *name, prs_polish_kind *out);
 
 /* Validate a pipeline description (positive sizes, finite positive unit, finite power >= 0). */
 PRS_API int prs_pipeline_check(const prs_pipeline *pipe, prs_error *err);
@@ -122,6 +139,9 @@ typedef struct prs_frontier_point {
     double cost_change_j; /* change of predicted effective energy in this iteration */
     double eval_time_s;   /* critical path of the chosen clocks' real quantized times */
     double eval_energy_j; /* real energies of the chosen clocks + blocking power when idle */
+    double bound_j;       /* hull: a lower bound on the energy of any plan finishing within
+                           * eval_time_s, the LP relaxation's (docs/planner.md, 'Polishing');
+                           * 0 where unknown (exp) */
 } prs_frontier_point;
 
 typedef struct prs_frontier prs_frontier;
@@ -158,6 +178,10 @@ typedef struct prs_plan_stats {
                     * the slack reclaiming, the reclaiming by rate and the roundings), summed
                     * over the threads, by the monotonic clock; the rest of a run is the
                     * planner's walk, the handing over and the cleaning */
+    long polish_moves; /* moves polishing took (prs_plan_opts.polish; docs/planner.md,
+                        * 'Polishing') */
+    double polish_s;   /* time spent polishing, by the monotonic clock (part of neither pick_s
+                        * nor the walk) */
 } prs_plan_stats;
 
 /* prs_plan, also filling *stats (zeroed first; on failure, what was counted until then). */
@@ -219,6 +243,19 @@ PRS_API int prs_frontier_from_plans(const char *name, const void *text, size_t l
  * evaluated energy plus the blocking energy of its stages until T',
  * stages * P_block * (T' - t). */
 PRS_API int prs_frontier_lookup(const prs_frontier *f, double straggler_time_s, size_t *k);
+
+/* Polish a plan (docs/planner.md, 'Polishing'): clocks_mhz (stages * ops_per_stage entries) is
+ * replaced by a plan no slower by evaluation and no costlier, often cheaper; *time_s and
+ * *energy_j (either may be NULL) get its evaluated figures. Fails like prs_evaluate_plan. */
+PRS_API int prs_plan_polish(const prs_profile *profile, const prs_pipeline *pipe, int *clocks_mhz,
+                            double *time_s, double *energy_j, prs_error *err);
+/* The plan prs_frontier_lookup chooses for straggler_time_s, polished against profile (when
+ * polish is not PRS_POLISH_NONE), into clocks_mhz with its evaluated figures (*time_s,
+ * *energy_j; may be NULL) and its frontier index (*k, may be NULL). */
+PRS_API int prs_frontier_lookup_plan(const prs_frontier *f, const prs_profile *profile,
+                                     double straggler_time_s, prs_polish_kind polish,
+                                     int *clocks_mhz, size_t *k, double *time_s, double *energy_j,
+                                     prs_error *err);
 
 /* One computation of a plan laid out in time (earliest start), for timelines and breakdowns. */
 typedef struct prs_timeline_op {

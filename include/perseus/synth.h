@@ -45,7 +45,21 @@ typedef struct prs_synth_opts {
      * [0, PRS_SYNTH_MAX_NOISE); 0 makes the output independent of seed. */
     double noise;
     uint64_t seed;
+    /* Irregular clocks (docs/planner.md, 'Irregular profiles'): non-zero makes each (stage,
+     * instruction) curve irregular, as measured profiles of some GPUs are: below a jump clock
+     * f_j (about PRS_SYNTH_JUMP_MHZ under the top of a band) power drops by 4-8 % and time grows
+     * less than the model says, while the clocks of the band above f_j keep the band top's power
+     * (so energy rises as their clock falls); every row's energy then gets a wiggle of up to
+     * PRS_SYNTH_WIGGLE of either sign. f_j, the drop and the wiggles come from the seed (a
+     * stream of their own, independent of the noise's). The clock f_j is then only slightly
+     * slower than the band's top but markedly cheaper, a trade the convex hull misses. */
+    int irregular;
 } prs_synth_opts;
+
+/* The width of the band above an irregular profile's jump clock, MHz (prs_synth_opts). */
+#define PRS_SYNTH_JUMP_MHZ 210
+/* The largest relative energy wiggle of an irregular profile's rows. */
+#define PRS_SYNTH_WIGGLE 0.004
 
 /* Defaults: a100, 1 stage, preset clock range and work, default imbalance, no noise, seed 0. */
 PRS_API void prs_synth_opts_init(prs_synth_opts *o);

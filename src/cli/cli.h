@@ -89,6 +89,7 @@ enum {
     PRS_CLI_MAX_POINTS,
     PRS_CLI_THREADS,
     PRS_CLI_FORCE_UNITS,
+    PRS_CLI_POLISH,
     PRS_CLI_NPIPE
 };
 #define PRS_CLI_BIT(i) (1u << (i))
@@ -117,12 +118,13 @@ enum {
         "force-units", no_argument, 0, (val)                                                       \
     }
 
-/* --frontier auto|raw|clean, --max-points N and --threads N, where the command plans (plan,
- * emulate). */
+/* --frontier auto|raw|clean, --max-points N, --threads N and --polish auto|none|runs|all, where
+ * the command plans (plan, emulate). */
 #define PRS_CLI_FRONTIER_OPTIONS(val)                                                              \
     {"frontier", required_argument, 0, (val)}, {"max-points", required_argument, 0, (val)},        \
+        {"threads", required_argument, 0, (val)},                                                  \
     {                                                                                              \
-        "threads", required_argument, 0, (val)                                                     \
+        "polish", required_argument, 0, (val)                                                      \
     }
 
 typedef struct prs_cli_pipeline {

@@ -9,8 +9,8 @@
 #include "perseus/numfmt.h"
 
 static const char *const names[PRS_CLI_NPIPE] = {
-    "stages",     "microbatches", "unit-time",  "blocking-power", "schedule",   "virtual-stages",
-    "cost-model", "frontier",     "max-points", "threads",        "force-units"};
+    "stages",     "microbatches", "unit-time",  "blocking-power", "schedule",    "virtual-stages",
+    "cost-model", "frontier",     "max-points", "threads",        "force-units", "polish"};
 
 void prs_cli_pipeline_init(prs_cli_pipeline *p)
 {
@@ -53,6 +53,10 @@ static int parse_value(const char *cmd, int which, const char *arg, prs_cli_pipe
         return -1;
     case PRS_CLI_FORCE_UNITS:
         return 0;
+    case PRS_CLI_POLISH:
+        if (prs_polish_kind_parse(arg, &p->plan.polish) == 0) return 0;
+        prs_cli_usage_error(cmd, "--polish: expected auto, none, runs or all, got", arg);
+        return -1;
     case PRS_CLI_THREADS: {
         long n;
         if (prs_num_parse_long(arg, &n) == 0 && n >= 0 && n <= PRS_PLAN_MAX_THREADS) {
@@ -86,9 +90,9 @@ int prs_cli_pipeline_option(const char *cmd, const char *name, const char *arg, 
 const char *prs_cli_pipeline_missing(const prs_cli_pipeline *p, unsigned which)
 {
     static const char *const opts[PRS_CLI_NPIPE] = {
-        "--stages",     "--microbatches",   "--unit-time",  "--blocking-power",
-        "--schedule",   "--virtual-stages", "--cost-model", "--frontier",
-        "--max-points", "--threads",        "--force-units"};
+        "--stages",     "--microbatches",   "--unit-time",   "--blocking-power",
+        "--schedule",   "--virtual-stages", "--cost-model",  "--frontier",
+        "--max-points", "--threads",        "--force-units", "--polish"};
     for (int i = 0; i < PRS_CLI_NPIPE; i++)
         if ((which & PRS_CLI_BIT(i)) && !(p->given & PRS_CLI_BIT(i))) return opts[i];
     return NULL;

@@ -16,8 +16,8 @@ static const char plan_usage[] =
     "usage: perseus plan --profile FILE --stages S --microbatches M --unit-time SEC\n"
     "                    --blocking-power W [--schedule NAME [--virtual-stages V]]\n"
     "                    [--cost-model exp|hull] [--frontier auto|raw|clean]\n"
-    "                    [--max-points N] [--threads N] [--always-use-noise-factor]\n"
-    "                    [--filter artifact|zeus] [--quiet]\n"
+    "                    [--max-points N] [--threads N] [--polish auto|none|runs|all]\n"
+    "                    [--always-use-noise-factor] [--filter artifact|zeus] [--quiet]\n"
     "                    --out DIR\n"
     "                    [--power-cap W] [--cap-on avg|peak] [--window SEC]\n"
     "                    [--cap-sweep N [--cap-plot FILE]]\n"
@@ -46,6 +46,10 @@ static const char plan_usage[] =
     "  --threads N            hull: threads that turn the planner's relaxed plans into\n"
     "                         clocks; 0 (default): one per processor, at most 16. The\n"
     "                         frontier is the same for every N\n"
+    "  --polish KIND          plans polished by a local search that lowers their evaluated\n"
+    "                         energy without lengthening their time: runs (the fastest plan,\n"
+    "                         the one a job runs without a straggler), all (every plan, then\n"
+    "                         cleaned again), none; auto (default): runs for hull, none for exp\n"
     "  --always-use-noise-factor  the reference's 5% noise tolerance for every option set\n"
     "  --filter KIND          exp: which options become candidates. artifact (default):\n"
     "                         not dominated in time and measured energy; zeus: not\n"
@@ -114,6 +118,10 @@ static int print_json_plan(const prs_frontier *f, size_t k, const int *clocks)
     prs_cli_json_set_real(o, "energy_j", pt->energy_j);
     prs_cli_json_set_real(o, "eval_time_s", pt->eval_time_s);
     prs_cli_json_set_real(o, "eval_energy_j", pt->eval_energy_j);
+    if (pt->bound_j > 0) { /* hull: the LP relaxation's lower bound, the certified gap */
+        prs_cli_json_set_real(o, "bound_j", pt->bound_j);
+        prs_cli_json_set_real(o, "gap_pct", 100 * (pt->eval_energy_j / pt->bound_j - 1));
+    }
     json_object_set_new(o, "stages", json_integer(pipe->stages));
     json_object_set_new(o, "microbatches", json_integer(pipe->microbatches));
     json_object_set_new(o, "schedule", json_string(prs_schedule_name(pipe->schedule)));
@@ -372,10 +380,14 @@ static int write_plan(const plan_args *a, const prs_frontier *f)
     if (!a->quiet && prs_frontier_size(f) > 0) {
         const prs_frontier_point *p0 = prs_frontier_point_at(f, 0),
                                  *z = prs_frontier_point_at(f, prs_frontier_size(f) - 1);
+        char gap[64] = "";
+        if (z->bound_j > 0) /* hull: its certified gap */
+            snprintf(gap, sizeof gap, " (%.3f %% over the LP bound)",
+                     100 * (z->eval_energy_j / z->bound_j - 1));
         fprintf(stderr,
                 "perseus plan: %zu plans, %.6g s .. %.6g s; fastest plan evaluates to %.6g s, "
-                "%.6g J; wrote %s/frontier.csv\n",
-                prs_frontier_size(f), p0->time_s, z->time_s, z->eval_time_s, z->eval_energy_j,
+                "%.6g J%s; wrote %s/frontier.csv\n",
+                prs_frontier_size(f), p0->time_s, z->time_s, z->eval_time_s, z->eval_energy_j, gap,
                 a->out_dir);
     }
     return 0;

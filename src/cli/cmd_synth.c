@@ -29,7 +29,8 @@ enum {
     OPT_IMB,
     OPT_NOISE,
     OPT_SEED,
-    OPT_OUT
+    OPT_OUT,
+    OPT_IRREGULAR /* no value */
 };
 
 static void usage(FILE *f)
@@ -52,7 +53,13 @@ static void usage(FILE *f)
             "  --imbalance LIST   comma-separated time multipliers, one per stage\n"
             "                     (default: 1 for every stage, %g for the last)\n"
             "  --noise FRAC       measurement noise amplitude in [0, %g) (default 0: exact)\n"
-            "  --seed N           noise seed, a non-negative integer (default 0)\n"
+            "  --seed N           noise seed, a non-negative integer (default 0); also draws\n"
+            "                     the --irregular curves\n"
+            "  --irregular        irregular curves, as some measured profiles have: per stage\n"
+            "                     and instruction a jump clock about %d MHz under a band whose\n"
+            "                     clocks keep the band top's power, 4-8 %% cheaper and only a\n"
+            "                     little slower than that top, and energies wiggled by up to\n"
+            "                     %g %% (non-monotone)\n"
             "  --out FILE         write the CSV to FILE instead of stdout\n"
             "  -h, --help         show this help\n"
             "\n"
@@ -60,7 +67,8 @@ static void usage(FILE *f)
             "  perseus synth --gpu a100 --stages 4 --out prof.csv\n"
             "  perseus synth --gpu h100 --stages 8 --imbalance 1,1,1,1,1,1,1,1.2 --noise 0.02 \\\n"
             "                --seed 7 > noisy.csv\n",
-            names, PRS_SYNTH_MAX_STAGES, PRS_SYNTH_LAST_STAGE_DEFAULT, PRS_SYNTH_MAX_NOISE);
+            names, PRS_SYNTH_MAX_STAGES, PRS_SYNTH_LAST_STAGE_DEFAULT, PRS_SYNTH_MAX_NOISE,
+            PRS_SYNTH_JUMP_MHZ, 100 * PRS_SYNTH_WIGGLE);
 }
 
 /* One-line usage error on stderr; returns exit status 2. */
@@ -191,6 +199,7 @@ static int parse_args(int argc, char **argv, synth_args *a, int *done)
         {"noise", required_argument, NULL, OPT_NOISE},
         {"seed", required_argument, NULL, OPT_SEED},
         {"out", required_argument, NULL, OPT_OUT},
+        {"irregular", no_argument, NULL, OPT_IRREGULAR},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -203,6 +212,8 @@ static int parse_args(int argc, char **argv, synth_args *a, int *done)
             usage(stdout);
             *done = 1;
             return 0;
+        } else if (c == OPT_IRREGULAR) {
+            a->o.irregular = 1;
         } else if (c == ':') {
             status = bad("option '%s' needs a value", argv[optind - 1]);
         } else if (c >= OPT_GPU && c <= OPT_OUT) {

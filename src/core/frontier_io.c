@@ -64,16 +64,20 @@ static int write_frontier_csv(const prs_frontier *f, FILE *out)
 
 static int write_detail_csv(const prs_frontier *f, FILE *out)
 {
-    char b[5][PRS_NUMFMT_MAX];
-    fputs("index,time_units,time,energy,cost_change,eval_time,eval_energy\n", out);
+    char b[6][PRS_NUMFMT_MAX];
+    fputs("index,time_units,time,energy,cost_change,eval_time,eval_energy,bound\n", out);
     for (size_t k = 0; k < f->npoints; k++) {
         const prs_frontier_point *p = &f->pts[k];
-        fprintf(out, "%zu,%ld,%s,%s,%s,%s,%s\n", k, p->time_units,
+        if (p->bound_j > 0)
+            prs_num_fmt_double(b[5], sizeof b[5], p->bound_j);
+        else
+            b[5][0] = '\0'; /* unknown (exp) */
+        fprintf(out, "%zu,%ld,%s,%s,%s,%s,%s,%s\n", k, p->time_units,
                 prs_num_fmt_double(b[0], sizeof b[0], p->time_s),
                 prs_num_fmt_double(b[1], sizeof b[1], p->energy_j),
                 prs_num_fmt_double(b[2], sizeof b[2], p->cost_change_j),
                 prs_num_fmt_double(b[3], sizeof b[3], p->eval_time_s),
-                prs_num_fmt_double(b[4], sizeof b[4], p->eval_energy_j));
+                prs_num_fmt_double(b[4], sizeof b[4], p->eval_energy_j), b[5]);
     }
     return 0;
 }
@@ -98,6 +102,7 @@ static int write_plans(const prs_frontier *f, FILE *out)
                 prs_num_fmt_double(b, sizeof b, p->cost_change_j),
                 prs_num_fmt_double(c, sizeof c, p->eval_time_s),
                 prs_num_fmt_double(d, sizeof d, p->eval_energy_j));
+        if (p->bound_j > 0) fprintf(out, " bound=%s", prs_num_fmt_double(a, sizeof a, p->bound_j));
         for (size_t i = f->dstart[k]; i < f->dstart[k + 1]; i++)
             fprintf(out, " %d:%d", f->dop[i], f->dfreq[i]);
         fputc('\n', out);
@@ -282,6 +287,15 @@ static int parse_point(reader *r, prs_frontier *f, int *ops, int *freqs)
     pt.time_s = (double)pt.time_units * f->pipe.unit_time_s;
     const char *why = point_problem(&pt, f->pipe.unit_time_s);
     if (why) return bad(r, why);
+    pt.bound_j = 0;
+    while (*s == ' ')
+        s++;
+    if (strncmp(s, "bound=", 6) == 0) { /* hull's lower bound, before the changes */
+        tok = token(&s);
+        if (prs_num_parse_double(tok + 6, &pt.bound_j) || !(pt.bound_j > 0) ||
+            !isfinite(pt.bound_j))
+            return bad(r, "bad bound 'bound=J' in point line");
+    }
     size_t n = 0;
     while ((tok = token(&s))) {
         char *colon = strchr(tok, ':');
@@ -316,7 +330,7 @@ static int load_stream(const char *path, FILE *in, int allow_empty, prs_frontier
     }
     int nops = pipe.stages * prs_ops_per_stage(&pipe);
     /* base: one clock per computation; a point: its figures and at most one change each */
-    r.max_line = 4 * PRS_NUMFMT_MAX + 64 + (size_t)nops * 24;
+    r.max_line = 5 * PRS_NUMFMT_MAX + 72 + (size_t)nops * 24;
     base = malloc(sizeof *base * (size_t)nops);
     ops = malloc(sizeof *ops * (size_t)nops);
     freqs = malloc(sizeof *freqs * (size_t)nops);

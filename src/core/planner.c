@@ -26,6 +26,7 @@
 #include "perseus/numfmt.h"
 #include "emit.h"
 #include "plan_int.h"
+#include "polish.h"
 
 /* The reference's name for PRS_REF_FP_ERROR (perseus/limits.h). */
 #define FP_ERROR PRS_REF_FP_ERROR
@@ -75,6 +76,8 @@ typedef struct run {
     int *prev_touched; /* the computations the step before changed (prev_n of them) */
     int prev_n;
     prs_plan_stats st; /* what this run did (prs_plan_counted) */
+    double *cost_at;   /* hull: the relaxation's effective cost at T_max - i units, index i */
+    long t_max, span;  /* the critical path with every computation at its slowest; T_max - T_min */
 } run;
 
 static void free_types(prs__model_optype *types, int ntypes);
@@ -113,6 +116,7 @@ static void run_free(run *r)
     free(r->run_dn);
     free(r->run_up);
     free(r->prev_touched);
+    free(r->cost_at);
 }
 
 static const prs__model_optype *type_of(const run *r, int op)
@@ -652,6 +656,9 @@ static int deliver(void *ud, const prs__emit_point *p)
     pt.cost_change_j = p->delta;
     pt.eval_time_s = (double)out->t * pipe->unit_time_s;
     pt.eval_energy_j = out->e;
+    pt.bound_j = 0; /* set_bounds */
+    long at = r->t_max - p->planned;
+    if (r->cost_at && at >= 0 && at <= r->span) r->cost_at[at] = out->cost;
     int rc;
     if (p->chg_op) { /* the changes from the point before, found by the thread that picked it */
         for (int k = 0; k < p->nchg; k++)
@@ -735,6 +742,22 @@ static int walk(run *r, long total, prs_error *err)
     return 0;
 }
 
+/* hull: every point's lower bound (prs_frontier_point.bound_j): the relaxation's effective cost
+ * at its evaluated time t, no less than at its planned time (which is >= t: the cost does not
+ * rise with time) and, where the walk passed t, that time's own, plus blocking power to t. */
+static void set_bounds(const run *r, prs_frontier *f)
+{
+    const prs_pipeline *pipe = &r->o->pipe;
+    double bw = (double)pipe->stages * pipe->blocking_power_w;
+    for (size_t k = 0; k < f->npoints && r->cost_at; k++) {
+        prs_frontier_point *pt = &f->pts[k];
+        long t = lround(pt->eval_time_s / pipe->unit_time_s), at = r->t_max - t;
+        double cost = pt->energy_j - bw * pt->time_s;
+        if (at >= 0 && at <= r->span && !isnan(r->cost_at[at])) cost = fmax(cost, r->cost_at[at]);
+        pt->bound_j = cost + bw * pt->eval_time_s;
+    }
+}
+
 /* What the run counted, into stats (may be NULL). */
 static void count(run *r, prs_plan_stats *stats)
 {
@@ -769,6 +792,8 @@ int prs_plan_counted(const prs_profile *profile, const prs_plan_opts *o, prs_fro
     if (o->max_points < 0)
         return prs_error_set(err, PRS_EINVAL, "max points must be >= 0 (0: the default), got %ld",
                              o->max_points);
+    if ((unsigned)o->polish > PRS_POLISH_ALL)
+        return prs_error_set(err, PRS_EINVAL, "unknown polish kind %d", (int)o->polish);
     if ((rc = prs_profile_check_stages(profile, prs_pipeline_chunks(&o->pipe), err))) return rc;
     run r;
     memset(&r, 0, sizeof r);
@@ -815,6 +840,14 @@ int prs_plan_counted(const prs_profile *profile, const prs_plan_opts *o, prs_fro
         goto out;
     }
     long total = span > 0 ? span : 1;
+    if (hull && !(r.cost_at = malloc(sizeof *r.cost_at * (size_t)(span + 1)))) {
+        rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (long i = 0; hull && i <= span; i++)
+        r.cost_at[i] = NAN;
+    r.span = span;
+    r.t_max = prs__graph_cpm(g, r.dur, r.earliest, NULL); /* every computation at its slowest */
     if ((rc = walk(&r, total, err))) goto out;
     if (kind == PRS_FRONTIER_CLEAN) {
         prs_frontier *c = NULL;
@@ -823,6 +856,17 @@ int prs_plan_counted(const prs_profile *profile, const prs_plan_opts *o, prs_fro
         prs_frontier_free(f);
         f = c;
     }
+    prs_polish_kind pk = o->polish != PRS_POLISH_AUTO ? o->polish
+                         : hull                       ? PRS_POLISH_RUNS
+                                                      : PRS_POLISH_NONE;
+    if (pk != PRS_POLISH_NONE) {
+        double p0 = prs_mono_s();
+        if ((rc = prs__polish_frontier(r.ev, &f, pk == PRS_POLISH_ALL, kind == PRS_FRONTIER_CLEAN,
+                                       &r.st.polish_moves, err)))
+            goto out;
+        r.st.polish_s = prs_mono_s() - p0;
+    }
+    set_bounds(&r, f);
     if (o->progress && o->progress(o->ud, total, total)) {
         rc = prs_error_set(err, PRS_ECANCELED, "planning canceled");
         goto out;

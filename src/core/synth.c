@@ -3,7 +3,13 @@
  *
  * Portability: every step is a single IEEE-754 operation in a fixed order (the model's are too,
  * src/gpu/gpumodel.c), so profiles are bit-identical on every platform. Noise comes from
- * splitmix64, implemented here, never from rand(). */
+ * splitmix64, implemented here, never from rand().
+ *
+ * Irregular profiles (prs_synth_opts.irregular) bend each (stage, instruction) curve the way
+ * some measured profiles are bent: a band of clocks that keep the power of the band's top, then a
+ * jump clock below it that is markedly cheaper and only slightly slower, and a small wiggle on
+ * every energy, so that the energy curve is not monotone and its convex hull skips clocks that
+ * the best plans use. */
 #include <stdint.h>
 #include <string.h>
 
@@ -95,6 +101,46 @@ static int synth_resolve(const prs_synth_opts *o, const prs_gpu_preset **gpu, in
     return PRS_OK;
 }
 
+/* One (stage, instruction) curve's irregularity (prs_synth_opts.irregular): clocks in
+ * (jump_mhz, top_mhz) keep top_mhz's power; clocks at or below jump_mhz draw drop less power and
+ * take shift_s less time than the model says. No jump when jump_mhz is 0. */
+typedef struct irregular {
+    int top_mhz, jump_mhz;
+    double drop, shift_s;
+} irregular;
+
+/* Draw one curve's irregularity from rng (w: its work at the stage's multiplier). */
+static irregular draw_irregular(const prs_gpu_preset *g, const prs_gpu_work *w, int fmin, int fmax,
+                                int fstep, uint64_t *rng)
+{
+    irregular ir = {0, 0, 0, 0};
+    int width = (PRS_SYNTH_JUMP_MHZ + fstep / 2) / fstep; /* steps in the band */
+    int nclk = (fmax - fmin) / fstep + 1;
+    double u = 0.5 * (uniform_pm1(rng) + 1.0); /* [0, 1) */
+    double v = 0.5 * (uniform_pm1(rng) + 1.0);
+    if (width < 1 || nclk <= width + 1) return ir;
+    /* the band's top among the upper half of the clocks that leave room for the band */
+    int room = nclk - width - 1, k = (int)(u * (double)(room / 2 + 1));
+    ir.top_mhz = fmax - k * fstep;
+    ir.jump_mhz = ir.top_mhz - width * fstep;
+    ir.drop = 0.04 + 0.04 * v;
+    /* the jump clock takes 40 % of the time the model adds from the band's top */
+    ir.shift_s = 0.6 * (prs_gpu_time_s(g, w, ir.jump_mhz) - prs_gpu_time_s(g, w, ir.top_mhz));
+    return ir;
+}
+
+/* Time and power of clock f on an irregular curve (model values t, pw in, bent values out). */
+static void bend(const prs_gpu_preset *g, const irregular *ir, int f, double *t, double *pw)
+{
+    if (ir->jump_mhz == 0 || f >= ir->top_mhz) return;
+    if (f > ir->jump_mhz) {
+        *pw = prs_gpu_power_w(g, ir->top_mhz);
+        return;
+    }
+    *t -= ir->shift_s;
+    *pw *= 1.0 - ir->drop;
+}
+
 int prs_synth_profile(const prs_synth_opts *o, prs_profile **out, prs_error *err)
 {
     if (!out) RETURN_EINVAL("no output profile pointer given");
@@ -112,6 +158,7 @@ int prs_synth_profile(const prs_synth_opts *o, prs_profile **out, prs_error *err
     }
 
     uint64_t rng = o->seed;
+    uint64_t irr_rng = o->seed ^ UINT64_C(0x6A09E667F3BCC909); /* a stream of its own */
     for (int s = 0; s < o->stages && rc == PRS_OK; s++) {
         double mult = 1.0;
         if (o->imbalance)
@@ -123,10 +170,18 @@ int prs_synth_profile(const prs_synth_opts *o, prs_profile **out, prs_error *err
             w[i] = base[i];
             w[i].t_ref_s = base[i].t_ref_s * mult;
         }
+        irregular ir[2] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+        for (int i = 0; i < 2 && o->irregular; i++)
+            ir[i] = draw_irregular(g, &w[i], fmin, fmax, fstep, &irr_rng);
         for (int f = fmax; f >= fmin && rc == PRS_OK; f -= fstep) {
             for (int i = 0; i < 2 && rc == PRS_OK; i++) {
                 double t = prs_gpu_time_s(g, &w[i], f);
                 double pw = prs_gpu_power_w(g, f);
+                double wiggle = 1.0;
+                if (o->irregular) {
+                    bend(g, &ir[i], f, &t, &pw);
+                    wiggle += PRS_SYNTH_WIGGLE * uniform_pm1(&irr_rng);
+                }
                 if (o->noise > 0) {
                     t *= 1.0 + o->noise * uniform_pm1(&rng);
                     pw *= 1.0 + o->noise * uniform_pm1(&rng);
@@ -136,7 +191,7 @@ int prs_synth_profile(const prs_synth_opts *o, prs_profile **out, prs_error *err
                     .instr = (prs_instr)i,
                     .freq_mhz = f,
                     .time_s = t,
-                    .energy_j = pw * t,
+                    .energy_j = pw * t * wiggle,
                     .line = 0,
                 };
                 rc = prs_profile_add(p, &row, err);

@@ -1381,9 +1381,12 @@ static json_t *point_json(const job *j, long k)
 {
     const prs_frontier_point *p = prs_frontier_point_at(j->frontier, (size_t)k);
     if (!p) return json_null();
-    return json_pack("{s:i, s:f, s:f, s:f, s:f}", "plan_id", (json_int_t)k, "time_s", p->time_s,
-                     "energy_j", p->energy_j, "eval_time_s", p->eval_time_s, "eval_energy_j",
-                     p->eval_energy_j);
+    json_t *o = json_pack("{s:i, s:f, s:f, s:f, s:f}", "plan_id", (json_int_t)k, "time_s",
+                          p->time_s, "energy_j", p->energy_j, "eval_time_s", p->eval_time_s,
+                          "eval_energy_j", p->eval_energy_j);
+    if (o && p->bound_j > 0) /* hull: the LP relaxation's lower bound at eval_time_s */
+        json_object_set_new(o, "bound_j", json_real(p->bound_j));
+    return o;
 }
 
 static json_t *watts_or_null(double w, int known)

@@ -191,6 +191,10 @@ static int decode_plan(job *j, long id)
         free(c);
         return -1;
     }
+    /* hull: the plan polished (prs_plan_polish: no slower, often cheaper; the fastest plan was
+     * at planning time, a straggler's plan is here); kept as planned if that fails */
+    if (j->profile && prs_frontier_cost_model(j->frontier) == PRS_COST_HULL)
+        prs_plan_polish(j->profile, prs_frontier_pipeline(j->frontier), c, NULL, NULL, NULL);
     j->decoded[j->ndecoded++] = (job_decoded){id, c};
     return 0;
 }

@@ -19,7 +19,8 @@ for m in 4 6; do
     for model in exp hull; do
         line=$(grep -E "^# synth-a100 M=$m $model: [0-9]+ steps \([0-9]+ repeated\) for [0-9]+ raw points; [0-9]+ cuts solved" "$tmp/text") ||
             fail "no counter line for M=$m $model: $(cat "$tmp/text")"
-        [[ $line == *"reclaimings by rate"*"ms picking plans" ]] || fail "counter line cut short: $line"
+        [[ $line == *"reclaimings by rate"*"ms picking plans; "*" ms polishing ("*" moves)" ]] ||
+            fail "counter line cut short: $line"
     done
     grep -qE "^# synth-a100 M=$m: hull/exp median time ratio [0-9.]+ \(CPU time [0-9.]+\)$" "$tmp/text" ||
         fail "no ratio line for M=$m"
@@ -31,16 +32,18 @@ grep -q 'steps (' "$tmp/plain" && fail "counter lines without --stats"
 
 "$bench" "${args[@]}" --stats --csv >"$tmp/csv"
 header=$(head -1 "$tmp/csv")
-[[ $header == *",rss_verdict,steps,repeated_steps,raw_points,cuts,cuts_kept,same_ops,level_searches,level_nodes,cut_searches,cut_nodes,evaluations,reclaims,reclaim_moves,tracks,pick_s" ]] ||
+[[ $header == *",rss_verdict,steps,repeated_steps,raw_points,cuts,cuts_kept,same_ops,level_searches,level_nodes,cut_searches,cut_nodes,evaluations,reclaims,reclaim_moves,tracks,pick_s,polish_moves,polish_s" ]] ||
     fail "CSV header: $header"
 [[ $(wc -l <"$tmp/csv") -eq 5 ]] || fail "want a header and 4 rows: $(cat "$tmp/csv")"
-# every row has 29 fields; exp's raw frontier is its frontier, one point per step, and exp
+# every row has 31 fields; exp's raw frontier is its frontier, one point per step, and exp
 # rounds nothing along a relaxed schedule; the picks take some time
-awk -F, 'NR > 1 && NF != 29 { print "row " NR " has " NF " fields"; bad = 1 }
+awk -F, 'NR > 1 && NF != 31 { print "row " NR " has " NF " fields"; bad = 1 }
          NR > 1 && !($29 > 0) { print "no pick time in row " NR; bad = 1 }
          NR > 1 && $3 == "exp" && ($4 != $17 || $15 != $17 || $28 != 0) { print "exp row " NR; bad = 1 }
          NR > 1 && $3 == "hull" && ($15 > $17 || $25 > $17 || $26 > $25 || $28 > $17) { print "hull row " NR; bad = 1 }
          NR > 1 && !($9 > 0) { print "no CPU time in row " NR; bad = 1 }
+         NR > 1 && $3 == "exp" && ($30 != 0 || $31 != 0) { print "exp polished, row " NR; bad = 1 }
+         NR > 1 && $3 == "hull" && !($31 > 0) { print "hull not polished, row " NR; bad = 1 }
          END { exit bad }' "$tmp/csv" >"$tmp/awk" || fail "CSV rows: $(cat "$tmp/awk")"
 "$bench" "${args[@]}" --csv >"$tmp/csv0"
 [[ $(head -1 "$tmp/csv0" | tr ',' '\n' | wc -l) -eq 14 ]] || fail "counter columns without --stats"

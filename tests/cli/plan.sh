@@ -148,6 +148,43 @@ bad_plans "plans.prs:11: time units outside" '11s/^p [0-9]* /p -9223372036854775
 bad_plans "plans.prs:11: energy is not a finite number >= 0" '11s/^p \([0-9]*\) [^ ]* /p \1 -5 /'
 bad_plans "plans.prs:11: evaluated time is not a whole number" \
   '11s/^p \([0-9]*\) \([^ ]*\) \([^ ]*\) [^ ]* /p \1 \2 \3 3.9785 /'
+# --- polishing: --polish runs (hull's default) changes only the fastest point of the files, where it
+# is no costlier than --polish none; every hull row has its LP bound (last column, below the
+# energy), exp rows none; plan export shows the bound and the gap; a bad kind is refused ---
+expect_error 2 "--polish: expected auto, none, runs or all, got 'some'" "$bin" plan --polish some
+"$bin" synth --gpu a40 --stages 4 --irregular --seed 3 --out "$tmp/irr.csv"
+irr=(--stages 4 --microbatches 6 --unit-time 0.0005 --blocking-power 70.38 --cost-model hull --quiet)
+"$bin" plan --profile "$tmp/irr.csv" "${irr[@]}" --polish none --out "$tmp/pn"
+"$bin" plan --profile "$tmp/irr.csv" "${irr[@]:0:10}" --out "$tmp/pr" 2>"$tmp/pr.err"
+grep -qE "fastest plan evaluates to .* J \([0-9.]+ % over the LP bound\)" "$tmp/pr.err" ||
+  fail "plan: no certified gap in the summary: $(cat "$tmp/pr.err")"
+/usr/bin/python3 - "$tmp/pn/frontier-detail.csv" "$tmp/pr/frontier-detail.csv" "$tmp/ex/frontier-detail.csv" \
+  "$tmp/pn/frontier.csv" "$tmp/pr/frontier.csv" <<'PY' ||
+import csv, sys
+none, runs, exp = ([r for r in csv.DictReader(open(p))] for p in sys.argv[1:4])
+fn, fr = (open(p).read().splitlines() for p in sys.argv[4:6])
+assert list(runs[0])[-1] == "bound", list(runs[0])
+assert all(float(r["bound"]) <= float(r["eval_energy"]) * (1 + 1e-12) for r in runs)
+assert all(r["bound"] == "" for r in exp)
+# the same rows but the fastest, and the slower ones the polished fastest plan now dominates
+key = lambda r: [v for k, v in r.items() if k != "index"]
+n = len(runs) - 1
+assert [key(r) for r in runs[:n]] == [key(r) for r in none[:n]], "rows before the fastest changed"
+assert fr[:n + 1] == fn[:n + 1], "frontier.csv changed before the fastest"
+a, b, bw = none[-1], runs[-1], 4 * 70.38
+assert float(b["eval_time"]) <= float(a["eval_time"]) and float(b["eval_energy"]) <= float(a["eval_energy"])
+assert float(b["eval_energy"]) < float(a["eval_energy"]), "the fastest plan did not get cheaper"
+for r in none[n:-1]:
+    assert float(b["eval_energy"]) + bw * (float(r["eval_time"]) - float(b["eval_time"])) <= float(r["eval_energy"])
+PY
+  fail "polished frontier-detail.csv"
+"$bin" plan export "$tmp/pr" --index 0 >"$tmp/pr.json"
+grep -q '"bound_j"' "$tmp/pr.json" && grep -q '"gap_pct"' "$tmp/pr.json" || fail "plan export: no bound"
+"$bin" plan export "$tmp/ex" --index 0 >"$tmp/ex0.json"
+! grep -q '"bound_j"' "$tmp/ex0.json" || fail "plan export: exp plan with a bound"
+"$bin" plan --profile "$tmp/irr.csv" "${irr[@]}" --polish all --out "$tmp/pa"
+[[ $(head -1 "$tmp/pa/frontier-detail.csv") == *,bound ]] || fail "--polish all: no bound column"
+
 # hull's frontier is clean by default: evaluated times strictly falling, no plan dominated by a
 # faster one plus blocking power over the gap; --frontier raw keeps every iteration
 "$bin" plan --profile "$ex" "${common[@]}" --quiet --cost-model hull --frontier raw --out "$tmp/exr"

@@ -39,6 +39,36 @@ cmp -s "$tmp/n1.csv" "$tmp/n2.csv" || fail "same seed gave different output"
 cmp -s "$tmp/n1.csv" "$tmp/n3.csv" && fail "different seeds gave the same output"
 cmp -s "$tmp/n1.csv" "$tmp/n0.csv" && fail "noise did not change the output"
 
+# Irregular curves: deterministic for a seed, another seed other curves; a regular run is
+# untouched by the flag's absence (the example above). Every (stage, instruction) curve has a
+# clock that is at most 8 % slower than one about PRS_SYNTH_JUMP_MHZ (210) above it but over 5 %
+# cheaper, with the clocks between them no cheaper than the upper one, to 1 % (the jump); and some energy rises as
+# the clock falls (not monotone).
+for g in a40 h100; do
+    "$bin" synth --gpu $g --stages 3 --irregular --seed 4 >"$tmp/i1.csv" || fail "irregular synth failed"
+    "$bin" synth --gpu $g --stages 3 --irregular --seed 4 >"$tmp/i2.csv" || fail "irregular synth failed"
+    "$bin" synth --gpu $g --stages 3 --irregular --seed 5 >"$tmp/i3.csv" || fail "irregular synth failed"
+    "$bin" synth --gpu $g --stages 3 >"$tmp/i0.csv" || fail "regular synth failed"
+    cmp -s "$tmp/i1.csv" "$tmp/i2.csv" || fail "$g: same seed gave different irregular curves"
+    cmp -s "$tmp/i1.csv" "$tmp/i3.csv" && fail "$g: different seeds gave the same irregular curves"
+    cmp -s "$tmp/i1.csv" "$tmp/i0.csv" && fail "$g: --irregular changed nothing"
+    python3 - "$tmp/i1.csv" <<'PY' || fail "$g: irregular curves lack the jump"
+import csv, sys
+curves = {}
+for r in csv.DictReader(open(sys.argv[1])):
+    curves.setdefault((r["stage"], r["instruction"]), {})[int(r["frequency"])] = (
+        float(r["time"]), float(r["energy"]))
+assert len(curves) == 6, len(curves)
+for key, c in curves.items():
+    jumps = [(f, g) for f in c for g in c
+             if 150 <= f - g <= 270 and c[g][0] <= 1.08 * c[f][0] and c[g][1] < 0.95 * c[f][1]
+             and all(c[h][1] > 0.99 * c[f][1] for h in c if g < h < f)]
+    assert jumps, f"no jump in {key}"
+    fs = sorted(c)
+    assert any(c[a][1] > c[b][1] for a, b in zip(fs, fs[1:])), f"{key} monotone"
+PY
+done
+
 "$bin" synth --help >"$tmp/help.txt" || fail "--help exited $?"
 grep -q '^usage: perseus synth' "$tmp/help.txt" || fail "--help prints no usage line"
 

@@ -56,8 +56,8 @@ static prs_frontier *two_points(double e2)
     int base[] = {1410, 1410}, op = 0, freq = 1500;
     prs_frontier *f = prs__frontier_new(&p, PRS_COST_EXP, base);
     assert_non_null(f);
-    prs_frontier_point a = {100, 0.1, 10.0, 0.5, 0.1, 10.5};
-    prs_frontier_point b = {90, 0.09, e2, 0.25, 0.09, 11.5};
+    prs_frontier_point a = {100, 0.1, 10.0, 0.5, 0.1, 10.5, 0};
+    prs_frontier_point b = {90, 0.09, e2, 0.25, 0.09, 11.5, 0};
     assert_int_equal(prs__frontier_push(f, &a, NULL, NULL, 0), 0);
     assert_int_equal(prs__frontier_push(f, &b, &op, &freq, 1), 0);
     return f;
@@ -77,6 +77,56 @@ static void test_round_trip(void **state)
     assert_int_equal(prs_frontier_size(back), 2);
     prs_frontier_free(back);
     free(text);
+    prs_frontier_free(f);
+}
+
+/* A point's bound (hull) is written as "bound=J" before its changes and read back; a bad one is
+ * refused naming the line; frontier-detail.csv ends with the bound column (empty: unknown). */
+static void test_bound_round_trip(void **state)
+{
+    (void)state;
+    prs_frontier *f = two_points(11.0);
+    f->pts[1].bound_j = 10.25;
+    char *text = NULL;
+    size_t len = 0;
+    prs_error err = {0, ""};
+    assert_int_equal(prs_frontier_to_plans(f, &text, &len, &err), 0);
+    assert_non_null(strstr(text, "p 90 11.0 0.25 0.09 11.5 bound=10.25 0:1500\n"));
+    prs_frontier *back = NULL;
+    assert_int_equal(prs_frontier_from_plans("mem", text, len, &back, &err), 0);
+    assert_true(prs_frontier_point_at(back, 0)->bound_j == 0);
+    assert_true(prs_frontier_point_at(back, 1)->bound_j == 10.25);
+    int clocks[2];
+    assert_int_equal(prs_frontier_plan(back, 1, clocks, &err), 0);
+    assert_int_equal(clocks[0], 1500);
+    prs_frontier_free(back);
+    char *bad = strstr(text, "bound=10.25");
+    memcpy(bad, "bound=-1.25", 11);
+    assert_int_equal(prs_frontier_from_plans("mem", text, len, &back, &err), PRS_EPARSE);
+    assert_non_null(strstr(err.msg, "mem:12"));
+    assert_non_null(strstr(err.msg, "bound"));
+    free(text);
+    char dir[] = "/tmp/prs_test_fio_XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(prs_frontier_save(f, dir, &err), 0);
+    snprintf(path, sizeof path, "%s/frontier-detail.csv", dir);
+    FILE *in = fopen(path, "r");
+    assert_non_null(in);
+    char line[256];
+    assert_non_null(fgets(line, sizeof line, in));
+    assert_string_equal(line,
+                        "index,time_units,time,energy,cost_change,eval_time,eval_energy,bound\n");
+    assert_non_null(fgets(line, sizeof line, in));
+    assert_string_equal(line, "0,100,0.1,10.0,0.5,0.1,10.5,\n");
+    assert_non_null(fgets(line, sizeof line, in));
+    assert_string_equal(line, "1,90,0.09,11.0,0.25,0.09,11.5,10.25\n");
+    fclose(in);
+    const char *names[] = {"frontier.csv", "frontier-detail.csv", "plans.prs"};
+    for (size_t i = 0; i < NELEM(names); i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        remove(path);
+    }
+    rmdir(dir);
     prs_frontier_free(f);
 }
 
@@ -219,6 +269,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_bound_round_trip),
         cmocka_unit_test(test_writer_refuses_non_finite),
         cmocka_unit_test(test_reader_refuses_bad_points),
         cmocka_unit_test(test_no_points),

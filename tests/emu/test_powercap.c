@@ -42,13 +42,13 @@ static prs_frontier *frontier(void)
     assert_non_null(f);
     const int ops[2] = {0, 1}, all_min[2] = {500, 500}, f_hi[1] = {1000}, swap[2] = {500, 1000},
               all_max[1] = {1000};
-    prs_frontier_point pt = {12, 6, 320, 0, 6, 320};
+    prs_frontier_point pt = {12, 6, 320, 0, 6, 320, 0};
     assert_int_equal(prs__frontier_push(f, &pt, ops, all_min, 2), 0);
-    pt = (prs_frontier_point){10, 5, 340, 0, 5, 340};
+    pt = (prs_frontier_point){10, 5, 340, 0, 5, 340, 0};
     assert_int_equal(prs__frontier_push(f, &pt, ops, f_hi, 1), 0);
-    pt = (prs_frontier_point){8, 4, 380, 0, 4, 380};
+    pt = (prs_frontier_point){8, 4, 380, 0, 4, 380, 0};
     assert_int_equal(prs__frontier_push(f, &pt, ops, swap, 2), 0);
-    pt = (prs_frontier_point){6, 3, 400, 0, 3, 400};
+    pt = (prs_frontier_point){6, 3, 400, 0, 3, 400, 0};
     assert_int_equal(prs__frontier_push(f, &pt, ops, all_max, 1), 0);
     return f;
 }
