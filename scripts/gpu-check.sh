@@ -72,7 +72,7 @@ else
   cuda=()
   py=${PRS_PYTHON:-python3}
   probe_args=(--seconds 5 --reps 300 --mib 1024)
-  attrib_args=(--seconds 30 --ref-seconds 3 --min-ms 20 --max-ms 100 --head-ms 10 --mib 1024)
+  attrib_args=(--seconds 30 --ref-seconds 3 --min-ms 20 --max-ms 100 --head-ms 10)
   stream_args=(--seconds 60 --ref-seconds 4 --model-seconds 20)
   mode="NVIDIA driver"
 fi
