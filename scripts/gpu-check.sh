@@ -59,11 +59,20 @@ else
     export LD_LIBRARY_PATH=$sysroot/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   fi
   bin=$root/build-gpu-check
+  build() {
+    cmake -S "$root" -B "$bin" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPRS_BUILD_TESTS=OFF \
+      -DPRS_BUILD_FUZZ=OFF >"$out/build.log" 2>&1 &&
+      nice cmake --build "$bin" --target perseus_shared gpu_probe gpu_attrib -j"$1" \
+        >>"$out/build.log" 2>&1
+  }
   log "building in $bin"
-  if cmake -S "$root" -B "$bin" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPRS_BUILD_TESTS=OFF \
-    -DPRS_BUILD_FUZZ=OFF >"$out/build.log" 2>&1 &&
-    cmake --build "$bin" --target perseus_shared gpu_probe gpu_attrib -j"$(nproc)" \
-      >>"$out/build.log" 2>&1; then
+  if [[ -n $short && -x ${sysroot:-}/prebuilt/bench/gpu_probe ]]; then
+    # Short: the sections run the prebuilt programs while the build is checked beside them.
+    (build 4 && echo ok >"$out/build.status" || echo "failed (build.log)" >"$out/build.status") &
+    build_pid=$!
+    bin=$sysroot/prebuilt
+    status[build]="prebuilt programs used; the build beside them: see build.status"
+  elif build "$(nproc)"; then
     status[build]=ok
   elif [[ -x ${sysroot:-}/prebuilt/bench/gpu_probe ]]; then
     status[build]="failed (build.log): prebuilt programs used"
@@ -71,7 +80,7 @@ else
   else
     status[build]="failed (build.log)"
   fi
-  tail -3 "$out/build.log"
+  [[ -f $out/build.log ]] && tail -3 "$out/build.log"
   cuda=()
   py=${PRS_PYTHON:-python3}
   probe_args=(--seconds 5 --reps 300 --mib 1024)
@@ -81,7 +90,7 @@ else
   if [[ -n $short ]]; then # about 2.5 minutes with the build
     probe_args=(--seconds 3 --reps 100 --mib 1024)
     attrib_args=(--seconds 15 --ref-seconds 2 --min-ms 20 --max-ms 100 --head-ms 10)
-    stream_args=(--seconds 30 --ref-seconds 3 --model-seconds 8)
+    stream_args=(--seconds 25 --ref-seconds 3 --model-seconds 8)
     mode="NVIDIA driver, short"
   fi
 fi
@@ -109,6 +118,10 @@ run attrib 120 "$bin/bench/gpu_attrib" "${cuda[@]}" "${attrib_args[@]}"
 run stream 240 "$py" "$root/scripts/gpu_check_stream.py" "${stream_args[@]}" --json \
   "$out/stream.json"
 smi >"$out/smi-after.txt"
+if [[ -n ${build_pid:-} ]]; then
+  wait "$build_pid"
+  status[build]="prebuilt programs used; the build beside them: $(cat "$out/build.status")"
+fi
 
 # ---- the report ----
 driver='' gpu=''
