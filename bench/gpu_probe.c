@@ -202,21 +202,33 @@ static void write_raw(const char *path, const reads *r, int power)
     fclose(f);
 }
 
-/* Intervals between changes and, for the counter, the power each change implies. */
+/* Intervals between changes and, for the counter, the power each change implies. An H100's power
+ * reading changes in two steps a few microseconds apart: a change within STEP_S of the one
+ * before is a step of it, not a new interval. */
+#define STEP_S 1e-3
 static void print_changes(const reads *r, int power)
 {
-    int n = r->n_changes > 1 ? r->n_changes - 1 : 0;
+    int n = r->n_changes > 1 ? r->n_changes - 1 : 0, n_gap = 0, steps = 0;
     double *gap = malloc(sizeof(double) * (size_t)(n + 1));
     double *watts = malloc(sizeof(double) * (size_t)(n + 1));
     if (!gap || !watts) goto out;
+    double t_prev = n ? 0.5 * (r->lo[0] + r->hi[0]) : 0;
     for (int i = 0; i < n; i++) {
         double t0 = 0.5 * (r->lo[i] + r->hi[i]), t1 = 0.5 * (r->lo[i + 1] + r->hi[i + 1]);
-        gap[i] = t1 - t0;
-        watts[i] = (r->val[i + 1] - r->val[i]) / gap[i];
+        watts[i] = (r->val[i + 1] - r->val[i]) / (t1 - t0);
+        if (power && t1 - t0 < STEP_S) {
+            steps++;
+            continue;
+        }
+        gap[n_gap++] = t1 - t_prev;
+        t_prev = t1;
     }
     printf("  reads %ld (%ld failed), value changes %d (%.1f %% of reads)\n", r->n_reads,
            r->failures, r->n_changes, r->n_reads ? 100.0 * r->n_changes / r->n_reads : 0.0);
-    print_spread("interval between changes", gap, n, 1e3, "ms");
+    if (power)
+        printf("  changes within %.0f ms of the one before (steps of it): %d\n", 1e3 * STEP_S,
+               steps);
+    print_spread("interval between changes", gap, n_gap, 1e3, "ms");
     if (!power) print_spread("power over an interval", watts, n, 1, "W");
 out:
     free(gap);

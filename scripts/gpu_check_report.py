@@ -85,6 +85,7 @@ def probe(text):
         "energy_read_cpu_pct": grab(energy, r"CPU busy (\d+) %"),
         "power_interval_ms": spread(power, "interval between changes"),
         "power_changes": grab(power, r"value changes (\d+)", int),
+        "power_steps": grab(power, r"steps of it\): (\d+)", int),
         "power_read_us": spread(power, "cost of one read"),
         "sampler_cpu_pct": grab(samp, r"CPU busy (\d+) %"),
         "sampler_reads_per_s": grab(samp, r"\(([0-9.]+) a second\)"),
