@@ -182,10 +182,8 @@ static int resolve_times(prs_client *c, prs__client_pend *p)
     double base = p->anchor->host_s;
     if (d->chain_end > 0 && fabs(base - d->chain_end) < CHAIN_DRIFT_S) base = d->chain_end;
     p->t_start = base;
-    if (!c->ctl)
-        d->eff_mhz = p->anchor->in_effect; /* measure only: the clock read at its start */
-    else if (d->eff_mhz < 0 && p->anchor->in_effect >= 0)
-        d->eff_mhz = p->anchor->in_effect;
+    /* Measure only (no controller): every iteration has the clock read at its start. */
+    if (!c->ctl || (d->eff_mhz < 0 && p->anchor->in_effect >= 0)) d->eff_mhz = p->anchor->in_effect;
     p->t_end = base + elapsed(c, p->start, p->end);
     d->chain_end = p->t_end;
     p->op_t0 = malloc(sizeof(double) * (size_t)(2 * p->n_ops + 1));
