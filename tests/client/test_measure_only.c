@@ -2,18 +2,26 @@
  * controller. On the sim GPU (exact counters, measured at the hooks) it must report every kind's
  * power as the GPU drew it, the blocked power, the clock the GPU ran at, and change no clock;
  * options that need a server, an out-of-range chunk and the call on a server-driven client are
- * refused. The device-stream path runs on the fake drivers in tests/cli/client_gpu_check.sh. */
+ * refused. On a device stream of the fake CUDA driver and NVML (a counter refreshed every 10 ms)
+ * it must count every computation past the warm-up, tag it with the GPU's clock, fit a memset at
+ * 0.8 times a kernel's power (the fake's ratio) and change no clock. (tests/cli/client_gpu_check.sh
+ * runs the same path from Python, at the H100's 100 ms refresh.) */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "client_int.h"
+#include "fake_cuda.h"
+#include "fake_dir.h"
 #include "perseus/client.h"
 #include "perseus/gpu.h"
+#include "skips.h"
 
 #define REL_TOL 1e-9 /* the sim's counters are exact: only rounding separates the figures */
 
@@ -137,11 +145,109 @@ static void test_refused(void **state)
     prs_gpu_close(g);
 }
 
+#define STREAM_ITERS 120
+
+typedef CUresult (*memset_fn)(uint64_t p, unsigned v, size_t n, CUstream s);
+typedef CUresult (*alloc_fn)(uint64_t *p, size_t bytes);
+
+/* On stream cs: 3 computations of random kind (a kernel of 2-6 ms: forward of chunk 0, or
+ * memsets of 2-6 ms: forward of chunk 1), some after a gap, under the hooks. */
+static void stream_iteration(prs_client *c, const fakecu_api *cu, memset_fn ms, uint64_t buf,
+                             CUstream cs, unsigned *rng)
+{
+    for (int k = 0; k < 3; k++) {
+        *rng = *rng * 1103515245u + 12345u;
+        int kind = (int)(*rng >> 16) % 2, n = 1 + (int)(*rng >> 20) % 3;
+        if ((*rng >> 24) % 2) {
+            cu->cuStreamSynchronize(cs);
+            sleep_s(0.002);
+        }
+        assert_int_equal(prs_client_begin(c, PRS_FORWARD, k, kind), 0);
+        for (int i = 0; i < n; i++)
+            if (kind == 0)
+                assert_int_equal(cu->launch_work(cs, 0.002, 0.7, 0), CUDA_SUCCESS);
+            else /* 2 ms at the fake's 2.5 TB/s */
+                assert_int_equal(ms(buf, 0, (size_t)(0.002 * 2.5e12 / 4), cs), CUDA_SUCCESS);
+        assert_int_equal(prs_client_end(c, PRS_FORWARD, k, kind), 0);
+    }
+    assert_int_equal(prs_client_iteration_end(c), 0);
+}
+
+static void test_stream(void **state)
+{
+    (void)state;
+    fakecu_api cu;
+    const char *cu_path = getenv("PRS_FAKE_CUDA"), *nvml_path = getenv("PRS_FAKE_NVML");
+    if (!cu_path || !*cu_path || !nvml_path || !*nvml_path || fakecu_load(&cu, cu_path)) {
+        prs_skip_case("no fake libcuda or NVML ($PRS_FAKE_CUDA, $PRS_FAKE_NVML)");
+        return;
+    }
+    memset_fn ms = (memset_fn)dlsym(cu.lib, "cuMemsetD32Async");
+    alloc_fn alloc = (alloc_fn)dlsym(cu.lib, "cuMemAlloc_v2");
+    assert_true(ms && alloc);
+    char dir[256], state_file[300];
+    assert_int_equal(fake_dir_begin(dir, sizeof dir, "measure-only"), 0);
+    snprintf(state_file, sizeof state_file, "%s/clocks", dir);
+    setenv("PRS_NVML_LIBRARY", nvml_path, 1);
+    setenv("PRS_FAKE_NVML_REFRESH_MS", "10", 1);
+    setenv("PRS_FAKE_NVML_STATE", state_file, 1);
+    setenv("PRS_FAKE_GPU_COUNT", "1", 1);
+    CUcontext ctx;
+    CUstream cs;
+    uint64_t buf = 0;
+    assert_int_equal(cu.cuInit(0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    assert_int_equal(cu.cuStreamCreate(&cs, 0), CUDA_SUCCESS);
+    assert_int_equal(alloc(&buf, (size_t)(0.002 * 2.5e12)), CUDA_SUCCESS);
+    prs_client_opts o;
+    prs_client_opts_init(&o);
+    o.measure_only = 1;
+    o.use_stream = 1;
+    o.stream = (uintptr_t)cs;
+    o.cuda_library = cu_path;
+    o.warmup_iterations = 2;
+    prs_client *c;
+    prs_error err;
+    if (prs_client_new(&o, &c, &err)) fail_msg("prs_client_new: %s", err.msg);
+    unsigned rng = 7;
+    for (int it = 0; it < STREAM_ITERS; it++)
+        stream_iteration(c, &cu, ms, buf, cs, &rng);
+    cu.cuStreamSynchronize(cs);
+    sleep_s(0.05); /* readings past the end */
+    prs_client_kind k[4], blocked;
+    int n = 0, mhz = 0;
+    assert_int_equal(prs_client_measured(c, k, 4, &n, &blocked), 0);
+    print_message("kernel %.1f W (se %.2f), memset %.1f W (se %.2f), blocked %.1f W: %s\n",
+                  k[0].power_w, k[0].power_se_w, k[1].power_w, k[1].power_se_w, blocked.power_w,
+                  prs_client_errmsg(c));
+    assert_int_equal(n, 2);
+    assert_int_equal(k[0].windows + k[1].windows, 3 * (STREAM_ITERS - o.warmup_iterations));
+    assert_int_equal(prs_gpu_sm_clock_now(c->gpu, &mhz), 0);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(k[i].chunk, i);
+        assert_int_equal(k[i].clock_min_mhz, mhz);
+        assert_int_equal(k[i].clock_max_mhz, mhz);
+        assert_true(k[i].power_se_w < 0.05 * k[i].power_w);
+    }
+    double ratio = k[1].power_w / k[0].power_w;
+    assert_true(ratio > 0.75 && ratio < 0.85); /* 0.8; swapped kinds: 1.25 */
+    assert_true(blocked.power_w > 0 && blocked.power_w < 0.5 * k[1].power_w);
+    prs_client_free(c);
+    assert_int_equal(access(state_file, F_OK), -1); /* no clock was ever set */
+    assert_int_equal(cu.cuStreamDestroy(cs), CUDA_SUCCESS);
+    assert_int_equal(cu.cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+    assert_int_equal(cu.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+    unsetenv("PRS_FAKE_NVML_STATE");
+    fake_dir_end(dir, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sim_exact),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_stream),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return prs_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }
