@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2016 # the ${...} written into the .pc files are pkg-config's variables
 # Collects what scripts/gpu-check.sh needs to build on a GPU machine that lacks development
 # packages (no jansson, cminpack, libmicrohttpd or SQLite headers, no cminpack library): their
 # headers, pkg-config files (relocatable: prefix from the .pc file's own folder) and the shared
@@ -8,7 +9,6 @@
 # usage: scripts/gpu-sysroot.sh [DIR]   (default build-gpu-sysroot, ignored by git: give it to
 #                                        the machine as it is, then PRS_GPU_SYSROOT=DIR there)
 set -euo pipefail
-# shellcheck disable=SC2016 # ${...} below are pkg-config variables, written as they are
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/build-gpu-sysroot}
 multi=/usr/lib/x86_64-linux-gnu
