@@ -202,21 +202,33 @@ static void write_raw(const char *path, const reads *r, int power)
     fclose(f);
 }
 
-/* Intervals between changes and, for the counter, the power each change implies. */
+/* Intervals between changes and, for the counter, the power each change implies. An H100's power
+ * reading changes in two steps a few microseconds apart: a change within STEP_S of the one
+ * before is a step of it, not a new interval. */
+#define STEP_S 1e-3
 static void print_changes(const reads *r, int power)
 {
-    int n = r->n_changes > 1 ? r->n_changes - 1 : 0;
+    int n = r->n_changes > 1 ? r->n_changes - 1 : 0, n_gap = 0, steps = 0;
     double *gap = malloc(sizeof(double) * (size_t)(n + 1));
     double *watts = malloc(sizeof(double) * (size_t)(n + 1));
     if (!gap || !watts) goto out;
+    double t_prev = n ? 0.5 * (r->lo[0] + r->hi[0]) : 0;
     for (int i = 0; i < n; i++) {
         double t0 = 0.5 * (r->lo[i] + r->hi[i]), t1 = 0.5 * (r->lo[i + 1] + r->hi[i + 1]);
-        gap[i] = t1 - t0;
-        watts[i] = (r->val[i + 1] - r->val[i]) / gap[i];
+        watts[i] = (r->val[i + 1] - r->val[i]) / (t1 - t0);
+        if (power && t1 - t0 < STEP_S) {
+            steps++;
+            continue;
+        }
+        gap[n_gap++] = t1 - t_prev;
+        t_prev = t1;
     }
     printf("  reads %ld (%ld failed), value changes %d (%.1f %% of reads)\n", r->n_reads,
            r->failures, r->n_changes, r->n_reads ? 100.0 * r->n_changes / r->n_reads : 0.0);
-    print_spread("interval between changes", gap, n, 1e3, "ms");
+    if (power)
+        printf("  changes within %.0f ms of the one before (steps of it): %d\n", 1e3 * STEP_S,
+               steps);
+    print_spread("interval between changes", gap, n_gap, 1e3, "ms");
     if (!power) print_spread("power over an interval", watts, n, 1, "W");
 out:
     free(gap);
@@ -356,8 +368,9 @@ static int section_beside(prs_gpu *g, const probe_opts *o)
 /* ---- host functions and events on a CUDA stream ---- */
 
 typedef struct round_ {
-    prs_event *e1, *e2;
-    double h1, h2; /* CLOCK_MONOTONIC noted by the host functions */
+    prs_event *e1, *e2, *e3;    /* e3 right after e2: what an event alone takes on the device */
+    double h1, h2;              /* CLOCK_MONOTONIC noted by the host functions */
+    double record_s, host_fn_s; /* host cost of recording e1, of enqueueing the first host fn */
 } round_;
 
 /* The last host function runs after the event before it completed: wait (up to 1 s) for its
@@ -370,15 +383,44 @@ static int wait_note(const volatile double *note)
     return *note == 0 ? -1 : 0;
 }
 
-/* Enqueues one round: memsets, note h1, e1, memsets, e2, note h2. */
+/* Enqueues one round: memsets, note h1, e1, memsets, e2, e3, note h2 (the host costs of the
+ * first host function and of e1 timed). */
 static int enqueue_round(prs_stream *s, const bench_cuda_mem *a, uint64_t buf, size_t words,
                          round_ *r)
 {
     if (a->memset32(buf, 0, words, NULL)) return -1;
-    if (prs_stream_host_fn(s, bench_note_time, &r->h1) || prs_event_record(s, r->e1)) return -1;
+    double t0 = prs_mono_s();
+    if (prs_stream_host_fn(s, bench_note_time, &r->h1)) return -1;
+    double t1 = prs_mono_s();
+    if (prs_event_record(s, r->e1)) return -1;
+    r->record_s = prs_mono_s() - t1;
+    r->host_fn_s = t1 - t0;
     if (a->memset32(buf, 1, words, NULL)) return -1;
-    if (prs_event_record(s, r->e2) || prs_stream_host_fn(s, bench_note_time, &r->h2)) return -1;
+    if (prs_event_record(s, r->e2) || prs_event_record(s, r->e3)) return -1;
+    if (prs_stream_host_fn(s, bench_note_time, &r->h2)) return -1;
     return 0;
+}
+
+/* Host costs of enqueueing, and the device time between two events with nothing between. */
+static int report_costs(prs_stream *s, round_ *r, int n)
+{
+    double *rec = malloc(sizeof(double) * (size_t)n), *hf = malloc(sizeof(double) * (size_t)n);
+    double *ee = malloc(sizeof(double) * (size_t)n);
+    int rc = rec && hf && ee ? 0 : 1;
+    for (int i = 0; !rc && i < n; i++) {
+        rec[i] = r[i].record_s;
+        hf[i] = r[i].host_fn_s;
+        rc = prs_event_elapsed_s(s, r[i].e2, r[i].e3, &ee[i]);
+    }
+    if (!rc) {
+        print_spread("event record (host)", rec, n, 1e6, "us");
+        print_spread("host fn enqueue (host)", hf, n, 1e6, "us");
+        print_spread("event to event (device)", ee, n, 1e6, "us");
+    }
+    free(rec);
+    free(hf);
+    free(ee);
+    return rc;
 }
 
 /* Hand-off cost per round, and the drift of the device timer (least squares of the host notes on
@@ -418,16 +460,19 @@ static int run_rounds(prs_stream *s, const bench_cuda_mem *a, const probe_opts *
     round_ *r = calloc((size_t)o->reps, sizeof *r);
     int rc = !r || a->alloc(&buf, bytes) ? 1 : 0, made = 0;
     for (; !rc && made < o->reps; made++)
-        rc = prs_event_new(s, &r[made].e1) || prs_event_new(s, &r[made].e2);
+        rc = prs_event_new(s, &r[made].e1) || prs_event_new(s, &r[made].e2) ||
+             prs_event_new(s, &r[made].e3);
     for (int i = 0; !rc && i < o->reps; i++)
         rc = enqueue_round(s, a, buf, bytes / 4, &r[i]);
     if (!rc) rc = prs_event_wait(s, r[o->reps - 1].e2);
     if (!rc) rc = wait_note(&r[o->reps - 1].h2);
     if (!rc) rc = report_rounds(s, r, o->reps);
+    if (!rc) rc = report_costs(s, r, o->reps);
     if (rc) printf("  failed: %s\n", prs_stream_errmsg(s));
     for (int i = 0; r && i < made; i++) {
         prs_event_free(s, r[i].e1);
         prs_event_free(s, r[i].e2);
+        prs_event_free(s, r[i].e3);
     }
     if (buf) a->memfree(buf);
     free(r);

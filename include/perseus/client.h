@@ -99,6 +99,12 @@ typedef struct prs_client_opts {
                                * when creating the job from job_spec_json; NULL: none */
     const char *ca_file;      /* PEM CA bundle that verifies an https:// server_url (perseusd
                                * --tls-cert); NULL: the system's CAs */
+    /* Measure only (docs/measurement.md, 'Measure only'): no clock controller, no clock change
+     * ever asked for, no server. server_url, job_id, token and job_spec_json must be NULL. Every
+     * iteration past warmup_iterations is profiled at whatever clock the GPU runs (each window
+     * tagged with the SM clock read at its iteration's start) and its windows are summed per
+     * kind for prs_client_measured. Hooks take chunk 0..PRS_CLIENT_MAX_CHUNKS-1, in any order. */
+    int measure_only;
 } prs_client_opts;
 
 PRS_API void prs_client_opts_init(prs_client_opts *o);
@@ -137,6 +143,28 @@ PRS_API const char *prs_client_errmsg(prs_client *c);
  * close what the client opened. NULL is a no-op. */
 PRS_API void prs_client_free(prs_client *c);
 
+/* Measure-only mode: what the reported iterations measured, summed per kind of computation. */
+#define PRS_CLIENT_MAX_CHUNKS 32
+typedef struct prs_client_kind {
+    int chunk;                        /* as the hooks gave it (-1: the time blocked) */
+    int instr;                        /* PRS_FORWARD or PRS_BACKWARD (-1: blocked) */
+    int clock_min_mhz, clock_max_mhz; /* SM clocks its windows were tagged with (0: unknown) */
+    long windows;                     /* computations counted */
+    double time_s;                    /* their total time */
+    double power_w;    /* its power (NAN until known): on a device stream the attribution's fit
+                        * over every iteration so far, at the hooks energy / time */
+    double power_se_w; /* the fit's standard error of power_w (NAN: none; 0 at the hooks) */
+} prs_client_kind;
+
+/* Measure-only mode (opts.measure_only): the kinds measured so far, in (chunk, instr) order;
+ * fills at most max of them and sets *n to how many there are; blocked (may be NULL) gets the
+ * time between computations and the power while blocked. Call it from the training thread (on a
+ * device stream it first takes in what the device completed, then solves the fit; when the fit
+ * is not usable yet the powers are its current estimates or NAN, and prs_client_errmsg says
+ * why). Returns 0, or PRS_EINVAL when c is not measure-only. */
+PRS_API int prs_client_measured(prs_client *c, prs_client_kind *kinds, int max, int *n,
+                                prs_client_kind *blocked);
+
 /* The job's id and token (valid for the client's life). */
 PRS_API const char *prs_client_job_id(const prs_client *c);
 PRS_API const char *prs_client_token(const prs_client *c);
@@ -166,15 +194,16 @@ PRS_API void prs_client_get_stats(prs_client *c, prs_client_stats *s);
 /* For bindings that lay the structures out themselves (the Python package, ctypes): the size in
  * bytes of each structure they pass, so a binding built for another version refuses to load
  * instead of corrupting memory. which: PRS_ABI_CLIENT_OPTS, PRS_ABI_CLIENT_STATS,
- * PRS_ABI_PIPELINE, PRS_ABI_ERROR, PRS_ABI_GPU_WORK, PRS_ABI_MONITOR_READING (perseus/monitor.h);
- * 0 for anything else. */
+ * PRS_ABI_PIPELINE, PRS_ABI_ERROR, PRS_ABI_GPU_WORK, PRS_ABI_MONITOR_READING (perseus/monitor.h),
+ * PRS_ABI_CLIENT_KIND; 0 for anything else. */
 enum {
     PRS_ABI_CLIENT_OPTS = 1,
     PRS_ABI_CLIENT_STATS = 2,
     PRS_ABI_PIPELINE = 3,
     PRS_ABI_ERROR = 4,
     PRS_ABI_GPU_WORK = 5,
-    PRS_ABI_MONITOR_READING = 6
+    PRS_ABI_MONITOR_READING = 6,
+    PRS_ABI_CLIENT_KIND = 7
 };
 PRS_API size_t prs_client_abi_size(int which);
 

@@ -105,7 +105,15 @@ class _Opts(ctypes.Structure):
         ("power_poll_s", ctypes.c_double),
         ("create_token", ctypes.c_char_p),
         ("ca_file", ctypes.c_char_p),
+        ("measure_only", ctypes.c_int),
     ]
+
+
+class _Kind(ctypes.Structure):
+    _fields_ = [("chunk", ctypes.c_int), ("instr", ctypes.c_int), ("clock_min_mhz", ctypes.c_int),
+                ("clock_max_mhz", ctypes.c_int), ("windows", ctypes.c_long),
+                ("time_s", ctypes.c_double), ("power_w", ctypes.c_double),
+                ("power_se_w", ctypes.c_double)]
 
 
 class _Stats(ctypes.Structure):
@@ -218,6 +226,8 @@ def load_library(path=None):
         "prs_monitor_end_window": (I, [P, ctypes.c_char_p, ctypes.POINTER(_Reading), I,
                                        ctypes.POINTER(_Error)]),
         "prs_monitor_cancel_window": (I, [P, ctypes.c_char_p, ctypes.POINTER(_Error)]),
+        "prs_client_measured": (I, [P, ctypes.POINTER(_Kind), I, ctypes.POINTER(I),
+                                    ctypes.POINTER(_Kind)]),
     }
     for name, (res, args) in sig.items():
         try:
@@ -237,7 +247,8 @@ def _check_abi(lib):
     for which, (name, cls) in enumerate((("prs_client_opts", _Opts), ("prs_client_stats", _Stats),
                                         ("prs_pipeline", _Pipeline), ("prs_error", _Error),
                                         ("prs_gpu_work", _Work),
-                                        ("prs_monitor_reading", _Reading)), start=1):
+                                        ("prs_monitor_reading", _Reading),
+                                        ("prs_client_kind", _Kind)), start=1):
         size = lib.prs_client_abi_size(which)
         if size != ctypes.sizeof(cls):
             raise PerseusError(-21, f"libperseus.so's {name} is {size} bytes, this package's "
@@ -373,9 +384,13 @@ class Client:
     available and the GPU backend is nvml; an integer is a CUstream to use; False or None turns
     device timing off (then device_sync, if given, is called around every computation).
     gpud_socket: perseus-gpud's socket (default $PRS_GPUD_SOCKET or /run/perseus/gpud.sock).
-    ca_file: a PEM CA bundle that verifies an https:// server (default: the system's CAs)."""
+    ca_file: a PEM CA bundle that verifies an https:// server (default: the system's CAs).
 
-    def __init__(self, server_url, *, job_id=None, token=None, job_spec=None, rank=0, dp=0, pp=0,
+    measure_only=True (with server_url None): no server and no clock change, ever; every
+    iteration past the warm-up is profiled at the clock the GPU runs, in any order of
+    computations (chunk 0..31), and .measured() gives what was measured per kind."""
+
+    def __init__(self, server_url=None, *, measure_only=False, job_id=None, token=None, job_spec=None, rank=0, dp=0, pp=0,
                  tp=0, gpu="nvml", device_sync=None, stream="auto", cuda_library=None,
                  poll_interval_s=None, http_timeout_s=None, flush_timeout_s=None,
                  warmup_iterations=None, max_queue=None, energy_poll_s=None, power_poll_s=None,
@@ -391,7 +406,9 @@ class Client:
             self._keep.append(b)
             return b
 
-        o.server_url = s(server_url)
+        if server_url is not None:
+            o.server_url = s(server_url)
+        o.measure_only = 1 if measure_only else 0
         if job_id is not None:
             o.job_id, o.token = s(job_id), s(token or "")
         if job_spec is not None:
@@ -497,6 +514,27 @@ class Client:
         d["phase"] = st.phase.decode()
         d["registered"] = bool(st.registered)
         return d
+
+    def measured(self):
+        """Measure-only mode, on the training thread: what was measured so far, as
+        {(kind, chunk): {"windows", "time_s", "power_w", "power_se_w", "clock_min_mhz",
+        "clock_max_mhz"}, ("blocked", -1): {"time_s", "power_w", "power_se_w"}, "why": "" or why
+        the fit is not usable yet}; a power not known yet is NaN."""
+        h, n, blocked = self._handle(), ctypes.c_int(), _Kind()
+        rc = self._lib.prs_client_measured(h, None, 0, ctypes.byref(n), None)
+        if rc:
+            raise PerseusError(rc, "measured: the client is not measure-only")
+        buf = (_Kind * max(n.value, 1))()
+        self._lib.prs_client_measured(h, buf, n.value, ctypes.byref(n), ctypes.byref(blocked))
+        out = {}
+        for k in buf[:n.value]:
+            out[(("forward", "backward")[k.instr], k.chunk)] = {
+                name: getattr(k, name) for name in ("windows", "time_s", "power_w", "power_se_w",
+                                                    "clock_min_mhz", "clock_max_mhz")}
+        out[("blocked", -1)] = {"time_s": blocked.time_s, "power_w": blocked.power_w,
+                                "power_se_w": blocked.power_se_w}
+        out["why"] = self._lib.prs_client_errmsg(h).decode(errors="replace")
+        return out
 
     def close(self):
         """Post what is queued (bounded), reset the clocks, stop the background thread."""

@@ -19,7 +19,7 @@ def main():
     perseus._lib = None
 
     class Longer(ctypes.Structure):
-        _fields_ = perseus._Opts._fields_ + [("extra", ctypes.c_int)]
+        _fields_ = perseus._Opts._fields_ + [("extra", ctypes.c_double)]  # always longer
 
     perseus._Opts = Longer
     try:

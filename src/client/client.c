@@ -144,16 +144,30 @@ static int start_controller(prs_client *c, prs_error *err)
     return rc ? rc : probe_clock(c, err);
 }
 
+/* Measure only: neither a server nor a clock controller (the other options as usual). */
+static int check_measure_only(const prs_client_opts *o, prs_error *err)
+{
+    if (o->server_url || o->job_id || o->token || o->job_spec_json || o->create_token)
+        return prs_error_set(err, PRS_EINVAL,
+                             "client: measure_only runs without a server: leave server_url, "
+                             "job_id, token and job_spec_json unset");
+    return 0;
+}
+
 int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err)
 {
     *out = NULL;
-    if (!o || !o->server_url || !*o->server_url)
+    if (o && o->measure_only) {
+        int rc = check_measure_only(o, err);
+        if (rc) return rc;
+    } else if (!o || !o->server_url || !*o->server_url)
         return prs_error_set(err, PRS_EINVAL, "client: server_url is required");
-    if (strncmp(o->server_url, "http://", 7) != 0 && strncmp(o->server_url, "https://", 8) != 0)
+    if (!o->measure_only && strncmp(o->server_url, "http://", 7) != 0 &&
+        strncmp(o->server_url, "https://", 8) != 0)
         return prs_error_set(err, PRS_EINVAL,
                              "client: server_url must start with http:// or https://, got '%.64s'",
                              o->server_url);
-    if (!o->job_spec_json && (!o->job_id || !o->token))
+    if (!o->measure_only && !o->job_spec_json && (!o->job_id || !o->token))
         return prs_error_set(err, PRS_EINVAL, "client: give job_id and token, or job_spec_json");
     if (o->rank < 0 || o->dp < 0 || o->pp < 0 || o->tp < 0)
         return prs_error_set(err, PRS_EINVAL, "client: rank and coordinates must be >= 0");
@@ -185,7 +199,8 @@ int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err)
     c->stats.plan_id = -1;
     c->queue = rc ? NULL : calloc((size_t)o->max_queue, sizeof *c->queue);
     if (!rc && !c->queue) rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
-    if (!rc && !o->job_id) {
+    if (!rc && o->measure_only) prs__client_local_init(c);
+    if (!rc && !o->job_id && !o->measure_only) {
         /* The creation is the one request that carries the server's creation token. */
         c->opts.job_spec_json = o->job_spec_json;
         rc = copy_str(c->token, sizeof c->token, o->create_token, "create_token", err);
@@ -207,12 +222,12 @@ int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err)
             c->own_gpu = rc == 0;
         }
     }
-    if (!rc) rc = start_controller(c, err);
+    if (!rc) rc = o->measure_only ? prs__client_local_gpu(c) : start_controller(c, err);
     if (!rc && stream) {
         rc = open_stream(c, stream, err);
         stream = NULL; /* the client's now, freed with it */
     }
-    if (!rc) {
+    if (!rc && !o->measure_only) {
         if (pthread_create(&c->thread, NULL, prs__client_thread_main, c) != 0)
             rc = prs_error_set(err, PRS_ENOMEM, "client: cannot start its thread");
         else
@@ -265,6 +280,8 @@ size_t prs_client_abi_size(int which)
         return sizeof(prs_gpu_work);
     case PRS_ABI_MONITOR_READING:
         return sizeof(prs_monitor_reading);
+    case PRS_ABI_CLIENT_KIND:
+        return sizeof(prs_client_kind);
     default:
         return 0;
     }

@@ -113,6 +113,11 @@ struct prs_client {
     atomic_long late_switches;
     atomic_long measure_failures;
     atomic_int clock_mhz;
+    /* Measure only (local.c): the windows reported, summed per kind (chunk * 2 + instr); under mu
+     */
+    prs_client_kind measured[2 * PRS_CLIENT_MAX_CHUNKS];
+    double measured_j[2 * PRS_CLIENT_MAX_CHUNKS]; /* at the hooks: the windows' energy */
+    double blocked_s, blocked_j; /* at the hooks: iterations with a blocking power, and it */
 
     pthread_t thread;
     int thread_started;
@@ -130,6 +135,18 @@ int prs__client_phase_reports(const prs_client *c);
 int prs__client_take_quota(prs_client *c, long round);
 int prs__client_profiling(const prs_client *c);
 void prs__client_enqueue(prs_client *c, prs__client_iteration *it, int report);
+
+/* local.c: measure-only mode */
+void prs__client_local_init(prs_client *c);
+int prs__client_local_gpu(prs_client *c);
+/* The SM clock now (MHz), -1 when it cannot be read. Training thread. */
+int prs__client_local_clock(prs_client *c);
+/* Measured at the hooks: add a reported iteration's windows (under c->mu). */
+void prs__client_local_add(prs_client *c, const prs__client_iteration *it);
+/* On a device stream: a computation of kind (chunk * 2 + instr) given to the fit, and the end of
+ * an iteration given to it. */
+void prs__client_local_count(prs_client *c, int kind, int clock_mhz, double time_s);
+void prs__client_local_iteration(prs_client *c);
 
 /* net.c */
 void prs__client_global_init(void);

@@ -35,7 +35,7 @@ static void on_anchor(void *user)
     /* Every clock change before this point of the stream was asked for: what the controller
      * confirms now is in effect here (-1 while an answer is still due). A change whose answer
      * came late (after on_clock stopped waiting) is learnt here instead of never. */
-    h->in_effect = h->c->ctl ? prs_clockctl_confirmed(h->c->ctl) : -1;
+    h->in_effect = h->c->ctl ? prs_clockctl_confirmed(h->c->ctl) : h->mhz;
     atomic_store_explicit(&h->done, 1, memory_order_release);
 }
 
@@ -65,6 +65,8 @@ static int enqueue_call(prs_client *c, prs__client_hostcall *h, void (*fn)(void 
 static int open_anchor(prs_client *c, prs__client_pend *p)
 {
     prs__client_hostcall *h = prs__client_call_get(c);
+    /* Measure only: the clock read now is the iteration's tag (-1: unknown, no windows). */
+    if (h) h->mhz = c->ctl ? 0 : prs__client_local_clock(c);
     int rc = enqueue_call(c, h, on_anchor);
     if (rc) return rc;
     p->anchor = h;

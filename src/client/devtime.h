@@ -105,6 +105,10 @@ void prs__client_dev_push(struct prs_client *c, prs__client_pend *p);
 /* Report what completed; force: wait for the oldest iteration and report it even without a
  * usable fit (FIFO full, shutdown). */
 void prs__client_dev_poll(struct prs_client *c, int force);
+/* Measure only: solve the fit of the current round (prs__client_attrib_solve's contract; no fit
+ * yet: PRS__CLIENT_ATTRIB_MORE with q->why set). */
+int prs__client_dev_solve(struct prs_client *c, double *kind_power_w, double *idle_power_w,
+                          prs__client_attrib_quality *q);
 /* devpool.c: frees p, its events and host calls back to the pools (its end event and anchor
  * belong to the next iteration). */
 void prs__client_dev_pend_free(struct prs_client *c, prs__client_pend *p);

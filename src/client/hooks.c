@@ -138,7 +138,7 @@ int prs__client_check_order(prs_client *c, prs_instr instr, int microbatch, int 
     c->open_instr = instr;
     c->open_microbatch = microbatch;
     c->open_chunk = chunk;
-    *chunk_out = -1;
+    *chunk_out = c->opts.measure_only ? chunk : -1;
     if (!c->expect) return 0;
     int global = chunk * c->cur.pipe.stages + c->opts.pp;
     const prs__client_expect *e = c->op < c->n_expect ? &c->expect[c->op] : NULL;
@@ -196,7 +196,9 @@ void prs__client_enqueue(prs_client *c, prs__client_iteration *it, int report)
     c->stats.iterations++;
     if (it->pace_s > 0) c->stats.pace_s = it->pace_s;
     if (it->blocking_power_w > 0) c->stats.blocking_power_w = it->blocking_power_w;
-    if (report) {
+    if (report && c->opts.measure_only) {
+        if (!c->dev) prs__client_local_add(c, it);
+    } else if (report) {
         if (c->q_len < c->opts.max_queue) {
             c->queue[(c->q_head + c->q_len) % c->opts.max_queue] = *it;
             c->q_len++;

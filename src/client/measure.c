@@ -29,6 +29,7 @@ static void device_sync(prs_client *c)
 /* The controller counts a request that did not take (clock_failures in the stats). */
 static void set_clock(prs_client *c, int mhz)
 {
+    if (!c->ctl) return; /* measure only */
     prs_clockctl_set(c->ctl, mhz);
     atomic_store_explicit(&c->clock_mhz, mhz, memory_order_relaxed);
 }
@@ -65,6 +66,7 @@ static int grow_ops(prs_client *c)
 int prs_client_begin(prs_client *c, prs_instr instr, int microbatch, int chunk)
 {
     if (!c) return PRS_EINVAL;
+    if (c->opts.measure_only && (chunk < 0 || chunk >= PRS_CLIENT_MAX_CHUNKS)) return PRS_EINVAL;
     if (c->dev) return prs__client_dev_begin(c, instr, microbatch, chunk);
     if (c->in_window) return PRS_EINVAL;
     device_sync(c);
@@ -80,7 +82,7 @@ int prs_client_begin(prs_client *c, prs_instr instr, int microbatch, int chunk)
     o->chunk = global;
     /* The clock known to be in effect; -1 while a change is not acknowledged yet (a window
      * never carries a clock that did not take). */
-    o->clock_mhz = prs_clockctl_confirmed(c->ctl);
+    o->clock_mhz = c->ctl ? prs_clockctl_confirmed(c->ctl) : prs__client_local_clock(c);
     if (o->clock_mhz == 0) o->clock_mhz = c->f_max_mhz;
     c->in_window = 1;
     o->t0 = prs_gpu_now_s(c->gpu);

@@ -15,6 +15,7 @@
  * windows if the fit is not usable. */
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "client_int.h"
@@ -181,7 +182,8 @@ static int resolve_times(prs_client *c, prs__client_pend *p)
     double base = p->anchor->host_s;
     if (d->chain_end > 0 && fabs(base - d->chain_end) < CHAIN_DRIFT_S) base = d->chain_end;
     p->t_start = base;
-    if (d->eff_mhz < 0 && p->anchor->in_effect >= 0) d->eff_mhz = p->anchor->in_effect;
+    /* Measure only (no controller): every iteration has the clock read at its start. */
+    if (!c->ctl || (d->eff_mhz < 0 && p->anchor->in_effect >= 0)) d->eff_mhz = p->anchor->in_effect;
     p->t_end = base + elapsed(c, p->start, p->end);
     d->chain_end = p->t_end;
     p->op_t0 = malloc(sizeof(double) * (size_t)(2 * p->n_ops + 1));
@@ -208,6 +210,7 @@ static int resolve_times(prs_client *c, prs__client_pend *p)
 
 static int n_kinds_of(const prs_client *c)
 {
+    if (c->opts.measure_only) return 2 * PRS_CLIENT_MAX_CHUNKS;
     int v = c->cur.has_pipe && c->cur.pipe.virtual_stages > 1 ? c->cur.pipe.virtual_stages : 1;
     return 2 * v;
 }
@@ -219,6 +222,10 @@ static void feed(prs_client *c, prs__client_pend *p)
     prs__client_round_fit *f = fit_for(c, p->round, n_kinds_of(c));
     if (!f) return;
     prs__client_attrib_known(f->fit, p->t_start);
+    if (c->opts.measure_only && p->iteration < c->opts.warmup_iterations) {
+        prs__client_attrib_unknown(f->fit, p->t_start, p->t_end); /* warm-up: not profiled */
+        return;
+    }
     double floor_t = p->t_start; /* rounding never makes intervals overlap or go back */
     for (int i = 0; i < p->n_ops; i++) {
         int kind = p->ops[i].local_chunk * 2 + (int)p->ops[i].instr;
@@ -229,9 +236,11 @@ static void feed(prs_client *c, prs__client_pend *p)
             break;
         }
         if (kind >= 0 && kind < f->n_kinds) prs__client_attrib_busy(f->fit, kind, t0, t1);
+        if (c->opts.measure_only) prs__client_local_count(c, kind, p->op_clock[i], t1 - t0);
         floor_t = t1;
     }
     prs__client_attrib_known(f->fit, p->t_end);
+    if (c->opts.measure_only) prs__client_local_iteration(c);
 }
 
 /* Windows and energy of a profiling iteration from its round's fitted powers. */
@@ -297,6 +306,7 @@ static int build_report(prs_client *c, prs__client_pend *p, int force, prs__clie
                     : c->dev->eff_mhz > 0              ? c->dev->eff_mhz
                                                        : c->f_max_mhz;
     prs__client_round_fit *f = p->profiling ? fit_of(c, p->round) : NULL;
+    if (f && c->opts.measure_only) return 1; /* measured whole: prs_client_measured */
     if (f) {
         double pw[PRS__CLIENT_ATTRIB_MAX_KINDS], idle;
         prs__client_attrib_quality q;
@@ -335,6 +345,18 @@ static void complete_all(prs_client *c)
         if (st == 0) break;
         if (st < 0) p->failed = 1;
     }
+}
+
+int prs__client_dev_solve(prs_client *c, double *kind_power_w, double *idle_power_w,
+                          prs__client_attrib_quality *q)
+{
+    prs__client_round_fit *f = fit_of(c, c->cur.round);
+    if (!f) {
+        memset(q, 0, sizeof *q);
+        snprintf(q->why, sizeof q->why, "nothing measured yet");
+        return PRS__CLIENT_ATTRIB_MORE;
+    }
+    return prs__client_attrib_solve(f->fit, kind_power_w, idle_power_w, q);
 }
 
 void prs__client_dev_poll(prs_client *c, int force)
