@@ -120,7 +120,8 @@ static irregular draw_irregular(const prs_gpu_preset *g, const prs_gpu_work *w, 
     double v = 0.5 * (uniform_pm1(rng) + 1.0);
     if (width < 1 || nclk <= width + 1) return ir;
     /* the band's top among the upper half of the clocks that leave room for the band */
-    int room = nclk - width - 1, k = (int)(u * (double)(room / 2 + 1));
+    int room = nclk - width - 1, choices = room / 2 + 1; /* whole clocks */
+    int k = (int)(u * (double)choices);
     ir.top_mhz = fmax - k * fstep;
     ir.jump_mhz = ir.top_mhz - width * fstep;
     ir.drop = 0.04 + 0.04 * v;

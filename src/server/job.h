@@ -52,8 +52,8 @@ int job_upload_profile(job *j, store *st, const char *csv, size_t len, int *acti
 /* The same with the profile parsed and checked against the job's stages already, and written as
  * the CSV text to store (job_profile_csv), both outside every lock; p is taken over in every
  * case, csv is the caller's. */
-int job_install_profile(job *j, store *st, prs_profile *p, const char *csv, size_t len,
-                        int *action, api_err *e);
+int job_install_profile(job *j, store *st, prs_profile *p, const char *csv, size_t len, int *action,
+                        api_err *e);
 /* A profile as the CSV text stored for it (malloc'd into *csv): 0, or -1 when out of memory. */
 int job_profile_csv(const prs_profile *p, char **csv, size_t *len);
 int job_set_straggler(job *j, store *st, const req_straggler *r, api_err *e);

@@ -1451,7 +1451,7 @@ static enum MHD_Result handle_list(prs_server *s, struct MHD_Connection *c, conn
                                                "has none (perseusd --admin-token-file)");
     size_t n;
     job **all = pin_all_jobs(s, &n);
-    if (n > 1) qsort(all, n, sizeof *all, cmp_job_id);
+    if (n > 1) qsort(all, n, sizeof(job *), cmp_job_id);
     json_t *list = json_array();
     for (size_t i = 0; list && i < n; i++) {
         job *j = all[i];
