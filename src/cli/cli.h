@@ -32,6 +32,18 @@ int prs_cmd_infer_check(int argc, char **argv); /* cmd_infer_check.c */
 /* "perseus CMD: MSG 'ARG'" (or without ARG) on stderr; returns 2, the bad-usage status. */
 int prs_cli_usage_error(const char *cmd, const char *msg, const char *arg);
 
+/* cli_http.c: one request to a server with a JSON answer. url is the whole URL; method NULL is
+ * GET; token (a bearer token), json (the body, sent as application/json), ca_file (verifies an
+ * https:// server) may be NULL; timeout_s <= 0 is 30 s. Returns the HTTP status, or 0 with why
+ * (may be NULL) saying why there was no answer; *out (may be NULL) gets the parsed JSON answer
+ * (a new reference), or NULL. Answers over PRS_CLI_HTTP_MAX_ANSWER bytes are refused. */
+#define PRS_CLI_HTTP_MAX_ANSWER (64u << 20) /* a dp = 16,384 job's status is ~5 MB */
+typedef struct prs_cli_http_req {
+    const char *url, *method, *token, *json, *ca_file;
+    long timeout_s;
+} prs_cli_http_req;
+long prs_cli_http(const prs_cli_http_req *req, json_t **out, char *why, size_t why_len);
+
 /* cli_suggest.c: the candidate closest to a mistyped word, or NULL when none is close (at most 2
  * edits, fewer than half the word's length). */
 const char *prs_cli_suggest(const char *word, const char *const *candidates, size_t n);

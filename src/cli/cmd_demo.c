@@ -27,7 +27,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
 
 #include "perseus/clock.h"
@@ -291,50 +290,15 @@ static int measure(demo *d, int port, const char *phase, long min_round, double 
 
 /* ---- talking to the embedded server ----------------------------------------------------- */
 
-typedef struct body {
-    char *p;
-    size_t len;
-} body;
-
-static size_t on_data(char *data, size_t size, size_t nmemb, void *user)
-{
-    body *b = user;
-    char *p = realloc(b->p, b->len + size * nmemb + 1);
-    if (!p) return 0;
-    memcpy(p + b->len, data, size * nmemb);
-    b->p = p;
-    b->len += size * nmemb;
-    p[b->len] = '\0';
-    return size * nmemb;
-}
-
-/* One request; returns the HTTP status (0: none) and the JSON answer in *out (may be NULL). */
+/* One request to the embedded server; returns the HTTP status (0: none) and the JSON answer in
+ * *out (may be NULL). */
 static long request(int port, const char *method, const char *path, const char *token,
                     const char *json, json_t **out)
 {
-    CURL *h = curl_easy_init();
-    if (!h) return 0;
-    char url[256], auth[192];
+    char url[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
-    struct curl_slist *hdr = curl_slist_append(NULL, auth);
-    hdr = curl_slist_append(hdr, "Content-Type: application/json");
-    body b = {NULL, 0};
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-    if (json) curl_easy_setopt(h, CURLOPT_POSTFIELDS, json);
-    long st = 0;
-    if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
-    curl_slist_free_all(hdr);
-    curl_easy_cleanup(h);
-    if (out) *out = b.p ? json_loads(b.p, 0, NULL) : NULL;
-    free(b.p);
-    return st;
+    prs_cli_http_req req = {url, method, token, json, NULL, 10};
+    return prs_cli_http(&req, out, NULL, 0);
 }
 
 /* ---- plots ------------------------------------------------------------------------------ */

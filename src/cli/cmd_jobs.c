@@ -11,90 +11,42 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
 
 #include "cli.h"
 
 #define DEFAULT_SERVER "http://127.0.0.1:7787"
-#define MAX_ANSWER (64u << 20) /* a dp = 16,384 status is ~5 MB */
-
 typedef struct jobs_args {
     const char *server, *token, *token_file, *ca_file, *id;
     int json;
     char token_buf[512];
 } jobs_args;
 
-typedef struct answer {
-    char *p;
-    size_t len;
-    int too_big;
-} answer;
-
-static size_t on_data(char *data, size_t size, size_t nmemb, void *user)
-{
-    answer *a = user;
-    size_t n = size * nmemb;
-    if (a->len + n > MAX_ANSWER) {
-        a->too_big = 1;
-        return 0;
-    }
-    char *p = realloc(a->p, a->len + n + 1);
-    if (!p) return 0;
-    memcpy(p + a->len, data, n);
-    a->p = p;
-    a->len += n;
-    p[a->len] = '\0';
-    return n;
-}
-
 /* GET path from the server: 0 with the JSON answer in *out, or 1 with a message on stderr
  * (no answer, an error status with the server's own words, or an answer that is not JSON). */
 static int get_json(const char *cmd, const jobs_args *a, const char *path, json_t **out)
 {
-    char url[1024], auth[600];
+    char url[1024], why[256];
     snprintf(url, sizeof url, "%s%s", a->server, path);
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s", a->token ? a->token : "");
-    CURL *h = curl_easy_init();
-    if (!h) return fprintf(stderr, "perseus %s: cannot start libcurl\n", cmd), 1;
-    struct curl_slist *hdr = a->token ? curl_slist_append(NULL, auth) : NULL;
-    answer ans = {NULL, 0, 0};
-    char why[CURL_ERROR_SIZE] = "";
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, why);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &ans);
-    if (a->ca_file) curl_easy_setopt(h, CURLOPT_CAINFO, a->ca_file);
-    long status = 0;
-    CURLcode cc = curl_easy_perform(h);
-    if (cc == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(hdr);
-    curl_easy_cleanup(h);
-    int rc = 1;
-    json_t *j = ans.p ? json_loadb(ans.p, ans.len, 0, NULL) : NULL;
-    if (cc != CURLE_OK) {
-        fprintf(stderr, "perseus %s: no answer from %s: %s\n", cmd, a->server,
-                ans.too_big ? "the answer is over 64 MiB"
-                : why[0]    ? why
-                            : curl_easy_strerror(cc));
+    prs_cli_http_req req = {url, "GET", a->token, NULL, a->ca_file, 30};
+    json_t *j = NULL;
+    long status = prs_cli_http(&req, &j, why, sizeof why);
+    if (status == 200 && j) {
+        *out = j;
+        return 0;
+    }
+    if (!status) {
+        fprintf(stderr, "perseus %s: no answer from %s: %s\n", cmd, a->server, why);
     } else if (status != 200) {
         json_t *e = json_object_get(j, "error");
         const char *msg = json_string_value(json_object_get(e, "message"));
         fprintf(stderr, "perseus %s: %s answered HTTP %ld: %s\n", cmd, path, status,
                 msg ? msg : "no message");
-    } else if (!j) {
-        fprintf(stderr, "perseus %s: %s answered something that is not JSON\n", cmd, path);
     } else {
-        *out = j;
-        j = NULL;
-        rc = 0;
+        fprintf(stderr, "perseus %s: %s answered something that is not JSON\n", cmd, path);
     }
     json_decref(j);
-    free(ans.p);
-    return rc;
+    return 1;
 }
 
 /* The token from --token-file's first line (without its newline). 0, or 2 with a message. */
