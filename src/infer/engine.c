@@ -465,10 +465,22 @@ double prs_infer_engine_next_s(const prs_infer_engine *e)
     return INFINITY;
 }
 
+int prs__infer_fits_kv(long kv_tokens, int in_tokens, int out_tokens)
+{
+    long blocks = kv_tokens / PRS_INFER_KV_BLOCK_TOKENS;
+    long watermark = (long)(PRS_INFER_KV_WATERMARK * (double)blocks);
+    return blocks_of((long)in_tokens + out_tokens) <= blocks - watermark;
+}
+
+int prs_infer_engine_fits(const prs_infer_engine *e, int in_tokens, int out_tokens)
+{
+    return blocks_of((long)in_tokens + out_tokens) <= e->kv_blocks - e->watermark_blocks;
+}
+
 int prs_infer_engine_submit(prs_infer_engine *e, const prs_infer_job *job, double now_s,
                             prs_error *err)
 {
-    if (blocks_of((long)job->in_tokens + job->out_tokens) > e->kv_blocks - e->watermark_blocks)
+    if (!prs_infer_engine_fits(e, job->in_tokens, job->out_tokens))
         return prs_error_set(err, PRS_EINVAL,
                              "request %u (%d + %d tokens) exceeds the KV cache of a TP %d "
                              "instance (%ld tokens)",

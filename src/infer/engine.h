@@ -81,6 +81,11 @@ int prs_infer_engine_tp(const prs_infer_engine *e);
 /* No iteration starts before until_s (a reconfiguration pause); the time counts as idle. */
 void prs_infer_engine_pause(prs_infer_engine *e, double until_s);
 
+/* 1 when a request of in + out tokens fits a KV cache of kv_tokens (less the watermark). */
+int prs__infer_fits_kv(long kv_tokens, int in_tokens, int out_tokens);
+/* 1 when the request fits this engine's KV cache (else submit refuses it). */
+int prs_infer_engine_fits(const prs_infer_engine *e, int in_tokens, int out_tokens);
+
 /* Requests queued or running, and the prompt+output tokens they still hold or need. */
 long prs_infer_engine_outstanding(const prs_infer_engine *e);
 long prs_infer_engine_outstanding_tokens(const prs_infer_engine *e);
