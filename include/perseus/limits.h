@@ -48,6 +48,21 @@
 /* Largest GPU device index accepted anywhere (nvml:INDEX, LOCAL_RANK, CUDA_VISIBLE_DEVICES,
  * perseus-gpud's --gpu nvml:INDEX): NVML and CUDA number devices far below it. */
 #define PRS_MAX_GPU_INDEX 1023
+/* Inference profiles (src/infer/profile.h): a file of at most 64 MiB (a fine sweep of every
+ * clock, TP degree, batch and length stays far below it) and lines of at most 4096 bytes; a
+ * row's tp, clock, batch and tokens within these bounds, its time and energy within the stage
+ * profile's (PRS_PROFILE_MAX_TIME_S, PRS_PROFILE_MAX_ENERGY_J), so sums over a serving run stay
+ * finite. Names of the model and GPU at most PRS_INFER_NAME_MAX - 1 bytes. */
+#define PRS_INFER_PROFILE_MAX_BYTES (64L << 20)
+#define PRS_INFER_PROFILE_MAX_LINE 4096
+#define PRS_INFER_MAX_TP 64
+#define PRS_INFER_MAX_FREQ_MHZ 10000
+#define PRS_INFER_MAX_BATCH 1000000
+#define PRS_INFER_MAX_TOKENS 1000000000L
+#define PRS_INFER_NAME_MAX 64
+/* How far beyond the largest measured tokens per sequence a profile's cost is extrapolated
+ * (linearly, along the last measured segment): at most this factor; further is refused. */
+#define PRS_INFER_PROFILE_MAX_EXTRAP 2.0
 
 /* ---- Tolerances ---- */
 
