@@ -186,7 +186,7 @@ static int mix_of(const prs_infer_classes *c, const prs_infer_trace *trace, int 
     if (n == 0) {
         int lim_in[4] = {1, c->in_limit[0], c->in_limit[1], 2 * c->in_limit[1]};
         int lim_out[4] = {1, c->out_limit[0], c->out_limit[1], 2 * c->out_limit[1]};
-        int i = k / 3, o = k % 3;
+        int i = k == PRS_INFER_NCLASS ? 1 : k / 3, o = k == PRS_INFER_NCLASS ? 1 : k % 3;
         mix->reqs[0] =
             (prs_infer_req){0, (lim_in[i] + lim_in[i + 1]) / 2, (lim_out[o] + lim_out[o + 1]) / 2};
         mix->n = 1;
