@@ -16,6 +16,7 @@ static void usage(FILE *out)
           "  plan          stage profile -> iteration time-energy frontier and frequency plans\n"
           "  plan export   print one plan of a planned frontier (JSON or the reference's list)\n"
           "  evaluate      time and energy of a plan, a uniform clock or all-max, per stage\n"
+          "  infer         LLM inference serving: profiles (synth), emulator, policies\n"
           "  emulate       savings of Perseus and baselines for N pipelines with a straggler\n"
           "  noise         what noisy profiles cost: plans on noisy copies judged on the truth\n"
           "  plot          SVG pictures: frontier, pipeline timeline, savings vs slowdown\n"
@@ -53,8 +54,9 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "plot") == 0) return prs_cmd_plot(argc - 1, argv + 1);
     if (strcmp(cmd, "demo") == 0) return prs_cmd_demo(argc - 1, argv + 1);
     if (strcmp(cmd, "noise") == 0) return prs_cmd_noise(argc - 1, argv + 1);
-    static const char *const commands[] = {"demo",  "plan", "evaluate", "emulate",
-                                           "noise", "plot", "synth"};
+    if (strcmp(cmd, "infer") == 0) return prs_cmd_infer(argc - 1, argv + 1);
+    static const char *const commands[] = {"demo",  "plan",  "evaluate", "emulate",
+                                           "infer", "noise", "plot",     "synth"};
     const char *near = prs_cli_suggest(cmd, commands, sizeof commands / sizeof commands[0]);
     if (near)
         fprintf(stderr, "perseus: unknown command '%s' (did you mean '%s'?)\n", cmd, near);

@@ -1,0 +1,149 @@
+/* The synthetic inference model's calibration table (docs/inference.md, "Calibration"): per
+ * model, GPU and TP degree, the median and worst relative error of the model against measured
+ * prefill times and decode step times (medians over repeated runs), and of whole request batches
+ * (e2e) run through the model's synthetic profile. With --fit, the constants are fitted again
+ * (prs_infer_calib_fit) and printed as the initialisers of src/infer/roofline_presets.c, and the
+ * table shows the fitted model.
+ *
+ *   infer_calib [--fit] [FILE]     FILE: the Splitwise perf_model.csv
+ *                                  (default $PRS_SHARED_DIR/data/splitwise/perf_model.csv) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calib.h"
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 20;
+    char *buf = malloc(cap);
+    *len = 0;
+    size_t got;
+    while (buf && (got = fread(buf + *len, 1, cap - *len, f)) > 0) {
+        *len += got;
+        if (*len == cap && cap < (64u << 20)) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) free(buf);
+            buf = nb;
+        }
+    }
+    fclose(f);
+    return buf;
+}
+
+static void print_calib(const prs_infer_roofline *r)
+{
+    const prs_infer_calib *c = &r->calib;
+    printf("        /* %s on %s */\n"
+           "        {.eta_prefill = %.6g, .eta_prefill_long = %.6g, .eta_decode = %.6g, .eta_mem = "
+           "%.6g,\n"
+           "         .t_prefill0_s = %.6g, .t_decode0_s = %.6g, .ar_bw_prefill = %.6g,\n"
+           "         .ar_bw_decode = %.6g, .ar_lat_s = %.6g,\n         .ar_bw_prefill_long = %.6g, "
+           ".t_prefill_seq_s = %.6g, .ar_lat_prefill_s = %.6g},\n",
+           r->llm->name, r->gpu->name, c->eta_prefill, c->eta_prefill_long, c->eta_decode,
+           c->eta_mem, c->t_prefill0_s, c->t_decode0_s, c->ar_bw_prefill, c->ar_bw_decode,
+           c->ar_lat_s, c->ar_bw_prefill_long, c->t_prefill_seq_s, c->ar_lat_prefill_s);
+}
+
+static void row(const prs_infer_roofline *r, const char *tp, const prs_infer_calib_err *e)
+{
+    printf("| %s | %s | %s | %d | %.1f | %.1f | %.1f | %.1f | %d | %.1f | %.1f |\n", r->llm->name,
+           r->gpu->name, tp, e->cells, 100 * e->prefill_med, 100 * e->prefill_worst,
+           100 * e->decode_med, 100 * e->decode_worst, e->e2e_runs, 100 * e->e2e_med,
+           100 * e->e2e_worst);
+}
+
+/* The table's rows of one (model, GPU): each TP degree, then all. */
+static int table(const prs_infer_roofline *r, const prs_infer_cell *cells, size_t n)
+{
+    prs_error err = {0};
+    prs_infer_calib_err e;
+    for (int tp = 1; tp <= 64; tp *= 2) {
+        if (prs_infer_calib_errors(r, cells, n, tp, &e, &err) != PRS_OK) {
+            fprintf(stderr, "infer_calib: %s\n", err.msg);
+            return 1;
+        }
+        if (e.cells == 0 && e.excluded == 0) continue;
+        char name[16];
+        snprintf(name, sizeof name, "%d", tp);
+        row(r, name, &e);
+        for (size_t i = 0; i < n; i++)
+            if (cells[i].llm == r->llm && cells[i].gpu == r->gpu && cells[i].tp == tp &&
+                cells[i].impossible)
+                fprintf(stderr,
+                        "left out: %s %s tp %d prompt %d batch %d: prefill %.1f ms is beyond "
+                        "the GPUs' peak\n",
+                        r->llm->name, r->gpu->name, tp, cells[i].prompt, cells[i].batch,
+                        1e3 * cells[i].prefill_s);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int fit = argc > 1 && strcmp(argv[1], "--fit") == 0;
+    const char *path = argc > 1 + fit ? argv[1 + fit] : NULL;
+    char def[4096];
+    if (!path) {
+        const char *dir = getenv("PRS_SHARED_DIR");
+        snprintf(def, sizeof def, "%s/data/splitwise/perf_model.csv", dir ? dir : "../shared");
+        path = def;
+    }
+    size_t len;
+    char *text = slurp(path, &len);
+    if (!text) {
+        fprintf(stderr, "infer_calib: cannot read %s\n", path);
+        return 1;
+    }
+    prs_infer_cell *cells;
+    size_t n;
+    prs_error err = {0};
+    int rc = prs_infer_cells_parse(text, len, path, &cells, &n, &err);
+    free(text);
+    if (rc != PRS_OK) {
+        fprintf(stderr, "infer_calib: %s\n", err.msg);
+        return 1;
+    }
+    const char *gpus[] = {"a100", "h100"}, *llms[] = {"llama2-70b", "bloom-176b"};
+    prs_infer_roofline r[2][2];
+    for (int g = 0; g < 2 && rc == PRS_OK; g++)
+        for (int m = 0; m < 2 && rc == PRS_OK; m++) {
+            rc = prs_infer_roofline_init(&r[g][m], prs_infer_llm_find(llms[m]),
+                                         prs_infer_gpu_find(gpus[g]), &err);
+            if (rc == PRS_OK && fit)
+                rc = prs_infer_calib_fit(r[g][m].llm, r[g][m].gpu, cells, n, &prs_infer_calib_start,
+                                         NULL, &r[g][m].calib, &err);
+        }
+    if (rc != PRS_OK) {
+        fprintf(stderr, "infer_calib: %s\n", err.msg);
+        free(cells);
+        return 1;
+    }
+    if (getenv("INFER_CALIB_CELLS"))
+        for (size_t i = 0; i < n; i++) {
+            const prs_infer_cell *c = &cells[i];
+            const prs_infer_roofline *rr =
+                &r[c->gpu == r[0][0].gpu ? 0 : 1][c->llm == r[0][0].llm ? 0 : 1];
+            double tp, td;
+            prs_infer_cell_model(rr, c, &tp, &td);
+            printf(
+                "%s %s tp%d p%d b%d o%d: prefill %.1f/%.1f (%+.0f%%) decode %.2f/%.2f (%+.0f%%)\n",
+                c->llm->name, c->gpu->name, c->tp, c->prompt, c->batch, c->out_tokens, 1e3 * tp,
+                1e3 * c->prefill_s, 100 * (tp / c->prefill_s - 1), 1e3 * td, 1e3 * c->decode_s,
+                100 * (td / c->decode_s - 1));
+        }
+    if (fit)
+        for (int m = 0; m < 2; m++)
+            for (int g = 0; g < 2; g++)
+                print_calib(&r[g][m]);
+    printf("| model | GPU | TP | cells | prefill median %% | prefill worst %% | decode median %% "
+           "| decode worst %% | e2e runs | e2e median %% | e2e worst %% |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int m = 0; m < 2 && rc == 0; m++)
+        for (int g = 0; g < 2 && rc == 0; g++)
+            rc = table(&r[g][m], cells, n);
+    free(cells);
+    return rc;
+}
