@@ -20,6 +20,7 @@ enum {
     O_PERIODS,
     O_PEAK_WINDOW,
     O_HEADROOM,
+    O_MAX_UTIL,
     O_ORACLE,
     O_ACCURACY,
     O_START,
@@ -43,6 +44,7 @@ const struct option prs_cli_infer_options[] = {
     {"periods", required_argument, 0, O_PERIODS},
     {"peak-window", required_argument, 0, O_PEAK_WINDOW},
     {"headroom", required_argument, 0, O_HEADROOM},
+    {"max-util", required_argument, 0, O_MAX_UTIL},
     {"oracle", no_argument, 0, O_ORACLE},
     {"predictor-accuracy", required_argument, 0, O_ACCURACY},
     {"start-time", required_argument, 0, O_START},
@@ -65,7 +67,8 @@ const char prs_cli_infer_help[] =
     "  --tbt-slo S            time-between-tokens SLO, s, on each request's mean gap (0.1)\n"
     "  --periods C,P,I        cluster, pool and instance periods, s (default 1800,300,5)\n"
     "  --peak-window S        a period's load is its peak rate over windows of S s (60)\n"
-    "  --headroom H           plan for the forecast times H >= 1 (default 1)\n"
+    "  --headroom H           plan for the forecast times H >= 1 (default 1.2)\n"
+    "  --max-util U           plan instances for at most U of their capacity (0.8)\n"
     "  --oracle               forecast from the coming period instead of the past one\n"
     "  --predictor-accuracy A share of output classes predicted right (default 1)\n"
     "  --start-time S         seconds to start an instance (load weights; default 30)\n"
@@ -121,8 +124,8 @@ static int option_lists(const char *cmd, int code, const char *arg, prs_cli_infe
     case O_IN_CLASSES:
     case O_OUT_CLASSES: {
         int *lim = code == O_IN_CLASSES ? o->classes.in_limit : o->classes.out_limit;
-        if (numbers(arg, v, 2) || !(v[0] >= 1 && v[1] > v[0] && v[1] <= 1e6) ||
-            v[0] != (int)v[0] || v[1] != (int)v[1])
+        if (numbers(arg, v, 2) || !(v[0] >= 1 && v[1] > v[0] && v[1] <= 1e6) || v[0] != (int)v[0] ||
+            v[1] != (int)v[1])
             return bad(cmd, code == O_IN_CLASSES ? "in-classes" : "out-classes",
                        "two increasing integers A,B >= 1", arg);
         lim[0] = (int)v[0];
@@ -169,6 +172,11 @@ static int option_number(const char *cmd, int code, const char *arg, prs_cli_inf
         if (prs_cli_number(cmd, opt, arg, 0, 0, &x) || x > 1)
             return bad(cmd, "predictor-accuracy", "a share in [0, 1]", arg);
         o->predictor_accuracy = x;
+        return 0;
+    case O_MAX_UTIL:
+        if (prs_cli_number(cmd, opt, arg, 0, 1, &x) || x > 1)
+            return bad(cmd, "max-util", "a share in (0, 1]", arg);
+        o->max_util = x;
         return 0;
     case O_START:
     case O_RESHARD:

@@ -45,33 +45,34 @@ typedef struct args {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: perseus infer emulate --trace FILE --profile FILE [options]\n"
-            "\n"
-            "Replay an LLM inference trace (Azure's CSV: TIMESTAMP,ContextTokens,\n"
-            "GeneratedTokens) on a cluster under serving policies and compare their energy,\n"
-            "cluster power and latency against the SLOs.\n"
-            "\n"
-            "  --trace FILE           the request trace (required)\n"
-            "  --policy LIST          all (default) or names, comma-separated: singlepool,\n"
-            "                         multipool, instances, tp, clock, dynamollm, oracle\n"
-            "  --scale X              rate scale factor (requests duplicated or thinned)\n"
-            "  --peak-share S         scale so that singlepool needs share S of the GPUs at\n"
-            "                         the trace's peak\n"
-            "  --window A,B           keep the requests arriving in [A, B) seconds\n"
-            "  --tile-days N          tile the trace over N days with a diurnal swing\n"
-            "  --diurnal-depth D      the swing: rate at the trough is 1-D of the peak (0.5)\n"
-            "  --peak-hour H          hour of the daily peak (default 14)\n"
-            "  --json                 one JSON object on stdout instead of the table\n"
-            "  --out DIR              also write DIR/emulate.json and DIR/power.csv\n"
-            "%s"
-            "  -h, --help             show this help\n"
-            "\n"
-            "examples:\n"
-            "  perseus infer synth --gpu h100 --model llama2-70b --tp 2,4,8 --out h100.csv\n"
-            "  perseus infer emulate --trace AzureLLMInferenceTrace_conv.csv --profile h100.csv \\\n"
-            "      --gpus 96 --peak-share 0.8\n",
-            prs_cli_infer_help);
+    fprintf(
+        f,
+        "usage: perseus infer emulate --trace FILE --profile FILE [options]\n"
+        "\n"
+        "Replay an LLM inference trace (Azure's CSV: TIMESTAMP,ContextTokens,\n"
+        "GeneratedTokens) on a cluster under serving policies and compare their energy,\n"
+        "cluster power and latency against the SLOs.\n"
+        "\n"
+        "  --trace FILE           the request trace (required)\n"
+        "  --policy LIST          all (default) or names, comma-separated: singlepool,\n"
+        "                         multipool, instances, tp, clock, dynamollm, oracle\n"
+        "  --scale X              rate scale factor (requests duplicated or thinned)\n"
+        "  --peak-share S         scale so that singlepool needs share S of the GPUs at\n"
+        "                         the trace's peak\n"
+        "  --window A,B           keep the requests arriving in [A, B) seconds\n"
+        "  --tile-days N          tile the trace over N days with a diurnal swing\n"
+        "  --diurnal-depth D      the swing: rate at the trough is 1-D of the peak (0.5)\n"
+        "  --peak-hour H          hour of the daily peak (default 14)\n"
+        "  --json                 one JSON object on stdout instead of the table\n"
+        "  --out DIR              also write DIR/emulate.json and DIR/power.csv\n"
+        "%s"
+        "  -h, --help             show this help\n"
+        "\n"
+        "examples:\n"
+        "  perseus infer synth --gpu h100 --model llama2-70b --tp 2,4,8 --out h100.csv\n"
+        "  perseus infer emulate --trace AzureLLMInferenceTrace_conv.csv --profile h100.csv \\\n"
+        "      --gpus 96 --peak-share 0.8\n",
+        prs_cli_infer_help);
 }
 
 static int parse_policies(const char *v, args *a)
@@ -100,10 +101,16 @@ static int parse_policies(const char *v, args *a)
 static int own_option(int code, const char *arg, args *a)
 {
     switch (code) {
-    case O_TRACE: a->trace_path = arg; return 0;
-    case O_POLICY: return parse_policies(arg, a);
-    case O_JSON: a->json = 1; return 0;
-    case O_SCALE: return prs_cli_number(CMD, "--scale", arg, 0, 1, &a->scale) ? 2 : 0;
+    case O_TRACE:
+        a->trace_path = arg;
+        return 0;
+    case O_POLICY:
+        return parse_policies(arg, a);
+    case O_JSON:
+        a->json = 1;
+        return 0;
+    case O_SCALE:
+        return prs_cli_number(CMD, "--scale", arg, 0, 1, &a->scale) ? 2 : 0;
     case O_SHARE:
         if (prs_cli_number(CMD, "--peak-share", arg, 0, 1, &a->share) || a->share > 1)
             return prs_cli_usage_error(CMD, "--peak-share: expected a share in (0, 1]", arg);
@@ -124,20 +131,27 @@ static int own_option(int code, const char *arg, args *a)
         if (prs_cli_number(CMD, "--peak-hour", arg, 0, 0, &a->peak_hour) || a->peak_hour >= 24)
             return prs_cli_usage_error(CMD, "--peak-hour: expected an hour in [0, 24)", arg);
         return 0;
-    case O_OUTDIR: a->out_dir = arg; return 0;
-    default: return -1;
+    case O_OUTDIR:
+        a->out_dir = arg;
+        return 0;
+    default:
+        return -1;
     }
 }
 
 static int parse_args(int argc, char **argv, args *a)
 {
-    static const struct option own[] = {
-        {"trace", required_argument, 0, O_TRACE},     {"policy", required_argument, 0, O_POLICY},
-        {"json", no_argument, 0, O_JSON},             {"scale", required_argument, 0, O_SCALE},
-        {"peak-share", required_argument, 0, O_SHARE}, {"window", required_argument, 0, O_WINDOW},
-        {"tile-days", required_argument, 0, O_TILE},  {"diurnal-depth", required_argument, 0, O_DEPTH},
-        {"peak-hour", required_argument, 0, O_PEAK_HOUR}, {"out", required_argument, 0, O_OUTDIR},
-        {"help", no_argument, 0, O_HELP}};
+    static const struct option own[] = {{"trace", required_argument, 0, O_TRACE},
+                                        {"policy", required_argument, 0, O_POLICY},
+                                        {"json", no_argument, 0, O_JSON},
+                                        {"scale", required_argument, 0, O_SCALE},
+                                        {"peak-share", required_argument, 0, O_SHARE},
+                                        {"window", required_argument, 0, O_WINDOW},
+                                        {"tile-days", required_argument, 0, O_TILE},
+                                        {"diurnal-depth", required_argument, 0, O_DEPTH},
+                                        {"peak-hour", required_argument, 0, O_PEAK_HOUR},
+                                        {"out", required_argument, 0, O_OUTDIR},
+                                        {"help", no_argument, 0, O_HELP}};
     static struct option opts[64];
     size_t n_own = sizeof own / sizeof own[0], n = 0;
     for (size_t i = 0; i < n_own; i++)
@@ -197,17 +211,16 @@ static int prepare(args *a, prs_infer_trace *t, prs_infer_captable *caps, double
         rc = swap_trace(t, &next, prs_infer_trace_window(t, a->win_from, a->win_to, &next, &err),
                         &err);
     if (!rc && a->tile_days > 0)
-        rc = swap_trace(
-            t, &next,
-            prs_infer_trace_tile(t, a->tile_days, a->depth, a->peak_hour, &next, &err), &err);
+        rc = swap_trace(t, &next,
+                        prs_infer_trace_tile(t, a->tile_days, a->depth, a->peak_hour, &next, &err),
+                        &err);
     if (rc) return rc;
     if (prs_infer_captable_build(&a->in.perf, &a->in.opts.classes, &a->in.cap, t, caps, &err)) {
         fprintf(stderr, "perseus %s: %s: %s\n", CMD, a->in.profile_path, err.msg);
         return 2;
     }
     *factor = a->scale > 0 ? a->scale : 1;
-    if (a->share > 0 &&
-        prs_infer_scale_for_share(t, caps, &a->in.opts, a->share, factor, &err)) {
+    if (a->share > 0 && prs_infer_scale_for_share(t, caps, &a->in.opts, a->share, factor, &err)) {
         fprintf(stderr, "perseus %s: %s\n", CMD, err.msg);
         return 2;
     }
@@ -235,8 +248,8 @@ static void print_table(const args *a, const prs_infer_result *res, int n, doubl
     for (int i = 0; i < n; i++) {
         const prs_infer_result *r = &res[i];
         char reconf[48];
-        snprintf(reconf, sizeof reconf, "%ld/%ld/%ld/%ld", r->reconf[0], r->reconf[1],
-                 r->reconf[2], r->reconf[3]);
+        snprintf(reconf, sizeof reconf, "%ld/%ld/%ld/%ld", r->reconf[0], r->reconf[1], r->reconf[2],
+                 r->reconf[3]);
         printf("%-11s %10.3f %6.1f%% %8.1f %8.2f %8.2f %7.3f %7.3f %7.3f %7.3f %7.2f %17s %6ld\n",
                prs_infer_policy_name(r->policy), r->energy_j / 3.6e6,
                single ? 100 * (1 - r->energy_j / single->energy_j) : NAN, r->gpu_hours,
@@ -371,8 +384,8 @@ static int run_all(args *a, const prs_infer_trace *t, const prs_infer_captable *
     prs_error err = {0};
     for (int i = 0; i < a->n_policies; i++)
         if (prs_infer_replay(t, &a->in.perf, caps, &a->in.opts, a->policies[i], &res[i], &err)) {
-            fprintf(stderr, "perseus %s: %s: %s\n", CMD,
-                    prs_infer_policy_name(a->policies[i]), err.msg);
+            fprintf(stderr, "perseus %s: %s: %s\n", CMD, prs_infer_policy_name(a->policies[i]),
+                    err.msg);
             for (int k = 0; k < i; k++)
                 prs_infer_result_free(&res[k]);
             return 2;
@@ -396,12 +409,14 @@ int prs_cmd_infer_emulate(int argc, char **argv)
     int go = rc == -1;
     if (go) rc = prs_cli_infer_ready(CMD, &a->in);
     double factor = 1, lb_j = 0;
-    if (!rc && go) rc = prepare(a, &t, caps, &factor);
-    else if (!go) goto done;
+    if (!rc && go)
+        rc = prepare(a, &t, caps, &factor);
+    else if (!go)
+        goto done;
     if (!rc) rc = run_all(a, &t, caps, res, &lb_j);
     if (!rc) {
-        json_t *j = a->json || a->out_dir ? result_json(a, res, a->n_policies, lb_j, &t, factor)
-                                          : NULL;
+        json_t *j =
+            a->json || a->out_dir ? result_json(a, res, a->n_policies, lb_j, &t, factor) : NULL;
         if (a->out_dir) rc = write_out(a, j, res, a->n_policies);
         if (a->json) {
             if (prs_cli_json_print(json_incref(j), JSON_INDENT(2))) rc = 1;

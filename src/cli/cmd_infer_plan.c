@@ -171,8 +171,8 @@ static int run(args *a)
     prs_infer_captable *caps = calloc(1, sizeof *caps);
     prs_infer_plan *p = calloc(1, sizeof *p);
     int rc = caps && p ? 0 : 1;
-    if (!rc && prs_infer_captable_build(&a->in.perf, &a->in.opts.classes, &a->in.cap, &t, caps,
-                                        &err)) {
+    if (!rc &&
+        prs_infer_captable_build(&a->in.perf, &a->in.opts.classes, &a->in.cap, &t, caps, &err)) {
         fprintf(stderr, "perseus %s: %s: %s\n", CMD, a->in.profile_path, err.msg);
         rc = 2;
     }

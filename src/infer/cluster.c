@@ -41,7 +41,8 @@ void prs_infer_opts_default(prs_infer_opts *o)
     o->pool_period_s = 300;
     o->instance_period_s = 5;
     o->peak_window_s = 60;
-    o->headroom = 1.0;
+    o->headroom = 1.2;
+    o->max_util = 0.8;
     o->predictor_accuracy = 1.0;
     o->start_s = 30;
     o->reshard_s = 5;
@@ -70,6 +71,8 @@ int prs_infer_opts_check(const prs_infer_opts *o, prs_error *err)
         return prs_error_set(err, PRS_EINVAL, "peak window must be >= the instance period");
     if (!(o->headroom >= 1) || o->headroom > 10)
         return prs_error_set(err, PRS_EINVAL, "headroom must be in [1, 10]");
+    if (!(o->max_util > 0 && o->max_util <= 1))
+        return prs_error_set(err, PRS_EINVAL, "max utilisation must be in (0, 1]");
     if (!(o->predictor_accuracy >= 0 && o->predictor_accuracy <= 1))
         return prs_error_set(err, PRS_EINVAL, "predictor accuracy must be in [0, 1]");
     if (!(o->start_s >= 0) || !(o->reshard_s >= 0) || !(o->clock_s >= 0))
@@ -203,6 +206,17 @@ double prs__infer_pool_peak(const prs__infer_cluster *c, int pool, double from_s
         double r = bin_sum(c, pool, b, e) / ((double)(e - b) * c->o->instance_period_s);
         if (r > best) best = r;
     }
+    return best;
+}
+
+double prs__infer_pool_bin_peak(const prs__infer_cluster *c, int pool, double from_s, double to_s)
+{
+    long b0 = (long)floor(from_s / c->o->instance_period_s + 1e-9);
+    double end = ceil(to_s / c->o->instance_period_s - 1e-9);
+    long b1 = end > (double)c->n_bins ? (long)c->n_bins : (long)end;
+    double best = 0;
+    for (long b = b0 < 0 ? 0 : b0; b < b1; b++)
+        best = fmax(best, bin_sum(c, pool, b, b + 1) / c->o->instance_period_s);
     return best;
 }
 
@@ -478,6 +492,6 @@ int prs_infer_scale_for_share(const prs_infer_trace *trace, const prs_infer_capt
                              "singlepool (TP %d, %d MHz) cannot meet the SLOs at any load",
                              caps->tps[a], caps->clocks[f]);
     /* Instances needed at the peak: peak * factor / cap = share * gpus / tp. */
-    *factor = share * o->gpus / caps->tps[a] * cap / peak;
+    *factor = share * o->gpus / caps->tps[a] * cap * o->max_util / peak;
     return PRS_OK;
 }

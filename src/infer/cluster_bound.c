@@ -35,7 +35,8 @@ int prs_infer_lower_bound(const prs_infer_trace *trace, const prs_infer_captable
         if (!any) continue;
         prs_infer_pool_model m;
         prs_infer_pool_table t;
-        rc = prs_infer_pool_model_build(caps, k, (1u << caps->n_tps) - 1, 1, o->units_top, &m, err);
+        rc = prs_infer_pool_model_build(caps, k, (1u << caps->n_tps) - 1, 1, o->units_top, 1.0, &m,
+                                        err);
         if (!rc) rc = prs_infer_pool_table_build(&m, o->gpus, &t, err);
         if (rc) break;
         for (size_t b = 0; b < n_bins; b++) {

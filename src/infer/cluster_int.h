@@ -54,6 +54,8 @@ void prs__infer_cluster_drain(prs__infer_cluster *c, int i);
 int prs__infer_cluster_set_clock(prs__infer_cluster *c, int i, int clock, prs_error *err);
 /* The pool's peak arrival rate over [from_s, to_s) (windows of peak_window_s). */
 double prs__infer_pool_peak(const prs__infer_cluster *c, int pool, double from_s, double to_s);
+/* The pool's highest arrival rate over one instance period in [from_s, to_s). */
+double prs__infer_pool_bin_peak(const prs__infer_cluster *c, int pool, double from_s, double to_s);
 /* The pool's mean arrival rate over [from_s, to_s). */
 double prs__infer_pool_rate(const prs__infer_cluster *c, int pool, double from_s, double to_s);
 

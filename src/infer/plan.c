@@ -16,17 +16,16 @@ static int single(const prs_infer_captable *caps, const prs_infer_opts *o, doubl
     if (!(c->rate_rps > 0))
         return prs_error_set(err, PRS_EINVAL, "singlepool (TP %d, %d MHz) meets no SLO",
                              caps->tps[a], caps->clocks[f]);
-    int n = (int)ceil(total / c->rate_rps - 1e-9);
+    int n = (int)ceil(total / (c->rate_rps * o->max_util) - 1e-9);
     out->single_instances = n;
     out->single_gpus = n * caps->tps[a];
     double per = n ? total / n : 0;
     out->single_power_w = n * prs_infer_cap_power(c, per);
-    (void)o;
     return PRS_OK;
 }
 
-static void fill_pool(const prs_infer_captable *caps, const prs_infer_pool_table *t, int g,
-                      int k, double rate, prs_infer_plan_pool *pp)
+static void fill_pool(const prs_infer_captable *caps, const prs_infer_pool_table *t, int g, int k,
+                      double rate, prs_infer_plan_pool *pp)
 {
     int count[PRS_INFER_MAX_TPS], lt[PRS_INFER_PLAN_MAX_INST], lu[PRS_INFER_PLAN_MAX_INST];
     pp->load_rps = rate;
@@ -52,8 +51,8 @@ int prs_infer_plan_load(const prs_infer_captable *caps, const prs_infer_opts *o,
     for (int c = 0; c < PRS_INFER_NCLASS && !rc; c++) {
         prs_infer_pool_model m;
         memset(&tables[c], 0, sizeof tables[c]);
-        rc = prs_infer_pool_model_build(caps, c, (1u << caps->n_tps) - 1, 1, o->units_top, &m,
-                                        err);
+        rc = prs_infer_pool_model_build(caps, c, (1u << caps->n_tps) - 1, 1, o->units_top,
+                                        o->max_util, &m, err);
         if (rc && rates_rps[c] == 0) {
             memset(&m, 0, sizeof m);
             m.unit_rps = 1;

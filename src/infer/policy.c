@@ -66,7 +66,7 @@ static int build_tables(prs__infer_cluster *c, unsigned tp_mask, int clock_knob,
         prs_infer_pool_table_free(&c->tables[p]);
         prs_infer_pool_model m;
         int rc = prs_infer_pool_model_build(c->caps, c->mix_of_pool[p], tp_mask, clock_knob,
-                                            c->o->units_top, &m, err);
+                                            c->o->units_top, c->o->max_util, &m, err);
         if (rc == PRS_EINVAL && prs__infer_pool_rate(c, p, 0, INFINITY) == 0) {
             memset(&m, 0, sizeof m);
             m.unit_rps = 1;
@@ -231,7 +231,7 @@ static int plan_clocks(prs__infer_cluster *c, double now, prs_error *err)
     double win = 6 * c->o->instance_period_s;
     double from = c->fl.oracle ? now : now - win;
     for (int p = 0; p < c->fl.npools; p++) {
-        double rate = prs__infer_pool_rate(c, p, from, from + win) * c->o->headroom;
+        double rate = prs__infer_pool_bin_peak(c, p, from, from + win) * c->o->headroom;
         const prs_infer_pool_model *m = &c->tables[p].m;
         int total = 0;
         for (int i = 0; i < c->n_inst; i++)
@@ -248,7 +248,7 @@ static int plan_clocks(prs__infer_cluster *c, double now, prs_error *err)
             double best_w = INFINITY;
             for (int f = 0; f < c->caps->n_clocks; f++) {
                 const prs_infer_cap *cp = &c->caps->cap[c->mix_of_pool[p]][in->type][f];
-                if (cp->rate_rps < r || !(cp->rate_rps > 0)) continue;
+                if (cp->rate_rps * c->o->max_util < r || !(cp->rate_rps > 0)) continue;
                 double w = prs_infer_cap_power(cp, r);
                 if (w < best_w) {
                     best_w = w;
@@ -278,8 +278,7 @@ static int size_static(prs__infer_cluster *c, prs_error *err)
     int k[PRS_INFER_NCLASS];
     const prs_infer_pool_table *t[PRS_INFER_NCLASS];
     for (int p = 0; p < c->fl.npools; p++) {
-        k[p] = prs_infer_pool_units(&c->tables[p],
-                                    prs__infer_pool_peak(c, p, 0, end) * c->o->headroom);
+        k[p] = prs_infer_pool_units(&c->tables[p], prs__infer_pool_peak(c, p, 0, end));
         t[p] = &c->tables[p];
     }
     if (isfinite(prs_infer_cluster_split(t, k, c->fl.npools, c->o->gpus, c->budget))) return PRS_OK;

@@ -8,9 +8,12 @@
 #define UNITS_STRIDE (PRS_INFER_MAX_UNITS + 1)
 
 int prs_infer_pool_model_build(const prs_infer_captable *t, int k, unsigned tp_mask, int clock_knob,
-                               int units_top, prs_infer_pool_model *m, prs_error *err)
+                               int units_top, double max_util, prs_infer_pool_model *m,
+                               prs_error *err)
 {
     memset(m, 0, sizeof *m);
+    if (!(max_util > 0 && max_util <= 1))
+        return prs_error_set(err, PRS_EINVAL, "utilisation bound must be in (0, 1]");
     if (units_top < 1 || units_top > PRS_INFER_MAX_UNITS)
         return prs_error_set(err, PRS_EINVAL, "units per instance must be in 1..%d",
                              PRS_INFER_MAX_UNITS);
@@ -19,7 +22,8 @@ int prs_infer_pool_model_build(const prs_infer_captable *t, int k, unsigned tp_m
     for (int a = 0; a < t->n_tps; a++)
         if (tp_mask & (1u << a))
             for (int f = f0; f <= top; f++)
-                if (t->cap[k][a][f].rate_rps > best) best = t->cap[k][a][f].rate_rps;
+                if (t->cap[k][a][f].rate_rps * max_util > best)
+                    best = t->cap[k][a][f].rate_rps * max_util;
     if (!(best > 0))
         return prs_error_set(err, PRS_EINVAL,
                              "class %s: no configuration (TP, clock) allowed meets its SLOs",
@@ -31,7 +35,8 @@ int prs_infer_pool_model_build(const prs_infer_captable *t, int k, unsigned tp_m
         m->tp[n] = t->tps[a];
         double cap = 0;
         for (int f = f0; f <= top; f++)
-            if (t->cap[k][a][f].rate_rps > cap) cap = t->cap[k][a][f].rate_rps;
+            if (t->cap[k][a][f].rate_rps * max_util > cap)
+                cap = t->cap[k][a][f].rate_rps * max_util;
         m->units[n] = (int)floor(cap / m->unit_rps + 1e-9);
         if (m->units[n] > PRS_INFER_MAX_UNITS) m->units[n] = PRS_INFER_MAX_UNITS;
         for (int j = 0; j <= m->units[n]; j++) {
@@ -39,7 +44,7 @@ int prs_infer_pool_model_build(const prs_infer_captable *t, int k, unsigned tp_m
             int fi = top;
             for (int f = f0; f <= top; f++) {
                 const prs_infer_cap *c = &t->cap[k][a][f];
-                if (j > 0 && c->rate_rps < r * (1 - 1e-9)) continue;
+                if (j > 0 && c->rate_rps * max_util < r * (1 - 1e-9)) continue;
                 double p = prs_infer_cap_power(c, r);
                 if (p < pw) {
                     pw = p;

@@ -35,11 +35,14 @@ typedef struct prs_infer_pool_table {
 } prs_infer_pool_table;
 
 /* The pool model of mix k from the capacity table: TP degrees in tp_mask (bit a: t->tps[a]),
- * clocks all (clock_knob) or the highest only; an instance's largest load is divided into
- * units_top units for the type that carries most. PRS_EINVAL when no allowed configuration
+ * clocks all (clock_knob) or the highest only; an instance carries at most max_util (0, 1] of
+ * its probed capacity; an instance carries at most max_util (0, 1] of
+ * its probed capacity; the largest load is divided into units_top units for the type that
+ * carries most. PRS_EINVAL when no allowed configuration
  * meets the SLO ("class XX: no configuration meets its SLOs"). */
 int prs_infer_pool_model_build(const prs_infer_captable *t, int k, unsigned tp_mask, int clock_knob,
-                               int units_top, prs_infer_pool_model *m, prs_error *err);
+                               int units_top, double max_util, prs_infer_pool_model *m,
+                               prs_error *err);
 
 int prs_infer_pool_table_build(const prs_infer_pool_model *m, int gpus, prs_infer_pool_table *out,
                                prs_error *err);
