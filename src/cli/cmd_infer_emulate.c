@@ -239,9 +239,9 @@ static void print_table(const args *a, const prs_infer_result *res, int n, doubl
 {
     printf("trace %s: %zu requests over %.0f s (rate x%.3f), %d GPUs\n\n", a->trace_path, t->n,
            t->n ? t->reqs[t->n - 1].arrival_s : 0, factor, a->in.opts.gpus);
-    printf("%-11s %10s %7s %8s %8s %8s %7s %7s %7s %7s %7s %17s %6s\n", "policy", "energy_kWh",
+    printf("%-11s %10s %7s %8s %8s %8s %7s %7s %7s %7s %7s %22s %6s\n", "policy", "energy_kWh",
            "saving", "GPU_h", "P50_kW", "P99_kW", "TTFT50", "TTFT99", "TBT50", "TBT99", "SLO_%",
-           "start/resh/clk/no", "rerout");
+           "start/resh/stop/clk/no", "rerout");
     const prs_infer_result *single = NULL;
     for (int i = 0; i < n; i++)
         if (res[i].policy == PRS_INFER_SINGLEPOOL) single = &res[i];
@@ -250,7 +250,7 @@ static void print_table(const args *a, const prs_infer_result *res, int n, doubl
         char reconf[48];
         snprintf(reconf, sizeof reconf, "%ld/%ld/%ld/%ld", r->reconf[0], r->reconf[1], r->reconf[2],
                  r->reconf[3]);
-        printf("%-11s %10.3f %6.1f%% %8.1f %8.2f %8.2f %7.3f %7.3f %7.3f %7.3f %7.2f %17s %6ld\n",
+        printf("%-11s %10.3f %6.1f%% %8.1f %8.2f %8.2f %7.3f %7.3f %7.3f %7.3f %7.2f %22s %6ld\n",
                prs_infer_policy_name(r->policy), r->energy_j / 3.6e6,
                single ? 100 * (1 - r->energy_j / single->energy_j) : NAN, r->gpu_hours,
                r->power_p50_w / 1e3, r->power_p99_w / 1e3,
@@ -301,7 +301,7 @@ static json_t *policy_json(const prs_infer_result *r, const prs_infer_result *si
     json_object_set_new(o, "preemptions", json_integer(r->preemptions));
     json_object_set_new(o, "underprovisioned", json_integer(r->underprovisioned));
     json_t *rc = json_object();
-    static const char *const kinds[] = {"start", "reshard", "clock", "skipped"};
+    static const char *const kinds[] = {"start", "reshard", "stop", "clock", "skipped"};
     for (int k = 0; k < PRS_INFER_NRECONF; k++)
         json_object_set_new(rc, kinds[k], json_integer(r->reconf[k]));
     json_object_set_new(o, "reconfigurations", rc);

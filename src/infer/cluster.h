@@ -32,9 +32,13 @@ const char *prs_infer_policy_name(prs_infer_policy p);
 /* PRS_EINVAL when name is not one of the names above. */
 int prs_infer_policy_parse(const char *name, prs_infer_policy *out);
 
+/* Reconfigurations by kind: an instance started (weights loaded), re-formed over resident
+ * weights, stopped (drained, GPUs given back), a clock change, and pool changes not made because
+ * they would not pay for themselves over the next period. */
 enum {
     PRS_INFER_RECONF_START,
     PRS_INFER_RECONF_RESHARD,
+    PRS_INFER_RECONF_STOP,
     PRS_INFER_RECONF_CLOCK,
     PRS_INFER_RECONF_SKIPPED,
     PRS_INFER_NRECONF

@@ -189,7 +189,10 @@ static int apply_pool(prs__infer_cluster *c, int p, const int *want, int k, doub
     }
     int freed = 0;
     for (int a = 0; a < c->caps->n_tps; a++)
-        if (have[a] > want[a]) freed += drain_some(c, p, a, have[a] - want[a]);
+        if (have[a] > want[a]) {
+            freed += drain_some(c, p, a, have[a] - want[a]);
+            if (!initial) c->res->reconf[PRS_INFER_RECONF_STOP] += have[a] - want[a];
+        }
     int clock = top_clock(c);
     for (int a = 0; a < c->caps->n_tps; a++)
         for (int n = have[a]; n < want[a]; n++) {

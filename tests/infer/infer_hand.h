@@ -3,10 +3,12 @@
  *   prefill: (pf_base_s + pf_per_token_s * tokens) * fmax/f, at busy_w
  *   decode:  (dc_base_s + dc_per_seq_s * n_seqs + dc_per_ctx_s * ctx) * fmax/f, at busy_w
  *   idle:    idle_w
- * with busy_w += busy_w_per_mhz * (f - fmin); at TP t times are multiplied by 8/t and powers by
- * t/8 (so TP 8 gives the figures as written), and the KV capacity by t/8. */
+ * with busy_w += busy_w_per_mhz * (f - fmin); at TP t times are multiplied by (8/t)^tp_alpha
+ * and powers by t/8 (so TP 8 gives the figures as written), and the KV capacity by t/8. */
 #ifndef PRS_TEST_INFER_HAND_H
 #define PRS_TEST_INFER_HAND_H
+
+#include <math.h>
 
 #include "perf.h"
 
@@ -15,6 +17,7 @@ typedef struct hand_model {
     double dc_base_s, dc_per_seq_s, dc_per_ctx_s;
     double busy_w, idle_w;
     double busy_w_per_mhz; /* busy power += this * (f - fmin) */
+    double tp_alpha;       /* times scale as (8/tp)^tp_alpha (0: 1) */
     long kv_tokens;
     int max_batch;
     int clocks[4], n_clocks;
@@ -23,7 +26,8 @@ typedef struct hand_model {
 
 static double hand_speed(const hand_model *m, int tp, int mhz)
 {
-    return ((double)m->clocks[m->n_clocks - 1] / mhz) * (8.0 / tp);
+    double alpha = m->tp_alpha > 0 ? m->tp_alpha : 1;
+    return ((double)m->clocks[m->n_clocks - 1] / mhz) * pow(8.0 / tp, alpha);
 }
 
 static double hand_power(const hand_model *m, int tp, int mhz)
