@@ -1,9 +1,8 @@
 /* The cluster replay (cluster.h): events in time order, routing, GPU and energy accounting.
  *
  * Time advances over three kinds of events: the trace's arrivals, the instances' iteration
- * ends, and the policy's ticks (every instance period). The next instance event is found by a
- * scan of a contiguous array of times (a cluster has at most a few dozen instances, and the
- * scan is cheaper than keeping a heap in step with every submit). At equal times a tick comes
+ * ends, and the policy's ticks (every instance period). The next instance event comes from an
+ * indexed heap (evheap.h): a large cluster holds hundreds of TP-2 instances. At equal times a tick comes
  * first, then arrivals, then iteration ends, so requests arriving together share a prefill.
  * Instances taken out of service stop receiving requests, finish what they hold and then give
  * their GPUs back; until then their GPUs count. */
@@ -104,9 +103,8 @@ int prs__infer_cluster_add(prs__infer_cluster *c, int pool, int type, int clock,
         prs__infer_inst *p = realloc(c->inst, (size_t)nc * sizeof *p);
         if (!p) return prs_error_set(err, PRS_ENOMEM, "out of memory");
         c->inst = p;
-        double *q = realloc(c->next_s, (size_t)nc * sizeof *q);
-        if (!q) return prs_error_set(err, PRS_ENOMEM, "out of memory");
-        c->next_s = q;
+        if (prs__infer_evheap_reserve(&c->events, nc))
+            return prs_error_set(err, PRS_ENOMEM, "out of memory");
         c->cap_inst = nc;
     }
     prs_infer_engine_cfg cfg = {.perf = c->perf,
@@ -126,7 +124,7 @@ int prs__infer_cluster_add(prs__infer_cluster *c, int pool, int type, int clock,
     in->ready_s = ready_s;
     in->state = ready_s > c->now_s ? INST_STARTING : INST_ACTIVE;
     if (ready_s > c->now_s) prs_infer_engine_pause(in->e, ready_s);
-    c->next_s[c->n_inst] = INFINITY;
+    prs__infer_evheap_set(&c->events, c->n_inst, INFINITY);
     c->n_inst++;
     gpus_change(c, c->caps->tps[type]);
     return PRS_OK;
@@ -146,7 +144,7 @@ int prs__infer_cluster_set_clock(prs__infer_cluster *c, int i, int clock, prs_er
     in->clock = clock;
     if (!c->fl.free_reconf && c->o->clock_s > 0)
         prs_infer_engine_pause(in->e, c->now_s + c->o->clock_s);
-    c->next_s[i] = prs_infer_engine_next_s(in->e);
+    prs__infer_evheap_set(&c->events, i, prs_infer_engine_next_s(in->e));
     c->res->reconf[PRS_INFER_RECONF_CLOCK]++;
     return PRS_OK;
 }
@@ -162,7 +160,8 @@ static void reap(prs__infer_cluster *c)
         gpus_change(c, -c->caps->tps[in->type]);
         prs_infer_engine_free(in->e);
         c->inst[i] = c->inst[c->n_inst - 1];
-        c->next_s[i] = c->next_s[c->n_inst - 1];
+        prs__infer_evheap_remove(&c->events, i);
+        if (i != c->n_inst - 1) prs__infer_evheap_rename(&c->events, c->n_inst - 1, i);
         c->n_inst--;
         i--;
     }
@@ -333,23 +332,17 @@ static int emergency(prs__infer_cluster *c, int k, int pool, const prs_infer_job
 static int advance_inst(prs__infer_cluster *c, int i, prs_error *err)
 {
     prs__infer_inst *in = &c->inst[i];
-    c->now_s = c->next_s[i];
+    c->now_s = c->events.key[i];
     int rc = prs_infer_engine_advance(in->e, err);
-    c->next_s[i] = prs_infer_engine_next_s(in->e);
+    prs__infer_evheap_set(&c->events, i, prs_infer_engine_next_s(in->e));
     if (!rc && in->state == INST_DRAINING && prs_infer_engine_outstanding(in->e) == 0) reap(c);
     return rc;
 }
 
 static int min_inst(const prs__infer_cluster *c)
 {
-    int best = -1;
-    double t = INFINITY;
-    for (int i = 0; i < c->n_inst; i++)
-        if (c->next_s[i] < t) {
-            t = c->next_s[i];
-            best = i;
-        }
-    return best;
+    int i = prs__infer_evheap_top(&c->events);
+    return i >= 0 && isfinite(c->events.key[i]) ? i : -1;
 }
 
 static int do_tick(prs__infer_cluster *c, double t_s, prs_error *err)
@@ -360,7 +353,7 @@ static int do_tick(prs__infer_cluster *c, double t_s, prs_error *err)
             c->inst[i].state = INST_ACTIVE;
     int rc = prs__infer_policy_tick(c, t_s, err);
     for (int i = 0; i < c->n_inst; i++)
-        c->next_s[i] = prs_infer_engine_next_s(c->inst[i].e);
+        prs__infer_evheap_set(&c->events, i, prs_infer_engine_next_s(c->inst[i].e));
     reap(c);
     return rc;
 }
@@ -371,7 +364,7 @@ static int run_until(prs__infer_cluster *c, double until, double *next_tick, int
 {
     for (;;) {
         int i = min_inst(c);
-        double te = i >= 0 ? c->next_s[i] : INFINITY;
+        double te = i >= 0 ? c->events.key[i] : INFINITY;
         if (ticking && *next_tick <= until && *next_tick <= te) {
             int rc = do_tick(c, *next_tick, err);
             if (rc) return rc;
@@ -398,7 +391,7 @@ static int submit_one(prs__infer_cluster *c, size_t i, int pool, prs_error *err)
     k = emergency(c, k, pool, &j, err);
     if (k < 0) return k;
     int rc = prs_infer_engine_submit(c->inst[k].e, &j, c->now_s, err);
-    c->next_s[k] = prs_infer_engine_next_s(c->inst[k].e);
+    prs__infer_evheap_set(&c->events, k, prs_infer_engine_next_s(c->inst[k].e));
     c->res->requests++;
     return rc;
 }
@@ -439,7 +432,7 @@ static void cluster_free(prs__infer_cluster *c)
     for (int i = 0; i < c->n_inst; i++)
         prs_infer_engine_free(c->inst[i].e);
     free(c->inst);
-    free(c->next_s);
+    prs__infer_evheap_free(&c->events);
     free(c->bin_counts);
     for (int p = 0; p < PRS_INFER_NCLASS; p++)
         prs_infer_pool_table_free(&c->tables[p]);

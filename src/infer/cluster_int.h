@@ -5,6 +5,7 @@
 
 #include "cluster.h"
 #include "engine.h"
+#include "evheap.h"
 #include "sizing.h"
 
 enum { INST_ACTIVE, INST_STARTING, INST_DRAINING };
@@ -33,7 +34,7 @@ typedef struct prs__infer_cluster {
     prs__infer_flags fl;
     prs_infer_result *res;
     prs__infer_inst *inst;
-    double *next_s; /* each instance's next event, scanned for the minimum */
+    prs__infer_evheap events; /* each instance's next event */
     int n_inst, cap_inst;
     int gpus_now;
     double gpu_s, gpu_since_s;
