@@ -169,13 +169,20 @@ int main(int argc, char **argv)
     int days = 7, skip_week = 0, c;
     double requests = 27e6;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        if (c == 'p') profile = optarg;
-        else if (c == 't') trace = optarg;
-        else if (c == 'P' && prs_infer_policy_parse(optarg, &policy) == 0) continue;
-        else if (c == 'd' && (days = atoi(optarg)) >= 1) continue;
-        else if (c == 'n' && (requests = atof(optarg)) >= 1) continue;
-        else if (c == 's') skip_week = 1;
-        else return 2;
+        if (c == 'p')
+            profile = optarg;
+        else if (c == 't')
+            trace = optarg;
+        else if (c == 'P' && prs_infer_policy_parse(optarg, &policy) == 0)
+            continue;
+        else if (c == 'd' && (days = atoi(optarg)) >= 1)
+            continue;
+        else if (c == 'n' && (requests = atof(optarg)) >= 1)
+            continue;
+        else if (c == 's')
+            skip_week = 1;
+        else
+            return 2;
     }
     static char def[1024];
     if (!trace) {

@@ -2,8 +2,8 @@
  *
  * Time advances over three kinds of events: the trace's arrivals, the instances' iteration
  * ends, and the policy's ticks (every instance period). The next instance event comes from an
- * indexed heap (evheap.h): a large cluster holds hundreds of TP-2 instances. At equal times a tick comes
- * first, then arrivals, then iteration ends, so requests arriving together share a prefill.
+ * indexed heap (evheap.h): a large cluster holds hundreds of TP-2 instances. At equal times a tick
+ * comes first, then arrivals, then iteration ends, so requests arriving together share a prefill.
  * Instances taken out of service stop receiving requests, finish what they hold and then give
  * their GPUs back; until then their GPUs count. */
 #include "cluster_int.h"

@@ -410,8 +410,17 @@ static void end_prefill(prs_infer_engine *e, double t_s)
 static void end_decode(prs_infer_engine *e, double t_s)
 {
     double gap = t_s - e->last_decode_end_s;
-    for (int k = 0; k < PRS_INFER_NCLASS; k++)
-        note_gap(e, k, gap, (uint64_t)e->old_count[k]);
+    if (e->cfg.latency) {
+        size_t bin = prs__infer_hist_bin(gap);
+        uint64_t all = 0;
+        for (int k = 0; k < PRS_INFER_NCLASS; k++)
+            if (e->old_count[k] > 0) {
+                prs__infer_hist_add_at(&e->cfg.latency->tbt[k], bin, gap,
+                                       (uint64_t)e->old_count[k]);
+                all += (uint64_t)e->old_count[k];
+            }
+        if (all) prs__infer_hist_add_at(&e->cfg.latency->tbt[PRS_INFER_ALL], bin, gap, all);
+    }
     for (int i = 0; i < e->n_fresh; i++) {
         seq *s = &e->slots[e->fresh[i]];
         note_gap(e, s->job.klass, t_s - s->last_token_s, 1);

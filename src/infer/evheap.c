@@ -93,4 +93,7 @@ void prs__infer_evheap_rename(prs__infer_evheap *h, int from, int to)
     if (at >= 0) place(h, at, to);
 }
 
-int prs__infer_evheap_top(const prs__infer_evheap *h) { return h->n > 0 ? h->heap[0] : -1; }
+int prs__infer_evheap_top(const prs__infer_evheap *h)
+{
+    return h->n > 0 ? h->heap[0] : -1;
+}

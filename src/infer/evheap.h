@@ -6,10 +6,10 @@
 #define PRS_INFER_EVHEAP_H
 
 typedef struct prs__infer_evheap {
-    int *heap;    /* ids, heap-ordered by key */
-    int *pos;     /* pos[id]: its index in heap, -1 when absent */
-    double *key;  /* key[id] */
-    int n, cap;   /* ids in the heap; ids are < cap */
+    int *heap;   /* ids, heap-ordered by key */
+    int *pos;    /* pos[id]: its index in heap, -1 when absent */
+    double *key; /* key[id] */
+    int n, cap;  /* ids in the heap; ids are < cap */
 } prs__infer_evheap;
 
 /* Room for ids < cap (grows, keeping the contents): 0 or PRS_ENOMEM. */

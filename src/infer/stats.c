@@ -7,11 +7,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t hist_bin(double x_s)
+/* log10(x) for x > 0 by frexp and the atanh series of the mantissa (z < 1/3: the first four
+ * terms leave an error under 2e-6, a thousandth of a bin), monotonic, and several times cheaper
+ * than log10, which the replay would call at every decode step. */
+static double fast_log10(double x)
+{
+    int e;
+    double m = frexp(x, &e) * 2; /* [1, 2) */
+    double z = (m - 1) / (m + 1), z2 = z * z;
+    double ln_m = 2 * z * (1 + z2 * (1.0 / 3 + z2 * (1.0 / 5 + z2 * (1.0 / 7))));
+    return ((double)(e - 1) * 0.69314718055994530942 + ln_m) * 0.43429448190325182765;
+}
+
+size_t prs__infer_hist_bin(double x_s)
 {
     if (!(x_s >= PRS_INFER_HIST_MIN_S)) return 0;
-    double k = floor(log10(x_s / PRS_INFER_HIST_MIN_S) * PRS_INFER_HIST_PER_DECADE) + 1;
-    return k >= PRS_INFER_HIST_BINS - 1 ? PRS_INFER_HIST_BINS - 1 : (size_t)k;
+    double k = floor((fast_log10(x_s) + 5.0) * PRS_INFER_HIST_PER_DECADE) + 1;
+    if (!(k < PRS_INFER_HIST_BINS - 1)) return PRS_INFER_HIST_BINS - 1;
+    return k < 1 ? 1 : (size_t)k;
 }
 
 /* Upper edge of bin k (k >= 1). */
@@ -22,8 +35,12 @@ static double hist_edge(size_t k)
 
 void prs__infer_hist_add(prs_infer_hist *h, double x_s, uint64_t count)
 {
-    if (count == 0) return;
-    h->bins[hist_bin(x_s)] += count;
+    if (count > 0) prs__infer_hist_add_at(h, prs__infer_hist_bin(x_s), x_s, count);
+}
+
+void prs__infer_hist_add_at(prs_infer_hist *h, size_t bin, double x_s, uint64_t count)
+{
+    h->bins[bin] += count;
     h->n += count;
     h->sum_s += x_s * (double)count;
     if (x_s > h->max_s) h->max_s = x_s;

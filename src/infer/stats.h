@@ -16,7 +16,7 @@
 
 #define PRS_INFER_HIST_PER_DECADE 200
 #define PRS_INFER_HIST_DECADES 9
-#define PRS_INFER_HIST_MIN_S 1e-5
+#define PRS_INFER_HIST_MIN_S 1e-5 /* 10^-5: stats.c's bin formula adds 5 decades */
 #define PRS_INFER_HIST_BINS (PRS_INFER_HIST_PER_DECADE * PRS_INFER_HIST_DECADES + 2)
 
 typedef struct prs_infer_hist {
@@ -27,6 +27,9 @@ typedef struct prs_infer_hist {
 } prs_infer_hist;
 
 void prs__infer_hist_add(prs_infer_hist *h, double x_s, uint64_t count);
+/* The bin of x_s, and adding to a bin known already (one logarithm for many histograms). */
+size_t prs__infer_hist_bin(double x_s);
+void prs__infer_hist_add_at(prs_infer_hist *h, size_t bin, double x_s, uint64_t count);
 /* The q-quantile (q in [0, 1]): the upper edge of the bin holding it, clamped to the largest
  * value seen. 0 when empty. */
 double prs__infer_hist_quantile(const prs_infer_hist *h, double q);

@@ -257,6 +257,30 @@ static void test_clock_and_pause(void **state)
     rig_free(r);
 }
 
+/* Histogram quantiles: within one bin (1.2 %) of the exact order statistic, monotonic bins. */
+static void test_hist(void **state)
+{
+    (void)state;
+    prs_infer_hist *h = calloc(1, sizeof *h);
+    assert_non_null(h);
+    for (int i = 1; i <= 1000; i++)
+        prs__infer_hist_add(h, i * 1e-3, 1);
+    static const double q[] = {0.01, 0.5, 0.9, 0.99, 1.0};
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
+        double got = prs__infer_hist_quantile(h, q[i]), want = q[i];
+        if (!(got >= want * (1 - 1e-9) && got <= want * 1.012))
+            fail_msg("q %g: %g, want %g within a bin", q[i], got, want);
+    }
+    size_t prev = 0;
+    for (double x = 1e-6; x < 1e5; x *= 1.0007) {
+        size_t b = prs__infer_hist_bin(x);
+        assert_true(b >= prev);
+        prev = b;
+    }
+    assert_int_equal(prs__infer_hist_bin(1e-6), 0);
+    free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -266,6 +290,7 @@ int main(void)
         cmocka_unit_test(test_budget_and_batch),
         cmocka_unit_test(test_preemption),
         cmocka_unit_test(test_clock_and_pause),
+        cmocka_unit_test(test_hist),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
