@@ -107,7 +107,7 @@ static int case_hour(bench *b, const char *path, prs_infer_policy p)
     prs_infer_trace t;
     prs_error err = {0};
     if (prs_infer_trace_load(path, &t, &err)) return die(path, &err);
-    double cap_s, wall, cpu, e, slo;
+    double cap_s = 0, wall = 0, cpu = 0, e = 0, slo = 0;
     int rc = build_caps(b, &t, &cap_s);
     if (!rc && scale(b, &t, 0.8, 0, &err)) rc = die("scale", &err);
     if (!rc) rc = run(b, &t, p, &wall, &cpu, &e, &slo);
@@ -128,7 +128,7 @@ static int case_week(bench *b, const char *path, int days, double requests)
     int rc = prs_infer_trace_tile(&t, days, 0.5, 14, &tiled, &err) ? die("tile", &err) : 0;
     prs_infer_trace_free(&t);
     if (rc) return rc;
-    double cap_s, total = 0, wall, cpu, e, slo;
+    double cap_s = 0, total = 0, wall = 0, cpu = 0, e = 0, slo = 0;
     rc = build_caps(b, &tiled, &cap_s);
     if (!rc && scale(b, &tiled, 0.8, requests, &err)) rc = die("scale", &err);
     if (!rc)
@@ -169,20 +169,30 @@ int main(int argc, char **argv)
     int days = 7, skip_week = 0, c;
     double requests = 27e6;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        if (c == 'p')
+        int ok = 1;
+        switch (c) {
+        case 'p':
             profile = optarg;
-        else if (c == 't')
+            break;
+        case 't':
             trace = optarg;
-        else if (c == 'P' && prs_infer_policy_parse(optarg, &policy) == 0)
-            continue;
-        else if (c == 'd' && (days = atoi(optarg)) >= 1)
-            continue;
-        else if (c == 'n' && (requests = atof(optarg)) >= 1)
-            continue;
-        else if (c == 's')
+            break;
+        case 'P':
+            ok = prs_infer_policy_parse(optarg, &policy) == 0;
+            break;
+        case 'd':
+            ok = (days = atoi(optarg)) >= 1 && days <= 366;
+            break;
+        case 'n':
+            ok = (requests = atof(optarg)) >= 1;
+            break;
+        case 's':
             skip_week = 1;
-        else
-            return 2;
+            break;
+        default:
+            ok = 0;
+        }
+        if (!ok) return 2;
     }
     static char def[1024];
     if (!trace) {

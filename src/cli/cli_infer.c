@@ -92,7 +92,7 @@ static int numbers(const char *s, double *v, int n)
 {
     char buf[256];
     if (strlen(s) >= sizeof buf) return -1;
-    strcpy(buf, s);
+    snprintf(buf, sizeof buf, "%s", s);
     int k = 0;
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (k == n || prs_num_parse_double(t, &v[k])) return -1;

@@ -85,7 +85,7 @@ static int parse_policies(const char *v, args *a)
     }
     char buf[256];
     if (strlen(v) >= sizeof buf) return prs_cli_usage_error(CMD, "--policy: list too long", NULL);
-    strcpy(buf, v);
+    snprintf(buf, sizeof buf, "%s", v);
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         prs_infer_policy p;
         if (prs_infer_policy_parse(t, &p))

@@ -50,7 +50,7 @@ static int parse_load(const char *v, args *a)
 {
     char buf[512];
     if (strlen(v) >= sizeof buf) return prs_cli_usage_error(CMD, "--load: too long", NULL);
-    strcpy(buf, v);
+    snprintf(buf, sizeof buf, "%s", v);
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(t, '=');
         int k = -1;

@@ -37,6 +37,10 @@ static int probe_rate(const prs_infer_perf *perf, const prs_infer_classes *class
                                      &load, err);
     if (rc) return rc;
     prs_infer_latency *lat = calloc(1, sizeof *lat);
+    if (!lat) {
+        prs_infer_trace_free(&load);
+        return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    }
     prs_infer_engine *e = NULL;
     prs_infer_engine_cfg cfg = {.perf = perf,
                                 .tp = tp,
@@ -44,14 +48,13 @@ static int probe_rate(const prs_infer_perf *perf, const prs_infer_classes *class
                                 .max_batched_tokens = o->max_batched_tokens,
                                 .classes = classes,
                                 .latency = lat};
-    rc = lat ? prs_infer_engine_new(&cfg, 0, &e, err)
-             : prs_error_set(err, PRS_ENOMEM, "out of memory");
+    rc = prs_infer_engine_new(&cfg, 0, &e, err);
     for (size_t i = 0; !rc && i < load.n; i++) {
         const prs_infer_req *q = &load.reqs[i];
         while (!rc && prs_infer_engine_next_s(e) < q->arrival_s)
             rc = prs_infer_engine_advance(e, err);
         prs_infer_job j = {(uint32_t)i, q->in_tokens, q->out_tokens,
-                           (int8_t)prs_infer_class_of(classes, q->in_tokens, q->out_tokens),
+                           (uint8_t)prs_infer_class_of(classes, q->in_tokens, q->out_tokens),
                            q->arrival_s};
         if (!rc) rc = prs_infer_engine_submit(e, &j, q->arrival_s, err);
     }
@@ -112,7 +115,7 @@ static int cap_search(const prs_infer_perf *perf, const prs_infer_classes *class
 {
     int rc;
     double allowed = 1 - classes->quantile;
-    probe_out p;
+    probe_out p = {0, 0};
     /* Bracket from 1 request/s: doubling while feasible, or halving until feasible (down to a
      * request every 17 minutes: below that the configuration is taken as unusable). */
     double lo = 0, hi = 1;

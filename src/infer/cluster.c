@@ -381,7 +381,7 @@ static int submit_one(prs__infer_cluster *c, size_t i, int pool, prs_error *err)
 {
     const prs_infer_req *q = &c->trace->reqs[i];
     prs_infer_job j = {(uint32_t)i, q->in_tokens, q->out_tokens,
-                       (int8_t)prs_infer_class_of(&c->o->classes, q->in_tokens, q->out_tokens),
+                       (uint8_t)prs_infer_class_of(&c->o->classes, q->in_tokens, q->out_tokens),
                        q->arrival_s};
     int k = route(c, pool, &j);
     if (k < 0)
@@ -452,9 +452,9 @@ int prs_infer_replay(const prs_infer_trace *trace, const prs_infer_perf *perf,
     prs__infer_cluster c = {.trace = trace, .perf = perf, .caps = caps, .o = o, .res = out};
     prs__infer_policy_flags(p, o, &c.fl);
     double horizon = trace->reqs[trace->n - 1].arrival_s + 3600;
-    int8_t *pool_of = malloc(trace->n);
-    rc = pool_of ? prs__infer_meter_init(&out->meter, o->power_bin_s, horizon, err)
-                 : prs_error_set(err, PRS_ENOMEM, "out of memory");
+    int8_t *pool_of = calloc(trace->n, 1);
+    if (!pool_of) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    rc = prs__infer_meter_init(&out->meter, o->power_bin_s, horizon, err);
     for (size_t i = 0; !rc && i < trace->n; i++)
         pool_of[i] = pool_for(&c, i);
     if (!rc) rc = bins_build(&c, pool_of, err);

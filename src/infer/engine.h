@@ -32,7 +32,7 @@ typedef struct prs_infer_job {
     uint32_t id; /* the caller's (a trace index) */
     int32_t in_tokens;
     int32_t out_tokens;
-    int8_t klass;     /* its true class, for the statistics */
+    uint8_t klass;    /* its true class, for the statistics */
     double arrival_s; /* when it reached the cluster (TTFT counts from here) */
 } prs_infer_job;
 

@@ -92,12 +92,12 @@ static void forecast(const prs__infer_cluster *c, double now, double period, int
  * uniform share of them that can (counted as under-provisioned). */
 static void split(prs__infer_cluster *c, int *k, int *g)
 {
-    const prs_infer_pool_table *t[PRS_INFER_NCLASS];
+    const prs_infer_pool_table *t[PRS_INFER_NCLASS] = {0};
     for (int p = 0; p < c->fl.npools; p++)
         t[p] = &c->tables[p];
     if (isfinite(prs_infer_cluster_split(t, k, c->fl.npools, c->o->gpus, g))) return;
     c->res->underprovisioned++;
-    int full[PRS_INFER_NCLASS];
+    int full[PRS_INFER_NCLASS] = {0};
     memcpy(full, k, sizeof full);
     double lo = 0, hi = 1;
     for (int it = 0; it < 30; it++) {
@@ -268,7 +268,7 @@ static int plan_clocks(prs__infer_cluster *c, double now, prs_error *err)
 /* Cluster level: the pools' budgets at the period's forecast. */
 static void plan_cluster(prs__infer_cluster *c, double now)
 {
-    int k[PRS_INFER_NCLASS];
+    int k[PRS_INFER_NCLASS] = {0};
     forecast(c, now, c->fl.cluster_period_s, k);
     split(c, k, c->budget);
 }
@@ -278,8 +278,8 @@ static int size_static(prs__infer_cluster *c, prs_error *err)
 {
     const prs_infer_trace *tr = c->trace;
     double end = tr->reqs[tr->n - 1].arrival_s + c->o->instance_period_s;
-    int k[PRS_INFER_NCLASS];
-    const prs_infer_pool_table *t[PRS_INFER_NCLASS];
+    int k[PRS_INFER_NCLASS] = {0};
+    const prs_infer_pool_table *t[PRS_INFER_NCLASS] = {0};
     for (int p = 0; p < c->fl.npools; p++) {
         k[p] = prs_infer_pool_units(&c->tables[p], prs__infer_pool_peak(c, p, 0, end));
         t[p] = &c->tables[p];
@@ -317,7 +317,7 @@ int prs__infer_policy_init(prs__infer_cluster *c, prs_error *err)
     if (rc) return rc;
     if (c->fl.knob_inst) plan_cluster(c, 0);
     double period = c->fl.knob_tp ? c->o->pool_period_s : c->fl.cluster_period_s;
-    int k[PRS_INFER_NCLASS];
+    int k[PRS_INFER_NCLASS] = {0};
     forecast(c, 0, period, k);
     for (int p = 0; !rc && p < c->fl.npools; p++) {
         if (c->fl.knob_tp || c->fl.knob_inst) {
@@ -342,7 +342,7 @@ int prs__infer_policy_tick(prs__infer_cluster *c, double now_s, prs_error *err)
     if (c->fl.knob_inst && n % per_cluster == 0) plan_cluster(c, now_s);
     int pool_due = c->fl.knob_tp ? n % per_pool == 0 : c->fl.knob_inst && n % per_cluster == 0;
     if (pool_due) {
-        int k[PRS_INFER_NCLASS];
+        int k[PRS_INFER_NCLASS] = {0};
         forecast(c, now_s, c->fl.knob_tp ? c->o->pool_period_s : c->fl.cluster_period_s, k);
         for (int p = 0; !rc && p < c->fl.npools; p++)
             rc = plan_pool(c, p, k[p], 0, err);

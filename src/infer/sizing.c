@@ -166,7 +166,7 @@ double prs_infer_cluster_split(const prs_infer_pool_table *const *tables, const 
 {
     size_t w = (size_t)gpus + 1;
     double *f = malloc((size_t)(npools + 1) * w * sizeof *f);
-    int *arg = malloc((size_t)(npools + 1) * w * sizeof *arg);
+    int *arg = calloc((size_t)(npools + 1) * w, sizeof *arg);
     if (!f || !arg) {
         free(f);
         free(arg);

@@ -239,8 +239,8 @@ static int read_rows(csv_reader *r, prs_infer_trace *t, int *sorted, prs_error *
     while ((rc = next_line(r, err)) > 0) {
         if (r->line[0] == 0)
             return prs_error_set(err, PRS_EPARSE, "%s:%ld: empty line", r->path, r->lineno);
-        prs_infer_req q;
-        double epoch;
+        prs_infer_req q = {0, 0, 0};
+        double epoch = 0;
         if ((rc = parse_row(r, &q, &epoch, err))) return rc;
         if (t->n == 0) first = epoch;
         if (t->n > 0 && epoch < prev) *sorted = 0;

@@ -104,7 +104,7 @@ static void submit(rig *r, uint32_t id, int in, int out, double at)
     prs_error err = {0};
     while (prs_infer_engine_next_s(r->e) < at)
         assert_int_equal(prs_infer_engine_advance(r->e, &err), 0);
-    prs_infer_job j = {id, in, out, (int8_t)prs_infer_class_of(&r->classes, in, out), at};
+    prs_infer_job j = {id, in, out, (uint8_t)prs_infer_class_of(&r->classes, in, out), at};
     assert_int_equal(prs_infer_engine_submit(r->e, &j, at, &err), 0);
 }
 
@@ -272,8 +272,8 @@ static void test_hist(void **state)
             fail_msg("q %g: %g, want %g within a bin", q[i], got, want);
     }
     size_t prev = 0;
-    for (double x = 1e-6; x < 1e5; x *= 1.0007) {
-        size_t b = prs__infer_hist_bin(x);
+    for (int i = 0; i < 40000; i++) {
+        size_t b = prs__infer_hist_bin(1e-6 * pow(1.0007, i)); /* up to 1.4e6 s */
         assert_true(b >= prev);
         prev = b;
     }
