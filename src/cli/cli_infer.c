@@ -27,10 +27,12 @@ enum {
     O_RESHARD,
     O_CLOCK,
     O_NO_EMERGENCIES,
+    O_EMERGENCY_SHARE,
     O_UNITS,
     O_PROBES,
     O_CLOCKS,
     O_SEED,
+    O_LATE_MARGIN,
 };
 
 const struct option prs_cli_infer_options[] = {
@@ -51,10 +53,12 @@ const struct option prs_cli_infer_options[] = {
     {"reshard-time", required_argument, 0, O_RESHARD},
     {"clock-time", required_argument, 0, O_CLOCK},
     {"no-emergencies", no_argument, 0, O_NO_EMERGENCIES},
+    {"emergency-wait", required_argument, 0, O_EMERGENCY_SHARE},
     {"units", required_argument, 0, O_UNITS},
     {"probe-requests", required_argument, 0, O_PROBES},
     {"clocks", required_argument, 0, O_CLOCKS},
     {"seed", required_argument, 0, O_SEED},
+    {"late-margin", required_argument, 0, O_LATE_MARGIN},
     {0, 0, 0, 0}};
 
 const char prs_cli_infer_help[] =
@@ -75,10 +79,12 @@ const char prs_cli_infer_help[] =
     "  --reshard-time S       seconds to re-form a TP group over resident weights (5)\n"
     "  --clock-time S         seconds an instance pauses for a clock change (0.01)\n"
     "  --no-emergencies       no max-clock / re-route reaction to a long queue\n"
+    "  --emergency-wait F     a queue is long when its head waited F x its TTFT SLO (0.5)\n"
     "  --units N              sizing granularity: units of load per instance (24)\n"
     "  --probe-requests N     requests per capacity probe (600)\n"
     "  --clocks N             clocks of the profile the policies choose among (6)\n"
-    "  --seed N               seed of the probes and the length predictor (1)\n";
+    "  --seed N               seed of the probes and the length predictor (1)\n"
+    "  --late-margin M        a capacity probe may have M x 1 % of its requests late (0.5)\n";
 
 void prs_cli_infer_init(prs_cli_infer *c)
 {
@@ -163,6 +169,15 @@ static int option_number(const char *cmd, int code, const char *arg, prs_cli_inf
     case O_PEAK_WINDOW:
         if (prs_cli_number(cmd, opt, arg, 0, 1, &x)) return 2;
         *(code == O_TBT ? &o->classes.tbt_slo_s : &o->peak_window_s) = x;
+        return 0;
+    case O_LATE_MARGIN:
+        if (prs_cli_number(cmd, opt, arg, 0, 1, &x) || x > 1)
+            return bad(cmd, "late-margin", "a number in (0, 1]", arg);
+        c->cap.late_margin = x;
+        return 0;
+    case O_EMERGENCY_SHARE:
+        if (prs_cli_number(cmd, opt, arg, 0, 1, &x)) return 2;
+        o->emergency_share = x;
         return 0;
     case O_HEADROOM:
         if (prs_cli_number(cmd, opt, arg, 1, 0, &x)) return 2;

@@ -248,8 +248,8 @@ static void print_table(const args *a, const prs_infer_result *res, int n, doubl
     for (int i = 0; i < n; i++) {
         const prs_infer_result *r = &res[i];
         char reconf[48];
-        snprintf(reconf, sizeof reconf, "%ld/%ld/%ld/%ld", r->reconf[0], r->reconf[1], r->reconf[2],
-                 r->reconf[3]);
+        snprintf(reconf, sizeof reconf, "%ld/%ld/%ld/%ld/%ld", r->reconf[0], r->reconf[1],
+                 r->reconf[2], r->reconf[3], r->reconf[4]);
         printf("%-11s %10.3f %6.1f%% %8.1f %8.2f %8.2f %7.3f %7.3f %7.3f %7.3f %7.2f %22s %6ld\n",
                prs_infer_policy_name(r->policy), r->energy_j / 3.6e6,
                single ? 100 * (1 - r->energy_j / single->energy_j) : NAN, r->gpu_hours,

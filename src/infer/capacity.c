@@ -15,6 +15,7 @@ void prs_infer_cap_opts_default(prs_infer_cap_opts *o)
                               .probe_requests = 600,
                               .rel_tol = 0.03,
                               .max_clocks = 6,
+                              .late_margin = 0.5,
                               .seed = 1};
 }
 
@@ -114,7 +115,7 @@ static int cap_search(const prs_infer_perf *perf, const prs_infer_classes *class
                       prs_infer_cap *out, prs_error *err)
 {
     int rc;
-    double allowed = 1 - classes->quantile;
+    double allowed = (1 - classes->quantile) * o->late_margin;
     probe_out p = {0, 0};
     /* Bracket from 1 request/s: doubling while feasible, or halving until feasible (down to a
      * request every 17 minutes: below that the configuration is taken as unusable). */

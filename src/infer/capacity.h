@@ -4,11 +4,11 @@
  *
  * The rate is found by emulating one instance (engine.h) on a seeded Poisson load whose lengths
  * are drawn from the class's requests, doubling then bisecting the rate: a rate is feasible when
- * at most (1 - quantile) of the requests are late (TTFT over its input class's SLO, or a mean
- * inter-token gap over the TBT SLO). The same seed at every rate makes the probe deterministic.
- * Why the mean gap and not each gap: without chunked prefill every prompt's prefill stalls all
- * running decodes, so the P99 of single gaps is a prefill time at any load above a few requests
- * a second; a request's mean gap is what its reader sees. */
+ * at most late_margin x (1 - quantile) of the requests are late (TTFT over its input class's SLO,
+ * or a mean inter-token gap over the TBT SLO). The same seed at every rate makes the probe
+ * deterministic. Why the mean gap and not each gap: without chunked prefill every prompt's prefill
+ * stalls all running decodes, so the P99 of single gaps is a prefill time at any load above a few
+ * requests a second; a request's mean gap is what its reader sees. */
 #ifndef PRS_INFER_CAPACITY_H
 #define PRS_INFER_CAPACITY_H
 
@@ -26,6 +26,9 @@ typedef struct prs_infer_cap_opts {
     int probe_requests; /* requests per probe (default 600) */
     double rel_tol;     /* bisection stops within this share of the rate (default 0.03) */
     int max_clocks;     /* clocks probed: this many spread over the backend's (default 6) */
+    double late_margin; /* a probe is feasible when at most late_margin x (1 - quantile) of its
+                         * requests are late (default 0.5: the replay's load is burstier and
+                         * its instances switch clocks, so the probe keeps half the budget) */
     uint64_t seed;
 } prs_infer_cap_opts;
 

@@ -130,9 +130,10 @@ int prs__infer_cluster_add(prs__infer_cluster *c, int pool, int type, int clock,
     return PRS_OK;
 }
 
-void prs__infer_cluster_drain(prs__infer_cluster *c, int i)
+void prs__infer_cluster_retire(prs__infer_cluster *c, int i, double retire_s)
 {
-    c->inst[i].state = INST_DRAINING;
+    c->inst[i].retire_s = retire_s > c->now_s ? retire_s : c->now_s;
+    if (retire_s <= c->now_s) c->inst[i].state = INST_DRAINING;
 }
 
 int prs__infer_cluster_set_clock(prs__infer_cluster *c, int i, int clock, prs_error *err)
@@ -348,9 +349,11 @@ static int min_inst(const prs__infer_cluster *c)
 static int do_tick(prs__infer_cluster *c, double t_s, prs_error *err)
 {
     c->now_s = t_s;
-    for (int i = 0; i < c->n_inst; i++)
-        if (c->inst[i].state == INST_STARTING && c->inst[i].ready_s <= t_s)
-            c->inst[i].state = INST_ACTIVE;
+    for (int i = 0; i < c->n_inst; i++) {
+        prs__infer_inst *in = &c->inst[i];
+        if (in->state == INST_STARTING && in->ready_s <= t_s) in->state = INST_ACTIVE;
+        if (in->retire_s > 0 && in->retire_s <= t_s) in->state = INST_DRAINING;
+    }
     int rc = prs__infer_policy_tick(c, t_s, err);
     for (int i = 0; i < c->n_inst; i++)
         prs__infer_evheap_set(&c->events, i, prs_infer_engine_next_s(c->inst[i].e));

@@ -17,6 +17,7 @@ typedef struct prs__infer_inst {
     int clock; /* index into the captable's clocks */
     int state;
     double ready_s;
+    double retire_s; /* > 0: leaving; serves until then (its successors are ready), then drains */
 } prs__infer_inst;
 
 typedef struct prs__infer_flags {
@@ -51,7 +52,8 @@ typedef struct prs__infer_cluster {
 /* cluster.c */
 int prs__infer_cluster_add(prs__infer_cluster *c, int pool, int type, int clock, double ready_s,
                            prs_error *err);
-void prs__infer_cluster_drain(prs__infer_cluster *c, int i);
+/* Take instance i out of service at retire_s (now or later: it serves until then). */
+void prs__infer_cluster_retire(prs__infer_cluster *c, int i, double retire_s);
 int prs__infer_cluster_set_clock(prs__infer_cluster *c, int i, int clock, prs_error *err);
 /* The pool's peak arrival rate over [from_s, to_s) (windows of peak_window_s). */
 double prs__infer_pool_peak(const prs__infer_cluster *c, int pool, double from_s, double to_s);

@@ -123,14 +123,15 @@ static double current_power(const prs__infer_cluster *c, int p, int k)
     for (int i = 0; i < c->n_inst; i++) {
         const prs__infer_inst *in = &c->inst[i];
         int n = model_type(m, c->caps->tps[in->type]);
-        if (in->pool == p && in->state != INST_DRAINING) total += n >= 0 ? m->units[n] : 0;
+        if (in->pool == p && in->state != INST_DRAINING && in->retire_s == 0)
+            total += n >= 0 ? m->units[n] : 0;
     }
     if (total < k) return INFINITY;
     double pw = 0;
     for (int i = 0; i < c->n_inst; i++) {
         const prs__infer_inst *in = &c->inst[i];
         int n = model_type(m, c->caps->tps[in->type]);
-        if (in->pool != p || in->state == INST_DRAINING || n < 0) continue;
+        if (in->pool != p || in->state == INST_DRAINING || in->retire_s > 0 || n < 0) continue;
         double j = total ? (double)k * m->units[n] / total : 0;
         int j0 = (int)floor(j);
         int j1 = j0 < m->units[n] ? j0 + 1 : j0;
@@ -139,21 +140,22 @@ static double current_power(const prs__infer_cluster *c, int p, int k)
     return pw;
 }
 
-/* Drain `n` of the pool's instances of captable type a, the least loaded first. */
-static int drain_some(prs__infer_cluster *c, int p, int a, int n)
+/* Retire `n` of the pool's instances of captable type a at retire_s, the least loaded first. */
+static int retire_some(prs__infer_cluster *c, int p, int a, int n, double retire_s)
 {
     int freed = 0;
     for (; n > 0; n--) {
         int best = -1;
         for (int i = 0; i < c->n_inst; i++) {
             const prs__infer_inst *in = &c->inst[i];
-            if (in->pool != p || in->type != a || in->state == INST_DRAINING) continue;
+            if (in->pool != p || in->type != a || in->state == INST_DRAINING || in->retire_s > 0)
+                continue;
             if (best < 0 || prs_infer_engine_outstanding_tokens(in->e) <
                                 prs_infer_engine_outstanding_tokens(c->inst[best].e))
                 best = i;
         }
         if (best < 0) break;
-        prs__infer_cluster_drain(c, best);
+        prs__infer_cluster_retire(c, best, retire_s);
         freed += c->caps->tps[a];
     }
     return freed;
@@ -166,7 +168,8 @@ static int apply_pool(prs__infer_cluster *c, int p, const int *want, int k, doub
 {
     int have[PRS_INFER_MAX_TPS] = {0};
     for (int i = 0; i < c->n_inst; i++)
-        if (c->inst[i].pool == p && c->inst[i].state != INST_DRAINING) have[c->inst[i].type]++;
+        if (c->inst[i].pool == p && c->inst[i].state != INST_DRAINING && c->inst[i].retire_s == 0)
+            have[c->inst[i].type]++;
     int same = 1, add_gpus = 0, drop_gpus = 0;
     for (int a = 0; a < c->caps->n_tps; a++) {
         same &= have[a] == want[a];
@@ -187,10 +190,14 @@ static int apply_pool(prs__infer_cluster *c, int p, const int *want, int k, doub
             return PRS_OK;
         }
     }
+    /* Make before break: leaving instances serve until the last new one is ready. */
+    double ready = c->now_s;
+    if (!free_reconf && add_gpus > 0)
+        ready += drop_gpus >= add_gpus ? c->o->reshard_s : c->o->start_s;
     int freed = 0;
     for (int a = 0; a < c->caps->n_tps; a++)
         if (have[a] > want[a]) {
-            freed += drain_some(c, p, a, have[a] - want[a]);
+            freed += retire_some(c, p, a, have[a] - want[a], ready);
             if (!initial) c->res->reconf[PRS_INFER_RECONF_STOP] += have[a] - want[a];
         }
     int clock = top_clock(c);
