@@ -71,7 +71,7 @@ const char prs_cli_infer_help[] =
     "  --tbt-slo S            time-between-tokens SLO, s, on each request's mean gap (0.1)\n"
     "  --periods C,P,I        cluster, pool and instance periods, s (default 1800,300,5)\n"
     "  --peak-window S        a period's load is its peak rate over windows of S s (60)\n"
-    "  --headroom H           plan for the forecast times H >= 1 (default 1.2)\n"
+    "  --headroom H           plan for the forecast times H >= 1 (default 1)\n"
     "  --max-util U           plan instances for at most U of their capacity (0.8)\n"
     "  --oracle               forecast from the coming period instead of the past one\n"
     "  --predictor-accuracy A share of output classes predicted right (default 1)\n"

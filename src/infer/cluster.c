@@ -40,7 +40,7 @@ void prs_infer_opts_default(prs_infer_opts *o)
     o->pool_period_s = 300;
     o->instance_period_s = 5;
     o->peak_window_s = 60;
-    o->headroom = 1.2;
+    o->headroom = 1.0;
     o->max_util = 0.8;
     o->predictor_accuracy = 1.0;
     o->start_s = 30;

@@ -52,7 +52,7 @@ typedef struct prs_infer_opts {
     double pool_period_s;      /* 300 */
     double instance_period_s;  /* 5 */
     double peak_window_s;      /* a period's load is its peak rate over windows of this (60) */
-    double headroom;           /* planned load = forecast * headroom (1.2); the static
+    double headroom;           /* planned load = forecast * headroom (1); the static
                                 * policies, sized on the known peak, take none */
     double max_util;           /* an instance is planned for at most this share of its
                                 * probed capacity (0.8): the trace is burstier than the
