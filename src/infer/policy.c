@@ -244,11 +244,11 @@ static int plan_clocks(prs__infer_cluster *c, double now, prs_error *err)
         double rate = prs__infer_pool_bin_peak(c, p, from, from + win) * c->o->headroom;
         const prs_infer_pool_model *m = &c->tables[p].m;
         int total = 0;
-        for (int i = 0; i < c->n_inst; i++)
-            if (c->inst[i].pool == p && c->inst[i].state == INST_ACTIVE)
-                total += c->caps->cap[c->mix_of_pool[p]][c->inst[i].type][top_clock(c)].rate_rps > 0
-                             ? m->units[model_type(m, c->caps->tps[c->inst[i].type])]
-                             : 0;
+        for (int i = 0; i < c->n_inst; i++) {
+            int n = model_type(m, c->caps->tps[c->inst[i].type]);
+            if (c->inst[i].pool == p && c->inst[i].state == INST_ACTIVE && n >= 0)
+                total += m->units[n];
+        }
         for (int i = 0; i < c->n_inst; i++) {
             prs__infer_inst *in = &c->inst[i];
             if (in->pool != p || in->state != INST_ACTIVE) continue;
