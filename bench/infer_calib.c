@@ -5,8 +5,9 @@
  * (prs_infer_calib_fit) and printed as the initialisers of src/infer/roofline_presets.c, and the
  * table shows the fitted model.
  *
- *   infer_calib [--fit] [FILE]     FILE: the Splitwise perf_model.csv
- *                                  (default $PRS_SHARED_DIR/data/splitwise/perf_model.csv) */
+ *   infer_calib [--fit] [--cells] [FILE]   FILE: the Splitwise perf_model.csv (default
+ *                                          $PRS_SHARED_DIR/data/splitwise/perf_model.csv);
+ *                                          --cells: every cell, model against measured */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,22 +70,13 @@ static int table(const prs_infer_roofline *r, const prs_infer_cell *cells, size_
         char name[16];
         snprintf(name, sizeof name, "%d", tp);
         row(r, name, &e);
-        for (size_t i = 0; i < n; i++)
-            if (cells[i].llm == r->llm && cells[i].gpu == r->gpu && cells[i].tp == tp &&
-                cells[i].impossible)
-                fprintf(stderr,
-                        "left out: %s %s tp %d prompt %d batch %d: prefill %.1f ms is beyond "
-                        "the GPUs' peak\n",
-                        r->llm->name, r->gpu->name, tp, cells[i].prompt, cells[i].batch,
-                        1e3 * cells[i].prefill_s);
     }
     return 0;
 }
 
-int main(int argc, char **argv)
+/* The cells of the measurement file at path (or the default one); 0, or 1 (message printed). */
+static int load(const char *path, prs_infer_cell **cells, size_t *n)
 {
-    int fit = argc > 1 && strcmp(argv[1], "--fit") == 0;
-    const char *path = argc > 1 + fit ? argv[1 + fit] : NULL;
     char def[4096];
     if (!path) {
         const char *dir = getenv("PRS_SHARED_DIR");
@@ -97,17 +89,70 @@ int main(int argc, char **argv)
         fprintf(stderr, "infer_calib: cannot read %s\n", path);
         return 1;
     }
-    prs_infer_cell *cells;
-    size_t n;
     prs_error err = {0};
-    int rc = prs_infer_cells_parse(text, len, path, &cells, &n, &err);
+    int rc = prs_infer_cells_parse(text, len, path, cells, n, &err);
     free(text);
-    if (rc != PRS_OK) {
-        fprintf(stderr, "infer_calib: %s\n", err.msg);
-        return 1;
+    if (rc != PRS_OK) fprintf(stderr, "infer_calib: %s\n", err.msg);
+    return rc != PRS_OK;
+}
+
+/* --cells: every cell, model against measured. */
+static void print_cells(prs_infer_roofline r[2][2], const prs_infer_cell *cells, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const prs_infer_cell *c = &cells[i];
+        const prs_infer_roofline *rr =
+            &r[c->gpu == r[0][0].gpu ? 0 : 1][c->llm == r[0][0].llm ? 0 : 1];
+        double tp, td;
+        prs_infer_cell_model(rr, c, &tp, &td);
+        printf("%s %s tp%d p%d b%d o%d: prefill %.1f/%.1f ms (%+.0f%%) decode %.2f/%.2f ms "
+               "(%+.0f%%)\n",
+               c->llm->name, c->gpu->name, c->tp, c->prompt, c->batch, c->out_tokens, 1e3 * tp,
+               1e3 * c->prefill_s, 100 * (tp / c->prefill_s - 1), 1e3 * td, 1e3 * c->decode_s,
+               100 * (td / c->decode_s - 1));
     }
+}
+
+/* The cells left out, and how many runs enter the e2e check. */
+static void print_summary(const prs_infer_cell *cells, size_t n)
+{
+    long runs = 0, e2e_runs = 0;
+    for (size_t i = 0; i < n; i++) {
+        const prs_infer_cell *c = &cells[i];
+        runs += c->runs;
+        e2e_runs += c->e2e_runs;
+        if (c->impossible)
+            printf("left out: %s %s tp %d prompt %d batch %d: prefill %.1f ms would need %.2f "
+                   "PFLOP/s, the GPUs' peak is %.2f\n",
+                   c->llm->name, c->gpu->name, c->tp, c->prompt, c->batch, 1e3 * c->prefill_s,
+                   2 * c->llm->params * c->batch * c->prompt / c->prefill_s / 1e15,
+                   c->tp * c->gpu->peak_flops / 1e15);
+    }
+    printf("runs (not power-capped): %ld in %zu cells; consistent e2e (within %.0f %% of their own "
+           "prefill + (token_size - 1) decode steps): %ld\n",
+           runs, n, 100 * PRS_INFER_E2E_SELF_TOL, e2e_runs);
+}
+
+int main(int argc, char **argv)
+{
+    int fit = 0, show_cells = 0, i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--fit") == 0) {
+            fit = 1;
+        } else if (strcmp(argv[i], "--cells") == 0) {
+            show_cells = 1;
+        } else {
+            fprintf(stderr, "usage: infer_calib [--fit] [--cells] [FILE]\n");
+            return 2;
+        }
+    }
+    prs_infer_cell *cells = NULL;
+    size_t n = 0;
+    if (load(i < argc ? argv[i] : NULL, &cells, &n)) return 1;
     const char *gpus[] = {"a100", "h100"}, *llms[] = {"llama2-70b", "bloom-176b"};
     prs_infer_roofline r[2][2];
+    prs_error err = {0};
+    int rc = PRS_OK;
     for (int g = 0; g < 2 && rc == PRS_OK; g++)
         for (int m = 0; m < 2 && rc == PRS_OK; m++) {
             rc = prs_infer_roofline_init(&r[g][m], prs_infer_llm_find(llms[m]),
@@ -121,29 +166,17 @@ int main(int argc, char **argv)
         free(cells);
         return 1;
     }
-    if (getenv("INFER_CALIB_CELLS"))
-        for (size_t i = 0; i < n; i++) {
-            const prs_infer_cell *c = &cells[i];
-            const prs_infer_roofline *rr =
-                &r[c->gpu == r[0][0].gpu ? 0 : 1][c->llm == r[0][0].llm ? 0 : 1];
-            double tp, td;
-            prs_infer_cell_model(rr, c, &tp, &td);
-            printf(
-                "%s %s tp%d p%d b%d o%d: prefill %.1f/%.1f (%+.0f%%) decode %.2f/%.2f (%+.0f%%)\n",
-                c->llm->name, c->gpu->name, c->tp, c->prompt, c->batch, c->out_tokens, 1e3 * tp,
-                1e3 * c->prefill_s, 100 * (tp / c->prefill_s - 1), 1e3 * td, 1e3 * c->decode_s,
-                100 * (td / c->decode_s - 1));
-        }
-    if (fit)
-        for (int m = 0; m < 2; m++)
-            for (int g = 0; g < 2; g++)
-                print_calib(&r[g][m]);
+    if (show_cells) print_cells(r, cells, n);
+    for (int m = 0; fit && m < 2; m++)
+        for (int g = 0; g < 2; g++)
+            print_calib(&r[g][m]);
     printf("| model | GPU | TP | cells | prefill median %% | prefill worst %% | decode median %% "
            "| decode worst %% | e2e runs | e2e median %% | e2e worst %% |\n"
            "|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int m = 0; m < 2 && rc == 0; m++)
         for (int g = 0; g < 2 && rc == 0; g++)
             rc = table(&r[g][m], cells, n);
+    print_summary(cells, n);
     free(cells);
     return rc;
 }

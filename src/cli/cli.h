@@ -10,15 +10,18 @@
 #include "perseus/planner.h"
 #include "perseus/powercap.h"
 
-int prs_cmd_plan(int argc, char **argv);        /* cmd_plan.c */
-int prs_cmd_synth(int argc, char **argv);       /* cmd_synth.c */
-int prs_cmd_evaluate(int argc, char **argv);    /* cmd_evaluate.c */
-int prs_cmd_emulate(int argc, char **argv);     /* cmd_emulate.c */
-int prs_cmd_plot(int argc, char **argv);        /* cmd_plot.c */
-int prs_cmd_demo(int argc, char **argv);        /* cmd_demo.c */
-int prs_cmd_noise(int argc, char **argv);       /* cmd_noise.c */
-int prs_cmd_infer(int argc, char **argv);       /* cmd_infer.c: the subcommand table */
+int prs_cmd_plan(int argc, char **argv);     /* cmd_plan.c */
+int prs_cmd_synth(int argc, char **argv);    /* cmd_synth.c */
+int prs_cmd_evaluate(int argc, char **argv); /* cmd_evaluate.c */
+int prs_cmd_emulate(int argc, char **argv);  /* cmd_emulate.c */
+int prs_cmd_plot(int argc, char **argv);     /* cmd_plot.c */
+int prs_cmd_demo(int argc, char **argv);     /* cmd_demo.c */
+int prs_cmd_noise(int argc, char **argv);    /* cmd_noise.c */
+
+/* perseus infer (cmd_infer.c: the table of its subcommands) and its subcommands. */
+int prs_cmd_infer(int argc, char **argv);
 int prs_cmd_infer_synth(int argc, char **argv); /* cmd_infer_synth.c */
+int prs_cmd_infer_check(int argc, char **argv); /* cmd_infer_check.c */
 
 /* Shared helpers (cli_util.c). */
 

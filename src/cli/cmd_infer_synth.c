@@ -38,7 +38,7 @@ static void usage(FILE *f)
             "  --tp LIST          TP degrees, comma-separated (default 2,4,8; those the\n"
             "                     weights do not fit are refused)\n"
             "  --clocks LIST      SM clocks in MHz, comma-separated (default: f_max down in steps\n"
-            "                     of 105 MHz to 800, and 800: 12 clocks on h100, 7 on a100)\n"
+            "                     of 105 MHz to 800: 1980..825 on h100, 1410..885 on a100)\n"
             "  --out FILE         write the CSV to FILE instead of stdout\n"
             "  -h, --help         show this help\n"
             "\n"
@@ -113,16 +113,14 @@ static int parse_option(int c, const char *arg, synth_args *a)
     }
 }
 
-/* The default sweep: f_max, f_max - 105, ... while above 800 + 52, then 800. */
+/* The default sweep: f_max, f_max - 105, ... down to 800 MHz, ascending. 105 MHz is 7 steps of
+ * the 15 MHz grid both GPUs offer, so every clock of the sweep can be locked on a real GPU. */
 static void default_clocks(const prs_infer_gpu *g, synth_args *a)
 {
+    int n = (g->f_max_mhz - 800) / 105 + 1;
     a->nclk = 0;
-    a->clocks[a->nclk++] = 800;
-    int top = g->f_max_mhz, n = 0;
-    while (top - 105 * n > 800 + 52)
-        n++;
     for (int i = n - 1; i >= 0; i--)
-        a->clocks[a->nclk++] = top - 105 * i;
+        a->clocks[a->nclk++] = g->f_max_mhz - 105 * i;
 }
 
 static int check_names(synth_args *a, const prs_infer_llm **m, const prs_infer_gpu **g)

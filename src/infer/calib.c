@@ -91,7 +91,8 @@ static int parse_run(char **f, const int *col, const char *name, int line, run *
     if (skip) return 1;
     double v[K_NCOLS];
     for (int k = K_PROMPT; k < K_NCOLS; k++)
-        if (num(f[col[k]], &v[k]) != 0 || (k != K_E2E && v[k] <= 0) || (k <= K_OUT && v[k] > 1e9))
+        if (num(f[col[k]], &v[k]) != 0 || (k != K_E2E && v[k] <= 0) ||
+            ((k <= K_OUT || k == K_TP) && (v[k] > 1e9 || v[k] != floor(v[k]))))
             return prs_error_set(err, PRS_EPARSE, "%s:%d: column '%s': bad value '%.40s'", name,
                                  line, COLS[k], f[col[k]]);
     if (v[K_TP] > PRS_INFER_MAX_TP)

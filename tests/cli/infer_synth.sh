@@ -13,17 +13,17 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.bash"
 "$bin" infer synth --gpu h100 --model llama2-70b >"$tmp/stdout.csv" || fail "to stdout exited $?"
 cmp -s "$tmp/sub/llama.csv" "$tmp/stdout.csv" || fail "stdout differs from --out"
 f=$tmp/stdout.csv
-# default: tp 2,4,8 and 12 clocks (800, then 930..1980 by 105)
+# default: tp 2,4,8 and 12 clocks (825..1980 by 105)
 clocks=$(grep ',idle,' "$f" | cut -d, -f4 | sort -nu | tr '\n' ' ')
-[[ $clocks == "800 930 1035 1140 1245 1350 1455 1560 1665 1770 1875 1980 " ]] ||
+[[ $clocks == "825 930 1035 1140 1245 1350 1455 1560 1665 1770 1875 1980 " ]] ||
     fail "default clocks: $clocks"
 [[ $(grep -c ',capacity,' "$f") -eq 3 ]] || fail "want one capacity row per tp"
 # per (tp, clock): 9 batches x 11 tokens values per phase, and an idle row
 [[ $(grep -c ',prefill,' "$f") -eq $((3 * 12 * 99)) ]] || fail "prefill rows"
 [[ $(grep -c ',decode,' "$f") -eq $((3 * 12 * 99)) ]] || fail "decode rows"
 [[ $(grep -vc '^#' "$f") -eq $((1 + 3 + 3 * 12 * 199)) ]] || fail "row count"
-# prefill of 1 x 1024 tokens at tp 4: slower at 800 MHz than at 1980 MHz
-lo=$(grep '^llama2-70b,h100,4,800,prefill,1,1024,' "$f" | cut -d, -f8)
+# prefill of 1 x 1024 tokens at tp 4: slower at 825 MHz than at 1980 MHz
+lo=$(grep '^llama2-70b,h100,4,825,prefill,1,1024,' "$f" | cut -d, -f8)
 hi=$(grep '^llama2-70b,h100,4,1980,prefill,1,1024,' "$f" | cut -d, -f8)
 awk -v lo="$lo" -v hi="$hi" 'BEGIN { exit !(lo > 1.5 * hi) }' || fail "prefill $lo vs $hi"
 
@@ -46,6 +46,16 @@ expect_error 2 "^perseus infer synth: unexpected argument 'extra'" \
     "$bin" infer synth --gpu h100 --model llama2-70b extra
 expect_error 2 "^perseus infer: unknown subcommand 'synt' \(did you mean 'synth'\?\)" \
     "$bin" infer synt
+# perseus infer check: the summary of a good file; a bad one named with its line
+"$bin" infer check "$f" >"$tmp/check.out" || fail "infer check of the synthetic profile failed"
+grep -q '^model llama2-70b on h100: 3 TP degree(s), 12 clock(s) from 825 to 1980 MHz$' \
+    "$tmp/check.out" || fail "check summary: $(head -1 "$tmp/check.out")"
+grep -q '^  tp 2: KV cache 36552 tokens, at most 256 sequences, idle 150.0 W' "$tmp/check.out" ||
+    fail "check tp 2: $(cat "$tmp/check.out")"
+sed '5s/,prefill,/,prefil,/' "$f" >"$tmp/bad.csv"
+expect_error 1 "^perseus infer check: $tmp/bad.csv:5: column 'phase'" \
+    "$bin" infer check "$tmp/bad.csv"
+expect_error 2 '^perseus infer check: expected one profile FILE' "$bin" infer check
 "$bin" infer --help | grep -q '^  synth ' || fail "infer --help lists no synth"
 "$bin" --help | grep -q '^  infer ' || fail "perseus --help lists no infer"
 echo "infer synth: ok"

@@ -33,9 +33,9 @@ static void test_capacity(void **state)
     prs_infer_roofline r = model("llama2-70b", "h100");
     long kv = 0;
     prs_error err = {0};
-    /* 2 x (0.9 x 80 GiB - 2 GB) - 137.96 GB = 12.6588 GB, over 327680 bytes per token */
+    /* 2 x (0.9 x 81559 MiB - 2 GB) - 137.96 GB = 11.9774 GB, over 327680 bytes per token */
     assert_int_equal(prs_infer_roofline_kv_tokens(&r, 2, &kv, &err), PRS_OK);
-    assert_int_equal(kv, 38631);
+    assert_int_equal(kv, 36552);
     r = model("bloom-176b", "a100");
     assert_int_equal(prs_infer_roofline_kv_tokens(&r, 4, &kv, &err), PRS_EINVAL);
     assert_non_null(strstr(err.msg, "bloom-176b does not fit on 4 a100 GPUs"));
