@@ -220,8 +220,19 @@ static int apply_pool(prs__infer_cluster *c, int p, const int *want, int k, doub
 static int plan_pool(prs__infer_cluster *c, int p, int k, int initial, prs_error *err)
 {
     const prs_infer_pool_table *t = &c->tables[p];
-    int g = c->budget[p];
     int exact_only = !c->fl.knob_inst;
+    if (!exact_only) {
+        /* A pool whose load outgrew its budget between cluster decisions takes GPUs no pool
+         * holds, as many as it needs. */
+        int free_gpus = c->o->gpus;
+        for (int q = 0; q < c->fl.npools; q++)
+            free_gpus -= c->budget[q];
+        while (free_gpus > 0 && !isfinite(prs_infer_pool_atmost(t, c->budget[p], k))) {
+            c->budget[p]++;
+            free_gpus--;
+        }
+    }
+    int g = c->budget[p];
     while (k > 0 &&
            !isfinite(exact_only ? prs_infer_pool_exact(t, g, k) : prs_infer_pool_atmost(t, g, k)))
         k--;
