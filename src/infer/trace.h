@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "perseus/error.h"
 
@@ -39,6 +40,9 @@ typedef struct prs_infer_trace {
  * generated tokens is refused (the emulator needs at least the first token). On success *out
  * holds the trace (free with prs_infer_trace_free). */
 int prs_infer_trace_load(const char *path, prs_infer_trace *out, prs_error *err);
+
+/* The same from an open stream; name stands for the file in messages ("name:line: ..."). */
+int prs_infer_trace_read(FILE *f, const char *name, prs_infer_trace *out, prs_error *err);
 
 /* Parse one timestamp as above into seconds since 1970 (UTC). PRS_EPARSE when malformed. */
 int prs_infer_parse_timestamp(const char *s, size_t len, double *epoch_s);

@@ -260,18 +260,25 @@ static int read_rows(csv_reader *r, prs_infer_trace *t, int *sorted, prs_error *
 int prs_infer_trace_load(const char *path, prs_infer_trace *out, prs_error *err)
 {
     memset(out, 0, sizeof *out);
-    csv_reader r = {.path = path};
-    r.f = fopen(path, "r");
-    if (!r.f) return prs_error_set(err, PRS_EIO, "%s: %s", path, strerror(errno));
+    FILE *f = fopen(path, "r");
+    if (!f) return prs_error_set(err, PRS_EIO, "%s: %s", path, strerror(errno));
+    int rc = prs_infer_trace_read(f, path, out, err);
+    fclose(f);
+    return rc;
+}
+
+int prs_infer_trace_read(FILE *f, const char *name, prs_infer_trace *out, prs_error *err)
+{
+    memset(out, 0, sizeof *out);
+    csv_reader r = {.path = name, .f = f};
     int sorted = 1;
     int rc = read_header(&r, err);
     if (!rc) rc = read_rows(&r, out, &sorted, err);
-    fclose(r.f);
     if (rc) {
         prs_infer_trace_free(out);
         return rc;
     }
-    if (!sorted && (rc = sort_stable(out, path, err))) prs_infer_trace_free(out);
+    if (!sorted && (rc = sort_stable(out, name, err))) prs_infer_trace_free(out);
     return rc;
 }
 
