@@ -29,6 +29,7 @@ enum {
     O_DEPTH,
     O_PEAK_HOUR,
     O_OUTDIR,
+    O_SCALE_SHIFT,
     O_HELP
 };
 
@@ -41,6 +42,7 @@ typedef struct args {
     double win_from, win_to;
     int tile_days;
     double depth, peak_hour;
+    double scale_shift_s; /* > 0: scale by shifted copies over this span */
 } args;
 
 static void usage(FILE *f)
@@ -151,6 +153,7 @@ static int parse_args(int argc, char **argv, args *a)
                                         {"diurnal-depth", required_argument, 0, O_DEPTH},
                                         {"peak-hour", required_argument, 0, O_PEAK_HOUR},
                                         {"out", required_argument, 0, O_OUTDIR},
+                                        {"scale-shift", required_argument, 0, O_SCALE_SHIFT},
                                         {"help", no_argument, 0, O_HELP}};
     static struct option opts[64];
     size_t n_own = sizeof own / sizeof own[0], n = 0;
@@ -224,7 +227,10 @@ static int prepare(args *a, prs_infer_trace *t, prs_infer_captable *caps, double
         fprintf(stderr, "perseus %s: %s\n", CMD, err.msg);
         return 2;
     }
-    if (*factor != 1)
+    if (*factor != 1 && a->scale_shift_s > 0)
+        rc = swap_trace(
+            t, &next, prs_infer_trace_scale_shift(t, *factor, a->scale_shift_s, &next, &err), &err);
+    else if (*factor != 1)
         rc = swap_trace(t, &next, prs_infer_trace_scale(t, *factor, &next, &err), &err);
     return rc;
 }

@@ -56,6 +56,18 @@ void prs_infer_trace_free(prs_infer_trace *t);
 int prs_infer_trace_scale(const prs_infer_trace *in, double factor, prs_infer_trace *out,
                           prs_error *err);
 
+/* Rate scaling by superposing shifted copies: copy j of the trace (j = 0 .. ceil(factor) - 1)
+ * is moved by j x shift_s / ceil(factor) seconds, wrapping past the last arrival back to 0, and
+ * the last copy keeps a (factor - floor(factor)) share of its requests (by a hash of the
+ * index); the result is sorted. Like many independent users, the copies' bursts fall at
+ * different times: the load's relative burstiness falls as it grows, where duplication
+ * (prs_infer_trace_scale) keeps it. shift_s > 0, at most the trace's span (an hour keeps a
+ * daily swing). */
+int prs_infer_trace_scale_shift(const prs_infer_trace *in, double factor, double shift_s,
+                                prs_infer_trace *out, prs_error *err);
+/* Stable sort by arrival (trace_csv.c); name for messages. */
+int prs__infer_trace_sort(prs_infer_trace *t, const char *name, prs_error *err);
+
 /* The requests arriving in [from_s, to_s), shifted to start at 0. */
 int prs_infer_trace_window(const prs_infer_trace *in, double from_s, double to_s,
                            prs_infer_trace *out, prs_error *err);

@@ -188,7 +188,7 @@ static int parse_row(csv_reader *r, prs_infer_req *q, double *epoch_s, prs_error
 
 /* Stable merge sort by arrival (equal times keep file order); a buffer as large as the trace is
  * needed only when the file is out of order. */
-static int sort_stable(prs_infer_trace *t, const char *path, prs_error *err)
+int prs__infer_trace_sort(prs_infer_trace *t, const char *path, prs_error *err)
 {
     prs_infer_req *tmp = malloc(t->n * sizeof *tmp);
     if (!tmp) return prs_error_set(err, PRS_ENOMEM, "%s: out of memory sorting", path);
@@ -278,7 +278,7 @@ int prs_infer_trace_read(FILE *f, const char *name, prs_infer_trace *out, prs_er
         prs_infer_trace_free(out);
         return rc;
     }
-    if (!sorted && (rc = sort_stable(out, name, err))) prs_infer_trace_free(out);
+    if (!sorted && (rc = prs__infer_trace_sort(out, name, err))) prs_infer_trace_free(out);
     return rc;
 }
 

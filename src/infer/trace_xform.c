@@ -13,6 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The trace's period when tiled or wrapped: its last arrival plus one mean gap, so the seam
+ * between two copies looks like any other gap. */
+static double tile_period_s(const prs_infer_trace *in)
+{
+    double last = in->reqs[in->n - 1].arrival_s;
+    return in->n > 1 ? last + last / (double)(in->n - 1) : 1.0;
+}
+
 static int alloc_reqs(prs_infer_trace *out, double n, prs_error *err)
 {
     memset(out, 0, sizeof *out);
@@ -45,6 +53,38 @@ int prs_infer_trace_scale(const prs_infer_trace *in, double factor, prs_infer_tr
     return PRS_OK;
 }
 
+int prs_infer_trace_scale_shift(const prs_infer_trace *in, double factor, double shift_s,
+                                prs_infer_trace *out, prs_error *err)
+{
+    if (!(factor > 0) || !isfinite(factor) || factor > 1e4)
+        return prs_error_set(err, PRS_EINVAL, "rate scale factor must be in (0, 1e4] (got %g)",
+                             factor);
+    if (in->n == 0) return prs_error_set(err, PRS_EINVAL, "cannot scale an empty trace");
+    double span = tile_period_s(in);
+    if (!(shift_s > 0) || !(shift_s <= span))
+        return prs_error_set(err, PRS_EINVAL, "scale shift must be in (0, %g] s (got %g)", span,
+                             shift_s);
+    long copies = (long)ceil(factor);
+    double frac = factor - floor(factor);
+    int rc = alloc_reqs(out, (double)copies * (double)in->n, err);
+    if (rc) return rc;
+    out->start_epoch_s = in->start_epoch_s;
+    for (long j = 0; j < copies; j++) {
+        double off = (double)j * shift_s / (double)copies;
+        int partial = j == copies - 1 && frac > 0;
+        for (size_t i = 0; i < in->n; i++) {
+            if (partial && prs__infer_unit((uint64_t)i * 0x9E3779B9u + (uint64_t)j) >= frac)
+                continue;
+            prs_infer_req q = in->reqs[i];
+            q.arrival_s = fmod(q.arrival_s + off, span);
+            out->reqs[out->n++] = q;
+        }
+    }
+    rc = prs__infer_trace_sort(out, "scaled trace", err);
+    if (rc) prs_infer_trace_free(out);
+    return rc;
+}
+
 int prs_infer_trace_window(const prs_infer_trace *in, double from_s, double to_s,
                            prs_infer_trace *out, prs_error *err)
 {
@@ -66,14 +106,6 @@ int prs_infer_trace_window(const prs_infer_trace *in, double from_s, double to_s
         out->reqs[out->n++].arrival_s -= from_s;
     }
     return PRS_OK;
-}
-
-/* The trace's period when tiled: its last arrival plus one mean gap, so the seam between two
- * copies looks like any other gap. */
-static double tile_period_s(const prs_infer_trace *in)
-{
-    double last = in->reqs[in->n - 1].arrival_s;
-    return in->n > 1 ? last + last / (double)(in->n - 1) : 1.0;
 }
 
 int prs_infer_trace_tile(const prs_infer_trace *in, int days, double depth, double peak_hour,

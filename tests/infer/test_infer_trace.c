@@ -177,6 +177,36 @@ static void test_scale_window(void **state)
     prs_infer_trace_free(&t);
 }
 
+static void test_scale_shift(void **state)
+{
+    (void)state;
+    /* 100 requests a second apart: span 100 s (last arrival 99 plus one mean gap). */
+    prs_infer_trace t = uniform_trace(100, 1.0), s;
+    prs_error err = {0};
+    assert_int_equal(prs_infer_trace_scale_shift(&t, 3, 60, &s, &err), 0);
+    assert_int_equal(s.n, 300);
+    /* Copies shifted by 0, 20 and 40 s, wrapped at 100 s: every second holds three requests, at
+     * t, t + 20 and t + 40 modulo 100, so each integer second gets exactly three. */
+    for (size_t k = 0; k < s.n; k++) {
+        assert_true(k == 0 || s.reqs[k].arrival_s >= s.reqs[k - 1].arrival_s);
+        assert_true(s.reqs[k].arrival_s >= 0 && s.reqs[k].arrival_s < 100);
+        assert_true(fabs(s.reqs[k].arrival_s - (double)(k / 3)) < 1e-9);
+    }
+    /* Request 0 (in_tokens 1) lands at 0, 20 and 40. */
+    int seen = 0;
+    for (size_t k = 0; k < s.n; k++)
+        seen += s.reqs[k].in_tokens == 1;
+    assert_int_equal(seen, 3);
+    prs_infer_trace_free(&s);
+    /* A fractional factor keeps about that share of the last copy. */
+    assert_int_equal(prs_infer_trace_scale_shift(&t, 1.5, 50, &s, &err), 0);
+    assert_true(s.n > 130 && s.n < 170);
+    prs_infer_trace_free(&s);
+    assert_int_equal(prs_infer_trace_scale_shift(&t, 2, 0, &s, &err), PRS_EINVAL);
+    assert_int_equal(prs_infer_trace_scale_shift(&t, 2, 1000, &s, &err), PRS_EINVAL);
+    prs_infer_trace_free(&t);
+}
+
 static void test_tile(void **state)
 {
     (void)state;
@@ -228,8 +258,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_timestamps),   cmocka_unit_test(test_load_small),
         cmocka_unit_test(test_load_bad),     cmocka_unit_test(test_azure_2023),
-        cmocka_unit_test(test_scale_window), cmocka_unit_test(test_tile),
-        cmocka_unit_test(test_poisson),
+        cmocka_unit_test(test_scale_window), cmocka_unit_test(test_scale_shift),
+        cmocka_unit_test(test_tile),         cmocka_unit_test(test_poisson),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[300];
