@@ -136,8 +136,10 @@ static int own_option(int code, const char *arg, args *a)
     case O_OUTDIR:
         a->out_dir = arg;
         return 0;
-    default:
-        return -1;
+    case O_SCALE_SHIFT:
+        return prs_cli_number(CMD, "--scale-shift", arg, 0, 1, &a->scale_shift_s) ? 2 : 0;
+    default: /* every code of the table is handled above */
+        return prs_cli_usage_error(CMD, "unhandled option", arg ? arg : "");
     }
 }
 

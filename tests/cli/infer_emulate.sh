@@ -39,6 +39,8 @@ expect_error 2 "--periods: expected C,P,I seconds" "$bin" infer emulate --trace 
   --profile "$prof" --periods 5,300,1800
 expect_error 2 "unknown option '--gpux'" "$bin" infer emulate --trace "$tmp/bad.csv" \
   --profile "$prof" --gpux 8
+expect_error 2 "--scale-shift: expected a number > 0, got '0'" "$bin" infer emulate \
+  --trace "$tmp/bad.csv" --profile "$prof" --scale-shift 0
 expect_error 2 "--load: expected CLASS=RATE" "$bin" infer plan --profile "$prof" --load XX=2
 expect_error 2 "missing --load" "$bin" infer plan --profile "$prof"
 
@@ -115,6 +117,21 @@ PY
     grep -q "^$p " "$tmp/$kind.txt" || fail "$kind: table lacks $p: $(cat "$tmp/$kind.txt")"
   done
 done
+# Scaling by shifted copies keeps the count of duplication, in time order.
+"$bin" infer emulate --trace "$data/AzureLLMInferenceTrace_conv.csv" --profile "$prof" --gpus 192 \
+  --window 0,600 --scale 1.5 --scale-shift 300 --policy singlepool "${fast[@]}" --json \
+  >"$tmp/shift.json" || fail "emulate --scale-shift"
+"$bin" infer emulate --trace "$data/AzureLLMInferenceTrace_conv.csv" --profile "$prof" --gpus 192 \
+  --window 0,600 --scale 1.5 --policy singlepool "${fast[@]}" --json >"$tmp/dup.json" ||
+  fail "emulate --scale"
+"$py" - "$tmp/shift.json" "$tmp/dup.json" <<'PY' || fail "shifted scaling"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+# floor(1.5 n) by duplication; one whole copy and about half a second by shifting
+assert abs(a["trace"]["requests"] - b["trace"]["requests"]) < 0.05 * b["trace"]["requests"]
+assert a["policies"][0]["latency"]["all"]["requests"] == a["trace"]["requests"]
+PY
+
 # Tiling: one day of a 5-minute slice with the diurnal swing, thinned.
 "$bin" infer emulate --trace "$data/AzureLLMInferenceTrace_conv.csv" --profile "$prof" --gpus 96 \
   --window 0,300 --tile-days 1 --scale 0.05 --policy singlepool,dynamollm "${fast[@]}" --json \
