@@ -3,8 +3,8 @@
  *   case 1: one policy (dynamollm unless --policy) over the one-hour conversation trace scaled
  *           so that singlepool needs 80 % of 96 GPUs at its peak; goal < 1 s on one core;
  *   case 2: every policy and the lower bound over the conversation trace tiled into 7 days
- *           (diurnal depth 0.5) and scaled to 27 M requests, on a cluster sized so that
- *           singlepool needs 80 % of it at the peak; goal < 10 min and peak RSS < 2 GB.
+ *           (diurnal depth 0.5) and scaled to 27 M requests by copies shifted over an hour, on a
+ * cluster sized so that singlepool needs 80 % of it at the peak; goal < 10 min and peak RSS < 2 GB.
  *
  * The capacity table (built once per trace mix and shared by every policy) is timed apart from
  * the replays. Times are wall-clock (CLOCK_MONOTONIC) and CPU (CLOCK_PROCESS_CPUTIME_ID) of this
@@ -66,8 +66,11 @@ static int scale(bench *b, prs_infer_trace *t, double share, double target_n, pr
     } else if (prs_infer_scale_for_share(t, &b->caps, &b->o, share, &f, err)) {
         return err->code;
     }
+    /* Superposed copies shifted over an hour (a week's load is many users, not one user's
+     * bursts multiplied); the one-hour case has factor about 1 and duplicates. */
     prs_infer_trace s;
-    int rc = prs_infer_trace_scale(t, f, &s, err);
+    int rc = target_n > 0 ? prs_infer_trace_scale_shift(t, f, 3600, &s, err)
+                          : prs_infer_trace_scale(t, f, &s, err);
     if (rc) return rc;
     prs_infer_trace_free(t);
     *t = s;

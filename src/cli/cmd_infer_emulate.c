@@ -258,9 +258,11 @@ static void print_table(const args *a, const prs_infer_result *res, int n, doubl
         char reconf[48];
         snprintf(reconf, sizeof reconf, "%ld/%ld/%ld/%ld/%ld", r->reconf[0], r->reconf[1],
                  r->reconf[2], r->reconf[3], r->reconf[4]);
-        printf("%-11s %10.3f %6.1f%% %8.1f %8.2f %8.2f %7.3f %7.3f %7.3f %7.3f %7.2f %22s %6ld\n",
-               prs_infer_policy_name(r->policy), r->energy_j / 3.6e6,
-               single ? 100 * (1 - r->energy_j / single->energy_j) : NAN, r->gpu_hours,
+        char saving[16] = "      -";
+        if (single)
+            snprintf(saving, sizeof saving, "%6.1f%%", 100 * (1 - r->energy_j / single->energy_j));
+        printf("%-11s %10.3f %7s %8.1f %8.2f %8.2f %7.3f %7.3f %7.3f %7.3f %7.2f %22s %6ld\n",
+               prs_infer_policy_name(r->policy), r->energy_j / 3.6e6, saving, r->gpu_hours,
                r->power_p50_w / 1e3, r->power_p99_w / 1e3,
                prs__infer_hist_quantile(&r->lat.ttft[PRS_INFER_ALL], 0.5),
                prs__infer_hist_quantile(&r->lat.ttft[PRS_INFER_ALL], 0.99),
@@ -268,9 +270,10 @@ static void print_table(const args *a, const prs_infer_result *res, int n, doubl
                prs__infer_hist_quantile(&r->lat.tbt[PRS_INFER_ALL], 0.99),
                100 * slo_share(r, PRS_INFER_ALL), reconf, r->rerouted);
     }
-    printf("%-11s %10.3f %6.1f%%   (the model's optimum per %g s, reconfiguration free)\n",
-           "lowerbound", lb_j / 3.6e6, single ? 100 * (1 - lb_j / single->energy_j) : NAN,
-           a->in.opts.instance_period_s);
+    char saving[16] = "      -";
+    if (single) snprintf(saving, sizeof saving, "%6.1f%%", 100 * (1 - lb_j / single->energy_j));
+    printf("%-11s %10.3f %7s   (the model's optimum per %g s, reconfiguration free)\n",
+           "lowerbound", lb_j / 3.6e6, saving, a->in.opts.instance_period_s);
     for (int i = 0; i < n; i++)
         if (res[i].underprovisioned)
             printf("note: %s: the forecast exceeded the cluster %ld times (planned for less)\n",
