@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_infer.h"
 
 typedef struct infer_command {
     const char *name;
@@ -15,6 +16,8 @@ typedef struct infer_command {
 static const infer_command COMMANDS[] = {
     {"synth", prs_cmd_infer_synth, "write a synthetic inference profile from the roofline model"},
     {"check", prs_cmd_infer_check, "load and check an inference profile, say what it covers"},
+    {"emulate", prs_cmd_infer_emulate, "replay a trace on a cluster under serving policies"},
+    {"plan", prs_cmd_infer_plan, "the configuration each policy level chooses for a load"},
 };
 #define NCOMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 

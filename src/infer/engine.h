@@ -1,0 +1,97 @@
+/* One serving instance: iteration-level continuous batching as vLLM's scheduler runs it
+ * without chunked prefill (engine.c).
+ *
+ * Requests wait in a FCFS queue. When an iteration ends the next one is a prefill of as many
+ * waiting requests, from the head, as fit the token budget (max_batched_tokens; a prompt longer
+ * than the budget runs alone), the largest batch and the free KV blocks (16 tokens each, less a
+ * 1 % watermark); if none fits, one decode step of every running sequence. A decode step that
+ * needs more blocks than are free preempts the most recently admitted running sequence
+ * (recompute: its blocks are freed and it goes back to the head of the queue, to be prefilled
+ * again over its prompt and the tokens it had generated).
+ *
+ * The figures of each iteration come from the performance backend (perf.h): its energy is
+ * metered over the iteration, and the idle power over the gaps between iterations. A prefill
+ * produces each admitted request's next token (its first, or the one after a preemption); a
+ * decode step one token of each running sequence. Per-sequence work is done only when a
+ * sequence is admitted, preempted or finishes: the decode step itself is O(classes), because
+ * sequences are kept in aggregate (a finish heap keyed by decode step, block-boundary counts by
+ * phase modulo 16), so a week of iterations replays in minutes. */
+#ifndef PRS_INFER_ENGINE_H
+#define PRS_INFER_ENGINE_H
+
+#include <stdint.h>
+
+#include "perf.h"
+#include "stats.h"
+
+#define PRS_INFER_KV_BLOCK_TOKENS 16
+#define PRS_INFER_KV_WATERMARK 0.01 /* share of the blocks a prefill leaves free (vLLM's) */
+
+/* A request as the engine sees it. */
+typedef struct prs_infer_job {
+    uint32_t id; /* the caller's (a trace index) */
+    int32_t in_tokens;
+    int32_t out_tokens;
+    uint8_t klass;    /* its true class, for the statistics */
+    double arrival_s; /* when it reached the cluster (TTFT counts from here) */
+} prs_infer_job;
+
+/* Optional per-token observer (tests, detailed output): called for each token of each request
+ * with its index (1 = first) and time. Costs O(batch) a decode step when set. */
+typedef void (*prs_infer_token_fn)(void *ud, uint32_t id, int token, double t_s);
+
+typedef struct prs_infer_engine prs_infer_engine;
+
+typedef struct prs_infer_engine_cfg {
+    const prs_infer_perf *perf;
+    int tp, mhz;
+    long max_batched_tokens; /* prefill token budget */
+    const prs_infer_classes *classes;
+    prs_infer_latency *latency;  /* where TTFT, TBT and lateness go (may be NULL) */
+    prs_infer_meter *meter;      /* where energy goes (may be NULL) */
+    prs_infer_token_fn on_token; /* may be NULL */
+    void *on_token_ud;
+} prs_infer_engine_cfg;
+
+/* A new idle engine at time now_s. Asks the backend its KV capacity and largest batch at tp. */
+int prs_infer_engine_new(const prs_infer_engine_cfg *cfg, double now_s, prs_infer_engine **out,
+                         prs_error *err);
+void prs_infer_engine_free(prs_infer_engine *e);
+
+/* Queue a request at now_s (>= the last event's time). An idle engine starts its next
+ * iteration when advanced at prs_infer_engine_next_s (now_s, or the end of a pause): requests
+ * submitted at the same instant before that share the prefill. PRS_EINVAL when the request
+ * can never fit the KV cache. */
+int prs_infer_engine_submit(prs_infer_engine *e, const prs_infer_job *job, double now_s,
+                            prs_error *err);
+/* End time of the running iteration; when idle with work, the time its next iteration starts;
+ * INFINITY when idle with nothing to do. */
+double prs_infer_engine_next_s(const prs_infer_engine *e);
+/* At prs_infer_engine_next_s: finish the running iteration, if any, and start the next one if
+ * there is work. An error of the backend or a sequence alone too large for the KV cache fails. */
+int prs_infer_engine_advance(prs_infer_engine *e, prs_error *err);
+/* Account idle energy up to now_s (call at the end of the replay or before reading energy). */
+void prs_infer_engine_flush(prs_infer_engine *e, double now_s);
+
+/* The SM clock of the iterations started from now_s on (idle time before now_s is charged at
+ * the previous clock's idle power). */
+int prs_infer_engine_set_clock(prs_infer_engine *e, int mhz, double now_s, prs_error *err);
+int prs_infer_engine_clock(const prs_infer_engine *e);
+int prs_infer_engine_tp(const prs_infer_engine *e);
+/* No iteration starts before until_s (a reconfiguration pause); the time counts as idle. */
+void prs_infer_engine_pause(prs_infer_engine *e, double until_s);
+
+/* 1 when a request of in + out tokens fits a KV cache of kv_tokens (less the watermark). */
+int prs__infer_fits_kv(long kv_tokens, int in_tokens, int out_tokens);
+/* 1 when the request fits this engine's KV cache (else submit refuses it). */
+int prs_infer_engine_fits(const prs_infer_engine *e, int in_tokens, int out_tokens);
+
+/* Requests queued or running, and the prompt+output tokens they still hold or need. */
+long prs_infer_engine_outstanding(const prs_infer_engine *e);
+long prs_infer_engine_outstanding_tokens(const prs_infer_engine *e);
+double prs_infer_engine_energy_j(const prs_infer_engine *e);
+long prs_infer_engine_preemptions(const prs_infer_engine *e);
+/* Waiting time of the request at the head of the queue at now_s (0 when none). */
+double prs_infer_engine_head_wait_s(const prs_infer_engine *e, double now_s);
+
+#endif
