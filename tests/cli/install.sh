@@ -173,6 +173,10 @@ complete_words() {
 [[ $(complete_words perseus demo --st) == "--stages --straggler" ]] || fail "completion of demo --st"
 [[ $(complete_words perseus plan --schedule g) == gpipe ]] || fail "completion of --schedule"
 [[ $(complete_words perseus plan --frontier c) == clean ]] || fail "completion of plan --frontier"
+[[ $(complete_words perseus infer e) == emulate ]] || fail "completion of 'perseus infer e'"
+# infer's options come from the installed program's --help
+[[ $(PATH="$prefix/bin:$PATH" complete_words perseus infer emulate --peak-s) == --peak-share ]] ||
+  fail "completion of infer emulate --peak-s"
 [[ $(complete_words perseus noise --jit) == --jitter ]] || fail "completion of noise --jit"
 # The Python package (python/pyproject.toml) installs with pip into a virtual environment and,
 # from outside the source tree, loads the installed library by its SONAME. Needs Debian's
