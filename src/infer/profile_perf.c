@@ -113,13 +113,20 @@ static int phase_eval(void *ctx, int phase, int tp, int mhz, int n_seqs, double 
     const prs_infer_profile *p = ctx;
     const prs__infer_point *pt = find_point(p, tp, mhz, err);
     if (!pt) return PRS_ERANGE;
-    char what[96];
-    snprintf(what, sizeof what, "tp %d at %d MHz, %s", tp, mhz, prs__infer_phase_name(phase));
+    const char *name = prs__infer_phase_name(phase);
     if (n_seqs < 1 || !(tokens >= 0))
-        return prs_error_set(err, PRS_EINVAL, "%s: %d sequences of %.0f tokens", what, n_seqs,
-                             tokens);
-    return prs__infer_grid_eval(&pt->phase[phase], n_seqs, tokens / n_seqs, what, time_s, energy_j,
-                                err);
+        return prs_error_set(err, PRS_EINVAL, "tp %d at %d MHz, %s: %d sequences of %.0f tokens",
+                             tp, mhz, name, n_seqs, tokens);
+    /* The message names the point only when there is one to write: this runs for every
+     * iteration the emulator replays (formatting it each time was a quarter of a replay). */
+    int rc =
+        prs__infer_grid_eval(&pt->phase[phase], n_seqs, tokens / n_seqs, "", time_s, energy_j, err);
+    if (rc && err) {
+        char msg[PRS_ERRMSG_MAX];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        prs_error_set(err, rc, "tp %d at %d MHz, %s%s", tp, mhz, name, msg);
+    }
+    return rc;
 }
 
 static int cb_prefill(void *ctx, int tp, int mhz, const prs_infer_prefill *it, double *time_s,
