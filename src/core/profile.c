@@ -27,6 +27,7 @@
 #include "perseus/limits.h"
 #include "perseus/profile.h"
 #include "perseus/numfmt.h"
+#include "csvfield.h"
 #include "profile_ranks.h"
 
 #define NCOLS 5       /* a stage profile's columns */
@@ -229,74 +230,6 @@ enum col {
 static const char *const COL_NAMES[NCOLS_RANKS] = {
     "stage", "instruction", "frequency", "time", "energy", "rank", "dp_rank", "pp_rank", "tp_rank"};
 
-static int is_blank(char c)
-{
-    return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
-}
-
-/* Short excerpt of a field for a message: at most 40 input bytes, printable ASCII only (anything
- * else, and quote and backslash, as \xNN), so a message stays one clean line even inside JSON. */
-static const char *excerpt(char *buf, size_t n, const char *s)
-{
-    static const char hex[] = "0123456789abcdef";
-    size_t o = 0, i = 0;
-    for (; i < 40 && s[i] && o + 5 < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c >= 0x7f || c == '\'' || c == '\\') {
-            buf[o++] = '\\';
-            buf[o++] = 'x';
-            buf[o++] = hex[c >> 4];
-            buf[o++] = hex[c & 15];
-        } else {
-            buf[o++] = (char)c;
-        }
-    }
-    buf[o] = '\0';
-    if (s[i] && o + 4 < n) memcpy(buf + o, "...", 4);
-    return buf;
-}
-
-/* Splits a NUL-terminated line in place into at most MAX_FIELDS fields (trimmed, unquoted);
- * *nfields gets the true count. Returns NULL or a problem description. */
-static const char *split_fields(char *line, char **fields, int *nfields)
-{
-    int n = 0;
-    char *s = line;
-    for (;;) {
-        while (is_blank(*s))
-            s++;
-        char *start, *end, *next;
-        if (*s == '"') {
-            start = s + 1;
-            char *q = strchr(start, '"');
-            if (!q) return "unterminated quoted field";
-            end = q;
-            next = q + 1;
-            while (is_blank(*next))
-                next++;
-            if (*next == '"') return "quote inside a quoted field (\"\" escapes are not supported)";
-            if (*next != ',' && *next != '\0') return "unexpected text after a quoted field";
-            while (start < end && is_blank(*start))
-                start++;
-        } else {
-            start = s;
-            next = s + strcspn(s, ",\"");
-            if (*next == '"') return "unexpected quote inside an unquoted field";
-            end = next;
-        }
-        while (end > start && is_blank(end[-1]))
-            end--;
-        if (n < MAX_FIELDS) fields[n] = start;
-        if (n < INT_MAX) n++;
-        char sep = *next;
-        *end = '\0';
-        if (sep == '\0') break;
-        s = next + 1;
-    }
-    *nfields = n;
-    return NULL;
-}
-
 typedef struct reader {
     const char *name;
     prs_profile *p;
@@ -321,7 +254,7 @@ static int parse_header(reader *r, char **fields, int nfields, int line, int *co
             return fail(r->err, PRS_EPARSE, r->name, line,
                         "unknown column '%s' (expected stage,instruction,frequency,time,energy, "
                         "with rank,dp_rank,pp_rank,tp_rank in a rank-level profile)",
-                        excerpt(ex, sizeof ex, fields[i]));
+                        prs__csv_excerpt(ex, sizeof ex, fields[i]));
         if (seen[c])
             return fail(r->err, PRS_EPARSE, r->name, line, "duplicate column '%s'", COL_NAMES[c]);
         seen[c] = 1;
@@ -354,7 +287,8 @@ static int parse_rank_fields(reader *r, char **fields, int line, const int *colm
         if (prs_num_parse_int(s, dst[k]) != 0 || *dst[k] < 0 || *dst[k] > PRS_PROFILE_MAX_RANK)
             return fail(r->err, PRS_EPARSE, r->name, line,
                         "column '%s': expected an integer in 0..%d, got '%s'",
-                        COL_NAMES[COL_RANK + k], PRS_PROFILE_MAX_RANK, excerpt(ex, sizeof ex, s));
+                        COL_NAMES[COL_RANK + k], PRS_PROFILE_MAX_RANK,
+                        prs__csv_excerpt(ex, sizeof ex, s));
     }
     return PRS_OK;
 }
@@ -400,34 +334,36 @@ static int parse_row(reader *r, char **fields, int nfields, int line, const int 
     else
         return fail(r->err, PRS_EPARSE, r->name, line,
                     "column 'instruction': expected forward, backward or load, got '%s'",
-                    excerpt(ex, sizeof ex, instr));
+                    prs__csv_excerpt(ex, sizeof ex, instr));
 
     const char *s = fields[colmap[COL_STAGE]];
     if (prs_num_parse_int(s, &row.stage) != 0 || row.stage < 0 || row.stage > PRS_PROFILE_MAX_STAGE)
         return fail(r->err, PRS_EPARSE, r->name, line,
                     "column 'stage': expected an integer in 0..%d, got '%s'", PRS_PROFILE_MAX_STAGE,
-                    excerpt(ex, sizeof ex, s));
+                    prs__csv_excerpt(ex, sizeof ex, s));
     s = fields[colmap[COL_FREQ]];
     if (prs_num_parse_int(s, &row.freq_mhz) != 0 || row.freq_mhz <= 0)
         return fail(r->err, PRS_EPARSE, r->name, line,
                     "column 'frequency': expected an integer > 0 (MHz), got '%s'",
-                    excerpt(ex, sizeof ex, s));
+                    prs__csv_excerpt(ex, sizeof ex, s));
     s = fields[colmap[COL_TIME]];
     if (prs_num_parse_double(s, &row.time_s) != 0 || !(row.time_s > 0))
         return fail(r->err, PRS_EPARSE, r->name, line,
-                    "column 'time': expected a number > 0, got '%s'", excerpt(ex, sizeof ex, s));
+                    "column 'time': expected a number > 0, got '%s'",
+                    prs__csv_excerpt(ex, sizeof ex, s));
     if (row.time_s > PRS_PROFILE_MAX_TIME_S)
         return fail(r->err, PRS_EPARSE, r->name, line,
                     "column 'time': %s s is more than one computation may take (at most %g s)",
-                    excerpt(ex, sizeof ex, s), PRS_PROFILE_MAX_TIME_S);
+                    prs__csv_excerpt(ex, sizeof ex, s), PRS_PROFILE_MAX_TIME_S);
     s = fields[colmap[COL_ENERGY]];
     if (prs_num_parse_double(s, &row.energy_j) != 0 || !(row.energy_j > 0))
         return fail(r->err, PRS_EPARSE, r->name, line,
-                    "column 'energy': expected a number > 0, got '%s'", excerpt(ex, sizeof ex, s));
+                    "column 'energy': expected a number > 0, got '%s'",
+                    prs__csv_excerpt(ex, sizeof ex, s));
     if (row.energy_j > PRS_PROFILE_MAX_ENERGY_J)
         return fail(r->err, PRS_EPARSE, r->name, line,
                     "column 'energy': %s J is more than one computation may take (at most %g J)",
-                    excerpt(ex, sizeof ex, s), PRS_PROFILE_MAX_ENERGY_J);
+                    prs__csv_excerpt(ex, sizeof ex, s), PRS_PROFILE_MAX_ENERGY_J);
     if (r->ncols == NCOLS_RANKS) return keep_ranked(r, fields, line, colmap, &row);
     return append_row(r->p, &row, r->err);
 }
@@ -451,7 +387,7 @@ static int parse_text(reader *r, const char *text, size_t len)
         if (memchr(ltext, '\0', linelen))
             return fail(r->err, PRS_EPARSE, r->name, line, "embedded NUL byte");
         size_t k = 0;
-        while (k < linelen && is_blank(ltext[k]))
+        while (k < linelen && prs__csv_blank(ltext[k]))
             k++;
         if (k == linelen) continue; /* blank line */
         if (linelen >= r->bufcap) {
@@ -464,7 +400,7 @@ static int parse_text(reader *r, const char *text, size_t len)
         r->buf[linelen] = '\0';
         char *fields[MAX_FIELDS];
         int nfields = 0;
-        const char *problem = split_fields(r->buf, fields, &nfields);
+        const char *problem = prs__csv_split(r->buf, fields, MAX_FIELDS, &nfields);
         if (problem) return fail(r->err, PRS_EPARSE, r->name, line, "%s", problem);
         int rc = have_header ? parse_row(r, fields, nfields, line, colmap)
                              : parse_header(r, fields, nfields, line, colmap);

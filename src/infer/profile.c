@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "csvfield.h"
 #include "profile_int.h"
 
 #define NCOLS 9
@@ -94,54 +95,6 @@ const char *prs_infer_profile_gpu(const prs_infer_profile *p)
 
 /* ---- fields ---- */
 
-static int is_blank(char c)
-{
-    return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
-}
-
-/* A field for a message: at most 40 bytes, printable ASCII (anything else as \xNN). */
-static const char *excerpt(char *buf, size_t n, const char *s)
-{
-    static const char hex[] = "0123456789abcdef";
-    size_t o = 0, i = 0;
-    for (; i < 40 && s[i] && o + 5 < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c >= 0x7f || c == '\'' || c == '\\') {
-            buf[o++] = '\\';
-            buf[o++] = 'x';
-            buf[o++] = hex[c >> 4];
-            buf[o++] = hex[c & 15];
-        } else {
-            buf[o++] = (char)c;
-        }
-    }
-    buf[o] = '\0';
-    if (s[i] && o + 4 < n) memcpy(buf + o, "...", 4);
-    return buf;
-}
-
-/* Split line in place on commas into at most MAX_FIELDS trimmed fields; *n gets the count. */
-static void split_fields(char *line, char **fields, int *n)
-{
-    int k = 0;
-    char *s = line;
-    for (;;) {
-        while (is_blank(*s))
-            s++;
-        char *end = s + strcspn(s, ",");
-        char sep = *end;
-        char *e = end;
-        while (e > s && is_blank(e[-1]))
-            e--;
-        *e = '\0';
-        if (k < MAX_FIELDS) fields[k] = s;
-        if (k < INT_MAX) k++;
-        if (sep == '\0') break;
-        s = end + 1;
-    }
-    *n = k;
-}
-
 /* Plain decimal only: digits, one sign, '.', an exponent. */
 static int plain_number(const char *s, int integer)
 {
@@ -199,7 +152,7 @@ static int parse_header(reader *r, char **fields, int nfields, int line, int *co
             if (strcmp(fields[i], COL_NAMES[k]) == 0) c = k;
         if (c < 0)
             return fail(r->err, r->name, line, "unknown column '%s' (expected %s)",
-                        excerpt(ex, sizeof ex, fields[i]), HEADER_TEXT);
+                        prs__csv_excerpt(ex, sizeof ex, fields[i]), HEADER_TEXT);
         if (seen[c]) return fail(r->err, r->name, line, "duplicate column '%s'", COL_NAMES[c]);
         seen[c] = 1;
         colmap[c] = i;
@@ -223,14 +176,15 @@ static int check_names(reader *r, char **f, const int *colmap, int line)
             return fail(r->err, r->name, line,
                         "column '%s': expected a name of 1 to %d letters, digits, '-', '_' or "
                         "'.', got '%s'",
-                        COL_NAMES[cols[k]], PRS_INFER_NAME_MAX - 1, excerpt(ex, sizeof ex, v));
+                        COL_NAMES[cols[k]], PRS_INFER_NAME_MAX - 1,
+                        prs__csv_excerpt(ex, sizeof ex, v));
         if (r->model_line == 0) {
             snprintf(dst[k], PRS_INFER_NAME_MAX, "%s", v);
         } else if (strcmp(dst[k], v) != 0) {
             return fail(r->err, r->name, line,
                         "column '%s': '%s' differs from '%s' on line %d (one %s per file)",
-                        COL_NAMES[cols[k]], excerpt(ex, sizeof ex, v), dst[k], r->model_line,
-                        COL_NAMES[cols[k]]);
+                        COL_NAMES[cols[k]], prs__csv_excerpt(ex, sizeof ex, v), dst[k],
+                        r->model_line, COL_NAMES[cols[k]]);
         }
     }
     if (r->model_line == 0) r->model_line = line;
@@ -241,7 +195,7 @@ static int bad_field(reader *r, int line, int col, const char *want, const char 
 {
     char ex[200];
     return fail(r->err, r->name, line, "column '%s': expected %s, got '%s'", COL_NAMES[col], want,
-                excerpt(ex, sizeof ex, got));
+                prs__csv_excerpt(ex, sizeof ex, got));
 }
 
 /* The numeric fields of a row, each checked against its range for the row's phase. */
@@ -311,7 +265,7 @@ static int parse_line(reader *r, const char *text, size_t len, int line, int *ha
         return fail(r->err, r->name, line, "line longer than %d bytes", PRS_INFER_PROFILE_MAX_LINE);
     if (memchr(text, '\0', len)) return fail(r->err, r->name, line, "embedded NUL byte");
     size_t k = 0;
-    while (k < len && is_blank(text[k]))
+    while (k < len && prs__csv_blank(text[k]))
         k++;
     if (k == len || text[k] == '#') return PRS_OK; /* blank line or comment */
     if (len >= r->bufcap) {
@@ -324,7 +278,8 @@ static int parse_line(reader *r, const char *text, size_t len, int line, int *ha
     r->buf[len] = '\0';
     char *fields[MAX_FIELDS];
     int nfields = 0;
-    split_fields(r->buf, fields, &nfields);
+    const char *problem = prs__csv_split(r->buf, fields, MAX_FIELDS, &nfields);
+    if (problem) return fail(r->err, r->name, line, "%s", problem);
     if (*have_header) return parse_row(r, fields, nfields, line, colmap);
     *have_header = 1;
     return parse_header(r, fields, nfields, line, colmap);
