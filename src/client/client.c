@@ -2,14 +2,12 @@
  * background thread), statistics and shutdown. The hooks are in hooks.c and measure.c, the
  * background thread in net.c. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client_int.h"
 #include "perseus/clock.h"
-#include "perseus/logfmt.h"
 #include "perseus/monitor.h"
 
 #define PROBE_TIMEOUT_S 5.0
@@ -298,14 +296,6 @@ void prs_client_get_stats(prs_client *c, prs_client_stats *s)
     s->order_errors = atomic_load_explicit(&c->order_errors, memory_order_relaxed);
     s->late_switches = atomic_load_explicit(&c->late_switches, memory_order_relaxed);
     s->measure_failures = atomic_load_explicit(&c->measure_failures, memory_order_relaxed);
-}
-
-void prs__client_log(const char *level, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    prs_logfmt_write(2, level, fmt, ap);
-    va_end(ap);
 }
 
 int prs__client_refused(prs_client *c)

@@ -153,8 +153,6 @@ void prs__client_global_init(void);
 /* Create the job from opts.job_spec_json (blocking). Fills job_id and token. */
 int prs__client_create_job(prs_client *c, prs_error *err);
 void *prs__client_thread_main(void *arg);
-/* One logfmt line on stderr (client.c): "ts=... level=LEVEL FMT...". */
-void prs__client_log(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* PRS_ESERVER when the server refused the rank for good, with its words in c->errmsg (for
  * prs_client_errmsg); else 0. Training thread. */
 int prs__client_refused(prs_client *c);

@@ -11,6 +11,7 @@
  * (a server that lost its state) makes the rank register again. On stop, one last cycle posts
  * what is queued, within flush_timeout_s. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include <jansson.h>
 
 #include "perseus/clock.h"
+#include "perseus/logfmt.h"
 #include "client_int.h"
 
 #define MAX_ITERATIONS_PER_POST 256
@@ -169,6 +171,16 @@ static void note_answer(prs_client *c, long status)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* One logfmt line on stderr: "ts=... level=LEVEL FMT...". */
+static void log_line(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_line(const char *level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    prs_logfmt_write(2, level, fmt, ap);
+    va_end(ap);
+}
+
 /* The server refused the rank for good: remembered for the hooks to return (PRS_ESERVER with
  * these words: prs_client_errmsg), and logged once on stderr, since a training loop that ignores
  * return codes would otherwise run on at the default clocks without a word. */
@@ -186,7 +198,7 @@ static void refuse(prs_client *c, long status, json_t *reply)
         if (*q == '"') *q = '\'';
     snprintf(c->refused_msg, sizeof c->refused_msg, "%s", msg);
     atomic_store_explicit(&c->refused, PRS_ESERVER, memory_order_release);
-    prs__client_log("error", "msg=\"%s\"", msg);
+    log_line("error", "msg=\"%s\"", msg);
 }
 
 /* 1 registered, 0 not yet (no answer, or the server busy), -1 never (refused: refuse()). */
