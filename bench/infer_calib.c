@@ -13,26 +13,8 @@
 #include <string.h>
 
 #include "calib.h"
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 20;
-    char *buf = malloc(cap);
-    *len = 0;
-    size_t got;
-    while (buf && (got = fread(buf + *len, 1, cap - *len, f)) > 0) {
-        *len += got;
-        if (*len == cap && cap < (64u << 20)) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) free(buf);
-            buf = nb;
-        }
-    }
-    fclose(f);
-    return buf;
-}
+#include "perseus/limits.h"
+#include "readfile.h"
 
 static void print_calib(const prs_infer_roofline *r)
 {
@@ -84,13 +66,11 @@ static int load(const char *path, prs_infer_cell **cells, size_t *n)
         path = def;
     }
     size_t len;
-    char *text = slurp(path, &len);
-    if (!text) {
-        fprintf(stderr, "infer_calib: cannot read %s\n", path);
-        return 1;
-    }
+    char *text;
     prs_error err = {0};
-    int rc = prs_infer_cells_parse(text, len, path, cells, n, &err);
+    int rc = prs__read_bounded(path, (size_t)PRS_INFER_PROFILE_MAX_BYTES,
+                               "the calibration file's limit", &text, &len, &err);
+    if (rc == PRS_OK) rc = prs_infer_cells_parse(text, len, path, cells, n, &err);
     free(text);
     if (rc != PRS_OK) fprintf(stderr, "infer_calib: %s\n", err.msg);
     return rc != PRS_OK;

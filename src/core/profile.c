@@ -28,6 +28,7 @@
 #include "perseus/profile.h"
 #include "perseus/numfmt.h"
 #include "csvfield.h"
+#include "readfile.h"
 #include "profile_ranks.h"
 
 #define NCOLS 5       /* a stage profile's columns */
@@ -444,36 +445,10 @@ int prs_profile_load(const char *path, prs_profile **out, prs_error *err)
 {
     if (out) *out = NULL;
     if (!path || !out) return prs_error_set(err, PRS_EINVAL, "prs_profile_load: NULL argument");
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, PRS_EIO, path, 0, "cannot open: %s", strerror(errno));
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    const size_t max = (size_t)PRS_PROFILE_MAX_BYTES;
-    int rc = PRS_OK;
-    for (;;) {
-        if (len > max) { /* one byte past the limit read: never more */
-            rc = fail(err, PRS_EPARSE, path, 0, "larger than %zu bytes (a profile's limit)", max);
-            break;
-        }
-        if (len == cap) {
-            size_t ncap = cap ? cap * 2 : 65536;
-            if (ncap > max + 1) ncap = max + 1;
-            char *t = realloc(text, ncap);
-            if (!t) {
-                rc = fail(err, PRS_ENOMEM, path, 0, "out of memory");
-                break;
-            }
-            text = t;
-            cap = ncap;
-        }
-        size_t got = fread(text + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f)) rc = fail(err, PRS_EIO, path, 0, "read error: %s", strerror(errno));
-            break;
-        }
-    }
-    fclose(f);
+    char *text;
+    size_t len;
+    int rc = prs__read_bounded(path, (size_t)PRS_PROFILE_MAX_BYTES, "a profile's limit", &text,
+                               &len, err);
     if (rc == PRS_OK) rc = prs_profile_parse(path, text, len, out, err);
     free(text);
     return rc;

@@ -14,6 +14,8 @@
 #include <cminpack.h>
 
 #include "calib.h"
+#include "csvfield.h"
+#include "perseus/numfmt.h"
 #include "perseus/limits.h"
 
 enum { K_MODEL, K_HW, K_PROMPT, K_BATCH, K_OUT, K_PTIME, K_TTIME, K_E2E, K_TP, K_NCOLS };
@@ -45,24 +47,11 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int split(char *line, char **f)
-{
-    int n = 0;
-    for (char *s = line;; n++) {
-        char *c = strchr(s, ',');
-        if (n < MAX_FIELDS) f[n] = s;
-        if (!c) return n + 1;
-        *c = '\0';
-        s = c + 1;
-    }
-}
-
+/* A non-negative number (perseus/numfmt.h's strict parser); 0 or -1. */
 static int num(const char *s, double *out)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || *end != '\0' || errno != 0 || !isfinite(v) || v < 0) return -1;
+    double v;
+    if (prs_num_parse_double(s, &v) != 0 || v < 0) return -1;
     *out = v;
     return 0;
 }
@@ -142,7 +131,9 @@ static int read_runs(const char *text, size_t len, const char *name, run **runs,
         pos += n + 1;
         if (n > 0 && line[n - 1] == '\r') line[n - 1] = '\0';
         if (line[0] == '\0') continue;
-        int nf = split(line, f);
+        int nf = 0;
+        const char *problem = prs__csv_split(line, f, MAX_FIELDS, &nf);
+        if (problem) return prs_error_set(err, PRS_EPARSE, "%s:%d: %s", name, lineno, problem);
         if (ncols == 0) {
             int rc = header(f, nf, col, name, err);
             if (rc != PRS_OK) return rc;
