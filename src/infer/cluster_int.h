@@ -50,6 +50,14 @@ typedef struct prs__infer_cluster {
 } prs__infer_cluster;
 
 /* cluster.c */
+/* GPUs in service change by delta (0: bring the GPU-seconds up to now). */
+void prs__infer_cluster_gpus(prs__infer_cluster *c, int delta);
+/* Give back the GPUs of drained instances that hold nothing more. */
+void prs__infer_cluster_reap(prs__infer_cluster *c);
+/* Arrivals per instance period and pool, for the forecasts. */
+int prs__infer_cluster_bins(prs__infer_cluster *c, const int8_t *pool_of, prs_error *err);
+/* Every instance and table the replay made. */
+void prs__infer_cluster_free(prs__infer_cluster *c);
 int prs__infer_cluster_add(prs__infer_cluster *c, int pool, int type, int clock, double ready_s,
                            prs_error *err);
 /* Take instance i out of service at retire_s (now or later: it serves until then). */
