@@ -13,8 +13,7 @@ echo "admin-token-for-the-jobs-test-0123" >"$tmp/admin"
 "$bin/perseusd" --listen 127.0.0.1:0 --data-dir "$tmp/d" --port-file "$tmp/port" \
   --admin-token-file "$tmp/admin" 2>"$tmp/log" &
 srv=$!
-for _ in $(seq 1500); do [[ -s $tmp/port ]] && break; sleep 0.02; done # a poll, to a deadline
-[[ -s $tmp/port ]] || fail "perseusd did not start: $(cat "$tmp/log")"
+wait_until 30 test -s "$tmp/port" || fail "perseusd did not start: $(cat "$tmp/log")"
 url="http://127.0.0.1:$(cat "$tmp/port")"
 create() {
   curl -sf -X POST -H 'Content-Type: application/json' "$url/v1/jobs" -d "{\"model\":\"$1\",\"stages\":2,\

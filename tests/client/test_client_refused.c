@@ -3,7 +3,7 @@
  * PRS_ESERVER with the server's words in prs_client_errmsg (the client used to give up
  * registering without a word: training ran on at the default clocks, stats said registered 0 and
  * http_failures 0). A rank given the right token registers and its iterations end without error.
- * Waits are on predicates with a deadline (the background thread registers asynchronously). */
+ * Waits are on conditions with a deadline (the background thread registers asynchronously). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +13,7 @@
 
 #include "perseus/client.h"
 #include "server_harness.h"
+#include "wait.h"
 
 #define DEADLINE_S 60.0
 
@@ -51,8 +52,26 @@ static int teardown(void **state)
     return 0;
 }
 
-/* Iterations of one forward and one backward on a sim GPU until iteration_end fails or the
- * client says it registered (or the deadline); returns the last iteration_end's result. */
+/* One iteration of a forward and a backward on the sim GPU; 1 once the client has been told
+ * either way: iteration_end failed (*rc) or the rank registered (*registered). */
+static int told(prs_client *cl, prs_gpu *gpu, int *rc, int *registered)
+{
+    prs_gpu_work w = {0.01, 0.8};
+    for (int k = 0; k < 2; k++) {
+        prs_instr in = k ? PRS_BACKWARD : PRS_FORWARD;
+        prs_client_begin(cl, in, 0, 0);
+        prs_gpu_sim_run(gpu, &w, NULL);
+        prs_client_end(cl, in, 0, 0);
+    }
+    *rc = prs_client_iteration_end(cl);
+    prs_client_stats st;
+    prs_client_get_stats(cl, &st);
+    *registered = st.registered;
+    return *rc || *registered;
+}
+
+/* Iterations until the client is told (the background thread registers asynchronously: a wait
+ * on that condition, with a deadline); returns the last iteration_end's result. */
 static int run_until_told(const fixture *f, const char *job_id, const char *token, char *msg,
                           size_t n, int *registered)
 {
@@ -72,23 +91,10 @@ static int run_until_told(const fixture *f, const char *job_id, const char *toke
     o.warmup_iterations = 0;
     prs_client *cl;
     assert_int_equal(prs_client_new(&o, &cl, &e), 0);
-    prs_gpu_work w = {0.01, 0.8};
     int rc = 0;
-    prs_client_stats st = {0};
-    for (double t0 = harness_now(); harness_now() - t0 < DEADLINE_S;) {
-        for (int k = 0; k < 2; k++) {
-            prs_instr in = k ? PRS_BACKWARD : PRS_FORWARD;
-            prs_client_begin(cl, in, 0, 0);
-            prs_gpu_sim_run(gpu, &w, NULL);
-            prs_client_end(cl, in, 0, 0);
-        }
-        rc = prs_client_iteration_end(cl);
-        prs_client_get_stats(cl, &st);
-        if (rc || st.registered) break;
-        harness_sleep_ms(5); /* the pace of a training loop, not a synchronisation */
-    }
+    *registered = 0;
+    PRS_WAIT_UNTIL(told(cl, gpu, &rc, registered), DEADLINE_S);
     snprintf(msg, n, "%s", prs_client_errmsg(cl));
-    *registered = st.registered;
     prs_client_free(cl);
     prs_gpu_close(gpu);
     return rc;
