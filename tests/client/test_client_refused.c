@@ -35,7 +35,10 @@ static int setup(void **state)
         json_pack("{s:s, s:i, s:i, s:i, s:[i, i], s:f}", "model", "refused", "stages", 1,
                   "microbatches", 2, "dp", 1, "clocks_mhz", 1410, 1200, "blocking_power_w", 80.0);
     http_reply r = http_json(f->d.port, "POST", "/v1/jobs", NULL, spec);
-    if (r.status != 201) return -1;
+    if (r.status != 201) {
+        http_reply_free(&r);
+        return -1;
+    }
     snprintf(f->job_id, sizeof f->job_id, "%s", json_str(r.json, "job_id"));
     snprintf(f->token, sizeof f->token, "%s", json_str(r.json, "token"));
     http_reply_free(&r);
