@@ -20,6 +20,10 @@
  *             is what two host-function hand-offs add (the client's anchor puts device times on
  *             the host clock through one); the first notes against the events' device times
  *             give the drift of the device timer against CLOCK_MONOTONIC
+ *   backlog   REPS rounds of a memset and an event enqueued as fast as the host can, then the
+ *             same with a host function in each round: the first round at which a call held the
+ *             host back (over 0.1 ms), how many rounds were queued then, and what the calls cost
+ *             from there (whether a deep stream, or host functions in it, make recording block)
  *
  * usage: gpu_probe [--gpu SPEC] [--cuda LIB] [--seconds S] [--reps N] [--mib M] [--raw FILE]
  * SPEC as prs_gpu_open (default nvml:0), LIB as prs_stream_open_cuda (default: libcuda.so.1),
@@ -479,6 +483,85 @@ static int run_rounds(prs_stream *s, const bench_cuda_mem *a, const probe_opts *
     return rc;
 }
 
+/* ---- whether a deep stream blocks the host, and on what ---- */
+
+#define BLOCKED_S 100e-6 /* a call that took longer held the host back */
+
+/* One backlog pass: N rounds of a memset and an event (with a host function before the event
+ * when HOST_FN), enqueued as fast as the host can; the costliest call of each round into COST,
+ * its enqueue instant into AT. 0, or -1 on a driver failure. */
+static int backlog_pass(prs_stream *s, const bench_cuda_mem *a, uint64_t buf, size_t words,
+                        int host_fn, prs_event **e, int n, double *cost, double *at)
+{
+    static double sink; /* the host functions' notes: nobody reads them */
+    for (int i = 0; i < n; i++) {
+        double t0 = prs_mono_s(), worst = 0;
+        if (a->memset32(buf, (unsigned)i, words, NULL)) return -1;
+        double t1 = prs_mono_s();
+        worst = t1 - t0;
+        if (host_fn && prs_stream_host_fn(s, bench_note_time, &sink)) return -1;
+        double t2 = prs_mono_s();
+        worst = fmax(worst, t2 - t1);
+        if (prs_event_record(s, e[i])) return -1;
+        cost[i] = fmax(worst, prs_mono_s() - t2);
+        at[i] = t0;
+    }
+    return prs_event_wait(s, e[n - 1]);
+}
+
+/* What a pass saw: the first round held back, how many rounds were queued then (enqueued less
+ * completed at the device's pace), the costs before and after. */
+static int report_backlog(prs_stream *s, prs_event **e, int n, const double *cost, const double *at,
+                          int host_fn)
+{
+    double per_round;
+    if (prs_event_elapsed_s(s, e[0], e[n - 1], &per_round)) return -1;
+    per_round /= n - 1;
+    int first = -1;
+    for (int i = 0; i < n && first < 0; i++)
+        if (cost[i] > BLOCKED_S) first = i;
+    printf("  %s: device %.3f ms a round; ", host_fn ? "memset, host fn, event" : "memset, event",
+           1e3 * per_round);
+    if (first < 0) {
+        printf("no call held the host back over %d rounds\n", n);
+        return 0;
+    }
+    double done = per_round > 0 ? (at[first] - at[0]) / per_round : 0;
+    double *v = malloc(sizeof(double) * (size_t)n);
+    if (!v) return -1;
+    memcpy(v, cost + first, sizeof(double) * (size_t)(n - first));
+    printf("first held back at round %d, about %.0f rounds queued\n", first,
+           first - fmin(done, first));
+    print_spread(host_fn ? "held back, with host fns" : "held back, events only", v, n - first, 1e6,
+                 "us");
+    free(v);
+    return 0;
+}
+
+static int section_backlog(prs_stream *s, const bench_cuda_mem *a, const probe_opts *o)
+{
+    int n = o->reps < 2 ? 2 : o->reps, made = 0, rc = 0;
+    size_t words = ((size_t)o->mib << 20) / 4 / 4; /* a quarter of the stream section's memsets */
+    uint64_t buf = 0;
+    prs_event **e = calloc((size_t)n, sizeof *e);
+    double *cost = calloc((size_t)n, sizeof *cost), *at = calloc((size_t)n, sizeof *at);
+    printf("backlog: %d rounds enqueued ahead, with and without a host function\n", n);
+    rc = !e || !cost || !at || a->alloc(&buf, words * 4) ? 1 : 0;
+    for (; !rc && made < n; made++)
+        rc = prs_event_new(s, &e[made]);
+    for (int host_fn = 0; !rc && host_fn < 2; host_fn++)
+        rc = backlog_pass(s, a, buf, words, host_fn, e, n, cost, at) ||
+             report_backlog(s, e, n, cost, at, host_fn);
+    if (rc) printf("  failed: %s\n", prs_stream_errmsg(s));
+    for (int i = 0; i < made; i++)
+        prs_event_free(s, e[i]);
+    if (buf) a->memfree(buf);
+    free(e);
+    free(cost);
+    free(at);
+    return rc;
+}
+
 static int section_stream(const probe_opts *o)
 {
     bench_cuda_mem a;
@@ -491,6 +574,7 @@ static int section_stream(const probe_opts *o)
         return 1;
     }
     int rc = run_rounds(s, &a, o);
+    rc |= section_backlog(s, &a, o);
     prs_stream_close(s);
     return rc;
 }

@@ -9,6 +9,9 @@
 #   stream   scripts/gpu_check_stream.py: the client measure-only on PyTorch's CUDA stream (hook
 #            costs, a small model's forward/backward, matrix products and copies of known
 #            duration against the energy counter over long windows)
+#   power    scripts/gpu_check_power.py: which average NVML's power reading is (set against the
+#            energy counter), and the SM clock at the default clock under bursts of matrix
+#            products, one of them long enough to meet the power limit
 #
 # It changes no setting of the GPU: no clock, no power limit (nvidia-smi is only queried). On a
 # GPU machine it takes about 4 minutes. Where the machine lacks jansson, cminpack, libmicrohttpd
@@ -51,6 +54,7 @@ if [[ -n $fake ]]; then
   probe_args=(--seconds 3 --reps 40 --mib 256)
   attrib_args=(--seconds 8 --ref-seconds 1.5 --mib 4096)
   stream_args=(--fake "$PRS_FAKE_CUDA" --seconds 30 --ref-seconds 2 --model-seconds 6)
+  power_args=(--nvml "$PRS_FAKE_NVML" --seconds 2 --no-load)
   mode="fake drivers"
 else
   sysroot=${PRS_GPU_SYSROOT:-$root/build-gpu-sysroot}
@@ -86,11 +90,13 @@ else
   probe_args=(--seconds 5 --reps 300 --mib 1024)
   attrib_args=(--seconds 30 --ref-seconds 3 --min-ms 20 --max-ms 100 --head-ms 10)
   stream_args=(--seconds 60 --ref-seconds 4 --model-seconds 20)
+  power_args=(--seconds 10)
   mode="NVIDIA driver"
   if [[ -n $short ]]; then # about 2.5 minutes with the build
     probe_args=(--seconds 3 --reps 100 --mib 1024)
     attrib_args=(--seconds 15 --ref-seconds 2 --min-ms 20 --max-ms 100 --head-ms 10)
     stream_args=(--seconds 25 --ref-seconds 3 --model-seconds 8)
+    power_args=(--seconds 6)
     mode="NVIDIA driver, short"
   fi
 fi
@@ -117,6 +123,8 @@ run probe 120 "$bin/bench/gpu_probe" "${cuda[@]}" "${probe_args[@]}"
 run attrib 120 "$bin/bench/gpu_attrib" "${cuda[@]}" "${attrib_args[@]}"
 run stream 240 "$py" "$root/scripts/gpu_check_stream.py" "${stream_args[@]}" --json \
   "$out/stream.json"
+run power 60 "$py" "$root/scripts/gpu_check_power.py" "${power_args[@]}" --json "$out/power.json" \
+  --raw "$out/power.csv"
 smi >"$out/smi-after.txt"
 if [[ -n ${build_pid:-} ]]; then
   wait "$build_pid"
@@ -133,7 +141,7 @@ fi
   printf '{"mode": "%s", "date": "%s", "gpu": "%s", "driver": "%s", "wall_s": %d, "status": {' \
     "$mode" "$(date -u +%Y-%m-%dT%H:%MZ)" "$gpu" "$driver" "$(($(date +%s) - t_start))"
   sep=
-  for k in build probe attrib stream; do
+  for k in build probe attrib stream power; do
     [[ -n ${status[$k]:-} ]] || continue
     printf '%s"%s": "%s"' "$sep" "$k" "${status[$k]}"
     sep=", "
@@ -142,5 +150,5 @@ fi
 } >"$out/meta.json"
 "$py" "$root/scripts/gpu_check_report.py" "$out" || { echo "gpu-check: the report failed" >&2; exit 1; }
 log "report: $out/report.md"
-for k in probe attrib stream; do [[ ${status[$k]} == ok ]] || exit 1; done
+for k in probe attrib stream power; do [[ ${status[$k]} == ok ]] || exit 1; done
 exit 0

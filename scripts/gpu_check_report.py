@@ -99,7 +99,25 @@ def probe(text):
         "host_fn_enqueue_host_us": spread(stream, "host fn enqueue (host)"),
         "event_to_event_device_us": spread(stream, "event to event (device)"),
         "device_timer_ppm": grab(stream, r"CLOCK_MONOTONIC over [0-9.]+ s: ([-+0-9.]+) ppm"),
+        "backlog": backlog(section(secs, "backlog")[1]),
     }
+
+
+def backlog(lines):
+    """bench/gpu_probe's backlog passes: {events_only, with_host_fns}."""
+    out = {}
+    for key, head, what in (("events_only", "memset, event:", "held back, events only"),
+                            ("with_host_fns", "memset, host fn, event:",
+                             "held back, with host fns")):
+        line = next((x for x in lines if x.strip().startswith(head)), None)
+        if line is None:
+            continue
+        m = re.search(r"first held back at round (\d+), about (\d+) rounds queued", line)
+        out[key] = {"device_ms_a_round": grab([line], r"device ([0-9.]+) ms a round"),
+                    "first_held_round": int(m[1]) if m else None,
+                    "queued_rounds": int(m[2]) if m else None,
+                    "held_us": spread(lines, what) if m else None}
+    return out
 
 
 def attrib(text):
@@ -166,6 +184,7 @@ def markdown(r):
            f"| two host-function hand-offs, µs | {med(p.get('two_host_fn_handoffs_us'))} |",
            f"| device timer against CLOCK_MONOTONIC | {fmt(p.get('device_timer_ppm'), 1, ' ppm')}"
            " |", ""]
+    out += backlog_md(p.get("backlog") or {}) + power_md(r.get("power") or {})
     h, mo = s.get("hooks") or {}, s.get("model") or {}
     pair = h.get("pair_us") or {}
     out += ["## The client's hooks on a real stream (measure-only)", "",
@@ -208,13 +227,56 @@ def markdown(r):
     return "\n".join(out) + "\n"
 
 
+def backlog_md(b):
+    out = ["Enqueued ahead without waiting (bench/gpu_probe backlog):", "",
+           "| rounds | device a round | first held back | queued then | held calls, µs |",
+           "|---|---|---|---|---|"]
+    for k, name in (("events_only", "memset, event"), ("with_host_fns", "memset, host fn, event")):
+        v = b.get(k) or {}
+        held = v.get("first_held_round")
+        out.append(f"| {name} | {fmt(v.get('device_ms_a_round'), 3, ' ms')} | "
+                   f"{'round ' + str(held) if held is not None else 'never'} | "
+                   f"{fmt(v.get('queued_rounds'), 0)} | {med(v.get('held_us'))} |")
+    return out + [""]
+
+
+BEST = {"last_refresh": "the counter's last refresh interval",
+        "refresh_before": "the interval before it", "last_1s": "the counter's last second"}
+
+
+def span(v, unit):
+    return f"{v[0]}–{v[1]}{unit}" if isinstance(v, list) and len(v) == 2 else "—"
+
+
+def power_md(w):
+    e = w.get("reading_vs_energy") or {}
+    row = lambda k: fmt((e.get(k) or {}).get("median_abs_pct"), 1, " %")  # noqa: E731
+    return ["## Power reading and clock (gpu_check_power.py)", "",
+            f"{'Matrix-product bursts' if w.get('load') else 'Idle (no load)'}, "
+            f"{w.get('reads')} rounds of reads; power limit {fmt(w.get('power_limit_w'), 0, ' W')}.",
+            "", "| | |", "|---|---|",
+            f"| power reading: changes, median interval | {w.get('power_changes')}, "
+            f"{fmt(w.get('power_interval_ms'), 1, ' ms')} |",
+            f"| energy counter: median interval | {fmt(w.get('energy_interval_ms'), 1, ' ms')} |",
+            f"| reading vs counter's last refresh interval | {row('last_refresh')} |",
+            f"| reading vs the interval before it | {row('refresh_before')} |",
+            f"| reading vs counter's last second | {row('last_1s')} |",
+            f"| the reading is closest to | {BEST.get(w.get('best'), '—')} |",
+            f"| SM clock, last second of a 2 s burst | {span(w.get('long_burst_clock_mhz'), ' MHz')} at "
+            f"{fmt(w.get('long_burst_power_w'), 0, ' W')} |",
+            f"| SM clock idle after | {fmt(w.get('idle_clock_mhz'), 0, ' MHz')} |",
+            f"| SM clock seen | {span(w.get('clock_seen_mhz'), ' MHz')} |", ""]
+
+
 def main():
     d = sys.argv[1]
     meta = json.loads(read(os.path.join(d, "meta.json")) or "{}")
     stream = read(os.path.join(d, "stream.json"))
+    power = read(os.path.join(d, "power.json"))
     r = {"meta": meta, "probe": probe(read(os.path.join(d, "probe.txt"))),
          "attrib": attrib(read(os.path.join(d, "attrib.txt"))),
-         "stream": json.loads(stream) if stream else None}
+         "stream": json.loads(stream) if stream else None,
+         "power": json.loads(power) if power else None}
     with open(os.path.join(d, "report.json"), "w") as f:
         json.dump(r, f, indent=1)
     with open(os.path.join(d, "report.md"), "w") as f:

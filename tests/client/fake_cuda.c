@@ -67,8 +67,10 @@ struct CUstream_st {
     size_t cap, head, len;
     uint64_t enqueued, done;
     int sleeping, sync_waiters, stop;
-    double t_dev;   /* model instant the last operation ended */
-    double resumed; /* when the thread ran again after sleeping or waiting (0: it did not) */
+    int hostfn_pending; /* host functions enqueued and not yet returned */
+    int record_waiters; /* cuEventRecord calls held back by them */
+    double t_dev;       /* model instant the last operation ended */
+    double resumed;     /* when the thread ran again after sleeping or waiting (0: it did not) */
     pthread_t thread;
     CUstream next;
 };
@@ -99,6 +101,8 @@ static int g_phys[FAKEGPU_MAX_DEVICES]; /* fake device of each ordinal */
 static struct CUctx_st g_ctx[FAKEGPU_MAX_DEVICES];
 static struct barrier *g_barriers;
 static double g_busy_s, g_at_planned_s;
+static int g_hostfn_depth = FAKECU_HOSTFN_DEPTH; /* $PRS_FAKE_CUDA_HOSTFN_DEPTH (0: no limit) */
+static _Atomic long g_records_held;              /* records that waited for the depth */
 static _Thread_local CUcontext t_current;
 
 /* ---- errors ---- */
@@ -206,6 +210,8 @@ EXPORT CUresult cuInit(unsigned flags)
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&g_mu);
     if (!atomic_load(&g_initialized)) {
+        const char *depth = getenv("PRS_FAKE_CUDA_HOSTFN_DEPTH");
+        if (depth && *depth) g_hostfn_depth = atoi(depth);
         g_count = visible_devices();
         for (int i = 0; i < g_count; i++)
             g_ctx[i].index = i;
@@ -480,7 +486,8 @@ static void *stream_main(void *arg)
         run_op(s, &o);
         pthread_mutex_lock(&s->mu);
         s->done++;
-        if (s->sync_waiters) pthread_cond_broadcast(&s->idle);
+        if (o.kind == OP_HOSTFN) s->hostfn_pending--;
+        if (s->sync_waiters || s->record_waiters) pthread_cond_broadcast(&s->idle);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -603,6 +610,7 @@ static CUresult enqueue(CUstream s, op *o)
     }
     s->q[(s->head + s->len) % s->cap] = *o;
     s->len++;
+    if (o->kind == OP_HOSTFN) s->hostfn_pending++;
     s->enqueued++;
     if (s->sleeping) pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->mu);
@@ -673,6 +681,17 @@ EXPORT CUresult cuEventRecord(CUevent e, CUstream h)
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
     CUstream s = resolve(h, &r);
     if (!s) return r;
+    /* As an H100's driver does (docs/gpu-check-h100.md): with FAKECU_HOSTFN_DEPTH host functions
+     * pending on the stream, recording an event holds the host until one of them returned. */
+    pthread_mutex_lock(&s->mu);
+    if (g_hostfn_depth > 0 && s->hostfn_pending >= g_hostfn_depth) {
+        atomic_fetch_add(&g_records_held, 1);
+        s->record_waiters++;
+        while (s->hostfn_pending >= g_hostfn_depth)
+            pthread_cond_wait(&s->idle, &s->mu);
+        s->record_waiters--;
+    }
+    pthread_mutex_unlock(&s->mu);
     op o = {.kind = OP_EVENT};
     o.u.event.ev = e;
     o.u.event.seq = atomic_fetch_add(&e->recorded, 1) + 1;
@@ -957,6 +976,11 @@ EXPORT void fakecuClockShare(double *busy_s, double *at_planned_s)
     if (busy_s) *busy_s = g_busy_s;
     if (at_planned_s) *at_planned_s = g_at_planned_s;
     pthread_mutex_unlock(&g_mu);
+}
+
+EXPORT long fakecuRecordsHeld(void)
+{
+    return atomic_load(&g_records_held);
 }
 
 EXPORT void fakecuResetStats(void)

@@ -14,7 +14,10 @@
  * needs both events recorded (CUDA_ERROR_INVALID_HANDLE) and complete (CUDA_ERROR_NOT_READY),
  * stream handle 0 (and CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) is the current context's default
  * stream, host functions run on a driver thread in stream order and the stream waits for them,
- * cuStreamWaitEvent makes a stream wait for another stream's record, cuMemAlloc_v2 / cuMemFree_v2 /
+ * cuStreamWaitEvent makes a stream wait for another stream's record, cuEventRecord holds the
+ * host while FAKECU_HOSTFN_DEPTH host functions are pending on the stream (an H100's driver held
+ * it from about 53; $PRS_FAKE_CUDA_HOSTFN_DEPTH, read at the first cuInit, changes the depth,
+ * 0 lifts the limit), cuMemAlloc_v2 / cuMemFree_v2 /
  * cuMemsetD32Async (sizes checked, nothing allocated; a memset is memory-bound work drawing less
  * power than a kernel), modules of PTX text and their kernels (cuModuleLoadData[Ex],
  * cuModuleGetFunction, cuLaunchKernel: no code runs; a kernel is compute-bound work of its threads
@@ -65,6 +68,8 @@ enum {
 /* Thread-iterations a second a kernel runs at f_max (about an H100's rate for a loop of 8 FP32
  * fused multiply-adds a thread). */
 #define FAKECU_LOOP_RATE 4e12
+/* Host functions pending on a stream from which cuEventRecord holds the host (default). */
+#define FAKECU_HOSTFN_DEPTH 53
 
 /* ---- test-only exports ---- */
 
@@ -81,6 +86,8 @@ CUresult fakecuEventTime(CUevent e, double *t_s);
  * the part of it run at each kernel's planned clock (seconds). */
 void fakecuClockShare(double *busy_s, double *at_planned_s);
 void fakecuResetStats(void);
+/* How many cuEventRecord calls of this process waited for the stream's host functions. */
+long fakecuRecordsHeld(void);
 /* Enqueue a device-side collective on s: the stream waits (the device drawing blocking power)
  * until `parties` streams of this process reached the same generation of the barrier `name`
  * (at most 47 bytes); all continue once the last one arrived, each when its stream's thread
@@ -114,6 +121,7 @@ typedef struct fakecu_api {
     void (*reset_stats)(void);
     CUresult (*launch_barrier)(CUstream s, const char *name, int parties);
     CUresult (*event_time)(CUevent e, double *t_s);
+    long (*records_held)(void);
 } fakecu_api;
 
 static inline int fakecu_sym(void *lib, void *fnptr, size_t size, const char *name)
@@ -155,6 +163,7 @@ static inline int fakecu_load(fakecu_api *a, const char *path)
     FAKECU_SYM(reset_stats, "fakecuResetStats");
     FAKECU_SYM(launch_barrier, "fakecuLaunchBarrier");
     FAKECU_SYM(event_time, "fakecuEventTime");
+    FAKECU_SYM(records_held, "fakecuRecordsHeld");
 #undef FAKECU_SYM
     return 0;
 fail:

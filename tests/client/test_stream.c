@@ -6,6 +6,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include <cmocka.h>
@@ -367,6 +368,8 @@ static double thread_cpu_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Host-side CPU cost of a record and a host function enqueued behind a busy device, in batches
+ * that stay below the depth at which recording holds the host. */
 static void test_enqueue_cost(void **state)
 {
     if (!cu_path) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
@@ -374,20 +377,56 @@ static void test_enqueue_cost(void **state)
     fx_begin(&f, 0);
     prs_event *ev;
     assert_int_equal(prs_event_new(f.s, &ev), 0);
-    fakecu_gate gate = FAKECU_GATE_INIT; /* the device is busy */
-    assert_int_equal(fakecu_gate_close(&cu, &gate, f.cs), CUDA_SUCCESS);
-    int n = 2000;
-    double t0 = thread_cpu_s();
-    for (int i = 0; i < n; i++) {
-        assert_int_equal(prs_event_record(f.s, ev), 0);
-        assert_int_equal(prs_stream_host_fn(f.s, noop_fn, NULL), 0);
+    int batch = FAKECU_HOSTFN_DEPTH - 2, n = 0;
+    double cpu = 0;
+    for (int b = 0; b < 40; b++) {
+        fakecu_gate gate = FAKECU_GATE_INIT; /* the device is busy */
+        assert_int_equal(fakecu_gate_close(&cu, &gate, f.cs), CUDA_SUCCESS);
+        double t0 = thread_cpu_s();
+        for (int i = 0; i < batch; i++, n++) {
+            assert_int_equal(prs_event_record(f.s, ev), 0);
+            assert_int_equal(prs_stream_host_fn(f.s, noop_fn, NULL), 0);
+        }
+        cpu += thread_cpu_s() - t0;
+        assert_int_equal(prs_event_query(f.s, ev), 0);
+        fakecu_gate_open(&gate);
+        assert_int_equal(cu.cuStreamSynchronize(f.cs), CUDA_SUCCESS);
     }
-    double per = (thread_cpu_s() - t0) / n;
+    double per = cpu / n;
     print_message("record + host function enqueue: %.0f ns of CPU per pair\n", per * 1e9);
     assert_true(per < 50e-6);
-    assert_int_equal(prs_event_query(f.s, ev), 0);
-    fakecu_gate_open(&gate);
-    prs_event_free(f.s, ev); /* waits for its records */
+    prs_event_free(f.s, ev);
+    fx_end(&f);
+}
+
+static void counting_fn(void *user)
+{
+    _Atomic int *ran = user;
+    sleep_s(0.001); /* the host function's own work: the stream waits for it */
+    atomic_fetch_add(ran, 1);
+}
+
+/* An H100's driver holds a record while about 53 host functions are pending on the stream: when
+ * prs_event_record returns behind 200 of them, at least 200 - depth + 1 have run. */
+static void test_record_held_by_host_fns(void **state)
+{
+    if (!cu_path) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
+    fixture f;
+    fx_begin(&f, 0);
+    prs_event *ev;
+    assert_int_equal(prs_event_new(f.s, &ev), 0);
+    _Atomic int ran = 0;
+    long held = cu.records_held();
+    int n = 200;
+    for (int i = 0; i < n; i++)
+        assert_int_equal(prs_stream_host_fn(f.s, counting_fn, (void *)&ran), 0);
+    assert_int_equal(prs_event_record(f.s, ev), 0);
+    int seen = atomic_load(&ran);
+    assert_true(seen >= n - FAKECU_HOSTFN_DEPTH + 1);
+    assert_int_equal(cu.records_held(), held + 1);
+    assert_int_equal(cu.cuStreamSynchronize(f.cs), CUDA_SUCCESS);
+    assert_int_equal(atomic_load(&ran), n);
+    prs_event_free(f.s, ev);
     fx_end(&f);
 }
 
@@ -411,6 +450,7 @@ int main(void)
         cmocka_unit_test(test_clock_in_stream_order),
         cmocka_unit_test(test_device_uuid),
         cmocka_unit_test(test_enqueue_cost),
+        cmocka_unit_test(test_record_held_by_host_fns),
     };
     return prs_test_result(cmocka_run_group_tests(tests, NULL, NULL));
 }
