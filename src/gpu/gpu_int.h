@@ -15,6 +15,23 @@
 typedef int prs__gpu_nvml_return;
 typedef struct prs__gpu_nvml_device_st *prs__gpu_nvml_device;
 
+/* nvmlFieldValue_t (nvmlDeviceGetFieldValues), with the same layout: 40 bytes. */
+typedef struct prs__gpu_nvml_field {
+    unsigned field_id, scope_id;
+    long long timestamp_us, latency_us;
+    int value_type, nvml_return;
+    union {
+        double d;
+        unsigned ui;
+        unsigned long ul;
+        unsigned long long ull;
+        long long sll;
+        int si;
+        unsigned short us;
+    } value;
+} prs__gpu_nvml_field;
+#define PRS__NVML_FI_DEV_POWER_INSTANT 186 /* the power now, milliwatts */
+
 /* Sim state: atomics, so a controller on another thread may change the clock. */
 typedef struct prs__gpu_sim_state {
     _Atomic int locked_mhz;     /* 0: default clock management (runs at f_max) */
@@ -46,6 +63,7 @@ typedef struct prs__gpu_nvml_api {
     prs__gpu_nvml_return (*handle_by_pci)(const char *, prs__gpu_nvml_device *);
     prs__gpu_nvml_return (*mig_mode)(prs__gpu_nvml_device, unsigned *, unsigned *);
     prs__gpu_nvml_return (*count)(unsigned *);
+    prs__gpu_nvml_return (*field_values)(prs__gpu_nvml_device, int, prs__gpu_nvml_field *);
 } prs__gpu_nvml_api;
 
 /* Room for a GPU UUID ("GPU-" and 36 characters) and its terminating NUL, with margin. */
@@ -66,6 +84,7 @@ struct prs_gpu {
     /* nvml */
     prs__gpu_nvml_api nvml;
     prs__gpu_nvml_device dev;
+    int no_instant_power; /* the driver refused the instantaneous power field: not asked again */
     unsigned index;
     char uuid[PRS__GPU_UUID_LEN]; /* "" unless opened by UUID */
     char pci[32];                 /* "" unless opened by PCI bus id ("00000000:1A:00.0") */

@@ -118,6 +118,7 @@ static int nvml_load(prs_gpu *g, const char *lib_path, prs_error *err)
                 "nvmlDeviceGetHandleByPciBusId_v2");
     resolve_opt(g, &g->nvml.mig_mode, sizeof g->nvml.mig_mode, "nvmlDeviceGetMigMode");
     resolve_opt(g, &g->nvml.count, sizeof g->nvml.count, "nvmlDeviceGetCount_v2");
+    resolve_opt(g, &g->nvml.field_values, sizeof g->nvml.field_values, "nvmlDeviceGetFieldValues");
     resolve_opt(g, &g->nvml.get_uuid, sizeof g->nvml.get_uuid, "nvmlDeviceGetUUID");
     resolve_opt(g, &g->nvml.pci_info, sizeof g->nvml.pci_info, "nvmlDeviceGetPciInfo_v3");
     resolve_opt(g, &g->nvml.clock_info, sizeof g->nvml.clock_info, "nvmlDeviceGetClockInfo");
@@ -307,8 +308,53 @@ int prs__gpu_nvml_energy_mj(prs_gpu *g, uint64_t *energy_mj)
     return 0;
 }
 
+/* The instantaneous power field: 0 with *power_mw set, -1 when the driver lacks or refuses it
+ * (then never asked again). */
+static int instant_power_mw(prs_gpu *g, unsigned *power_mw)
+{
+    if (!g->nvml.field_values || g->no_instant_power) return -1;
+    prs__gpu_nvml_field f;
+    memset(&f, 0, sizeof f);
+    f.field_id = PRS__NVML_FI_DEV_POWER_INSTANT;
+    double mw = -1;
+    if (g->nvml.field_values(g->dev, 1, &f) == NVML_SUCCESS && f.nvml_return == NVML_SUCCESS) {
+        switch (f.value_type) {
+        case 0:
+            mw = f.value.d;
+            break;
+        case 1:
+            mw = f.value.ui;
+            break;
+        case 2:
+            mw = (double)f.value.ul;
+            break;
+        case 3:
+            mw = (double)f.value.ull;
+            break;
+        case 4:
+            mw = (double)f.value.sll;
+            break;
+        case 5:
+            mw = f.value.si;
+            break;
+        default:
+            break;
+        }
+    }
+    if (!(mw >= 0 && mw < 1e8)) {
+        g->no_instant_power = 1;
+        return -1;
+    }
+    *power_mw = (unsigned)mw;
+    return 0;
+}
+
+/* The power now. nvmlDeviceGetPowerUsage returns it on GA100 and older GPUs, but an average over
+ * the last second on newer ones (the H100 measured so: docs/gpu-check-h100.md), so the
+ * instantaneous field is asked first. */
 int prs__gpu_nvml_power_mw(prs_gpu *g, unsigned *power_mw)
 {
+    if (instant_power_mw(g, power_mw) == 0) return 0;
     prs__gpu_nvml_return r = g->nvml.power(g->dev, power_mw);
     return r == NVML_SUCCESS ? 0 : nvml_fail(g, "nvmlDeviceGetPowerUsage", r);
 }

@@ -30,12 +30,17 @@
 #include <unistd.h>
 
 #define FG_MAGIC 0x50524701u
-#define FG_RING 64 /* clock changes remembered */
+#define FG_RING 64   /* clock changes remembered */
+#define FG_SNAPS 128 /* refresh instants remembered (12.7 s at 100 ms, 1.27 s at 10 ms) */
 
 typedef struct fg_change {
     double t; /* CLOCK_MONOTONIC instant of the change */
     int mhz;  /* clock in effect from then on */
 } fg_change;
+
+typedef struct fg_snap {
+    double t, e; /* a refresh instant and the integral of the power up to it */
+} fg_snap;
 
 typedef struct fg_shared {
     _Atomic uint32_t init;      /* 0: new, 1: being initialised, 2: ready */
@@ -61,8 +66,10 @@ typedef struct fg_shared {
     double energy_j;   /* integral of the power up to t_last */
     double snap_t;     /* latest refresh instant <= t_last, and the integral there */
     double snap_e;
-    int snap_seen;     /* a reader got snap_e: it is final, corrections go to the next refresh */
-    double reported_j; /* largest value a reader got */
+    int snap_seen;   /* a reader got snap_e: it is final, corrections go to the next refresh */
+    uint64_t nsnaps; /* refresh instants passed; snapshot k lives in snaps[k % FG_SNAPS] */
+    fg_snap snaps[FG_SNAPS]; /* the exact integral at each, for the averaged power reading */
+    double reported_j;       /* largest value a reader got */
     /* which processes made which calls (under mu) */
     int ntouchers;
     fakegpu_toucher touchers[FAKEGPU_MAX_TOUCHERS];
@@ -331,6 +338,15 @@ static void integrate(fg_shared *s, double t, double p)
             s->snap_t = r;
             s->snap_seen = 0;
         }
+        /* Every refresh instant passed, the last FG_SNAPS of them at most. */
+        double first =
+            fmax(r - (FG_SNAPS - 1) * s->refresh_s,
+                 s->phase_s + ceil((s->t_last - s->phase_s) / s->refresh_s) * s->refresh_s);
+        for (double q = first; q <= r + 1e-12 && q > s->t_last - 1e-12; q += s->refresh_s) {
+            if (s->nsnaps && q <= s->snaps[(s->nsnaps - 1) % FG_SNAPS].t + 1e-9) continue;
+            s->snaps[s->nsnaps % FG_SNAPS] = (fg_snap){q, s->energy_j + p * (q - s->t_last)};
+            s->nsnaps++;
+        }
     }
     s->energy_j += p * (t - s->t_last);
     s->t_last = t;
@@ -352,6 +368,9 @@ static void change_end(fakegpu_dev *d, double t, double p_old)
     double dp = power_locked(d) - p_old;
     s->energy_j += dp * (s->t_last - t);
     if (s->refresh_s > 0 && s->snap_t > t && !s->snap_seen) s->snap_e += dp * (s->snap_t - t);
+    for (uint64_t k = s->nsnaps > FG_SNAPS ? s->nsnaps - FG_SNAPS : 0; k < s->nsnaps; k++)
+        if (s->snaps[k % FG_SNAPS].t > t)
+            s->snaps[k % FG_SNAPS].e += dp * (s->snaps[k % FG_SNAPS].t - t);
 }
 
 static double read_locked(fakegpu_dev *d, int quantised)
@@ -391,6 +410,23 @@ FAKEGPU_API double fakegpu_power_w(fakegpu_dev *d)
 {
     lock(d->sh);
     double p = power_locked(d);
+    unlock(d->sh);
+    return p;
+}
+
+FAKEGPU_API double fakegpu_power_avg_w(fakegpu_dev *d, double window_s)
+{
+    lock(d->sh);
+    fg_shared *s = d->sh;
+    read_locked(d, 0); /* integrate up to now: every refresh instant passed is a snapshot */
+    double p = power_locked(d);
+    if (s->refresh_s > 0 && s->nsnaps >= 2) {
+        uint64_t last = s->nsnaps - 1, back = (uint64_t)lround(window_s / s->refresh_s);
+        uint64_t oldest = s->nsnaps > FG_SNAPS ? s->nsnaps - FG_SNAPS : 0;
+        uint64_t from = last >= back && last - back >= oldest ? last - back : oldest;
+        const fg_snap *a = &s->snaps[from % FG_SNAPS], *b = &s->snaps[last % FG_SNAPS];
+        if (b->t > a->t) p = (b->e - a->e) / (b->t - a->t);
+    }
     unlock(d->sh);
     return p;
 }

@@ -76,6 +76,11 @@ FAKEGPU_API double fakegpu_energy_j(fakegpu_dev *d);
 FAKEGPU_API double fakegpu_energy_exact_j(fakegpu_dev *d);
 /* The power drawn now, noise included (watts). */
 FAKEGPU_API double fakegpu_power_w(fakegpu_dev *d);
+/* The power averaged over the window_s (rounded to whole refresh periods, at most 127 of
+ * them) that ends at the latest refresh instant: what an H100's nvmlDeviceGetPowerUsage returns
+ * (a 1 s average, refreshed with the energy counter). With a continuous counter, or before two
+ * refreshes passed, the power now. */
+FAKEGPU_API double fakegpu_power_avg_w(fakegpu_dev *d, double window_s);
 /* The counter's refresh instants, phase + k * period of CLOCK_MONOTONIC (period 0: continuous). */
 FAKEGPU_API void fakegpu_refresh(const fakegpu_dev *d, double *period_s, double *phase_s);
 

@@ -17,9 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include "fake_cuda.h"
+#include "wait.h"
 #include "fake_dir.h"
 #include "fake_gpu.h"
 #include "perseus/gpu.h"
@@ -205,6 +207,67 @@ static void test_energy_is_model_integral(void **state)
     ctx_release(0);
     prs_gpu_close(g);
     fx_end(&f);
+}
+
+/* nvmlDeviceGetPowerUsage straight from the fake library (prs_gpu_power_mw asks the instant field
+ * first): watts. */
+static double power_usage_w(unsigned index)
+{
+    void *lib = dlopen(getenv("PRS_FAKE_NVML"), RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(lib);
+    int (*by_index)(unsigned, void **) = NULL;
+    int (*usage)(void *, unsigned *) = NULL;
+    *(void **)&by_index = dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
+    *(void **)&usage = dlsym(lib, "nvmlDeviceGetPowerUsage");
+    assert_true(by_index && usage);
+    void *h = NULL;
+    unsigned mw = 0;
+    assert_int_equal(by_index(index, &h), 0);
+    assert_int_equal(usage(h, &mw), 0);
+    dlclose(lib);
+    return 1e-3 * mw;
+}
+
+/* An H100's power reading is the average of the last second, refreshed with the counter; GA100's
+ * (preset a100) is the power now; both answer the instantaneous field with the power now. After
+ * 0.3 s of work then idle: the instant power drops at once, the H100's reading only once a second
+ * of idle has passed (measured from the end of the work, whatever the machine's load). */
+static void test_power_reading_averaged(void **state)
+{
+    if (!have_cu) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
+    const char *presets[2] = {"h100", "a100"};
+    for (int k = 0; k < 2; k++) {
+        fixture f;
+        fx_begin(&f, "10", "", "");
+        setenv("PRS_FAKE_NVML_PRESET", presets[k], 1);
+        prs_gpu *g = open_nvml(0);
+        const prs_gpu_preset *p = prs_gpu_preset_find(presets[k]);
+        CUstream s = ctx_stream(0);
+        assert_int_equal(cu.launch_work(s, 0.300, 1.0, 0), CUDA_SUCCESS);
+        assert_int_equal(cu.cuStreamSynchronize(s), CUDA_SUCCESS);
+        double t_idle = mono_s(); /* the work ended before this */
+        unsigned mw = 0;
+        assert_int_equal(prs_gpu_power_mw(g, &mw), 0); /* the instant field */
+        assert_true(fabs(1e-3 * mw - p->blocking_power_w) < 1.0);
+        double first = power_usage_w(0), elapsed = mono_s() - t_idle;
+        if (k == 1) {
+            assert_true(fabs(first - p->blocking_power_w) < 1.0);
+        } else {
+            double busy = prs_gpu_power_w(p, p->f_max_mhz);
+            /* Idle for under half the window: over half of it was busy (less a refresh). */
+            if (elapsed < 0.4)
+                assert_true(first > p->blocking_power_w + 0.4 * (busy - p->blocking_power_w));
+            double reading = first;
+            PRS_WAIT_UNTIL((reading = power_usage_w(0)) < p->blocking_power_w + 1.0, 30);
+            assert_true(reading < p->blocking_power_w + 1.0);
+            assert_true(mono_s() - t_idle >= 1.0 - 0.025); /* a second of idle, less refreshes */
+        }
+        unsetenv("PRS_FAKE_NVML_PRESET");
+        assert_int_equal(cu.cuStreamDestroy(s), CUDA_SUCCESS);
+        ctx_release(0);
+        prs_gpu_close(g);
+        fx_end(&f);
+    }
 }
 
 /* Noise 10 %: the energy of many kernels averages to the model's; power readings spread. */
@@ -620,6 +683,7 @@ int main(void)
         cmocka_unit_test(test_refresh_quantised),
         cmocka_unit_test(test_no_energy_counter),
         cmocka_unit_test(test_energy_is_model_integral),
+        cmocka_unit_test(test_power_reading_averaged),
         cmocka_unit_test(test_noise_mean),
         cmocka_unit_test(test_noise_energy),
         cmocka_unit_test(test_clock_change_mid_kernel),
