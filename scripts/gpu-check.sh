@@ -51,7 +51,7 @@ if [[ -n $fake ]]; then
   cuda=(--cuda "$PRS_FAKE_CUDA")
   export PRS_NVML_LIBRARY=$PRS_FAKE_NVML
   py=${PRS_PYTHON:-/usr/bin/python3}
-  probe_args=(--seconds 3 --reps 40 --mib 256)
+  probe_args=(--seconds 3 --reps 80 --mib 1024)
   attrib_args=(--seconds 8 --ref-seconds 1.5 --mib 4096)
   stream_args=(--fake "$PRS_FAKE_CUDA" --seconds 30 --ref-seconds 2 --model-seconds 6)
   power_args=(--nvml "$PRS_FAKE_NVML" --seconds 2 --no-load)

@@ -53,6 +53,7 @@ typedef struct fg_shared {
     char preset[32];
     unsigned char uuid[16];
     double refresh_s, phase_s, noise;
+    double limit_w; /* power limit the clock is held under while a kernel runs (0: none) */
     /* clock (under mu) */
     unsigned locked_min, locked_max;
     uint64_t nchanges; /* change k lives in ring[k % FG_RING]; change 0 is the initial clock */
@@ -137,9 +138,37 @@ static void unlock(fg_shared *s)
     pthread_mutex_unlock(&s->mu);
 }
 
-static int effective_mhz(const fakegpu_dev *d)
+/* The clock asked for: the locked one, else f_max. */
+static int asked_mhz(const fakegpu_dev *d)
 {
     return d->sh->locked_max ? (int)d->sh->locked_max : d->preset->f_max_mhz;
+}
+
+/* The clock in effect: the one asked for, or, under a power limit while a kernel runs, the
+ * highest clock of the grid below it at which the kernel's power fits the limit (as a GPU's
+ * firmware holds its clock under the board's power limit, locked or not). */
+static int effective_mhz(const fakegpu_dev *d)
+{
+    int f = asked_mhz(d);
+    const fg_shared *s = d->sh;
+    if (!(s->limit_w > 0) || s->running <= 0) return f;
+    const prs_gpu_preset *p = d->preset;
+    while (f - p->f_step_mhz >= p->f_min_mhz && prs_gpu_power_w(p, f) * s->kfac > s->limit_w)
+        f -= p->f_step_mhz;
+    return f;
+}
+
+/* Record a change of the clock in effect (callers hold the lock; t not before the last change). */
+static int note_clock(fg_shared *s, double t, int mhz)
+{
+    const fg_change *last = &s->ring[(s->nchanges - 1) % FG_RING];
+    if (last->mhz == mhz) return 0;
+    fg_change *c = &s->ring[s->nchanges % FG_RING];
+    c->t = t > last->t ? t : last->t;
+    c->mhz = mhz;
+    s->nchanges++;
+    atomic_fetch_add(&s->clock_seq, 1);
+    return 1;
 }
 
 static void init_shared(fg_shared *s, int index, const char *dir)
@@ -169,6 +198,7 @@ static void init_shared(fg_shared *s, int index, const char *dir)
     /* A different phase of the refresh instants on every device (golden-ratio steps). */
     double ph = fmod(0.6180339887498949 * (index + 1), 1.0);
     s->phase_s = s->refresh_s * ph;
+    s->limit_w = env_double("PRS_FAKE_NVML_POWER_LIMIT_W", 0);
     double nz = env_double("PRS_FAKE_NVML_NOISE", 0);
     s->noise = nz > 0 ? (nz < 0.5 ? nz : 0.5) : 0;
     s->rng = (uint64_t)env_double("PRS_FAKE_NVML_SEED", 1) * 1000003u + (uint64_t)index;
@@ -431,6 +461,11 @@ FAKEGPU_API double fakegpu_power_avg_w(fakegpu_dev *d, double window_s)
     return p;
 }
 
+FAKEGPU_API double fakegpu_power_limit_w(const fakegpu_dev *d)
+{
+    return d->sh->limit_w; /* fixed at creation */
+}
+
 FAKEGPU_API void fakegpu_refresh(const fakegpu_dev *d, double *period_s, double *phase_s)
 {
     *period_s = d->sh->refresh_s; /* fixed at creation */
@@ -456,14 +491,7 @@ FAKEGPU_API void fakegpu_set_locked(fakegpu_dev *d, unsigned min_mhz, unsigned m
     s->locked_max = max_mhz;
     int after = effective_mhz(d);
     change_end(d, now, p);
-    int changed = after != before;
-    if (changed) {
-        fg_change *c = &s->ring[s->nchanges % FG_RING];
-        c->t = now;
-        c->mhz = after;
-        s->nchanges++;
-        atomic_fetch_add(&s->clock_seq, 1);
-    }
+    int changed = after != before && note_clock(s, now, after);
     unlock(s);
     if (changed) futex(&s->clock_seq, FUTEX_WAKE, INT_MAX, NULL, 0);
 }
@@ -528,8 +556,10 @@ FAKEGPU_API double fakegpu_run_kernel(fakegpu_dev *d, double t_start, const prs_
     s->kernels_seen = 1;
     s->kfac = noise_factor(s) * power_scale;
     change_end(d, t_start, p);
+    int woke = note_clock(s, t_start, effective_mhz(d)); /* the power limit holds it back */
     int f = clock_at(s, t_start);
     unlock(s);
+    if (woke) futex(&s->clock_seq, FUTEX_WAKE, INT_MAX, NULL, 0);
 
     double t = t_start, left = 1.0, at = 0, end;
     for (;;) {
@@ -554,7 +584,9 @@ FAKEGPU_API double fakegpu_run_kernel(fakegpu_dev *d, double t_start, const prs_
             s->running--;
             s->ifac = noise_factor(s);
             change_end(d, end, p);
+            woke = note_clock(s, end, effective_mhz(d));
             unlock(s);
+            if (woke) futex(&s->clock_seq, FUTEX_WAKE, INT_MAX, NULL, 0);
             if (f == planned_mhz) at += end - t;
             break;
         }

@@ -9,7 +9,8 @@
  * clock that the fake CUDA kernels of the training process run at, from that instant.
  *
  * What the state models, for the GPU model preset $PRS_FAKE_NVML_PRESET (default a100):
- *   - the SM clock in effect (locked clocks, or f_max), with a short history of the changes and
+ *   - the SM clock in effect (locked clocks, or f_max; lower while a kernel runs over the power
+ *     limit $PRS_FAKE_NVML_POWER_LIMIT_W, when set), with a short history of the changes and
  *     the instant (CLOCK_MONOTONIC) of each, so a kernel that runs across a change is timed
  *     piecewise: its remaining work continues at the new clock from the instant of the change;
  *   - the power drawn: P(f)·(1 + noise·z) while a kernel runs (times the kernel's power scale),
@@ -81,6 +82,10 @@ FAKEGPU_API double fakegpu_power_w(fakegpu_dev *d);
  * (a 1 s average, refreshed with the energy counter). With a continuous counter, or before two
  * refreshes passed, the power now. */
 FAKEGPU_API double fakegpu_power_avg_w(fakegpu_dev *d, double window_s);
+/* The power limit enforced ($PRS_FAKE_NVML_POWER_LIMIT_W at creation; 0: none): while a kernel
+ * runs, the clock in effect is the highest of the grid, up to the locked clock or f_max, at which
+ * its power fits (an H100 under matrix products at the default clock ran at 1110-1545 MHz). */
+FAKEGPU_API double fakegpu_power_limit_w(const fakegpu_dev *d);
 /* The counter's refresh instants, phase + k * period of CLOCK_MONOTONIC (period 0: continuous). */
 FAKEGPU_API void fakegpu_refresh(const fakegpu_dev *d, double *period_s, double *phase_s);
 

@@ -483,13 +483,15 @@ EXPORT int nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlFieldValue_t 
     return NVML_SUCCESS;
 }
 
-/* The board's power limit: the preset's. */
+/* The board's power limit: $PRS_FAKE_NVML_POWER_LIMIT_W when set (enforced), else the preset's
+ * (not enforced: the presets' busy power at f_max may exceed it). */
 EXPORT int nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d, unsigned *limit_mw)
 {
     int r = check_dev(d);
     if (r) return r;
     if (!limit_mw) return NVML_ERROR_INVALID_ARGUMENT;
-    *limit_mw = (unsigned)(1000.0 * fakegpu_preset(d->dev)->tdp_w);
+    double w = fakegpu_power_limit_w(d->dev);
+    *limit_mw = (unsigned)(1000.0 * (w > 0 ? w : fakegpu_preset(d->dev)->tdp_w));
     return NVML_SUCCESS;
 }
 
