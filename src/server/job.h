@@ -54,8 +54,6 @@ int job_upload_profile(job *j, store *st, const char *csv, size_t len, int *acti
  * case, csv is the caller's. */
 int job_install_profile(job *j, store *st, prs_profile *p, const char *csv, size_t len, int *action,
                         api_err *e);
-/* A profile as the CSV text stored for it (malloc'd into *csv): 0, or -1 when out of memory. */
-int job_profile_csv(const prs_profile *p, char **csv, size_t *len);
 int job_set_straggler(job *j, store *st, const req_straggler *r, api_err *e);
 int job_clear_straggler(job *j, store *st, int dp, api_err *e);
 int job_complete(job *j, store *st, api_err *e);

@@ -208,6 +208,10 @@ int job_store_fail(api_err *e, store *st);
 int job_persist(job *j, store *st, api_err *e);
 /* Store pipeline d as it is in memory. */
 int job_put_pipe(job *j, store *st, int d, api_err *e);
+/* Move the job to the failed phase with the reason (printf format). */
+void job_set_failed(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A profile as the CSV text stored for it (malloc'd into *csv): 0, or -1 when out of memory. */
+int job_profile_csv(const prs_profile *p, char **csv, size_t *len);
 /* One key=value line to the job's log sink at a prs_log_level (none: nothing). */
 void job_logf(const job *j, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
