@@ -23,7 +23,7 @@ static int wrong_phase(api_err *e, const job *j, const char *what)
                     job_phase_name(j->phase));
 }
 
-void job_config_key(const req_job_spec *s, char key[2 * SECURE_SHA256_LEN + 1])
+void job_config_key(const job_spec *s, char key[2 * SECURE_SHA256_LEN + 1])
 {
     key[0] = '\0';
     if (!s->model[0] || !s->reuse_frontier || !s->reuse_key_sha256[0]) return;
@@ -54,13 +54,13 @@ static int slot_index(const job *j, int dp, int pp, int tp)
     return (dp * j->spec.stages + pp) * j->spec.tp + tp;
 }
 
-static job *job_alloc(const req_job_spec *spec)
+static job *job_alloc(const job_spec *spec)
 {
     job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
     j->spec = *spec;
     j->world = spec->dp * spec->stages * spec->tp;
-    j->ops_per_stage = req_spec_ops_per_stage(spec);
+    j->ops_per_stage = spec_ops_per_stage(spec);
     j->ranks = calloc((size_t)j->world, sizeof *j->ranks);
     j->slot = malloc(sizeof *j->slot * (size_t)j->world);
     j->round_iters = calloc((size_t)j->world, sizeof *j->round_iters);
@@ -184,7 +184,7 @@ static int reuse_blocking_power(job *j, store *st, const char *from, int *rc, ap
 static int reused_plans_fit(const job *j, const prs_frontier *f)
 {
     prs_pipeline pipe;
-    req_spec_pipeline(&j->spec, &pipe);
+    spec_pipeline(&j->spec, &pipe);
     const prs_pipeline *fp = prs_frontier_pipeline(f);
     size_t nf = prs_frontier_size(f);
     if (nf == 0 || fp->stages != pipe.stages || fp->microbatches != pipe.microbatches ||
@@ -227,7 +227,7 @@ static int adopt_frontier(job *j, store *st, const char *from, api_err *e)
     }
     if (reuse_blocking_power(j, st, from, &rc, e) <= 0) goto out;
     prs_pipeline pipe;
-    req_spec_pipeline(&j->spec, &pipe);
+    spec_pipeline(&j->spec, &pipe);
     /* Checked again against this job's spec: the key says they match, the data must too. */
     if (prs_profile_parse("stored profile", csv, clen, &p, NULL) ||
         prs_profile_check_stages(p, prs_pipeline_chunks(&pipe), NULL) ||
@@ -259,7 +259,7 @@ out:
     return rc;
 }
 
-int job_create(store *st, const req_job_spec *spec, const char *id, const uint8_t *token_hash,
+int job_create(store *st, const job_spec *spec, const char *id, const uint8_t *token_hash,
                long long now_unix, job **out, api_err *e)
 {
     *out = NULL;
@@ -268,9 +268,7 @@ int job_create(store *st, const req_job_spec *spec, const char *id, const uint8_
     snprintf(j->id, sizeof j->id, "%s", id);
     memcpy(j->token_hash, token_hash, SECURE_SHA256_LEN);
     j->created_unix = now_unix;
-    json_t *sj = req_job_spec_json(spec);
-    char *text = sj ? json_dumps(sj, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    json_decref(sj);
+    char *text = spec_to_stored(spec);
     if (!text) {
         job_free(j);
         return api_fail(e, 500, "internal", "out of memory");
@@ -443,8 +441,8 @@ int job_load(store *st, const store_job_row *row, job **out, int *action, prs_er
 {
     *out = NULL;
     *action = JOB_ACT_NONE;
-    req_job_spec spec;
-    int rc = req_parse_job_spec(row->spec_json, strlen(row->spec_json), &spec, err);
+    job_spec spec;
+    int rc = spec_from_stored(row->spec_json, strlen(row->spec_json), &spec, err);
     if (rc) return rc;
     job *j = job_alloc(&spec);
     if (!j) return prs_error_set(err, PRS_ENOMEM, "out of memory");
@@ -602,7 +600,7 @@ int job_upload_profile(job *j, store *st, const char *csv, size_t len, int *acti
     if (prs_profile_parse("profile", csv, len, &p, &err))
         return api_fail(e, 400, "bad_profile", "%s", err.msg);
     prs_pipeline pipe;
-    req_spec_pipeline(&j->spec, &pipe);
+    spec_pipeline(&j->spec, &pipe);
     if (prs_profile_check_stages(p, prs_pipeline_chunks(&pipe), &err)) {
         prs_profile_free(p);
         return api_fail(e, 400, "bad_profile", "%s", err.msg);
@@ -672,9 +670,7 @@ int job_set_power_cap(job *j, store *st, double watts, api_err *e)
     if (j->phase == JOB_DONE || j->phase == JOB_FAILED)
         return wrong_phase(e, j, watts > 0 ? "setting a power cap" : "lifting a power cap");
     j->spec.power_cap_w = watts;
-    json_t *sj = req_job_spec_json(&j->spec);
-    char *text = sj ? json_dumps(sj, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    json_decref(sj);
+    char *text = spec_to_stored(&j->spec);
     if (!text) return api_fail(e, 500, "internal", "out of memory");
     int rc = store_set_job_spec(st, j->id, text);
     free(text);

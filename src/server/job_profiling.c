@@ -79,7 +79,7 @@ static int collect_clock(void *ud, int stage, int instr, int clock, double t, do
 static int clock_dominated(job *j, store *st, int hi, int lo)
 {
     prs_pipeline pipe;
-    req_spec_pipeline(&j->spec, &pipe);
+    spec_pipeline(&j->spec, &pipe);
     int chunks = prs_pipeline_chunks(&pipe);
     double *buf = malloc(sizeof(double) * (size_t)chunks * 8);
     if (!buf) return 0;
@@ -162,7 +162,7 @@ static int finish_profiling(job *j, store *st, int *action, api_err *e)
         return job_store_fail(e, st);
     }
     prs_pipeline pipe;
-    req_spec_pipeline(&j->spec, &pipe);
+    spec_pipeline(&j->spec, &pipe);
     prs_error err = {0, ""};
     if (c.bad || prs_profile_nrows(c.p) == 0 ||
         prs_profile_check_stages(c.p, prs_pipeline_chunks(&pipe), &err)) {

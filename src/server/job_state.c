@@ -38,7 +38,7 @@ int api_fail(api_err *e, int http, const char *code, const char *fmt, ...)
 
 void job_pipeline(const job *j, prs_pipeline *pipe)
 {
-    req_spec_pipeline(&j->spec, pipe);
+    spec_pipeline(&j->spec, pipe);
     pipe->blocking_power_w = j->bp_used_w;
 }
 

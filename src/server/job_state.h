@@ -109,7 +109,7 @@ typedef struct job_decoded {
 typedef struct job {
     char id[SECURE_ID_LEN + 1];
     uint8_t token_hash[SECURE_SHA256_LEN];
-    req_job_spec spec;
+    job_spec spec;
     char config_key[2 * SECURE_SHA256_LEN + 1]; /* "" when not reusable */
     job_phase phase;
     char reason[REQ_MSG_MAX];
@@ -122,7 +122,7 @@ typedef struct job {
 
     /* profiling: clocks to sweep (spec clocks >= floor, highest first) */
     int nsweep;
-    int sweep[REQ_MAX_CLOCKS];
+    int sweep[SPEC_CAP_CLOCKS];
     long sweep_index;     /* clock being profiled */
     long round;           /* profiling: = sweep_index; running: bumped at every plan change */
     int *round_iters;     /* per rank: iterations reported in the current profiling round */

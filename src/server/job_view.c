@@ -85,7 +85,7 @@ static void sb_clocks(sbuf *b, const int *clocks, int n, int same)
 
 /* The pipeline's geometry, so a client can check the order of its computations:
  * "schedule", "stages", "microbatches", "virtual_stages" and a trailing comma. */
-static void sb_geometry(sbuf *b, const req_job_spec *s)
+static void sb_geometry(sbuf *b, const job_spec *s)
 {
     sb_printf(b, "\"schedule\":\"%s\",\"stages\":%d,\"microbatches\":%d,\"virtual_stages\":%d,",
               prs_schedule_name(s->schedule), s->stages, s->microbatches, s->virtual_stages);
@@ -230,7 +230,7 @@ json_t *job_status_json(const job *j)
     json_object_set_new(o, "phase", json_string(job_phase_name(j->phase)));
     if (j->phase == JOB_FAILED) json_object_set_new(o, "reason", json_string(j->reason));
     json_object_set_new(o, "round", json_integer(j->round));
-    json_t *spec = req_job_spec_json(&j->spec);
+    json_t *spec = spec_json(&j->spec);
     json_object_del(spec, "reuse_key_sha256"); /* a secret's hash: never shown */
     json_object_set_new(spec, "reuse_key_set", json_boolean(j->spec.reuse_key_sha256[0]));
     json_object_set_new(o, "spec", spec);

@@ -38,7 +38,7 @@ enum MHD_Result handle_create(prs_server *s, struct MHD_Connection *c, conn_ctx 
                               const route_match *m)
 {
     (void)m;
-    req_job_spec spec;
+    job_spec spec;
     prs_error err;
     if (req_parse_job_spec(cc->body ? cc->body : "", cc->len, &spec, &err))
         return reply_error(s, c, cc, 400, "bad_request", err.msg);
