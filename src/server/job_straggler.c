@@ -15,6 +15,7 @@
 
 #include "job_assign.h"
 #include "job_int.h"
+#include "prs_assert.h"
 
 const char *job_straggler_name(int kind)
 {
@@ -76,6 +77,7 @@ static double select_kth(double *v, int n, int k)
  * iteration, over all the other pipelines. */
 static double median(double *v, int n)
 {
+    PRS_ASSERT(n > 0);
     double hi = select_kth(v, n, n / 2);
     if (n % 2) return hi;
     double lo = v[0];
@@ -175,6 +177,7 @@ static job_pending *pending_slot(job *j, int d, long n, int *changed)
         if (at-- == 0) return NULL;
     }
     memmove(p->pend + at + 1, p->pend + at, sizeof *p->pend * (size_t)(p->npend - at));
+    PRS_ASSERT(p->npend < JOB_PENDING); /* a full ring was evaluated from first */
     p->npend++;
     p->pend[at] = (job_pending){n, 0, -1, 0, 0};
     return &p->pend[at];

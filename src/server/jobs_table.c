@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "server_int.h"
+#include "prs_assert.h"
 
 static unsigned bucket_of(const char *id)
 {
@@ -88,7 +89,10 @@ job *table_pin(prs_server *s, const char *id)
 
 void table_unpin(job *j)
 {
-    if (j && __atomic_sub_fetch(&j->refs, 1, __ATOMIC_ACQ_REL) == 0) table_job_drop(j);
+    if (!j) return;
+    long left = __atomic_sub_fetch(&j->refs, 1, __ATOMIC_ACQ_REL);
+    PRS_ASSERT(left >= 0); /* every unpin matches a pin, or the table's own reference */
+    if (left == 0) table_job_drop(j);
 }
 
 job **table_pin_all(prs_server *s, size_t *n)
@@ -114,11 +118,11 @@ void table_unpin_all(job **all, size_t n)
 
 void table_unlink_locked(prs_server *s, job *j)
 {
-    for (job **pp = &s->jobs[bucket_of(j->id)]; *pp; pp = &(*pp)->next)
-        if (*pp == j) {
-            *pp = j->next;
-            break;
-        }
+    job **pp = &s->jobs[bucket_of(j->id)];
+    while (*pp && *pp != j)
+        pp = &(*pp)->next;
+    PRS_ASSERT(*pp == j && s->njobs > 0); /* unlinked once: by the deletion that retired it */
+    if (*pp) *pp = j->next;
     s->njobs--;
     s->nranks -= j->world;
 }

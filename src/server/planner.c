@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "server_int.h"
+#include "prs_assert.h"
 
 typedef struct plan_task {
     struct prs_server *s;
@@ -199,6 +200,7 @@ static void *planner_main(void *arg)
         __atomic_store(&j->plan_started_s, &zero, __ATOMIC_RELAXED);
     }
     t->finished = 1;
+    PRS_ASSERT(s->nplanning > 0);
     s->nplanning--;
     launch_queued(s);
     pthread_mutex_unlock(&s->task_mu);
@@ -269,6 +271,7 @@ static void launch_queued(prs_server *s)
         __atomic_store(&oldest->j->plan_started_s, &now, __ATOMIC_RELAXED);
     }
     s->nplanning++;
+    PRS_ASSERT(s->nplanning <= s->cfg.max_planners);
     srv_log(s, PRS_LOG_INFO, "msg=planning job=%s", oldest->job_id);
 }
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "http.h"
+#include "prs_assert.h"
 #include "request.h"
 
 static const route_def ROUTES[] = {
@@ -110,6 +111,7 @@ static const char *refusal(prs_server *s, struct MHD_Connection *c, route_auth a
 enum MHD_Result route_dispatch(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
                                const route_match *m)
 {
+    PRS_ASSERT(m->def && m->method_ok); /* unknown routes and methods are answered before */
     const char *why = refusal(s, c, m->def->auth);
     if (why) return reply_error(s, c, cc, 401, "unauthorized", why);
     return m->def->handler(s, c, cc, m);

@@ -10,6 +10,7 @@
 
 #include "perseus/limits.h"
 #include "jsonfield.h"
+#include "prs_assert.h"
 #include "secure.h"
 
 /* Length bounds of a spec's reuse_key (printable ASCII): the creator's secret, kept only as its
@@ -196,6 +197,7 @@ static int decode_profiling(json_t *root, const spec_limits *lim, job_spec *s, p
                                        "max_iterations_per_clock",
                                        NULL};
     long most = lim->max_iterations;
+    PRS_ASSERT(s->nclocks >= 1); /* decode_clocks came first */
     s->min_clock_mhz = s->clocks_mhz[s->nclocks - 1];
     json_t *v = json_object_get(root, "profiling");
     if (v) {
