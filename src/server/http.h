@@ -1,9 +1,9 @@
 /* The HTTP side of the server: a request's context (conn_ctx) from its first call to its
  * answer, the route table's rows, and the calls between the HTTP parts: framing and body
- * reading (http_request.c), the route table (router.c, route_names.c), the handlers (route_job.c,
- * route_server.c), replies (reply.c), authentication (auth.c) and request metrics
- * (server_metrics.c). Every answer is queued through reply.c; every error is the JSON body
- * {"error": {"code", "message"}}. */
+ * reading (http_request.c, http_framing.c), the route table (router.c, route_names.c), the
+ * handlers (route_job.c, route_server.c), replies (reply.c), authentication (auth.c) and request
+ * metrics (server_metrics.c). Every answer is queued through reply.c; every error is the JSON
+ * body {"error": {"code", "message"}}. */
 #ifndef PRS_SERVER_HTTP_H
 #define PRS_SERVER_HTTP_H
 
@@ -165,6 +165,26 @@ enum MHD_Result handle_metrics(prs_server *s, struct MHD_Connection *c, conn_ctx
 
 /* Count a finished request of route r with its status and duration. */
 void srv_metrics_count(prs_server *s, enum route r, int status, double secs);
+
+/* ---- framing and body reading (http_framing.c) ---- */
+
+/* What a request's headers say of its body's framing. */
+typedef struct http_framing {
+    int lengths;          /* Content-Length headers */
+    int lengths_differ;   /* ... with different values */
+    int encodings;        /* Transfer-Encoding headers */
+    const char *encoding; /* the first Transfer-Encoding, or NULL */
+} http_framing;
+
+/* Whether the framing is refused, checked before the body is read: two different Content-Length
+ * values, two Transfer-Encodings, or a Content-Length with a Transfer-Encoding are ambiguous
+ * (400: a proxy might frame the body otherwise); a Transfer-Encoding other than chunked is not
+ * supported (501, at once: otherwise libmicrohttpd would wait for a body it cannot delimit).
+ * 0 when fine, else 1 with the answer's status, code and message (static text). */
+int http_framing_refusal(const http_framing *f, int *status, const char **code, const char **msg);
+/* Append n bytes to the request's body (kept NUL-terminated): 0; -1 past cc->limit (too_large
+ * set, status 413); -2 out of memory. */
+int http_body_append(conn_ctx *cc, const char *data, size_t n);
 
 /* ---- the libmicrohttpd request callbacks (http_request.c) ---- */
 

@@ -64,36 +64,21 @@ static enum MHD_Result count_length(void *cls, enum MHD_ValueKind kind, const ch
     return MHD_YES;
 }
 
-/* How the body is framed, checked on the first call: two different Content-Length values, or a
- * Content-Length with a Transfer-Encoding, are ambiguous (400: a proxy might frame the body
- * otherwise); a Transfer-Encoding other than chunked is not supported (501, at once: otherwise
- * libmicrohttpd would wait for a body it cannot delimit). Returns 0 when the framing is fine, else
- * 1 with the queued answer's result in *ret. */
+/* How the body is framed, checked on the first call (http_framing_refusal): 0 when the framing
+ * is fine, else 1 with the queued answer's result in *ret. */
 static int check_framing(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
                          enum MHD_Result *ret)
 {
     length_headers l = {0, 0, 0, ""};
     MHD_get_connection_values(c, MHD_HEADER_KIND, count_length, &l);
-    const char *te =
-        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    http_framing f = {
+        l.count, l.differ, l.encodings,
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING)};
+    int status;
+    const char *code, *msg;
+    if (!http_framing_refusal(&f, &status, &code, &msg)) return 0;
     cc->answered = 1;
-    if (l.differ)
-        *ret = reply_error(s, c, cc, 400, "bad_request",
-                           "conflicting Content-Length headers (give exactly one)");
-    else if (l.encodings > 1)
-        /* libmicrohttpd reads only the first: a proxy might frame the body by another */
-        *ret = reply_error(s, c, cc, 400, "bad_request",
-                           "more than one Transfer-Encoding header (give one: chunked)");
-    else if (te && strcasecmp(te, "chunked") != 0)
-        *ret = reply_error(s, c, cc, 501, "not_implemented",
-                           "unsupported Transfer-Encoding (only chunked is supported)");
-    else if (te && l.count)
-        *ret = reply_error(s, c, cc, 400, "bad_request",
-                           "both Content-Length and Transfer-Encoding given (give one)");
-    else {
-        cc->answered = 0;
-        return 0;
-    }
+    *ret = reply_error(s, c, cc, status, code, msg);
     return 1;
 }
 
@@ -194,29 +179,12 @@ static enum MHD_Result begin_request(prs_server *s, struct MHD_Connection *c, co
     return MHD_YES;
 }
 
-/* A piece of the body: appended to the request's, within its limit. */
+/* A piece of the body: appended to the request's, within its limit (http_body_append); past
+ * it, or with an answer already queued, the connection is closed. */
 static enum MHD_Result read_body(conn_ctx *cc, const char *upload_data, size_t *upload_data_size)
 {
     if (cc->answered) return MHD_NO; /* close: the answer is already queued */
-    if (cc->too_large || cc->len + *upload_data_size > cc->limit) {
-        /* A chunked body that grew past the limit: no response can be queued in the middle
-         * of an upload, so the connection is closed. */
-        cc->too_large = 1;
-        cc->status = 413;
-        return MHD_NO;
-    }
-    if (cc->len + *upload_data_size + 1 > cc->cap) {
-        size_t nc = cc->cap ? cc->cap : 4096;
-        while (nc < cc->len + *upload_data_size + 1)
-            nc *= 2;
-        char *b = realloc(cc->body, nc);
-        if (!b) return MHD_NO;
-        cc->body = b;
-        cc->cap = nc;
-    }
-    memcpy(cc->body + cc->len, upload_data, *upload_data_size);
-    cc->len += *upload_data_size;
-    cc->body[cc->len] = '\0';
+    if (http_body_append(cc, upload_data, *upload_data_size) != 0) return MHD_NO;
     *upload_data_size = 0;
     return MHD_YES;
 }
