@@ -2,6 +2,7 @@
  * phase, profile uploads, straggler reports, the power cap, completion and the planner's result.
  * The profiling rounds are in job_profiling.c, the reports of running jobs and straggler
  * detection in job_straggler.c, the plan rules in job_assign.c, the views in job_view.c. */
+#include "job.h"
 #include "job_int.h"
 #include "job_assign.h"
 

@@ -5,7 +5,7 @@
 #ifndef PRS_SERVER_JOB_INT_H
 #define PRS_SERVER_JOB_INT_H
 
-#include "job.h"
+#include "job_state.h"
 
 /* ---- profiling rounds (job_profiling.c) ---- */
 

@@ -11,6 +11,7 @@
 #include "perseus/server.h"
 
 #include "job_assign.h"
+#include "job.h"
 #include "job_int.h"
 
 /* ---- schedule ---- */

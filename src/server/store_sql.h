@@ -4,7 +4,7 @@
 #ifndef PRS_SERVER_STORE_SQL_H
 #define PRS_SERVER_STORE_SQL_H
 
-#include "store.h"
+#include "store_schema.h"
 
 /* The tables of schema version 1. */
 extern const char STORE_SQL_SCHEMA[];
