@@ -176,10 +176,10 @@ typedef struct job {
      * key=value line at a prs_log_level (perseus/server.h); NULL: nowhere. */
     void (*log)(void *ud, int level, const char *line);
     void *log_ud;
-    /* The server's lock of this job (server.c, 'Locking'): held shared by views, exclusively by
+    /* The server's lock of this job (server_int.h, the locks): held shared by views, exclusively by
      * the calls that change the job. Owned by the server; NULL outside it. */
     pthread_rwlock_t *lock;
-    /* Also the server's (server.c, 'Locking'): references that keep the job's memory (the
+    /* Also the server's (server_int.h, the locks): references that keep the job's memory (the
      * table's own, and each request or thread working on it; atomics), whether it was deleted
      * (set under its lock: requests that reach it afterwards answer 404), and when a request
      * last reached it (seconds since the epoch, atomics: --job-idle-timeout). */

@@ -117,7 +117,7 @@ struct prs_server {
     pthread_cond_t janitor_cv;
     int janitor_stop, janitor_started, purge_pending;
     srv_metrics m; /* request counts and latencies, planner runs (m.mu) */
-    workq *heavy;  /* runs the requests with large bodies (see 'Requests with large bodies') */
+    workq *heavy;  /* runs the requests with large bodies (http_request.c) */
     double started;
 };
 
