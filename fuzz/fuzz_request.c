@@ -3,7 +3,7 @@
  * The first byte picks the body kind (mod 4: job spec, rank registration, results, straggler);
  * the rest is the body. Any byte string must either parse into a struct that satisfies the
  * documented ranges, or fail with a non-empty, one-line, printable message. A job spec that
- * parses must come back identical from its canonical JSON (req_job_spec_json). A broken
+ * parses must come back identical from its canonical JSON (spec_json). A broken
  * invariant calls abort(), which libFuzzer and the replay programs report as a crash.
  *
  * The parser lives in the server library (jansson): fuzz/CMakeLists.txt links it and defines
@@ -33,7 +33,7 @@ static void check_msg(const char *msg)
         check((unsigned char)msg[i] >= 0x20 && (unsigned char)msg[i] < 0x7f);
 }
 
-static void check_spec(const req_job_spec *s)
+static void check_spec(const job_spec *s)
 {
     check(s->stages >= 1 && s->stages <= REQ_MAX_STAGES);
     check(s->microbatches >= 1 && s->dp >= 1 && s->tp >= 1);
@@ -49,15 +49,15 @@ static void check_spec(const req_job_spec *s)
     check(s->has_blocking_power || s->blocking_power_w == 0);
     check(isfinite(s->switch_lead_s) && s->switch_lead_s >= 0);
     check(s->straggler_factor > 1 && s->straggler_iterations >= 1);
-    check((long)s->stages * req_spec_ops_per_stage(s) <= REQ_MAX_OPS);
+    check((long)s->stages * spec_ops_per_stage(s) <= REQ_MAX_OPS);
     check(strlen(s->model) <= REQ_MAX_MODEL);
     /* Canonical JSON round trip. */
-    json_t *j = req_job_spec_json(s);
+    json_t *j = spec_json(s);
     if (!j) return; /* out of memory */
     char *text = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     if (!text) return;
-    req_job_spec back;
+    job_spec back;
     prs_error err;
     check(req_parse_job_spec(text, strlen(text), &back, &err) == 0);
     check(memcmp(s, &back, sizeof back) == 0);
@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc;
     switch (data[0] % 4) {
     case 0: {
-        req_job_spec s;
+        job_spec s;
         rc = req_parse_job_spec(body, len, &s, &err);
         if (rc == 0) check_spec(&s);
         break;

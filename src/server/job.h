@@ -26,7 +26,7 @@
 /* A new job in the registering phase with the given id and token hash, written to the store.
  * If the spec names a model and allows reuse, and the store holds a frontier for the same
  * configuration (job_config_key), the job adopts that profile and frontier. */
-int job_create(store *st, const req_job_spec *spec, const char *id, const uint8_t *token_hash,
+int job_create(store *st, const job_spec *spec, const char *id, const uint8_t *token_hash,
                long long now_unix, job **out, api_err *e);
 /* Load a job and everything it owns from the store (startup, or resync after a failed
  * transaction). *action is JOB_ACT_PLAN when the job was planning. */
@@ -36,7 +36,7 @@ void job_free(job *j);
 /* Reuse key of a spec, hex SHA-256 into key (65 bytes); "" when the spec names no model or
  * turns reuse off. Same key = same model name, pipeline (stages, microbatches, tp, schedule,
  * virtual stages), clock list, profiling floor, unit time, blocking power and cost model. */
-void job_config_key(const req_job_spec *spec, char key[2 * SECURE_SHA256_LEN + 1]);
+void job_config_key(const job_spec *spec, char key[2 * SECURE_SHA256_LEN + 1]);
 
 /* Whether the job is planned with the robust planner (prs_plan_robust, docs/noise.md): for a
  * profile measured by this server's sweep; an uploaded or reused profile is planned as given. */
@@ -54,8 +54,6 @@ int job_upload_profile(job *j, store *st, const char *csv, size_t len, int *acti
  * case, csv is the caller's. */
 int job_install_profile(job *j, store *st, prs_profile *p, const char *csv, size_t len, int *action,
                         api_err *e);
-/* A profile as the CSV text stored for it (malloc'd into *csv): 0, or -1 when out of memory. */
-int job_profile_csv(const prs_profile *p, char **csv, size_t *len);
 int job_set_straggler(job *j, store *st, const req_straggler *r, api_err *e);
 int job_clear_straggler(job *j, store *st, int dp, api_err *e);
 int job_complete(job *j, store *st, api_err *e);

@@ -25,7 +25,7 @@ enum {
 
 typedef struct job_metric_row {
     char id[SECURE_ID_LEN + 1];
-    char model[REQ_MAX_MODEL + 1];
+    char model[SPEC_CAP_MODEL + 1];
     const char *phase;
     double value[JOB_METRIC_N];
 } job_metric_row;

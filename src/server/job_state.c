@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -37,7 +38,7 @@ int api_fail(api_err *e, int http, const char *code, const char *fmt, ...)
 
 void job_pipeline(const job *j, prs_pipeline *pipe)
 {
-    req_spec_pipeline(&j->spec, pipe);
+    spec_pipeline(&j->spec, pipe);
     pipe->blocking_power_w = j->bp_used_w;
 }
 
@@ -116,4 +117,28 @@ void job_logf(const job *j, int level, const char *fmt, ...)
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     j->log(j->log_ud, level, line);
+}
+
+void job_set_failed(job *j, const char *fmt, ...)
+{
+    j->phase = JOB_FAILED;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(j->reason, sizeof j->reason, fmt, ap);
+    va_end(ap);
+}
+
+int job_profile_csv(const prs_profile *p, char **csv, size_t *len)
+{
+    *csv = NULL;
+    *len = 0;
+    FILE *f = open_memstream(csv, len);
+    if (!f) return -1;
+    int rc = prs_profile_write_csv(p, f);
+    if (fclose(f) != 0 || rc != 0) {
+        free(*csv);
+        *csv = NULL;
+        return -1;
+    }
+    return 0;
 }

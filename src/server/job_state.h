@@ -109,7 +109,7 @@ typedef struct job_decoded {
 typedef struct job {
     char id[SECURE_ID_LEN + 1];
     uint8_t token_hash[SECURE_SHA256_LEN];
-    req_job_spec spec;
+    job_spec spec;
     char config_key[2 * SECURE_SHA256_LEN + 1]; /* "" when not reusable */
     job_phase phase;
     char reason[REQ_MSG_MAX];
@@ -122,7 +122,7 @@ typedef struct job {
 
     /* profiling: clocks to sweep (spec clocks >= floor, highest first) */
     int nsweep;
-    int sweep[REQ_MAX_CLOCKS];
+    int sweep[SPEC_CAP_CLOCKS];
     long sweep_index;     /* clock being profiled */
     long round;           /* profiling: = sweep_index; running: bumped at every plan change */
     int *round_iters;     /* per rank: iterations reported in the current profiling round */
@@ -176,10 +176,10 @@ typedef struct job {
      * key=value line at a prs_log_level (perseus/server.h); NULL: nowhere. */
     void (*log)(void *ud, int level, const char *line);
     void *log_ud;
-    /* The server's lock of this job (server.c, 'Locking'): held shared by views, exclusively by
+    /* The server's lock of this job (server_int.h, the locks): held shared by views, exclusively by
      * the calls that change the job. Owned by the server; NULL outside it. */
     pthread_rwlock_t *lock;
-    /* Also the server's (server.c, 'Locking'): references that keep the job's memory (the
+    /* Also the server's (server_int.h, the locks): references that keep the job's memory (the
      * table's own, and each request or thread working on it; atomics), whether it was deleted
      * (set under its lock: requests that reach it afterwards answer 404), and when a request
      * last reached it (seconds since the epoch, atomics: --job-idle-timeout). */
@@ -208,6 +208,10 @@ int job_store_fail(api_err *e, store *st);
 int job_persist(job *j, store *st, api_err *e);
 /* Store pipeline d as it is in memory. */
 int job_put_pipe(job *j, store *st, int d, api_err *e);
+/* Move the job to the failed phase with the reason (printf format). */
+void job_set_failed(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A profile as the CSV text stored for it (malloc'd into *csv): 0, or -1 when out of memory. */
+int job_profile_csv(const prs_profile *p, char **csv, size_t *len);
 /* One key=value line to the job's log sink at a prs_log_level (none: nothing). */
 void job_logf(const job *j, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

@@ -210,9 +210,136 @@ typedef struct args {
     const char *data_dir, *db, *port_file;
 } args;
 
+/* What a group of options answers for an option it does not handle. */
+#define NOT_MINE (-2)
+
+/* The size and count limits: -1 to go on, the exit status, or NOT_MINE. */
+static int parse_limit(int c, prs_server_config *cfg)
+{
+    size_t n;
+    long count;
+    switch (c) {
+    case 'm':
+        if (parse_size(optarg, &cfg->max_body_bytes)) return bad("--max-body: bad size", optarg);
+        return -1;
+    case 'P':
+        if (parse_size(optarg, &cfg->max_profile_bytes))
+            return bad("--max-profile: bad size", optarg);
+        return -1;
+    case 'c':
+        if (parse_size(optarg, &n) || n > 1000000)
+            return bad("--max-connections: bad count", optarg);
+        cfg->max_connections = (unsigned)n;
+        return -1;
+    case 't':
+        if (parse_size(optarg, &n) || n > 256) return bad("--threads: bad count", optarg);
+        cfg->threads = (unsigned)n;
+        return -1;
+    case 'J':
+        if (parse_count(optarg, 1000000, &cfg->max_jobs))
+            return bad("--max-jobs: bad count", optarg);
+        return -1;
+    case 'W':
+        if (parse_count(optarg, 65536, &cfg->max_world))
+            return bad("--max-world: expected a count in 1..65536, got", optarg);
+        return -1;
+    case 'R':
+        if (parse_count(optarg, 100000000, &cfg->max_ranks))
+            return bad("--max-ranks: bad count", optarg);
+        return -1;
+    case 'N':
+        if (parse_count(optarg, 1024, &cfg->max_planners))
+            return bad("--max-planners: expected a count in 1..1024, got", optarg);
+        return -1;
+    case 'Q':
+        if (parse_count(optarg, PRS_MAX_FRONTIER_POINTS, &cfg->max_plan_points))
+            return bad("--max-plan-points: expected a count up to 100000000, got", optarg);
+        return -1;
+    case 'M':
+        if (parse_size(optarg, &cfg->max_plan_memory))
+            return bad("--max-plan-memory: bad size", optarg);
+        return -1;
+    case 'C':
+        if (parse_count(optarg, 1000000, &count))
+            return bad("--max-client-connections: bad count", optarg);
+        cfg->max_client_connections = (unsigned)count;
+        return -1;
+    default:
+        return NOT_MINE;
+    }
+}
+
+/* The durations: -1 to go on, the exit status, or NOT_MINE. */
+static int parse_timeout(int c, prs_server_config *cfg)
+{
+    switch (c) {
+    case 'j':
+        if (parse_duration(optarg, &cfg->job_idle_timeout_s) || cfg->job_idle_timeout_s == 0)
+            return bad("--job-idle-timeout: expected N[s|m|h|d] > 0 or never, got", optarg);
+        return -1;
+    case 'r':
+        if (parse_duration(optarg, &cfg->retention_s))
+            return bad("--retention: expected N[s|m|h|d] or never, got", optarg);
+        return -1;
+    case 'T':
+        if (parse_duration(optarg, &cfg->plan_timeout_s) || !(cfg->plan_timeout_s > 0))
+            return bad("--plan-timeout: expected N[s|m|h|d] > 0, got", optarg);
+        return -1;
+    case 'I':
+        if (parse_duration(optarg, &cfg->idle_timeout_s) || !(cfg->idle_timeout_s > 0))
+            return bad("--idle-timeout: expected N[s|m|h|d] > 0, got", optarg);
+        return -1;
+    case 'O':
+        if (parse_duration(optarg, &cfg->request_timeout_s) || !(cfg->request_timeout_s > 0))
+            return bad("--request-timeout: expected N[s|m|h|d] > 0, got", optarg);
+        return -1;
+    default:
+        return NOT_MINE;
+    }
+}
+
+/* --NAME-token T, or --NAME-token-file FILE (from_file; its token kept in buf), into *dst: -1 to
+ * go on, or the exit status. */
+static int token_option(const char *name, int from_file, const char **dst, char buf[512])
+{
+    char what[64];
+    if (from_file) {
+        snprintf(what, sizeof what, "--%s-token-file: cannot read a token from", name);
+        if (!(*dst = read_token_file(optarg, buf))) return bad(what, optarg);
+        return -1;
+    }
+    snprintf(what, sizeof what, "--%s-token: empty token", name);
+    if (!optarg[0]) return bad(what, optarg);
+    *dst = optarg;
+    return -1;
+}
+
+/* The tokens: -1 to go on, the exit status, or NOT_MINE. */
+static int parse_token(int c, prs_server_config *cfg)
+{
+    static char create[512], admin[512], metrics[512];
+    switch (c) {
+    case 'k':
+    case 'K':
+        return token_option("create", c == 'K', &cfg->create_token, create);
+    case 'a':
+    case 'A':
+        return token_option("admin", c == 'A', &cfg->admin_token, admin);
+    case 'x':
+    case 'X':
+        return token_option("metrics", c == 'X', &cfg->metrics_token, metrics);
+    default:
+        return NOT_MINE;
+    }
+}
+
 /* One option c (its value in optarg): -1 to go on, or the exit status. */
 static int parse_option(int c, prs_server_config *cfg, args *a)
 {
+    int rc;
+    if ((rc = parse_limit(c, cfg)) != NOT_MINE || (rc = parse_timeout(c, cfg)) != NOT_MINE ||
+        (rc = parse_token(c, cfg)) != NOT_MINE)
+        return rc;
     switch (c) {
     case 'l':
         return parse_listen(optarg, cfg);
@@ -225,26 +352,6 @@ static int parse_option(int c, prs_server_config *cfg, args *a)
     case 'p':
         a->port_file = optarg;
         break;
-    case 'm':
-        if (parse_size(optarg, &cfg->max_body_bytes)) return bad("--max-body: bad size", optarg);
-        break;
-    case 'P':
-        if (parse_size(optarg, &cfg->max_profile_bytes))
-            return bad("--max-profile: bad size", optarg);
-        break;
-    case 'c': {
-        size_t n;
-        if (parse_size(optarg, &n) || n > 1000000)
-            return bad("--max-connections: bad count", optarg);
-        cfg->max_connections = (unsigned)n;
-        break;
-    }
-    case 't': {
-        size_t n;
-        if (parse_size(optarg, &n) || n > 256) return bad("--threads: bad count", optarg);
-        cfg->threads = (unsigned)n;
-        break;
-    }
     case 's':
         if (strcmp(optarg, "full") == 0)
             cfg->sync_full = 1;
@@ -265,92 +372,11 @@ static int parse_option(int c, prs_server_config *cfg, args *a)
         else
             return bad("--log-level: expected debug, info, warn or error, got", optarg);
         break;
-    case 'k':
-        if (!optarg[0]) return bad("--create-token: empty token", optarg);
-        cfg->create_token = optarg;
-        break;
-    case 'K': {
-        static char tok[512];
-        if (!(cfg->create_token = read_token_file(optarg, tok)))
-            return bad("--create-token-file: cannot read a token from", optarg);
-        break;
-    }
-    case 'a':
-        if (!optarg[0]) return bad("--admin-token: empty token", optarg);
-        cfg->admin_token = optarg;
-        break;
-    case 'A': {
-        static char tok[512];
-        if (!(cfg->admin_token = read_token_file(optarg, tok)))
-            return bad("--admin-token-file: cannot read a token from", optarg);
-        break;
-    }
-    case 'x':
-        if (!optarg[0]) return bad("--metrics-token: empty token", optarg);
-        cfg->metrics_token = optarg;
-        break;
-    case 'X': {
-        static char tok[512];
-        if (!(cfg->metrics_token = read_token_file(optarg, tok)))
-            return bad("--metrics-token-file: cannot read a token from", optarg);
-        break;
-    }
-    case 'j':
-        if (parse_duration(optarg, &cfg->job_idle_timeout_s) || cfg->job_idle_timeout_s == 0)
-            return bad("--job-idle-timeout: expected N[s|m|h|d] > 0 or never, got", optarg);
-        break;
     case 'e':
         cfg->tls_cert_file = optarg;
         break;
     case 'E':
         cfg->tls_key_file = optarg;
-        break;
-    case 'J':
-        if (parse_count(optarg, 1000000, &cfg->max_jobs))
-            return bad("--max-jobs: bad count", optarg);
-        break;
-    case 'W':
-        if (parse_count(optarg, 65536, &cfg->max_world))
-            return bad("--max-world: expected a count in 1..65536, got", optarg);
-        break;
-    case 'R':
-        if (parse_count(optarg, 100000000, &cfg->max_ranks))
-            return bad("--max-ranks: bad count", optarg);
-        break;
-    case 'r':
-        if (parse_duration(optarg, &cfg->retention_s))
-            return bad("--retention: expected N[s|m|h|d] or never, got", optarg);
-        break;
-    case 'N':
-        if (parse_count(optarg, 1024, &cfg->max_planners))
-            return bad("--max-planners: expected a count in 1..1024, got", optarg);
-        break;
-    case 'T':
-        if (parse_duration(optarg, &cfg->plan_timeout_s) || !(cfg->plan_timeout_s > 0))
-            return bad("--plan-timeout: expected N[s|m|h|d] > 0, got", optarg);
-        break;
-    case 'Q':
-        if (parse_count(optarg, PRS_MAX_FRONTIER_POINTS, &cfg->max_plan_points))
-            return bad("--max-plan-points: expected a count up to 100000000, got", optarg);
-        break;
-    case 'M':
-        if (parse_size(optarg, &cfg->max_plan_memory))
-            return bad("--max-plan-memory: bad size", optarg);
-        break;
-    case 'C': {
-        long n;
-        if (parse_count(optarg, 1000000, &n))
-            return bad("--max-client-connections: bad count", optarg);
-        cfg->max_client_connections = (unsigned)n;
-        break;
-    }
-    case 'I':
-        if (parse_duration(optarg, &cfg->idle_timeout_s) || !(cfg->idle_timeout_s > 0))
-            return bad("--idle-timeout: expected N[s|m|h|d] > 0, got", optarg);
-        break;
-    case 'O':
-        if (parse_duration(optarg, &cfg->request_timeout_s) || !(cfg->request_timeout_s > 0))
-            return bad("--request-timeout: expected N[s|m|h|d] > 0, got", optarg);
         break;
     case 'h':
         fputs(usage, stdout);

@@ -15,17 +15,9 @@
 #include <stdint.h>
 
 #include "perseus/error.h"
+#include "store_schema.h"
 
 typedef struct store store;
-
-/* 1: the first schema. 2: per-iteration pace, plan and blocking power; each pipeline's switch
- * iteration and previous plan; the job's measured and used blocking power. 3: the job's finish
- * time. 4: each pipeline's pace. 5: each pipeline's newest iteration and the aggregates of the
- * results posted after profiling (no row per iteration after profiling). 6: the plan rules of
- * running jobs, and the last rule each pipeline applied. 7: the precision each profiled clock
- * reached. 8: an index on windows(measurement_id), so that deleting a measurement does not scan
- * every window (the foreign key's check). An older database is upgraded in place when opened. */
-#define STORE_SCHEMA_VERSION 8
 
 /* The size a WAL file is brought back to after a large transaction (PRAGMA journal_size_limit):
  * about what SQLite's automatic checkpoint lets it reach in normal use (1,000 pages of 4 KiB). */
@@ -69,9 +61,6 @@ int store_set_job_spec(store *s, const char *id, const char *spec_json);
 /* Delete a job and every row it owns (ranks, measurements, windows, profile, frontier,
  * pipelines). */
 int store_delete_job(store *s, const char *id);
-/* The phase a job's row has between its deletion and the purge of its rows (store_purge_step):
- * store_each_job skips it, so a restart does not bring the job back. */
-#define STORE_PHASE_DELETING "deleting"
 
 /* Mark a job deleted (STORE_PHASE_DELETING): one row updated, whatever the job holds. */
 int store_mark_deleting(store *s, const char *id);

@@ -1,6 +1,6 @@
 /* A fixed pool of threads that run queued calls in the order they arrive. perseusd hands it the
  * requests with large bodies, so that parsing and storing them never holds up the HTTP workers'
- * other connections (server.c, 'Requests with large bodies').
+ * other connections (http_request.c, 'Requests with large bodies').
  *
  * The caller owns each queued item (embedded in its own state), so queueing cannot fail and
  * allocates nothing. Errors: 0 or a negative PRS_E* code with details in a prs_error. */

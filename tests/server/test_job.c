@@ -80,9 +80,9 @@ static int teardown(void **state)
     return 0;
 }
 
-static req_job_spec make_spec(void)
+static job_spec make_spec(void)
 {
-    req_job_spec s;
+    job_spec s;
     prs_error err;
     const char *t = "{\"stages\":2,\"microbatches\":2,\"dp\":2,\"clocks_mhz\":[1410,1200,1000,400],"
                     "\"blocking_power_w\":83.64,\"profiling\":{\"warmup_iterations\":1,"
@@ -94,7 +94,7 @@ static req_job_spec make_spec(void)
 
 static job *new_job(const char *id)
 {
-    req_job_spec s = make_spec();
+    job_spec s = make_spec();
     uint8_t h[32] = {1};
     job *j = NULL;
     api_err e = {0};
@@ -230,7 +230,7 @@ static void test_registration_and_sweep(void **state)
     int act;
     prs_error err;
     store_job_row row = {j->id, j->token_hash, "", "", "profiling", "", 1, 1, 0, 1, 0, 0, 0};
-    json_t *sj = req_job_spec_json(&j->spec);
+    json_t *sj = spec_json(&j->spec);
     char *text = json_dumps(sj, JSON_COMPACT);
     json_decref(sj);
     row.spec_json = text;
@@ -263,7 +263,7 @@ static void test_registration_and_sweep(void **state)
     /* Plan for real and finish. */
     prs_plan_opts o;
     prs_plan_opts_default(&o);
-    req_spec_pipeline(&j->spec, &o.pipe);
+    spec_pipeline(&j->spec, &o.pipe);
     prs_frontier *f = NULL;
     assert_int_equal(prs_plan(j->profile, &o, &f, NULL), 0);
     char *plans;
@@ -382,7 +382,7 @@ static void test_dominated_clock_ends_sweep(void **state)
     assert_int_equal(post(j, 2, -1, 1410, 1, &action, &e), 0);
     assert_int_equal(stored_rows(j->id), rows);
     assert_int_equal(j->measurements, meas + 1);
-    json_t *sj = req_job_spec_json(&j->spec);
+    json_t *sj = spec_json(&j->spec);
     char *text = json_dumps(sj, JSON_COMPACT);
     json_decref(sj);
     store_job_row row = {
@@ -435,7 +435,7 @@ static void test_profile_upload_and_failure(void **state)
 static void test_config_key(void **state)
 {
     (void)state;
-    req_job_spec a = make_spec(), b;
+    job_spec a = make_spec(), b;
     char ka[65], kb[65];
     job_config_key(&a, ka);
     assert_string_equal(ka, ""); /* no model: never reused */
@@ -487,7 +487,7 @@ static void test_early_frontier_not_reused(void **state)
     assert_int_equal(store_begin(st), 0);
     assert_int_equal(tx_ok(job_complete(a, st, &e)), 0);
     assert_int_equal(a->phase, JOB_DONE);
-    req_job_spec s;
+    job_spec s;
     prs_error err;
     assert_int_equal(req_parse_job_spec(SPEC, strlen(SPEC), &s, &err), 0);
     uint8_t h[32] = {5};
@@ -510,7 +510,7 @@ static void test_early_frontier_not_reused(void **state)
  * takes 1 + s/10 of the reference time) uploaded while registering, and planned. */
 static job *early_planned_job(const char *id, const char *spec_text)
 {
-    req_job_spec s;
+    job_spec s;
     prs_error err;
     assert_int_equal(req_parse_job_spec(spec_text, strlen(spec_text), &s, &err), 0);
     uint8_t h[32] = {2};
@@ -553,7 +553,7 @@ static job *early_planned_job(const char *id, const char *spec_text)
 static job *running_job(const char *id, const char *spec_text)
 {
     job *j = early_planned_job(id, spec_text);
-    req_job_spec s = j->spec;
+    job_spec s = j->spec;
     int action = 0;
     api_err e = {0};
     for (int r = 0; r < j->world; r++) {
@@ -618,7 +618,7 @@ static void set_straggler(job *j, int dp, double slowdown, int clear)
 /* The job as a restarted server loads it from the store, in the phase given. */
 static job *reload_as(const job *j, const char *phase)
 {
-    json_t *sj = req_job_spec_json(&j->spec);
+    json_t *sj = spec_json(&j->spec);
     char *text = json_dumps(sj, JSON_COMPACT);
     json_decref(sj);
     store_job_row row = {
@@ -1057,7 +1057,7 @@ static void test_evaluation_rule(void **state)
  * 500) when report is set. */
 static job *profiled_job(const char *id, double bp, int report)
 {
-    req_job_spec s = make_spec();
+    job_spec s = make_spec();
     snprintf(s.model, sizeof s.model, "model-%s", id);
     memset(s.reuse_key_sha256, 'c', 64);
     s.has_blocking_power = bp >= 0;
@@ -1131,7 +1131,7 @@ static void test_measured_blocking_power(void **state)
     assert_int_equal(j->phase, JOB_RUNNING);
 
     /* Reloaded: the same values. */
-    json_t *sj = req_job_spec_json(&j->spec);
+    json_t *sj = spec_json(&j->spec);
     char *text = json_dumps(sj, JSON_COMPACT);
     json_decref(sj);
     store_job_row row = {j->id, j->token_hash, text, "", "running", "", 0, 0, 0, 1, 81.5, 81.5, 0};
@@ -1144,7 +1144,7 @@ static void test_measured_blocking_power(void **state)
     job_free(k);
 
     /* A second job of the same configuration reuses the frontier and its blocking power. */
-    req_job_spec s = j->spec;
+    job_spec s = j->spec;
     uint8_t h[32] = {4};
     api_err e = {0};
     assert_int_equal(store_begin(st), 0);
@@ -1154,7 +1154,7 @@ static void test_measured_blocking_power(void **state)
     job_free(k);
     /* ... but not without its creator's reuse key, nor with another. */
     for (int other = 0; other < 2; other++) {
-        req_job_spec o = s;
+        job_spec o = s;
         if (other)
             o.reuse_key_sha256[0] = 'd';
         else
@@ -1384,7 +1384,7 @@ static void test_many_pipelines_straggler(void **state)
 static void test_precision_survives_restart(void **state)
 {
     (void)state;
-    req_job_spec s = make_spec();
+    job_spec s = make_spec();
     s.target_se_pct = 0.5;
     s.max_iterations_per_clock = 3;
     uint8_t h[32] = {3};

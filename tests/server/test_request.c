@@ -12,7 +12,7 @@
 #include "request.h"
 
 /* The parse, its message copied into msg (REQ_MSG_MAX bytes). */
-static int spec(const char *text, req_job_spec *s, char *msg)
+static int spec(const char *text, job_spec *s, char *msg)
 {
     prs_error err = {0, ""};
     int rc = req_parse_job_spec(text, strlen(text), s, &err);
@@ -25,7 +25,7 @@ static int spec(const char *text, req_job_spec *s, char *msg)
 static void test_spec_defaults_and_round_trip(void **state)
 {
     (void)state;
-    req_job_spec s, back;
+    job_spec s, back;
     char msg[REQ_MSG_MAX] = "";
     assert_int_equal(spec("{" BASE ",\"clocks_mhz\":[1000,1410,1200]}", &s, msg), 0);
     assert_int_equal(s.stages, 4);
@@ -52,7 +52,7 @@ static void test_spec_defaults_and_round_trip(void **state)
                           "\"reuse_key\":\"team-secret-key-0001\"}",
                           &s, msg),
                      0);
-    json_t *j = req_job_spec_json(&s);
+    json_t *j = spec_json(&s);
     char *text = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     assert_int_equal(spec(text, &back, msg), 0);
@@ -73,13 +73,13 @@ static void test_spec_defaults_and_round_trip(void **state)
 static void test_spec_blocking_power(void **state)
 {
     (void)state;
-    req_job_spec s, back;
+    job_spec s, back;
     char msg[REQ_MSG_MAX] = "";
     const char *none = "{\"stages\":2,\"microbatches\":2,\"dp\":1,\"clocks_mhz\":[1410]}";
     assert_int_equal(spec(none, &s, msg), 0);
     assert_false(s.has_blocking_power);
     assert_true(s.blocking_power_w == 0);
-    json_t *j = req_job_spec_json(&s);
+    json_t *j = spec_json(&s);
     assert_true(json_is_null(json_object_get(j, "blocking_power_w")));
     char *text = json_dumps(j, JSON_COMPACT);
     json_decref(j);
@@ -148,7 +148,7 @@ static void test_spec_errors_name_the_field(void **state)
         {"{\"a\\u0001b\":1}", "unknown field 'a?b'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        req_job_spec s;
+        job_spec s;
         char msg[REQ_MSG_MAX] = "";
         assert_int_equal(spec(bad[i].text, &s, msg), -1);
         if (!strstr(msg, bad[i].needle)) fprintf(stderr, "%s -> %s\n", bad[i].text, msg);
