@@ -31,6 +31,26 @@ def nvml_open(path):
     return lib, dev
 
 
+class Field(ctypes.Structure):  # nvmlFieldValue_t
+    _fields_ = [("fieldId", ctypes.c_uint), ("scopeId", ctypes.c_uint),
+                ("timestamp", ctypes.c_longlong), ("latencyUsec", ctypes.c_longlong),
+                ("valueType", ctypes.c_int), ("nvmlReturn", ctypes.c_int),
+                ("value", ctypes.c_ulonglong)]
+
+
+def instant_w(lib, dev):
+    """NVML's instantaneous power field (186), watts, or None where the driver lacks it."""
+    f = Field(fieldId=186)
+    try:
+        if lib.nvmlDeviceGetFieldValues(dev, 1, ctypes.byref(f)) != 0 or f.nvmlReturn != 0:
+            return None
+    except AttributeError:
+        return None
+    if f.valueType == 0:
+        return ctypes.c_double.from_buffer_copy(ctypes.c_ulonglong(f.value)).value / 1e3
+    return (f.value & 0xFFFFFFFF if f.valueType in (1, 5) else f.value) / 1e3
+
+
 def read_loop(lib, dev, stop, rows):
     mw, mj, mhz = ctypes.c_uint(), ctypes.c_ulonglong(), ctypes.c_uint()
     while not stop.is_set():
@@ -40,8 +60,10 @@ def read_loop(lib, dev, stop, rows):
         ok = lib.nvmlDeviceGetTotalEnergyConsumption(dev, ctypes.byref(mj)) == 0 and ok
         t2 = time.monotonic()
         ok = lib.nvmlDeviceGetClockInfo(dev, 1, ctypes.byref(mhz)) == 0 and ok
+        inst = instant_w(lib, dev)
         if ok:
-            rows.append((t0, t1, t2, mw.value / 1e3, mj.value / 1e3, mhz.value))
+            rows.append((t0, t1, t2, mw.value / 1e3, mj.value / 1e3, mhz.value,
+                         -1.0 if inst is None else inst))
         time.sleep(0.0002)
 
 
@@ -113,12 +135,25 @@ def compare(rows):
     for name, f in hyp.items():
         e = [abs(v - ref) / ref * 100 for at, v in merged for ref in [f(at)] if ref and ref > 1]
         err[name] = {"median_abs_pct": statistics.median(e) if e else None, "n": len(e)}
+    # The instantaneous field, at each of the counter's changes: against the counter's last
+    # refresh interval (an instant reading is closer to it than to the last second).
+    inst = {}
+    if rows and rows[-1][6] >= 0:
+        at_e = [(r[2], r[6]) for r in rows]
+        for name, f in (("last_refresh", hyp["last_refresh"]), ("last_1s", hyp["last_1s"])):
+            e = []
+            for t, _ in energy[2:]:
+                near = [v for at, v in at_e if t - 0.05 <= at <= t]
+                ref = f(t)
+                if near and ref and ref > 1:
+                    e.append(abs(statistics.mean(near) - ref) / ref * 100)
+            inst[name] = {"median_abs_pct": statistics.median(e) if e else None, "n": len(e)}
     gaps = [b[0] - a[0] for a, b in zip(merged, merged[1:])]
     egaps = [b[0] - a[0] for a, b in zip(energy, energy[1:])]
     return {"power_changes": len(merged),
             "power_interval_ms": statistics.median(gaps) * 1e3 if gaps else None,
             "energy_interval_ms": statistics.median(egaps) * 1e3 if egaps else None,
-            "reading_vs_energy": err,
+            "reading_vs_energy": err, "instant_field_vs_energy": inst or None,
             "best": min((k for k in err if err[k]["median_abs_pct"] is not None),
                         key=lambda k: err[k]["median_abs_pct"], default=None)}
 
@@ -174,7 +209,7 @@ def main():
         json.dump(out, f, indent=1)
     if o.raw:
         with open(o.raw, "w") as f:
-            f.write("t_power_s,t_energy_s,t_clock_s,power_w,energy_j,sm_mhz\n")
+            f.write("t_power_s,t_energy_s,t_clock_s,power_w,energy_j,sm_mhz,instant_w\n")
             for r in rows:
                 f.write(",".join(f"{x:.6f}" if isinstance(x, float) else str(x) for x in r) + "\n")
     print(json.dumps(out))

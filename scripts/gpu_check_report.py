@@ -251,6 +251,8 @@ def span(v, unit):
 def power_md(w):
     e = w.get("reading_vs_energy") or {}
     row = lambda k: fmt((e.get(k) or {}).get("median_abs_pct"), 1, " %")  # noqa: E731
+    i = w.get("instant_field_vs_energy") or {}
+    irow = lambda k: fmt((i.get(k) or {}).get("median_abs_pct"), 1, " %")  # noqa: E731
     return ["## Power reading and clock (gpu_check_power.py)", "",
             f"{'Matrix-product bursts' if w.get('load') else 'Idle (no load)'}, "
             f"{w.get('reads')} rounds of reads; power limit {fmt(w.get('power_limit_w'), 0, ' W')}.",
@@ -262,6 +264,8 @@ def power_md(w):
             f"| reading vs the interval before it | {row('refresh_before')} |",
             f"| reading vs counter's last second | {row('last_1s')} |",
             f"| the reading is closest to | {BEST.get(w.get('best'), '—')} |",
+            f"| instantaneous field (186) vs the counter's last 50 ms of reads, against its last "
+            f"refresh interval; its last second | {irow('last_refresh')}; {irow('last_1s')} |",
             f"| SM clock, last second of a 2 s burst | {span(w.get('long_burst_clock_mhz'), ' MHz')} at "
             f"{fmt(w.get('long_burst_power_w'), 0, ' W')} |",
             f"| SM clock idle after | {fmt(w.get('idle_clock_mhz'), 0, ' MHz')} |",
