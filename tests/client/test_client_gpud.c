@@ -154,6 +154,41 @@ static void test_client_start_refused(void **state)
     assert_non_null(strstr(e.msg, "start perseus-gpud"));
 }
 
+/* A GPU that accepts locks but ignores them (the fake NVML of a private daemon with
+ * PRS_FAKE_NVML_IGNORE_LOCK=1): the start locks a clock below the highest, reads it back, and
+ * fails naming the GPU and the clock; the GPU is left at its default clock. */
+static void test_client_start_lock_ignored(void **state)
+{
+    need_daemon();
+    setenv("PRS_GPUD_SOCKET", "/nonexistent/gpud.sock", 1);
+    unsetenv("PRS_FAKE_NVML_DENY");              /* the private daemon may change clocks ... */
+    setenv("PRS_FAKE_NVML_IGNORE_LOCK", "1", 1); /* ... but they never take */
+    prs_client_opts o;
+    client_opts(&o, "nvml:1");
+    prs_client *cl = NULL;
+    prs_error e;
+    int rc = prs_client_new(&o, &cl, &e);
+    unsetenv("PRS_FAKE_NVML_IGNORE_LOCK");
+    setenv("PRS_FAKE_NVML_DENY", "1", 1);
+    setenv("PRS_GPUD_SOCKET", H.sock, 1);
+    printf("lock ignored: %s\n", e.msg);
+    assert_int_equal(rc, PRS_EGPU);
+    assert_null(cl);
+    char uuid[96];
+    prs_gpu *g;
+    assert_int_equal(prs_gpu_open_nvml(1, g_lib, &g, &e), 0);
+    int clocks[2], n = 0;
+    assert_int_equal(prs_gpu_clocks(g, clocks, 2, &n), 0);
+    assert_int_equal(prs_gpu_uuid(g, uuid, sizeof uuid), 0);
+    prs_gpu_close(g);
+    char mhz[32];
+    snprintf(mhz, sizeof mhz, "at %d MHz", clocks[1]);
+    assert_non_null(strstr(e.msg, uuid));
+    assert_non_null(strstr(e.msg, mhz));
+    assert_non_null(strstr(e.msg, "did not take"));
+    assert_int_equal(clock_now(1), 1410);
+}
+
 static void test_gpud_spec_needs_daemon(void **state)
 {
     need_daemon();
@@ -282,6 +317,7 @@ int main(void)
         cmocka_unit_test(test_pci_selected_gpu),
         cmocka_unit_test(test_client_start_via_daemon),
         cmocka_unit_test(test_client_start_refused),
+        cmocka_unit_test(test_client_start_lock_ignored),
         cmocka_unit_test(test_gpud_spec_needs_daemon),
         cmocka_unit_test(test_second_trainer_busy),
         cmocka_unit_test(test_burst_without_reading),
