@@ -35,7 +35,7 @@ import json
 import os
 
 __all__ = ["Client", "Gpu", "Monitor", "Measurement", "PerseusError", "ErrorCode", "one_f_one_b",
-           "order", "load_library"]
+           "order", "load_library", "local_rank"]
 
 FORWARD, BACKWARD = 0, 1
 _INSTR = {"forward": FORWARD, "backward": BACKWARD, FORWARD: FORWARD, BACKWARD: BACKWARD}
@@ -188,6 +188,8 @@ def load_library(path=None):
     sig = {
         "prs_gpu_open": (I, [ctypes.c_char_p, ctypes.POINTER(P), ctypes.POINTER(_Error)]),
         "prs_gpu_close": (V, [P]),
+        "prs_gpu_local_rank": (I, [ctypes.POINTER(I), ctypes.c_char_p, ctypes.c_size_t,
+                                   ctypes.POINTER(_Error)]),
         "prs_gpu_name": (ctypes.c_char_p, [P]),
         "prs_gpu_backend": (ctypes.c_char_p, [P]),
         "prs_gpu_errmsg": (ctypes.c_char_p, [P]),
@@ -290,6 +292,19 @@ def order(schedule, stages, microbatches, stage, virtual_stages=1):
         out.append(("forward" if ins.value == FORWARD else "backward", mb.value,
                     ch.value // stages))
     return out
+
+
+def local_rank():
+    """This rank's index on its node, as the client picks its GPU: $LOCAL_RANK (torchrun), else
+    $SLURM_LOCALID (srun), else $OMPI_COMM_WORLD_LOCAL_RANK (Open MPI); 0 when none is set.
+    Returns (index, how), how naming the variable used ("SLURM_LOCALID=3"). A value that is not
+    an integer 0..1023 raises PerseusError naming the variable."""
+    lib = load_library()
+    index, who, err = ctypes.c_int(0), ctypes.create_string_buffer(96), _Error()
+    rc = lib.prs_gpu_local_rank(ctypes.byref(index), who, len(who), ctypes.byref(err))
+    if rc:
+        raise PerseusError(rc, err.msg.decode(errors="replace"))
+    return index.value, who.value.decode(errors="replace")
 
 
 def _torch_stream():

@@ -84,11 +84,12 @@ static int default_gpu_spec(prs_client *c, prs_stream *stream, prs_error *err)
     int gpud = strcmp(c->gpu_spec, "gpud") == 0; /* the same, through perseus-gpud */
     if (c->opts.gpu || (strcmp(c->gpu_spec, "nvml") != 0 && !gpud)) return 0;
     char uuid[64];
-    int rc = 0;
+    int rc = 0, index = 0;
     if (stream && prs_stream_device_uuid(stream, uuid, sizeof uuid) == 0)
         snprintf(c->gpu_spec, sizeof c->gpu_spec, "nvml:uuid=%s", uuid);
-    else
-        rc = prs_gpu_rank_device_at(-1, c->opts.cuda_library, c->gpu_spec, sizeof c->gpu_spec, err);
+    else if ((rc = prs_gpu_local_rank(&index, c->rank_who, sizeof c->rank_who, err)) == 0)
+        rc = prs_gpu_rank_device_at(index, c->opts.cuda_library, c->gpu_spec, sizeof c->gpu_spec,
+                                    err);
     if (!rc && gpud) memcpy(c->gpu_spec, "gpud", 4); /* "nvml:uuid=..." -> "gpud:uuid=..." */
     return rc;
 }
@@ -152,6 +153,17 @@ static int probe_clock(prs_client *c, int low_mhz, prs_error *err)
     return rc ? probe_refused(c, err) : 0;
 }
 
+/* err's message, followed by how the rank's GPU was chosen (who: prs_gpu_local_rank's). */
+static int which_gpu(int rc, const char *who, prs_error *err)
+{
+    char msg[PRS_ERRMSG_MAX];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    return prs_error_set(err, rc,
+                         "%.300s (this rank's GPU: %s; the local rank is read from LOCAL_RANK, "
+                         "else SLURM_LOCALID, else OMPI_COMM_WORLD_LOCAL_RANK)",
+                         msg, who);
+}
+
 /* The clock controller: the node's perseus-gpud when its socket exists, else a private one (the
  * process's own privileges); inline for the sim backend. Then the probe. */
 static int start_controller(prs_client *c, prs_error *err)
@@ -170,6 +182,8 @@ static int start_controller(prs_client *c, prs_error *err)
                              "client: a gpud GPU spec changes clocks only through perseus-gpud "
                              "(controller must be -1 or DAEMON)");
     int rc = prs_clockctl_open(c->gpu, (prs_clockctl_mode)mode, c->opts.gpud_socket, &c->ctl, err);
+    if (rc && c->rank_who[0] && err) /* a lease refused: often every rank took the same GPU */
+        return which_gpu(rc, c->rank_who, err);
     return rc ? rc : probe_clock(c, n > 1 ? top[1] : 0, err);
 }
 

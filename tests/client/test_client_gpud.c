@@ -189,6 +189,41 @@ static void test_client_start_lock_ignored(void **state)
     assert_int_equal(clock_now(1), 1410);
 }
 
+/* Two ranks of a node started by Slurm (SLURM_LOCALID, no LOCAL_RANK): each takes its own GPU.
+ * Without any launcher variable both take GPU 0, and the second is refused with a message that
+ * says how its GPU was chosen and which variables were looked at. */
+static void test_client_local_rank_vars(void **state)
+{
+    need_daemon();
+    unsetenv("LOCAL_RANK");
+    unsetenv("SLURM_LOCALID");
+    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    prs_client_opts o;
+    client_opts(&o, "nvml");
+    o.cuda_library = "/nonexistent/libcuda.so.1"; /* CUDA_VISIBLE_DEVICES unset: NVML's order */
+    prs_client *a = NULL, *b = NULL;
+    prs_error e;
+    assert_int_equal(prs_client_new(&o, &a, &e), 0);
+    assert_int_equal(prs_client_new(&o, &b, &e), PRS_EGPU);
+    printf("two ranks on GPU 0: %s\n", e.msg);
+    assert_null(b);
+    assert_non_null(strstr(e.msg, "refused the lease"));
+    assert_non_null(strstr(e.msg, "LOCAL_RANK"));
+    assert_non_null(strstr(e.msg, "SLURM_LOCALID"));
+    assert_non_null(strstr(e.msg, "OMPI_COMM_WORLD_LOCAL_RANK"));
+    setenv("SLURM_LOCALID", "1", 1);
+    int rc = prs_client_new(&o, &b, &e);
+    unsetenv("SLURM_LOCALID");
+    if (rc) fail_msg("SLURM_LOCALID=1: %s", e.msg);
+    prs_client_free(b);
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
+    rc = prs_client_new(&o, &b, &e);
+    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (rc) fail_msg("OMPI_COMM_WORLD_LOCAL_RANK=1: %s", e.msg);
+    prs_client_free(b);
+    prs_client_free(a);
+}
+
 static void test_gpud_spec_needs_daemon(void **state)
 {
     need_daemon();
@@ -318,6 +353,7 @@ int main(void)
         cmocka_unit_test(test_client_start_via_daemon),
         cmocka_unit_test(test_client_start_refused),
         cmocka_unit_test(test_client_start_lock_ignored),
+        cmocka_unit_test(test_client_local_rank_vars),
         cmocka_unit_test(test_gpud_spec_needs_daemon),
         cmocka_unit_test(test_second_trainer_busy),
         cmocka_unit_test(test_burst_without_reading),
