@@ -292,6 +292,50 @@ static void test_daemon_killed_under_client(void **state)
     prs_gpu_close(g);
 }
 
+/* perseus-gpud restarts under a client (SIGKILL, then a new daemon on the same socket): the next
+ * requests connect again and take the lease anew, and clocks change through the new daemon; a
+ * client does not fail for the rest of its run. */
+static void test_reconnect_after_restart(void **state)
+{
+    need_daemon();
+    prs_gpu *g;
+    prs_error e;
+    assert_int_equal(prs_gpu_open_nvml(0, g_lib, &g, &e), 0);
+    prs_clockctl *c;
+    assert_int_equal(prs_clockctl_open(g, PRS_CLOCKCTL_DAEMON, H.sock, &c, &e), 0);
+    assert_int_equal(prs_clockctl_set(c, 1110), 0);
+    assert_int_equal(prs_clockctl_sync(c, 5), 0);
+    gpud_harness_stop(&H, SIGKILL);
+    int failed = 0; /* requests while the daemon is away fail */
+    for (int i = 0; i < 3; i++) {
+        int rc = prs_clockctl_set(c, i % 2 ? 1200 : 1290);
+        if (!rc) rc = prs_clockctl_sync(c, 1);
+        failed += rc != 0;
+    }
+    assert_true(failed >= 1);
+    unsetenv("PRS_FAKE_NVML_DENY");
+    assert_int_equal(gpud_harness_start(&H, g_lib), 0);
+    setenv("PRS_FAKE_NVML_DENY", "1", 1);
+    double t0 = mono_s();
+    int rc = -1, tries = 0;
+    for (; rc != 0 && mono_s() - t0 < 30; tries++) { /* until a request takes (deadline 30 s) */
+        rc = prs_clockctl_set(c, tries % 2 ? 1200 : 1290);
+        if (!rc) rc = prs_clockctl_sync(c, 5);
+        if (rc) gpud_nap_ms(10); /* poll interval */
+    }
+    printf("reconnected after %d requests, %.1f ms\n", tries, 1e3 * (mono_s() - t0));
+    if (rc) fail_msg("no reconnection: %s", prs_gpu_errmsg(g));
+    int want = (tries - 1) % 2 ? 1200 : 1290;
+    assert_int_equal(prs_clockctl_confirmed(c), want);
+    assert_int_equal(clock_now(0), want);
+    assert_int_equal(prs_clockctl_set(c, 1110), 0); /* and the ones after it */
+    assert_int_equal(prs_clockctl_sync(c, 5), 0);
+    assert_int_equal(clock_now(0), 1110);
+    prs_clockctl_free(c);
+    assert_int_equal(clock_now(0), 1410); /* the new lease ended: reset */
+    prs_gpu_close(g);
+}
+
 /* Read from fd until n lines came (or 10 s); returns the lines seen. */
 static long read_lines(int fd, long n)
 {
@@ -358,6 +402,7 @@ int main(void)
         cmocka_unit_test(test_second_trainer_busy),
         cmocka_unit_test(test_burst_without_reading),
         cmocka_unit_test(test_daemon_killed_under_client),
+        cmocka_unit_test(test_reconnect_after_restart),
     };
     return prs_test_result(cmocka_run_group_tests(tests, setup, teardown));
 }
