@@ -203,6 +203,8 @@ def load_library(path=None):
         "prs_client_new": (I, [ctypes.POINTER(_Opts), ctypes.POINTER(P), ctypes.POINTER(_Error)]),
         "prs_client_begin": (I, [P, I, I, I]),
         "prs_client_end": (I, [P, I, I, I]),
+        "prs_client_other_begin": (I, [P]),
+        "prs_client_other_end": (I, [P]),
         "prs_strerror": (ctypes.c_char_p, [I]),
         "prs_schedule_parse": (I, [ctypes.c_char_p, ctypes.POINTER(I)]),
         "prs_pipeline_check": (I, [ctypes.POINTER(_Pipeline), ctypes.POINTER(_Error)]),
@@ -512,6 +514,28 @@ class Client:
                 self.end(kind, microbatch, chunk)
             elif self._h:
                 self._lib.prs_client_end(self._h, _INSTR[kind], microbatch, chunk)
+
+    def begin_other(self):
+        """Begin GPU work outside the schedule's computations (see other())."""
+        rc = self._lib.prs_client_other_begin(self._handle())
+        if rc:
+            raise PerseusError(rc, "begin_other: " + self._lib.prs_strerror(rc).decode())
+
+    def end_other(self):
+        rc = self._lib.prs_client_other_end(self._handle())
+        if rc:
+            raise PerseusError(rc, "end_other: " + self._lib.prs_strerror(rc).decode())
+
+    @contextlib.contextmanager
+    def other(self):
+        """A with block around GPU work of the iteration that is no forward or backward of the
+        schedule (the optimizer step, the loss, gradient clipping): measured as its own kind, so
+        it never counts as the GPU's power while blocked; no clock change, no order check."""
+        self.begin_other()
+        try:
+            yield
+        finally:
+            self.end_other()
 
     def iteration_end(self):
         """End the iteration. Raises PerseusError: with ESERVER once perseusd refused this rank for

@@ -4,7 +4,8 @@ the stream being one of the tests' fake CUDA driver (on device 1 of 2, so the GP
 stream's, not LOCAL_RANK's). Asserts: the client asks torch for its current stream once, at
 creation, and times computations on it (device time: each window is the fake kernel's 5 ms,
 where host timing would see the microseconds of an asynchronous launch); with
-torch.cuda.is_available() False it does not ask for a stream.
+torch.cuda.is_available() False it does not ask for a stream. Also client.other() on the sim
+GPU: the optimizer step stays out of the blocked power.
 
 usage: torch_auto.py FAKE_CUDA"""
 
@@ -82,7 +83,29 @@ def mean_window_s(client, cu, stream):
     return k["time_s"] / k["windows"]
 
 
+def other_work_sim():
+    """client.other() on the sim GPU: the optimizer step's energy stays out of the blocked
+    power, which is then the model's exactly; a misused other() raises."""
+    with perseus.Gpu("sim:a100") as g, perseus.Client(measure_only=True, gpu=g) as c:
+        for _ in range(4):
+            with c.computation("forward", 0):
+                g.sim_run(0.005, 0.9)
+            g.sim_idle(0.010)
+            with c.other():
+                g.sim_run(0.020, 0.4)
+            c.iteration_end()
+        blocked = c.measured()[("blocked", -1)]
+        try:
+            c.end_other()
+            raise AssertionError("end_other without begin_other was accepted")
+        except perseus.PerseusError as e:
+            assert e.code == perseus.ErrorCode.EINVAL, e
+    print(f"other work on the sim: blocked power {blocked['power_w']:.4f} W (a100: 83.64 W)")
+    assert abs(blocked["power_w"] / 83.64 - 1) < 1e-6, blocked
+
+
 def main():
+    other_work_sim()
     cuda = sys.argv[1]
     os.environ.pop("LOCAL_RANK", None)
     with tempfile.TemporaryDirectory() as root:

@@ -82,7 +82,10 @@ struct prs_client {
     int n_expect;
     int op; /* position of the next computation in the iteration */
     int in_window;
-    prs_instr open_instr; /* the computation the last begin opened */
+    int open_other;            /* the open window is other work (prs_client_other_begin) */
+    double other_t0, other_e0; /* at the hooks: the open other window's start */
+    double other_s, other_j;   /* at the hooks: this iteration's other work */
+    prs_instr open_instr;      /* the computation the last begin opened */
     int open_microbatch, open_chunk;
     int bad_order; /* a hook of this iteration was out of order: no windows reported */
     prs__client_op *ops;
