@@ -242,7 +242,7 @@ static int parse_spec(json_t *root, req_job_spec *s, prs_error *err)
     s->skip_dominated = 1;
     s->unit_time_s = 0.001;
     s->cost_model = PRS_COST_EXP;
-    s->straggler_factor = 1.2;
+    s->straggler_factor = 1.1; /* below the smallest slowdown worth catching (1.2x), not at it */
     s->straggler_iterations = 3;
     s->switch_lead_s = 2.0;
     s->reuse_frontier = 1;
