@@ -106,6 +106,13 @@ typedef struct prs_client_opts {
      * tagged with the SM clock read at its iteration's start) and its windows are summed per
      * kind for prs_client_measured. Hooks take chunk 0..PRS_CLIENT_MAX_CHUNKS-1, in any order. */
     int measure_only;
+    /* GPU work nobody bracketed (prs_client_other_begin/end): 1 takes everything from the end of
+     * an iteration's last computation to its end (the gradient all-reduce, the optimizer step,
+     * the loss) as other work, in iterations without other-work windows, so an un-bracketed
+     * optimizer never counts as blocking; the GPU's blocking power is then measured in the
+     * bubbles between computations only (a stage with none has no blocking power). 0 (the
+     * default): that time counts as blocking, unless bracketed. */
+    int other_after_last;
 } prs_client_opts;
 
 PRS_API void prs_client_opts_init(prs_client_opts *o);

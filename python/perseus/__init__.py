@@ -106,6 +106,7 @@ class _Opts(ctypes.Structure):
         ("create_token", ctypes.c_char_p),
         ("ca_file", ctypes.c_char_p),
         ("measure_only", ctypes.c_int),
+        ("other_after_last", ctypes.c_int),
     ]
 
 
@@ -403,6 +404,10 @@ class Client:
     gpud_socket: perseus-gpud's socket (default $PRS_GPUD_SOCKET or /run/perseus/gpud.sock).
     ca_file: a PEM CA bundle that verifies an https:// server (default: the system's CAs).
 
+    other_after_last=True: the time from the iteration's last computation to its end (the
+    all-reduce, an optimizer step not in a `with client.other()`) is measured as other work,
+    never as the GPU's blocking power (prs_client_opts.other_after_last).
+
     measure_only=True (with server_url None): no server and no clock change, ever; every
     iteration past the warm-up is profiled at the clock the GPU runs, in any order of
     computations (chunk 0..31), and .measured() gives what was measured per kind."""
@@ -411,7 +416,7 @@ class Client:
                  tp=0, gpu="nvml", device_sync=None, stream="auto", cuda_library=None,
                  poll_interval_s=None, http_timeout_s=None, flush_timeout_s=None,
                  warmup_iterations=None, max_queue=None, energy_poll_s=None, power_poll_s=None,
-                 gpud_socket=None, create_token=None, ca_file=None):
+                 gpud_socket=None, create_token=None, ca_file=None, other_after_last=False):
         self._lib = load_library()
         self._h = ctypes.c_void_p()
         o = _Opts()
@@ -426,6 +431,7 @@ class Client:
         if server_url is not None:
             o.server_url = s(server_url)
         o.measure_only = 1 if measure_only else 0
+        o.other_after_last = 1 if other_after_last else 0
         if job_id is not None:
             o.job_id, o.token = s(job_id), s(token or "")
         if job_spec is not None:

@@ -4,8 +4,8 @@ the stream being one of the tests' fake CUDA driver (on device 1 of 2, so the GP
 stream's, not LOCAL_RANK's). Asserts: the client asks torch for its current stream once, at
 creation, and times computations on it (device time: each window is the fake kernel's 5 ms,
 where host timing would see the microseconds of an asynchronous launch); with
-torch.cuda.is_available() False it does not ask for a stream. Also client.other() on the sim
-GPU: the optimizer step stays out of the blocked power.
+torch.cuda.is_available() False it does not ask for a stream. Also client.other() and
+other_after_last=True on the sim GPU: the optimizer step stays out of the blocked power.
 
 usage: torch_auto.py FAKE_CUDA"""
 
@@ -101,6 +101,19 @@ def other_work_sim():
         except perseus.PerseusError as e:
             assert e.code == perseus.ErrorCode.EINVAL, e
     print(f"other work on the sim: blocked power {blocked['power_w']:.4f} W (a100: 83.64 W)")
+    assert abs(blocked["power_w"] / 83.64 - 1) < 1e-6, blocked
+    with perseus.Gpu("sim:a100") as g, perseus.Client(measure_only=True, gpu=g,
+                                                      other_after_last=True) as c:
+        for _ in range(4):  # the optimizer un-bracketed, after the last computation
+            with c.computation("forward", 0):
+                g.sim_run(0.005, 0.9)
+            g.sim_idle(0.010)
+            with c.computation("backward", 0):
+                g.sim_run(0.005, 0.9)
+            g.sim_run(0.020, 0.4)
+            c.iteration_end()
+        blocked = c.measured()[("blocked", -1)]
+    print(f"other_after_last on the sim: blocked power {blocked['power_w']:.4f} W")
     assert abs(blocked["power_w"] / 83.64 - 1) < 1e-6, blocked
 
 

@@ -158,6 +158,11 @@ static double blocked_power(const prs_client *c, double time_s, double energy_j)
 {
     if (!c->gpu_exact) return 0;
     double t = time_s - c->other_s, e = energy_j - c->other_j; /* other work is not blocking */
+    if (c->opts.other_after_last && c->other_s == 0 && c->n_ops > 0) { /* the tail is other work */
+        const prs__client_op *last = &c->ops[c->n_ops - 1];
+        t -= c->iter_t0 + time_s - last->t1;
+        e -= c->iter_e0 + energy_j - last->e1;
+    }
     for (int i = 0; i < c->n_ops; i++) {
         t -= c->ops[i].t1 - c->ops[i].t0;
         e -= c->ops[i].e1 - c->ops[i].e0;

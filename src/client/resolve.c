@@ -222,6 +222,16 @@ static int kind_of(const prs__client_devop *o, int n_kinds)
     return o->other ? n_kinds : o->local_chunk * 2 + (int)o->instr;
 }
 
+/* opts.other_after_last: the time after p's last computation is other work (p has computations,
+ * none left open, and no other-work window of its own). */
+static int tail_is_other(const prs_client *c, const prs__client_pend *p)
+{
+    if (!c->opts.other_after_last || p->n_ops == 0 || p->open_closed) return 0;
+    for (int i = 0; i < p->n_ops; i++)
+        if (p->ops[i].other) return 0;
+    return 1;
+}
+
 /* Give a profiling iteration's timeline to its round's fit (once). */
 static void feed(prs_client *c, prs__client_pend *p)
 {
@@ -247,6 +257,8 @@ static void feed(prs_client *c, prs__client_pend *p)
             prs__client_local_count(c, kind, p->op_clock[i], t1 - t0);
         floor_t = t1;
     }
+    if (tail_is_other(c, p) && p->t_end > floor_t)
+        prs__client_attrib_busy(f->fit, f->n_kinds, floor_t, p->t_end);
     prs__client_attrib_known(f->fit, p->t_end);
     if (c->opts.measure_only) prs__client_local_iteration(c);
 }
@@ -269,6 +281,13 @@ static int fill_windows(prs_client *c, const prs__client_pend *p, const double *
         busy_t += t;
         busy_e += pw[kind] * t;
     }
+    if (tail_is_other(c, p)) { /* its power, or else the idle power below, as before */
+        double tail_t = p->t_end - p->op_t1[p->n_ops - 1];
+        if (isfinite(pw[n_kinds]) && tail_t > 0) {
+            busy_t += tail_t;
+            busy_e += pw[n_kinds] * tail_t;
+        }
+    }
     double idle_t = it->time_s - busy_t;
     it->energy_j = busy_e + (isfinite(idle) && idle_t > 0 ? idle * idle_t : 0);
     it->blocking_power_w = isfinite(idle) && idle > 0 ? idle : 0;
@@ -284,7 +303,6 @@ static int fill_windows(prs_client *c, const prs__client_pend *p, const double *
         it->windows[it->n_windows++] = (prs__client_window){
             o->instr, o->microbatch, o->chunk, p->op_clock[i], t, pw[kind_of(o, n_kinds)] * t};
     }
-    (void)c;
     return 1;
 }
 

@@ -1,14 +1,14 @@
 /* GPU work outside the schedule's computations (perseus/client.h, prs_client_other_begin/end:
  * the optimizer step, the loss): measured as a kind of its own, never as the GPU's power while
- * blocked. On a device stream of the fake CUDA driver and NVML (a counter read
- * continuously: the test is about what is attributed to what, not about the counter's period) each
- * iteration (until the blocking power's standard error is 1 %) runs a 5 ms forward and a 10 ms
- * backward kernel, waits 10 ms with the GPU idle (an all-reduce), then a 20 ms "optimizer" memset,
- * which the fake draws at 0.8 times a kernel's power. Bracketed with the other-work hooks, the
- * measured blocking power must be the fake's (the preset's) within 3 %; left un-bracketed, as
- * before the hooks existed, it is far above (the case is run too, to show what the first one guards
- * against). On the sim backend, read at the hooks, the blocking power is exact with other work
- * bracketed. */
+ * blocked. On a device stream of the fake CUDA driver and NVML (a counter read continuously: the
+ * test is about what is attributed to what, not about the counter's period) each iteration
+ * (until the blocking power's standard error is 1 %) runs a 5 ms forward kernel, 30 ms of GPU
+ * idle (a pipeline bubble), a 10 ms backward kernel, then a 20 ms "optimizer" memset, which the
+ * fake draws at 0.8 times a kernel's power. With the optimizer bracketed by the other-work hooks,
+ * and with it un-bracketed under opts.other_after_last, the measured blocking power must be the
+ * fake's (the preset's) within 3 %; un-bracketed without the option, as before either existed,
+ * it is far above (run too, to show what the others guard against). On the sim backend, read at
+ * the hooks, the blocking power is exact with other work bracketed and with other_after_last. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -47,16 +47,19 @@ typedef struct stream_run {
     uint64_t buf;
 } stream_run;
 
-static void stream_iteration(prs_client *c, const stream_run *r, int bracket)
+enum { UNBRACKETED, BRACKETED, AFTER_LAST }; /* how the optimizer is told apart */
+
+static void stream_iteration(prs_client *c, const stream_run *r, int mode)
 {
+    int bracket = mode == BRACKETED;
     assert_int_equal(prs_client_begin(c, PRS_FORWARD, 0, 0), 0);
     assert_int_equal(cu.launch_work(r->cs, 0.005, 0.7, 0), CUDA_SUCCESS);
     assert_int_equal(prs_client_end(c, PRS_FORWARD, 0, 0), 0);
+    cu.cuStreamSynchronize(r->cs);
+    sleep_s(IDLE_S); /* the GPU idles, as in a pipeline bubble (not a synchronisation) */
     assert_int_equal(prs_client_begin(c, PRS_BACKWARD, 0, 0), 0);
     assert_int_equal(cu.launch_work(r->cs, 0.010, 0.7, 0), CUDA_SUCCESS);
     assert_int_equal(prs_client_end(c, PRS_BACKWARD, 0, 0), 0);
-    cu.cuStreamSynchronize(r->cs);
-    sleep_s(IDLE_S); /* the GPU idles, as in an all-reduce (not a synchronisation) */
     if (bracket) assert_int_equal(prs_client_other_begin(c), 0);
     assert_int_equal(r->ms(r->buf, 0, (size_t)(OPTIMIZER_S * BANDWIDTH_B_PER_S / 4), r->cs),
                      CUDA_SUCCESS);
@@ -75,7 +78,7 @@ static double blocked_power(prs_client *c, double *se_w)
     return blocked.power_w;
 }
 
-static double run_stream(const char *cu_path, int bracket)
+static double run_stream(const char *cu_path, int mode)
 {
     stream_run r;
     CUcontext ctx;
@@ -93,18 +96,19 @@ static double run_stream(const char *cu_path, int bracket)
     o.use_stream = 1;
     o.stream = (uintptr_t)r.cs;
     o.cuda_library = cu_path;
+    o.other_after_last = mode == AFTER_LAST;
     prs_client *c;
     prs_error err;
     if (prs_client_new(&o, &c, &err)) fail_msg("prs_client_new: %s", err.msg);
     double p = NAN, se = NAN;
     int it = 0;
-    int most = bracket ? ITERS_MAX : ITERS_UNBRACKETED;
+    int most = mode == UNBRACKETED ? ITERS_UNBRACKETED : ITERS_MAX;
     for (; it < most && !(it >= ITERS_MIN && se < BLOCKING_SE * p); it++) {
-        stream_iteration(c, &r, bracket);
+        stream_iteration(c, &r, mode);
         if (it % 10 == 9) p = blocked_power(c, &se);
     }
-    print_message("%s: %d iterations, blocking power %.2f W (se %.2f W)\n",
-                  bracket ? "bracketed" : "not bracketed", it, p, se);
+    static const char *const names[] = {"not bracketed", "bracketed", "after the last"};
+    print_message("%s: %d iterations, blocking power %.2f W (se %.2f W)\n", names[mode], it, p, se);
     prs_client_free(c);
     assert_int_equal(cu.cuStreamDestroy(r.cs), CUDA_SUCCESS);
     assert_int_equal(cu.cuCtxSetCurrent(NULL), CUDA_SUCCESS);
@@ -125,18 +129,21 @@ static void test_stream(void **state)
     setenv("PRS_FAKE_NVML_REFRESH_MS", "0", 1);
     setenv("PRS_FAKE_GPU_COUNT", "1", 1);
     double truth = prs_gpu_preset_find("a100")->blocking_power_w;
-    double with = run_stream(cu_path, 1), without = run_stream(cu_path, 0);
-    print_message("blocking power: %.2f W with the optimizer bracketed, %.2f W without (fake: "
-                  "%.2f W)\n",
-                  with, without, truth);
+    double with = run_stream(cu_path, BRACKETED), after = run_stream(cu_path, AFTER_LAST);
+    double without = run_stream(cu_path, UNBRACKETED);
+    print_message("blocking power: %.2f W with the optimizer bracketed, %.2f W un-bracketed with "
+                  "other_after_last, %.2f W without either (fake: %.2f W)\n",
+                  with, after, without, truth);
     assert_true(fabs(with / truth - 1) < BLOCKING_TOL);
+    assert_true(fabs(after / truth - 1) < BLOCKING_TOL);
     assert_true(without / truth - 1 > 2 * BLOCKING_TOL); /* what the hooks are for */
     unsetenv("PRS_FAKE_NVML_REFRESH_MS");
     fake_dir_end(dir, 1);
 }
 
-/* The sim backend read at the hooks: the blocked power is exact with other work bracketed. */
-static void test_sim(void **state)
+/* The sim backend read at the hooks: the blocked power (after_last 0: the optimizer bracketed;
+ * 1: un-bracketed under other_after_last) against the model's. */
+static double sim_blocked(int after_last)
 {
     prs_gpu *g;
     prs_error err;
@@ -145,6 +152,7 @@ static void test_sim(void **state)
     prs_client_opts_init(&o);
     o.measure_only = 1;
     o.gpu = g;
+    o.other_after_last = after_last;
     prs_client *c;
     assert_int_equal(prs_client_new(&o, &c, &err), 0);
     const prs_gpu_work fwd = {0.005, 0.9}, opt = {0.020, 0.4};
@@ -152,24 +160,37 @@ static void test_sim(void **state)
         assert_int_equal(prs_client_begin(c, PRS_FORWARD, 0, 0), 0);
         assert_int_equal(prs_gpu_sim_run(g, &fwd, NULL), 0);
         assert_int_equal(prs_client_end(c, PRS_FORWARD, 0, 0), 0);
-        assert_int_equal(prs_gpu_sim_idle(g, 0.010), 0);
-        assert_int_equal(prs_client_other_end(c), PRS_EINVAL); /* none open */
-        assert_int_equal(prs_client_other_begin(c), 0);
-        assert_int_equal(prs_client_other_begin(c), PRS_EINVAL);            /* one at a time */
-        assert_int_equal(prs_client_end(c, PRS_FORWARD, 0, 0), PRS_EINVAL); /* not its end */
+        assert_int_equal(prs_gpu_sim_idle(g, 0.010), 0); /* a bubble */
+        assert_int_equal(prs_client_begin(c, PRS_BACKWARD, 0, 0), 0);
+        assert_int_equal(prs_gpu_sim_run(g, &fwd, NULL), 0);
+        assert_int_equal(prs_client_end(c, PRS_BACKWARD, 0, 0), 0);
+        if (!after_last) {
+            assert_int_equal(prs_client_other_end(c), PRS_EINVAL); /* none open */
+            assert_int_equal(prs_client_other_begin(c), 0);
+            assert_int_equal(prs_client_other_begin(c), PRS_EINVAL);            /* one at a time */
+            assert_int_equal(prs_client_end(c, PRS_FORWARD, 0, 0), PRS_EINVAL); /* not its end */
+        }
         assert_int_equal(prs_gpu_sim_run(g, &opt, NULL), 0);
-        assert_int_equal(prs_client_other_end(c), 0);
+        if (!after_last) assert_int_equal(prs_client_other_end(c), 0);
         assert_int_equal(prs_client_iteration_end(c), 0);
     }
     prs_client_kind k[2], blocked;
     int n = 0;
     assert_int_equal(prs_client_measured(c, k, 2, &n, &blocked), 0);
-    double truth = prs_gpu_preset_find("a100")->blocking_power_w;
-    print_message("sim: blocking power %.4f W (model: %.4f W)\n", blocked.power_w, truth);
-    assert_int_equal(n, 1);
-    assert_true(fabs(blocked.power_w / truth - 1) < 1e-6);
+    assert_int_equal(n, 2);
     prs_client_free(c);
     prs_gpu_close(g);
+    return blocked.power_w;
+}
+
+static void test_sim(void **state)
+{
+    double truth = prs_gpu_preset_find("a100")->blocking_power_w;
+    double bracketed = sim_blocked(0), after_last = sim_blocked(1);
+    print_message("sim: blocking power %.4f W bracketed, %.4f W after the last (model: %.4f W)\n",
+                  bracketed, after_last, truth);
+    assert_true(fabs(bracketed / truth - 1) < 1e-6);
+    assert_true(fabs(after_last / truth - 1) < 1e-6);
 }
 
 int main(void)
