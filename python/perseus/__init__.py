@@ -322,7 +322,7 @@ def _torch_stream():
 
 
 class Gpu:
-    """A GPU backend: "nvml" (this rank's GPU: CUDA device $LOCAL_RANK under
+    """A GPU backend: "nvml" (this rank's GPU: CUDA device local_rank() under
     CUDA_VISIBLE_DEVICES), "nvml:INDEX", "nvml:uuid=GPU-...", "nvml:pci=0000:1a:00.0", "sim" or
     "sim:PRESET" (a100, a40, h100)."""
 
