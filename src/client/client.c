@@ -85,13 +85,28 @@ static int default_gpu_spec(prs_client *c, prs_stream *stream, prs_error *err)
     if (c->opts.gpu || (strcmp(c->gpu_spec, "nvml") != 0 && !gpud)) return 0;
     char uuid[64];
     int rc = 0, index = 0;
-    if (stream && prs_stream_device_uuid(stream, uuid, sizeof uuid) == 0)
+    if (stream && prs_stream_device_uuid(stream, uuid, sizeof uuid) == 0) {
         snprintf(c->gpu_spec, sizeof c->gpu_spec, "nvml:uuid=%s", uuid);
-    else if ((rc = prs_gpu_local_rank(&index, c->rank_who, sizeof c->rank_who, err)) == 0)
+        c->spec_from_stream = 1;
+    } else if ((rc = prs_gpu_local_rank(&index, c->rank_who, sizeof c->rank_who, err)) == 0)
         rc = prs_gpu_rank_device_at(index, c->opts.cuda_library, c->gpu_spec, sizeof c->gpu_spec,
                                     err);
     if (!rc && gpud) memcpy(c->gpu_spec, "gpud", 4); /* "nvml:uuid=..." -> "gpud:uuid=..." */
     return rc;
+}
+
+/* NVML does not list the stream's CUDA device as a GPU: a MIG instance, which CUDA names by a
+ * UUID of its own, is the likely cause (NVML alone would say only "Not Found"). */
+static int stream_gpu_unknown(prs_client *c, int rc, prs_error *err)
+{
+    char msg[PRS_ERRMSG_MAX];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    return prs_error_set(err, rc,
+                         "client: the CUDA stream's device (%.60s) is not a GPU NVML lists: a MIG "
+                         "instance? MIG is not supported: a locked SM clock applies to the whole "
+                         "physical GPU, shared by all its MIG instances; give each rank a whole "
+                         "GPU (nvidia-smi -i GPU -mig 0, then reset it) (%.200s)",
+                         c->gpu_spec + 10, msg);
 }
 
 static int stream_first(prs_client *c, prs_stream **stream, prs_error *err)
@@ -263,6 +278,7 @@ int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err)
         } else {
             rc = prs_gpu_open(c->gpu_spec, &c->gpu, err);
             c->own_gpu = rc == 0;
+            if (rc && c->spec_from_stream && err) rc = stream_gpu_unknown(c, rc, err);
         }
     }
     if (!rc) rc = o->measure_only ? prs__client_local_gpu(c) : start_controller(c, err);

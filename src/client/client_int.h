@@ -63,8 +63,9 @@ typedef struct prs__client_expect {
 struct prs_client {
     prs_client_opts opts; /* strings below point into this struct's own copies */
     char url[512], job_id[64], token[128], gpud_socket[108], ca_file[4096];
-    char gpu_spec[128]; /* the spec the GPU was opened with ("nvml:GPU-..." when found by UUID) */
-    char rank_who[96];  /* how the default spec chose the rank's GPU ("SLURM_LOCALID=3"); "" */
+    char gpu_spec[128];   /* the spec the GPU was opened with ("nvml:GPU-..." when found by UUID) */
+    char rank_who[96];    /* how the default spec chose the rank's GPU ("SLURM_LOCALID=3"); "" */
+    int spec_from_stream; /* the default spec is the stream's device, by its CUDA UUID */
     prs_gpu *gpu;
     int own_gpu;
     prs_gpu *sampler_gpu; /* the sampler's own handle (stream mode, gpu opened from a spec) */
