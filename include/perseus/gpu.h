@@ -59,17 +59,25 @@ PRS_API int prs_gpu_open_nvml_uuid(const char *uuid, const char *lib_path, prs_g
 /* Room for any spec prs_gpu_rank_device writes. */
 #define PRS_GPU_SPEC_MAX 128
 
-/* The spec ("nvml:uuid=GPU-...") of the calling rank's GPU: CUDA device $LOCAL_RANK (0 when
- * unset; anything but an integer 0..1023 is PRS_EINVAL), mapped to the physical GPU as CUDA maps
- * it under CUDA_VISIBLE_DEVICES. Asks the CUDA driver ($PRS_CUDA_LIBRARY or libcuda.so.1) when it
- * loads; otherwise reads CUDA_VISIBLE_DEVICES itself against NVML's list of GPUs, with the
+/* The calling rank's index on its node: $LOCAL_RANK (torchrun and most launchers), else
+ * $SLURM_LOCALID (srun), else $OMPI_COMM_WORLD_LOCAL_RANK (Open MPI's mpirun); 0 when none is
+ * set. The first variable set decides: a value that is not an integer 0..1023 is PRS_EINVAL
+ * naming it. who (n bytes, may be NULL; 96 is enough) gets the variable and value used
+ * ("SLURM_LOCALID=3"), or says that none was set. */
+PRS_API int prs_gpu_local_rank(int *index, char *who, size_t n, prs_error *err);
+
+/* The spec ("nvml:uuid=GPU-...") of the calling rank's GPU: CUDA device prs_gpu_local_rank (0
+ * when no launcher variable is set; a bad value is PRS_EINVAL), mapped to the physical GPU as CUDA
+ * maps it under CUDA_VISIBLE_DEVICES. Asks the CUDA driver ($PRS_CUDA_LIBRARY or libcuda.so.1) when
+ * it loads; otherwise reads CUDA_VISIBLE_DEVICES itself against NVML's list of GPUs, with the
  * driver's rules (indices or unique UUID prefixes; the list ends at an invalid entry), taking
  * indices in NVML (PCI) order, which is CUDA's under CUDA_DEVICE_ORDER=PCI_BUS_ID. Errors name
- * LOCAL_RANK and CUDA_VISIBLE_DEVICES: no such device, no device visible, an ambiguous UUID
- * prefix, a MIG entry. n >= PRS_GPU_SPEC_MAX is always enough. Where the CUDA driver loads, this
- * initialises it in the calling process (cuInit), as the training framework does anyway. */
+ * the local rank's variable and CUDA_VISIBLE_DEVICES: no such device, no device visible, an
+ * ambiguous UUID prefix, a MIG entry. n >= PRS_GPU_SPEC_MAX is always enough. Where the CUDA driver
+ * loads, this initialises it in the calling process (cuInit), as the training framework does
+ * anyway. */
 PRS_API int prs_gpu_rank_device(char *spec, size_t n, prs_error *err);
-/* As prs_gpu_rank_device for CUDA device cuda_index (-1: $LOCAL_RANK), with the CUDA driver
+/* As prs_gpu_rank_device for CUDA device cuda_index (-1: prs_gpu_local_rank), with the CUDA driver
  * library cuda_lib (NULL: $PRS_CUDA_LIBRARY, else libcuda.so.1; when it cannot be loaded,
  * CUDA_VISIBLE_DEVICES is read as above). */
 PRS_API int prs_gpu_rank_device_at(int cuda_index, const char *cuda_lib, char *spec, size_t n,

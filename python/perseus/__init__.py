@@ -35,7 +35,7 @@ import json
 import os
 
 __all__ = ["Client", "Gpu", "Monitor", "Measurement", "PerseusError", "ErrorCode", "one_f_one_b",
-           "order", "load_library"]
+           "order", "load_library", "local_rank"]
 
 FORWARD, BACKWARD = 0, 1
 _INSTR = {"forward": FORWARD, "backward": BACKWARD, FORWARD: FORWARD, BACKWARD: BACKWARD}
@@ -106,6 +106,7 @@ class _Opts(ctypes.Structure):
         ("create_token", ctypes.c_char_p),
         ("ca_file", ctypes.c_char_p),
         ("measure_only", ctypes.c_int),
+        ("other_after_last", ctypes.c_int),
     ]
 
 
@@ -188,6 +189,8 @@ def load_library(path=None):
     sig = {
         "prs_gpu_open": (I, [ctypes.c_char_p, ctypes.POINTER(P), ctypes.POINTER(_Error)]),
         "prs_gpu_close": (V, [P]),
+        "prs_gpu_local_rank": (I, [ctypes.POINTER(I), ctypes.c_char_p, ctypes.c_size_t,
+                                   ctypes.POINTER(_Error)]),
         "prs_gpu_name": (ctypes.c_char_p, [P]),
         "prs_gpu_backend": (ctypes.c_char_p, [P]),
         "prs_gpu_errmsg": (ctypes.c_char_p, [P]),
@@ -201,6 +204,8 @@ def load_library(path=None):
         "prs_client_new": (I, [ctypes.POINTER(_Opts), ctypes.POINTER(P), ctypes.POINTER(_Error)]),
         "prs_client_begin": (I, [P, I, I, I]),
         "prs_client_end": (I, [P, I, I, I]),
+        "prs_client_other_begin": (I, [P]),
+        "prs_client_other_end": (I, [P]),
         "prs_strerror": (ctypes.c_char_p, [I]),
         "prs_schedule_parse": (I, [ctypes.c_char_p, ctypes.POINTER(I)]),
         "prs_pipeline_check": (I, [ctypes.POINTER(_Pipeline), ctypes.POINTER(_Error)]),
@@ -292,6 +297,19 @@ def order(schedule, stages, microbatches, stage, virtual_stages=1):
     return out
 
 
+def local_rank():
+    """This rank's index on its node, as the client picks its GPU: $LOCAL_RANK (torchrun), else
+    $SLURM_LOCALID (srun), else $OMPI_COMM_WORLD_LOCAL_RANK (Open MPI); 0 when none is set.
+    Returns (index, how), how naming the variable used ("SLURM_LOCALID=3"). A value that is not
+    an integer 0..1023 raises PerseusError naming the variable."""
+    lib = load_library()
+    index, who, err = ctypes.c_int(0), ctypes.create_string_buffer(96), _Error()
+    rc = lib.prs_gpu_local_rank(ctypes.byref(index), who, len(who), ctypes.byref(err))
+    if rc:
+        raise PerseusError(rc, err.msg.decode(errors="replace"))
+    return index.value, who.value.decode(errors="replace")
+
+
 def _torch_stream():
     """The current CUDA stream of PyTorch as an integer, or None without CUDA."""
     try:
@@ -304,7 +322,7 @@ def _torch_stream():
 
 
 class Gpu:
-    """A GPU backend: "nvml" (this rank's GPU: CUDA device $LOCAL_RANK under
+    """A GPU backend: "nvml" (this rank's GPU: CUDA device local_rank() under
     CUDA_VISIBLE_DEVICES), "nvml:INDEX", "nvml:uuid=GPU-...", "nvml:pci=0000:1a:00.0", "sim" or
     "sim:PRESET" (a100, a40, h100)."""
 
@@ -386,6 +404,10 @@ class Client:
     gpud_socket: perseus-gpud's socket (default $PRS_GPUD_SOCKET or /run/perseus/gpud.sock).
     ca_file: a PEM CA bundle that verifies an https:// server (default: the system's CAs).
 
+    other_after_last=True: the time from the iteration's last computation to its end (the
+    all-reduce, an optimizer step not in a `with client.other()`) is measured as other work,
+    never as the GPU's blocking power (prs_client_opts.other_after_last).
+
     measure_only=True (with server_url None): no server and no clock change, ever; every
     iteration past the warm-up is profiled at the clock the GPU runs, in any order of
     computations (chunk 0..31), and .measured() gives what was measured per kind."""
@@ -394,7 +416,7 @@ class Client:
                  tp=0, gpu="nvml", device_sync=None, stream="auto", cuda_library=None,
                  poll_interval_s=None, http_timeout_s=None, flush_timeout_s=None,
                  warmup_iterations=None, max_queue=None, energy_poll_s=None, power_poll_s=None,
-                 gpud_socket=None, create_token=None, ca_file=None):
+                 gpud_socket=None, create_token=None, ca_file=None, other_after_last=False):
         self._lib = load_library()
         self._h = ctypes.c_void_p()
         o = _Opts()
@@ -409,6 +431,7 @@ class Client:
         if server_url is not None:
             o.server_url = s(server_url)
         o.measure_only = 1 if measure_only else 0
+        o.other_after_last = 1 if other_after_last else 0
         if job_id is not None:
             o.job_id, o.token = s(job_id), s(token or "")
         if job_spec is not None:
@@ -497,6 +520,28 @@ class Client:
                 self.end(kind, microbatch, chunk)
             elif self._h:
                 self._lib.prs_client_end(self._h, _INSTR[kind], microbatch, chunk)
+
+    def begin_other(self):
+        """Begin GPU work outside the schedule's computations (see other())."""
+        rc = self._lib.prs_client_other_begin(self._handle())
+        if rc:
+            raise PerseusError(rc, "begin_other: " + self._lib.prs_strerror(rc).decode())
+
+    def end_other(self):
+        rc = self._lib.prs_client_other_end(self._handle())
+        if rc:
+            raise PerseusError(rc, "end_other: " + self._lib.prs_strerror(rc).decode())
+
+    @contextlib.contextmanager
+    def other(self):
+        """A with block around GPU work of the iteration that is no forward or backward of the
+        schedule (the optimizer step, the loss, gradient clipping): measured as its own kind, so
+        it never counts as the GPU's power while blocked; no clock change, no order check."""
+        self.begin_other()
+        try:
+            yield
+        finally:
+            self.end_other()
 
     def iteration_end(self):
         """End the iteration. Raises PerseusError: with ESERVER once perseusd refused this rank for

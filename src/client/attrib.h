@@ -38,7 +38,7 @@
 
 #include "perseus/error.h"
 
-#define PRS__CLIENT_ATTRIB_MAX_KINDS 64
+#define PRS__CLIENT_ATTRIB_MAX_KINDS 65 /* 2 * PRS_CLIENT_MAX_CHUNKS, and other work */
 
 /* Positive results of prs__client_attrib_solve (0 = usable). */
 enum {

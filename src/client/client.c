@@ -84,13 +84,29 @@ static int default_gpu_spec(prs_client *c, prs_stream *stream, prs_error *err)
     int gpud = strcmp(c->gpu_spec, "gpud") == 0; /* the same, through perseus-gpud */
     if (c->opts.gpu || (strcmp(c->gpu_spec, "nvml") != 0 && !gpud)) return 0;
     char uuid[64];
-    int rc = 0;
-    if (stream && prs_stream_device_uuid(stream, uuid, sizeof uuid) == 0)
+    int rc = 0, index = 0;
+    if (stream && prs_stream_device_uuid(stream, uuid, sizeof uuid) == 0) {
         snprintf(c->gpu_spec, sizeof c->gpu_spec, "nvml:uuid=%s", uuid);
-    else
-        rc = prs_gpu_rank_device_at(-1, c->opts.cuda_library, c->gpu_spec, sizeof c->gpu_spec, err);
+        c->spec_from_stream = 1;
+    } else if ((rc = prs_gpu_local_rank(&index, c->rank_who, sizeof c->rank_who, err)) == 0)
+        rc = prs_gpu_rank_device_at(index, c->opts.cuda_library, c->gpu_spec, sizeof c->gpu_spec,
+                                    err);
     if (!rc && gpud) memcpy(c->gpu_spec, "gpud", 4); /* "nvml:uuid=..." -> "gpud:uuid=..." */
     return rc;
+}
+
+/* NVML does not list the stream's CUDA device as a GPU: a MIG instance, which CUDA names by a
+ * UUID of its own, is the likely cause (NVML alone would say only "Not Found"). */
+static int stream_gpu_unknown(prs_client *c, int rc, prs_error *err)
+{
+    char msg[PRS_ERRMSG_MAX];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    return prs_error_set(err, rc,
+                         "client: the CUDA stream's device (%.60s) is not a GPU NVML lists: a MIG "
+                         "instance? MIG is not supported: a locked SM clock applies to the whole "
+                         "physical GPU, shared by all its MIG instances; give each rank a whole "
+                         "GPU (nvidia-smi -i GPU -mig 0, then reset it) (%.200s)",
+                         c->gpu_spec + 10, msg);
 }
 
 static int stream_first(prs_client *c, prs_stream **stream, prs_error *err)
@@ -104,14 +120,8 @@ static int stream_first(prs_client *c, prs_stream **stream, prs_error *err)
 
 /* A clock the GPU would refuse fails the start, with what to do, rather than a run whose
  * profile is tagged with clocks that never were: lock the highest clock once and reset. */
-static int probe_clock(prs_client *c, prs_error *err)
+static int probe_refused(prs_client *c, prs_error *err)
 {
-    if (c->gpu_exact || c->f_max_mhz <= 0) return 0;
-    int rc = prs_clockctl_set(c->ctl, c->f_max_mhz);
-    if (!rc) rc = prs_clockctl_sync(c->ctl, PROBE_TIMEOUT_S);
-    if (!rc) rc = prs_clockctl_set(c->ctl, 0);
-    if (!rc) rc = prs_clockctl_sync(c->ctl, PROBE_TIMEOUT_S);
-    if (!rc) return 0;
     const char *how =
         prs_clockctl_mode_of(c->ctl) == PRS_CLOCKCTL_DAEMON
             ? "check perseus-gpud's log (journalctl -u perseus-gpud)"
@@ -121,12 +131,60 @@ static int probe_clock(prs_client *c, prs_error *err)
                          prs_gpu_errmsg(c->gpu), how);
 }
 
+/* A GPU that accepts a lock but goes on at its highest clock (a vGPU, a board whose clocks an
+ * administrator pinned) would profile every clock at the highest one and save nothing: a lock
+ * below the highest must read back, else the start fails naming the GPU and the clock. */
+static int probe_lower(prs_client *c, int low_mhz, prs_error *err)
+{
+    int rc = prs_clockctl_set(c->ctl, low_mhz);
+    if (!rc) rc = prs_clockctl_sync(c->ctl, PROBE_TIMEOUT_S);
+    if (!rc) return 0;
+    char why[256], uuid[96] = "?";
+    snprintf(why, sizeof why, "%s", prs_gpu_errmsg(c->gpu));
+    (void)prs_gpu_uuid(c->gpu, uuid, sizeof uuid);
+    return prs_error_set(err, PRS_EGPU,
+                         "client: GPU %s (%s) did not take a lock of its SM clock at %d MHz, "
+                         "below its highest (%d MHz): %s; Perseus needs a GPU that runs at the "
+                         "clock it locks (not a vGPU, application clocks not restricted: "
+                         "nvidia-smi -i GPU -acp UNRESTRICTED)",
+                         uuid, prs_gpu_name(c->gpu), low_mhz, c->f_max_mhz, why);
+}
+
+/* The start's probe: the highest clock (refused: no rights), the next one down (ignored: a GPU
+ * that does not apply locks), then the default clocks. */
+static int probe_clock(prs_client *c, int low_mhz, prs_error *err)
+{
+    if (c->gpu_exact || c->f_max_mhz <= 0) return 0;
+    int rc = prs_clockctl_set(c->ctl, c->f_max_mhz);
+    if (!rc) rc = prs_clockctl_sync(c->ctl, PROBE_TIMEOUT_S);
+    if (rc) return probe_refused(c, err);
+    if (low_mhz > 0 && low_mhz < c->f_max_mhz && (rc = probe_lower(c, low_mhz, err)) != 0) {
+        (void)prs_clockctl_set(c->ctl, 0);
+        (void)prs_clockctl_sync(c->ctl, PROBE_TIMEOUT_S);
+        return rc;
+    }
+    rc = prs_clockctl_set(c->ctl, 0);
+    if (!rc) rc = prs_clockctl_sync(c->ctl, PROBE_TIMEOUT_S);
+    return rc ? probe_refused(c, err) : 0;
+}
+
+/* err's message, followed by how the rank's GPU was chosen (who: prs_gpu_local_rank's). */
+static int which_gpu(int rc, const char *who, prs_error *err)
+{
+    char msg[PRS_ERRMSG_MAX];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    return prs_error_set(err, rc,
+                         "%.300s (this rank's GPU: %s; the local rank is read from LOCAL_RANK, "
+                         "else SLURM_LOCALID, else OMPI_COMM_WORLD_LOCAL_RANK)",
+                         msg, who);
+}
+
 /* The clock controller: the node's perseus-gpud when its socket exists, else a private one (the
  * process's own privileges); inline for the sim backend. Then the probe. */
 static int start_controller(prs_client *c, prs_error *err)
 {
-    int n = 0, top = 0;
-    if (prs_gpu_clocks(c->gpu, &top, 1, &n) == 0 && n > 0) c->f_max_mhz = top;
+    int n = 0, top[2] = {0, 0};
+    if (prs_gpu_clocks(c->gpu, top, 2, &n) == 0 && n > 0) c->f_max_mhz = top[0];
     c->gpu_exact = strcmp(prs_gpu_backend(c->gpu), "sim") == 0;
     int mode = c->opts.controller;
     if (mode < 0)
@@ -139,7 +197,9 @@ static int start_controller(prs_client *c, prs_error *err)
                              "client: a gpud GPU spec changes clocks only through perseus-gpud "
                              "(controller must be -1 or DAEMON)");
     int rc = prs_clockctl_open(c->gpu, (prs_clockctl_mode)mode, c->opts.gpud_socket, &c->ctl, err);
-    return rc ? rc : probe_clock(c, err);
+    if (rc && c->rank_who[0] && err) /* a lease refused: often every rank took the same GPU */
+        return which_gpu(rc, c->rank_who, err);
+    return rc ? rc : probe_clock(c, n > 1 ? top[1] : 0, err);
 }
 
 /* Measure only: neither a server nor a clock controller (the other options as usual). */
@@ -218,6 +278,7 @@ int prs_client_new(const prs_client_opts *o, prs_client **out, prs_error *err)
         } else {
             rc = prs_gpu_open(c->gpu_spec, &c->gpu, err);
             c->own_gpu = rc == 0;
+            if (rc && c->spec_from_stream && err) rc = stream_gpu_unknown(c, rc, err);
         }
     }
     if (!rc) rc = o->measure_only ? prs__client_local_gpu(c) : start_controller(c, err);

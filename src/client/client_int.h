@@ -63,7 +63,9 @@ typedef struct prs__client_expect {
 struct prs_client {
     prs_client_opts opts; /* strings below point into this struct's own copies */
     char url[512], job_id[64], token[128], gpud_socket[108], ca_file[4096];
-    char gpu_spec[128]; /* the spec the GPU was opened with ("nvml:GPU-..." when found by UUID) */
+    char gpu_spec[128];   /* the spec the GPU was opened with ("nvml:GPU-..." when found by UUID) */
+    char rank_who[96];    /* how the default spec chose the rank's GPU ("SLURM_LOCALID=3"); "" */
+    int spec_from_stream; /* the default spec is the stream's device, by its CUDA UUID */
     prs_gpu *gpu;
     int own_gpu;
     prs_gpu *sampler_gpu; /* the sampler's own handle (stream mode, gpu opened from a spec) */
@@ -81,7 +83,10 @@ struct prs_client {
     int n_expect;
     int op; /* position of the next computation in the iteration */
     int in_window;
-    prs_instr open_instr; /* the computation the last begin opened */
+    int open_other;            /* the open window is other work (prs_client_other_begin) */
+    double other_t0, other_e0; /* at the hooks: the open other window's start */
+    double other_s, other_j;   /* at the hooks: this iteration's other work */
+    prs_instr open_instr;      /* the computation the last begin opened */
     int open_microbatch, open_chunk;
     int bad_order; /* a hook of this iteration was out of order: no windows reported */
     prs__client_op *ops;

@@ -188,10 +188,33 @@ int prs__client_dev_begin(prs_client *c, prs_instr instr, int microbatch, int ch
     return order;
 }
 
-int prs__client_dev_end(prs_client *c, prs_instr instr, int microbatch, int chunk)
+int prs__client_dev_other_begin(prs_client *c)
 {
     prs__client_dev *d = c->dev;
-    if (!c->in_window) return PRS_EINVAL;
+    if (c->in_window) return PRS_EINVAL;
+    if (!c->iter_started) {
+        int rc = dev_start_iteration(c);
+        if (rc) return rc;
+    }
+    prs__client_pend *p = d->cur;
+    if (grow_pend_ops(p)) return PRS_ENOMEM;
+    prs__client_devop *o = &p->ops[p->n_ops];
+    memset(o, 0, sizeof *o);
+    o->other = 1;
+    o->chunk = -1;
+    o->b = prs__client_event_get(c);
+    if (!o->b) return PRS_ENOMEM;
+    int rc = prs_event_record(d->stream, o->b);
+    if (rc) return begin_failed(c, o, rc);
+    c->in_window = 1;
+    c->open_other = 1;
+    return 0;
+}
+
+/* Record the open window's end event; 0, or the error (the window stays open). */
+static int close_window(prs_client *c)
+{
+    prs__client_dev *d = c->dev;
     prs__client_devop *o = &d->cur->ops[d->cur->n_ops];
     o->e = prs__client_event_get(c);
     if (!o->e) return PRS_ENOMEM;
@@ -202,7 +225,22 @@ int prs__client_dev_end(prs_client *c, prs_instr instr, int microbatch, int chun
         return rc;
     }
     c->in_window = 0;
+    c->open_other = 0;
     d->cur->n_ops++;
+    return 0;
+}
+
+int prs__client_dev_other_end(prs_client *c)
+{
+    if (!c->in_window || !c->open_other) return PRS_EINVAL;
+    return close_window(c);
+}
+
+int prs__client_dev_end(prs_client *c, prs_instr instr, int microbatch, int chunk)
+{
+    if (!c->in_window || c->open_other) return PRS_EINVAL;
+    int rc = close_window(c);
+    if (rc) return rc;
     c->op++;
     return prs__client_check_end(c, instr, microbatch, chunk);
 }
@@ -214,6 +252,7 @@ static void close_open_window(prs_client *c, prs__client_pend *p)
     prs__client_devop *o = &p->ops[p->n_ops];
     c->bad_order = 1;
     c->in_window = 0;
+    c->open_other = 0;
     o->e = prs__client_event_get(c);
     if (o->e && prs_event_record(c->dev->stream, o->e) == 0) {
         p->n_ops++;

@@ -30,6 +30,7 @@ typedef struct prs__client_devop {
     int microbatch;
     int chunk;                    /* global model chunk, -1: unknown */
     int local_chunk;              /* as the hook gave it */
+    int other;                    /* other work (prs_client_other_begin): its own kind */
     prs__client_hostcall *change; /* clock change enqueued just before it, or NULL */
     prs_event *b, *e;
 } prs__client_devop;
@@ -92,6 +93,10 @@ int prs__client_dev_open(struct prs_client *c, prs_stream *stream, prs_gpu *samp
 void prs__client_dev_close(struct prs_client *c);
 int prs__client_dev_begin(struct prs_client *c, prs_instr instr, int microbatch, int chunk);
 int prs__client_dev_end(struct prs_client *c, prs_instr instr, int microbatch, int chunk);
+/* Other work's window (prs_client_other_begin/end): an op marked other, no clock change, no
+ * order check. */
+int prs__client_dev_other_begin(struct prs_client *c);
+int prs__client_dev_other_end(struct prs_client *c);
 int prs__client_dev_iteration_end(struct prs_client *c, double wall_s);
 int prs__client_dev_request_clock(struct prs_client *c, int mhz);
 /* devpool.c */

@@ -6,8 +6,9 @@
  * Every computation is a window: begin syncs (when a device_sync is given), sets the clock
  * planned for this position of the iteration and reads the backend's time and energy; end syncs
  * and reads them again. A window is tagged with the clock in effect. The iteration runs from one
- * iteration_end to the next, so waits between computations (bubbles, communication, the
- * optimizer) are in the iteration but in no window; the rank's pace is the time from the
+ * iteration_end to the next, so waits between computations (bubbles, communication) are in the
+ * iteration but in no window; other work (prs_client_other_begin/end: the optimizer) is read
+ * like a window and kept out of the blocked power; the rank's pace is the time from the
  * iteration's start to the end of its last computation (what it would take without waiting for
  * the other pipelines in the data-parallel all-reduce). With an exact counter (sim) the power
  * while blocked is measured as the energy outside the windows over the time outside them.
@@ -94,7 +95,7 @@ int prs_client_end(prs_client *c, prs_instr instr, int microbatch, int chunk)
 {
     if (!c) return PRS_EINVAL;
     if (c->dev) return prs__client_dev_end(c, instr, microbatch, chunk);
-    if (!c->in_window) return PRS_EINVAL;
+    if (!c->in_window || c->open_other) return PRS_EINVAL;
     prs__client_op *o = &c->ops[c->n_ops];
     device_sync(c);
     o->t1 = prs_gpu_now_s(c->gpu);
@@ -103,6 +104,33 @@ int prs_client_end(prs_client *c, prs_instr instr, int microbatch, int chunk)
     c->n_ops++;
     c->op++;
     return prs__client_check_end(c, instr, microbatch, chunk);
+}
+
+int prs_client_other_begin(prs_client *c)
+{
+    if (!c) return PRS_EINVAL;
+    if (c->dev) return prs__client_dev_other_begin(c);
+    if (c->in_window) return PRS_EINVAL;
+    device_sync(c);
+    if (!c->iter_started) start_iteration(c);
+    c->in_window = 1;
+    c->open_other = 1;
+    c->other_t0 = prs_gpu_now_s(c->gpu);
+    c->other_e0 = prs_gpu_read_energy_j(c->gpu);
+    return 0;
+}
+
+int prs_client_other_end(prs_client *c)
+{
+    if (!c) return PRS_EINVAL;
+    if (c->dev) return prs__client_dev_other_end(c);
+    if (!c->in_window || !c->open_other) return PRS_EINVAL;
+    device_sync(c);
+    c->other_s += prs_gpu_now_s(c->gpu) - c->other_t0;
+    c->other_j += prs_gpu_read_energy_j(c->gpu) - c->other_e0;
+    c->in_window = 0;
+    c->open_other = 0;
+    return 0;
 }
 
 /* Windows of the iteration's computations (profiling only); NULL when none, when a window's
@@ -129,7 +157,12 @@ static prs__client_window *make_windows(const prs_client *c, int *n)
 static double blocked_power(const prs_client *c, double time_s, double energy_j)
 {
     if (!c->gpu_exact) return 0;
-    double t = time_s, e = energy_j;
+    double t = time_s - c->other_s, e = energy_j - c->other_j; /* other work is not blocking */
+    if (c->opts.other_after_last && c->other_s == 0 && c->n_ops > 0) { /* the tail is other work */
+        const prs__client_op *last = &c->ops[c->n_ops - 1];
+        t -= c->iter_t0 + time_s - last->t1;
+        e -= c->iter_e0 + energy_j - last->e1;
+    }
     for (int i = 0; i < c->n_ops; i++) {
         t -= c->ops[i].t1 - c->ops[i].t0;
         e -= c->ops[i].e1 - c->ops[i].e0;
@@ -166,6 +199,8 @@ static int iteration_end(prs_client *c)
     c->op = 0;
     c->n_ops = 0;
     c->in_window = 0;
+    c->open_other = 0;
+    c->other_s = c->other_j = 0;
     c->bad_order = 0;
     c->iter_t0 = now;
     c->iter_e0 = energy;

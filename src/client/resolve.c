@@ -68,7 +68,8 @@ static prs__client_round_fit *fit_for(prs_client *c, long round, int n_kinds)
     prs__client_attrib_opts o;
     prs__client_attrib_opts_init(&o);
     o.max_rel_se = FIT_MAX_REL_SE;
-    if (prs__client_attrib_new(n_kinds, &o, &d->fits[slot].fit)) return NULL;
+    /* one more kind: other work (prs_client_other_begin), kind n_kinds */
+    if (prs__client_attrib_new(n_kinds + 1, &o, &d->fits[slot].fit)) return NULL;
     d->fits[slot].round = round;
     d->fits[slot].n_kinds = n_kinds;
     return &d->fits[slot];
@@ -215,6 +216,22 @@ static int n_kinds_of(const prs_client *c)
     return 2 * v;
 }
 
+/* An op's kind in its round's fit: chunk * 2 + instruction, other work n_kinds. */
+static int kind_of(const prs__client_devop *o, int n_kinds)
+{
+    return o->other ? n_kinds : o->local_chunk * 2 + (int)o->instr;
+}
+
+/* opts.other_after_last: the time after p's last computation is other work (p has computations,
+ * none left open, and no other-work window of its own). */
+static int tail_is_other(const prs_client *c, const prs__client_pend *p)
+{
+    if (!c->opts.other_after_last || p->n_ops == 0 || p->open_closed) return 0;
+    for (int i = 0; i < p->n_ops; i++)
+        if (p->ops[i].other) return 0;
+    return 1;
+}
+
 /* Give a profiling iteration's timeline to its round's fit (once). */
 static void feed(prs_client *c, prs__client_pend *p)
 {
@@ -228,17 +245,20 @@ static void feed(prs_client *c, prs__client_pend *p)
     }
     double floor_t = p->t_start; /* rounding never makes intervals overlap or go back */
     for (int i = 0; i < p->n_ops; i++) {
-        int kind = p->ops[i].local_chunk * 2 + (int)p->ops[i].instr;
+        int kind = kind_of(&p->ops[i], f->n_kinds);
         double t0 = fmax(p->op_t0[i], floor_t), t1 = fmax(p->op_t1[i], t0);
         /* a window left open: from its begin on, the hooks tracked nothing */
         if (p->open_closed && i == p->n_ops - 1) {
             prs__client_attrib_unknown(f->fit, t0, p->t_end);
             break;
         }
-        if (kind >= 0 && kind < f->n_kinds) prs__client_attrib_busy(f->fit, kind, t0, t1);
-        if (c->opts.measure_only) prs__client_local_count(c, kind, p->op_clock[i], t1 - t0);
+        if (kind >= 0 && kind <= f->n_kinds) prs__client_attrib_busy(f->fit, kind, t0, t1);
+        if (c->opts.measure_only && !p->ops[i].other)
+            prs__client_local_count(c, kind, p->op_clock[i], t1 - t0);
         floor_t = t1;
     }
+    if (tail_is_other(c, p) && p->t_end > floor_t)
+        prs__client_attrib_busy(f->fit, f->n_kinds, floor_t, p->t_end);
     prs__client_attrib_known(f->fit, p->t_end);
     if (c->opts.measure_only) prs__client_local_iteration(c);
 }
@@ -249,33 +269,40 @@ static int fill_windows(prs_client *c, const prs__client_pend *p, const double *
 {
     double busy_t = 0, busy_e = 0;
     int ok = 1;
+    int n_comp = 0;
     for (int i = 0; i < p->n_ops; i++) {
-        int kind = p->ops[i].local_chunk * 2 + (int)p->ops[i].instr;
+        int kind = kind_of(&p->ops[i], n_kinds);
         double t = p->op_t1[i] - p->op_t0[i];
-        if (kind < 0 || kind >= n_kinds || !isfinite(pw[kind])) {
-            ok = 0;
+        n_comp += !p->ops[i].other;
+        if (kind < 0 || kind > n_kinds || !isfinite(pw[kind])) {
+            ok = ok && p->ops[i].other; /* other work's power is not reported */
             continue;
         }
         busy_t += t;
         busy_e += pw[kind] * t;
+    }
+    if (tail_is_other(c, p)) { /* its power, or else the idle power below, as before */
+        double tail_t = p->t_end - p->op_t1[p->n_ops - 1];
+        if (isfinite(pw[n_kinds]) && tail_t > 0) {
+            busy_t += tail_t;
+            busy_e += pw[n_kinds] * tail_t;
+        }
     }
     double idle_t = it->time_s - busy_t;
     it->energy_j = busy_e + (isfinite(idle) && idle_t > 0 ? idle * idle_t : 0);
     it->blocking_power_w = isfinite(idle) && idle > 0 ? idle : 0;
     for (int i = 0; i < p->n_ops; i++)
         if (p->op_clock[i] < 0) ok = 0; /* a clock not known to be in effect: no windows */
-    if (!ok || !p->phase_reportable || p->bad_order || p->n_ops == 0) return 1;
-    it->windows = malloc(sizeof *it->windows * (size_t)p->n_ops);
+    if (!ok || !p->phase_reportable || p->bad_order || n_comp == 0) return 1;
+    it->windows = malloc(sizeof *it->windows * (size_t)n_comp);
     if (!it->windows) return 1;
     for (int i = 0; i < p->n_ops; i++) {
         const prs__client_devop *o = &p->ops[i];
         double t = p->op_t1[i] - p->op_t0[i];
-        it->windows[i] = (prs__client_window){o->instr, o->microbatch,
-                                              o->chunk, p->op_clock[i],
-                                              t,        pw[o->local_chunk * 2 + (int)o->instr] * t};
+        if (o->other) continue; /* measured, never reported as a computation */
+        it->windows[it->n_windows++] = (prs__client_window){
+            o->instr, o->microbatch, o->chunk, p->op_clock[i], t, pw[kind_of(o, n_kinds)] * t};
     }
-    it->n_windows = p->n_ops;
-    (void)c;
     return 1;
 }
 
@@ -300,7 +327,10 @@ static int build_report(prs_client *c, prs__client_pend *p, int force, prs__clie
     it->round = p->round;
     it->plan_id = p->profiling ? -1 : p->plan_id;
     it->time_s = p->t_end - p->t_start;
-    it->pace_s = p->n_ops ? p->op_t1[p->n_ops - 1] - p->t_start : 0;
+    int last = p->n_ops - 1; /* the pace ends with the last computation, not other work */
+    while (last >= 0 && p->ops[last].other)
+        last--;
+    it->pace_s = last >= 0 ? p->op_t1[last] - p->t_start : 0;
     it->wall_s = p->wall_s;
     it->clock_mhz = p->n_ops > 0 && p->op_clock[0] > 0 ? p->op_clock[0]
                     : c->dev->eff_mhz > 0              ? c->dev->eff_mhz

@@ -14,7 +14,9 @@
  * kill it before it could reset; it exits once it reset.
  *
  * A request is one non-blocking send; its answer (applied, refused, or applied but not in effect
- * when read back) arrives on the controller's reader thread. prs_clockctl_sync waits for it. */
+ * when read back) arrives on the controller's reader thread. prs_clockctl_sync waits for it.
+ * When the node daemon goes away (a restart), the next request connects again and takes the
+ * lease anew, at most every RECONNECT_INTERVAL_S, instead of failing for the rest of the run. */
 #define _GNU_SOURCE /* POSIX_SPAWN_SETSID */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,10 +30,13 @@
 #include <unistd.h>
 
 #include "gpu_int.h"
+#include "perseus/clock.h"
 #include "gpud_conn.h"
 
 #define LEASE_TIMEOUT_S 10.0 /* a private daemon starts, opens NVML and answers */
 #define CLOSE_TIMEOUT_S 10.0
+#define RECONNECT_TIMEOUT_S 2.0  /* a restarted node daemon answers HELLO and LEASE */
+#define RECONNECT_INTERVAL_S 0.5 /* between attempts while the daemon is away */
 
 extern char **environ;
 
@@ -43,6 +48,9 @@ struct prs_clockctl {
     int send_failed; /* the last request could not be sent (the daemon is gone) */
     prs__gpu_conn *conn;
     pid_t helper;
+    /* DAEMON: what a reconnection needs, and when it may next try */
+    char socket_path[108], lease[128];
+    double next_reconnect_s;
     /* INLINE */
     int inline_rc;        /* result of the last request */
     int inline_confirmed; /* clock in effect (0: default) */
@@ -172,9 +180,11 @@ static int open_conn(prs_clockctl *c, const char *socket_path, prs_error *err)
         if (!rc) rc = prs__gpu_conn_adopt(fd, c->helper, &c->conn, err);
         if (rc && c->helper > 0) close(fd); /* the helper sees the end and exits */
     }
-    char id[128];
-    if (!rc) rc = lease_id(g, id, sizeof id, err);
-    if (!rc) rc = prs__gpu_conn_lease(c->conn, id, LEASE_TIMEOUT_S, err);
+    if (!rc) rc = lease_id(g, c->lease, sizeof c->lease, err);
+    if (!rc && c->mode == PRS_CLOCKCTL_DAEMON)
+        snprintf(c->socket_path, sizeof c->socket_path, "%s",
+                 socket_path ? socket_path : prs_gpud_socket_path());
+    if (!rc) rc = prs__gpu_conn_lease(c->conn, c->lease, LEASE_TIMEOUT_S, err);
     if (!rc) rc = prs__gpu_conn_start(c->conn, err);
     return rc;
 }
@@ -223,9 +233,29 @@ static int inline_set(prs_clockctl *c, int freq_mhz)
     return rc;
 }
 
+/* The node daemon went away (restarted, upgraded): at most every RECONNECT_INTERVAL_S, connect
+ * again and take the lease anew; the GPU is then at its default clocks. 0 when connected. */
+static int reconnect(prs_clockctl *c)
+{
+    if (!prs__gpu_conn_lost(c->conn) && !c->send_failed) return 0;
+    double now = prs_mono_s();
+    if (now < c->next_reconnect_s) return PRS_EGPU;
+    c->next_reconnect_s = now + RECONNECT_INTERVAL_S;
+    if (!prs__gpu_conn_lost(c->conn)) return PRS_EGPU; /* the reader has not seen the end yet */
+    prs_error e;
+    if (prs__gpu_conn_reconnect(c->conn, c->socket_path, c->lease, RECONNECT_TIMEOUT_S, &e))
+        return prs__gpu_fail(c->gpu, PRS_EGPU, "the connection to perseus-gpud is gone (%s)",
+                             e.msg);
+    c->requested = 0;
+    c->send_failed = 0;
+    c->last_seq = 0;
+    return 0;
+}
+
 int prs_clockctl_set(prs_clockctl *c, int freq_mhz)
 {
     if (freq_mhz < 0) return prs__gpu_fail(c->gpu, PRS_EINVAL, "clock must be >= 0 MHz");
+    if (c->mode == PRS_CLOCKCTL_DAEMON) (void)reconnect(c);
     if (freq_mhz == c->requested && !c->send_failed &&
         (c->mode != PRS_CLOCKCTL_INLINE || c->inline_rc == 0))
         return 0;

@@ -4,7 +4,8 @@
  * ":GPU-UUID" and ":uuid=GPU-UUID", ":pci=DOMAIN:BUS:DEV.FN". MIG instances are refused: a locked
  * SM clock is a property of the whole physical GPU, shared by every instance on it.
  *
- * The rank's device is CUDA device $LOCAL_RANK (0 when unset), mapped to the physical GPU the
+ * The rank's device is CUDA device $LOCAL_RANK (else $SLURM_LOCALID, else
+ * $OMPI_COMM_WORLD_LOCAL_RANK; 0 when none is set), mapped to the physical GPU the
  * way CUDA maps it. When the CUDA driver library loads we ask it (cuDeviceGet, cuDeviceGetUuid:
  * the driver applies CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER itself). Without it we read
  * CUDA_VISIBLE_DEVICES ourselves, with the driver's rules: unset means every GPU; entries are
@@ -36,17 +37,46 @@ static int parse_index(const char *s, size_t len)
     return v <= PRS_MAX_GPU_INDEX ? v : -1;
 }
 
-int prs__gpu_parse_local_rank(const char *v, int *index, prs_error *err)
+/* v (the value of variable name) as a device index; see prs__gpu_parse_local_rank. */
+static int parse_rank_var(const char *name, const char *v, int *index, prs_error *err)
 {
     *index = 0;
     if (!v) return 0;
     int i = parse_index(v, strlen(v));
     if (i < 0)
         return prs_error_set(err, PRS_EINVAL,
-                             "LOCAL_RANK='%.40s': expected the rank's index on its node, an "
+                             "%s='%.40s': expected the rank's index on its node, an "
                              "integer from 0 to %d",
-                             v, PRS_MAX_GPU_INDEX);
+                             name, v, PRS_MAX_GPU_INDEX);
     *index = i;
+    return 0;
+}
+
+int prs__gpu_parse_local_rank(const char *v, int *index, prs_error *err)
+{
+    return parse_rank_var("LOCAL_RANK", v, index, err);
+}
+
+/* The launchers' names for the rank's index on its node, in the order they are looked at:
+ * torchrun and most launchers, then Slurm's srun, then Open MPI's mpirun. */
+static const char *const rank_vars[] = {"LOCAL_RANK", "SLURM_LOCALID",
+                                        "OMPI_COMM_WORLD_LOCAL_RANK"};
+
+int prs_gpu_local_rank(int *index, char *who, size_t n, prs_error *err)
+{
+    if (!index) return prs_error_set(err, PRS_EINVAL, "local rank: no output");
+    *index = 0;
+    for (size_t i = 0; i < sizeof rank_vars / sizeof rank_vars[0]; i++) {
+        const char *v = getenv(rank_vars[i]);
+        if (!v) continue;
+        int rc = parse_rank_var(rank_vars[i], v, index, err);
+        if (!rc && who && n) snprintf(who, n, "%s=%d", rank_vars[i], *index);
+        return rc;
+    }
+    if (who && n)
+        snprintf(who, n,
+                 "LOCAL_RANK, SLURM_LOCALID and OMPI_COMM_WORLD_LOCAL_RANK unset: CUDA "
+                 "device 0");
     return 0;
 }
 
@@ -230,16 +260,13 @@ int prs_gpu_rank_device_at(int cuda_index, const char *cuda_lib, char *spec, siz
     if (!spec || n == 0) return prs_error_set(err, PRS_EINVAL, "GPU spec: no buffer");
     spec[0] = '\0';
     int index = cuda_index, rc = 0;
-    char who[64];
+    char who[96];
     if (cuda_index < -1 || cuda_index > PRS_MAX_GPU_INDEX)
         return prs_error_set(err, PRS_EINVAL,
                              "CUDA device index %d: expected -1 (from LOCAL_RANK) or 0 to %d",
                              cuda_index, PRS_MAX_GPU_INDEX);
     if (cuda_index == -1) {
-        if ((rc = prs__gpu_parse_local_rank(getenv("LOCAL_RANK"), &index, err)) != 0) return rc;
-        snprintf(who, sizeof who,
-                 getenv("LOCAL_RANK") ? "LOCAL_RANK=%d" : "LOCAL_RANK unset: CUDA device %d",
-                 index);
+        if ((rc = prs_gpu_local_rank(&index, who, sizeof who, err)) != 0) return rc;
     } else {
         snprintf(who, sizeof who, "CUDA device %d", index);
     }

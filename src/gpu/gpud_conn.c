@@ -181,6 +181,55 @@ int prs__gpu_conn_lease(prs__gpu_conn *c, const char *uuid, double timeout_s, pr
     return 0;
 }
 
+/* Free a connection whose reader never started (its fd already closed or handed over). */
+static void conn_free(prs__gpu_conn *c)
+{
+    pthread_mutex_destroy(&c->send_mu);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c);
+}
+
+int prs__gpu_conn_lost(const prs__gpu_conn *c)
+{
+    return atomic_load(&c->lost);
+}
+
+int prs__gpu_conn_reconnect(prs__gpu_conn *c, const char *path, const char *uuid, double timeout_s,
+                            prs_error *err)
+{
+    if (!atomic_load(&c->lost) || c->helper > 0)
+        return prs_error_set(err, PRS_EINVAL,
+                             "perseus-gpud: only a lost node connection reconnects");
+    prs__gpu_conn *fresh = NULL;
+    int rc = prs__gpu_conn_connect(path, &fresh, err);
+    if (rc || !fresh) return rc ? rc : PRS_ENOMEM;
+    if ((rc = prs__gpu_conn_lease(fresh, uuid, timeout_s, err)) != 0) {
+        close(fresh->fd);
+        conn_free(fresh);
+        return rc;
+    }
+    if (c->reader_started) pthread_join(c->reader, NULL); /* it ended: that is what lost says */
+    c->reader_started = 0;
+    pthread_mutex_lock(&c->send_mu);
+    close(c->fd);
+    c->fd = fresh->fd;
+    memcpy(c->in, fresh->in, fresh->in_len);
+    c->in_len = fresh->in_len;
+    c->out_len = 0; /* requests for the old lease: the new one starts at the default clocks */
+    pthread_mutex_lock(&c->mu);
+    c->acked = atomic_load(&c->seq);
+    atomic_store(&c->acked_a, c->acked);
+    atomic_store(&c->in_effect, 0);
+    atomic_store(&c->lost, 0);
+    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->send_mu);
+    conn_free(fresh);
+    rc = prs__gpu_conn_start(c, err);
+    if (rc) atomic_store(&c->lost, 1);
+    return rc;
+}
+
 /* ---- the reader thread ---- */
 
 static prs__gpu_ack_status status_of(const char *w)

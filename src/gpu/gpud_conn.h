@@ -57,6 +57,15 @@ int prs__gpu_conn_confirmed(const prs__gpu_conn *c);
 long prs__gpu_conn_failures(const prs__gpu_conn *c);
 /* The daemon-side time of the last applied request, nanoseconds (0: none). */
 long prs__gpu_conn_apply_ns(const prs__gpu_conn *c);
+/* The connection is gone (the reader saw its end). */
+int prs__gpu_conn_lost(const prs__gpu_conn *c);
+/* A lost connection to a node daemon (not a private helper's) made anew in place: connect to
+ * path, HELLO, LEASE uuid (at most timeout_s each), start a reader. The GPU is then at its
+ * default clocks (the daemon reset it when the old lease ended); requests not sent are dropped;
+ * counts (failures, sequence numbers) go on. Call from the thread that sends. 0, or an error
+ * (the connection stays lost). */
+int prs__gpu_conn_reconnect(prs__gpu_conn *c, const char *path, const char *uuid, double timeout_s,
+                            prs_error *err);
 /* Close (the daemon resets the clocks of the lease), stop the reader, reap a private helper
  * (waiting at most timeout_s, then SIGKILL). NULL is a no-op. */
 void prs__gpu_conn_close(prs__gpu_conn *c, double timeout_s);

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gpud.h"
@@ -20,6 +21,11 @@
 #endif
 
 #define MAX_TOKENS 8
+/* A read-back right after a lock may still see the old clock (a real GPU applies the lock a
+ * little later): before calling a lock ignored and resetting it, read again, this many times,
+ * this far apart (at most 5 ms in all, and only when the first read-back disagrees). */
+#define READBACK_RETRIES 5
+#define READBACK_WAIT_NS 1000000L
 #define REPLY_MAX 4200
 
 gpud_conn *gpud_conn_new(int fd, long pid, unsigned uid, unsigned gid)
@@ -275,6 +281,11 @@ static void apply_clock(gpud_conn *c, uint64_t seq, int mhz)
     int actual = 0;
     char act[24] = "-";
     int have = prs_gpu_sm_clock_now(u->g, &actual) == 0;
+    for (int i = 0; have && mhz && actual > mhz && i < READBACK_RETRIES; i++) {
+        struct timespec wait = {0, READBACK_WAIT_NS};
+        nanosleep(&wait, NULL);
+        have = prs_gpu_sm_clock_now(u->g, &actual) == 0;
+    }
     if (have) snprintf(act, sizeof act, "%d", actual);
     if (mhz && have && actual > mhz) {
         gpud_log(GPUD_LOG_WARN, "msg=lock_ignored gpu=%s mhz=%d actual=%d action=reset", u->uuid,

@@ -48,7 +48,7 @@ static void spec_defaults(job_spec *s)
     s->skip_dominated = 1;
     s->unit_time_s = 0.001;
     s->cost_model = PRS_COST_EXP;
-    s->straggler_factor = 1.2;
+    s->straggler_factor = 1.1; /* below the smallest slowdown worth catching (1.2x), not at it */
     s->straggler_iterations = 3;
     s->switch_lead_s = 2.0;
     s->reuse_frontier = 1;

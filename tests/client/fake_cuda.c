@@ -273,6 +273,10 @@ EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
     if (!d) return CUDA_ERROR_UNKNOWN;
     unsigned char u[16];
     fakegpu_uuid(d, u);
+    /* $PRS_FAKE_CUDA_MIG=1: the device is a MIG instance, named by a UUID of its own that NVML
+     * does not list as a GPU */
+    const char *mig = getenv("PRS_FAKE_CUDA_MIG");
+    if (mig && *mig && strcmp(mig, "0") != 0) u[15] ^= 0xffu;
     memcpy(uuid->bytes, u, 16);
     return CUDA_SUCCESS;
 }

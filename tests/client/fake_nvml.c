@@ -21,6 +21,9 @@
  * device files). With $PRS_FAKE_NVML_IGNORE_LOCK=1, nvmlDeviceSetGpuLockedClocks returns success
  * but changes nothing, like GPUs (and vGPUs) that silently ignore it: only reading the clock back
  * (nvmlDeviceGetClockInfo: the locked clock in effect, else f_max) shows it.
+ * With $PRS_FAKE_NVML_LOCK_LAG_READS=N, the first N reads of the SM clock after a lock (in the
+ * process that locked) still give the clock from before it, as a real GPU's read-back right
+ * after nvmlDeviceSetGpuLockedClocks may.
  * With $PRS_FAKE_NVML_DENY_BELOW=MHZ, locks below MHZ are NVML_ERROR_NOT_SUPPORTED although
  * listed (a driver or board that narrows the range it lets a user lock).
  * While the file named by $PRS_FAKE_NVML_FAIL_RESET exists, nvmlDeviceResetGpuLockedClocks
@@ -73,6 +76,8 @@ static long sets, resets;    /* calls made by this process */
 
 /* The memory clock lock of each device index in this process (0: default). */
 static unsigned mem_locked[FAKEGPU_MAX_DEVICES];
+static int lag_reads[FAKEGPU_MAX_DEVICES];    /* $PRS_FAKE_NVML_LOCK_LAG_READS left */
+static unsigned lag_mhz[FAKEGPU_MAX_DEVICES]; /* the clock they give */
 
 static int mem_state(const struct nvmlDevice_st *d, char *buf, size_t n);
 
@@ -343,6 +348,11 @@ EXPORT int nvmlDeviceSetGpuLockedClocks(nvmlDevice_t d, unsigned min_mhz, unsign
     if (below && *below && min_mhz < (unsigned)atoi(below)) return NVML_ERROR_NOT_SUPPORTED;
     const char *ignore = getenv("PRS_FAKE_NVML_IGNORE_LOCK");
     if (ignore && *ignore && strcmp(ignore, "0") != 0) return NVML_SUCCESS;
+    const char *lag = getenv("PRS_FAKE_NVML_LOCK_LAG_READS");
+    if (lag && atoi(lag) > 0) {
+        lag_reads[d - devices] = atoi(lag);
+        lag_mhz[d - devices] = (unsigned)fakegpu_clock_mhz(d->dev);
+    }
     fakegpu_set_locked(d->dev, min_mhz, max_mhz);
     fakegpu_touch(d->dev, FAKEGPU_LOCK);
     sets++;
@@ -520,7 +530,10 @@ EXPORT int nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned *clock)
     int r = check_dev(d);
     if (r) return r;
     if (!clock) return NVML_ERROR_INVALID_ARGUMENT;
-    if (type == NVML_CLOCK_SM || type == NVML_CLOCK_GRAPHICS)
+    if ((type == NVML_CLOCK_SM || type == NVML_CLOCK_GRAPHICS) && lag_reads[d - devices] > 0) {
+        lag_reads[d - devices]--;
+        *clock = lag_mhz[d - devices];
+    } else if (type == NVML_CLOCK_SM || type == NVML_CLOCK_GRAPHICS)
         *clock = (unsigned)fakegpu_clock_mhz(d->dev);
     else if (type == NVML_CLOCK_MEM)
         *clock = mem_locked[d - devices] ? mem_locked[d - devices] : FAKE_MEM_MAX_MHZ;

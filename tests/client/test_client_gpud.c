@@ -154,6 +154,76 @@ static void test_client_start_refused(void **state)
     assert_non_null(strstr(e.msg, "start perseus-gpud"));
 }
 
+/* A GPU that accepts locks but ignores them (the fake NVML of a private daemon with
+ * PRS_FAKE_NVML_IGNORE_LOCK=1): the start locks a clock below the highest, reads it back, and
+ * fails naming the GPU and the clock; the GPU is left at its default clock. */
+static void test_client_start_lock_ignored(void **state)
+{
+    need_daemon();
+    setenv("PRS_GPUD_SOCKET", "/nonexistent/gpud.sock", 1);
+    unsetenv("PRS_FAKE_NVML_DENY");              /* the private daemon may change clocks ... */
+    setenv("PRS_FAKE_NVML_IGNORE_LOCK", "1", 1); /* ... but they never take */
+    prs_client_opts o;
+    client_opts(&o, "nvml:1");
+    prs_client *cl = NULL;
+    prs_error e;
+    int rc = prs_client_new(&o, &cl, &e);
+    unsetenv("PRS_FAKE_NVML_IGNORE_LOCK");
+    setenv("PRS_FAKE_NVML_DENY", "1", 1);
+    setenv("PRS_GPUD_SOCKET", H.sock, 1);
+    printf("lock ignored: %s\n", e.msg);
+    assert_int_equal(rc, PRS_EGPU);
+    assert_null(cl);
+    char uuid[96];
+    prs_gpu *g;
+    assert_int_equal(prs_gpu_open_nvml(1, g_lib, &g, &e), 0);
+    int clocks[2], n = 0;
+    assert_int_equal(prs_gpu_clocks(g, clocks, 2, &n), 0);
+    assert_int_equal(prs_gpu_uuid(g, uuid, sizeof uuid), 0);
+    prs_gpu_close(g);
+    char mhz[32];
+    snprintf(mhz, sizeof mhz, "at %d MHz", clocks[1]);
+    assert_non_null(strstr(e.msg, uuid));
+    assert_non_null(strstr(e.msg, mhz));
+    assert_non_null(strstr(e.msg, "did not take"));
+    assert_int_equal(clock_now(1), 1410);
+}
+
+/* Two ranks of a node started by Slurm (SLURM_LOCALID, no LOCAL_RANK): each takes its own GPU.
+ * Without any launcher variable both take GPU 0, and the second is refused with a message that
+ * says how its GPU was chosen and which variables were looked at. */
+static void test_client_local_rank_vars(void **state)
+{
+    need_daemon();
+    unsetenv("LOCAL_RANK");
+    unsetenv("SLURM_LOCALID");
+    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    prs_client_opts o;
+    client_opts(&o, "nvml");
+    o.cuda_library = "/nonexistent/libcuda.so.1"; /* CUDA_VISIBLE_DEVICES unset: NVML's order */
+    prs_client *a = NULL, *b = NULL;
+    prs_error e;
+    assert_int_equal(prs_client_new(&o, &a, &e), 0);
+    assert_int_equal(prs_client_new(&o, &b, &e), PRS_EGPU);
+    printf("two ranks on GPU 0: %s\n", e.msg);
+    assert_null(b);
+    assert_non_null(strstr(e.msg, "refused the lease"));
+    assert_non_null(strstr(e.msg, "LOCAL_RANK"));
+    assert_non_null(strstr(e.msg, "SLURM_LOCALID"));
+    assert_non_null(strstr(e.msg, "OMPI_COMM_WORLD_LOCAL_RANK"));
+    setenv("SLURM_LOCALID", "1", 1);
+    int rc = prs_client_new(&o, &b, &e);
+    unsetenv("SLURM_LOCALID");
+    if (rc) fail_msg("SLURM_LOCALID=1: %s", e.msg);
+    prs_client_free(b);
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
+    rc = prs_client_new(&o, &b, &e);
+    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (rc) fail_msg("OMPI_COMM_WORLD_LOCAL_RANK=1: %s", e.msg);
+    prs_client_free(b);
+    prs_client_free(a);
+}
+
 static void test_gpud_spec_needs_daemon(void **state)
 {
     need_daemon();
@@ -222,6 +292,50 @@ static void test_daemon_killed_under_client(void **state)
     prs_gpu_close(g);
 }
 
+/* perseus-gpud restarts under a client (SIGKILL, then a new daemon on the same socket): the next
+ * requests connect again and take the lease anew, and clocks change through the new daemon; a
+ * client does not fail for the rest of its run. */
+static void test_reconnect_after_restart(void **state)
+{
+    need_daemon();
+    prs_gpu *g;
+    prs_error e;
+    assert_int_equal(prs_gpu_open_nvml(0, g_lib, &g, &e), 0);
+    prs_clockctl *c;
+    assert_int_equal(prs_clockctl_open(g, PRS_CLOCKCTL_DAEMON, H.sock, &c, &e), 0);
+    assert_int_equal(prs_clockctl_set(c, 1110), 0);
+    assert_int_equal(prs_clockctl_sync(c, 5), 0);
+    gpud_harness_stop(&H, SIGKILL);
+    int failed = 0; /* requests while the daemon is away fail */
+    for (int i = 0; i < 3; i++) {
+        int rc = prs_clockctl_set(c, i % 2 ? 1200 : 1290);
+        if (!rc) rc = prs_clockctl_sync(c, 1);
+        failed += rc != 0;
+    }
+    assert_true(failed >= 1);
+    unsetenv("PRS_FAKE_NVML_DENY");
+    assert_int_equal(gpud_harness_start(&H, g_lib), 0);
+    setenv("PRS_FAKE_NVML_DENY", "1", 1);
+    double t0 = mono_s();
+    int rc = -1, tries = 0;
+    for (; rc != 0 && mono_s() - t0 < 30; tries++) { /* until a request takes (deadline 30 s) */
+        rc = prs_clockctl_set(c, tries % 2 ? 1200 : 1290);
+        if (!rc) rc = prs_clockctl_sync(c, 5);
+        if (rc) gpud_nap_ms(10); /* poll interval */
+    }
+    printf("reconnected after %d requests, %.1f ms\n", tries, 1e3 * (mono_s() - t0));
+    if (rc) fail_msg("no reconnection: %s", prs_gpu_errmsg(g));
+    int want = (tries - 1) % 2 ? 1200 : 1290;
+    assert_int_equal(prs_clockctl_confirmed(c), want);
+    assert_int_equal(clock_now(0), want);
+    assert_int_equal(prs_clockctl_set(c, 1110), 0); /* and the ones after it */
+    assert_int_equal(prs_clockctl_sync(c, 5), 0);
+    assert_int_equal(clock_now(0), 1110);
+    prs_clockctl_free(c);
+    assert_int_equal(clock_now(0), 1410); /* the new lease ended: reset */
+    prs_gpu_close(g);
+}
+
 /* Read from fd until n lines came (or 10 s); returns the lines seen. */
 static long read_lines(int fd, long n)
 {
@@ -282,10 +396,13 @@ int main(void)
         cmocka_unit_test(test_pci_selected_gpu),
         cmocka_unit_test(test_client_start_via_daemon),
         cmocka_unit_test(test_client_start_refused),
+        cmocka_unit_test(test_client_start_lock_ignored),
+        cmocka_unit_test(test_client_local_rank_vars),
         cmocka_unit_test(test_gpud_spec_needs_daemon),
         cmocka_unit_test(test_second_trainer_busy),
         cmocka_unit_test(test_burst_without_reading),
         cmocka_unit_test(test_daemon_killed_under_client),
+        cmocka_unit_test(test_reconnect_after_restart),
     };
     return prs_test_result(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -65,6 +65,8 @@ static int fakes_begin(fakes *f, char *dir, size_t dn, const char *tag, int n)
     setenv("PRS_NVML_LIBRARY", nvml, 1);
     unsetenv("CUDA_VISIBLE_DEVICES");
     unsetenv("LOCAL_RANK");
+    unsetenv("SLURM_LOCALID"); /* the tests may themselves run under a launcher */
+    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
     unsetenv("PRS_FAKE_NVML_MIG");
     return fake_dir_begin(dir, dn, tag);
 }
@@ -109,6 +111,42 @@ static void test_local_rank(void **state)
     const char *bad[] = {"", "abc", "-1", "1024", "99999999999", "1x", " 1", "+2", "0x3"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         expect_rank(bad[i], PRS_EINVAL, 0);
+}
+
+/* The launchers' variables: LOCAL_RANK first, then SLURM_LOCALID, then
+ * OMPI_COMM_WORLD_LOCAL_RANK; the first set decides, a bad value is named with its variable. */
+static void test_local_rank_vars(void **state)
+{
+    unsetenv("LOCAL_RANK");
+    unsetenv("SLURM_LOCALID");
+    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    int index = -1;
+    char who[96];
+    prs_error e;
+    assert_int_equal(prs_gpu_local_rank(&index, who, sizeof who, &e), 0);
+    assert_int_equal(index, 0);
+    assert_non_null(strstr(who, "SLURM_LOCALID"));
+    assert_non_null(strstr(who, "OMPI_COMM_WORLD_LOCAL_RANK"));
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "5", 1);
+    assert_int_equal(prs_gpu_local_rank(&index, who, sizeof who, &e), 0);
+    assert_int_equal(index, 5);
+    assert_string_equal(who, "OMPI_COMM_WORLD_LOCAL_RANK=5");
+    setenv("SLURM_LOCALID", "3", 1);
+    assert_int_equal(prs_gpu_local_rank(&index, who, sizeof who, &e), 0);
+    assert_int_equal(index, 3);
+    assert_string_equal(who, "SLURM_LOCALID=3");
+    setenv("LOCAL_RANK", "1", 1);
+    assert_int_equal(prs_gpu_local_rank(&index, NULL, 0, &e), 0);
+    assert_int_equal(index, 1);
+    unsetenv("LOCAL_RANK");
+    setenv("SLURM_LOCALID", "x", 1);
+    assert_int_equal(prs_gpu_local_rank(&index, who, sizeof who, &e), PRS_EINVAL);
+    assert_non_null(strstr(e.msg, "SLURM_LOCALID='x'"));
+    char spec[PRS_GPU_SPEC_MAX];
+    assert_int_equal(prs_gpu_rank_device(spec, sizeof spec, &e), PRS_EINVAL);
+    assert_non_null(strstr(e.msg, "SLURM_LOCALID"));
+    unsetenv("SLURM_LOCALID");
+    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
 }
 
 static void test_pci_normalize(void **state)
@@ -550,6 +588,7 @@ static void test_eight_ranks_env_uuids(void **state)
 
 typedef struct client_case {
     const char *cuda_lib, *want;
+    const char *rank_var; /* the launcher's variable that carries the local rank */
 } client_case;
 
 /* A client with no gpu_spec (nothing is posted: the server is unreachable and never waited for)
@@ -557,7 +596,8 @@ typedef struct client_case {
 static int client_child(void *arg)
 {
     const client_case *cc = arg;
-    setenv("LOCAL_RANK", "2", 1);
+    unsetenv("LOCAL_RANK");
+    setenv(cc->rank_var, "2", 1);
     setenv("CUDA_VISIBLE_DEVICES", "3,1,7,0,2,6,4,5", 1);
     setenv("PRS_CUDA_LIBRARY", cc->cuda_lib, 1);
     prs_client_opts o;
@@ -588,27 +628,26 @@ static void test_client_default(void **state)
     char u[64], want[96];
     uuid_of(&f, 7, u, sizeof u);
     snprintf(want, sizeof want, "nvml:uuid=%s", u);
-    client_case via_cuda = {getenv("PRS_FAKE_CUDA"), want};
-    client_case via_env = {"/nonexistent/libcuda.so.1", want};
-    assert_int_equal(in_child(client_child, &via_cuda), 0);
-    assert_int_equal(in_child(client_child, &via_env), 0);
+    /* torchrun's LOCAL_RANK, Slurm's SLURM_LOCALID, Open MPI's OMPI_COMM_WORLD_LOCAL_RANK */
+    const char *vars[] = {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        client_case via_cuda = {getenv("PRS_FAKE_CUDA"), want, vars[i]};
+        client_case via_env = {"/nonexistent/libcuda.so.1", want, vars[i]};
+        assert_int_equal(in_child(client_child, &via_cuda), 0);
+        assert_int_equal(in_child(client_child, &via_env), 0);
+    }
     fakes_end(&f, dir, NDEV);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_local_rank),
-        cmocka_unit_test(test_pci_normalize),
-        cmocka_unit_test(test_cvd_resolve),
-        cmocka_unit_test(test_spec_errors),
-        cmocka_unit_test(test_spec_forms),
-        cmocka_unit_test(test_rank_device_cuda),
-        cmocka_unit_test(test_rank_device_env),
-        cmocka_unit_test(test_eight_ranks_cuda),
-        cmocka_unit_test(test_eight_ranks_cuda_uuids),
-        cmocka_unit_test(test_eight_ranks_env),
-        cmocka_unit_test(test_eight_ranks_env_uuids),
+        cmocka_unit_test(test_local_rank),       cmocka_unit_test(test_local_rank_vars),
+        cmocka_unit_test(test_pci_normalize),    cmocka_unit_test(test_cvd_resolve),
+        cmocka_unit_test(test_spec_errors),      cmocka_unit_test(test_spec_forms),
+        cmocka_unit_test(test_rank_device_cuda), cmocka_unit_test(test_rank_device_env),
+        cmocka_unit_test(test_eight_ranks_cuda), cmocka_unit_test(test_eight_ranks_cuda_uuids),
+        cmocka_unit_test(test_eight_ranks_env),  cmocka_unit_test(test_eight_ranks_env_uuids),
         cmocka_unit_test(test_client_default),
     };
     return prs_test_result(cmocka_run_group_tests(tests, NULL, NULL));

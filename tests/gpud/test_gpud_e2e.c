@@ -237,6 +237,7 @@ static int setup(void **state)
     setenv("PRS_FAKE_GPU_COUNT", "2", 1);
     unsetenv("PRS_FAKE_NVML_DENY");
     unsetenv("PRS_FAKE_NVML_IGNORE_LOCK");
+    unsetenv("PRS_FAKE_NVML_LOCK_LAG_READS");
     prs_error e;
     for (int i = 0; i < 2; i++)
         if (prs_gpu_open_nvml((unsigned)i, T.lib, &T.gpu[i], &e)) return -1;
@@ -593,6 +594,26 @@ static void test_ignore_lock(void **state)
     T.daemon = start_daemon(NULL);
 }
 
+/* A read-back right after the lock that still sees the old clock (the fake's first 2 reads
+ * after a lock): the daemon reads again before it calls the lock ignored, and keeps it. */
+static void test_lock_read_back_lags(void **state)
+{
+    NEED_DAEMON();
+    char buf[512], req[64];
+    assert_int_equal(stop_daemon(SIGTERM), 0);
+    T.daemon = start_daemon("PRS_FAKE_NVML_LOCK_LAG_READS=2");
+    int fd = try_connect();
+    EXPECT_PREFIX(cmd(fd, "HELLO 1", buf, sizeof buf), "OK ");
+    EXPECT_PREFIX(cmd(fd, "LEASE 0", buf, sizeof buf), "OK ");
+    snprintf(req, sizeof req, "SET 6 %d", T.low);
+    snprintf(req + 32, 32, "ACK 6 ok %d %d ", T.low, T.low);
+    EXPECT_PREFIX(cmd(fd, req, buf, sizeof buf), req + 32);
+    print_message("a read-back that lags: '%s'\n", buf);
+    close(fd);
+    assert_int_equal(stop_daemon(SIGTERM), 0);
+    T.daemon = start_daemon(NULL);
+}
+
 static void touch(const char *path)
 {
     int fd = open(path, O_WRONLY | O_CREAT, 0644);
@@ -914,6 +935,7 @@ int main(void)
         cmocka_unit_test(test_denied),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_ignore_lock),
+        cmocka_unit_test(test_lock_read_back_lags),
         cmocka_unit_test(test_reset_fails),
         cmocka_unit_test(test_memory_reset),
         cmocka_unit_test(test_lease_file_unwritable),

@@ -991,6 +991,34 @@ static void test_pace_straggler(void **state)
     job_free(j);
 }
 
+/* The default threshold catches the slowdown it is meant for: a pipeline 1.2x slower (with
+ * +-3 % of noise on its pace) is detected within straggler.iterations + 1 iterations with no
+ * straggler settings in the spec. (The default was once 1.2 itself, compared with '>': a 1.2x
+ * pipeline was then caught only by noise, and here never.) */
+static void test_default_factor_catches_1_2(void **state)
+{
+    (void)state;
+    job *j =
+        running_job("AAAAAAAAAAAAAAB6", "{\"stages\":2,\"microbatches\":2,\"dp\":4,\"tp\":2,"
+                                        "\"switch_lead_s\":0,\"clocks_mhz\":[1410,1200,1000,800],"
+                                        "\"blocking_power_w\":83.64}");
+    sim_pipes sp = {j, {-1, -1, -1, -1}};
+    int k = j->spec.straggler_iterations;
+    assert_true(j->spec.straggler_factor < 1.2); /* below what it must catch */
+    long detected = -1;
+    for (long n = 0; n < 10 + 4 * k && detected < 0; n++) {
+        double noise = 0.03 * (n % 3 == 0 ? -1 : n % 3 == 1 ? 0 : 1);
+        double slow[PDP] = {1, 1, n >= 10 ? 1.2 * (1 + noise) : 1, 1};
+        sim_iteration_all(&sp, n, slow, WITH_PACE, -1);
+        if (n < 10) assert_int_equal(n_auto(j), 0);
+        if (pv(j, 2).straggler == STRAGGLER_AUTO) detected = n;
+    }
+    print_message("default factor %.2f: a 1.2x pipeline detected at iteration %ld\n",
+                  j->spec.straggler_factor, detected);
+    assert_true(detected >= 10 && detected <= 10 + k);
+    job_free(j);
+}
+
 /* Without paces the iteration times are used, as before: equal synchronised times never single
  * out a pipeline; a pipeline that reports longer times is detected with T' = its time. */
 static void test_time_straggler_without_pace(void **state)
@@ -1439,6 +1467,7 @@ int main(void)
         cmocka_unit_test(test_switch_lead_pace),
         cmocka_unit_test(test_running_aggregates),
         cmocka_unit_test(test_pace_straggler),
+        cmocka_unit_test(test_default_factor_catches_1_2),
         cmocka_unit_test(test_time_straggler_without_pace),
         cmocka_unit_test(test_evaluation_rule),
         cmocka_unit_test(test_measured_blocking_power),
