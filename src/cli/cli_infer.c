@@ -33,6 +33,8 @@ enum {
     O_CLOCKS,
     O_SEED,
     O_LATE_MARGIN,
+    O_POWER_CAP,
+    O_PHASE_SLACK,
 };
 
 const struct option prs_cli_infer_options[] = {
@@ -59,6 +61,8 @@ const struct option prs_cli_infer_options[] = {
     {"clocks", required_argument, 0, O_CLOCKS},
     {"seed", required_argument, 0, O_SEED},
     {"late-margin", required_argument, 0, O_LATE_MARGIN},
+    {"power-cap", required_argument, 0, O_POWER_CAP},
+    {"phase-slack", required_argument, 0, O_PHASE_SLACK},
     {0, 0, 0, 0}};
 
 const char prs_cli_infer_help[] =
@@ -84,7 +88,9 @@ const char prs_cli_infer_help[] =
     "  --probe-requests N     requests per capacity probe (600)\n"
     "  --clocks N             clocks of the profile the policies choose among (6)\n"
     "  --seed N               seed of the probes and the length predictor (1)\n"
-    "  --late-margin M        a capacity probe may have M x 1 % of its requests late (0.5)\n";
+    "  --late-margin M        a capacity probe may have M x 1 % of its requests late (0.5)\n"
+    "  --power-cap W          the cluster's power budget, W: every policy runs under it\n"
+    "  --phase-slack S        phase policy: a decode step may take S longer (0.1)\n";
 
 void prs_cli_infer_init(prs_cli_infer *c)
 {
@@ -174,6 +180,15 @@ static int option_number(const char *cmd, int code, const char *arg, prs_cli_inf
         if (prs_cli_number(cmd, opt, arg, 0, 1, &x) || x > 1)
             return bad(cmd, "late-margin", "a number in (0, 1]", arg);
         c->cap.late_margin = x;
+        return 0;
+    case O_POWER_CAP:
+        if (prs_cli_number(cmd, opt, arg, 0, 1, &x)) return 2;
+        o->power_cap_w = x;
+        return 0;
+    case O_PHASE_SLACK:
+        if (prs_cli_number(cmd, opt, arg, 0, 0, &x) || x > 1)
+            return bad(cmd, "phase-slack", "a share in [0, 1]", arg);
+        o->phase_slack = x;
         return 0;
     case O_EMERGENCY_SHARE:
         if (prs_cli_number(cmd, opt, arg, 0, 1, &x)) return 2;

@@ -10,7 +10,7 @@
 #include <string.h>
 
 static const char *const policy_names[PRS_INFER_NPOLICY] = {
-    "singlepool", "multipool", "instances", "tp", "clock", "dynamollm", "oracle"};
+    "singlepool", "multipool", "instances", "tp", "clock", "dynamollm", "oracle", "phase"};
 
 const char *prs_infer_policy_name(prs_infer_policy p)
 {
@@ -48,6 +48,7 @@ void prs_infer_opts_default(prs_infer_opts *o)
     o->power_bin_s = 1;
     o->units_top = 24;
     o->seed = 1;
+    o->phase_slack = 0.1;
 }
 
 int prs_infer_opts_check(const prs_infer_opts *o, prs_error *err)
@@ -76,6 +77,10 @@ int prs_infer_opts_check(const prs_infer_opts *o, prs_error *err)
     if (!(o->emergency_share > 0))
         return prs_error_set(err, PRS_EINVAL, "emergency share must be > 0");
     if (!(o->power_bin_s > 0)) return prs_error_set(err, PRS_EINVAL, "power bin must be > 0");
+    if (!(o->power_cap_w >= 0) || !isfinite(o->power_cap_w))
+        return prs_error_set(err, PRS_EINVAL, "power cap must be >= 0 W (0: none)");
+    if (!(o->phase_slack >= 0 && o->phase_slack <= 1))
+        return prs_error_set(err, PRS_EINVAL, "phase slack must be in [0, 1]");
     if (o->units_top < 1 || o->units_top > PRS_INFER_MAX_UNITS)
         return prs_error_set(err, PRS_EINVAL, "units per instance must be in 1..%d",
                              PRS_INFER_MAX_UNITS);
@@ -154,6 +159,7 @@ void prs__infer_cluster_reap(prs__infer_cluster *c)
         if (in->state != INST_DRAINING || prs_infer_engine_outstanding(in->e) > 0) continue;
         prs_infer_engine_flush(in->e, c->now_s);
         c->res->preemptions += prs_infer_engine_preemptions(in->e);
+        c->res->cap_floor_iters += prs_infer_engine_over_limit(in->e);
         prs__infer_cluster_gpus(c, -c->caps->tps[in->type]);
         prs_infer_engine_free(in->e);
         c->inst[i] = c->inst[c->n_inst - 1];

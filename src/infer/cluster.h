@@ -25,6 +25,8 @@ typedef enum prs_infer_policy {
     PRS_INFER_DYNAMOLLM,  /* all three levels, hierarchical */
     PRS_INFER_ORACLE,     /* all three with perfect knowledge (load, output lengths) and free
                            * reconfiguration, the cluster re-planned every pool period */
+    PRS_INFER_PHASE,      /* dynamollm, and each instance's decode steps at their own clock:
+                           * the lowest that slows a step by at most phase_slack (phase.c) */
     PRS_INFER_NPOLICY
 } prs_infer_policy;
 
@@ -68,6 +70,8 @@ typedef struct prs_infer_opts {
     double power_bin_s;        /* cluster power sampled over bins of this (1) */
     int units_top;             /* sizing granularity: units an instance carries at most (24) */
     uint64_t seed;             /* the output-length predictor's errors */
+    double power_cap_w;        /* the cluster's power budget (0: none; powercap.c) */
+    double phase_slack;        /* phase: a decode step may take this share longer (0.1) */
 } prs_infer_opts;
 
 void prs_infer_opts_default(prs_infer_opts *o);
@@ -84,6 +88,13 @@ typedef struct prs_infer_result {
     long requests, rerouted, emergencies, preemptions;
     long underprovisioned; /* decisions whose forecast exceeded the cluster (load scaled) */
     long reconf[PRS_INFER_NRECONF];
+    /* Under a power budget (opts.power_cap_w > 0): cluster decisions that planned for less than
+     * the forecast to fit it, instance periods whose predicted power exceeded it even at the
+     * lowest clocks, clock steps the budget took off the policy's choice, iterations above
+     * their instance's share of it even at the lowest clock, and the measured power bins above
+     * it (their total length and the largest excess). */
+    long cap_short, cap_unmet, cap_lowered, cap_floor_iters;
+    double over_cap_s, over_cap_max_w;
     prs_infer_latency lat;
     prs_infer_meter meter; /* the power bins (owned: prs_infer_result_free) */
 } prs_infer_result;

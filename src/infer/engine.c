@@ -53,6 +53,9 @@ struct prs_infer_engine {
     double start_at_s; /* idle with work: when the next iteration may start */
     double energy_j;
     long tokens_outstanding;
+    int decode_mhz;       /* 0: the clock of the prefills */
+    double power_limit_w; /* 0: none */
+    long over_limit;      /* iterations above the limit even at the lowest clock */
 };
 
 static long blocks_of(long tokens)
@@ -313,12 +316,33 @@ static int admit_prefill(prs_infer_engine *e)
     return e->n_batch;
 }
 
+/* One iteration's figures at clock mhz, or under the power limit at the highest lower clock of
+ * the backend that fits it (the lowest when none does). */
+static int iteration(prs_infer_engine *e, const prs_infer_prefill *pf, const prs_infer_decode *dc,
+                     int mhz, double *t, double *j, prs_error *err)
+{
+    const prs_infer_perf *p = e->cfg.perf;
+    int rc = pf ? p->prefill(p->ctx, e->cfg.tp, mhz, pf, t, j, err)
+                : p->decode(p->ctx, e->cfg.tp, mhz, dc, t, j, err);
+    if (rc || !(e->power_limit_w > 0) || !(*t > 0) || *j <= e->power_limit_w * *t) return rc;
+    const int *clk;
+    int n;
+    rc = p->clocks(p->ctx, &clk, &n);
+    for (int f = n - 1; !rc && f >= 0; f--) {
+        if (clk[f] >= mhz) continue;
+        rc = pf ? p->prefill(p->ctx, e->cfg.tp, clk[f], pf, t, j, err)
+                : p->decode(p->ctx, e->cfg.tp, clk[f], dc, t, j, err);
+        if (!rc && *j <= e->power_limit_w * *t) return PRS_OK;
+    }
+    if (!rc) e->over_limit++;
+    return rc;
+}
+
 static int start_prefill(prs_infer_engine *e, double now_s, prs_error *err)
 {
     prs_infer_prefill it = {e->n_batch, e->batch_tokens};
-    const prs_infer_perf *p = e->cfg.perf;
     double t, j;
-    int rc = p->prefill(p->ctx, e->cfg.tp, e->cfg.mhz, &it, &t, &j, err);
+    int rc = iteration(e, &it, NULL, e->cfg.mhz, &t, &j, err);
     if (rc) return rc;
     if (!prs__infer_perf_figures_ok(t, j))
         return prs_error_set(err, PRS_EINVAL, "backend: bad prefill figures (TP %d, %d MHz)",
@@ -344,13 +368,13 @@ static int start_decode(prs_infer_engine *e, double now_s, prs_error *err)
         if (rc) return rc;
     }
     prs_infer_decode it = {(int)e->n_running, e->sum_ctx + e->n_running};
-    const prs_infer_perf *p = e->cfg.perf;
     double t, j;
-    int rc = p->decode(p->ctx, e->cfg.tp, e->cfg.mhz, &it, &t, &j, err);
+    int mhz = prs_infer_engine_decode_clock(e);
+    int rc = iteration(e, NULL, &it, mhz, &t, &j, err);
     if (rc) return rc;
     if (!prs__infer_perf_figures_ok(t, j))
         return prs_error_set(err, PRS_EINVAL, "backend: bad decode figures (TP %d, %d MHz)",
-                             e->cfg.tp, e->cfg.mhz);
+                             e->cfg.tp, mhz);
     e->iter = ITER_DECODE;
     e->iter_start_s = now_s;
     e->iter_end_s = now_s + t;
@@ -527,6 +551,32 @@ int prs_infer_engine_clock(const prs_infer_engine *e)
 {
     return e->cfg.mhz;
 }
+void prs_infer_engine_set_decode_clock(prs_infer_engine *e, int mhz)
+{
+    e->decode_mhz = mhz > 0 ? mhz : 0;
+}
+
+int prs_infer_engine_decode_clock(const prs_infer_engine *e)
+{
+    return e->decode_mhz > 0 && e->decode_mhz < e->cfg.mhz ? e->decode_mhz : e->cfg.mhz;
+}
+
+void prs_infer_engine_set_power_limit(prs_infer_engine *e, double power_w)
+{
+    e->power_limit_w = power_w > 0 ? power_w : 0;
+}
+
+long prs_infer_engine_over_limit(const prs_infer_engine *e)
+{
+    return e->over_limit;
+}
+
+void prs_infer_engine_running(const prs_infer_engine *e, int *n_seqs, long *ctx_tokens)
+{
+    *n_seqs = (int)e->n_running;
+    *ctx_tokens = e->sum_ctx;
+}
+
 int prs_infer_engine_tp(const prs_infer_engine *e)
 {
     return e->cfg.tp;

@@ -77,6 +77,19 @@ void prs_infer_engine_flush(prs_infer_engine *e, double now_s);
  * the previous clock's idle power). */
 int prs_infer_engine_set_clock(prs_infer_engine *e, int mhz, double now_s, prs_error *err);
 int prs_infer_engine_clock(const prs_infer_engine *e);
+/* Phase-aware clocks: decode steps started from now on run at min(mhz, the clock above), prefills
+ * at the clock above; 0 makes decode steps follow it again. The switch between the two is taken
+ * as free (the clocks are set between iterations). */
+void prs_infer_engine_set_decode_clock(prs_infer_engine *e, int mhz);
+int prs_infer_engine_decode_clock(const prs_infer_engine *e);
+/* A power limit for the instance's iterations (all its GPUs, W; 0: none): an iteration whose
+ * mean power at the engine's clock would exceed it runs at the highest lower clock of the backend
+ * whose power fits (the lowest when none does), as a GPU under a power cap lowers its clock. */
+void prs_infer_engine_set_power_limit(prs_infer_engine *e, double power_w);
+/* Iterations that drew more than the limit even at the lowest clock. */
+long prs_infer_engine_over_limit(const prs_infer_engine *e);
+/* The running sequences and the sum of their contexts (the next decode step's size). */
+void prs_infer_engine_running(const prs_infer_engine *e, int *n_seqs, long *ctx_tokens);
 int prs_infer_engine_tp(const prs_infer_engine *e);
 /* No iteration starts before until_s (a reconfiguration pause); the time counts as idle. */
 void prs_infer_engine_pause(prs_infer_engine *e, double until_s);

@@ -204,6 +204,7 @@ static void finish(prs__infer_cluster *c)
     for (int i = 0; i < c->n_inst; i++) {
         prs_infer_engine_flush(c->inst[i].e, end);
         c->res->preemptions += prs_infer_engine_preemptions(c->inst[i].e);
+        c->res->cap_floor_iters += prs_infer_engine_over_limit(c->inst[i].e);
     }
     prs__infer_cluster_gpus(c, 0);
     prs_infer_result *r = c->res;
@@ -212,6 +213,7 @@ static void finish(prs__infer_cluster *c)
     r->energy_j = r->meter.total_j;
     r->power_p50_w = prs__infer_meter_power_quantile(&r->meter, end, 0.5);
     r->power_p99_w = prs__infer_meter_power_quantile(&r->meter, end, 0.99);
+    prs__infer_powercap_account(c, end);
 }
 
 int prs_infer_replay(const prs_infer_trace *trace, const prs_infer_perf *perf,

@@ -43,6 +43,8 @@ expect_error 2 "--scale-shift: expected a number > 0, got '0'" "$bin" infer emul
   --trace "$tmp/bad.csv" --profile "$prof" --scale-shift 0
 expect_error 2 "--load: expected CLASS=RATE" "$bin" infer plan --profile "$prof" --load XX=2
 expect_error 2 "missing --load" "$bin" infer plan --profile "$prof"
+expect_error 2 "above the budget of 1000 W" "$bin" infer plan --profile "$prof" --gpus 96 \
+  --load SS=2,MM=1,LL=0.5 --power-cap 1000 "${fast[@]}"
 
 # --- plan ---
 "$bin" infer plan --profile "$prof" --gpus 96 --load SS=2,MM=1,LL=0.5 "${fast[@]}" >"$tmp/plan.txt"
@@ -86,7 +88,8 @@ assert d["command"] == "infer emulate" and d["gpus"] == 96
 n = d["trace"]["requests"]
 assert n > 100 and d["trace"]["scale"] > 0
 names = [p["policy"] for p in d["policies"]]
-assert names == ["singlepool", "multipool", "instances", "tp", "clock", "dynamollm", "oracle"]
+assert names == ["singlepool", "multipool", "instances", "tp", "clock", "dynamollm", "oracle",
+                 "phase"]
 lb = d["lower_bound"]["energy_j"]
 for p in d["policies"]:
     assert p["latency"]["all"]["requests"] == n, p["policy"]
@@ -117,6 +120,36 @@ PY
     grep -q "^$p " "$tmp/$kind.txt" || fail "$kind: table lacks $p: $(cat "$tmp/$kind.txt")"
   done
 done
+# A power budget: each policy beside its own replay without it; phase beside dynamollm.
+capargs=(--trace "$data/AzureLLMInferenceTrace_conv.csv" --profile "$prof" --gpus 96
+  --peak-share 0.8 --window 0,600 --policy multipool,dynamollm,phase "${fast[@]}")
+"$bin" infer emulate "${capargs[@]}" --json >"$tmp/free.json" || fail "emulate (no budget)"
+cap=$("$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(round(0.7*d["policies"][0]["power_p99_w"]))' "$tmp/free.json")
+"$bin" infer emulate "${capargs[@]}" --power-cap "$cap" --json >"$tmp/cap.json" ||
+  fail "emulate --power-cap"
+"$py" - "$tmp/free.json" "$tmp/cap.json" "$cap" <<'PY' || fail "power budget JSON"
+import json, sys
+free, cap = (json.load(open(f)) for f in sys.argv[1:3])
+w = float(sys.argv[3])
+assert cap["power_cap_w"] == w and "power_cap_w" not in free
+for f, c in zip(free["policies"], cap["policies"]):
+    b = c["power_cap"]
+    assert "power_cap" not in f
+    # the replay without the budget is the run without --power-cap
+    assert b["uncapped"]["energy_j"] == f["energy_j"], c["policy"]
+    assert b["uncapped"]["late"] == f["late"]
+    for k in ("over_cap_s", "over_cap_max_w", "cluster_short", "periods_unmet", "clock_steps_down"):
+        assert b[k] >= 0, k
+    assert c["power_p99_w"] <= f["power_p99_w"] * 1.001, c["policy"]
+multi = cap["policies"][0]
+assert multi["power_cap"]["clock_steps_down"] > 0 and multi["energy_j"] < free["policies"][0]["energy_j"]
+PY
+"$bin" infer emulate "${capargs[@]}" --power-cap "$cap" >"$tmp/cap.txt" || fail "cap table"
+grep -q "^under a power budget of" "$tmp/cap.txt" || fail "cap table: $(cat "$tmp/cap.txt")"
+grep -q "^phase against dynamollm: energy" "$tmp/cap.txt" || fail "phase line"
+expect_error 2 "--power-cap: expected a number > 0" "$bin" infer emulate "${capargs[@]}" \
+  --power-cap -5
+
 # Scaling by shifted copies keeps the count of duplication, in time order.
 "$bin" infer emulate --trace "$data/AzureLLMInferenceTrace_conv.csv" --profile "$prof" --gpus 192 \
   --window 0,600 --scale 1.5 --scale-shift 300 --policy singlepool "${fast[@]}" --json \

@@ -12,7 +12,13 @@
  *   - cluster level: on a load that falls by 4x after a quarter, the instances policy
  *     provisions fewer GPU-hours than multipool;
  *   - pool level (plan): short requests at a small load get TP 2 instances;
- *   - the lower bound is below every policy; a poor output-length predictor re-routes. */
+ *   - the lower bound is below every policy; a poor output-length predictor re-routes;
+ *   - power budget: a static policy under a budget below its peak lowers its clocks and spends
+ *     less, its measured power above the budget a small share of the time; a budget below the
+ *     idle power of its GPUs is reported unmet; dynamollm under a tight budget plans fewer GPUs
+ *     and pays in late requests, which the result shows;
+ *   - phase-aware clocks: with decode steps mostly bound by memory, the phase policy spends less
+ *     than dynamollm within the SLOs; with no slack it is dynamollm exactly. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -266,12 +272,108 @@ static void test_predictor(void **state)
     world_free(w);
 }
 
+/* P99 of the cluster's power, and the energy, of p with and without a budget of cap_w. */
+static void capped_pair(world *w, prs_infer_policy p, double cap_w, prs_infer_result **free_r,
+                        prs_infer_result **cap_r)
+{
+    w->o.power_cap_w = 0;
+    *free_r = replay(w, p);
+    w->o.power_cap_w = cap_w;
+    *cap_r = replay(w, p);
+    w->o.power_cap_w = 0;
+}
+
+static void test_power_cap_static(void **state)
+{
+    (void)state;
+    double rate[2] = {6, 3};
+    world *w = world_new(rate, 2);
+    prs_infer_result *f, *c;
+    capped_pair(w, PRS_INFER_MULTIPOOL, 0, &f, &c);
+    /* No budget: no trace of one. */
+    assert_int_equal(c->cap_lowered + c->cap_unmet + c->cap_short, 0);
+    assert_true(c->over_cap_s == 0 && c->energy_j == f->energy_j);
+    result_free(f);
+    result_free(c);
+    /* A budget between the GPUs' idle power and the uncapped P99. */
+    prs_infer_result *base = replay(w, PRS_INFER_MULTIPOOL);
+    double idle_w = base->peak_gpus * 600.0 / 8;
+    double cap_w = idle_w + 0.6 * (base->power_p99_w - idle_w);
+    result_free(base);
+    capped_pair(w, PRS_INFER_MULTIPOOL, cap_w, &f, &c);
+    assert_true(c->cap_lowered > 0);
+    assert_true(c->energy_j < f->energy_j);
+    assert_true(c->power_p99_w < f->power_p99_w);
+    assert_true(c->over_cap_s < 0.05 * c->duration_s);
+    assert_int_equal(c->peak_gpus, f->peak_gpus); /* multipool cannot drop instances */
+    result_free(f);
+    result_free(c);
+    /* Below the idle power of its GPUs no clock helps: reported, not hidden. */
+    capped_pair(w, PRS_INFER_MULTIPOOL, 0.5 * idle_w, &f, &c);
+    assert_true(c->cap_unmet > 0);
+    assert_true(c->over_cap_s > 0.5 * c->duration_s && c->over_cap_max_w > 0);
+    result_free(f);
+    result_free(c);
+    world_free(w);
+}
+
+static void test_power_cap_dynamic(void **state)
+{
+    (void)state;
+    double rate[2] = {20, 20};
+    world *w = world_new(rate, 2);
+    prs_infer_result *f, *c;
+    prs_infer_result *base = replay(w, PRS_INFER_DYNAMOLLM);
+    double cap_w = 0.5 * base->power_p50_w;
+    result_free(base);
+    capped_pair(w, PRS_INFER_DYNAMOLLM, cap_w, &f, &c);
+    assert_true(c->cap_short > 0);
+    assert_true(c->peak_gpus < f->peak_gpus);
+    assert_true(c->power_p99_w <= cap_w * (1 + 1e-9));
+    assert_true(c->over_cap_s == 0);
+    assert_true(c->energy_j < f->energy_j);
+    /* Half the power cannot carry the load within the SLOs: the late requests show it. */
+    assert_true(c->lat.late[PRS_INFER_ALL] > f->lat.late[PRS_INFER_ALL]);
+    result_free(f);
+    result_free(c);
+    world_free(w);
+}
+
+static void test_phase_clocks(void **state)
+{
+    (void)state;
+    double rate[1] = {6};
+    world *w = world_new(rate, 1);
+    w->m.dc_mem_share = 0.8;
+    prs_error err = {0};
+    assert_int_equal(
+        prs_infer_captable_build(&w->perf, &w->o.classes, &w->co, &w->t, &w->caps, &err), 0);
+    prs_infer_result *dyn = replay(w, PRS_INFER_DYNAMOLLM);
+    prs_infer_result *ph = replay(w, PRS_INFER_PHASE);
+    assert_true(ph->energy_j < 0.99 * dyn->energy_j);
+    assert_true((double)ph->lat.late[PRS_INFER_ALL] <= 0.01 * (double)ph->lat.done[PRS_INFER_ALL]);
+    /* Decode steps at most phase_slack longer (the histograms' bins are 1.2 % wide). */
+    double g_dyn = prs__infer_hist_quantile(&dyn->lat.tbt[PRS_INFER_ALL], 0.5);
+    double g_ph = prs__infer_hist_quantile(&ph->lat.tbt[PRS_INFER_ALL], 0.5);
+    assert_true(g_ph > g_dyn * 1.01 && g_ph <= g_dyn * (1 + w->o.phase_slack) * 1.03);
+    result_free(ph);
+    /* No slack: no lower clock keeps a decode step as fast, and phase is dynamollm. */
+    w->o.phase_slack = 0;
+    ph = replay(w, PRS_INFER_PHASE);
+    assert_true(ph->energy_j == dyn->energy_j);
+    result_free(ph);
+    result_free(dyn);
+    world_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_capacity),       cmocka_unit_test(test_singlepool),
-        cmocka_unit_test(test_instance_level), cmocka_unit_test(test_cluster_level),
-        cmocka_unit_test(test_pool_level),     cmocka_unit_test(test_predictor),
+        cmocka_unit_test(test_capacity),         cmocka_unit_test(test_singlepool),
+        cmocka_unit_test(test_instance_level),   cmocka_unit_test(test_cluster_level),
+        cmocka_unit_test(test_pool_level),       cmocka_unit_test(test_predictor),
+        cmocka_unit_test(test_power_cap_static), cmocka_unit_test(test_power_cap_dynamic),
+        cmocka_unit_test(test_phase_clocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
