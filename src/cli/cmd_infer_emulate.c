@@ -30,12 +30,13 @@ enum {
     O_PEAK_HOUR,
     O_OUTDIR,
     O_SCALE_SHIFT,
+    O_PLOTS,
     O_HELP
 };
 
 typedef struct args {
     prs_cli_infer in;
-    const char *trace_path, *out_dir;
+    const char *trace_path, *out_dir, *plots_dir;
     int policies[PRS_INFER_NPOLICY], n_policies;
     int json;
     double scale, share;
@@ -67,6 +68,8 @@ static void usage(FILE *f)
         "  --peak-hour H          hour of the daily peak (default 14)\n"
         "  --json                 one JSON object on stdout instead of the table\n"
         "  --out DIR              also write DIR/emulate.json and DIR/power.csv\n"
+        "  --plots DIR            draw SVG plots into DIR: power.svg, ttft-cdf.svg,\n"
+        "                         tbt-cdf.svg, pools-POLICY.svg, tp-POLICY.svg\n"
         "%s"
         "  -h, --help             show this help\n"
         "\n"
@@ -136,6 +139,9 @@ static int own_option(int code, const char *arg, args *a)
     case O_OUTDIR:
         a->out_dir = arg;
         return 0;
+    case O_PLOTS:
+        a->plots_dir = arg;
+        return 0;
     case O_SCALE_SHIFT:
         return prs_cli_number(CMD, "--scale-shift", arg, 0, 1, &a->scale_shift_s) ? 2 : 0;
     default: /* every code of the table is handled above */
@@ -156,6 +162,7 @@ static int parse_args(int argc, char **argv, args *a)
                                         {"peak-hour", required_argument, 0, O_PEAK_HOUR},
                                         {"out", required_argument, 0, O_OUTDIR},
                                         {"scale-shift", required_argument, 0, O_SCALE_SHIFT},
+                                        {"plots", required_argument, 0, O_PLOTS},
                                         {"help", no_argument, 0, O_HELP}};
     static struct option opts[64];
     size_t n_own = sizeof own / sizeof own[0], n = 0;
@@ -512,6 +519,7 @@ int prs_cmd_infer_emulate(int argc, char **argv)
                         ? result_json(a, res, free_res, a->n_policies, lb_j, &t, factor)
                         : NULL;
         if (a->out_dir) rc = write_out(a, j, res, a->n_policies);
+        if (!rc && a->plots_dir) rc = prs_cli_infer_plots(CMD, a->plots_dir, res, a->n_policies);
         if (a->json) {
             if (prs_cli_json_print(json_incref(j), JSON_INDENT(2))) rc = 1;
         } else if (!rc) {

@@ -78,6 +78,16 @@ void prs_infer_opts_default(prs_infer_opts *o);
 /* PRS_EINVAL naming the option when a value is out of range. */
 int prs_infer_opts_check(const prs_infer_opts *o, prs_error *err);
 
+/* The cluster's configuration at each of the policy's ticks (every instance period): GPUs held
+ * by each pool (instances serving, starting or leaving) and instances of each TP degree. */
+typedef struct prs_infer_config_log {
+    size_t n, cap;
+    double *t_s;
+    int32_t *pool_gpus; /* n x PRS_INFER_NCLASS (pool 0 alone for singlepool) */
+    int32_t *tp_insts;  /* n x PRS_INFER_MAX_TPS, degrees as in tps[] */
+    int tps[PRS_INFER_MAX_TPS], n_tps, npools;
+} prs_infer_config_log;
+
 typedef struct prs_infer_result {
     prs_infer_policy policy;
     double energy_j;
@@ -96,7 +106,8 @@ typedef struct prs_infer_result {
     long cap_short, cap_unmet, cap_lowered, cap_floor_iters;
     double over_cap_s, over_cap_max_w;
     prs_infer_latency lat;
-    prs_infer_meter meter; /* the power bins (owned: prs_infer_result_free) */
+    prs_infer_meter meter;     /* the power bins (owned: prs_infer_result_free) */
+    prs_infer_config_log conf; /* (owned) */
 } prs_infer_result;
 
 /* Replay trace under policy p. caps from prs_infer_captable_build over the same perf, classes

@@ -130,6 +130,33 @@ static int min_inst(const prs__infer_cluster *c)
     return i >= 0 && isfinite(c->events.key[i]) ? i : -1;
 }
 
+/* The configuration after a tick, into the result's log. */
+static int log_config(prs__infer_cluster *c, double t_s, prs_error *err)
+{
+    prs_infer_config_log *g = &c->res->conf;
+    if (g->n == g->cap) {
+        size_t nc = g->cap ? 2 * g->cap : 256;
+        double *t = realloc(g->t_s, nc * sizeof *t);
+        if (t) g->t_s = t;
+        int32_t *pg = t ? realloc(g->pool_gpus, nc * PRS_INFER_NCLASS * sizeof *pg) : NULL;
+        if (pg) g->pool_gpus = pg;
+        int32_t *ti = pg ? realloc(g->tp_insts, nc * PRS_INFER_MAX_TPS * sizeof *ti) : NULL;
+        if (!ti) return prs_error_set(err, PRS_ENOMEM, "out of memory for the configuration log");
+        g->tp_insts = ti;
+        g->cap = nc;
+    }
+    int32_t *pg = &g->pool_gpus[g->n * PRS_INFER_NCLASS],
+            *ti = &g->tp_insts[g->n * PRS_INFER_MAX_TPS];
+    memset(pg, 0, PRS_INFER_NCLASS * sizeof *pg);
+    memset(ti, 0, PRS_INFER_MAX_TPS * sizeof *ti);
+    for (int i = 0; i < c->n_inst; i++) {
+        pg[c->inst[i].pool] += c->caps->tps[c->inst[i].type];
+        ti[c->inst[i].type]++;
+    }
+    g->t_s[g->n++] = t_s;
+    return PRS_OK;
+}
+
 static int do_tick(prs__infer_cluster *c, double t_s, prs_error *err)
 {
     c->now_s = t_s;
@@ -142,7 +169,7 @@ static int do_tick(prs__infer_cluster *c, double t_s, prs_error *err)
     for (int i = 0; i < c->n_inst; i++)
         prs__infer_evheap_set(&c->events, i, prs_infer_engine_next_s(c->inst[i].e));
     prs__infer_cluster_reap(c);
-    return rc;
+    return rc ? rc : log_config(c, t_s, err);
 }
 
 /* Run events before time `until` (ticks up to and including it when ticking). */
@@ -229,6 +256,9 @@ int prs_infer_replay(const prs_infer_trace *trace, const prs_infer_perf *perf,
     if (trace->n > UINT32_MAX) return prs_error_set(err, PRS_ERANGE, "trace too long");
     prs__infer_cluster c = {.trace = trace, .perf = perf, .caps = caps, .o = o, .res = out};
     prs__infer_policy_flags(p, o, &c.fl);
+    out->conf.n_tps = caps->n_tps;
+    out->conf.npools = c.fl.npools;
+    memcpy(out->conf.tps, caps->tps, sizeof out->conf.tps);
     double horizon = trace->reqs[trace->n - 1].arrival_s + 3600;
     int8_t *pool_of = calloc(trace->n, 1);
     if (!pool_of) return prs_error_set(err, PRS_ENOMEM, "out of memory");
@@ -248,4 +278,8 @@ int prs_infer_replay(const prs_infer_trace *trace, const prs_infer_perf *perf,
 void prs_infer_result_free(prs_infer_result *r)
 {
     prs__infer_meter_free(&r->meter);
+    free(r->conf.t_s);
+    free(r->conf.pool_gpus);
+    free(r->conf.tp_insts);
+    memset(&r->conf, 0, sizeof r->conf);
 }

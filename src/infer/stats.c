@@ -33,6 +33,20 @@ static double hist_edge(size_t k)
     return PRS_INFER_HIST_MIN_S * pow(10.0, (double)k / PRS_INFER_HIST_PER_DECADE);
 }
 
+size_t prs__infer_hist_cdf(const prs_infer_hist *h, double *x_s, double *share)
+{
+    size_t n = 0;
+    uint64_t seen = 0;
+    for (size_t k = 0; k < PRS_INFER_HIST_BINS && h->n > 0; k++) {
+        if (!h->bins[k]) continue;
+        seen += h->bins[k];
+        double edge = k == 0 ? PRS_INFER_HIST_MIN_S : hist_edge(k);
+        x_s[n] = edge < h->max_s ? edge : h->max_s;
+        share[n++] = (double)seen / (double)h->n;
+    }
+    return n;
+}
+
 void prs__infer_hist_add(prs_infer_hist *h, double x_s, uint64_t count)
 {
     if (count > 0) prs__infer_hist_add_at(h, prs__infer_hist_bin(x_s), x_s, count);

@@ -150,6 +150,45 @@ grep -q "^phase against dynamollm: energy" "$tmp/cap.txt" || fail "phase line"
 expect_error 2 "--power-cap: expected a number > 0" "$bin" infer emulate "${capargs[@]}" \
   --power-cap -5
 
+# Plots: every file, one line per policy (pool, TP degree), the data drawn, the same bytes twice.
+plotargs=(--trace "$data/AzureLLMInferenceTrace_conv.csv" --profile "$prof" --gpus 96
+  --peak-share 0.8 --window 0,600 --policy singlepool,dynamollm "${fast[@]}")
+"$bin" infer emulate "${plotargs[@]}" --json --plots "$tmp/plots" >"$tmp/plots.json" ||
+  fail "emulate --plots"
+"$bin" infer emulate "${plotargs[@]}" --plots "$tmp/plots2" >/dev/null || fail "emulate --plots again"
+for f in "$tmp"/plots/*.svg; do
+  cmp -s "$f" "$tmp/plots2/$(basename "$f")" || fail "plot $(basename "$f") differs between runs"
+done
+"$py" - "$tmp/plots" "$tmp/plots.json" <<'PY' || fail "plots"
+import json, os, sys, xml.etree.ElementTree as ET
+d, js = sys.argv[1], json.load(open(sys.argv[2]))
+ns = "{http://www.w3.org/2000/svg}"
+want = {"power.svg", "ttft-cdf.svg", "tbt-cdf.svg", "pools-singlepool.svg", "pools-dynamollm.svg",
+        "tp-singlepool.svg", "tp-dynamollm.svg"}
+assert set(os.listdir(d)) == want, os.listdir(d)
+def lines(name):
+    root = ET.parse(os.path.join(d, name)).getroot()
+    texts = {t.text for t in root.iter(ns + "text")}
+    pts = [[tuple(map(float, p.split(","))) for p in e.get("points").split()]
+           for e in root.iter(ns + "polyline")]
+    return texts, pts
+for name in ("power.svg", "ttft-cdf.svg", "tbt-cdf.svg"):
+    texts, pts = lines(name)
+    assert len(pts) == 2 and {"singlepool", "dynamollm"} <= texts, name
+for name in ("ttft-cdf.svg", "tbt-cdf.svg"):
+    for p in lines(name)[1]:  # a distribution: x rises, the share rises (pixel y falls)
+        assert all(b[0] >= a[0] and b[1] <= a[1] for a, b in zip(p, p[1:])), name
+ticks = int(js["trace"]["span_s"] // 5) + 1  # one configuration a 5-s instance period, from 0
+for pol, pools in (("singlepool", 1), ("dynamollm", 9)):
+    texts, pts = lines("pools-%s.svg" % pol)
+    assert len(pts) == pools and all(len(p) == ticks for p in pts), (pol, [len(p) for p in pts])
+    texts, tps = lines("tp-%s.svg" % pol)
+    assert len(tps) == 3 and {"TP 2", "TP 4", "TP 8"} <= texts
+    moved = any(len({y for _, y in p}) > 1 for p in pts + tps)
+    r = next(p for p in js["policies"] if p["policy"] == pol)["reconfigurations"]
+    assert moved == (r["start"] + r["reshard"] + r["stop"] > 0), pol
+PY
+
 # Scaling by shifted copies keeps the count of duplication, in time order.
 "$bin" infer emulate --trace "$data/AzureLLMInferenceTrace_conv.csv" --profile "$prof" --gpus 192 \
   --window 0,600 --scale 1.5 --scale-shift 300 --policy singlepool "${fast[@]}" --json \
