@@ -49,6 +49,7 @@ void prs_infer_opts_default(prs_infer_opts *o)
     o->units_top = 24;
     o->seed = 1;
     o->phase_slack = 0.1;
+    o->run_steps = 64;
 }
 
 int prs_infer_opts_check(const prs_infer_opts *o, prs_error *err)
@@ -81,6 +82,8 @@ int prs_infer_opts_check(const prs_infer_opts *o, prs_error *err)
         return prs_error_set(err, PRS_EINVAL, "power cap must be >= 0 W (0: none)");
     if (!(o->phase_slack >= 0 && o->phase_slack <= 1))
         return prs_error_set(err, PRS_EINVAL, "phase slack must be in [0, 1]");
+    if (o->run_steps < 1 || o->run_steps > 4096)
+        return prs_error_set(err, PRS_EINVAL, "run steps must be in 1..4096");
     if (o->units_top < 1 || o->units_top > PRS_INFER_MAX_UNITS)
         return prs_error_set(err, PRS_EINVAL, "units per instance must be in 1..%d",
                              PRS_INFER_MAX_UNITS);
@@ -115,7 +118,8 @@ int prs__infer_cluster_add(prs__infer_cluster *c, int pool, int type, int clock,
                                 .max_batched_tokens = c->o->max_batched_tokens,
                                 .classes = &c->o->classes,
                                 .latency = &c->res->lat,
-                                .meter = &c->res->meter};
+                                .meter = &c->res->meter,
+                                .max_run_steps = c->o->run_steps};
     prs__infer_inst *in = &c->inst[c->n_inst];
     memset(in, 0, sizeof *in);
     int rc = prs_infer_engine_new(&cfg, c->now_s, &in->e, err);
@@ -126,6 +130,7 @@ int prs__infer_cluster_add(prs__infer_cluster *c, int pool, int type, int clock,
     in->ready_s = ready_s;
     in->state = ready_s > c->now_s ? INST_STARTING : INST_ACTIVE;
     if (ready_s > c->now_s) prs_infer_engine_pause(in->e, ready_s);
+    prs_infer_engine_set_horizon(in->e, c->horizon_s);
     prs__infer_evheap_set(&c->events, c->n_inst, INFINITY);
     c->n_inst++;
     prs__infer_cluster_gpus(c, c->caps->tps[type]);

@@ -72,6 +72,8 @@ typedef struct prs_infer_opts {
     uint64_t seed;             /* the output-length predictor's errors */
     double power_cap_w;        /* the cluster's power budget (0: none; powercap.c) */
     double phase_slack;        /* phase: a decode step may take this share longer (0.1) */
+    int run_steps;             /* decode steps an instance computes ahead as one event (64;
+                                * 1: one at a time; the results are the same: engine.h) */
 } prs_infer_opts;
 
 void prs_infer_opts_default(prs_infer_opts *o);
@@ -96,6 +98,7 @@ typedef struct prs_infer_result {
     double power_p50_w, power_p99_w;
     int peak_gpus;
     long requests, rerouted, emergencies, preemptions;
+    long events;           /* instance events replayed (iteration ends; a decode run is one) */
     long underprovisioned; /* decisions whose forecast exceeded the cluster (load scaled) */
     long reconf[PRS_INFER_NRECONF];
     /* Under a power budget (opts.power_cap_w > 0): cluster decisions that planned for less than

@@ -49,6 +49,7 @@ typedef struct prs__infer_cluster {
     int budget[PRS_INFER_NCLASS]; /* GPUs each pool may hold (cluster level) */
     int mix_of_pool[PRS_INFER_NCLASS];
     double now_s;
+    double horizon_s; /* the next tick (INFINITY while draining): no decode run goes past it */
 } prs__infer_cluster;
 
 /* cluster.c */

@@ -38,6 +38,7 @@ static int pick_in_pool(const prs__infer_cluster *c, int pool, const prs_infer_j
         if (in->pool != pool || in->state != state ||
             !prs_infer_engine_fits(in->e, j->in_tokens, j->out_tokens))
             continue;
+        prs_infer_engine_sync(in->e, c->now_s);
         double load = (double)prs_infer_engine_outstanding_tokens(in->e) / c->caps->tps[in->type];
         if (load < best_load) {
             best_load = load;
@@ -117,6 +118,7 @@ static int advance_inst(prs__infer_cluster *c, int i, prs_error *err)
 {
     prs__infer_inst *in = &c->inst[i];
     c->now_s = c->events.key[i];
+    c->res->events++;
     int rc = prs_infer_engine_advance(in->e, err);
     prs__infer_evheap_set(&c->events, i, prs_infer_engine_next_s(in->e));
     if (!rc && in->state == INST_DRAINING && prs_infer_engine_outstanding(in->e) == 0)
@@ -160,14 +162,18 @@ static int log_config(prs__infer_cluster *c, double t_s, prs_error *err)
 static int do_tick(prs__infer_cluster *c, double t_s, prs_error *err)
 {
     c->now_s = t_s;
+    c->horizon_s = t_s + c->o->instance_period_s;
     for (int i = 0; i < c->n_inst; i++) {
         prs__infer_inst *in = &c->inst[i];
+        prs_infer_engine_sync(in->e, t_s);
         if (in->state == INST_STARTING && in->ready_s <= t_s) in->state = INST_ACTIVE;
         if (in->retire_s > 0 && in->retire_s <= t_s) in->state = INST_DRAINING;
     }
     int rc = prs__infer_policy_tick(c, t_s, err);
-    for (int i = 0; i < c->n_inst; i++)
+    for (int i = 0; i < c->n_inst; i++) {
+        prs_infer_engine_set_horizon(c->inst[i].e, c->horizon_s);
         prs__infer_evheap_set(&c->events, i, prs_infer_engine_next_s(c->inst[i].e));
+    }
     prs__infer_cluster_reap(c);
     return rc ? rc : log_config(c, t_s, err);
 }
@@ -221,6 +227,9 @@ static int replay_loop(prs__infer_cluster *c, const int8_t *pool_of, prs_error *
         if (!rc) rc = submit_one(c, i, pool_of[i], err);
     }
     /* Drain: no more decisions, every instance runs out its work. */
+    c->horizon_s = INFINITY;
+    for (int i = 0; !rc && i < c->n_inst; i++)
+        prs_infer_engine_set_horizon(c->inst[i].e, INFINITY);
     if (!rc) rc = run_until(c, INFINITY, &next_tick, 0, err);
     return rc;
 }

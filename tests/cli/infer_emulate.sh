@@ -189,6 +189,20 @@ for pol, pools in (("singlepool", 1), ("dynamollm", 9)):
     assert moved == (r["start"] + r["reshard"] + r["stop"] > 0), pol
 PY
 
+# Decode runs: one step at a time gives the same figures.
+"$bin" infer emulate "${plotargs[@]}" --run-steps 1 --json >"$tmp/steps1.json" ||
+  fail "emulate --run-steps 1"
+"$py" - "$tmp/plots.json" "$tmp/steps1.json" <<'PY' || fail "--run-steps 1 differs"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+for p, q in zip(a["policies"], b["policies"]):
+    assert abs(p["energy_j"] - q["energy_j"]) <= 1e-9 * p["energy_j"], p["policy"]
+    assert p["latency"] == q["latency"] and p["late"] == q["late"], p["policy"]
+    assert p["reconfigurations"] == q["reconfigurations"] and p["preemptions"] == q["preemptions"]
+PY
+expect_error 2 "--run-steps: expected at most 4096" "$bin" infer emulate "${plotargs[@]}" \
+  --run-steps 5000
+
 # Scaling by shifted copies keeps the count of duplication, in time order.
 "$bin" infer emulate --trace "$data/AzureLLMInferenceTrace_conv.csv" --profile "$prof" --gpus 192 \
   --window 0,600 --scale 1.5 --scale-shift 300 --policy singlepool "${fast[@]}" --json \
