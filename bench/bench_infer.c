@@ -11,8 +11,11 @@
  * single-threaded process; peak RSS from getrusage. A report, not a test: a missed goal still
  * exits 0; exit 1 when the benchmark cannot run, 2 on a bad argument.
  *
+ * --run-steps N sets the decode steps an instance computes ahead as one event (default 64; 1
+ * replays one step at a time, the same results: engine.h), for an A/B of the two.
+ *
  * usage: bench_infer --profile FILE [--trace FILE] [--policy NAME] [--days N] [--requests N]
- *                    [--skip-week] */
+ *                    [--run-steps N] [--skip-week] */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -160,16 +163,14 @@ static int case_week(bench *b, const char *path, int days, double requests)
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {{"profile", required_argument, 0, 'p'},
-                                         {"trace", required_argument, 0, 't'},
-                                         {"policy", required_argument, 0, 'P'},
-                                         {"days", required_argument, 0, 'd'},
-                                         {"requests", required_argument, 0, 'n'},
-                                         {"skip-week", no_argument, 0, 's'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"profile", required_argument, 0, 'p'},   {"trace", required_argument, 0, 't'},
+        {"policy", required_argument, 0, 'P'},    {"days", required_argument, 0, 'd'},
+        {"requests", required_argument, 0, 'n'},  {"skip-week", no_argument, 0, 's'},
+        {"run-steps", required_argument, 0, 'r'}, {0, 0, 0, 0}};
     const char *profile = NULL, *trace = NULL;
     prs_infer_policy policy = PRS_INFER_DYNAMOLLM;
-    int days = 7, skip_week = 0, c;
+    int days = 7, skip_week = 0, run_steps = 64, c;
     double requests = 27e6;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         int ok = 1;
@@ -191,6 +192,9 @@ int main(int argc, char **argv)
             break;
         case 's':
             skip_week = 1;
+            break;
+        case 'r':
+            ok = (run_steps = atoi(optarg)) >= 1 && run_steps <= 4096;
             break;
         default:
             ok = 0;
@@ -215,10 +219,12 @@ int main(int argc, char **argv)
     if (prs_infer_profile_load(profile, &prof, &err)) return die(profile, &err);
     prs_infer_profile_perf(prof, &b.perf);
     prs_infer_opts_default(&b.o);
+    b.o.run_steps = run_steps;
     prs_infer_cap_opts_default(&b.co);
     int rc = case_hour(&b, trace, policy);
     if (!rc && !skip_week) {
         prs_infer_opts_default(&b.o);
+        b.o.run_steps = run_steps;
         rc = case_week(&b, trace, days, requests);
     }
     prs_infer_profile_free(prof);

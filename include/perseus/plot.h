@@ -148,7 +148,7 @@ typedef struct prs_savings_plot {
     const char *title;             /* NULL: "Energy savings vs straggler slowdown" */
     const char *subtitle;          /* optional second line; NULL for none */
     const char *y_label;           /* NULL: "Energy saving (%)" */
-    const prs_plot_series *series; /* series[0] (Perseus) is drawn on top, thicker; up to 8 */
+    const prs_plot_series *series; /* series[0] (Perseus) is drawn on top, thicker; up to 10 */
     size_t nseries;
     const char *x_label; /* NULL: "Straggler slowdown T'/T_min" (any line plot can set its own) */
 } prs_savings_plot;

@@ -33,6 +33,9 @@ enum {
     O_CLOCKS,
     O_SEED,
     O_LATE_MARGIN,
+    O_POWER_CAP,
+    O_PHASE_SLACK,
+    O_RUN_STEPS,
 };
 
 const struct option prs_cli_infer_options[] = {
@@ -59,6 +62,9 @@ const struct option prs_cli_infer_options[] = {
     {"clocks", required_argument, 0, O_CLOCKS},
     {"seed", required_argument, 0, O_SEED},
     {"late-margin", required_argument, 0, O_LATE_MARGIN},
+    {"power-cap", required_argument, 0, O_POWER_CAP},
+    {"phase-slack", required_argument, 0, O_PHASE_SLACK},
+    {"run-steps", required_argument, 0, O_RUN_STEPS},
     {0, 0, 0, 0}};
 
 const char prs_cli_infer_help[] =
@@ -84,7 +90,11 @@ const char prs_cli_infer_help[] =
     "  --probe-requests N     requests per capacity probe (600)\n"
     "  --clocks N             clocks of the profile the policies choose among (6)\n"
     "  --seed N               seed of the probes and the length predictor (1)\n"
-    "  --late-margin M        a capacity probe may have M x 1 % of its requests late (0.5)\n";
+    "  --late-margin M        a capacity probe may have M x 1 % of its requests late (0.5)\n"
+    "  --power-cap W          the cluster's power budget, W: every policy runs under it\n"
+    "  --phase-slack S        phase policy: a decode step may take S longer (0.1)\n"
+    "  --run-steps N          decode steps replayed as one event (64; 1: one at a time,\n"
+    "                         the same results, slower)\n";
 
 void prs_cli_infer_init(prs_cli_infer *c)
 {
@@ -175,6 +185,15 @@ static int option_number(const char *cmd, int code, const char *arg, prs_cli_inf
             return bad(cmd, "late-margin", "a number in (0, 1]", arg);
         c->cap.late_margin = x;
         return 0;
+    case O_POWER_CAP:
+        if (prs_cli_number(cmd, opt, arg, 0, 1, &x)) return 2;
+        o->power_cap_w = x;
+        return 0;
+    case O_PHASE_SLACK:
+        if (prs_cli_number(cmd, opt, arg, 0, 0, &x) || x > 1)
+            return bad(cmd, "phase-slack", "a share in [0, 1]", arg);
+        o->phase_slack = x;
+        return 0;
     case O_EMERGENCY_SHARE:
         if (prs_cli_number(cmd, opt, arg, 0, 1, &x)) return 2;
         o->emergency_share = x;
@@ -219,6 +238,7 @@ static int option_int(const char *cmd, int code, const char *arg, prs_cli_infer 
     case O_PROBES:
     case O_CLOCKS:
     case O_SEED:
+    case O_RUN_STEPS:
         if (prs_cli_positive_int(cmd, opt, arg, &n)) return 2;
         break;
     default:
@@ -227,6 +247,8 @@ static int option_int(const char *cmd, int code, const char *arg, prs_cli_infer 
     if (code == O_GPUS && n > 100000) return bad(cmd, "gpus", "at most 100000", arg);
     if (code == O_UNITS && n > PRS_INFER_MAX_UNITS) return bad(cmd, "units", "at most 64", arg);
     if (code == O_PROBES && n > 1000000) return bad(cmd, "probe-requests", "at most 1e6", arg);
+    if (code == O_RUN_STEPS && n > 4096) return bad(cmd, "run-steps", "at most 4096", arg);
+    if (code == O_RUN_STEPS) c->opts.run_steps = n;
     if (code == O_GPUS) c->opts.gpus = n;
     if (code == O_MBT) c->opts.max_batched_tokens = c->cap.max_batched_tokens = n;
     if (code == O_UNITS) c->opts.units_top = n;

@@ -37,6 +37,11 @@ int prs_cli_infer_option(const char *cmd, int code, const char *arg, prs_cli_inf
 int prs_cli_infer_ready(const char *cmd, prs_cli_infer *c);
 void prs_cli_infer_free(prs_cli_infer *c);
 
+/* perseus infer emulate --plots DIR (cli_infer_plots.c): power.svg, ttft-cdf.svg, tbt-cdf.svg,
+ * and pools-POLICY.svg and tp-POLICY.svg for each of the n results. 0, or 1 with a message
+ * ("perseus CMD: ...") on stderr. */
+int prs_cli_infer_plots(const char *cmd, const char *dir, const prs_infer_result *res, int n);
+
 /* Parse "A,B" (two numbers, A < B when ordered) into a and b: 0 or -1. */
 int prs_cli_infer_pair(const char *v, double *a, double *b);
 

@@ -30,12 +30,13 @@ enum {
     O_PEAK_HOUR,
     O_OUTDIR,
     O_SCALE_SHIFT,
+    O_PLOTS,
     O_HELP
 };
 
 typedef struct args {
     prs_cli_infer in;
-    const char *trace_path, *out_dir;
+    const char *trace_path, *out_dir, *plots_dir;
     int policies[PRS_INFER_NPOLICY], n_policies;
     int json;
     double scale, share;
@@ -57,7 +58,7 @@ static void usage(FILE *f)
         "\n"
         "  --trace FILE           the request trace (required)\n"
         "  --policy LIST          all (default) or names, comma-separated: singlepool,\n"
-        "                         multipool, instances, tp, clock, dynamollm, oracle\n"
+        "                         multipool, instances, tp, clock, dynamollm, oracle, phase\n"
         "  --scale X              rate scale factor (requests duplicated or thinned)\n"
         "  --peak-share S         scale so that singlepool needs share S of the GPUs at\n"
         "                         the trace's peak\n"
@@ -67,6 +68,8 @@ static void usage(FILE *f)
         "  --peak-hour H          hour of the daily peak (default 14)\n"
         "  --json                 one JSON object on stdout instead of the table\n"
         "  --out DIR              also write DIR/emulate.json and DIR/power.csv\n"
+        "  --plots DIR            draw SVG plots into DIR: power.svg, ttft-cdf.svg,\n"
+        "                         tbt-cdf.svg, pools-POLICY.svg, tp-POLICY.svg\n"
         "%s"
         "  -h, --help             show this help\n"
         "\n"
@@ -136,6 +139,9 @@ static int own_option(int code, const char *arg, args *a)
     case O_OUTDIR:
         a->out_dir = arg;
         return 0;
+    case O_PLOTS:
+        a->plots_dir = arg;
+        return 0;
     case O_SCALE_SHIFT:
         return prs_cli_number(CMD, "--scale-shift", arg, 0, 1, &a->scale_shift_s) ? 2 : 0;
     default: /* every code of the table is handled above */
@@ -156,6 +162,7 @@ static int parse_args(int argc, char **argv, args *a)
                                         {"peak-hour", required_argument, 0, O_PEAK_HOUR},
                                         {"out", required_argument, 0, O_OUTDIR},
                                         {"scale-shift", required_argument, 0, O_SCALE_SHIFT},
+                                        {"plots", required_argument, 0, O_PLOTS},
                                         {"help", no_argument, 0, O_HELP}};
     static struct option opts[64];
     size_t n_own = sizeof own / sizeof own[0], n = 0;
@@ -242,6 +249,13 @@ static double slo_share(const prs_infer_result *r, int k)
     return r->lat.done[k] ? 1 - (double)r->lat.late[k] / (double)r->lat.done[k] : NAN;
 }
 
+static const prs_infer_result *find(const prs_infer_result *res, int n, prs_infer_policy p)
+{
+    for (int i = 0; i < n; i++)
+        if (res[i].policy == p) return &res[i];
+    return NULL;
+}
+
 static void print_table(const args *a, const prs_infer_result *res, int n, double lb_j,
                         const prs_infer_trace *t, double factor)
 {
@@ -278,6 +292,32 @@ static void print_table(const args *a, const prs_infer_result *res, int n, doubl
         if (res[i].underprovisioned)
             printf("note: %s: the forecast exceeded the cluster %ld times (planned for less)\n",
                    prs_infer_policy_name(res[i].policy), res[i].underprovisioned);
+    const prs_infer_result *dyn = find(res, n, PRS_INFER_DYNAMOLLM);
+    const prs_infer_result *ph = find(res, n, PRS_INFER_PHASE);
+    if (dyn && ph)
+        printf("phase against dynamollm: energy %+.1f %%, SLO %.2f %% against %.2f %%\n",
+               100 * (ph->energy_j / dyn->energy_j - 1), 100 * slo_share(ph, PRS_INFER_ALL),
+               100 * slo_share(dyn, PRS_INFER_ALL));
+}
+
+/* Under a power budget: each policy against its own replay without it. */
+static void print_cap_table(const args *a, const prs_infer_result *res,
+                            const prs_infer_result *free_res, int n)
+{
+    printf("\nunder a power budget of %.2f kW (against the same policy without it):\n",
+           a->in.opts.power_cap_w / 1e3);
+    printf("%-11s %10s %10s %9s %9s %9s %8s %8s %8s %6s %6s %6s %7s\n", "policy", "kWh_free",
+           "kWh_cap", "P99_free", "P99_cap", "over_s", "over_kW", "SLO_free", "SLO_cap", "late+",
+           "short", "unmet", "clk_dn");
+    for (int i = 0; i < n; i++) {
+        const prs_infer_result *r = &res[i], *f = &free_res[i];
+        printf("%-11s %10.3f %10.3f %9.2f %9.2f %9.0f %8.2f %8.2f %8.2f %6ld %6ld %6ld %7ld\n",
+               prs_infer_policy_name(r->policy), f->energy_j / 3.6e6, r->energy_j / 3.6e6,
+               f->power_p99_w / 1e3, r->power_p99_w / 1e3, r->over_cap_s, r->over_cap_max_w / 1e3,
+               100 * slo_share(f, PRS_INFER_ALL), 100 * slo_share(r, PRS_INFER_ALL),
+               (long)r->lat.late[PRS_INFER_ALL] - (long)f->lat.late[PRS_INFER_ALL], r->cap_short,
+               r->cap_unmet, r->cap_lowered);
+    }
 }
 
 static json_t *latency_json(const prs_infer_result *r, int k)
@@ -292,7 +332,33 @@ static json_t *latency_json(const prs_infer_result *r, int k)
     return o;
 }
 
-static json_t *policy_json(const prs_infer_result *r, const prs_infer_result *single)
+/* The budget's effect: what the replay under it measured, and the same policy without it. */
+static json_t *cap_json(const args *a, const prs_infer_result *r, const prs_infer_result *f)
+{
+    json_t *o = json_object();
+    prs_cli_json_set_real(o, "cap_w", a->in.opts.power_cap_w);
+    prs_cli_json_set_real(o, "over_cap_s", r->over_cap_s);
+    prs_cli_json_set_real(o, "over_cap_max_w", r->over_cap_max_w);
+    json_object_set_new(o, "cluster_short", json_integer(r->cap_short));
+    json_object_set_new(o, "periods_unmet", json_integer(r->cap_unmet));
+    json_object_set_new(o, "clock_steps_down", json_integer(r->cap_lowered));
+    json_object_set_new(o, "iterations_at_floor", json_integer(r->cap_floor_iters));
+    json_t *u = json_object();
+    prs_cli_json_set_real(u, "energy_j", f->energy_j);
+    prs_cli_json_set_real(u, "power_p50_w", f->power_p50_w);
+    prs_cli_json_set_real(u, "power_p99_w", f->power_p99_w);
+    prs_cli_json_set_real(u, "slo_attainment", slo_share(f, PRS_INFER_ALL));
+    json_object_set_new(u, "late", json_integer((json_int_t)f->lat.late[PRS_INFER_ALL]));
+    prs_cli_json_set_real(u, "ttft_p99_s",
+                          prs__infer_hist_quantile(&f->lat.ttft[PRS_INFER_ALL], 0.99));
+    prs_cli_json_set_real(u, "tbt_p99_s",
+                          prs__infer_hist_quantile(&f->lat.tbt[PRS_INFER_ALL], 0.99));
+    json_object_set_new(o, "uncapped", u);
+    return o;
+}
+
+static json_t *policy_json(const args *a, const prs_infer_result *r, const prs_infer_result *single,
+                           const prs_infer_result *free_r)
 {
     json_t *o = json_object();
     json_object_set_new(o, "policy", json_string(prs_infer_policy_name(r->policy)));
@@ -320,10 +386,12 @@ static json_t *policy_json(const prs_infer_result *r, const prs_infer_result *si
     for (int k = PRS_INFER_ALL; k >= 0; k--)
         json_object_set_new(lat, prs_infer_class_name(k), latency_json(r, k));
     json_object_set_new(o, "latency", lat);
+    if (free_r) json_object_set_new(o, "power_cap", cap_json(a, r, free_r));
     return o;
 }
 
-static json_t *result_json(const args *a, const prs_infer_result *res, int n, double lb_j,
+static json_t *result_json(const args *a, const prs_infer_result *res,
+                           const prs_infer_result *free_res, int n, double lb_j,
                            const prs_infer_trace *t, double factor)
 {
     json_t *o = json_object();
@@ -336,12 +404,14 @@ static json_t *result_json(const args *a, const prs_infer_result *res, int n, do
     prs_cli_json_set_real(tr, "scale", factor);
     json_object_set_new(o, "trace", tr);
     json_object_set_new(o, "gpus", json_integer(a->in.opts.gpus));
+    if (a->in.opts.power_cap_w > 0) prs_cli_json_set_real(o, "power_cap_w", a->in.opts.power_cap_w);
     const prs_infer_result *single = NULL;
     for (int i = 0; i < n; i++)
         if (res[i].policy == PRS_INFER_SINGLEPOOL) single = &res[i];
     json_t *arr = json_array();
     for (int i = 0; i < n; i++)
-        json_array_append_new(arr, policy_json(&res[i], single));
+        json_array_append_new(
+            arr, policy_json(a, &res[i], single, a->in.opts.power_cap_w > 0 ? &free_res[i] : NULL));
     json_object_set_new(o, "policies", arr);
     json_t *lb = json_object();
     prs_cli_json_set_real(lb, "energy_j", lb_j);
@@ -389,22 +459,39 @@ static int write_out(const args *a, json_t *j, const prs_infer_result *res, int 
     return 0;
 }
 
+static void free_results(prs_infer_result *res, int n)
+{
+    for (int k = 0; k < n; k++)
+        prs_infer_result_free(&res[k]);
+}
+
+/* Every policy asked for; under a power budget, each also without it (into free_res). */
 static int run_all(args *a, const prs_infer_trace *t, const prs_infer_captable *caps,
-                   prs_infer_result *res, double *lb_j)
+                   prs_infer_result *res, prs_infer_result *free_res, double *lb_j)
 {
     prs_error err = {0};
-    for (int i = 0; i < a->n_policies; i++)
-        if (prs_infer_replay(t, &a->in.perf, caps, &a->in.opts, a->policies[i], &res[i], &err)) {
+    prs_infer_opts uncapped = a->in.opts;
+    uncapped.power_cap_w = 0;
+    int capped = a->in.opts.power_cap_w > 0;
+    for (int i = 0; i < a->n_policies; i++) {
+        int rc = prs_infer_replay(t, &a->in.perf, caps, &a->in.opts, a->policies[i], &res[i], &err);
+        if (!rc && capped) {
+            rc = prs_infer_replay(t, &a->in.perf, caps, &uncapped, a->policies[i], &free_res[i],
+                                  &err);
+            if (rc) prs_infer_result_free(&res[i]);
+        }
+        if (rc) {
             fprintf(stderr, "perseus %s: %s: %s\n", CMD, prs_infer_policy_name(a->policies[i]),
                     err.msg);
-            for (int k = 0; k < i; k++)
-                prs_infer_result_free(&res[k]);
+            free_results(res, i);
+            if (capped) free_results(free_res, i);
             return 2;
         }
+    }
     if (prs_infer_lower_bound(t, caps, &a->in.opts, lb_j, &err)) {
         fprintf(stderr, "perseus %s: lower bound: %s\n", CMD, err.msg);
-        for (int k = 0; k < a->n_policies; k++)
-            prs_infer_result_free(&res[k]);
+        free_results(res, a->n_policies);
+        if (capped) free_results(free_res, a->n_policies);
         return 2;
     }
     return 0;
@@ -414,7 +501,8 @@ int prs_cmd_infer_emulate(int argc, char **argv)
 {
     args *a = calloc(1, sizeof *a);
     prs_infer_captable *caps = calloc(1, sizeof *caps);
-    prs_infer_result *res = calloc(PRS_INFER_NPOLICY, sizeof *res);
+    prs_infer_result *res = calloc((size_t)2 * PRS_INFER_NPOLICY, sizeof *res);
+    prs_infer_result *free_res = res ? res + PRS_INFER_NPOLICY : NULL;
     prs_infer_trace t = {0};
     int rc = a && caps && res ? parse_args(argc, argv, a) : 1;
     int go = rc == -1;
@@ -424,19 +512,23 @@ int prs_cmd_infer_emulate(int argc, char **argv)
         rc = prepare(a, &t, caps, &factor);
     else if (!go)
         goto done;
-    if (!rc) rc = run_all(a, &t, caps, res, &lb_j);
+    if (!rc) rc = run_all(a, &t, caps, res, free_res, &lb_j);
     if (!rc) {
-        json_t *j =
-            a->json || a->out_dir ? result_json(a, res, a->n_policies, lb_j, &t, factor) : NULL;
+        int capped = a->in.opts.power_cap_w > 0;
+        json_t *j = a->json || a->out_dir
+                        ? result_json(a, res, free_res, a->n_policies, lb_j, &t, factor)
+                        : NULL;
         if (a->out_dir) rc = write_out(a, j, res, a->n_policies);
+        if (!rc && a->plots_dir) rc = prs_cli_infer_plots(CMD, a->plots_dir, res, a->n_policies);
         if (a->json) {
             if (prs_cli_json_print(json_incref(j), JSON_INDENT(2))) rc = 1;
         } else if (!rc) {
             print_table(a, res, a->n_policies, lb_j, &t, factor);
+            if (capped) print_cap_table(a, res, free_res, a->n_policies);
         }
         json_decref(j);
-        for (int i = 0; i < a->n_policies; i++)
-            prs_infer_result_free(&res[i]);
+        free_results(res, a->n_policies);
+        if (capped) free_results(free_res, a->n_policies);
     }
 done:
     if (a) prs_cli_infer_free(&a->in);

@@ -10,7 +10,7 @@
 #include <string.h>
 
 static const char *const policy_names[PRS_INFER_NPOLICY] = {
-    "singlepool", "multipool", "instances", "tp", "clock", "dynamollm", "oracle"};
+    "singlepool", "multipool", "instances", "tp", "clock", "dynamollm", "oracle", "phase"};
 
 const char *prs_infer_policy_name(prs_infer_policy p)
 {
@@ -48,6 +48,8 @@ void prs_infer_opts_default(prs_infer_opts *o)
     o->power_bin_s = 1;
     o->units_top = 24;
     o->seed = 1;
+    o->phase_slack = 0.1;
+    o->run_steps = 64;
 }
 
 int prs_infer_opts_check(const prs_infer_opts *o, prs_error *err)
@@ -76,6 +78,12 @@ int prs_infer_opts_check(const prs_infer_opts *o, prs_error *err)
     if (!(o->emergency_share > 0))
         return prs_error_set(err, PRS_EINVAL, "emergency share must be > 0");
     if (!(o->power_bin_s > 0)) return prs_error_set(err, PRS_EINVAL, "power bin must be > 0");
+    if (!(o->power_cap_w >= 0) || !isfinite(o->power_cap_w))
+        return prs_error_set(err, PRS_EINVAL, "power cap must be >= 0 W (0: none)");
+    if (!(o->phase_slack >= 0 && o->phase_slack <= 1))
+        return prs_error_set(err, PRS_EINVAL, "phase slack must be in [0, 1]");
+    if (o->run_steps < 1 || o->run_steps > 4096)
+        return prs_error_set(err, PRS_EINVAL, "run steps must be in 1..4096");
     if (o->units_top < 1 || o->units_top > PRS_INFER_MAX_UNITS)
         return prs_error_set(err, PRS_EINVAL, "units per instance must be in 1..%d",
                              PRS_INFER_MAX_UNITS);
@@ -110,7 +118,8 @@ int prs__infer_cluster_add(prs__infer_cluster *c, int pool, int type, int clock,
                                 .max_batched_tokens = c->o->max_batched_tokens,
                                 .classes = &c->o->classes,
                                 .latency = &c->res->lat,
-                                .meter = &c->res->meter};
+                                .meter = &c->res->meter,
+                                .max_run_steps = c->o->run_steps};
     prs__infer_inst *in = &c->inst[c->n_inst];
     memset(in, 0, sizeof *in);
     int rc = prs_infer_engine_new(&cfg, c->now_s, &in->e, err);
@@ -121,6 +130,7 @@ int prs__infer_cluster_add(prs__infer_cluster *c, int pool, int type, int clock,
     in->ready_s = ready_s;
     in->state = ready_s > c->now_s ? INST_STARTING : INST_ACTIVE;
     if (ready_s > c->now_s) prs_infer_engine_pause(in->e, ready_s);
+    prs_infer_engine_set_horizon(in->e, c->horizon_s);
     prs__infer_evheap_set(&c->events, c->n_inst, INFINITY);
     c->n_inst++;
     prs__infer_cluster_gpus(c, c->caps->tps[type]);
@@ -154,6 +164,7 @@ void prs__infer_cluster_reap(prs__infer_cluster *c)
         if (in->state != INST_DRAINING || prs_infer_engine_outstanding(in->e) > 0) continue;
         prs_infer_engine_flush(in->e, c->now_s);
         c->res->preemptions += prs_infer_engine_preemptions(in->e);
+        c->res->cap_floor_iters += prs_infer_engine_over_limit(in->e);
         prs__infer_cluster_gpus(c, -c->caps->tps[in->type]);
         prs_infer_engine_free(in->e);
         c->inst[i] = c->inst[c->n_inst - 1];

@@ -25,6 +25,8 @@ typedef enum prs_infer_policy {
     PRS_INFER_DYNAMOLLM,  /* all three levels, hierarchical */
     PRS_INFER_ORACLE,     /* all three with perfect knowledge (load, output lengths) and free
                            * reconfiguration, the cluster re-planned every pool period */
+    PRS_INFER_PHASE,      /* dynamollm, and each instance's decode steps at their own clock:
+                           * the lowest that slows a step by at most phase_slack (phase.c) */
     PRS_INFER_NPOLICY
 } prs_infer_policy;
 
@@ -68,11 +70,25 @@ typedef struct prs_infer_opts {
     double power_bin_s;        /* cluster power sampled over bins of this (1) */
     int units_top;             /* sizing granularity: units an instance carries at most (24) */
     uint64_t seed;             /* the output-length predictor's errors */
+    double power_cap_w;        /* the cluster's power budget (0: none; powercap.c) */
+    double phase_slack;        /* phase: a decode step may take this share longer (0.1) */
+    int run_steps;             /* decode steps an instance computes ahead as one event (64;
+                                * 1: one at a time; the results are the same: engine.h) */
 } prs_infer_opts;
 
 void prs_infer_opts_default(prs_infer_opts *o);
 /* PRS_EINVAL naming the option when a value is out of range. */
 int prs_infer_opts_check(const prs_infer_opts *o, prs_error *err);
+
+/* The cluster's configuration at each of the policy's ticks (every instance period): GPUs held
+ * by each pool (instances serving, starting or leaving) and instances of each TP degree. */
+typedef struct prs_infer_config_log {
+    size_t n, cap;
+    double *t_s;
+    int32_t *pool_gpus; /* n x PRS_INFER_NCLASS (pool 0 alone for singlepool) */
+    int32_t *tp_insts;  /* n x PRS_INFER_MAX_TPS, degrees as in tps[] */
+    int tps[PRS_INFER_MAX_TPS], n_tps, npools;
+} prs_infer_config_log;
 
 typedef struct prs_infer_result {
     prs_infer_policy policy;
@@ -82,10 +98,19 @@ typedef struct prs_infer_result {
     double power_p50_w, power_p99_w;
     int peak_gpus;
     long requests, rerouted, emergencies, preemptions;
+    long events;           /* instance events replayed (iteration ends; a decode run is one) */
     long underprovisioned; /* decisions whose forecast exceeded the cluster (load scaled) */
     long reconf[PRS_INFER_NRECONF];
+    /* Under a power budget (opts.power_cap_w > 0): cluster decisions that planned for less than
+     * the forecast to fit it, instance periods whose predicted power exceeded it even at the
+     * lowest clocks, clock steps the budget took off the policy's choice, iterations above
+     * their instance's share of it even at the lowest clock, and the measured power bins above
+     * it (their total length and the largest excess). */
+    long cap_short, cap_unmet, cap_lowered, cap_floor_iters;
+    double over_cap_s, over_cap_max_w;
     prs_infer_latency lat;
-    prs_infer_meter meter; /* the power bins (owned: prs_infer_result_free) */
+    prs_infer_meter meter;     /* the power bins (owned: prs_infer_result_free) */
+    prs_infer_config_log conf; /* (owned) */
 } prs_infer_result;
 
 /* Replay trace under policy p. caps from prs_infer_captable_build over the same perf, classes

@@ -18,12 +18,14 @@ typedef struct prs__infer_inst {
     int state;
     double ready_s;
     double retire_s; /* > 0: leaving; serves until then (its successors are ready), then drains */
+    double rate_rps; /* its share of the pool's recent load (instance level) */
 } prs__infer_inst;
 
 typedef struct prs__infer_flags {
     int npools;
     int knob_inst, knob_tp, knob_clock;
     int oracle, free_reconf;
+    int phase;               /* decode steps at their own clock (phase.c) */
     double cluster_period_s; /* the lower bound re-plans the cluster at the pool period */
 } prs__infer_flags;
 
@@ -47,6 +49,7 @@ typedef struct prs__infer_cluster {
     int budget[PRS_INFER_NCLASS]; /* GPUs each pool may hold (cluster level) */
     int mix_of_pool[PRS_INFER_NCLASS];
     double now_s;
+    double horizon_s; /* the next tick (INFINITY while draining): no decode run goes past it */
 } prs__infer_cluster;
 
 /* cluster.c */
@@ -78,5 +81,21 @@ int prs__infer_policy_init(prs__infer_cluster *c, prs_error *err);
 int prs__infer_policy_tick(prs__infer_cluster *c, double now_s, prs_error *err);
 /* An emergency on instance i (its queue waits too long): 1 if handled by raising the clock. */
 int prs__infer_policy_emergency(prs__infer_cluster *c, int i, prs_error *err);
+
+/* powercap.c: the cluster's power budget (opts.power_cap_w) */
+/* Predicted power of instance i at captable clock f: the capacity table's power at its planned
+ * rate when active, its idle power otherwise. */
+double prs__infer_inst_power(const prs__infer_cluster *c, int i, int f);
+/* Lower the clocks want[] (captable indices, one per instance) step by step, the largest saving
+ * first, until the predicted power fits the budget (counted in the result when it cannot). */
+void prs__infer_powercap_fit(prs__infer_cluster *c, int *want);
+/* 1 when instance i may go to clock f with the cluster's predicted power within the budget. */
+int prs__infer_powercap_room(const prs__infer_cluster *c, int i, int f);
+/* The measured power bins above the budget, into the result. */
+void prs__infer_powercap_account(prs__infer_cluster *c, double end_s);
+
+/* phase.c */
+/* Set instance i's decode clock for its running batch (the phase policy). */
+int prs__infer_phase_clock(prs__infer_cluster *c, int i, prs_error *err);
 
 #endif

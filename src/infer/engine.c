@@ -48,11 +48,21 @@ struct prs_infer_engine {
     seq *wq; /* ring buffer of waiting requests */
     size_t wq_cap, wq_head, wq_n;
     int iter;
-    double iter_start_s, iter_end_s, iter_energy_j;
+    double iter_start_s, iter_end_s, iter_energy_j; /* energy: a prefill's */
     double idle_since_s, paused_until_s, last_decode_end_s;
     double start_at_s; /* idle with work: when the next iteration may start */
     double energy_j;
     long tokens_outstanding;
+    double power_limit_w; /* 0: none */
+    long over_limit;      /* iterations above the limit even at the lowest clock */
+    /* A decode run: run_n steps computed ahead from iter_start_s (step i ends at run_end_s[i],
+     * draws run_j[i], run_floor[i]: above the power limit at the lowest clock), run_i of them
+     * applied to the state; at most max_run steps, none starting at or after horizon_s. */
+    double *run_end_s, *run_j;
+    char *run_floor;
+    double horizon_s;
+    int run_n, run_i, max_run;
+    int decode_mhz; /* 0: the clock of the prefills */
 };
 
 static long blocks_of(long tokens)
@@ -92,7 +102,13 @@ int prs_infer_engine_new(const prs_infer_engine_cfg *cfg, double now_s, prs_infe
     e->heap = malloc((size_t)max_batch * 2 * sizeof *e->heap + sizeof *e->heap);
     e->fresh = malloc((size_t)max_batch * sizeof *e->fresh);
     e->batch = malloc((size_t)max_batch * sizeof *e->batch);
-    if (!e->slots || !e->free_slots || !e->heap || !e->fresh || !e->batch) {
+    e->max_run = cfg->max_run_steps > 1 ? cfg->max_run_steps : 1;
+    e->run_end_s = malloc((size_t)e->max_run * sizeof *e->run_end_s);
+    e->run_j = malloc((size_t)e->max_run * sizeof *e->run_j);
+    e->run_floor = malloc((size_t)e->max_run);
+    e->horizon_s = INFINITY;
+    if (!e->slots || !e->free_slots || !e->heap || !e->fresh || !e->batch || !e->run_end_s ||
+        !e->run_j || !e->run_floor) {
         prs_infer_engine_free(e);
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
     }
@@ -113,6 +129,9 @@ void prs_infer_engine_free(prs_infer_engine *e)
     free(e->heap);
     free(e->fresh);
     free(e->batch);
+    free(e->run_end_s);
+    free(e->run_j);
+    free(e->run_floor);
     free(e->wq);
     free(e);
 }
@@ -313,13 +332,37 @@ static int admit_prefill(prs_infer_engine *e)
     return e->n_batch;
 }
 
+/* One iteration's figures at clock mhz, or under the power limit at the highest lower clock of
+ * the backend that fits it (the lowest when none does). */
+static int iteration(prs_infer_engine *e, const prs_infer_prefill *pf, const prs_infer_decode *dc,
+                     int mhz, double *t, double *j, char *floor_hit, prs_error *err)
+{
+    const prs_infer_perf *p = e->cfg.perf;
+    *floor_hit = 0;
+    int rc = pf ? p->prefill(p->ctx, e->cfg.tp, mhz, pf, t, j, err)
+                : p->decode(p->ctx, e->cfg.tp, mhz, dc, t, j, err);
+    if (rc || !(e->power_limit_w > 0) || !(*t > 0) || *j <= e->power_limit_w * *t) return rc;
+    const int *clk;
+    int n;
+    rc = p->clocks(p->ctx, &clk, &n);
+    for (int f = n - 1; !rc && f >= 0; f--) {
+        if (clk[f] >= mhz) continue;
+        rc = pf ? p->prefill(p->ctx, e->cfg.tp, clk[f], pf, t, j, err)
+                : p->decode(p->ctx, e->cfg.tp, clk[f], dc, t, j, err);
+        if (!rc && *j <= e->power_limit_w * *t) return PRS_OK;
+    }
+    if (!rc) *floor_hit = 1;
+    return rc;
+}
+
 static int start_prefill(prs_infer_engine *e, double now_s, prs_error *err)
 {
     prs_infer_prefill it = {e->n_batch, e->batch_tokens};
-    const prs_infer_perf *p = e->cfg.perf;
     double t, j;
-    int rc = p->prefill(p->ctx, e->cfg.tp, e->cfg.mhz, &it, &t, &j, err);
+    char floor_hit;
+    int rc = iteration(e, &it, NULL, e->cfg.mhz, &t, &j, &floor_hit, err);
     if (rc) return rc;
+    e->over_limit += floor_hit;
     if (!prs__infer_perf_figures_ok(t, j))
         return prs_error_set(err, PRS_EINVAL, "backend: bad prefill figures (TP %d, %d MHz)",
                              e->cfg.tp, e->cfg.mhz);
@@ -330,12 +373,41 @@ static int start_prefill(prs_infer_engine *e, double now_s, prs_error *err)
     return PRS_OK;
 }
 
+/* The blocks decode step number `step` needs: one for each running sequence whose context is at
+ * a block boundary then. */
+static long step_blocks(const prs_infer_engine *e, long step)
+{
+    int k = (int)((PRS_INFER_KV_BLOCK_TOKENS - step % PRS_INFER_KV_BLOCK_TOKENS) %
+                  PRS_INFER_KV_BLOCK_TOKENS);
+    return e->phase_count[k];
+}
+
+/* Figures of the run's step number run_n, starting at start_s, into the run. */
+static int run_step(prs_infer_engine *e, double start_s, prs_error *err)
+{
+    long n = e->n_running;
+    prs_infer_decode it = {(int)n, e->sum_ctx + n * (e->run_n + 1)};
+    double t, j;
+    int mhz = prs_infer_engine_decode_clock(e);
+    int rc = iteration(e, NULL, &it, mhz, &t, &j, &e->run_floor[e->run_n], err);
+    if (rc) return rc;
+    if (!prs__infer_perf_figures_ok(t, j))
+        return prs_error_set(err, PRS_EINVAL, "backend: bad decode figures (TP %d, %d MHz)",
+                             e->cfg.tp, mhz);
+    e->run_end_s[e->run_n] = start_s + t;
+    e->run_j[e->run_n++] = j;
+    return PRS_OK;
+}
+
+/* A decode run from now_s: the first step (preempting while its blocks do not fit), then as
+ * many more as can come with nothing changing: no sequence finishes before the run's last
+ * step, every step's blocks fit without preemption, no step starts at or after the horizon
+ * (the policy's next decision), at most max_run steps. Each step's figures are the backend's
+ * at its own batch and context, as if run one at a time. */
 static int start_decode(prs_infer_engine *e, double now_s, prs_error *err)
 {
     for (;;) {
-        int k = (int)((PRS_INFER_KV_BLOCK_TOKENS - e->decodes % PRS_INFER_KV_BLOCK_TOKENS) %
-                      PRS_INFER_KV_BLOCK_TOKENS);
-        long need = e->phase_count[k];
+        long need = step_blocks(e, e->decodes);
         if (e->used_blocks + need <= e->kv_blocks) {
             e->used_blocks += need;
             break;
@@ -343,18 +415,21 @@ static int start_decode(prs_infer_engine *e, double now_s, prs_error *err)
         int rc = preempt_latest(e, err);
         if (rc) return rc;
     }
-    prs_infer_decode it = {(int)e->n_running, e->sum_ctx + e->n_running};
-    const prs_infer_perf *p = e->cfg.perf;
-    double t, j;
-    int rc = p->decode(p->ctx, e->cfg.tp, e->cfg.mhz, &it, &t, &j, err);
+    e->run_n = e->run_i = 0;
+    int rc = run_step(e, now_s, err);
+    long first_finish = e->heap_n > 0 ? e->heap[0].step : e->decodes + 1;
+    long extra = 0;
+    while (!rc && e->run_n < e->max_run && e->decodes + e->run_n < first_finish) {
+        double start = e->run_end_s[e->run_n - 1];
+        long need = step_blocks(e, e->decodes + e->run_n);
+        if (start >= e->horizon_s || e->used_blocks + extra + need > e->kv_blocks) break;
+        extra += need;
+        rc = run_step(e, start, err);
+    }
     if (rc) return rc;
-    if (!prs__infer_perf_figures_ok(t, j))
-        return prs_error_set(err, PRS_EINVAL, "backend: bad decode figures (TP %d, %d MHz)",
-                             e->cfg.tp, e->cfg.mhz);
     e->iter = ITER_DECODE;
     e->iter_start_s = now_s;
-    e->iter_end_s = now_s + t;
-    e->iter_energy_j = j;
+    e->iter_end_s = e->run_end_s[e->run_n - 1];
     return PRS_OK;
 }
 
@@ -449,6 +524,39 @@ static void end_decode(prs_infer_engine *e, double t_s)
     }
 }
 
+/* Apply the run's next step to the state: its blocks (the first step's were taken when the run
+ * started), energy, tokens and gaps. */
+static void apply_step(prs_infer_engine *e)
+{
+    int i = e->run_i++;
+    double t0 = i ? e->run_end_s[i - 1] : e->iter_start_s;
+    if (i > 0) e->used_blocks += step_blocks(e, e->decodes);
+    e->over_limit += e->run_floor[i];
+    meter(e, t0, e->run_end_s[i], e->run_j[i]);
+    end_decode(e, e->run_end_s[i]);
+}
+
+void prs_infer_engine_sync(prs_infer_engine *e, double now_s)
+{
+    if (e->iter != ITER_DECODE) return;
+    while (e->run_i < e->run_n - 1 && e->run_end_s[e->run_i] < now_s)
+        apply_step(e);
+}
+
+/* Something changes at now_s: the run ends with the step in progress then. */
+static void cut_run(prs_infer_engine *e, double now_s)
+{
+    if (e->iter != ITER_DECODE) return;
+    prs_infer_engine_sync(e, now_s);
+    e->run_n = e->run_i + 1;
+    e->iter_end_s = e->run_end_s[e->run_i];
+}
+
+void prs_infer_engine_set_horizon(prs_infer_engine *e, double until_s)
+{
+    e->horizon_s = until_s;
+}
+
 int prs_infer_engine_advance(prs_infer_engine *e, prs_error *err)
 {
     if (e->iter == ITER_NONE) {
@@ -457,11 +565,13 @@ int prs_infer_engine_advance(prs_infer_engine *e, prs_error *err)
         return isfinite(t) ? start_next(e, t, err) : PRS_OK;
     }
     double t = e->iter_end_s;
-    meter(e, e->iter_start_s, t, e->iter_energy_j);
-    if (e->iter == ITER_PREFILL)
+    if (e->iter == ITER_PREFILL) {
+        meter(e, e->iter_start_s, t, e->iter_energy_j);
         end_prefill(e, t);
-    else
-        end_decode(e, t);
+    } else {
+        while (e->run_i < e->run_n)
+            apply_step(e);
+    }
     e->idle_since_s = t;
     return start_next(e, t, err);
 }
@@ -495,6 +605,7 @@ int prs_infer_engine_submit(prs_infer_engine *e, const prs_infer_job *job, doubl
                              "instance (%ld tokens)",
                              job->id, job->in_tokens, job->out_tokens, e->cfg.tp,
                              e->kv_blocks * PRS_INFER_KV_BLOCK_TOKENS);
+    cut_run(e, now_s);
     if (e->wq_n == e->wq_cap) {
         int rc = wq_grow(e, err);
         if (rc) return rc;
@@ -515,6 +626,7 @@ void prs_infer_engine_flush(prs_infer_engine *e, double now_s)
 
 int prs_infer_engine_set_clock(prs_infer_engine *e, int mhz, double now_s, prs_error *err)
 {
+    cut_run(e, now_s);
     if (e->iter == ITER_NONE) {
         int rc = charge_idle(e, now_s, err);
         if (rc) return rc;
@@ -527,6 +639,32 @@ int prs_infer_engine_clock(const prs_infer_engine *e)
 {
     return e->cfg.mhz;
 }
+void prs_infer_engine_set_decode_clock(prs_infer_engine *e, int mhz)
+{
+    e->decode_mhz = mhz > 0 ? mhz : 0;
+}
+
+int prs_infer_engine_decode_clock(const prs_infer_engine *e)
+{
+    return e->decode_mhz > 0 && e->decode_mhz < e->cfg.mhz ? e->decode_mhz : e->cfg.mhz;
+}
+
+void prs_infer_engine_set_power_limit(prs_infer_engine *e, double power_w)
+{
+    e->power_limit_w = power_w > 0 ? power_w : 0;
+}
+
+long prs_infer_engine_over_limit(const prs_infer_engine *e)
+{
+    return e->over_limit;
+}
+
+void prs_infer_engine_running(const prs_infer_engine *e, int *n_seqs, long *ctx_tokens)
+{
+    *n_seqs = (int)e->n_running;
+    *ctx_tokens = e->sum_ctx;
+}
+
 int prs_infer_engine_tp(const prs_infer_engine *e)
 {
     return e->cfg.tp;

@@ -15,7 +15,8 @@
  * decode step one token of each running sequence. Per-sequence work is done only when a
  * sequence is admitted, preempted or finishes: the decode step itself is O(classes), because
  * sequences are kept in aggregate (a finish heap keyed by decode step, block-boundary counts by
- * phase modulo 16), so a week of iterations replays in minutes. */
+ * phase modulo 16), so a week of iterations replays in minutes; runs of decode steps (below)
+ * are one event each to the cluster. */
 #ifndef PRS_INFER_ENGINE_H
 #define PRS_INFER_ENGINE_H
 
@@ -51,6 +52,7 @@ typedef struct prs_infer_engine_cfg {
     prs_infer_meter *meter;      /* where energy goes (may be NULL) */
     prs_infer_token_fn on_token; /* may be NULL */
     void *on_token_ud;
+    int max_run_steps; /* decode steps computed ahead at once (<= 1: one at a time) */
 } prs_infer_engine_cfg;
 
 /* A new idle engine at time now_s. Asks the backend its KV capacity and largest batch at tp. */
@@ -70,6 +72,19 @@ double prs_infer_engine_next_s(const prs_infer_engine *e);
 /* At prs_infer_engine_next_s: finish the running iteration, if any, and start the next one if
  * there is work. An error of the backend or a sequence alone too large for the KV cache fails. */
 int prs_infer_engine_advance(prs_infer_engine *e, prs_error *err);
+/* Decode runs. While nothing changes (no arrival, no sequence finishing, no preemption, no
+ * decision of the policy), the decode steps that follow one another are computed together, up to
+ * max_run_steps, and the engine's next event is the end of the last: one event for many steps.
+ * Each step keeps its own figures (the backend's at its batch and context) and is applied to the
+ * state (tokens, gaps, energy, blocks) exactly as if run alone; a submit or a clock change at
+ * now_s ends the run with the step in progress then, so the results are those of stepping one
+ * step at a time. The state a caller reads between events is that of now_s only after
+ * prs_infer_engine_sync(e, now_s), which applies the steps that ended before now_s. No step of
+ * a run starts at or after the horizon (the policy's next decision: its clock and limits apply
+ * to the steps after it); INFINITY by default. */
+void prs_infer_engine_sync(prs_infer_engine *e, double now_s);
+void prs_infer_engine_set_horizon(prs_infer_engine *e, double until_s);
+
 /* Account idle energy up to now_s (call at the end of the replay or before reading energy). */
 void prs_infer_engine_flush(prs_infer_engine *e, double now_s);
 
@@ -77,6 +92,19 @@ void prs_infer_engine_flush(prs_infer_engine *e, double now_s);
  * the previous clock's idle power). */
 int prs_infer_engine_set_clock(prs_infer_engine *e, int mhz, double now_s, prs_error *err);
 int prs_infer_engine_clock(const prs_infer_engine *e);
+/* Phase-aware clocks: decode steps started from now on run at min(mhz, the clock above), prefills
+ * at the clock above; 0 makes decode steps follow it again. The switch between the two is taken
+ * as free (the clocks are set between iterations). */
+void prs_infer_engine_set_decode_clock(prs_infer_engine *e, int mhz);
+int prs_infer_engine_decode_clock(const prs_infer_engine *e);
+/* A power limit for the instance's iterations (all its GPUs, W; 0: none): an iteration whose
+ * mean power at the engine's clock would exceed it runs at the highest lower clock of the backend
+ * whose power fits (the lowest when none does), as a GPU under a power cap lowers its clock. */
+void prs_infer_engine_set_power_limit(prs_infer_engine *e, double power_w);
+/* Iterations that drew more than the limit even at the lowest clock. */
+long prs_infer_engine_over_limit(const prs_infer_engine *e);
+/* The running sequences and the sum of their contexts (the next decode step's size). */
+void prs_infer_engine_running(const prs_infer_engine *e, int *n_seqs, long *ctx_tokens);
 int prs_infer_engine_tp(const prs_infer_engine *e);
 /* No iteration starts before until_s (a reconfiguration pause); the time counts as idle. */
 void prs_infer_engine_pause(prs_infer_engine *e, double until_s);

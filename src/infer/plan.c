@@ -67,6 +67,11 @@ int prs_infer_plan_load(const prs_infer_captable *caps, const prs_infer_opts *o,
         out->power_w = prs_infer_cluster_split(tp, k, PRS_INFER_NCLASS, o->gpus, g);
         if (!isfinite(out->power_w))
             rc = prs_error_set(err, PRS_ERANGE, "the load does not fit %d GPUs", o->gpus);
+        else if (o->power_cap_w > 0 && out->power_w > o->power_cap_w)
+            rc = prs_error_set(err, PRS_ERANGE,
+                               "the least power that carries the load within the SLOs is %.0f W, "
+                               "above the budget of %.0f W",
+                               out->power_w, o->power_cap_w);
     }
     for (int c = 0; c < PRS_INFER_NCLASS && !rc; c++) {
         fill_pool(caps, &tables[c], g[c], k[c], rates_rps[c], &out->pool[c]);

@@ -34,7 +34,8 @@ typedef struct prs_infer_plan {
 } prs_infer_plan;
 
 /* Plan for rates_rps[9] (requests/s per class). PRS_EINVAL naming the class when no
- * configuration serves a class with load; PRS_ERANGE when the load does not fit o->gpus. */
+ * configuration serves a class with load; PRS_ERANGE when the load does not fit o->gpus, or when
+ * its least power exceeds o->power_cap_w (a budget, when > 0). */
 int prs_infer_plan_load(const prs_infer_captable *caps, const prs_infer_opts *o,
                         const double *rates_rps, prs_infer_plan *out, prs_error *err);
 

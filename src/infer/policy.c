@@ -26,9 +26,11 @@ void prs__infer_policy_flags(prs_infer_policy p, const prs_infer_opts *o, prs__i
 {
     memset(f, 0, sizeof *f);
     f->npools = p == PRS_INFER_SINGLEPOOL ? 1 : PRS_INFER_NCLASS;
-    f->knob_inst = p == PRS_INFER_INSTANCES || p == PRS_INFER_DYNAMOLLM || p == PRS_INFER_ORACLE;
-    f->knob_tp = p == PRS_INFER_TP || p == PRS_INFER_DYNAMOLLM || p == PRS_INFER_ORACLE;
-    f->knob_clock = p == PRS_INFER_CLOCK || p == PRS_INFER_DYNAMOLLM || p == PRS_INFER_ORACLE;
+    int all = p == PRS_INFER_DYNAMOLLM || p == PRS_INFER_ORACLE || p == PRS_INFER_PHASE;
+    f->knob_inst = p == PRS_INFER_INSTANCES || all;
+    f->knob_tp = p == PRS_INFER_TP || all;
+    f->knob_clock = p == PRS_INFER_CLOCK || all;
+    f->phase = p == PRS_INFER_PHASE;
     f->oracle = o->oracle || p == PRS_INFER_ORACLE;
     f->free_reconf = p == PRS_INFER_ORACLE;
     f->cluster_period_s = p == PRS_INFER_ORACLE ? o->pool_period_s : o->cluster_period_s;
@@ -88,15 +90,27 @@ static void forecast(const prs__infer_cluster *c, double now, double period, int
     }
 }
 
+/* 1 when a split of the cluster carries k within the power budget (the least-power split). */
+static int split_fits(const prs__infer_cluster *c, const prs_infer_pool_table *const *t, int *k,
+                      int *g)
+{
+    double w = prs_infer_cluster_split(t, k, c->fl.npools, c->o->gpus, g);
+    return isfinite(w) && (!(c->o->power_cap_w > 0) || w <= c->o->power_cap_w);
+}
+
 /* Split the cluster among the pools for loads k; when they cannot all be carried, the largest
- * uniform share of them that can (counted as under-provisioned). */
+ * uniform share of them that can (counted as under-provisioned, or as short of the power budget
+ * when the GPUs would carry it but their least power exceeds the budget). */
 static void split(prs__infer_cluster *c, int *k, int *g)
 {
     const prs_infer_pool_table *t[PRS_INFER_NCLASS] = {0};
     for (int p = 0; p < c->fl.npools; p++)
         t[p] = &c->tables[p];
-    if (isfinite(prs_infer_cluster_split(t, k, c->fl.npools, c->o->gpus, g))) return;
-    c->res->underprovisioned++;
+    if (split_fits(c, t, k, g)) return;
+    if (isfinite(prs_infer_cluster_split(t, k, c->fl.npools, c->o->gpus, g)))
+        c->res->cap_short++;
+    else
+        c->res->underprovisioned++;
     int full[PRS_INFER_NCLASS] = {0};
     memcpy(full, k, sizeof full);
     double lo = 0, hi = 1;
@@ -104,7 +118,7 @@ static void split(prs__infer_cluster *c, int *k, int *g)
         double mid = (lo + hi) / 2;
         for (int p = 0; p < c->fl.npools; p++)
             k[p] = (int)floor(full[p] * mid);
-        if (isfinite(prs_infer_cluster_split(t, k, c->fl.npools, c->o->gpus, g)))
+        if (split_fits(c, t, k, g))
             lo = mid;
         else
             hi = mid;
@@ -221,7 +235,7 @@ static int plan_pool(prs__infer_cluster *c, int p, int k, int initial, prs_error
 {
     const prs_infer_pool_table *t = &c->tables[p];
     int exact_only = !c->fl.knob_inst;
-    if (!exact_only) {
+    if (!exact_only && !(c->o->power_cap_w > 0)) {
         /* A pool whose load outgrew its budget between cluster decisions takes GPUs no pool
          * holds, as many as it needs. */
         int free_gpus = c->o->gpus;
@@ -246,8 +260,26 @@ static int plan_pool(prs__infer_cluster *c, int p, int k, int initial, prs_error
     return apply_pool(c, p, want, k, prs_infer_pool_exact(t, g, k), initial, err);
 }
 
-/* Instance level: each active instance's clock for its share of its pool's recent load. */
-static int plan_clocks(prs__infer_cluster *c, double now, prs_error *err)
+/* The clock of least power whose capacity covers rate r for instance i (the top when none). */
+static int least_clock(const prs__infer_cluster *c, int i, double r)
+{
+    const prs__infer_inst *in = &c->inst[i];
+    int best = top_clock(c);
+    double best_w = INFINITY;
+    for (int f = 0; f < c->caps->n_clocks; f++) {
+        const prs_infer_cap *cp = &c->caps->cap[c->mix_of_pool[in->pool]][in->type][f];
+        if (cp->rate_rps * c->o->max_util < r || !(cp->rate_rps > 0)) continue;
+        double w = prs_infer_cap_power(cp, r);
+        if (w < best_w) {
+            best_w = w;
+            best = f;
+        }
+    }
+    return best;
+}
+
+/* Each active instance's share of its pool's highest 5-s rate over the window, into rate_rps. */
+static void share_rates(prs__infer_cluster *c, double now)
 {
     double win = 6 * c->o->instance_period_s;
     double from = c->fl.oracle ? now : now - win;
@@ -262,25 +294,38 @@ static int plan_clocks(prs__infer_cluster *c, double now, prs_error *err)
         }
         for (int i = 0; i < c->n_inst; i++) {
             prs__infer_inst *in = &c->inst[i];
-            if (in->pool != p || in->state != INST_ACTIVE) continue;
+            if (in->pool != p) continue;
             int n = model_type(m, c->caps->tps[in->type]);
-            double r = total > 0 && n >= 0 ? rate * m->units[n] / total : rate;
-            int best = top_clock(c);
-            double best_w = INFINITY;
-            for (int f = 0; f < c->caps->n_clocks; f++) {
-                const prs_infer_cap *cp = &c->caps->cap[c->mix_of_pool[p]][in->type][f];
-                if (cp->rate_rps * c->o->max_util < r || !(cp->rate_rps > 0)) continue;
-                double w = prs_infer_cap_power(cp, r);
-                if (w < best_w) {
-                    best_w = w;
-                    best = f;
-                }
-            }
-            int rc = prs__infer_cluster_set_clock(c, i, best, err);
-            if (rc) return rc;
+            in->rate_rps = in->state != INST_ACTIVE ? 0
+                           : total > 0 && n >= 0    ? rate * m->units[n] / total
+                                                    : rate;
         }
     }
-    return PRS_OK;
+}
+
+/* Instance level: each active instance's clock for its share of its pool's recent load (the
+ * top clock for the policies without the clock knob), lowered to fit the power budget; the
+ * phase policy's decode clocks. */
+static int plan_clocks(prs__infer_cluster *c, double now, prs_error *err)
+{
+    share_rates(c, now);
+    int *want = malloc((size_t)(c->n_inst ? c->n_inst : 1) * sizeof *want);
+    if (!want) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    for (int i = 0; i < c->n_inst; i++) {
+        const prs__infer_inst *in = &c->inst[i];
+        want[i] = in->state != INST_ACTIVE ? in->clock
+                  : c->fl.knob_clock       ? least_clock(c, i, in->rate_rps)
+                                           : top_clock(c);
+    }
+    prs__infer_powercap_fit(c, want);
+    int rc = PRS_OK;
+    for (int i = 0; !rc && i < c->n_inst; i++) {
+        if (c->inst[i].state != INST_ACTIVE) continue;
+        rc = prs__infer_cluster_set_clock(c, i, want[i], err);
+        if (!rc && c->fl.phase) rc = prs__infer_phase_clock(c, i, err);
+    }
+    free(want);
+    return rc;
 }
 
 /* Cluster level: the pools' budgets at the period's forecast. */
@@ -346,7 +391,7 @@ int prs__infer_policy_init(prs__infer_cluster *c, prs_error *err)
             rc = apply_pool(c, p, want, 0, 0, 1, err);
         }
     }
-    if (!rc && c->fl.knob_clock) rc = plan_clocks(c, 0, err);
+    if (!rc && (c->fl.knob_clock || c->o->power_cap_w > 0)) rc = plan_clocks(c, 0, err);
     return rc;
 }
 
@@ -365,13 +410,15 @@ int prs__infer_policy_tick(prs__infer_cluster *c, double now_s, prs_error *err)
         for (int p = 0; !rc && p < c->fl.npools; p++)
             rc = plan_pool(c, p, k[p], 0, err);
     }
-    if (!rc && c->fl.knob_clock) rc = plan_clocks(c, now_s, err);
+    if (!rc && (c->fl.knob_clock || c->o->power_cap_w > 0)) rc = plan_clocks(c, now_s, err);
     return rc;
 }
 
 int prs__infer_policy_emergency(prs__infer_cluster *c, int i, prs_error *err)
 {
-    if (!c->fl.knob_clock || c->inst[i].clock == top_clock(c)) return 0;
+    if (!c->fl.knob_clock || c->inst[i].clock == top_clock(c) ||
+        !prs__infer_powercap_room(c, i, top_clock(c)))
+        return 0;
     int rc = prs__infer_cluster_set_clock(c, i, top_clock(c), err);
     return rc ? rc : 1;
 }

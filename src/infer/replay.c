@@ -38,6 +38,7 @@ static int pick_in_pool(const prs__infer_cluster *c, int pool, const prs_infer_j
         if (in->pool != pool || in->state != state ||
             !prs_infer_engine_fits(in->e, j->in_tokens, j->out_tokens))
             continue;
+        prs_infer_engine_sync(in->e, c->now_s);
         double load = (double)prs_infer_engine_outstanding_tokens(in->e) / c->caps->tps[in->type];
         if (load < best_load) {
             best_load = load;
@@ -117,6 +118,7 @@ static int advance_inst(prs__infer_cluster *c, int i, prs_error *err)
 {
     prs__infer_inst *in = &c->inst[i];
     c->now_s = c->events.key[i];
+    c->res->events++;
     int rc = prs_infer_engine_advance(in->e, err);
     prs__infer_evheap_set(&c->events, i, prs_infer_engine_next_s(in->e));
     if (!rc && in->state == INST_DRAINING && prs_infer_engine_outstanding(in->e) == 0)
@@ -130,19 +132,50 @@ static int min_inst(const prs__infer_cluster *c)
     return i >= 0 && isfinite(c->events.key[i]) ? i : -1;
 }
 
+/* The configuration after a tick, into the result's log. */
+static int log_config(prs__infer_cluster *c, double t_s, prs_error *err)
+{
+    prs_infer_config_log *g = &c->res->conf;
+    if (g->n == g->cap) {
+        size_t nc = g->cap ? 2 * g->cap : 256;
+        double *t = realloc(g->t_s, nc * sizeof *t);
+        if (t) g->t_s = t;
+        int32_t *pg = t ? realloc(g->pool_gpus, nc * PRS_INFER_NCLASS * sizeof *pg) : NULL;
+        if (pg) g->pool_gpus = pg;
+        int32_t *ti = pg ? realloc(g->tp_insts, nc * PRS_INFER_MAX_TPS * sizeof *ti) : NULL;
+        if (!ti) return prs_error_set(err, PRS_ENOMEM, "out of memory for the configuration log");
+        g->tp_insts = ti;
+        g->cap = nc;
+    }
+    int32_t *pg = &g->pool_gpus[g->n * PRS_INFER_NCLASS],
+            *ti = &g->tp_insts[g->n * PRS_INFER_MAX_TPS];
+    memset(pg, 0, PRS_INFER_NCLASS * sizeof *pg);
+    memset(ti, 0, PRS_INFER_MAX_TPS * sizeof *ti);
+    for (int i = 0; i < c->n_inst; i++) {
+        pg[c->inst[i].pool] += c->caps->tps[c->inst[i].type];
+        ti[c->inst[i].type]++;
+    }
+    g->t_s[g->n++] = t_s;
+    return PRS_OK;
+}
+
 static int do_tick(prs__infer_cluster *c, double t_s, prs_error *err)
 {
     c->now_s = t_s;
+    c->horizon_s = t_s + c->o->instance_period_s;
     for (int i = 0; i < c->n_inst; i++) {
         prs__infer_inst *in = &c->inst[i];
+        prs_infer_engine_sync(in->e, t_s);
         if (in->state == INST_STARTING && in->ready_s <= t_s) in->state = INST_ACTIVE;
         if (in->retire_s > 0 && in->retire_s <= t_s) in->state = INST_DRAINING;
     }
     int rc = prs__infer_policy_tick(c, t_s, err);
-    for (int i = 0; i < c->n_inst; i++)
+    for (int i = 0; i < c->n_inst; i++) {
+        prs_infer_engine_set_horizon(c->inst[i].e, c->horizon_s);
         prs__infer_evheap_set(&c->events, i, prs_infer_engine_next_s(c->inst[i].e));
+    }
     prs__infer_cluster_reap(c);
-    return rc;
+    return rc ? rc : log_config(c, t_s, err);
 }
 
 /* Run events before time `until` (ticks up to and including it when ticking). */
@@ -194,6 +227,9 @@ static int replay_loop(prs__infer_cluster *c, const int8_t *pool_of, prs_error *
         if (!rc) rc = submit_one(c, i, pool_of[i], err);
     }
     /* Drain: no more decisions, every instance runs out its work. */
+    c->horizon_s = INFINITY;
+    for (int i = 0; !rc && i < c->n_inst; i++)
+        prs_infer_engine_set_horizon(c->inst[i].e, INFINITY);
     if (!rc) rc = run_until(c, INFINITY, &next_tick, 0, err);
     return rc;
 }
@@ -204,6 +240,7 @@ static void finish(prs__infer_cluster *c)
     for (int i = 0; i < c->n_inst; i++) {
         prs_infer_engine_flush(c->inst[i].e, end);
         c->res->preemptions += prs_infer_engine_preemptions(c->inst[i].e);
+        c->res->cap_floor_iters += prs_infer_engine_over_limit(c->inst[i].e);
     }
     prs__infer_cluster_gpus(c, 0);
     prs_infer_result *r = c->res;
@@ -212,6 +249,7 @@ static void finish(prs__infer_cluster *c)
     r->energy_j = r->meter.total_j;
     r->power_p50_w = prs__infer_meter_power_quantile(&r->meter, end, 0.5);
     r->power_p99_w = prs__infer_meter_power_quantile(&r->meter, end, 0.99);
+    prs__infer_powercap_account(c, end);
 }
 
 int prs_infer_replay(const prs_infer_trace *trace, const prs_infer_perf *perf,
@@ -227,6 +265,9 @@ int prs_infer_replay(const prs_infer_trace *trace, const prs_infer_perf *perf,
     if (trace->n > UINT32_MAX) return prs_error_set(err, PRS_ERANGE, "trace too long");
     prs__infer_cluster c = {.trace = trace, .perf = perf, .caps = caps, .o = o, .res = out};
     prs__infer_policy_flags(p, o, &c.fl);
+    out->conf.n_tps = caps->n_tps;
+    out->conf.npools = c.fl.npools;
+    memcpy(out->conf.tps, caps->tps, sizeof out->conf.tps);
     double horizon = trace->reqs[trace->n - 1].arrival_s + 3600;
     int8_t *pool_of = calloc(trace->n, 1);
     if (!pool_of) return prs_error_set(err, PRS_ENOMEM, "out of memory");
@@ -246,4 +287,8 @@ int prs_infer_replay(const prs_infer_trace *trace, const prs_infer_perf *perf,
 void prs_infer_result_free(prs_infer_result *r)
 {
     prs__infer_meter_free(&r->meter);
+    free(r->conf.t_s);
+    free(r->conf.pool_gpus);
+    free(r->conf.tp_insts);
+    memset(&r->conf, 0, sizeof r->conf);
 }

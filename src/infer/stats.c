@@ -12,8 +12,14 @@
  * than log10, which the replay would call at every decode step. */
 static double fast_log10(double x)
 {
-    int e;
-    double m = frexp(x, &e) * 2; /* [1, 2) */
+    /* frexp's mantissa and exponent of a normal double, read from its bits (no call). */
+    uint64_t b;
+    memcpy(&b, &x, sizeof b);
+    int e = (int)((b >> 52) & 0x7ff) - 1022;
+    b = (b & 0x000fffffffffffffULL) | 0x3fe0000000000000ULL;
+    double m;
+    memcpy(&m, &b, sizeof m);
+    m *= 2; /* [1, 2) */
     double z = (m - 1) / (m + 1), z2 = z * z;
     double ln_m = 2 * z * (1 + z2 * (1.0 / 3 + z2 * (1.0 / 5 + z2 * (1.0 / 7))));
     return ((double)(e - 1) * 0.69314718055994530942 + ln_m) * 0.43429448190325182765;
@@ -21,8 +27,11 @@ static double fast_log10(double x)
 
 size_t prs__infer_hist_bin(double x_s)
 {
-    if (!(x_s >= PRS_INFER_HIST_MIN_S)) return 0;
-    double k = floor((fast_log10(x_s) + 5.0) * PRS_INFER_HIST_PER_DECADE) + 1;
+    if (!(x_s >= PRS_INFER_HIST_MIN_S)) return 0; /* also NaN; from here x_s is normal */
+    if (!(x_s < 1e300)) return PRS_INFER_HIST_BINS - 1;
+    /* Truncation is floor here: a value below 0 (x_s within 2e-6 of a decade of the minimum)
+     * truncates to 0 where floor gives -1, and both become bin 1 below. */
+    double k = (double)(long)((fast_log10(x_s) + 5.0) * PRS_INFER_HIST_PER_DECADE) + 1;
     if (!(k < PRS_INFER_HIST_BINS - 1)) return PRS_INFER_HIST_BINS - 1;
     return k < 1 ? 1 : (size_t)k;
 }
@@ -31,6 +40,20 @@ size_t prs__infer_hist_bin(double x_s)
 static double hist_edge(size_t k)
 {
     return PRS_INFER_HIST_MIN_S * pow(10.0, (double)k / PRS_INFER_HIST_PER_DECADE);
+}
+
+size_t prs__infer_hist_cdf(const prs_infer_hist *h, double *x_s, double *share)
+{
+    size_t n = 0;
+    uint64_t seen = 0;
+    for (size_t k = 0; k < PRS_INFER_HIST_BINS && h->n > 0; k++) {
+        if (!h->bins[k]) continue;
+        seen += h->bins[k];
+        double edge = k == 0 ? PRS_INFER_HIST_MIN_S : hist_edge(k);
+        x_s[n] = edge < h->max_s ? edge : h->max_s;
+        share[n++] = (double)seen / (double)h->n;
+    }
+    return n;
 }
 
 void prs__infer_hist_add(prs_infer_hist *h, double x_s, uint64_t count)

@@ -34,6 +34,11 @@ void prs__infer_hist_add_at(prs_infer_hist *h, size_t bin, double x_s, uint64_t 
  * value seen. 0 when empty. */
 double prs__infer_hist_quantile(const prs_infer_hist *h, double q);
 
+/* The distribution function: for each non-empty bin, its upper edge (clamped to the largest value
+ * seen) in x_s and the share of values up to it in share (both PRS_INFER_HIST_BINS long).
+ * Returns the number of points (0 when empty); the last share is 1. */
+size_t prs__infer_hist_cdf(const prs_infer_hist *h, double *x_s, double *share);
+
 /* Latency statistics per class, [PRS_INFER_ALL] for all requests. */
 typedef struct prs_infer_latency {
     prs_infer_hist ttft[PRS_INFER_NCLASS + 1];

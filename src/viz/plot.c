@@ -28,9 +28,12 @@
 #define TICK_PX 12.0
 #define LEGEND_PX 12.5
 
-static const char *const palette[] = {"#D55E00", "#0072B2", "#009E73", "#CC79A7",
-                                      "#000000", "#E69F00", "#56B4E9", "#999999"};
-static const char *const dashes[] = {NULL, "8 4", "2 3", "9 3 2 3", "4 4", "12 3", "1 2", "6 2"};
+/* Okabe-Ito's eight, then two darker shades for the ninth and tenth series (which differ in
+ * dash pattern from all the others anyway). */
+static const char *const palette[] = {"#D55E00", "#0072B2", "#009E73", "#CC79A7", "#000000",
+                                      "#E69F00", "#56B4E9", "#999999", "#8C4A00", "#004D7A"};
+static const char *const dashes[] = {NULL,   "8 4", "2 3", "9 3 2 3", "4 4",
+                                     "12 3", "1 2", "6 2", "3 2 8 2", "10 2 2 2 2 2"};
 
 /* ---- text ------------------------------------------------------------------------------- */
 
@@ -677,7 +680,7 @@ int prs_plot_frontier(FILE *out, const prs_frontier_plot *p, prs_error *err)
 
 /* ---- savings ---------------------------------------------------------------------------- */
 
-#define MAX_SERIES 8
+#define MAX_SERIES 10
 
 int prs_plot_savings(FILE *out, const prs_savings_plot *p, prs_error *err)
 {

@@ -43,6 +43,8 @@ expect_error 2 "--scale-shift: expected a number > 0, got '0'" "$bin" infer emul
   --trace "$tmp/bad.csv" --profile "$prof" --scale-shift 0
 expect_error 2 "--load: expected CLASS=RATE" "$bin" infer plan --profile "$prof" --load XX=2
 expect_error 2 "missing --load" "$bin" infer plan --profile "$prof"
+expect_error 2 "above the budget of 1000 W" "$bin" infer plan --profile "$prof" --gpus 96 \
+  --load SS=2,MM=1,LL=0.5 --power-cap 1000 "${fast[@]}"
 
 # --- plan ---
 "$bin" infer plan --profile "$prof" --gpus 96 --load SS=2,MM=1,LL=0.5 "${fast[@]}" >"$tmp/plan.txt"
@@ -86,7 +88,8 @@ assert d["command"] == "infer emulate" and d["gpus"] == 96
 n = d["trace"]["requests"]
 assert n > 100 and d["trace"]["scale"] > 0
 names = [p["policy"] for p in d["policies"]]
-assert names == ["singlepool", "multipool", "instances", "tp", "clock", "dynamollm", "oracle"]
+assert names == ["singlepool", "multipool", "instances", "tp", "clock", "dynamollm", "oracle",
+                 "phase"]
 lb = d["lower_bound"]["energy_j"]
 for p in d["policies"]:
     assert p["latency"]["all"]["requests"] == n, p["policy"]
@@ -117,6 +120,89 @@ PY
     grep -q "^$p " "$tmp/$kind.txt" || fail "$kind: table lacks $p: $(cat "$tmp/$kind.txt")"
   done
 done
+# A power budget: each policy beside its own replay without it; phase beside dynamollm.
+capargs=(--trace "$data/AzureLLMInferenceTrace_conv.csv" --profile "$prof" --gpus 96
+  --peak-share 0.8 --window 0,600 --policy multipool,dynamollm,phase "${fast[@]}")
+"$bin" infer emulate "${capargs[@]}" --json >"$tmp/free.json" || fail "emulate (no budget)"
+cap=$("$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(round(0.7*d["policies"][0]["power_p99_w"]))' "$tmp/free.json")
+"$bin" infer emulate "${capargs[@]}" --power-cap "$cap" --json >"$tmp/cap.json" ||
+  fail "emulate --power-cap"
+"$py" - "$tmp/free.json" "$tmp/cap.json" "$cap" <<'PY' || fail "power budget JSON"
+import json, sys
+free, cap = (json.load(open(f)) for f in sys.argv[1:3])
+w = float(sys.argv[3])
+assert cap["power_cap_w"] == w and "power_cap_w" not in free
+for f, c in zip(free["policies"], cap["policies"]):
+    b = c["power_cap"]
+    assert "power_cap" not in f
+    # the replay without the budget is the run without --power-cap
+    assert b["uncapped"]["energy_j"] == f["energy_j"], c["policy"]
+    assert b["uncapped"]["late"] == f["late"]
+    for k in ("over_cap_s", "over_cap_max_w", "cluster_short", "periods_unmet", "clock_steps_down"):
+        assert b[k] >= 0, k
+    assert c["power_p99_w"] <= f["power_p99_w"] * 1.001, c["policy"]
+multi = cap["policies"][0]
+assert multi["power_cap"]["clock_steps_down"] > 0 and multi["energy_j"] < free["policies"][0]["energy_j"]
+PY
+"$bin" infer emulate "${capargs[@]}" --power-cap "$cap" >"$tmp/cap.txt" || fail "cap table"
+grep -q "^under a power budget of" "$tmp/cap.txt" || fail "cap table: $(cat "$tmp/cap.txt")"
+grep -q "^phase against dynamollm: energy" "$tmp/cap.txt" || fail "phase line"
+expect_error 2 "--power-cap: expected a number > 0" "$bin" infer emulate "${capargs[@]}" \
+  --power-cap -5
+
+# Plots: every file, one line per policy (pool, TP degree), the data drawn, the same bytes twice.
+plotargs=(--trace "$data/AzureLLMInferenceTrace_conv.csv" --profile "$prof" --gpus 96
+  --peak-share 0.8 --window 0,600 --policy singlepool,dynamollm "${fast[@]}")
+"$bin" infer emulate "${plotargs[@]}" --json --plots "$tmp/plots" >"$tmp/plots.json" ||
+  fail "emulate --plots"
+"$bin" infer emulate "${plotargs[@]}" --plots "$tmp/plots2" >/dev/null || fail "emulate --plots again"
+for f in "$tmp"/plots/*.svg; do
+  cmp -s "$f" "$tmp/plots2/$(basename "$f")" || fail "plot $(basename "$f") differs between runs"
+done
+"$py" - "$tmp/plots" "$tmp/plots.json" <<'PY' || fail "plots"
+import json, os, sys, xml.etree.ElementTree as ET
+d, js = sys.argv[1], json.load(open(sys.argv[2]))
+ns = "{http://www.w3.org/2000/svg}"
+want = {"power.svg", "ttft-cdf.svg", "tbt-cdf.svg", "pools-singlepool.svg", "pools-dynamollm.svg",
+        "tp-singlepool.svg", "tp-dynamollm.svg"}
+assert set(os.listdir(d)) == want, os.listdir(d)
+def lines(name):
+    root = ET.parse(os.path.join(d, name)).getroot()
+    texts = {t.text for t in root.iter(ns + "text")}
+    pts = [[tuple(map(float, p.split(","))) for p in e.get("points").split()]
+           for e in root.iter(ns + "polyline")]
+    return texts, pts
+for name in ("power.svg", "ttft-cdf.svg", "tbt-cdf.svg"):
+    texts, pts = lines(name)
+    assert len(pts) == 2 and {"singlepool", "dynamollm"} <= texts, name
+for name in ("ttft-cdf.svg", "tbt-cdf.svg"):
+    for p in lines(name)[1]:  # a distribution: x rises, the share rises (pixel y falls)
+        assert all(b[0] >= a[0] and b[1] <= a[1] for a, b in zip(p, p[1:])), name
+ticks = int(js["trace"]["span_s"] // 5) + 1  # one configuration a 5-s instance period, from 0
+for pol, pools in (("singlepool", 1), ("dynamollm", 9)):
+    texts, pts = lines("pools-%s.svg" % pol)
+    assert len(pts) == pools and all(len(p) == ticks for p in pts), (pol, [len(p) for p in pts])
+    texts, tps = lines("tp-%s.svg" % pol)
+    assert len(tps) == 3 and {"TP 2", "TP 4", "TP 8"} <= texts
+    moved = any(len({y for _, y in p}) > 1 for p in pts + tps)
+    r = next(p for p in js["policies"] if p["policy"] == pol)["reconfigurations"]
+    assert moved == (r["start"] + r["reshard"] + r["stop"] > 0), pol
+PY
+
+# Decode runs: one step at a time gives the same figures.
+"$bin" infer emulate "${plotargs[@]}" --run-steps 1 --json >"$tmp/steps1.json" ||
+  fail "emulate --run-steps 1"
+"$py" - "$tmp/plots.json" "$tmp/steps1.json" <<'PY' || fail "--run-steps 1 differs"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+for p, q in zip(a["policies"], b["policies"]):
+    assert abs(p["energy_j"] - q["energy_j"]) <= 1e-9 * p["energy_j"], p["policy"]
+    assert p["latency"] == q["latency"] and p["late"] == q["late"], p["policy"]
+    assert p["reconfigurations"] == q["reconfigurations"] and p["preemptions"] == q["preemptions"]
+PY
+expect_error 2 "--run-steps: expected at most 4096" "$bin" infer emulate "${plotargs[@]}" \
+  --run-steps 5000
+
 # Scaling by shifted copies keeps the count of duplication, in time order.
 "$bin" infer emulate --trace "$data/AzureLLMInferenceTrace_conv.csv" --profile "$prof" --gpus 192 \
   --window 0,600 --scale 1.5 --scale-shift 300 --policy singlepool "${fast[@]}" --json \

@@ -2,6 +2,7 @@
  * tests of src/infer): times linear in tokens and sequences, scaled by fmax/f, constant power.
  *   prefill: (pf_base_s + pf_per_token_s * tokens) * fmax/f, at busy_w
  *   decode:  (dc_base_s + dc_per_seq_s * n_seqs + dc_per_ctx_s * ctx) * fmax/f, at busy_w
+ *            (a share dc_mem_share of it bound by memory: that share does not scale with f)
  *   idle:    idle_w
  * with busy_w += busy_w_per_mhz * (f - fmin); at TP t times are multiplied by (8/t)^tp_alpha
  * and powers by t/8 (so TP 8 gives the figures as written), and the KV capacity by t/8. */
@@ -18,6 +19,7 @@ typedef struct hand_model {
     double busy_w, idle_w;
     double busy_w_per_mhz; /* busy power += this * (f - fmin) */
     double tp_alpha;       /* times scale as (8/tp)^tp_alpha (0: 1) */
+    double dc_mem_share;   /* share of a decode step's time that does not scale with f (0) */
     long kv_tokens;
     int max_batch;
     int clocks[4], n_clocks;
@@ -50,8 +52,10 @@ static int hand_decode(void *ctx, int tp, int mhz, const prs_infer_decode *it, d
 {
     (void)err;
     const hand_model *m = ctx;
+    double clock = (double)m->clocks[m->n_clocks - 1] / mhz;
+    double slow = (1 - m->dc_mem_share) * clock + m->dc_mem_share;
     *t = (m->dc_base_s + m->dc_per_seq_s * it->n_seqs + m->dc_per_ctx_s * (double)it->ctx_tokens) *
-         hand_speed(m, tp, mhz);
+         hand_speed(m, tp, mhz) / clock * slow;
     *j = *t * hand_power(m, tp, mhz);
     return 0;
 }

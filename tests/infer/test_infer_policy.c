@@ -12,7 +12,15 @@
  *   - cluster level: on a load that falls by 4x after a quarter, the instances policy
  *     provisions fewer GPU-hours than multipool;
  *   - pool level (plan): short requests at a small load get TP 2 instances;
- *   - the lower bound is below every policy; a poor output-length predictor re-routes. */
+ *   - the lower bound is below every policy; a poor output-length predictor re-routes;
+ *   - power budget: a static policy under a budget below its peak lowers its clocks and spends
+ *     less, its measured power above the budget a small share of the time; a budget below the
+ *     idle power of its GPUs is reported unmet; dynamollm under a tight budget plans fewer GPUs
+ *     and pays in late requests, which the result shows;
+ *   - phase-aware clocks: with decode steps mostly bound by memory, the phase policy spends less
+ *     than dynamollm within the SLOs; with no slack it is dynamollm exactly;
+ *   - decode runs: replaying with runs of up to 64 decode steps as one event gives the results
+ *     of one step at a time (counts exactly, energies to rounding) in a fraction of the events. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -266,12 +274,162 @@ static void test_predictor(void **state)
     world_free(w);
 }
 
+/* P99 of the cluster's power, and the energy, of p with and without a budget of cap_w. */
+static void capped_pair(world *w, prs_infer_policy p, double cap_w, prs_infer_result **free_r,
+                        prs_infer_result **cap_r)
+{
+    w->o.power_cap_w = 0;
+    *free_r = replay(w, p);
+    w->o.power_cap_w = cap_w;
+    *cap_r = replay(w, p);
+    w->o.power_cap_w = 0;
+}
+
+static void test_power_cap_static(void **state)
+{
+    (void)state;
+    double rate[2] = {6, 3};
+    world *w = world_new(rate, 2);
+    prs_infer_result *f, *c;
+    capped_pair(w, PRS_INFER_MULTIPOOL, 0, &f, &c);
+    /* No budget: no trace of one. */
+    assert_int_equal(c->cap_lowered + c->cap_unmet + c->cap_short, 0);
+    assert_true(c->over_cap_s == 0 && c->energy_j == f->energy_j);
+    result_free(f);
+    result_free(c);
+    /* A budget between the GPUs' idle power and the uncapped P99. */
+    prs_infer_result *base = replay(w, PRS_INFER_MULTIPOOL);
+    double idle_w = base->peak_gpus * 600.0 / 8;
+    double cap_w = idle_w + 0.6 * (base->power_p99_w - idle_w);
+    result_free(base);
+    capped_pair(w, PRS_INFER_MULTIPOOL, cap_w, &f, &c);
+    assert_true(c->cap_lowered > 0);
+    assert_true(c->energy_j < f->energy_j);
+    assert_true(c->power_p99_w < f->power_p99_w);
+    assert_true(c->over_cap_s < 0.05 * c->duration_s);
+    assert_int_equal(c->peak_gpus, f->peak_gpus); /* multipool cannot drop instances */
+    result_free(f);
+    result_free(c);
+    /* Below the idle power of its GPUs no clock helps: reported, not hidden. */
+    capped_pair(w, PRS_INFER_MULTIPOOL, 0.5 * idle_w, &f, &c);
+    assert_true(c->cap_unmet > 0);
+    assert_true(c->over_cap_s > 0.5 * c->duration_s && c->over_cap_max_w > 0);
+    result_free(f);
+    result_free(c);
+    world_free(w);
+}
+
+static void test_power_cap_dynamic(void **state)
+{
+    (void)state;
+    double rate[2] = {20, 20};
+    world *w = world_new(rate, 2);
+    prs_infer_result *f, *c;
+    prs_infer_result *base = replay(w, PRS_INFER_DYNAMOLLM);
+    double cap_w = 0.5 * base->power_p50_w;
+    result_free(base);
+    capped_pair(w, PRS_INFER_DYNAMOLLM, cap_w, &f, &c);
+    assert_true(c->cap_short > 0);
+    assert_true(c->peak_gpus < f->peak_gpus);
+    assert_true(c->power_p99_w <= cap_w * (1 + 1e-9));
+    assert_true(c->over_cap_s == 0);
+    assert_true(c->energy_j < f->energy_j);
+    /* Half the power cannot carry the load within the SLOs: the late requests show it. */
+    assert_true(c->lat.late[PRS_INFER_ALL] > f->lat.late[PRS_INFER_ALL]);
+    result_free(f);
+    result_free(c);
+    world_free(w);
+}
+
+static void test_phase_clocks(void **state)
+{
+    (void)state;
+    double rate[1] = {6};
+    world *w = world_new(rate, 1);
+    w->m.dc_mem_share = 0.8;
+    prs_error err = {0};
+    assert_int_equal(
+        prs_infer_captable_build(&w->perf, &w->o.classes, &w->co, &w->t, &w->caps, &err), 0);
+    prs_infer_result *dyn = replay(w, PRS_INFER_DYNAMOLLM);
+    prs_infer_result *ph = replay(w, PRS_INFER_PHASE);
+    assert_true(ph->energy_j < 0.99 * dyn->energy_j);
+    assert_true((double)ph->lat.late[PRS_INFER_ALL] <= 0.01 * (double)ph->lat.done[PRS_INFER_ALL]);
+    /* Decode steps at most phase_slack longer (the histograms' bins are 1.2 % wide). */
+    double g_dyn = prs__infer_hist_quantile(&dyn->lat.tbt[PRS_INFER_ALL], 0.5);
+    double g_ph = prs__infer_hist_quantile(&ph->lat.tbt[PRS_INFER_ALL], 0.5);
+    assert_true(g_ph > g_dyn * 1.01 && g_ph <= g_dyn * (1 + w->o.phase_slack) * 1.03);
+    result_free(ph);
+    /* No slack: no lower clock keeps a decode step as fast, and phase is dynamollm. */
+    w->o.phase_slack = 0;
+    ph = replay(w, PRS_INFER_PHASE);
+    assert_true(ph->energy_j == dyn->energy_j);
+    result_free(ph);
+    result_free(dyn);
+    world_free(w);
+}
+
+static void same_results(const prs_infer_result *a, const prs_infer_result *b)
+{
+    assert_true(fabs(a->energy_j - b->energy_j) <= 1e-9 * a->energy_j);
+    assert_int_equal(a->requests, b->requests);
+    assert_int_equal(a->rerouted, b->rerouted);
+    assert_int_equal(a->emergencies, b->emergencies);
+    assert_int_equal(a->preemptions, b->preemptions);
+    assert_int_equal(a->peak_gpus, b->peak_gpus);
+    assert_int_equal(a->cap_lowered, b->cap_lowered);
+    assert_int_equal(a->cap_floor_iters, b->cap_floor_iters);
+    assert_memory_equal(a->reconf, b->reconf, sizeof a->reconf);
+    assert_true(a->duration_s == b->duration_s);
+    for (int k = 0; k <= PRS_INFER_NCLASS; k++) {
+        assert_memory_equal(a->lat.ttft[k].bins, b->lat.ttft[k].bins, sizeof a->lat.ttft[k].bins);
+        assert_memory_equal(a->lat.tbt[k].bins, b->lat.tbt[k].bins, sizeof a->lat.tbt[k].bins);
+        assert_int_equal(a->lat.late[k], b->lat.late[k]);
+        assert_int_equal(a->lat.done[k], b->lat.done[k]);
+    }
+    assert_int_equal(a->meter.n, b->meter.n);
+    for (size_t k = 0; k < a->meter.n; k++)
+        assert_true(fabs(a->meter.energy_j[k] - b->meter.energy_j[k]) <=
+                    1e-9 * (1 + a->meter.energy_j[k]));
+}
+
+static void test_decode_runs(void **state)
+{
+    (void)state;
+    double rate[2] = {8, 2};
+    world *w = world_new(rate, 2);
+    w->m.dc_mem_share = 0.8; /* the phase policy lowers decode clocks */
+    w->m.kv_tokens = 12000;  /* some preemption */
+    prs_error err = {0};
+    assert_int_equal(
+        prs_infer_captable_build(&w->perf, &w->o.classes, &w->co, &w->t, &w->caps, &err), 0);
+    static const prs_infer_policy pol[] = {PRS_INFER_SINGLEPOOL, PRS_INFER_PHASE};
+    long preempted = 0;
+    for (int cap = 0; cap < 2; cap++)
+        for (size_t p = 0; p < sizeof pol / sizeof pol[0]; p++) {
+            w->o.power_cap_w = cap ? 4000 : 0;
+            w->o.run_steps = 1;
+            prs_infer_result *one = replay(w, pol[p]);
+            w->o.run_steps = 64;
+            prs_infer_result *run = replay(w, pol[p]);
+            same_results(one, run);
+            /* Under the budget the queues are long: runs are cut by arrivals more often. */
+            assert_true(run->events * (cap ? 1 : 3) < one->events);
+            preempted += one->preemptions;
+            result_free(one);
+            result_free(run);
+        }
+    assert_true(preempted > 0);
+    world_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_capacity),       cmocka_unit_test(test_singlepool),
-        cmocka_unit_test(test_instance_level), cmocka_unit_test(test_cluster_level),
-        cmocka_unit_test(test_pool_level),     cmocka_unit_test(test_predictor),
+        cmocka_unit_test(test_capacity),         cmocka_unit_test(test_singlepool),
+        cmocka_unit_test(test_instance_level),   cmocka_unit_test(test_cluster_level),
+        cmocka_unit_test(test_pool_level),       cmocka_unit_test(test_predictor),
+        cmocka_unit_test(test_power_cap_static), cmocka_unit_test(test_power_cap_dynamic),
+        cmocka_unit_test(test_phase_clocks),     cmocka_unit_test(test_decode_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
