@@ -66,6 +66,7 @@
 #include "store.h"
 #include "tls.h"
 #include "workq.h"
+#include "zeus_routes.h"
 
 /* ---- routes and metrics ---- */
 
@@ -207,7 +208,8 @@ struct prs_server {
     pthread_cond_t janitor_cv;
     int janitor_stop, janitor_started, purge_pending;
     metrics m;
-    workq *heavy; /* runs the requests with large bodies (see 'Requests with large bodies') */
+    workq *heavy;   /* runs the requests with large bodies (see 'Requests with large bodies') */
+    zeus_srv *zeus; /* the Zeus-compatible routes (zeus_routes.h); NULL when off */
     double started;
 };
 
@@ -781,6 +783,7 @@ typedef struct conn_ctx {
     const char *prep_ctype;
     char *prep_text; /* NULL: no answer could be made, close the connection */
     size_t prep_len;
+    void *zeus_req; /* a Zeus-compatible request's context (zeus_routes.h) */
 } conn_ctx;
 
 static enum MHD_Result send_text(struct MHD_Connection *c, conn_ctx *cc, int status,
@@ -1586,6 +1589,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     free(cc->body);
     free(cc->prep_text);
+    zeus_request_done(cc->zeus_req);
     free(cc);
     *con_cls = NULL;
     conn_track *k = track_of(c);
@@ -1835,6 +1839,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (cc->ready) return send_prepared(c, cc);
     if (cc->too_large || cc->answered) return MHD_YES; /* response already queued */
+    enum MHD_Result zr; /* the Zeus-compatible routes, when on (zeus_routes.h) */
+    conn_track *zk = m.route == R_UNKNOWN && s->zeus ? track_of(c) : NULL;
+    if (m.route == R_UNKNOWN && s->zeus &&
+        zeus_dispatch(s->zeus, c, url, method, cc->body, cc->len, zk ? zk->w->wake_fd : -1,
+                      &cc->zeus_req, &cc->status, &zr))
+        return zr;
     if (m.route == R_UNKNOWN) return send_error(s, c, cc, 404, "not_found", "no such route");
     if (!m.method_ok) {
         char msg[96];
@@ -2473,6 +2483,13 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
     /* Two threads for large bodies, one can parse while the other holds the store, niced so
      * that the HTTP workers' polls come first on a busy machine. */
     long loaded = s->njobs; /* read before the workers can create jobs (add_job) */
+    char zeus_base[96];     /* the Zeus-compatible routes reach the v1 API here (zeus_routes.h) */
+    snprintf(zeus_base, sizeof zeus_base, "%s://%s:%d", s->tls.cert ? "https" : "http",
+             strcmp(s->listen_host, "0.0.0.0") ? s->listen_host : "127.0.0.1", s->port);
+    if (s->cfg.zeus.enabled && zeus_start(&s->cfg, zeus_base, &s->zeus, err) != 0) {
+        prs_server_stop(s);
+        return PRS_EINVAL;
+    }
     if (workq_start(2, 5, &s->heavy, err) != 0 || start_http(s, err) != 0) {
         prs_server_stop(s);
         return PRS_EIO;
@@ -2491,7 +2508,9 @@ int prs_server_port(const prs_server *s)
 void prs_server_stop(prs_server *s)
 {
     if (!s) return;
+    zeus_stop(s->zeus); /* answers what waits while the workers still run */
     stop_http(s);
+    zeus_free(s->zeus);
     stop_janitor(s);
     pthread_rwlock_wrlock(&s->lock);
     s->stopping = 1;
