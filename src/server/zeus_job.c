@@ -645,6 +645,17 @@ static void result(zeus_jobs *t, zeus_req *r)
 
 /* ---- entry points ---- */
 
+/* The v1 job behind a Zeus job and its token: whoever may drive the Zeus job (loopback, or the
+ * secret prefix) may steer it through API v1 too (stragglers, power caps, completion). */
+static void v1_job(zeus_jobs *t, zeus_req *r)
+{
+    zjob *j = find(t, r->job);
+    if (!j) return zeus_fail(r, 404, "no such job");
+    zeus_answer(r, 200,
+                json_pack("{s:s, s:s?, s:s?}", "job_id", j->id, "v1_job_id",
+                          j->v1_id[0] ? j->v1_id : NULL, "token", j->token[0] ? j->token : NULL));
+}
+
 void zeus_jobs_handle(zeus_jobs *t, zeus_req *r)
 {
     switch (r->route) {
@@ -658,6 +669,8 @@ void zeus_jobs_handle(zeus_jobs *t, zeus_req *r)
         return schedule(t, r);
     case ZR_RESULT:
         return result(t, r);
+    case ZR_V1_JOB:
+        return v1_job(t, r);
     default:
         return zeus_fail(r, 404, "no such route");
     }

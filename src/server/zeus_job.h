@@ -18,7 +18,8 @@ enum zeus_route {
     ZR_REGISTER_RANK,        /* the artifact's: the job id in the body */
     ZR_REGISTER_RANK_MASTER, /* master's: /register_rank/{job} */
     ZR_SCHEDULE,
-    ZR_RESULT
+    ZR_RESULT,
+    ZR_V1_JOB /* ours: the v1 job behind a Zeus job, with its token */
 };
 
 /* One request on its way: parsed on the HTTP worker, answered by the routes' thread. */

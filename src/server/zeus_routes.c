@@ -195,7 +195,8 @@ static int zeus_match(const char *path, enum zeus_route *route, const char **id)
                   {"/register_rank", ZR_REGISTER_RANK, 0},
                   {"/register_rank/", ZR_REGISTER_RANK_MASTER, 1},
                   {"/schedule/", ZR_SCHEDULE, 1},
-                  {"/result/", ZR_RESULT, 1}};
+                  {"/result/", ZR_RESULT, 1},
+                  {"/v1_job/", ZR_V1_JOB, 1}};
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         size_t n = strlen(routes[i].path);
         if (routes[i].with_id ? strncmp(path, routes[i].path, n) == 0 && path[n]
@@ -250,7 +251,7 @@ static enum MHD_Result accept_request(zeus_srv *z, struct MHD_Connection *c, enu
                                       const char *id, const char *method, const char *body,
                                       size_t len, int wake_fd, void **req, int *status)
 {
-    int get = route == ZR_INFO || route == ZR_SCHEDULE;
+    int get = route == ZR_INFO || route == ZR_SCHEDULE || route == ZR_V1_JOB;
     if (strcmp(method, get ? "GET" : "POST") != 0) {
         char msg[96];
         snprintf(msg, sizeof msg, "method %.16s not allowed here (allowed: %s)", method,
@@ -281,7 +282,7 @@ static enum MHD_Result accept_request(zeus_srv *z, struct MHD_Connection *c, enu
             zeus_request_done(r);
             return send_detail(c, 400, msg, status);
         }
-    } else {
+    } else if (route == ZR_SCHEDULE) {
         const char *rank = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "rank");
         char *end = NULL;
         long v = rank ? strtol(rank, &end, 10) : -1;

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# perseusd --zeus-compat against the recorded exchanges of Zeus's clients and servers
+# ($PRS_SHARED_DIR/data/zeus-wire): every request of each, replayed in its order (a rank's blocking
+# schedule in a thread of its own), gets the recorded status and an answer of the recorded shape
+# (tests/cli/zeus_client.py replay). Then bad input: each gets a 4xx with a message naming what is
+# wrong, and the server stays up; the routes are off without --zeus-compat and the secret prefix
+# is checked.
+set -euo pipefail
+bin=${PRS_BIN_DIR:?}
+src=${PRS_SOURCE_DIR:?}
+tmp=$(mktemp -d)
+source "$(dirname "${BASH_SOURCE[0]}")/lib.bash"
+py=/usr/bin/python3
+[[ -x $py ]] || { echo "no $py"; exit 77; }
+wire=${PRS_SHARED_DIR:-}/data/zeus-wire
+[[ -n ${PRS_SHARED_DIR:-} && -d $wire ]] || skip_input "no recorded exchanges (PRS_SHARED_DIR)"
+client="$py $src/tests/cli/zeus_client.py"
+
+cleanup() {
+  local p
+  for p in "$tmp"/*/pid; do
+    [[ -f $p ]] && { kill "$(cat "$p")" 2>/dev/null || true; }
+  done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+start() { # start NAME OPTIONS...: perseusd in $tmp/NAME; sets $url
+  local d=$tmp/$1
+  shift
+  mkdir -p "$d"
+  "$bin/perseusd" --listen 127.0.0.1:0 --data-dir "$d" --port-file "$d/port" "$@" \
+    2>"$d/perseusd.log" &
+  echo $! >"$d/pid"
+  wait_until 30 test -s "$d/port" || { cat "$d/perseusd.log"; fail "perseusd did not start"; }
+  url="http://127.0.0.1:$(cat "$d/port")"
+}
+stop() { kill "$(cat "$tmp/$1/pid")"; wait "$(cat "$tmp/$1/pid")" || true; rm -f "$tmp/$1/pid"; }
+
+# A 4-stage profile for master's dialect (the example's first four stages).
+$py - "$src/examples/a100-8stage.csv" "$tmp/four.csv" <<'PY'
+import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if int(r["stage"]) < 4]
+with open(sys.argv[2], "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
+PY
+
+# The artifact's profiler: 2 warm-up rounds and 15 clocks (1410..1200 MHz), then [profiling-done].
+start profiler --zeus-compat --zeus-min-clock 1200 --zeus-profile-only
+$client replay "$wire/kronos-instructionprofiler.exchange.jsonl" "$url" || fail "profiler replay"
+stop profiler
+# The artifact's plan runner, 6 rounds: here 2 warm-up rounds and 4 clocks of profiling.
+start points --zeus-compat --zeus-min-clock 1365 --zeus-profile-only
+$client replay "$wire/kronos-pointsolution-perseus-plans.exchange.jsonl" "$url" ||
+  fail "plan-runner replay"
+stop points
+# Zeus master's: no microbatch count on the wire, no results; the plan of an uploaded profile.
+start master --zeus-compat --zeus-microbatches 4 --zeus-profile "$tmp/four.csv" \
+  --zeus-blocking-power 83.64
+$client replay "$wire/zeus-master-pfo-pointsolution.exchange.jsonl" "$url" || fail "master replay"
+
+# ---- bad input: 4xx with a message ----
+# want STATUS PATTERN METHOD PATH [BODY]
+want() {
+  local status=$1 pattern=$2 method=$3 path=$4 body=${5:-}
+  local args=(-s -o "$tmp/ans" -w '%{http_code}' -X "$method" "$url$path")
+  [[ -n $body ]] && args+=(-H 'Content-Type: application/json' --data-binary "$body")
+  local got
+  got=$(curl "${args[@]}")
+  [[ $got == "$status" ]] || fail "$method $path $body: status $got, want $status: $(cat "$tmp/ans")"
+  $py -c 'import json,sys; d=json.load(open(sys.argv[1]))["detail"]; assert isinstance(d, str) and d' \
+    "$tmp/ans" || fail "$method $path: no detail message: $(cat "$tmp/ans")"
+  grep -qE -- "$pattern" "$tmp/ans" || fail "$method $path: '$(cat "$tmp/ans")' lacks /$pattern/"
+}
+job=$(curl -sf -X POST -H 'Content-Type: application/json' "$url/register_job" \
+  -d '{"pp_degree": 2, "dp_degree": 1, "tp_degree": 1, "world_size": 2, "num_microbatches": 2}' |
+  $py -c 'import json,sys; print(json.load(sys.stdin))')
+[[ $job == *+* ]] || fail "job id $job"
+sched='["load","forward","forward","backward","backward","step"]'
+want 400 'not JSON' POST /register_job '{"pp_degree": 4,'
+want 400 'pp_degree: required' POST /register_job '{}'
+want 400 'world_size' POST /register_job '{"pp_degree": 4, "dp_degree": 1, "tp_degree": 1, "world_size": 3}'
+want 400 'dp_degree: expected an integer' POST /register_job '{"pp_degree": 4, "dp_degree": "1", "tp_degree": 1, "world_size": 4}'
+want 405 'allowed: POST' GET /register_job
+want 404 'no such job' POST /register_rank '{"job_id": "nope", "rank": 0, "dp_rank": 0, "pp_rank": 0, "tp_rank": 0, "pipe_schedule": ["forward"], "power_state_range": [1410]}'
+want 400 'pipe_schedule.*1F1B' POST /register_rank "{\"job_id\": \"$job\", \"rank\": 1, \"dp_rank\": 0, \"pp_rank\": 1, \"tp_rank\": 0, \"pipe_schedule\": [\"backward\", \"forward\", \"forward\", \"backward\"], \"power_state_range\": [1410, 1395]}"
+want 400 'power_state_range\[1\]' POST /register_rank "{\"job_id\": \"$job\", \"rank\": 0, \"dp_rank\": 0, \"pp_rank\": 0, \"tp_rank\": 0, \"pipe_schedule\": $sched, \"power_state_range\": [1410, -5]}"
+want 400 'outside the job' POST /register_rank "{\"job_id\": \"$job\", \"rank\": 7, \"dp_rank\": 0, \"pp_rank\": 0, \"tp_rank\": 0, \"pipe_schedule\": $sched, \"power_state_range\": [1410]}"
+curl -sf -X POST -H 'Content-Type: application/json' "$url/register_rank" \
+  -d "{\"job_id\": \"$job\", \"rank\": 0, \"dp_rank\": 0, \"pp_rank\": 0, \"tp_rank\": 0, \"pipe_schedule\": $sched, \"power_state_range\": [1410, 1395]}" >/dev/null ||
+  fail "a good registration"
+want 409 'other coordinates' POST /register_rank "{\"job_id\": \"$job\", \"rank\": 0, \"dp_rank\": 0, \"pp_rank\": 1, \"tp_rank\": 0, \"pipe_schedule\": [\"forward\", \"backward\", \"forward\", \"backward\"], \"power_state_range\": [1410, 1395]}"
+want 400 'other clocks' POST /register_rank "{\"job_id\": \"$job\", \"rank\": 1, \"dp_rank\": 0, \"pp_rank\": 1, \"tp_rank\": 0, \"pipe_schedule\": [\"forward\", \"backward\", \"forward\", \"backward\"], \"power_state_range\": [1410]}"
+want 400 'available_frequencies' POST "/register_rank/$job" '{"rank": 1, "dp_rank": 0, "pp_rank": 1, "tp_rank": 0}'
+want 404 'no such job' GET '/schedule/nope?rank=0'
+want 400 'rank: expected' GET "/schedule/$job"
+want 400 'rank: expected' GET "/schedule/$job?rank=abc"
+want 400 'outside' GET "/schedule/$job?rank=9"
+want 404 'has not registered' GET "/schedule/$job?rank=1"
+want 400 'iter_time' POST "/result/$job" '{"rank": 0, "iter_time": "fast"}'
+want 400 'iter_energy: 2 values for 1' POST "/result/$job" '{"rank": 0, "iter_time": [1.0], "iter_energy": [1.0, 2.0]}'
+want 400 'time_breakdown.forward\[0\]\[1\]' POST "/result/$job" '{"rank": 0, "iter_time": [1.0], "time_breakdown": {"forward": [[0.1, -1]]}, "energy_breakdown": {"forward": [[1, 1]]}}'
+want 404 'has not registered' POST "/result/$job" '{"rank": 1, "iter_time": [1.0]}'
+want 400 'expected a JSON object' POST "/result/$job" '[1, 2]'
+curl -sf "$url/healthz" >/dev/null || fail "the server went down"
+stop master
+
+# Off without --zeus-compat; the --zeus-* options need it; a prefix is a real secret.
+start off
+[[ $(curl -s -o /dev/null -w '%{http_code}' "$url/info") == 404 ]] || fail "/info without --zeus-compat"
+stop off
+rc=0
+"$bin/perseusd" --zeus-microbatches 4 2>"$tmp/err" || rc=$?
+[[ $rc == 2 ]] && grep -q 'need.*--zeus-compat' "$tmp/err" || fail "--zeus-* without --zeus-compat"
+rc=0
+"$bin/perseusd" --listen 127.0.0.1:0 --data-dir "$tmp/short" --zeus-compat --zeus-prefix short \
+  2>"$tmp/err" || rc=$?
+[[ $rc == 1 ]] && grep -q 'zeus-prefix: a secret of 16' "$tmp/err" || fail "a short --zeus-prefix"
+start prefixed --zeus-compat --zeus-prefix team-secret-0123456789
+[[ $(curl -s -o /dev/null -w '%{http_code}' "$url/team-secret-0123456789/info") == 200 ]] ||
+  fail "/info under the prefix"
+[[ $(curl -s -o /dev/null -w '%{http_code}' "$url/info") == 200 ]] || fail "/info on loopback"
+stop prefixed
+echo "ok: three recorded exchanges replayed; bad input refused with messages"
