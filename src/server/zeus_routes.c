@@ -60,6 +60,7 @@ void zeus_fail(zeus_req *r, int status, const char *fmt, ...)
     char msg[PRS_ERRMSG_MAX + 64];
     va_list ap;
     va_start(ap, fmt);
+    // NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): started above (analyzer false positive)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     zeus_answer(r, status, json_pack("{s:s}", "detail", msg));
@@ -74,7 +75,7 @@ static void *zeus_main(void *arg)
             if (zeus_jobs_waiting(z->jobs)) {
                 struct timespec until;
                 clock_gettime(CLOCK_MONOTONIC, &until);
-                until.tv_nsec += 100 * 1000 * 1000;
+                until.tv_nsec += 100L * 1000 * 1000;
                 if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
                 pthread_cond_timedwait(&z->cv, &z->mu, &until);
             } else {
@@ -98,7 +99,7 @@ static void *zeus_main(void *arg)
     z->head = z->tail = NULL;
     pthread_mutex_unlock(&z->mu);
     for (; r; r = r->next)
-        zeus_fail(r, 503, "the server is stopping");
+        zeus_fail(r, 503, "%s", "the server is stopping");
     zeus_jobs_abort(z->jobs);
     return NULL;
 }

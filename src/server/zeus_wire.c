@@ -218,16 +218,21 @@ int zw_result_rank(const json_t *body, long *rank, prs_error *err)
 static int numbers(const json_t *a, const char *field, size_t max, double *v, size_t *n,
                    prs_error *err)
 {
-    if (!json_is_array(a) || json_array_size(a) > max)
-        return prs_error_set(err, PRS_EINVAL, "%s: expected an array of at most %zu numbers", field,
-                             max);
-    *n = json_array_size(a);
-    for (size_t i = 0; i < *n; i++) {
+    *n = 0;
+    if (!json_is_array(a) || json_array_size(a) > max) {
+        prs_error_set(err, PRS_EINVAL, "%s: expected an array of at most %zu numbers", field, max);
+        return PRS_EINVAL;
+    }
+    size_t len = json_array_size(a);
+    for (size_t i = 0; i < len; i++) {
         json_t *x = json_array_get(a, i);
         v[i] = json_is_number(x) ? json_number_value(x) : -1;
-        if (!isfinite(v[i]) || v[i] < 0 || v[i] > 1e12)
-            return prs_error_set(err, PRS_EINVAL, "%s[%zu]: expected a number >= 0", field, i);
+        if (!isfinite(v[i]) || v[i] < 0 || v[i] > 1e12) {
+            prs_error_set(err, PRS_EINVAL, "%s[%zu]: expected a number >= 0", field, i);
+            return PRS_EINVAL;
+        }
     }
+    *n = len;
     return 0;
 }
 
@@ -245,7 +250,7 @@ static int add_windows(const json_t *body, const zw_served *sv, int kind, size_t
     json_t *tl = json_array_get(tb, it), *el = json_array_get(eb, it);
     if (!tl || !el) return 0;
     double tv[4097], ev[4097];
-    size_t nt, ne;
+    size_t nt = 0, ne = 0;
     char f[64];
     snprintf(f, sizeof f, "time_breakdown.%s[%zu]", name, it);
     if (numbers(tl, f, 4097, tv, &nt, err)) return PRS_EINVAL;
@@ -306,7 +311,7 @@ int zw_result_to_v1(const json_t *body, const zw_served *sv, long *next_iteratio
     if (zw_result_rank(body, rank, err)) return PRS_EINVAL;
     enum { MAX_ITERS = 256 };
     double times[MAX_ITERS], energies[MAX_ITERS];
-    size_t nt, ne = 0;
+    size_t nt = 0, ne = 0;
     json_t *ie = json_object_get(body, "iter_energy");
     if (numbers(json_object_get(body, "iter_time"), "iter_time", MAX_ITERS, times, &nt, err) ||
         (ie && numbers(ie, "iter_energy", MAX_ITERS, energies, &ne, err)))
@@ -318,8 +323,14 @@ int zw_result_to_v1(const json_t *body, const zw_served *sv, long *next_iteratio
     unsigned char *order = malloc((size_t)(2 * M));
     long *mbs = malloc((size_t)(2 * M) * sizeof *mbs);
     json_t *out = order && mbs ? json_array() : NULL;
-    int rc = out ? 0 : prs_error_set(err, PRS_ENOMEM, "out of memory");
-    if (!rc) zw_1f1b_order(sv->stages, sv->stage, M, order, mbs);
+    if (!order || !mbs || !out) {
+        free(order);
+        free(mbs);
+        json_decref(out);
+        return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    }
+    zw_1f1b_order(sv->stages, sv->stage, M, order, mbs);
+    int rc = 0;
     for (size_t i = 0; !rc && i < nt; i++) {
         long number = (*next_iteration)++;
         if (!(times[i] > 0)) continue; /* an iteration without a time says nothing */
