@@ -123,4 +123,27 @@ start prefixed --zeus-compat --zeus-prefix team-secret-0123456789
   fail "/info under the prefix"
 [[ $(curl -s -o /dev/null -w '%{http_code}' "$url/info") == 200 ]] || fail "/info on loopback"
 stop prefixed
+# Beyond loopback (when this machine has a non-loopback IPv4 address to reach itself by): the bare
+# routes answer 403 with a message, the prefixed ones work, v1 is unchanged.
+ext=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+\.' | grep -v '^127\.' | head -1 || true)
+if [[ -n $ext ]]; then
+  echo "create-token-for-the-zeus-test" >"$tmp/create"
+  d=$tmp/beyond
+  mkdir -p "$d"
+  "$bin/perseusd" --listen 0.0.0.0:0 --data-dir "$d" --port-file "$d/port" \
+    --create-token-file "$tmp/create" --zeus-compat --zeus-prefix team-secret-0123456789 \
+    2>"$d/perseusd.log" &
+  echo $! >"$d/pid"
+  wait_until 30 test -s "$d/port" || { cat "$d/perseusd.log"; fail "perseusd did not start"; }
+  url="http://$ext:$(cat "$d/port")"
+  want 403 'loopback clients only.*--zeus-prefix' GET /info
+  want 403 'loopback clients only' POST /register_job '{}'
+  [[ $(curl -s -o /dev/null -w '%{http_code}' "$url/team-secret-0123456789/info") == 200 ]] ||
+    fail "/info under the prefix from $ext"
+  [[ $(curl -s -o /dev/null -w "%{http_code}" "$url/team-secret-01234567/info") == 404 ]] ||
+    fail "a wrong prefix is not the prefix"
+  stop beyond
+else
+  echo "note: no non-loopback IPv4 address here: the loopback-only rule is not exercised"
+fi
 echo "ok: three recorded exchanges replayed; bad input refused with messages"
