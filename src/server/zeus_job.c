@@ -636,8 +636,10 @@ static void result(zeus_jobs *t, zeus_req *r)
     snprintf(path, sizeof path, "/v1/jobs/%s/results", j->v1_id);
     json_t *ans = NULL;
     int st = v1_json(t, "POST", path, j->token, post, &ans);
-    if (st == 200)
-        zeus_answer(r, 200, NULL);
+    char phase[32] = "", why[PRS_ERRMSG_MAX];
+    if (st == 409) v1_phase(t, j, phase, sizeof phase, why, sizeof why);
+    if (st == 200 || strcmp(phase, "done") == 0 || strcmp(phase, "failed") == 0)
+        zeus_answer(r, 200, NULL); /* after the end: dropped, the next schedule says so */
     else
         zeus_fail(r, st == 400 || st == 409 ? st : 502, "%s", v1_message(ans));
     json_decref(ans);
