@@ -654,8 +654,10 @@ static void v1_job(zeus_jobs *t, zeus_req *r)
     zjob *j = find(t, r->job);
     if (!j) return zeus_fail(r, 404, "no such job");
     zeus_answer(r, 200,
-                json_pack("{s:s, s:s?, s:s?}", "job_id", j->id, "v1_job_id",
-                          j->v1_id[0] ? j->v1_id : NULL, "token", j->token[0] ? j->token : NULL));
+                json_pack("{s:s, s:s?, s:s?, s:I, s:I}", "job_id", j->id, "v1_job_id",
+                          j->v1_id[0] ? j->v1_id : NULL, "token", j->token[0] ? j->token : NULL,
+                          "registered", (json_int_t)j->registered, "waiting",
+                          (json_int_t)j->nwaiting));
 }
 
 void zeus_jobs_handle(zeus_jobs *t, zeus_req *r)

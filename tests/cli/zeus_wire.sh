@@ -107,6 +107,36 @@ want 400 'expected a JSON object' POST "/result/$job" '[1, 2]'
 curl -sf "$url/healthz" >/dev/null || fail "the server went down"
 stop master
 
+# The barrier holds no HTTP worker: with one worker thread, 31 of 32 ranks wait in /schedule while
+# the server answers other requests; the last rank's request releases them all.
+start barrier --zeus-compat --threads 1
+job=$(curl -sf -X POST -H 'Content-Type: application/json' "$url/register_job" \
+  -d '{"pp_degree": 4, "dp_degree": 8, "tp_degree": 1, "world_size": 32, "num_microbatches": 4}' |
+  $py -c 'import json,sys; print(json.load(sys.stdin))')
+for r in $(seq 0 31); do
+  curl -sf -X POST -H 'Content-Type: application/json' "$url/register_rank/$job" \
+    -d "{\"rank\": $r, \"dp_rank\": $((r / 4)), \"pp_rank\": $((r % 4)), \"tp_rank\": 0,
+         \"available_frequencies\": [1410, 1395]}" >/dev/null || fail "register rank $r"
+done
+pids=()
+for r in $(seq 1 31); do
+  curl -s -o "$tmp/barrier/$r.json" -w '%{http_code}' "$url/schedule/$job?rank=$r" \
+    >"$tmp/barrier/$r.code" &
+  pids+=($!)
+done
+waiting() {
+  [[ $(curl -sf "$url/v1_job/$job" | $py -c 'import json,sys; print(json.load(sys.stdin)["waiting"])') == 31 ]]
+}
+wait_until 60 waiting || fail "the ranks are not all waiting"
+curl -sf "$url/healthz" >/dev/null || fail "one worker, 31 waiting ranks: the server does not answer"
+[[ $(ls "$tmp"/barrier/*.code | wc -l) == 31 && -z $(cat "$tmp"/barrier/*.code) ]] ||
+  fail "a rank was answered before the last one asked"
+# Master's dialect without --zeus-profile: the released barrier says what is missing (409).
+want 409 'zeus-profile' GET "/schedule/$job?rank=0"
+for p in "${pids[@]}"; do wait "$p"; done
+[[ $(sort -u "$tmp"/barrier/*.code) == 409 ]] || fail "the waiting ranks were not all answered"
+stop barrier
+
 # Off without --zeus-compat; the --zeus-* options need it; a prefix is a real secret.
 start off
 [[ $(curl -s -o /dev/null -w '%{http_code}' "$url/info") == 404 ]] || fail "/info without --zeus-compat"
