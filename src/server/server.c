@@ -2486,7 +2486,7 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
     char zeus_base[96];     /* the Zeus-compatible routes reach the v1 API here (zeus_routes.h) */
     snprintf(zeus_base, sizeof zeus_base, "%s://%s:%d", s->tls.cert ? "https" : "http",
              strcmp(s->listen_host, "0.0.0.0") ? s->listen_host : "127.0.0.1", s->port);
-    if (s->cfg.zeus.enabled && zeus_start(&s->cfg, zeus_base, &s->zeus, err) != 0) {
+    if (cfg->zeus.enabled && zeus_start(cfg, zeus_base, &s->zeus, err) != 0) {
         prs_server_stop(s);
         return PRS_EINVAL;
     }

@@ -16,7 +16,8 @@ typedef struct zeus_srv zeus_srv;
 
 /* Start the routes' thread for a server reached at v1_base_url (e.g. "http://127.0.0.1:7787";
  * https: the server's own certificate is not checked on loopback) with creation token
- * create_token (NULL: none); cfg->zeus as in perseus/server.h (the profile file is read now).
+ * cfg->create_token (NULL: none; a copy is kept, the routes create v1 jobs with it) and cfg->zeus
+ * as in perseus/server.h (the profile file is read now).
  * 0 and *out, or PRS_EINVAL / PRS_EIO / PRS_ENOMEM with err saying why. */
 int zeus_start(const prs_server_config *cfg, const char *v1_base_url, zeus_srv **out,
                prs_error *err);

@@ -148,16 +148,37 @@ rc=0
 "$bin/perseusd" --listen 127.0.0.1:0 --data-dir "$tmp/short" --zeus-compat --zeus-prefix short \
   2>"$tmp/err" || rc=$?
 [[ $rc == 1 ]] && grep -q 'zeus-prefix: a secret of 16' "$tmp/err" || fail "a short --zeus-prefix"
-start prefixed --zeus-compat --zeus-prefix team-secret-0123456789
+echo "create-token-for-the-zeus-test" >"$tmp/create"
+start prefixed --zeus-compat --zeus-prefix team-secret-0123456789 --create-token-file "$tmp/create"
 [[ $(curl -s -o /dev/null -w '%{http_code}' "$url/team-secret-0123456789/info") == 200 ]] ||
   fail "/info under the prefix"
 [[ $(curl -s -o /dev/null -w '%{http_code}' "$url/info") == 200 ]] || fail "/info on loopback"
+# A one-rank job under the prefix, on a server with a creation token: after the two warm-up
+# rounds its v1 job is created (with the token) and profiling starts at the highest clock.
+z=$url/team-secret-0123456789
+job=$(curl -sf -X POST -H 'Content-Type: application/json' "$z/register_job" \
+  -d '{"pp_degree": 1, "dp_degree": 1, "tp_degree": 1, "world_size": 1, "num_microbatches": 1}' |
+  $py -c 'import json,sys; print(json.load(sys.stdin))')
+curl -sf -X POST -H 'Content-Type: application/json' "$z/register_rank" -d "{\"job_id\": \"$job\",
+  \"rank\": 0, \"dp_rank\": 0, \"pp_rank\": 0, \"tp_rank\": 0, \"pipe_schedule\": [\"load\",
+  \"forward\", \"backward\", \"step\"], \"power_state_range\": [1395, 1410]}" >/dev/null ||
+  fail "register_rank under the prefix"
+for round in 0 1; do
+  [[ $(curl -sf "$z/schedule/$job?rank=0") == '{"rank":0,"power_states":[1410,1410,1410,1410]}' ]] ||
+    fail "warm-up round $round"
+  curl -sf -X POST -H 'Content-Type: application/json' "$z/result/$job" \
+    -d '{"rank": 0, "iter_time": [0.5, 0.5], "iter_energy": [100, 100]}' >/dev/null ||
+    fail "result of warm-up round $round"
+done
+[[ $(curl -sf "$z/schedule/$job?rank=0") == '{"rank":0,"power_states":[1410,1410,1410,1410]}' ]] ||
+  fail "first profiling round"
+curl -sf "$z/v1_job/$job" | $py -c 'import json,sys; assert json.load(sys.stdin)["v1_job_id"]' ||
+  fail "no v1 job behind the Zeus job"
 stop prefixed
 # Beyond loopback (when this machine has a non-loopback IPv4 address to reach itself by): the bare
 # routes answer 403 with a message, the prefixed ones work, v1 is unchanged.
 ext=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+\.' | grep -v '^127\.' | head -1 || true)
 if [[ -n $ext ]]; then
-  echo "create-token-for-the-zeus-test" >"$tmp/create"
   d=$tmp/beyond
   mkdir -p "$d"
   "$bin/perseusd" --listen 0.0.0.0:0 --data-dir "$d" --port-file "$d/port" \
