@@ -153,28 +153,47 @@ start prefixed --zeus-compat --zeus-prefix team-secret-0123456789 --create-token
 [[ $(curl -s -o /dev/null -w '%{http_code}' "$url/team-secret-0123456789/info") == 200 ]] ||
   fail "/info under the prefix"
 [[ $(curl -s -o /dev/null -w '%{http_code}' "$url/info") == 200 ]] || fail "/info on loopback"
-# A one-rank job under the prefix, on a server with a creation token: after the two warm-up
-# rounds its v1 job is created (with the token) and profiling starts at the highest clock.
-z=$url/team-secret-0123456789
-job=$(curl -sf -X POST -H 'Content-Type: application/json' "$z/register_job" \
-  -d '{"pp_degree": 1, "dp_degree": 1, "tp_degree": 1, "world_size": 1, "num_microbatches": 1}' |
-  $py -c 'import json,sys; print(json.load(sys.stdin))')
-curl -sf -X POST -H 'Content-Type: application/json' "$z/register_rank" -d "{\"job_id\": \"$job\",
-  \"rank\": 0, \"dp_rank\": 0, \"pp_rank\": 0, \"tp_rank\": 0, \"pipe_schedule\": [\"load\",
-  \"forward\", \"backward\", \"step\"], \"power_state_range\": [1395, 1410]}" >/dev/null ||
-  fail "register_rank under the prefix"
-for round in 0 1; do
-  [[ $(curl -sf "$z/schedule/$job?rank=0") == '{"rank":0,"power_states":[1410,1410,1410,1410]}' ]] ||
-    fail "warm-up round $round"
-  curl -sf -X POST -H 'Content-Type: application/json' "$z/result/$job" \
-    -d '{"rank": 0, "iter_time": [0.5, 0.5], "iter_energy": [100, 100]}' >/dev/null ||
-    fail "result of warm-up round $round"
-done
-[[ $(curl -sf "$z/schedule/$job?rank=0") == '{"rank":0,"power_states":[1410,1410,1410,1410]}' ]] ||
-  fail "first profiling round"
-curl -sf "$z/v1_job/$job" | $py -c 'import json,sys; assert json.load(sys.stdin)["v1_job_id"]' ||
-  fail "no v1 job behind the Zeus job"
+# one_rank_job URL [CURL OPTIONS]: a one-rank job through its two warm-up rounds; its v1 job is then
+# created (with the creation token when the server has one) and profiling starts at the highest
+# clock.
+one_rank_job() {
+  local z=$1
+  shift
+  local c=(curl -sf "$@")
+  local job
+  job=$("${c[@]}" -X POST -H 'Content-Type: application/json' "$z/register_job" \
+    -d '{"pp_degree": 1, "dp_degree": 1, "tp_degree": 1, "world_size": 1, "num_microbatches": 1}' |
+    $py -c 'import json,sys; print(json.load(sys.stdin))')
+  "${c[@]}" -X POST -H 'Content-Type: application/json' "$z/register_rank" -d "{\"job_id\": \"$job\",
+    \"rank\": 0, \"dp_rank\": 0, \"pp_rank\": 0, \"tp_rank\": 0, \"pipe_schedule\": [\"load\",
+    \"forward\", \"backward\", \"step\"], \"power_state_range\": [1395, 1410]}" >/dev/null ||
+    fail "register_rank at $z"
+  local round
+  for round in 0 1; do
+    [[ $("${c[@]}" "$z/schedule/$job?rank=0") == '{"rank":0,"power_states":[1410,1410,1410,1410]}' ]] ||
+      fail "warm-up round $round at $z"
+    "${c[@]}" -X POST -H 'Content-Type: application/json' "$z/result/$job" \
+      -d '{"rank": 0, "iter_time": [0.5, 0.5], "iter_energy": [100, 100]}' >/dev/null ||
+      fail "result of warm-up round $round at $z"
+  done
+  [[ $("${c[@]}" "$z/schedule/$job?rank=0") == '{"rank":0,"power_states":[1410,1410,1410,1410]}' ]] ||
+    fail "first profiling round at $z: $("${c[@]}" "$z/v1_job/$job")"
+  "${c[@]}" "$z/v1_job/$job" | $py -c 'import json,sys; assert json.load(sys.stdin)["v1_job_id"]' ||
+    fail "no v1 job behind the Zeus job at $z"
+}
+# Under the prefix, on a server with a creation token.
+one_rank_job "$url/team-secret-0123456789"
 stop prefixed
+# Over HTTPS (a self-signed certificate, when openssl is here): the routes reach the v1 API too.
+if command -v openssl >/dev/null; then
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tmp/key.pem" -out "$tmp/cert.pem" -days 2 \
+    -subj /CN=perseusd.example >/dev/null 2>&1 || fail "openssl"
+  start tls --zeus-compat --tls-cert "$tmp/cert.pem" --tls-key "$tmp/key.pem"
+  one_rank_job "https://127.0.0.1:$(cat "$tmp/tls/port")" -k
+  stop tls
+else
+  echo "note: no openssl here: HTTPS not exercised"
+fi
 # Beyond loopback (when this machine has a non-loopback IPv4 address to reach itself by): the bare
 # routes answer 403 with a message, the prefixed ones work, v1 is unchanged.
 ext=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+\.' | grep -v '^127\.' | head -1 || true)
