@@ -336,6 +336,7 @@ static int add_rank(zjob *j, zw_rank *rr, int dialect, zeus_req *r)
     return 0;
 }
 
+/* Register rank with the v1 job: 0, 409 (the v1 job refuses it: it ended), or -1; why says why. */
 static int v1_register(zeus_jobs *t, zjob *j, long rank, char *why, size_t n);
 
 static void register_rank(zeus_jobs *t, zeus_req *r, int artifact)
@@ -357,8 +358,8 @@ static void register_rank(zeus_jobs *t, zeus_req *r, int artifact)
     /* A rank registering again once the v1 job exists (a restarted client) is registered
      * there again too. */
     char why[PRS_ERRMSG_MAX];
-    if (j->v1_id[0] && v1_register(t, j, rr.rank, why, sizeof why))
-        return zeus_fail(r, 502, "%s", why);
+    int st = j->v1_id[0] ? v1_register(t, j, rr.rank, why, sizeof why) : 0;
+    if (st) return zeus_fail(r, st == 409 ? 409 : 502, "%s", why); /* 409: the job ended */
     zeus_answer(r, 200, NULL);
 }
 
@@ -376,7 +377,7 @@ static int v1_register(zeus_jobs *t, zjob *j, long rank, char *why, size_t n)
                      &ans);
     if (st != 200 && st != 201) snprintf(why, n, "registering rank %ld: %s", rank, v1_message(ans));
     json_decref(ans);
-    return st == 200 || st == 201 ? 0 : -1;
+    return st == 200 || st == 201 ? 0 : st == 409 ? 409 : -1;
 }
 
 /* The v1 job's creation request. */

@@ -13,6 +13,9 @@
       to STATE_DIR/rankR.clocks, one round a line.
   zeus_client.py master URL RANK JOB
       One rank of Zeus master's client: register_rank/JOB, then one blocking schedule, printed.
+  zeus_client.py fuzz URL N
+      N requests with one thing wrong to every route of a one-rank job: each is answered 200, or
+      4xx with a message; never 5xx.
 """
 import json
 import os
@@ -251,7 +254,85 @@ def master(url, rank, job):
     return 0
 
 
+# ---- bad input ----
+
+def mutate(rng, body):
+    """body with one thing wrong: a field of another type or out of range, a field missing or
+    added, a list entry changed."""
+    odd = [None, -1, 2**63, 1e308, -0.5, "x" * 300, "", [], {}, [[]], True, "\u0001", 1.5]
+    b = json.loads(json.dumps(body))
+    keys = list(b)
+    k = rng.choice(keys)
+    r = rng.random()
+    if r < 0.4:
+        b[k] = rng.choice(odd)
+    elif r < 0.55:
+        del b[k]
+    elif r < 0.65:
+        b[rng.choice(["extra", "rank", "iter_time", "time_breakdown"])] = rng.choice(odd)
+    elif isinstance(b[k], list) and b[k]:
+        b[k][rng.randrange(len(b[k]))] = rng.choice(odd)
+    elif isinstance(b[k], dict) and b[k]:
+        kk = rng.choice(list(b[k]))
+        b[k][kk] = rng.choice(odd + [[[rng.choice(odd)]]])
+    else:
+        b[k] = rng.choice(odd)
+    return b
+
+
+def fuzz(url, n):
+    """n mutated requests to every route of a one-rank job (its v1 job created after two rounds):
+    each answered 200 or 4xx with a detail message, never 5xx, and the server stays up."""
+    import random
+    rng = random.Random(40)
+    st, job = call(url, "POST", "/register_job", {
+        "pp_degree": 1, "dp_degree": 1, "tp_degree": 1, "world_size": 1, "num_microbatches": 2})
+    assert st == 200, (st, job)
+    rank = {"job_id": job, "rank": 0, "dp_rank": 0, "pp_rank": 0, "tp_rank": 0,
+            "pipe_schedule": ["load", "forward", "backward", "forward", "backward", "step"],
+            "power_state_range": [1410, 1395, 1380]}
+    assert call(url, "POST", "/register_rank", rank)[0] == 200
+    result = {"rank": 0, "iter_time": [0.5, 0.5], "iter_energy": [100.0, 100.0],
+              "time_breakdown": {"forward": [[0.1, 0.1], [0.1, 0.1, 0.1]],
+                                 "backward": [[0.2, 0.2], [0.2, 0.2]]},
+              "energy_breakdown": {"forward": [[20.0, 20.0], []],
+                                   "backward": [[40.0, 40.0], [40.0, 40.0]]}}
+    job_info = {"pp_degree": 2, "dp_degree": 1, "tp_degree": 1, "world_size": 2,
+                "num_microbatches": 2, "model_name": "m"}
+    master = {"rank": 0, "dp_rank": 0, "pp_rank": 0, "tp_rank": 0,
+              "available_frequencies": [1410, 1395]}
+    bad = []
+    for i in range(n):
+        if i % 7 == 0:  # the job moves on: warm-up rounds, then profiling with a v1 job
+            call(url, "GET", f"/schedule/{job}?rank=0")
+        which = i % 5
+        if which == 0:
+            st, ans = call(url, "POST", f"/result/{job}", mutate(rng, result))
+        elif which == 1:
+            st, ans = call(url, "POST", "/register_rank", mutate(rng, rank))
+        elif which == 2:
+            st, ans = call(url, "POST", "/register_job", mutate(rng, job_info))
+        elif which == 3:
+            st, ans = call(url, "POST", f"/register_rank/{job}", mutate(rng, master))
+        else:
+            q = rng.choice(["", "?rank=", "?rank=-1", "?rank=1", "?rank=1e3", "?rank=99999999999"])
+            st, ans = call(url, "GET", f"/schedule/{job}{q}")
+        ok = st == 200 or (400 <= st < 500 and isinstance(ans, dict) and
+                           isinstance(ans.get("detail"), str) and ans["detail"])
+        if not ok:
+            bad.append(f"request {i} (kind {which}): {st} {ans!r}"[:300])
+    st, _ = call(url, "GET", "/info")
+    if st != 200:
+        bad.append("the server stopped answering")
+    for b in bad:
+        print("FAIL:", b, file=sys.stderr)
+    print(f"{n} mutated requests, {len(bad)} answered wrong")
+    return 1 if bad else 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "fuzz":
+        sys.exit(fuzz(sys.argv[2], int(sys.argv[3])))
     cmd = sys.argv[1]
     if cmd == "replay":
         sys.exit(replay(sys.argv[2], sys.argv[3]))

@@ -107,6 +107,11 @@ want 400 'expected a JSON object' POST "/result/$job" '[1, 2]'
 curl -sf "$url/healthz" >/dev/null || fail "the server went down"
 stop master
 
+# 600 requests with one thing wrong each (zeus_client.py fuzz): 200 or 4xx with a message, never 5xx.
+start fuzz --zeus-compat
+$client fuzz "$url" 600 || fail "mutated requests"
+stop fuzz
+
 # The barrier holds no HTTP worker: with one worker thread, 31 of 32 ranks wait in /schedule while
 # the server answers other requests; the last rank's request releases them all.
 start barrier --zeus-compat --threads 1
