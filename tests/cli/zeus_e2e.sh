@@ -74,8 +74,8 @@ all_on_plan() { for r in 0 1 2 3; do check_rank $r || return 1; done; }
 wait_until 60 all_on_plan || fail "the ranks did not get the plan's clocks"
 # The plan slows something down (Perseus's fastest plan already slows what is off the critical
 # path), so the clocks really came from the planner, not from the profiling's highest clock.
-grep -v '^1410\( 1410\)*$' "$tmp/a/state/rank0.clocks" | tail -1 | grep -q . ||
-  fail "no schedule below the highest clock"
+for r in 0 1 2 3; do tail -1 "$tmp/a/state/rank$r.clocks"; done | tr ' ' '\n' | sort -u |
+  grep -qv '^1410$' || fail "the plan runs every computation at the highest clock"
 
 # The profile measured through the Zeus routes is the simulated truth (zeus_client.truth).
 get "/v1/jobs/$v1/profile" >"$tmp/a/profile.csv"
