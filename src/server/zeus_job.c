@@ -33,9 +33,11 @@
 #include "secure.h"
 #include "zeus_wire.h"
 
-#define ZEUS_WARMUP_ROUNDS 2 /* rounds at the highest clock before profiling, as the artifact */
-#define ZEUS_MAX_JOBS 256    /* Zeus jobs held at once */
-#define ZEUS_POLL_S 0.1      /* how often a job waiting for its plan looks at its v1 job */
+#define ZEUS_WARMUP_ROUNDS 2  /* rounds at the highest clock before profiling, as the artifact */
+#define ZEUS_MAX_JOBS 256     /* Zeus jobs held at once */
+#define ZEUS_MAX_RANKS 262144 /* ranks of all Zeus jobs together (perseusd's --max-ranks default)  \
+                               */
+#define ZEUS_POLL_S 0.1       /* how often a job waiting for its plan looks at its v1 job */
 
 typedef struct zrank {
     int registered;
@@ -55,6 +57,7 @@ typedef struct zjob {
     long clocks_mhz[ZW_MAX_CLOCKS];
     size_t nclocks;
     zrank *ranks;
+    long *slot_rank; /* the rank registered in each (dp, pp, tp) slot, -1: none */
     long registered;
     zeus_req *waiting; /* the barrier */
     long nwaiting;
@@ -73,7 +76,7 @@ struct zeus_jobs {
     size_t profile_len;
     CURL *curl;
     zjob *jobs;
-    long njobs;
+    long njobs, nranks;
 };
 
 /* ---- the v1 API, over HTTP ---- */
@@ -172,6 +175,7 @@ static void job_free(zjob *j)
         free(j->ranks[i].served_mhz);
     }
     free(j->ranks);
+    free(j->slot_rank);
     free(j);
 }
 
@@ -258,12 +262,18 @@ static void register_job(zeus_jobs *t, zeus_req *r)
         return zeus_fail(r, 400,
                          "num_microbatches: not given, and perseusd has no default "
                          "(--zeus-microbatches N)");
-    if (t->njobs >= ZEUS_MAX_JOBS)
-        return zeus_fail(r, 429, "the server holds %d Zeus jobs already", ZEUS_MAX_JOBS);
+    if (t->njobs >= ZEUS_MAX_JOBS || t->nranks + info.world > ZEUS_MAX_RANKS)
+        return zeus_fail(r, 429,
+                         "the server holds %ld Zeus jobs of %ld ranks already (at most %d "
+                         "jobs, %d ranks)",
+                         t->njobs, t->nranks, ZEUS_MAX_JOBS, ZEUS_MAX_RANKS);
     zjob *j = calloc(1, sizeof *j);
     if (j) j->ranks = calloc((size_t)info.world, sizeof *j->ranks);
+    if (j) j->slot_rank = malloc((size_t)info.world * sizeof *j->slot_rank);
+    for (long i = 0; j && j->slot_rank && i < info.world; i++)
+        j->slot_rank[i] = -1;
     char rnd[SECURE_ID_LEN + 1];
-    if (!j || !j->ranks || secure_new_id(rnd, &err) != 0) {
+    if (!j || !j->ranks || !j->slot_rank || secure_new_id(rnd, &err) != 0) {
         if (j) job_free(j);
         return zeus_fail(r, 500, "cannot make a job id: %s", err.msg[0] ? err.msg : "no memory");
     }
@@ -280,6 +290,7 @@ static void register_job(zeus_jobs *t, zeus_req *r)
     j->next = t->jobs;
     t->jobs = j;
     t->njobs++;
+    t->nranks += info.world;
     zeus_answer(r, 200, json_string(j->id));
 }
 
@@ -308,6 +319,12 @@ static int add_rank(zjob *j, zw_rank *rr, int dialect, zeus_req *r)
         zeus_fail(r, 409, "rank %ld registered before with other coordinates", rr->rank);
         return -1;
     }
+    long slot = (rr->dp * in->pp + rr->pp) * in->tp + rr->tp;
+    if (j->slot_rank[slot] >= 0 && j->slot_rank[slot] != rr->rank) {
+        zeus_fail(r, 409, "rank %ld: dp_rank %ld, pp_rank %ld, tp_rank %ld is rank %ld's", rr->rank,
+                  rr->dp, rr->pp, rr->tp, j->slot_rank[slot]);
+        return -1;
+    }
     if (j->nclocks && (j->nclocks != rr->nclocks ||
                        memcmp(j->clocks_mhz, rr->clocks_mhz, rr->nclocks * sizeof(long)) != 0)) {
         zeus_fail(r, 400, "rank %ld lists other clocks than the ranks before it", rr->rank);
@@ -329,6 +346,7 @@ static int add_rank(zjob *j, zw_rank *rr, int dialect, zeus_req *r)
     rr->sched = NULL;
     if (!k->registered) j->registered++;
     k->registered = 1;
+    j->slot_rank[slot] = rr->rank;
     k->dp = rr->dp, k->pp = rr->pp, k->tp = rr->tp;
     j->dialect = dialect;
     memcpy(j->clocks_mhz, rr->clocks_mhz, rr->nclocks * sizeof(long));

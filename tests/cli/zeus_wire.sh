@@ -92,6 +92,7 @@ curl -sf -X POST -H 'Content-Type: application/json' "$url/register_rank" \
   -d "{\"job_id\": \"$job\", \"rank\": 0, \"dp_rank\": 0, \"pp_rank\": 0, \"tp_rank\": 0, \"pipe_schedule\": $sched, \"power_state_range\": [1410, 1395]}" >/dev/null ||
   fail "a good registration"
 want 409 'other coordinates' POST /register_rank "{\"job_id\": \"$job\", \"rank\": 0, \"dp_rank\": 0, \"pp_rank\": 1, \"tp_rank\": 0, \"pipe_schedule\": [\"forward\", \"backward\", \"forward\", \"backward\"], \"power_state_range\": [1410, 1395]}"
+want 409 "is rank 0's" POST "/register_rank" "{\"job_id\": \"$job\", \"rank\": 1, \"dp_rank\": 0, \"pp_rank\": 0, \"tp_rank\": 0, \"pipe_schedule\": $sched, \"power_state_range\": [1410, 1395]}"
 want 400 'other clocks' POST /register_rank "{\"job_id\": \"$job\", \"rank\": 1, \"dp_rank\": 0, \"pp_rank\": 1, \"tp_rank\": 0, \"pipe_schedule\": [\"forward\", \"backward\", \"forward\", \"backward\"], \"power_state_range\": [1410]}"
 want 400 'available_frequencies' POST "/register_rank/$job" '{"rank": 1, "dp_rank": 0, "pp_rank": 1, "tp_rank": 0}'
 want 404 'no such job' GET '/schedule/nope?rank=0'
