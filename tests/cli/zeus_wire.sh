@@ -2,7 +2,7 @@
 # perseusd --zeus-compat against the recorded exchanges of Zeus's clients and servers
 # ($PRS_SHARED_DIR/data/zeus-wire): every request of each, replayed in its order (a rank's blocking
 # schedule in a thread of its own), gets the recorded status and an answer of the recorded shape
-# (tests/cli/zeus_client.py replay). Then bad input: each gets a 4xx with a message naming what is
+# (tests/cli/zeus_client.py replay; master's with a profile in Zeus master's format). Then bad input: each gets a 4xx with a message naming what is
 # wrong, and the server stays up; the routes are off without --zeus-compat and the secret prefix
 # is checked.
 set -euo pipefail
@@ -37,14 +37,16 @@ start() { # start NAME OPTIONS...: perseusd in $tmp/NAME; sets $url
 }
 stop() { kill "$(cat "$tmp/$1/pid")"; wait "$(cat "$tmp/$1/pid")" || true; rm -f "$tmp/$1/pid"; }
 
-# A 4-stage profile for master's dialect (the example's first four stages).
+# A 4-stage profile for master's dialect, in Zeus master's rank-level format (the example's first
+# four stages, one rank each).
 $py - "$src/examples/a100-8stage.csv" "$tmp/four.csv" <<'PY'
 import csv, sys
 rows = [r for r in csv.DictReader(open(sys.argv[1])) if int(r["stage"]) < 4]
-with open(sys.argv[2], "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=list(rows[0]))
-    w.writeheader()
-    w.writerows(rows)
+with open(sys.argv[2], "w") as f:
+    f.write("rank,dp_rank,pp_rank,tp_rank,stage,instruction,frequency,time,energy\n")
+    for r in rows:
+        s = r["stage"]
+        f.write(f"{s},0,{s},0,{s},{r['instruction']},{r['frequency']},{r['time']},{r['energy']}\n")
 PY
 
 # The artifact's profiler: 2 warm-up rounds and 15 clocks (1410..1200 MHz), then [profiling-done].
