@@ -2,9 +2,9 @@
 # perseusd --zeus-compat against the recorded exchanges of Zeus's clients and servers
 # ($PRS_SHARED_DIR/data/zeus-wire): every request of each, replayed in its order (a rank's blocking
 # schedule in a thread of its own), gets the recorded status and an answer of the recorded shape
-# (tests/cli/zeus_client.py replay; master's with a profile in Zeus master's format). Then bad input: each gets a 4xx with a message naming what is
-# wrong, and the server stays up; the routes are off without --zeus-compat and the secret prefix
-# is checked.
+# (tests/cli/zeus_client.py replay; master's plans from a profile in Zeus master's format). Then
+# bad input: each gets a 4xx with a message naming what is wrong, and the server stays up; the
+# barrier holds no HTTP worker; HTTPS, the creation token, the loopback rule and the secret prefix.
 set -euo pipefail
 bin=${PRS_BIN_DIR:?}
 src=${PRS_SOURCE_DIR:?}
