@@ -222,7 +222,6 @@ typedef struct args {
     const char *data_dir, *db, *port_file;
 } args;
 
-/* One option c (its value in optarg): -1 to go on, or the exit status. */
 /* The options of the Zeus-compatible routes (docs/api.md), '1'..'7': -1 to go on, or 2. */
 static int parse_zeus_option(int c, prs_server_config *cfg)
 {
@@ -257,6 +256,7 @@ static int parse_zeus_option(int c, prs_server_config *cfg)
     return -1;
 }
 
+/* One option c (its value in optarg): -1 to go on, or the exit status. */
 static int parse_option(int c, prs_server_config *cfg, args *a)
 {
     if (c >= '1' && c <= '7') return parse_zeus_option(c, cfg);

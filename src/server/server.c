@@ -2480,16 +2480,16 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
         return PRS_EIO;
     }
     s->janitor_started = 1;
-    /* Two threads for large bodies, one can parse while the other holds the store, niced so
-     * that the HTTP workers' polls come first on a busy machine. */
-    long loaded = s->njobs; /* read before the workers can create jobs (add_job) */
-    char zeus_base[96];     /* the Zeus-compatible routes reach the v1 API here (zeus_routes.h) */
+    char zeus_base[96]; /* the Zeus-compatible routes reach the v1 API here (zeus_routes.h) */
     snprintf(zeus_base, sizeof zeus_base, "%s://%s:%d", s->tls.cert ? "https" : "http",
              strcmp(s->listen_host, "0.0.0.0") ? s->listen_host : "127.0.0.1", s->port);
     if (cfg->zeus.enabled && zeus_start(cfg, zeus_base, &s->zeus, err) != 0) {
         prs_server_stop(s);
         return PRS_EINVAL;
     }
+    /* Two threads for large bodies, one can parse while the other holds the store, niced so
+     * that the HTTP workers' polls come first on a busy machine. */
+    long loaded = s->njobs; /* read before the workers can create jobs (add_job) */
     if (workq_start(2, 5, &s->heavy, err) != 0 || start_http(s, err) != 0) {
         prs_server_stop(s);
         return PRS_EIO;
