@@ -35,8 +35,7 @@
 
 #define ZEUS_WARMUP_ROUNDS 2  /* rounds at the highest clock before profiling, as the artifact */
 #define ZEUS_MAX_JOBS 256     /* Zeus jobs held at once */
-#define ZEUS_MAX_RANKS 262144 /* ranks of all Zeus jobs together (perseusd's --max-ranks default)  \
-                               */
+#define ZEUS_MAX_RANKS 262144 /* ranks of all Zeus jobs together (as --max-ranks' default) */
 #define ZEUS_POLL_S 0.1       /* how often a job waiting for its plan looks at its v1 job */
 
 typedef struct zrank {
