@@ -70,6 +70,18 @@ typedef struct prs_server_config {
                                 * models, are left out when listening beyond loopback) */
     double job_idle_timeout_s; /* an unfinished job that no request reached this long is
                                 * deleted, freeing its place; 0: the default, 1 day; < 0: never */
+    /* Zeus-compatible routes (docs/api.md, "Zeus-compatible routes"); off unless enabled. */
+    struct {
+        int enabled;              /* serve them */
+        const char *prefix;       /* secret path prefix under which clients beyond loopback may
+                                   * use them; NULL: loopback clients only */
+        long microbatches;        /* for clients that do not send num_microbatches; 0: none */
+        long min_clock_mhz;       /* profiling floor; 0: the lowest clock the ranks list */
+        double blocking_power_w;  /* planning's blocking power; <= 0: measured */
+        const char *profile_path; /* stage profile CSV that jobs whose clients post no results
+                                   * plan from; NULL: none */
+        int profile_only;         /* end after profiling, as the artifact's profiler does */
+    } zeus;
 } prs_server_config;
 
 /* Defaults as documented beside each field (db_path and data_dir NULL: must be set). */

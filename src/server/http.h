@@ -102,6 +102,7 @@ typedef struct conn_ctx {
     const char *prep_ctype;
     char *prep_text; /* NULL: no answer could be made, close the connection */
     size_t prep_len;
+    void *zeus_req; /* a Zeus-compatible request's context (zeus_routes.h) */
 } conn_ctx;
 
 /* The route name used in the metrics and the log (route_names.c). */

@@ -34,6 +34,7 @@ void http_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
             toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     free(cc->body);
     free(cc->prep_text);
+    zeus_request_done(cc->zeus_req);
     free(cc);
     *con_cls = NULL;
     conn_track *k = track_of(c);
@@ -202,6 +203,12 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c, const char 
     if (*upload_data_size > 0) return read_body(cc, upload_data, upload_data_size);
     if (cc->ready) return send_prepared(c, cc);
     if (cc->too_large || cc->answered) return MHD_YES; /* response already queued */
+    enum MHD_Result zr; /* the Zeus-compatible routes, when on (zeus_routes.h) */
+    conn_track *zk = m.route == R_UNKNOWN && s->zeus ? track_of(c) : NULL;
+    if (m.route == R_UNKNOWN && s->zeus &&
+        zeus_dispatch(s->zeus, c, url, method, cc->body, cc->len, zk ? zk->w->wake_fd : -1,
+                      &cc->zeus_req, &cc->status, &zr))
+        return zr;
     if (m.route == R_UNKNOWN) return reply_error(s, c, cc, 404, "not_found", "no such route");
     if (!m.method_ok) {
         char msg[96];

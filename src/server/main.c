@@ -83,6 +83,18 @@ static const char usage[] =
     "                         (every request), info (job events; the default), warn (failed\n"
     "                         requests and plannings) or error (server faults); logs are\n"
     "                         key=value lines on stderr\n"
+    "  --zeus-compat          also serve the routes of Zeus's pipeline-frequency clients\n"
+    "                         (the SOSP'24 artifact's and Zeus master's; docs/api.md), to\n"
+    "                         loopback clients only\n"
+    "  --zeus-prefix SECRET   serve them to any client under /SECRET/ (16..128 letters,\n"
+    "                         digits, '-', '_'): Zeus clients send no token\n"
+    "  --zeus-microbatches N  microbatches of Zeus jobs whose clients do not say\n"
+    "  --zeus-min-clock MHZ   lowest clock Zeus jobs profile (default: the lowest listed)\n"
+    "  --zeus-blocking-power W  blocking power Zeus jobs plan with (default: measured)\n"
+    "  --zeus-profile FILE    stage profile CSV for Zeus jobs whose clients post no results\n"
+    "                         (Zeus master's): they run the fastest plan of it\n"
+    "  --zeus-profile-only    end Zeus jobs after profiling ([profiling-done]), as the\n"
+    "                         artifact's profiler does\n"
     "  --version              print the version and exit\n"
     "  -h, --help             this help\n"
     "\n"
@@ -333,10 +345,45 @@ static int parse_token(int c, prs_server_config *cfg)
     }
 }
 
+/* The options of the Zeus-compatible routes (docs/api.md), '1'..'7': -1 to go on, or 2. */
+static int parse_zeus_option(int c, prs_server_config *cfg)
+{
+    double w;
+    switch (c) {
+    case '1':
+        cfg->zeus.enabled = 1;
+        break;
+    case '2':
+        cfg->zeus.prefix = optarg;
+        break;
+    case '3':
+        if (parse_count(optarg, 4096, &cfg->zeus.microbatches))
+            return bad("--zeus-microbatches: expected a count in 1..4096, got", optarg);
+        break;
+    case '4':
+        if (parse_count(optarg, 100000, &cfg->zeus.min_clock_mhz))
+            return bad("--zeus-min-clock: expected MHz in 1..100000, got", optarg);
+        break;
+    case '5':
+        if (prs_num_parse_double(optarg, &w) != 0 || !(w > 0) || w > 1e4)
+            return bad("--zeus-blocking-power: expected watts > 0, got", optarg);
+        cfg->zeus.blocking_power_w = w;
+        break;
+    case '6':
+        cfg->zeus.profile_path = optarg;
+        break;
+    default:
+        cfg->zeus.profile_only = 1;
+        break;
+    }
+    return -1;
+}
+
 /* One option c (its value in optarg): -1 to go on, or the exit status. */
 static int parse_option(int c, prs_server_config *cfg, args *a)
 {
     int rc;
+    if (c >= '1' && c <= '7') return parse_zeus_option(c, cfg);
     if ((rc = parse_limit(c, cfg)) != NOT_MINE || (rc = parse_timeout(c, cfg)) != NOT_MINE ||
         (rc = parse_token(c, cfg)) != NOT_MINE)
         return rc;
@@ -424,6 +471,13 @@ static int parse_args(int argc, char **argv, prs_server_config *cfg, args *a)
                                          {"plan-timeout", required_argument, NULL, 'T'},
                                          {"max-plan-points", required_argument, NULL, 'Q'},
                                          {"max-plan-memory", required_argument, NULL, 'M'},
+                                         {"zeus-compat", no_argument, NULL, '1'},
+                                         {"zeus-prefix", required_argument, NULL, '2'},
+                                         {"zeus-microbatches", required_argument, NULL, '3'},
+                                         {"zeus-min-clock", required_argument, NULL, '4'},
+                                         {"zeus-blocking-power", required_argument, NULL, '5'},
+                                         {"zeus-profile", required_argument, NULL, '6'},
+                                         {"zeus-profile-only", no_argument, NULL, '7'},
                                          {"version", no_argument, NULL, 'V'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
@@ -435,6 +489,10 @@ static int parse_args(int argc, char **argv, prs_server_config *cfg, args *a)
         if ((rc = parse_option(c, cfg, a)) >= 0) return rc;
     }
     if (optind < argc) return bad("unexpected argument", argv[optind]);
+    if (!cfg->zeus.enabled &&
+        (cfg->zeus.prefix || cfg->zeus.microbatches || cfg->zeus.min_clock_mhz ||
+         cfg->zeus.blocking_power_w > 0 || cfg->zeus.profile_path || cfg->zeus.profile_only))
+        return bad("the --zeus-* options need", "--zeus-compat");
     static char dbpath[4096];
     if (!a->db) {
         if ((size_t)snprintf(dbpath, sizeof dbpath, "%s/perseusd.db", a->data_dir) >= sizeof dbpath)

@@ -251,6 +251,13 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
         prs_server_stop(s);
         return PRS_EIO;
     }
+    char zeus_base[96]; /* the Zeus-compatible routes reach the v1 API here (zeus_routes.h) */
+    snprintf(zeus_base, sizeof zeus_base, "%s://%s:%d", s->tls.cert ? "https" : "http",
+             strcmp(s->listen_host, "0.0.0.0") ? s->listen_host : "127.0.0.1", s->port);
+    if (cfg->zeus.enabled && zeus_start(cfg, zeus_base, &s->zeus, err) != 0) {
+        prs_server_stop(s);
+        return PRS_EINVAL;
+    }
     /* Two threads for large bodies, one can parse while the other holds the store, niced so
      * that the HTTP workers' polls come first on a busy machine. */
     long loaded = s->njobs; /* read before the workers can create jobs (add_job) */
@@ -272,7 +279,9 @@ int prs_server_port(const prs_server *s)
 void prs_server_stop(prs_server *s)
 {
     if (!s) return;
+    zeus_stop(s->zeus); /* answers what waits while the workers still run */
     http_stop(s);
+    zeus_free(s->zeus);
     janitor_join(s);
     pthread_rwlock_wrlock(&s->lock);
     planq_stop_all(s);

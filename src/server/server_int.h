@@ -44,6 +44,7 @@
 #include "store.h"
 #include "tls.h"
 #include "workq.h"
+#include "zeus_routes.h"
 
 /* Routes (router.c): their ids count requests in the metrics. */
 enum route {
@@ -117,7 +118,8 @@ struct prs_server {
     pthread_cond_t janitor_cv;
     int janitor_stop, janitor_started, purge_pending;
     srv_metrics m; /* request counts and latencies, planner runs (m.mu) */
-    workq *heavy;  /* runs the requests with large bodies (http_request.c) */
+    workq *heavy;   /* runs the requests with large bodies (http_request.c) */
+    zeus_srv *zeus; /* the Zeus-compatible routes (zeus_routes.h); NULL when off */
     double started;
 };
 
