@@ -417,7 +417,7 @@ static void run_op(CUstream s, op *o)
         e->ts = start;
         e->ts_of[o->u.event.seq % 8] = start;
         atomic_store(&e->completed, o->u.event.seq);
-        s->t_dev = start;
+        s->t_dev = start + FAKECU_EVENT_S; /* what an event takes on the device */
         if (atomic_load(&g_event_waiters) > 0) {
             pthread_mutex_lock(&g_mu);
             pthread_cond_broadcast(&g_cv);
