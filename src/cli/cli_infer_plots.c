@@ -7,7 +7,8 @@
  *                     largest P99.9 among the policies;
  *   tbt-cdf.svg       the same for every inter-token gap;
  *   pools-POLICY.svg  the GPUs each pool holds over time (at every instance period);
- *   tp-POLICY.svg     the instances of each TP degree over time.
+ *   tp-POLICY.svg     the instances of each TP degree over time;
+ *   clocks-POLICY.svg each pool's mean SM clock over time (weighted by GPUs; 0: no GPUs).
  * The same replay gives the same bytes: nothing depends on the clock or on the machine. */
 #include <errno.h>
 #include <math.h>
@@ -136,11 +137,27 @@ static int plot_cdf(const plot_out *o, const prs_infer_result *res, int n, int t
     return rc;
 }
 
-/* One policy's configuration over time: GPUs per pool (tp = 0) or instances per TP degree. */
+enum { CONF_POOLS, CONF_TP, CONF_CLOCKS };
+
+static const char *const CONF_FILE[] = {"pools", "tp", "clocks"};
+static const char *const CONF_WHAT[] = {"GPUs per pool", "instances per TP degree",
+                                        "mean SM clock per pool"};
+static const char *const CONF_Y[] = {"GPUs held", "Instances", "SM clock (MHz, 0: no GPUs)"};
+
+/* Series k of a configuration plot at tick t. */
+static double conf_value(const prs_infer_config_log *g, int what, size_t t, int k)
+{
+    if (what == CONF_TP) return g->tp_insts[t * PRS_INFER_MAX_TPS + (size_t)k];
+    if (what == CONF_CLOCKS) return g->pool_mhz[t * PRS_INFER_NCLASS + (size_t)k];
+    return g->pool_gpus[t * PRS_INFER_NCLASS + (size_t)k];
+}
+
+/* One policy's configuration over time: GPUs per pool, instances per TP degree or clocks. */
 static int plot_config(const plot_out *o, const prs_infer_result *r, double unit_s, const char *xl,
-                       int tp)
+                       int what)
 {
     const prs_infer_config_log *g = &r->conf;
+    int tp = what == CONF_TP;
     int ns = tp ? g->n_tps : g->npools;
     size_t n = g->n ? g->n : 1;
     double *buf = malloc(sizeof *buf * n * (size_t)(ns + 1));
@@ -156,8 +173,7 @@ static int plot_config(const plot_out *o, const prs_infer_result *r, double unit
     for (int k = 0; k < ns; k++) {
         double *y = buf + n * (size_t)k;
         for (size_t t = 0; t < g->n; t++)
-            y[t] = tp ? g->tp_insts[t * PRS_INFER_MAX_TPS + (size_t)k]
-                      : g->pool_gpus[t * PRS_INFER_NCLASS + (size_t)k];
+            y[t] = conf_value(g, what, t, k);
         if (tp)
             snprintf(labels[k], sizeof labels[k], "TP %d", g->tps[k]);
         else
@@ -167,12 +183,11 @@ static int plot_config(const plot_out *o, const prs_infer_result *r, double unit
     }
     char title[96], name[96];
     const char *pol = prs_infer_policy_name(r->policy);
-    snprintf(title, sizeof title, "%s: %s over time", pol,
-             tp ? "instances per TP degree" : "GPUs per pool");
-    snprintf(name, sizeof name, "%s-%s.svg", tp ? "tp" : "pools", pol);
+    snprintf(title, sizeof title, "%s: %s over time", pol, CONF_WHAT[what]);
+    snprintf(name, sizeof name, "%s-%s.svg", CONF_FILE[what], pol);
     prs_savings_plot p = {.title = title,
                           .subtitle = tp ? NULL : "pools by input and output class (S, M, L)",
-                          .y_label = tp ? "Instances" : "GPUs held",
+                          .y_label = CONF_Y[what],
                           .x_label = xl,
                           .series = ser,
                           .nseries = (size_t)ns};
@@ -192,8 +207,8 @@ int prs_cli_infer_plots(const char *cmd, const char *dir, const prs_infer_result
     double unit = time_unit(res, n, &xl);
     for (int i = 0; !rc && i < n; i++) {
         if (res[i].conf.n == 0) continue;
-        rc = plot_config(&o, &res[i], unit, xl, 0);
-        if (!rc) rc = plot_config(&o, &res[i], unit, xl, 1);
+        for (int what = CONF_POOLS; !rc && what <= CONF_CLOCKS; what++)
+            rc = plot_config(&o, &res[i], unit, xl, what);
     }
     return rc;
 }

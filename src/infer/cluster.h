@@ -81,11 +81,13 @@ void prs_infer_opts_default(prs_infer_opts *o);
 int prs_infer_opts_check(const prs_infer_opts *o, prs_error *err);
 
 /* The cluster's configuration at each of the policy's ticks (every instance period): GPUs held
- * by each pool (instances serving, starting or leaving) and instances of each TP degree. */
+ * by each pool (instances serving, starting or leaving), their mean SM clock weighted by GPUs,
+ * and instances of each TP degree. */
 typedef struct prs_infer_config_log {
     size_t n, cap;
     double *t_s;
     int32_t *pool_gpus; /* n x PRS_INFER_NCLASS (pool 0 alone for singlepool) */
+    float *pool_mhz;    /* n x PRS_INFER_NCLASS: 0 where the pool holds no GPU */
     int32_t *tp_insts;  /* n x PRS_INFER_MAX_TPS, degrees as in tps[] */
     int tps[PRS_INFER_MAX_TPS], n_tps, npools;
 } prs_infer_config_log;

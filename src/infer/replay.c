@@ -143,18 +143,26 @@ static int log_config(prs__infer_cluster *c, double t_s, prs_error *err)
         int32_t *pg = t ? realloc(g->pool_gpus, nc * PRS_INFER_NCLASS * sizeof *pg) : NULL;
         if (pg) g->pool_gpus = pg;
         int32_t *ti = pg ? realloc(g->tp_insts, nc * PRS_INFER_MAX_TPS * sizeof *ti) : NULL;
-        if (!ti) return prs_error_set(err, PRS_ENOMEM, "out of memory for the configuration log");
-        g->tp_insts = ti;
+        if (ti) g->tp_insts = ti;
+        float *pm = ti ? realloc(g->pool_mhz, nc * PRS_INFER_NCLASS * sizeof *pm) : NULL;
+        if (!pm) return prs_error_set(err, PRS_ENOMEM, "out of memory for the configuration log");
+        g->pool_mhz = pm;
         g->cap = nc;
     }
     int32_t *pg = &g->pool_gpus[g->n * PRS_INFER_NCLASS],
             *ti = &g->tp_insts[g->n * PRS_INFER_MAX_TPS];
+    float *pm = &g->pool_mhz[g->n * PRS_INFER_NCLASS];
+    double mhz[PRS_INFER_NCLASS] = {0};
     memset(pg, 0, PRS_INFER_NCLASS * sizeof *pg);
     memset(ti, 0, PRS_INFER_MAX_TPS * sizeof *ti);
     for (int i = 0; i < c->n_inst; i++) {
-        pg[c->inst[i].pool] += c->caps->tps[c->inst[i].type];
+        int gpus = c->caps->tps[c->inst[i].type];
+        pg[c->inst[i].pool] += gpus;
+        mhz[c->inst[i].pool] += (double)gpus * c->caps->clocks[c->inst[i].clock];
         ti[c->inst[i].type]++;
     }
+    for (int k = 0; k < PRS_INFER_NCLASS; k++)
+        pm[k] = pg[k] > 0 ? (float)(mhz[k] / pg[k]) : 0.0f;
     g->t_s[g->n++] = t_s;
     return PRS_OK;
 }
@@ -290,5 +298,6 @@ void prs_infer_result_free(prs_infer_result *r)
     free(r->conf.t_s);
     free(r->conf.pool_gpus);
     free(r->conf.tp_insts);
+    free(r->conf.pool_mhz);
     memset(&r->conf, 0, sizeof r->conf);
 }

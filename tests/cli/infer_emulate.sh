@@ -164,7 +164,7 @@ import json, os, sys, xml.etree.ElementTree as ET
 d, js = sys.argv[1], json.load(open(sys.argv[2]))
 ns = "{http://www.w3.org/2000/svg}"
 want = {"power.svg", "ttft-cdf.svg", "tbt-cdf.svg", "pools-singlepool.svg", "pools-dynamollm.svg",
-        "tp-singlepool.svg", "tp-dynamollm.svg"}
+        "tp-singlepool.svg", "tp-dynamollm.svg", "clocks-singlepool.svg", "clocks-dynamollm.svg"}
 assert set(os.listdir(d)) == want, os.listdir(d)
 def lines(name):
     root = ET.parse(os.path.join(d, name)).getroot()
@@ -187,6 +187,15 @@ for pol, pools in (("singlepool", 1), ("dynamollm", 9)):
     moved = any(len({y for _, y in p}) > 1 for p in pts + tps)
     r = next(p for p in js["policies"] if p["policy"] == pol)["reconfigurations"]
     assert moved == (r["start"] + r["reshard"] + r["stop"] > 0), pol
+    # Clocks: one line per pool; they move when the policy changed a clock, and stay flat when
+    # it reconfigured nothing.
+    texts, cks = lines("clocks-%s.svg" % pol)
+    assert len(cks) == pools and all(len(p) == ticks for p in cks), (pol, [len(p) for p in cks])
+    ck_moved = any(len({y for _, y in p}) > 1 for p in cks)
+    if r["clock"] > 0:
+        assert ck_moved, (pol, r)
+    if r["start"] + r["reshard"] + r["stop"] + r["clock"] == 0:
+        assert not ck_moved, (pol, r)
 PY
 
 # Decode runs: one step at a time gives the same figures.
