@@ -207,7 +207,7 @@ static int check_opts(const prs_fake_opts *o, long *kv, prs_error *err)
 int prs__fake_engine_new(const prs_fake_opts *o, prs_fake_engine **out, prs_error *err)
 {
     *out = NULL;
-    long kv;
+    long kv = 0;
     int rc = check_opts(o, &kv, err);
     if (rc) return rc;
     prs_fake_engine *e = calloc(1, sizeof *e);
@@ -264,7 +264,7 @@ int prs__fake_submit(prs_fake_engine *e, long prompt_tokens, long out_tokens, pr
         rc = prs_error_set(err, PRS_ERANGE, "%d requests already wait", e->st.waiting);
     } else if (e->nseqs == e->cap) {
         int cap = e->cap ? e->cap * 2 : 64;
-        prs_fake_seq **a = realloc(e->seqs, sizeof *a * (size_t)cap);
+        prs_fake_seq **a = realloc(e->seqs, sizeof(prs_fake_seq *) * (size_t)cap);
         if (a == NULL)
             rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
         else

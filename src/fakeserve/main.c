@@ -135,7 +135,7 @@ static enum MHD_Result answer_whole(struct MHD_Connection *c, stream *s, const p
                           object, "created", (json_int_t)time(NULL), "model", s->a->served_name,
                           "choices", choice(s->kind, n, 1, 0), "usage", "prompt_tokens",
                           (json_int_t)rq->prompt_tokens, "completion_tokens", (json_int_t)n,
-                          "total_tokens", (json_int_t)(rq->prompt_tokens + n));
+                          "total_tokens", (json_int_t)rq->prompt_tokens + (json_int_t)n);
     char *body = v ? json_dumps(v, JSON_COMPACT) : NULL;
     json_decref(v);
     stream_free(s);

@@ -1,4 +1,90 @@
-int main(void)
+/* perseus-router: an OpenAI-compatible front for LLM serving instances that sends each request
+ * to the pool of its DynamoLLM class and the instance that serves it with the least predicted
+ * energy (docs/router.md). Parse the command line, load the configuration, serve until SIGINT
+ * or SIGTERM. */
+#define _POSIX_C_SOURCE 200809L
+#include <curl/curl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "httpd.h"
+#include "router.h"
+
+static volatile sig_atomic_t stop_flag;
+static void on_signal(int sig)
 {
+    (void)sig;
+    stop_flag = 1;
+}
+
+static const char usage[] =
+    "usage: perseus-router --config FILE [--listen HOST:PORT] [--port-file FILE]\n"
+    "Route OpenAI-compatible requests to LLM serving instances by DynamoLLM's request classes.\n"
+    "  --config FILE        pools and instances (JSON; format in docs/router.md)\n"
+    "  --listen HOST:PORT   address (default 127.0.0.1:8080; port 0: a free one)\n"
+    "  --port-file FILE     write the port to FILE once serving\n";
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {{"config", 1, NULL, 'c'},
+                                         {"listen", 1, NULL, 'l'},
+                                         {"port-file", 1, NULL, 'p'},
+                                         {"help", 0, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    const char *config = NULL, *listen = "127.0.0.1:8080", *port_file = NULL;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'c':
+            config = optarg;
+            break;
+        case 'l':
+            listen = optarg;
+            break;
+        case 'p':
+            port_file = optarg;
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            return 0;
+        default:
+            fputs(usage, stderr);
+            return 2;
+        }
+    }
+    if (config == NULL || optind < argc) {
+        fprintf(stderr, "perseus-router: %s\n",
+                config ? "unexpected argument" : "--config FILE is required");
+        return 2;
+    }
+    prs_error err = {0};
+    prs_router_config cfg;
+    if (prs__router_config_load(config, &cfg, &err) != 0) {
+        fprintf(stderr, "perseus-router: %s\n", err.msg);
+        return 2;
+    }
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    signal(SIGPIPE, SIG_IGN);
+    prs_router *r = NULL;
+    int port = 0;
+    if (prs__router_new(&cfg, &r, &err) != 0 || prs__router_listen(r, listen, &port, &err) != 0 ||
+        (port_file && prs__httpd_write_port(port_file, port, &err) != 0)) {
+        fprintf(stderr, "perseus-router: %s\n", err.msg);
+        prs__router_free(r);
+        prs__router_config_free(&cfg);
+        curl_global_cleanup();
+        return 1;
+    }
+    fprintf(stderr, "perseus-router: serving on port %d\n", port);
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    while (!stop_flag)
+        pause();
+    prs__router_free(r);
+    curl_global_cleanup();
     return 0;
 }
