@@ -21,21 +21,36 @@ static void on_signal(int sig)
 }
 
 static const char usage[] =
-    "usage: perseus-router --config FILE [--listen HOST:PORT] [--port-file FILE]\n"
+    "usage: perseus-router --config FILE [--listen HOST:PORT] [--port-file FILE] [--check]\n"
     "Route OpenAI-compatible requests to LLM serving instances by DynamoLLM's request classes.\n"
     "  --config FILE        pools and instances (JSON; format in docs/router.md)\n"
     "  --listen HOST:PORT   address (default 127.0.0.1:8080; port 0: a free one)\n"
-    "  --port-file FILE     write the port to FILE once serving\n";
+    "  --port-file FILE     write the port to FILE once serving\n"
+    "  --check              check the configuration, print its pools, and exit\n";
+
+/* --check: one line per pool, its classes and its instances. */
+static void print_pools(const prs_router_config *c)
+{
+    printf("model %s, cost model %s on %s\n", c->model, c->cost.llm->name, c->cost.gpu->name);
+    for (int p = 0; p < c->npools; p++) {
+        printf("pool %s: classes", c->pools[p].name);
+        for (int k = 0; k < PRS_INFER_NCLASS; k++)
+            if (c->pool_of_class[k] == p) printf(" %s", prs_infer_class_name(k));
+        printf("; instances");
+        for (int i = c->pools[p].first; i < c->pools[p].first + c->pools[p].n; i++)
+            printf(" %s (tp %d, %d MHz, %s)", c->inst[i].name, c->inst[i].tp, c->inst[i].mhz,
+                   c->inst[i].url);
+        printf("\n");
+    }
+}
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {{"config", 1, NULL, 'c'},
-                                         {"listen", 1, NULL, 'l'},
-                                         {"port-file", 1, NULL, 'p'},
-                                         {"help", 0, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"config", 1, NULL, 'c'},    {"listen", 1, NULL, 'l'},
+                                         {"port-file", 1, NULL, 'p'}, {"check", 0, NULL, 'k'},
+                                         {"help", 0, NULL, 'h'},      {NULL, 0, NULL, 0}};
     const char *config = NULL, *listen = "127.0.0.1:8080", *port_file = NULL;
-    int ch;
+    int ch, check_only = 0;
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (ch) {
         case 'c':
@@ -46,6 +61,9 @@ int main(int argc, char **argv)
             break;
         case 'p':
             port_file = optarg;
+            break;
+        case 'k':
+            check_only = 1;
             break;
         case 'h':
             fputs(usage, stdout);
@@ -65,6 +83,11 @@ int main(int argc, char **argv)
     if (prs__router_config_load(config, &cfg, &err) != 0) {
         fprintf(stderr, "perseus-router: %s\n", err.msg);
         return 2;
+    }
+    if (check_only) {
+        print_pools(&cfg);
+        prs__router_config_free(&cfg);
+        return 0;
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
     signal(SIGPIPE, SIG_IGN);
