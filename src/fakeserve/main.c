@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "fake_engine.h"
+#include "cmdline.h"
 #include "httpd.h"
 #include "oai_request.h"
 #include "prom.h"
@@ -324,12 +325,13 @@ static int parse_args(int argc, char **argv, prs_fake_opts *o, app *a, const cha
                                          {"max-waiting", 1, NULL, 'w'},
                                          {"default-max-tokens", 1, NULL, 'd'},
                                          {"garbage", 0, NULL, 'G'},
+                                         {"version", 0, NULL, 'V'},
                                          {"help", 0, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     const char *model = "llama2-70b", *gpu = "h100";
     int ch;
     char *end = NULL;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
         switch (ch) {
         case 'l':
             *listen = optarg;
@@ -373,22 +375,27 @@ static int parse_args(int argc, char **argv, prs_fake_opts *o, app *a, const cha
         case 'G':
             a->garbage = 1;
             break;
+        case 'V':
+            puts("perseus-fakeserve " PRS_VERSION);
+            return 0;
         case 'h':
             fputs(usage, stdout);
             return 0;
         default:
-            fputs(usage, stderr);
-            return 2;
+            return prs__cmdline_bad("perseus-fakeserve", opts, ch, argv);
         }
         if (end != NULL && (*end != '\0' || end == optarg)) {
-            fprintf(stderr, "perseus-fakeserve: --%s: not a number: '%s'\n",
-                    opts[0].name ? argv[optind - 2] + 2 : "", optarg);
+            fprintf(stderr, "perseus-fakeserve: not a number: '%s'\n", optarg);
             return 2;
         }
         end = NULL;
     }
     if (optind < argc) {
         fprintf(stderr, "perseus-fakeserve: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (o->tp < 1 || o->tp > 64) {
+        fprintf(stderr, "perseus-fakeserve: --tp must be from 1 to 64\n");
         return 2;
     }
     const prs_infer_llm *m = prs_infer_llm_find(model);

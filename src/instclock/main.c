@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cmdline.h"
 #include "httpd.h"
 #include "instclock.h"
 #include "perseus/gpu.h"
@@ -226,15 +227,18 @@ static int number(const char *opt, const char *arg, double lo, double hi, double
 static int parse_args(int argc, char **argv, opts *o)
 {
     static const struct option longopts[] = {
-        {"metrics", 1, NULL, 'm'},    {"model", 1, NULL, 'M'},         {"gpu", 1, NULL, 'g'},
-        {"tp", 1, NULL, 't'},         {"ttft-slo", 1, NULL, 'T'},      {"tbt-slo", 1, NULL, 'B'},
-        {"headroom", 1, NULL, 'H'},   {"prompt-tokens", 1, NULL, 'P'}, {"period", 1, NULL, 'p'},
-        {"gpus", 1, NULL, 'G'},       {"gpud-socket", 1, NULL, 's'},   {"clock-file", 1, NULL, 'c'},
-        {"iterations", 1, NULL, 'i'}, {"help", 0, NULL, 'h'},          {NULL, 0, NULL, 0}};
+        {"metrics", 1, NULL, 'm'},     {"model", 1, NULL, 'M'},
+        {"gpu", 1, NULL, 'g'},         {"tp", 1, NULL, 't'},
+        {"ttft-slo", 1, NULL, 'T'},    {"tbt-slo", 1, NULL, 'B'},
+        {"headroom", 1, NULL, 'H'},    {"prompt-tokens", 1, NULL, 'P'},
+        {"period", 1, NULL, 'p'},      {"gpus", 1, NULL, 'G'},
+        {"gpud-socket", 1, NULL, 's'}, {"clock-file", 1, NULL, 'c'},
+        {"iterations", 1, NULL, 'i'},  {"version", 0, NULL, 'V'},
+        {"help", 0, NULL, 'h'},        {NULL, 0, NULL, 0}};
     const char *model = "llama2-70b", *gpu = "h100";
     double v = 0, tp = 0;
     int ch, st = -1;
-    while (st < 0 && (ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+    while (st < 0 && (ch = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
         switch (ch) {
         case 'm':
             o->metrics_url = optarg;
@@ -277,12 +281,14 @@ static int parse_args(int argc, char **argv, opts *o)
             st = number("--iterations", optarg, 1, 1e12, &v);
             o->iterations = (long)v;
             break;
+        case 'V':
+            puts("perseus-instclock " PRS_VERSION);
+            return 0;
         case 'h':
             fputs(usage, stdout);
             return 0;
         default:
-            fputs(usage, stderr);
-            return 2;
+            return prs__cmdline_bad("perseus-instclock", longopts, ch, argv);
         }
     }
     if (st >= 0) return st;

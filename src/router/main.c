@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cmdline.h"
 #include "httpd.h"
 #include "router.h"
 
@@ -48,10 +49,11 @@ int main(int argc, char **argv)
 {
     static const struct option opts[] = {{"config", 1, NULL, 'c'},    {"listen", 1, NULL, 'l'},
                                          {"port-file", 1, NULL, 'p'}, {"check", 0, NULL, 'k'},
-                                         {"help", 0, NULL, 'h'},      {NULL, 0, NULL, 0}};
+                                         {"version", 0, NULL, 'V'},   {"help", 0, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
     const char *config = NULL, *listen = "127.0.0.1:8080", *port_file = NULL;
     int ch, check_only = 0;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
         switch (ch) {
         case 'c':
             config = optarg;
@@ -65,12 +67,14 @@ int main(int argc, char **argv)
         case 'k':
             check_only = 1;
             break;
+        case 'V':
+            puts("perseus-router " PRS_VERSION);
+            return 0;
         case 'h':
             fputs(usage, stdout);
             return 0;
         default:
-            fputs(usage, stderr);
-            return 2;
+            return prs__cmdline_bad("perseus-router", opts, ch, argv);
         }
     }
     if (config == NULL || optind < argc) {

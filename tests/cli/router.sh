@@ -12,7 +12,8 @@
 #     empties);
 #   - kill -9 of an instance mid-stream ends that stream with an error, and later requests of its
 #     pool are served by the survivor;
-#   - a bad configuration is refused with exit 2 and a message naming the field.
+#   - a bad configuration is refused with exit 2 and a message naming the field, and so are bad
+#     options (with a suggestion for a typo).
 set -euo pipefail
 router=${PRS_BIN_DIR:?}/perseus-router
 fake=$PRS_BIN_DIR/perseus-fakeserve
@@ -198,4 +199,12 @@ sed 's/"tp": 2/"tp": 2, "mhz": 99/' "$tmp/c1.json" >"$tmp/c2.json"
 expect_error 2 'pools\[0\]\.instances\[0\]\.mhz' "$router" --config "$tmp/c2.json"
 echo '{"model": ' >"$tmp/c3.json"
 expect_error 2 'c3.json:' "$router" --config "$tmp/c3.json"
+# Bad options: one line, exit 2.
+expect_error 2 "^perseus-router: unknown option '--confg' \(did you mean '--config'\?\)$" \
+  "$router" --confg x
+expect_error 2 'config FILE is required' "$router"
+expect_error 2 "^perseus-fakeserve: not a number: 'x'$" "$fake" --tp x
+expect_error 2 'does not fit on 1 h100' "$fake" --tp 1
+expect_error 2 'needs a value' "$fake" --tp
+[[ $("$router" --version) == "perseus-router "* ]] || fail "perseus-router --version"
 echo ok
