@@ -317,6 +317,7 @@ int main(int argc, char **argv)
               .period_s = 5};
     int st = parse_args(argc, argv, &o);
     if (st >= 0) return st;
+    if (o.model.gpu == NULL) return 2; /* parse_args set the model when it returned -1 */
     curl_global_init(CURL_GLOBAL_DEFAULT);
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
