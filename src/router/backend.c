@@ -6,6 +6,7 @@
 #include "backend.h"
 
 #include <curl/curl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -24,6 +25,53 @@ struct prs_backend {
     size_t chunk_len, chunk_off;
     char errbuf[CURL_ERROR_SIZE];
 };
+
+struct prs_backend_pool {
+    CURLSH *share;
+    pthread_mutex_t mu[CURL_LOCK_DATA_LAST];
+};
+
+static void pool_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *cls)
+{
+    (void)h, (void)access;
+    prs_backend_pool *p = cls;
+    pthread_mutex_lock(&p->mu[data]);
+}
+
+static void pool_unlock(CURL *h, curl_lock_data data, void *cls)
+{
+    (void)h;
+    prs_backend_pool *p = cls;
+    pthread_mutex_unlock(&p->mu[data]);
+}
+
+int prs__backend_pool_new(prs_backend_pool **out, prs_error *err)
+{
+    *out = NULL;
+    prs_backend_pool *p = calloc(1, sizeof *p);
+    if (p == NULL || (p->share = curl_share_init()) == NULL) {
+        free(p);
+        return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_init(&p->mu[i], NULL);
+    curl_share_setopt(p->share, CURLSHOPT_LOCKFUNC, pool_lock);
+    curl_share_setopt(p->share, CURLSHOPT_UNLOCKFUNC, pool_unlock);
+    curl_share_setopt(p->share, CURLSHOPT_USERDATA, p);
+    curl_share_setopt(p->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+    curl_share_setopt(p->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    *out = p;
+    return 0;
+}
+
+void prs__backend_pool_free(prs_backend_pool *p)
+{
+    if (p == NULL) return;
+    curl_share_cleanup(p->share);
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_destroy(&p->mu[i]);
+    free(p);
+}
 
 static size_t on_header(char *data, size_t size, size_t n, void *cls)
 {
@@ -62,8 +110,8 @@ static size_t on_body(char *data, size_t size, size_t n, void *cls)
     return len;
 }
 
-int prs__backend_start(const char *url, const char *body, size_t len, double timeout_s,
-                       prs_backend **out, prs_error *err)
+int prs__backend_start(prs_backend_pool *pool, const char *url, const char *body, size_t len,
+                       double timeout_s, prs_backend **out, prs_error *err)
 {
     *out = NULL;
     prs_backend *b = calloc(1, sizeof *b);
@@ -96,6 +144,7 @@ int prs__backend_start(const char *url, const char *body, size_t len, double tim
     curl_easy_setopt(b->easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(b->easy, CURLOPT_LOW_SPEED_TIME, t);
     curl_easy_setopt(b->easy, CURLOPT_PROTOCOLS_STR, "http");
+    if (pool != NULL) curl_easy_setopt(b->easy, CURLOPT_SHARE, pool->share);
     curl_multi_add_handle(b->multi, b->easy);
     *out = b;
     return 0;

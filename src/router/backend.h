@@ -12,10 +12,19 @@
 
 typedef struct prs_backend prs_backend;
 
-/* POST body[len] (copied) as JSON to url. timeout_s bounds the connection and any silence of
- * the instance. PRS_ENOMEM on failure. */
-int prs__backend_start(const char *url, const char *body, size_t len, double timeout_s,
-                       prs_backend **out, prs_error *err);
+/* Connections to the instances kept open between requests and shared by every thread (a libcurl
+ * share of the connection cache, under mutexes): a request reuses an idle connection to its
+ * instance instead of opening one. A transfer freed before its end closes its connection, so an
+ * instance always sees a departed client. */
+typedef struct prs_backend_pool prs_backend_pool;
+int prs__backend_pool_new(prs_backend_pool **out, prs_error *err);
+/* After every transfer using it is freed. NULL is a no-op. */
+void prs__backend_pool_free(prs_backend_pool *p);
+
+/* POST body[len] (copied) as JSON to url, on a connection of pool (NULL: a connection of its
+ * own). timeout_s bounds the connection and any silence of the instance. PRS_ENOMEM on failure. */
+int prs__backend_start(prs_backend_pool *pool, const char *url, const char *body, size_t len,
+                       double timeout_s, prs_backend **out, prs_error *err);
 /* Pump until the response's status line and headers are in. PRS_ESERVER (with curl's reason)
  * when the instance cannot be reached or fails before answering. */
 int prs__backend_head(prs_backend *b, long *status, prs_error *err);

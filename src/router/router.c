@@ -35,6 +35,7 @@ typedef struct inst_stats {
 struct prs_router {
     prs_router_config c;
     prs_router_predictor pred;
+    prs_backend_pool *pool;
     pthread_mutex_t mu;
     prs_router_load *load;
     inst_stats *st;
@@ -273,7 +274,8 @@ static enum MHD_Result forward(prs_router *r, struct MHD_Connection *c, const pr
         prs_backend *b;
         long status = 0;
         prs_error err = {0};
-        if (prs__backend_start(url, body->data, body->len, r->c.backend_timeout_s, &b, &err) != 0)
+        if (prs__backend_start(r->pool, url, body->data, body->len, r->c.backend_timeout_s, &b,
+                               &err) != 0)
             break;
         if (prs__backend_head(b, &status, &err) != 0 || status >= 500 || status == 429) {
             prs__backend_free(b);
@@ -494,7 +496,8 @@ int prs__router_new(prs_router_config *cfg, prs_router **out, prs_error *err)
     r->load = calloc((size_t)r->c.ninst, sizeof *r->load);
     r->st = calloc((size_t)r->c.ninst, sizeof *r->st);
     if (r->load == NULL || r->st == NULL ||
-        prs__router_history_new(r->c.default_out_tokens, &r->pred, err) != 0) {
+        prs__router_history_new(r->c.default_out_tokens, &r->pred, err) != 0 ||
+        prs__backend_pool_new(&r->pool, err) != 0) {
         prs__router_free(r);
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
     }
