@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,8 @@ typedef struct stream {
     size_t pending_len, pending_off;
 } stream;
 
-static volatile sig_atomic_t stop_flag;
+/* Read by connection threads as well as main: an atomic (lock-free, so signal-safe). */
+static atomic_int stop_flag;
 static void on_signal(int sig)
 {
     (void)sig;
