@@ -374,6 +374,14 @@ static void write_instances(const prs_router *r, prs_prom_buf *b, prs_prom_buf *
         inst_labels(r, i, lb);
         prs__prom_printf(b, "perseus_router_inflight{%s} %d\n", lb->text, r->load[i].inflight);
     }
+    prs__prom_header(b, "perseus_router_instance_up", "gauge",
+                     "1 when the instance takes requests, 0 while it is skipped after a failure.");
+    double t = now_s();
+    for (int i = 0; i < r->c.ninst; i++) {
+        inst_labels(r, i, lb);
+        prs__prom_printf(b, "perseus_router_instance_up{%s} %d\n", lb->text,
+                         r->load[i].down_until_s <= t);
+    }
     for (size_t k = 0; k < sizeof counters / sizeof counters[0]; k++) {
         prs__prom_header(b, counters[k].name, "counter", counters[k].help);
         for (int i = 0; i < r->c.ninst; i++) {

@@ -12,6 +12,10 @@
 #     empties);
 #   - kill -9 of an instance mid-stream ends that stream with an error, and later requests of its
 #     pool are served by the survivor;
+#   - instances that stop answering (SIGSTOP) are given up after backend_timeout_s and the
+#     request is re-routed to the next pool; resumed, they are up after their pause and serve;
+#   - kill -9 of the router mid-stream: the streams fail, the instance drops their requests, and
+#     a router restarted on the same port serves;
 #   - a bad configuration is refused with exit 2 and a message naming the field, and so are bad
 #     options (with a suggestion for a typo).
 set -euo pipefail
@@ -49,6 +53,7 @@ cat >"$tmp/router.json" <<JSON
   "model": "llama2-70b",
   "cost_model": {"model": "llama2-70b", "gpu": "h100"},
   "max_body_bytes": 65536,
+  "backend_timeout_s": 2,
   "pools": [
     {"name": "short", "classes": ["SS", "SM", "SL", "MS", "MM", "ML"],
      "instances": [$(inst s1 "$port_s1" 2), $(inst s2 "$port_s2" 2)]},
@@ -59,7 +64,8 @@ cat >"$tmp/router.json" <<JSON
 JSON
 "$router" --config "$tmp/router.json" --listen 127.0.0.1:0 --port-file "$tmp/router.port" \
   2>"$tmp/router.log" &
-pids+=($!)
+router_pid=$!
+pids+=($router_pid)
 wait_until 30 test -s "$tmp/router.port" || fail "router did not start: $(cat "$tmp/router.log")"
 url=http://127.0.0.1:$(cat "$tmp/router.port")
 
@@ -170,6 +176,29 @@ wait_until 30 none_running || fail "the fake still runs the abandoned request"
   $(metric perseus_router_client_gone_total 'pool="long",instance="l2"') == 1)) ||
   fail "the departed client is not counted"
 
+# Slow backends: both long instances stopped (SIGSTOP) answer nothing; each is given up after
+# backend_timeout_s and counted as failed, and the request is re-routed to the short pool.
+errors() { echo $(($(metric perseus_router_backend_errors_total 'pool="long",instance="l1"') +
+  $(metric perseus_router_backend_errors_total 'pool="long",instance="l2"'))); }
+rerouted() { echo $(($(metric perseus_router_rerouted_total 'pool="short",instance="s1"') +
+  $(metric perseus_router_rerouted_total 'pool="short",instance="s2"'))); }
+errors_before=$(errors) rerouted_before=$(rerouted)
+kill -STOP "$pid_l1" "$pid_l2"
+code=$(post /v1/completions "{\"model\": \"llama2-70b\", \"prompt\": \"$long_prompt\", \"max_tokens\": 2}")
+kill -CONT "$pid_l1" "$pid_l2"
+[[ $code == 200 ]] || fail "with the long pool stopped: $code $(cat "$tmp/body")"
+(($(errors) - errors_before == 2)) || fail "$(($(errors) - errors_before)) stopped instances given up, want 2"
+(($(rerouted) - rerouted_before == 1)) || fail "the request was not re-routed to the short pool"
+wait_until 30 none_inflight || fail "requests left in flight after the slow backends"
+long_up() { (($(metric perseus_router_instance_up 'pool="long",instance="l1"') +
+  $(metric perseus_router_instance_up 'pool="long",instance="l2"') == 2)); }
+wait_until 30 long_up || fail "the long instances are not back up"
+long_ok() { echo $(($(metric perseus_router_requests_ok_total 'pool="long",instance="l1"') +
+  $(metric perseus_router_requests_ok_total 'pool="long",instance="l2"'))); }
+ok_before=$(long_ok)
+code=$(post /v1/completions "{\"model\": \"llama2-70b\", \"prompt\": \"$long_prompt\", \"max_tokens\": 2}")
+[[ $code == 200 && $(long_ok) == $((ok_before + 1)) ]] || fail "the resumed long pool does not serve"
+
 # kill -9 of the instance serving a stream: the stream fails, the survivor serves what follows.
 stream_long "$tmp/killed"
 wait_until 30 grep -q '^data: {' "$tmp/killed" || fail "long stream did not start"
@@ -186,9 +215,30 @@ for _ in 1 2 3; do
   [[ $code == 200 ]] || fail "after the kill: $code $(cat "$tmp/body")"
 done
 after=$(metric perseus_router_requests_ok_total "pool=\"long\",instance=\"$survivor\"")
-[[ $((after - before)) == 3 ]] || fail "the survivor served $((after - before)) of 3"
+[[ $((after - before)) == 3 ]] || fail "the survivor ($survivor) served $((after - before)) of 3"
 [[ $(metric perseus_router_backend_errors_total "pool=\"long\",instance=\"$victim\"") -ge 1 ]] ||
   fail "the killed instance's failure is not counted"
+
+# kill -9 of the router with streams in flight: the clients see a broken transfer, the instances
+# drop the requests, and a router restarted on the same port serves again.
+router_port=$(cat "$tmp/router.port")
+stream_long "$tmp/r1"
+s1=$spid
+stream_long "$tmp/r2"
+s2=$spid
+two_streams() { grep -q '^data: {' "$tmp/r1" && grep -q '^data: {' "$tmp/r2"; }
+wait_until 30 two_streams || fail "streams through the router did not start"
+kill -9 "$router_pid"
+for p in "$s1" "$s2"; do
+  rc=0; wait "$p" || rc=$?
+  [[ $rc != 0 ]] || fail "a stream cut by the router's death ended as if complete"
+done
+survivor_idle() { [[ $(fake_metric "$(eval echo "\$port_$survivor")" vllm:num_requests_running) == 0 ]]; }
+wait_until 30 survivor_idle || fail "the instance still runs the requests of the dead router"
+"$router" --config "$tmp/router.json" --listen "127.0.0.1:$router_port" 2>"$tmp/router2.log" &
+pids+=($!)
+served() { [[ $(post /v1/completions '{"model": "llama2-70b", "prompt": "x", "max_tokens": 2}') == 200 ]]; }
+wait_until 30 served || fail "the restarted router does not serve: $(cat "$tmp/router2.log")"
 
 # Bad configurations: exit 2, one line naming the field.
 echo '{"model": "m", "cost_model": {"model": "llama2-70b", "gpu": "h100"}, "pools": [
