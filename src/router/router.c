@@ -19,9 +19,9 @@
 #include "httpd.h"
 #include "prom.h"
 #include "router_pick.h"
+#include "sse.h"
 
 #define WHOLE_MAX_BYTES (64u << 20) /* a non-streamed answer larger than this is refused */
-#define SSE_HEAD 16                 /* bytes of a line kept to recognise "data: [DONE]" */
 
 enum { REJ_INVALID, REJ_MODEL, REJ_TOO_LARGE, REJ_NO_CAPACITY, REJ_BACKEND, REJ_N };
 static const char *const reject_name[REJ_N] = {"invalid_request", "unknown_model", "too_large",
@@ -54,8 +54,7 @@ typedef struct flow {
     int inst, in_class, done, failed;
     long prompt_tokens, events;
     double start_s, last_s;
-    size_t line_len;
-    char head[SSE_HEAD];
+    prs_sse_scan sse;
 } flow;
 
 static double now_s(void)
@@ -75,15 +74,10 @@ static enum MHD_Result reject(prs_router *r, struct MHD_Connection *c, int why, 
     return prs__httpd_send_oai_error(c, status, type, param, code, msg);
 }
 
-/* An SSE line ended: a token event unless it is the [DONE] sentinel or not a data line. */
-static void sse_line_end(flow *f)
+/* A token event of the stream passed: the first gives the TTFT, the next ones the gaps. */
+static void on_token(void *cls)
 {
-    size_t n = f->line_len < SSE_HEAD ? f->line_len : SSE_HEAD;
-    int data = n >= 5 && memcmp(f->head, "data:", 5) == 0;
-    int sentinel = (n == 12 && memcmp(f->head, "data: [DONE]", 12) == 0) ||
-                   (n == 11 && memcmp(f->head, "data:[DONE]", 11) == 0);
-    f->line_len = 0;
-    if (!data || sentinel) return;
+    flow *f = cls;
     double t = now_s();
     prs_router *r = f->r;
     pthread_mutex_lock(&r->mu);
@@ -94,18 +88,6 @@ static void sse_line_end(flow *f)
     pthread_mutex_unlock(&r->mu);
     f->events++;
     f->last_s = t;
-}
-
-static void sse_scan(flow *f, const char *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (p[i] == '\n') {
-            sse_line_end(f);
-        } else if (p[i] != '\r') {
-            if (f->line_len < SSE_HEAD) f->head[f->line_len] = p[i];
-            f->line_len++;
-        }
-    }
 }
 
 /* The end of a forwarded request, whichever way it ended: exactly once per flow. */
@@ -139,7 +121,7 @@ static ssize_t flow_read(void *cls, uint64_t pos, char *buf, size_t max)
     prs_error err = {0};
     ssize_t n = prs__backend_read(f->b, buf, max, &err);
     if (n > 0) {
-        sse_scan(f, buf, (size_t)n);
+        prs__sse_feed(&f->sse, buf, (size_t)n, on_token, f);
         return n;
     }
     if (n == 0) {
@@ -516,8 +498,8 @@ int prs__router_new(prs_router_config *cfg, prs_router **out, prs_error *err)
 
 int prs__router_listen(prs_router *r, const char *listen, int *port, prs_error *err)
 {
-    return prs__httpd_start(listen, r->c.max_connections, 0, on_request, on_done, r, &r->d, port,
-                            err);
+    return prs__httpd_start(listen, r->c.max_connections, (unsigned)r->c.client_timeout_s,
+                            on_request, on_done, r, &r->d, port, err);
 }
 
 void prs__router_free(prs_router *r)

@@ -163,11 +163,12 @@ static int parse_cost(const json_t *root, prs_router_config *c, prs_error *err)
 static int parse_limits(const json_t *root, prs_router_config *c, prs_error *err)
 {
     long body = (long)c->max_body_bytes, conns = c->max_connections, out = c->default_out_tokens;
-    long timeout = (long)c->backend_timeout_s;
+    long timeout = (long)c->backend_timeout_s, client_timeout = (long)c->client_timeout_s;
     int rc = get_int(root, "max_body_bytes", 1024, 1L << 30, &body, "config", err);
     if (!rc) rc = get_int(root, "max_connections", 1, 100000, &conns, "config", err);
     if (!rc) rc = get_int(root, "default_max_tokens", 1, PRS_OAI_MAX_TOKENS, &out, "config", err);
     if (!rc) rc = get_int(root, "backend_timeout_s", 1, 86400, &timeout, "config", err);
+    if (!rc) rc = get_int(root, "client_timeout_s", 1, 86400, &client_timeout, "config", err);
     const json_t *cl = json_object_get(root, "classes");
     if (!rc && cl != NULL) {
         const json_t *in = json_object_get(cl, "input"), *o = json_object_get(cl, "output");
@@ -184,14 +185,22 @@ static int parse_limits(const json_t *root, prs_router_config *c, prs_error *err
     c->max_connections = (unsigned)conns;
     c->default_out_tokens = out;
     c->backend_timeout_s = (double)timeout;
+    c->client_timeout_s = (double)client_timeout;
     return rc;
 }
 
 static int parse_root(const json_t *root, prs_router_config *c, prs_error *err)
 {
-    static const char *const keys[] = {
-        "model",           "cost_model",         "classes",           "pools", "max_body_bytes",
-        "max_connections", "default_max_tokens", "backend_timeout_s", NULL};
+    static const char *const keys[] = {"model",
+                                       "cost_model",
+                                       "classes",
+                                       "pools",
+                                       "max_body_bytes",
+                                       "max_connections",
+                                       "default_max_tokens",
+                                       "backend_timeout_s",
+                                       "client_timeout_s",
+                                       NULL};
     if (!json_is_object(root))
         return prs_error_set(err, PRS_EINVAL, "the configuration must be a JSON object");
     int rc = check_keys(root, keys, "config", err);
@@ -233,6 +242,7 @@ int prs__router_config_parse(const char *text, size_t len, const char *name, prs
     out->max_body_bytes = 1u << 20;
     out->max_connections = 1024;
     out->backend_timeout_s = 600;
+    out->client_timeout_s = 600;
     out->down_s = 1.0;
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);

@@ -40,6 +40,7 @@ typedef struct prs_router_config {
     size_t max_body_bytes;    /* request bodies over this are refused (413) */
     unsigned max_connections; /* client connections held at once */
     double backend_timeout_s; /* a backend silent for this long is given up */
+    double client_timeout_s;  /* a client connection idle this long is closed */
     double down_s;            /* an instance that failed is skipped for this long */
     prs_router_pool pools[PRS_ROUTER_MAX_POOLS];
     int npools;

@@ -16,6 +16,7 @@
 #include "prom.h"
 #include "router_config.h"
 #include "router_pick.h"
+#include "sse.h"
 
 static int parse(prs_oai_kind kind, const char *body, prs_oai_request *rq, const char **param,
                  prs_error *err)
@@ -175,6 +176,7 @@ static void test_config_errors(void **state)
     config_bad(HEAD "\"pools\":[{\"name\":\"p\",\"classes\":[\"SS\"],\"instances\":[{\"name\":"
                     "\"a\",\"url\":\"http://h\",\"tp\":1}]}]}",
                "pools[0].instances[0].tp"); /* 70B weights do not fit one H100 */
+    config_bad(HEAD "\"client_timeout_s\":0," POOLS_2 "}", "config.client_timeout_s");
     config_bad(HEAD "\"classes\":{\"input\":[300,200],\"output\":[1,2]}," POOLS_2 "}",
                "input class limits");
 }
@@ -250,6 +252,40 @@ static void test_prom_hist(void **state)
     free(b.text);
 }
 
+static void count_event(void *cls)
+{
+    (*(int *)cls)++;
+}
+
+/* The same stream split at every byte gives the same events: 3 token events (one with a line
+ * longer than the kept head, one with CRLF), a comment, a blank line and both [DONE] forms. */
+static void test_sse(void **state)
+{
+    (void)state;
+    static const char stream[] =
+        "data: {\"choices\":[{\"text\":\" tok tok tok tok tok tok tok\"}]}\n\n"
+        ": keep-alive comment\n"
+        "data:{\"x\":1}\r\n\r\n"
+        "event: ping\n"
+        "data: 1\n\n"
+        "data: [DONE]\n\n"
+        "data:[DONE]\n"
+        "data: [DONE] not quite\n";
+    size_t n = sizeof stream - 1;
+    for (size_t cut = 0; cut <= n; cut++) {
+        prs_sse_scan s = {0};
+        int calls = 0;
+        long events = prs__sse_feed(&s, stream, cut, count_event, &calls);
+        events += prs__sse_feed(&s, stream + cut, n - cut, count_event, &calls);
+        assert_int_equal(events, 4); /* the last line is data, not the sentinel */
+        assert_int_equal(calls, 4);
+    }
+    prs_sse_scan s = {0};
+    for (size_t i = 0; i < n; i++) /* byte by byte */
+        (void)prs__sse_feed(&s, stream + i, 1, NULL, NULL);
+    assert_int_equal(s.line_len, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -262,6 +298,7 @@ int main(void)
         cmocka_unit_test(test_pick),
         cmocka_unit_test(test_history),
         cmocka_unit_test(test_prom_hist),
+        cmocka_unit_test(test_sse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
