@@ -316,5 +316,10 @@ void prs__fake_stats(prs_fake_engine *e, prs_fake_stats *out)
 {
     pthread_mutex_lock(&e->mu);
     *out = e->st;
+    /* an idle engine accounts its idle energy when it wakes: add what accrued so far */
+    if (e->nseqs == 0) {
+        double idle_w = prs_infer_roofline_idle_w(&e->o.model, e->o.tp);
+        out->energy_j += idle_w * (model_now_s(e) - e->last_iter_end_s);
+    }
     pthread_mutex_unlock(&e->mu);
 }

@@ -113,6 +113,13 @@ long_ok=$(($(metric perseus_router_requests_ok_total 'pool="long",instance="l1"'
   $(metric perseus_router_requests_ok_total 'pool="long",instance="l2"')))
 [[ $long_ok == 1 ]] || fail "long pool answered $long_ok requests, want 1"
 
+# Every fake counts its GPUs' energy, idle time included (s2 has served nothing yet).
+for n in s1 s2 l1 l2; do
+  port=port_$n
+  awk '{exit !($1 > 0)}' <<<"$(fake_metric "${!port}" perseus_fake_energy_joules_total)" ||
+    fail "fake $n reports no energy"
+done
+
 if command -v promtool >/dev/null; then
   curl -s "$url/metrics" | promtool check metrics || fail "promtool rejects the router's metrics"
 fi
