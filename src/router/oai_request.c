@@ -166,9 +166,11 @@ int prs__oai_parse(prs_oai_kind kind, const char *body, size_t len, prs_oai_requ
     out->kind = kind;
     json_error_t jerr;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (root == NULL)
+    if (root == NULL) {
+        prs__oai_one_line(jerr.text);
         return prs_error_set(err, PRS_EPARSE, "request body is not valid JSON: %s (line %d)",
                              jerr.text, jerr.line);
+    }
     int rc = 0;
     if (!json_is_object(root))
         rc = prs_error_set(err, PRS_EPARSE, "request body must be a JSON object");
@@ -176,6 +178,12 @@ int prs__oai_parse(prs_oai_kind kind, const char *body, size_t len, prs_oai_requ
         rc = read_fields(root, kind, out, param, err);
     json_decref(root);
     return rc;
+}
+
+void prs__oai_one_line(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
 }
 
 char *prs__oai_error_body(const char *message, const char *type, const char *param,

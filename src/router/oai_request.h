@@ -39,6 +39,9 @@ typedef struct prs_oai_request {
 int prs__oai_parse(prs_oai_kind kind, const char *body, size_t len, prs_oai_request *out,
                    const char **param, prs_error *err);
 
+/* Replace control characters in s by '?', so a message quoting its input stays one line. */
+void prs__oai_one_line(char *s);
+
 /* A malloc'd NUL-terminated OpenAI error body
  *   {"error":{"message":MSG,"type":TYPE,"param":PARAM or null,"code":CODE or null}}
  * (the caller frees it); NULL only when memory runs out. */

@@ -246,14 +246,17 @@ int prs__router_config_parse(const char *text, size_t len, const char *name, prs
     out->down_s = 1.0;
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (root == NULL)
+    if (root == NULL) {
+        prs__oai_one_line(jerr.text);
         return prs_error_set(err, PRS_EPARSE, "%s:%d: %s", name ? name : "<memory>", jerr.line,
                              jerr.text);
+    }
     int rc = parse_root(root, out, err);
     json_decref(root);
     if (rc) {
         char msg[PRS_ERRMSG_MAX];
         snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+        prs__oai_one_line(msg); /* names from the file may hold control characters */
         prs_error_set(err, rc, "%s: %s", name ? name : "<memory>", msg);
         prs__router_config_free(out);
     }
