@@ -174,7 +174,7 @@ static enum MHD_Result answer_whole(flow *f, struct MHD_Connection *c, long stat
         ret = prs__httpd_send_oai_error(c, 502, "server_error", NULL, "bad_backend_response",
                                         "the serving instance answered with a malformed body");
     } else {
-        f->done = status == 200;
+        f->done = 1; /* answered in full, an error of the instance's own included */
         json_int_t out =
             json_integer_value(json_object_get(json_object_get(v, "usage"), "completion_tokens"));
         f->events = (long)out;

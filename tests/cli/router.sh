@@ -7,7 +7,8 @@
 #     and the TTFT and inter-token gaps measured from the streams;
 #   - malformed JSON, a missing field, an unknown model, an oversized body and an unknown URL get
 #     OpenAI-shaped errors (400, 400 with param, 404 model_not_found, 413, 404);
-#   - a backend that answers garbage gives 502 bad_backend_response;
+#   - an instance's own error (400) is passed on; one that answers garbage gives 502
+#     bad_backend_response;
 #   - a client leaving mid-stream frees its instance (nothing left in flight, the fake's batch
 #     empties);
 #   - kill -9 of an instance mid-stream ends that stream with an error, and later requests of its
@@ -144,6 +145,11 @@ expect_oai 404 invalid_request_error model_not_found model /v1/completions \
 expect_oai 413 invalid_request_error body_too_large "" /v1/completions \
   "{\"model\": \"llama2-70b\", \"prompt\": \"$(head -c 70000 /dev/zero | tr '\0' a)\"}"
 expect_oai 404 invalid_request_error unknown_url "" /v2/anything '{}'
+# An error of the instance's own (more tokens than its KV cache holds) is passed on unchanged.
+code=$(post /v1/completions '{"model": "llama2-70b", "prompt": "x", "max_tokens": 1000000}')
+[[ $code == 400 ]] && jq -e '.error.type == "invalid_request_error" and
+  (.error.message | test("KV cache"))' "$tmp/body" >/dev/null ||
+  fail "the instance's own error: $code $(cat "$tmp/body")"
 [[ $(metric perseus_router_rejected_total 'reason="invalid_request"') == 4 ]] ||
   fail "invalid requests not counted"
 
