@@ -7,9 +7,11 @@
 
 #include <curl/curl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #define POLL_MS 1000
 
@@ -24,7 +26,15 @@ struct prs_backend {
     char *chunk; /* bytes received, not yet handed out */
     size_t chunk_len, chunk_off;
     char errbuf[CURL_ERROR_SIZE];
+    double timeout_s, last_activity_s; /* the instance's silence is bounded by timeout_s */
 };
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 struct prs_backend_pool {
     CURLSH *share;
@@ -77,6 +87,7 @@ static size_t on_header(char *data, size_t size, size_t n, void *cls)
 {
     prs_backend *b = cls;
     size_t len = size * n;
+    b->last_activity_s = mono_s();
     if (len <= 2) {
         b->head_done = 1; /* the blank line ending the head */
     } else if (len > 13 && strncasecmp(data, "content-type:", 13) == 0) {
@@ -101,6 +112,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *cls)
     prs_backend *b = cls;
     size_t len = size * n;
     b->head_done = 1;
+    b->last_activity_s = mono_s();
     if (b->chunk != NULL) return CURL_WRITEFUNC_PAUSE; /* the last chunk is not handed out yet */
     b->chunk = malloc(len ? len : 1);
     if (b->chunk == NULL) return 0; /* aborts the transfer */
@@ -141,8 +153,8 @@ int prs__backend_start(prs_backend_pool *pool, const char *url, const char *body
     curl_easy_setopt(b->easy, CURLOPT_ERRORBUFFER, b->errbuf);
     curl_easy_setopt(b->easy, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(b->easy, CURLOPT_CONNECTTIMEOUT, t < 5 ? t : 5L);
-    curl_easy_setopt(b->easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(b->easy, CURLOPT_LOW_SPEED_TIME, t);
+    b->timeout_s = timeout_s;
+    b->last_activity_s = mono_s();
     curl_easy_setopt(b->easy, CURLOPT_PROTOCOLS_STR, "http");
     if (pool != NULL) curl_easy_setopt(b->easy, CURLOPT_SHARE, pool->share);
     curl_multi_add_handle(b->multi, b->easy);
@@ -164,6 +176,13 @@ static void pump(prs_backend *b)
         }
     }
     if (!b->finished && b->chunk == NULL) curl_multi_poll(b->multi, NULL, 0, POLL_MS, NULL);
+    /* silence: measured here, not by libcurl's low-speed check, which let a silent instance
+     * hold a request several times longer than the timeout */
+    if (!b->finished && b->chunk == NULL && mono_s() - b->last_activity_s > b->timeout_s) {
+        b->finished = 1;
+        b->result = CURLE_OPERATION_TIMEDOUT;
+        snprintf(b->errbuf, sizeof b->errbuf, "no answer for %.0f s", b->timeout_s);
+    }
 }
 
 static int transfer_error(const prs_backend *b, prs_error *err)
