@@ -13,7 +13,8 @@ set(PRS_BASH_COMPLETIONDIR "${CMAKE_INSTALL_DATADIR}/bash-completion/completions
     CACHE STRING "Where the bash completion goes, relative to the prefix (or absolute)")
 set(PRS_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/Perseus")
 
-install(TARGETS perseus perseusd perseus-gpud RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+install(TARGETS perseus perseusd perseus-gpud perseus-router perseus-instclock perseus-fakeserve
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         COMPONENT tools)
 install(TARGETS perseus_shared perseus_static EXPORT PerseusTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT lib NAMELINK_COMPONENT dev
@@ -53,7 +54,8 @@ install(FILES ${CMAKE_BINARY_DIR}/perseus.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}
 # Manual pages compressed (gzip -9n: no name or time stamp, so the same bytes every build), as
 # man(1) reads them and Debian's policy wants them.
 find_program(PRS_GZIP gzip REQUIRED)
-foreach(page perseus.1 perseusd.8 perseus-gpud.8)
+foreach(page perseus.1 perseusd.8 perseus-gpud.8 perseus-router.8 perseus-instclock.8
+             perseus-fakeserve.1)
   string(REGEX REPLACE ".*\\.([0-9])$" "\\1" section ${page})
   add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/man/${page}.gz
                      COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/man

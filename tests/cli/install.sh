@@ -31,7 +31,7 @@ minor=${version#*.}
 minor=${minor%%.*}
 
 # Programs.
-for p in perseus perseusd perseus-gpud; do
+for p in perseus perseusd perseus-gpud perseus-router perseus-instclock perseus-fakeserve; do
   [[ -x $prefix/bin/$p ]] || fail "bin/$p not installed"
   out=$("$prefix/bin/$p" --version) || fail "$p --version failed"
   [[ $out == "$p $version"* ]] || fail "$p --version: '$out' (want $p $version)"
@@ -47,6 +47,8 @@ lib=$libdir/libperseus.so.$major.$minor
 grep -q "SONAME.*\[libperseus.so.$major\]" <<<"$(readelf -d "$lib")" || fail "SONAME is not libperseus.so.$major"
 [[ ! -e $prefix/include/perseus/server.h ]] || fail "server.h is not part of the library"
 for f in share/man/man1/perseus.1.gz share/man/man8/perseusd.8.gz share/man/man8/perseus-gpud.8.gz \
+  share/man/man8/perseus-router.8.gz share/man/man8/perseus-instclock.8.gz \
+  share/man/man1/perseus-fakeserve.1.gz \
   share/bash-completion/completions/perseus lib/systemd/system/perseus-gpud.service \
   lib/systemd/system/perseusd.service \
   share/perseus/examples/a100-8stage.csv share/perseus/examples/gpud.conf.example \
@@ -144,7 +146,7 @@ for h in "$prefix"/include/perseus/*.h; do
 done
 
 # Man pages render without warnings.
-for m in "$prefix"/share/man/man1/perseus.1.gz "$prefix"/share/man/man8/*.8.gz; do
+for m in "$prefix"/share/man/man1/*.1.gz "$prefix"/share/man/man8/*.8.gz; do
   if command -v man >/dev/null; then
     LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l "$m" >"$tmp/man.out" 2>"$tmp/man.err" ||
       fail "man -l $m"

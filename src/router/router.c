@@ -1,0 +1,515 @@
+/* perseus-router's server (router.h). A thread per client connection (libmicrohttpd) reads the
+ * body, classifies the request, picks an instance (router_pick.h) and forwards the body unchanged
+ * (backend.h), trying the next best instance when one cannot be reached, is overloaded (429,
+ * 503) or fails before answering. A stream is passed through as the client reads it, and each
+ * server-sent "data:" event it carries is timed: the first gives the time to first token, the
+ * others the inter-token gaps. The shared state (instances' loads, the statistics) sits behind
+ * one mutex held only for counter updates, never across I/O. */
+#define _POSIX_C_SOURCE 200809L
+#include "router.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "httpd.h"
+#include "prom.h"
+#include "router_pick.h"
+#include "sse.h"
+
+#define WHOLE_MAX_BYTES (64u << 20) /* a non-streamed answer larger than this is refused */
+
+enum { REJ_INVALID, REJ_MODEL, REJ_TOO_LARGE, REJ_NO_CAPACITY, REJ_BACKEND, REJ_N };
+static const char *const reject_name[REJ_N] = {"invalid_request", "unknown_model", "too_large",
+                                               "no_capacity", "backend_failed"};
+
+typedef struct inst_stats {
+    prs_prom_hist ttft, itl, e2e;
+    unsigned long ok, failed, client_gone, backend_errors, overloaded, rerouted_in;
+} inst_stats;
+
+struct prs_router {
+    prs_router_config c;
+    prs_router_predictor pred;
+    prs_backend_pool *pool;
+    pthread_mutex_t mu;
+    prs_router_load *load;
+    inst_stats *st;
+    unsigned long class_requests[PRS_INFER_NCLASS];
+    unsigned long rejected[REJ_N];
+    struct MHD_Daemon *d;
+};
+
+typedef struct conn {
+    prs_httpd_body body;
+} conn;
+
+typedef struct flow {
+    prs_router *r;
+    prs_backend *b;
+    int inst, in_class, done, failed;
+    long prompt_tokens, events;
+    double start_s, last_s;
+    prs_sse_scan sse;
+} flow;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static enum MHD_Result reject(prs_router *r, struct MHD_Connection *c, int why, unsigned status,
+                              const char *type, const char *param, const char *code,
+                              const char *msg)
+{
+    pthread_mutex_lock(&r->mu);
+    r->rejected[why]++;
+    pthread_mutex_unlock(&r->mu);
+    return prs__httpd_send_oai_error(c, status, type, param, code, msg);
+}
+
+/* A token event of the stream passed: the first gives the TTFT, the next ones the gaps. */
+static void on_token(void *cls)
+{
+    flow *f = cls;
+    double t = now_s();
+    prs_router *r = f->r;
+    pthread_mutex_lock(&r->mu);
+    if (f->events == 0)
+        prs__prom_hist_observe(&r->st[f->inst].ttft, t - f->start_s);
+    else
+        prs__prom_hist_observe(&r->st[f->inst].itl, t - f->last_s);
+    pthread_mutex_unlock(&r->mu);
+    f->events++;
+    f->last_s = t;
+}
+
+/* The end of a forwarded request, whichever way it ended: exactly once per flow. */
+static void flow_end(flow *f)
+{
+    prs_router *r = f->r;
+    double t = now_s();
+    pthread_mutex_lock(&r->mu);
+    r->load[f->inst].inflight--;
+    inst_stats *s = &r->st[f->inst];
+    if (f->done) {
+        s->ok++;
+        prs__prom_hist_observe(&s->e2e, t - f->start_s);
+    } else if (f->failed) {
+        s->failed++;
+        s->backend_errors++;
+    } else {
+        s->client_gone++;
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (f->done && f->events > 0)
+        r->pred.observe(r->pred.ctx, f->in_class, f->prompt_tokens, f->events);
+    prs__backend_free(f->b);
+    free(f);
+}
+
+static ssize_t flow_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    flow *f = cls;
+    prs_error err = {0};
+    ssize_t n = prs__backend_read(f->b, buf, max, &err);
+    if (n > 0) {
+        prs__sse_feed(&f->sse, buf, (size_t)n, on_token, f);
+        return n;
+    }
+    if (n == 0) {
+        f->done = 1;
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+    f->failed = 1;
+    return MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void flow_free(void *cls)
+{
+    flow_end(cls);
+}
+
+/* The whole body of a response (bounded); NULL when it broke or is too large. */
+static char *read_whole(prs_backend *b, size_t *len)
+{
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf != NULL) {
+        if (n + 4096 + 1 > cap) {
+            char *nb = cap * 2 <= WHOLE_MAX_BYTES ? realloc(buf, cap * 2) : NULL;
+            if (nb == NULL) break;
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t k = prs__backend_read(b, buf + n, 4096, NULL);
+        if (k == 0) {
+            buf[n] = '\0';
+            *len = n;
+            return buf;
+        }
+        if (k < 0) break;
+        n += (size_t)k;
+    }
+    free(buf);
+    return NULL;
+}
+
+/* A non-streamed answer: checked to be a JSON object, then passed on with its status. */
+static enum MHD_Result answer_whole(flow *f, struct MHD_Connection *c, long status)
+{
+    size_t len = 0;
+    char *body = read_whole(f->b, &len);
+    json_t *v = body ? json_loadb(body, len, 0, NULL) : NULL;
+    enum MHD_Result ret;
+    if (!json_is_object(v)) {
+        f->failed = 1;
+        ret = prs__httpd_send_oai_error(c, 502, "server_error", NULL, "bad_backend_response",
+                                        "the serving instance answered with a malformed body");
+    } else {
+        f->done = 1; /* answered in full, an error of the instance's own included */
+        json_int_t out =
+            json_integer_value(json_object_get(json_object_get(v, "usage"), "completion_tokens"));
+        f->events = (long)out;
+        ret = prs__httpd_send(c, (unsigned)status, "application/json", body, len);
+    }
+    json_decref(v);
+    free(body);
+    flow_end(f);
+    return ret;
+}
+
+static enum MHD_Result answer_stream(flow *f, struct MHD_Connection *c)
+{
+    if (strstr(prs__backend_content_type(f->b), "text/event-stream") == NULL) {
+        f->failed = 1;
+        flow_end(f);
+        return prs__httpd_send_oai_error(c, 502, "server_error", NULL, "bad_backend_response",
+                                         "the serving instance did not answer with a stream");
+    }
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, flow_read, f, flow_free);
+    if (resp == NULL) {
+        flow_end(f);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    enum MHD_Result ret = MHD_queue_response(c, 200, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* Take instance i for a request (the mutex is held). */
+static void take(prs_router *r, int i, int rerouted)
+{
+    r->load[i].inflight++;
+    r->st[i].rerouted_in += (unsigned long)rerouted;
+}
+
+/* The instance failed or refused: give it back, and mark it down when it failed. */
+static void give_back(prs_router *r, int i, int down, int overloaded)
+{
+    pthread_mutex_lock(&r->mu);
+    r->load[i].inflight--;
+    if (down) {
+        r->load[i].down_until_s = now_s() + r->c.down_s;
+        r->st[i].backend_errors++;
+    }
+    r->st[i].overloaded += (unsigned long)overloaded;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static enum MHD_Result forward(prs_router *r, struct MHD_Connection *c, const prs_httpd_body *body,
+                               const prs_oai_request *rq, const char *path)
+{
+    int in_class = prs_infer_class_of(&r->c.classes, (int)rq->prompt_tokens, 1) / 3;
+    long out = r->pred.predict(r->pred.ctx, in_class, rq->prompt_tokens, rq->max_tokens);
+    int klass = prs_infer_class_of(&r->c.classes, (int)rq->prompt_tokens, (int)out);
+    unsigned char *tried = calloc((size_t)r->c.ninst, 1);
+    if (tried == NULL)
+        return prs__httpd_send_oai_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    double start = now_s();
+    int failures = 0;
+    char last[PRS_ERRMSG_MAX + PRS_ROUTER_NAME_MAX + 8] = "";
+    pthread_mutex_lock(&r->mu);
+    r->class_requests[klass]++;
+    pthread_mutex_unlock(&r->mu);
+    for (;;) {
+        int rerouted;
+        pthread_mutex_lock(&r->mu);
+        int i = prs__router_pick(&r->c, r->load, tried, now_s(), klass, rq->prompt_tokens, out,
+                                 &rerouted);
+        if (i >= 0) take(r, i, rerouted);
+        pthread_mutex_unlock(&r->mu);
+        if (i < 0) break;
+        tried[i] = 1;
+        char url[PRS_ROUTER_URL_MAX + 64];
+        snprintf(url, sizeof url, "%s%s", r->c.inst[i].url, path);
+        prs_backend *b;
+        long status = 0;
+        prs_error err = {0};
+        if (prs__backend_start(r->pool, url, body->data, body->len, r->c.backend_timeout_s, &b,
+                               &err) != 0)
+            break;
+        if (prs__backend_head(b, &status, &err) != 0 || status >= 500 || status == 429) {
+            prs__backend_free(b);
+            int down = status == 0 || (status >= 500 && status != 503);
+            give_back(r, i, down, status == 503 || status == 429);
+            failures += down;
+            if (down)
+                snprintf(last, sizeof last, "%s: %s", r->c.inst[i].name,
+                         status ? "answered an error" : err.msg);
+            continue;
+        }
+        free(tried);
+        flow *f = calloc(1, sizeof *f);
+        if (f == NULL) {
+            prs__backend_free(b);
+            give_back(r, i, 0, 0);
+            return prs__httpd_send_oai_error(c, 500, "server_error", NULL, NULL, "out of memory");
+        }
+        *f = (flow){.r = r,
+                    .b = b,
+                    .inst = i,
+                    .in_class = in_class,
+                    .prompt_tokens = rq->prompt_tokens,
+                    .start_s = start};
+        if (rq->stream && status == 200) return answer_stream(f, c);
+        return answer_whole(f, c, status);
+    }
+    free(tried);
+    if (failures > 0) {
+        char msg[PRS_ERRMSG_MAX + PRS_ROUTER_NAME_MAX + 80];
+        snprintf(msg, sizeof msg, "every serving instance tried failed (last, %s)", last);
+        return reject(r, c, REJ_BACKEND, 502, "server_error", NULL, "backend_failed", msg);
+    }
+    return reject(r, c, REJ_NO_CAPACITY, 503, "server_error", NULL, "overloaded",
+                  "no serving instance has capacity for this request now; retry later");
+}
+
+static enum MHD_Result completion(prs_router *r, struct MHD_Connection *c, prs_oai_kind kind,
+                                  const prs_httpd_body *b, const char *path)
+{
+    if (b->too_large) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "request body is larger than %zu bytes", b->max);
+        return reject(r, c, REJ_TOO_LARGE, 413, "invalid_request_error", NULL, "body_too_large",
+                      msg);
+    }
+    if (b->failed)
+        return prs__httpd_send_oai_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    prs_oai_request rq;
+    prs_error err = {0};
+    const char *param;
+    if (prs__oai_parse(kind, b->data ? b->data : "", b->len, &rq, &param, &err) != 0)
+        return reject(r, c, REJ_INVALID, 400, "invalid_request_error", param, NULL, err.msg);
+    if (strcmp(rq.model, r->c.model) != 0) {
+        char msg[PRS_OAI_MODEL_MAX + 64];
+        snprintf(msg, sizeof msg, "The model '%s' does not exist.", rq.model);
+        return reject(r, c, REJ_MODEL, 404, "invalid_request_error", "model", "model_not_found",
+                      msg);
+    }
+    return forward(r, c, b, &rq, path);
+}
+
+static void inst_labels(const prs_router *r, int i, prs_prom_buf *lb)
+{
+    lb->len = 0;
+    prs__prom_printf(lb, "pool=\"");
+    prs__prom_label_value(lb, r->c.pools[r->c.inst[i].pool].name);
+    prs__prom_printf(lb, "\",instance=\"");
+    prs__prom_label_value(lb, r->c.inst[i].name);
+    prs__prom_printf(lb, "\"");
+}
+
+static const struct {
+    const char *name, *help;
+    size_t off;
+} counters[] = {
+    {"perseus_router_requests_ok_total", "Requests answered in full by the instance.",
+     offsetof(inst_stats, ok)},
+    {"perseus_router_requests_failed_total", "Requests whose instance failed mid-answer.",
+     offsetof(inst_stats, failed)},
+    {"perseus_router_client_gone_total", "Requests whose client left before the end.",
+     offsetof(inst_stats, client_gone)},
+    {"perseus_router_backend_errors_total",
+     "Failures of the instance (unreachable, 5xx, malformed answers).",
+     offsetof(inst_stats, backend_errors)},
+    {"perseus_router_overloaded_total", "Times the instance answered 429 or 503.",
+     offsetof(inst_stats, overloaded)},
+    {"perseus_router_rerouted_total", "Requests sent to the instance from another pool's class.",
+     offsetof(inst_stats, rerouted_in)},
+};
+
+static void write_instances(const prs_router *r, prs_prom_buf *b, prs_prom_buf *lb)
+{
+    prs__prom_header(b, "perseus_router_inflight", "gauge", "Requests in flight at the instance.");
+    for (int i = 0; i < r->c.ninst; i++) {
+        inst_labels(r, i, lb);
+        prs__prom_printf(b, "perseus_router_inflight{%s} %d\n", lb->text, r->load[i].inflight);
+    }
+    prs__prom_header(b, "perseus_router_instance_up", "gauge",
+                     "1 when the instance takes requests, 0 while it is skipped after a failure.");
+    double t = now_s();
+    for (int i = 0; i < r->c.ninst; i++) {
+        inst_labels(r, i, lb);
+        prs__prom_printf(b, "perseus_router_instance_up{%s} %d\n", lb->text,
+                         r->load[i].down_until_s <= t);
+    }
+    for (size_t k = 0; k < sizeof counters / sizeof counters[0]; k++) {
+        prs__prom_header(b, counters[k].name, "counter", counters[k].help);
+        for (int i = 0; i < r->c.ninst; i++) {
+            inst_labels(r, i, lb);
+            const unsigned long *v =
+                (const unsigned long *)((const char *)&r->st[i] + counters[k].off);
+            prs__prom_printf(b, "%s{%s} %lu\n", counters[k].name, lb->text, *v);
+        }
+    }
+    static const char *const hname[3] = {"perseus_router_ttft_seconds",
+                                         "perseus_router_inter_token_seconds",
+                                         "perseus_router_e2e_seconds"};
+    static const char *const hhelp[3] = {
+        "Time from the request's arrival to the stream's first token event.",
+        "Time between consecutive token events of a stream.",
+        "Time from the request's arrival to the end of its answer."};
+    for (int h = 0; h < 3; h++) {
+        prs__prom_header(b, hname[h], "histogram", hhelp[h]);
+        for (int i = 0; i < r->c.ninst; i++) {
+            inst_labels(r, i, lb);
+            const prs_prom_hist *v = h == 0   ? &r->st[i].ttft
+                                     : h == 1 ? &r->st[i].itl
+                                              : &r->st[i].e2e;
+            prs__prom_hist_write(b, hname[h], lb->text, v);
+        }
+    }
+}
+
+static enum MHD_Result metrics(prs_router *r, struct MHD_Connection *c)
+{
+    prs_prom_buf b = {0}, lb = {0};
+    prs__prom_printf(&lb, "%s", "");
+    pthread_mutex_lock(&r->mu);
+    write_instances(r, &b, &lb);
+    prs__prom_header(&b, "perseus_router_class_requests_total", "counter",
+                     "Requests by DynamoLLM class (input and predicted output length).");
+    for (int k = 0; k < PRS_INFER_NCLASS; k++)
+        prs__prom_printf(&b, "perseus_router_class_requests_total{class=\"%s\",pool=\"%s\"} %lu\n",
+                         prs_infer_class_name(k), r->c.pools[r->c.pool_of_class[k]].name,
+                         r->class_requests[k]);
+    prs__prom_header(&b, "perseus_router_rejected_total", "counter",
+                     "Requests refused by the router, by reason.");
+    for (int k = 0; k < REJ_N; k++)
+        prs__prom_printf(&b, "perseus_router_rejected_total{reason=\"%s\"} %lu\n", reject_name[k],
+                         r->rejected[k]);
+    pthread_mutex_unlock(&r->mu);
+    enum MHD_Result ret = b.failed || lb.failed
+                              ? prs__httpd_send(c, 500, "text/plain", "out of memory\n", 14)
+                              : prs__httpd_send(c, 200, "text/plain; version=0.0.4", b.text, b.len);
+    free(b.text);
+    free(lb.text);
+    return ret;
+}
+
+static enum MHD_Result models(prs_router *r, struct MHD_Connection *c)
+{
+    json_t *v = json_pack("{s:s, s:[{s:s, s:s, s:s}]}", "object", "list", "data", "id", r->c.model,
+                          "object", "model", "owned_by", "perseus");
+    char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    json_decref(v);
+    enum MHD_Result ret =
+        s ? prs__httpd_send(c, 200, "application/json", s, strlen(s))
+          : prs__httpd_send_oai_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    free(s);
+    return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *data,
+                                  size_t *data_size, void **con_cls)
+{
+    (void)version;
+    prs_router *r = cls;
+    int post = strcmp(method, "POST") == 0;
+    if (*con_cls == NULL) {
+        conn *k = calloc(1, sizeof *k);
+        if (k == NULL) return MHD_NO;
+        k->body.max = r->c.max_body_bytes;
+        *con_cls = k;
+        if (post) return MHD_YES;
+    }
+    conn *k = *con_cls;
+    if (post && *data_size > 0) {
+        prs__httpd_body_add(&k->body, data, *data_size);
+        *data_size = 0;
+        return MHD_YES;
+    }
+    int get = strcmp(method, "GET") == 0;
+    if (get && strcmp(url, "/metrics") == 0) return metrics(r, c);
+    if (get && strcmp(url, "/health") == 0) return prs__httpd_send(c, 200, "text/plain", "", 0);
+    if (get && strcmp(url, "/v1/models") == 0) return models(r, c);
+    int chat = strcmp(url, "/v1/chat/completions") == 0;
+    if (!chat && strcmp(url, "/v1/completions") != 0)
+        return prs__httpd_send_oai_error(c, 404, "invalid_request_error", NULL, "unknown_url",
+                                         "unknown endpoint");
+    if (!post)
+        return prs__httpd_send_oai_error(c, 405, "invalid_request_error", NULL, NULL,
+                                         "this endpoint takes POST");
+    return completion(r, c, chat ? PRS_OAI_CHAT : PRS_OAI_COMPLETIONS, &k->body, url);
+}
+
+static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
+                    enum MHD_RequestTerminationCode why)
+{
+    (void)cls, (void)c, (void)why;
+    conn *k = *con_cls;
+    if (k == NULL) return;
+    prs__httpd_body_free(&k->body);
+    free(k);
+    *con_cls = NULL;
+}
+
+int prs__router_new(prs_router_config *cfg, prs_router **out, prs_error *err)
+{
+    *out = NULL;
+    prs_router *r = calloc(1, sizeof *r);
+    if (r == NULL) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    r->c = *cfg;
+    memset(cfg, 0, sizeof *cfg);
+    r->load = calloc((size_t)r->c.ninst, sizeof *r->load);
+    r->st = calloc((size_t)r->c.ninst, sizeof *r->st);
+    if (r->load == NULL || r->st == NULL ||
+        prs__router_history_new(r->c.default_out_tokens, &r->pred, err) != 0 ||
+        prs__backend_pool_new(&r->pool, err) != 0) {
+        prs__router_free(r);
+        return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    }
+    pthread_mutex_init(&r->mu, NULL);
+    *out = r;
+    return 0;
+}
+
+int prs__router_listen(prs_router *r, const char *listen, int *port, prs_error *err)
+{
+    return prs__httpd_start(listen, r->c.max_connections, (unsigned)r->c.client_timeout_s,
+                            on_request, on_done, r, &r->d, port, err);
+}
+
+void prs__router_free(prs_router *r)
+{
+    if (r == NULL) return;
+    if (r->d) MHD_stop_daemon(r->d);
+    if (r->pred.ctx) prs__router_history_free(&r->pred);
+    if (r->load) pthread_mutex_destroy(&r->mu);
+    free(r->load);
+    free(r->st);
+    prs__router_config_free(&r->c);
+    free(r);
+}
