@@ -310,6 +310,30 @@ static const char usage[] =
     "  --default-max-tokens N     tokens generated when a request gives no max_tokens (16)\n"
     "  --garbage                  answer completions with a malformed body (for tests)\n";
 
+/* The options that depend on each other, and the cost model: -1 to go on, or 2. */
+static int check_args(prs_fake_opts *o, app *a, const char *model, const char *gpu)
+{
+    if (o->tp < 1 || o->tp > 64) {
+        fprintf(stderr, "perseus-fakeserve: --tp must be from 1 to 64\n");
+        return 2;
+    }
+    const prs_infer_llm *m = prs_infer_llm_find(model);
+    const prs_infer_gpu *g = prs_infer_gpu_find(gpu);
+    prs_error err = {0};
+    if (m == NULL || g == NULL || prs_infer_roofline_init(&o->model, m, g, &err) != 0) {
+        fprintf(stderr, "perseus-fakeserve: no cost model for --model %s --gpu %s%s%s\n", model,
+                gpu, err.msg[0] ? ": " : "", err.msg);
+        return 2;
+    }
+    if (o->mhz == 0) o->mhz = g->f_max_mhz;
+    if (a->served_name == NULL) a->served_name = m->name;
+    if (a->default_max_tokens < 1) {
+        fprintf(stderr, "perseus-fakeserve: --default-max-tokens must be >= 1\n");
+        return 2;
+    }
+    return -1;
+}
+
 static int parse_args(int argc, char **argv, prs_fake_opts *o, app *a, const char **listen,
                       const char **port_file)
 {
@@ -396,25 +420,7 @@ static int parse_args(int argc, char **argv, prs_fake_opts *o, app *a, const cha
         fprintf(stderr, "perseus-fakeserve: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if (o->tp < 1 || o->tp > 64) {
-        fprintf(stderr, "perseus-fakeserve: --tp must be from 1 to 64\n");
-        return 2;
-    }
-    const prs_infer_llm *m = prs_infer_llm_find(model);
-    const prs_infer_gpu *g = prs_infer_gpu_find(gpu);
-    prs_error err = {0};
-    if (m == NULL || g == NULL || prs_infer_roofline_init(&o->model, m, g, &err) != 0) {
-        fprintf(stderr, "perseus-fakeserve: no cost model for --model %s --gpu %s%s%s\n", model,
-                gpu, err.msg[0] ? ": " : "", err.msg);
-        return 2;
-    }
-    if (o->mhz == 0) o->mhz = g->f_max_mhz;
-    if (a->served_name == NULL) a->served_name = m->name;
-    if (a->default_max_tokens < 1) {
-        fprintf(stderr, "perseus-fakeserve: --default-max-tokens must be >= 1\n");
-        return 2;
-    }
-    return -1;
+    return check_args(o, a, model, gpu);
 }
 
 int main(int argc, char **argv)
