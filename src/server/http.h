@@ -28,6 +28,8 @@ typedef enum route_auth {
     AUTH_ADMIN,        /* the administrator's token (and the server must have one) */
     AUTH_JOB,          /* the job's own token */
     AUTH_JOB_OR_ADMIN, /* the job's own token or the administrator's */
+    AUTH_CLUSTER,      /* the cluster's own token (checked by its handler, cluster_routes.c) */
+    AUTH_CLUSTER_OR_ADMIN, /* the cluster's own token or the administrator's */
 } route_auth;
 
 /* One row of the route table (router.c): method and path pattern ({id}: a job id, {dp}: a
@@ -162,6 +164,12 @@ enum MHD_Result handle_list(prs_server *s, struct MHD_Connection *c, conn_ctx *c
 enum MHD_Result handle_metrics(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
                                const route_match *m);
 
+/* ---- inference clusters (cluster_routes.c) ---- */
+enum MHD_Result handle_cluster_create(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
+                                      const route_match *m);
+/* Every route of one cluster ({cid}): its token checked, then answered by m->route. */
+enum MHD_Result handle_cluster(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
+                               const route_match *m);
 /* ---- request metrics (server_metrics.c) ---- */
 
 /* Count a finished request of route r with its status and duration. */

@@ -96,6 +96,8 @@ static int check_framing(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
 static int is_heavy(const route_match *m, const conn_ctx *cc)
 {
     return cc->len >= HEAVY_BODY_BYTES || m->route == R_PROFILE_PUT ||
+           m->route == R_CLUSTER_CREATE || m->route == R_CLUSTER_PROFILE ||
+           m->route == R_CLUSTER_LOAD ||
            (m->route == R_STATUS && cc->job_world >= HEAVY_STATUS_RANKS);
 }
 

@@ -34,6 +34,13 @@ static const route_def ROUTES[] = {
     {"GET", "/v1/jobs/{id}/profile", R_PROFILE_GET, handle_job, AUTH_JOB, 0},
     {"POST", "/v1/jobs/{id}/profile", R_PROFILE_PUT, handle_job, AUTH_JOB, 1},
     {"DELETE", "/v1/jobs/{id}/stragglers/{dp}", R_STRAGGLER_CLEAR, handle_job, AUTH_JOB, 0},
+    {"POST", "/v1/clusters", R_CLUSTER_CREATE, handle_cluster_create, AUTH_CREATE, 1},
+    {"GET", "/v1/clusters/{cid}", R_CLUSTER_GET, handle_cluster, AUTH_CLUSTER_OR_ADMIN, 0},
+    {"DELETE", "/v1/clusters/{cid}", R_CLUSTER_DELETE, handle_cluster, AUTH_CLUSTER_OR_ADMIN, 0},
+    {"POST", "/v1/clusters/{cid}/loads", R_CLUSTER_LOAD, handle_cluster, AUTH_CLUSTER, 0},
+    {"GET", "/v1/clusters/{cid}/desired", R_CLUSTER_DESIRED, handle_cluster, AUTH_CLUSTER_OR_ADMIN,
+     0},
+    {"POST", "/v1/clusters/{cid}/profile", R_CLUSTER_PROFILE, handle_cluster, AUTH_CLUSTER, 1},
 };
 #define N_ROWS (sizeof ROUTES / sizeof ROUTES[0])
 
@@ -46,7 +53,8 @@ static int path_matches(const char *pattern, const char *url, route_match *m)
         p++;
         u++;
         size_t plen = strcspn(p, "/"), ulen = strcspn(u, "/");
-        if (plen == 4 && strncmp(p, "{id}", 4) == 0) {
+        if ((plen == 4 && strncmp(p, "{id}", 4) == 0) ||
+            (plen == 5 && strncmp(p, "{cid}", 5) == 0)) { /* {cid}: a cluster id, same form */
             if (!secure_is_id(u, ulen)) return 0;
             memcpy(m->id, u, ulen);
             m->id[ulen] = '\0';

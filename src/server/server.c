@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cluster.h"
 #include "server_int.h"
 
 void prs_server_config_default(prs_server_config *c)
@@ -121,6 +122,7 @@ static void server_free(prs_server *s)
 {
     if (!s) return;
     table_free_all(s);
+    cluster_table_free(s->clusters);
     store_close(s->st);
     if (s->listen_fd >= 0) close(s->listen_fd);
     pthread_rwlock_destroy(&s->lock);
@@ -186,6 +188,7 @@ static prs_server *server_new(const prs_server_config *cfg, const struct sockadd
         s->cfg.threads = n < 1 ? 1 : n > 16 ? 16 : (unsigned)n;
     }
     table_rwlock_init(&s->lock);
+    s->clusters = cluster_table_new();
     pthread_mutex_init(&s->store_mu, NULL);
     pthread_mutex_init(&s->task_mu, NULL);
     pthread_mutex_init(&s->m.mu, NULL);
@@ -200,7 +203,7 @@ static prs_server *server_new(const prs_server_config *cfg, const struct sockadd
     s->listen_host = strdup(cfg->listen_host);
     s->db_path = strdup(cfg->db_path);
     s->data_dir = strdup(cfg->data_dir);
-    if (!s->listen_host || !s->db_path || !s->data_dir) {
+    if (!s->listen_host || !s->db_path || !s->data_dir || !s->clusters) {
         server_free(s);
         return NULL;
     }

@@ -65,6 +65,12 @@ enum route {
     R_COMPLETE,
     R_DELETE,
     R_LIST,
+    R_CLUSTER_CREATE,
+    R_CLUSTER_GET,
+    R_CLUSTER_DELETE,
+    R_CLUSTER_LOAD,
+    R_CLUSTER_DESIRED,
+    R_CLUSTER_PROFILE,
     R_UNKNOWN,
     N_ROUTES
 };
@@ -117,9 +123,10 @@ struct prs_server {
     pthread_mutex_t janitor_mu;
     pthread_cond_t janitor_cv;
     int janitor_stop, janitor_started, purge_pending;
-    srv_metrics m; /* request counts and latencies, planner runs (m.mu) */
-    workq *heavy;   /* runs the requests with large bodies (http_request.c) */
-    zeus_srv *zeus; /* the Zeus-compatible routes (zeus_routes.h); NULL when off */
+    srv_metrics m;                  /* request counts and latencies, planner runs (m.mu) */
+    workq *heavy;                   /* runs the requests with large bodies (http_request.c) */
+    zeus_srv *zeus;                 /* the Zeus-compatible routes (zeus_routes.h); NULL when off */
+    struct cluster_table *clusters; /* inference clusters (cluster.h), memory only */
     double started;
 };
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster.h"
 #include "http.h"
 #include "job_metrics.h"
 #include "metrics.h"
@@ -109,6 +110,7 @@ enum MHD_Result handle_metrics(prs_server *s, struct MHD_Connection *c, conn_ctx
             nrows);
     /* The per-job series name job ids and models: not for anyone who can reach the port. */
     if (s->has_metrics_token || s->loopback) job_metrics_write(f, rows, nrows);
+    if ((s->has_metrics_token || s->loopback) && s->clusters) cluster_metrics_write(f, s->clusters);
     free(rows);
     prs__metrics_build_info(f);
     prs__metrics_process(f);

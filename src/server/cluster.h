@@ -1,0 +1,116 @@
+/* Inference clusters (cluster_spec.c, cluster_table.c, cluster_routes.c, cluster_view.c): a
+ * serving cluster declared to perseusd — pools by request class, instances (URL, GPUs by UUID,
+ * TP), an inference profile and SLOs — the loads its router reports, and the configuration the
+ * cluster level chooses for the latest load: instances x TP per pool, by the exact sizing of
+ * src/infer (plan.h). An autoscaler follows the result (GET .../desired, or the
+ * perseus_cluster_desired_instances gauges). docs/api.md, "Inference clusters".
+ *
+ * Clusters live in memory only: a restart of perseusd forgets them (their owners declare them
+ * again). Locks: the table's mutex (a leaf: held to look up, link, unlink and take references);
+ * each cluster's mutex, taken with no other lock of this module held, for its state and its
+ * planning. */
+#ifndef PRS_SERVER_CLUSTER_H
+#define PRS_SERVER_CLUSTER_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "capacity.h"
+#include "classes.h"
+#include "perseus/error.h"
+#include "plan.h"
+#include "secure.h"
+
+#define CLUSTER_MAX 64        /* clusters a server holds */
+#define CLUSTER_MAX_INST 256  /* declared instances of one cluster */
+#define CLUSTER_MAX_TP 8      /* GPUs of one instance */
+#define CLUSTER_MAX_GPUS 4096 /* the GPU budget of one cluster */
+#define CLUSTER_URL_MAX 255   /* bytes of an instance URL */
+#define CLUSTER_UUID_MAX 63   /* bytes of a GPU UUID */
+#define CLUSTER_NAME_MAX 63   /* bytes of a cluster's name */
+
+typedef struct cluster_inst {
+    int pool; /* class index, 0 (SS) .. 8 (LL) */
+    int tp;
+    char url[CLUSTER_URL_MAX + 1];
+    char gpu[CLUSTER_MAX_TP][CLUSTER_UUID_MAX + 1];
+} cluster_inst;
+
+/* A declaration, as POST /v1/clusters gives it. */
+typedef struct cluster_spec {
+    char name[CLUSTER_NAME_MAX + 1];
+    int gpus; /* the GPU budget the cluster level splits among the pools */
+    prs_infer_classes classes;
+    double max_util;
+    int probe_requests, clocks;
+    int n_inst;
+    cluster_inst inst[CLUSTER_MAX_INST];
+    char *profile_csv; /* owned (NUL-terminated), profile_len bytes */
+    size_t profile_len;
+} cluster_spec;
+
+/* Parse a declaration (JSON text of len bytes) into *spec (caller-allocated; free with
+ * cluster_spec_free). PRS_EINVAL with the field named ("pools.SS.instances[1].tp: ..."). */
+int cluster_spec_parse(const char *text, size_t len, cluster_spec *spec, prs_error *err);
+void cluster_spec_free(cluster_spec *spec);
+/* Parse a load report {"rates_rps": {"SS": 2.5, ...}} into rates_rps[9] (absent classes 0). */
+int cluster_load_parse(const char *text, size_t len, double *rates_rps, prs_error *err);
+
+/* One cluster: its declaration, capacity table and latest plan. */
+typedef struct cluster {
+    char id[SECURE_ID_LEN + 1];
+    uint8_t token_hash[SECURE_SHA256_LEN];
+    pthread_mutex_t mu; /* everything below */
+    int refs;           /* under the table's mutex */
+    int deleted;        /* under the table's mutex */
+    cluster_spec spec;
+    prs_infer_captable *caps;
+    prs_infer_opts opts;
+    long generation; /* plans made (0: no load reported yet) */
+    double load_rps[PRS_INFER_NCLASS];
+    long long load_unix;  /* when the latest load came */
+    long loads;           /* load reports accepted */
+    prs_infer_plan *plan; /* the latest plan (NULL before the first load) */
+    char last_error[sizeof(
+        ((prs_error *)0)->msg)]; /* the latest load's planning error ("" when it was planned) */
+    long long created_unix;
+} cluster;
+
+typedef struct cluster_table cluster_table;
+
+cluster_table *cluster_table_new(void);
+void cluster_table_free(cluster_table *t);
+
+/* Make a cluster from a declaration (taken over: spec's profile moves into the cluster; spec is
+ * left empty): the profile parsed, every instance's TP checked against it, the capacity table
+ * built. *out gets a reference (cluster_unpin). PRS_EINVAL (bad profile or declaration, the
+ * message naming the field), PRS_ERANGE (the table is full), PRS_ENOMEM. */
+int cluster_create(cluster_table *t, cluster_spec *spec, const uint8_t token_hash[], cluster **out,
+                   prs_error *err);
+/* A reference to cluster id, or NULL. */
+cluster *cluster_pin(cluster_table *t, const char *id);
+void cluster_unpin(cluster_table *t, cluster *c);
+/* Unlink cluster c (the caller's reference stays valid until unpinned). */
+void cluster_delete(cluster_table *t, cluster *c);
+/* References to every cluster (malloc'd; *n of them). */
+cluster **cluster_pin_all(cluster_table *t, size_t *n);
+
+/* Replace the profile (CSV text, copied) and rebuild the capacity table; the latest load is
+ * planned again. PRS_EINVAL when the profile is bad or lacks a declared instance's TP. */
+int cluster_set_profile(cluster *c, const char *csv, size_t len, prs_error *err);
+/* Plan for a reported load (c->mu not held): the plan replaces the last on success;
+ * PRS_ERANGE when the load does not fit the GPU budget (the previous plan stays). */
+int cluster_report_load(cluster *c, const double *rates_rps, long long now_unix, prs_error *err);
+
+/* JSON views (c->mu not held): the state (declaration, load, plan) and the desired
+ * configuration. */
+json_t *cluster_state_json(cluster *c);
+json_t *cluster_desired_json(cluster *c);
+/* The Prometheus series of every cluster (docs/api.md). */
+void cluster_metrics_write(FILE *f, cluster_table *t);
+
+#endif
