@@ -127,6 +127,9 @@ static int parse_slo(json_t *root, cluster_spec *s, prs_error *err)
             pair(cls, "in_tokens", 2, in, 0, 1e6, err) ||
             pair(cls, "out_tokens", 2, out, 0, 1e6, err))
             return jf_in_object("classes", err);
+        if (in[0] >= in[1] || out[0] >= out[1])
+            return jf_fail(err, "classes.%s: expected two increasing token limits",
+                           in[0] >= in[1] ? "in_tokens" : "out_tokens");
         for (int i = 0; i < 2; i++) {
             s->classes.in_limit[i] = (int)in[i];
             s->classes.out_limit[i] = (int)out[i];

@@ -155,7 +155,7 @@ void cluster_delete(cluster_table *t, cluster *c)
 cluster **cluster_pin_all(cluster_table *t, size_t *n)
 {
     *n = 0;
-    cluster **all = calloc(CLUSTER_MAX, sizeof *all);
+    cluster **all = calloc(CLUSTER_MAX, sizeof(cluster *));
     if (!all) return NULL;
     pthread_mutex_lock(&t->mu);
     for (int i = 0; i < CLUSTER_MAX; i++)

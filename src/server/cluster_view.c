@@ -172,18 +172,23 @@ static void series_of(FILE *f, const cluster *c, int family)
 
 void cluster_metrics_write(FILE *f, cluster_table *t)
 {
-    static const char *const head[] = {
-        "perseus_cluster_desired_instances Instances of each TP degree the cluster level wants "
-        "in each pool for the latest load (before any load: the declared ones).",
-        "perseus_cluster_declared_instances Instances of each TP degree declared in each pool.",
-        "perseus_cluster_desired_gpus GPUs the desired instances of a pool hold.",
-        "perseus_cluster_load_rps The latest reported load of a pool (requests/s).",
-        "perseus_cluster_plan_generation Plans made for a cluster (0: no load reported yet)."};
+    static const struct {
+        const char *name, *help;
+    } head[] = {
+        {"perseus_cluster_desired_instances",
+         "Instances of each TP degree the cluster level wants in each pool for the latest load "
+         "(before any load: the declared ones)."},
+        {"perseus_cluster_declared_instances",
+         "Instances of each TP degree declared in each pool."},
+        {"perseus_cluster_desired_gpus", "GPUs the desired instances of a pool hold."},
+        {"perseus_cluster_load_rps", "The latest reported load of a pool (requests/s)."},
+        {"perseus_cluster_plan_generation", "Plans made for a cluster (0: no load reported yet)."},
+    };
     size_t n = 0;
     cluster **all = cluster_pin_all(t, &n);
     for (int fam = 0; fam < 5; fam++) {
-        size_t name = strcspn(head[fam], " ");
-        fprintf(f, "# HELP %s\n# TYPE %.*s gauge\n", head[fam], (int)name, head[fam]);
+        fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", head[fam].name, head[fam].help,
+                head[fam].name);
         for (size_t i = 0; i < n; i++) {
             pthread_mutex_lock(&all[i]->mu);
             series_of(f, all[i], fam);

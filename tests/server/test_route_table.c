@@ -56,6 +56,34 @@ static void test_each_route(void **state)
     }
 }
 
+/* The cluster routes: {cid} takes a well-formed id like {id}, but is no job's (has_id 0: the job
+ * table is not consulted for it). */
+static void test_cluster_routes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *method, *url;
+        enum route route;
+    } cases[] = {
+        {"POST", "/v1/clusters", R_CLUSTER_CREATE},
+        {"GET", "/v1/clusters/" ID, R_CLUSTER_GET},
+        {"DELETE", "/v1/clusters/" ID, R_CLUSTER_DELETE},
+        {"POST", "/v1/clusters/" ID "/loads", R_CLUSTER_LOAD},
+        {"GET", "/v1/clusters/" ID "/desired", R_CLUSTER_DESIRED},
+        {"POST", "/v1/clusters/" ID "/profile", R_CLUSTER_PROFILE},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        route_match m = find(cases[i].method, cases[i].url);
+        assert_int_equal(m.route, cases[i].route);
+        assert_true(m.method_ok);
+        assert_int_equal(m.has_id, 0);
+        if (i > 0) assert_string_equal(m.id, ID);
+    }
+    assert_int_equal(find("GET", "/v1/clusters/not-an-id!").route, R_UNKNOWN);
+    assert_string_equal(route_name(R_CLUSTER_DESIRED), "get_cluster_desired");
+    assert_string_equal(route_name(R_UNKNOWN), "unknown");
+}
+
 static void test_other_methods(void **state)
 {
     (void)state;
@@ -136,6 +164,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_route),
+        cmocka_unit_test(test_cluster_routes),
         cmocka_unit_test(test_other_methods),
         cmocka_unit_test(test_unknown_paths),
         cmocka_unit_test(test_pipeline_index_and_auth),
