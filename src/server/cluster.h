@@ -5,10 +5,11 @@
  * src/infer (plan.h). An autoscaler follows the result (GET .../desired, or the
  * perseus_cluster_desired_instances gauges). docs/api.md, "Inference clusters".
  *
- * Clusters live in memory only: a restart of perseusd forgets them (their owners declare them
- * again). Locks: the table's mutex (a leaf: held to look up, link, unlink and take references);
- * each cluster's mutex, taken with no other lock of this module held, for its state and its
- * planning. */
+ * Clusters are kept in the store (cluster_store.c: the declaration, the profile and the latest
+ * load) and planned again from them when the server starts. Locks: the table's mutex (a leaf: held
+ * to look up, link, unlink and take references); each cluster's mutex, for its state and its
+ * planning, taken with no other lock of this module held; the server's store mutex may be taken
+ * while a cluster's is held (cluster_store.c), never the other way round. */
 #ifndef PRS_SERVER_CLUSTER_H
 #define PRS_SERVER_CLUSTER_H
 
@@ -91,6 +92,9 @@ void cluster_table_free(cluster_table *t);
  * message naming the field), PRS_ERANGE (the table is full), PRS_ENOMEM. */
 int cluster_create(cluster_table *t, cluster_spec *spec, const uint8_t token_hash[], cluster **out,
                    prs_error *err);
+/* The same for a cluster read back from the store: its id and creation time kept. */
+int cluster_restore(cluster_table *t, cluster_spec *spec, const uint8_t token_hash[],
+                    const char *id, long long created_unix, cluster **out, prs_error *err);
 /* A reference to cluster id, or NULL. */
 cluster *cluster_pin(cluster_table *t, const char *id);
 void cluster_unpin(cluster_table *t, cluster *c);

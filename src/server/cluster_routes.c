@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "cluster.h"
+#include "cluster_store.h"
 #include "http.h"
 
 /* The cluster of the route's id, pinned, when the presented token may act on it: NULL after
@@ -52,13 +53,18 @@ enum MHD_Result handle_cluster_create(prs_server *s, struct MHD_Connection *c, c
     }
     cluster_spec_free(spec);
     free(spec);
+    if (!rc && cluster_store_insert(s, cl, cc->body, cc->len, &err) != 0) {
+        cluster_delete(s->clusters, cl);
+        cluster_unpin(s->clusters, cl);
+        return reply_error(s, c, cc, 500, "storage", err.msg);
+    }
     if (rc)
         return reply_error(s, c, cc,
                            rc == PRS_EINVAL   ? 400
                            : rc == PRS_ERANGE ? 429
                                               : 500,
                            rc == PRS_EINVAL   ? "bad_request"
-                           : rc == PRS_ERANGE ? "too_many"
+                           : rc == PRS_ERANGE ? "too_many_clusters"
                                               : "internal",
                            err.msg);
     srv_log(s, PRS_LOG_INFO, "msg=cluster_created cluster=%s instances=%d gpus=%d", cl->id,
@@ -76,6 +82,9 @@ static enum MHD_Result post_load(prs_server *s, struct MHD_Connection *c, conn_c
     if (cluster_load_parse(cc->body ? cc->body : "", cc->len, rates, &err))
         return reply_error(s, c, cc, 400, "bad_request", err.msg);
     int rc = cluster_report_load(cl, rates, (long long)time(NULL), &err);
+    prs_error serr = {0};
+    if (cluster_store_load(s, cl, &serr) != 0)
+        return reply_error(s, c, cc, 500, "storage", serr.msg);
     if (rc == PRS_ERANGE || rc == PRS_EINVAL)
         return reply_error(s, c, cc, 422, "unplannable", err.msg);
     if (rc) return reply_error(s, c, cc, 500, "internal", err.msg);
@@ -92,6 +101,8 @@ static enum MHD_Result put_profile(prs_server *s, struct MHD_Connection *c, conn
     if (rc)
         return reply_error(s, c, cc, rc == PRS_EINVAL ? 400 : 500,
                            rc == PRS_EINVAL ? "bad_profile" : "internal", err.msg);
+    if (cluster_store_profile(s, cl, &err) != 0)
+        return reply_error(s, c, cc, 500, "storage", err.msg);
     return reply_json(c, cc, 200, cluster_state_json(cl));
 }
 
@@ -99,6 +110,7 @@ enum MHD_Result handle_cluster(prs_server *s, struct MHD_Connection *c, conn_ctx
                                const route_match *m)
 {
     enum MHD_Result answer = MHD_NO;
+    prs_error err = {0};
     cluster *cl = cluster_for(s, c, cc, m, &answer);
     if (!cl) return answer;
     switch (m->route) {
@@ -115,6 +127,10 @@ enum MHD_Result handle_cluster(prs_server *s, struct MHD_Connection *c, conn_ctx
         answer = put_profile(s, c, cc, cl);
         break;
     case R_CLUSTER_DELETE:
+        if (cluster_store_delete(s, cl->id, &err) != 0) {
+            answer = reply_error(s, c, cc, 500, "storage", err.msg);
+            break;
+        }
         cluster_delete(s->clusters, cl);
         srv_log(s, PRS_LOG_INFO, "msg=cluster_deleted cluster=%s", cl->id);
         answer =

@@ -1,6 +1,7 @@
 /* The inference clusters a server holds (cluster.h): a fixed table of references, each
  * cluster's capacity table built from its profile, and the cluster level run on every load
- * report by the project's exact sizing (prs_infer_plan_load, plan.h). Memory only. */
+ * report by the project's exact sizing (prs_infer_plan_load, plan.h). The store side:
+ * cluster_store.c. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -80,6 +81,12 @@ static void opts_of(const cluster_spec *s, prs_infer_opts *o)
 int cluster_create(cluster_table *t, cluster_spec *spec, const uint8_t token_hash[], cluster **out,
                    prs_error *err)
 {
+    return cluster_restore(t, spec, token_hash, NULL, 0, out, err);
+}
+
+int cluster_restore(cluster_table *t, cluster_spec *spec, const uint8_t token_hash[],
+                    const char *id, long long created_unix, cluster **out, prs_error *err)
+{
     *out = NULL;
     cluster *c = calloc(1, sizeof *c);
     if (!c) return prs_error_set(err, PRS_ENOMEM, "out of memory");
@@ -88,7 +95,7 @@ int cluster_create(cluster_table *t, cluster_spec *spec, const uint8_t token_has
     spec->profile_csv = NULL;
     spec->profile_len = 0;
     memcpy(c->token_hash, token_hash, SECURE_SHA256_LEN);
-    c->created_unix = (long long)time(NULL);
+    c->created_unix = created_unix ? created_unix : (long long)time(NULL);
     opts_of(&c->spec, &c->opts);
     int rc = prs_infer_opts_check(&c->opts, err) ? PRS_EINVAL : 0;
     if (!rc && c->spec.profile_csv) {
@@ -97,7 +104,8 @@ int cluster_create(cluster_table *t, cluster_spec *spec, const uint8_t token_has
                  ? prs_error_set(err, PRS_ENOMEM, "out of memory")
                  : build_caps(&c->spec, c->spec.profile_csv, c->spec.profile_len, c->caps, err);
     }
-    if (!rc) rc = secure_new_id(c->id, err);
+    if (!rc && id) snprintf(c->id, sizeof c->id, "%s", id);
+    if (!rc && !id) rc = secure_new_id(c->id, err);
     if (rc) {
         cluster_free(c);
         return rc;

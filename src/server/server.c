@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "cluster.h"
+#include "cluster_store.h"
 #include "server_int.h"
 
 void prs_server_config_default(prs_server_config *c)
@@ -247,6 +248,10 @@ int prs_server_start(const prs_server_config *cfg, prs_server **out, prs_error *
     pthread_rwlock_unlock(&s->lock);
     if (rc) {
         prs_error_set(err, PRS_EIO, "%s", store_error(s->st)->msg);
+        prs_server_stop(s);
+        return PRS_EIO;
+    }
+    if (cluster_store_restore_all(s, err) != 0) {
         prs_server_stop(s);
         return PRS_EIO;
     }

@@ -734,3 +734,72 @@ int store_each_precision(store *s, const char *job,
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? 0 : db_fail(s, "load clock precision");
 }
+
+int store_insert_cluster(store *s, const store_cluster_row *c)
+{
+    sqlite3_stmt *st = stmt(s, Q_INS_CLUSTER);
+    bind_text(st, 1, c->id);
+    sqlite3_bind_blob(st, 2, c->token_hash, 32, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 3, c->created_unix);
+    bind_text(st, 4, c->spec_json);
+    if (c->profile)
+        sqlite3_bind_blob64(st, 5, c->profile, c->profile_len, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(st, 5);
+    return exec_done(s, st, "store cluster");
+}
+
+int store_set_cluster_profile(store *s, const char *id, const char *csv, size_t len)
+{
+    sqlite3_stmt *st = stmt(s, Q_SET_CLUSTER_PROFILE);
+    bind_text(st, 1, id);
+    sqlite3_bind_blob64(st, 2, csv, len, SQLITE_TRANSIENT);
+    return exec_done(s, st, "store cluster profile");
+}
+
+int store_set_cluster_load(store *s, const char *id, const char *load_json, long long load_unix,
+                           long loads)
+{
+    sqlite3_stmt *st = stmt(s, Q_SET_CLUSTER_LOAD);
+    bind_text(st, 1, id);
+    bind_text(st, 2, load_json);
+    sqlite3_bind_int64(st, 3, load_unix);
+    sqlite3_bind_int64(st, 4, loads);
+    return exec_done(s, st, "store cluster load");
+}
+
+int store_delete_cluster(store *s, const char *id)
+{
+    sqlite3_stmt *st = stmt(s, Q_DEL_CLUSTER);
+    bind_text(st, 1, id);
+    return exec_done(s, st, "delete cluster");
+}
+
+int store_each_cluster(store *s, int (*fn)(void *ud, const store_cluster_row *c), void *ud)
+{
+    sqlite3_stmt *st = stmt(s, Q_ALL_CLUSTERS);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        uint8_t hash[32] = {0};
+        const void *h = sqlite3_column_blob(st, 1);
+        if (h && sqlite3_column_bytes(st, 1) == 32) memcpy(hash, h, 32);
+        store_cluster_row c = {col_text(st, 0),
+                               hash,
+                               sqlite3_column_int64(st, 2),
+                               col_text(st, 3),
+                               NULL,
+                               0,
+                               NULL,
+                               sqlite3_column_int64(st, 6),
+                               (long)sqlite3_column_int64(st, 7)};
+        if (sqlite3_column_type(st, 4) != SQLITE_NULL) {
+            c.profile = sqlite3_column_blob(st, 4);
+            c.profile_len = (size_t)sqlite3_column_bytes(st, 4);
+        }
+        if (sqlite3_column_type(st, 5) != SQLITE_NULL) c.load_json = col_text(st, 5);
+        int x = fn(ud, &c);
+        if (x) return stop(st, x);
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(s, "load clusters");
+}

@@ -184,4 +184,27 @@ int store_each_precision(store *s, const char *job,
                          int (*fn)(void *ud, long sweep_index, double se_pct, int iterations),
                          void *ud);
 
+/* Inference clusters (cluster.h): the declaration as JSON without its profile, the profile CSV
+ * (NULL when none yet), the latest load report as JSON ({"rates_rps": ...}; NULL before one),
+ * when it came and how many came. */
+typedef struct store_cluster_row {
+    const char *id;
+    const uint8_t *token_hash; /* 32 bytes */
+    long long created_unix;
+    const char *spec_json;
+    const char *profile; /* profile_len bytes, or NULL */
+    size_t profile_len;
+    const char *load_json; /* or NULL */
+    long long load_unix;
+    long loads;
+} store_cluster_row;
+
+int store_insert_cluster(store *s, const store_cluster_row *c);
+int store_set_cluster_profile(store *s, const char *id, const char *csv, size_t len);
+int store_set_cluster_load(store *s, const char *id, const char *load_json, long long load_unix,
+                           long loads);
+int store_delete_cluster(store *s, const char *id);
+/* fn on every cluster's row (its pointers valid during the call); a non-zero return stops. */
+int store_each_cluster(store *s, int (*fn)(void *ud, const store_cluster_row *c), void *ud);
+
 #endif

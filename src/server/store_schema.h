@@ -9,8 +9,9 @@
  * results posted after profiling (no row per iteration after profiling). 6: the plan rules of
  * running jobs, and the last rule each pipeline applied. 7: the precision each profiled clock
  * reached. 8: an index on windows(measurement_id), so that deleting a measurement does not scan
- * every window (the foreign key's check). An older database is upgraded in place when opened. */
-#define STORE_SCHEMA_VERSION 8
+ * every window (the foreign key's check). 9: inference clusters (their declaration, profile and
+ * latest load). An older database is upgraded in place when opened. */
+#define STORE_SCHEMA_VERSION 9
 
 /* The phase a job's row has between its deletion and the purge of its rows (store_purge_step):
  * store_each_job skips it, so a restart does not bring the job back. */

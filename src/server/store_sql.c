@@ -63,6 +63,10 @@ const char *const STORE_SQL_MIGRATE[STORE_SCHEMA_VERSION] = {
     /* Deleting a measurement makes SQLite look for windows that still point at it (the foreign
      * key): without this index, a scan of every window of every job per measurement. */
     [7] = "CREATE INDEX IF NOT EXISTS windows_measurement ON windows(measurement_id);",
+    [8] = "CREATE TABLE IF NOT EXISTS clusters("
+          " id TEXT PRIMARY KEY, token_hash BLOB NOT NULL, created_unix INTEGER NOT NULL,"
+          " spec TEXT NOT NULL, profile BLOB, load TEXT, load_unix INTEGER NOT NULL DEFAULT 0,"
+          " loads INTEGER NOT NULL DEFAULT 0);",
 };
 
 const char *const STORE_SQL[Q_COUNT] = {
@@ -139,6 +143,13 @@ const char *const STORE_SQL[Q_COUNT] = {
     [Q_NEXT_DELETING] = "SELECT id FROM jobs WHERE phase='" STORE_PHASE_DELETING "' LIMIT 1",
     [Q_PURGE_WINDOWS] = "DELETE FROM windows WHERE rowid IN"
                         " (SELECT rowid FROM windows WHERE job_id=?1 LIMIT ?2)",
+    [Q_INS_CLUSTER] = "INSERT INTO clusters(id, token_hash, created_unix, spec, profile)"
+                      " VALUES(?1,?2,?3,?4,?5)",
+    [Q_SET_CLUSTER_PROFILE] = "UPDATE clusters SET profile=?2 WHERE id=?1",
+    [Q_SET_CLUSTER_LOAD] = "UPDATE clusters SET load=?2, load_unix=?3, loads=?4 WHERE id=?1",
+    [Q_DEL_CLUSTER] = "DELETE FROM clusters WHERE id=?1",
+    [Q_ALL_CLUSTERS] = "SELECT id, token_hash, created_unix, spec, profile, load, load_unix, loads"
+                       " FROM clusters",
     [Q_PURGE_MEAS] = "DELETE FROM measurements WHERE id IN"
                      " (SELECT id FROM measurements WHERE job_id=?1 LIMIT ?2)",
 };

@@ -4,8 +4,9 @@
 # (given inline), loads reported that grow and then shrink its SS pool, the desired instances x
 # TP read from GET .../desired and from the perseus_cluster_desired_instances gauges (which must
 # agree, and pass `promtool check metrics` when promtool is installed), the profile replaced by
-# upload, bad input refused with a 4xx naming the field, and the tokens enforced: the creation
-# token to declare, the cluster's own to report loads, the administrator's to read.
+# upload, a restart of perseusd that keeps the cluster and its desired configuration, bad input
+# refused with a 4xx naming the field, and the tokens enforced: the creation token to declare,
+# the cluster's own to report loads, the administrator's to read.
 set -euo pipefail
 bin=${PRS_BIN_DIR:?}
 tmp=$(mktemp -d)
@@ -22,11 +23,16 @@ command -v jq >/dev/null || skip_input "jq not found"
   --out "$tmp/prof.csv" || fail "synth"
 echo create-secret >"$tmp/ctok"
 echo admin-secret >"$tmp/atok"
-"$bin/perseusd" --listen 127.0.0.1:0 --data-dir "$tmp/d" --port-file "$tmp/port" \
-  --create-token-file "$tmp/ctok" --admin-token-file "$tmp/atok" 2>"$tmp/log" &
-pid=$!
-wait_until 30 test -s "$tmp/port" || fail "perseusd did not start: $(cat "$tmp/log")"
-url="http://127.0.0.1:$(cat "$tmp/port")"
+# start: perseusd on the database in $tmp/d; sets pid and url.
+start() {
+  rm -f "$tmp/port"
+  "$bin/perseusd" --listen 127.0.0.1:0 --data-dir "$tmp/d" --port-file "$tmp/port" \
+    --create-token-file "$tmp/ctok" --admin-token-file "$tmp/atok" 2>>"$tmp/log" &
+  pid=$!
+  wait_until 30 test -s "$tmp/port" || fail "perseusd did not start: $(cat "$tmp/log")"
+  url="http://127.0.0.1:$(cat "$tmp/port")"
+}
+start
 
 # req METHOD PATH TOKEN [BODY-FILE]: the body into $tmp/body, the status printed.
 req() {
@@ -108,6 +114,16 @@ if command -v promtool >/dev/null; then
   promtool check metrics <"$tmp/metrics" >"$tmp/promtool" 2>&1 ||
     fail "promtool: $(cat "$tmp/promtool")"
 fi
+
+# --- a restart (SIGTERM) keeps the cluster and its plan ---
+jq 'del(.generation)' "$tmp/body" >"$tmp/before.json"
+kill -TERM "$pid"
+wait "$pid" || fail "perseusd exited $? on SIGTERM"
+start
+[[ $(req GET "/v1/clusters/$id/desired" "$tok") == 200 ]] ||
+  fail "desired after a restart: $(cat "$tmp/body")"
+jq -e --slurpfile b "$tmp/before.json" 'del(.generation) == $b[0]' "$tmp/body" >/dev/null ||
+  fail "desired changed across a restart: $(cat "$tmp/body") vs $(cat "$tmp/before.json")"
 
 # --- bad loads and auth on loads ---
 echo '{"rates_rps": {"SS": -2}}' >"$tmp/bad.json"

@@ -2,8 +2,9 @@
  * clusters"): a cluster declared with a synthetic H100 profile given inline, loads that grow and
  * shrink its pools (the desired instances x TP read from the load's answer, from .../desired and
  * from the /metrics gauges, which must agree), bad declarations and loads answered 400 with the
- * field named, a load beyond the GPU budget 422, and the tokens: creation, the cluster's own, the
- * administrator's. */
+ * field named, a load beyond the GPU budget 422, the tokens (creation, the cluster's own, the
+ * administrator's), and a restart that keeps a cluster (same desired configuration) and forgets a
+ * deleted one. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +24,8 @@ static int port;
 static char dir[256];
 static char *profile; /* the profile CSV, NUL-terminated */
 
+static int start_server(void);
+
 static int setup(void **state)
 {
     (void)state;
@@ -36,6 +39,13 @@ static int setup(void **state)
     if (prs_infer_synth_csv(&r, tps, 3, mhz, 3, &profile, &len, &err)) return -1;
     harness_tmpdir(dir, sizeof dir, "cluster");
     if (!dir[0]) return -1;
+    return start_server();
+}
+
+/* perseusd in this process on the database in dir. */
+static int start_server(void)
+{
+    prs_error err = {0, ""};
     prs_server_config cfg;
     prs_server_config_default(&cfg);
     cfg.port = 0;
@@ -216,6 +226,47 @@ static void test_loads_grow_and_shrink(void **state)
     http_reply_free(&r);
 }
 
+/* A restart keeps the cluster: its token, declaration and profile, and its latest load planned
+ * again to the same desired configuration. */
+static void test_restart(void **state)
+{
+    (void)state;
+    char id[64], tok[96], path[128];
+    int g;
+    declare(id, tok);
+    int n = post_load(id, tok, "{\"SS\": 12, \"LL\": 0.5}", &g);
+    snprintf(path, sizeof path, "/v1/clusters/%s/desired", id);
+    http_reply before = call("GET", path, tok, NULL);
+    assert_int_equal(before.status, 200);
+    prs_server_stop(srv);
+    srv = NULL;
+    assert_int_equal(start_server(), 0);
+    http_reply after = call("GET", path, tok, NULL);
+    if (after.status != 200) fprintf(stderr, "after restart: %d %s\n", after.status, after.body);
+    assert_int_equal(after.status, 200);
+    json_object_del(before.json, "generation"); /* plans made count afresh */
+    json_object_del(after.json, "generation");
+    assert_true(json_equal(before.json, after.json));
+    assert_int_equal(gauge(id, "SS", 2) * 2 + gauge(id, "SS", 4) * 4 + gauge(id, "SS", 8) * 8, g);
+    assert_true(n >= 1);
+    http_reply_free(&before);
+    http_reply_free(&after);
+    snprintf(path, sizeof path, "/v1/clusters/%s", id);
+    http_reply r = call("GET", path, tok, NULL);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(json_integer_value(json_object_get(r.json, "loads")), 1);
+    assert_true(json_is_true(json_object_get(r.json, "has_profile")));
+    http_reply_free(&r);
+    /* A deleted cluster stays deleted across a restart. */
+    r = call("DELETE", path, tok, NULL);
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    prs_server_stop(srv);
+    srv = NULL;
+    assert_int_equal(start_server(), 0);
+    expect_error(call("GET", path, tok, NULL), 404, "not_found", "no such cluster");
+}
+
 static void test_bad_declarations(void **state)
 {
     (void)state;
@@ -316,6 +367,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loads_grow_and_shrink),
+        cmocka_unit_test(test_restart),
         cmocka_unit_test(test_bad_declarations),
         cmocka_unit_test(test_bad_loads),
         cmocka_unit_test(test_tokens),
