@@ -161,8 +161,8 @@ static int restore_row(prs_server *s, const store_cluster_row *row, prs_error *e
 {
     cluster_spec *spec = calloc(1, sizeof *spec);
     cluster *c = NULL;
-    int rc = spec ? cluster_spec_parse(row->spec_json, strlen(row->spec_json), spec, err)
-                  : prs_error_set(err, PRS_ENOMEM, "out of memory");
+    if (!spec) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    int rc = cluster_spec_parse(row->spec_json, strlen(row->spec_json), spec, err);
     if (!rc && row->profile) {
         spec->profile_csv = dup_bytes(row->profile, row->profile_len);
         spec->profile_len = row->profile_len;
@@ -171,7 +171,7 @@ static int restore_row(prs_server *s, const store_cluster_row *row, prs_error *e
     if (!rc)
         rc = cluster_restore(s->clusters, spec, row->token_hash, row->id, row->created_unix, &c,
                              err);
-    if (spec) cluster_spec_free(spec);
+    cluster_spec_free(spec);
     free(spec);
     double rates[PRS_INFER_NCLASS];
     prs_error ignored = {0};
