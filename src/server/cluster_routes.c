@@ -10,21 +10,36 @@
 #include "cluster_store.h"
 #include "http.h"
 
+/* Whether the presented token may act on cluster cl by route m. */
+static int may_act(prs_server *s, struct MHD_Connection *c, const route_match *m, const cluster *cl)
+{
+    uint8_t presented[SECURE_SHA256_LEN];
+    int have = auth_bearer_hash(c, presented);
+    return (have && secure_equal(presented, cl->token_hash, SECURE_SHA256_LEN)) ||
+           (m->def->auth == AUTH_CLUSTER_OR_ADMIN && auth_is_admin(s, have, presented));
+}
+
+int cluster_refusal(prs_server *s, struct MHD_Connection *c, const route_match *m)
+{
+    if (m->def->auth != AUTH_CLUSTER && m->def->auth != AUTH_CLUSTER_OR_ADMIN) return 0;
+    cluster *cl = cluster_pin(s->clusters, m->id);
+    if (!cl) return 404;
+    int refused = may_act(s, c, m, cl) ? 0 : 401;
+    cluster_unpin(s->clusters, cl);
+    return refused;
+}
+
 /* The cluster of the route's id, pinned, when the presented token may act on it: NULL after
  * answering 404 or 401 (*answer set). */
 static cluster *cluster_for(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
                             const route_match *m, enum MHD_Result *answer)
 {
-    uint8_t presented[SECURE_SHA256_LEN];
-    int have = auth_bearer_hash(c, presented);
     cluster *cl = cluster_pin(s->clusters, m->id);
     if (!cl) {
         *answer = reply_error(s, c, cc, 404, "not_found", "no such cluster");
         return NULL;
     }
-    int ok = (have && secure_equal(presented, cl->token_hash, SECURE_SHA256_LEN)) ||
-             (m->def->auth == AUTH_CLUSTER_OR_ADMIN && auth_is_admin(s, have, presented));
-    if (!ok) {
+    if (!may_act(s, c, m, cl)) {
         cluster_unpin(s->clusters, cl);
         *answer = reply_error(s, c, cc, 401, "unauthorized", "missing or wrong bearer token");
         return NULL;

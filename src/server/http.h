@@ -167,7 +167,10 @@ enum MHD_Result handle_metrics(prs_server *s, struct MHD_Connection *c, conn_ctx
 /* ---- inference clusters (cluster_routes.c) ---- */
 enum MHD_Result handle_cluster_create(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
                                       const route_match *m);
-/* Every route of one cluster ({cid}): its token checked, then answered by m->route. */
+/* Whether a cluster route may go on, from its headers alone: 0 (or not a cluster route), 404 (no
+ * such cluster) or 401 (not its token, nor the administrator's where the route allows it). */
+int cluster_refusal(prs_server *s, struct MHD_Connection *c, const route_match *m);
+/* Every route of one cluster ({cid}): its token checked again, then answered by m->route. */
 enum MHD_Result handle_cluster(prs_server *s, struct MHD_Connection *c, conn_ctx *cc,
                                const route_match *m);
 /* ---- request metrics (server_metrics.c) ---- */

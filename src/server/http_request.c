@@ -152,8 +152,19 @@ static enum MHD_Result begin_request(prs_server *s, struct MHD_Connection *c, co
     if (m->def && m->method_ok && m->def->auth == AUTH_CREATE && !auth_create_allowed(s, c)) {
         cc->answered = 1;
         return reply_error(s, c, cc, 401, "unauthorized",
-                           "creating a job needs the server's creation token "
-                           "(Authorization: Bearer ...)");
+                           m->route == R_CLUSTER_CREATE
+                               ? "declaring a cluster needs the server's creation token "
+                                 "(Authorization: Bearer ...)"
+                               : "creating a job needs the server's creation token "
+                                 "(Authorization: Bearer ...)");
+    }
+    /* A cluster route's token likewise, before its body (cluster_routes.c). */
+    int cluster_refused = m->def && m->method_ok ? cluster_refusal(s, c, m) : 0;
+    if (cluster_refused) {
+        cc->answered = 1;
+        return cluster_refused == 404
+                   ? reply_error(s, c, cc, 404, "not_found", "no such cluster")
+                   : reply_error(s, c, cc, 401, "unauthorized", "missing or wrong bearer token");
     }
     /* A job route's token is checked on this first call, which has the headers: a request
      * without the job's token is refused before any of its body is read (a response queued
