@@ -18,10 +18,11 @@ if ((!runtime)); then
   # -wheel: it pip-installs the Python package (tests/cli/install.sh); prometheus: promtool
   # checks perseusd's /metrics (tests/cli/metrics.sh); openssl: makes the certificates of the
   # TLS test (tests/client/test_tls.c); GLPK and CBC: the exact references (tests/ref/); lintian:
-  # checks the Debian packages (tests/cli/package.sh).
+  # checks the Debian packages (tests/cli/package.sh); curl and jq: the shell tests that talk to
+  # perseusd and perseus-router.
   pkgs+=(clang libclang-rt-14-dev clang-format clang-tidy libcmocka-dev libglpk-dev
          coinor-libcbc-dev libxml2-utils librsvg2-bin groff-base python3-venv python3-setuptools
-         python3-wheel python3-torch prometheus openssl lintian)
+         python3-wheel python3-torch prometheus openssl lintian curl jq)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
