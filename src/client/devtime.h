@@ -16,8 +16,10 @@ typedef struct prs__client_hostcall {
     struct prs_client *c;
     int mhz;         /* clock to apply (clock calls) */
     int result;      /* 0 or the controller's error */
-    int in_effect;   /* clock calls: clock in effect after it; anchors: the controller's
-                      * confirmed clock when it ran (0: default, -1: ?) */
+    int in_effect;   /* clock calls: clock in effect after it, or -1 with request > 0 (what
+                      * the answer to that request says); anchors: the controller's confirmed
+                      * clock when it ran (0: default, -1: ?) */
+    long request;    /* clock calls: the controller's request to ask about (0: none) */
     int before_op;   /* an iteration's closing changes: how many of its computations came
                       * before it in the stream */
     double host_s;   /* anchors: CLOCK_MONOTONIC when it ran */

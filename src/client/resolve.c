@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "perseus/clock.h"
 #include "client_int.h"
 
 #define DRAIN_BATCH 256
@@ -26,6 +27,9 @@
 #define FIT_MAX_REL_SE 0.05
 #define FIT_KIND_REL_SE 0.01        /* energy counter rows */
 #define FIT_KIND_REL_SE_POWER 0.006 /* power samples: less per reading, held to more */
+/* How long an iteration waits to be resolved for perseus-gpud's answers to its clock changes
+ * (counted from its start; then its computations' clocks are unknown). */
+#define ANSWER_WAIT_S 5.0
 /* Beyond this gap between an iteration's anchor and the previous iteration's end the anchor
  * wins (a skipped iteration, a clock step). */
 #define CHAIN_DRIFT_S 1e-3
@@ -165,10 +169,34 @@ static double elapsed(prs_client *c, prs_event *a, prs_event *b)
     return prs_event_elapsed_s(c->dev->stream, a, b, &s) == 0 ? s : NAN;
 }
 
-/* The clock in effect after h, when h ran (else what it was). */
-static void follow(prs__client_dev *d, const prs__client_hostcall *h)
+/* The clock in effect after h, when h ran (else what it was): what it set, as the controller
+ * answered (-1 while no answer came). */
+static void follow(prs_client *c, const prs__client_hostcall *h)
 {
-    if (h && atomic_load_explicit(&h->done, memory_order_acquire)) d->eff_mhz = h->in_effect;
+    if (!h || !atomic_load_explicit(&h->done, memory_order_acquire)) return;
+    int mhz = h->in_effect;
+    if (h->request > 0 && prs_clockctl_answer(c->ctl, h->request, &mhz) == 0) mhz = -1;
+    c->dev->eff_mhz = mhz;
+}
+
+/* One of p's clock changes ran and its answer is still due. */
+static int answer_due(const prs_client *c, const prs__client_hostcall *h)
+{
+    int mhz;
+    return h && atomic_load_explicit(&h->done, memory_order_acquire) && h->request > 0 &&
+           prs_clockctl_answer(c->ctl, h->request, &mhz) == 0;
+}
+
+/* Wait (ANSWER_WAIT_S at most after p began) for the answers to p's clock changes, so that its
+ * computations are tagged with the clocks they ran at. */
+static int answers_due(const prs_client *c, const prs__client_pend *p)
+{
+    if (!c->ctl || prs_mono_s() > p->anchor->host_s + ANSWER_WAIT_S) return 0;
+    for (const prs__client_hostcall *k = p->closing; k; k = k->next)
+        if (answer_due(c, k)) return 1;
+    for (int i = 0; i < p->n_ops; i++)
+        if (answer_due(c, p->ops[i].change)) return 1;
+    return 0;
 }
 
 /* Times and clock tags of a completed iteration. */
@@ -195,14 +223,14 @@ static int resolve_times(prs_client *c, prs__client_pend *p)
     for (int i = 0; i < p->n_ops; i++) {
         prs__client_devop *o = &p->ops[i];
         for (; k && k->before_op <= i; k = k->next)
-            follow(d, k);
-        follow(d, o->change);
+            follow(c, k);
+        follow(c, o->change);
         p->op_clock[i] = d->eff_mhz > 0 ? d->eff_mhz : d->eff_mhz == 0 ? c->f_max_mhz : -1;
         p->op_t0[i] = base + elapsed(c, p->start, o->b);
         p->op_t1[i] = base + elapsed(c, p->start, o->e);
     }
     for (; k; k = k->next)
-        follow(d, k);
+        follow(c, k);
     p->resolved = isfinite(p->t_end);
     for (int i = 0; i < p->n_ops && p->resolved; i++)
         p->resolved = isfinite(p->op_t0[i]) && isfinite(p->op_t1[i]);
@@ -360,6 +388,7 @@ static int complete(prs_client *c, prs__client_pend *p, int force)
     int q = prs_event_query(c->dev->stream, p->end);
     if (q == 0 && !force) return 0;
     if (q == 0) q = prs_event_wait(c->dev->stream, p->end) == 0;
+    if (q > 0 && !force && answers_due(c, p)) return 0;
     if (q < 0 || resolve_times(c, p)) return -1;
     feed(c, p);
     return 1;
