@@ -141,9 +141,9 @@ static int run(prs_client *c, const drv *d, void *cs, int samples)
     if (d->event_create(&ev[0], 0) || d->event_create(&ev[1], 0)) return 1;
     double *t[N_MODES];
     waiting w[HOOK_PAIRS];
-    for (int m = 0; m < N_MODES; m++)
-        if (!(t[m] = malloc(sizeof(double) * (size_t)samples))) return 1;
     int rc = 0;
+    for (int m = 0; m < N_MODES; m++)
+        if (!(t[m] = malloc(sizeof(double) * (size_t)samples))) rc = 1;
     for (int s = -20; s < samples && rc == 0; s++)
         for (int m = 0; m < N_MODES && rc == 0; m++) {
             set_schedule(c, lo, hi, m == MODE_CHANGE);
