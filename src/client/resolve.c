@@ -76,6 +76,8 @@ static prs__client_round_fit *fit_for(prs_client *c, long round, int n_kinds)
     if (prs__client_attrib_new(n_kinds + 1, &o, &d->fits[slot].fit)) return NULL;
     d->fits[slot].round = round;
     d->fits[slot].n_kinds = n_kinds;
+    d->fits[slot].fed = 0;
+    d->fits[slot].t_first = d->fits[slot].t_last = 0;
     return &d->fits[slot];
 }
 
@@ -267,6 +269,8 @@ static void feed(prs_client *c, prs__client_pend *p)
     prs__client_round_fit *f = fit_for(c, p->round, n_kinds_of(c));
     if (!f) return;
     prs__client_attrib_known(f->fit, p->t_start);
+    if (f->fed++ == 0) f->t_first = p->t_start;
+    if (p->t_end > f->t_last) f->t_last = p->t_end;
     if (c->opts.measure_only && p->iteration < c->opts.warmup_iterations) {
         prs__client_attrib_unknown(f->fit, p->t_start, p->t_end); /* warm-up: not profiled */
         return;
@@ -334,16 +338,38 @@ static int fill_windows(prs_client *c, const prs__client_pend *p, const double *
     return 1;
 }
 
-/* The computations' powers (what the windows carry) are known to the mode's share. */
-static int kinds_settled(const prs_client *c, const double *pw, const prs__client_attrib_quality *q,
-                         int n_kinds)
+/* The per-kind criterion: the largest standard error / power a computation's kind may have. */
+double prs__client_dev_criterion(const prs_client *c)
 {
-    double share = prs__client_sampler_mode(c->dev->sampler) == PRS__CLIENT_SAMPLE_POWER
-                       ? FIT_KIND_REL_SE_POWER
-                       : FIT_KIND_REL_SE;
-    for (int k = 0; k < n_kinds; k++)
-        if (isfinite(pw[k]) && !(q->kind_se_w[k] <= share * pw[k])) return 0;
-    return 1;
+    return prs__client_sampler_mode(c->dev->sampler) == PRS__CLIENT_SAMPLE_POWER
+               ? FIT_KIND_REL_SE_POWER
+               : FIT_KIND_REL_SE;
+}
+
+/* The largest standard error / power over the computations' kinds (NAN when one is not solved,
+ * 0 when none ran). */
+static double kinds_rel_se(const double *pw, const prs__client_attrib_quality *q, int n_kinds)
+{
+    double worst = 0;
+    for (int k = 0; k < n_kinds; k++) {
+        if (!isfinite(pw[k])) continue;
+        double r = pw[k] > 0 ? q->kind_se_w[k] / pw[k] : NAN;
+        if (!(r <= worst)) worst = r; /* NAN sticks */
+        if (isnan(worst)) return NAN;
+    }
+    return worst;
+}
+
+/* The computations' powers (what the windows carry) are known to the criterion, or the round ran
+ * past its bound with every kind solved (a solution exists: the windows carry its powers, the
+ * report its relative standard error). */
+static int kinds_settled(const prs_client *c, const prs__client_round_fit *f, const double *pw,
+                         const prs__client_attrib_quality *q, double *rel_se)
+{
+    *rel_se = kinds_rel_se(pw, q, f->n_kinds);
+    if (!isfinite(*rel_se)) return 0;
+    if (*rel_se <= prs__client_dev_criterion(c)) return 1;
+    return f->t_last - f->t_first >= c->dev->round_bound_s;
 }
 
 /* Build the report of a resolved iteration. Returns 1 when it is ready (or forced), 0 to wait
@@ -368,8 +394,16 @@ static int build_report(prs_client *c, prs__client_pend *p, int force, prs__clie
     if (f) {
         double pw[PRS__CLIENT_ATTRIB_MAX_KINDS], idle;
         prs__client_attrib_quality q;
+        double rel_se = NAN;
         int rc = prs__client_attrib_solve(f->fit, pw, &idle, &q);
-        if (rc == 0 && !kinds_settled(c, pw, &q, f->n_kinds)) rc = PRS__CLIENT_ATTRIB_MORE;
+        int settled = rc >= 0 && kinds_settled(c, f, pw, &q, &rel_se);
+        /* Past the bound a fit the attribution still calls short of its own limit is used too,
+         * when every kind has a power. */
+        if (rc == PRS__CLIENT_ATTRIB_MORE && settled && rel_se > prs__client_dev_criterion(c))
+            rc = 0;
+        if (rc == 0 && !settled) rc = PRS__CLIENT_ATTRIB_MORE;
+        it->fit_rel_se = rel_se;
+        it->fit_criterion = prs__client_dev_criterion(c);
         if (rc == 0) return fill_windows(c, p, pw, idle, f->n_kinds, it);
         /* Its timeline is in the fit already: when the FIFO is full, the round goes on without
          * this iteration's report rather than with a report that lacks windows. */
