@@ -71,7 +71,7 @@ typedef struct prs__client_round_fit {
  * round's iterations are reported with the fit as it is and its relative standard error (the
  * server asks for more iterations at that clock while it is above the criterion), rather than
  * waited for forever (short computations against a slow counter may never settle). */
-#define PRS__CLIENT_ROUND_BOUND_S 20.0
+#define PRS__CLIENT_ROUND_BOUND_S 60.0
 
 #define PRS__CLIENT_MAX_FITS 4
 #define PRS__CLIENT_HISTORY 4096
