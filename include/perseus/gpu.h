@@ -190,6 +190,14 @@ PRS_API int prs_clockctl_requested(const prs_clockctl *c);
 /* The clock in effect as the last answer says (0: default), or -1 while a request is not
  * answered yet: a measurement is tagged with a clock only once it is known to be in effect. */
 PRS_API int prs_clockctl_confirmed(const prs_clockctl *c);
+/* The last request sent, an id for prs_clockctl_answer (0: none, INLINE, or it could not be
+ * sent). */
+PRS_API long prs_clockctl_last_request(const prs_clockctl *c);
+/* What request left in effect, for a caller that did not wait for it: 1 once answered, with
+ * *in_effect_mhz the clock then in effect (0: default; -1: unknown, as when a later request
+ * replaced it before it was applied or the daemon went away), 0 while the answer is due. INLINE
+ * and request 0: prs_clockctl_confirmed, answered. */
+PRS_API int prs_clockctl_answer(const prs_clockctl *c, long request, int *in_effect_mhz);
 /* Requests that did not take: refused by the driver, accepted but not in effect when read back,
  * or unanswered because the daemon went away. */
 PRS_API long prs_clockctl_failures(const prs_clockctl *c);

@@ -28,7 +28,9 @@ typedef struct prs__client_iteration {
     double wall_s;           /* host wall-clock time since the previous iteration ended; 0: none */
     double blocking_power_w; /* estimate of the GPU's blocked power; 0: unknown */
     int clock_mhz;
-    int n_windows; /* windows are kept only in the profiling phase */
+    double fit_rel_se;    /* profiling: largest standard error / power of its kinds' fit; 0: none */
+    double fit_criterion; /* the fit_rel_se its round's fit aims for */
+    int n_windows;        /* windows are kept only in the profiling phase */
     prs__client_window *windows;
 } prs__client_iteration;
 

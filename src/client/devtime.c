@@ -3,10 +3,11 @@
  *
  * begin records a CUDA event before the computation and end one after it; when the planned clock
  * of the computation differs from the clock requested before it, begin first enqueues a host
- * function that applies the clock, so it changes when the GPU gets there (the stream waits for
- * the host function), however far ahead the host runs. Each iteration starts with a host function
- * that notes CLOCK_MONOTONIC followed by an event: the anchor that puts the iteration's device
- * times on the host clock, where the energy counter's readings are.
+ * function that requests the clock, so it changes when the GPU gets there, however far ahead the
+ * host runs; the host function only sends the request (the stream never waits for perseus-gpud),
+ * and the answer, when it comes, says which clock the computations after it ran at. Each iteration
+ * starts with a host function that notes CLOCK_MONOTONIC followed by an event: the anchor that puts
+ * the iteration's device times on the host clock, where the energy counter's readings are.
  *
  * Ended iterations wait in a FIFO until their last event completed (queried, never waited for,
  * except when the FIFO is full and at shutdown). Then their windows' times are the elapsed times
@@ -23,8 +24,7 @@
 #include "perseus/clock.h"
 #include "client_int.h"
 
-#define PEND_MAX 64      /* iterations in flight before begin waits for the oldest */
-#define CLOCK_WAIT_S 0.5 /* how long a host function waits for the controller's answer */
+#define PEND_MAX 64 /* iterations in flight before begin waits for the oldest */
 
 /* ---- host functions (run on the driver's thread, in stream order) ---- */
 
@@ -33,21 +33,21 @@ static void on_anchor(void *user)
     prs__client_hostcall *h = user;
     h->host_s = prs_mono_s();
     /* Every clock change before this point of the stream was asked for: what the controller
-     * confirms now is in effect here (-1 while an answer is still due). A change whose answer
-     * came late (after on_clock stopped waiting) is learnt here instead of never. */
+     * confirms now is in effect here (-1 while an answer is still due). */
     h->in_effect = h->c->ctl ? prs_clockctl_confirmed(h->c->ctl) : h->mhz;
     atomic_store_explicit(&h->done, 1, memory_order_release);
 }
 
+/* Send the change and go on: the stream never waits for perseus-gpud. Its answer comes later and
+ * tags the computations after this point (resolve.c's follow); the controller's INLINE mode
+ * answers at once. */
 static void on_clock(void *user)
 {
     prs__client_hostcall *h = user;
     prs_client *c = h->c;
-    int rc = prs_clockctl_set(c->ctl, h->mhz);
-    if (rc == 0) rc = prs_clockctl_sync(c->ctl, CLOCK_WAIT_S);
-    h->result = rc;
-    /* What is in effect now: the new clock, the old one when refused, -1 when unknown. */
-    h->in_effect = prs_clockctl_confirmed(c->ctl);
+    h->result = prs_clockctl_set(c->ctl, h->mhz);
+    h->request = prs_clockctl_last_request(c->ctl);
+    h->in_effect = h->request > 0 ? -1 : prs_clockctl_confirmed(c->ctl);
     atomic_store_explicit(&h->done, 1, memory_order_release);
 }
 
@@ -309,6 +309,7 @@ static int start_sampler(prs_client *c, prs_gpu *g, prs_error *err)
 int prs__client_dev_open(prs_client *c, prs_stream *stream, prs_gpu *sampler_gpu, prs_error *err)
 {
     prs__client_dev *d = calloc(1, sizeof *d);
+    if (d) d->round_bound_s = PRS__CLIENT_ROUND_BOUND_S;
     if (!d) {
         prs_stream_close(stream);
         return prs_error_set(err, PRS_ENOMEM, "out of memory");

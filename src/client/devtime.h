@@ -16,8 +16,10 @@ typedef struct prs__client_hostcall {
     struct prs_client *c;
     int mhz;         /* clock to apply (clock calls) */
     int result;      /* 0 or the controller's error */
-    int in_effect;   /* clock calls: clock in effect after it; anchors: the controller's
-                      * confirmed clock when it ran (0: default, -1: ?) */
+    int in_effect;   /* clock calls: clock in effect after it, or -1 with request > 0 (what
+                      * the answer to that request says); anchors: the controller's confirmed
+                      * clock when it ran (0: default, -1: ?) */
+    long request;    /* clock calls: the controller's request to ask about (0: none) */
     int before_op;   /* an iteration's closing changes: how many of its computations came
                       * before it in the stream */
     double host_s;   /* anchors: CLOCK_MONOTONIC when it ran */
@@ -61,7 +63,15 @@ typedef struct prs__client_round_fit {
     long round;
     int n_kinds;
     prs__client_attrib *fit;
+    double t_first, t_last; /* host clock: the first fed iteration's start, the last one's end */
+    long fed;               /* iterations fed */
 } prs__client_round_fit;
+
+/* Device time a profiling round's fit may take to reach the per-kind criterion: past it, the
+ * round's iterations are reported with the fit as it is and its relative standard error (the
+ * server asks for more iterations at that clock while it is above the criterion), rather than
+ * waited for forever (short computations against a slow counter may never settle). */
+#define PRS__CLIENT_ROUND_BOUND_S 60.0
 
 #define PRS__CLIENT_MAX_FITS 4
 #define PRS__CLIENT_HISTORY 4096
@@ -84,7 +94,8 @@ typedef struct prs__client_dev {
     double hist_t[PRS__CLIENT_HISTORY], hist_e[PRS__CLIENT_HISTORY];
     int hist_head, hist_len;
     double last_power_t, last_power_w, power_energy; /* integrating power samples */
-    double chain_end; /* host time the last resolved iteration ended (0: none) */
+    double chain_end;     /* host time the last resolved iteration ended (0: none) */
+    double round_bound_s; /* PRS__CLIENT_ROUND_BOUND_S (tests shorten it) */
 } prs__client_dev;
 
 struct prs_client;
@@ -110,6 +121,9 @@ void prs__client_dev_push(struct prs_client *c, prs__client_pend *p);
 /* Report what completed; force: wait for the oldest iteration and report it even without a
  * usable fit (FIFO full, shutdown). */
 void prs__client_dev_poll(struct prs_client *c, int force);
+/* The per-kind criterion of a profiling round's fit: the largest standard error / power a
+ * computation kind's power may have before the round's bound (depends on the sampler's mode). */
+double prs__client_dev_criterion(const struct prs_client *c);
 /* Measure only: solve the fit of the current round (prs__client_attrib_solve's contract; no fit
  * yet: PRS__CLIENT_ATTRIB_MORE with q->why set). */
 int prs__client_dev_solve(struct prs_client *c, double *kind_power_w, double *idle_power_w,

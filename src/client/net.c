@@ -246,6 +246,10 @@ static json_t *iteration_json(const prs__client_iteration *it)
         json_object_set_new(o, "wall_s", json_real(it->wall_s));
     if (it->blocking_power_w > 0 && isfinite(it->blocking_power_w))
         json_object_set_new(o, "blocking_power_w", json_real(it->blocking_power_w));
+    if (it->fit_rel_se > 0 && isfinite(it->fit_rel_se))
+        json_object_set_new(o, "fit_rel_se", json_real(it->fit_rel_se));
+    if (it->fit_rel_se > 0 && isfinite(it->fit_rel_se) && it->fit_criterion > 0)
+        json_object_set_new(o, "fit_criterion", json_real(it->fit_criterion));
     if (it->n_windows == 0) return o;
     json_t *ws = json_array();
     for (int i = 0; i < it->n_windows; i++) {

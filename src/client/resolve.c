@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "perseus/clock.h"
 #include "client_int.h"
 
 #define DRAIN_BATCH 256
@@ -26,6 +27,9 @@
 #define FIT_MAX_REL_SE 0.05
 #define FIT_KIND_REL_SE 0.01        /* energy counter rows */
 #define FIT_KIND_REL_SE_POWER 0.006 /* power samples: less per reading, held to more */
+/* How long an iteration waits to be resolved for perseus-gpud's answers to its clock changes
+ * (counted from its start; then its computations' clocks are unknown). */
+#define ANSWER_WAIT_S 5.0
 /* Beyond this gap between an iteration's anchor and the previous iteration's end the anchor
  * wins (a skipped iteration, a clock step). */
 #define CHAIN_DRIFT_S 1e-3
@@ -72,6 +76,8 @@ static prs__client_round_fit *fit_for(prs_client *c, long round, int n_kinds)
     if (prs__client_attrib_new(n_kinds + 1, &o, &d->fits[slot].fit)) return NULL;
     d->fits[slot].round = round;
     d->fits[slot].n_kinds = n_kinds;
+    d->fits[slot].fed = 0;
+    d->fits[slot].t_first = d->fits[slot].t_last = 0;
     return &d->fits[slot];
 }
 
@@ -165,10 +171,34 @@ static double elapsed(prs_client *c, prs_event *a, prs_event *b)
     return prs_event_elapsed_s(c->dev->stream, a, b, &s) == 0 ? s : NAN;
 }
 
-/* The clock in effect after h, when h ran (else what it was). */
-static void follow(prs__client_dev *d, const prs__client_hostcall *h)
+/* The clock in effect after h, when h ran (else what it was): what it set, as the controller
+ * answered (-1 while no answer came). */
+static void follow(prs_client *c, const prs__client_hostcall *h)
 {
-    if (h && atomic_load_explicit(&h->done, memory_order_acquire)) d->eff_mhz = h->in_effect;
+    if (!h || !atomic_load_explicit(&h->done, memory_order_acquire)) return;
+    int mhz = h->in_effect;
+    if (h->request > 0 && prs_clockctl_answer(c->ctl, h->request, &mhz) == 0) mhz = -1;
+    c->dev->eff_mhz = mhz;
+}
+
+/* One of p's clock changes ran and its answer is still due. */
+static int answer_due(const prs_client *c, const prs__client_hostcall *h)
+{
+    int mhz;
+    return h && atomic_load_explicit(&h->done, memory_order_acquire) && h->request > 0 &&
+           prs_clockctl_answer(c->ctl, h->request, &mhz) == 0;
+}
+
+/* Wait (ANSWER_WAIT_S at most after p began) for the answers to p's clock changes, so that its
+ * computations are tagged with the clocks they ran at. */
+static int answers_due(const prs_client *c, const prs__client_pend *p)
+{
+    if (!c->ctl || prs_mono_s() > p->anchor->host_s + ANSWER_WAIT_S) return 0;
+    for (const prs__client_hostcall *k = p->closing; k; k = k->next)
+        if (answer_due(c, k)) return 1;
+    for (int i = 0; i < p->n_ops; i++)
+        if (answer_due(c, p->ops[i].change)) return 1;
+    return 0;
 }
 
 /* Times and clock tags of a completed iteration. */
@@ -195,14 +225,14 @@ static int resolve_times(prs_client *c, prs__client_pend *p)
     for (int i = 0; i < p->n_ops; i++) {
         prs__client_devop *o = &p->ops[i];
         for (; k && k->before_op <= i; k = k->next)
-            follow(d, k);
-        follow(d, o->change);
+            follow(c, k);
+        follow(c, o->change);
         p->op_clock[i] = d->eff_mhz > 0 ? d->eff_mhz : d->eff_mhz == 0 ? c->f_max_mhz : -1;
         p->op_t0[i] = base + elapsed(c, p->start, o->b);
         p->op_t1[i] = base + elapsed(c, p->start, o->e);
     }
     for (; k; k = k->next)
-        follow(d, k);
+        follow(c, k);
     p->resolved = isfinite(p->t_end);
     for (int i = 0; i < p->n_ops && p->resolved; i++)
         p->resolved = isfinite(p->op_t0[i]) && isfinite(p->op_t1[i]);
@@ -239,6 +269,8 @@ static void feed(prs_client *c, prs__client_pend *p)
     prs__client_round_fit *f = fit_for(c, p->round, n_kinds_of(c));
     if (!f) return;
     prs__client_attrib_known(f->fit, p->t_start);
+    if (f->fed++ == 0) f->t_first = p->t_start;
+    if (p->t_end > f->t_last) f->t_last = p->t_end;
     if (c->opts.measure_only && p->iteration < c->opts.warmup_iterations) {
         prs__client_attrib_unknown(f->fit, p->t_start, p->t_end); /* warm-up: not profiled */
         return;
@@ -306,16 +338,38 @@ static int fill_windows(prs_client *c, const prs__client_pend *p, const double *
     return 1;
 }
 
-/* The computations' powers (what the windows carry) are known to the mode's share. */
-static int kinds_settled(const prs_client *c, const double *pw, const prs__client_attrib_quality *q,
-                         int n_kinds)
+/* The per-kind criterion: the largest standard error / power a computation's kind may have. */
+double prs__client_dev_criterion(const prs_client *c)
 {
-    double share = prs__client_sampler_mode(c->dev->sampler) == PRS__CLIENT_SAMPLE_POWER
-                       ? FIT_KIND_REL_SE_POWER
-                       : FIT_KIND_REL_SE;
-    for (int k = 0; k < n_kinds; k++)
-        if (isfinite(pw[k]) && !(q->kind_se_w[k] <= share * pw[k])) return 0;
-    return 1;
+    return prs__client_sampler_mode(c->dev->sampler) == PRS__CLIENT_SAMPLE_POWER
+               ? FIT_KIND_REL_SE_POWER
+               : FIT_KIND_REL_SE;
+}
+
+/* The largest standard error / power over the computations' kinds (NAN when one is not solved,
+ * 0 when none ran). */
+static double kinds_rel_se(const double *pw, const prs__client_attrib_quality *q, int n_kinds)
+{
+    double worst = 0;
+    for (int k = 0; k < n_kinds; k++) {
+        if (!isfinite(pw[k])) continue;
+        double r = pw[k] > 0 ? q->kind_se_w[k] / pw[k] : NAN;
+        if (!(r <= worst)) worst = r; /* NAN sticks */
+        if (isnan(worst)) return NAN;
+    }
+    return worst;
+}
+
+/* The computations' powers (what the windows carry) are known to the criterion, or the round ran
+ * past its bound with every kind solved (a solution exists: the windows carry its powers, the
+ * report its relative standard error). */
+static int kinds_settled(const prs_client *c, const prs__client_round_fit *f, const double *pw,
+                         const prs__client_attrib_quality *q, double *rel_se)
+{
+    *rel_se = kinds_rel_se(pw, q, f->n_kinds);
+    if (!isfinite(*rel_se)) return 0;
+    if (*rel_se <= prs__client_dev_criterion(c)) return 1;
+    return f->t_last - f->t_first >= c->dev->round_bound_s;
 }
 
 /* Build the report of a resolved iteration. Returns 1 when it is ready (or forced), 0 to wait
@@ -340,8 +394,16 @@ static int build_report(prs_client *c, prs__client_pend *p, int force, prs__clie
     if (f) {
         double pw[PRS__CLIENT_ATTRIB_MAX_KINDS], idle;
         prs__client_attrib_quality q;
+        double rel_se = NAN;
         int rc = prs__client_attrib_solve(f->fit, pw, &idle, &q);
-        if (rc == 0 && !kinds_settled(c, pw, &q, f->n_kinds)) rc = PRS__CLIENT_ATTRIB_MORE;
+        int settled = rc >= 0 && kinds_settled(c, f, pw, &q, &rel_se);
+        /* Past the bound a fit the attribution still calls short of its own limit is used too,
+         * when every kind has a power. */
+        if (rc == PRS__CLIENT_ATTRIB_MORE && settled && rel_se > prs__client_dev_criterion(c))
+            rc = 0;
+        if (rc == 0 && !settled) rc = PRS__CLIENT_ATTRIB_MORE;
+        it->fit_rel_se = rel_se;
+        it->fit_criterion = prs__client_dev_criterion(c);
         if (rc == 0) return fill_windows(c, p, pw, idle, f->n_kinds, it);
         /* Its timeline is in the fit already: when the FIFO is full, the round goes on without
          * this iteration's report rather than with a report that lacks windows. */
@@ -360,6 +422,7 @@ static int complete(prs_client *c, prs__client_pend *p, int force)
     int q = prs_event_query(c->dev->stream, p->end);
     if (q == 0 && !force) return 0;
     if (q == 0) q = prs_event_wait(c->dev->stream, p->end) == 0;
+    if (q > 0 && !force && answers_due(c, p)) return 0;
     if (q < 0 || resolve_times(c, p)) return -1;
     feed(c, p);
     return 1;

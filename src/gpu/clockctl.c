@@ -279,6 +279,20 @@ int prs_clockctl_confirmed(const prs_clockctl *c)
     return prs__gpu_conn_confirmed(c->conn);
 }
 
+long prs_clockctl_last_request(const prs_clockctl *c)
+{
+    return c->mode == PRS_CLOCKCTL_INLINE || c->send_failed ? 0 : c->last_seq;
+}
+
+int prs_clockctl_answer(const prs_clockctl *c, long request, int *in_effect_mhz)
+{
+    if (c->mode == PRS_CLOCKCTL_INLINE || request <= 0) {
+        *in_effect_mhz = prs_clockctl_confirmed(c);
+        return 1;
+    }
+    return prs__gpu_conn_answer(c->conn, request, in_effect_mhz);
+}
+
 long prs_clockctl_failures(const prs_clockctl *c)
 {
     return c->mode == PRS_CLOCKCTL_INLINE ? c->inline_failures : prs__gpu_conn_failures(c->conn);

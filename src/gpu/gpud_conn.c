@@ -25,6 +25,9 @@
 
 #define LINE_MAX_IN 8192 /* longest line we accept from the daemon */
 #define OUT_CAP 4096     /* requests waiting for room in the socket */
+/* Answers kept per request, so that a caller that did not wait learns later what its request
+ * left in effect (a plan's clock changes of the iterations in flight fit many times over). */
+#define ANSWERS 4096
 
 struct prs__gpu_conn {
     int fd;
@@ -47,6 +50,10 @@ struct prs__gpu_conn {
     char last_msg[200];
     long replies; /* non-ACK lines seen after start */
     char reply[256];
+    struct {
+        long seq;
+        int in_effect; /* -1: unknown (superseded) */
+    } answers[ANSWERS];
     atomic_long acked_a;
     atomic_int in_effect;
     atomic_long failures;
@@ -263,6 +270,10 @@ static void on_ack(prs__gpu_conn *c, char *line)
     if (s != PRS__GPU_ACK_SUPERSEDED) atomic_store(&c->in_effect, in_effect);
     pthread_mutex_lock(&c->mu);
     if (seq > c->acked) c->acked = seq;
+    if (seq > 0) {
+        c->answers[seq % ANSWERS].seq = seq;
+        c->answers[seq % ANSWERS].in_effect = s == PRS__GPU_ACK_SUPERSEDED ? -1 : in_effect;
+    }
     c->last_status = s;
     snprintf(c->last_msg, sizeof c->last_msg, "%.199s", used > 0 ? line + used : status);
     atomic_store(&c->acked_a, c->acked);
@@ -278,6 +289,8 @@ static int on_err(prs__gpu_conn *c, const char *line)
     int ours = strncmp(line, "ERR ", 4) == 0 && c->acked < atomic_load(&c->seq);
     if (ours) {
         c->acked++;
+        c->answers[c->acked % ANSWERS].seq = c->acked; /* refused: the clock stays */
+        c->answers[c->acked % ANSWERS].in_effect = atomic_load(&c->in_effect);
         c->last_status = PRS__GPU_ACK_REFUSED;
         snprintf(c->last_msg, sizeof c->last_msg, "%.199s", line + 4);
         atomic_fetch_add(&c->failures, 1);
@@ -452,6 +465,19 @@ prs__gpu_ack_status prs__gpu_conn_wait(prs__gpu_conn *c, long seq, double timeou
 long prs__gpu_conn_last_seq(const prs__gpu_conn *c)
 {
     return atomic_load(&c->seq);
+}
+
+int prs__gpu_conn_answer(prs__gpu_conn *c, long seq, int *in_effect)
+{
+    pthread_mutex_lock(&c->mu);
+    int answered = 1;
+    *in_effect = -1;
+    if (c->answers[seq % ANSWERS].seq == seq)
+        *in_effect = c->answers[seq % ANSWERS].in_effect;
+    else if (seq > c->acked && !atomic_load(&c->lost))
+        answered = 0;
+    pthread_mutex_unlock(&c->mu);
+    return answered;
 }
 
 int prs__gpu_conn_confirmed(const prs__gpu_conn *c)

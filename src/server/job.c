@@ -300,7 +300,7 @@ static int load_rank(void *ud, int rank, int dp, int pp, int tp)
     if (rank < 0 || rank >= j->world || dp < 0 || dp >= j->spec.dp || pp < 0 ||
         pp >= j->spec.stages || tp < 0 || tp >= j->spec.tp)
         return 0;
-    j->ranks[rank] = (job_rank){1, dp, pp, tp, 0};
+    j->ranks[rank] = (job_rank){.registered = 1, .dp = dp, .pp = pp, .tp = tp};
     j->slot[slot_index(j, dp, pp, tp)] = rank;
     j->nregistered++;
     return 0;
@@ -543,7 +543,7 @@ int job_register(job *j, store *st, const req_rank *r, int *created, int *action
         return wrong_phase(e, j, "registering a new rank");
     if (store_insert_rank(st, j->id, r->rank, r->dp, r->pp, r->tp, r->gpu))
         return job_store_fail(e, st);
-    *k = (job_rank){1, r->dp, r->pp, r->tp, 0};
+    *k = (job_rank){.registered = 1, .dp = r->dp, .pp = r->pp, .tp = r->tp};
     j->slot[s] = r->rank;
     j->nregistered++;
     *created = 1;

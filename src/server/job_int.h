@@ -11,6 +11,9 @@
 
 /* Iterations the current round asks of each rank: warm-up, k, and any extension. */
 int job_round_need(const job *j);
+/* Whether rank's last counted iteration of the current round came from an attribution fit short
+ * of the criterion the rank aims for (the round then asks for more iterations). */
+int job_fit_unsettled(const job *j, int rank);
 /* Recount the ranks that have posted what the current round asks (ranks_done). */
 void job_count_done_ranks(job *j);
 /* Whether a clock whose precision reached se_pct after kept iterations gets k more: the spec's

@@ -231,6 +231,22 @@ static int store_iteration(job *j, store *st, int rank, const req_iteration *it,
     return 0;
 }
 
+/* A counted iteration of the current round: what its rank's attribution fit said. */
+static void note_fit(job_rank *k, const req_iteration *it, long round)
+{
+    k->fit_rel_se = it->fit_rel_se;
+    k->fit_criterion = it->fit_criterion;
+    k->fit_round = round + 1;
+}
+
+/* A rank's last counted iteration of this round came from a fit short of its criterion (the rank
+ * reported it past the round's time bound): more iterations at this clock let the fit settle. */
+int job_fit_unsettled(const job *j, int rank)
+{
+    const job_rank *k = &j->ranks[rank];
+    return k->fit_round == j->round + 1 && k->fit_criterion > 0 && k->fit_rel_se > k->fit_criterion;
+}
+
 /* Every rank has run the round's iterations: record the precision reached at its clock (the
  * largest relative standard error of a type's mean time or energy) and, while that is above the
  * spec's target and k more iterations stay within max_iterations_per_clock, ask for k more
@@ -246,6 +262,8 @@ static int extend_round(job *j, store *st, int *more, api_err *e)
     if (store_put_precision(st, j->id, j->sweep_index, isfinite(se) ? 100.0 * se : -1, kept))
         return job_store_fail(e, st);
     *more = job_wants_more(j, j->clock_se_pct[j->sweep_index], kept);
+    for (int r = 0; r < j->world && !*more; r++)
+        *more = job_fit_unsettled(j, r) && kept + k <= j->spec.max_iterations_per_clock;
     if (*more) {
         j->round_extra += k;
         job_count_done_ranks(j);
@@ -271,6 +289,7 @@ int job_results_profiling(job *j, store *st, const req_results *r, int *action, 
             if (idx >= need) continue; /* the round has all it asks of this rank */
             j->round_iters[r->rank]++;
             used = idx >= j->spec.warmup_iterations;
+            note_fit(&j->ranks[r->rank], &r->iterations[i], round);
             if (idx + 1 == need) j->ranks_done++;
         } else if (j->late_iters[r->rank] >= need) {
             continue;

@@ -47,6 +47,10 @@ typedef struct job_rank {
     int registered;
     int dp, pp, tp;
     long clock_failures; /* as the rank last said (cumulative; resent with every post) */
+    /* Its last counted iteration of a profiling round: the attribution fit's largest relative
+     * standard error and the criterion the rank aims for (0: not said), and that round. */
+    double fit_rel_se, fit_criterion;
+    long fit_round;
 } job_rank;
 
 enum { STRAGGLER_NONE = 0, STRAGGLER_EXPLICIT = 1, STRAGGLER_AUTO = 2 };

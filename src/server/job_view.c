@@ -198,6 +198,36 @@ static json_t *ranks_json(const job *j)
     return o;
 }
 
+/* A number, or null when not known (<= 0). */
+static json_t *real_or_null(double v)
+{
+    return v > 0 && isfinite(v) ? json_real(v) : json_null();
+}
+
+/* The ranks the current profiling round waits for (at most RANKS_LISTED): its iterations so far
+ * against what the round asks, the attribution fit its last counted iteration came from (largest
+ * relative standard error over its kinds, and the criterion the rank aims for), and what it waits
+ * for: "fit" while it reported nothing this round (a rank reports once its fit meets the
+ * criterion, or once the round's time bound passed), else "iterations". */
+static json_t *waiting_json(const job *j)
+{
+    json_t *a = json_array();
+    int need = job_round_need(j);
+    for (int r = 0; r < j->world && json_array_size(a) < RANKS_LISTED; r++) {
+        int n = j->round_iters[r];
+        if (n >= need) continue;
+        const job_rank *k = &j->ranks[r];
+        int said = k->fit_round == j->round + 1;
+        json_array_append_new(
+            a, json_pack("{s:i, s:i, s:i, s:i, s:o, s:o, s:s, s:b}", "rank", r, "clock_mhz",
+                         j->sweep[j->sweep_index], "iterations", n, "need", need, "fit_rel_se",
+                         real_or_null(said ? k->fit_rel_se : 0), "criterion",
+                         real_or_null(said ? k->fit_criterion : 0), "waiting_for",
+                         n == 0 ? "fit" : "iterations", "fit_settled", !job_fit_unsettled(j, r)));
+    }
+    return a;
+}
+
 /* Per swept clock (stored, so across restarts): kept iterations per rank and the precision
  * reached. */
 static json_t *precision_json(const job *j)
@@ -240,8 +270,10 @@ json_t *job_status_json(const job *j)
     json_t *prof = json_pack("{s:i, s:I, s:i}", "clocks_total", j->nsweep, "clocks_done",
                              (json_int_t)(j->phase == JOB_PROFILING ? j->sweep_index : 0),
                              "ranks_done", j->phase == JOB_PROFILING ? j->ranks_done : 0);
-    if (j->phase == JOB_PROFILING)
+    if (j->phase == JOB_PROFILING) {
         json_object_set_new(prof, "clock_mhz", json_integer(j->sweep[j->sweep_index]));
+        json_object_set_new(prof, "waiting", waiting_json(j));
+    }
     json_object_set_new(prof, "clocks", precision_json(j));
     json_object_set_new(o, "profiling", prof);
     double frac = j->plan_total > 0 ? (double)j->plan_done / (double)j->plan_total : 0;

@@ -95,9 +95,9 @@ static int parse_window(json_t *w, req_window *out, prs_error *err)
 static int parse_results(json_t *root, req_results *r, prs_error *err)
 {
     static const char *const keys[] = {"rank", "round", "iterations", "clock_failures", NULL};
-    static const char *const ikeys[] = {"iteration", "time_s",  "energy_j",         "clock_mhz",
-                                        "pace_s",    "plan_id", "blocking_power_w", "wall_s",
-                                        "windows",   NULL};
+    static const char *const ikeys[] = {"iteration", "time_s",     "energy_j",         "clock_mhz",
+                                        "pace_s",    "plan_id",    "blocking_power_w", "wall_s",
+                                        "windows",   "fit_rel_se", "fit_criterion",    NULL};
     if (jf_only_keys(root, "", keys, err) ||
         jf_int(root, "rank", 1, 0, REQ_MAX_WORLD - 1, &r->rank, err) ||
         jf_long(root, "round", 0, 0, 1L << 40, &r->round, err) ||
@@ -136,7 +136,9 @@ static int parse_results(json_t *root, req_results *r, prs_error *err)
             jf_long(it, "plan_id", 0, 0, 1L << 40, &ri->plan_id, &sub) ||
             jf_real(it, "blocking_power_w", 0, 0.0, 1, PRS_MAX_BLOCKING_POWER_W,
                     &ri->blocking_power_w, &sub) ||
-            jf_real(it, "wall_s", 0, 0.0, 1, 1e6, &ri->wall_s, &sub))
+            jf_real(it, "wall_s", 0, 0.0, 1, 1e6, &ri->wall_s, &sub) ||
+            jf_real(it, "fit_rel_se", 0, 0.0, 1, 1e6, &ri->fit_rel_se, &sub) ||
+            jf_real(it, "fit_criterion", 0, 0.0, 1, 1, &ri->fit_criterion, &sub))
             return jf_fail(err, "iterations[%zu].%s", i, sub.msg);
         json_t *ws = json_object_get(it, "windows");
         ri->windows = r->all_windows + used;

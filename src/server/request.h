@@ -63,6 +63,8 @@ typedef struct req_iteration {
     long plan_id;            /* the plan the iteration ran (running phase); -1: not given */
     double blocking_power_w; /* the rank's estimate of its GPU's power while blocked; 0: none */
     double wall_s;           /* host wall-clock time since the rank's previous iteration; 0: none */
+    double fit_rel_se;    /* profiling: largest standard error / power of its kinds' fit; 0: none */
+    double fit_criterion; /* the rel. standard error the rank's fit aims for; 0: not given */
     size_t nwindows;
     req_window *windows; /* points into req_results.all_windows */
 } req_iteration;

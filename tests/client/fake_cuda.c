@@ -964,6 +964,21 @@ EXPORT CUresult fakecuLaunchWork(CUstream h, double t_ref_s, double alpha, int p
     return enqueue(s, &o);
 }
 
+EXPORT CUresult fakecuLaunchWorkPower(CUstream h, double t_ref_s, double alpha, int planned_mhz,
+                                      double power_scale)
+{
+    if (!(power_scale > 0 && power_scale <= 4)) return CUDA_ERROR_INVALID_VALUE;
+    if (!(t_ref_s > 0) || !isfinite(t_ref_s) || !(alpha >= 0 && alpha <= 1))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    CUstream s = resolve(h, &r);
+    if (!s) return r;
+    op o = {.kind = OP_WORK, .planned_mhz = planned_mhz, .power_scale = power_scale};
+    o.u.work.t_ref_s = t_ref_s;
+    o.u.work.alpha = alpha;
+    return enqueue(s, &o);
+}
+
 EXPORT CUresult fakecuEventTime(CUevent e, double *t_s)
 {
     if (!t_s) return CUDA_ERROR_INVALID_VALUE;

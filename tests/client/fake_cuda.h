@@ -81,6 +81,10 @@ enum {
  * busy power. planned_mhz > 0 tracks it: its device time and the part run at planned_mhz are
  * added to the process's totals (fakecuClockShare). */
 CUresult fakecuLaunchWork(CUstream s, double t_ref_s, double alpha, int planned_mhz);
+/* fakecuLaunchWork drawing power_scale (0, 4] times the model's busy power (a forward drawing
+ * half a backward's power, as on real GPUs). */
+CUresult fakecuLaunchWorkPower(CUstream s, double t_ref_s, double alpha, int planned_mhz,
+                               double power_scale);
 /* The model instant (CLOCK_MONOTONIC seconds, as fakegpu_now_s) at which e's latest record
  * completed, so a test can place device events among host instants it measured; the codes of
  * cuEventElapsedTime. */
@@ -120,6 +124,8 @@ typedef struct fakecu_api {
     CUresult (*cuEventElapsedTime)(float *ms, CUevent a, CUevent b);
     CUresult (*cuLaunchHostFunc)(CUstream s, CUhostFn fn, void *user);
     CUresult (*launch_work)(CUstream s, double t_ref_s, double alpha, int planned_mhz);
+    CUresult (*launch_work_power)(CUstream s, double t_ref_s, double alpha, int planned_mhz,
+                                  double power_scale);
     void (*clock_share)(double *busy_s, double *at_planned_s);
     void (*reset_stats)(void);
     CUresult (*launch_barrier)(CUstream s, const char *name, int parties);
@@ -162,6 +168,7 @@ static inline int fakecu_load(fakecu_api *a, const char *path)
     FAKECU_SYM(cuEventElapsedTime, "cuEventElapsedTime_v2");
     FAKECU_SYM(cuLaunchHostFunc, "cuLaunchHostFunc");
     FAKECU_SYM(launch_work, "fakecuLaunchWork");
+    FAKECU_SYM(launch_work_power, "fakecuLaunchWorkPower");
     FAKECU_SYM(clock_share, "fakecuClockShare");
     FAKECU_SYM(reset_stats, "fakecuResetStats");
     FAKECU_SYM(launch_barrier, "fakecuLaunchBarrier");

@@ -5,9 +5,10 @@
  *   - a window left open at the end of an iteration (a begin without its end, as a `with` block
  *     whose begin raised used to leave) still has its clock change followed: the windows after it
  *     are tagged with the mid clock, never f_max;
- *   - a clock change whose answer comes after the host function stopped waiting for it (the
- *     private daemon stopped for 0.6 s) is learnt at the next iteration's anchor: the iterations
- *     after it still report windows, tagged with the mid clock. */
+ *   - a clock change whose answer comes late (the private daemon stopped) does not hold the
+ *     stream: the stream runs the whole iteration while the daemon is stopped, and the answer,
+ *     when it comes, tags that iteration's computations with the mid clock; the iterations after
+ *     it report windows, tagged with the mid clock. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +25,7 @@
 #include "client_int.h"
 #include "fake_cuda.h"
 #include "fake_dir.h"
+#include "perseus/clock.h"
 #include "perseus/client.h"
 #include "perseus/gpu.h"
 
@@ -175,6 +177,46 @@ static void answer_late(prs_client *c, CUstream cs, int mid)
     assert_int_equal(rc, 0);
 }
 
+/* The daemon stopped before the iteration that changes the clock, the stream run to its end, the
+ * daemon woken: the stream went through while the request was unanswered, and the iteration's
+ * computations get the mid clock once the answer came (not -1: unknown). */
+static void test_stream_not_held(void **state)
+{
+    if (!cu_path || !nvml_path) {
+        prs_skip_input("no fake libcuda or NVML ($PRS_FAKE_CUDA, $PRS_FAKE_NVML)");
+        return;
+    }
+    char dir[256];
+    assert_int_equal(fake_dir_begin(dir, sizeof dir, "held"), 0);
+    CUstream cs;
+    int mid;
+    prs_client *c = open_client(&cs, &mid);
+    set_profiling(c, mid);
+    pid_t helper = (pid_t)prs_clockctl_pid(c->ctl);
+    assert_true(helper > 0);
+    kill(helper, SIGSTOP);
+    int rc = try_iteration(c, cs, mid); /* ends with the stream synchronised */
+    long request = prs_clockctl_last_request(c->ctl);
+    int m = 0, due = request > 0 && prs_clockctl_answer(c->ctl, request, &m) == 0;
+    kill(helper, SIGCONT);
+    assert_int_equal(rc, 0);
+    assert_true(due); /* the stream ran the iteration with the answer still due */
+    prs__client_pend *p = c->dev->head;
+    assert_non_null(p);
+    double deadline = prs_mono_s() + 30;
+    while (!p->resolved && !p->failed && prs_mono_s() < deadline) {
+        prs__client_dev_poll(c, 0);
+        assert_ptr_equal(c->dev->head, p); /* no report before the round's fit is usable */
+        sleep_s(0.002);
+    }
+    assert_true(p->resolved);
+    assert_true(p->n_ops == 4);
+    for (int i = 0; i < p->n_ops; i++)
+        assert_int_equal(p->op_clock[i], mid);
+    close_client(c, cs);
+    fake_dir_end(dir, 1);
+}
+
 static void test_window_left_open(void **state)
 {
     run_case("window left open", leave_window_open);
@@ -205,6 +247,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window_left_open),
         cmocka_unit_test(test_late_answer),
+        cmocka_unit_test(test_stream_not_held),
     };
     return prs_test_result(cmocka_run_group_tests(tests, setup, NULL));
 }

@@ -123,8 +123,9 @@ static void register_all(job *j)
     }
 }
 
-static long g_iter; /* number of the next iteration post() reports */
-static double g_bp; /* blocking power post() reports (0: none) */
+static long g_iter;                 /* number of the next iteration post() reports */
+static double g_bp;                 /* blocking power post() reports (0: none) */
+static double g_fit_se, g_fit_crit; /* the attribution fit post() reports (0: none) */
 
 /* One iteration of rank at clock mhz, windows from the GPU model; energy scaled by escale. */
 static int post(job *j, int rank, long round, int mhz, double escale, int *action, api_err *e)
@@ -146,6 +147,8 @@ static int post(job *j, int rank, long round, int mhz, double escale, int *actio
                         .clock_mhz = mhz,
                         .plan_id = -1,
                         .blocking_power_w = g_bp,
+                        .fit_rel_se = g_fit_se,
+                        .fit_criterion = g_fit_crit,
                         .nwindows = 4,
                         .windows = w};
     req_results r = {rank, round, 1, &it, w, -1};
@@ -1454,6 +1457,72 @@ static void test_precision_survives_restart(void **state)
     job_free(j);
 }
 
+/* profiling.waiting of j's status: the entry of rank (NULL when not listed), a new reference. */
+static json_t *waiting_of(const job *j, int rank, size_t *listed)
+{
+    json_t *status = job_status_json(j);
+    assert_non_null(status);
+    json_t *w = json_object_get(json_object_get(status, "profiling"), "waiting");
+    assert_true(json_is_array(w));
+    *listed = json_array_size(w);
+    json_t *found = NULL, *v;
+    size_t i;
+    json_array_foreach(w, i, v)
+    {
+        if (json_integer_value(json_object_get(v, "rank")) == rank) found = json_incref(v);
+    }
+    json_decref(status);
+    return found;
+}
+
+/* Ranks that report their round's iterations from an attribution fit short of its criterion
+ * (past the client's time bound) get more iterations at that clock, up to
+ * max_iterations_per_clock, and the status says, per rank, what the round waits for: the fit
+ * (nothing reported yet) or iterations, with the fit's relative standard error and criterion. */
+static void test_fit_widens_round(void **state)
+{
+    (void)state;
+    job_spec s = make_spec();
+    s.max_iterations_per_clock = 3;
+    uint8_t h[32] = {4};
+    job *j = NULL;
+    api_err e = {0};
+    assert_int_equal(store_begin(st), 0);
+    assert_int_equal(job_create(st, &s, "AAAAAAAAAAAAAA14", h, 1, &j, &e), 0);
+    assert_int_equal(store_commit(st), 0);
+    register_all(j);
+    size_t listed;
+    json_t *w = waiting_of(j, 2, &listed);
+    assert_int_equal(listed, 4);
+    assert_string_equal(json_string_value(json_object_get(w, "waiting_for")), "fit");
+    assert_true(json_is_null(json_object_get(w, "fit_rel_se")));
+    assert_int_equal(json_integer_value(json_object_get(w, "clock_mhz")), 1410);
+    json_decref(w);
+    int action;
+    g_fit_se = 0.2;
+    g_fit_crit = 0.01;
+    for (int n = 0; n < 2; n++) /* warm-up + 1 each, the fit far from its criterion */
+        for (int r = 0; r < 4; r++)
+            assert_int_equal(post(j, r, 0, 1410, 1, &action, &e), 0);
+    assert_int_equal(j->round, 0); /* the same clock, one more iteration asked for */
+    assert_int_equal(j->round_extra, 1);
+    w = waiting_of(j, 2, &listed);
+    assert_int_equal(listed, 4);
+    assert_string_equal(json_string_value(json_object_get(w, "waiting_for")), "iterations");
+    assert_int_equal(json_integer_value(json_object_get(w, "iterations")), 2);
+    assert_int_equal(json_integer_value(json_object_get(w, "need")), 3);
+    assert_true(fabs(json_real_value(json_object_get(w, "fit_rel_se")) - 0.2) < 1e-12);
+    assert_true(fabs(json_real_value(json_object_get(w, "criterion")) - 0.01) < 1e-12);
+    assert_false(json_is_true(json_object_get(w, "fit_settled")));
+    json_decref(w);
+    g_fit_se = 0.005; /* settled: the round ends */
+    for (int r = 0; r < 4; r++)
+        assert_int_equal(post(j, r, 0, 1410, 1, &action, &e), 0);
+    assert_int_equal(j->round, 1);
+    g_fit_se = g_fit_crit = 0;
+    job_free(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1476,6 +1545,7 @@ int main(void)
         cmocka_unit_test(test_rules_applied_late),
         cmocka_unit_test(test_many_pipelines_straggler),
         cmocka_unit_test(test_precision_survives_restart),
+        cmocka_unit_test(test_fit_widens_round),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,161 @@
+/* A profiling round with short computations against a slow energy counter ends within its time
+ * bound (src/client/resolve.c): on the fake libcuda and NVML with a private perseus-gpud, the
+ * counter refreshing every 100 ms, one rank profiling at a mid clock (set straight into the
+ * client's schedule, no server) runs 5 ms forwards drawing half the power of its 10 ms backwards.
+ * The attribution's per-kind criterion (1 % standard error) is far off in that time, so the round
+ * used to report nothing (its iterations waited for the fit, then were dropped when the FIFO
+ * filled). With the round's bound shortened to 2 s of training, the rank reports iterations with
+ * windows within 12 s of training, each carrying the fit's largest relative standard error and
+ * the criterion, so the server can ask for more iterations at that clock and say why. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "skips.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "client_int.h"
+#include "fake_cuda.h"
+#include "fake_dir.h"
+#include "perseus/client.h"
+#include "perseus/gpu.h"
+
+#define BOUND_S 2.0
+#define TRAIN_S 12.0 /* device time of training the test runs at most */
+
+static fakecu_api cu;
+static const char *cu_path, *nvml_path;
+
+/* Profiling at mhz in round 1, as if the server had sent it. */
+static void set_profiling(prs_client *c, int mhz)
+{
+    pthread_mutex_lock(&c->mu);
+    prs__client_schedule *s = &c->latest;
+    free(s->clocks);
+    memset(s, 0, sizeof *s);
+    snprintf(s->phase, sizeof s->phase, "profiling");
+    s->round = 1;
+    s->plan_id = -1;
+    s->from_iteration = -1;
+    s->n = 1;
+    s->clocks = malloc(sizeof(int));
+    assert_non_null(s->clocks);
+    s->clocks[0] = mhz;
+    atomic_fetch_add(&c->latest_version, 1);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Two forwards (about 5 ms at the mid clock, half the power) and two backwards (about 10 ms).
+ */
+static void run_iteration(prs_client *c, CUstream cs, int mhz)
+{
+    for (int k = 0; k < 4; k++) {
+        prs_instr in = k < 2 ? PRS_FORWARD : PRS_BACKWARD;
+        assert_int_equal(prs_client_begin(c, in, k % 2, 0), 0);
+        assert_int_equal(cu.launch_work_power(cs, in == PRS_FORWARD ? 0.0036 : 0.0072, 0.7, mhz,
+                                              in == PRS_FORWARD ? 0.5 : 1.0),
+                         CUDA_SUCCESS);
+        assert_int_equal(prs_client_end(c, in, k % 2, 0), 0);
+    }
+    cu.cuStreamSynchronize(cs); /* as a framework reading the loss */
+    assert_int_equal(prs_client_iteration_end(c), 0);
+}
+
+/* Queued reports with windows; the first one's fit figures. */
+static int reports(prs_client *c, double *rel_se, double *criterion)
+{
+    int n = 0;
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < c->q_len; i++) {
+        const prs__client_iteration *q = &c->queue[(c->q_head + i) % c->opts.max_queue];
+        if (q->n_windows == 0) continue;
+        if (n++ == 0) *rel_se = q->fit_rel_se, *criterion = q->fit_criterion;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+static void test_round_bound(void **state)
+{
+    if (!cu_path || !nvml_path) {
+        prs_skip_input("no fake libcuda or NVML ($PRS_FAKE_CUDA, $PRS_FAKE_NVML)");
+        return;
+    }
+    char dir[256];
+    assert_int_equal(fake_dir_begin(dir, sizeof dir, "bound"), 0);
+    CUcontext ctx;
+    CUstream cs;
+    assert_int_equal(cu.cuInit(0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    assert_int_equal(cu.cuStreamCreate(&cs, 0), CUDA_SUCCESS);
+    prs_client_opts o;
+    prs_client_opts_init(&o);
+    o.server_url = "http://127.0.0.1:9"; /* nobody: the reports stay queued */
+    o.job_id = "job";
+    o.token = "token";
+    o.use_stream = 1;
+    o.stream = (uintptr_t)cs;
+    o.controller = PRS_CLOCKCTL_PROCESS;
+    o.warmup_iterations = 0;
+    o.cuda_library = cu_path;
+    prs_client *c;
+    prs_error e;
+    if (prs_client_new(&o, &c, &e)) fail_msg("prs_client_new: %s", e.msg);
+    int clocks[256], n = 0;
+    assert_int_equal(prs_gpu_clocks(c->gpu, clocks, 256, &n), 0);
+    int mid = clocks[n / 2];
+    c->dev->round_bound_s = BOUND_S;
+    set_profiling(c, mid);
+    double rel_se = 0, criterion = 0, t0 = -1, trained_s = 0;
+    int iters = 0, got = 0;
+    while (!got && trained_s < TRAIN_S) {
+        run_iteration(c, cs, mid);
+        iters++;
+        pthread_mutex_lock(&c->mu);
+        double now = c->dev->chain_end; /* the last resolved iteration's end, host clock */
+        pthread_mutex_unlock(&c->mu);
+        if (t0 < 0 && now > 0) t0 = now;
+        if (t0 >= 0) trained_s = now - t0;
+        got = reports(c, &rel_se, &criterion);
+    }
+    print_message("after %d iterations (%.1f s of training): %d reports with windows, the first's "
+                  "fit %.3g %% relative standard error (criterion %.3g %%)\n",
+                  iters, trained_s, got, 100 * rel_se, 100 * criterion);
+    assert_true(got > 0);
+    assert_true(rel_se > 0 && isfinite(rel_se));
+    assert_true(criterion > 0 && criterion < 0.1);
+    prs_client_free(c);
+    assert_int_equal(cu.cuStreamDestroy(cs), CUDA_SUCCESS);
+    assert_int_equal(cu.cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+    assert_int_equal(cu.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+    fake_dir_end(dir, 1);
+}
+
+static int setup(void **state)
+{
+    cu_path = getenv("PRS_FAKE_CUDA");
+    nvml_path = getenv("PRS_FAKE_NVML");
+    if (!cu_path || !*cu_path || !nvml_path || !*nvml_path || fakecu_load(&cu, cu_path)) {
+        cu_path = NULL;
+        return 0;
+    }
+    setenv("PRS_NVML_LIBRARY", nvml_path, 1);
+    setenv("PRS_CUDA_LIBRARY", cu_path, 1);
+    setenv("PRS_FAKE_GPU_COUNT", "1", 1);
+    setenv("PRS_FAKE_NVML_REFRESH_MS", "100", 1);
+    unsetenv("PRS_FAKE_NVML_DENY");
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_round_bound)};
+    return prs_test_result(cmocka_run_group_tests(tests, setup, NULL));
+}
