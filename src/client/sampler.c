@@ -21,6 +21,8 @@
 #define GUARD_SHARE 0.1   /* plus this share of the period while the fit does not hold */
 #define COST_WEIGHT 0.125 /* weight of the latest read in the read cost's moving average */
 #define SEEN_SLACK 0.05   /* a change's dated instant may precede its refresh by this share */
+#define HELD_UP 1.1       /* a read lasting this many times its usual cost was held up, */
+#define SURE_SHARE 0.4    /* and its value lies at least this share of that cost inside it */
 
 struct prs__client_sampler {
     prs_gpu *gpu;
@@ -125,32 +127,50 @@ static double read_energy(prs__client_sampler *s)
     return prs_gpu_read_energy_j(s->gpu);
 }
 
-/* A read's instant is taken as the middle of the call; a change lies between two such instants,
- * so consecutive brackets touch but never overlap. */
+/* The instants a read's value was taken at the earliest and the latest, for a read from t0 to t1
+ * whose usual cost is c: its middle; but a read held up well past its usual cost (a slow read from
+ * the driver's tail, a thread the scheduler preempted) may have taken its value anywhere but near
+ * its ends, and its middle could date a change on the wrong side of its refresh. */
+static void value_span(double c, double t0, double t1, double *early, double *late)
+{
+    *early = *late = 0.5 * (t0 + t1);
+    if (!(c > 0) || t1 - t0 <= HELD_UP * c) return;
+    *early = t0 + SURE_SHARE * c;
+    *late = t1 - SURE_SHARE * c;
+}
+
+/* A read's instant is taken as the middle of the call, and a change lies between two such
+ * instants, so consecutive brackets touch; next to a read that was held up they span what its
+ * value's instant may have been (value_span), but never overlap the bracket before (a bracket
+ * opened by the read that closed the one before starts where that one ended: its refresh comes a
+ * period after the previous one, past the held-up read). */
 static void run_energy(prs__client_sampler *s)
 {
     double t0 = prs_mono_s(), last = read_energy(s), prev = 0.5 * (t0 + prs_mono_s()),
-           last_change = 0;
+           last_change = 0, pushed = 0;
     double next = t0;
     s->read_cost = 2 * (prev - t0);
     while (!wait_until(s, next = next_read(s, next, prs_mono_s(), last_change))) {
         t0 = prs_mono_s();
-        double e = read_energy(s), t1 = prs_mono_s(), mid = 0.5 * (t0 + t1);
-        s->read_cost += COST_WEIGHT * (t1 - t0 - s->read_cost);
+        double e = read_energy(s), t1 = prs_mono_s(), early, late;
+        value_span(s->read_cost, t0, t1, &early, &late);
+        /* a held-up read says little of the cost: it counts as at most twice the average */
+        s->read_cost += COST_WEIGHT * (fmin(t1 - t0, 2 * s->read_cost) - s->read_cost);
         atomic_fetch_add_explicit(&s->reads, 1, memory_order_relaxed);
         if (isnan(e)) {
             count_error(s);
             continue;
         }
         if (e != last && !isnan(last)) {
-            push(s, prev, mid, e);
+            double lo = prev > pushed ? prev : pushed, hi = late; /* brackets never overlap */
+            push(s, lo, hi, e);
+            pushed = hi;
             s->changes++;
-            double lo = prev, hi = mid;
             prs__client_refresh_map(&s->fit, &lo, &hi);
             last_change = hi;
         }
         last = e;
-        prev = mid;
+        prev = early;
     }
 }
 

@@ -427,12 +427,12 @@ static double costly_read(fakegpu_dev *dev)
     double e = fakegpu_energy_j(dev);
     spin_until(t0 + cost);
     /* Preempted (a busy machine): the value is no longer from the read's middle. */
-    if (fakegpu_now_s() > t0 + cost + 0.25 * read_cost_s) atomic_fetch_add(&stretched_reads, 1);
+    if (fakegpu_now_s() > t0 + cost + 0.1 * read_cost_s) atomic_fetch_add(&stretched_reads, 1);
     return e;
 }
 
 /* Test-only: the costly reads of this process that the scheduler stretched (they lasted over a
- * quarter of the nominal cost longer than drawn), whose value is then not from their middle: a
+ * tenth of the nominal cost longer than drawn), whose value is then not from their middle: a
  * test of what a reader infers from the reads' timing allows for them. */
 EXPORT long fakenvml_stretched_reads(void)
 {
