@@ -21,11 +21,6 @@
 #endif
 
 #define MAX_TOKENS 8
-/* A read-back right after a lock may still see the old clock (a real GPU applies the lock a
- * little later): before calling a lock ignored and resetting it, read again, this many times,
- * this far apart (at most 5 ms in all, and only when the first read-back disagrees). */
-#define READBACK_RETRIES 5
-#define READBACK_WAIT_NS 1000000L
 #define REPLY_MAX 4200
 
 gpud_conn *gpud_conn_new(int fd, long pid, unsigned uid, unsigned gid)
@@ -44,6 +39,7 @@ gpud_conn *gpud_conn_new(int fd, long pid, unsigned uid, unsigned gid)
 void gpud_conn_free(gpud *d, gpud_conn *c, const char *why)
 {
     if (!c) return;
+    gpud_setter_settle(d, c);
     gpud_lease_drop(d, c, why);
     if (c->fd >= 0) close(c->fd);
     free(c->out);
@@ -112,16 +108,6 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
     return 0;
 }
 
-/* Copy s into out as a token-safe string: printable, no newline. */
-static const char *printable(const char *s, char *out, size_t n)
-{
-    size_t o = 0;
-    for (; *s && o + 1 < n; s++)
-        out[o++] = (*s >= 0x20 && *s < 0x7f) ? *s : '?';
-    out[o] = '\0';
-    return out;
-}
-
 static void do_hello(gpud *d, gpud_conn *c, char **tok, int later)
 {
     uint64_t v;
@@ -179,7 +165,7 @@ static void do_list(gpud *d, gpud_conn *c, char **tok, int later)
         read_gpu(d, u, &r);
         reply(c, "GPU %d %s %s %s %d %s %s %ld %s", u->index, u->uuid, u->pci, r.sm, u->locked_mhz,
               r.energy, r.power, u->holder ? u->holder_pid : 0L,
-              printable(prs_gpu_name(u->g), name, sizeof name));
+              gpud_printable(prs_gpu_name(u->g), name, sizeof name));
     }
     reply(c, "OK %d", d->ngpus);
 }
@@ -246,60 +232,28 @@ static void do_release(gpud *d, gpud_conn *c, char **tok, int later)
         return;
     }
     char msg[300];
-    printable(u->reset_msg, msg, sizeof msg);
+    gpud_printable(u->reset_msg, msg, sizeof msg);
     reply(c, "ERR reset released, but %s could not be reset to its default clocks (%s); %s",
           u->uuid, msg[0] ? msg : "failed",
           d->state_dir ? "the daemon tries again at its next LEASE, at exit and at start-up"
                        : "the daemon tries again as it exits");
 }
 
-/* NVML's return code from a backend message ending "(N)"; -1 when there is none. */
-static int nvml_rc_of(const char *msg)
-{
-    const char *open = strrchr(msg, '(');
-    if (!open) return -1;
-    char *end;
-    long v = strtol(open + 1, &end, 10);
-    return end != open + 1 && *end == ')' && v >= 0 && v < 100000 ? (int)v : -1;
-}
-
-/* Apply mhz (0: reset) on c's GPU; the reply is the ACK of seq. */
-static void apply_clock(gpud_conn *c, uint64_t seq, int mhz)
+/* Apply mhz (0: reset) on c's GPU: by its setter, which answers later, else now. */
+static void apply_set(gpud *d, gpud_conn *c, uint64_t seq, int mhz)
 {
     gpud_gpu *u = c->lease;
-    int rc = mhz ? prs_gpu_set_clock(u->g, mhz) : prs_gpu_reset_clock(u->g);
-    long long apply_ns = (long long)(prs_mono_ns() - c->recv_ns);
-    char msg[300];
-    if (rc) {
-        printable(prs_gpu_errmsg(u->g), msg, sizeof msg);
-        gpud_log(GPUD_LOG_WARN, "msg=set_refused gpu=%s mhz=%d", u->uuid, mhz);
-        reply(c, "ACK %llu refused %d - %lld %d %s", (unsigned long long)seq, u->locked_mhz,
-              apply_ns, nvml_rc_of(msg), msg[0] ? msg : "failed");
-        return;
-    }
-    u->locked_mhz = mhz;
-    int actual = 0;
-    char act[24] = "-";
-    int have = prs_gpu_sm_clock_now(u->g, &actual) == 0;
-    for (int i = 0; have && mhz && actual > mhz && i < READBACK_RETRIES; i++) {
-        struct timespec wait = {0, READBACK_WAIT_NS};
-        nanosleep(&wait, NULL);
-        have = prs_gpu_sm_clock_now(u->g, &actual) == 0;
-    }
-    if (have) snprintf(act, sizeof act, "%d", actual);
-    if (mhz && have && actual > mhz) {
-        gpud_log(GPUD_LOG_WARN, "msg=lock_ignored gpu=%s mhz=%d actual=%d action=reset", u->uuid,
-                 mhz, actual);
-        int reset = prs_gpu_reset_clock(u->g) == 0; /* the memory lock stays for the lease */
-        u->locked_mhz = reset ? 0 : -1;
-        reply(c,
-              "ACK %llu mismatch %d %s %lld 0 the GPU reported success but runs at %d MHz, above "
-              "the lock at %d MHz; %s",
-              (unsigned long long)seq, u->locked_mhz, act, apply_ns, actual, mhz,
-              reset ? "clocks reset" : "the reset that followed failed too");
-        return;
-    }
-    reply(c, "ACK %llu ok %d %s %lld", (unsigned long long)seq, mhz, act, apply_ns);
+    gpud_apply_req r = {.g = u->g,
+                        .uuid = u->uuid,
+                        .seq = seq,
+                        .mhz = mhz,
+                        .locked_mhz = u->locked_mhz,
+                        .recv_ns = c->recv_ns};
+    if (gpud_setter_submit(d, c, &r) == 0) return;
+    gpud_apply a;
+    gpud_apply_clock(&r, &a);
+    u->locked_mhz = a.locked_mhz;
+    reply(c, "%s", a.line);
 }
 
 static void do_set(gpud *d, gpud_conn *c, char **tok, int later)
@@ -323,7 +277,7 @@ static void do_set(gpud *d, gpud_conn *c, char **tok, int later)
     else if ((int)mhz == u->locked_mhz)
         reply(c, "ACK %llu same %d - 0", (unsigned long long)seq, u->locked_mhz);
     else
-        apply_clock(c, seq, (int)mhz);
+        apply_set(d, c, seq, (int)mhz);
 }
 
 typedef void (*handler)(gpud *, gpud_conn *, char **, int);
@@ -396,7 +350,7 @@ static int later_set(const char *buf, size_t n)
 static void process_lines(gpud *d, gpud_conn *c)
 {
     size_t pos = 0;
-    while (!c->closing && !c->dead) {
+    while (!c->closing && !c->dead && !c->setting) {
         const char *start = c->in + pos;
         const char *nl = memchr(start, '\n', c->nin - pos);
         size_t len = nl ? (size_t)(nl - start) : c->nin - pos;
@@ -422,10 +376,18 @@ void gpud_conn_feed(gpud *d, gpud_conn *c, const char *buf, size_t n)
     c->recv_ns = prs_mono_ns();
     while (n > 0 && !c->closing && !c->dead) {
         size_t room = GPUD_IN_MAX - c->nin, take = n < room ? n : room;
+        if (take == 0) break; /* a SET in progress holds a full buffer: the server reads no more */
         memcpy(c->in + c->nin, buf, take);
         c->nin += take;
         buf += take;
         n -= take;
         process_lines(d, c);
     }
+}
+
+void gpud_conn_answer(gpud *d, gpud_conn *c, const char *line)
+{
+    out_add(c, line, strlen(line));
+    out_add(c, "\n", 1);
+    process_lines(d, c);
 }

@@ -7,12 +7,14 @@
  *   gpus.c    the device table: identity, supported clocks, the clock the daemon locked, reset
  *   lease.c   leases: access check, taking and dropping (reset), the lease file, start-up recovery
  *   energy.c  the energy readings LIST and READ give, taken by a thread of their own
+ *   apply.c   one SET applied to a GPU (lock, read-back) and its ACK line
+ *   setter.c  the threads that apply each GPU's SETs off the loop, one per GPU
  *   conn.c    the protocol state machine of one connection, fed bytes, producing reply bytes
  *   server.c  sockets, the poll() loop, peer credentials, bounds, timeouts, signals, pid watches
  *   main.c    options and modes (system daemon, private mode, --list)
  * Every function returns 0 or a negative PRS_E* code (perseus/error.h) unless it says otherwise.
- * One poll() loop does everything but the energy readings (energy.c), which are taken by a thread
- * of their own and handed over under a lock. */
+ * One poll() loop does everything but the energy readings (energy.c) and the clock changes
+ * (setter.c), which threads of their own do and hand over under a lock. */
 #ifndef PRS_GPUD_H
 #define PRS_GPUD_H
 
@@ -170,6 +172,48 @@ void gpud_energy_stop(gpud *d);
  * the GPU cannot give it. */
 int gpud_energy_get(gpud *d, gpud_gpu *u, uint64_t *mj);
 
+/* ---- apply.c ---- */
+
+typedef struct gpud_apply_req {
+    prs_gpu *g;       /* the handle to apply it on */
+    const char *uuid; /* for the log */
+    uint64_t seq;
+    int mhz;         /* 0: reset */
+    int locked_mhz;  /* the clock the daemon locked before it */
+    int64_t recv_ns; /* when the SET was received (prs_mono_ns) */
+} gpud_apply_req;
+
+typedef struct gpud_apply {
+    int locked_mhz; /* the clock the daemon locked after it (0: default, -1: unknown) */
+    char line[512]; /* the ACK, without its newline */
+} gpud_apply;
+
+/* Apply a SET on r->g: lock (or reset), read back (again while the read-back lags), reset when
+ * the lock did not take; the outcome in a. Touches nothing but r->g and the log. */
+void gpud_apply_clock(const gpud_apply_req *r, gpud_apply *a);
+/* Copy s into out as a token-safe string: printable, no newline. Returns out. */
+const char *gpud_printable(const char *s, char *out, size_t n);
+
+/* ---- setter.c ---- */
+
+typedef struct gpud_setters gpud_setters;
+
+/* Start a setter thread, on a handle of its own, for each of d's NVML GPUs (none: no setters,
+ * every SET is applied in the loop). PRS_ENOMEM or PRS_EIO when they cannot start. */
+int gpud_setters_start(gpud *d);
+/* Apply the SETs queued, stop and free (no setters: no-op). */
+void gpud_setters_stop(gpud *d);
+/* The descriptor that is readable when a SET was applied (-1: no setters). */
+int gpud_setters_fd(const gpud *d);
+/* Queue r for c's leased GPU: 0, and c reads no request until gpud_setters_collect answers it;
+ * PRS_EINVAL when the GPU has no setter (apply it on the spot). */
+int gpud_setter_submit(gpud *d, struct gpud_conn *c, const gpud_apply_req *r);
+/* The loop, once gpud_setters_fd is readable: the ACKs of the SETs applied, to their
+ * connections, which go on with the requests they hold. */
+void gpud_setters_collect(gpud *d);
+/* c goes away: wait until its SET in progress, if any, is applied; the ACK is dropped. */
+void gpud_setter_settle(gpud *d, struct gpud_conn *c);
+
 /* ---- conn.c ---- */
 
 typedef struct gpud_conn {
@@ -188,6 +232,7 @@ typedef struct gpud_conn {
     int pid_poll;      /* 1: no pidfd, check with kill(pid, 0) */
     double accepted_s; /* prs_mono_s at accept */
     int64_t recv_ns;   /* when the bytes being processed were received */
+    int setting;       /* a SET of it is being applied (setter.c): read and handle nothing more */
 } gpud_conn;
 
 gpud_conn *gpud_conn_new(int fd, long pid, unsigned uid, unsigned gid);
@@ -197,6 +242,9 @@ void gpud_conn_free(gpud *d, gpud_conn *c, const char *why);
 void gpud_conn_feed(gpud *d, gpud_conn *c, const char *buf, size_t n);
 /* Mark c closing after a fatal error reply: releases its lease now. */
 void gpud_conn_fail(gpud *d, gpud_conn *c, const char *kind, const char *msg);
+/* The ACK of c's SET applied by its setter (line without newline): appended to c's output, then
+ * the requests c holds are handled. */
+void gpud_conn_answer(gpud *d, gpud_conn *c, const char *line);
 
 /* ---- the daemon ---- */
 
@@ -214,7 +262,8 @@ struct gpud {
      * for a later daemon that serves them (norphans of them). */
     char orphans[GPUD_MAX_GPUS][160];
     int norphans;
-    gpud_energy *energy; /* NULL: energy read on the spot */
+    gpud_energy *energy;   /* NULL: energy read on the spot */
+    gpud_setters *setters; /* NULL: every SET applied in the loop */
 };
 
 /* ---- server.c ---- */

@@ -1,7 +1,7 @@
 /* perseus-gpud server: the listening Unix socket (or, in private mode, one connected socket), a
- * single poll() loop over the connections, the leaseholders' pids, the signals (signalfd) and
- * the parent (private mode). Enforces the bounds of docs/gpud.md: connections in total and per
- * uid, the HELLO deadline, pending output (conn.c). */
+ * single poll() loop over the connections, the leaseholders' pids, the signals (signalfd), the
+ * clock setters' wake-ups (setter.c) and the parent (private mode). Enforces the bounds of
+ * docs/gpud.md: connections in total and per uid, the HELLO deadline, pending output (conn.c). */
 #define _GNU_SOURCE /* accept4, struct ucred, signalfd, syscall */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +18,7 @@
 
 #include "gpud.h"
 
-#define POLL_MAX (3 + 2 * GPUD_MAX_CONNS)
+#define POLL_MAX (4 + 2 * GPUD_MAX_CONNS)
 
 typedef struct loop {
     gpud *d;
@@ -161,8 +161,13 @@ static const char *conn_input(gpud *d, gpud_conn *c)
     char buf[GPUD_IN_MAX];
     /* At most 16 reads, and none once the answers pile up (GPUD_OUT_HIGH): the client reads them
      * first. */
-    for (int k = 0; k < 16 && !c->closing && !c->dead && c->nout < GPUD_OUT_HIGH; k++) {
-        ssize_t r = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
+    for (int k = 0; k < 16 && !c->closing && !c->dead && !c->setting && c->nout < GPUD_OUT_HIGH;
+         k++) {
+        /* never more than the connection's buffer holds: a SET applied meanwhile (setter.c)
+         * leaves the rest of what was read unhandled until its ACK */
+        size_t room = GPUD_IN_MAX - c->nin;
+        if (room == 0) break;
+        ssize_t r = recv(c->fd, buf, room, MSG_DONTWAIT);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
         if (r < 0) return "read error";
@@ -293,16 +298,20 @@ static void loop_once(loop *L)
     int listen_at = L->listen_fd >= 0 ? n : -1, parent_at = L->parent_pidfd >= 0 ? n + 1 : -1;
     pfd[n++] = (struct pollfd){.fd = L->listen_fd, .events = POLLIN}; /* fd -1: ignored */
     pfd[n++] = (struct pollfd){.fd = L->parent_pidfd, .events = POLLIN};
+    pfd[n++] = (struct pollfd){.fd = gpud_setters_fd(d), .events = POLLIN};
     for (int i = 0; i < nc; i++) {
         gpud_conn *c = snap[i] = d->conns[i];
         conn_at[i] = n;
-        short ev = (short)((c->nout < GPUD_OUT_HIGH ? POLLIN : 0) | (c->nout ? POLLOUT : 0));
-        pfd[n++] = (struct pollfd){.fd = c->fd, .events = ev};
+        short ev = (short)((c->nout < GPUD_OUT_HIGH && !c->setting ? POLLIN : 0) |
+                           (c->nout ? POLLOUT : 0));
+        /* waiting for its SET with nothing to send: not polled (a hang-up would spin the loop) */
+        pfd[n++] = (struct pollfd){.fd = ev ? c->fd : -1, .events = ev};
         pid_at[i] = c->pidfd >= 0 ? n : -1;
         if (c->pidfd >= 0) pfd[n++] = (struct pollfd){.fd = c->pidfd, .events = POLLIN};
     }
     if (poll(pfd, (nfds_t)n, timeout_ms(L)) < 0 && errno != EINTR) return;
     if (pfd[0].revents) on_signals(L);
+    if (pfd[3].revents) gpud_setters_collect(d); /* before the output is flushed below */
     for (int i = 0; i < nc; i++)
         service(d, snap[i], pfd[conn_at[i]].revents, pid_at[i] >= 0 ? pfd[pid_at[i]].revents : 0);
     if (listen_at >= 0 && pfd[listen_at].revents) accept_all(d, L->listen_fd);
@@ -382,6 +391,8 @@ int gpud_serve(gpud *d, const gpud_server_opts *o, prs_error *err)
                              : listen_socket(o->socket_path, &L.listen_fd, err);
     if (!rc && !d->private_mode && (rc = gpud_energy_start(d)) != 0) /* inherits the mask */
         rc = prs_error_set(err, rc, "cannot start the energy reader");
+    if (!rc && !d->private_mode && (rc = gpud_setters_start(d)) != 0) /* so do these */
+        rc = prs_error_set(err, rc, "cannot start the clock setters");
     if (!rc) {
         gpud_log(GPUD_LOG_INFO, "msg=serving mode=%s socket=%s gpus=%d",
                  d->private_mode ? "private" : "system", d->private_mode ? "-" : o->socket_path,
@@ -392,6 +403,7 @@ int gpud_serve(gpud *d, const gpud_server_opts *o, prs_error *err)
     gpud_energy_stop(d);
     while (d->nconns > 0)
         remove_conn(d, d->nconns - 1, rc ? "start-up failed" : "daemon stopping");
+    gpud_setters_stop(d);
     int dirty = gpud_leases_reset_dirty(d, "daemon stopping");
     gpud_leases_save(d);
     if (L.listen_fd >= 0) {

@@ -31,7 +31,10 @@
  * fell off the bus; while the one named by $PRS_FAKE_NVML_FAIL_MEM_RESET exists, both memory
  * clock lock calls do. A test removes the file to heal it. With $PRS_FAKE_NVML_NO_MEM_LOCK=1 both
  * memory lock calls are NVML_ERROR_NOT_SUPPORTED, as on GPUs older than Ampere.
- * nvmlDeviceGetPciInfo_v3 gives device index i the bus id "00000000:XX:00.0", XX = 0x10 + i.
+ * While the file named by $PRS_FAKE_NVML_SET_HOLD exists (at most 60 s),
+ * nvmlDeviceSetGpuLockedClocks on device 0 does not return, as a driver call that takes long: a
+ * test holds one GPU's clock change and sees what waits behind it. nvmlDeviceGetPciInfo_v3 gives
+ * device index i the bus id "00000000:XX:00.0", XX = 0x10 + i.
  *
  * The energy counter and the power are the device's (fake_gpu.h): refreshed every
  * $PRS_FAKE_NVML_REFRESH_MS, with $PRS_FAKE_NVML_NOISE; with $PRS_FAKE_NVML_READ_MS an energy
@@ -48,6 +51,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fake_gpu.h"
@@ -335,10 +339,22 @@ EXPORT int nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t d, unsigned mem_mhz
     return NVML_SUCCESS;
 }
 
+/* $PRS_FAKE_NVML_SET_HOLD: device 0's lock waits while the file exists, 60 s at most. */
+static void set_hold(nvmlDevice_t d)
+{
+    const char *hold = getenv("PRS_FAKE_NVML_SET_HOLD");
+    if (!hold || !*hold || d != &devices[0]) return;
+    for (int ms = 0; ms < 60000 && access(hold, F_OK) == 0; ms++) {
+        struct timespec one = {0, 1000000L};
+        nanosleep(&one, NULL); /* polls the file */
+    }
+}
+
 EXPORT int nvmlDeviceSetGpuLockedClocks(nvmlDevice_t d, unsigned min_mhz, unsigned max_mhz)
 {
     int r = check_dev(d);
     if (r) return r;
+    set_hold(d);
     if (getenv("PRS_FAKE_NVML_DENY")) return NVML_ERROR_NO_PERMISSION;
     const prs_gpu_preset *gpu = fakegpu_preset(d->dev);
     if (min_mhz > max_mhz || !prs_gpu_clock_supported(gpu, (int)min_mhz) ||

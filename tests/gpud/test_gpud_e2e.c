@@ -4,7 +4,8 @@
  * clocks in effect through the same fake devices. Checks the protocol, every way a lease ends
  * (client SIGKILL, process-group SIGKILL, a leaseholder whose forked child keeps the socket,
  * daemon SIGKILL and restart, SIGTERM), busy and denied leases, malformed input, a GPU that
- * ignores the lock, and clock requests beside LISTs when energy reads are slow; resets that
+ * ignores the lock, clock requests beside LISTs when energy reads are slow and beside another
+ * GPU's clock change held in the driver; resets that
  * fail (SM and memory clocks: reported, remembered across restarts, tried again), a lease file
  * that cannot be written, GPUs without memory locks, a GPU in MIG mode beside a served one;
  * prints the measured times to reset. */
@@ -883,6 +884,63 @@ static void test_energy_reader(void **state)
     T.daemon = start_daemon(NULL);
 }
 
+/* Send a request without waiting for its answer. */
+static void send_only(int fd, const char *req)
+{
+    char line[128];
+    int len = snprintf(line, sizeof line, "%s\n", req);
+    assert_int_equal(send(fd, line, (size_t)len, MSG_NOSIGNAL), len);
+}
+
+/* One GPU's clock change held in the driver (PRS_FAKE_NVML_SET_HOLD) holds up only its own
+ * connection: another trainer's lease and SET on the other GPU are answered while it is held (a
+ * daemon applying SETs in its loop answers nothing until the call returns), its own ACK comes
+ * once the call returns, and a leaseholder that goes away while its SET is held has its GPU
+ * reset after the call returns. */
+static void test_set_not_serialised(void **state)
+{
+    NEED_DAEMON();
+    static char env[400];
+    char hold[320], buf[512], req[64], want[64];
+    int clocks[8], n;
+    assert_int_equal(prs_gpu_clocks(T.gpu[0], clocks, 8, &n), 0);
+    snprintf(hold, sizeof hold, "%s/set-hold", T.dir);
+    snprintf(env, sizeof env, "PRS_FAKE_NVML_SET_HOLD=%s", hold);
+    assert_int_equal(stop_daemon(SIGTERM), 0);
+    T.daemon = start_daemon(env);
+    int a = try_connect();
+    assert_true(a >= 0);
+    EXPECT_PREFIX(cmd(a, "HELLO 1", buf, sizeof buf), "OK perseus-gpud 1 ");
+    EXPECT_PREFIX(cmd(a, "LEASE 0", buf, sizeof buf), "OK GPU-");
+    touch(hold);
+    snprintf(req, sizeof req, "SET 1 %d", T.low);
+    send_only(a, req);
+    send_only(a, "CLOCKS");          /* handled after the ACK: answers stay in order */
+    int b = lease_and_set(1, T.low); /* fails after 5 s without an answer */
+    EXPECT_PREFIX(cmd(b, "READ", buf, sizeof buf), "OK ");
+    struct pollfd p = {a, POLLIN, 0};
+    assert_int_equal(poll(&p, 1, 0), 0); /* still held */
+    unlink(hold);
+    snprintf(want, sizeof want, "ACK 1 ok %d %d ", T.low, T.low);
+    assert_int_equal(read_line(a, buf, sizeof buf), 0);
+    EXPECT_PREFIX(buf, want);
+    assert_int_equal(read_line(a, buf, sizeof buf), 0);
+    EXPECT_PREFIX(buf, "OK ");
+    assert_int_equal(gpu_clock(0), T.low);
+
+    touch(hold);
+    snprintf(req, sizeof req, "SET 2 %d", clocks[6]);
+    send_only(a, req);
+    close(a); /* gone while its SET is held */
+    unlink(hold);
+    assert_true(wait_clock(0, 1410, mono_s()) >= 0); /* reset, not left at clocks[6] */
+    EXPECT_PREFIX(cmd(b, "READ", buf, sizeof buf), "OK ");
+    close(b);
+    assert_true(wait_clock(1, 1410, mono_s()) >= 0);
+    assert_int_equal(stop_daemon(SIGTERM), 0);
+    T.daemon = start_daemon(NULL);
+}
+
 /* Private mode: the daemon serves one end of a socketpair for GPU 1 with no config, outside our
  * session, and exits 0 after resetting when the other end closes. */
 static void test_private_mode(void **state)
@@ -942,6 +1000,7 @@ int main(void)
         cmocka_unit_test(test_mig_gpu_skipped),
         cmocka_unit_test(test_private_mode),
         cmocka_unit_test(test_energy_reader),
+        cmocka_unit_test(test_set_not_serialised),
     };
     return prs_test_result(cmocka_run_group_tests(tests, setup, teardown));
 }
