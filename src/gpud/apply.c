@@ -70,7 +70,8 @@ void gpud_apply_clock(const gpud_apply_req *r, gpud_apply *a)
                  mhz, actual);
         int reset = prs_gpu_reset_clock(r->g) == 0; /* the memory lock stays for the lease */
         a->locked_mhz = reset ? 0 : -1;
-        ack(a,
+        snprintf(
+            a->line, sizeof a->line,
             "ACK %llu mismatch %d %s %lld 0 the GPU reported success but runs at %d MHz, above "
             "the lock at %d MHz; %s",
             seq, a->locked_mhz, act, apply_ns, actual, mhz,
