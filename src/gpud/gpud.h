@@ -208,9 +208,15 @@ int gpud_setters_fd(const gpud *d);
 /* Queue r for c's leased GPU: 0, and c reads no request until gpud_setters_collect answers it;
  * PRS_EINVAL when the GPU has no setter (apply it on the spot). */
 int gpud_setter_submit(gpud *d, struct gpud_conn *c, const gpud_apply_req *r);
-/* The loop, once gpud_setters_fd is readable: the ACKs of the SETs applied, to their
- * connections, which go on with the requests they hold. */
-void gpud_setters_collect(gpud *d);
+typedef struct gpud_setter_done {
+    struct gpud_conn *c; /* whose SET it was */
+    gpud_apply res;
+} gpud_setter_done;
+
+/* The loop, once gpud_setters_fd is readable: the SETs applied since, into done (at most cap);
+ * how many. Their connections read again and their GPUs' locked clocks are updated; the caller
+ * gives each its ACK (gpud_conn_answer). */
+int gpud_setters_collect(gpud *d, gpud_setter_done *done, int cap);
 /* c goes away: wait until its SET in progress, if any, is applied; the ACK is dropped. */
 void gpud_setter_settle(gpud *d, struct gpud_conn *c);
 

@@ -288,6 +288,15 @@ static void service(gpud *d, gpud_conn *c, short revents, short pid_revents)
     if (why) drop_conn(d, c, why);
 }
 
+/* The ACKs of the SETs the setters applied, to their connections. */
+static void answer_sets(gpud *d)
+{
+    static gpud_setter_done done[GPUD_MAX_GPUS]; /* the loop's thread only */
+    int n = gpud_setters_collect(d, done, GPUD_MAX_GPUS);
+    for (int i = 0; i < n; i++)
+        gpud_conn_answer(d, done[i].c, done[i].res.line);
+}
+
 static void loop_once(loop *L)
 {
     gpud *d = L->d;
@@ -311,7 +320,7 @@ static void loop_once(loop *L)
     }
     if (poll(pfd, (nfds_t)n, timeout_ms(L)) < 0 && errno != EINTR) return;
     if (pfd[0].revents) on_signals(L);
-    if (pfd[3].revents) gpud_setters_collect(d); /* before the output is flushed below */
+    if (pfd[3].revents) answer_sets(d); /* before the output is flushed below */
     for (int i = 0; i < nc; i++)
         service(d, snap[i], pfd[conn_at[i]].revents, pid_at[i] >= 0 ? pfd[pid_at[i]].revents : 0);
     if (listen_at >= 0 && pfd[listen_at].revents) accept_all(d, L->listen_fd);

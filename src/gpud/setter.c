@@ -3,7 +3,8 @@
  * read-back after it (up to 5 ms when the read-back lags) never hold up the poll loop, so one
  * GPU's change never waits behind another's on an 8-GPU node. The connection whose SET is being
  * applied reads no further request until its ACK is in its output (the protocol answers in
- * order); the thread wakes the loop through an eventfd. A connection that goes away while its SET
+ * order); the thread wakes the loop through an eventfd, and the loop hands each ACK to its
+ * connection. A connection that goes away while its SET
  * is applied waits for it before its lease is reset. Without a setter (private mode, a backend
  * other than NVML, a handle that did not open, tests feeding bytes) the loop applies the SET. */
 #define _GNU_SOURCE
@@ -184,18 +185,17 @@ static int take(gpud *d, int i, int wait, gpud_conn **c, gpud_apply *res)
     return done;
 }
 
-void gpud_setters_collect(gpud *d)
+int gpud_setters_collect(gpud *d, gpud_setter_done *done, int cap)
 {
     gpud_setters *S = d->setters;
-    if (!S) return;
+    if (!S) return 0;
     uint64_t v;
     while (read(S->wake_fd, &v, sizeof v) < 0 && errno == EINTR)
         ;
-    for (int i = 0; i < S->n; i++) {
-        gpud_conn *c;
-        gpud_apply res;
-        if (S->s[i].g && take(d, i, 0, &c, &res)) gpud_conn_answer(d, c, res.line);
-    }
+    int n = 0;
+    for (int i = 0; i < S->n && n < cap; i++)
+        if (S->s[i].g && take(d, i, 0, &done[n].c, &done[n].res)) n++;
+    return n;
 }
 
 void gpud_setter_settle(gpud *d, gpud_conn *c)
