@@ -148,6 +148,10 @@ void prs__client_local_init(prs_client *c);
 int prs__client_local_gpu(prs_client *c);
 /* The SM clock now (MHz), -1 when it cannot be read. Training thread. */
 int prs__client_local_clock(prs_client *c);
+/* The clock a window run at the GPU's default clocks is tagged with: f_max on the exact
+ * simulated GPU, else -1 (not known: a real GPU at its default clocks boosts, and under its power
+ * limit runs well below f_max, so such a window makes no profile row). */
+int prs__client_default_clock(const prs_client *c);
 /* Measured at the hooks: add a reported iteration's windows (under c->mu). */
 void prs__client_local_add(prs_client *c, const prs__client_iteration *it);
 /* On a device stream: a computation of kind (chunk * 2 + instr) given to the fit, and the end of

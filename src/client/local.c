@@ -35,6 +35,11 @@ int prs__client_local_gpu(prs_client *c)
     return 0;
 }
 
+int prs__client_default_clock(const prs_client *c)
+{
+    return c->gpu_exact ? c->f_max_mhz : -1;
+}
+
 int prs__client_local_clock(prs_client *c)
 {
     int mhz = 0;

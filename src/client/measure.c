@@ -84,7 +84,7 @@ int prs_client_begin(prs_client *c, prs_instr instr, int microbatch, int chunk)
     /* The clock known to be in effect; -1 while a change is not acknowledged yet (a window
      * never carries a clock that did not take). */
     o->clock_mhz = c->ctl ? prs_clockctl_confirmed(c->ctl) : prs__client_local_clock(c);
-    if (o->clock_mhz == 0) o->clock_mhz = c->f_max_mhz;
+    if (o->clock_mhz == 0) o->clock_mhz = prs__client_default_clock(c);
     c->in_window = 1;
     o->t0 = prs_gpu_now_s(c->gpu);
     o->e0 = prs_gpu_read_energy_j(c->gpu);

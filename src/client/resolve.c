@@ -227,7 +227,9 @@ static int resolve_times(prs_client *c, prs__client_pend *p)
         for (; k && k->before_op <= i; k = k->next)
             follow(c, k);
         follow(c, o->change);
-        p->op_clock[i] = d->eff_mhz > 0 ? d->eff_mhz : d->eff_mhz == 0 ? c->f_max_mhz : -1;
+        p->op_clock[i] = d->eff_mhz > 0    ? d->eff_mhz
+                         : d->eff_mhz == 0 ? prs__client_default_clock(c)
+                                           : -1;
         p->op_t0[i] = base + elapsed(c, p->start, o->b);
         p->op_t1[i] = base + elapsed(c, p->start, o->e);
     }

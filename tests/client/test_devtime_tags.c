@@ -8,7 +8,8 @@
  *   - a clock change whose answer comes late (the private daemon stopped) does not hold the
  *     stream: the stream runs the whole iteration while the daemon is stopped, and the answer,
  *     when it comes, tags that iteration's computations with the mid clock; the iterations after
- *     it report windows, tagged with the mid clock. */
+ *     it report windows, tagged with the mid clock;
+ *   - computations run at the GPU's default clocks are tagged with no clock, never f_max. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -217,6 +218,36 @@ static void test_stream_not_held(void **state)
     fake_dir_end(dir, 1);
 }
 
+/* Profiling at the GPU's default clocks (a schedule's 0, as after a lock that did not take was
+ * reset): a real GPU then boosts as it likes, and under its power limit runs well below f_max, so
+ * the computations are tagged with no clock (-1: no profile row), never with f_max. */
+static void test_default_clock_untagged(void **state)
+{
+    if (!cu_path || !nvml_path) {
+        prs_skip_input("no fake libcuda or NVML ($PRS_FAKE_CUDA, $PRS_FAKE_NVML)");
+        return;
+    }
+    char dir[256];
+    assert_int_equal(fake_dir_begin(dir, sizeof dir, "default"), 0);
+    CUstream cs;
+    int mid;
+    prs_client *c = open_client(&cs, &mid);
+    set_profiling(c, 0);
+    run_iteration(c, cs, c->f_max_mhz);
+    prs__client_pend *p = c->dev->head;
+    assert_non_null(p);
+    for (double deadline = prs_mono_s() + 30; !p->resolved && !p->failed;) {
+        prs__client_dev_poll(c, 0);
+        if (prs_mono_s() > deadline) fail_msg("the iteration was not resolved in 30 s");
+        sleep_s(0.002); /* poll interval */
+    }
+    assert_true(p->resolved && p->n_ops == 4);
+    for (int i = 0; i < p->n_ops; i++)
+        assert_int_equal(p->op_clock[i], -1);
+    close_client(c, cs);
+    fake_dir_end(dir, 1);
+}
+
 static void test_window_left_open(void **state)
 {
     run_case("window left open", leave_window_open);
@@ -248,6 +279,7 @@ int main(void)
         cmocka_unit_test(test_window_left_open),
         cmocka_unit_test(test_late_answer),
         cmocka_unit_test(test_stream_not_held),
+        cmocka_unit_test(test_default_clock_untagged),
     };
     return prs_test_result(cmocka_run_group_tests(tests, setup, NULL));
 }
