@@ -73,7 +73,9 @@ typedef struct nvmlDevice_st {
 } * nvmlDevice_t;
 
 static struct nvmlDevice_st devices[FAKEGPU_MAX_DEVICES];
-static int init_count, device_count, no_energy;
+static _Atomic int init_count;
+static int device_count, no_energy;
+static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER; /* nvmlInit from several threads */
 static double read_cost_s;   /* $PRS_FAKE_NVML_READ_MS: mean cost of an energy read */
 static char device_dir[512]; /* $PRS_FAKE_GPU_DIR of the devices */
 static long sets, resets;    /* calls made by this process */
@@ -147,6 +149,7 @@ EXPORT int nvmlInit_v2(void)
      * current environment. */
     const char *dir = getenv("PRS_FAKE_GPU_DIR");
     if (!dir) dir = "";
+    pthread_mutex_lock(&init_mu);
     if (init_count == 0 || strcmp(dir, device_dir) != 0) {
         snprintf(device_dir, sizeof device_dir, "%s", dir);
         device_count = fakegpu_count();
@@ -159,6 +162,7 @@ EXPORT int nvmlInit_v2(void)
         read_cost_s = ms > 0 && ms < 1000 ? 1e-3 * ms : 0;
     }
     init_count++;
+    pthread_mutex_unlock(&init_mu);
     return NVML_SUCCESS;
 }
 
@@ -201,7 +205,10 @@ static int handle_at(unsigned index, nvmlDevice_t *out)
 {
     if (index >= (unsigned)device_count) return NVML_ERROR_INVALID_ARGUMENT;
     nvmlDevice_t d = &devices[index];
-    if (!d->dev && !(d->dev = fakegpu_open((int)index))) return NVML_ERROR_UNKNOWN;
+    pthread_mutex_lock(&init_mu);
+    int ok = d->dev || (d->dev = fakegpu_open((int)index));
+    pthread_mutex_unlock(&init_mu);
+    if (!ok) return NVML_ERROR_UNKNOWN;
     *out = d;
     return NVML_SUCCESS;
 }

@@ -7,6 +7,7 @@
  * polls' latencies are printed, not judged: how long they take depends on the machine, and
  * bench/server_contention measures them against their goal. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,13 +27,13 @@ typedef struct polls {
 } polls;
 
 /* Poll rank 0 of job b every POLL_EVERY_MS for dur_s, or until *stop is set (when dur_s is 0). */
-static void poll_for(const sim_job *b, double dur_s, const volatile int *stop, polls *p)
+static void poll_for(const sim_job *b, double dur_s, const atomic_int *stop, polls *p)
 {
     char path[160];
     snprintf(path, sizeof path, "/v1/jobs/%s/schedule?rank=0", b->id);
     p->n = p->failed = 0;
     double end = harness_now() + dur_s;
-    while (p->n < MAX_POLLS && (dur_s > 0 ? harness_now() < end : !*stop)) {
+    while (p->n < MAX_POLLS && (dur_s > 0 ? harness_now() < end : !atomic_load(stop))) {
         double t0 = harness_now();
         http_reply r = http_do(b->port, "GET", path, b->token, NULL, 0, NULL);
         p->lat_s[p->n++] = harness_now() - t0;
@@ -61,8 +62,8 @@ typedef struct poster {
     sim_job *a;
     char *body;
     size_t len;
-    volatile int stop;
-    long posts, ok;
+    atomic_int stop;
+    atomic_long posts, ok;
 } poster;
 
 /* One results body of about 1 MB: iterations of 64 microbatches with every window. */
@@ -130,7 +131,7 @@ typedef struct uploader {
     size_t len;
     int status;
     double secs;
-    volatile int done;
+    atomic_int done;
 } uploader;
 
 static void *upload(void *arg)
