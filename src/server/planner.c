@@ -234,7 +234,7 @@ static void reap_tasks(prs_server *s, int all)
     plan_task **pp = &s->tasks;
     while (*pp) {
         plan_task *t = *pp;
-        if (t->finished || all) {
+        if (all || t->finished) { /* all: finished is a running planner's to write */
             *pp = t->next;
             if (t->started) {
                 if (all) pthread_rwlock_unlock(&s->lock);
@@ -334,8 +334,12 @@ void planq_detach_locked(prs_server *s, job *j)
 
 void planq_stop_all(prs_server *s)
 {
+    /* Under task_mu: a finishing planner reads stopping there and, once it is set, starts
+     * nothing and walks no list, so reap_tasks can unlink and free without it. */
+    pthread_mutex_lock(&s->task_mu);
     s->stopping = 1;
     for (plan_task *t = s->tasks; t; t = t->next)
         __atomic_store_n(&t->cancel, CANCEL_SHUTDOWN, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&s->task_mu);
     reap_tasks(s, 1); /* planner threads take the lock to finish: reap_tasks drops it to join */
 }
