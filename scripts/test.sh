@@ -83,6 +83,8 @@ fi
 
 # ThreadSanitizer: the test programs of the threaded parts (tests/server, client, gpud) and what
 # they run, then their tests. Races are errors (halt_on_error), as the other sanitizers' findings.
+# die_after_fork=0: the clients fork from threaded processes (private perseus-gpud, watchdogs),
+# and the child execs or runs only what is safe after fork.
 if ((tsan)); then
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPRS_TSAN=ON \
     -DPRS_BUILD_TESTS=ON -DPRS_BUILD_BENCH=OFF -DPRS_BUILD_FUZZ=OFF >/dev/null
@@ -91,7 +93,7 @@ if ((tsan)); then
     targets+=("$(basename "$t" .c)")
   done
   cmake --build build-tsan -j "$jobs" --target "${targets[@]}"
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_ctest build-tsan -R '^(server|client|gpud)/'
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 die_after_fork=0" run_ctest build-tsan -R '^(server|client|gpud)/'
 fi
 
 if ((fuzz)); then
