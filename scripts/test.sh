@@ -93,7 +93,10 @@ if ((tsan)); then
     targets+=("$(basename "$t" .c)")
   done
   cmake --build build-tsan -j "$jobs" --target "${targets[@]}"
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 die_after_fork=0" run_ctest build-tsan -R '^(server|client|gpud)/'
+  # client/test_devsel's children create threads after a fork from a threaded process, which
+  # ThreadSanitizer cannot follow ("dup thread"); the other builds run it.
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 die_after_fork=0" run_ctest build-tsan \
+    -R '^(server|client|gpud)/' -E '^client/test_devsel$'
 fi
 
 if ((fuzz)); then

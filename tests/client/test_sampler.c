@@ -216,8 +216,9 @@ static void test_feed_attrib(void **state)
            q.kind_se_w[0], busy_w());
     assert_true(q.rows > 20);
     /* within 3 of the fit's own standard errors (the counter's noise and the reads' timing); the
-     * error estimate itself is sane: under 2 % of the power */
-    assert_true(q.kind_se_w[0] < 0.02 * busy_w());
+     * error estimate itself is sane: under 5 % of the power (about 1.4 % on an idle machine, 3.4 %
+     * under ThreadSanitizer) */
+    assert_true(q.kind_se_w[0] < 0.05 * busy_w());
     assert_true(fabs(p - busy_w()) < 3 * q.kind_se_w[0]);
     prs__client_attrib_free(a);
     prs_gpu_close(g);
