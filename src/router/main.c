@@ -43,6 +43,9 @@ static void print_pools(const prs_router_config *c)
                    c->inst[i].url);
         printf("\n");
     }
+    if (c->report.url[0])
+        printf("reports loads to %s, cluster %s, every %g s (rates divided by %g)\n", c->report.url,
+               c->report.cluster, c->report.period_s, c->report.rate_scale);
 }
 
 int main(int argc, char **argv)

@@ -17,6 +17,7 @@
 
 #include "backend.h"
 #include "httpd.h"
+#include "load_report.h"
 #include "prom.h"
 #include "router_pick.h"
 #include "sse.h"
@@ -42,6 +43,7 @@ struct prs_router {
     unsigned long class_requests[PRS_INFER_NCLASS];
     unsigned long rejected[REJ_N];
     struct MHD_Daemon *d;
+    prs_load_reporter *reporter; /* NULL: no "perseusd" in the configuration */
 };
 
 typedef struct conn {
@@ -410,6 +412,16 @@ static enum MHD_Result metrics(prs_router *r, struct MHD_Connection *c)
         prs__prom_printf(&b, "perseus_router_rejected_total{reason=\"%s\"} %lu\n", reject_name[k],
                          r->rejected[k]);
     pthread_mutex_unlock(&r->mu);
+    if (r->reporter) {
+        unsigned long ok, unplannable, failed;
+        prs__load_reporter_counts(r->reporter, &ok, &unplannable, &failed);
+        prs__prom_header(&b, "perseus_router_load_reports_total", "counter",
+                         "Load reports posted to perseusd, by result.");
+        prs__prom_printf(&b, "perseus_router_load_reports_total{result=\"ok\"} %lu\n", ok);
+        prs__prom_printf(&b, "perseus_router_load_reports_total{result=\"unplannable\"} %lu\n",
+                         unplannable);
+        prs__prom_printf(&b, "perseus_router_load_reports_total{result=\"failed\"} %lu\n", failed);
+    }
     enum MHD_Result ret = b.failed || lb.failed
                               ? prs__httpd_send(c, 500, "text/plain", "out of memory\n", 14)
                               : prs__httpd_send(c, 200, "text/plain; version=0.0.4", b.text, b.len);
@@ -476,6 +488,15 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
 }
 
+/* The class counters, for the load reporter. */
+static void class_counts(void *ctx, unsigned long counts[PRS_INFER_NCLASS])
+{
+    prs_router *r = ctx;
+    pthread_mutex_lock(&r->mu);
+    memcpy(counts, r->class_requests, sizeof r->class_requests);
+    pthread_mutex_unlock(&r->mu);
+}
+
 int prs__router_new(prs_router_config *cfg, prs_router **out, prs_error *err)
 {
     *out = NULL;
@@ -492,6 +513,11 @@ int prs__router_new(prs_router_config *cfg, prs_router **out, prs_error *err)
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
     }
     pthread_mutex_init(&r->mu, NULL);
+    if (r->c.report.url[0] &&
+        prs__load_reporter_start(&r->c.report, class_counts, r, &r->reporter, err) != 0) {
+        prs__router_free(r);
+        return PRS_ENOMEM;
+    }
     *out = r;
     return 0;
 }
@@ -505,6 +531,7 @@ int prs__router_listen(prs_router *r, const char *listen, int *port, prs_error *
 void prs__router_free(prs_router *r)
 {
     if (r == NULL) return;
+    prs__load_reporter_stop(r->reporter);
     if (r->d) MHD_stop_daemon(r->d);
     if (r->pred.ctx) prs__router_history_free(&r->pred);
     if (r->load) pthread_mutex_destroy(&r->mu);

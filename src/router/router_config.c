@@ -189,6 +189,64 @@ static int parse_limits(const json_t *root, prs_router_config *c, prs_error *err
     return rc;
 }
 
+/* An optional number in [lo, hi]; *out keeps its default when the key is absent. */
+static int get_num(const json_t *obj, const char *key, double lo, double hi, double *out,
+                   const char *where, prs_error *err)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (v == NULL) return 0;
+    if (!json_is_number(v) || json_number_value(v) < lo || json_number_value(v) > hi)
+        return prs_error_set(err, PRS_EINVAL, "%s.%s must be a number from %g to %g", where, key,
+                             lo, hi);
+    *out = json_number_value(v);
+    return 0;
+}
+
+/* "perseusd": {"url", "cluster", "token" or "token_file", "period_s", "rate_scale"}. */
+static int parse_report(const json_t *root, prs_router_report *r, prs_error *err)
+{
+    static const char *const keys[] = {"url",      "cluster",    "token", "token_file",
+                                       "period_s", "rate_scale", NULL};
+    const json_t *j = json_object_get(root, "perseusd");
+    r->period_s = 30;
+    r->rate_scale = 1;
+    if (j == NULL) return 0;
+    if (!json_is_object(j)) return prs_error_set(err, PRS_EINVAL, "perseusd must be an object");
+    int rc = check_keys(j, keys, "perseusd", err);
+    if (!rc) rc = get_name(j, "url", r->url, sizeof r->url, "perseusd", err);
+    if (!rc && strncmp(r->url, "http://", 7) != 0 && strncmp(r->url, "https://", 8) != 0)
+        rc = prs_error_set(err, PRS_EINVAL, "perseusd.url must start with http:// or https://");
+    if (!rc) rc = get_name(j, "cluster", r->cluster, sizeof r->cluster, "perseusd", err);
+    if (!rc && strspn(r->cluster, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                  "0123456789-_") != strlen(r->cluster))
+        rc = prs_error_set(err, PRS_EINVAL, "perseusd.cluster must be a cluster id");
+    const json_t *file = json_object_get(j, "token_file");
+    if (!rc && (file != NULL) == (json_object_get(j, "token") != NULL))
+        rc = prs_error_set(err, PRS_EINVAL, "perseusd: give one of token and token_file");
+    if (!rc && file == NULL) rc = get_name(j, "token", r->token, sizeof r->token, "perseusd", err);
+    if (!rc && file != NULL) {
+        char path[PRS_ROUTER_URL_MAX], *text = NULL;
+        size_t len = 0;
+        rc = get_name(j, "token_file", path, sizeof path, "perseusd", err);
+        if (!rc && (rc = prs__read_bounded(path, sizeof r->token - 1, "255 bytes", &text, &len,
+                                           err)) != 0) {
+            char msg[PRS_ERRMSG_MAX];
+            snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+            prs_error_set(err, rc, "perseusd.token_file: %s", msg);
+        }
+        while (!rc && len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+            len--;
+        if (!rc && len == 0) rc = prs_error_set(err, PRS_EINVAL, "perseusd.token_file is empty");
+        if (!rc) memcpy(r->token, text, len);
+        free(text);
+    }
+    if (!rc && strpbrk(r->token, "\r\n") != NULL)
+        rc = prs_error_set(err, PRS_EINVAL, "perseusd.token holds a line break");
+    if (!rc) rc = get_num(j, "period_s", 0.01, 86400, &r->period_s, "perseusd", err);
+    if (!rc) rc = get_num(j, "rate_scale", 1e-6, 1e6, &r->rate_scale, "perseusd", err);
+    return rc;
+}
+
 static int parse_root(const json_t *root, prs_router_config *c, prs_error *err)
 {
     static const char *const keys[] = {"model",
@@ -200,6 +258,7 @@ static int parse_root(const json_t *root, prs_router_config *c, prs_error *err)
                                        "default_max_tokens",
                                        "backend_timeout_s",
                                        "client_timeout_s",
+                                       "perseusd",
                                        NULL};
     if (!json_is_object(root))
         return prs_error_set(err, PRS_EINVAL, "the configuration must be a JSON object");
@@ -207,6 +266,7 @@ static int parse_root(const json_t *root, prs_router_config *c, prs_error *err)
     if (!rc) rc = get_name(root, "model", c->model, sizeof c->model, "config", err);
     if (!rc) rc = parse_cost(root, c, err);
     if (!rc) rc = parse_limits(root, c, err);
+    if (!rc) rc = parse_report(root, &c->report, err);
     if (rc) return rc;
     const json_t *pools = json_object_get(root, "pools");
     if (!json_is_array(pools) || json_array_size(pools) == 0 ||

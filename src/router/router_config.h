@@ -31,6 +31,16 @@ typedef struct prs_router_pool {
     int first, n; /* its instances: inst[first .. first + n - 1] */
 } prs_router_pool;
 
+/* Where the router reports its per-class loads (the "perseusd" key): perseusd's base URL, the
+ * inference cluster's id and token (docs/api.md, "Inference clusters"). url[0] == 0: none. */
+typedef struct prs_router_report {
+    char url[PRS_ROUTER_URL_MAX];
+    char cluster[PRS_ROUTER_NAME_MAX];
+    char token[256];
+    double period_s;   /* how often (default 30 s) */
+    double rate_scale; /* the rates measured are divided by this (a replay's time scale) */
+} prs_router_report;
+
 typedef struct prs_router_config {
     char model[PRS_OAI_MODEL_MAX]; /* the model name clients send */
     prs_infer_roofline cost;
@@ -44,6 +54,7 @@ typedef struct prs_router_config {
     double down_s;            /* an instance that failed is skipped for this long */
     prs_router_pool pools[PRS_ROUTER_MAX_POOLS];
     int npools;
+    prs_router_report report;
     prs_router_instance *inst; /* malloc'd, ninst entries */
     int ninst;
 } prs_router_config;
