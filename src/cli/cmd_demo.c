@@ -35,6 +35,7 @@
 #include "perseus/plot.h"
 #include "perseus/server.h"
 #include "cli.h"
+#include "demo_infer.h"
 
 #define CMD "perseus demo"
 #define MAX_STAGES 16
@@ -60,6 +61,7 @@ static void usage(FILE *f)
           "  --out DIR          where the plots go (default perseus-demo; created)\n"
           "  --no-plots         do not write plots\n"
           "  --json             print the results as one JSON object\n"
+          "  --inference        the inference demo instead (perseus demo --inference --help)\n"
           "  -h, --help         show this help\n"
           "\n"
           "examples:\n"
@@ -840,6 +842,8 @@ static void print_table(const demo *d, const demo_args *a, const results *res)
 
 int prs_cmd_demo(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--inference") == 0) return prs_cmd_demo_inference(argc, argv);
     demo d;
     memset(&d, 0, sizeof d);
     d.stages = 4;
