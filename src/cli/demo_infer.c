@@ -24,7 +24,8 @@
 #include "demo_infer_int.h"
 #include "roofline.h"
 
-#define SHARED_TRACE "shared/data/azure-llm-2023/AzureLLMInferenceTrace_conv.csv"
+#define CONV_TRACE "AzureLLMInferenceTrace_conv.csv"
+#define SHARED_DATA "shared/data/azure-llm-2023"
 
 const char *const pool_names[DEMO_NPOOLS] = {"short", "long"};
 const char *const inst_names[DEMO_NINST] = {"s1", "s2", "l1", "l2"};
@@ -47,8 +48,9 @@ static void usage(FILE *f)
           "highest clock, then under the instance level; print requests, TTFT/TBT per pool,\n"
           "SLO attainment, energy and clocks, and write plots. No GPU needed.\n"
           "\n"
-          "  --trace FILE       Azure LLM inference trace (CSV); default: the conversation\n"
-          "                     trace next to the source tree if found, else a synthetic one\n"
+          "  --trace FILE       Azure LLM inference trace (CSV); default: Azure's conversation\n"
+          "                     trace (" CONV_TRACE ") if found in the\n"
+          "                     current directory or beside the source tree, else a synthetic one\n"
           "                     ('synthetic': that one)\n"
           "  --from S           start of the slice in the trace, seconds (default 0)\n"
           "  --duration S       length of the slice, seconds of the trace (default 120)\n"
@@ -154,8 +156,11 @@ static int load_trace(demo_state *st)
     const char *path = st->a.trace_path;
     if (path && strcmp(path, "synthetic") == 0) {
         path = NULL;
+    } else if (!path && access(CONV_TRACE, R_OK) == 0) {
+        path = CONV_TRACE; /* in the current directory */
     } else if (!path) {
-        snprintf(found, sizeof found, "%s/../../%s", st->ps.bindir, SHARED_TRACE);
+        /* the data directory beside a build tree's source checkout, as the tests find it */
+        snprintf(found, sizeof found, "%s/../../%s/" CONV_TRACE, st->ps.bindir, SHARED_DATA);
         if (access(found, R_OK) == 0) path = found;
     }
     if (!path) {

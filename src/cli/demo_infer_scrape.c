@@ -169,9 +169,9 @@ static size_t cdf(demo_stats *s, double *x, double *y)
     return k;
 }
 
-static int plot_cdfs(const char *dir, const char *name, const char *title, const char *xl, int tbt,
-                     demo_run *runs, const char *const *run_names, int nruns,
-                     const char *const *pool_names)
+static int plot_cdfs(const char *dir, const char *name, const char *title, const char *xl,
+                     const char *yl, int tbt, demo_run *runs, const char *const *run_names,
+                     int nruns, const char *const *pool_names)
 {
     enum { MAXS = 2 * DEMO_NPOOLS };
     double x[MAXS][CDF_POINTS], y[MAXS][CDF_POINTS];
@@ -188,8 +188,7 @@ static int plot_cdfs(const char *dir, const char *name, const char *title, const
             ns++;
         }
     if (ns == 0) return 0;
-    prs_savings_plot sp = {
-        title, "perseus demo --inference (model seconds)", "Share of the events", ser, ns, xl};
+    prs_savings_plot sp = {title, "perseus demo --inference (model seconds)", yl, ser, ns, xl};
     return write_plot(dir, name, &sp);
 }
 
@@ -217,9 +216,9 @@ int demo_plots(const char *dir, const char *const *inst_names, const demo_sample
         rc |= write_plot(dir, "clocks.svg", &sp);
         free(y);
     }
-    rc |= plot_cdfs(dir, "ttft-cdf.svg", "Time to first token", "TTFT (s)", 0, runs, run_names,
-                    nruns, pool_names);
-    rc |= plot_cdfs(dir, "tbt-cdf.svg", "Time between tokens", "Gap between tokens (s)", 1, runs,
-                    run_names, nruns, pool_names);
+    rc |= plot_cdfs(dir, "ttft-cdf.svg", "Time to first token", "TTFT (s)", "Share of the requests",
+                    0, runs, run_names, nruns, pool_names);
+    rc |= plot_cdfs(dir, "tbt-cdf.svg", "Time between tokens", "Gap between tokens (s)",
+                    "Share of the gaps", 1, runs, run_names, nruns, pool_names);
     return rc;
 }

@@ -49,6 +49,8 @@ for cmd, path in [("evaluate", "cmd_evaluate.c"), ("emulate", "cmd_emulate.c"),
                   ("monitor", "cmd_monitor.c"), ("show-env", "cmd_show_env.c"),
                   ("jobs", "cmd_jobs.c"), ("job show", "cmd_jobs.c")]:
     commands[cmd], _ = table(path)
+# perseus demo --inference (demo_infer.c) is the same command: its options are demo's too
+commands["demo"] |= table("demo_infer.c")[0]
 plot, _ = table("cmd_plot.c")
 
 def completion(words):
