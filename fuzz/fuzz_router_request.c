@@ -70,6 +70,8 @@ static void fuzz_config(const char *text, size_t len)
     }
     for (int i = 0; i < c.ninst; i++)
         check(c.inst[i].mhz >= c.cost.gpu->f_min_mhz && c.inst[i].mhz <= c.cost.gpu->f_max_mhz);
+    check(c.report.period_s > 0 && c.report.rate_scale > 0);
+    if (c.report.url[0]) check(c.report.cluster[0] && c.report.token[0]);
     prs__router_config_free(&c);
 }
 
