@@ -277,19 +277,37 @@ static int controlled_phase(demo_state *st)
     return rc;
 }
 
+/* One line of the table: a label, the highest-clock run's figure, the controlled run's. */
+static void row(const char *label, const char *a, const char *b, const char *tail)
+{
+    printf("%-30s %15s %15s%s\n", label, a, b, tail);
+}
+
+/* "A / B" with decimals digits (the count form when decimals < 0). */
+static const char *pair(char *buf, size_t n, double x, double y, int decimals)
+{
+    if (decimals < 0)
+        snprintf(buf, n, "%ld / %ld", (long)x, (long)y);
+    else
+        snprintf(buf, n, "%.*f / %.*f", decimals, x, decimals, y);
+    return buf;
+}
+
 static void print_run_pools(demo_state *st)
 {
-    printf("%-34s %14s %14s\n", "", "highest clock", "instance level");
+    char a[64], b[64], label[64];
+    row("", "highest clock", "instance level", "");
     for (int p = 0; p < DEMO_NPOOLS; p++) {
-        demo_pool_stats *a = &st->run[0].pool[p], *b = &st->run[1].pool[p];
-        printf("pool %-5s requests ok / sent    %7ld / %-5ld %7ld / %-5ld\n", pool_names[p], a->ok,
-               a->sent, b->ok, b->sent);
-        printf("  TTFT p50 / p99 (s)             %6.3f / %-6.3f %6.3f / %-6.3f\n",
-               demo_quantile(&a->ttft, 0.5), demo_quantile(&a->ttft, 0.99),
-               demo_quantile(&b->ttft, 0.5), demo_quantile(&b->ttft, 0.99));
-        printf("  TBT  p50 / p99 (s)             %6.3f / %-6.3f %6.3f / %-6.3f\n",
-               demo_quantile(&a->tbt, 0.5), demo_quantile(&a->tbt, 0.99),
-               demo_quantile(&b->tbt, 0.5), demo_quantile(&b->tbt, 0.99));
+        demo_pool_stats *x = &st->run[0].pool[p], *y = &st->run[1].pool[p];
+        snprintf(label, sizeof label, "pool %s requests ok / sent", pool_names[p]);
+        row(label, pair(a, sizeof a, (double)x->ok, (double)x->sent, -1),
+            pair(b, sizeof b, (double)y->ok, (double)y->sent, -1), "");
+        row("  TTFT p50 / p99 (s)",
+            pair(a, sizeof a, demo_quantile(&x->ttft, 0.5), demo_quantile(&x->ttft, 0.99), 3),
+            pair(b, sizeof b, demo_quantile(&y->ttft, 0.5), demo_quantile(&y->ttft, 0.99), 3), "");
+        row("  TBT  p50 / p99 (s)",
+            pair(a, sizeof a, demo_quantile(&x->tbt, 0.5), demo_quantile(&x->tbt, 0.99), 3),
+            pair(b, sizeof b, demo_quantile(&y->tbt, 0.5), demo_quantile(&y->tbt, 0.99), 3), "");
     }
     double att[2];
     for (int k = 0; k < 2; k++) {
@@ -300,11 +318,17 @@ static void print_run_pools(demo_state *st)
         }
         att[k] = sent ? 100.0 * (double)met / (double)sent : NAN;
     }
-    printf("SLO attainment                   %13.1f %% %13.1f %%\n", att[0], att[1]);
-    printf("energy, 12 GPUs (kJ)             %15.1f %15.1f  (%+.1f %%)\n", st->energy_j[0] / 1e3,
-           st->energy_j[1] / 1e3, 100 * (st->energy_j[1] / st->energy_j[0] - 1));
-    printf("replay (model s)                 %15.1f %15.1f\n", st->duration_s[0],
-           st->duration_s[1]);
+    char tail[64];
+    snprintf(a, sizeof a, "%.1f %%", att[0]);
+    snprintf(b, sizeof b, "%.1f %%", att[1]);
+    row("SLO attainment", a, b, "");
+    snprintf(a, sizeof a, "%.1f", st->energy_j[0] / 1e3);
+    snprintf(b, sizeof b, "%.1f", st->energy_j[1] / 1e3);
+    snprintf(tail, sizeof tail, "  (%+.1f %%)", 100 * (st->energy_j[1] / st->energy_j[0] - 1));
+    row("energy, 12 GPUs (kJ)", a, b, tail);
+    snprintf(a, sizeof a, "%.1f", st->duration_s[0]);
+    snprintf(b, sizeof b, "%.1f", st->duration_s[1]);
+    row("replay (model s)", a, b, "");
 }
 
 static void print_clocks(const demo_state *st)
