@@ -268,6 +268,7 @@ static int controlled_phase(demo_state *st)
     if (!rc) rc = demo_sampler_start(&st->clocks) != 0;
     if (!rc) rc = run_phase(st, 1);
     demo_sampler_stop(&st->clocks);
+    if (!rc) fetch_desired(st); /* once more, after the sampler's last */
     for (int i = 0; i < DEMO_NINST; i++)
         if (st->ctl[i] >= 0 && demo_stop(&st->ps, st->ctl[i], 10) != 0 && !prs_demo_stop) {
             fprintf(stderr, DEMO_CMD ": %s did not exit cleanly (%s/%s.log)\n",
