@@ -2,12 +2,14 @@
  * their perseus-instclock controllers and perseus-router, started as child processes on this
  * machine; a slice of a request trace replayed through the router twice (every GPU at its
  * highest clock, then under the instance level), and a summary. The parts:
+ *   demo_infer_start.c   the services: perseusd and the cluster declared in it, perseus-gpud on
+ *                        the fake NVML when given, the fakes, the router, the controllers;
  *   demo_infer_procs.c   the child processes: started next to the perseus binary, stopped in
  *                        order, never left behind (they die with the demo, kill -9 included);
  *   demo_infer_replay.c  the replay: each request sent at its arrival / time scale, its stream
  *                        timed (TTFT, every gap between events), statistics per pool;
- *   demo_infer_scrape.c  the fakes' Prometheus pages (energy, clock), a sampler of the clocks
- *                        over time, and the plots. */
+ *   demo_infer_scrape.c  the fakes' Prometheus pages (energy), a sampler of the clocks the
+ *                        controllers chose over time, and the plots. */
 #ifndef PRS_CLI_DEMO_INFER_H
 #define PRS_CLI_DEMO_INFER_H
 

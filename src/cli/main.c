@@ -13,6 +13,7 @@ static void usage(FILE *out)
           "\n"
           "commands:\n"
           "  demo          simulated training job against an embedded perseusd: the savings\n"
+          "                (--inference: router, fake serving instances and clock control)\n"
           "  plan          stage profile -> iteration time-energy frontier and frequency plans\n"
           "  plan export   print one plan of a planned frontier (JSON or the reference's list)\n"
           "  evaluate      time and energy of a plan, a uniform clock or all-max, per stage\n"
