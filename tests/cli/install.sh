@@ -36,6 +36,10 @@ for p in perseus perseusd perseus-gpud perseus-router perseus-instclock perseus-
   out=$("$prefix/bin/$p" --version) || fail "$p --version failed"
   [[ $out == "$p $version"* ]] || fail "$p --version: '$out' (want $p $version)"
 done
+# The inference demo finds the other programs next to the installed perseus.
+(cd "$tmp" && "$prefix/bin/perseus" demo --inference --trace synthetic --duration 10 --no-plots \
+  >"$tmp/demo_inference.out" 2>&1) || fail "demo --inference from the install: $(cat "$tmp/demo_inference.out")"
+grep -q "requests ok / sent" "$tmp/demo_inference.out" || fail "demo --inference printed no summary"
 
 # Library, headers and the files beside them.
 pc=$(find "$prefix" -name perseus.pc -path '*/pkgconfig/*')
