@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The installed tree (docs/install.md): `cmake --install` into a fresh prefix, then, using only
-# what is installed there: the programs print the project's version; a C program builds and runs
+# what is installed there: the programs print the project's version (and the inference demo runs
+# them from there); a C program builds and runs
 # against libperseus through pkg-config (shared, and static with the private dependencies), and
 # another through find_package(Perseus); every installed header compiles alone; the man pages
 # render without warnings; the shared library has the right SONAME and exports only the public
