@@ -534,6 +534,7 @@ void prs__router_free(prs_router *r)
     prs__load_reporter_stop(r->reporter);
     if (r->d) MHD_stop_daemon(r->d);
     if (r->pred.ctx) prs__router_history_free(&r->pred);
+    prs__backend_pool_free(r->pool); /* after the daemon: no request uses it any more */
     if (r->load) pthread_mutex_destroy(&r->mu);
     free(r->load);
     free(r->st);
