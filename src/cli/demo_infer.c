@@ -33,10 +33,6 @@ const int inst_tp[DEMO_NINST] = {2, 2, 4, 4};
 const int inst_pool[DEMO_NINST] = {0, 0, 1, 1};
 /* classes SS SM SL MS MM ML go to the short pool, LS LM LL to the long one */
 const int pool_of_class[PRS_INFER_NCLASS] = {0, 0, 0, 0, 0, 0, 1, 1, 1};
-/* each pool's controllers aim at the tightest TTFT SLO of its classes */
-const double pool_ttft_slo[DEMO_NPOOLS] = {0.25, 1.5};
-/* and plan for a typical prompt of the pool: its classes' prompts are < 1024 and >= 1024 tokens */
-const int pool_prompt_tokens[DEMO_NPOOLS] = {512, 2048};
 
 static void usage(FILE *f)
 {

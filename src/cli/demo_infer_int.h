@@ -16,8 +16,6 @@ extern const char *const inst_names[DEMO_NINST];
 extern const int inst_tp[DEMO_NINST];
 extern const int inst_pool[DEMO_NINST];
 extern const int pool_of_class[PRS_INFER_NCLASS];
-extern const double pool_ttft_slo[DEMO_NPOOLS];
-extern const int pool_prompt_tokens[DEMO_NPOOLS];
 
 typedef struct dargs {
     const char *trace_path; /* NULL: look next to the source tree, else synthetic */
@@ -46,6 +44,10 @@ typedef struct demo_state {
     double desired_rps;
 } demo_state;
 
+/* demo_infer_start.c: what a pool's controllers plan for (demo_start_ctl), one target per input
+ * class of the pool: the 99th percentile prompt of the trace's requests of the class (without
+ * any: its bound) and the class's TTFT SLO, into tokens and ttft_s (3 each); how many. */
+int demo_pool_targets(const demo_state *st, int pool, int *tokens, double *ttft_s);
 /* demo_infer_start.c: each 0, or 1 with a message. */
 int demo_start_perseusd(demo_state *st);
 int demo_declare_cluster(demo_state *st);

@@ -216,20 +216,64 @@ int demo_start_router(demo_state *st)
     return idx < 0 || (st->router_port = demo_wait_port(&st->ps, idx, "router.port", 30)) < 0;
 }
 
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* The 99th percentile prompt of the trace's requests of input class in (0 when none). */
+static int prompt_p99(const prs_infer_trace *t, const prs_infer_classes *c, int in)
+{
+    int *v = malloc(sizeof *v * (t->n ? t->n : 1)), n = 0;
+    for (size_t i = 0; v && i < t->n; i++)
+        if (prs_infer_class_of(c, t->reqs[i].in_tokens, t->reqs[i].out_tokens) / 3 == in)
+            v[n++] = t->reqs[i].in_tokens;
+    int p = 0;
+    if (n) {
+        qsort(v, (size_t)n, sizeof *v, cmp_int);
+        p = v[(int)(0.99 * (n - 1))];
+    }
+    free(v);
+    return p;
+}
+
+int demo_pool_targets(const demo_state *st, int pool, int *tokens, double *ttft_s)
+{
+    prs_infer_classes c;
+    prs_infer_classes_default(&c);
+    int n = 0;
+    for (int in = 0; in < 3; in++) {
+        if (pool_of_class[3 * in] != pool) continue;
+        int p = prompt_p99(&st->trace, &c, in);
+        if (p == 0) p = in < 2 ? c.in_limit[in] : 2 * c.in_limit[1]; /* none in the slice */
+        tokens[n] = p;
+        ttft_s[n++] = c.ttft_slo_s[in];
+    }
+    return n;
+}
+
 /* The controller of instance i: every second of model time, from the fake's page, to its clock file
  * (and its GPUs through perseus-gpud when it runs). */
 int demo_start_ctl(demo_state *st, int i, int first_gpu)
 {
-    char metrics[96], clock[600], name[32], tp[8], period[32], slo[32], gpus[128] = "", sock[600],
-                                                                        prompt[16], headroom[32];
-    snprintf(prompt, sizeof prompt, "%d", pool_prompt_tokens[inst_pool[i]]);
+    char metrics[96], clock[600], name[32], tp[8], period[32], slo[32],
+        gpus[128] = "", sock[600], prompt[16], headroom[32], scale[32];
+    int tokens[3];
+    double ttft[3];
+    int nt = demo_pool_targets(st, inst_pool[i], tokens, ttft);
+    char target[2][32];
+    for (int t = 1; t < nt; t++)
+        snprintf(target[t - 1], sizeof target[t - 1], "%d:%g", tokens[t], ttft[t]);
+    snprintf(prompt, sizeof prompt, "%d", tokens[0]);
     snprintf(headroom, sizeof headroom, "%g", st->a.headroom);
     snprintf(metrics, sizeof metrics, "http://127.0.0.1:%d/metrics", st->fake_port[i]);
     snprintf(clock, sizeof clock, "%s/%s.mhz", st->ps.tmp, inst_names[i]);
     snprintf(name, sizeof name, "instclock-%s", inst_names[i]);
     snprintf(tp, sizeof tp, "%d", inst_tp[i]);
     snprintf(period, sizeof period, "%g", 1 / st->a.time_scale);
-    snprintf(slo, sizeof slo, "%g", pool_ttft_slo[inst_pool[i]]);
+    snprintf(scale, sizeof scale, "%g", st->a.time_scale);
+    snprintf(slo, sizeof slo, "%g", ttft[0]);
     snprintf(sock, sizeof sock, "%s/gpud.sock", st->ps.tmp);
     for (int g = 0; g < inst_tp[i]; g++)
         snprintf(gpus + strlen(gpus), sizeof gpus - strlen(gpus), "%snvml:%d", g ? "," : "",
@@ -251,6 +295,12 @@ int demo_start_ctl(demo_state *st, int i, int first_gpu)
                     headroom,
                     "--period",
                     period,
+                    "--time-scale",
+                    scale,
+                    nt > 1 ? "--target" : "--period",
+                    nt > 1 ? target[0] : period,
+                    nt > 2 ? "--target" : "--period",
+                    nt > 2 ? target[1] : period,
                     "--clock-file",
                     clock,
                     st->gpud ? "--gpus" : NULL,

@@ -18,6 +18,7 @@
 #include "cmdline.h"
 #include "httpd.h"
 #include "instclock.h"
+#include "perseus/clock.h"
 #include "perseus/gpu.h"
 
 #define MAX_GPUS 64
@@ -29,7 +30,8 @@ typedef struct opts {
     int tp;
     prs_instclock_slo slo;
     double period_s;
-    long iterations; /* 0: until stopped */
+    double time_scale; /* the engine's clock runs this many times faster than the wall clock */
+    long iterations;   /* 0: until stopped */
 } opts;
 
 typedef struct page {
@@ -162,15 +164,34 @@ static void sleep_s(double s)
         ;
 }
 
+/* The prompt tokens a second (of the engine's time) since the previous reading, into load;
+ * nothing on the first reading, without the counter, or when it went back (a restart). */
+typedef struct rate_state {
+    double tokens, t; /* the previous reading; tokens -1: none */
+} rate_state;
+
+static void observe_rate(const opts *o, rate_state *r, prs_instclock_load *load)
+{
+    double now = prs_mono_s();
+    if (load->prompt_tokens >= 0 && r->tokens >= 0 && load->prompt_tokens >= r->tokens &&
+        now > r->t)
+        load->prompt_rate = (load->prompt_tokens - r->tokens) / ((now - r->t) * o->time_scale);
+    r->tokens = load->prompt_tokens;
+    r->t = now;
+}
+
 static int run(const opts *o, gpus *s)
 {
     int last = -1, status = 0;
+    rate_state rate = {-1, 0};
     for (long it = 0; !stop_flag && (o->iterations == 0 || it < o->iterations); it++) {
         if (it > 0) sleep_s(o->period_s);
         prs_instclock_load load = {0};
         prs_error err = {0};
         int mhz;
-        if (read_load(o, &load, &err) != 0) {
+        int got = read_load(o, &load, &err) == 0;
+        if (got) observe_rate(o, &rate, &load);
+        if (!got) {
             fprintf(stderr, "perseus-instclock: %s: highest clock\n", err.msg);
             mhz = o->model.gpu->f_max_mhz;
         } else if (prs__instclock_pick(&o->model, o->tp, &o->slo, &load, &mhz, &err) != 0) {
@@ -183,8 +204,10 @@ static int run(const opts *o, gpus *s)
             status = 1;
             continue;
         }
-        fprintf(stderr, "perseus-instclock: clock %d MHz (running %g, waiting %g, kv %.3f)\n", mhz,
-                load.running, load.waiting, load.kv_usage);
+        fprintf(stderr,
+                "perseus-instclock: clock %d MHz (running %g, waiting %g, kv %.3f, prompt tokens "
+                "%.0f/s)\n",
+                mhz, load.running, load.waiting, load.kv_usage, load.prompt_rate);
         last = mhz;
     }
     return status;
@@ -201,7 +224,11 @@ static const char usage[] =
     "  --tbt-slo S            time-between-tokens SLO, seconds (default 0.1)\n"
     "  --headroom X           share of each SLO the model may use (default 0.8)\n"
     "  --prompt-tokens N      a typical prompt of the instance's pool (default 512)\n"
+    "  --target N:S           also meet a TTFT of S seconds for prompts of N tokens (repeatable,\n"
+    "                         up to 8: a pool serving several input classes, each its own SLO)\n"
     "  --period S             seconds between decisions (default 5)\n"
+    "  --time-scale X         the engine runs X times faster than the wall clock (a time-scaled\n"
+    "                         perseus-fakeserve; default 1): its prompt rate is per X seconds\n"
     "  --gpus SPEC,...        the instance's GPUs (nvml:INDEX, nvml:GPU-UUID, sim), leased\n"
     "                         through perseus-gpud and reset when this program ends or dies\n"
     "  --gpud-socket PATH     perseus-gpud's socket (default $PRS_GPUD_SOCKET or\n"
@@ -224,17 +251,29 @@ static int number(const char *opt, const char *arg, double lo, double hi, double
     return -1;
 }
 
+/* --target N:S: prompts of N tokens within S seconds to the first token. */
+static int parse_target(const char *arg, prs_instclock_slo *slo)
+{
+    char *end;
+    long n = strtol(arg, &end, 10);
+    double s = *end == ':' ? strtod(end + 1, &end) : 0;
+    if (slo->ntargets == PRS_INSTCLOCK_MAX_TARGETS || n < 1 || n > 1000000 || *end != '\0' ||
+        !(s > 0 && s <= 3600))
+        return bad("--target (N:S, at most 8)", arg);
+    slo->target_tokens[slo->ntargets] = n;
+    slo->target_ttft_s[slo->ntargets++] = s;
+    return -1;
+}
+
 static int parse_args(int argc, char **argv, opts *o)
 {
     static const struct option longopts[] = {
-        {"metrics", 1, NULL, 'm'},     {"model", 1, NULL, 'M'},
-        {"gpu", 1, NULL, 'g'},         {"tp", 1, NULL, 't'},
-        {"ttft-slo", 1, NULL, 'T'},    {"tbt-slo", 1, NULL, 'B'},
-        {"headroom", 1, NULL, 'H'},    {"prompt-tokens", 1, NULL, 'P'},
-        {"period", 1, NULL, 'p'},      {"gpus", 1, NULL, 'G'},
-        {"gpud-socket", 1, NULL, 's'}, {"clock-file", 1, NULL, 'c'},
-        {"iterations", 1, NULL, 'i'},  {"version", 0, NULL, 'V'},
-        {"help", 0, NULL, 'h'},        {NULL, 0, NULL, 0}};
+        {"metrics", 1, NULL, 'm'},    {"model", 1, NULL, 'M'},         {"gpu", 1, NULL, 'g'},
+        {"tp", 1, NULL, 't'},         {"ttft-slo", 1, NULL, 'T'},      {"tbt-slo", 1, NULL, 'B'},
+        {"headroom", 1, NULL, 'H'},   {"prompt-tokens", 1, NULL, 'P'}, {"period", 1, NULL, 'p'},
+        {"gpus", 1, NULL, 'G'},       {"gpud-socket", 1, NULL, 's'},   {"clock-file", 1, NULL, 'c'},
+        {"iterations", 1, NULL, 'i'}, {"target", 1, NULL, 'x'},        {"time-scale", 1, NULL, 'S'},
+        {"version", 0, NULL, 'V'},    {"help", 0, NULL, 'h'},          {NULL, 0, NULL, 0}};
     const char *model = "llama2-70b", *gpu = "h100";
     double v = 0, tp = 0;
     int ch, st = -1;
@@ -277,6 +316,12 @@ static int parse_args(int argc, char **argv, opts *o)
         case 'c':
             o->clock_file = optarg;
             break;
+        case 'x':
+            st = parse_target(optarg, &o->slo);
+            break;
+        case 'S':
+            st = number("--time-scale", optarg, 1e-3, 1e6, &o->time_scale);
+            break;
         case 'i':
             st = number("--iterations", optarg, 1, 1e12, &v);
             o->iterations = (long)v;
@@ -314,7 +359,8 @@ static int parse_args(int argc, char **argv, opts *o)
 int main(int argc, char **argv)
 {
     opts o = {.slo = {.ttft_s = 0.5, .tbt_s = 0.1, .headroom = 0.8, .prompt_tokens = 512},
-              .period_s = 5};
+              .period_s = 5,
+              .time_scale = 1};
     int st = parse_args(argc, argv, &o);
     if (st >= 0) return st;
     if (o.model.gpu == NULL) return 2; /* parse_args set the model when it returned -1 */

@@ -16,19 +16,38 @@ static int fits(const prs_infer_roofline *m, int tp, int mhz, const prs_instcloc
     if (ctx < (double)slo->prompt_tokens) ctx = (double)slo->prompt_tokens;
     double decode_s, prefill_s, j;
     prs_infer_roofline_decode(m, tp, mhz, n, ctx, &decode_s, &j);
-    if (decode_s > slo->headroom * slo->tbt_s) return 0;
-    prs_infer_roofline_prefill(m, tp, mhz, load->waiting + 1, (double)slo->prompt_tokens,
-                               &prefill_s, &j);
-    return prefill_s + decode_s <= slo->headroom * slo->ttft_s;
+    double busy = 0; /* share of the time spent prefilling the prompts arriving */
+    if (load->prompt_rate > 0) {
+        prs_infer_roofline_prefill(m, tp, mhz, 1, (double)slo->prompt_tokens, &prefill_s, &j);
+        busy = load->prompt_rate * prefill_s / (double)slo->prompt_tokens;
+    }
+    if (busy >= 1 || decode_s > slo->headroom * slo->tbt_s * (1 - busy)) return 0;
+    for (int t = -1; t < slo->ntargets; t++) {
+        long tokens = t < 0 ? slo->prompt_tokens : slo->target_tokens[t];
+        double ttft = t < 0 ? slo->ttft_s : slo->target_ttft_s[t];
+        prs_infer_roofline_prefill(m, tp, mhz, load->waiting + 1, (double)tokens, &prefill_s, &j);
+        if (prefill_s + decode_s > slo->headroom * ttft) return 0;
+    }
+    return 1;
+}
+
+static int targets_ok(const prs_instclock_slo *slo)
+{
+    if (slo->ntargets < 0 || slo->ntargets > PRS_INSTCLOCK_MAX_TARGETS) return 0;
+    for (int t = 0; t < slo->ntargets; t++)
+        if (slo->target_tokens[t] < 1 || !(slo->target_ttft_s[t] > 0)) return 0;
+    return 1;
 }
 
 int prs__instclock_pick(const prs_infer_roofline *model, int tp, const prs_instclock_slo *slo,
                         const prs_instclock_load *load, int *mhz, prs_error *err)
 {
     if (!(slo->ttft_s > 0) || !(slo->tbt_s > 0) || !(slo->headroom > 0) || slo->headroom > 1 ||
-        slo->prompt_tokens < 1)
+        slo->prompt_tokens < 1 || !targets_ok(slo))
         return prs_error_set(err, PRS_EINVAL,
-                             "SLOs must be > 0, headroom in (0, 1], prompt tokens >= 1");
+                             "SLOs must be > 0, headroom in (0, 1], prompt tokens >= 1, at most "
+                             "%d targets",
+                             PRS_INSTCLOCK_MAX_TARGETS);
     long kv;
     int rc = prs_infer_roofline_kv_tokens(model, tp, &kv, err);
     if (rc) return rc;
@@ -78,10 +97,11 @@ static int sample_of(const char *line, size_t n, const char *name, double *v)
 int prs__instclock_parse_metrics(const char *text, size_t len, prs_instclock_load *out,
                                  prs_error *err)
 {
-    static const char *const names[4] = {"vllm:num_requests_running", "vllm:num_requests_waiting",
-                                         "vllm:gpu_cache_usage_perc", "vllm:kv_cache_usage_perc"};
-    double sum[4] = {0};
-    int seen[4] = {0};
+    static const char *const names[5] = {"vllm:num_requests_running", "vllm:num_requests_waiting",
+                                         "vllm:gpu_cache_usage_perc", "vllm:kv_cache_usage_perc",
+                                         "vllm:prompt_tokens_total"};
+    double sum[5] = {0};
+    int seen[5] = {0};
     size_t pos = 0;
     int lineno = 0;
     while (pos < len) {
@@ -91,7 +111,7 @@ int prs__instclock_parse_metrics(const char *text, size_t len, prs_instclock_loa
         pos += n + 1;
         lineno++;
         if (n == 0 || line[0] == '#') continue;
-        for (int k = 0; k < 4; k++) {
+        for (int k = 0; k < 5; k++) {
             double v;
             int s = sample_of(line, n, names[k], &v);
             if (s < 0)
@@ -108,5 +128,7 @@ int prs__instclock_parse_metrics(const char *text, size_t len, prs_instclock_loa
     out->waiting = sum[1];
     out->kv_usage = seen[2] ? sum[2] : sum[3];
     if (out->kv_usage > 1) out->kv_usage = 1;
+    out->prompt_tokens = seen[4] ? sum[4] : -1;
+    out->prompt_rate = 0;
     return 0;
 }

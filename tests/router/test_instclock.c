@@ -64,6 +64,50 @@ static void test_pick(void **state)
     assert_int_equal(prs__instclock_pick(&m, 1, &slo, &idle, &mhz, &err), PRS_EINVAL);
 }
 
+/* Several targets: the clock is the highest any one of them needs alone; a prompt rate (the
+ * running requests wait while new prompts are prefilled) never lowers the clock, raises it at a
+ * rate whose prefills take a fair share of the time, and at the clock chosen the decode step
+ * still fits in the TBT SLO's headroom less that share. */
+static void test_targets_and_prefill_share(void **state)
+{
+    (void)state;
+    prs_infer_roofline m = model();
+    prs_instclock_load l = {.running = 16, .kv_usage = 0.1};
+    prs_instclock_slo a = slo, b = slo, both = slo;
+    a.prompt_tokens = 256, a.ttft_s = 0.25;
+    b.prompt_tokens = 1024, b.ttft_s = 0.5;
+    both.prompt_tokens = 256, both.ttft_s = 0.25;
+    both.ntargets = 1, both.target_tokens[0] = 1024, both.target_ttft_s[0] = 0.5;
+    int fa, fb, f2;
+    assert_int_equal(prs__instclock_pick(&m, 2, &a, &l, &fa, NULL), 0);
+    assert_int_equal(prs__instclock_pick(&m, 2, &b, &l, &fb, NULL), 0);
+    assert_int_equal(prs__instclock_pick(&m, 2, &both, &l, &f2, NULL), 0);
+    assert_int_equal(f2, fa > fb ? fa : fb);
+    both.ntargets = PRS_INSTCLOCK_MAX_TARGETS + 1;
+    assert_int_equal(prs__instclock_pick(&m, 2, &both, &l, &f2, NULL), PRS_EINVAL);
+
+    int f0, prev = 0, rose = 0;
+    assert_int_equal(prs__instclock_pick(&m, 4, &slo, &l, &f0, NULL), 0);
+    for (double rate = 0; rate <= 20000; rate += 2000) {
+        prs_instclock_load r = l;
+        r.prompt_rate = rate;
+        int f;
+        assert_int_equal(prs__instclock_pick(&m, 4, &slo, &r, &f, NULL), 0);
+        assert_true(f >= f0 && f >= prev);
+        rose |= f > f0;
+        prev = f;
+        if (f == m.gpu->f_max_mhz) continue;
+        long kv;
+        double d, p, j, ctx;
+        assert_int_equal(prs_infer_roofline_kv_tokens(&m, 4, &kv, NULL), 0);
+        ctx = r.kv_usage * (double)kv / r.running;
+        prs_infer_roofline_decode(&m, 4, f, r.running, ctx < 512 ? 512 : ctx, &d, &j);
+        prs_infer_roofline_prefill(&m, 4, f, 1, 512, &p, &j);
+        assert_true(d <= 0.08 * (1 - rate * p / 512));
+    }
+    assert_true(rose);
+}
+
 static int parse(const char *text, prs_instclock_load *l, prs_error *err)
 {
     return prs__instclock_parse_metrics(text, strlen(text), l, err);
@@ -83,6 +127,12 @@ static void test_metrics(void **state)
                            &l, &err),
                      0);
     assert_true(l.running == 5 && l.waiting == 1.5 && l.kv_usage == 0.25);
+    assert_true(l.prompt_tokens == -1 && l.prompt_rate == 0);
+    assert_int_equal(parse("vllm:num_requests_running 1\nvllm:prompt_tokens_total{a=\"1\"} 700\n"
+                           "vllm:prompt_tokens_total{a=\"2\"} 300\n",
+                           &l, &err),
+                     0);
+    assert_true(l.prompt_tokens == 1000);
     assert_int_equal(parse("vllm:num_requests_running 1\nvllm:kv_cache_usage_perc 0.5\n", &l, &err),
                      0);
     assert_true(l.running == 1 && l.waiting == 0 && l.kv_usage == 0.5);
@@ -97,6 +147,8 @@ static void test_metrics(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_pick), cmocka_unit_test(test_metrics)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_pick),
+                                       cmocka_unit_test(test_targets_and_prefill_share),
+                                       cmocka_unit_test(test_metrics)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
