@@ -207,6 +207,7 @@ PRS_API int prs_plan_check(const prs_profile *profile, const prs_pipeline *pipe,
                            const char *unit_name, prs_error *err);
 /* What prs_plan_measure finds out about a planning problem before planning it. */
 typedef struct prs_plan_measures {
+    long ops;           /* computations in the schedule graph */
     long span;          /* as prs_plan_size */
     double table_bytes; /* as prs_plan_size */
     double peak_bytes;  /* an estimate of prs_plan's peak memory with these options: the
@@ -221,6 +222,9 @@ typedef struct prs_plan_measures {
  * of the schedule graph: a non-zero answer stops the call with PRS_ECANCELED. */
 PRS_API int prs_plan_measure(const prs_profile *profile, const prs_plan_opts *o,
                              const char *unit_name, prs_plan_measures *out, prs_error *err);
+/* The peak-memory estimate of prs_plan_measure for other options o (another thread count, cost
+ * model or frontier kind) on the problem it measured into m, without opening it again. */
+PRS_API double prs_plan_peak_bytes(const prs_plan_opts *o, const prs_plan_measures *m);
 PRS_API void prs_frontier_free(prs_frontier *f);
 /* The clean frontier of f (docs/planner.md, 'Clean frontier') into *out, a new frontier: the
  * plans no faster plan beats (evaluated energy plus blocking power over the time gap, all

@@ -116,8 +116,9 @@ int prs_plan_measure(const prs_profile *profile, const prs_plan_opts *o, const c
     if (rc || (rc = bounds_of(profile, &o->pipe, &tick, &b, &nops, err)) ||
         (rc = check_bounds(&b, &o->pipe, unit_name, err)))
         return rc;
+    out->ops = nops;
     out->span = b.t_max - b.t_min;
     out->table_bytes = b.table_bytes;
-    out->peak_bytes = prs__plan_peak_bytes(o, nops, out->span, b.table_bytes);
+    out->peak_bytes = prs_plan_peak_bytes(o, out);
     return 0;
 }

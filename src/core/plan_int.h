@@ -126,10 +126,6 @@ int prs__graph_build_ticked(const prs_pipeline *pipe, const prs__tick *tick, prs
                             prs_error *err);
 void prs__graph_free(prs__graph_graph *g);
 
-/* plan_memory.c: an estimate of prs_plan's peak memory in bytes with options o for a problem of
- * nops computations, a frontier span of span units and per-duration tables of table_bytes
- * (prs_plan_size). */
-double prs__plan_peak_bytes(const prs_plan_opts *o, long nops, long span, double table_bytes);
 /* pipeline.c: the options prs_plan refuses before any work (PRS_EINVAL naming the field); the
  * profile is not looked at. */
 int prs__plan_opts_check(const prs_plan_opts *o, prs_error *err);

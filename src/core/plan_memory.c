@@ -5,6 +5,8 @@
  * flight, for the per-duration tables and for the frontier. The per-computation figures come from
  * the planner's allocations, checked against peaks measured by bench/plan_memory (its report puts
  * the two side by side). */
+#include "perseus/planner.h"
+
 #include "emit.h"
 #include "plan_int.h"
 
@@ -22,11 +24,13 @@
 #define POINT_BYTES 64.0
 #define CHANGE_BYTES 8.0
 
-double prs__plan_peak_bytes(const prs_plan_opts *o, long nops, long span, double table_bytes)
+double prs_plan_peak_bytes(const prs_plan_opts *o, const prs_plan_measures *m)
 {
+    long span = m->span;
+    double table_bytes = m->table_bytes;
     int hull = o->cost_model == PRS_COST_HULL;
     int threads = !hull ? 1 : o->threads ? o->threads : prs__emit_default_threads();
-    double ops = (double)nops;
+    double ops = (double)m->ops;
     double bytes = ops * (hull ? BYTES_PER_OP_HULL : BYTES_PER_OP_EXP);
     bytes += ops * BYTES_PER_OP_THREAD * (threads - 1);
     /* the ring: 2 slots alone, else up to 4 * 32 per thread within PRS__EMIT_BYTES */
