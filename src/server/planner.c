@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "server_int.h"
 #include "prs_assert.h"
@@ -91,14 +92,19 @@ void planq_opts(const prs_server *s, const prs_pipeline *pipe, prs_cost_model mo
     o->ud = (void *)s;
 }
 
-/* The most picking threads (o->threads, 0: one per processor) whose estimate fits the budget,
- * at least 1; *peak: the estimate with them. */
+/* Hull: the most picking threads, up to o->threads (0: one per processor), whose estimate fits
+ * the budget, at least 1, into o->threads; *peak: the estimate with them. */
 static void fit_threads(const prs_server *s, prs_plan_opts *o, const prs_plan_measures *m,
                         double *peak)
 {
+    if (o->cost_model == PRS_COST_HULL && !o->threads) {
+        /* the planner's default made explicit: one per processor, at most the auto limit */
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        o->threads = n < 1 ? 1 : n > PRS_PLAN_AUTO_THREADS ? PRS_PLAN_AUTO_THREADS : (int)n;
+    }
     *peak = prs_plan_peak_bytes(o, m);
-    while (*peak > (double)s->cfg.max_plan_memory && o->threads != 1) {
-        o->threads = o->threads ? o->threads - 1 : PRS_PLAN_AUTO_THREADS;
+    while (*peak > (double)s->cfg.max_plan_memory && o->threads > 1) {
+        o->threads--;
         *peak = prs_plan_peak_bytes(o, m);
     }
 }
@@ -218,6 +224,9 @@ static int run_task(plan_task *t, prs_frontier **fp, char **text, size_t *len, d
         planq_check_plannable(s, t->profile, &o, &t->peak_bytes, &code, err->msg, sizeof err->msg)
             ? strcmp(code, "canceled") == 0 ? PRS_ECANCELED : PRS_EINVAL
             : 0;
+    if (!rc)
+        srv_log(s, PRS_LOG_INFO, "msg=planning_measured job=%s peak_mib=%.1f threads=%d", t->job_id,
+                t->peak_bytes / 1048576.0, o.threads);
     if (!rc) rc = mem_acquire(t); /* the time waited for memory is not planning time */
     if (!rc) {
         t->deadline = prs_mono_s() + s->cfg.plan_timeout_s;

@@ -576,8 +576,8 @@ static void test_cancel_setup(void **state)
 }
 
 /* The planner's memory estimate for the profile of upload() on `stages` x `mb` at `unit`, as the
- * server makes it (exp, clean frontier). */
-static double estimate(int stages, int mb, double unit)
+ * server makes it (clean frontier) with cost model `model` and `threads` picking threads. */
+static double estimate_with(int stages, int mb, double unit, prs_cost_model model, int threads)
 {
     char *csv;
     size_t n = make_csv(stages, 60, &csv);
@@ -588,10 +588,58 @@ static double estimate(int stages, int mb, double unit)
     prs_plan_opts_default(&o);
     o.pipe = (prs_pipeline){stages, mb, PRS_SCHEDULE_1F1B, unit, 80, 0};
     o.frontier = PRS_FRONTIER_CLEAN;
+    o.cost_model = model;
+    o.threads = threads;
     prs_plan_measures m;
     assert_int_equal(prs_plan_measure(p, &o, NULL, &m, NULL), 0);
     prs_profile_free(p);
     return m.peak_bytes;
+}
+
+/* The estimate with the default cost model (exp). */
+static double estimate(int stages, int mb, double unit)
+{
+    return estimate_with(stages, mb, unit, PRS_COST_EXP, 0);
+}
+
+/* A hull planning whose estimate fits --max-plan-memory on one picking thread but not on two
+ * is planned on one (the planning_measured line says so) instead of refused. */
+static void test_threads_fit(void **state)
+{
+    (void)state;
+    double one = estimate_with(8, LONG_MB, 1e-5, PRS_COST_HULL, 1),
+           two = estimate_with(8, LONG_MB, 1e-5, PRS_COST_HULL, 2);
+    print_message("hull estimates: %.2f MiB on one thread, %.2f MiB on two\n", one / 1048576.0,
+                  two / 1048576.0);
+    assert_true(two > one);
+    prs_server_config cfg;
+    prs_server_config_default(&cfg);
+    cfg.max_plan_memory = (size_t)((one + two) / 2);
+    srv_ctx x;
+    assert_int_equal(start(&x, &cfg), 0);
+    char spec[512];
+    snprintf(spec, sizeof spec,
+             "{\"stages\":8,\"microbatches\":%d,\"dp\":1,\"blocking_power_w\":80,"
+             "\"clocks_mhz\":[1410,1350,1290,1230,1170,1110,1050,990],\"unit_time_s\":1e-5,"
+             "\"cost_model\":\"hull\"}",
+             LONG_MB);
+    http_reply r = http_do(x.port, "POST", "/v1/jobs", NULL, spec, strlen(spec), NULL);
+    assert_int_equal(r.status, 201);
+    job_ref j;
+    snprintf(j.id, sizeof j.id, "%s", json_str(r.json, "job_id"));
+    snprintf(j.tok, sizeof j.tok, "%s", json_str(r.json, "token"));
+    http_reply_free(&r);
+    r = upload(&x, &j, 8);
+    if (r.status != 200) print_message("HTTP %d: %s\n", r.status, r.body);
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    char needle[160];
+    snprintf(needle, sizeof needle, "msg=planning_measured job=%s", j.id);
+    assert_true(log_line(&x, needle) > 0);
+    snprintf(needle, sizeof needle, "msg=planning_measured job=%s peak_mib=%.1f threads=1", j.id,
+             one / 1048576.0);
+    assert_true(log_line(&x, needle) > 0);
+    stop(&x, 1);
 }
 
 /* --max-plan-memory counts the planner's whole estimate, the schedule graph included: a
@@ -654,6 +702,7 @@ int main(void)
         cmocka_unit_test(test_queue_and_cancel),  cmocka_unit_test(test_time_limit),
         cmocka_unit_test(test_shutdown),          cmocka_unit_test(test_clocks_checked),
         cmocka_unit_test(test_cancel_setup),      cmocka_unit_test(test_memory_budget),
+        cmocka_unit_test(test_threads_fit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
