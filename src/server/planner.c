@@ -353,7 +353,8 @@ static void reap_tasks(prs_server *s, int all)
 /* Start the oldest queued planning if a planner slot is free (task_mu held). */
 static void launch_queued(prs_server *s)
 {
-    if (s->stopping || s->nplanning >= s->cfg.max_planners) return;
+    if (__atomic_load_n(&s->stopping, __ATOMIC_ACQUIRE) || s->nplanning >= s->cfg.max_planners)
+        return;
     plan_task *oldest = NULL;
     for (plan_task *t = s->tasks; t; t = t->next)
         if (!t->started && !t->finished) oldest = t; /* the list is newest first */
