@@ -163,6 +163,15 @@ static void install_plan(prs_server *s, job *j, prs_frontier *f, const char *tex
 
 static void launch_queued(prs_server *s);
 
+/* Mark the task's job as waiting for memory (on) or not, for its status. */
+static void mark_waiting(plan_task *t, int on)
+{
+    pthread_rwlock_rdlock(&t->s->lock);
+    job *j = t->j; /* cleared only under the table lock held exclusively */
+    if (j) __atomic_store_n(&j->plan_waits_memory, on, __ATOMIC_RELAXED);
+    pthread_rwlock_unlock(&t->s->lock);
+}
+
 /* Wait until the task's memory estimate fits --max-plan-memory beside those of the planners
  * running (alone it always fits: planq_check_plannable refused larger ones), then hold it in
  * s->plan_mem until the planner ends. PRS_ECANCELED when the task is canceled meanwhile. */
@@ -171,6 +180,10 @@ static int mem_acquire(plan_task *t)
     prs_server *s = t->s;
     double budget = (double)s->cfg.max_plan_memory;
     int waited = 0;
+    pthread_mutex_lock(&s->task_mu);
+    int must_wait = s->plan_mem > 0 && s->plan_mem + t->peak_bytes > budget;
+    pthread_mutex_unlock(&s->task_mu);
+    if (must_wait) mark_waiting(t, 1); /* the table lock is never taken under task_mu */
     pthread_mutex_lock(&s->task_mu);
     while (!__atomic_load_n(&t->cancel, __ATOMIC_ACQUIRE) && s->plan_mem > 0 &&
            s->plan_mem + t->peak_bytes > budget) {
@@ -187,6 +200,7 @@ static int mem_acquire(plan_task *t)
         t->holds_mem = 1;
     }
     pthread_mutex_unlock(&s->task_mu);
+    if (must_wait) mark_waiting(t, 0);
     if (!rc && waited)
         srv_log(s, PRS_LOG_INFO, "msg=planning_got_memory job=%s held_mib=%.0f", t->job_id,
                 s->plan_mem / 1048576.0);

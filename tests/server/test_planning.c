@@ -683,12 +683,20 @@ static void test_memory_budget(void **state)
     snprintf(waits, sizeof waits, "msg=planning_waits_memory job=%s", b.id);
     assert_true(log_line(&x, waits) > 0);
     assert_false(planner_started(&x, &b));
+    json_t *st = status(&x, &b, &r); /* the status says why */
+    assert_true(
+        json_is_true(json_object_get(json_object_get(st, "planning"), "waiting_for_memory")));
+    http_reply_free(&r);
     char path[128];
     snprintf(path, sizeof path, "/v1/jobs/%s", a.id);
     r = http_do(x.port, "DELETE", path, a.tok, NULL, 0, NULL);
     assert_int_equal(r.status, 200);
     http_reply_free(&r);
     assert_true(wait_started(&x, &b, 30));
+    st = status(&x, &b, &r);
+    assert_true(
+        json_is_false(json_object_get(json_object_get(st, "planning"), "waiting_for_memory")));
+    http_reply_free(&r);
     snprintf(got, sizeof got, "msg=planning_got_memory job=%s", b.id);
     snprintf(canceled, sizeof canceled, "msg=planning_canceled job=%s", a.id);
     assert_true(log_line(&x, canceled) < log_line(&x, got));
