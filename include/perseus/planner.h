@@ -91,9 +91,10 @@ typedef struct prs_plan_opts {
     long max_points;          /* refuse a pipeline whose frontier could be longer; 0: the default */
     prs_progress_fn progress; /* optional; called with (done, total estimate) after every
                                  step of the run (a step takes far less than
-                                 PRS_PROGRESS_INTERVAL_S), and once at the end; before the
-                                 walk, between the passes of its set-up (each at most linear
-                                 in the size of the schedule graph), with done = total = 0 */
+                                 PRS_PROGRESS_INTERVAL_S), after cleaning and at the end with
+                                 done = total; before the walk, between the passes of its
+                                 set-up (each at most linear in the size of the schedule
+                                 graph), with done = total = 0 */
     int threads;              /* hull: threads that turn the points' relaxed plans into clocks, the
                                  caller's included: 1 for none started; 0 (default): one per processor,
                                  at most PRS_PLAN_AUTO_THREADS. exp plans on the caller's thread alone.

@@ -855,6 +855,10 @@ int prs_plan_counted(const prs_profile *profile, const prs_plan_opts *o, prs_fro
         prs_frontier_free(f);
         f = c;
     }
+    if (o->progress && o->progress(o->ud, total, total)) { /* between cleaning and polishing */
+        rc = prs_error_set(err, PRS_ECANCELED, "planning canceled");
+        goto out;
+    }
     prs_polish_kind pk = o->polish != PRS_POLISH_AUTO ? o->polish
                          : hull                       ? PRS_POLISH_RUNS
                                                       : PRS_POLISH_NONE;

@@ -8,6 +8,8 @@
  *   - a cancel at the k-th set-up call, for k from the first to the last, returns PRS_ECANCELED
  *     after exactly k calls: nothing runs after the call that asked to stop, no walk starts, no
  *     frontier comes back;
+ *   - after the walk, a cancel at the call made once the frontier is cleaned stops the run
+ *     before polishing;
  *   - prs_plan_measure (the check the server makes before planning) does the same, and
  *     otherwise agrees with prs_plan_size and prs_plan_check. */
 #include <setjmp.h>
@@ -120,6 +122,37 @@ static void test_cancel_hull(void **state)
     cancel_planning(PRS_COST_HULL);
 }
 
+/* After the walk: a call with done = total once the frontier is cleaned, before polishing, and
+ * one at the end. A cancel at the first stops the run before polishing (no polish time). */
+static void test_cancel_before_polish(void **state)
+{
+    (void)state;
+    prs_profile *p = profile();
+    counter c = {0};
+    prs_plan_opts o;
+    opts_for(&o, PRS_COST_HULL, &c);
+    o.pipe.microbatches = 8; /* a short walk */
+    prs_frontier *f = NULL;
+    prs_plan_stats st;
+    prs_error err = {0, ""};
+    assert_int_equal(prs_plan_counted(p, &o, &f, &st, &err), 0);
+    assert_true(st.polish_s > 0);
+    prs_frontier_free(f);
+    long n = c.calls;
+    /* the set-up's calls, the walk's first, one per raw point, then the two after the walk */
+    assert_int_equal(n, c.setup_calls + 1 + st.points + 2);
+    counter d = {0};
+    d.stop_at = n - 1;
+    o.ud = &d;
+    f = NULL;
+    assert_int_equal(prs_plan_counted(p, &o, &f, &st, &err), PRS_ECANCELED);
+    assert_null(f);
+    assert_int_equal(d.calls, n - 1);
+    assert_true(st.polish_s == 0);
+    print_message("%ld calls in all; canceled at call %ld, before polishing\n", n, n - 1);
+    prs_profile_free(p);
+}
+
 static void test_measure(void **state)
 {
     (void)state;
@@ -159,6 +192,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cancel_exp),
         cmocka_unit_test(test_cancel_hull),
+        cmocka_unit_test(test_cancel_before_polish),
         cmocka_unit_test(test_measure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
