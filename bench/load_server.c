@@ -1070,32 +1070,25 @@ static int create_job(gen *g)
     return 0;
 }
 
-/* --upload-profile: the job's profile from the simulated GPU, uploaded before any rank
- * registers, so the job plans at once and skips profiling. */
+/* --upload-profile: the job's profile from the simulated GPU at the job's clocks (the server
+ * refuses rows at other clocks), as the ranks would measure it (window()), uploaded before any
+ * rank registers, so the job plans at once and skips profiling. */
 static int upload_profile(gen *g)
 {
-    prs_synth_opts so;
-    prs_synth_opts_init(&so);
-    so.gpu = g->gpu;
-    so.stages = g->stages;
-    prs_profile *p = NULL;
-    prs_error err;
-    char *csv = NULL;
-    size_t len = 0;
-    FILE *f = NULL;
-    if (prs_synth_profile(&so, &p, &err) != 0 || !(f = open_memstream(&csv, &len)) ||
-        prs_profile_write_csv(p, f) != 0) {
-        fprintf(stderr, "load_server: cannot make the profile to upload\n");
-        if (f) fclose(f);
-        free(csv);
-        prs_profile_free(p);
-        return -1;
-    }
-    fclose(f);
-    prs_profile_free(p);
+    buf b = {0};
+    buf_printf(&b, "stage,instruction,frequency,time,energy\n");
+    for (int s = 0; s < g->stages; s++)
+        for (int c = 0; c < g->nclocks; c++)
+            for (int in = 0; in < 2; in++) {
+                prs_gpu_work w = g->gpu->work[in];
+                if (g->stages > 1 && s == g->stages - 1) w.t_ref_s *= PRS_SYNTH_LAST_STAGE_DEFAULT;
+                buf_printf(&b, "%d,%s,%d,%.9g,%.9g\n", s, prs_instr_name((prs_instr)in),
+                           g->clocks[c], prs_gpu_time_s(g->gpu, &w, g->clocks[c]),
+                           prs_gpu_energy_j(g->gpu, &w, g->clocks[c]));
+            }
     json_t *o;
-    long st = ctl(g, M_POST, csv, &o, now_s() + DEADLINE_CHECK_S, "/v1/jobs/%s/profile", g->job);
-    free(csv);
+    long st = ctl(g, M_POST, b.p, &o, now_s() + DEADLINE_CHECK_S, "/v1/jobs/%s/profile", g->job);
+    free(b.p);
     json_decref(o);
     if (st != 200) {
         check_failed(g, "POST profile: status %ld: %.200s", st, g->ctl.resp.p);

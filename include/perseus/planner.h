@@ -91,7 +91,10 @@ typedef struct prs_plan_opts {
     long max_points;          /* refuse a pipeline whose frontier could be longer; 0: the default */
     prs_progress_fn progress; /* optional; called with (done, total estimate) after every
                                  step of the run (a step takes far less than
-                                 PRS_PROGRESS_INTERVAL_S), and once at the end */
+                                 PRS_PROGRESS_INTERVAL_S), after cleaning and at the end with
+                                 done = total; before the walk, between the passes of its
+                                 set-up (each at most linear in the size of the schedule
+                                 graph), with done = total = 0 */
     int threads;              /* hull: threads that turn the points' relaxed plans into clocks, the
                                  caller's included: 1 for none started; 0 (default): one per processor,
                                  at most PRS_PLAN_AUTO_THREADS. exp plans on the caller's thread alone.
@@ -203,6 +206,26 @@ PRS_API int prs_plan_size(const prs_profile *profile, const prs_pipeline *pipe, 
  * the blocking power are bounded, perseus/limits.h.) */
 PRS_API int prs_plan_check(const prs_profile *profile, const prs_pipeline *pipe,
                            const char *unit_name, prs_error *err);
+/* What prs_plan_measure finds out about a planning problem before planning it. */
+typedef struct prs_plan_measures {
+    long ops;           /* computations in the schedule graph */
+    long span;          /* as prs_plan_size */
+    double table_bytes; /* as prs_plan_size */
+    double peak_bytes;  /* an estimate of prs_plan's peak memory with these options: the
+                         * schedule graph and every array the planner keeps per computation
+                         * (threads included), the tables and the frontier (docs/planner.md,
+                         * 'Memory') */
+} prs_plan_measures;
+
+/* prs_plan_check and prs_plan_size in one pass (the problem opened once), with the estimate of
+ * prs_plan's peak memory for the options o (its pipeline, cost model and threads). o->progress,
+ * when set, is called with done = total = 0 between the passes, each at most linear in the size
+ * of the schedule graph: a non-zero answer stops the call with PRS_ECANCELED. */
+PRS_API int prs_plan_measure(const prs_profile *profile, const prs_plan_opts *o,
+                             const char *unit_name, prs_plan_measures *out, prs_error *err);
+/* The peak-memory estimate of prs_plan_measure for other options o (another thread count, cost
+ * model or frontier kind) on the problem it measured into m, without opening it again. */
+PRS_API double prs_plan_peak_bytes(const prs_plan_opts *o, const prs_plan_measures *m);
 PRS_API void prs_frontier_free(prs_frontier *f);
 /* The clean frontier of f (docs/planner.md, 'Clean frontier') into *out, a new frontier: the
  * plans no faster plan beats (evaluated energy plus blocking power over the time gap, all

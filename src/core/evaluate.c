@@ -139,6 +139,12 @@ void prs_eval_close(prs_eval *ev)
 int prs_eval_open(const prs_profile *profile, const prs_pipeline *pipe, prs_eval **out,
                   prs_error *err)
 {
+    return prs__eval_open_ticked(profile, pipe, NULL, out, err);
+}
+
+int prs__eval_open_ticked(const prs_profile *profile, const prs_pipeline *pipe,
+                          const prs__tick *tick, prs_eval **out, prs_error *err)
+{
     *out = NULL;
     if (!profile || !pipe) return FAIL(err, PRS_EINVAL, "NULL argument");
     int rc = prs_pipeline_check(pipe, err);
@@ -147,8 +153,12 @@ int prs_eval_open(const prs_profile *profile, const prs_pipeline *pipe, prs_eval
     prs_eval *ev = calloc(1, sizeof *ev);
     if (!ev) return FAIL(err, PRS_ENOMEM, "out of memory");
     ev->pipe = *pipe;
-    if ((rc = prs__graph_build(pipe, &ev->g, err)) ||
-        (rc = prs__table_build(profile, pipe, &ev->t, err)) || (rc = check_path_range(ev, err))) {
+    if ((rc = prs__graph_build_ticked(pipe, tick, &ev->g, err)) ||
+        (rc =
+             prs__tick_stop(tick) ? FAIL(err, PRS_ECANCELED, "canceled opening the problem") : 0) ||
+        (rc = prs__table_build(profile, pipe, &ev->t, err)) || (rc = check_path_range(ev, err)) ||
+        (rc =
+             prs__tick_stop(tick) ? FAIL(err, PRS_ECANCELED, "canceled opening the problem") : 0)) {
         prs_eval_close(ev);
         return rc;
     }

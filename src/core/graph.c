@@ -62,46 +62,48 @@ static int build_csr(int nnodes, int narcs, const prs__graph_arc *arcs, int by_f
     return 0;
 }
 
-static int build_cpm_lists(prs__graph_graph *g);
+static int build_cpm_lists(prs__graph_graph *g, const prs__tick *tick);
 
-int prs__graph_build(const prs_pipeline *pipe, prs__graph_graph *g, prs_error *err)
+int prs__tick_stop(const prs__tick *t)
 {
-    memset(g, 0, sizeof *g);
-    int S = pipe->stages, M = pipe->microbatches, per = prs_ops_per_stage(pipe);
-    int C = prs_pipeline_chunks(pipe);
-    if ((long)S * per > PRS_MAX_DAG_OPS)
-        return prs_error_set(err, PRS_EINVAL, "pipeline too large: %d stages x %d microbatches", S,
-                             M);
-    int nops = S * per, naon = nops + 2;
-    g->nops = nops;
-    g->ops_per_stage = per;
-    g->op_type = malloc(sizeof *g->op_type * (size_t)nops);
-    g->op_mb = malloc(sizeof *g->op_mb * (size_t)nops);
-    g->op_chunk = malloc(sizeof *g->op_chunk * (size_t)nops);
-    prs_instr *instr = malloc(sizeof *instr * (size_t)nops);
-    /* index of F(c,m) and B(c,m) among ops, per model chunk c; every schedule fills each entry,
-     * zeroed anyway since static analysis cannot follow that */
-    int *fwd = calloc((size_t)nops, sizeof *fwd), *bwd = calloc((size_t)nops, sizeof *bwd);
-    /* AON edges: stage order + cross-chunk deps + F->B on the last chunk + source/sink links */
-    size_t max_aon_edges = (size_t)nops * 3 + (size_t)naon * 2;
-    int(*edges)[2] = malloc(sizeof *edges * max_aon_edges);
-    int *indeg = calloc((size_t)naon, sizeof *indeg),
-        *outdeg = calloc((size_t)naon, sizeof *outdeg);
-    int rc = PRS_ENOMEM;
-    if (!g->op_type || !g->op_mb || !g->op_chunk || !instr || !fwd || !bwd || !edges || !indeg ||
-        !outdeg)
-        goto out;
-    for (int s = 0; s < S; s++) {
-        prs__sched_stage_order(pipe, s, instr + (ptrdiff_t)s * per, g->op_mb + (ptrdiff_t)s * per,
-                               g->op_chunk + (ptrdiff_t)s * per);
+    return t && t->fn && t->fn(t->ud, 0, 0);
+}
+
+/* Scratch of prs__graph_build: the AON edges and what placing the ops needs. */
+typedef struct aon {
+    prs_instr *instr;
+    int *fwd, *bwd; /* index of F(c,m) and B(c,m) among ops, per model chunk c */
+    int (*edges)[2];
+    size_t ne;
+    int *indeg, *outdeg;
+} aon;
+
+/* Every GPU's computations in execution order into g->op_*, a tick after each GPU's. */
+static int place_ops(const prs_pipeline *pipe, const prs__tick *tick, prs__graph_graph *g, aon *a)
+{
+    int per = g->ops_per_stage, M = pipe->microbatches;
+    for (int s = 0; s < pipe->stages; s++) {
+        prs__sched_stage_order(pipe, s, a->instr + (ptrdiff_t)s * per,
+                               g->op_mb + (ptrdiff_t)s * per, g->op_chunk + (ptrdiff_t)s * per);
         for (int k = 0; k < per; k++) {
             int op = s * per + k, c = g->op_chunk[op];
-            g->op_type[op] = c * 2 + (int)instr[op];
-            (instr[op] == PRS_FORWARD ? fwd : bwd)[c * M + g->op_mb[op]] = op;
+            g->op_type[op] = c * 2 + (int)a->instr[op];
+            (a->instr[op] == PRS_FORWARD ? a->fwd : a->bwd)[c * M + g->op_mb[op]] = op;
         }
+        if (prs__tick_stop(tick)) return PRS_ECANCELED;
     }
-    size_t ne = 0;
-#define EDGE(u, v) (edges[ne][0] = (u), edges[ne][1] = (v), ne++, outdeg[u]++, indeg[v]++)
+    return 0;
+}
+
+/* The AON edges into a->edges: each GPU's order, the chunks' data dependencies, and links from
+ * the source and to the sink. */
+static void add_edges(const prs_pipeline *pipe, const prs__graph_graph *g, aon *a)
+{
+    int S = pipe->stages, M = pipe->microbatches, per = g->ops_per_stage;
+    int C = prs_pipeline_chunks(pipe), naon = g->nops + 2;
+    const int *fwd = a->fwd, *bwd = a->bwd;
+#define EDGE(u, v)                                                                                 \
+    (a->edges[a->ne][0] = (u), a->edges[a->ne][1] = (v), a->ne++, a->outdeg[u]++, a->indeg[v]++)
     for (int s = 0; s < S; s++)
         for (int k = 0; k + 1 < per; k++)
             EDGE(2 + s * per + k, 2 + s * per + k + 1);
@@ -118,30 +120,17 @@ int prs__graph_build(const prs_pipeline *pipe, prs__graph_graph *g, prs_error *e
         if (f / per != b / per || f > b) EDGE(2 + f, 2 + b);
     }
     for (int v = 2; v < naon; v++) {
-        if (indeg[v] == 0) EDGE(0, v);
-        if (outdeg[v] == 0) EDGE(v, 1);
+        if (a->indeg[v] == 0) EDGE(0, v);
+        if (a->outdeg[v] == 0) EDGE(v, 1);
     }
 #undef EDGE
-    g->nnodes = 2 * naon;
-    g->narcs = naon + (int)ne;
-    g->source = 0;       /* L(source) */
-    g->sink = 2 * 1 + 1; /* R(sink) */
-    g->arcs = malloc(sizeof *g->arcs * (size_t)g->narcs);
-    g->op_arc = malloc(sizeof *g->op_arc * (size_t)nops);
-    g->topo = malloc(sizeof *g->topo * (size_t)g->nnodes);
-    if (!g->arcs || !g->op_arc || !g->topo) goto out;
-    for (int v = 0; v < naon; v++) {
-        g->arcs[v] = (prs__graph_arc){2 * v, 2 * v + 1, v >= 2 ? v - 2 : -1};
-        if (v >= 2) g->op_arc[v - 2] = v;
-    }
-    for (size_t e = 0; e < ne; e++)
-        g->arcs[naon + (int)e] = (prs__graph_arc){2 * edges[e][0] + 1, 2 * edges[e][1], -1};
-    if (build_csr(g->nnodes, g->narcs, g->arcs, 1, &g->out_start, &g->out_arcs) ||
-        build_csr(g->nnodes, g->narcs, g->arcs, 0, &g->in_start, &g->in_arcs))
-        goto out;
-    /* Kahn's algorithm */
+}
+
+/* g->topo by Kahn's algorithm: 0, PRS_ENOMEM, or PRS_EINVAL on a cycle. */
+static int topo_sort(prs__graph_graph *g, prs_error *err)
+{
     int *deg = calloc((size_t)g->nnodes, sizeof *deg);
-    if (!deg) goto out;
+    if (!deg) return PRS_ENOMEM;
     for (int a = 0; a < g->narcs; a++)
         deg[g->arcs[a].to]++;
     int head = 0, tail = 0;
@@ -155,27 +144,94 @@ int prs__graph_build(const prs_pipeline *pipe, prs__graph_graph *g, prs_error *e
         }
     }
     free(deg);
-    if (tail != g->nnodes) {
-        rc = prs_error_set(err, PRS_EINVAL, "internal error: schedule graph has a cycle");
-        goto out;
+    if (tail != g->nnodes)
+        return prs_error_set(err, PRS_EINVAL, "internal error: schedule graph has a cycle");
+    return 0;
+}
+
+/* The AOA arcs of the AON nodes and edges in a, and their adjacency (g->nnodes, narcs set). */
+static int make_arcs(prs__graph_graph *g, const aon *a)
+{
+    int naon = g->nops + 2;
+    g->arcs = malloc(sizeof *g->arcs * (size_t)g->narcs);
+    g->op_arc = malloc(sizeof *g->op_arc * (size_t)g->nops);
+    g->topo = malloc(sizeof *g->topo * (size_t)g->nnodes);
+    if (!g->arcs || !g->op_arc || !g->topo) return PRS_ENOMEM;
+    for (int v = 0; v < naon; v++) {
+        g->arcs[v] = (prs__graph_arc){2 * v, 2 * v + 1, v >= 2 ? v - 2 : -1};
+        if (v >= 2) g->op_arc[v - 2] = v;
     }
-    if (build_cpm_lists(g)) goto out;
-    rc = 0;
+    for (size_t e = 0; e < a->ne; e++)
+        g->arcs[naon + (int)e] = (prs__graph_arc){2 * a->edges[e][0] + 1, 2 * a->edges[e][1], -1};
+    if (build_csr(g->nnodes, g->narcs, g->arcs, 1, &g->out_start, &g->out_arcs) ||
+        build_csr(g->nnodes, g->narcs, g->arcs, 0, &g->in_start, &g->in_arcs))
+        return PRS_ENOMEM;
+    return 0;
+}
+
+int prs__graph_build(const prs_pipeline *pipe, prs__graph_graph *g, prs_error *err)
+{
+    return prs__graph_build_ticked(pipe, NULL, g, err);
+}
+
+int prs__graph_build_ticked(const prs_pipeline *pipe, const prs__tick *tick, prs__graph_graph *g,
+                            prs_error *err)
+{
+    memset(g, 0, sizeof *g);
+    int S = pipe->stages, M = pipe->microbatches, per = prs_ops_per_stage(pipe);
+    if ((long)S * per > PRS_MAX_DAG_OPS)
+        return prs_error_set(err, PRS_EINVAL, "pipeline too large: %d stages x %d microbatches", S,
+                             M);
+    int nops = S * per, naon = nops + 2;
+    g->nops = nops;
+    g->ops_per_stage = per;
+    g->op_type = malloc(sizeof *g->op_type * (size_t)nops);
+    g->op_mb = malloc(sizeof *g->op_mb * (size_t)nops);
+    g->op_chunk = malloc(sizeof *g->op_chunk * (size_t)nops);
+    aon a = {0};
+    a.instr = malloc(sizeof *a.instr * (size_t)nops);
+    /* every schedule fills each entry, zeroed anyway since static analysis cannot follow that */
+    a.fwd = calloc((size_t)nops, sizeof *a.fwd);
+    a.bwd = calloc((size_t)nops, sizeof *a.bwd);
+    /* AON edges: stage order + cross-chunk deps + F->B on the last chunk + source/sink links */
+    a.edges = malloc(sizeof *a.edges * ((size_t)nops * 3 + (size_t)naon * 2));
+    a.indeg = calloc((size_t)naon, sizeof *a.indeg);
+    a.outdeg = calloc((size_t)naon, sizeof *a.outdeg);
+    int rc = PRS_ENOMEM;
+    if (!g->op_type || !g->op_mb || !g->op_chunk || !a.instr || !a.fwd || !a.bwd || !a.edges ||
+        !a.indeg || !a.outdeg)
+        goto out;
+    if ((rc = place_ops(pipe, tick, g, &a))) goto out;
+    add_edges(pipe, g, &a);
+    g->nnodes = 2 * naon;
+    g->narcs = naon + (int)a.ne;
+    g->source = 0;       /* L(source) */
+    g->sink = 2 * 1 + 1; /* R(sink) */
+    /* a tick between the passes, each linear in the size of the graph */
+    if (!(rc = prs__tick_stop(tick) ? PRS_ECANCELED : make_arcs(g, &a)) &&
+        !(rc = prs__tick_stop(tick) ? PRS_ECANCELED : topo_sort(g, err)) &&
+        !(rc = prs__tick_stop(tick) ? PRS_ECANCELED : 0))
+        rc = build_cpm_lists(g, tick);
 out:
-    free(instr);
-    free(fwd);
-    free(bwd);
-    free(edges);
-    free(indeg);
-    free(outdeg);
+    free(a.instr);
+    free(a.fwd);
+    free(a.bwd);
+    free(a.edges);
+    free(a.indeg);
+    free(a.outdeg);
     if (rc == PRS_ENOMEM) prs_error_set(err, rc, "out of memory building the schedule graph");
+    if (rc == PRS_ECANCELED) prs_error_set(err, rc, "canceled building the schedule graph");
     if (rc) prs__graph_free(g);
     return rc;
 }
 
+/* Nodes between two checkpoints of build_cpm_lists (its pass is the set-up's slowest per node). */
+#define CPM_TICK_NODES (1 << 18)
+
 /* The arcs in and out of each node in topological order, as (other end, op) in one array each
- * (prs__graph_cpm reads them front to back). Non-zero when out of memory. */
-static int build_cpm_lists(prs__graph_graph *g)
+ * (prs__graph_cpm reads them front to back), a checkpoint every CPM_TICK_NODES nodes.
+ * PRS_ENOMEM, PRS_ECANCELED or 0. */
+static int build_cpm_lists(prs__graph_graph *g, const prs__tick *tick)
 {
     size_t n = (size_t)g->nnodes;
     g->cpm_in_start = malloc(sizeof *g->cpm_in_start * (n + 1));
@@ -184,9 +240,10 @@ static int build_cpm_lists(prs__graph_graph *g)
     g->cpm_out = malloc(sizeof *g->cpm_out * (size_t)(g->narcs ? g->narcs : 1));
     g->cpm_out_arc = malloc(sizeof *g->cpm_out_arc * (size_t)(g->narcs ? g->narcs : 1));
     if (!g->cpm_in_start || !g->cpm_out_start || !g->cpm_in || !g->cpm_out || !g->cpm_out_arc)
-        return -1;
+        return PRS_ENOMEM;
     int ki = 0, ko = 0;
     for (int i = 0; i < g->nnodes; i++) {
+        if (i % CPM_TICK_NODES == CPM_TICK_NODES - 1 && prs__tick_stop(tick)) return PRS_ECANCELED;
         int v = g->topo[i], w = g->topo[g->nnodes - 1 - i];
         g->cpm_in_start[i] = ki;
         for (int k = g->in_start[v]; k < g->in_start[v + 1]; k++, ki++) {

@@ -1,7 +1,8 @@
 /* The pipeline being planned (perseus/planner.h): names of schedules and cost models, the check
  * of a pipeline description, and each GPU's execution order of its computations under 1F1B,
  * GPipe and interleaved 1F1B (docs/planner.md, "Schedule DAG"). Used by the schedule DAG
- * (graph.c), evaluation and the client's order checks; depends on nothing else of the core. */
+ * (graph.c), evaluation and the client's order checks; the defaults and the check of the planner's
+ * options. Depends on nothing else of the core. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +122,33 @@ int prs_pipeline_check(const prs_pipeline *p, prs_error *err)
         return prs_error_set(err, PRS_EINVAL,
                              "blocking power must be a number from 0 to %g W (got %g)",
                              PRS_MAX_BLOCKING_POWER_W, p->blocking_power_w);
+    return 0;
+}
+
+void prs_plan_opts_default(prs_plan_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->pipe.schedule = PRS_SCHEDULE_1F1B;
+    o->pipe.unit_time_s = 0.001;
+    o->cost_model = PRS_COST_EXP;
+}
+
+int prs__plan_opts_check(const prs_plan_opts *o, prs_error *err)
+{
+    int rc = prs_pipeline_check(&o->pipe, err);
+    if (rc) return rc;
+    if (o->cost_model != PRS_COST_EXP && o->cost_model != PRS_COST_HULL)
+        return prs_error_set(err, PRS_EINVAL, "unknown cost model %d", (int)o->cost_model);
+    if ((unsigned)o->frontier > PRS_FRONTIER_CLEAN)
+        return prs_error_set(err, PRS_EINVAL, "unknown frontier kind %d", (int)o->frontier);
+    if (o->threads < 0 || o->threads > PRS_PLAN_MAX_THREADS)
+        return prs_error_set(err, PRS_EINVAL, "threads must be 0 (one per processor) to %d, got %d",
+                             PRS_PLAN_MAX_THREADS, o->threads);
+    if (o->max_points < 0)
+        return prs_error_set(err, PRS_EINVAL, "max points must be >= 0 (0: the default), got %ld",
+                             o->max_points);
+    if ((unsigned)o->polish > PRS_POLISH_ALL)
+        return prs_error_set(err, PRS_EINVAL, "unknown polish kind %d", (int)o->polish);
     return 0;
 }
 

@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "plan_int.h"
 
@@ -34,14 +35,17 @@ static void type_bounds(const prs__table_table *t, long *qmin, long *qmax, plan_
     }
 }
 
-static int bounds_of(const prs_profile *profile, const prs_pipeline *pipe, plan_bounds *b,
-                     prs_error *err)
+/* The bounds of a problem into *b, with set-up checkpoints (tick may be NULL; PRS_ECANCELED
+ * when one asks to stop); the number of computations into *nops. */
+static int bounds_of(const prs_profile *profile, const prs_pipeline *pipe, const prs__tick *tick,
+                     plan_bounds *b, long *nops, prs_error *err)
 {
     *b = (plan_bounds){0};
     int rc = prs_pipeline_check(pipe, err);
     if (rc || (rc = prs_profile_check_stages(profile, prs_pipeline_chunks(pipe), err))) return rc;
     prs_eval *ev = NULL;
-    if ((rc = prs_eval_open(profile, pipe, &ev, err))) return rc;
+    if ((rc = prs__eval_open_ticked(profile, pipe, tick, &ev, err))) return rc;
+    *nops = ev->g.nops;
     int nt = ev->t.ntypes;
     long *qmin = malloc(sizeof *qmin * (size_t)nt * 2);
     if (!qmin) {
@@ -53,6 +57,11 @@ static int bounds_of(const prs_profile *profile, const prs_pipeline *pipe, plan_
     for (int op = 0; op < ev->g.nops; op++)
         ev->dur[op] = qmax[ev->g.op_type[op]];
     b->t_max = prs__graph_cpm(&ev->g, ev->dur, ev->earliest, NULL);
+    if (prs__tick_stop(tick)) {
+        free(qmin);
+        prs_eval_close(ev);
+        return prs_error_set(err, PRS_ECANCELED, "canceled sizing the planning problem");
+    }
     for (int op = 0; op < ev->g.nops; op++)
         ev->dur[op] = qmin[ev->g.op_type[op]];
     b->t_min = prs__graph_cpm(&ev->g, ev->dur, ev->earliest, NULL);
@@ -65,25 +74,51 @@ int prs_plan_size(const prs_profile *profile, const prs_pipeline *pipe, long *sp
                   double *table_bytes, prs_error *err)
 {
     plan_bounds b;
-    int rc = bounds_of(profile, pipe, &b, err);
+    long nops;
+    int rc = bounds_of(profile, pipe, NULL, &b, &nops, err);
     *span = rc ? 0 : b.t_max - b.t_min;
     *table_bytes = rc ? 0 : b.table_bytes;
     return rc;
+}
+
+/* prs_plan_check's judgement of bounds b. */
+static int check_bounds(const plan_bounds *b, const prs_pipeline *pipe, const char *unit_name,
+                        prs_error *err)
+{
+    const char *u = unit_name ? unit_name : "unit time";
+    if (b->t_min == 0)
+        return prs_error_set(
+            err, PRS_EINVAL,
+            "%s %g s is coarser than the computations (%.3g s .. %.3g s): every time rounds to 0 "
+            "units, so there is no frontier. Use a %s well below the shortest computation, e.g. "
+            "%.2g",
+            u, pipe->unit_time_s, b->time_lo_s, b->time_hi_s, u, b->time_lo_s / 20);
+    return 0;
 }
 
 int prs_plan_check(const prs_profile *profile, const prs_pipeline *pipe, const char *unit_name,
                    prs_error *err)
 {
     plan_bounds b;
-    int rc = bounds_of(profile, pipe, &b, err);
-    const char *u = unit_name ? unit_name : "unit time";
-    if (rc) return rc;
-    if (b.t_min == 0)
-        return prs_error_set(
-            err, PRS_EINVAL,
-            "%s %g s is coarser than the computations (%.3g s .. %.3g s): every time rounds to 0 "
-            "units, so there is no frontier. Use a %s well below the shortest computation, e.g. "
-            "%.2g",
-            u, pipe->unit_time_s, b.time_lo_s, b.time_hi_s, u, b.time_lo_s / 20);
+    long nops;
+    int rc = bounds_of(profile, pipe, NULL, &b, &nops, err);
+    return rc ? rc : check_bounds(&b, pipe, unit_name, err);
+}
+
+int prs_plan_measure(const prs_profile *profile, const prs_plan_opts *o, const char *unit_name,
+                     prs_plan_measures *out, prs_error *err)
+{
+    memset(out, 0, sizeof *out);
+    prs__tick tick = {o->progress, o->ud};
+    plan_bounds b;
+    long nops = 0;
+    int rc = prs__plan_opts_check(o, err);
+    if (rc || (rc = bounds_of(profile, &o->pipe, &tick, &b, &nops, err)) ||
+        (rc = check_bounds(&b, &o->pipe, unit_name, err)))
+        return rc;
+    out->ops = nops;
+    out->span = b.t_max - b.t_min;
+    out->table_bytes = b.table_bytes;
+    out->peak_bytes = prs_plan_peak_bytes(o, out);
     return 0;
 }

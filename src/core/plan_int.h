@@ -107,8 +107,28 @@ typedef struct prs__graph_graph {
 } prs__graph_graph;
 
 int prs__graph_build(const prs_pipeline *pipe, prs__graph_graph *g, prs_error *err);
+
+/* Set-up checkpoints of a planning run (docs/planner.md, 'Progress and cancelling'): the run's
+ * progress callback, called with done = total = 0 between the passes of its set-up, each at
+ * most linear in the size of the schedule graph, so that a caller can stop it before the walk
+ * starts. */
+typedef struct prs__tick {
+    prs_progress_fn fn; /* NULL: no checkpoints */
+    void *ud;
+} prs__tick;
+
+/* Whether the set-up is to stop: t->fn(t->ud, 0, 0) answered non-zero (never for a NULL t or
+ * fn). */
+int prs__tick_stop(const prs__tick *t);
+/* prs__graph_build with a checkpoint after each GPU's computations and between its passes:
+ * PRS_ECANCELED when one asks to stop (tick may be NULL). */
+int prs__graph_build_ticked(const prs_pipeline *pipe, const prs__tick *tick, prs__graph_graph *g,
+                            prs_error *err);
 void prs__graph_free(prs__graph_graph *g);
 
+/* pipeline.c: the options prs_plan refuses before any work (PRS_EINVAL naming the field); the
+ * profile is not looked at. */
+int prs__plan_opts_check(const prs_plan_opts *o, prs_error *err);
 /* pipeline.c: GPU s's computations in execution order (2 * microbatches * virtual stages of
  * each array; chunk may be NULL). The pipeline must pass prs_pipeline_check. */
 void prs__sched_stage_order(const prs_pipeline *pipe, int s, prs_instr *instr, int *mb, int *chunk);
@@ -184,6 +204,10 @@ struct prs_eval {
     long sum_q;          /* of the last prs__table_lookup */
 };
 
+/* prs_eval_open with set-up checkpoints (tick may be NULL): PRS_ECANCELED when one asks to
+ * stop. */
+int prs__eval_open_ticked(const prs_profile *profile, const prs_pipeline *pipe,
+                          const prs__tick *tick, prs_eval **out, prs_error *err);
 /* Table entries of every op's clock into ev->idx, durations into ev->dur, and the sums of
  * measured energies and quantized times. PRS_EINVAL naming the first clock not profiled. */
 int prs__table_lookup(prs_eval *ev, const int *clocks_mhz, prs_error *err);

@@ -31,14 +31,6 @@
 /* The reference's name for PRS_REF_FP_ERROR (perseus/limits.h). */
 #define FP_ERROR PRS_REF_FP_ERROR
 
-void prs_plan_opts_default(prs_plan_opts *o)
-{
-    memset(o, 0, sizeof *o);
-    o->pipe.schedule = PRS_SCHEDULE_1F1B;
-    o->pipe.unit_time_s = 0.001;
-    o->cost_model = PRS_COST_EXP;
-}
-
 /* Everything one planning run owns. */
 typedef struct run {
     const prs_plan_opts *o;
@@ -522,8 +514,16 @@ static int alloc_tracks(run *r)
     return 0;
 }
 
+/* A set-up checkpoint (prs__tick_stop on o's progress callback): PRS_ECANCELED with err set
+ * when it asks to stop. */
+static int setup_tick(const prs_plan_opts *o, prs_error *err)
+{
+    prs__tick t = {o->progress, o->ud};
+    return prs__tick_stop(&t) ? FAIL(err, PRS_ECANCELED, "planning canceled while setting up") : 0;
+}
+
 /* Every operation type's options and cost model (types: ntypes = chunks * 2 entries, zeroed);
- * warnings (fallbacks to hull) go to o->warn. */
+ * warnings (fallbacks to hull) go to o->warn; a set-up checkpoint after each. */
 static int build_types(const prs_profile *profile, const prs_plan_opts *o, int ntypes,
                        prs__model_optype *types, prs_error *err)
 {
@@ -541,6 +541,7 @@ static int build_types(const prs_profile *profile, const prs_plan_opts *o, int n
             return rc;
         }
         if (fallback && o->warn) o->warn(o->ud, note.msg);
+        if (setup_tick(o, err)) return PRS_ECANCELED;
     }
     return 0;
 }
@@ -775,79 +776,77 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
     return prs_plan_counted(profile, o, out, NULL, err);
 }
 
+/* Everything before the walk, with a set-up checkpoint between its passes (setup_tick): the
+ * evaluation context, the cost models, the run's arrays, the frontier span into *span (checked
+ * against the limit), the bounds, the starting plan (every computation at its slowest), the
+ * frontier r->front (the caller's to free) and the pickers. */
+static int set_up(run *r, const prs_profile *profile, prs_plan_stats *stats, long *span,
+                  prs_error *err)
+{
+    const prs_plan_opts *o = r->o;
+    prs__tick tick = {o->progress, o->ud};
+    int ntypes = prs_pipeline_chunks(&o->pipe) * 2, rc;
+    /* the evaluation context first: it checks that every measured time counts in units */
+    if ((rc = prs__eval_open_ticked(profile, &o->pipe, &tick, &r->ev, err))) return rc;
+    r->g = &r->ev->g;
+    r->types = calloc((size_t)ntypes, sizeof *r->types);
+    if (!r->types) return FAIL(err, PRS_ENOMEM, "out of memory");
+    if ((rc = build_types(profile, o, ntypes, r->types, err)) || (rc = alloc_run(r, err)) ||
+        (rc = setup_tick(o, err)) || (rc = check_points(r, profile, span, err)) ||
+        (rc = setup_tick(o, err)))
+        return rc;
+    if (fill_bounds(r)) return FAIL(err, PRS_ENOMEM, "out of memory");
+    const prs__graph_graph *g = r->g;
+    r->changed = 1;
+    for (int op = 0; op < g->nops; op++) {
+        r->dur[op] = type_of(r, op)->q_max;
+        set_clock(r, op);
+    }
+    memcpy(r->prev_plan, r->freq, sizeof *r->prev_plan * (size_t)g->nops);
+    prs_frontier_kind kind = o->frontier;
+    if (kind == PRS_FRONTIER_AUTO)
+        kind = o->cost_model == PRS_COST_HULL ? PRS_FRONTIER_CLEAN : PRS_FRONTIER_RAW;
+    int hull = o->cost_model == PRS_COST_HULL;
+    r->front = prs__frontier_new(&o->pipe, o->cost_model, r->freq);
+    if (!r->front || (kind == PRS_FRONTIER_CLEAN && hull && alloc_tracks(r)))
+        return FAIL(err, PRS_ENOMEM, "out of memory");
+    if ((rc = setup_tick(o, err))) return rc;
+    prs__pick_shared sh = {g,    &r->ev->t,         &o->pipe,     r->types,
+                           hull, r->tracks != NULL, stats != NULL};
+    /* exp's pick is one evaluation, less than handing a point to another thread costs */
+    int threads = !hull ? 1 : o->threads ? o->threads : prs__emit_default_threads();
+    if (!(r->emit = prs__emit_new(&sh, threads, 0, deliver, r)))
+        return FAIL(err, PRS_ENOMEM, "out of memory");
+    if ((rc = setup_tick(o, err))) return rc;
+    if (hull && !(r->cost_at = malloc(sizeof *r->cost_at * (size_t)(*span + 1))))
+        return FAIL(err, PRS_ENOMEM, "out of memory");
+    for (long i = 0; hull && i <= *span; i++)
+        r->cost_at[i] = NAN;
+    r->span = *span;
+    r->t_max = prs__graph_cpm(g, r->dur, r->earliest, NULL); /* every computation at its slowest */
+    return setup_tick(o, err);
+}
+
 int prs_plan_counted(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **out,
                      prs_plan_stats *stats, prs_error *err)
 {
     if (stats) memset(stats, 0, sizeof *stats);
     *out = NULL;
-    int rc = prs_pipeline_check(&o->pipe, err);
-    if (rc) return rc;
-    if (o->cost_model != PRS_COST_EXP && o->cost_model != PRS_COST_HULL)
-        return prs_error_set(err, PRS_EINVAL, "unknown cost model %d", (int)o->cost_model);
-    if ((unsigned)o->frontier > PRS_FRONTIER_CLEAN)
-        return prs_error_set(err, PRS_EINVAL, "unknown frontier kind %d", (int)o->frontier);
-    if (o->threads < 0 || o->threads > PRS_PLAN_MAX_THREADS)
-        return prs_error_set(err, PRS_EINVAL, "threads must be 0 (one per processor) to %d, got %d",
-                             PRS_PLAN_MAX_THREADS, o->threads);
-    if (o->max_points < 0)
-        return prs_error_set(err, PRS_EINVAL, "max points must be >= 0 (0: the default), got %ld",
-                             o->max_points);
-    if ((unsigned)o->polish > PRS_POLISH_ALL)
-        return prs_error_set(err, PRS_EINVAL, "unknown polish kind %d", (int)o->polish);
-    if ((rc = prs_profile_check_stages(profile, prs_pipeline_chunks(&o->pipe), err))) return rc;
+    int rc = prs__plan_opts_check(o, err);
+    if (rc || (rc = prs_profile_check_stages(profile, prs_pipeline_chunks(&o->pipe), err)))
+        return rc;
     run r;
     memset(&r, 0, sizeof r);
     r.o = o;
-    prs_frontier *f = NULL;
-    int ntypes = prs_pipeline_chunks(&o->pipe) * 2;
-    /* the evaluation context first: it checks that every measured time counts in units */
-    if ((rc = prs_eval_open(profile, &o->pipe, &r.ev, err))) goto out;
-    r.g = &r.ev->g;
-    r.types = calloc((size_t)ntypes, sizeof *r.types);
-    if (!r.types) {
-        rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
-        goto out;
-    }
-    if ((rc = build_types(profile, o, ntypes, r.types, err)) || (rc = alloc_run(&r, err))) goto out;
-    long span;
-    if ((rc = check_points(&r, profile, &span, err))) goto out;
-    if (fill_bounds(&r)) {
-        rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
-        goto out;
-    }
-
-    const prs__graph_graph *g = r.g;
-    r.changed = 1;
-    for (int op = 0; op < g->nops; op++) {
-        r.dur[op] = type_of(&r, op)->q_max;
-        set_clock(&r, op);
-    }
-    memcpy(r.prev_plan, r.freq, sizeof *r.prev_plan * (size_t)g->nops);
+    long span = 0;
+    rc = set_up(&r, profile, stats, &span, err);
+    prs_frontier *f = r.front;
+    if (rc) goto out;
     prs_frontier_kind kind = o->frontier;
     if (kind == PRS_FRONTIER_AUTO)
         kind = o->cost_model == PRS_COST_HULL ? PRS_FRONTIER_CLEAN : PRS_FRONTIER_RAW;
     int hull = o->cost_model == PRS_COST_HULL;
-    r.front = f = prs__frontier_new(&o->pipe, o->cost_model, r.freq);
-    if (!f || (kind == PRS_FRONTIER_CLEAN && hull && alloc_tracks(&r))) {
-        rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
-        goto out;
-    }
-    prs__pick_shared sh = {g, &r.ev->t, &o->pipe, r.types, hull, r.tracks != NULL, stats != NULL};
-    /* exp's pick is one evaluation, less than handing a point to another thread costs */
-    int threads = !hull ? 1 : o->threads ? o->threads : prs__emit_default_threads();
-    if (!(r.emit = prs__emit_new(&sh, threads, 0, deliver, &r))) {
-        rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
-        goto out;
-    }
     long total = span > 0 ? span : 1;
-    if (hull && !(r.cost_at = malloc(sizeof *r.cost_at * (size_t)(span + 1)))) {
-        rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
-        goto out;
-    }
-    for (long i = 0; hull && i <= span; i++)
-        r.cost_at[i] = NAN;
-    r.span = span;
-    r.t_max = prs__graph_cpm(g, r.dur, r.earliest, NULL); /* every computation at its slowest */
     if ((rc = walk(&r, total, err))) goto out;
     if (kind == PRS_FRONTIER_CLEAN) {
         prs_frontier *c = NULL;
@@ -855,6 +854,10 @@ int prs_plan_counted(const prs_profile *profile, const prs_plan_opts *o, prs_fro
         if ((rc = prs__frontier_clean_union(both, r.tracks ? 2 : 1, &c, err))) goto out;
         prs_frontier_free(f);
         f = c;
+    }
+    if (o->progress && o->progress(o->ud, total, total)) { /* between cleaning and polishing */
+        rc = prs_error_set(err, PRS_ECANCELED, "planning canceled");
+        goto out;
     }
     prs_polish_kind pk = o->polish != PRS_POLISH_AUTO ? o->polish
                          : hull                       ? PRS_POLISH_RUNS

@@ -143,6 +143,8 @@ typedef struct job {
     int planner_active;    /* a planner thread works on this job */
     double plan_started_s; /* when its planner thread started (prs_mono_s, atomics; the
                             * server sets it), 0 while none runs */
+    int plan_waits_memory; /* its planner waits for --max-plan-memory (atomics; the server sets
+                            * it) */
     prs_profile *profile;
     char profile_source[16]; /* "measured", "uploaded", "reused" */
 

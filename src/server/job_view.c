@@ -283,10 +283,11 @@ json_t *job_status_json(const job *j)
     __atomic_load(&j->plan_started_s, &started_s, __ATOMIC_RELAXED);
     if (j->phase == JOB_PLANNING) elapsed_s = started_s > 0 ? prs_mono_s() - started_s : 0;
     if (j->frontier && j->phase != JOB_PLANNING) frac = 1;
+    int waits_memory = __atomic_load_n(&j->plan_waits_memory, __ATOMIC_RELAXED);
     json_object_set_new(o, "planning",
-                        json_pack("{s:I, s:I, s:f, s:f}", "done", (json_int_t)j->plan_done, "total",
-                                  (json_int_t)j->plan_total, "done_pct", 100 * frac, "elapsed_s",
-                                  elapsed_s));
+                        json_pack("{s:I, s:I, s:f, s:f, s:b}", "done", (json_int_t)j->plan_done,
+                                  "total", (json_int_t)j->plan_total, "done_pct", 100 * frac,
+                                  "elapsed_s", elapsed_s, "waiting_for_memory", waits_memory));
     json_object_set_new(o, "profile_source",
                         j->profile ? json_string(j->profile_source) : json_null());
     json_object_set_new(o, "planner",

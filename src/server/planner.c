@@ -11,6 +11,8 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "server_int.h"
 #include "prs_assert.h"
@@ -30,6 +32,10 @@ typedef struct plan_task {
     int timed_out; /* the planner passed the time limit (planner thread only) */
     double deadline;
     double progress_at; /* last progress update taken */
+    long calls;         /* progress calls (planner thread only; logged when canceled) */
+    int walking;        /* the planner's walk began: a call with total > 0 (planner thread) */
+    double peak_bytes;  /* the planner's memory estimate, held from s->plan_mem while it runs */
+    int holds_mem;      /* peak_bytes counted in s->plan_mem (task_mu) */
     struct plan_task *next;
 } plan_task;
 
@@ -40,12 +46,15 @@ enum { CANCEL_NONE = 0, CANCEL_JOB_LEFT = 1, CANCEL_SHUTDOWN = 2 };
 static int on_plan_progress(void *ud, long done, long total)
 {
     plan_task *t = ud;
+    t->calls++;
+    if (total > 0) t->walking = 1;
     if (__atomic_load_n(&t->cancel, __ATOMIC_ACQUIRE)) return 1;
     double now = prs_mono_s();
     if (now > t->deadline) {
         t->timed_out = 1;
         return 1;
     }
+    if (total == 0) return 0; /* setting up: nothing to report yet */
     if (done < total && now - t->progress_at < 0.05) return 0;
     t->progress_at = now;
     pthread_rwlock_rdlock(&t->s->lock);
@@ -62,31 +71,74 @@ static int on_plan_progress(void *ud, long done, long total)
     return 0;
 }
 
-int planq_check_plannable(const prs_server *s, const prs_profile *p, const prs_pipeline *pipe,
+/* Progress of a check made before any planner runs: stop when the server stops. */
+static int on_check_progress(void *ud, long done, long total)
+{
+    const prs_server *s = ud;
+    (void)done;
+    (void)total;
+    return __atomic_load_n(&s->stopping, __ATOMIC_ACQUIRE);
+}
+
+void planq_opts(const prs_server *s, const prs_pipeline *pipe, prs_cost_model model,
+                prs_plan_opts *o)
+{
+    prs_plan_opts_default(o);
+    o->pipe = *pipe;
+    o->cost_model = model;
+    o->frontier = PRS_FRONTIER_CLEAN; /* the plans served: none beaten by a faster one */
+    o->max_points = s->cfg.max_plan_points;
+    o->progress = on_check_progress;
+    o->ud = (void *)s;
+}
+
+/* Hull: the most picking threads, up to o->threads (0: one per processor), whose estimate fits
+ * the budget, at least 1, into o->threads; *peak: the estimate with them. */
+static void fit_threads(const prs_server *s, prs_plan_opts *o, const prs_plan_measures *m,
+                        double *peak)
+{
+    if (o->cost_model == PRS_COST_HULL && !o->threads) {
+        /* the planner's default made explicit: one per processor, at most the auto limit */
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        o->threads = n < 1 ? 1 : n > PRS_PLAN_AUTO_THREADS ? PRS_PLAN_AUTO_THREADS : (int)n;
+    }
+    *peak = prs_plan_peak_bytes(o, m);
+    while (*peak > (double)s->cfg.max_plan_memory && o->threads > 1) {
+        o->threads--;
+        *peak = prs_plan_peak_bytes(o, m);
+    }
+}
+
+int planq_check_plannable(const prs_server *s, const prs_profile *p, prs_plan_opts *o, double *peak,
                           const char **code, char *why, size_t n)
 {
-    long span;
-    double bytes;
+    prs_plan_measures m;
     prs_error err = {0, ""};
     *code = "bad_profile";
-    if (prs_plan_check(p, pipe, "unit_time_s", &err) ||
-        prs_plan_size(p, pipe, &span, &bytes, &err)) {
+    *peak = 0;
+    int rc = prs_plan_measure(p, o, "unit_time_s", &m, &err);
+    if (rc) {
+        if (rc == PRS_ECANCELED) *code = "canceled";
         snprintf(why, n, "%s", err.msg);
         return -1;
     }
     *code = "too_large_to_plan";
-    if (bytes > (double)s->cfg.max_plan_memory) {
+    fit_threads(s, o, &m, peak);
+    if (*peak > (double)s->cfg.max_plan_memory) {
         snprintf(why, n,
-                 "planning would need about %.0f MiB of tables at a unit time of %g s, over the "
-                 "server's limit of %zu MiB (--max-plan-memory): use a larger unit_time_s",
-                 bytes / 1048576.0, pipe->unit_time_s, s->cfg.max_plan_memory >> 20);
+                 "planning would need about %.1f MiB (%ld computations in the schedule graph, "
+                 "%.1f MiB of tables at a unit time of %g s), over the server's limit of %.1f MiB "
+                 "(--max-plan-memory): use a larger unit_time_s, fewer microbatches or a larger "
+                 "limit",
+                 *peak / 1048576.0, m.ops, m.table_bytes / 1048576.0, o->pipe.unit_time_s,
+                 (double)s->cfg.max_plan_memory / 1048576.0);
         return -1;
     }
-    if (span > s->cfg.max_plan_points) {
+    if (m.span > s->cfg.max_plan_points) {
         snprintf(why, n,
                  "the frontier could have %ld points at a unit time of %g s, over the server's "
                  "limit of %ld (--max-plan-points): use a larger unit_time_s",
-                 span, pipe->unit_time_s, s->cfg.max_plan_points);
+                 m.span, o->pipe.unit_time_s, s->cfg.max_plan_points);
         return -1;
     }
     return 0;
@@ -111,31 +163,90 @@ static void install_plan(prs_server *s, job *j, prs_frontier *f, const char *tex
 
 static void launch_queued(prs_server *s);
 
+/* Mark the task's job as waiting for memory (on) or not, for its status. */
+static void mark_waiting(plan_task *t, int on)
+{
+    pthread_rwlock_rdlock(&t->s->lock);
+    job *j = t->j; /* cleared only under the table lock held exclusively */
+    if (j) __atomic_store_n(&j->plan_waits_memory, on, __ATOMIC_RELAXED);
+    pthread_rwlock_unlock(&t->s->lock);
+}
+
+/* Wait until the task's memory estimate fits --max-plan-memory beside those of the planners
+ * running (alone it always fits: planq_check_plannable refused larger ones), then hold it in
+ * s->plan_mem until the planner ends. PRS_ECANCELED when the task is canceled meanwhile. */
+static int mem_acquire(plan_task *t)
+{
+    prs_server *s = t->s;
+    double budget = (double)s->cfg.max_plan_memory;
+    int waited = 0;
+    pthread_mutex_lock(&s->task_mu);
+    int must_wait = s->plan_mem > 0 && s->plan_mem + t->peak_bytes > budget;
+    pthread_mutex_unlock(&s->task_mu);
+    if (must_wait) mark_waiting(t, 1); /* the table lock is never taken under task_mu */
+    pthread_mutex_lock(&s->task_mu);
+    while (!__atomic_load_n(&t->cancel, __ATOMIC_ACQUIRE) && s->plan_mem > 0 &&
+           s->plan_mem + t->peak_bytes > budget) {
+        if (!waited++)
+            srv_log(s, PRS_LOG_INFO,
+                    "msg=planning_waits_memory job=%s need_mib=%.0f held_mib=%.0f limit_mib=%zu",
+                    t->job_id, t->peak_bytes / 1048576.0, s->plan_mem / 1048576.0,
+                    s->cfg.max_plan_memory >> 20);
+        pthread_cond_wait(&s->plan_mem_cv, &s->task_mu);
+    }
+    int rc = __atomic_load_n(&t->cancel, __ATOMIC_ACQUIRE) ? PRS_ECANCELED : 0;
+    if (!rc) {
+        s->plan_mem += t->peak_bytes;
+        t->holds_mem = 1;
+    }
+    pthread_mutex_unlock(&s->task_mu);
+    if (must_wait) mark_waiting(t, 0);
+    if (!rc && waited)
+        srv_log(s, PRS_LOG_INFO, "msg=planning_got_memory job=%s held_mib=%.0f", t->job_id,
+                s->plan_mem / 1048576.0);
+    return rc;
+}
+
+/* Give back what mem_acquire held (task_mu held). */
+static void mem_release(plan_task *t)
+{
+    if (!t->holds_mem) return;
+    t->s->plan_mem -= t->peak_bytes;
+    if (t->s->plan_mem < 1) t->s->plan_mem = 0; /* rounding */
+    t->holds_mem = 0;
+    pthread_cond_broadcast(&t->s->plan_mem_cv);
+}
+
 /* Plan task t's problem outside every lock: the frontier into *fp (NULL on failure, the reason
  * in err) and its plans.prs text into *text, the wall time into *secs. Returns the planner's
  * result (PRS_ECANCELED when stopped through on_plan_progress). */
+static int mem_acquire(plan_task *t);
+
 static int run_task(plan_task *t, prs_frontier **fp, char **text, size_t *len, double *secs,
                     prs_error *err)
 {
     prs_server *s = t->s;
     prs_plan_opts o;
-    prs_plan_opts_default(&o);
-    o.pipe = t->pipe;
-    o.cost_model = t->cost_model;
-    o.frontier = PRS_FRONTIER_CLEAN; /* the plans served: none beaten by a faster one */
-    o.max_points = s->cfg.max_plan_points;
+    planq_opts(s, &t->pipe, t->cost_model, &o);
     o.progress = on_plan_progress;
     o.ud = t;
     prs_frontier *f = NULL;
     double t0 = prs_mono_s();
     t->deadline = t0 + s->cfg.plan_timeout_s;
     const char *code;
-    int rc = planq_check_plannable(s, t->profile, &t->pipe, &code, err->msg, sizeof err->msg)
-                 ? PRS_EINVAL
-                 : 0;
+    int rc =
+        planq_check_plannable(s, t->profile, &o, &t->peak_bytes, &code, err->msg, sizeof err->msg)
+            ? strcmp(code, "canceled") == 0 ? PRS_ECANCELED : PRS_EINVAL
+            : 0;
     if (!rc)
+        srv_log(s, PRS_LOG_INFO, "msg=planning_measured job=%s peak_mib=%.1f threads=%d", t->job_id,
+                t->peak_bytes / 1048576.0, o.threads);
+    if (!rc) rc = mem_acquire(t); /* the time waited for memory is not planning time */
+    if (!rc) {
+        t->deadline = prs_mono_s() + s->cfg.plan_timeout_s;
         rc = t->robust ? prs_plan_robust(t->profile, &o, &f, NULL, err)
                        : prs_plan(t->profile, &o, &f, err);
+    }
     *secs = prs_mono_s() - t0;
     if (rc == PRS_ECANCELED && t->timed_out)
         snprintf(err->msg, sizeof err->msg,
@@ -170,8 +281,10 @@ static void *planner_main(void *arg)
     if (!j || j->deleted || canceled) {
         /* Deleted, completed, or the server is stopping (the job stays planning and is planned
          * again at the next start): nothing to store. */
-        srv_log(s, PRS_LOG_INFO, "msg=planning_canceled job=%s seconds=%.3f detail=%s", t->job_id,
-                secs,
+        srv_log(s, PRS_LOG_INFO,
+                "msg=planning_canceled job=%s seconds=%.3f progress_calls=%ld during=%s "
+                "detail=%s",
+                t->job_id, secs, t->calls, t->walking ? "walk" : "setup",
                 !j || j->deleted               ? "job_deleted"
                 : t->cancel == CANCEL_SHUTDOWN ? "shutdown"
                                                : "job_left");
@@ -200,6 +313,7 @@ static void *planner_main(void *arg)
         __atomic_store(&j->plan_started_s, &zero, __ATOMIC_RELAXED);
     }
     t->finished = 1;
+    mem_release(t);
     PRS_ASSERT(s->nplanning > 0);
     s->nplanning--;
     launch_queued(s);
@@ -253,7 +367,8 @@ static void reap_tasks(prs_server *s, int all)
 /* Start the oldest queued planning if a planner slot is free (task_mu held). */
 static void launch_queued(prs_server *s)
 {
-    if (s->stopping || s->nplanning >= s->cfg.max_planners) return;
+    if (__atomic_load_n(&s->stopping, __ATOMIC_ACQUIRE) || s->nplanning >= s->cfg.max_planners)
+        return;
     plan_task *oldest = NULL;
     for (plan_task *t = s->tasks; t; t = t->next)
         if (!t->started && !t->finished) oldest = t; /* the list is newest first */
@@ -319,6 +434,7 @@ void planq_cancel(prs_server *s, job *j)
             j->planner_active = 0;
         } else {
             __atomic_store_n(&t->cancel, CANCEL_JOB_LEFT, __ATOMIC_RELEASE);
+            pthread_cond_broadcast(&s->plan_mem_cv); /* one waiting for memory stops waiting */
         }
     }
     pthread_mutex_unlock(&s->task_mu);
@@ -337,9 +453,10 @@ void planq_stop_all(prs_server *s)
     /* Under task_mu: a finishing planner reads stopping there and, once it is set, starts
      * nothing and walks no list, so reap_tasks can unlink and free without it. */
     pthread_mutex_lock(&s->task_mu);
-    s->stopping = 1;
+    __atomic_store_n(&s->stopping, 1, __ATOMIC_RELEASE);
     for (plan_task *t = s->tasks; t; t = t->next)
         __atomic_store_n(&t->cancel, CANCEL_SHUTDOWN, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&s->plan_mem_cv);
     pthread_mutex_unlock(&s->task_mu);
     reap_tasks(s, 1); /* planner threads take the lock to finish: reap_tasks drops it to join */
 }

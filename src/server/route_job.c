@@ -7,6 +7,7 @@
 
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "http.h"
@@ -140,25 +141,31 @@ static int do_profile(prs_server *s, job *j, conn_ctx *cc, void *arg, int *actio
 }
 
 /* An uploaded profile, parsed and judged before the job lock is taken: it must parse, cover the
- * job's stages (pipe: the job's pipeline) and make a planning problem with a frontier, within
- * the server's limits. 0 with *out, or -1 with e filled. */
-static int parse_upload(prs_server *s, const prs_pipeline *pipe_in, conn_ctx *cc,
+ * job's stages, be measured at the job's clocks and make a planning problem with a frontier,
+ * within the server's limits (spec: a copy of the job's, pipe: its pipeline). 0 with *out, or
+ * -1 with e filled. */
+static int parse_upload(prs_server *s, const job_spec *spec, const prs_pipeline *pipe, conn_ctx *cc,
                         parsed_upload *out, api_err *e)
 {
     out->p = NULL;
     out->csv = NULL;
-    prs_pipeline pipe = *pipe_in;
     prs_profile *p = NULL;
     prs_error err = {0, ""};
     if (prs_profile_parse("profile", cc->body ? cc->body : "", cc->len, &p, &err) ||
-        prs_profile_check_stages(p, prs_pipeline_chunks(&pipe), &err)) {
+        prs_profile_check_stages(p, prs_pipeline_chunks(pipe), &err) ||
+        spec_check_profile_clocks(spec, p, &err)) {
         prs_profile_free(p);
         return api_fail(e, 400, "bad_profile", "%s", err.msg);
     }
     char why[REQ_MSG_MAX];
     const char *code;
-    if (planq_check_plannable(s, p, &pipe, &code, why, sizeof why)) {
+    prs_plan_opts o;
+    double peak;
+    planq_opts(s, pipe, spec->cost_model, &o);
+    if (planq_check_plannable(s, p, &o, &peak, &code, why, sizeof why)) {
         prs_profile_free(p);
+        if (strcmp(code, "canceled") == 0)
+            return api_fail(e, 503, "unavailable", "the server is stopping");
         return api_fail(e, 400, code, "%s", why);
     }
     if (job_profile_csv(p, &out->csv, &out->len)) {
@@ -308,13 +315,20 @@ static int prepare_upload(prs_server *s, conn_ctx *cc, job *j, int have_token,
                           const uint8_t presented[SECURE_SHA256_LEN], parsed_upload *u, api_err *e)
 {
     prs_pipeline pipe;
+    job_spec *spec = malloc(sizeof *spec);
+    if (!spec) {
+        api_fail(e, 500, "internal", "out of memory");
+        return 500;
+    }
     pthread_rwlock_rdlock(j->lock);
     int gone = j->deleted, owner = !gone && auth_job_owner(have_token, presented, j);
     if (owner) job_pipeline(j, &pipe);
+    if (owner) *spec = j->spec;
     pthread_rwlock_unlock(j->lock);
     if (gone) api_fail(e, 404, "not_found", "no such job");
     if (!gone && !owner) api_fail(e, 401, "unauthorized", "missing or wrong bearer token");
-    if (!gone && owner) parse_upload(s, &pipe, cc, u, e);
+    if (!gone && owner) parse_upload(s, spec, &pipe, cc, u, e);
+    free(spec);
     return e->code ? e->http : 0;
 }
 

@@ -129,6 +129,7 @@ static void server_free(prs_server *s)
     pthread_rwlock_destroy(&s->lock);
     pthread_mutex_destroy(&s->store_mu);
     pthread_mutex_destroy(&s->task_mu);
+    pthread_cond_destroy(&s->plan_mem_cv);
     pthread_mutex_destroy(&s->m.mu);
     pthread_mutex_destroy(&s->janitor_mu);
     pthread_cond_destroy(&s->janitor_cv);
@@ -192,6 +193,7 @@ static prs_server *server_new(const prs_server_config *cfg, const struct sockadd
     s->clusters = cluster_table_new();
     pthread_mutex_init(&s->store_mu, NULL);
     pthread_mutex_init(&s->task_mu, NULL);
+    pthread_cond_init(&s->plan_mem_cv, NULL);
     pthread_mutex_init(&s->m.mu, NULL);
     prs_sync_init_mono(&s->janitor_mu, &s->janitor_cv);
     fill_unset_limits(&s->cfg);
@@ -287,6 +289,7 @@ int prs_server_port(const prs_server *s)
 void prs_server_stop(prs_server *s)
 {
     if (!s) return;
+    __atomic_store_n(&s->stopping, 1, __ATOMIC_RELEASE); /* stops the checks of uploads */
     zeus_stop(s->zeus); /* answers what waits while the workers still run */
     http_stop(s);
     zeus_free(s->zeus);

@@ -105,11 +105,13 @@ struct prs_server {
     store *st;
     job *jobs[JOB_BUCKETS];
     long njobs;
-    struct plan_task *tasks; /* newest first: running and queued plannings */
-    long nplanning;          /* planner threads running */
-    int stopping;            /* shutdown: no planner starts */
-    long nranks;             /* ranks of all jobs together (--max-ranks) */
-    long nconns;             /* open connections over every worker (atomics) */
+    struct plan_task *tasks;    /* newest first: running and queued plannings */
+    long nplanning;             /* planner threads running */
+    int stopping;               /* shutdown: no planner starts, no check goes on (atomics) */
+    double plan_mem;            /* the memory estimates the running planners hold (task_mu) */
+    pthread_cond_t plan_mem_cv; /* plan_mem went down, or a task was canceled (task_mu) */
+    long nranks;                /* ranks of all jobs together (--max-ranks) */
+    long nconns;                /* open connections over every worker (atomics) */
     uint8_t create_hash[SECURE_SHA256_LEN];
     int has_create_token;
     uint8_t admin_hash[SECURE_SHA256_LEN];
@@ -166,10 +168,16 @@ int table_reload(prs_server *s, job *j);
 
 /* ---- the planner task queue (planner.c) ---- */
 
-/* The problem has a frontier to find (prs_plan_check) and fits --max-plan-points and
- * --max-plan-memory: 0, or -1 with the reason in why (n bytes) and its API error code in *code
- * (bad_profile, too_large_to_plan). */
-int planq_check_plannable(const prs_server *s, const prs_profile *p, const prs_pipeline *pipe,
+/* The options a planning of pipe with cost model `model` runs with (clean frontier, the
+ * server's point limit); their progress callback stops a check when the server stops. */
+void planq_opts(const prs_server *s, const prs_pipeline *pipe, prs_cost_model model,
+                prs_plan_opts *o);
+/* The problem has a frontier to find and fits --max-plan-points and --max-plan-memory
+ * (prs_plan_measure, with o's progress callback: it stops the check): 0 with the planner's
+ * peak-memory estimate in *peak and o->threads lowered as far as needed to fit the memory
+ * limit, or -1 with the reason in why (n bytes) and its API error code in *code (bad_profile,
+ * too_large_to_plan, or canceled when the progress callback stopped it). */
+int planq_check_plannable(const prs_server *s, const prs_profile *p, prs_plan_opts *o, double *peak,
                           const char **code, char *why, size_t n);
 /* Queue a job's planning and start it when a planner slot is free (the job's lock held
  * exclusively, or the table's). */

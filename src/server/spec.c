@@ -5,6 +5,7 @@
 #include "spec.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -155,6 +156,29 @@ void spec_pipeline(const job_spec *s, prs_pipeline *pipe)
     pipe->unit_time_s = s->unit_time_s;
     pipe->blocking_power_w = s->blocking_power_w;
     pipe->virtual_stages = s->schedule == PRS_SCHEDULE_INTERLEAVED ? s->virtual_stages : 0;
+}
+
+int spec_check_profile_clocks(const job_spec *s, const prs_profile *p, prs_error *err)
+{
+    const prs_profile_row *rows = prs_profile_rows(p);
+    for (size_t i = 0; i < prs_profile_nrows(p); i++) {
+        int k = 0;
+        while (k < s->nclocks && s->clocks_mhz[k] != rows[i].freq_mhz)
+            k++;
+        if (k < s->nclocks) continue;
+        char list[64];
+        int n = 0;
+        for (int c = 0; c < s->nclocks && n < (int)sizeof list - 12; c++)
+            n += snprintf(list + n, sizeof list - (size_t)n, "%s%d", c ? ", " : "",
+                          s->clocks_mhz[c]);
+        if (n >= (int)sizeof list - 12) snprintf(list + n, sizeof list - (size_t)n, ", ...");
+        return prs_error_set(err, PRS_EINVAL,
+                             "profile line %d: clock %d MHz (stage %d %s) is not one of the job's "
+                             "clocks_mhz (%s)",
+                             rows[i].line, rows[i].freq_mhz, rows[i].stage,
+                             rows[i].instr == PRS_FORWARD ? "forward" : "backward", list);
+    }
+    return 0;
 }
 
 static int cmp_desc(const void *a, const void *b)

@@ -18,6 +18,7 @@
 
 #include "perseus/error.h"
 #include "perseus/planner.h"
+#include "perseus/profile.h"
 
 /* The version of the stored form written now. */
 #define SPEC_STORED_VERSION 1
@@ -90,5 +91,8 @@ int spec_from_stored(const char *text, size_t len, job_spec *out, prs_error *err
 /* Computations per GPU and model chunks of the spec's pipeline. */
 int spec_ops_per_stage(const job_spec *s);
 void spec_pipeline(const job_spec *s, prs_pipeline *pipe);
+/* Whether every row of profile p is at one of the spec's clocks (clocks_mhz): 0, or PRS_EINVAL
+ * naming the first row that is not (its line, stage, instruction and clock) and the clocks. */
+int spec_check_profile_clocks(const job_spec *s, const prs_profile *p, prs_error *err);
 
 #endif

@@ -67,7 +67,10 @@ if command -v curl >/dev/null; then
   bin=${PRS_BIN_DIR:?} start_perseusd "$tmp/server"
   # start_perseusd's trap stops the server and removes its folder; remove ours too
   trap 'kill "$perseusd_pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
-  spec='{"model":"m","stages":8,"microbatches":4,"dp":1,"clocks_mhz":[1410,1395],
+  # the job lists the example's clocks: a profile at clocks the job does not list is refused
+  clocks=$(/usr/bin/python3 -c "import csv,sys; print(','.join(sorted({r['frequency'] for r in
+           csv.DictReader(open(sys.argv[1]))}, key=int, reverse=True)))" "$ex")
+  spec='{"model":"m","stages":8,"microbatches":4,"dp":1,"clocks_mhz":['"$clocks"'],
          "blocking_power_w":83.64}'
   curl -sf -X POST -H 'Content-Type: application/json' "$url/v1/jobs" -d "$spec" >"$tmp/job" ||
     fail "create a job"

@@ -107,7 +107,11 @@ static void *post_loop(void *arg)
 
 /* ---- job C: an 11 MB profile ---- */
 
-/* 8 stages, both instructions, 15,000 clocks each: 240,000 rows, 11-12 MB. */
+/* Job C's clocks: the most a job may list, 512, from 1000 MHz up. */
+#define C_CLOCKS 512
+
+/* 8 stages, both instructions, the C_CLOCKS clocks of job C each: 8,192 rows of about 1.4 KB
+ * (times and energies written with 700 decimals), 11-12 MB. */
 static char *big_profile(size_t *len)
 {
     size_t cap = 13u << 20, n = 0;
@@ -116,8 +120,8 @@ static char *big_profile(size_t *len)
     n += (size_t)snprintf(t, cap, "stage,instruction,frequency,time,energy\n");
     for (int s = 0; s < 8; s++)
         for (int in = 0; in < 2; in++)
-            for (int f = 1000; f < 16000 && n + 128 < cap; f++)
-                n += (size_t)snprintf(t + n, cap - n, "%d,%s,%d,%.12f,%.12f\n", s,
+            for (int f = 1000; f < 1000 + C_CLOCKS && n + 1500 < cap; f++)
+                n += (size_t)snprintf(t + n, cap - n, "%d,%s,%d,%.700f,%.700f\n", s,
                                       in ? "backward" : "forward", f,
                                       (in ? 0.02 : 0.01) * (1.0 + 1000.0 / f),
                                       (in ? 6.0 : 3.0) * (1.0 + f / 16000.0));
@@ -197,7 +201,11 @@ static void test_isolation(void **state)
                         json_integer(1000));
     make_job(port, spec_a, 1, 64, &a);
     register_rank0(&a);
-    make_job(port, sim_sweep_spec(8, 4, 1), 8, 4, &c);
+    json_t *spec_c = sim_sweep_spec(8, 4, 1), *clocks = json_array();
+    for (int f = 1000 + C_CLOCKS - 1; f >= 1000; f--)
+        json_array_append_new(clocks, json_integer(f));
+    json_object_set_new(spec_c, "clocks_mhz", clocks); /* those of its profile */
+    make_job(port, spec_c, 8, 4, &c);
 
     static polls busy, up;
     poster p = {&a, NULL, 0, 0, 0, 0};

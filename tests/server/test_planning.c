@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "perseus/planner.h"
+#include "perseus/profile.h"
 #include "perseus/server.h"
 #include "server_harness.h"
 
@@ -88,22 +90,41 @@ static void create(srv_ctx *x, int stages, int mb, double unit, job_ref *j)
     http_reply_free(&r);
 }
 
-/* Upload a profile for `stages` stages on the 8 clocks (times ~ 1/f, energies ~ f^2 t). */
-static http_reply upload(srv_ctx *x, const job_ref *j, int stages)
+/* A profile of `stages` stages on the clocks from 1410 MHz down to 990 in steps of `step`
+ * (times ~ 1/f, energies ~ f^2 t) into csv (malloc'd), its length returned. */
+static size_t make_csv(int stages, int step, char **csv)
 {
-    static char csv[65536];
-    int n = snprintf(csv, sizeof csv, "stage,instruction,frequency,time,energy\n");
+    size_t cap = (size_t)stages * 2 * (420 / (size_t)step + 1) * 64 + 64;
+    char *c = malloc(cap);
+    assert_non_null(c);
+    int n = snprintf(c, cap, "stage,instruction,frequency,time,energy\n");
     for (int s = 0; s < stages; s++)
-        for (int f = 1410; f >= 990; f -= 60)
+        for (int f = 1410; f >= 990; f -= step)
             for (int in = 0; in < 2; in++) {
-                double t = (in ? 0.020 : 0.010) * (1 + 0.1 * s) * pow(1410.0 / f, 0.9);
+                double t = (in ? 0.020 : 0.010) * (1 + 0.1 * (s % 8)) * pow(1410.0 / f, 0.9);
                 double e = 250 * t * (f / 1410.0) * (f / 1410.0) + 60 * t;
-                n += snprintf(csv + n, sizeof csv - (size_t)n, "%d,%s,%d,%.9g,%.9g\n", s,
+                n += snprintf(c + n, cap - (size_t)n, "%d,%s,%d,%.9g,%.9g\n", s,
                               in ? "backward" : "forward", f, t, e);
             }
+    *csv = c;
+    return (size_t)n;
+}
+
+static http_reply upload_csv(srv_ctx *x, const job_ref *j, const char *csv, size_t len)
+{
     char path[128];
     snprintf(path, sizeof path, "/v1/jobs/%s/profile", j->id);
-    return http_do(x->port, "POST", path, j->tok, csv, (size_t)n, NULL);
+    return http_do(x->port, "POST", path, j->tok, csv, len, NULL);
+}
+
+/* Upload a profile for `stages` stages on the 8 clocks of create(). */
+static http_reply upload(srv_ctx *x, const job_ref *j, int stages)
+{
+    char *csv;
+    size_t n = make_csv(stages, 60, &csv);
+    http_reply r = upload_csv(x, j, csv, n);
+    free(csv);
+    return r;
 }
 
 static json_t *status(srv_ctx *x, const job_ref *j, http_reply *r)
@@ -458,12 +479,238 @@ static void test_shutdown(void **state)
     stop(&x, 1);
 }
 
+/* A profile at a clock the job does not list is refused at upload, naming the row's clock
+ * (it was planned, and the plans scheduled clocks the GPUs do not have). */
+static void test_clocks_checked(void **state)
+{
+    (void)state;
+    prs_server_config cfg;
+    prs_server_config_default(&cfg);
+    srv_ctx x;
+    assert_int_equal(start(&x, &cfg), 0);
+    static const char spec[] = "{\"stages\":1,\"microbatches\":4,\"dp\":1,\"blocking_power_w\":80,"
+                               "\"clocks_mhz\":[1410,1200],\"unit_time_s\":0.001}";
+    static const char bad[] = "stage,instruction,frequency,time,energy\n"
+                              "0,forward,2500,0.010,10\n0,forward,700,0.020,8\n"
+                              "0,backward,2500,0.020,20\n0,backward,700,0.040,16\n";
+    static const char good[] = "stage,instruction,frequency,time,energy\n"
+                               "0,forward,1410,0.010,10\n0,forward,1200,0.012,8\n"
+                               "0,backward,1410,0.020,20\n0,backward,1200,0.024,16\n";
+    http_reply r = http_do(x.port, "POST", "/v1/jobs", NULL, spec, strlen(spec), NULL);
+    assert_int_equal(r.status, 201);
+    job_ref j;
+    snprintf(j.id, sizeof j.id, "%s", json_str(r.json, "job_id"));
+    snprintf(j.tok, sizeof j.tok, "%s", json_str(r.json, "token"));
+    http_reply_free(&r);
+    r = upload_csv(&x, &j, bad, strlen(bad));
+    print_message("HTTP %d: %s\n", r.status, r.body);
+    assert_int_equal(r.status, 400);
+    json_t *e = json_object_get(r.json, "error");
+    assert_string_equal(json_str(e, "code"), "bad_profile");
+    assert_non_null(strstr(json_str(e, "message"), "line 2: clock 2500 MHz"));
+    assert_non_null(strstr(json_str(e, "message"), "clocks_mhz (1410, 1200)"));
+    http_reply_free(&r);
+    r = upload_csv(&x, &j, good, strlen(good));
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    stop(&x, 1);
+}
+
+/* The planning_canceled line of job j holds `during=setup` and at least one progress call: the
+ * planner stopped at a progress call of its set-up (its check or prs_plan's), before its walk
+ * (the number of calls it made is printed). */
+static void expect_setup_cancel(const srv_ctx *x, const job_ref *j, const char *what)
+{
+    char needle[160], line[1024] = "";
+    snprintf(needle, sizeof needle, "msg=planning_canceled job=%s", j->id);
+    assert_true(log_line(x, needle) > 0);
+    FILE *f = fopen(x->log, "r");
+    assert_non_null(f);
+    while (fgets(line, sizeof line, f) && !strstr(line, needle))
+        ;
+    fclose(f);
+    const char *calls = strstr(line, "progress_calls=");
+    print_message("%s: %.*s\n", what, calls ? (int)strcspn(calls, " \n") : 0, calls ? calls : "");
+    assert_non_null(strstr(line, "during=setup"));
+    assert_true(calls && atol(calls + strlen("progress_calls=")) >= 1); /* stopped at a call */
+}
+
+/* A planning of 256 stages x 1024 microbatches (524,288 computations) spends most of a second
+ * setting up (the check, the schedule graph, the cost models) before its walk's first step:
+ * DELETE and shutdown stop it there, at the planner's next progress call, instead of after the
+ * set-up. */
+static void test_cancel_setup(void **state)
+{
+    (void)state;
+    prs_server_config cfg;
+    prs_server_config_default(&cfg);
+    cfg.max_plan_points = 1000000;
+    srv_ctx x;
+    assert_int_equal(start(&x, &cfg), 0);
+    char *csv;
+    size_t n = make_csv(256, 420, &csv);
+    job_ref a, b;
+    create(&x, 256, 1024, 0.005, &a);
+    create(&x, 256, 1024, 0.005, &b);
+    http_reply r = upload_csv(&x, &a, csv, n);
+    if (r.status != 200) print_message("HTTP %d: %s\n", r.status, r.body);
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s", a.id);
+    r = http_do(x.port, "DELETE", path, a.tok, NULL, 0, NULL);
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    expect_setup_cancel(&x, &a, "DELETE during set-up");
+
+    r = upload_csv(&x, &b, csv, n);
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    char needle[160];
+    snprintf(needle, sizeof needle, "msg=planning job=%s", b.id);
+    assert_true(log_line(&x, needle) > 0);
+    stop(&x, 0);
+    expect_setup_cancel(&x, &b, "shutdown during set-up");
+    harness_rmdir(x.dir);
+    free(csv);
+}
+
+/* The planner's memory estimate for the profile of upload() on `stages` x `mb` at `unit`, as the
+ * server makes it (clean frontier) with cost model `model` and `threads` picking threads. */
+static double estimate_with(int stages, int mb, double unit, prs_cost_model model, int threads)
+{
+    char *csv;
+    size_t n = make_csv(stages, 60, &csv);
+    prs_profile *p = NULL;
+    assert_int_equal(prs_profile_parse("profile", csv, n, &p, NULL), 0);
+    free(csv);
+    prs_plan_opts o;
+    prs_plan_opts_default(&o);
+    o.pipe = (prs_pipeline){stages, mb, PRS_SCHEDULE_1F1B, unit, 80, 0};
+    o.frontier = PRS_FRONTIER_CLEAN;
+    o.cost_model = model;
+    o.threads = threads;
+    prs_plan_measures m;
+    assert_int_equal(prs_plan_measure(p, &o, NULL, &m, NULL), 0);
+    prs_profile_free(p);
+    return m.peak_bytes;
+}
+
+/* The estimate with the default cost model (exp). */
+static double estimate(int stages, int mb, double unit)
+{
+    return estimate_with(stages, mb, unit, PRS_COST_EXP, 0);
+}
+
+/* A hull planning whose estimate fits --max-plan-memory on one picking thread but not on two
+ * is planned on one (the planning_measured line says so) instead of refused. */
+static void test_threads_fit(void **state)
+{
+    (void)state;
+    double one = estimate_with(8, LONG_MB, 1e-5, PRS_COST_HULL, 1),
+           two = estimate_with(8, LONG_MB, 1e-5, PRS_COST_HULL, 2);
+    print_message("hull estimates: %.2f MiB on one thread, %.2f MiB on two\n", one / 1048576.0,
+                  two / 1048576.0);
+    assert_true(two > one);
+    prs_server_config cfg;
+    prs_server_config_default(&cfg);
+    cfg.max_plan_memory = (size_t)((one + two) / 2);
+    srv_ctx x;
+    assert_int_equal(start(&x, &cfg), 0);
+    char spec[512];
+    snprintf(spec, sizeof spec,
+             "{\"stages\":8,\"microbatches\":%d,\"dp\":1,\"blocking_power_w\":80,"
+             "\"clocks_mhz\":[1410,1350,1290,1230,1170,1110,1050,990],\"unit_time_s\":1e-5,"
+             "\"cost_model\":\"hull\"}",
+             LONG_MB);
+    http_reply r = http_do(x.port, "POST", "/v1/jobs", NULL, spec, strlen(spec), NULL);
+    assert_int_equal(r.status, 201);
+    job_ref j;
+    snprintf(j.id, sizeof j.id, "%s", json_str(r.json, "job_id"));
+    snprintf(j.tok, sizeof j.tok, "%s", json_str(r.json, "token"));
+    http_reply_free(&r);
+    r = upload(&x, &j, 8);
+    if (r.status != 200) print_message("HTTP %d: %s\n", r.status, r.body);
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    char needle[160];
+    snprintf(needle, sizeof needle, "msg=planning_measured job=%s", j.id);
+    assert_true(log_line(&x, needle) > 0);
+    snprintf(needle, sizeof needle, "msg=planning_measured job=%s peak_mib=%.1f threads=1", j.id,
+             one / 1048576.0);
+    assert_true(log_line(&x, needle) > 0);
+    stop(&x, 1);
+}
+
+/* --max-plan-memory counts the planner's whole estimate, the schedule graph included: a
+ * problem whose tables are small but whose estimate is over the limit is refused at upload;
+ * two that fit one at a time plan one after the other (the second waits for the memory, in the
+ * order of the log lines), even with two planner slots. */
+static void test_memory_budget(void **state)
+{
+    (void)state;
+    double peak = estimate(8, LONG_MB, 1e-5), small = estimate(8, LONG_MB, 1e-3);
+    print_message("estimates: %.2f MiB at 1e-5 s, %.2f MiB at 1e-3 s\n", peak / 1048576.0,
+                  small / 1048576.0);
+    prs_server_config cfg;
+    prs_server_config_default(&cfg);
+    cfg.max_planners = 2;
+    cfg.max_plan_memory = (size_t)(0.5 * small);
+    srv_ctx x;
+    assert_int_equal(start(&x, &cfg), 0);
+    job_ref a, b;
+    create(&x, 8, LONG_MB, 1e-3, &a);
+    http_reply r = upload(&x, &a, 8);
+    print_message("HTTP %d: %s\n", r.status, r.body);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr(r.body, "computations in the schedule graph"));
+    assert_non_null(strstr(r.body, "--max-plan-memory"));
+    http_reply_free(&r);
+    stop(&x, 1);
+
+    cfg.max_plan_memory = (size_t)(1.5 * peak);
+    assert_int_equal(start(&x, &cfg), 0);
+    create(&x, 8, LONG_MB, 1e-5, &a);
+    create(&x, 8, LONG_MB, 1e-5, &b);
+    r = upload(&x, &a, 8);
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    assert_true(wait_started(&x, &a, 30));
+    r = upload(&x, &b, 8);
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    char waits[160], got[160], canceled[160];
+    snprintf(waits, sizeof waits, "msg=planning_waits_memory job=%s", b.id);
+    assert_true(log_line(&x, waits) > 0);
+    assert_false(planner_started(&x, &b));
+    json_t *st = status(&x, &b, &r); /* the status says why */
+    assert_true(
+        json_is_true(json_object_get(json_object_get(st, "planning"), "waiting_for_memory")));
+    http_reply_free(&r);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s", a.id);
+    r = http_do(x.port, "DELETE", path, a.tok, NULL, 0, NULL);
+    assert_int_equal(r.status, 200);
+    http_reply_free(&r);
+    assert_true(wait_started(&x, &b, 30));
+    st = status(&x, &b, &r);
+    assert_true(
+        json_is_false(json_object_get(json_object_get(st, "planning"), "waiting_for_memory")));
+    http_reply_free(&r);
+    snprintf(got, sizeof got, "msg=planning_got_memory job=%s", b.id);
+    snprintf(canceled, sizeof canceled, "msg=planning_canceled job=%s", a.id);
+    assert_true(log_line(&x, canceled) < log_line(&x, got));
+    stop(&x, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refused_at_upload), cmocka_unit_test(test_nothing_to_plan),
         cmocka_unit_test(test_queue_and_cancel),  cmocka_unit_test(test_time_limit),
-        cmocka_unit_test(test_shutdown),
+        cmocka_unit_test(test_shutdown),          cmocka_unit_test(test_clocks_checked),
+        cmocka_unit_test(test_cancel_setup),      cmocka_unit_test(test_memory_budget),
+        cmocka_unit_test(test_threads_fit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
