@@ -64,6 +64,28 @@ static int build_csr(int nnodes, int narcs, const prs__graph_arc *arcs, int by_f
 
 static int build_cpm_lists(prs__graph_graph *g);
 
+/* Kahn's algorithm: fills g->topo with the nodes in topological order and returns how many it
+ * placed (fewer than g->nnodes: a cycle), or -1 when out of memory. */
+static int topo_sort(prs__graph_graph *g)
+{
+    int *deg = calloc((size_t)g->nnodes, sizeof *deg);
+    if (!deg) return -1;
+    for (int a = 0; a < g->narcs; a++)
+        deg[g->arcs[a].to]++;
+    int head = 0, tail = 0;
+    for (int v = 0; v < g->nnodes; v++)
+        if (deg[v] == 0) g->topo[tail++] = v;
+    while (head < tail) {
+        int v = g->topo[head++];
+        for (int i = g->out_start[v]; i < g->out_start[v + 1]; i++) {
+            int w = g->arcs[g->out_arcs[i]].to;
+            if (--deg[w] == 0) g->topo[tail++] = w;
+        }
+    }
+    free(deg);
+    return tail;
+}
+
 int prs__graph_build(const prs_pipeline *pipe, prs__graph_graph *g, prs_error *err)
 {
     memset(g, 0, sizeof *g);
@@ -139,22 +161,8 @@ int prs__graph_build(const prs_pipeline *pipe, prs__graph_graph *g, prs_error *e
     if (build_csr(g->nnodes, g->narcs, g->arcs, 1, &g->out_start, &g->out_arcs) ||
         build_csr(g->nnodes, g->narcs, g->arcs, 0, &g->in_start, &g->in_arcs))
         goto out;
-    /* Kahn's algorithm */
-    int *deg = calloc((size_t)g->nnodes, sizeof *deg);
-    if (!deg) goto out;
-    for (int a = 0; a < g->narcs; a++)
-        deg[g->arcs[a].to]++;
-    int head = 0, tail = 0;
-    for (int v = 0; v < g->nnodes; v++)
-        if (deg[v] == 0) g->topo[tail++] = v;
-    while (head < tail) {
-        int v = g->topo[head++];
-        for (int i = g->out_start[v]; i < g->out_start[v + 1]; i++) {
-            int w = g->arcs[g->out_arcs[i]].to;
-            if (--deg[w] == 0) g->topo[tail++] = w;
-        }
-    }
-    free(deg);
+    int tail = topo_sort(g);
+    if (tail < 0) goto out;
     if (tail != g->nnodes) {
         rc = prs_error_set(err, PRS_EINVAL, "internal error: schedule graph has a cycle");
         goto out;

@@ -775,11 +775,9 @@ int prs_plan(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **
     return prs_plan_counted(profile, o, out, NULL, err);
 }
 
-int prs_plan_counted(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **out,
-                     prs_plan_stats *stats, prs_error *err)
+/* The options and the profile's stages, checked before anything is allocated. */
+static int check_opts(const prs_profile *profile, const prs_plan_opts *o, prs_error *err)
 {
-    if (stats) memset(stats, 0, sizeof *stats);
-    *out = NULL;
     int rc = prs_pipeline_check(&o->pipe, err);
     if (rc) return rc;
     if (o->cost_model != PRS_COST_EXP && o->cost_model != PRS_COST_HULL)
@@ -794,7 +792,16 @@ int prs_plan_counted(const prs_profile *profile, const prs_plan_opts *o, prs_fro
                              o->max_points);
     if ((unsigned)o->polish > PRS_POLISH_ALL)
         return prs_error_set(err, PRS_EINVAL, "unknown polish kind %d", (int)o->polish);
-    if ((rc = prs_profile_check_stages(profile, prs_pipeline_chunks(&o->pipe), err))) return rc;
+    return prs_profile_check_stages(profile, prs_pipeline_chunks(&o->pipe), err);
+}
+
+int prs_plan_counted(const prs_profile *profile, const prs_plan_opts *o, prs_frontier **out,
+                     prs_plan_stats *stats, prs_error *err)
+{
+    if (stats) memset(stats, 0, sizeof *stats);
+    *out = NULL;
+    int rc = check_opts(profile, o, err);
+    if (rc) return rc;
     run r;
     memset(&r, 0, sizeof r);
     r.o = o;
