@@ -18,6 +18,7 @@
 #include <linux/futex.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,9 +30,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FG_MAGIC 0x50524701u
+#define FG_MAGIC 0x50524702u
 #define FG_RING 64   /* clock changes remembered */
 #define FG_SNAPS 128 /* refresh instants remembered (12.7 s at 100 ms, 1.27 s at 10 ms) */
+#define FG_HOLDS 64  /* holders (streams) at once, all processes together */
+
+typedef struct fg_hold {
+    long pid; /* 0: free */
+    double t; /* the holder enters no power change before this model instant */
+} fg_hold;
 
 typedef struct fg_change {
     double t; /* CLOCK_MONOTONIC instant of the change */
@@ -71,6 +78,7 @@ typedef struct fg_shared {
     uint64_t nsnaps; /* refresh instants passed; snapshot k lives in snaps[k % FG_SNAPS] */
     fg_snap snaps[FG_SNAPS]; /* the exact integral at each, for the averaged power reading */
     double reported_j;       /* largest value a reader got */
+    fg_hold holds[FG_HOLDS]; /* readers integrate no further than the earliest (under mu) */
     /* which processes made which calls (under mu) */
     int ntouchers;
     fakegpu_toucher touchers[FAKEGPU_MAX_TOUCHERS];
@@ -347,6 +355,47 @@ FAKEGPU_API int fakegpu_touchers(fakegpu_dev *d, fakegpu_toucher *out, int cap)
     return n;
 }
 
+/* ---- holds: model instants readers wait for ---- */
+
+/* Set slot's hold to t (callers hold the lock); a slot < 0 takes a free one. Returns the slot,
+ * -1 when the table is full (then nothing is held: a late change is corrected backwards). */
+static int hold_locked(fg_shared *s, int slot, double t)
+{
+    if (slot < 0 || slot >= FG_HOLDS) {
+        for (slot = 0; slot < FG_HOLDS && s->holds[slot].pid; slot++)
+            ;
+        if (slot == FG_HOLDS) return -1;
+    }
+    s->holds[slot].pid = (long)getpid();
+    s->holds[slot].t = t;
+    return slot;
+}
+
+FAKEGPU_API int fakegpu_hold(fakegpu_dev *d, int slot, double t)
+{
+    lock(d->sh);
+    slot = hold_locked(d->sh, slot, t);
+    unlock(d->sh);
+    return slot;
+}
+
+FAKEGPU_API double fakegpu_hold_now(fakegpu_dev *d, int *slot)
+{
+    lock(d->sh);
+    double now = fakegpu_now_s(); /* under the lock: no reader integrated past it */
+    *slot = hold_locked(d->sh, *slot, now);
+    unlock(d->sh);
+    return now;
+}
+
+FAKEGPU_API void fakegpu_unhold(fakegpu_dev *d, int slot)
+{
+    if (slot < 0 || slot >= FG_HOLDS) return;
+    lock(d->sh);
+    d->sh->holds[slot].pid = 0;
+    unlock(d->sh);
+}
+
 /* ---- power and energy (callers hold the lock) ---- */
 
 static double power_locked(const fakegpu_dev *d)
@@ -403,10 +452,31 @@ static void change_end(fakegpu_dev *d, double t, double p_old)
             s->snaps[k % FG_SNAPS].e += dp * (s->snaps[k % FG_SNAPS].t - t);
 }
 
+/* The instant up to which the power is known: now, or the earliest hold of a live holder
+ * before it (callers hold the lock). A hold over a second behind now is checked for a dead
+ * process (a killed test) and dropped if so. */
+static double horizon(fg_shared *s, double now)
+{
+    double h = now;
+    for (int i = 0; i < FG_HOLDS; i++) {
+        fg_hold *k = &s->holds[i];
+        if (!k->pid || k->t >= h) continue;
+        if (k->t < now - 1.0 && k->pid != (long)getpid() && kill((pid_t)k->pid, 0) &&
+            errno == ESRCH) {
+            k->pid = 0;
+            continue;
+        }
+        h = k->t;
+    }
+    return h;
+}
+
 static double read_locked(fakegpu_dev *d, int quantised)
 {
     fg_shared *s = d->sh;
-    double now = fakegpu_now_s();
+    /* Up to the horizon: a stream whose thread runs late enters its changes at their model
+     * instants, which readers must not have integrated past. */
+    double now = horizon(s, fakegpu_now_s());
     /* A kernel's end is settled by its stream's thread, which may wake after the instant: never
      * integrate busy power past the instant the kernel ends (the thread corrects nothing then,
      * and readings already handed out stay right). */
@@ -549,7 +619,15 @@ static struct timespec to_timespec(double t)
 FAKEGPU_API double fakegpu_run_kernel(fakegpu_dev *d, double t_start, const prs_gpu_work *w,
                                       double power_scale, int planned_mhz, double *at_planned_s)
 {
+    return fakegpu_run_kernel_held(d, -1, t_start, w, power_scale, planned_mhz, at_planned_s);
+}
+
+FAKEGPU_API double fakegpu_run_kernel_held(fakegpu_dev *d, int slot, double t_start,
+                                           const prs_gpu_work *w, double power_scale,
+                                           int planned_mhz, double *at_planned_s)
+{
     fg_shared *s = d->sh;
+    if (slot >= FG_HOLDS) slot = -1;
     lock(s);
     double p = change_begin(d, t_start);
     s->running++;
@@ -566,6 +644,8 @@ FAKEGPU_API double fakegpu_run_kernel(fakegpu_dev *d, double t_start, const prs_
         double dur = prs_gpu_time_s(d->preset, w, f);
         end = t + left * dur;
         lock(s);
+        /* The next change this kernel enters is its end: readers may go on up to it. */
+        if (slot >= 0) s->holds[slot].t = end;
         const fg_change *c = change_after(s, t);
         if (c && c->t <= end) {
             double tc = c->t;

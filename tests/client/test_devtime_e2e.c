@@ -669,9 +669,15 @@ static void test_configs(void **state)
         fflush(stdout);
         pid[i] = fork();
         if (pid[i] == 0) {
+            /* Line by line, and flushed before _exit (which flushes nothing): a failing or
+             * crashing configuration's lines reach the log. */
+            setvbuf(stdout, NULL, _IOLBF, 0);
             const struct CMUnitTest one[] = {
                 cmocka_unit_test_prestate(test_one, (void *)&configs[i])};
-            _exit(cmocka_run_group_tests_name(configs[i].name, one, NULL, NULL) ? 1 : 0);
+            int rc = cmocka_run_group_tests_name(configs[i].name, one, NULL, NULL);
+            fflush(stdout);
+            fflush(stderr);
+            _exit(rc ? 1 : 0);
         }
     }
     int failures = 0;
@@ -684,8 +690,11 @@ static void test_configs(void **state)
             i++;
         assert_true(i < N);
         int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-        printf("configuration %s: %s after %.1f s\n", configs[i].name, ok ? "passed" : "FAILED",
+        printf("configuration %s: %s after %.1f s", configs[i].name, ok ? "passed" : "FAILED",
                harness_now() - t0);
+        if (WIFSIGNALED(st)) printf(" (killed by signal %d)", WTERMSIG(st));
+        printf("\n");
+        fflush(stdout);
         failures += !ok;
     }
     assert_int_equal(failures, 0);
