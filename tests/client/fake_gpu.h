@@ -23,8 +23,10 @@
  *     continuous), the phase in [0, R) different for each device. Power changes are entered at
  *     the device's model instants, which the kernel threads reach late when they are preempted:
  *     a thread that may still enter a change holds the device at the model instant it stands at
- *     (fakegpu_hold), and readers integrate no further than the earliest hold, so a late thread
- *     delays what readers see (as a late refresh would) without changing the model's timeline.
+ *     (fakegpu_hold); a reading waits (FAKEGPU_READ_WAIT_S at most) until every hold reached the
+ *     instant it began and answers with the model's state there, so a late thread makes a read
+ *     slower, as a driver holding it up would, without changing the model's timeline or what the
+ *     reading says (past the wait it integrates no further than the earliest hold).
  *     A change that lands before what a reader integrated anyway (no hold: a clock lock, a
  *     cross-device wait) is corrected backwards, except in a refresh's value a reader already
  *     got (as on a GPU, that value is final: the correction shows at the next refresh), and
@@ -45,6 +47,8 @@
 #include "perseus/gpumodel.h"
 
 #define FAKEGPU_MAX_DEVICES 64
+/* The longest a reading waits for late stream threads to reach its instant (seconds). */
+#define FAKEGPU_READ_WAIT_S 0.25
 #define FAKEGPU_API __attribute__((visibility("default")))
 
 typedef struct fakegpu_dev fakegpu_dev; /* this process's view of one device */
