@@ -31,7 +31,7 @@ for name in "fma" "memset" "blocked"; do
   [[ $name == blocked ]] && base=5
   read -r st se g <<<"$(row "$name")"
   [[ -n ${g:-} ]] || { echo "FAIL: no row for $name"; exit 1; }
-  limit=$(awk -v b="$base" -v st="$st" -v se="$se" 'BEGIN { l = 400 * se / st; printf "%.2f", l > b ? l : b }')
+  limit=$(awk -v b="$base" -v st="$st" -v se="$se" 'BEGIN { l = 400 * se / st; printf "%.2f", (l > b ? l : b) }')
   awk -v x="$g" -v m="$limit" 'BEGIN { exit !(x >= -m && x <= m) }' ||
     { echo "FAIL: $name fitted $g % off its steady power (limit $limit %: $base % or 4 standard errors)"; exit 1; }
   echo "$name: fitted $g % off its steady power (limit $limit %)"
