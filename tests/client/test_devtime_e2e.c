@@ -668,7 +668,12 @@ static void test_configs(void **state)
     for (int i = 0; i < N; i++) {
         fflush(stdout);
         pid[i] = fork();
+        if (pid[i] > 0) setpgid(pid[i], pid[i]);
         if (pid[i] == 0) {
+            /* A process group of its own: what a failing configuration leaves running (its
+             * perseusd, its perseus-gpud) is ended with it, so nothing holds the test's output
+             * open after the test. */
+            setpgid(0, 0);
             /* Line by line, and flushed before _exit (which flushes nothing): a failing or
              * crashing configuration's lines reach the log. */
             setvbuf(stdout, NULL, _IOLBF, 0);
@@ -689,6 +694,7 @@ static void test_configs(void **state)
         while (i < N && pid[i] != done)
             i++;
         assert_true(i < N);
+        kill(-done, SIGKILL); /* whatever it left running */
         int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
         printf("configuration %s: %s after %.1f s", configs[i].name, ok ? "passed" : "FAILED",
                harness_now() - t0);
