@@ -32,9 +32,16 @@ p, s = r["probe"], r["stream"]
 def within(what, x, lo, hi):
     assert x is not None and lo <= x <= hi, f"{what} = {x}, not in [{lo}, {hi}]"
 assert all(v == "ok" for v in r["meta"]["status"].values()), r["meta"]
-within("refresh interval (ms)", p["energy_refresh_ms"]["median"], 95, 106)  # 100 ms
-within("energy read (us)", p["energy_read_us"]["median"], 2500, 6000)  # spins a CPU: slower when shared
-within("sampler's fitted period (ms)", p["sampler_fit_period_ms"], 98.5, 101.5)
+# Tolerances from what the probe measured here, not fixed milliseconds: a read spins 0.9-1.1 times
+# 3 ms of its thread's CPU, its wall time grows as the thread's share of a CPU shrinks; a change of
+# the counter is seen by the first read after it, so an interval is off by at most a read's span
+# (p90); the fit's period by a fraction of the sampler's poll brackets (p90) per period spanned.
+read, share = p["energy_read_us"], max(p["energy_read_cpu_pct"] or 0, 5) / 100
+within("energy read (us)", read["median"], 2700, 3300 / share)
+tol = read["p90"] / 1000
+within("refresh interval (ms)", p["energy_refresh_ms"]["median"], 100 - tol, 100 + tol)
+ptol = max(0.5, 3 * p["sampler_bracket_ms"]["p90"] / 30)
+within("sampler's fitted period (ms)", p["sampler_fit_period_ms"], 100 - ptol, 100 + ptol)
 # The refresh fit locks when the sampler's reads bracket the counter's changes tightly; on a busy
 # machine the scheduler widens the brackets (the median of 2 reads, 3 ms each, is 6 ms) and the
 # fit may not lock in 3 s: required only when the brackets the probe measured were not widened.
@@ -57,9 +64,8 @@ for k in ("forward/0", "backward/0"):
     assert kind["clock_min_mhz"] == kind["clock_max_mhz"] == clock, (kind, clock)
 kn = s["known"]["kinds"]
 for k, v in kn.items():
-    # The fit's own standard error is the scale (a few % after 30 s at a 100 ms refresh); the
-    # fake dates its power changes by thread wake-ups, so a loaded machine adds some.
-    tol = max(0.12 * v["reference_w"], 3 * v["se_w"]) * (3 if k == "blocked" else 1)
+    # The fit's own standard error is the scale (a few % after 30 s at a 100 ms refresh).
+    tol = max(0.12 * v["reference_w"], 4 * v["se_w"]) * (3 if k == "blocked" else 1)
     within(f"{k} fitted (W)", v["fitted_w"], v["reference_w"] - tol, v["reference_w"] + tol)
 within("copy / mm_bf16 fitted", kn["copy"]["fitted_w"] / kn["mm_bf16"]["fitted_w"], 0.6, 0.93)
 print("gpu-check on the fakes:", {k: round(v["error_pct"], 2) for k, v in kn.items()})

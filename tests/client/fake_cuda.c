@@ -1,14 +1,19 @@
-/* A fake libcuda.so.1 for the tests (fake_cuda.h has the interface and the semantics kept).
+/* A fake libcuda.so.1 for the tests (fake_cuda.h has the interface and the semantics kept):
+ * contexts, streams and events here, memory, modules and the launches of work in
+ * fake_cuda_launch.c.
  *
- * Streams: a ring of operations behind a mutex, run in order by the stream's own thread.
- * Enqueueing takes the mutex, appends, and signals the thread only when it sleeps, so the host
- * pays tens of nanoseconds per call. The thread keeps the stream's device time: an operation
- * starts at max(end of the previous one, the instant the host enqueued it), a kernel then lasts
- * what the GPU model of its device says (fakegpu_run_kernel sleeps until absolute model
- * deadlines, so the thread's late wake-ups never add up), an event completes with the model
- * instant it was reached as its timestamp, and a host function runs on the thread (the stream
- * waits for it: device time goes on from the instant it returned, so a clock change it makes is
- * in effect for the next kernel). */
+ * Streams: a queue of operations (fakegpu_queue) behind a mutex, run in order by the stream's own
+ * thread. Enqueueing takes the mutex, appends, and signals the thread only when it sleeps, so the
+ * host pays tens of nanoseconds per call. The thread keeps the stream's device time in model
+ * time: an operation starts at max(end of the previous one, the instant the host enqueued it),
+ * a kernel then lasts what the GPU model of its device says (fakegpu_run_kernel_held sleeps until
+ * absolute model deadlines), an event completes with the model instant it was reached as its
+ * timestamp, and a host function runs on the thread (the stream waits for it: device time goes
+ * on from the instant it returned, so a clock change it makes is in effect for the next kernel).
+ * From the host's first enqueue until its queue is empty again the stream holds its device at
+ * the model instant it stands at (fakegpu_hold): readers of the energy counter integrate no
+ * further, so the changes a late thread enters at their model instants rewrite nothing a reader
+ * got. */
 #include "fake_cuda.h"
 
 #include <math.h>
@@ -18,37 +23,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "fake_cuda_int.h"
 #include "fake_gpu.h"
+#include "fakegpu_queue.h"
 
-#define EXPORT __attribute__((visibility("default")))
+#define EXPORT FAKECU_EXPORT
 
 #define CU_STREAM_LEGACY ((CUstream)(uintptr_t)0x1)
 #define CU_STREAM_PER_THREAD ((CUstream)(uintptr_t)0x2)
 #define CU_EVENT_VALID_FLAGS 0x7u /* blocking sync, disable timing, interprocess */
-
-enum { OP_WORK, OP_EVENT, OP_HOSTFN, OP_BARRIER, OP_WAIT };
-
-struct barrier;
-
-typedef struct op {
-    int kind;
-    int planned_mhz;
-    double power_scale; /* OP_WORK: times the model's busy power (0: 1) */
-    double t_enq;
-    union {
-        prs_gpu_work work;
-        struct {
-            CUevent ev;
-            uint64_t seq;
-        } event; /* OP_EVENT and OP_WAIT */
-        struct {
-            CUhostFn fn;
-            void *user;
-        } host;
-        struct barrier *barrier;
-    } u;
-} op;
 
 struct CUctx_st {
     int index;
@@ -60,17 +45,19 @@ struct CUctx_st {
 
 struct CUstream_st {
     CUcontext ctx;
+    fakegpu_dev *dev; /* the context's */
     pthread_mutex_t mu;
     pthread_cond_t wake; /* the thread waits here for work */
     pthread_cond_t idle; /* cuStreamSynchronize waits here */
-    op *q;
-    size_t cap, head, len;
+    fakegpu_queue q;     /* of op */
     uint64_t enqueued, done;
     int sleeping, sync_waiters, stop;
     int hostfn_pending; /* host functions enqueued and not yet returned */
     int record_waiters; /* cuEventRecord calls held back by them */
+    int holding;        /* the stream holds its device (fakegpu_hold): work queued or running */
+    int hold;           /* ... in this slot (-1: none free) */
     double t_dev;       /* model instant the last operation ended */
-    double resumed;     /* when the thread ran again after sleeping or waiting (0: it did not) */
+    double stall_s;     /* fakecuStall: host seconds the thread stalls before its next op */
     pthread_t thread;
     CUstream next;
 };
@@ -359,8 +346,7 @@ EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx)
     return CUDA_SUCCESS;
 }
 
-/* The current context, or NULL with *r set. */
-static CUcontext current(CUresult *r)
+CUcontext fakecu__current(CUresult *r)
 {
     if (!atomic_load(&g_initialized)) {
         *r = CUDA_ERROR_NOT_INITIALIZED;
@@ -376,7 +362,7 @@ static CUcontext current(CUresult *r)
 EXPORT CUresult cuCtxGetDevice(CUdevice *dev)
 {
     CUresult r;
-    CUcontext c = current(&r);
+    CUcontext c = fakecu__current(&r);
     if (!c) return r;
     if (!dev) return CUDA_ERROR_INVALID_VALUE;
     *dev = c->index;
@@ -390,84 +376,125 @@ static double now_s(void)
     return fakegpu_now_s();
 }
 
+/* The stream's hold on its device (fake_gpu.h) at model instant t: readers integrate the power
+ * no further, as the stream may still enter a change there. INFINITY: nothing before a later
+ * fakegpu_hold (the stream waits on the host or another stream). */
+static void hold_at(CUstream s, double t)
+{
+    if (s->hold >= 0) fakegpu_hold(s->dev, s->hold, t);
+}
+
+/* Nothing queued: the stream enters no change until the host enqueues again (callers hold
+ * s->mu). */
+static void release_hold(CUstream s)
+{
+    if (!s->holding) return;
+    fakegpu_unhold(s->dev, s->hold);
+    s->hold = -1;
+    s->holding = 0;
+}
+
+static void run_work(CUstream s, op *o, double start)
+{
+    double at = 0;
+    double end =
+        fakegpu_run_kernel_held(s->dev, s->hold, start, &o->u.work,
+                                o->power_scale > 0 ? o->power_scale : 1, o->planned_mhz, &at);
+    s->t_dev = end;
+    if (o->planned_mhz > 0) {
+        pthread_mutex_lock(&g_mu);
+        g_busy_s += end - start;
+        g_at_planned_s += at;
+        pthread_mutex_unlock(&g_mu);
+    }
+}
+
+static void run_event(CUstream s, op *o, double start)
+{
+    CUevent e = o->u.event.ev;
+    e->ts = start;
+    e->ts_of[o->u.event.seq % 8] = start;
+    atomic_store(&e->completed, o->u.event.seq);
+    s->t_dev = start + FAKECU_EVENT_S; /* what an event takes on the device */
+    if (atomic_load(&g_event_waiters) > 0) {
+        pthread_mutex_lock(&g_mu);
+        pthread_cond_broadcast(&g_cv);
+        pthread_mutex_unlock(&g_mu);
+    }
+}
+
+/* The stream waits for the function: device time goes on from the instant it returned, so the
+ * host's latency in running it counts, as on a GPU. */
+static void run_hostfn(CUstream s, op *o, double start)
+{
+    hold_at(s, INFINITY); /* the device idles until a return instant that is still to come */
+    o->u.host.fn(o->u.host.user);
+    double t = fakegpu_hold_now(s->dev, &s->hold);
+    s->t_dev = t > start ? t : start;
+}
+
+/* The stream waits (the device idles) until the other stream reached the record, and goes on
+ * from the record's model instant, however late this thread learns of it. */
+static void run_wait(CUstream s, op *o, double start)
+{
+    CUevent e = o->u.event.ev;
+    uint64_t seq = o->u.event.seq;
+    if (atomic_load(&e->completed) < seq) {
+        hold_at(s, INFINITY);
+        pthread_mutex_lock(&g_mu);
+        atomic_fetch_add(&g_event_waiters, 1);
+        while (atomic_load(&e->completed) < seq)
+            pthread_cond_wait(&g_cv, &g_mu);
+        atomic_fetch_sub(&g_event_waiters, 1);
+        pthread_mutex_unlock(&g_mu);
+    }
+    double t = e->ts_of[seq % 8];
+    s->t_dev = t > start ? t : start;
+    hold_at(s, s->t_dev);
+}
+
+/* Every party goes on from the latest arrival's model instant. */
+static void run_barrier(CUstream s, op *o, double start)
+{
+    struct barrier *b = o->u.barrier;
+    hold_at(s, INFINITY);
+    pthread_mutex_lock(&g_mu);
+    uint64_t gen = b->generation;
+    if (b->arrived == 0 || start > b->latest) b->latest = start;
+    if (++b->arrived >= b->parties) {
+        b->released[gen % 16] = b->latest;
+        b->arrived = 0;
+        b->generation++;
+        pthread_cond_broadcast(&g_cv);
+    }
+    while (b->generation == gen)
+        pthread_cond_wait(&g_cv, &g_mu);
+    s->t_dev = b->released[gen % 16];
+    pthread_mutex_unlock(&g_mu);
+    hold_at(s, s->t_dev);
+}
+
+/* An operation starts at the model instant the previous one ended, or when the host enqueued it
+ * if later: never when the thread happened to run, so a preempted thread stretches nothing. */
 static void run_op(CUstream s, op *o)
 {
     double start = s->t_dev > o->t_enq ? s->t_dev : o->t_enq;
-    /* A thread that slept or waited starts when it runs again, not at the instant it should
-     * have woken: a late start would rewrite energy the counter already handed out. */
-    if (s->resumed > start) start = s->resumed;
-    s->resumed = 0;
     switch (o->kind) {
-    case OP_WORK: {
-        double at = 0;
-        double end =
-            fakegpu_run_kernel(s->ctx->dev, start, &o->u.work,
-                               o->power_scale > 0 ? o->power_scale : 1, o->planned_mhz, &at);
-        s->t_dev = end;
-        if (o->planned_mhz > 0) {
-            pthread_mutex_lock(&g_mu);
-            g_busy_s += end - start;
-            g_at_planned_s += at;
-            pthread_mutex_unlock(&g_mu);
-        }
+    case OP_WORK:
+        run_work(s, o, start);
         break;
-    }
-    case OP_EVENT: {
-        CUevent e = o->u.event.ev;
-        e->ts = start;
-        e->ts_of[o->u.event.seq % 8] = start;
-        atomic_store(&e->completed, o->u.event.seq);
-        s->t_dev = start + FAKECU_EVENT_S; /* what an event takes on the device */
-        if (atomic_load(&g_event_waiters) > 0) {
-            pthread_mutex_lock(&g_mu);
-            pthread_cond_broadcast(&g_cv);
-            pthread_mutex_unlock(&g_mu);
-        }
+    case OP_EVENT:
+        run_event(s, o, start);
         break;
-    }
-    case OP_HOSTFN: {
-        /* The stream waits for the function: device time goes on from the instant it returned,
-         * so the host's latency in running it counts, as on a GPU. */
-        o->u.host.fn(o->u.host.user);
-        double t = now_s();
-        s->t_dev = t > start ? t : start;
+    case OP_HOSTFN:
+        run_hostfn(s, o, start);
         break;
-    }
-    case OP_WAIT: {
-        /* The stream waits (the device idles) until the other stream reached the record. */
-        CUevent e = o->u.event.ev;
-        uint64_t seq = o->u.event.seq;
-        if (atomic_load(&e->completed) < seq) {
-            pthread_mutex_lock(&g_mu);
-            atomic_fetch_add(&g_event_waiters, 1);
-            while (atomic_load(&e->completed) < seq)
-                pthread_cond_wait(&g_cv, &g_mu);
-            atomic_fetch_sub(&g_event_waiters, 1);
-            pthread_mutex_unlock(&g_mu);
-        }
-        double t = e->ts_of[seq % 8];
-        s->t_dev = t > start ? t : start;
-        s->resumed = now_s();
+    case OP_WAIT:
+        run_wait(s, o, start);
         break;
-    }
-    case OP_BARRIER: {
-        struct barrier *b = o->u.barrier;
-        pthread_mutex_lock(&g_mu);
-        uint64_t gen = b->generation;
-        if (b->arrived == 0 || start > b->latest) b->latest = start;
-        if (++b->arrived >= b->parties) {
-            b->released[gen % 16] = b->latest;
-            b->arrived = 0;
-            b->generation++;
-            pthread_cond_broadcast(&g_cv);
-        }
-        while (b->generation == gen)
-            pthread_cond_wait(&g_cv, &g_mu);
-        s->t_dev = b->released[gen % 16];
-        pthread_mutex_unlock(&g_mu);
-        s->resumed = now_s();
+    case OP_BARRIER:
+        run_barrier(s, o, start);
         break;
-    }
     }
 }
 
@@ -476,23 +503,28 @@ static void *stream_main(void *arg)
     CUstream s = arg;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (s->len == 0 && !s->stop) {
+        while (s->q.len == 0 && !s->stop) {
+            release_hold(s);
             s->sleeping = 1;
             pthread_cond_wait(&s->wake, &s->mu);
             s->sleeping = 0;
-            s->resumed = now_s();
         }
-        if (s->len == 0) break;
-        op o = s->q[s->head];
-        s->head = (s->head + 1) % s->cap;
-        s->len--;
+        op o;
+        if (!fakegpu_queue_pop(&s->q, &o)) break;
+        double stall = s->stall_s;
+        s->stall_s = 0;
         pthread_mutex_unlock(&s->mu);
+        if (stall > 0) { /* a preempted thread */
+            struct timespec ts = {(time_t)stall, (long)((stall - floor(stall)) * 1e9)};
+            nanosleep(&ts, NULL);
+        }
         run_op(s, &o);
         pthread_mutex_lock(&s->mu);
         s->done++;
         if (o.kind == OP_HOSTFN) s->hostfn_pending--;
         if (s->sync_waiters || s->record_waiters) pthread_cond_broadcast(&s->idle);
     }
+    release_hold(s);
     pthread_mutex_unlock(&s->mu);
     return NULL;
 }
@@ -501,13 +533,13 @@ static CUresult stream_new(CUcontext c, CUstream *out)
 {
     CUstream s = calloc(1, sizeof *s);
     if (!s) return CUDA_ERROR_OUT_OF_MEMORY;
-    s->cap = 256;
-    s->q = malloc(s->cap * sizeof *s->q);
-    if (!s->q) {
+    if (fakegpu_queue_init(&s->q, sizeof(op), 256)) {
         free(s);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     s->ctx = c;
+    s->dev = c->dev;
+    s->hold = -1;
     s->t_dev = now_s();
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->wake, NULL);
@@ -516,7 +548,7 @@ static CUresult stream_new(CUcontext c, CUstream *out)
         pthread_mutex_destroy(&s->mu);
         pthread_cond_destroy(&s->wake);
         pthread_cond_destroy(&s->idle);
-        free(s->q);
+        fakegpu_queue_free(&s->q);
         free(s);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -535,14 +567,14 @@ static void stream_destroy(CUstream s)
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->wake);
     pthread_cond_destroy(&s->idle);
-    free(s->q);
+    fakegpu_queue_free(&s->q);
     free(s);
 }
 
 EXPORT CUresult cuStreamCreate(CUstream *out, unsigned flags)
 {
     CUresult r;
-    CUcontext c = current(&r);
+    CUcontext c = fakecu__current(&r);
     if (!c) return r;
     if (!out || (flags & ~1u)) return CUDA_ERROR_INVALID_VALUE;
     CUstream s;
@@ -555,12 +587,10 @@ EXPORT CUresult cuStreamCreate(CUstream *out, unsigned flags)
     return CUDA_SUCCESS;
 }
 
-/* The stream a handle names: 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD are the current
- * context's default stream. */
-static CUstream resolve(CUstream h, CUresult *r)
+CUstream fakecu__resolve(CUstream h, CUresult *r)
 {
     if (h && h != CU_STREAM_LEGACY && h != CU_STREAM_PER_THREAD) return h;
-    CUcontext c = current(r);
+    CUcontext c = fakecu__current(r);
     if (!c) return NULL;
     pthread_mutex_lock(&g_mu);
     if (!c->def && (*r = stream_new(c, &c->def)) == CUDA_SUCCESS) {
@@ -594,26 +624,23 @@ EXPORT CUresult cuStreamDestroy(CUstream s)
     return cuStreamDestroy_v2(s);
 }
 
-/* Append o to s (the host side of every launch). */
-static CUresult enqueue(CUstream s, op *o)
+/* An idle stream (nothing queued or running) takes a hold on its device at the instant the
+ * host enqueues, under the device's lock: the operation starts there, however late the thread
+ * wakes, and no reader integrated past it. */
+CUresult fakecu__enqueue(CUstream s, op *o)
 {
-    o->t_enq = now_s();
     pthread_mutex_lock(&s->mu);
-    if (s->len == s->cap) {
-        op *q = malloc(2 * s->cap * sizeof *q);
-        if (!q) {
-            pthread_mutex_unlock(&s->mu);
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        for (size_t i = 0; i < s->len; i++)
-            q[i] = s->q[(s->head + i) % s->cap];
-        free(s->q);
-        s->q = q;
-        s->head = 0;
-        s->cap *= 2;
+    if (!s->holding) {
+        o->t_enq = fakegpu_hold_now(s->dev, &s->hold);
+        s->holding = 1;
+    } else {
+        o->t_enq = now_s();
     }
-    s->q[(s->head + s->len) % s->cap] = *o;
-    s->len++;
+    if (fakegpu_queue_push(&s->q, o)) {
+        if (s->q.len == 0 && s->sleeping) release_hold(s);
+        pthread_mutex_unlock(&s->mu);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (o->kind == OP_HOSTFN) s->hostfn_pending++;
     s->enqueued++;
     if (s->sleeping) pthread_cond_signal(&s->wake);
@@ -624,7 +651,7 @@ static CUresult enqueue(CUstream s, op *o)
 EXPORT CUresult cuStreamSynchronize(CUstream h)
 {
     CUresult r = CUDA_SUCCESS;
-    CUstream s = resolve(h, &r);
+    CUstream s = fakecu__resolve(h, &r);
     if (!s) return r;
     pthread_mutex_lock(&s->mu);
     uint64_t target = s->enqueued;
@@ -640,7 +667,7 @@ EXPORT CUresult cuStreamSynchronize(CUstream h)
 EXPORT CUresult cuCtxSynchronize(void)
 {
     CUresult r;
-    CUcontext c = current(&r);
+    CUcontext c = fakecu__current(&r);
     if (!c) return r;
     pthread_mutex_lock(&g_mu);
     CUstream list[64];
@@ -657,12 +684,12 @@ EXPORT CUresult cuLaunchHostFunc(CUstream h, CUhostFn fn, void *user)
 {
     CUresult r = CUDA_SUCCESS;
     if (!fn) return CUDA_ERROR_INVALID_VALUE;
-    CUstream s = resolve(h, &r);
+    CUstream s = fakecu__resolve(h, &r);
     if (!s) return r;
     op o = {.kind = OP_HOSTFN};
     o.u.host.fn = fn;
     o.u.host.user = user;
-    return enqueue(s, &o);
+    return fakecu__enqueue(s, &o);
 }
 
 /* ---- events ---- */
@@ -670,7 +697,7 @@ EXPORT CUresult cuLaunchHostFunc(CUstream h, CUhostFn fn, void *user)
 EXPORT CUresult cuEventCreate(CUevent *out, unsigned flags)
 {
     CUresult r;
-    if (!current(&r)) return r;
+    if (!fakecu__current(&r)) return r;
     if (!out || (flags & ~CU_EVENT_VALID_FLAGS)) return CUDA_ERROR_INVALID_VALUE;
     CUevent e = calloc(1, sizeof *e);
     if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -683,7 +710,7 @@ EXPORT CUresult cuEventRecord(CUevent e, CUstream h)
 {
     CUresult r = CUDA_SUCCESS;
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
-    CUstream s = resolve(h, &r);
+    CUstream s = fakecu__resolve(h, &r);
     if (!s) return r;
     /* As an H100's driver does (docs/gpu-check-h100.md): with FAKECU_HOSTFN_DEPTH host functions
      * pending on the stream, recording an event holds the host until one of them returned. */
@@ -699,7 +726,7 @@ EXPORT CUresult cuEventRecord(CUevent e, CUstream h)
     op o = {.kind = OP_EVENT};
     o.u.event.ev = e;
     o.u.event.seq = atomic_fetch_add(&e->recorded, 1) + 1;
-    return enqueue(s, &o);
+    return fakecu__enqueue(s, &o);
 }
 
 /* The stream waits for the latest record of e enqueued before this call (none: no wait). The
@@ -710,14 +737,14 @@ EXPORT CUresult cuStreamWaitEvent(CUstream h, CUevent e, unsigned flags)
     CUresult r = CUDA_SUCCESS;
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
     if (flags & ~1u) return CUDA_ERROR_INVALID_VALUE;
-    CUstream s = resolve(h, &r);
+    CUstream s = fakecu__resolve(h, &r);
     if (!s) return r;
     uint64_t seq = atomic_load(&e->recorded);
     if (seq == 0) return CUDA_SUCCESS;
     op o = {.kind = OP_WAIT};
     o.u.event.ev = e;
     o.u.event.seq = seq;
-    return enqueue(s, &o);
+    return fakecu__enqueue(s, &o);
 }
 
 EXPORT CUresult cuEventQuery(CUevent e)
@@ -772,213 +799,6 @@ EXPORT CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
     return cuEventElapsedTime_v2(ms, a, b);
 }
 
-/* ---- memory: sizes only, nothing is allocated; a memset is device work ---- */
-
-#define FAKECU_MEM_SLOTS 64
-#define FAKECU_MEM_BASE 0x7f0000000000ull
-#define FAKECU_MEMSET_BPS 2.5e12 /* bytes per second a memset writes (HBM-class) */
-#define FAKECU_MEMSET_POWER 0.8  /* a memset's power, times a kernel's at the same clock */
-
-static struct {
-    CUdeviceptr base;
-    size_t bytes;
-} g_mem[FAKECU_MEM_SLOTS];
-static CUdeviceptr g_mem_next = FAKECU_MEM_BASE;
-
-EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *out, size_t bytes)
-{
-    CUresult r;
-    if (!current(&r)) return r;
-    if (!out || !bytes) return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&g_mu);
-    for (int i = 0; i < FAKECU_MEM_SLOTS; i++)
-        if (!g_mem[i].base) {
-            g_mem[i].base = *out = g_mem_next;
-            g_mem[i].bytes = bytes;
-            g_mem_next += (bytes + 0x1fffffull) & ~0x1fffffull; /* 2 MiB pages */
-            pthread_mutex_unlock(&g_mu);
-            return CUDA_SUCCESS;
-        }
-    pthread_mutex_unlock(&g_mu);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-}
-
-EXPORT CUresult cuMemFree_v2(CUdeviceptr p)
-{
-    pthread_mutex_lock(&g_mu);
-    for (int i = 0; i < FAKECU_MEM_SLOTS; i++)
-        if (p && g_mem[i].base == p) {
-            g_mem[i].base = 0;
-            pthread_mutex_unlock(&g_mu);
-            return CUDA_SUCCESS;
-        }
-    pthread_mutex_unlock(&g_mu);
-    return CUDA_ERROR_INVALID_VALUE;
-}
-
-/* Writes n 32-bit words at p, inside one allocation: work of the GPU model lasting the bytes over
- * FAKECU_MEMSET_BPS at f_max, bound by memory (alpha 0), drawing FAKECU_MEMSET_POWER times a
- * kernel's power (work of another kind draws another power, as on a GPU). */
-EXPORT CUresult cuMemsetD32Async(CUdeviceptr p, unsigned value, size_t n, CUstream h)
-{
-    (void)value;
-    int inside = 0;
-    pthread_mutex_lock(&g_mu);
-    for (int i = 0; i < FAKECU_MEM_SLOTS; i++)
-        if (g_mem[i].base && p >= g_mem[i].base && n <= (g_mem[i].bytes - (p - g_mem[i].base)) / 4)
-            inside = 1;
-    pthread_mutex_unlock(&g_mu);
-    if (!inside || !n) return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = CUDA_SUCCESS;
-    CUstream s = resolve(h, &r);
-    if (!s) return r;
-    op o = {.kind = OP_WORK, .power_scale = FAKECU_MEMSET_POWER};
-    o.u.work.t_ref_s = 4.0 * (double)n / FAKECU_MEMSET_BPS;
-    o.u.work.alpha = 0;
-    return enqueue(s, &o);
-}
-
-/* ---- modules and kernels: PTX text; a kernel is a loop count ---- */
-
-#define FAKECU_JIT_ERROR_LOG_BUFFER 5
-#define FAKECU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
-#define FAKECU_MODULE_FUNCTIONS 8
-
-struct CUfunc_st {
-    char name[64];
-};
-
-struct CUmod_st {
-    char *ptx;
-    int n_fn;
-    struct CUfunc_st fn[FAKECU_MODULE_FUNCTIONS];
-};
-
-/* Writes msg into the error log the options give, if any (the driver's JIT options). */
-static void jit_error(unsigned n, const int *opts, void **vals, const char *msg)
-{
-    char *buf = NULL;
-    size_t size = 0;
-    for (unsigned i = 0; opts && vals && i < n; i++) {
-        if (opts[i] == FAKECU_JIT_ERROR_LOG_BUFFER) buf = vals[i];
-        if (opts[i] == FAKECU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) size = (size_t)(uintptr_t)vals[i];
-    }
-    if (buf && size) snprintf(buf, size, "%s", msg);
-}
-
-/* A module is PTX text: a ".version" directive and at least one ".entry". */
-EXPORT CUresult cuModuleLoadDataEx(CUmodule *out, const void *image, unsigned n, int *opts,
-                                   void **vals)
-{
-    CUresult r;
-    if (!current(&r)) return r;
-    if (!out || !image) return CUDA_ERROR_INVALID_VALUE;
-    const char *ptx = image;
-    if (!strstr(ptx, ".version") || !strstr(ptx, ".entry")) {
-        jit_error(n, opts, vals, "fake: not PTX text (no .version or no .entry)");
-        return CUDA_ERROR_INVALID_IMAGE;
-    }
-    CUmodule m = calloc(1, sizeof *m);
-    if (!m || !(m->ptx = strdup(ptx))) {
-        free(m);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    *out = m;
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuModuleLoadData(CUmodule *out, const void *image)
-{
-    return cuModuleLoadDataEx(out, image, 0, NULL, NULL);
-}
-
-EXPORT CUresult cuModuleUnload(CUmodule m)
-{
-    if (!m) return CUDA_ERROR_INVALID_HANDLE;
-    free(m->ptx);
-    free(m);
-    return CUDA_SUCCESS;
-}
-
-/* The entry `name`: ".entry name" followed by a space, a newline or "(". */
-EXPORT CUresult cuModuleGetFunction(CUfunction *out, CUmodule m, const char *name)
-{
-    if (!out || !name || !*name) return CUDA_ERROR_INVALID_VALUE;
-    if (!m) return CUDA_ERROR_INVALID_HANDLE;
-    size_t len = strlen(name);
-    if (len >= sizeof m->fn[0].name) return CUDA_ERROR_NOT_FOUND;
-    for (int i = 0; i < m->n_fn; i++)
-        if (!strcmp(m->fn[i].name, name)) {
-            *out = &m->fn[i];
-            return CUDA_SUCCESS;
-        }
-    for (const char *p = strstr(m->ptx, ".entry"); p; p = strstr(p + 1, ".entry")) {
-        const char *q = p + 6;
-        q += strspn(q, " \t\n");
-        char end = q[len];
-        if (strncmp(q, name, len) != 0 ||
-            !(end == ' ' || end == '\t' || end == '\n' || end == '\r' || end == '('))
-            continue;
-        if (m->n_fn == FAKECU_MODULE_FUNCTIONS) return CUDA_ERROR_OUT_OF_MEMORY;
-        snprintf(m->fn[m->n_fn].name, sizeof m->fn[0].name, "%s", name);
-        *out = &m->fn[m->n_fn++];
-        return CUDA_SUCCESS;
-    }
-    return CUDA_ERROR_NOT_FOUND;
-}
-
-/* Compute-bound work (alpha 1) of threads x loop count at FAKECU_LOOP_RATE, the count being the
- * kernel's first parameter (an unsigned 32-bit value). */
-EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                               unsigned by, unsigned bz, unsigned shared, CUstream h, void **params,
-                               void **extra)
-{
-    (void)shared;
-    if (!f) return CUDA_ERROR_INVALID_HANDLE;
-    double threads = (double)gx * gy * gz * bx * by * bz;
-    if (!(threads > 0) || (double)bx * by * bz > 1024 || extra || !params || !params[0])
-        return CUDA_ERROR_INVALID_VALUE;
-    unsigned count;
-    memcpy(&count, params[0], sizeof count);
-    CUresult r = CUDA_SUCCESS;
-    CUstream s = resolve(h, &r);
-    if (!s) return r;
-    op o = {.kind = OP_WORK};
-    o.u.work.t_ref_s = (threads * count + 1.2e7) / FAKECU_LOOP_RATE; /* + 3 us: a launch */
-    o.u.work.alpha = 1;
-    return enqueue(s, &o);
-}
-
-/* ---- test-only ---- */
-
-EXPORT CUresult fakecuLaunchWork(CUstream h, double t_ref_s, double alpha, int planned_mhz)
-{
-    if (!(t_ref_s > 0) || !isfinite(t_ref_s) || !(alpha >= 0 && alpha <= 1))
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = CUDA_SUCCESS;
-    CUstream s = resolve(h, &r);
-    if (!s) return r;
-    op o = {.kind = OP_WORK, .planned_mhz = planned_mhz};
-    o.u.work.t_ref_s = t_ref_s;
-    o.u.work.alpha = alpha;
-    return enqueue(s, &o);
-}
-
-EXPORT CUresult fakecuLaunchWorkPower(CUstream h, double t_ref_s, double alpha, int planned_mhz,
-                                      double power_scale)
-{
-    if (!(power_scale > 0 && power_scale <= 4)) return CUDA_ERROR_INVALID_VALUE;
-    if (!(t_ref_s > 0) || !isfinite(t_ref_s) || !(alpha >= 0 && alpha <= 1))
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = CUDA_SUCCESS;
-    CUstream s = resolve(h, &r);
-    if (!s) return r;
-    op o = {.kind = OP_WORK, .planned_mhz = planned_mhz, .power_scale = power_scale};
-    o.u.work.t_ref_s = t_ref_s;
-    o.u.work.alpha = alpha;
-    return enqueue(s, &o);
-}
-
 EXPORT CUresult fakecuEventTime(CUevent e, double *t_s)
 {
     if (!t_s) return CUDA_ERROR_INVALID_VALUE;
@@ -1014,7 +834,7 @@ EXPORT CUresult fakecuLaunchBarrier(CUstream h, const char *name, int parties)
     if (!name || strlen(name) >= sizeof g_barriers->name || parties < 1)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = CUDA_SUCCESS;
-    CUstream s = resolve(h, &r);
+    CUstream s = fakecu__resolve(h, &r);
     if (!s) return r;
     pthread_mutex_lock(&g_mu);
     struct barrier *b;
@@ -1030,5 +850,17 @@ EXPORT CUresult fakecuLaunchBarrier(CUstream h, const char *name, int parties)
     if (!b) return CUDA_ERROR_OUT_OF_MEMORY;
     op o = {.kind = OP_BARRIER};
     o.u.barrier = b;
-    return enqueue(s, &o);
+    return fakecu__enqueue(s, &o);
+}
+
+EXPORT CUresult fakecuStall(CUstream h, double seconds)
+{
+    if (!(seconds >= 0 && seconds < 60)) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    CUstream s = fakecu__resolve(h, &r);
+    if (!s) return r;
+    pthread_mutex_lock(&s->mu);
+    s->stall_s = seconds;
+    pthread_mutex_unlock(&s->mu);
+    return CUDA_SUCCESS;
 }

@@ -22,13 +22,15 @@
  * power than a kernel), modules of PTX text and their kernels (cuModuleLoadData[Ex],
  * cuModuleGetFunction, cuLaunchKernel: no code runs; a kernel is compute-bound work of its threads
  * times its first parameter, read as a 32-bit loop count, at FAKECU_LOOP_RATE thread-iterations a
- * second at f_max). Each stream is an ordered queue run by its own thread; its device time
- * advances exactly by the GPU model while it runs work back to back, an operation never starts
- * before the host enqueued it, and a stream that slept or waited (empty queue, barrier,
- * cross-stream wait) resumes when its thread runs again: the energy counter is never rewritten
- * behind a reader's back. Simplifications: the default stream does not synchronise with the other
- * streams; cuStreamDestroy and cuEventDestroy wait for the queued work that uses them; a context's
- * streams are destroyed when its primary context is released for the last time. */
+ * second at f_max). Each stream is an ordered queue run by its own thread; its device time is
+ * model time: an operation starts when the previous one ended or, if later, when the host
+ * enqueued it, a kernel lasts what the GPU model says, a cross-stream wait or a barrier goes on
+ * from the model instant of the record or of the last arrival, whenever the thread happens to
+ * run (a preempted thread delays what readers of the energy counter see, through its hold on the
+ * device, never the device's timeline). Only a host function's return is a host instant: the
+ * stream waits for it, as on a GPU. Simplifications: the default stream does not synchronise with
+ * the other streams; cuStreamDestroy and cuEventDestroy wait for the queued work that uses them; a
+ * context's streams are destroyed when its primary context is released for the last time. */
 #ifndef PRS_FAKE_CUDA_H
 #define PRS_FAKE_CUDA_H
 
@@ -100,6 +102,10 @@ long fakecuRecordsHeld(void);
  * (at most 47 bytes); all continue once the last one arrived, each when its stream's thread
  * runs again. */
 CUresult fakecuLaunchBarrier(CUstream s, const char *name, int parties);
+/* Stall s's thread for `seconds` of host time before it runs the next operation it takes off the
+ * queue, as a preempted driver thread would be: the device's timeline (model time) must not
+ * notice. */
+CUresult fakecuStall(CUstream s, double seconds);
 
 /* ---- loading it like a framework would ---- */
 
@@ -131,6 +137,7 @@ typedef struct fakecu_api {
     CUresult (*launch_barrier)(CUstream s, const char *name, int parties);
     CUresult (*event_time)(CUevent e, double *t_s);
     long (*records_held)(void);
+    CUresult (*stall)(CUstream s, double seconds);
 } fakecu_api;
 
 static inline int fakecu_sym(void *lib, void *fnptr, size_t size, const char *name)
@@ -174,6 +181,7 @@ static inline int fakecu_load(fakecu_api *a, const char *path)
     FAKECU_SYM(launch_barrier, "fakecuLaunchBarrier");
     FAKECU_SYM(event_time, "fakecuEventTime");
     FAKECU_SYM(records_held, "fakecuRecordsHeld");
+    FAKECU_SYM(stall, "fakecuStall");
 #undef FAKECU_SYM
     return 0;
 fail:

@@ -18,6 +18,7 @@
 #include <linux/futex.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,9 +30,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FG_MAGIC 0x50524701u
+#define FG_MAGIC 0x50524702u
 #define FG_RING 64   /* clock changes remembered */
 #define FG_SNAPS 128 /* refresh instants remembered (12.7 s at 100 ms, 1.27 s at 10 ms) */
+#define FG_HOLDS 64  /* holders (streams) at once, all processes together */
+
+typedef struct fg_hold {
+    long pid; /* 0: free */
+    double t; /* the holder enters no power change before this model instant */
+} fg_hold;
 
 typedef struct fg_change {
     double t; /* CLOCK_MONOTONIC instant of the change */
@@ -45,6 +52,7 @@ typedef struct fg_snap {
 typedef struct fg_shared {
     _Atomic uint32_t init;      /* 0: new, 1: being initialised, 2: ready */
     _Atomic uint32_t clock_seq; /* futex word: bumped at every clock change */
+    _Atomic uint32_t hold_seq;  /* futex word: bumped when a hold moves, for waiting readers */
     uint32_t magic;
     uint32_t size;
     pthread_mutex_t mu;
@@ -71,6 +79,8 @@ typedef struct fg_shared {
     uint64_t nsnaps; /* refresh instants passed; snapshot k lives in snaps[k % FG_SNAPS] */
     fg_snap snaps[FG_SNAPS]; /* the exact integral at each, for the averaged power reading */
     double reported_j;       /* largest value a reader got */
+    fg_hold holds[FG_HOLDS]; /* readers integrate no further than the earliest (under mu) */
+    int hold_waiters;        /* readers waiting for a hold to move (under mu) */
     /* which processes made which calls (under mu) */
     int ntouchers;
     fakegpu_toucher touchers[FAKEGPU_MAX_TOUCHERS];
@@ -347,6 +357,83 @@ FAKEGPU_API int fakegpu_touchers(fakegpu_dev *d, fakegpu_toucher *out, int cap)
     return n;
 }
 
+/* ---- holds: model instants readers wait for ---- */
+
+static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts,
+                  uint32_t mask)
+{
+    return syscall(SYS_futex, (void *)w, op, val, ts, NULL, mask);
+}
+
+static struct timespec to_timespec(double t)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)floor(t);
+    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
+/* A hold moved (callers hold the lock): wake the waiting readers after unlocking if it says so. */
+static int hold_moved(fg_shared *s)
+{
+    atomic_fetch_add(&s->hold_seq, 1);
+    return s->hold_waiters > 0;
+}
+
+static void wake_readers(fg_shared *s)
+{
+    futex(&s->hold_seq, FUTEX_WAKE, INT_MAX, NULL, 0);
+}
+
+/* Set slot's hold to t (callers hold the lock); a slot < 0 takes a free one. Returns the slot,
+ * -1 when the table is full (then nothing is held: a late change is corrected backwards). */
+static int hold_locked(fg_shared *s, int slot, double t)
+{
+    if (slot < 0 || slot >= FG_HOLDS) {
+        for (slot = 0; slot < FG_HOLDS && s->holds[slot].pid; slot++)
+            ;
+        if (slot == FG_HOLDS) return -1;
+    }
+    s->holds[slot].pid = (long)getpid();
+    s->holds[slot].t = t;
+    return slot;
+}
+
+FAKEGPU_API int fakegpu_hold(fakegpu_dev *d, int slot, double t)
+{
+    lock(d->sh);
+    slot = hold_locked(d->sh, slot, t);
+    int wake = hold_moved(d->sh);
+    unlock(d->sh);
+    if (wake) wake_readers(d->sh);
+    return slot;
+}
+
+FAKEGPU_API double fakegpu_hold_now(fakegpu_dev *d, int *slot)
+{
+    lock(d->sh);
+    double now = fakegpu_now_s(); /* under the lock: no reader integrated past it */
+    *slot = hold_locked(d->sh, *slot, now);
+    int wake = hold_moved(d->sh);
+    unlock(d->sh);
+    if (wake) wake_readers(d->sh);
+    return now;
+}
+
+FAKEGPU_API void fakegpu_unhold(fakegpu_dev *d, int slot)
+{
+    if (slot < 0 || slot >= FG_HOLDS) return;
+    lock(d->sh);
+    d->sh->holds[slot].pid = 0;
+    int wake = hold_moved(d->sh);
+    unlock(d->sh);
+    if (wake) wake_readers(d->sh);
+}
+
 /* ---- power and energy (callers hold the lock) ---- */
 
 static double power_locked(const fakegpu_dev *d)
@@ -403,10 +490,51 @@ static void change_end(fakegpu_dev *d, double t, double p_old)
             s->snaps[k % FG_SNAPS].e += dp * (s->snaps[k % FG_SNAPS].t - t);
 }
 
-static double read_locked(fakegpu_dev *d, int quantised)
+/* The instant up to which the power is known: now, or the earliest hold of a live holder
+ * before it (callers hold the lock). A hold over a second behind now is checked for a dead
+ * process (a killed test) and dropped if so. */
+static double horizon(fg_shared *s, double now)
+{
+    double h = now;
+    for (int i = 0; i < FG_HOLDS; i++) {
+        fg_hold *k = &s->holds[i];
+        if (!k->pid || k->t >= h) continue;
+        if (k->t < now - 1.0 && k->pid != (long)getpid() && kill((pid_t)k->pid, 0) &&
+            errno == ESRCH) {
+            k->pid = 0;
+            continue;
+        }
+        h = k->t;
+    }
+    return h;
+}
+
+/* Lock s once every holder stands at or past the instant the read began (a stream thread that
+ * runs late catches up with the model), or FAKEGPU_READ_WAIT_S passed; returns that instant. A
+ * reading so answers with the model's state at its instant, and takes longer when a stream's
+ * thread was late, as a read that the driver held up. */
+static double lock_caught_up(fg_shared *s)
+{
+    double now = fakegpu_now_s(), until = now + FAKEGPU_READ_WAIT_S;
+    lock(s);
+    while (horizon(s, now) < now && fakegpu_now_s() < until) {
+        uint32_t seq = atomic_load(&s->hold_seq);
+        s->hold_waiters++;
+        unlock(s);
+        struct timespec ts = to_timespec(until);
+        futex(&s->hold_seq, FUTEX_WAIT_BITSET, seq, &ts, FUTEX_BITSET_MATCH_ANY);
+        lock(s);
+        s->hold_waiters--;
+    }
+    return now;
+}
+
+static double read_locked(fakegpu_dev *d, int quantised, double now)
 {
     fg_shared *s = d->sh;
-    double now = fakegpu_now_s();
+    /* Up to the horizon: a stream whose thread runs late enters its changes at their model
+     * instants, which readers must not have integrated past. */
+    now = horizon(s, now);
     /* A kernel's end is settled by its stream's thread, which may wake after the instant: never
      * integrate busy power past the instant the kernel ends (the thread corrects nothing then,
      * and readings already handed out stay right). */
@@ -422,23 +550,23 @@ static double read_locked(fakegpu_dev *d, int quantised)
 
 FAKEGPU_API double fakegpu_energy_j(fakegpu_dev *d)
 {
-    lock(d->sh);
-    double v = read_locked(d, 1);
+    double now = lock_caught_up(d->sh);
+    double v = read_locked(d, 1, now);
     unlock(d->sh);
     return v;
 }
 
 FAKEGPU_API double fakegpu_energy_exact_j(fakegpu_dev *d)
 {
-    lock(d->sh);
-    double v = read_locked(d, 0);
+    double now = lock_caught_up(d->sh);
+    double v = read_locked(d, 0, now);
     unlock(d->sh);
     return v;
 }
 
 FAKEGPU_API double fakegpu_power_w(fakegpu_dev *d)
 {
-    lock(d->sh);
+    lock_caught_up(d->sh);
     double p = power_locked(d);
     unlock(d->sh);
     return p;
@@ -446,9 +574,9 @@ FAKEGPU_API double fakegpu_power_w(fakegpu_dev *d)
 
 FAKEGPU_API double fakegpu_power_avg_w(fakegpu_dev *d, double window_s)
 {
-    lock(d->sh);
+    double now = lock_caught_up(d->sh);
     fg_shared *s = d->sh;
-    read_locked(d, 0); /* integrate up to now: every refresh instant passed is a snapshot */
+    read_locked(d, 0, now); /* integrate up to now: every refresh instant passed is a snapshot */
     double p = power_locked(d);
     if (s->refresh_s > 0 && s->nsnaps >= 2) {
         uint64_t last = s->nsnaps - 1, back = (uint64_t)lround(window_s / s->refresh_s);
@@ -473,12 +601,6 @@ FAKEGPU_API void fakegpu_refresh(const fakegpu_dev *d, double *period_s, double 
 }
 
 /* ---- clock ---- */
-
-static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts,
-                  uint32_t mask)
-{
-    return syscall(SYS_futex, (void *)w, op, val, ts, NULL, mask);
-}
 
 FAKEGPU_API void fakegpu_set_locked(fakegpu_dev *d, unsigned min_mhz, unsigned max_mhz)
 {
@@ -534,22 +656,18 @@ static const fg_change *change_after(const fg_shared *s, double t)
     return NULL;
 }
 
-static struct timespec to_timespec(double t)
-{
-    struct timespec ts;
-    ts.tv_sec = (time_t)floor(t);
-    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
-}
-
 FAKEGPU_API double fakegpu_run_kernel(fakegpu_dev *d, double t_start, const prs_gpu_work *w,
                                       double power_scale, int planned_mhz, double *at_planned_s)
 {
+    return fakegpu_run_kernel_held(d, -1, t_start, w, power_scale, planned_mhz, at_planned_s);
+}
+
+FAKEGPU_API double fakegpu_run_kernel_held(fakegpu_dev *d, int slot, double t_start,
+                                           const prs_gpu_work *w, double power_scale,
+                                           int planned_mhz, double *at_planned_s)
+{
     fg_shared *s = d->sh;
+    if (slot >= FG_HOLDS) slot = -1;
     lock(s);
     double p = change_begin(d, t_start);
     s->running++;
@@ -562,15 +680,23 @@ FAKEGPU_API double fakegpu_run_kernel(fakegpu_dev *d, double t_start, const prs_
     if (woke) futex(&s->clock_seq, FUTEX_WAKE, INT_MAX, NULL, 0);
 
     double t = t_start, left = 1.0, at = 0, end;
+    int woke_readers = 0;
     for (;;) {
         double dur = prs_gpu_time_s(d->preset, w, f);
         end = t + left * dur;
         lock(s);
+        /* The next change this kernel enters is its end: readers may go on up to it. */
+        if (slot >= 0 && s->holds[slot].t != end) {
+            s->holds[slot].t = end;
+            if (hold_moved(s)) woke_readers = 1;
+        }
         const fg_change *c = change_after(s, t);
         if (c && c->t <= end) {
             double tc = c->t;
             int fc = c->mhz;
             unlock(s);
+            if (woke_readers) wake_readers(s);
+            woke_readers = 0;
             if (f == planned_mhz) at += tc - t;
             left -= (tc - t) / dur;
             if (left < 0) left = 0;
@@ -587,12 +713,15 @@ FAKEGPU_API double fakegpu_run_kernel(fakegpu_dev *d, double t_start, const prs_
             woke = note_clock(s, end, effective_mhz(d));
             unlock(s);
             if (woke) futex(&s->clock_seq, FUTEX_WAKE, INT_MAX, NULL, 0);
+            if (woke_readers) wake_readers(s);
             if (f == planned_mhz) at += end - t;
             break;
         }
         uint32_t seq = atomic_load(&s->clock_seq);
         s->busy_until = end;
         unlock(s);
+        if (woke_readers) wake_readers(s);
+        woke_readers = 0;
         struct timespec ts = to_timespec(end);
         futex(&s->clock_seq, FUTEX_WAIT_BITSET, seq, &ts, FUTEX_BITSET_MATCH_ANY);
     }

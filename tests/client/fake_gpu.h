@@ -21,10 +21,16 @@
  *   - the energy counter: the exact integral of that power, as a reader sees it: refreshed only
  *     at the instants phase + k·R of CLOCK_MONOTONIC, R = $PRS_FAKE_NVML_REFRESH_MS (default 0:
  *     continuous), the phase in [0, R) different for each device. Power changes are entered at
- *     the device's model instants, which the kernel threads reach a little late; a change entered
- *     after a reader integrated past its instant is corrected backwards, except in a refresh's
- *     value a reader already got (as on a GPU, that value is final: the correction shows at the
- *     next refresh), and readings never decrease.
+ *     the device's model instants, which the kernel threads reach late when they are preempted:
+ *     a thread that may still enter a change holds the device at the model instant it stands at
+ *     (fakegpu_hold); a reading waits (FAKEGPU_READ_WAIT_S at most) until every hold reached the
+ *     instant it began and answers with the model's state there, so a late thread makes a read
+ *     slower, as a driver holding it up would, without changing the model's timeline or what the
+ *     reading says (past the wait it integrates no further than the earliest hold).
+ *     A change that lands before what a reader integrated anyway (no hold: a clock lock, a
+ *     cross-device wait) is corrected backwards, except in a refresh's value a reader already
+ *     got (as on a GPU, that value is final: the correction shows at the next refresh), and
+ *     readings never decrease.
  * The preset, R, the noise and the noise seed ($PRS_FAKE_NVML_SEED, default 1) are read from the
  * environment of the process that creates a state; later processes use the stored values.
  * $PRS_FAKE_NVML_DEVICES (default 1, at most FAKEGPU_MAX_DEVICES) is the number of devices;
@@ -41,6 +47,8 @@
 #include "perseus/gpumodel.h"
 
 #define FAKEGPU_MAX_DEVICES 64
+/* The longest a reading waits for late stream threads to reach its instant (seconds). */
+#define FAKEGPU_READ_WAIT_S 0.25
 #define FAKEGPU_API __attribute__((visibility("default")))
 
 typedef struct fakegpu_dev fakegpu_dev; /* this process's view of one device */
@@ -120,5 +128,23 @@ FAKEGPU_API int fakegpu_touchers(fakegpu_dev *d, fakegpu_toucher *out, int cap);
  * planned_mhz <= 0). */
 FAKEGPU_API double fakegpu_run_kernel(fakegpu_dev *d, double t_start, const prs_gpu_work *w,
                                       double power_scale, int planned_mhz, double *at_planned_s);
+/* fakegpu_run_kernel for the holder of hold slot (t_start not before its hold): the hold follows
+ * the kernel to its model end, where it stays when the call returns. */
+FAKEGPU_API double fakegpu_run_kernel_held(fakegpu_dev *d, int slot, double t_start,
+                                           const prs_gpu_work *w, double power_scale,
+                                           int planned_mhz, double *at_planned_s);
+
+/* ---- holds: what a late thread has still to enter ---- */
+
+/* A holder (a stream) promises to enter no power change on d before model instant t: readers
+ * integrate the power no further than the earliest live hold, so a change a preempted thread
+ * enters late at its model instant never rewrites what a reader got. slot < 0 takes a free slot.
+ * Returns the slot, -1 when every slot is taken (then nothing is held). */
+FAKEGPU_API int fakegpu_hold(fakegpu_dev *d, int slot, double t);
+/* fakegpu_hold at the instant now, read under the device's lock (no reader integrated past it);
+ * *slot as above, updated. Returns that instant. */
+FAKEGPU_API double fakegpu_hold_now(fakegpu_dev *d, int *slot);
+/* The holder has nothing left to enter: the slot is free again. */
+FAKEGPU_API void fakegpu_unhold(fakegpu_dev *d, int slot);
 
 #endif

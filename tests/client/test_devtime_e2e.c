@@ -668,10 +668,21 @@ static void test_configs(void **state)
     for (int i = 0; i < N; i++) {
         fflush(stdout);
         pid[i] = fork();
+        if (pid[i] > 0) setpgid(pid[i], pid[i]);
         if (pid[i] == 0) {
+            /* A process group of its own: what a failing configuration leaves running (its
+             * perseusd, its perseus-gpud) is ended with it, so nothing holds the test's output
+             * open after the test. */
+            setpgid(0, 0);
+            /* Line by line, and flushed before _exit (which flushes nothing): a failing or
+             * crashing configuration's lines reach the log. */
+            setvbuf(stdout, NULL, _IOLBF, 0);
             const struct CMUnitTest one[] = {
                 cmocka_unit_test_prestate(test_one, (void *)&configs[i])};
-            _exit(cmocka_run_group_tests_name(configs[i].name, one, NULL, NULL) ? 1 : 0);
+            int rc = cmocka_run_group_tests_name(configs[i].name, one, NULL, NULL);
+            fflush(stdout);
+            fflush(stderr);
+            _exit(rc ? 1 : 0);
         }
     }
     int failures = 0;
@@ -683,9 +694,13 @@ static void test_configs(void **state)
         while (i < N && pid[i] != done)
             i++;
         assert_true(i < N);
+        kill(-done, SIGKILL); /* whatever it left running */
         int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-        printf("configuration %s: %s after %.1f s\n", configs[i].name, ok ? "passed" : "FAILED",
+        printf("configuration %s: %s after %.1f s", configs[i].name, ok ? "passed" : "FAILED",
                harness_now() - t0);
+        if (WIFSIGNALED(st)) printf(" (killed by signal %d)", WTERMSIG(st));
+        printf("\n");
+        fflush(stdout);
         failures += !ok;
     }
     assert_int_equal(failures, 0);

@@ -209,6 +209,75 @@ static void test_energy_is_model_integral(void **state)
     fx_end(&f);
 }
 
+/* A stream thread preempted before it runs its work (fakecuStall: 60 ms) changes nothing of the
+ * device's timeline: the work starts at the model instant the host enqueued it and runs the
+ * model's time, the counter ends at the model's integral, and a reading taken during the stall
+ * waits for the thread to catch up and then answers with the model's energy at its instant: busy
+ * power from the kernel's model start, not idle power integrated past it. */
+static void test_late_thread(void **state)
+{
+    if (!have_cu) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
+    fixture f;
+    fx_begin(&f, "", "", "");
+    prs_gpu *g = open_nvml(0);
+    const prs_gpu_preset *p = prs_gpu_preset_find("a100");
+    CUstream s = ctx_stream(0);
+    CUevent a, b;
+    assert_int_equal(cu.cuEventCreate(&a, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventCreate(&b, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.launch_work(s, 0.001, 0.7, 0), CUDA_SUCCESS); /* power modelled from here */
+    assert_int_equal(cu.cuStreamSynchronize(s), CUDA_SUCCESS);
+    prs_gpu_work w = {0.200, 1.0};
+    uint64_t e0, e1, mid;
+    double t0a = mono_s();
+    assert_int_equal(prs_gpu_energy_mj(g, &e0), 0);
+    double t0b = mono_s();
+    assert_int_equal(cu.stall(s, 0.060), CUDA_SUCCESS);
+    double h0 = mono_s();
+    assert_int_equal(cu.cuEventRecord(a, s), CUDA_SUCCESS);
+    assert_int_equal(cu.launch_work(s, w.t_ref_s, w.alpha, 0), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventRecord(b, s), CUDA_SUCCESS);
+    double h1 = mono_s();
+    while (mono_s() < h1 + 0.020)
+        sleep_s(0.001); /* poll interval: a reading well into the stall */
+    double m0 = mono_s();
+    assert_int_equal(prs_gpu_energy_mj(g, &mid), 0);
+    double m1 = mono_s();
+    assert_int_equal(cu.cuEventSynchronize(b), CUDA_SUCCESS);
+    double t1a = mono_s();
+    assert_int_equal(prs_gpu_energy_mj(g, &e1), 0);
+    double t1b = mono_s();
+    /* Dated by the host's enqueue, not by the thread that ran 60 ms later. */
+    assert_true(event_s(a) >= h0 && event_s(a) <= h1);
+    double busy = prs_gpu_time_s(p, &w, p->f_max_mhz),
+           e_busy = prs_gpu_energy_j(p, &w, p->f_max_mhz);
+    /* The kernel starts after the event's 2 us, or when the host enqueued it if later (within the
+     * host's own span [h0, h1]), and lasts the model's time. */
+    double gap = elapsed_s(a, b) - (FAKECU_EVENT_S + busy);
+    assert_true(gap >= -1e-8 && gap <= h1 - h0 + 1e-8);
+    double lo = e_busy + p->blocking_power_w * (t1a - t0b - busy);
+    double hi = e_busy + p->blocking_power_w * (t1b - t0a - busy);
+    double got = 1e-3 * (double)(e1 - e0);
+    assert_true(got >= lo - 0.002 && got <= hi + 0.002);
+    /* The reading during the stall: the model's energy at an instant of [m0, m1], inside the
+     * kernel (which started at ks and runs 200 ms), unless the wait ran out first. */
+    double ks = event_s(b) - busy, pb = e_busy / busy;
+    double mid_lo = p->blocking_power_w * (ks - t0b) + pb * (m0 - ks);
+    double mid_hi = p->blocking_power_w * (ks - t0a) + pb * (m1 - ks);
+    double got_mid = 1e-3 * (double)(mid - e0);
+    printf("late thread: the reading during the stall took %.1f ms, %.4f J in [%.4f, %.4f]\n",
+           1e3 * (m1 - m0), got_mid, mid_lo, mid_hi);
+    if (m1 - m0 < FAKEGPU_READ_WAIT_S && m1 < ks + busy)
+        assert_true(got_mid >= mid_lo - 0.002 && got_mid <= mid_hi + 0.002);
+    assert_int_equal(cu.cuEventDestroy(a), CUDA_SUCCESS);
+    assert_int_equal(cu.cuEventDestroy(b), CUDA_SUCCESS);
+    assert_int_equal(cu.stall(s, -1), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cu.cuStreamDestroy(s), CUDA_SUCCESS);
+    ctx_release(0);
+    prs_gpu_close(g);
+    fx_end(&f);
+}
+
 /* nvmlDeviceGetPowerUsage straight from the fake library (prs_gpu_power_mw asks the instant field
  * first): watts. */
 static double power_usage_w(unsigned index)
@@ -605,9 +674,8 @@ static void test_several_devices(void **state)
     fx_end(&f);
 }
 
-/* A device-side barrier: the faster stream waits; both continue after the last arrival, each
- * when its stream's thread runs again: not before the last arrival's model instant, not after the
- * host saw the record complete. */
+/* A device-side barrier: the faster stream waits; both continue from the last arrival's model
+ * instant, whenever their threads run again (model time: exactly). */
 static void test_barrier(void **state)
 {
     if (!have_cu) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
@@ -638,9 +706,9 @@ static void test_barrier(void **state)
     double seen1 = mono_s();
     /* Released at the last arrival, stream 1's after its 30 ms kernel at the latest: stream 0 (5
      * ms of work) waited for it. */
-    double last = fmax(event_s(a0) + 0.005, event_s(a1) + 0.030);
-    assert_true(event_s(b0) >= last - 1e-6 && event_s(b0) <= seen0);
-    assert_true(event_s(b1) >= last - 1e-6 && event_s(b1) <= seen1);
+    double last = fmax(event_s(a0) + 0.005, event_s(a1) + 0.030) + FAKECU_EVENT_S;
+    assert_true(fabs(event_s(b0) - last) < 1e-9 && event_s(b0) <= seen0);
+    assert_true(fabs(event_s(b1) - last) < 1e-9 && event_s(b1) <= seen1);
     assert_true(elapsed_s(a1, b1) >= 0.030 - 1e-6);
     assert_int_equal(cu.launch_barrier(s0, "x", 0), CUDA_ERROR_INVALID_VALUE);
     CUevent ev[] = {a0, a1, b0, b1};
@@ -747,6 +815,7 @@ int main(void)
         cmocka_unit_test(test_refresh_quantised),
         cmocka_unit_test(test_no_energy_counter),
         cmocka_unit_test(test_energy_is_model_integral),
+        cmocka_unit_test(test_late_thread),
         cmocka_unit_test(test_power_reading_averaged),
         cmocka_unit_test(test_power_limit),
         cmocka_unit_test(test_read_tail),
