@@ -37,7 +37,7 @@ static const plan_case cases[] = {
     {64, 256, 0.03, PRS_COST_EXP, 1, 1},   {64, 256, 0.03, PRS_COST_HULL, 1, 1},
     {64, 256, 0.03, PRS_COST_HULL, 2, 1},  {128, 512, 0.05, PRS_COST_EXP, 1, 0},
     {128, 512, 0.05, PRS_COST_HULL, 1, 0}, {128, 512, 0.05, PRS_COST_HULL, 4, 0},
-    {512, 1024, 0.04, PRS_COST_EXP, 1, 0},  {512, 1024, 0.04, PRS_COST_HULL, 1, 0},
+    {512, 1024, 0.04, PRS_COST_EXP, 1, 0}, {512, 1024, 0.04, PRS_COST_HULL, 1, 0},
 };
 
 /* What a child reports. */

@@ -244,7 +244,7 @@ int demo_pool_targets(const demo_state *st, int pool, int *tokens, double *ttft_
     prs_infer_classes_default(&c);
     int n = 0;
     for (int in = 0; in < 3; in++) {
-        if (pool_of_class[3 * in] != pool) continue;
+        if (pool_of_class[(ptrdiff_t)3 * in] != pool) continue;
         int p = prompt_p99(&st->trace, &c, in);
         if (p == 0) p = in < 2 ? c.in_limit[in] : 2 * c.in_limit[1]; /* none in the slice */
         tokens[n] = p;
@@ -259,8 +259,8 @@ int demo_start_ctl(demo_state *st, int i, int first_gpu)
 {
     char metrics[96], clock[600], name[32], tp[8], period[32], slo[32],
         gpus[128] = "", sock[600], prompt[16], headroom[32], scale[32];
-    int tokens[3];
-    double ttft[3];
+    int tokens[3] = {512, 0, 0};
+    double ttft[3] = {0.5, 0, 0};
     int nt = demo_pool_targets(st, inst_pool[i], tokens, ttft);
     char target[2][32];
     for (int t = 1; t < nt; t++)
