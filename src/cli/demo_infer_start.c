@@ -278,36 +278,39 @@ int demo_start_ctl(demo_state *st, int i, int first_gpu)
     for (int g = 0; g < inst_tp[i]; g++)
         snprintf(gpus + strlen(gpus), sizeof gpus - strlen(gpus), "%snvml:%d", g ? "," : "",
                  first_gpu + g);
-    char *argv[] = {"perseus-instclock",
-                    "--metrics",
-                    metrics,
-                    "--model",
-                    DEMO_MODEL,
-                    "--gpu",
-                    DEMO_GPU,
-                    "--tp",
-                    tp,
-                    "--ttft-slo",
-                    slo,
-                    "--prompt-tokens",
-                    prompt,
-                    "--headroom",
-                    headroom,
-                    "--period",
-                    period,
-                    "--time-scale",
-                    scale,
-                    nt > 1 ? "--target" : "--period",
-                    nt > 1 ? target[0] : period,
-                    nt > 2 ? "--target" : "--period",
-                    nt > 2 ? target[1] : period,
-                    "--clock-file",
-                    clock,
-                    st->gpud ? "--gpus" : NULL,
-                    gpus,
-                    "--gpud-socket",
-                    sock,
-                    NULL};
+    char *argv[32] = {"perseus-instclock",
+                      "--metrics",
+                      metrics,
+                      "--model",
+                      DEMO_MODEL,
+                      "--gpu",
+                      DEMO_GPU,
+                      "--tp",
+                      tp,
+                      "--ttft-slo",
+                      slo,
+                      "--prompt-tokens",
+                      prompt,
+                      "--headroom",
+                      headroom,
+                      "--period",
+                      period,
+                      "--time-scale",
+                      scale,
+                      "--clock-file",
+                      clock};
+    int n = 21;
+    for (int t = 1; t < nt; t++) {
+        argv[n++] = "--target";
+        argv[n++] = target[t - 1];
+    }
+    if (st->gpud) {
+        argv[n++] = "--gpus";
+        argv[n++] = gpus;
+        argv[n++] = "--gpud-socket";
+        argv[n++] = sock;
+    }
+    argv[n] = NULL;
     st->ctl[i] = demo_spawn(&st->ps, name, "perseus-instclock", argv, st->gpud ? st->envp : NULL);
     return st->ctl[i] < 0;
 }

@@ -29,6 +29,7 @@
 #include "perseus/clock.h"
 #include "perseus/client.h"
 #include "perseus/gpu.h"
+#include "wait.h"
 
 #define ITERS 40
 #define ITERS_MAX 1000 /* about 30 s on an idle machine */
@@ -178,6 +179,22 @@ static void answer_late(prs_client *c, CUstream cs, int mid)
     assert_int_equal(rc, 0);
 }
 
+/* One poll of the device-stream path: p is still the first pending iteration (no report before
+ * its round's fit is usable, so p is not freed under the caller); 1 once it is resolved or
+ * failed. */
+static int poll_pending(prs_client *c, const prs__client_pend *p)
+{
+    prs__client_dev_poll(c, 0);
+    assert_ptr_equal(c->dev->head, p);
+    return p->resolved || p->failed;
+}
+
+/* Poll until the first pending iteration p is resolved or failed (at most 30 s). */
+static void wait_resolved(prs_client *c, const prs__client_pend *p)
+{
+    PRS_WAIT_UNTIL(poll_pending(c, p), 30);
+}
+
 /* The daemon stopped before the iteration that changes the clock, the stream run to its end, the
  * daemon woken: the stream went through while the request was unanswered, and the iteration's
  * computations get the mid clock once the answer came (not -1: unknown). */
@@ -204,12 +221,7 @@ static void test_stream_not_held(void **state)
     assert_true(due); /* the stream ran the iteration with the answer still due */
     prs__client_pend *p = c->dev->head;
     assert_non_null(p);
-    double deadline = prs_mono_s() + 30;
-    while (!p->resolved && !p->failed && prs_mono_s() < deadline) {
-        prs__client_dev_poll(c, 0);
-        assert_ptr_equal(c->dev->head, p); /* no report before the round's fit is usable */
-        sleep_s(0.002);
-    }
+    wait_resolved(c, p);
     assert_true(p->resolved);
     assert_true(p->n_ops == 4);
     for (int i = 0; i < p->n_ops; i++)
@@ -236,11 +248,7 @@ static void test_default_clock_untagged(void **state)
     run_iteration(c, cs, c->f_max_mhz);
     prs__client_pend *p = c->dev->head;
     assert_non_null(p);
-    for (double deadline = prs_mono_s() + 30; !p->resolved && !p->failed;) {
-        prs__client_dev_poll(c, 0);
-        if (prs_mono_s() > deadline) fail_msg("the iteration was not resolved in 30 s");
-        sleep_s(0.002); /* poll interval */
-    }
+    wait_resolved(c, p);
     assert_true(p->resolved && p->n_ops == 4);
     for (int i = 0; i < p->n_ops; i++)
         assert_int_equal(p->op_clock[i], -1);
