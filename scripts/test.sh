@@ -102,14 +102,23 @@ fi
 if ((fuzz)); then
   CC=clang cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPRS_FUZZ=ON \
     -DPRS_SANITIZE=ON >/dev/null
+  names=()
   for src in fuzz/fuzz_*.c; do
-    name=$(basename "$src" .c)
-    cmake --build build-fuzz -j "$jobs" --target "$name"
-    f=build-fuzz/fuzz/$name
+    names+=("$(basename "$src" .c)")
+  done
+  cmake --build build-fuzz -j "$jobs" --target "${names[@]}"
+  # Each target 30 s on its own corpus, as many at once as there are cores; a target's output
+  # is printed whole when it ends, and any failing target fails the run.
+  fuzz_one() {
+    local name=$1 work out rc=0
     work=$(mktemp -d)
     cp -r "fuzz/corpus/$name/." "$work/"
-    echo "fuzzing $name for 30 s"
-    "$f" -max_total_time=30 -print_final_stats=0 "$work" 2>&1 | tail -n 2
+    out=$("build-fuzz/fuzz/$name" -max_total_time=30 -print_final_stats=0 "$work" 2>&1) || rc=$?
     rm -rf "$work"
-  done
+    echo "fuzzed $name for 30 s: $(tail -n 1 <<<"$out")"
+    ((rc == 0)) || { tail -n 40 <<<"$out"; echo "fuzz: $name failed ($rc)"; }
+    return "$rc"
+  }
+  export -f fuzz_one
+  printf '%s\n' "${names[@]}" | xargs -P "$jobs" -I{} bash -c 'fuzz_one {}'
 fi

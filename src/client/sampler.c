@@ -23,6 +23,7 @@
 #define SEEN_SLACK 0.05   /* a change's dated instant may precede its refresh by this share */
 #define HELD_UP 1.1       /* a read lasting this many times its usual cost was held up, */
 #define SURE_SHARE 0.4    /* and its value lies at least this share of that cost inside it */
+#define HELD_POWER 3.0    /* a power read lasting this many times its usual cost is dropped */
 
 struct prs__client_sampler {
     prs_gpu *gpu;
@@ -36,7 +37,8 @@ struct prs__client_sampler {
     int head, len;
     long dropped, errors;
     uint64_t rng;
-    atomic_long reads;       /* energy reads made */
+    atomic_long reads;       /* reads made */
+    atomic_long held;        /* power mode: reads held up and dropped */
     long changes;            /* changes of the counter seen (the sampler's thread only) */
     double read_cost;        /* seconds a read takes, a moving average */
     prs__client_refresh fit; /* the refresh instants, fitted on the thread's own brackets */
@@ -174,17 +176,27 @@ static void run_energy(prs__client_sampler *s)
     }
 }
 
+/* A power reading is taken as the power over its call's bracket. A read held up far past its usual
+ * cost (the driver waited, the scheduler preempted the thread) took its value at some instant of
+ * a bracket that may span a computation's start or end, where the value says nothing of the
+ * rest: it is dropped, not pushed (on a loaded machine such reads gather at the computations'
+ * edges, and counting them pulled every kind's power 3-5 % low). */
 static void run_power(prs__client_sampler *s)
 {
     double next = prs_mono_s();
+    s->read_cost = 0;
     while (!wait_until(s, next += s->o.power_poll_s * dither(s))) {
         unsigned mw;
         double t0 = prs_mono_s();
         if (s->o.before_read) s->o.before_read(s->o.before_read_ud);
         int rc = prs_gpu_power_mw(s->gpu, &mw);
-        double t1 = prs_mono_s();
+        double t1 = prs_mono_s(), c = s->read_cost;
+        s->read_cost = c > 0 ? c + COST_WEIGHT * (fmin(t1 - t0, 2 * c) - c) : t1 - t0;
+        atomic_fetch_add_explicit(&s->reads, 1, memory_order_relaxed);
         if (rc)
             count_error(s);
+        else if (c > 0 && t1 - t0 > HELD_POWER * c)
+            atomic_fetch_add_explicit(&s->held, 1, memory_order_relaxed);
         else
             push(s, t0, t1, 1e-3 * (double)mw);
         if (next < t0) next = t0;
@@ -310,6 +322,11 @@ long prs__client_sampler_errors(prs__client_sampler *s)
     long n = s->errors;
     pthread_mutex_unlock(&s->mu);
     return n;
+}
+
+long prs__client_sampler_held(prs__client_sampler *s)
+{
+    return atomic_load_explicit(&s->held, memory_order_relaxed);
 }
 
 long prs__client_sampler_reads(prs__client_sampler *s)

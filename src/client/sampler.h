@@ -14,8 +14,9 @@
  * above.
  *
  * Power mode, chosen at start when the energy counter cannot be read (GPUs before Volta): the
- * thread reads the power draw about every power_poll_s (dithered the same way) and keeps every
- * reading, bracketed by the call's start and end.
+ * thread reads the power draw about every power_poll_s (dithered the same way) and keeps each
+ * reading, bracketed by the call's start and end, unless the call was held up past 3 times its
+ * usual cost (its value's instant is then anywhere in a wide bracket): that one is dropped.
  *
  * Samples go into a ring of `capacity`; when it is full the oldest is dropped (counted). Another
  * thread drains it. The prs_gpu handle is used by the sampler's thread only, from start to stop:
@@ -68,7 +69,9 @@ int prs__client_sampler_feed(prs__client_sampler *s, prs__client_attrib *a);
 /* Samples dropped because the ring was full, and reads that failed, so far. */
 long prs__client_sampler_dropped(prs__client_sampler *s);
 long prs__client_sampler_errors(prs__client_sampler *s);
-/* Energy reads the thread has made so far (energy mode). */
+/* Reads the thread has made so far. */
 long prs__client_sampler_reads(prs__client_sampler *s);
+/* Power mode: reads held up past 3 times their usual cost, dropped (not pushed) so far. */
+long prs__client_sampler_held(prs__client_sampler *s);
 
 #endif

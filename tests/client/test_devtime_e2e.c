@@ -56,7 +56,18 @@
 #define RANKS (STAGES * DP)
 #define OPS (2 * MB)
 #define N_CLOCKS 4
-#define ENERGY_TOL 0.03 /* worst profile row */
+/* A profile row's energy is a fit's power times a time: the client ends a round when every
+ * kind's power has an estimated standard error at most its criterion (1 % from the energy
+ * counter; src/client/resolve.c). A run holds 24-32 rows per configuration and seven
+ * configurations, so a fixed 3 % on the worst row (3 standard errors) is exceeded in a fair share
+ * of runs with nothing wrong (observed: 3.04 %). Judged instead, in units of that 1 %: the worst
+ * row within 4.5, and the rows' root mean square within 1.6 (0.74-1.02 % measured; a systematic
+ * 2 % error in splitting energy between kinds, which a worst-row bound of 3 % would pass, lifts
+ * it past 2). Power sampling's fit aims at 0.6 % but its rows land as far (rms 0.80 %): the same
+ * unit. */
+#define ENERGY_WORST_SE 4.5
+#define ENERGY_RMS_SE 1.6
+#define FIT_SE 0.01
 #define PLAN_TOL                                                                                   \
     0.0075 /* energy at the fastest time, plan from the measured vs the true profile               \
             */
@@ -311,8 +322,9 @@ static void check_profile(world *w, const prs_profile *meas, double blocking_w)
 {
     prs_profile *truth = truth_like(meas);
     const prs_profile_row *m = prs_profile_rows(meas), *t = prs_profile_rows(truth);
-    double worst_t = 0, worst_e = 0;
-    for (size_t i = 0; i < prs_profile_nrows(meas); i++) {
+    double worst_t = 0, worst_e = 0, sum_e2 = 0;
+    size_t n = prs_profile_nrows(meas);
+    for (size_t i = 0; i < n; i++) {
         double dt = fabs(m[i].time_s / t[i].time_s - 1),
                de = fabs(m[i].energy_j / t[i].energy_j - 1);
         if (dt > 0.01 || de > 0.03)
@@ -322,21 +334,25 @@ static void check_profile(world *w, const prs_profile *meas, double blocking_w)
                    100 * (m[i].energy_j / t[i].energy_j - 1));
         worst_t = fmax(worst_t, dt);
         worst_e = fmax(worst_e, de);
+        sum_e2 += de * de;
     }
+    double rms_e = n > 0 ? sqrt(sum_e2 / (double)n) : 0;
     double tt, te, mt, me;
     plan_on(truth, prs_gpu_preset_find("a100")->blocking_power_w, truth, &tt, &te);
     plan_on(meas, blocking_w, truth, &mt, &me);
-    printf("%s: %zu profile rows, worst time error %.3f %%, worst energy error %.3f %%; "
+    printf("%s: %zu profile rows, worst time error %.3f %%, worst energy error %.3f %% "
+           "(rms %.3f %%); "
            "plan from the measured profile %.4f s %.2f J vs from the truth %.4f s %.2f J "
            "(%+.3f %% energy)\n",
-           w->cfg->name, prs_profile_nrows(meas), 100 * worst_t, 100 * worst_e, mt, me, tt, te,
+           w->cfg->name, n, 100 * worst_t, 100 * worst_e, 100 * rms_e, mt, me, tt, te,
            100 * (me / te - 1));
-    /* Targets: 1 % in time, 3 % in energy, 0.5 % for the plan. Measured (docs/measurement.md):
+    /* Targets: 1 % in time, energy as above, 0.5 % for the plan. Measured (docs/measurement.md):
      * 0.000 %, 0.8-2.9 % and -0.36 to +0.49 % over the configurations; the plans made from a
      * measured profile land on a few discrete alternatives (+0.000, +0.247, +0.494 %), so the plan
      * bound keeps a margin over the target for the next one. */
     assert_true(worst_t <= 0.01);
-    assert_true(worst_e <= ENERGY_TOL);
+    assert_true(worst_e <= ENERGY_WORST_SE * FIT_SE);
+    assert_true(rms_e <= ENERGY_RMS_SE * FIT_SE);
     assert_true(me <= (1 + PLAN_TOL) * te);
     assert_true(mt <= tt * (1 + PLAN_TOL));
     prs_profile_free(truth);
@@ -593,6 +609,8 @@ static prs_profile *fetch_profile(world *w)
 static void run_config(const config *cfg)
 {
     time_scale = cfg->time_scale;
+    const char *scale = getenv("PRS_DEVTIME_SCALE"); /* by hand: another compression */
+    if (scale && atof(scale) > 0) time_scale = atof(scale);
     world w;
     world_open(&w, cfg);
     create_job(&w);
@@ -664,8 +682,20 @@ static void test_configs(void **state)
      * PRS_DEVTIME_CONFIG=refresh-10ms). */
     prs_skip_case("real-time fakes do not run under the sanitizers");
 #endif
+    /* PRS_DEVTIME_GROUP: "power-sampling" runs the configurations without an energy counter,
+     * "energy-counter" the others (CTest runs them as two tests), unset or "all" every one. */
+    const char *group = getenv("PRS_DEVTIME_GROUP");
+    int want_power = group && strcmp(group, "power-sampling") == 0;
+    int want_counter = group && strcmp(group, "energy-counter") == 0;
+    if (group && strcmp(group, "all") != 0 && !want_power && !want_counter)
+        fail_msg("PRS_DEVTIME_GROUP '%s': expected power-sampling, energy-counter or all", group);
     pid_t pid[N];
+    int started = 0;
     for (int i = 0; i < N; i++) {
+        pid[i] = 0;
+        if ((want_power && !configs[i].no_energy) || (want_counter && configs[i].no_energy))
+            continue;
+        started++;
         fflush(stdout);
         pid[i] = fork();
         if (pid[i] > 0) setpgid(pid[i], pid[i]);
@@ -687,7 +717,8 @@ static void test_configs(void **state)
     }
     int failures = 0;
     double t0 = harness_now();
-    for (int left = N; left > 0; left--) { /* in the order they end, with their times */
+    assert_true(started > 0);
+    for (int left = started; left > 0; left--) { /* in the order they end, with their times */
         int st = 0;
         pid_t done = wait(&st);
         int i = 0;
