@@ -170,62 +170,211 @@ int prs__changes_merge(prs_eval *ev, int *clocks, long *T, double *energy_j, prs
     return rc;
 }
 
-/* Every plan of f through prs__changes_merge into a new frontier *out. */
-static int merged(prs_eval *ev, const prs_frontier *f, prs_frontier **out, prs_error *err)
+/* The runs of GPU stage around position pos, where a change is (cyclic): the run that starts
+ * there (*rs, *rlen) and the run before it (*ls, *llen). */
+static void runs_around(const prs_eval *ev, const int *clocks, int stage, int pos, int *ls,
+                        int *llen, int *rlen)
 {
-    size_t nops = (size_t)f->nops, nchg;
-    int *cur = malloc(sizeof *cur * nops), *plan = malloc(sizeof *plan * nops);
-    int *prev = malloc(sizeof *prev * nops), *chg_op = malloc(sizeof *chg_op * nops);
-    int *chg_freq = malloc(sizeof *chg_freq * nops);
-    prs_frontier *c = prs__frontier_new(&f->pipe, f->model, f->base);
-    int rc = PRS_ENOMEM;
-    if (!cur || !plan || !prev || !chg_op || !chg_freq || !c) goto out;
-    memcpy(cur, f->base, sizeof *cur * nops);
-    memcpy(prev, f->base, sizeof *prev * nops);
-    for (size_t k = 0; k < f->npoints; k++) {
-        for (size_t i = f->dstart[k]; i < f->dstart[k + 1]; i++)
-            cur[f->dop[i]] = f->dfreq[i];
-        prs_frontier_point pt = f->pts[k];
-        memcpy(plan, cur, sizeof *plan * nops);
-        long T;
-        if ((rc = prs__changes_merge(ev, plan, &T, &pt.eval_energy_j, err))) goto out;
-        pt.eval_time_s = (double)T * f->pipe.unit_time_s;
-        nchg = 0;
-        for (size_t op = 0; op < nops; op++)
-            if (plan[op] != prev[op]) {
-                chg_op[nchg] = (int)op;
-                chg_freq[nchg++] = plan[op];
-                prev[op] = plan[op];
-            }
-        if ((rc = prs__frontier_push(c, &pt, chg_op, chg_freq, nchg))) goto out;
-    }
-    *out = c;
-    c = NULL;
-out:
-    free(cur);
-    free(plan);
-    free(prev);
-    free(chg_op);
-    free(chg_freq);
-    prs_frontier_free(c);
-    return rc == PRS_ENOMEM ? prs_error_set(err, rc, "out of memory charging clock changes") : rc;
+    int n = ev->g.ops_per_stage, i = 1, j = 1;
+    while (i < n && !prs__op_changes(&ev->g, clocks, op_at(ev, stage, pos + i)))
+        i++;
+    while (j < n && !prs__op_changes(&ev->g, clocks, op_at(ev, stage, pos - j)))
+        j++;
+    *rlen = i;
+    *ls = pos - j;
+    *llen = j;
 }
 
-int prs__changes_frontiers(prs_eval *ev, prs_frontier **f, prs_frontier **tracks, prs_error *err)
+/* Set len computations of GPU stage from position start to freq, where every one of them has it
+ * profiled: 1 when set. */
+static int set_run(const prs_eval *ev, int *clocks, int stage, int start, int len, int freq)
 {
-    prs_frontier *c = NULL, *t = NULL;
-    int rc;
-    if (ev->pipe.change_cost_s <= 0) return 0;
-    if ((rc = merged(ev, *f, &c, err))) return rc;
-    if (tracks && *tracks && (rc = merged(ev, *tracks, &t, err))) {
-        prs_frontier_free(c);
-        return rc;
+    for (int i = 0; i < len; i++) {
+        int op = op_at(ev, stage, start + i);
+        if (prs__table_find(&ev->t, ev->g.op_type[op], freq) < 0) return 0;
     }
-    prs_frontier_free(*f);
-    *f = c;
-    if (t) {
-        prs_frontier_free(*tracks);
-        *tracks = t;
+    for (int i = 0; i < len; i++)
+        clocks[op_at(ev, stage, start + i)] = freq;
+    return 1;
+}
+
+/* One round of merges toward speed on the plan ev evaluated last (clocks): at every change on
+ * the critical path, the slower of the two runs it separates (by clock) takes the faster's
+ * clock. Returns the merges made. crit: scratch, one per op. */
+static int speed_round(prs_eval *ev, int *clocks, unsigned char *crit)
+{
+    const prs__graph_graph *g = &ev->g;
+    prs__graph_cpm(g, ev->dur, ev->earliest, ev->latest);
+    for (int op = 0; op < g->nops; op++) {
+        const prs__graph_arc *a = &g->arcs[g->op_arc[op]];
+        crit[op] = ev->earliest[a->from] + ev->dur[op] == ev->latest[a->to];
     }
+    int n = g->ops_per_stage, merges = 0;
+    for (int op = 0; op < g->nops; op++) {
+        if (!crit[op] || !prs__op_changes(g, clocks, op)) continue;
+        int stage = op / n, pos = op % n, ls, llen, rlen;
+        runs_around(ev, clocks, stage, pos, &ls, &llen, &rlen);
+        int fl = clocks[op_at(ev, stage, pos - 1)], fr = clocks[op];
+        merges += fl > fr ? set_run(ev, clocks, stage, pos, rlen, fl)
+                          : set_run(ev, clocks, stage, ls, llen, fr);
+    }
+    return merges;
+}
+
+/* Shorten a plan toward target units by rounds of speed_round while each shortens it (energy
+ * may rise), then prs__changes_merge. save and crit: scratch, one per op. */
+static int speed_up(prs_eval *ev, int *clocks, long target, int *save, unsigned char *crit, long *T,
+                    double *E, prs_error *err)
+{
+    size_t nops = (size_t)ev->g.nops;
+    int rc = prs__table_lookup(ev, clocks, err);
+    if (rc) return rc;
+    double e;
+    long t = prs__table_run(ev, &e);
+    while (t > target) {
+        memcpy(save, clocks, sizeof *save * nops);
+        long t1 = t;
+        if (speed_round(ev, clocks, crit) == 0 || prs__table_lookup(ev, clocks, NULL) ||
+            (t1 = prs__table_run(ev, &e)) >= t) {
+            memcpy(clocks, save, sizeof *save * nops);
+            break;
+        }
+        t = t1;
+    }
+    return prs__changes_merge(ev, clocks, T, E, err);
+}
+
+/* A frontier being written: its plans are stored as changes from the last one (prev). */
+typedef struct sink {
+    prs_frontier *f;
+    int *prev;
+} sink;
+
+static int sink_open(sink *k, const prs_frontier *like)
+{
+    size_t nops = (size_t)like->nops;
+    k->f = prs__frontier_new(&like->pipe, like->model, like->base);
+    k->prev = malloc(sizeof *k->prev * nops);
+    if (!k->f || !k->prev) return PRS_ENOMEM;
+    memcpy(k->prev, like->base, sizeof *k->prev * nops);
     return 0;
+}
+
+static void sink_close(sink *k)
+{
+    prs_frontier_free(k->f);
+    free(k->prev);
+    k->f = NULL;
+    k->prev = NULL;
+}
+
+/* Scratch of merged(): per op. */
+typedef struct work {
+    int *cur, *a, *b, *save, *chg_op, *chg_freq;
+    unsigned char *crit;
+} work;
+
+static void work_free(work *w)
+{
+    free(w->cur);
+    free(w->a);
+    free(w->b);
+    free(w->save);
+    free(w->chg_op);
+    free(w->chg_freq);
+    free(w->crit);
+}
+
+static int work_alloc(work *w, size_t nops)
+{
+    int **arr[] = {&w->cur, &w->a, &w->b, &w->save, &w->chg_op, &w->chg_freq};
+    memset(w, 0, sizeof *w);
+    for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++)
+        if (!(*arr[i] = malloc(sizeof(int) * nops))) return PRS_ENOMEM;
+    return (w->crit = malloc(nops)) ? 0 : PRS_ENOMEM;
+}
+
+/* plan into k as point pt, stored as its changes from k's last plan. */
+static int push_diff(sink *k, work *w, const prs_frontier_point *pt, const int *plan)
+{
+    size_t nchg = 0;
+    for (int op = 0; op < k->f->nops; op++)
+        if (plan[op] != k->prev[op]) {
+            w->chg_op[nchg] = op;
+            w->chg_freq[nchg++] = plan[op];
+            k->prev[op] = plan[op];
+        }
+    return prs__frontier_push(k->f, pt, w->chg_op, w->chg_freq, nchg);
+}
+
+/* Point pt's plan w->cur, merged (A), and, where the changes made it slower than pt's evaluated
+ * time without costs, also sped up toward that time (B, speed_up): the one no faster
+ * plan beats (B when it is no slower and, charged blocking power up to A's time, no costlier)
+ * into c, the other into x (NULL: none). */
+static int merge_point(prs_eval *ev, work *w, prs_frontier_point pt, sink *c, sink *x,
+                       prs_error *err)
+{
+    const prs_pipeline *p = &ev->pipe;
+    size_t nops = (size_t)ev->g.nops;
+    long target = lround(pt.eval_time_s / p->unit_time_s), ta, tb = 0;
+    double ea, eb = 0;
+    memcpy(w->a, w->cur, sizeof *w->a * nops);
+    int rc = prs__changes_merge(ev, w->a, &ta, &ea, err);
+    if (rc) return rc;
+    memcpy(w->b, w->a, sizeof *w->b * nops);
+    if ((rc = prs__changes_reclaim(ev, w->a, &ta, &ea, err))) return rc;
+    if (ta > target && ((rc = speed_up(ev, w->b, target, w->save, w->crit, &tb, &eb, err)) ||
+                        (rc = prs__changes_reclaim(ev, w->b, &tb, &eb, err))))
+        return rc;
+    int two = ta > target && memcmp(w->a, w->b, sizeof *w->a * nops) != 0;
+    double bw = (double)p->stages * p->blocking_power_w * p->unit_time_s;
+    int b_first = two && tb <= ta && eb + bw * (double)(ta - tb) <= ea + CHANGES_REL_TOL * ea;
+    prs_frontier_point pa = pt, pb = pt;
+    pa.eval_time_s = (double)ta * p->unit_time_s;
+    pa.eval_energy_j = ea;
+    pb.eval_time_s = (double)tb * p->unit_time_s;
+    pb.eval_energy_j = eb;
+    if ((rc = push_diff(c, w, b_first ? &pb : &pa, b_first ? w->b : w->a))) return rc;
+    if (two && x) rc = push_diff(x, w, b_first ? &pa : &pb, b_first ? w->a : w->b);
+    return rc;
+}
+
+/* Every plan of f through merge_point into c and x (may be NULL). */
+static int merged(prs_eval *ev, const prs_frontier *f, sink *c, sink *x, prs_error *err)
+{
+    size_t nops = (size_t)f->nops;
+    work w;
+    int rc = work_alloc(&w, nops);
+    if (!rc) memcpy(w.cur, f->base, sizeof *w.cur * nops);
+    for (size_t k = 0; !rc && k < f->npoints; k++) {
+        for (size_t i = f->dstart[k]; i < f->dstart[k + 1]; i++)
+            w.cur[f->dop[i]] = f->dfreq[i];
+        rc = merge_point(ev, &w, f->pts[k], c, x, err);
+    }
+    work_free(&w);
+    return rc;
+}
+
+int prs__changes_frontiers(prs_eval *ev, prs_frontier **f, prs_frontier **tracks, int clean,
+                           prs_error *err)
+{
+    if (ev->pipe.change_cost_s <= 0) return 0;
+    sink c = {NULL, NULL}, x = {NULL, NULL};
+    int rc = sink_open(&c, *f);
+    if (!rc && clean) rc = sink_open(&x, *f);
+    if (!rc) rc = merged(ev, *f, &c, clean ? &x : NULL, err);
+    if (!rc && clean && *tracks) rc = merged(ev, *tracks, &x, &x, err);
+    if (!rc) {
+        prs_frontier_free(*f);
+        *f = c.f;
+        c.f = NULL;
+        if (clean) {
+            prs_frontier_free(*tracks);
+            *tracks = x.f;
+            x.f = NULL;
+        }
+    }
+    sink_close(&c);
+    sink_close(&x);
+    return rc == PRS_ENOMEM ? prs_error_set(err, rc, "out of memory charging clock changes") : rc;
 }

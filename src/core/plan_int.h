@@ -237,10 +237,19 @@ static inline int prs__op_changes(const prs__graph_graph *g, const int *clocks, 
  * *T and *energy_j (may be NULL) get its evaluated figures. Does nothing but evaluate when
  * changes are free. Fails as prs__table_lookup. */
 int prs__changes_merge(prs_eval *ev, int *clocks, long *T, double *energy_j, prs_error *err);
-/* Every plan of *f and of *tracks (when not NULL) through prs__changes_merge, with its
- * evaluated figures updated (the planned ones stay the walk's): both replaced by new frontiers.
+/* Slack reclaiming with the change costs (changereclaim.c): each computation in turn takes the
+ * profiled clock that saves the most effective energy and fits the plan's schedule, its change
+ * and the next computation's counted; the evaluated time never grows. clocks changed in place;
+ * *T, *energy_j (may be NULL): the result's figures. Fails as prs__table_lookup. */
+int prs__changes_reclaim(prs_eval *ev, int *clocks, long *T, double *energy_j, prs_error *err);
+/* Every plan of *f through prs__changes_merge, with its evaluated figures updated (the planned
+ * ones stay the walk's); where the changes made a plan slower than its evaluated time without
+ * them, also a copy sped up toward that time (merges toward the faster clock at every change on
+ * the critical path): *f keeps the one no faster plan beats. With clean, the other plans (those
+ * copies and *tracks', merged too) go to *tracks (created when NULL), for the cleaning.
  * Nothing when changes are free. */
-int prs__changes_frontiers(prs_eval *ev, prs_frontier **f, prs_frontier **tracks, prs_error *err);
+int prs__changes_frontiers(prs_eval *ev, prs_frontier **f, prs_frontier **tracks, int clean,
+                           prs_error *err);
 
 /* ---- Slack reclaiming (refine.c) ---- */
 
