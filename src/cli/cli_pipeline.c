@@ -140,9 +140,8 @@ int prs_cli_pipeline_match(const char *cmd, const prs_cli_pipeline *p, const prs
         fprintf(stderr, "perseus %s: --virtual-stages %d does not match the frontier's %d (%s)\n",
                 cmd, cv, fv, dir);
     else if ((given & PRS_CLI_BIT(PRS_CLI_CHANGE_COST)) && f->change_cost_s != cl->change_cost_s)
-        fprintf(stderr, "perseus %s: --change-cost-us %s does not match the frontier's %s (%s)\n",
-                cmd, prs_num_fmt_double(a, sizeof a, cl->change_cost_s * 1e6),
-                prs_num_fmt_double(b, sizeof b, f->change_cost_s * 1e6), dir);
+        fprintf(stderr, "perseus %s: --change-cost-us %g does not match the frontier's %g (%s)\n",
+                cmd, cl->change_cost_s * 1e6, f->change_cost_s * 1e6, dir);
     else
         return 0;
     return -1;

@@ -44,55 +44,89 @@ static int op_at(const prs_eval *ev, int stage, int pos)
     return stage * n + ((pos % n) + n) % n;
 }
 
-/* Duration in units of op under clocks (table entry k of its clock), with its change. */
-static long dur_of(const prs_eval *ev, const int *clocks, int op, int k)
-{
-    return prs__op_changes(&ev->g, clocks, op) ? ev->t.qc[k] : ev->t.q[k];
-}
-
-/* Entry of op's clock under clocks; -1 when not profiled. */
-static int entry(const prs_eval *ev, const int *clocks, int op)
-{
-    return prs__table_find(&ev->t, ev->g.op_type[op], clocks[op]);
-}
-
-/* Whether merge m could leave the plan no costlier, judged locally: the change of effective
- * energy (e - P_block * q * tau) of the run against the most the iteration can shorten (the
- * durations the run and the computation after it lose), at blocking power on every GPU.
- * clocks: the plan before the merge; new: the plan after it. 0 when a clock is not profiled. */
-static int promising(const prs_eval *ev, const int *clocks, const int *next, const merge *m,
-                     double tol)
+/* Effective energy (e - P_block * q * tau) of table entry k. */
+static double effective(const prs_eval *ev, int k)
 {
     const prs_pipeline *p = &ev->pipe;
-    double da = 0;
-    long shorter = 0;
-    for (int i = 0; i <= m->len; i++) { /* the run, then the computation after it */
-        int op = op_at(ev, m->stage, m->start + i);
-        int k0 = entry(ev, clocks, op), k1 = entry(ev, next, op);
-        if (k0 < 0 || k1 < 0) return 0;
-        shorter += dur_of(ev, clocks, op, k0) - dur_of(ev, next, op, k1);
-        if (i == m->len) break;
-        da += (ev->t.energy_j[k1] - ev->t.energy_j[k0]) -
-              p->blocking_power_w * p->unit_time_s * (double)(ev->t.q[k1] - ev->t.q[k0]);
-    }
-    if (da <= tol) return 1;
-    double bw = (double)p->stages * p->blocking_power_w * p->unit_time_s;
-    return shorter > 0 && (double)shorter * bw >= da - tol;
+    return ev->t.energy_j[k] - p->blocking_power_w * p->unit_time_s * (double)ev->t.q[k];
 }
 
-/* Evaluate merge m on clocks (restored before returning): *T and *e its figures. 0 when it is
- * worth evaluating and was evaluated. */
-static int try_merge(prs_eval *ev, int *clocks, int *scratch, const merge *m, double tol, long *T,
-                     double *e)
+/* What a merge changes: the run's computations and the one after it (len + 1), their table
+ * entries and durations after the merge, and the sums of the changes. */
+typedef struct delta {
+    int n;
+    int *op, *k;
+    long *d, *save;
+    double da, de; /* effective and measured energy */
+    long dq, shorter;
+} delta;
+
+/* The delta of merge m on the plan ev holds (clocks): -1 when a clock is not profiled. */
+static int delta_of(const prs_eval *ev, const int *clocks, const merge *m, delta *x)
 {
-    size_t nops = (size_t)ev->g.nops;
-    memcpy(scratch, clocks, sizeof *scratch * nops);
-    for (int i = 0; i < m->len; i++)
-        scratch[op_at(ev, m->stage, m->start + i)] = m->freq;
-    if (!promising(ev, clocks, scratch, m, tol)) return -1;
-    if (prs__table_lookup(ev, scratch, NULL)) return -1;
-    *T = prs__table_run(ev, e);
+    const prs__table_table *t = &ev->t;
+    int before = clocks[op_at(ev, m->stage, m->start - 1)];
+    x->n = m->len + 1;
+    x->da = x->de = 0;
+    x->dq = x->shorter = 0;
+    for (int i = 0; i < x->n; i++) {
+        int op = op_at(ev, m->stage, m->start + i), k0 = ev->idx[op];
+        int k = i < m->len ? prs__table_find(t, ev->g.op_type[op], m->freq) : k0;
+        if (k < 0) return -1;
+        int change = i == 0 ? m->freq != before : i == m->len ? clocks[op] != m->freq : 0;
+        x->op[i] = op;
+        x->k[i] = k;
+        x->d[i] = change ? t->qc[k] : t->q[k];
+        x->shorter += ev->dur[op] - x->d[i];
+        x->da += effective(ev, k) - effective(ev, k0);
+        x->de += t->energy_j[k] - t->energy_j[k0];
+        x->dq += t->q[k] - t->q[k0];
+    }
     return 0;
+}
+
+/* Whether the delta fits the schedule of the plan ev holds (its earliest and latest times):
+ * each changed computation, started when the one before it on its GPU ends (as changed) or at
+ * its earliest time, ends by its latest. Then the iteration is no longer. */
+static int fits(const prs_eval *ev, const delta *x)
+{
+    const prs__graph_graph *g = &ev->g;
+    long end = 0;
+    for (int i = 0; i < x->n; i++) {
+        const prs__graph_arc *a = &g->arcs[g->op_arc[x->op[i]]];
+        long start = ev->earliest[a->from];
+        if (i && end > start) start = end;
+        end = start + x->d[i];
+        if (end > ev->latest[a->to]) return 0;
+    }
+    return 1;
+}
+
+/* Judge merge m on the plan ev holds (clocks, with its critical path T and energy E): 0 when
+ * the plan after it is no slower and no costlier (up to tol), with its energy (or a bound on
+ * it, where the merge fits the schedule as it is) in *e. Only merges that fit, or that save
+ * the iteration enough time to pay for their energy, are evaluated in full. */
+static int try_merge(prs_eval *ev, const int *clocks, const merge *m, long T, double E, double tol,
+                     delta *x, long *scratch, double *e)
+{
+    const prs_pipeline *p = &ev->pipe;
+    if (delta_of(ev, clocks, m, x)) return -1;
+    int fit = fits(ev, x);
+    if (fit && x->da <= tol) {
+        *e = E + x->da; /* the iteration is no longer: at most this */
+        return 0;
+    }
+    double bw = (double)p->stages * p->blocking_power_w * p->unit_time_s;
+    if (x->da <= tol || x->shorter <= 0 || (double)x->shorter * bw < x->da - tol) return -1;
+    for (int i = 0; i < x->n; i++) {
+        x->save[i] = ev->dur[x->op[i]];
+        ev->dur[x->op[i]] = x->d[i];
+    }
+    long t = prs__graph_cpm(&ev->g, ev->dur, scratch, NULL);
+    for (int i = x->n - 1; i >= 0; i--)
+        ev->dur[x->op[i]] = x->save[i];
+    *e = prs__table_energy(p, t, ev->sum_energy_j + x->de, ev->sum_q + x->dq);
+    return t <= T && *e <= E + tol ? 0 : -1;
 }
 
 /* The runs of GPU stage: their first positions into starts (ascending); returns their count (0
@@ -107,63 +141,81 @@ static int runs_of(const prs_eval *ev, const int *clocks, int stage, int *starts
     return nr;
 }
 
-/* The first run of GPU stage that a merge improves (no slower than *T, no costlier than *E up
- * to rounding; the better of its two neighbours' clocks), merged into clocks with the figures
- * into *T and *E. 1 when a merge was taken. */
-static int merge_one(prs_eval *ev, int *clocks, int *scratch, int *starts, int stage, long *T,
-                     double *E)
+/* Scratch of prs__changes_merge. */
+typedef struct mscratch {
+    int *starts;
+    long *earliest;
+    delta x;
+} mscratch;
+
+/* The first run of GPU stage that a merge improves (no slower, no costlier up to rounding; the
+ * better of its two neighbours' clocks), merged into clocks. ev holds the plan's evaluation
+ * with its critical-path times, T and E its figures. 1 when a merge was taken. */
+static int merge_one(prs_eval *ev, int *clocks, mscratch *w, int stage, long T, double E)
 {
-    int n = ev->g.ops_per_stage, nr = runs_of(ev, clocks, stage, starts);
-    double tol = CHANGES_REL_TOL * fabs(*E);
+    int n = ev->g.ops_per_stage, nr = runs_of(ev, clocks, stage, w->starts);
+    double tol = CHANGES_REL_TOL * fabs(E);
     for (int r = 0; r < nr; r++) {
-        int start = starts[r], end = r + 1 < nr ? starts[r + 1] : starts[0] + n;
+        int start = w->starts[r], end = r + 1 < nr ? w->starts[r + 1] : w->starts[0] + n;
         int side[2] = {clocks[op_at(ev, stage, start - 1)], clocks[op_at(ev, stage, end)]};
-        merge best = {-1, 0, 0, 0};
-        long bt = 0;
+        int best = -1;
         double be = 0;
         for (int j = 0; j < 2; j++) {
             if (j == 1 && side[1] == side[0]) break;
             merge m = {stage, start, end - start, side[j]};
-            long t;
             double e;
-            if (try_merge(ev, clocks, scratch, &m, tol, &t, &e) || t > *T || e > *E + tol) continue;
-            if (best.stage < 0 || e < be || (e == be && t < bt)) {
-                best = m;
-                bt = t;
+            if (try_merge(ev, clocks, &m, T, E, tol, &w->x, w->earliest, &e)) continue;
+            if (best < 0 || e < be) {
+                best = side[j];
                 be = e;
             }
         }
-        if (best.stage < 0) continue;
-        for (int i = 0; i < best.len; i++)
-            clocks[op_at(ev, stage, best.start + i)] = best.freq;
-        *T = bt;
-        *E = be;
+        if (best < 0) continue;
+        for (int i = start; i < end; i++)
+            clocks[op_at(ev, stage, i)] = best;
         return 1;
     }
     return 0;
 }
 
-int prs__changes_merge(prs_eval *ev, int *clocks, long *T, double *energy_j, prs_error *err)
+/* Evaluate clocks into ev with its critical-path times; *T, *E its figures. */
+static int evaluate(prs_eval *ev, const int *clocks, long *T, double *E, prs_error *err)
 {
     int rc = prs__table_lookup(ev, clocks, err);
     if (rc) return rc;
+    *T = prs__graph_cpm(&ev->g, ev->dur, ev->earliest, ev->latest);
+    *E = prs__table_energy(&ev->pipe, *T, ev->sum_energy_j, ev->sum_q);
+    return 0;
+}
+
+int prs__changes_merge(prs_eval *ev, int *clocks, long *T, double *energy_j, prs_error *err)
+{
+    long t;
     double e;
-    long t = prs__table_run(ev, &e);
-    if (ev->pipe.change_cost_s > 0) {
-        int *scratch = malloc(sizeof *scratch * (size_t)ev->g.nops);
-        int *starts = malloc(sizeof *starts * (size_t)ev->g.ops_per_stage);
-        if (!scratch || !starts) rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
+    int rc = evaluate(ev, clocks, &t, &e, err);
+    if (!rc && ev->pipe.change_cost_s > 0) {
+        size_t n = (size_t)ev->g.ops_per_stage + 1;
+        mscratch w = {malloc(sizeof(int) * n),
+                      malloc(sizeof(long) * (size_t)ev->g.nnodes),
+                      {0, malloc(sizeof(int) * n), malloc(sizeof(int) * n),
+                       malloc(sizeof(long) * n), malloc(sizeof(long) * n), 0, 0, 0, 0}};
+        if (!w.starts || !w.earliest || !w.x.op || !w.x.k || !w.x.d || !w.x.save)
+            rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
         /* every merge removes a change: the sweeps end */
-        for (int more = !rc; more;) {
+        for (int more = !rc; more && !rc;) {
             more = 0;
-            for (int s = 0; s < ev->pipe.stages; s++)
-                while (merge_one(ev, clocks, scratch, starts, s, &t, &e))
+            for (int s = 0; s < ev->pipe.stages && !rc; s++)
+                while (!rc && merge_one(ev, clocks, &w, s, t, e)) {
+                    rc = evaluate(ev, clocks, &t, &e, err);
                     more = 1;
+                }
         }
-        free(scratch);
-        free(starts);
-        /* leave the context with the result's evaluation, as after prs__table_run */
-        if (!rc && !(rc = prs__table_lookup(ev, clocks, err))) t = prs__table_run(ev, &e);
+        free(w.starts);
+        free(w.earliest);
+        free(w.x.op);
+        free(w.x.k);
+        free(w.x.d);
+        free(w.x.save);
     }
     if (!rc && T) *T = t;
     if (!rc && energy_j) *energy_j = e;
