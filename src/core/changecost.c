@@ -324,6 +324,9 @@ static void sink_close(sink *k)
 typedef struct work {
     int *cur, *a, *b, *save, *chg_op, *chg_freq;
     unsigned char *crit;
+    int same;          /* the point's plan and time are the last point's: its results stand */
+    long last, ta, tb; /* the last point's time without costs, and its results' */
+    double ea, eb;
 } work;
 
 static void work_free(work *w)
@@ -368,16 +371,23 @@ static int merge_point(prs_eval *ev, work *w, prs_frontier_point pt, sink *c, si
 {
     const prs_pipeline *p = &ev->pipe;
     size_t nops = (size_t)ev->g.nops;
-    long target = lround(pt.eval_time_s / p->unit_time_s), ta, tb = 0;
-    double ea, eb = 0;
-    memcpy(w->a, w->cur, sizeof *w->a * nops);
-    int rc = prs__changes_merge(ev, w->a, &ta, &ea, err);
-    if (rc) return rc;
-    memcpy(w->b, w->a, sizeof *w->b * nops);
-    if ((rc = prs__changes_reclaim(ev, w->a, &ta, &ea, err))) return rc;
-    if (ta > target && ((rc = speed_up(ev, w->b, target, w->save, w->crit, &tb, &eb, err)) ||
-                        (rc = prs__changes_reclaim(ev, w->b, &tb, &eb, err))))
-        return rc;
+    long target = lround(pt.eval_time_s / p->unit_time_s), ta = w->ta, tb = w->tb;
+    double ea = w->ea, eb = w->eb;
+    int rc = 0;
+    if (!w->same || target != w->last) {
+        memcpy(w->a, w->cur, sizeof *w->a * nops);
+        if ((rc = prs__changes_merge(ev, w->a, &ta, &ea, err))) return rc;
+        memcpy(w->b, w->a, sizeof *w->b * nops);
+        if ((rc = prs__changes_reclaim(ev, w->a, &ta, &ea, err))) return rc;
+        if (ta > target && ((rc = speed_up(ev, w->b, target, w->save, w->crit, &tb, &eb, err)) ||
+                            (rc = prs__changes_reclaim(ev, w->b, &tb, &eb, err))))
+            return rc;
+        w->last = target;
+        w->ta = ta;
+        w->tb = tb;
+        w->ea = ea;
+        w->eb = eb;
+    }
     int two = ta > target && memcmp(w->a, w->b, sizeof *w->a * nops) != 0;
     double bw = (double)p->stages * p->blocking_power_w * p->unit_time_s;
     int b_first = two && tb <= ta && eb + bw * (double)(ta - tb) <= ea + CHANGES_REL_TOL * ea;
@@ -401,6 +411,7 @@ static int merged(prs_eval *ev, const prs_frontier *f, sink *c, sink *x, prs_err
     for (size_t k = 0; !rc && k < f->npoints; k++) {
         for (size_t i = f->dstart[k]; i < f->dstart[k + 1]; i++)
             w.cur[f->dop[i]] = f->dfreq[i];
+        w.same = k > 0 && f->dstart[k] == f->dstart[k + 1];
         rc = merge_point(ev, &w, f->pts[k], c, x, err);
     }
     work_free(&w);
