@@ -200,7 +200,7 @@ int prs__changes_merge(prs_eval *ev, int *clocks, long *T, double *energy_j, prs
                       {0, malloc(sizeof(int) * n), malloc(sizeof(int) * n),
                        malloc(sizeof(long) * n), malloc(sizeof(long) * n), 0, 0, 0, 0}};
         if (!w.starts || !w.earliest || !w.x.op || !w.x.k || !w.x.d || !w.x.save)
-            rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
+            rc = FAIL(err, PRS_ENOMEM, "out of memory");
         /* every merge removes a change: the sweeps end */
         for (int more = !rc; more && !rc;) {
             more = 0;
@@ -285,9 +285,10 @@ static int speed_up(prs_eval *ev, int *clocks, long target, int *save, unsigned 
     long t = prs__table_run(ev, &e);
     while (t > target) {
         memcpy(save, clocks, sizeof *save * nops);
-        long t1 = t;
-        if (speed_round(ev, clocks, crit) == 0 || prs__table_lookup(ev, clocks, NULL) ||
-            (t1 = prs__table_run(ev, &e)) >= t) {
+        long t1 = speed_round(ev, clocks, crit) == 0 || prs__table_lookup(ev, clocks, NULL)
+                      ? t
+                      : prs__table_run(ev, &e);
+        if (t1 >= t) {
             memcpy(clocks, save, sizeof *save * nops);
             break;
         }
@@ -439,5 +440,5 @@ int prs__changes_frontiers(prs_eval *ev, prs_frontier **f, prs_frontier **tracks
     }
     sink_close(&c);
     sink_close(&x);
-    return rc == PRS_ENOMEM ? prs_error_set(err, rc, "out of memory charging clock changes") : rc;
+    return rc == PRS_ENOMEM ? FAIL(err, rc, "out of memory charging clock changes") : rc;
 }

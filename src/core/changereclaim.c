@@ -109,15 +109,15 @@ int prs__changes_reclaim(prs_eval *ev, int *clocks, long *T, double *energy_j, p
     size_t nops = (size_t)ev->g.nops;
     int *orig = malloc(sizeof *orig * nops);
     long *E = malloc(sizeof *E * (size_t)ev->g.nnodes);
-    int rc = !orig || !E ? prs_error_set(err, PRS_ENOMEM, "out of memory")
-                         : prs__table_lookup(ev, clocks, err);
+    int rc =
+        !orig || !E ? FAIL(err, PRS_ENOMEM, "out of memory") : prs__table_lookup(ev, clocks, err);
     double e = 0;
     long t = rc ? 0 : prs__table_run(ev, &e);
     for (int s = 0; !rc && s < RECLAIM_SWEEPS; s++) {
         memcpy(orig, clocks, sizeof *orig * nops);
         prs__graph_cpm(&ev->g, ev->dur, ev->earliest, ev->latest);
         if (!sweep(ev, clocks, orig, E, RECLAIM_REL_TOL * e)) break;
-        double e1;
+        double e1 = e;
         long t1 = prs__table_lookup(ev, clocks, NULL) ? t + 1 : prs__table_run(ev, &e1);
         if (t1 > t || !(e1 < e)) { /* never expected: the sweep before it stands */
             memcpy(clocks, orig, sizeof *orig * nops);
