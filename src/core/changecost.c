@@ -402,8 +402,15 @@ static int merge_point(prs_eval *ev, work *w, prs_frontier_point pt, sink *c, si
     return rc;
 }
 
-/* Every plan of f through merge_point into c and x (may be NULL). */
-static int merged(prs_eval *ev, const prs_frontier *f, sink *c, sink *x, prs_error *err)
+/* Points between two calls of the progress callback (a point costs a few passes over the
+ * schedule graph). */
+#define CHANGES_TICK_POINTS 32
+
+/* Every plan of f through merge_point into c and x (may be NULL); the progress callback of tick
+ * called with (total, total) every CHANGES_TICK_POINTS points: PRS_ECANCELED when it asks to
+ * stop. */
+static int merged(prs_eval *ev, const prs_frontier *f, sink *c, sink *x, const prs__tick *tick,
+                  long total, prs_error *err)
 {
     size_t nops = (size_t)f->nops;
     work w;
@@ -414,20 +421,23 @@ static int merged(prs_eval *ev, const prs_frontier *f, sink *c, sink *x, prs_err
             w.cur[f->dop[i]] = f->dfreq[i];
         w.same = k > 0 && f->dstart[k] == f->dstart[k + 1];
         rc = merge_point(ev, &w, f->pts[k], c, x, err);
+        if (!rc && tick && tick->fn && k % CHANGES_TICK_POINTS == CHANGES_TICK_POINTS - 1 &&
+            tick->fn(tick->ud, total, total))
+            rc = FAIL(err, PRS_ECANCELED, "planning canceled charging clock changes");
     }
     work_free(&w);
     return rc;
 }
 
 int prs__changes_frontiers(prs_eval *ev, prs_frontier **f, prs_frontier **tracks, int clean,
-                           prs_error *err)
+                           const prs__tick *tick, long total, prs_error *err)
 {
     if (ev->pipe.change_cost_s <= 0) return 0;
     sink c = {NULL, NULL}, x = {NULL, NULL};
     int rc = sink_open(&c, *f);
     if (!rc && clean) rc = sink_open(&x, *f);
-    if (!rc) rc = merged(ev, *f, &c, clean ? &x : NULL, err);
-    if (!rc && clean && *tracks) rc = merged(ev, *tracks, &x, &x, err);
+    if (!rc) rc = merged(ev, *f, &c, clean ? &x : NULL, tick, total, err);
+    if (!rc && clean && *tracks) rc = merged(ev, *tracks, &x, &x, tick, total, err);
     if (!rc) {
         prs_frontier_free(*f);
         *f = c.f;

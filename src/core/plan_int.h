@@ -247,9 +247,10 @@ int prs__changes_reclaim(prs_eval *ev, int *clocks, long *T, double *energy_j, p
  * them, also a copy sped up toward that time (merges toward the faster clock at every change on
  * the critical path): *f keeps the one no faster plan beats. With clean, the other plans (those
  * copies and *tracks', merged too) go to *tracks (created when NULL), for the cleaning.
- * Nothing when changes are free. */
+ * tick (may be NULL): its progress callback gets (total, total) every few points, and a non-zero
+ * answer stops the passes with PRS_ECANCELED. Nothing when changes are free. */
 int prs__changes_frontiers(prs_eval *ev, prs_frontier **f, prs_frontier **tracks, int clean,
-                           prs_error *err);
+                           const prs__tick *tick, long total, prs_error *err);
 
 /* ---- Slack reclaiming (refine.c) ---- */
 

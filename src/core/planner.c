@@ -849,8 +849,10 @@ int prs_plan_counted(const prs_profile *profile, const prs_plan_opts *o, prs_fro
         kind = o->cost_model == PRS_COST_HULL ? PRS_FRONTIER_CLEAN : PRS_FRONTIER_RAW;
     int hull = o->cost_model == PRS_COST_HULL;
     long total = span > 0 ? span : 1;
+    prs__tick tick = {o->progress, o->ud};
     if ((rc = walk(&r, total, err)) ||
-        (rc = prs__changes_frontiers(r.ev, &f, &r.tracks, kind == PRS_FRONTIER_CLEAN, err)))
+        (rc = prs__changes_frontiers(r.ev, &f, &r.tracks, kind == PRS_FRONTIER_CLEAN, &tick, total,
+                                     err)))
         goto out;
     if (kind == PRS_FRONTIER_CLEAN) {
         prs_frontier *c = NULL;

@@ -7,7 +7,8 @@
  *   - the planner: every point's evaluated figures are its plan's with the costs, and a
  *     frontier planned with a cost makes fewer changes than one planned without; at cost 0 the
  *     frontier is the one planned before the option (same plans, same figures);
- *   - plans.prs keeps the cost; bad costs are refused, naming the field. */
+ *   - plans.prs keeps the cost; the passes can be canceled through the progress callback; bad
+ *     costs are refused, naming the field. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +21,7 @@
 
 #include "plan_int.h"
 #include "perseus/limits.h"
+#include "perseus/synth.h"
 
 /* One GPU, 4 microbatches (1F1B: F0 B0 F1 B1 ... F3 B3), unit 1 ms, 10 W blocking, two clocks.
  * Slowing a backward saves more per unit than slowing a forward, so the planner's plans at 136
@@ -217,6 +219,49 @@ static void test_save_load(void **state)
     prs_profile_free(p);
 }
 
+/* Stops a run at the stop-th call with done = total > 0. */
+typedef struct stopper {
+    int calls, stop;
+} stopper;
+
+static int stop_at(void *ud, long done, long total)
+{
+    stopper *s = ud;
+    return total > 0 && done == total && ++s->calls == s->stop;
+}
+
+/* The passes over the plans call the progress callback, and a run canceled there fails naming
+ * them. */
+static void test_cancel(void **state)
+{
+    (void)state;
+    prs_synth_opts so;
+    prs_synth_opts_init(&so);
+    so.stages = 4;
+    prs_profile *p = NULL;
+    prs_error err;
+    assert_int_equal(prs_synth_profile(&so, &p, &err), 0);
+    prs_plan_opts o;
+    prs_plan_opts_default(&o);
+    o.pipe = (prs_pipeline){4, 8, PRS_SCHEDULE_1F1B, 0.001, 83.64, 0, 0.0003};
+    o.cost_model = PRS_COST_HULL;
+    o.threads = 1;
+    o.progress = stop_at;
+    int found = 0;
+    for (int n = 1; n <= 8 && !found; n++) {
+        stopper st = {0, n};
+        o.ud = &st;
+        prs_frontier *f = NULL;
+        int rc = prs_plan(p, &o, &f, &err);
+        prs_frontier_free(f);
+        if (rc == 0) break; /* past the last call */
+        assert_int_equal(rc, PRS_ECANCELED);
+        found = strstr(err.msg, "clock changes") != NULL;
+    }
+    assert_true(found);
+    prs_profile_free(p);
+}
+
 static void test_bad_cost(void **state)
 {
     (void)state;
@@ -236,7 +281,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_count),     cmocka_unit_test(test_evaluate),
         cmocka_unit_test(test_merge),     cmocka_unit_test(test_planner),
-        cmocka_unit_test(test_save_load), cmocka_unit_test(test_bad_cost),
+        cmocka_unit_test(test_save_load), cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_bad_cost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
