@@ -96,9 +96,11 @@ static int get_reuse_key(json_t *root, job_spec *s, prs_error *err)
     return 0;
 }
 
-/* change_cost_us (optional, microseconds; default 0): prs_pipeline.change_cost_s. */
+/* change_cost_us (optional, microseconds; absent: perseusd's --change-cost-us, default 0):
+ * prs_pipeline.change_cost_s. */
 static int get_change_cost(json_t *root, job_spec *s, prs_error *err)
 {
+    s->has_change_cost = json_object_get(root, "change_cost_us") != NULL;
     return jf_real(root, "change_cost_us", 0, 0.0, 0, PRS_MAX_CHANGE_COST_S * 1e6,
                    &s->change_cost_us, err);
 }
@@ -316,7 +318,7 @@ json_t *spec_json(const job_spec *s)
         "blocking_power_w", bp, "cost_model", prs_cost_model_name(s->cost_model), "straggler",
         "factor", s->straggler_factor, "iterations", s->straggler_iterations, "switch_lead_s",
         s->switch_lead_s, "reuse_frontier", s->reuse_frontier, "power_cap_w", cap);
-    if (o && s->change_cost_us > 0 && /* absent when free: specs of before are unchanged */
+    if (o && s->has_change_cost && /* absent when not given: specs of before are unchanged */
         json_object_set_new(o, "change_cost_us", json_real(s->change_cost_us))) {
         json_decref(o);
         return NULL;

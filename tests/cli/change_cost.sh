@@ -4,7 +4,9 @@
 #   - cost 0 writes the same frontier files, byte for byte, as no option;
 #   - with a cost: plans.prs keeps it, `plan export` shows the plan's changes, `evaluate` of a
 #     frontier point gives the figures the planner recorded (costs included), and a frontier
-#     read with a different --change-cost-us is refused.
+#     read with a different --change-cost-us is refused;
+#   - perseusd: a job without change_cost_us takes --change-cost-us, one with 0 keeps it, and the
+#     server's fastest point is the one `perseus plan` finds with the same cost.
 set -euo pipefail
 bin=${PRS_BIN_DIR:?}/perseus
 src=${PRS_SOURCE_DIR:?}
@@ -62,4 +64,48 @@ done
 # a frontier planned with free changes is not judged with a cost
 expect_error 2 "--change-cost-us 500 does not match the frontier's 0" \
   "$bin" evaluate --profile "$ex" --frontier "$tmp/hull-0" --index 0 --change-cost-us 500
+# --- perseusd: the job spec's change_cost_us, and --change-cost-us for specs without one ---
+rc=0
+"${PRS_BIN_DIR}/perseusd" --change-cost-us -3 2>"$tmp/err" || rc=$?
+[[ $rc -eq 2 ]] && grep -q -- "--change-cost-us: expected microseconds from 0 to 100000, got '-3'" \
+  "$tmp/err" || fail "perseusd --change-cost-us -3: exit $rc, $(cat "$tmp/err")"
+"${PRS_BIN_DIR}/perseusd" --listen 127.0.0.1:0 --data-dir "$tmp/d" --port-file "$tmp/port" \
+  --change-cost-us 300 2>"$tmp/log" &
+srv=$!
+trap 'kill "$srv" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
+wait_until 30 test -s "$tmp/port" || fail "perseusd did not start: $(cat "$tmp/log")"
+url="http://127.0.0.1:$(cat "$tmp/port")"
+clocks=$($py -c 'import csv,sys; print(",".join(sorted({r["frequency"] for r in csv.DictReader(open(sys.argv[1]))}, key=int, reverse=True)))' "$ex")
+create() { # create EXTRA: the job's id and token, one per line
+  curl -sf -X POST -H 'Content-Type: application/json' "$url/v1/jobs" -d "{\"stages\":2,\
+\"microbatches\":4,\"dp\":1,\"clocks_mhz\":[$clocks],\"blocking_power_w\":83.64,\
+\"cost_model\":\"hull\"$1}" | $py -c 'import json,sys; d=json.load(sys.stdin); print(d["job_id"]); print(d["token"])'
+}
+frontier() { # frontier ID TOKEN: the fastest point and the spec's change_cost_us, when planned
+  curl -sf -X POST -H "Authorization: Bearer $2" -H 'Content-Type: text/csv' \
+    --data-binary "@$ex" "$url/v1/jobs/$1/profile" >/dev/null || fail "profile upload"
+  wait_until 60 sh -c "curl -sf -H 'Authorization: Bearer $2' '$url/v1/jobs/$1/frontier' >/dev/null" ||
+    fail "no frontier: $(curl -s -H "Authorization: Bearer $2" "$url/v1/jobs/$1")"
+  curl -sf -H "Authorization: Bearer $2" "$url/v1/jobs/$1/frontier" >"$tmp/fr.json"
+  curl -sf -H "Authorization: Bearer $2" "$url/v1/jobs/$1" >"$tmp/st.json"
+  $py - "$tmp/fr.json" "$tmp/st.json" <<'EOF2'
+import json, sys
+f, st = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+p = f["fastest_point"]
+print(p["eval_time_s"], p["eval_energy_j"], st["spec"].get("change_cost_us"))
+EOF2
+}
+mapfile -t a < <(create "")
+mapfile -t b < <(create ',"change_cost_us":0')
+fa=$(frontier "${a[0]}" "${a[1]}") fb=$(frontier "${b[0]}" "${b[1]}")
+echo "perseusd --change-cost-us 300: $fa; change_cost_us 0: $fb"
+[[ $(cut -d' ' -f3 <<<"$fa") == 300.0 ]] || fail "the default cost is not the job's: $fa"
+[[ $(cut -d' ' -f3 <<<"$fb") == 0.0 ]] || fail "the job's own cost 0 was not kept: $fb"
+# the same planning from the command line: the server planned with the cost
+"$bin" plan --profile "$ex" --stages 2 --microbatches 4 --unit-time 0.001 --blocking-power 83.64 \
+  --cost-model hull --change-cost-us 300 --quiet --out "$tmp/s300"
+"$bin" plan export "$tmp/s300" --index $(($(wc -l <"$tmp/s300/frontier-detail.csv") - 2)) >"$tmp/p.json"
+want=$($py -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["eval_time_s"], d["eval_energy_j"])' "$tmp/p.json")
+[[ $(cut -d' ' -f1,2 <<<"$fa") == "$want" ]] || fail "server's fastest point $fa, perseus plan's $want"
+[[ $(cut -d' ' -f1,2 <<<"$fb") != "$want" ]] || fail "a job without the cost planned as one with it"
 echo "change_cost: ok"
