@@ -64,6 +64,22 @@ done
 # a frontier planned with free changes is not judged with a cost
 expect_error 2 "--change-cost-us 500 does not match the frontier's 0" \
   "$bin" evaluate --profile "$ex" --frontier "$tmp/hull-0" --index 0 --change-cost-us 500
+# --- bench_change_cost (docs/planner.md's figure): at cost 0 the planned and the free plan are
+# one; with a cost the plan planned with it is no slower than the free plan charged ---
+bench=${PRS_BIN_DIR}/bench/bench_change_cost
+if [[ -x $bench ]]; then
+  "$bench" "$ex" 4 4 0.001 83.64 hull 0,500 >"$tmp/bench.txt"
+  $py - "$tmp/bench.txt" <<'EOF' || fail "bench_change_cost: $(cat "$tmp/bench.txt")"
+import sys
+rows = [l.replace("|", " ").split() for l in open(sys.argv[1]).read().splitlines()[2:]]
+assert [r[0] for r in rows] == ["0", "500"], rows
+z, c = rows
+assert z[1:4] == z[4:7], z                   # cost 0: the same plan
+assert float(c[2]) <= float(c[5]), c         # planned with the cost: no slower than the free plan
+assert int(c[1]) < int(c[4]), c              # with fewer changes (6 against 28 here)
+EOF
+fi
+
 # --- perseusd: the job spec's change_cost_us, and --change-cost-us for specs without one ---
 rc=0
 "${PRS_BIN_DIR}/perseusd" --change-cost-us -3 2>"$tmp/err" || rc=$?
