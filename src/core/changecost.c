@@ -1,6 +1,8 @@
 /* What clock changes cost a plan (docs/planner.md, 'Clock changes'): counting a plan's changes,
- * and the planner's pass that merges the clocks of neighbouring computations on a GPU where a
- * change costs more time and energy than the different clock saves.
+ * and the planner's passes over every plan of a frontier: merging the clocks of neighbouring
+ * computations on a GPU where a change costs more time and energy than the different clock
+ * saves, slack reclaiming with the costs (changereclaim.c) and, where the changes made a plan
+ * slower, a sped-up copy.
  *
  * A change adds pipe->change_cost_s before the computation that needs it (evaluate.c quantizes
  * the computation's measured time plus the cost); its time is spent at blocking power. The pass
