@@ -1858,8 +1858,8 @@ int main(int argc, char **argv)
     }
     if (g->conns > g->ranks) g->conns = g->ranks;
     g->gpu = prs_gpu_preset_find("a100");
-    g->pipe = (prs_pipeline){g->stages, g->microbatches,          PRS_SCHEDULE_1F1B,
-                             0.001,     g->gpu->blocking_power_w, 0};
+    g->pipe = (prs_pipeline){
+        g->stages, g->microbatches, PRS_SCHEDULE_1F1B, 0.001, g->gpu->blocking_power_w, 0, 0};
     g->ops = prs_ops_per_stage(&g->pipe);
 
     struct rlimit rl;

@@ -68,7 +68,7 @@ static void run_case(const plan_case *c, result *out)
     prs_error err = {0, ""};
     prs_plan_opts o;
     prs_plan_opts_default(&o);
-    o.pipe = (prs_pipeline){c->stages, c->microbatches, PRS_SCHEDULE_1F1B, c->unit_s, 80, 0};
+    o.pipe = (prs_pipeline){c->stages, c->microbatches, PRS_SCHEDULE_1F1B, c->unit_s, 80, 0, 0};
     o.cost_model = c->model;
     o.frontier = PRS_FRONTIER_CLEAN;
     o.threads = c->threads;

@@ -32,6 +32,10 @@
 /* A GPU's blocking power (prs_pipeline_check, perseus --blocking-power, perseusd's
  * blocking_power_w): 100 kW, far above any GPU's, so energies stay finite. */
 #define PRS_MAX_BLOCKING_POWER_W 1e5
+/* The time one clock change adds (prs_pipeline.change_cost_s, perseus --change-cost-us,
+ * perseusd's change_cost_us): at most 100 ms, some hundred times what locking a real GPU's
+ * clocks takes; a larger figure is a mistake of units. */
+#define PRS_MAX_CHANGE_COST_S 0.1
 /* Span q_max - q_min of an operation type's quantized times, in units of tau: the planner keeps
  * a cost table over the span (src/core/options.c); a larger one means a unit time far too small. */
 #define PRS_MAX_UNIT_SPAN 100000000L

@@ -75,6 +75,9 @@ typedef struct prs_pipeline {
     double unit_time_s;      /* quantum tau; > 0 */
     double blocking_power_w; /* GPU power while blocked or idle; >= 0 */
     int virtual_stages;      /* model chunks per GPU: interleaved only (>= 2); 0 or 1 otherwise */
+    double change_cost_s;    /* time a clock change adds before the computation that needs it on
+                              * its GPU, at blocking power (docs/planner.md, 'Clock changes');
+                              * 0 (default): changes are free; at most PRS_MAX_CHANGE_COST_S */
 } prs_pipeline;
 
 /* Progress of a planning run: done of about total steps. Return 0 to go on, anything else to
@@ -119,7 +122,8 @@ PRS_API int prs_frontier_kind_parse(const char *name, prs_frontier_kind *out);
 PRS_API const char *prs_polish_kind_name(prs_polish_kind k);
 PRS_API int prs_polish_kind_parse(const char *name, prs_polish_kind *out);
 
-/* Validate a pipeline description (positive sizes, finite positive unit, finite power >= 0). */
+/* Validate a pipeline description (positive sizes, finite positive unit, finite power >= 0,
+ * change cost from 0 to PRS_MAX_CHANGE_COST_S). */
 PRS_API int prs_pipeline_check(const prs_pipeline *pipe, prs_error *err);
 
 /* Model chunks = profile stages the pipeline needs: stages * virtual stages (interleaved),
@@ -133,6 +137,12 @@ PRS_API int prs_op_describe(const prs_pipeline *pipe, int stage, int pos, prs_in
 /* Same, with the model chunk (profile stage) it belongs to (chunk may be NULL). */
 PRS_API int prs_op_describe_chunk(const prs_pipeline *pipe, int stage, int pos, prs_instr *instr,
                                   int *microbatch, int *chunk);
+
+/* Clock changes a plan makes per iteration (docs/planner.md, 'Clock changes'): on every GPU,
+ * each computation whose clock differs from the one before it in the GPU's execution order, the
+ * first computation compared with the last (the plan repeats every iteration). clocks_mhz:
+ * stages * ops_per_stage entries. -1 for a pipeline that fails prs_pipeline_check. */
+PRS_API long prs_plan_count_changes(const prs_pipeline *pipe, const int *clocks_mhz);
 
 /* One emitted planner iteration. */
 typedef struct prs_frontier_point {
@@ -302,7 +312,10 @@ PRS_API int prs_plan_timeline(const prs_profile *profile, const prs_pipeline *pi
 /* Exact evaluation of a plan against a profile: each computation takes its clock's measured
  * time quantized to units of tau (as the planner quantizes) and its measured energy; the
  * iteration time is the critical path; every stage burns blocking power while not computing.
- * energy = sum(e) + P_block * (stages * T - sum(q * tau)). Fails if a clock is not profiled. */
+ * energy = sum(e) + P_block * (stages * T - sum(q * tau)). With pipe->change_cost_s > 0, a
+ * computation whose clock differs from the one before it on its GPU (prs_plan_count_changes)
+ * takes its measured time plus the change cost, quantized, and the change's time is spent at
+ * blocking power (it is not part of q). Fails if a clock is not profiled. */
 PRS_API int prs_evaluate_plan(const prs_profile *profile, const prs_pipeline *pipe,
                               const int *clocks_mhz, double *time_s, double *energy_j,
                               prs_error *err);

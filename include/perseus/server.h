@@ -70,6 +70,9 @@ typedef struct prs_server_config {
                                 * models, are left out when listening beyond loopback) */
     double job_idle_timeout_s; /* an unfinished job that no request reached this long is
                                 * deleted, freeing its place; 0: the default, 1 day; < 0: never */
+    double change_cost_us;     /* the time a clock change adds, for jobs whose spec gives no
+                                * change_cost_us (docs/planner.md, 'Clock changes'); default 0:
+                                * changes are free; 0 to 100000 */
     /* Zeus-compatible routes (docs/api.md, "Zeus-compatible routes"); off unless enabled. */
     struct {
         int enabled;              /* serve them */

@@ -141,7 +141,8 @@ class _Stats(ctypes.Structure):
 class _Pipeline(ctypes.Structure):
     _fields_ = [("stages", ctypes.c_int), ("microbatches", ctypes.c_int),
                 ("schedule", ctypes.c_int), ("unit_time_s", ctypes.c_double),
-                ("blocking_power_w", ctypes.c_double), ("virtual_stages", ctypes.c_int)]
+                ("blocking_power_w", ctypes.c_double), ("virtual_stages", ctypes.c_int),
+                ("change_cost_s", ctypes.c_double)]
 
 
 class _Work(ctypes.Structure):

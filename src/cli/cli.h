@@ -102,6 +102,7 @@ enum {
     PRS_CLI_THREADS,
     PRS_CLI_FORCE_UNITS,
     PRS_CLI_POLISH,
+    PRS_CLI_CHANGE_COST,
     PRS_CLI_NPIPE
 };
 #define PRS_CLI_BIT(i) (1u << (i))
@@ -110,13 +111,18 @@ enum {
     (PRS_CLI_BIT(PRS_CLI_STAGES) | PRS_CLI_BIT(PRS_CLI_MICROBATCHES) |                             \
      PRS_CLI_BIT(PRS_CLI_UNIT_TIME) | PRS_CLI_BIT(PRS_CLI_BLOCKING_POWER))
 /* getopt_long entries; VAL is the command's code for "a pipeline option". */
+/* The help line of --change-cost-us, for the commands that take the pipeline options. */
+#define PRS_CLI_CHANGE_COST_HELP                                                                   \
+    "  --change-cost-us US    time a clock change adds before the computation that needs\n"        \
+    "                         it, at blocking power (default 0: changes are free)\n"
 #define PRS_CLI_PIPELINE_OPTIONS(val)                                                              \
     {"stages", required_argument, 0, (val)}, {"microbatches", required_argument, 0, (val)},        \
         {"unit-time", required_argument, 0, (val)},                                                \
         {"blocking-power", required_argument, 0, (val)},                                           \
         {"schedule", required_argument, 0, (val)},                                                 \
+        {"virtual-stages", required_argument, 0, (val)},                                           \
     {                                                                                              \
-        "virtual-stages", required_argument, 0, (val)                                              \
+        "change-cost-us", required_argument, 0, (val)                                              \
     }
 #define PRS_CLI_COST_MODEL_OPTION(val)                                                             \
     {                                                                                              \

@@ -1,6 +1,6 @@
 /* The pipeline options every planning subcommand takes (plan, evaluate, emulate, plot savings):
- * --stages, --microbatches, --unit-time, --blocking-power, --schedule, --virtual-stages and
- * --cost-model, parsed in one place with one set of messages (cli.h). */
+ * --stages, --microbatches, --unit-time, --blocking-power, --schedule, --virtual-stages,
+ * --change-cost-us and --cost-model, parsed in one place with one set of messages (cli.h). */
 #include <stdio.h>
 #include <string.h>
 
@@ -9,8 +9,9 @@
 #include "perseus/numfmt.h"
 
 static const char *const names[PRS_CLI_NPIPE] = {
-    "stages",     "microbatches", "unit-time",  "blocking-power", "schedule",    "virtual-stages",
-    "cost-model", "frontier",     "max-points", "threads",        "force-units", "polish"};
+    "stages",         "microbatches", "unit-time",     "blocking-power", "schedule",
+    "virtual-stages", "cost-model",   "frontier",      "max-points",     "threads",
+    "force-units",    "polish",       "change-cost-us"};
 
 void prs_cli_pipeline_init(prs_cli_pipeline *p)
 {
@@ -43,6 +44,17 @@ static int parse_value(const char *cmd, int which, const char *arg, prs_cli_pipe
         return -1;
     case PRS_CLI_VIRTUAL_STAGES:
         return prs_cli_positive_int(cmd, opt, arg, &pipe->virtual_stages);
+    case PRS_CLI_CHANGE_COST: {
+        double us;
+        if (prs_num_parse_double(arg, &us) == 0 && us >= 0 && us <= PRS_MAX_CHANGE_COST_S * 1e6) {
+            pipe->change_cost_s = us / 1e6;
+            return 0;
+        }
+        fprintf(stderr,
+                "perseus %s: %s: expected a number of microseconds from 0 to %g, got '%s'\n", cmd,
+                opt, PRS_MAX_CHANGE_COST_S * 1e6, arg);
+        return -1;
+    }
     case PRS_CLI_FRONTIER:
         if (prs_frontier_kind_parse(arg, &p->plan.frontier) == 0) return 0;
         prs_cli_usage_error(cmd, "--frontier: expected auto, raw or clean, got", arg);
@@ -90,9 +102,9 @@ int prs_cli_pipeline_option(const char *cmd, const char *name, const char *arg, 
 const char *prs_cli_pipeline_missing(const prs_cli_pipeline *p, unsigned which)
 {
     static const char *const opts[PRS_CLI_NPIPE] = {
-        "--stages",     "--microbatches",   "--unit-time",   "--blocking-power",
-        "--schedule",   "--virtual-stages", "--cost-model",  "--frontier",
-        "--max-points", "--threads",        "--force-units", "--polish"};
+        "--stages",         "--microbatches", "--unit-time",     "--blocking-power", "--schedule",
+        "--virtual-stages", "--cost-model",   "--frontier",      "--max-points",     "--threads",
+        "--force-units",    "--polish",       "--change-cost-us"};
     for (int i = 0; i < PRS_CLI_NPIPE; i++)
         if ((which & PRS_CLI_BIT(i)) && !(p->given & PRS_CLI_BIT(i))) return opts[i];
     return NULL;
@@ -127,6 +139,9 @@ int prs_cli_pipeline_match(const char *cmd, const prs_cli_pipeline *p, const prs
     else if ((given & PRS_CLI_BIT(PRS_CLI_VIRTUAL_STAGES)) && fv != cv)
         fprintf(stderr, "perseus %s: --virtual-stages %d does not match the frontier's %d (%s)\n",
                 cmd, cv, fv, dir);
+    else if ((given & PRS_CLI_BIT(PRS_CLI_CHANGE_COST)) && f->change_cost_s != cl->change_cost_s)
+        fprintf(stderr, "perseus %s: --change-cost-us %g does not match the frontier's %g (%s)\n",
+                cmd, cl->change_cost_s * 1e6, f->change_cost_s * 1e6, dir);
     else
         return 0;
     return -1;

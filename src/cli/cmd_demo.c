@@ -716,7 +716,7 @@ static int parse_args(int argc, char **argv, demo *d, demo_args *a, int *done)
 /* Start perseusd on a temporary directory, run the demo, stop and remove it all. */
 static int run(demo *d, const demo_args *a, results *res)
 {
-    d->pipe = (prs_pipeline){d->stages, d->mb, PRS_SCHEDULE_1F1B, 0.001, 0, 0};
+    d->pipe = (prs_pipeline){d->stages, d->mb, PRS_SCHEDULE_1F1B, 0.001, 0, 0, 0};
     for (int p = 0; p < d->dp; p++)
         d->slow[p] = 1;
     char dir[256], db[300];

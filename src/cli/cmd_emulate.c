@@ -50,7 +50,8 @@ static const char emulate_usage[] =
     "  --polish KIND          plans polished, as 'perseus plan --polish' (default auto: the\n"
     "                         fastest plan for hull, none for exp)\n"
     "  --schedule NAME        1f1b (default), gpipe, or interleaved (with --virtual-stages)\n"
-    "  --virtual-stages V     model chunks per GPU for the interleaved schedule (>= 2)\n"
+    "  --virtual-stages V     model chunks per GPU for the interleaved schedule (>= "
+    "2)\n" PRS_CLI_CHANGE_COST_HELP
     "  --straggler S ...      slowdown factors >= 1: numbers ('1.1 1.2' or '1.1,1.2') or\n"
     "                         inclusive ranges START:STOP:STEP ('1.01:1.50:0.01'); repeatable\n"
     "  --json                 one JSON object instead of the table\n"

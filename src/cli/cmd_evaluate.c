@@ -34,7 +34,8 @@ static const char evaluate_usage[] =
     "  --unit-time SEC        time quantum, e.g. 0.001\n"
     "  --blocking-power W     GPU power while blocked or idle, e.g. 83.64 (A100)\n"
     "  --schedule NAME        1f1b (default), gpipe, or interleaved\n"
-    "  --virtual-stages V     model chunks per GPU for the interleaved schedule (>= 2)\n"
+    "  --virtual-stages V     model chunks per GPU for the interleaved schedule (>= "
+    "2)\n" PRS_CLI_CHANGE_COST_HELP
     "  --all-max              every computation at its highest profiled clock\n"
     "  --uniform MHZ          every computation at MHZ (profiled for every computation);\n"
     "                         'auto': the least-energy uniform clock no slower than all-max\n"

@@ -15,7 +15,8 @@
 static const char plan_usage[] =
     "usage: perseus plan --profile FILE --stages S --microbatches M --unit-time SEC\n"
     "                    --blocking-power W [--schedule NAME [--virtual-stages V]]\n"
-    "                    [--cost-model exp|hull] [--frontier auto|raw|clean]\n"
+    "                    [--change-cost-us US] [--cost-model exp|hull] [--frontier "
+    "auto|raw|clean]\n"
     "                    [--max-points N] [--threads N] [--polish auto|none|runs|all]\n"
     "                    [--always-use-noise-factor] [--filter artifact|zeus] [--quiet]\n"
     "                    --out DIR\n"
@@ -34,7 +35,8 @@ static const char plan_usage[] =
     "  --blocking-power W     GPU power while blocked or idle, e.g. 83.64 (A100)\n"
     "  --schedule NAME        1f1b (default), gpipe, or interleaved (Megatron-LM)\n"
     "  --virtual-stages V     model chunks per GPU for the interleaved schedule (>= 2);\n"
-    "                         the profile then has stages * V stages (chunk c on GPU c mod S)\n"
+    "                         the profile then has stages * V stages (chunk c on GPU c mod "
+    "S)\n" PRS_CLI_CHANGE_COST_HELP
     "  --cost-model MODEL     exp: the reference's exponential fit (default);\n"
     "                         hull: convex hull of measured options, closer to optimal\n"
     "  --frontier KIND        clean: only plans no faster plan beats (evaluated energy plus\n"
@@ -129,6 +131,11 @@ static int print_json_plan(const prs_frontier *f, size_t k, const int *clocks)
                         json_integer(pipe->virtual_stages > 1 ? pipe->virtual_stages : 1));
     prs_cli_json_set_real(o, "unit_time_s", pipe->unit_time_s);
     prs_cli_json_set_real(o, "blocking_power_w", pipe->blocking_power_w);
+    if (pipe->change_cost_s > 0) { /* docs/planner.md, 'Clock changes' */
+        prs_cli_json_set_real(o, "change_cost_s", pipe->change_cost_s);
+        json_object_set_new(o, "clock_changes",
+                            json_integer((json_int_t)prs_plan_count_changes(pipe, clocks)));
+    }
     json_object_set_new(o, "cost_model",
                         json_string(prs_cost_model_name(prs_frontier_cost_model(f))));
     json_t *plan = json_array();

@@ -18,6 +18,7 @@ void prs__table_free(prs__table_table *t)
     free(t->start);
     free(t->freq);
     free(t->q);
+    free(t->qc);
     free(t->time_s);
     free(t->energy_j);
     memset(t, 0, sizeof *t);
@@ -34,9 +35,10 @@ int prs__table_build(const prs_profile *p, const prs_pipeline *pipe, prs__table_
     t->start = calloc((size_t)t->ntypes + 1, sizeof *t->start);
     t->freq = malloc(sizeof *t->freq * (n ? n : 1));
     t->q = malloc(sizeof *t->q * (n ? n : 1));
+    t->qc = malloc(sizeof *t->qc * (n ? n : 1));
     t->time_s = malloc(sizeof *t->time_s * (n ? n : 1));
     t->energy_j = malloc(sizeof *t->energy_j * (n ? n : 1));
-    if (!t->start || !t->freq || !t->q || !t->time_s || !t->energy_j) {
+    if (!t->start || !t->freq || !t->q || !t->qc || !t->time_s || !t->energy_j) {
         prs__table_free(t);
         return FAIL(err, PRS_ENOMEM, "out of memory");
     }
@@ -58,15 +60,20 @@ int prs__table_build(const prs_profile *p, const prs_pipeline *pipe, prs__table_
         while (j > t->start[k] && t->freq[j - 1] > rows[i].freq_mhz) {
             t->freq[j] = t->freq[j - 1];
             t->q[j] = t->q[j - 1];
+            t->qc[j] = t->qc[j - 1];
             t->time_s[j] = t->time_s[j - 1];
             t->energy_j[j] = t->energy_j[j - 1];
             j--;
         }
         t->freq[j] = rows[i].freq_mhz;
         t->q[j] = prs__model_quantize(rows[i].time_s, pipe->unit_time_s);
+        t->qc[j] =
+            pipe->change_cost_s > 0
+                ? prs__model_quantize(rows[i].time_s + pipe->change_cost_s, pipe->unit_time_s)
+                : t->q[j];
         t->time_s[j] = rows[i].time_s;
         t->energy_j[j] = rows[i].energy_j;
-        if (t->q[j] < 0) {
+        if (t->q[j] < 0 || t->qc[j] < 0) {
             free(fill);
             prs__table_free(t);
             return FAIL(err, PRS_EINVAL,
@@ -91,7 +98,7 @@ static int check_path_range(const prs_eval *ev, prs_error *err)
         int k = ev->g.op_type[op];
         long qmax = 0;
         for (int j = t->start[k]; j < t->start[k + 1]; j++)
-            if (t->q[j] > qmax) qmax = t->q[j];
+            if (t->qc[j] > qmax) qmax = t->qc[j]; /* qc >= q */
         sum += (double)qmax;
     }
     if (sum * (double)ev->pipe.stages > PRS_MAX_PATH_UNITS)
@@ -230,11 +237,12 @@ int prs__table_lookup(prs_eval *ev, const int *clocks_mhz, prs_error *err)
     const prs__graph_graph *g = &ev->g;
     double sum_e = 0;
     long sum_q = 0;
+    int costly = ev->pipe.change_cost_s > 0;
     for (int op = 0; op < g->nops; op++) {
         int k = prs__table_find(&ev->t, g->op_type[op], clocks_mhz[op]);
         if (k < 0) return unprofiled(ev, op, clocks_mhz[op], err);
         ev->idx[op] = k;
-        ev->dur[op] = ev->t.q[k];
+        ev->dur[op] = costly && prs__op_changes(g, clocks_mhz, op) ? ev->t.qc[k] : ev->t.q[k];
         sum_q += ev->t.q[k];
         sum_e += ev->t.energy_j[k];
     }

@@ -89,9 +89,10 @@ static int write_plans(const prs_frontier *f, FILE *out)
             PLANS_MAGIC, f->pipe.stages, f->pipe.microbatches, prs_schedule_name(f->pipe.schedule),
             f->pipe.virtual_stages > 1 ? f->pipe.virtual_stages : 1,
             prs_num_fmt_double(a, sizeof a, f->pipe.unit_time_s));
-    fprintf(out, "blocking_power %s\ncost_model %s\npoints %zu\nbase",
-            prs_num_fmt_double(a, sizeof a, f->pipe.blocking_power_w),
-            prs_cost_model_name(f->model), f->npoints);
+    fprintf(out, "blocking_power %s\n", prs_num_fmt_double(a, sizeof a, f->pipe.blocking_power_w));
+    if (f->pipe.change_cost_s > 0) /* absent when changes are free, as before the option */
+        fprintf(out, "change_cost %s\n", prs_num_fmt_double(a, sizeof a, f->pipe.change_cost_s));
+    fprintf(out, "cost_model %s\npoints %zu\nbase", prs_cost_model_name(f->model), f->npoints);
     for (int i = 0; i < f->nops; i++)
         fprintf(out, " %d", f->base[i]);
     fputc('\n', out);
@@ -247,8 +248,13 @@ static int parse_header(reader *r, prs_pipeline *pipe, prs_cost_model *model, si
         return bad(r, "expected 'unit_time SECONDS'");
     if (!(v = keyed(r, "blocking_power")) || prs_num_parse_double(v, &pipe->blocking_power_w))
         return bad(r, "expected 'blocking_power WATTS'");
-    if (!(v = keyed(r, "cost_model")) || prs_cost_model_parse(v, model))
-        return bad(r, "expected 'cost_model exp|hull'");
+    if ((v = keyed(r, "change_cost")) && prs_num_parse_double(v, &pipe->change_cost_s))
+        return bad(r, "expected 'change_cost SECONDS'");
+    if (v) /* the optional change cost was there: the cost model follows */
+        v = keyed(r, "cost_model");
+    else if (!r->fault && strncmp(r->line, "cost_model ", 11) == 0)
+        v = r->line + 11;
+    if (!v || prs_cost_model_parse(v, model)) return bad(r, "expected 'cost_model exp|hull'");
     if (!(v = keyed(r, "points")) || prs_num_parse_long(v, &points) || points < 0 ||
         points > PRS_MAX_FRONTIER_POINTS)
         return bad(r, "expected 'points N' with N at most 100000000");

@@ -122,6 +122,10 @@ int prs_pipeline_check(const prs_pipeline *p, prs_error *err)
         return prs_error_set(err, PRS_EINVAL,
                              "blocking power must be a number from 0 to %g W (got %g)",
                              PRS_MAX_BLOCKING_POWER_W, p->blocking_power_w);
+    if (!(p->change_cost_s >= 0 && p->change_cost_s <= PRS_MAX_CHANGE_COST_S))
+        return prs_error_set(err, PRS_EINVAL,
+                             "clock change cost must be a number from 0 to %g s (got %g)",
+                             PRS_MAX_CHANGE_COST_S, p->change_cost_s);
     return 0;
 }
 

@@ -178,6 +178,8 @@ typedef struct prs__table_table {
     int *start;       /* per type: first entry; start[ntypes] = total */
     int *freq;        /* ascending within a type */
     long *q;          /* quantized time, units of tau */
+    long *qc;         /* quantized time after a clock change: time + the change cost; q when
+                       * changes are free (docs/planner.md, 'Clock changes') */
     double *time_s;   /* measured */
     double *energy_j; /* measured */
 } prs__table_table;
@@ -208,12 +210,47 @@ struct prs_eval {
  * stop. */
 int prs__eval_open_ticked(const prs_profile *profile, const prs_pipeline *pipe,
                           const prs__tick *tick, prs_eval **out, prs_error *err);
-/* Table entries of every op's clock into ev->idx, durations into ev->dur, and the sums of
- * measured energies and quantized times. PRS_EINVAL naming the first clock not profiled. */
+/* Table entries of every op's clock into ev->idx, durations into ev->dur (a computation after
+ * a clock change: its qc entry), and the sums of measured energies and quantized times (q,
+ * without the changes: they are spent at blocking power). PRS_EINVAL naming the first clock
+ * not profiled. */
 int prs__table_lookup(prs_eval *ev, const int *clocks_mhz, prs_error *err);
 /* After prs__table_lookup: the critical path in units (ev->earliest filled) and the iteration
  * energy. */
 long prs__table_run(prs_eval *ev, double *energy_j);
+
+/* Whether computation op runs after a clock change in the plan clocks (one per op): its clock
+ * differs from the one before it on its GPU, the GPU's first computation compared with its last
+ * (docs/planner.md, 'Clock changes'). */
+static inline int prs__op_changes(const prs__graph_graph *g, const int *clocks, int op)
+{
+    int pos = op % g->ops_per_stage;
+    return clocks[op] != clocks[pos ? op - 1 : op + g->ops_per_stage - 1];
+}
+
+/* ---- Clock change costs (changecost.c) ---- */
+
+/* Merge the clocks of neighbouring computations on a GPU where a change costs more than it
+ * saves (docs/planner.md, 'Clock changes'): a run of equal clocks takes its left or right
+ * neighbour's clock when the plan's evaluation with change costs is no slower and no costlier
+ * (ties: the merge, which makes fewer changes), until no run can. clocks is changed in place;
+ * *T and *energy_j (may be NULL) get its evaluated figures. Does nothing but evaluate when
+ * changes are free. Fails as prs__table_lookup. */
+int prs__changes_merge(prs_eval *ev, int *clocks, long *T, double *energy_j, prs_error *err);
+/* Slack reclaiming with the change costs (changereclaim.c): each computation in turn takes the
+ * profiled clock that saves the most effective energy and fits the plan's schedule, its change
+ * and the next computation's counted; the evaluated time never grows. clocks changed in place;
+ * *T, *energy_j (may be NULL): the result's figures. Fails as prs__table_lookup. */
+int prs__changes_reclaim(prs_eval *ev, int *clocks, long *T, double *energy_j, prs_error *err);
+/* Every plan of *f through prs__changes_merge, with its evaluated figures updated (the planned
+ * ones stay the walk's); where the changes made a plan slower than its evaluated time without
+ * them, also a copy sped up toward that time (merges toward the faster clock at every change on
+ * the critical path): *f keeps the one no faster plan beats. With clean, the other plans (those
+ * copies and *tracks', merged too) go to *tracks (created when NULL), for the cleaning.
+ * tick (may be NULL): its progress callback gets (total, total) every few points, and a non-zero
+ * answer stops the passes with PRS_ECANCELED. Nothing when changes are free. */
+int prs__changes_frontiers(prs_eval *ev, prs_frontier **f, prs_frontier **tracks, int clean,
+                           const prs__tick *tick, long total, prs_error *err);
 
 /* ---- Slack reclaiming (refine.c) ---- */
 

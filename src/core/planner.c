@@ -754,8 +754,10 @@ static void set_bounds(const run *r, prs_frontier *f)
         prs_frontier_point *pt = &f->pts[k];
         long t = lround(pt->eval_time_s / pipe->unit_time_s), at = r->t_max - t;
         double cost = pt->energy_j - bw * pt->time_s;
+        /* a change cost past the planned time: only the relaxation's cost at t bounds it */
+        if (pipe->change_cost_s > 0 && pt->eval_time_s > pt->time_s) cost = -INFINITY;
         if (at >= 0 && at <= r->span && !isnan(r->cost_at[at])) cost = fmax(cost, r->cost_at[at]);
-        pt->bound_j = cost + bw * pt->eval_time_s;
+        pt->bound_j = isfinite(cost) ? cost + bw * pt->eval_time_s : 0;
     }
 }
 
@@ -847,7 +849,11 @@ int prs_plan_counted(const prs_profile *profile, const prs_plan_opts *o, prs_fro
         kind = o->cost_model == PRS_COST_HULL ? PRS_FRONTIER_CLEAN : PRS_FRONTIER_RAW;
     int hull = o->cost_model == PRS_COST_HULL;
     long total = span > 0 ? span : 1;
-    if ((rc = walk(&r, total, err))) goto out;
+    prs__tick tick = {o->progress, o->ud};
+    if ((rc = walk(&r, total, err)) ||
+        (rc = prs__changes_frontiers(r.ev, &f, &r.tracks, kind == PRS_FRONTIER_CLEAN, &tick, total,
+                                     err)))
+        goto out;
     if (kind == PRS_FRONTIER_CLEAN) {
         prs_frontier *c = NULL;
         const prs_frontier *both[2] = {f, r.tracks};

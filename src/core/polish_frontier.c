@@ -29,16 +29,40 @@ int prs_polish_kind_parse(const char *name, prs_polish_kind *out)
     return PRS_EINVAL;
 }
 
+/* With clock changes that cost time (docs/planner.md, 'Clock changes'): the polished plan in
+ * ev->idx, its changes merged, replaces clocks (merged already, figures t0 and e0) when it is
+ * no slower and cheaper, judged with the costs; else *T and *energy_j get t0 and e0. */
+static int polish_costly(prs_eval *ev, int *clocks, long t0, double e0, long *T, double *energy_j,
+                         prs_error *err)
+{
+    int *plan = malloc(sizeof *plan * (size_t)ev->g.nops);
+    if (!plan) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    for (int op = 0; op < ev->g.nops; op++)
+        plan[op] = ev->t.freq[ev->idx[op]];
+    int rc = prs__changes_merge(ev, plan, T, energy_j, err);
+    if (!rc && *T <= t0 && *energy_j < e0)
+        memcpy(clocks, plan, sizeof *plan * (size_t)ev->g.nops);
+    else if (!rc) {
+        *T = t0;
+        *energy_j = e0;
+    }
+    free(plan);
+    return rc;
+}
+
 /* Polish clocks (one per op) through ev and p: budget, its own evaluated time. */
 static int polish_clocks(prs_eval *ev, prs__polish *p, int *clocks, long *T, double *energy_j,
                          prs_error *err)
 {
-    int rc = prs__table_lookup(ev, clocks, err);
+    int costly = ev->pipe.change_cost_s > 0;
+    int rc = costly ? prs__changes_merge(ev, clocks, NULL, NULL, err)
+                    : prs__table_lookup(ev, clocks, err);
     if (rc) return rc;
     double e0;
     long t0 = prs__table_run(ev, &e0);
     if ((rc = prs__polish_run(p, ev->idx, t0, T, energy_j)))
         return prs_error_set(err, rc, "plan exceeds its own time");
+    if (costly) return polish_costly(ev, clocks, t0, e0, T, energy_j, err);
     if (*energy_j >= e0) { /* nothing gained: the plan as it was */
         *T = t0;
         *energy_j = e0;

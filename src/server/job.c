@@ -41,6 +41,9 @@ void job_config_key(const job_spec *s, char key[2 * SECURE_SHA256_LEN + 1])
                      prs_cost_model_name(s->cost_model));
     for (int i = 0; i < s->nclocks && n > 0 && (size_t)n < sizeof buf; i++)
         n += snprintf(buf + n, sizeof buf - (size_t)n, "%d,", s->clocks_mhz[i]);
+    if (s->change_cost_us > 0 && n > 0 && (size_t)n < sizeof buf) /* none when free, as before */
+        n += snprintf(buf + n, sizeof buf - (size_t)n, "\nchange_cost_us=%s",
+                      prs_num_fmt_double(a, sizeof a, s->change_cost_us));
     if (n < 0 || (size_t)n >= sizeof buf) n = (int)sizeof buf - 1;
     secure_sha256_hex(buf, (size_t)n, key);
 }

@@ -77,6 +77,9 @@ static const char usage[] =
     "                         (default 10m)\n"
     "  --max-plan-points N    refuse a problem whose frontier could have more points\n"
     "                         (default 1000000)\n"
+    "  --change-cost-us US    the time a clock change adds before the computation that\n"
+    "                         needs it, which the planner charges, for jobs whose spec gives\n"
+    "                         no change_cost_us (default 0: changes are free)\n"
     "  --max-plan-memory BYTES  the planners' memory: a problem whose planner could take\n"
     "                         more (its estimate: the schedule graph, the tables, the\n"
     "                         frontier) is refused; plannings that fit alone wait until they\n"
@@ -272,6 +275,11 @@ static int parse_limit(int c, prs_server_config *cfg)
     case 'M':
         if (parse_size(optarg, &cfg->max_plan_memory))
             return bad("--max-plan-memory: bad size", optarg);
+        return -1;
+    case 'u':
+        if (prs_num_parse_double(optarg, &cfg->change_cost_us) != 0 ||
+            !(cfg->change_cost_us >= 0 && cfg->change_cost_us <= PRS_MAX_CHANGE_COST_S * 1e6))
+            return bad("--change-cost-us: expected microseconds from 0 to 100000, got", optarg);
         return -1;
     case 'C':
         if (parse_count(optarg, 1000000, &count))
@@ -473,6 +481,7 @@ static int parse_args(int argc, char **argv, prs_server_config *cfg, args *a)
                                          {"plan-timeout", required_argument, NULL, 'T'},
                                          {"max-plan-points", required_argument, NULL, 'Q'},
                                          {"max-plan-memory", required_argument, NULL, 'M'},
+                                         {"change-cost-us", required_argument, NULL, 'u'},
                                          {"zeus-compat", no_argument, NULL, '1'},
                                          {"zeus-prefix", required_argument, NULL, '2'},
                                          {"zeus-microbatches", required_argument, NULL, '3'},

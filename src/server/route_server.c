@@ -42,6 +42,10 @@ enum MHD_Result handle_create(prs_server *s, struct MHD_Connection *c, conn_ctx 
     prs_error err;
     if (req_parse_job_spec(cc->body ? cc->body : "", cc->len, &spec, &err))
         return reply_error(s, c, cc, 400, "bad_request", err.msg);
+    if (!spec.has_change_cost && s->cfg.change_cost_us > 0) { /* perseusd --change-cost-us */
+        spec.has_change_cost = 1;
+        spec.change_cost_us = s->cfg.change_cost_us;
+    }
     long world = (long)spec.dp * spec.stages * spec.tp;
     if (world > s->cfg.max_world) {
         char msg[160];

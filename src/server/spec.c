@@ -96,6 +96,15 @@ static int get_reuse_key(json_t *root, job_spec *s, prs_error *err)
     return 0;
 }
 
+/* change_cost_us (optional, microseconds; absent: perseusd's --change-cost-us, default 0):
+ * prs_pipeline.change_cost_s. */
+static int get_change_cost(json_t *root, job_spec *s, prs_error *err)
+{
+    s->has_change_cost = json_object_get(root, "change_cost_us") != NULL;
+    return jf_real(root, "change_cost_us", 0, 0.0, 0, PRS_MAX_CHANGE_COST_S * 1e6,
+                   &s->change_cost_us, err);
+}
+
 /* The scalar fields of the top level. */
 static int decode_scalars(json_t *root, const spec_limits *lim, job_spec *s, prs_error *err)
 {
@@ -107,7 +116,7 @@ static int decode_scalars(json_t *root, const spec_limits *lim, job_spec *s, prs
         jf_int(root, "virtual_stages", 0, 1, lim->max_virtual_stages, &s->virtual_stages, err) ||
         jf_real(root, "unit_time_s", 0, lim->min_unit_time_s, 0, lim->max_unit_time_s,
                 &s->unit_time_s, err) ||
-        get_blocking_power(root, lim, s, err) ||
+        get_blocking_power(root, lim, s, err) || get_change_cost(root, s, err) ||
         jf_real(root, "switch_lead_s", 0, 0.0, 0, lim->max_switch_lead_s, &s->switch_lead_s, err) ||
         jf_bool(root, "reuse_frontier", &s->reuse_frontier, err) ||
         get_power_cap(root, lim, s, err) || get_reuse_key(root, s, err))
@@ -155,6 +164,7 @@ void spec_pipeline(const job_spec *s, prs_pipeline *pipe)
     pipe->schedule = s->schedule;
     pipe->unit_time_s = s->unit_time_s;
     pipe->blocking_power_w = s->blocking_power_w;
+    pipe->change_cost_s = s->change_cost_us / 1e6;
     pipe->virtual_stages = s->schedule == PRS_SCHEDULE_INTERLEAVED ? s->virtual_stages : 0;
 }
 
@@ -261,25 +271,12 @@ static int decode_straggler(json_t *root, const spec_limits *lim, job_spec *s, p
 
 int spec_decode(json_t *root, const spec_limits *lim, job_spec *s, prs_error *err)
 {
-    static const char *const keys[] = {"model",
-                                       "stages",
-                                       "microbatches",
-                                       "dp",
-                                       "tp",
-                                       "schedule",
-                                       "virtual_stages",
-                                       "clocks_mhz",
-                                       "profiling",
-                                       "unit_time_s",
-                                       "blocking_power_w",
-                                       "cost_model",
-                                       "straggler",
-                                       "reuse_frontier",
-                                       "switch_lead_s",
-                                       "power_cap_w",
-                                       "reuse_key",
-                                       "reuse_key_sha256",
-                                       NULL};
+    static const char *const keys[] = {
+        "model",       "stages",      "microbatches",     "dp",
+        "tp",          "schedule",    "virtual_stages",   "clocks_mhz",
+        "profiling",   "unit_time_s", "blocking_power_w", "change_cost_us",
+        "cost_model",  "straggler",   "reuse_frontier",   "switch_lead_s",
+        "power_cap_w", "reuse_key",   "reuse_key_sha256", NULL};
     spec_defaults(s);
     if (jf_only_keys(root, "", keys, err) || decode_scalars(root, lim, s, err) ||
         check_pipeline(lim, s, err) || decode_clocks(root, lim, s, err) ||
@@ -321,6 +318,11 @@ json_t *spec_json(const job_spec *s)
         "blocking_power_w", bp, "cost_model", prs_cost_model_name(s->cost_model), "straggler",
         "factor", s->straggler_factor, "iterations", s->straggler_iterations, "switch_lead_s",
         s->switch_lead_s, "reuse_frontier", s->reuse_frontier, "power_cap_w", cap);
+    if (o && s->has_change_cost && /* absent when not given: specs of before are unchanged */
+        json_object_set_new(o, "change_cost_us", json_real(s->change_cost_us))) {
+        json_decref(o);
+        return NULL;
+    }
     if (o && s->reuse_key_sha256[0] &&
         json_object_set_new(o, "reuse_key_sha256", json_string(s->reuse_key_sha256))) {
         json_decref(o);

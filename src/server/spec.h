@@ -51,6 +51,10 @@ typedef struct job_spec {
     double unit_time_s;
     int has_blocking_power;  /* 0: not given, the job plans with the measured blocking power */
     double blocking_power_w; /* when given (0 otherwise) */
+    int has_change_cost;     /* change_cost_us was given (else perseusd's default applies) */
+    double change_cost_us;   /* the time a clock change adds, charged by the planner
+                                (prs_pipeline.change_cost_s = this / 1e6; docs/planner.md,
+                                'Clock changes'); 0: free */
     prs_cost_model cost_model;
     double straggler_factor; /* automatic detection threshold, > 1 */
     int straggler_iterations;

@@ -418,6 +418,8 @@ static json_t *v1_spec(const zeus_jobs *t, const zjob *j)
                           clocks, "profiling", prof);
     if (s && t->cfg.zeus.blocking_power_w > 0)
         json_object_set_new(s, "blocking_power_w", json_real(t->cfg.zeus.blocking_power_w));
+    if (s && t->cfg.change_cost_us > 0) /* perseusd --change-cost-us */
+        json_object_set_new(s, "change_cost_us", json_real(t->cfg.change_cost_us));
     return s;
 }
 

@@ -169,7 +169,8 @@ static void world_start(world *w, double poll_s, int v, int dp, const char *extr
     for (int d = 0; d < MAX_DP; d++)
         w->slow[d] = 1;
     w->pipe = (prs_pipeline){STAGES, MB, v > 1 ? PRS_SCHEDULE_INTERLEAVED : PRS_SCHEDULE_1F1B,
-                             0.001,  0,  v > 1 ? v : 0};
+                             0.001,  0,  v > 1 ? v : 0,
+                             0};
     harness_tmpdir(w->d.dir, sizeof w->d.dir, "client-e2e");
     assert_true(w->d.dir[0]);
     assert_int_equal(daemon_start(&w->d), 0);

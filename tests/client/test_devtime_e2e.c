@@ -302,7 +302,7 @@ static void plan_on(const prs_profile *p, double blocking_w, const prs_profile *
 {
     prs_plan_opts po;
     prs_plan_opts_default(&po);
-    po.pipe = (prs_pipeline){STAGES, MB, PRS_SCHEDULE_1F1B, 0.001 * TIME_SCALE, blocking_w, 0};
+    po.pipe = (prs_pipeline){STAGES, MB, PRS_SCHEDULE_1F1B, 0.001 * TIME_SCALE, blocking_w, 0, 0};
     prs_frontier *f = NULL;
     prs_error e;
     int rc = prs_plan(p, &po, &f, &e);
@@ -525,7 +525,7 @@ static void world_open(world *w, const config *cfg)
     w->stop_at = 1L << 40;
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
-    w->pipe = (prs_pipeline){STAGES, MB, PRS_SCHEDULE_1F1B, 0.001 * TIME_SCALE, 0, 0};
+    w->pipe = (prs_pipeline){STAGES, MB, PRS_SCHEDULE_1F1B, 0.001 * TIME_SCALE, 0, 0, 0};
     harness_tmpdir(w->d.dir, sizeof w->d.dir, "devtime");
     assert_true(w->d.dir[0]);
     set_env(cfg, w->d.dir);

@@ -34,7 +34,7 @@ static prs_profile *synth(int stages)
 
 static prs_pipeline pipeline(prs_schedule sched, int stages, int mb, int virt)
 {
-    prs_pipeline pp = {stages, mb, sched, 0.001, 83.64, virt};
+    prs_pipeline pp = {stages, mb, sched, 0.001, 83.64, virt, 0};
     return pp;
 }
 

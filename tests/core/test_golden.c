@@ -259,7 +259,7 @@ static void gpt3_m12_plans(void **state)
 static void graph_sizes(void **state)
 {
     (void)state;
-    prs_pipeline pipe = {8, 12, PRS_SCHEDULE_1F1B, 0.001, 83.64, 1};
+    prs_pipeline pipe = {8, 12, PRS_SCHEDULE_1F1B, 0.001, 83.64, 1, 0};
     prs__graph_graph g;
     assert_int_equal(prs__graph_build(&pipe, &g, NULL), 0);
     assert_int_equal(g.nnodes, 388);
@@ -278,7 +278,7 @@ static void schedule_order(void **state)
     };
     int mbs[] = {8, 2};
     for (int c = 0; c < 2; c++) {
-        prs_pipeline pipe = {4, mbs[c], PRS_SCHEDULE_1F1B, 0.001, 0, 1};
+        prs_pipeline pipe = {4, mbs[c], PRS_SCHEDULE_1F1B, 0.001, 0, 1, 0};
         int stages[] = {0, 3};
         for (int k = 0; k < 2; k++) {
             char buf[256] = "";

@@ -294,7 +294,7 @@ static void gen_case(rng *r, int id, tcase *c)
 
 static prs_pipeline case_pipe(const tcase *c)
 {
-    prs_pipeline p = {c->stages, c->mbs, PRS_SCHEDULE_1F1B, TAU_S, c->power_w, 1};
+    prs_pipeline p = {c->stages, c->mbs, PRS_SCHEDULE_1F1B, TAU_S, c->power_w, 1, 0};
     return p;
 }
 

@@ -35,7 +35,7 @@ static void add_stage(prs_profile *p, int s, double tf, double ef, double tb, do
 static void power_of(const prs_profile *p, int stages, double unit, double pb, double window,
                      prs_plan_power *out, prs_power_step **steps, size_t *n)
 {
-    prs_pipeline pipe = {stages, 1, PRS_SCHEDULE_1F1B, unit, pb, 0};
+    prs_pipeline pipe = {stages, 1, PRS_SCHEDULE_1F1B, unit, pb, 0, 0};
     prs_eval *ev;
     prs_error err;
     assert_int_equal(prs_eval_open(p, &pipe, &ev, &err), 0);
@@ -184,7 +184,7 @@ static void test_synthetic_against_brute_force(void **state)
     prs_profile *p = NULL;
     prs_error err;
     assert_int_equal(prs_synth_profile(&o, &p, &err), 0);
-    prs_pipeline pipe = {4, 6, PRS_SCHEDULE_1F1B, 0.001, 83.64, 0};
+    prs_pipeline pipe = {4, 6, PRS_SCHEDULE_1F1B, 0.001, 83.64, 0, 0};
     prs_eval *ev;
     assert_int_equal(prs_eval_open(p, &pipe, &ev, &err), 0);
     int nops = prs_eval_nops(ev);
@@ -245,7 +245,7 @@ static void test_bad_input(void **state)
     assert_int_equal(prs_power_peak(s, 2, 1.0, &pk, NULL, &err), PRS_EINVAL);
     prs_profile *p = prs_profile_new();
     add_stage(p, 0, 1.0, 100, 2.0, 300);
-    prs_pipeline pipe = {1, 1, PRS_SCHEDULE_1F1B, 0.5, 50, 0};
+    prs_pipeline pipe = {1, 1, PRS_SCHEDULE_1F1B, 0.5, 50, 0, 0};
     prs_plan_power pw;
     int plan[2] = {1000, 1000};
     assert_int_equal(prs_plan_power_of(p, &pipe, plan, -1, &pw, &err), PRS_EINVAL);

@@ -63,7 +63,7 @@ static prs_profile *make_profile(const tiny_row *rows, size_t n, int skip_stage,
     return p;
 }
 
-static const prs_pipeline tiny_pipe = {2, 2, PRS_SCHEDULE_1F1B, 1.0, 0.1, 0};
+static const prs_pipeline tiny_pipe = {2, 2, PRS_SCHEDULE_1F1B, 1.0, 0.1, 0, 0};
 
 static void test_allmax_tiny(void **state)
 {
@@ -186,7 +186,7 @@ static void test_envpipe_tiny(void **state)
     CLOSE(t, 90);
     CLOSE(e, 121.4);
     /* one stage: nothing but the (critical) last stage, so all-max */
-    prs_pipeline one = {1, 3, PRS_SCHEDULE_1F1B, 1.0, 0.1, 0};
+    prs_pipeline one = {1, 3, PRS_SCHEDULE_1F1B, 1.0, 0.1, 0, 0};
     int p1[6];
     assert_int_equal(prs_baseline_envpipe(p, &one, p1, NULL), 0);
     for (int i = 0; i < 6; i++)
@@ -227,12 +227,12 @@ static void test_envpipe_properties(void **state)
 {
     (void)state;
     static const synth_case cases[] = {
-        {"a100", 8, 1.07, {8, 12, PRS_SCHEDULE_1F1B, 0.001, 83.64, 0}},
-        {"a100", 8, 0.9, {8, 12, PRS_SCHEDULE_1F1B, 0.001, 83.64, 0}},
-        {"a40", 4, 1.07, {4, 8, PRS_SCHEDULE_1F1B, 0.0001, 70.38, 0}},
-        {"a40", 4, 0.9, {4, 6, PRS_SCHEDULE_GPIPE, 0.0001, 70.38, 0}},
-        {"h100", 6, 1.1, {6, 3, PRS_SCHEDULE_1F1B, 0.001, 60, 0}}, /* M < S */
-        {"a100", 8, 1.07, {4, 8, PRS_SCHEDULE_INTERLEAVED, 0.001, 83.64, 2}},
+        {"a100", 8, 1.07, {8, 12, PRS_SCHEDULE_1F1B, 0.001, 83.64, 0, 0}},
+        {"a100", 8, 0.9, {8, 12, PRS_SCHEDULE_1F1B, 0.001, 83.64, 0, 0}},
+        {"a40", 4, 1.07, {4, 8, PRS_SCHEDULE_1F1B, 0.0001, 70.38, 0, 0}},
+        {"a40", 4, 0.9, {4, 6, PRS_SCHEDULE_GPIPE, 0.0001, 70.38, 0, 0}},
+        {"h100", 6, 1.1, {6, 3, PRS_SCHEDULE_1F1B, 0.001, 60, 0, 0}}, /* M < S */
+        {"a100", 8, 1.07, {4, 8, PRS_SCHEDULE_INTERLEAVED, 0.001, 83.64, 2, 0}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         for (int noisy = 0; noisy < 2; noisy++) {

@@ -28,7 +28,7 @@
  * Two plans share the fastest time; the cheaper one (4) is the no-straggler answer. */
 static prs_frontier *hand_frontier(void)
 {
-    prs_pipeline pipe = {2, 1, PRS_SCHEDULE_1F1B, 1.0, 1.0, 0};
+    prs_pipeline pipe = {2, 1, PRS_SCHEDULE_1F1B, 1.0, 1.0, 0, 0};
     int base[4] = {1, 1, 1, 1};
     prs_frontier *f = prs__frontier_new(&pipe, PRS_COST_EXP, base);
     assert_non_null(f);
@@ -84,7 +84,7 @@ static void test_hand_frontier(void **state)
     assert_int_equal(kp, 1);
     prs_frontier_free(f);
 
-    prs_pipeline pipe = {2, 1, PRS_SCHEDULE_1F1B, 1.0, 1.0, 0};
+    prs_pipeline pipe = {2, 1, PRS_SCHEDULE_1F1B, 1.0, 1.0, 0, 0};
     int base[4] = {1, 1, 1, 1};
     prs_frontier *empty = prs__frontier_new(&pipe, PRS_COST_EXP, base);
     size_t k;

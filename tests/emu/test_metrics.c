@@ -248,7 +248,7 @@ static void test_allmax_energy(void **state)
 {
     (void)state;
     prs_profile *p = tiny_profile();
-    prs_pipeline pipe = {2, 2, PRS_SCHEDULE_1F1B, 1.0, 0.1, 0};
+    prs_pipeline pipe = {2, 2, PRS_SCHEDULE_1F1B, 1.0, 0.1, 0, 0};
     /* recipe: sum over stages of M (e_F + e_B) + P_b (T - M (t_F + t_B))
      *       = 2 * [2 * 30 + 0.1 * (T - 2 * 30)] */
     double e;

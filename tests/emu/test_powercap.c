@@ -36,7 +36,7 @@ static prs_profile *profile(void)
 /* Points slowest first: all-min, F1000 B500, F500 B1000, all-max. */
 static prs_frontier *frontier(void)
 {
-    prs_pipeline pipe = {1, 1, PRS_SCHEDULE_1F1B, 0.5, 50, 0};
+    prs_pipeline pipe = {1, 1, PRS_SCHEDULE_1F1B, 0.5, 50, 0, 0};
     int base[2] = {500, 500};
     prs_frontier *f = prs__frontier_new(&pipe, PRS_COST_HULL, base);
     assert_non_null(f);

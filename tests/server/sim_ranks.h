@@ -66,7 +66,7 @@ static inline double sim_energy(const sim_job *j, int pp, prs_instr in, int mhz)
 static inline json_t *sim_iteration(const sim_job *j, int pp, long iteration, const int *clocks,
                                     int with_windows, double time_s)
 {
-    prs_pipeline pipe = {j->stages, j->microbatches, PRS_SCHEDULE_1F1B, 0.001, 0, 0};
+    prs_pipeline pipe = {j->stages, j->microbatches, PRS_SCHEDULE_1F1B, 0.001, 0, 0, 0};
     int ops = prs_ops_per_stage(&pipe);
     json_t *wins = json_array();
     double t = 0, e = 0;

@@ -193,7 +193,7 @@ static void test_job_through_every_phase(void **state)
     assert_memory_equal(plan0, plan1, sizeof plan0);
     for (int i = 0; i < STAGES * OPS; i++)
         allmax[i] = 1410;
-    prs_pipeline pipe = {STAGES, MB, PRS_SCHEDULE_1F1B, 0.001, 83.64, 0};
+    prs_pipeline pipe = {STAGES, MB, PRS_SCHEDULE_1F1B, 0.001, 83.64, 0, 0};
     double t_plan, e_plan, t_max, e_max;
     assert_int_equal(prs_evaluate_plan(profile, &pipe, plan0, &t_plan, &e_plan, NULL), 0);
     assert_int_equal(prs_evaluate_plan(profile, &pipe, allmax, &t_max, &e_max, NULL), 0);

@@ -586,7 +586,7 @@ static double estimate_with(int stages, int mb, double unit, prs_cost_model mode
     free(csv);
     prs_plan_opts o;
     prs_plan_opts_default(&o);
-    o.pipe = (prs_pipeline){stages, mb, PRS_SCHEDULE_1F1B, unit, 80, 0};
+    o.pipe = (prs_pipeline){stages, mb, PRS_SCHEDULE_1F1B, unit, 80, 0, 0};
     o.frontier = PRS_FRONTIER_CLEAN;
     o.cost_model = model;
     o.threads = threads;

@@ -148,12 +148,47 @@ static void test_job_loads_over_api_limit(void **state)
     harness_rmdir(dir);
 }
 
+/* change_cost_us: planned with (prs_pipeline.change_cost_s), kept through the stored form,
+ * absent from it when 0; a negative, non-numeric or absurd one is refused naming the field. */
+static void test_change_cost(void **state)
+{
+    (void)state;
+    const char *w = "{\"stages\":4,\"microbatches\":8,\"dp\":1,\"clocks_mhz\":[1410,1200],"
+                    "\"change_cost_us\":250}";
+    job_spec a, b;
+    prs_error err = {0, ""};
+    int prc = req_parse_job_spec(w, strlen(w), &a, &err);
+    if (prc) fail_msg("%s", err.msg);
+    prs_pipeline pipe;
+    spec_pipeline(&a, &pipe);
+    assert_true(pipe.change_cost_s == 250 / 1e6);
+    char *text = spec_to_stored(&a);
+    assert_non_null(strstr(text, "\"change_cost_us\":250"));
+    assert_int_equal(stored(text, &b, &err), 0);
+    assert_memory_equal(&a, &b, sizeof a);
+    free(text);
+    assert_int_equal(req_parse_job_spec(WIRE, strlen(WIRE), &a, &err), 0);
+    text = spec_to_stored(&a);
+    assert_null(strstr(text, "change_cost"));
+    free(text);
+    const char *bad[] = {"-1", "\"300\"", "1e9", "null"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char t[256];
+        snprintf(t, sizeof t,
+                 "{\"stages\":4,\"microbatches\":8,\"dp\":1,\"clocks_mhz\":[1410],"
+                 "\"change_cost_us\":%s}",
+                 bad[i]);
+        assert_int_equal(req_parse_job_spec(t, strlen(t), &a, &err), PRS_EINVAL);
+        assert_non_null(strstr(err.msg, "change_cost_us"));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_with_version),  cmocka_unit_test(test_unversioned_loads),
         cmocka_unit_test(test_over_api_limit_loads),     cmocka_unit_test(test_stored_refusals),
-        cmocka_unit_test(test_job_loads_over_api_limit),
+        cmocka_unit_test(test_job_loads_over_api_limit), cmocka_unit_test(test_change_cost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
