@@ -871,7 +871,7 @@ int prs_plan_counted(const prs_profile *profile, const prs_plan_opts *o, prs_fro
     if (pk != PRS_POLISH_NONE) {
         double p0 = prs_mono_s();
         if ((rc = prs__polish_frontier(r.ev, &f, pk == PRS_POLISH_ALL, kind == PRS_FRONTIER_CLEAN,
-                                       &r.st.polish_moves, err)))
+                                       &tick, total, &r.st.polish_moves, err)))
             goto out;
         r.st.polish_s = prs_mono_s() - p0;
     }

@@ -34,6 +34,8 @@ struct prs__polish {
     int *node_op; /* per AOA node: the op whose arc leaves it (its tail), -1 for none */
     long *dur, *earliest, *latest;
     long moves;
+    prs__tick tick; /* checkpoints inside a run (fn NULL: none) */
+    long total;     /* what the checkpoints pass as done and total */
 };
 
 /* Sort a type's m table entries at e by q ascending, ties by entry (a type has a few dozen
@@ -337,6 +339,9 @@ int prs__polish_run(prs__polish *p, int *idx, long budget, long *T, double *ener
     for (int sweep = 0; sweep < PRS_POLISH_MAX_SWEEPS; sweep++) {
         int moved = 0;
         for (int u = 0; u < g->nops; u++) {
+            if (u % PRS_POLISH_TICK_OPS == PRS_POLISH_TICK_OPS - 1 && p->tick.fn &&
+                p->tick.fn(p->tick.ud, p->total, p->total))
+                return PRS_ECANCELED; /* idx holds a plan within the budget, not the best */
             move m = best_move(p, idx, u, tol);
             if (m.u < 0) continue;
             apply_move(idx, &m);
@@ -361,6 +366,12 @@ int prs__polish_run(prs__polish *p, int *idx, long budget, long *T, double *ener
     *T = t;
     *energy_j = prs__table_energy(p->pipe, t, sum_e, sum_q);
     return 0;
+}
+
+void prs__polish_set_tick(prs__polish *p, const prs__tick *tick, long total)
+{
+    p->tick = tick ? *tick : (prs__tick){NULL, NULL};
+    p->total = total;
 }
 
 long prs__polish_moves(const prs__polish *p)

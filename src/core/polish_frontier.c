@@ -61,7 +61,9 @@ static int polish_clocks(prs_eval *ev, prs__polish *p, int *clocks, long *T, dou
     double e0;
     long t0 = prs__table_run(ev, &e0);
     if ((rc = prs__polish_run(p, ev->idx, t0, T, energy_j)))
-        return prs_error_set(err, rc, "plan exceeds its own time");
+        return prs_error_set(err, rc,
+                             rc == PRS_ECANCELED ? "planning canceled while polishing plans"
+                                                 : "plan exceeds its own time");
     if (costly) return polish_costly(ev, clocks, t0, e0, T, energy_j, err);
     if (*energy_j >= e0) { /* nothing gained: the plan as it was */
         *T = t0;
@@ -115,7 +117,8 @@ int prs_frontier_lookup_plan(const prs_frontier *f, const prs_profile *profile,
 /* The plans of f, those selected in sel[] polished, into a new frontier *out (same points
  * otherwise); *changed: some plan got cheaper. */
 static int rebuild(const prs_frontier *f, prs_eval *ev, prs__polish *p, const unsigned char *sel,
-                   prs_frontier **out, int *changed)
+                   const prs__tick *tick, long total, prs_frontier **out, int *changed,
+                   prs_error *err)
 {
     size_t nops = (size_t)f->nops;
     int *cur = malloc(sizeof *cur * nops), *plan = malloc(sizeof *plan * nops);
@@ -134,7 +137,14 @@ static int rebuild(const prs_frontier *f, prs_eval *ev, prs__polish *p, const un
         memcpy(plan, cur, sizeof *plan * nops);
         long T;
         double e;
-        if (sel[k] && polish_clocks(ev, p, plan, &T, &e, NULL) == 0 && e < pt.eval_energy_j) {
+        /* a plan that fails to polish (over its own time: never, by the fit tests) stays */
+        int prc = sel[k] ? polish_clocks(ev, p, plan, &T, &e, NULL) : -1;
+        if (prc == PRS_ECANCELED ||
+            (sel[k] && tick && tick->fn && tick->fn(tick->ud, total, total))) {
+            rc = prs_error_set(err, PRS_ECANCELED, "planning canceled while polishing plans");
+            goto out;
+        }
+        if (prc == 0 && e < pt.eval_energy_j) {
             pt.eval_time_s = (double)T * f->pipe.unit_time_s;
             pt.eval_energy_j = e;
             *changed = 1;
@@ -163,8 +173,8 @@ out:
     return rc;
 }
 
-int prs__polish_frontier(prs_eval *ev, prs_frontier **f, int all, int clean, long *moves,
-                         prs_error *err)
+int prs__polish_frontier(prs_eval *ev, prs_frontier **f, int all, int clean, const prs__tick *tick,
+                         long total, long *moves, prs_error *err)
 {
     size_t n = (*f)->npoints, k = 0;
     if (n == 0) return 0;
@@ -177,7 +187,8 @@ int prs__polish_frontier(prs_eval *ev, prs_frontier **f, int all, int clean, lon
         memset(sel, 1, n);
     else if (prs_frontier_lookup(*f, 0, &k) == 0)
         sel[k] = 1;
-    if ((rc = rebuild(*f, ev, p, sel, &c, &changed))) goto out;
+    prs__polish_set_tick(p, tick, total);
+    if ((rc = rebuild(*f, ev, p, sel, tick, total, &c, &changed, err))) goto out;
     *moves += prs__polish_moves(p);
     if (changed && clean) {
         prs_frontier *d = NULL;

@@ -9,7 +9,8 @@
  *     after exactly k calls: nothing runs after the call that asked to stop, no walk starts, no
  *     frontier comes back;
  *   - after the walk, a cancel at the call made once the frontier is cleaned stops the run
- *     before polishing;
+ *     before polishing, and one at any call polishing makes (after each plan, every
+ *     PRS_POLISH_TICK_OPS computations inside one) stops it there;
  *   - prs_plan_measure (the check the server makes before planning) does the same, and
  *     otherwise agrees with prs_plan_size and prs_plan_check. */
 #include <setjmp.h>
@@ -139,8 +140,11 @@ static void test_cancel_before_polish(void **state)
     assert_true(st.polish_s > 0);
     prs_frontier_free(f);
     long n = c.calls;
-    /* the set-up's calls, the walk's first, one per raw point, then the two after the walk */
-    assert_int_equal(n, c.setup_calls + 1 + st.points + 2);
+    /* the set-up's calls, the walk's first, one per raw point, the one before polishing, the
+     * polishing's (one after each polished plan, one every PRS_POLISH_TICK_OPS computations a
+     * sweep visits), then one at the end */
+    long before_polish = c.setup_calls + 1 + st.points + 1;
+    assert_true(n >= before_polish + 2);
     counter d = {0};
     d.stop_at = n - 1;
     o.ud = &d;
@@ -149,7 +153,41 @@ static void test_cancel_before_polish(void **state)
     assert_null(f);
     assert_int_equal(d.calls, n - 1);
     assert_true(st.polish_s == 0);
-    print_message("%ld calls in all; canceled at call %ld, before polishing\n", n, n - 1);
+    print_message("%ld calls in all, %ld while polishing; canceled at call %ld, before "
+                  "polishing\n",
+                  n, n - before_polish - 1, before_polish);
+    prs_profile_free(p);
+}
+
+/* Inside polishing: a cancel at any of its calls stops the run there, naming the polishing. */
+static void test_cancel_while_polishing(void **state)
+{
+    (void)state;
+    prs_profile *p = profile();
+    counter c = {0};
+    prs_plan_opts o;
+    opts_for(&o, PRS_COST_HULL, &c);
+    o.pipe.microbatches = 8;
+    o.polish = PRS_POLISH_ALL; /* every plan: calls between plans and inside each */
+    prs_frontier *f = NULL;
+    prs_plan_stats st;
+    prs_error err = {0, ""};
+    assert_int_equal(prs_plan_counted(p, &o, &f, &st, &err), 0);
+    prs_frontier_free(f);
+    long first = c.setup_calls + 1 + st.points + 2, last = c.calls - 1;
+    assert_true(last - first + 1 >= st.points); /* at least one a plan */
+    for (long k = first; k <= last; k += 1 + (last - first) / 5) {
+        counter d = {0};
+        d.stop_at = k;
+        o.ud = &d;
+        f = NULL;
+        assert_int_equal(prs_plan_counted(p, &o, &f, &st, &err), PRS_ECANCELED);
+        assert_null(f);
+        assert_int_equal(d.calls, k);
+        assert_non_null(strstr(err.msg, "polishing"));
+    }
+    print_message("%ld calls while polishing %ld plans; each stops the run\n", last - first + 1,
+                  st.points);
     prs_profile_free(p);
 }
 
@@ -193,6 +231,7 @@ int main(void)
         cmocka_unit_test(test_cancel_exp),
         cmocka_unit_test(test_cancel_hull),
         cmocka_unit_test(test_cancel_before_polish),
+        cmocka_unit_test(test_cancel_while_polishing),
         cmocka_unit_test(test_measure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
