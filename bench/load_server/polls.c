@@ -66,6 +66,67 @@ void done_poll(gen *g, xfer *x)
     }
 }
 
+/* The CPU time of this generator and of the server at the start and the end of the measured
+ * window. */
+typedef struct poll_marks {
+    struct rusage u0, u1;
+    double s0, s1, tm0, tm1;
+} poll_marks;
+
+static void poll_mark(gen *g, struct rusage *u, double *s, double *tm)
+{
+    getrusage(RUSAGE_SELF, u);
+    *s = server_cpu_s(g->pid);
+    *tm = now_s();
+}
+
+/* Hand every poller due by t to curl (before tend), on the next of its ranks; a request handed
+ * over from tw on counts. -1 when curl refuses one. */
+static int start_due_polls(gen *g, int *next_rank, double t, double tw, double tend)
+{
+    int P = g->pollers;
+    while (t < tend && g->ndue && g->due_at[0] <= t) {
+        int i = due_pop(g);
+        xfer *x = &g->pool[i];
+        int r = next_rank[i];
+        next_rank[i] = r + P < g->ranks ? r + P : i; /* poller i owns the ranks i mod P */
+        snprintf(x->path, sizeof x->path, "/v1/jobs/%s/schedule?rank=%d", g->job, r);
+        if (xfer_start(g, x, K_POLL, i, M_GET)) return -1;
+        x->counted = x->t0 >= tw;
+    }
+    return 0;
+}
+
+/* The polls from tw (the warm-up's end) to tend, the window marked in m; then until every
+ * request in flight is answered. 0, or -1 (in-flight requests drained). */
+static int poll_loop(gen *g, int *next_rank, double tw, double tend, poll_marks *m)
+{
+    int measuring = 0;
+    for (;;) {
+        double t = now_s();
+        if (!measuring && t >= tw) {
+            measuring = 1;
+            poll_mark(g, &m->u0, &m->s0, &m->tm0);
+        }
+        if (measuring == 1 && t >= tend) {
+            measuring = 2;
+            poll_mark(g, &m->u1, &m->s1, &m->tm1);
+        }
+        if (start_due_polls(g, next_rank, t, tw, tend)) break;
+        if (t >= tend && g->inflight == 0) return 0;
+        if (over_time(g, tend + DEADLINE_DRAIN_S,
+                      "poll requests still unanswered 30 s after the end"))
+            break;
+        double wait = 0.05;
+        if (!measuring && tw - t < wait) wait = tw - t;
+        if (measuring == 1 && tend - t < wait) wait = tend - t;
+        if (t < tend && g->ndue && g->due_at[0] - t < wait) wait = g->due_at[0] - t;
+        step(g, wait); /* finished pollers go back on the heap */
+    }
+    drain(g, 5);
+    return -1;
+}
+
 static int run_polls(gen *g, poll_figures *pf)
 {
     phase_begin(g, "poll", &g->e_poll);
@@ -80,66 +141,25 @@ static int run_polls(gen *g, poll_figures *pf)
         /* Paced pollers start spread over one interval, as ranks ending iterations would. */
         due_push(g, t0 + g->interval_s * (double)i / (double)P, i);
     }
-    struct rusage u0, u1;
-    double s0 = NAN, s1 = NAN, tm0 = 0, tm1 = 0;
-    int measuring = 0, rc = 0;
-    memset(&u0, 0, sizeof u0);
-    memset(&u1, 0, sizeof u1);
-    for (;;) {
-        double t = now_s();
-        if (!measuring && t >= tw) {
-            measuring = 1;
-            getrusage(RUSAGE_SELF, &u0);
-            s0 = server_cpu_s(g->pid);
-            tm0 = now_s();
-        }
-        if (measuring == 1 && t >= tend) {
-            measuring = 2;
-            getrusage(RUSAGE_SELF, &u1);
-            s1 = server_cpu_s(g->pid);
-            tm1 = now_s();
-        }
-        while (t < tend && g->ndue && g->due_at[0] <= t) {
-            int i = due_pop(g);
-            xfer *x = &g->pool[i];
-            int r = next_rank[i];
-            next_rank[i] = r + P < g->ranks ? r + P : i; /* poller i owns the ranks i mod P */
-            snprintf(x->path, sizeof x->path, "/v1/jobs/%s/schedule?rank=%d", g->job, r);
-            if (xfer_start(g, x, K_POLL, i, M_GET)) {
-                rc = -1;
-                break;
-            }
-            x->counted = x->t0 >= tw;
-        }
-        if (rc) break;
-        if (t >= tend && g->inflight == 0) break;
-        if (over_time(g, tend + DEADLINE_DRAIN_S,
-                      "poll requests still unanswered 30 s after the end")) {
-            rc = -1;
-            break;
-        }
-        double wait = 0.05;
-        if (!measuring && tw - t < wait) wait = tw - t;
-        if (measuring == 1 && tend - t < wait) wait = tend - t;
-        if (t < tend && g->ndue && g->due_at[0] - t < wait) wait = g->due_at[0] - t;
-        step(g, wait); /* finished pollers go back on the heap */
-    }
-    if (rc) drain(g, 5);
+    poll_marks m;
+    memset(&m, 0, sizeof m);
+    m.s0 = m.s1 = NAN;
+    int rc = poll_loop(g, next_rank, tw, tend, &m);
     free(next_rank);
     free(g->due_at);
     free(g->due_id);
     g->due_at = NULL;
     g->due_id = NULL;
     if (rc) return -1;
-    pf->measured_s = tm1 - tm0;
+    pf->measured_s = m.tm1 - m.tm0;
     pf->requests = g->nlat;
     pf->rate = pf->measured_s > 0 ? (double)g->nlat / pf->measured_s : 0;
-    pf->gen_user = (double)(u1.ru_utime.tv_sec - u0.ru_utime.tv_sec) +
-                   1e-6 * (double)(u1.ru_utime.tv_usec - u0.ru_utime.tv_usec);
-    pf->gen_sys = (double)(u1.ru_stime.tv_sec - u0.ru_stime.tv_sec) +
-                  1e-6 * (double)(u1.ru_stime.tv_usec - u0.ru_stime.tv_usec);
-    pf->gen_cpu = cpu_s(&u1) - cpu_s(&u0);
-    pf->srv_cpu = s1 - s0;
+    pf->gen_user = (double)(m.u1.ru_utime.tv_sec - m.u0.ru_utime.tv_sec) +
+                   1e-6 * (double)(m.u1.ru_utime.tv_usec - m.u0.ru_utime.tv_usec);
+    pf->gen_sys = (double)(m.u1.ru_stime.tv_sec - m.u0.ru_stime.tv_sec) +
+                  1e-6 * (double)(m.u1.ru_stime.tv_usec - m.u0.ru_stime.tv_usec);
+    pf->gen_cpu = cpu_s(&m.u1) - cpu_s(&m.u0);
+    pf->srv_cpu = m.s1 - m.s0;
     return 0;
 }
 
