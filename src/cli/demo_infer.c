@@ -94,15 +94,15 @@ static int parse_pos(const char *opt, const char *arg, double lo, double hi, dou
 
 static int parse_int(const char *opt, const char *arg, int lo, int hi, int *out)
 {
-    double v;
-    int rc = parse_pos(opt, arg, lo, hi, &v);
-    if (!rc && v != (int)v) {
+    char *end;
+    long v = strtol(arg, &end, 10);
+    if (end == arg || *end || v < lo || v > hi) {
         fprintf(stderr, DEMO_CMD ": %s: expected an integer in [%d, %d], got '%s'\n", opt, lo, hi,
                 arg);
-        rc = 2;
+        return 2;
     }
-    if (!rc) *out = (int)v;
-    return rc;
+    *out = (int)v;
+    return 0;
 }
 
 /* argv without "--inference": 0, or the exit status (*done: help printed). */
