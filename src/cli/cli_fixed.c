@@ -37,7 +37,9 @@ static int prompt_p99(const prs_infer_trace *t, const prs_infer_classes *c, int 
 int prs_cli_pool_slo(const prs_infer_trace *t, const prs_infer_classes *c, const int *pool_of_class,
                      int pool, double headroom, prs_instclock_slo *slo)
 {
-    *slo = (prs_instclock_slo){.tbt_s = c->tbt_slo_s, .headroom = headroom};
+    /* perseus-instclock's defaults, for a pool that serves no class */
+    *slo = (prs_instclock_slo){
+        .ttft_s = 0.5, .tbt_s = c->tbt_slo_s, .headroom = headroom, .prompt_tokens = 512};
     int n = 0;
     for (int in = 0; in < 3; in++) {
         int served = 0;

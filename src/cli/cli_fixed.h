@@ -25,7 +25,7 @@ void prs_cli_fixed_default(prs_cli_fixed *o);
  * percentile prompt of the trace's requests of the class (without any, its upper bound, or
  * twice the medium bound for long prompts) within the class's TTFT SLO; the first as the
  * prompt_tokens / ttft_s pair, the others as targets; TBT SLO and headroom as given. 0 when the
- * pool serves no input class. */
+ * pool serves no input class (then perseus-instclock's defaults: 512 tokens within 0.5 s). */
 int prs_cli_pool_slo(const prs_infer_trace *t, const prs_infer_classes *c, const int *pool_of_class,
                      int pool, double headroom, prs_instclock_slo *slo);
 
