@@ -57,6 +57,7 @@ static void usage(FILE *f)
     fprintf(
         f,
         "usage: perseus infer emulate --trace FILE --profile FILE [options]\n"
+        "       perseus infer emulate --trace FILE --cluster FILE [--instance-level S] ...\n"
         "\n"
         "Replay an LLM inference trace (Azure's CSV: TIMESTAMP,ContextTokens,\n"
         "GeneratedTokens) on a cluster under serving policies and compare their energy,\n"
@@ -89,7 +90,9 @@ static void usage(FILE *f)
         "examples:\n"
         "  perseus infer synth --gpu h100 --model llama2-70b --tp 2,4,8 --out h100.csv\n"
         "  perseus infer emulate --trace AzureLLMInferenceTrace_conv.csv --profile h100.csv \\\n"
-        "      --gpus 96 --peak-share 0.8\n",
+        "      --gpus 96 --peak-share 0.8\n"
+        "  perseus infer emulate --trace AzureLLMInferenceTrace_conv.csv --cluster router.json \\\n"
+        "      --window 0,600 --instance-level 1\n",
         prs_cli_infer_help);
 }
 
