@@ -489,7 +489,7 @@ static void *loop_main(void *cls)
     return NULL;
 }
 
-int prs__backend_loop_new(unsigned max_idle, prs_backend_loop **out, prs_error *err)
+int prs__backend_loop_new(unsigned max_conns, prs_backend_loop **out, prs_error *err)
 {
     *out = NULL;
     prs_backend_loop *l = calloc(1, sizeof *l);
@@ -511,7 +511,10 @@ int prs__backend_loop_new(unsigned max_idle, prs_backend_loop **out, prs_error *
     curl_multi_setopt(l->multi, CURLMOPT_SOCKETDATA, l);
     curl_multi_setopt(l->multi, CURLMOPT_TIMERFUNCTION, on_timer);
     curl_multi_setopt(l->multi, CURLMOPT_TIMERDATA, l);
-    curl_multi_setopt(l->multi, CURLMOPT_MAXCONNECTS, (long)(max_idle ? max_idle : 1));
+    /* at most max_conns connections in all, idle ones included: a new one closes the oldest
+     * idle one when at the limit (and the owners never have more transfers than that) */
+    curl_multi_setopt(l->multi, CURLMOPT_MAXCONNECTS, (long)(max_conns ? max_conns : 1));
+    curl_multi_setopt(l->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)(max_conns ? max_conns : 1));
     l->next_sweep = mono_s() + SWEEP_S;
     if (pthread_create(&l->thread, NULL, loop_main, l) != 0) {
         l->dead = 1;

@@ -32,8 +32,9 @@ typedef enum {
     PRS_BACKEND_WANT_END   /* the end of the transfer, whichever way */
 } prs_backend_want;
 
-/* Start the loop's thread; at most max_idle idle connections are kept for reuse. */
-int prs__backend_loop_new(unsigned max_idle, prs_backend_loop **out, prs_error *err);
+/* Start the loop's thread, with at most max_conns connections to the instances at once, those
+ * kept idle for reuse included. */
+int prs__backend_loop_new(unsigned max_conns, prs_backend_loop **out, prs_error *err);
 /* Stop the thread: every transfer not ended ends with an error ("the router is stopping") and
  * its armed owner is called back (from this thread). Transfers stay valid until freed. */
 void prs__backend_loop_stop(prs_backend_loop *l);

@@ -604,8 +604,9 @@ int prs__router_new(prs_router_config *cfg, prs_router **out, prs_error *err)
 
 int prs__router_listen(prs_router *r, const char *listen, int *port, prs_error *err)
 {
-    /* a client connection, its transfer, an idle connection to an instance, and a margin */
-    unsigned long need = 3ul * r->c.max_connections + 64;
+    /* a client connection and a connection to an instance each (those kept idle for reuse
+     * included: the loop holds at most max_connections in all), and a margin */
+    unsigned long need = 2ul * r->c.max_connections + 32;
     int rc = prs__httpd_raise_nofile(need, err);
     if (rc) return rc;
     return prs__httpd_start_events(listen, r->c.max_connections, (unsigned)r->c.client_timeout_s,
