@@ -67,6 +67,8 @@ struct prs_backend_loop {
     prs_backend *queue;
     int dead; /* the thread stopped: commands wait for prs__backend_loop_free */
     atomic_ulong connects;
+    prs_backend_host host; /* the event source sharing the thread (host.fd < 0: none) */
+    int woke;              /* an owner was called back since the host last ran */
 };
 
 static double mono_s(void)
@@ -90,7 +92,8 @@ static void post(prs_backend *b, unsigned cmd)
     }
     int dead = l->dead;
     pthread_mutex_unlock(&l->qmu);
-    if (!dead) {
+    /* on the loop's thread (an owner called by the host), the queue runs after the host */
+    if (!dead && !(l->started && pthread_equal(pthread_self(), l->thread))) {
         uint64_t one = 1;
         ssize_t w = write(l->evfd, &one, sizeof one);
         (void)w; /* a full counter already wakes the loop */
@@ -192,7 +195,10 @@ static void notify_unlock(prs_backend *b)
     int w = b->want != WANT_NONE && !b->released && satisfied(b, b->want);
     if (w) b->want = WANT_NONE;
     pthread_mutex_unlock(&b->mu);
-    if (w) b->wake(b->wake_cls);
+    if (w) {
+        b->l->woke = 1;
+        b->wake(b->wake_cls);
+    }
 }
 
 static void set_head(prs_backend *b)
@@ -386,6 +392,13 @@ int prs__backend_start(prs_backend_loop *l, const char *url, const char *body, s
     curl_easy_setopt(b->easy, CURLOPT_CONNECTTIMEOUT, t < 5 ? (t < 1 ? 1L : t) : 5L);
     curl_easy_setopt(b->easy, CURLOPT_PROTOCOLS_STR, "http");
     curl_easy_setopt(b->easy, CURLOPT_TCP_NODELAY, 1L);
+    pthread_mutex_lock(&l->qmu);
+    int dead = l->dead;
+    pthread_mutex_unlock(&l->qmu);
+    if (dead) {
+        destroy(l, b);
+        return prs_error_set(err, PRS_ESERVER, "the router is stopping");
+    }
     *out = b;
     post(b, CMD_ADD);
     return 0;
@@ -455,29 +468,43 @@ static void sweep(prs_backend_loop *l, double now)
     l->next_sweep = now + SWEEP_S;
 }
 
+/* The epoll wait's bound (ms): libcurl's timer, the next sweep, the host's timeout. */
+static int wait_ms(prs_backend_loop *l, double now)
+{
+    double until = l->next_sweep;
+    if (l->timer_at >= 0 && l->timer_at < until) until = l->timer_at;
+    if (l->host.timeout_ms) {
+        long h = l->host.timeout_ms(l->host.cls);
+        if (h >= 0 && now + (double)h * 1e-3 < until) until = now + (double)h * 1e-3;
+    }
+    return until <= now ? 0 : (int)((until - now) * 1e3) + 1;
+}
+
 static void *loop_main(void *cls)
 {
     prs_backend_loop *l = cls;
     struct epoll_event evs[NEVENTS];
     int running;
     while (!l->stop) {
-        double now = mono_s(), until = l->next_sweep;
-        if (l->timer_at >= 0 && l->timer_at < until) until = l->timer_at;
-        int wait_ms = until <= now ? 0 : (int)((until - now) * 1e3) + 1;
-        int n = epoll_wait(l->epfd, evs, NEVENTS, wait_ms);
+        double now = mono_s();
+        int n = epoll_wait(l->epfd, evs, NEVENTS, wait_ms(l, now));
+        int host_ready = n == 0 && l->host.run != NULL; /* its timeout, maybe */
         for (int i = 0; i < n; i++) {
-            if (evs[i].data.fd == l->evfd) {
+            int fd = evs[i].data.fd;
+            if (fd == l->evfd) {
                 uint64_t v;
                 ssize_t r = read(l->evfd, &v, sizeof v);
                 (void)r;
-                run_queue(l);
-                continue;
+            } else if (fd == l->host.fd) {
+                host_ready = 1;
+            } else {
+                int flags = ((evs[i].events & EPOLLIN) ? CURL_CSELECT_IN : 0) |
+                            ((evs[i].events & EPOLLOUT) ? CURL_CSELECT_OUT : 0) |
+                            ((evs[i].events & (EPOLLERR | EPOLLHUP)) ? CURL_CSELECT_ERR : 0);
+                curl_multi_socket_action(l->multi, fd, flags, &running);
             }
-            int flags = ((evs[i].events & EPOLLIN) ? CURL_CSELECT_IN : 0) |
-                        ((evs[i].events & EPOLLOUT) ? CURL_CSELECT_OUT : 0) |
-                        ((evs[i].events & (EPOLLERR | EPOLLHUP)) ? CURL_CSELECT_ERR : 0);
-            curl_multi_socket_action(l->multi, evs[i].data.fd, flags, &running);
         }
+        run_queue(l);
         now = mono_s();
         if (l->timer_at >= 0 && l->timer_at <= now) {
             l->timer_at = -1;
@@ -485,6 +512,11 @@ static void *loop_main(void *cls)
         }
         drain_done(l);
         if (now >= l->next_sweep) sweep(l, now);
+        if (l->host.run && (host_ready || l->woke)) {
+            l->woke = 0;
+            l->host.run(l->host.cls);
+            run_queue(l); /* what the host's owners asked for, at once */
+        }
     }
     return NULL;
 }
@@ -515,29 +547,47 @@ int prs__backend_loop_new(unsigned max_conns, prs_backend_loop **out, prs_error 
      * idle one when at the limit (and the owners never have more transfers than that) */
     curl_multi_setopt(l->multi, CURLMOPT_MAXCONNECTS, (long)(max_conns ? max_conns : 1));
     curl_multi_setopt(l->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)(max_conns ? max_conns : 1));
+    l->host.fd = -1;
+    *out = l;
+    return 0;
+}
+
+int prs__backend_loop_run(prs_backend_loop *l, const prs_backend_host *host, prs_error *err)
+{
+    if (host) {
+        l->host = *host;
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = host->fd};
+        if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, host->fd, &ev) != 0)
+            return prs_error_set(err, PRS_EIO, "cannot watch the server's events: %s",
+                                 strerror(errno));
+    }
     l->next_sweep = mono_s() + SWEEP_S;
+    l->started = 1; /* before the thread runs: post() tells its thread by it */
     if (pthread_create(&l->thread, NULL, loop_main, l) != 0) {
-        l->dead = 1;
-        prs__backend_loop_free(l);
+        l->started = 0;
         return prs_error_set(err, PRS_EIO, "cannot start the forwarding loop's thread");
     }
-    l->started = 1;
-    *out = l;
     return 0;
 }
 
 void prs__backend_loop_stop(prs_backend_loop *l)
 {
-    if (l == NULL || !l->started) return;
+    if (l == NULL) return;
+    pthread_mutex_lock(&l->qmu);
+    int dead = l->dead;
+    l->dead = 1; /* no transfer starts any more */
+    pthread_mutex_unlock(&l->qmu);
+    if (dead) return;
+    if (!l->started) {
+        run_queue(l);
+        return;
+    }
     l->stop = 1;
     uint64_t one = 1;
     ssize_t w = write(l->evfd, &one, sizeof one);
     (void)w;
     pthread_join(l->thread, NULL);
     l->started = 0;
-    pthread_mutex_lock(&l->qmu);
-    l->dead = 1;
-    pthread_mutex_unlock(&l->qmu);
     run_queue(l); /* transfers started meanwhile join the live list */
     for (prs_backend *b = l->live; b; b = b->next) {
         if (b->finished) continue;

@@ -1,9 +1,10 @@
 /* Requests forwarded to serving instances (backend.c): one thread runs one libcurl multi handle
- * over epoll and drives every transfer at once, keeping the connections to the instances open
- * between requests (keep-alive) so a request reuses an idle one instead of opening its own.
+ * over epoll (and the clients' HTTP server beside it) and drives every transfer at once, keeping
+ * the connections to the instances open between requests (keep-alive) so a request reuses an idle
+ * one instead of opening its own.
  *
- * A transfer has an owner (the client connection's side, on another thread) that reads what the
- * instance answered through the calls below. The answer is held in the transfer's buffer: a
+ * A transfer has an owner (the client connection's side, on this thread or another) that reads what
+ * the instance answered through the calls below. The answer is held in the transfer's buffer: a
  * stream (a request with "stream", answered 200) holds at most PRS_BACKEND_STREAM_HOLD bytes, and
  * the instance is paused (TCP back-pressure) until the owner takes them, so bytes flow only as
  * fast as the client reads; any other answer is held whole (at most PRS_BACKEND_WHOLE_MAX bytes:
@@ -32,11 +33,26 @@ typedef enum {
     PRS_BACKEND_WANT_END   /* the end of the transfer, whichever way */
 } prs_backend_want;
 
-/* Start the loop's thread, with at most max_conns connections to the instances at once, those
- * kept idle for reuse included. */
+/* A loop with at most max_conns connections to the instances at once, those kept idle for reuse
+ * included; its thread starts with prs__backend_loop_run. */
 int prs__backend_loop_new(unsigned max_conns, prs_backend_loop **out, prs_error *err);
+
+/* Another event source served by the loop's thread (the HTTP server of the clients): run(cls)
+ * is called when fd is readable, when timeout_ms(cls) milliseconds (-1: none) have passed, and
+ * after owners were called back; owners called by it (on the loop's thread) have their calls
+ * here carried out right after it returns. One thread for both sides: no wake-up of another
+ * thread on the way of a byte. */
+typedef struct prs_backend_host {
+    int fd;
+    void (*run)(void *cls);
+    long (*timeout_ms)(void *cls);
+    void *cls;
+} prs_backend_host;
+/* Start the loop's thread, serving host too (NULL: none). */
+int prs__backend_loop_run(prs_backend_loop *l, const prs_backend_host *host, prs_error *err);
 /* Stop the thread: every transfer not ended ends with an error ("the router is stopping") and
- * its armed owner is called back (from this thread). Transfers stay valid until freed. */
+ * its armed owner is called back (from this thread); none starts any more. Transfers stay valid
+ * until freed. */
 void prs__backend_loop_stop(prs_backend_loop *l);
 /* After prs__backend_loop_stop: frees the loop and every transfer, freed by its owner or not.
  * NULL is a no-op. */

@@ -1,7 +1,8 @@
 /* HTTP plumbing shared by perseus-router and perseus-fakeserve (httpd.h). A thread per
  * connection keeps the fake simple: a handler may block on its engine while the daemon's
- * connection limit bounds the threads. The router's daemon is event-driven instead: one epoll
- * thread, handlers that never block, and connections suspended while they wait. */
+ * connection limit bounds the threads. The router's daemon is event-driven instead: an epoll
+ * descriptor run by the caller's thread, handlers that never block, and connections suspended
+ * while they wait. */
 #define _POSIX_C_SOURCE 200809L
 #include "httpd.h"
 
@@ -94,8 +95,8 @@ int prs__httpd_start_events(const char *listen, unsigned max_conns, unsigned idl
                             MHD_AccessHandlerCallback handler, MHD_RequestCompletedCallback done,
                             void *cls, struct MHD_Daemon **out, int *port, prs_error *err)
 {
-    return start(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME, listen, max_conns,
-                 idle_timeout_s, handler, done, cls, out, port, err);
+    return start(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, listen, max_conns, idle_timeout_s,
+                 handler, done, cls, out, port, err);
 }
 
 int prs__httpd_raise_nofile(unsigned long need, prs_error *err)

@@ -1,9 +1,10 @@
-/* perseus-router's server (router.h). One epoll thread (libmicrohttpd) serves every client
- * connection: it reads the body, classifies the request, picks an instance (router_pick.h) and
- * hands the body unchanged to the forwarding loop (backend.h, its own thread), then suspends the
- * connection until the instance answers; it tries the next best instance when one cannot be
- * reached, is overloaded (429, 503) or fails before answering. A stream is passed through as the
- * client reads it (the connection suspended whenever the instance has sent nothing new), and
+/* perseus-router's server (router.h). One thread serves every client connection and every
+ * transfer to the instances: the forwarding loop (backend.h) runs the HTTP server
+ * (libmicrohttpd, epoll, driven from outside) beside its transfers. A request's body is read,
+ * classified, an instance picked (router_pick.h) and the body handed unchanged to a transfer,
+ * and the connection suspended until the instance answers; it tries the next best instance when one
+ * cannot be reached, is overloaded (429, 503) or fails before answering. A stream is passed through
+ * as the client reads it (the connection suspended whenever the instance has sent nothing new), and
  * each server-sent "data:" event it carries is timed: the first gives the time to first token,
  * the others the inter-token gaps. No handler blocks. The shared state (instances' loads, the
  * statistics) sits behind one mutex held only for counter updates, never across I/O. */
@@ -602,6 +603,20 @@ int prs__router_new(prs_router_config *cfg, prs_router **out, prs_error *err)
     return 0;
 }
 
+/* The daemon's side of the forwarding loop's thread (backend.h). */
+static void run_daemon(void *cls)
+{
+    prs_router *r = cls;
+    MHD_run(r->d);
+}
+
+static long daemon_timeout_ms(void *cls)
+{
+    prs_router *r = cls;
+    MHD_UNSIGNED_LONG_LONG ms;
+    return MHD_get_timeout(r->d, &ms) == MHD_YES ? (long)(ms < 60000 ? ms : 60000) : -1;
+}
+
 int prs__router_listen(prs_router *r, const char *listen, int *port, prs_error *err)
 {
     /* a client connection and a connection to an instance each (those kept idle for reuse
@@ -609,19 +624,31 @@ int prs__router_listen(prs_router *r, const char *listen, int *port, prs_error *
     unsigned long need = 2ul * r->c.max_connections + 32;
     int rc = prs__httpd_raise_nofile(need, err);
     if (rc) return rc;
-    return prs__httpd_start_events(listen, r->c.max_connections, (unsigned)r->c.client_timeout_s,
-                                   on_request, on_done, r, &r->d, port, err);
+    rc = prs__httpd_start_events(listen, r->c.max_connections, (unsigned)r->c.client_timeout_s,
+                                 on_request, on_done, r, &r->d, port, err);
+    if (rc) return rc;
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(r->d, MHD_DAEMON_INFO_EPOLL_FD);
+    prs_backend_host host = {.fd = info ? info->epoll_fd : -1,
+                             .run = run_daemon,
+                             .timeout_ms = daemon_timeout_ms,
+                             .cls = r};
+    if (host.fd < 0) return prs_error_set(err, PRS_EIO, "the HTTP server has no epoll descriptor");
+    return prs__backend_loop_run(r->loop, &host, err);
 }
 
 void prs__router_free(prs_router *r)
 {
     if (r == NULL) return;
     prs__load_reporter_stop(r->reporter);
-    /* the loop first: its transfers end and the connections waiting on them are resumed, since
-     * the daemon cannot stop with suspended connections; then the daemon, whose connections free
-     * their transfers; then the loop's memory */
+    /* the loop's thread first: its transfers end and the connections waiting on them are
+     * resumed, since the daemon cannot stop with suspended connections; the daemon's last run
+     * answers them (no transfer starts any more), then it stops and its connections free their
+     * transfers; then the loop's memory */
     prs__backend_loop_stop(r->loop);
-    if (r->d) MHD_stop_daemon(r->d);
+    if (r->d) {
+        MHD_run(r->d);
+        MHD_stop_daemon(r->d);
+    }
     prs__backend_loop_free(r->loop);
     if (r->pred.ctx) prs__router_history_free(&r->pred);
     if (r->load) pthread_mutex_destroy(&r->mu);
