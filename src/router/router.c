@@ -231,7 +231,7 @@ static enum MHD_Result answer_stream(flow *f, struct MHD_Connection *c)
                                          "the serving instance did not answer with a stream");
     }
     struct MHD_Response *resp =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, flow_read, f, flow_free);
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, flow_read, f, flow_free);
     if (resp == NULL) {
         flow_end(f);
         return MHD_NO;
