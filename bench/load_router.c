@@ -83,9 +83,11 @@ typedef struct cconn {
     char tail[16]; /* the body's last bytes */
     size_t tail_len;
     struct cconn *next_idle;
+    struct cconn *prev, *next; /* every open connection, for the end of a phase */
 } cconn;
 
 typedef struct run {
+    cconn *conns; /* every open connection */
     int epfd, tfd;
     long in_flight, max_in_flight;
     const char *model;
@@ -144,6 +146,26 @@ static void watch(run *u, cconn *c, unsigned events)
         epoll_ctl(u->epfd, EPOLL_CTL_ADD, c->fd, &ev);
 }
 
+static void conn_link(run *u, cconn *c)
+{
+    c->prev = NULL;
+    c->next = u->conns;
+    if (u->conns) u->conns->prev = c;
+    u->conns = c;
+}
+
+static void conn_free(run *u, cconn *c)
+{
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        u->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    close(c->fd);
+    free(c->out);
+    free(c);
+}
+
 /* The request on c ended (ok or not); c goes idle (kept alive) or is closed. */
 static void end_request(run *u, cconn *c, int ok)
 {
@@ -160,8 +182,7 @@ static void end_request(run *u, cconn *c, int ok)
         watch(u, c, EPOLLIN | EPOLLRDHUP);
         return;
     }
-    close(c->fd);
-    free(c);
+    conn_free(u, c);
 }
 
 static void on_data(cconn *c, const char *p, size_t n)
@@ -256,8 +277,7 @@ static void on_readable(run *u, cconn *c)
                     *p = c->next_idle;
                     break;
                 }
-            close(c->fd);
-            free(c);
+            conn_free(u, c);
             return;
         }
         int rc = n <= 0 ? -1 : on_bytes(c, buf, (size_t)n);
@@ -304,9 +324,9 @@ static void send_request(run *u, target *t, req *r, const char *model)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         c->fd = fd;
         c->t = t;
+        conn_link(u, c);
         if (connect(fd, (struct sockaddr *)&t->sa, sizeof t->sa) != 0 && errno != EINPROGRESS) {
-            close(fd);
-            free(c);
+            conn_free(u, c);
             r->end_s = now_s();
             return;
         }
@@ -363,6 +383,12 @@ static void run_phase(run *u, target *t, req *rs, long n)
         (void)rd;
         if (sent < n) arm_timer(u, start + rs[sent].offset_s);
     }
+    /* the next phase starts afresh: requests not answered by now failed, and no connection of
+     * this phase (busy or idle) is left to slow it down */
+    while (u->conns)
+        conn_free(u, u->conns);
+    t->idle = NULL;
+    u->in_flight = 0;
 }
 
 static int cmp(const void *a, const void *b)
