@@ -32,6 +32,7 @@ typedef struct sconn {
     char *out;
     size_t out_len, out_off, out_cap;
     struct sconn *qnext;
+    struct sconn *prev, *next; /* every connection not freed */
 } sconn;
 
 typedef struct queue {
@@ -44,6 +45,7 @@ struct sse_serve {
     pthread_t thread;
     atomic_int stop;
     atomic_long open_streams, abandoned, requests;
+    sconn *all;
     queue first, next, now; /* now: streams of "sse_gap_ms": 0, due at once */
 };
 
@@ -109,6 +111,17 @@ static int flush(sse_serve *s, sconn *c)
     return 0;
 }
 
+static void conn_free(sse_serve *s, sconn *c)
+{
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->all = c->next;
+    if (c->next) c->next->prev = c->prev;
+    free(c->out);
+    free(c);
+}
+
 /* A closed connection stays allocated while a queue holds it (the queue drops it). */
 static void conn_close(sse_serve *s, sconn *c)
 {
@@ -122,10 +135,7 @@ static void conn_close(sse_serve *s, sconn *c)
             c->streaming = c->ending = 0;
         }
     }
-    if (!c->in_queue) {
-        free(c->out);
-        free(c);
-    }
+    if (!c->in_queue) conn_free(s, c);
 }
 
 static int chunk(sconn *c, const char *data)
@@ -238,6 +248,9 @@ static void on_accept(sse_serve *s)
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         c->fd = fd;
+        c->next = s->all;
+        if (s->all) s->all->prev = c;
+        s->all = c;
         s->conns++;
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev);
@@ -334,7 +347,10 @@ void sse_serve_stop(sse_serve *s)
     close(s->lfd);
     close(s->epfd);
     close(s->evfd);
-    /* connections are left to the process's exit (their fds closed with it) */
+    while (s->all) {
+        if (s->all->fd >= 0) close(s->all->fd);
+        conn_free(s, s->all);
+    }
     free(s);
 }
 

@@ -157,7 +157,7 @@ ssize_t prs__backend_read(prs_backend *b, char *buf, size_t max, int *end, prs_e
     pthread_mutex_lock(&b->mu);
     size_t k = b->len - b->off;
     if (k > max) k = max;
-    memcpy(buf, b->buf + b->off, k);
+    if (k > 0) memcpy(buf, b->buf + b->off, k);
     b->off += k;
     int unpause = 0;
     if (b->off == b->len) b->off = b->len = 0;
