@@ -32,10 +32,10 @@ echo "seed $seed (PRS_KILL_SEED=$seed replays it), $rounds rounds"
 RANDOM=$seed
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/prs-infer-kill-XXXXXX")
 declare -A pid=()
-workers=()
+workers=() sentinel=()
 cleanup() {
   touch "$tmp/stop"
-  for p in "${workers[@]}" "${pid[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${workers[@]}" "${sentinel[@]}" "${pid[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$tmp"
 }
@@ -254,21 +254,48 @@ every_report_stored() {
   ((n >= L0 + a)) || fail "perseusd stores $n loads, fewer than $L0 + $a delivered by the router"
 }
 
+# mark LABEL: the time since the previous mark, into $phases (the kill's report line).
+mark() {
+  local t=$EPOCHREALTIME
+  phases+="${phases:+, }$1 +$(((${t/./} - ${last_mark/./}) / 1000)) ms"
+  last_mark=$t
+}
+
+# sentinels: two requests of class ML (which the clients never send) generating 20,000 tokens,
+# one whole and one streamed, that take minutes to answer: the instances must drop them when the
+# router dies. Waits until the router routed both and the stream's first token came.
+sentinels() {
+  local ml=$(rmetric 'perseus_router_class_requests_total{class="ML"') body
+  body="{\"model\": \"llama2-70b\", \"prompt\": \"${long_prompt:0:2000}\", \"max_tokens\": 20000"
+  curl -s --max-time 60 -o /dev/null --data-binary "$body}" "$rurl/v1/completions" &
+  sentinel=($!)
+  curl -sN --max-time 60 -o "$tmp/sentinel" --data-binary "$body, \"stream\": true}" \
+    "$rurl/v1/completions" &
+  sentinel+=($!)
+  routed() { (($(rmetric 'perseus_router_class_requests_total{class="ML"') == ml + 2)); }
+  wait_until 30 routed || fail "the sentinel requests were not routed"
+  wait_until 30 grep -q '^data: {' "$tmp/sentinel" || fail "the sentinel stream did not start"
+}
+
 # kill_router: with requests in flight; the instances drop them, a router on the same port serves.
 kill_router() {
-  inflight() { (($(rmetric perseus_router_inflight) > 0)); }
-  wait_until 30 inflight || fail "no request in flight at the router"
+  sentinels
   every_report_stored
-  local t
+  local t p rc
   what="the router ($(rmetric perseus_router_inflight) requests in flight)"
   t=$(now)
-  echo "kill $t" >&2
   stop router KILL
+  mark killed
   wait_until 30 drained || fail "the instances still run $(fake_busy) requests of the dead router"
-  echo "drained $(now)" >&2
+  mark "instances drained"
+  for p in "${sentinel[@]}"; do
+    rc=0
+    wait "$p" || rc=$?
+    ((rc != 0 && rc != 28)) || fail "a sentinel request cut by the router's death: curl status $rc"
+  done
   start_router "$rport"
-  echo "started $(now)" >&2
   wait_until 30 served || fail "the restarted router does not serve: $(tail "$tmp/router.log")"
+  mark "restarted router serving"
   echo "$t $(now)" >>"$tmp/router_down"
 }
 
@@ -279,13 +306,17 @@ kill_ctl() {
   p=${pid[ctl-$n]}
   what="controller $n (restarted $( ((at_once)) && echo at once || echo after the reset))"
   stop "ctl-$n" KILL
+  mark killed
   if ((at_once)); then start_ctl "$n"; else
     wait_until 30 reset_all "$n" || fail "after kill -9 of controller $n the GPUs are at $(clocks)"
+    mark "GPUs at the highest clock"
   fi
   released() { (($(grep -c "msg=release .*pid=$p .*reset=ok" "$tmp/gpud.log") == tp[$n])); }
   wait_until 30 released || fail "perseus-gpud did not reset the $n GPUs of pid $p: $(tail "$tmp/gpud.log")"
+  mark "${tp[$n]} resets logged"
   ((at_once)) || start_ctl "$n"
   wait_until 30 locked "$n" || fail "restarted controller $n holds no GPU: $(tail "$tmp/ctl-$n.log")"
+  mark "leased again"
 }
 
 # kill_perseusd: the cluster, its load count and the delivered reports survive; reports resume.
@@ -294,7 +325,9 @@ kill_perseusd() {
   n1=$(loads) || fail "cluster state before the kill"
   what="perseusd ($n1 loads stored)"
   stop perseusd KILL
+  mark killed
   start_perseusd "$sport"
+  mark restarted
   cluster_state | jq -S '[.name, .gpus, .instances]' | cmp -s - "$tmp/declared" ||
     fail "the cluster changed across kill -9: $(cluster_state)"
   n2=$(loads)
@@ -302,6 +335,7 @@ kill_perseusd() {
   a=$(acked)
   resumed() { (($(acked) > a)); }
   wait_until 30 resumed || fail "the router's reports did not resume: $(tail "$tmp/router.log")"
+  mark "reports resumed"
   every_report_stored
 }
 
@@ -313,10 +347,10 @@ for ((r = 1; r <= rounds; r++)); do
   done
   for k in "${order[@]}"; do
     after_some
-    t=$SECONDS
+    phases= last_mark=$EPOCHREALTIME done_before=$(completed)
     "kill_$k"
     kills[$k]=$((kills[$k] + 1))
-    echo "round $r: kill -9 of $what after $(completed) requests, recovered in $((SECONDS - t)) s"
+    echo "round $r: kill -9 of $what after $done_before requests; $phases"
   done
 done
 
