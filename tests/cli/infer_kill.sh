@@ -40,6 +40,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+: >"$tmp/router_down" # one line per router kill: its instant, and when the new one served
 # stop NAME [SIGNAL]: signal a service and reap it.
 stop() {
   kill "-${2:-TERM}" "${pid[$1]}" 2>/dev/null || true
@@ -47,6 +48,17 @@ stop() {
   unset "pid[$1]"
 }
 now() { echo "$EPOCHREALTIME"; }
+# poll_until SECONDS CMD...: wait_until at a quarter of a second between tries, for predicates
+# that run programs each try (on a busy machine, starting them every 20 ms costs the services
+# the CPU they need to recover).
+poll_until() {
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@"; do
+    ((SECONDS < deadline)) || { "$@"; return; }
+    sleep 0.25
+  done
+}
 
 # --- perseus-gpud on 8 fake H100s ---
 export PRS_FAKE_GPU_DIR=$tmp PRS_NVML_LIBRARY=$PRS_FAKE_NVML PRS_FAKE_GPU_COUNT=8
@@ -61,7 +73,7 @@ wait_until 30 grep -q "msg=serving" "$tmp/gpud.log" || fail "perseus-gpud did no
 mapfile -t uuid < <(awk 'NR > 1 {print $2}' "$tmp/list")
 highest=$(awk 'NR == 2 {print $4}' "$tmp/list")
 ((${#uuid[@]} == 8)) && [[ $highest =~ ^[0-9]+$ ]] || fail "perseus-gpud --list: $(cat "$tmp/list")"
-clocks() { "$bin/perseus-gpud" --list | awk 'NR > 1 {print $4}' | paste -sd' '; }
+clocks() { "$bin/perseus-gpud" --list | awk 'NR > 1 {printf "%s%s", (NR > 2 ? " " : ""), $4}'; }
 
 # --- the instances: name, TP, first GPU; the pools of the router and of perseusd ---
 names=(s1 s2 l1)
@@ -70,7 +82,7 @@ declare -A fport=()
 for n in "${names[@]}"; do
   echo 1980 >"$tmp/$n.mhz"
   "$bin/perseus-fakeserve" --listen 127.0.0.1:0 --port-file "$tmp/$n.port" --tp "${tp[$n]}" \
-    --speedup 10 --clock-file "$tmp/$n.mhz" 2>"$tmp/$n.log" &
+    --speedup 20 --clock-file "$tmp/$n.mhz" 2>"$tmp/$n.log" &
   pid[$n]=$!
   wait_until 30 test -s "$tmp/$n.port" || fail "fake $n did not start: $(cat "$tmp/$n.log")"
   fport[$n]=$(cat "$tmp/$n.port")
@@ -114,7 +126,7 @@ start_ctl() { # start_ctl NAME
   local g gpus=
   for g in $(gpus_of "$1"); do gpus+="${gpus:+,}nvml:$g"; done
   "$bin/perseus-instclock" --metrics "http://127.0.0.1:${fport[$1]}/metrics" --tp "${tp[$1]}" \
-    --period 0.1 --time-scale 10 --gpus "$gpus" --gpud-socket "$gpud_sock" \
+    --period 0.1 --time-scale 20 --gpus "$gpus" --gpud-socket "$gpud_sock" \
     --clock-file "$tmp/$1.mhz" 2>>"$tmp/ctl-$1.log" &
   pid[ctl-$1]=$!
 }
@@ -131,7 +143,7 @@ reset_all() { # reset_all NAME: every GPU of the instance back at its highest cl
 }
 for n in "${names[@]}"; do start_ctl "$n"; done
 for n in "${names[@]}"; do
-  wait_until 30 locked "$n" || fail "controller $n did not lock its GPUs: $(tail "$tmp/ctl-$n.log")"
+  poll_until 30 locked "$n" || fail "controller $n did not lock its GPUs: $(tail "$tmp/ctl-$n.log")"
 done
 
 # --- the router ---
@@ -161,88 +173,45 @@ rurl=http://127.0.0.1:$rport
 rmetric() { # rmetric PREFIX: the sum of the router's series starting with PREFIX
   curl -sf "$rurl/metrics" | awk -v k="$1" 'index($1, k) == 1 {v += $2} END {print v + 0}'
 }
-acked() { echo $(($(rmetric 'perseus_router_load_reports_total{result="ok"}') +
-  $(rmetric 'perseus_router_load_reports_total{result="unplannable"}'))); }
-fake_busy() { # the requests running and waiting at every fake
-  local n sum=0
-  for n in "${names[@]}"; do
-    sum=$((sum + $(curl -sf "http://127.0.0.1:${fport[$n]}/metrics" |
-      awk '/^vllm:num_requests_(running|waiting)\{/ {v += $2} END {print v + 0}')))
-  done
-  echo "$sum"
+# acked: the reports the router counted as delivered (answered 2xx, or 422: taken, not planned).
+acked() {
+  curl -sf "$rurl/metrics" |
+    awk '$1 ~ /^perseus_router_load_reports_total\{result="(ok|unplannable)"\}$/ {v += $2}
+      END {print v + 0}'
+}
+fake_busy() { # the requests running and waiting at every fake (one curl reads the three pages)
+  curl -sf "http://127.0.0.1:${fport[s1]}/metrics" "http://127.0.0.1:${fport[s2]}/metrics" \
+    "http://127.0.0.1:${fport[l1]}/metrics" |
+    awk '/^vllm:num_requests_(running|waiting)\{/ {v += $2} END {print v + 0}'
 }
 drained() { [[ $(fake_busy) == 0 ]]; }
 served() {
   [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$rurl/v1/completions" \
     -d '{"model": "llama2-70b", "prompt": "probe", "max_tokens": 2}') == 200 ]]
 }
-wait_until 30 served || fail "the router does not serve"
+poll_until 30 served || fail "the router does not serve"
 
 # --- the clients ---
 long_prompt=$(printf 'word %.0s' $(seq 1000)) # about 1250 tokens: input class L
-# judge FILE STREAM MAX_TOKENS RC CODE: ok (a whole answer), clean (a transfer error, or an
-# OpenAI-shaped 502/503 of the router), hang (the deadline passed), half (a 200 answer that is
-# not whole, taken as complete), other.
-judge() {
-  local f=$1 stream=$2 mt=$3 rc=$4 code=$5 line n=0 last= body
-  if ((rc == 0)) && [[ $code == 200 ]]; then
-    if ((stream)); then
-      while IFS= read -r line; do
-        [[ $line == 'data: {'* ]] && n=$((n + 1))
-        [[ $line == data:* ]] && last=$line
-      done <"$f"
-      [[ $n == "$mt" && $last == 'data: [DONE]' ]] && echo ok || echo half
-    else
-      body=$(<"$f")
-      [[ $body =~ \"completion_tokens\":$mt[,}] && $body == *'}' ]] && echo ok || echo half
-    fi
-  elif ((rc == 0)) && [[ $code == 50[23] ]] && grep -q '"error"' "$f"; then
-    echo clean
-  elif ((rc == 7 || rc == 18 || rc == 52 || rc == 56)); then
-    echo clean
-  elif ((rc == 28)); then
-    echo hang
-  else
-    echo other
-  fi
+# Four requests kept in flight, each with a 20 s deadline, each outcome a line of $tmp/outcomes
+# (tests/router/infer_kill_client.c: start end stream chat long max_tokens curl-status
+# http-status verdict).
+client=$bin/tests/infer_kill_client
+[[ -x $client ]] || skip_input "no $client"
+"$client" --url "$rurl" --out "$tmp/outcomes" --stop-file "$tmp/stop" --seed "$seed" \
+  --concurrency 4 --deadline-s 20 &
+workers+=($!)
+completed() { # the requests the clients completed so far, into $ndone (running no program)
+  local lines=()
+  [[ ! -e $tmp/outcomes ]] || mapfile -t lines <"$tmp/outcomes"
+  ndone=${#lines[@]}
 }
-# client N: requests back to back until $tmp/stop exists, one line per request in $tmp/out.N:
-# start end stream chat long max_tokens curl-status http-status verdict.
-client() {
-  local w=$1 f=$tmp/body.$1 stream chat lng mt prompt path body t0 t1 rc code
-  RANDOM=$((seed * 8 + w))
-  while [[ ! -e $tmp/stop ]]; do
-    stream=$((RANDOM % 2)) chat=$((RANDOM % 3 == 0)) lng=$((RANDOM % 4 == 0))
-    ((stream)) && mt=$((8 + RANDOM % 120)) || mt=$((4 + RANDOM % 40))
-    prompt="Say something $RANDOM"
-    ((lng)) && prompt=$long_prompt
-    if ((chat)); then
-      path=/v1/chat/completions
-      body="{\"model\": \"llama2-70b\", \"messages\": [{\"role\": \"user\", \"content\": \"$prompt\"}]"
-    else
-      path=/v1/completions body="{\"model\": \"llama2-70b\", \"prompt\": \"$prompt\""
-    fi
-    body+=", \"max_tokens\": $mt, \"stream\": $( ((stream)) && echo true || echo false)}"
-    t0=$EPOCHREALTIME rc=0
-    code=$(curl -sN --max-time 20 -o "$f" -w '%{http_code}' -H 'Content-Type: application/json' \
-      --data-binary "$body" "$rurl$path") || rc=$?
-    t1=$EPOCHREALTIME
-    echo "$t0 $t1 $stream $chat $lng $mt $rc $code $(judge "$f" "$stream" "$mt" "$rc" "$code")" \
-      >>"$tmp/out.$w"
-    ((rc != 7)) || sleep 0.05 # the router is down: the client's back-off
-  done
-}
-for w in 1 2 3 4; do
-  : >"$tmp/out.$w"
-  client "$w" &
-  workers+=($!)
-done
-completed() { cat "$tmp"/out.* | wc -l; }
 # after_some: wait for 1 to 12 more completed requests (the random instant of the next kill).
 after_some() {
-  local want=$(($(completed) + 1 + RANDOM % 12))
-  at_least() { (($(completed) >= want)); }
-  wait_until 60 at_least || fail "the clients completed no request in 60 s"
+  completed
+  local want=$((ndone + 1 + RANDOM % 12))
+  at_least() { completed && ((ndone >= want)); }
+  poll_until 60 at_least || fail "the clients completed no request in 60 s"
 }
 declare -A kills=([router]=0 [ctl]=0 [perseusd]=0)
 
@@ -273,7 +242,7 @@ sentinels() {
     "$rurl/v1/completions" &
   sentinel+=($!)
   routed() { (($(rmetric 'perseus_router_class_requests_total{class="ML"') == ml + 2)); }
-  wait_until 30 routed || fail "the sentinel requests were not routed"
+  poll_until 30 routed || fail "the sentinel requests were not routed"
   wait_until 30 grep -q '^data: {' "$tmp/sentinel" || fail "the sentinel stream did not start"
 }
 
@@ -286,7 +255,7 @@ kill_router() {
   t=$(now)
   stop router KILL
   mark killed
-  wait_until 30 drained || fail "the instances still run $(fake_busy) requests of the dead router"
+  poll_until 30 drained || fail "the instances still run $(fake_busy) requests of the dead router"
   mark "instances drained"
   for p in "${sentinel[@]}"; do
     rc=0
@@ -294,7 +263,7 @@ kill_router() {
     ((rc != 0 && rc != 28)) || fail "a sentinel request cut by the router's death: curl status $rc"
   done
   start_router "$rport"
-  wait_until 30 served || fail "the restarted router does not serve: $(tail "$tmp/router.log")"
+  poll_until 30 served || fail "the restarted router does not serve: $(tail "$tmp/router.log")"
   mark "restarted router serving"
   echo "$t $(now)" >>"$tmp/router_down"
 }
@@ -302,20 +271,20 @@ kill_router() {
 # kill_ctl: a controller holding its GPUs low; perseus-gpud resets them, a new one leases them.
 kill_ctl() {
   local n=${names[RANDOM % 3]} at_once=$((RANDOM % 2)) p
-  wait_until 30 locked "$n" || fail "controller $n does not hold its GPUs: $(clocks)"
+  poll_until 30 locked "$n" || fail "controller $n does not hold its GPUs: $(clocks)"
   p=${pid[ctl-$n]}
   what="controller $n (restarted $( ((at_once)) && echo at once || echo after the reset))"
   stop "ctl-$n" KILL
   mark killed
   if ((at_once)); then start_ctl "$n"; else
-    wait_until 30 reset_all "$n" || fail "after kill -9 of controller $n the GPUs are at $(clocks)"
+    poll_until 30 reset_all "$n" || fail "after kill -9 of controller $n the GPUs are at $(clocks)"
     mark "GPUs at the highest clock"
   fi
   released() { (($(grep -c "msg=release .*pid=$p .*reset=ok" "$tmp/gpud.log") == tp[$n])); }
-  wait_until 30 released || fail "perseus-gpud did not reset the $n GPUs of pid $p: $(tail "$tmp/gpud.log")"
+  poll_until 30 released || fail "perseus-gpud did not reset the $n GPUs of pid $p: $(tail "$tmp/gpud.log")"
   mark "${tp[$n]} resets logged"
   ((at_once)) || start_ctl "$n"
-  wait_until 30 locked "$n" || fail "restarted controller $n holds no GPU: $(tail "$tmp/ctl-$n.log")"
+  poll_until 30 locked "$n" || fail "restarted controller $n holds no GPU: $(tail "$tmp/ctl-$n.log")"
   mark "leased again"
 }
 
@@ -334,7 +303,7 @@ kill_perseusd() {
   ((n2 >= n1)) || fail "the cluster's loads went back from $n1 to $n2 across kill -9"
   a=$(acked)
   resumed() { (($(acked) > a)); }
-  wait_until 30 resumed || fail "the router's reports did not resume: $(tail "$tmp/router.log")"
+  poll_until 30 resumed || fail "the router's reports did not resume: $(tail "$tmp/router.log")"
   mark "reports resumed"
   every_report_stored
 }
@@ -347,7 +316,8 @@ for ((r = 1; r <= rounds; r++)); do
   done
   for k in "${order[@]}"; do
     after_some
-    phases= last_mark=$EPOCHREALTIME done_before=$(completed)
+    completed
+    phases= last_mark=$EPOCHREALTIME done_before=$ndone
     "kill_$k"
     kills[$k]=$((kills[$k] + 1))
     echo "round $r: kill -9 of $what after $done_before requests; $phases"
@@ -356,9 +326,8 @@ done
 
 # --- the outcomes ---
 touch "$tmp/stop"
-for p in "${workers[@]}"; do wait "$p" || fail "a client failed"; done
+for p in "${workers[@]}"; do wait "$p" || fail "the clients failed"; done
 workers=()
-cat "$tmp"/out.* >"$tmp/outcomes"
 awk '$9 != "ok" && $9 != "clean"' "$tmp/outcomes" >"$tmp/bad"
 [[ ! -s $tmp/bad ]] || fail "requests that hung or were half answered as whole:
 $(head "$tmp/bad")"
@@ -368,7 +337,7 @@ awk 'NR == FNR {k[NR] = $1; up[NR] = $2; n = NR; next}
   "$tmp/router_down" "$tmp/outcomes" >"$tmp/stray"
 [[ ! -s $tmp/stray ]] || fail "requests failed away from any router kill:
 $(head "$tmp/stray")"
-wait_until 30 drained || fail "the instances still run $(fake_busy) requests"
+poll_until 30 drained || fail "the instances still run $(fake_busy) requests"
 every_report_stored
 for n in "${names[@]}"; do stop "ctl-$n"; done
 [[ $(clocks) == $(printf "$highest %.0s" {1..8} | sed 's/ $//') ]] ||
