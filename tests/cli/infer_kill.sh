@@ -198,6 +198,23 @@ long_prompt=$(printf 'word %.0s' $(seq 1000)) # about 1250 tokens: input class L
 # http-status verdict).
 client=$bin/tests/infer_kill_client
 [[ -x $client ]] || skip_input "no $client"
+# The verdicts can fail: from an instance answering garbage every answer is "half" (a 200 that is
+# not whole), from one that is stopped (SIGSTOP) every request a "hang" at its deadline.
+"$bin/perseus-fakeserve" --listen 127.0.0.1:0 --port-file "$tmp/bad.port" --tp 2 --garbage \
+  2>/dev/null &
+pid[bad]=$!
+wait_until 30 test -s "$tmp/bad.port" || fail "the garbage instance did not start"
+verdicts() { # verdicts DEADLINE: 4 requests to the bad instance, their verdicts
+  rm -f "$tmp/check"
+  "$client" --url "http://127.0.0.1:$(cat "$tmp/bad.port")" --out "$tmp/check" \
+    --stop-file "$tmp/stop" --seed "$seed" --deadline-s "$1" --requests 4 || fail "client: $?"
+  awk '{print $9}' "$tmp/check" | sort -u | paste -sd' '
+}
+[[ $(verdicts 20) == half ]] || fail "answers of garbage not judged half: $(cat "$tmp/check")"
+kill -STOP "${pid[bad]}"
+[[ $(verdicts 1) == hang ]] || fail "unanswered requests not judged hang: $(cat "$tmp/check")"
+kill -CONT "${pid[bad]}"
+stop bad
 "$client" --url "$rurl" --out "$tmp/outcomes" --stop-file "$tmp/stop" --seed "$seed" \
   --concurrency 4 --deadline-s 20 &
 workers+=($!)

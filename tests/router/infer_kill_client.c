@@ -1,8 +1,8 @@
 /* infer_kill_client: the clients of tests/cli/infer_kill.sh, in one process. Keeps --concurrency
  * requests in flight on an OpenAI-compatible URL (perseus-router), each a completion or a chat,
  * streamed or not, of a short or a long prompt, drawn from --seed, each on its own connection and
- * with a deadline (--deadline-s), until --stop-file exists; then lets those in flight end and
- * exits 0. Every request ends as one line of --out:
+ * with a deadline (--deadline-s), until --stop-file exists (or --requests were sent); then lets
+ * those in flight end and exits 0. Every request ends as one line of --out:
  *
  *   START END STREAM CHAT LONG MAX_TOKENS CURL_CODE HTTP_STATUS VERDICT
  *
@@ -37,7 +37,7 @@ typedef struct opts {
     const char *url, *out, *stop_file;
     unsigned long long seed;
     int concurrency;
-    long deadline_s;
+    long deadline_s, requests; /* requests: how many to send at most (0: until the stop file) */
 } opts;
 
 typedef struct slot {
@@ -202,13 +202,17 @@ static int run(const opts *o, FILE *out)
         if (slots[i].easy == NULL || slots[i].headers == NULL) return 1;
     }
     int stopping = 0, busy = 0;
+    long sent = 0;
     while (!stopping || busy > 0) {
-        stopping = stopping || access(o->stop_file, F_OK) == 0;
+        stopping =
+            stopping || access(o->stop_file, F_OK) == 0 || (o->requests > 0 && sent == o->requests);
         double now = wall_s();
         for (int i = 0; !stopping && i < o->concurrency; i++)
-            if (!slots[i].busy && now >= slots[i].not_before) {
+            if (!slots[i].busy && now >= slots[i].not_before &&
+                (o->requests == 0 || sent < o->requests)) {
                 if (launch(m, &slots[i], o, long_prompt) != 0) return 1;
                 busy++;
+                sent++;
             }
         int running;
         curl_multi_perform(m, &running);
@@ -226,35 +230,59 @@ static int run(const opts *o, FILE *out)
     return 0;
 }
 
+/* A whole number in [lo, hi] for option opt, or exit 2 naming it. */
+static long number(const char *opt, const char *arg, long lo, long hi)
+{
+    char *end;
+    long v = strtol(arg, &end, 10);
+    if (end == arg || *end != '\0' || v < lo || v > hi) {
+        fprintf(stderr, "infer_kill_client: --%s: want a whole number from %ld to %ld, got '%s'\n",
+                opt, lo, hi, arg);
+        exit(2);
+    }
+    return v;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"url", 1, NULL, 'u'},  {"out", 1, NULL, 'o'},         {"stop-file", 1, NULL, 's'},
-        {"seed", 1, NULL, 'S'}, {"concurrency", 1, NULL, 'c'}, {"deadline-s", 1, NULL, 'd'},
-        {NULL, 0, NULL, 0}};
+        {"url", 1, NULL, 'u'},         {"out", 1, NULL, 'o'},
+        {"stop-file", 1, NULL, 's'},   {"seed", 1, NULL, 'S'},
+        {"concurrency", 1, NULL, 'c'}, {"deadline-s", 1, NULL, 'd'},
+        {"requests", 1, NULL, 'n'},    {NULL, 0, NULL, 0}};
     opts o = {.concurrency = 4, .deadline_s = 20};
     int ch;
     while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        if (ch == 'u')
+        switch (ch) {
+        case 'u':
             o.url = optarg;
-        else if (ch == 'o')
+            break;
+        case 'o':
             o.out = optarg;
-        else if (ch == 's')
+            break;
+        case 's':
             o.stop_file = optarg;
-        else if (ch == 'S')
-            o.seed = strtoull(optarg, NULL, 10);
-        else if (ch == 'c')
-            o.concurrency = atoi(optarg);
-        else if (ch == 'd')
-            o.deadline_s = atol(optarg);
-        else
-            return 2;
+            break;
+        case 'S':
+            o.seed = (unsigned long long)number("seed", optarg, 0, 2147483647L);
+            break;
+        case 'c':
+            o.concurrency = (int)number("concurrency", optarg, 1, MAX_SLOTS);
+            break;
+        case 'd':
+            o.deadline_s = number("deadline-s", optarg, 1, 3600);
+            break;
+        case 'n':
+            o.requests = number("requests", optarg, 0, 1000000000L);
+            break;
+        default:
+            return 2; /* getopt named the option */
+        }
     }
-    if (!o.url || !o.out || !o.stop_file || o.concurrency < 1 || o.concurrency > MAX_SLOTS ||
-        o.deadline_s < 1) {
+    if (!o.url || !o.out || !o.stop_file || optind < argc) {
         fprintf(stderr,
-                "usage: infer_kill_client --url URL --out FILE --stop-file FILE "
-                "[--seed N] [--concurrency 1-%d] [--deadline-s S]\n",
+                "usage: infer_kill_client --url URL --out FILE --stop-file FILE [--seed N] "
+                "[--concurrency 1-%d] [--deadline-s S] [--requests N]\n",
                 MAX_SLOTS);
         return 2;
     }
