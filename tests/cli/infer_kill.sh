@@ -286,21 +286,39 @@ kill_router() {
 }
 
 # kill_ctl: a controller holding its GPUs low; perseus-gpud resets them, a new one leases them.
+# The new one starts after the reset, or at once (as a supervisor restarts it), or at once and is
+# killed in turn 0-199 ms into its start (a second kill, whatever it leased by then).
 kill_ctl() {
-  local n=${names[RANDOM % 3]} at_once=$((RANDOM % 2)) p
+  local n=${names[RANDOM % 3]} mode=$((RANDOM % 3)) p q
+  local how=("after the reset" "at once" "at once, and killed again while it starts")
   poll_until 30 locked "$n" || fail "controller $n does not hold its GPUs: $(clocks)"
   p=${pid[ctl-$n]}
-  what="controller $n (restarted $( ((at_once)) && echo at once || echo after the reset))"
+  what="controller $n (restarted ${how[mode]})"
   stop "ctl-$n" KILL
   mark killed
-  if ((at_once)); then start_ctl "$n"; else
+  ((mode == 0)) || start_ctl "$n"
+  if ((mode == 2)); then
+    q=${pid[ctl-$n]}
+    sleep "$(printf '0.%03d' $((RANDOM % 200)))" # a random instant of its start
+    stop "ctl-$n" KILL
+    kills[ctl]=$((kills[ctl] + 1))
+    mark "killed again"
+    # every GPU it leased is released and reset
+    all_released() {
+      (($(grep -c "msg=release .*pid=$q .*reset=ok" "$tmp/gpud.log") ==
+        $(grep -c "msg=lease .*pid=$q " "$tmp/gpud.log")))
+    }
+    poll_until 30 all_released || fail "perseus-gpud did not reset what pid $q leased: $(tail "$tmp/gpud.log")"
+    mark "its $(grep -c "msg=lease .*pid=$q " "$tmp/gpud.log") leases reset"
+  fi
+  if ((mode != 1)); then
     poll_until 30 reset_all "$n" || fail "after kill -9 of controller $n the GPUs are at $(clocks)"
     mark "GPUs at the highest clock"
   fi
   released() { (($(grep -c "msg=release .*pid=$p .*reset=ok" "$tmp/gpud.log") == tp[$n])); }
   poll_until 30 released || fail "perseus-gpud did not reset the $n GPUs of pid $p: $(tail "$tmp/gpud.log")"
   mark "${tp[$n]} resets logged"
-  ((at_once)) || start_ctl "$n"
+  ((mode == 1)) || start_ctl "$n"
   poll_until 30 locked "$n" || fail "restarted controller $n holds no GPU: $(tail "$tmp/ctl-$n.log")"
   mark "leased again"
 }
