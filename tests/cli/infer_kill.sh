@@ -77,7 +77,7 @@ clocks() { "$bin/perseus-gpud" --list | awk 'NR > 1 {printf "%s%s", (NR > 2 ? " 
 
 # --- the instances: name, TP, first GPU; the pools of the router and of perseusd ---
 names=(s1 s2 l1)
-declare -A tp=([s1]=2 [s2]=2 [l1]=4) first=([s1]=0 [s2]=2 [l1]=4) class=([s1]=SS [s2]=MM [l1]=LS)
+declare -A tp=([s1]=2 [s2]=2 [l1]=4) first=([s1]=0 [s2]=2 [l1]=4)
 declare -A fport=()
 for n in "${names[@]}"; do
   echo 1980 >"$tmp/$n.mhz"
@@ -251,7 +251,8 @@ mark() {
 # one whole and one streamed, that take minutes to answer: the instances must drop them when the
 # router dies. Waits until the router routed both and the stream's first token came.
 sentinels() {
-  local ml=$(rmetric 'perseus_router_class_requests_total{class="ML"') body
+  local ml body
+  ml=$(rmetric 'perseus_router_class_requests_total{class="ML"')
   body="{\"model\": \"llama2-70b\", \"prompt\": \"${long_prompt:0:2000}\", \"max_tokens\": 20000"
   curl -s --max-time 60 -o /dev/null --data-binary "$body}" "$rurl/v1/completions" &
   sentinel=($!)
@@ -352,7 +353,7 @@ for ((r = 1; r <= rounds; r++)); do
   for k in "${order[@]}"; do
     after_some
     completed
-    phases= last_mark=$EPOCHREALTIME done_before=$ndone
+    phases='' last_mark=$EPOCHREALTIME done_before=$ndone
     "kill_$k"
     kills[$k]=$((kills[$k] + 1))
     echo "round $r: kill -9 of $what after $done_before requests; $phases"

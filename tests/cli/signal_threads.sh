@@ -25,7 +25,7 @@ gone() { ! kill -0 "$svc" 2>/dev/null; }
 # each_thread NAME CMD...: for every thread of CMD's process but main, a fresh process whose
 # SIGTERM is sent to that thread; it must exit with status 0.
 each_thread() {
-  local name=$1 n i tids rc
+  local name=$1 n i t tids rc
   shift
   start "$name" "$@"
   n=$(ls "/proc/$svc/task" | wc -l)
@@ -34,7 +34,9 @@ each_thread() {
   ((n > 1)) || fail "$name runs no thread besides main"
   for ((i = 1; i < n; i++)); do
     start "$name" "$@"
-    mapfile -t tids < <(ls "/proc/$svc/task" | grep -vx "$svc" | sort -n)
+    tids=()
+    for t in "/proc/$svc/task/"*; do [[ ${t##*/} == "$svc" ]] || tids+=("${t##*/}"); done
+    mapfile -t tids < <(printf '%s\n' "${tids[@]}" | sort -n)
     kill -TERM "${tids[i - 1]}"
     wait_until 10 gone || fail "$name ignores a SIGTERM that its thread ${tids[i - 1]} took"
     rc=0
