@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # kill -9 of the inference run time's services at random instants, under a steady stream of
-# requests (docs/router.md, "Tested"): perseusd with an inference cluster declared, perseus-gpud on
-# the fake NVML, three perseus-fakeserve instances, a perseus-instclock per instance leasing its
-# GPUs through perseus-gpud, and perseus-router in front of the instances reporting its loads to
-# perseusd. Four clients send requests back to back (completions and chats, streamed or not,
-# short and long prompts), each with a deadline, and record every request's outcome. Rounds of
-# three kills (the router, one controller, perseusd, in a random order), each after a random
-# number of completed requests, and after each:
-#   - the router: every request in flight ends with a whole answer or a transfer error (never a
-#     half answer taken for a whole one, never a hang past the deadline); the instances drop the
-#     dead router's requests (their running and waiting counts drain to 0); a router restarted
-#     on the same port serves again;
+# requests (docs/router.md, "Crashes"): perseusd with an inference cluster declared, perseus-gpud
+# on the fake NVML, three perseus-fakeserve instances, a perseus-instclock per instance leasing
+# its GPUs through perseus-gpud, and perseus-router in front of the instances reporting its loads
+# to perseusd. A client program (tests/router/infer_kill_client.c) keeps four requests in flight
+# (completions and chats, streamed or not, short and long prompts), each with a deadline, and
+# records every request's outcome. Rounds of three kills (the router, one controller, perseusd,
+# in a random order), each after a random number of completed requests, and after each:
+#   - the router (with two 20,000-token requests in flight besides the clients'): every request
+#     in flight ends with a whole answer or a transfer error (never a half answer taken for a
+#     whole one, never a hang past the deadline); the instances drop the dead router's requests
+#     (their running and waiting counts drain to 0); a router restarted on the same port serves;
 #   - a controller: perseus-gpud releases and resets every GPU it held (back at the highest
-#     clock, a release line with reset=ok per GPU); a controller restarted at once, or after the
-#     reset, leases them again;
+#     clock, a release line with reset=ok per GPU); a controller restarted after the reset, at
+#     once, or at once and killed again while it starts (all it leased reset), leases them again;
 #   - perseusd: restarted on the same data directory and port, the cluster is there as declared,
 #     its load count never goes back, the router's reports resume, and every report the router
 #     counted as delivered is stored (the cluster's load count is at least the count at the
