@@ -19,8 +19,8 @@
 #     counted as delivered is stored (the cluster's load count is at least the count at the
 #     router's start plus the router's delivered reports).
 # Requests that fail are all cut by a router kill (they overlap its down time); the others are
-# all answered whole. The seed is printed (PRS_KILL_SEED replays it; PRS_KILL_ROUNDS sets the
-# rounds, 6 by default). Skipped (77) without the fake NVML.
+# all answered whole. The seed is printed (PRS_KILL_SEED replays the draws; PRS_KILL_ROUNDS sets
+# the rounds, 6 by default). Skipped (77) without the fake NVML.
 set -euo pipefail
 bin=${PRS_BIN_DIR:?}
 source "$(dirname "${BASH_SOURCE[0]}")/lib.bash"
@@ -28,7 +28,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.bash"
 command -v jq >/dev/null || skip_input "jq not found"
 seed=${PRS_KILL_SEED:-$((($$ ^ ${EPOCHSECONDS:-0}) % 32768))}
 rounds=${PRS_KILL_ROUNDS:-6}
-echo "seed $seed (PRS_KILL_SEED=$seed replays it), $rounds rounds"
+echo "seed $seed (PRS_KILL_SEED=$seed replays the draws), $rounds rounds"
 RANDOM=$seed
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/prs-infer-kill-XXXXXX")
 declare -A pid=()
