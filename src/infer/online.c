@@ -94,20 +94,33 @@ static void add_report(prs_infer_online *s, double r, const double *rates)
     w->n++;
 }
 
-/* Each pool's forecast in units: the highest window mean among the windows ending within
- * (r - period, r], times the headroom. */
-static void forecast(const prs_infer_online *s, double r, double period, int *k)
+/* Each pool's peak: the highest window mean among the windows ending within (r - period, r]. */
+static void peaks(const prs_infer_online *s, double r, double period, double *peak)
 {
     long lo = (long)floor((r - period) / s->o->peak_window_s + 1e-9) + 1, hi = window_of(s, r);
     if (lo < 0) lo = 0;
-    for (int p = 0; p < PRS_INFER_NCLASS; p++) {
-        double peak = 0;
-        for (long i = lo; i <= hi; i++) {
-            const prs_infer_online_window *w = &s->win[i % PRS_INFER_ONLINE_WINDOWS];
-            if (w->index == i && w->n > 0) peak = fmax(peak, w->sum_rps[p] / w->n);
-        }
-        k[p] = prs_infer_pool_units(&s->tables[p], peak * s->o->headroom);
+    for (int p = 0; p < PRS_INFER_NCLASS; p++)
+        peak[p] = 0;
+    for (long i = lo; i <= hi; i++) {
+        const prs_infer_online_window *w = &s->win[i % PRS_INFER_ONLINE_WINDOWS];
+        if (w->index != i || w->n == 0) continue;
+        for (int p = 0; p < PRS_INFER_NCLASS; p++)
+            peak[p] = fmax(peak[p], w->sum_rps[p] / w->n);
     }
+}
+
+void prs_infer_online_peaks(const prs_infer_online *s, double period_s, double *peak_rps)
+{
+    peaks(s, s->last_s - s->t0_s, period_s, peak_rps);
+}
+
+/* Each pool's forecast in units: its peak times the headroom. */
+static void forecast(const prs_infer_online *s, double r, double period, int *k)
+{
+    double peak[PRS_INFER_NCLASS];
+    peaks(s, r, period, peak);
+    for (int p = 0; p < PRS_INFER_NCLASS; p++)
+        k[p] = prs_infer_pool_units(&s->tables[p], peak[p] * s->o->headroom);
 }
 
 static int cap_type(const prs_infer_online *s, int tp)
@@ -324,8 +337,8 @@ static void decide(prs_infer_online *s, double t, const double *rates)
 int prs_infer_online_report(prs_infer_online *s, double t_s, const double *rates_rps,
                             prs_error *err)
 {
-    double last = s->pool_act.t_s > s->cluster_act.t_s ? s->pool_act.t_s : s->cluster_act.t_s;
-    if (s->started && t_s < last) t_s = last;
+    if (s->started && t_s < s->last_s) t_s = s->last_s;
+    s->last_s = t_s;
     s->short_of = PRS_INFER_SPLIT_FITS;
     add_report(s, s->started ? t_s - s->t0_s : 0, rates_rps);
     decide(s, t_s, rates_rps);

@@ -61,7 +61,7 @@ typedef struct prs_infer_online {
         ((prs_error *)0)->msg)]; /* why a class has no model ("" when it has one) */
     /* The state a restart keeps (everything below). */
     int started;
-    double t0_s;
+    double t0_s, last_s;          /* the first report's time, the latest's */
     long cluster_slot, pool_slot; /* the periods the levels last acted in */
     int budget[PRS_INFER_NCLASS];
     int g[PRS_INFER_NCLASS], k[PRS_INFER_NCLASS]; /* the plan in force: GPUs and units */
@@ -87,6 +87,9 @@ int prs_infer_online_check(const prs_infer_opts *o, prs_error *err);
  * when a class with load has no configuration meeting its SLOs; the state is updated anyway. */
 int prs_infer_online_report(prs_infer_online *s, double t_s, const double *rates_rps,
                             prs_error *err);
+/* Each class's peak window mean over the period_s before the latest report (the forecast,
+ * before the headroom, a decision at that report would make for that period). */
+void prs_infer_online_peaks(const prs_infer_online *s, double period_s, double *peak_rps);
 /* Forget the state (the levels start afresh at the next report). */
 void prs_infer_online_reset(prs_infer_online *s);
 /* The plan in force made again from g and k (after the state was restored). */

@@ -50,9 +50,13 @@ json_t *cluster_levels_view(const cluster *c)
 json_t *cluster_levels_pool_view(const cluster *c, int pool)
 {
     if (!c->levels) return NULL;
-    json_t *o = act_json(&c->levels->pool[pool]);
-    if (json_is_object(o))
-        json_object_set_new(o, "budget_gpus", json_integer(c->levels->budget[pool]));
+    if (!c->levels->started) return NULL;
+    json_t *o = json_object();
+    double peak[PRS_INFER_NCLASS];
+    prs_infer_online_peaks(c->levels, c->opts.pool_period_s, peak);
+    json_object_set_new(o, "last", act_json(&c->levels->pool[pool]));
+    json_object_set_new(o, "budget_gpus", json_integer(c->levels->budget[pool]));
+    json_object_set_new(o, "forecast_rps", json_real(peak[pool]));
     return o;
 }
 
@@ -104,12 +108,13 @@ json_t *cluster_levels_save(const cluster *c)
         json_array_append_new(dec, json_integer(s->decisions[k]));
     for (int k = 0; k < PRS_INFER_NRECONF; k++)
         json_array_append_new(rec, json_integer(s->reconf[k]));
-    return json_pack("{s:f, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "t0", s->t0_s,
-                     "cluster_slot", (json_int_t)s->cluster_slot, "pool_slot",
-                     (json_int_t)s->pool_slot, "budget", ints(s->budget, PRS_INFER_NCLASS), "g",
-                     ints(s->g, PRS_INFER_NCLASS), "k", ints(s->k, PRS_INFER_NCLASS), "windows",
-                     win, "cluster_act", act_save(&s->cluster_act), "pool_act",
-                     act_save(&s->pool_act), "pools", pools, "decisions", dec, "reconf", rec);
+    return json_pack("{s:f, s:f, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "t0",
+                     s->t0_s, "last", s->last_s, "cluster_slot", (json_int_t)s->cluster_slot,
+                     "pool_slot", (json_int_t)s->pool_slot, "budget",
+                     ints(s->budget, PRS_INFER_NCLASS), "g", ints(s->g, PRS_INFER_NCLASS), "k",
+                     ints(s->k, PRS_INFER_NCLASS), "windows", win, "cluster_act",
+                     act_save(&s->cluster_act), "pool_act", act_save(&s->pool_act), "pools", pools,
+                     "decisions", dec, "reconf", rec);
 }
 
 static int get_ints(json_t *a, int *v, int n, int hi)
@@ -186,6 +191,7 @@ int cluster_levels_load(cluster *c, json_t *o, prs_error *err)
         bad = act_load(json_array_get(pools, (size_t)p), &s->pool[p]);
     if (bad) return prs_error_set(err, PRS_EINVAL, "levels: the stored state does not parse");
     s->t0_s = real_or(json_object_get(o, "t0"), 0);
+    s->last_s = real_or(json_object_get(o, "last"), s->t0_s);
     s->cluster_slot = (long)json_integer_value(json_object_get(o, "cluster_slot"));
     s->pool_slot = (long)json_integer_value(json_object_get(o, "pool_slot"));
     s->started = 1;
