@@ -193,42 +193,42 @@ static int parse_microbatches(const char *arg, bench_opts *o)
 }
 
 /* Parse argv into o. 0, -1 for --help (usage printed), or exit status 2 (message printed). */
-static int parse_args(int argc, char **argv, bench_opts *o, char *dir_buf, size_t dir_len)
-{
-    enum {
-        OPT_PROFILES = 256,
-        OPT_MICROBATCHES,
-        OPT_STAGES,
-        OPT_UNIT,
-        OPT_BLOCK,
-        OPT_MODEL,
-        OPT_RUNS,
-        OPT_THREADS,
-        OPT_QUICK,
-        OPT_CSV,
-        OPT_STATS,
-        OPT_SYNTH,
-        OPT_POLISH
-    };
-    static const struct option longopts[] = {
-        {"profiles", required_argument, NULL, OPT_PROFILES},
-        {"synth", required_argument, NULL, OPT_SYNTH},
-        {"microbatches", required_argument, NULL, OPT_MICROBATCHES},
-        {"stages", required_argument, NULL, OPT_STAGES},
-        {"unit-time", required_argument, NULL, OPT_UNIT},
-        {"blocking-power", required_argument, NULL, OPT_BLOCK},
-        {"cost-model", required_argument, NULL, OPT_MODEL},
-        {"runs", required_argument, NULL, OPT_RUNS},
-        {"threads", required_argument, NULL, OPT_THREADS},
-        {"polish", required_argument, NULL, OPT_POLISH},
-        {"quick", no_argument, NULL, OPT_QUICK},
-        {"csv", no_argument, NULL, OPT_CSV},
-        {"stats", no_argument, NULL, OPT_STATS},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    static const int default_microbatches[] = {12, 24, 48, 96};
+enum {
+    OPT_PROFILES = 256,
+    OPT_MICROBATCHES,
+    OPT_STAGES,
+    OPT_UNIT,
+    OPT_BLOCK,
+    OPT_MODEL,
+    OPT_RUNS,
+    OPT_THREADS,
+    OPT_QUICK,
+    OPT_CSV,
+    OPT_STATS,
+    OPT_SYNTH,
+    OPT_POLISH
+};
+static const struct option longopts[] = {
+    {"profiles", required_argument, NULL, OPT_PROFILES},
+    {"synth", required_argument, NULL, OPT_SYNTH},
+    {"microbatches", required_argument, NULL, OPT_MICROBATCHES},
+    {"stages", required_argument, NULL, OPT_STAGES},
+    {"unit-time", required_argument, NULL, OPT_UNIT},
+    {"blocking-power", required_argument, NULL, OPT_BLOCK},
+    {"cost-model", required_argument, NULL, OPT_MODEL},
+    {"runs", required_argument, NULL, OPT_RUNS},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"polish", required_argument, NULL, OPT_POLISH},
+    {"quick", no_argument, NULL, OPT_QUICK},
+    {"csv", no_argument, NULL, OPT_CSV},
+    {"stats", no_argument, NULL, OPT_STATS},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
 
+static void set_defaults(bench_opts *o)
+{
+    static const int default_microbatches[] = {12, 24, 48, 96};
     memset(o, 0, sizeof *o);
     for (int k = 0; k < 4; k++)
         o->microbatches[k] = default_microbatches[k];
@@ -239,94 +239,109 @@ static int parse_args(int argc, char **argv, bench_opts *o, char *dir_buf, size_
     o->models[0] = PRS_COST_EXP;
     o->n_models = 1;
     o->runs = 0; /* 0: not given */
+}
 
-    optind = 1;
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'h':
-            usage(stdout);
-            return -1;
-        case OPT_PROFILES:
-            if (!*optarg) return bad("--profiles: empty directory name");
-            o->profiles_dir = optarg;
-            break;
-        case OPT_SYNTH:
-            if (!(o->synth = prs_gpu_preset_find(optarg))) {
-                char names[256];
-                return bad("--synth: unknown GPU preset '%s' (known: %s)", optarg,
-                           prs_gpu_preset_names(names, sizeof names));
-            }
-            break;
-        case OPT_MICROBATCHES: {
-            int st = parse_microbatches(optarg, o);
-            if (st) return st;
-            break;
-        }
-        case OPT_STAGES:
-            if (parse_int_range(optarg, 1, MAX_STAGES, &o->stages) != 0)
-                return bad("--stages: expected an integer from 1 to %d, got '%s'", MAX_STAGES,
-                           optarg);
-            break;
-        case OPT_UNIT:
-            if (parse_finite(optarg, &o->unit_time_s) != 0 || !(o->unit_time_s > 0))
-                return bad("--unit-time: expected a positive number of seconds, got '%s'", optarg);
-            break;
-        case OPT_BLOCK:
-            if (parse_finite(optarg, &o->blocking_power_w) != 0 || o->blocking_power_w < 0)
-                return bad("--blocking-power: expected a non-negative number of watts, got '%s'",
-                           optarg);
-            break;
-        case OPT_MODEL:
-            if (strcmp(optarg, "exp") == 0) {
-                o->models[0] = PRS_COST_EXP;
-                o->n_models = 1;
-            } else if (strcmp(optarg, "hull") == 0) {
-                o->models[0] = PRS_COST_HULL;
-                o->n_models = 1;
-            } else if (strcmp(optarg, "both") == 0) {
-                o->models[0] = PRS_COST_EXP;
-                o->models[1] = PRS_COST_HULL;
-                o->n_models = 2;
-            } else {
-                return bad("--cost-model: expected exp, hull or both, got '%s'", optarg);
-            }
-            break;
-        case OPT_RUNS:
-            if (parse_int_range(optarg, 1, MAX_RUNS, &o->runs) != 0)
-                return bad("--runs: expected an integer from 1 to %d, got '%s'", MAX_RUNS, optarg);
-            break;
-        case OPT_THREADS:
-            if (parse_int_range(optarg, 0, PRS_PLAN_MAX_THREADS, &o->threads) != 0)
-                return bad("--threads: expected an integer from 0 to %d, got '%s'",
-                           PRS_PLAN_MAX_THREADS, optarg);
-            break;
-        case OPT_POLISH:
-            if (prs_polish_kind_parse(optarg, &o->polish) != 0)
-                return bad("--polish: expected auto, none, runs or all, got '%s'", optarg);
-            break;
-        case OPT_QUICK:
-            o->quick = 1;
-            break;
-        case OPT_CSV:
-            o->csv = 1;
-            break;
-        case OPT_STATS:
-            o->stats = 1;
-            break;
-        case ':':
-            return bad("option '%s' needs a value", argv[optind - 1]);
-        default:
-            /* a known long option refused (optopt: its value): given a value it takes none */
-            if (optopt && strncmp(argv[optind - 1], "--", 2) == 0)
-                return bad("option '%s' takes no value", argv[optind - 1]);
-            if (optopt) return bad("unknown option '-%c' (see --help)", optopt);
-            return bad("unknown option '%s' (see --help)", argv[optind - 1]);
-        }
+static int parse_model(const char *arg, bench_opts *o)
+{
+    if (strcmp(arg, "exp") == 0) {
+        o->models[0] = PRS_COST_EXP;
+        o->n_models = 1;
+    } else if (strcmp(arg, "hull") == 0) {
+        o->models[0] = PRS_COST_HULL;
+        o->n_models = 1;
+    } else if (strcmp(arg, "both") == 0) {
+        o->models[0] = PRS_COST_EXP;
+        o->models[1] = PRS_COST_HULL;
+        o->n_models = 2;
+    } else {
+        return bad("--cost-model: expected exp, hull or both, got '%s'", arg);
     }
-    if (optind < argc) return bad("unexpected argument '%s' (see --help)", argv[optind]);
+    return 0;
+}
 
+/* A numeric option's value: 0, or bad()'s status. */
+static int parse_number_opt(int c, const char *arg, bench_opts *o)
+{
+    switch (c) {
+    case OPT_STAGES:
+        if (parse_int_range(arg, 1, MAX_STAGES, &o->stages) != 0)
+            return bad("--stages: expected an integer from 1 to %d, got '%s'", MAX_STAGES, arg);
+        return 0;
+    case OPT_UNIT:
+        if (parse_finite(arg, &o->unit_time_s) != 0 || !(o->unit_time_s > 0))
+            return bad("--unit-time: expected a positive number of seconds, got '%s'", arg);
+        return 0;
+    case OPT_BLOCK:
+        if (parse_finite(arg, &o->blocking_power_w) != 0 || o->blocking_power_w < 0)
+            return bad("--blocking-power: expected a non-negative number of watts, got '%s'", arg);
+        return 0;
+    case OPT_RUNS:
+        if (parse_int_range(arg, 1, MAX_RUNS, &o->runs) != 0)
+            return bad("--runs: expected an integer from 1 to %d, got '%s'", MAX_RUNS, arg);
+        return 0;
+    default: /* OPT_THREADS */
+        if (parse_int_range(arg, 0, PRS_PLAN_MAX_THREADS, &o->threads) != 0)
+            return bad("--threads: expected an integer from 0 to %d, got '%s'",
+                       PRS_PLAN_MAX_THREADS, arg);
+        return 0;
+    }
+}
+
+/* getopt_long's answer c: 0 to go on, -1 after --help, else bad()'s status. */
+static int parse_one(int c, char **argv, bench_opts *o)
+{
+    switch (c) {
+    case 'h':
+        usage(stdout);
+        return -1;
+    case OPT_PROFILES:
+        if (!*optarg) return bad("--profiles: empty directory name");
+        o->profiles_dir = optarg;
+        return 0;
+    case OPT_SYNTH:
+        if (!(o->synth = prs_gpu_preset_find(optarg))) {
+            char names[256];
+            return bad("--synth: unknown GPU preset '%s' (known: %s)", optarg,
+                       prs_gpu_preset_names(names, sizeof names));
+        }
+        return 0;
+    case OPT_MICROBATCHES:
+        return parse_microbatches(optarg, o);
+    case OPT_STAGES:
+    case OPT_UNIT:
+    case OPT_BLOCK:
+    case OPT_RUNS:
+    case OPT_THREADS:
+        return parse_number_opt(c, optarg, o);
+    case OPT_MODEL:
+        return parse_model(optarg, o);
+    case OPT_POLISH:
+        if (prs_polish_kind_parse(optarg, &o->polish) != 0)
+            return bad("--polish: expected auto, none, runs or all, got '%s'", optarg);
+        return 0;
+    case OPT_QUICK:
+        o->quick = 1;
+        return 0;
+    case OPT_CSV:
+        o->csv = 1;
+        return 0;
+    case OPT_STATS:
+        o->stats = 1;
+        return 0;
+    case ':':
+        return bad("option '%s' needs a value", argv[optind - 1]);
+    default:
+        /* a known long option refused (optopt: its value): given a value it takes none */
+        if (optopt && strncmp(argv[optind - 1], "--", 2) == 0)
+            return bad("option '%s' takes no value", argv[optind - 1]);
+        if (optopt) return bad("unknown option '-%c' (see --help)", optopt);
+        return bad("unknown option '%s' (see --help)", argv[optind - 1]);
+    }
+}
+
+/* The options together: the run count, every pipeline, the profile source. */
+static int check_args(bench_opts *o, char *dir_buf, size_t dir_len)
+{
     if (o->runs == 0) o->runs = o->quick ? 1 : MIN_RUNS;
     if (o->runs < MIN_RUNS && !o->quick)
         return bad("--runs: at least %d runs are needed for a median (use --quick for fewer)",
@@ -353,6 +368,20 @@ static int parse_args(int argc, char **argv, bench_opts *o, char *dir_buf, size_
         o->profiles_dir = dir_buf;
     }
     return 0;
+}
+
+static int parse_args(int argc, char **argv, bench_opts *o, char *dir_buf, size_t dir_len)
+{
+    set_defaults(o);
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        int st = parse_one(c, argv, o);
+        if (st) return st;
+    }
+    if (optind < argc) return bad("unexpected argument '%s' (see --help)", argv[optind]);
+    return check_args(o, dir_buf, dir_len);
 }
 
 static int cmp_str(const void *a, const void *b)

@@ -129,7 +129,10 @@ def main():
             assert torch.cuda.state["calls"] == 1, torch.cuda.state
             t = mean_window_s(c, cu, stream)
         print(f"stream=auto: windows of {1e3 * t:.3f} ms for {1e3 * KERNEL_S:.1f} ms kernels")
-        assert abs(t / KERNEL_S - 1) < 0.02, t
+        # Device-timed: each window holds the kernel, plus the host's gap between the begin
+        # event and the launch on an idle stream (longer on a busy machine), so at least the
+        # kernel and far from the host-timed windows below (a launch's cost, not the kernel's).
+        assert 0.98 * KERNEL_S <= t < 2 * KERNEL_S, t
         torch.cuda.state["available"] = False
         with perseus.Client(measure_only=True, cuda_library=cuda, gpu="nvml:1",
                             warmup_iterations=1) as c:

@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "cli_infer.h"
+#include "cmd_infer_emulate_cluster.h"
 #include "perseus/numfmt.h"
 
 #define CMD "infer emulate"
@@ -31,6 +32,9 @@ enum {
     O_OUTDIR,
     O_SCALE_SHIFT,
     O_PLOTS,
+    O_CLUSTER,
+    O_INST_LEVEL,
+    O_INST_HEADROOM,
     O_HELP
 };
 
@@ -44,6 +48,8 @@ typedef struct args {
     int tile_days;
     double depth, peak_hour;
     double scale_shift_s; /* > 0: scale by shifted copies over this span */
+    int policy_set;
+    prs_cli_emulate_cluster cl; /* --cluster: a fixed cluster (cmd_infer_emulate_cluster.c) */
 } args;
 
 static void usage(FILE *f)
@@ -51,6 +57,7 @@ static void usage(FILE *f)
     fprintf(
         f,
         "usage: perseus infer emulate --trace FILE --profile FILE [options]\n"
+        "       perseus infer emulate --trace FILE --cluster FILE [--instance-level S] ...\n"
         "\n"
         "Replay an LLM inference trace (Azure's CSV: TIMESTAMP,ContextTokens,\n"
         "GeneratedTokens) on a cluster under serving policies and compare their energy,\n"
@@ -70,13 +77,22 @@ static void usage(FILE *f)
         "  --out DIR              also write DIR/emulate.json and DIR/power.csv\n"
         "  --plots DIR            draw SVG plots into DIR: power.svg, ttft-cdf.svg,\n"
         "                         tbt-cdf.svg, pools-POLICY.svg, tp-POLICY.svg\n"
+        "  --cluster FILE         instead of the policies, the fixed cluster of a router\n"
+        "                         configuration (perseus-router --config), routed as the\n"
+        "                         router does, on the cost model of perseus-fakeserve\n"
+        "                         (no --profile); with it:\n"
+        "  --instance-level S     clocks chosen as perseus-instclock does, every S s\n"
+        "                         (default: the configured clocks)\n"
+        "  --instance-headroom H  the instance level's share of each SLO (0.6)\n"
         "%s"
         "  -h, --help             show this help\n"
         "\n"
         "examples:\n"
         "  perseus infer synth --gpu h100 --model llama2-70b --tp 2,4,8 --out h100.csv\n"
         "  perseus infer emulate --trace AzureLLMInferenceTrace_conv.csv --profile h100.csv \\\n"
-        "      --gpus 96 --peak-share 0.8\n",
+        "      --gpus 96 --peak-share 0.8\n"
+        "  perseus infer emulate --trace AzureLLMInferenceTrace_conv.csv --cluster router.json \\\n"
+        "      --window 0,600 --instance-level 1\n",
         prs_cli_infer_help);
 }
 
@@ -110,6 +126,7 @@ static int own_option(int code, const char *arg, args *a)
         a->trace_path = arg;
         return 0;
     case O_POLICY:
+        a->policy_set = 1;
         return parse_policies(arg, a);
     case O_JSON:
         a->json = 1;
@@ -144,26 +161,70 @@ static int own_option(int code, const char *arg, args *a)
         return 0;
     case O_SCALE_SHIFT:
         return prs_cli_number(CMD, "--scale-shift", arg, 0, 1, &a->scale_shift_s) ? 2 : 0;
+    case O_CLUSTER:
+        a->cl.cluster_path = arg;
+        return 0;
+    case O_INST_LEVEL:
+        return prs_cli_number(CMD, "--instance-level", arg, 0, 1, &a->cl.fixed.instance_period_s)
+                   ? 2
+                   : 0;
+    case O_INST_HEADROOM:
+        if (prs_cli_number(CMD, "--instance-headroom", arg, 0, 1, &a->cl.fixed.headroom) ||
+            a->cl.fixed.headroom > 1)
+            return prs_cli_usage_error(CMD, "--instance-headroom: expected a share in (0, 1]", arg);
+        return 0;
     default: /* every code of the table is handled above */
         return prs_cli_usage_error(CMD, "unhandled option", arg ? arg : "");
     }
 }
 
+/* --cluster excludes what belongs to the policies; its own options need it. -1: go on. */
+static int check_cluster(args *a)
+{
+    prs_cli_emulate_cluster *c = &a->cl;
+    prs_cli_fixed d;
+    prs_cli_fixed_default(&d);
+    if (!c->cluster_path) {
+        if (c->fixed.instance_period_s > 0 || c->fixed.headroom != d.headroom)
+            return prs_cli_usage_error(
+                CMD, "--instance-level and --instance-headroom need --cluster", NULL);
+        return -1;
+    }
+    const char *bad = a->in.profile_path ? "--profile"
+                      : a->policy_set    ? "--policy"
+                      : a->scale > 0     ? "--scale"
+                      : a->share > 0     ? "--peak-share"
+                      : a->tile_days > 0 ? "--tile-days"
+                      : a->scale_shift_s ? "--scale-shift"
+                      : a->plots_dir     ? "--plots"
+                      : a->out_dir       ? "--out"
+                                         : NULL;
+    if (bad) return prs_cli_usage_error(CMD, "--cluster excludes", bad);
+    c->trace_path = a->trace_path;
+    c->json = a->json;
+    c->fixed.max_batched_tokens = a->in.opts.max_batched_tokens;
+    return -1;
+}
+
 static int parse_args(int argc, char **argv, args *a)
 {
-    static const struct option own[] = {{"trace", required_argument, 0, O_TRACE},
-                                        {"policy", required_argument, 0, O_POLICY},
-                                        {"json", no_argument, 0, O_JSON},
-                                        {"scale", required_argument, 0, O_SCALE},
-                                        {"peak-share", required_argument, 0, O_SHARE},
-                                        {"window", required_argument, 0, O_WINDOW},
-                                        {"tile-days", required_argument, 0, O_TILE},
-                                        {"diurnal-depth", required_argument, 0, O_DEPTH},
-                                        {"peak-hour", required_argument, 0, O_PEAK_HOUR},
-                                        {"out", required_argument, 0, O_OUTDIR},
-                                        {"scale-shift", required_argument, 0, O_SCALE_SHIFT},
-                                        {"plots", required_argument, 0, O_PLOTS},
-                                        {"help", no_argument, 0, O_HELP}};
+    static const struct option own[] = {
+        {"trace", required_argument, 0, O_TRACE},
+        {"policy", required_argument, 0, O_POLICY},
+        {"json", no_argument, 0, O_JSON},
+        {"scale", required_argument, 0, O_SCALE},
+        {"peak-share", required_argument, 0, O_SHARE},
+        {"window", required_argument, 0, O_WINDOW},
+        {"tile-days", required_argument, 0, O_TILE},
+        {"diurnal-depth", required_argument, 0, O_DEPTH},
+        {"peak-hour", required_argument, 0, O_PEAK_HOUR},
+        {"out", required_argument, 0, O_OUTDIR},
+        {"scale-shift", required_argument, 0, O_SCALE_SHIFT},
+        {"plots", required_argument, 0, O_PLOTS},
+        {"cluster", required_argument, 0, O_CLUSTER},
+        {"instance-level", required_argument, 0, O_INST_LEVEL},
+        {"instance-headroom", required_argument, 0, O_INST_HEADROOM},
+        {"help", no_argument, 0, O_HELP}};
     static struct option opts[64];
     size_t n_own = sizeof own / sizeof own[0], n = 0;
     for (size_t i = 0; i < n_own; i++)
@@ -172,6 +233,7 @@ static int parse_args(int argc, char **argv, args *a)
         opts[n++] = *p;
     opts[n] = (struct option){0, 0, 0, 0};
     prs_cli_infer_init(&a->in);
+    prs_cli_fixed_default(&a->cl.fixed);
     parse_policies("all", a);
     a->depth = 0.5;
     a->peak_hour = 14;
@@ -193,7 +255,7 @@ static int parse_args(int argc, char **argv, args *a)
     if (!a->trace_path) return prs_cli_usage_error(CMD, "missing --trace", NULL);
     if (a->scale > 0 && a->share > 0)
         return prs_cli_usage_error(CMD, "--scale and --peak-share exclude each other", NULL);
-    return -1; /* go on */
+    return check_cluster(a);
 }
 
 /* Replace *t by the result of a transform (rc its status). */
@@ -497,6 +559,22 @@ static int run_all(args *a, const prs_infer_trace *t, const prs_infer_captable *
     return 0;
 }
 
+/* --cluster: the trace and its window, then the fixed cluster. */
+static int emulate_cluster(args *a, prs_infer_trace *t)
+{
+    prs_error err = {0};
+    prs_infer_trace next;
+    if (prs_infer_trace_load(a->trace_path, t, &err)) {
+        fprintf(stderr, "perseus %s: %s\n", CMD, err.msg);
+        return 2;
+    }
+    int rc = 0;
+    if (a->win_to > 0)
+        rc = swap_trace(t, &next, prs_infer_trace_window(t, a->win_from, a->win_to, &next, &err),
+                        &err);
+    return rc ? rc : prs_cli_infer_emulate_cluster(&a->cl, t);
+}
+
 int prs_cmd_infer_emulate(int argc, char **argv)
 {
     args *a = calloc(1, sizeof *a);
@@ -506,6 +584,10 @@ int prs_cmd_infer_emulate(int argc, char **argv)
     prs_infer_trace t = {0};
     int rc = a && caps && res ? parse_args(argc, argv, a) : 1;
     int go = rc == -1;
+    if (go && a->cl.cluster_path) {
+        rc = emulate_cluster(a, &t);
+        goto done;
+    }
     if (go) rc = prs_cli_infer_ready(CMD, &a->in);
     double factor = 1, lb_j = 0;
     if (!rc && go)

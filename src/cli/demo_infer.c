@@ -28,17 +28,32 @@
 #define SHARED_DATA "shared/data/azure-llm-2023"
 
 const char *const pool_names[DEMO_NPOOLS] = {"short", "long"};
-const char *const inst_names[DEMO_NINST] = {"s1", "s2", "l1", "l2"};
-const int inst_tp[DEMO_NINST] = {2, 2, 4, 4};
-const int inst_pool[DEMO_NINST] = {0, 0, 1, 1};
+const char *inst_names[DEMO_MAX_INST];
+int inst_tp[DEMO_MAX_INST], inst_pool[DEMO_MAX_INST];
+int demo_ninst, demo_ngpus;
+static char inst_name_buf[DEMO_MAX_INST][16];
 /* classes SS SM SL MS MM ML go to the short pool, LS LM LL to the long one */
 const int pool_of_class[PRS_INFER_NCLASS] = {0, 0, 0, 0, 0, 0, 1, 1, 1};
+
+void demo_layout(int per_pool)
+{
+    demo_ninst = demo_ngpus = 0;
+    for (int p = 0; p < DEMO_NPOOLS; p++)
+        for (int k = 0; k < per_pool; k++) {
+            int i = demo_ninst++;
+            snprintf(inst_name_buf[i], sizeof inst_name_buf[i], "%c%d", p ? 'l' : 's', k + 1);
+            inst_names[i] = inst_name_buf[i];
+            inst_tp[i] = p ? 4 : 2;
+            inst_pool[i] = p;
+            demo_ngpus += inst_tp[i];
+        }
+}
 
 static void usage(FILE *f)
 {
     fputs("usage: perseus demo --inference [options]\n"
           "\n"
-          "Start perseusd, four fake serving instances (perseus-fakeserve) in two pools,\n"
+          "Start perseusd, fake serving instances (perseus-fakeserve) in two pools,\n"
           "perseus-router and a clock controller per instance (perseus-instclock) on this\n"
           "machine; replay a slice of a request trace through the router, first at the\n"
           "highest clock, then under the instance level; print requests, TTFT/TBT per pool,\n"
@@ -52,6 +67,12 @@ static void usage(FILE *f)
           "  --duration S       length of the slice, seconds of the trace (default 120)\n"
           "  --time-scale X     replay X times faster than the trace (default 20)\n"
           "  --headroom X       share of each SLO the clock controllers may use (default 0.6)\n"
+          "  --per-pool N       instances per pool, 1 to 8 (default 2: s1, s2 at TP 2;\n"
+          "                     l1, l2 at TP 4)\n"
+          "  --max-running N    requests an instance batches at most (the fakes' --max-running)\n"
+          "                     and the router sends it at once (default: theirs, 256)\n"
+          "  --compare          also predict both runs with perseus infer emulate --cluster\n"
+          "                     on the router's configuration and print them side by side\n"
           "  --out DIR          where the plots go (default perseus-demo-inference)\n"
           "  --no-plots         do not write plots\n"
           "  -h, --help         show this help\n",
@@ -71,10 +92,35 @@ static int parse_pos(const char *opt, const char *arg, double lo, double hi, dou
     return 0;
 }
 
+static int parse_int(const char *opt, const char *arg, int lo, int hi, int *out)
+{
+    char *end;
+    long v = strtol(arg, &end, 10);
+    if (end == arg || *end || v < lo || v > hi) {
+        fprintf(stderr, DEMO_CMD ": %s: expected an integer in [%d, %d], got '%s'\n", opt, lo, hi,
+                arg);
+        return 2;
+    }
+    *out = (int)v;
+    return 0;
+}
+
 /* argv without "--inference": 0, or the exit status (*done: help printed). */
 static int parse_args(int argc, char **argv, dargs *a, int *done)
 {
-    enum { O_INF = 256, O_TRACE, O_FROM, O_DUR, O_SCALE, O_HEAD, O_OUT, O_NOPLOTS };
+    enum {
+        O_INF = 256,
+        O_TRACE,
+        O_FROM,
+        O_DUR,
+        O_SCALE,
+        O_HEAD,
+        O_OUT,
+        O_NOPLOTS,
+        O_PER_POOL,
+        O_MAX_RUNNING,
+        O_COMPARE
+    };
     static const struct option opts[] = {{"inference", no_argument, 0, O_INF},
                                          {"trace", required_argument, 0, O_TRACE},
                                          {"from", required_argument, 0, O_FROM},
@@ -83,6 +129,9 @@ static int parse_args(int argc, char **argv, dargs *a, int *done)
                                          {"headroom", required_argument, 0, O_HEAD},
                                          {"out", required_argument, 0, O_OUT},
                                          {"no-plots", no_argument, 0, O_NOPLOTS},
+                                         {"per-pool", required_argument, 0, O_PER_POOL},
+                                         {"max-running", required_argument, 0, O_MAX_RUNNING},
+                                         {"compare", no_argument, 0, O_COMPARE},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     int c, rc = 0;
@@ -112,6 +161,15 @@ static int parse_args(int argc, char **argv, dargs *a, int *done)
             break;
         case O_NOPLOTS:
             a->out_dir = NULL;
+            break;
+        case O_PER_POOL:
+            rc = parse_int("--per-pool", optarg, 1, DEMO_MAX_PER_POOL, &a->per_pool);
+            break;
+        case O_MAX_RUNNING:
+            rc = parse_int("--max-running", optarg, 1, 4096, &a->max_running);
+            break;
+        case O_COMPARE:
+            a->compare = 1;
             break;
         case 'h':
             usage(stdout);
@@ -188,7 +246,7 @@ static int load_trace(demo_state *st)
 static int fakes_energy(const demo_state *st, double *sum)
 {
     *sum = 0;
-    for (int i = 0; i < DEMO_NINST; i++) {
+    for (int i = 0; i < demo_ninst; i++) {
         char url[96];
         double e;
         snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", st->fake_port[i]);
@@ -251,9 +309,10 @@ static void fetch_desired(void *ctx)
 static int controlled_phase(demo_state *st)
 {
     int rc = 0;
-    for (int i = 0, g = 0; i < DEMO_NINST && !rc; g += inst_tp[i++])
+    for (int i = 0, g = 0; i < demo_ninst && !rc; g += inst_tp[i++])
         rc = demo_start_ctl(st, i, g);
-    for (int i = 0; i < DEMO_NINST; i++)
+    st->clocks.ninst = demo_ninst;
+    for (int i = 0; i < demo_ninst; i++)
         snprintf(st->clocks.files[i], sizeof st->clocks.files[i], "%s/%s.mhz", st->ps.tmp,
                  inst_names[i]);
     st->clocks.period_s = 1 / st->a.time_scale; /* a sample every second of the trace */
@@ -265,7 +324,7 @@ static int controlled_phase(demo_state *st)
     if (!rc) rc = run_phase(st, 1);
     demo_sampler_stop(&st->clocks);
     if (!rc) fetch_desired(st); /* once more, after the sampler's last */
-    for (int i = 0; i < DEMO_NINST; i++)
+    for (int i = 0; i < demo_ninst; i++)
         if (st->ctl[i] >= 0 && demo_stop(&st->ps, st->ctl[i], 10) != 0 && !prs_demo_stop) {
             fprintf(stderr, DEMO_CMD ": %s did not exit cleanly (%s/%s.log)\n",
                     st->ps.p[st->ctl[i]].name, st->ps.tmp, st->ps.p[st->ctl[i]].name);
@@ -322,7 +381,8 @@ static void print_run_pools(demo_state *st)
     snprintf(a, sizeof a, "%.1f", st->energy_j[0] / 1e3);
     snprintf(b, sizeof b, "%.1f", st->energy_j[1] / 1e3);
     snprintf(tail, sizeof tail, "  (%+.1f %%)", 100 * (st->energy_j[1] / st->energy_j[0] - 1));
-    row("energy, 12 GPUs (kJ)", a, b, tail);
+    snprintf(label, sizeof label, "energy, %d GPUs (kJ)", demo_ngpus);
+    row(label, a, b, tail);
     snprintf(a, sizeof a, "%.1f", st->duration_s[0]);
     snprintf(b, sizeof b, "%.1f", st->duration_s[1]);
     row("replay (model s)", a, b, "");
@@ -331,11 +391,11 @@ static void print_run_pools(demo_state *st)
 static void print_clocks(const demo_state *st)
 {
     printf("clocks chosen under the instance level (MHz, mean / min / max of the samples):\n");
-    for (int i = 0; i < DEMO_NINST; i++) {
+    for (int i = 0; i < demo_ninst; i++) {
         double sum = 0, lo = INFINITY, hi = -INFINITY;
         size_t n = 0;
         for (size_t j = 0; j < st->clocks.n; j++) {
-            double m = st->clocks.mhz[j * DEMO_NINST + i];
+            double m = st->clocks.mhz[j * (size_t)demo_ninst + i];
             if (isnan(m)) continue;
             sum += m;
             lo = fmin(lo, m);
@@ -377,15 +437,26 @@ static void print_cluster(const demo_state *st)
 
 static void print_summary(demo_state *st, double wall_s)
 {
-    printf("perseus demo --inference: %s on %s (fake instances), pools short (s1, s2: TP 2) and "
-           "long (l1, l2: TP 4)\n",
-           DEMO_MODEL, DEMO_GPU);
+    int k = st->a.per_pool;
+    const char *sep = k > 2 ? " ... " : ", ";
+    if (k == 1)
+        printf("perseus demo --inference: %s on %s (fake instances), pools short (s1: TP 2) and "
+               "long (l1: TP 4)\n",
+               DEMO_MODEL, DEMO_GPU);
+    else
+        printf("perseus demo --inference: %s on %s (fake instances), pools short (s1%s%s: TP 2) "
+               "and long (l1%s%s: TP 4)\n",
+               DEMO_MODEL, DEMO_GPU, sep, inst_names[k - 1], sep, inst_names[2 * k - 1]);
+    if (st->a.max_running)
+        printf("each instance batches at most %d requests, and the router sends it no more\n",
+               st->a.max_running);
     printf("trace: %s, %g s of it (%zu requests) replayed %gx faster, twice; %.1f s wall in all\n",
            st->trace_name, st->a.duration_s, st->trace.n, st->a.time_scale, wall_s);
     printf("times and energies in model seconds and joules (the fakes' cost model)%s\n\n",
            st->gpud ? "; clocks through perseus-gpud on the fake NVML" : "");
     print_run_pools(st);
     print_clocks(st);
+    if (st->predicted) demo_print_compare(st);
     if (st->desired) print_cluster(st);
     if (st->gpus_reset >= 0)
         printf("GPUs reset after the controllers stopped: %s\n", st->gpus_reset ? "yes" : "NO");
@@ -399,14 +470,15 @@ static int run_demo(demo_state *st)
 {
     int rc = load_trace(st) || demo_start_perseusd(st) || demo_start_gpud(st) ||
              demo_start_fakes(st) || demo_declare_cluster(st) || demo_start_router(st);
-    int before[DEMO_NGPUS], after[DEMO_NGPUS];
-    int nb = st->gpud && !rc ? demo_gpu_clocks(st, before, DEMO_NGPUS) : -1;
+    int before[DEMO_MAX_GPUS], after[DEMO_MAX_GPUS];
+    int nb = st->gpud && !rc ? demo_gpu_clocks(st, before, DEMO_MAX_GPUS) : -1;
     if (!rc) rc = run_phase(st, 0);
     if (!rc) rc = controlled_phase(st);
     if (nb > 0) {
-        int na = demo_gpu_clocks(st, after, DEMO_NGPUS);
+        int na = demo_gpu_clocks(st, after, DEMO_MAX_GPUS);
         st->gpus_reset = na == nb && memcmp(before, after, sizeof(int) * (size_t)nb) == 0;
     }
+    if (!rc && st->a.compare) rc = demo_predict(st);
     if (!rc && st->a.out_dir) {
         const char *runs[2] = {"highest clock", "instance level"};
         rc = demo_plots(st->a.out_dir, inst_names, &st->clocks, st->run, runs, 2, pool_names);
@@ -418,11 +490,12 @@ int prs_cmd_demo_inference(int argc, char **argv)
 {
     demo_state *st = calloc(1, sizeof *st);
     if (!st) return 1;
-    st->a = (dargs){NULL, 0, 120, 20, 0.6, "perseus-demo-inference"};
+    st->a = (dargs){NULL, 0, 120, 20, 0.6, 2, 0, 0, "perseus-demo-inference"};
     st->gpus_reset = -1;
-    for (int i = 0; i < DEMO_NINST; i++)
+    for (int i = 0; i < DEMO_MAX_INST; i++)
         st->ctl[i] = -1;
     int done = 0, rc = parse_args(argc, argv, &st->a, &done);
+    demo_layout(st->a.per_pool);
     if (!rc && !done) rc = demo_find_programs(&st->ps);
     const char *tmp = getenv("TMPDIR");
     snprintf(st->ps.tmp, sizeof st->ps.tmp, "%s/perseus-demo-XXXXXX", tmp && *tmp ? tmp : "/tmp");

@@ -23,8 +23,9 @@
 
 #define DEMO_CMD "perseus demo --inference"
 #define DEMO_NPOOLS 2
-#define DEMO_NINST 4
-#define DEMO_MAX_PROCS 16
+#define DEMO_MAX_PER_POOL 8 /* instances per pool at most (--per-pool) */
+#define DEMO_MAX_INST (DEMO_NPOOLS * DEMO_MAX_PER_POOL)
+#define DEMO_MAX_PROCS (3 + 2 * DEMO_MAX_INST) /* perseusd, gpud, router, fakes, controllers */
 
 int prs_cmd_demo_inference(int argc, char **argv);
 
@@ -95,14 +96,15 @@ double demo_quantile(demo_stats *s, double q);
 int demo_scrape(const char *url, const char *metric, double *value);
 
 typedef struct demo_sampler {
-    char files[DEMO_NINST][600]; /* the fakes' clock files */
+    char files[DEMO_MAX_INST][600]; /* the fakes' clock files */
+    int ninst;
     double period_s, time_scale, t0;
     pthread_t th;
     pthread_mutex_t mu;
     int stop, running;
     size_t n, cap;
     double *t;               /* model seconds since t0 */
-    double *mhz;             /* n x DEMO_NINST */
+    double *mhz;             /* n x ninst */
     void (*tick)(void *ctx); /* called every tick_every samples (may be NULL) */
     void *ctx;
     int tick_every;

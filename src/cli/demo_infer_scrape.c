@@ -78,8 +78,8 @@ static void *sample(void *arg)
         int stop = s->stop;
         pthread_mutex_unlock(&s->mu);
         if (stop) break;
-        double mhz[DEMO_NINST], t = (demo_now() - s->t0) * s->time_scale;
-        for (int i = 0; i < DEMO_NINST; i++) {
+        double mhz[DEMO_MAX_INST], t = (demo_now() - s->t0) * s->time_scale;
+        for (int i = 0; i < s->ninst; i++) {
             FILE *f = fopen(s->files[i], "r");
             if (!f || fscanf(f, "%lf", &mhz[i]) != 1) mhz[i] = NAN;
             if (f) fclose(f);
@@ -89,13 +89,13 @@ static void *sample(void *arg)
             size_t cap = s->cap ? 2 * s->cap : 256;
             double *nt = realloc(s->t, cap * sizeof *nt);
             if (nt) s->t = nt;
-            double *nm = nt ? realloc(s->mhz, cap * DEMO_NINST * sizeof *nm) : NULL;
+            double *nm = nt ? realloc(s->mhz, cap * (size_t)s->ninst * sizeof *nm) : NULL;
             if (nm) s->mhz = nm;
             if (nt && nm) s->cap = cap;
         }
         if (s->n < s->cap) {
             s->t[s->n] = t;
-            memcpy(&s->mhz[s->n * DEMO_NINST], mhz, sizeof mhz);
+            memcpy(&s->mhz[s->n * (size_t)s->ninst], mhz, (size_t)s->ninst * sizeof *mhz);
             s->n++;
         }
         size_t n = s->n;
@@ -199,19 +199,20 @@ int demo_plots(const char *dir, const char *const *inst_names, const demo_sample
     if (prs_cli_make_dir("demo", dir)) return 1;
     int rc = 0;
     if (clocks->n > 0) {
-        double *y = malloc(clocks->n * DEMO_NINST * sizeof *y);
+        int ni = clocks->ninst;
+        double *y = malloc(clocks->n * (size_t)ni * sizeof *y);
         if (!y) return 1;
-        prs_plot_series ser[DEMO_NINST];
-        for (int i = 0; i < DEMO_NINST; i++) {
+        prs_plot_series ser[DEMO_MAX_INST];
+        for (int i = 0; i < ni; i++) {
             for (size_t j = 0; j < clocks->n; j++)
-                y[i * clocks->n + j] = clocks->mhz[j * DEMO_NINST + i];
+                y[i * clocks->n + j] = clocks->mhz[j * (size_t)ni + i];
             ser[i] = (prs_plot_series){inst_names[i], clocks->t, &y[i * clocks->n], clocks->n};
         }
         prs_savings_plot sp = {"SM clock of each instance under the instance level",
                                "perseus demo --inference: perseus-instclock on each fake instance",
                                "SM clock (MHz)",
                                ser,
-                               DEMO_NINST,
+                               ni,
                                "Time (model s)"};
         rc |= write_plot(dir, "clocks.svg", &sp);
         free(y);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_fixed.h"
 #include "demo_infer_int.h"
 #include "infer_synth.h"
 #include "roofline.h"
@@ -40,7 +41,7 @@ int demo_start_perseusd(demo_state *st)
 static json_t *cluster_pools(const demo_state *st)
 {
     json_t *pools = json_object();
-    for (int i = 0; i < DEMO_NINST; i++) {
+    for (int i = 0; i < demo_ninst; i++) {
         const char *cls = inst_pool[i] == 0 ? "SS" : "LS";
         json_t *p = json_object_get(pools, cls);
         if (!p) {
@@ -76,9 +77,12 @@ int demo_declare_cluster(demo_state *st)
         fprintf(stderr, DEMO_CMD ": profile: %s\n", err.msg);
         return 1;
     }
-    json_t *decl = json_pack("{s:s, s:i, s:s%, s:i, s:i, s:o}", "name", "perseus-demo", "gpus", 32,
-                             "profile_csv", csv, len, "probe_requests", 200, "clocks", 3, "pools",
-                             cluster_pools(st));
+    /* Periods of 0: every report planned at once (the demo shows the plan at the highest load;
+     * the periodic levels' 30-min period outlasts a demo). */
+    json_t *decl = json_pack("{s:s, s:i, s:s%, s:i, s:i, s:i, s:i, s:o}", "name", "perseus-demo",
+                             "gpus", demo_ngpus > 32 ? demo_ngpus : 32, "profile_csv", csv, len,
+                             "probe_requests", 200, "clocks", 3, "cluster_period_s", 0,
+                             "pool_period_s", 0, "pools", cluster_pools(st));
     free(csv);
     char *body = json_dumps(decl, JSON_COMPACT), url[128], why[256] = "";
     json_decref(decl);
@@ -112,7 +116,7 @@ int demo_start_gpud(demo_state *st)
     if (!lib || !*lib || access(lib, R_OK) != 0 || access(gpud, X_OK) != 0) return 0;
     snprintf(st->env[0], sizeof st->env[0], "PRS_FAKE_GPU_DIR=%s", st->ps.tmp);
     snprintf(st->env[1], sizeof st->env[1], "PRS_NVML_LIBRARY=%s", lib);
-    snprintf(st->env[2], sizeof st->env[2], "PRS_FAKE_GPU_COUNT=%d", DEMO_NGPUS);
+    snprintf(st->env[2], sizeof st->env[2], "PRS_FAKE_GPU_COUNT=%d", demo_ngpus);
     for (int i = 0; i < 3; i++)
         st->envp[i] = st->env[i];
     st->envp[3] = NULL;
@@ -146,7 +150,9 @@ int demo_start_fakes(demo_state *st)
 {
     char mhz[16];
     snprintf(mhz, sizeof mhz, "%d\n", prs_infer_gpu_find(DEMO_GPU)->f_max_mhz);
-    for (int i = 0; i < DEMO_NINST; i++) {
+    char maxrun[16];
+    snprintf(maxrun, sizeof maxrun, "%d", st->a.max_running);
+    for (int i = 0; i < demo_ninst; i++) {
         char clock[600], port[600], name[32], tp[8], speed[32];
         snprintf(clock, sizeof clock, "%s/%s.mhz", st->ps.tmp, inst_names[i]);
         snprintf(name, sizeof name, "fake-%s", inst_names[i]);
@@ -169,6 +175,8 @@ int demo_start_fakes(demo_state *st)
                         speed,
                         "--clock-file",
                         clock,
+                        st->a.max_running ? "--max-running" : NULL,
+                        maxrun,
                         NULL};
         int idx = demo_spawn(&st->ps, name, "perseus-fakeserve", argv, NULL);
         snprintf(port, sizeof port, "%s.port", name);
@@ -182,12 +190,15 @@ int demo_start_router(demo_state *st)
     json_t *pools = json_array();
     for (int p = 0; p < DEMO_NPOOLS; p++) {
         json_t *inst = json_array();
-        for (int i = 0; i < DEMO_NINST; i++) {
+        for (int i = 0; i < demo_ninst; i++) {
             char url[64];
             snprintf(url, sizeof url, "http://127.0.0.1:%d", st->fake_port[i]);
-            if (inst_pool[i] == p)
-                json_array_append_new(inst, json_pack("{s:s, s:s, s:i}", "name", inst_names[i],
-                                                      "url", url, "tp", inst_tp[i]));
+            if (inst_pool[i] != p) continue;
+            json_t *x =
+                json_pack("{s:s, s:s, s:i}", "name", inst_names[i], "url", url, "tp", inst_tp[i]);
+            if (st->a.max_running) /* the fake's batch: the router sends no more at once */
+                json_object_set_new(x, "max_running", json_integer(st->a.max_running));
+            json_array_append_new(inst, x);
         }
         json_t *classes = json_array();
         for (int k = 0; k < PRS_INFER_NCLASS; k++)
@@ -216,56 +227,21 @@ int demo_start_router(demo_state *st)
     return idx < 0 || (st->router_port = demo_wait_port(&st->ps, idx, "router.port", 30)) < 0;
 }
 
-static int cmp_int(const void *a, const void *b)
-{
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
-/* The 99th percentile prompt of the trace's requests of input class in (0 when none). */
-static int prompt_p99(const prs_infer_trace *t, const prs_infer_classes *c, int in)
-{
-    int *v = malloc(sizeof *v * (t->n ? t->n : 1)), n = 0;
-    for (size_t i = 0; v && i < t->n; i++)
-        if (prs_infer_class_of(c, t->reqs[i].in_tokens, t->reqs[i].out_tokens) / 3 == in)
-            v[n++] = t->reqs[i].in_tokens;
-    int p = 0;
-    if (n) {
-        qsort(v, (size_t)n, sizeof *v, cmp_int);
-        p = v[(int)(0.99 * (n - 1))];
-    }
-    free(v);
-    return p;
-}
-
-int demo_pool_targets(const demo_state *st, int pool, int *tokens, double *ttft_s)
-{
-    prs_infer_classes c;
-    prs_infer_classes_default(&c);
-    int n = 0;
-    for (int in = 0; in < 3; in++) {
-        if (pool_of_class[(ptrdiff_t)3 * in] != pool) continue;
-        int p = prompt_p99(&st->trace, &c, in);
-        if (p == 0) p = in < 2 ? c.in_limit[in] : 2 * c.in_limit[1]; /* none in the slice */
-        tokens[n] = p;
-        ttft_s[n++] = c.ttft_slo_s[in];
-    }
-    return n;
-}
-
 /* The controller of instance i: every second of model time, from the fake's page, to its clock file
  * (and its GPUs through perseus-gpud when it runs). */
 int demo_start_ctl(demo_state *st, int i, int first_gpu)
 {
-    char metrics[96], clock[600], name[32], tp[8], period[32], slo[32],
+    char metrics[96], clock[600], name[32], tp[8], period[32], ttft[32],
         gpus[128] = "", sock[600], prompt[16], headroom[32], scale[32];
-    int tokens[3] = {512, 0, 0};
-    double ttft[3] = {0.5, 0, 0};
-    int nt = demo_pool_targets(st, inst_pool[i], tokens, ttft);
-    char target[2][32];
-    for (int t = 1; t < nt; t++)
-        snprintf(target[t - 1], sizeof target[t - 1], "%d:%g", tokens[t], ttft[t]);
-    snprintf(prompt, sizeof prompt, "%d", tokens[0]);
+    /* the emulator's instance level (infer emulate --cluster) plans each pool the same way */
+    prs_infer_classes cls;
+    prs_infer_classes_default(&cls);
+    prs_instclock_slo slo;
+    prs_cli_pool_slo(&st->trace, &cls, pool_of_class, inst_pool[i], st->a.headroom, &slo);
+    char target[PRS_INSTCLOCK_MAX_TARGETS][32];
+    for (int t = 0; t < slo.ntargets; t++)
+        snprintf(target[t], sizeof target[t], "%ld:%g", slo.target_tokens[t], slo.target_ttft_s[t]);
+    snprintf(prompt, sizeof prompt, "%ld", slo.prompt_tokens);
     snprintf(headroom, sizeof headroom, "%g", st->a.headroom);
     snprintf(metrics, sizeof metrics, "http://127.0.0.1:%d/metrics", st->fake_port[i]);
     snprintf(clock, sizeof clock, "%s/%s.mhz", st->ps.tmp, inst_names[i]);
@@ -273,12 +249,12 @@ int demo_start_ctl(demo_state *st, int i, int first_gpu)
     snprintf(tp, sizeof tp, "%d", inst_tp[i]);
     snprintf(period, sizeof period, "%g", 1 / st->a.time_scale);
     snprintf(scale, sizeof scale, "%g", st->a.time_scale);
-    snprintf(slo, sizeof slo, "%g", ttft[0]);
+    snprintf(ttft, sizeof ttft, "%g", slo.ttft_s);
     snprintf(sock, sizeof sock, "%s/gpud.sock", st->ps.tmp);
     for (int g = 0; g < inst_tp[i]; g++)
         snprintf(gpus + strlen(gpus), sizeof gpus - strlen(gpus), "%snvml:%d", g ? "," : "",
                  first_gpu + g);
-    char *argv[32] = {"perseus-instclock",
+    char *argv[48] = {"perseus-instclock",
                       "--metrics",
                       metrics,
                       "--model",
@@ -288,7 +264,7 @@ int demo_start_ctl(demo_state *st, int i, int first_gpu)
                       "--tp",
                       tp,
                       "--ttft-slo",
-                      slo,
+                      ttft,
                       "--prompt-tokens",
                       prompt,
                       "--headroom",
@@ -300,9 +276,9 @@ int demo_start_ctl(demo_state *st, int i, int first_gpu)
                       "--clock-file",
                       clock};
     int n = 21;
-    for (int t = 1; t < nt; t++) {
+    for (int t = 0; t < slo.ntargets; t++) {
         argv[n++] = "--target";
-        argv[n++] = target[t - 1];
+        argv[n++] = target[t];
     }
     if (st->gpud) {
         argv[n++] = "--gpus";

@@ -124,10 +124,12 @@ static void finish_token(prs_fake_engine *e, prs_fake_seq *s, double now_s)
     }
 }
 
-/* Sleep time_s model seconds unless stopped; the mutex is held on entry and on return. */
-static void run_for(prs_fake_engine *e, double time_s)
+/* Sleep until model time end_s unless stopped; the mutex is held on entry and on return. Past
+ * deadlines return at once, so a late wake-up is made up by the next iterations instead of
+ * adding to the model's time. */
+static void run_until(prs_fake_engine *e, double end_s)
 {
-    double until = real_now_s() + time_s / e->o.speedup;
+    double until = e->start_real_s + end_s / e->o.speedup;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     double wake = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + (until - real_now_s());
@@ -135,6 +137,17 @@ static void run_for(prs_fake_engine *e, double time_s)
     ts.tv_nsec = (long)((wake - (double)ts.tv_sec) * 1e9);
     while (!e->stop && real_now_s() < until)
         if (pthread_cond_timedwait(&e->stop_cv, &e->mu, &ts) == ETIMEDOUT) break;
+}
+
+/* When the iteration starts, in model time: where the last one ended (the engine went straight
+ * on), not the host's clock, so that scheduling delays do not pile up in the model's time; no
+ * earlier than the arrival of a prompt it prefills. */
+static double iteration_start(const prs_fake_engine *e, int prefill)
+{
+    double t = e->last_iter_end_s;
+    for (int i = 0; prefill && i < e->nseqs; i++)
+        if (e->seqs[i]->running == 2 && e->seqs[i]->arrival_s > t) t = e->seqs[i]->arrival_s;
+    return t;
 }
 
 static void iterate(prs_fake_engine *e)
@@ -154,8 +167,10 @@ static void iterate(prs_fake_engine *e)
         if (n == 0) return;
         prs_infer_roofline_decode(&e->o.model, tp, mhz, n, (double)ctx / n, &t_s, &e_j);
     }
-    run_for(e, t_s);
-    double now = model_now_s(e);
+    double start = iteration_start(e, prefill), now = start + t_s;
+    if (start > e->last_iter_end_s) /* idle until a prompt that came in as the engine went on */
+        e->st.energy_j += prs_infer_roofline_idle_w(&e->o.model, tp) * (start - e->last_iter_end_s);
+    run_until(e, now);
     e->st.energy_j += e_j;
     for (int i = 0; i < e->nseqs; i++) {
         prs_fake_seq *s = e->seqs[i];

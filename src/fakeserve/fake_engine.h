@@ -9,8 +9,12 @@
  * clock is read from a file (one integer, MHz) before each iteration when one is given, so a
  * controller outside can change it; values outside the GPU's range are clamped.
  *
- * Times in the statistics are model seconds (real seconds x speed-up), as a real engine at that
- * speed would report them. One mutex guards everything; the iteration's sleep runs outside it. */
+ * The engine keeps a model clock: an iteration that follows another starts where it ended (in
+ * model time), ends its cost model's time later, and the engine sleeps until that deadline's
+ * real time (model time / speed-up since the start), so the host's scheduling delays do not
+ * pile up in the model's time; a late wake-up is made up by the next iterations. Times in the
+ * statistics are model seconds (real seconds x speed-up), as a real engine at that speed would
+ * report them. One mutex guards everything; the iteration's sleep waits on a condition. */
 #ifndef PRS_FAKESERVE_ENGINE_H
 #define PRS_FAKESERVE_ENGINE_H
 

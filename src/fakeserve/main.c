@@ -4,13 +4,17 @@
  * model for its batch and its GPU's clock (fake_engine.h), and exports vLLM's Prometheus metric
  * names on /metrics, so tools written against vLLM read it unchanged. docs/router.md. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,13 +50,8 @@ typedef struct stream {
     size_t pending_len, pending_off;
 } stream;
 
-/* Read by connection threads as well as main: an atomic (lock-free, so signal-safe). */
+/* Set by main on SIGINT or SIGTERM, read by the connection threads (their streams end). */
 static atomic_int stop_flag;
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop_flag = 1;
-}
 
 static json_t *choice(prs_oai_kind kind, long tokens, int last, int delta)
 {
@@ -127,12 +126,35 @@ static void stream_free(void *cls)
     free(s);
 }
 
+/* Whether the client of c went away (its socket at end of file, reset or broken). Bytes waiting
+ * to be read (a pipelined request) are not a departure. */
+static int client_gone(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci == NULL) return 0;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN};
+    if (poll(&p, 1, 0) <= 0) return 0;
+    if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) return 1;
+    char byte;
+    ssize_t n = recv(ci->connect_fd, &byte, 1, MSG_PEEK);
+    return n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* A whole (not streamed) answer once every token is generated. A client that leaves before
+ * drops its request from the batch, as vLLM aborts the request of a disconnected client: a
+ * router that dies leaves nothing running here. */
 static enum MHD_Result answer_whole(struct MHD_Connection *c, stream *s, const prs_oai_request *rq)
 {
     int done = 0;
     long n = 0;
-    while (!done && !stop_flag)
-        n = prs__fake_wait(s->a->engine, s->seq, n, 1.0, &done);
+    while (!done && !stop_flag) {
+        n = prs__fake_wait(s->a->engine, s->seq, n, 0.1, &done);
+        if (!done && client_gone(c)) {
+            stream_free(s);
+            return MHD_NO; /* closes the connection */
+        }
+    }
     const char *object = s->kind == PRS_OAI_CHAT ? "chat.completion" : "text_completion";
     json_t *v = json_pack("{s:s, s:s, s:I, s:s, s:[o], s:{s:I, s:I, s:I}}", "id", s->id, "object",
                           object, "created", (json_int_t)time(NULL), "model", s->a->served_name,
@@ -434,6 +456,14 @@ int main(int argc, char **argv)
     const char *listen = "127.0.0.1:8000", *port_file = NULL;
     int st = parse_args(argc, argv, &o, &a, &listen, &port_file);
     if (st >= 0) return st;
+    /* SIGINT and SIGTERM are blocked before any thread starts, so every thread inherits the
+     * mask and only main's sigwait takes them: with a handler, the kernel could run it on another
+     * thread and leave main in pause() for good. */
+    sigset_t stop_set;
+    sigemptyset(&stop_set);
+    sigaddset(&stop_set, SIGINT);
+    sigaddset(&stop_set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
     prs_error err = {0};
     if (prs__fake_engine_new(&o, &a.engine, &err) != 0) {
         fprintf(stderr, "perseus-fakeserve: %s\n", err.msg);
@@ -448,11 +478,9 @@ int main(int argc, char **argv)
         return 1;
     }
     fprintf(stderr, "perseus-fakeserve: serving %s on port %d\n", a.served_name, port);
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    while (!stop_flag)
-        pause();
+    int sig;
+    sigwait(&stop_set, &sig);
+    stop_flag = 1;
     MHD_stop_daemon(d);
     prs__fake_engine_free(a.engine);
     return 0;

@@ -42,6 +42,7 @@ struct prs_infer_engine {
     int *fresh, n_fresh;
     int *batch, n_batch;
     long batch_tokens;
+    long prompt_tokens; /* prompt tokens prefilled so far (recomputes included) */
     long old_count[PRS_INFER_NCLASS];
     long n_running, sum_ctx, decodes, admits, preempts;
     long phase_count[PRS_INFER_KV_BLOCK_TOKENS];
@@ -440,7 +441,10 @@ static int start_next(prs_infer_engine *e, double now_s, prs_error *err)
     if (now_s < e->paused_until_s || (e->wq_n == 0 && e->n_running == 0)) return PRS_OK;
     int rc = charge_idle(e, now_s, err);
     if (rc) return rc;
-    if (e->wq_n > 0 && admit_prefill(e) > 0) return start_prefill(e, now_s, err);
+    if (e->wq_n > 0 && admit_prefill(e) > 0) {
+        e->prompt_tokens += e->batch_tokens;
+        return start_prefill(e, now_s, err);
+    }
     if (e->n_running > 0) return start_decode(e, now_s, err);
     return PRS_OK; /* unreachable: a request alone always fits (checked at submit) */
 }
@@ -692,6 +696,11 @@ double prs_infer_engine_energy_j(const prs_infer_engine *e)
 long prs_infer_engine_preemptions(const prs_infer_engine *e)
 {
     return e->preempts;
+}
+
+long prs_infer_engine_prompt_tokens(const prs_infer_engine *e)
+{
+    return e->prompt_tokens;
 }
 
 double prs_infer_engine_head_wait_s(const prs_infer_engine *e, double now_s)

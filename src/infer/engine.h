@@ -119,6 +119,8 @@ long prs_infer_engine_outstanding(const prs_infer_engine *e);
 long prs_infer_engine_outstanding_tokens(const prs_infer_engine *e);
 double prs_infer_engine_energy_j(const prs_infer_engine *e);
 long prs_infer_engine_preemptions(const prs_infer_engine *e);
+/* Prompt tokens prefilled so far, recomputed ones included (an engine's prompt token counter). */
+long prs_infer_engine_prompt_tokens(const prs_infer_engine *e);
 /* Waiting time of the request at the head of the queue at now_s (0 when none). */
 double prs_infer_engine_head_wait_s(const prs_infer_engine *e, double now_s);
 

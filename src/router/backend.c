@@ -1,32 +1,74 @@
-/* Forwarding one request with libcurl (backend.h). Each transfer has its own multi handle, so a
- * connection thread pumps only its own transfer: the write callback pauses the transfer once a
- * chunk is held, and prs__backend_read hands that chunk out and unpauses, which is what ties the
- * instance's pace to the client's. */
-#define _POSIX_C_SOURCE 200809L
+/* The forwarding loop (backend.h): one thread, one libcurl multi handle driven through its socket
+ * interface over epoll, so each wake-up costs what the sockets that moved cost, however many
+ * transfers are open. Owners on other threads talk to the loop through a queue of commands
+ * (start, unpause, free) and an eventfd; the loop talks back through each transfer's state, under
+ * the transfer's mutex, and the owner's call-back. Only the loop's thread touches libcurl. */
+#define _GNU_SOURCE
 #include "backend.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
-#define POLL_MS 1000
+#define SWEEP_S 0.25 /* how often silent instances are looked for */
+#define NEVENTS 256
+
+enum { CMD_ADD = 1, CMD_UNPAUSE = 2, CMD_FREE = 4 };
+enum { WANT_NONE = -1 };
 
 struct prs_backend {
-    CURLM *multi;
+    prs_backend_loop *l;
     CURL *easy;
     struct curl_slist *headers;
     char *body;
+    void (*wake)(void *);
+    void *wake_cls;
+    int stream;
+    double timeout_s;
+    /* under mu, shared by the loop and the owner */
+    pthread_mutex_t mu;
+    int head, finished, failed, paused, released, want;
+    long status;
     char ctype[128];
-    int head_done, finished;
-    CURLcode result;
-    char *chunk; /* bytes received, not yet handed out */
-    size_t chunk_len, chunk_off;
+    char errmsg[CURL_ERROR_SIZE];
+    char *buf; /* bytes received, [off, len) not handed out */
+    size_t len, off, cap;
+    /* the loop's own */
+    int added, in_live;
+    double last_s;
     char errbuf[CURL_ERROR_SIZE];
-    double timeout_s, last_activity_s; /* the instance's silence is bounded by timeout_s */
+    prs_backend *prev, *next; /* the live list: every transfer started and not freed */
+    /* under the loop's qmu */
+    unsigned cmds;
+    int queued;
+    prs_backend *qnext;
+};
+
+struct prs_backend_loop {
+    CURLM *multi;
+    int epfd, evfd;
+    pthread_t thread;
+    int started;
+    atomic_int stop;
+    double timer_at; /* libcurl's timer (monotonic seconds), < 0: none */
+    double next_sweep;
+    prs_backend *live;
+    pthread_mutex_t qmu;
+    prs_backend *queue;
+    int dead; /* the thread stopped: commands wait for prs__backend_loop_free */
+    atomic_ulong connects;
+    prs_backend_host host; /* the event source sharing the thread (host.fd < 0: none) */
+    int woke;              /* an owner was called back since the host last ran */
 };
 
 static double mono_s(void)
@@ -36,60 +78,148 @@ static double mono_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-struct prs_backend_pool {
-    CURLSH *share;
-    pthread_mutex_t mu[CURL_LOCK_DATA_LAST];
-};
+/* ---- the owner's side ---------------------------------------------------------------------- */
 
-static void pool_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *cls)
+static void post(prs_backend *b, unsigned cmd)
 {
-    (void)h, (void)access;
-    prs_backend_pool *p = cls;
-    pthread_mutex_lock(&p->mu[data]);
-}
-
-static void pool_unlock(CURL *h, curl_lock_data data, void *cls)
-{
-    (void)h;
-    prs_backend_pool *p = cls;
-    pthread_mutex_unlock(&p->mu[data]);
-}
-
-int prs__backend_pool_new(prs_backend_pool **out, prs_error *err)
-{
-    *out = NULL;
-    prs_backend_pool *p = calloc(1, sizeof *p);
-    if (p == NULL || (p->share = curl_share_init()) == NULL) {
-        free(p);
-        return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    prs_backend_loop *l = b->l;
+    pthread_mutex_lock(&l->qmu);
+    b->cmds |= cmd;
+    if (!b->queued) {
+        b->queued = 1;
+        b->qnext = l->queue;
+        l->queue = b;
     }
-    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
-        pthread_mutex_init(&p->mu[i], NULL);
-    curl_share_setopt(p->share, CURLSHOPT_LOCKFUNC, pool_lock);
-    curl_share_setopt(p->share, CURLSHOPT_UNLOCKFUNC, pool_unlock);
-    curl_share_setopt(p->share, CURLSHOPT_USERDATA, p);
-    curl_share_setopt(p->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
-    curl_share_setopt(p->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
-    *out = p;
-    return 0;
+    int dead = l->dead;
+    pthread_mutex_unlock(&l->qmu);
+    /* on the loop's thread (an owner called by the host), the queue runs after the host */
+    if (!dead && !(l->started && pthread_equal(pthread_self(), l->thread))) {
+        uint64_t one = 1;
+        ssize_t w = write(l->evfd, &one, sizeof one);
+        (void)w; /* a full counter already wakes the loop */
+    }
 }
 
-void prs__backend_pool_free(prs_backend_pool *p)
+/* What want waits for is in (mu held). */
+static int satisfied(const prs_backend *b, int want)
 {
-    if (p == NULL) return;
-    curl_share_cleanup(p->share);
-    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
-        pthread_mutex_destroy(&p->mu[i]);
-    free(p);
+    switch (want) {
+    case PRS_BACKEND_WANT_HEAD:
+        return b->head || b->finished;
+    case PRS_BACKEND_WANT_DATA:
+        return b->len > b->off || b->finished;
+    case PRS_BACKEND_WANT_END:
+        return b->finished;
+    default:
+        return 0;
+    }
+}
+
+int prs__backend_arm(prs_backend *b, prs_backend_want want)
+{
+    pthread_mutex_lock(&b->mu);
+    int now = satisfied(b, (int)want);
+    if (!now) b->want = (int)want;
+    pthread_mutex_unlock(&b->mu);
+    return now;
+}
+
+int prs__backend_ready(prs_backend *b, prs_backend_want want)
+{
+    pthread_mutex_lock(&b->mu);
+    int now = satisfied(b, (int)want);
+    pthread_mutex_unlock(&b->mu);
+    return now;
+}
+
+int prs__backend_head(prs_backend *b, long *status, prs_error *err)
+{
+    pthread_mutex_lock(&b->mu);
+    int rc = 0;
+    if (b->head)
+        *status = b->status;
+    else if (b->finished)
+        rc = prs_error_set(err, PRS_ESERVER, "%s", b->errmsg);
+    else
+        rc = 1;
+    pthread_mutex_unlock(&b->mu);
+    return rc;
+}
+
+const char *prs__backend_content_type(const prs_backend *b)
+{
+    return b->ctype; /* written before head is set, never after */
+}
+
+ssize_t prs__backend_read(prs_backend *b, char *buf, size_t max, int *end, prs_error *err)
+{
+    *end = 0;
+    pthread_mutex_lock(&b->mu);
+    size_t k = b->len - b->off;
+    if (k > max) k = max;
+    if (k > 0) memcpy(buf, b->buf + b->off, k);
+    b->off += k;
+    int unpause = 0;
+    if (b->off == b->len) b->off = b->len = 0;
+    if (b->paused && b->len - b->off < PRS_BACKEND_STREAM_HOLD / 2) {
+        b->paused = 0;
+        unpause = 1;
+    }
+    ssize_t rc = (ssize_t)k;
+    if (k == 0 && b->finished) {
+        if (b->failed)
+            rc = prs_error_set(err, PRS_ESERVER, "%s", b->errmsg);
+        else
+            *end = 1;
+    }
+    pthread_mutex_unlock(&b->mu);
+    if (unpause) post(b, CMD_UNPAUSE);
+    return rc;
+}
+
+void prs__backend_free(prs_backend *b)
+{
+    if (b == NULL) return;
+    pthread_mutex_lock(&b->mu);
+    b->released = 1;
+    b->want = WANT_NONE;
+    pthread_mutex_unlock(&b->mu);
+    post(b, CMD_FREE);
+}
+
+/* ---- the loop's side ----------------------------------------------------------------------- */
+
+/* Call the owner back when what it armed for is in; mu held, released here. */
+static void notify_unlock(prs_backend *b)
+{
+    int w = b->want != WANT_NONE && !b->released && satisfied(b, b->want);
+    if (w) b->want = WANT_NONE;
+    pthread_mutex_unlock(&b->mu);
+    if (w) {
+        b->l->woke = 1;
+        b->wake(b->wake_cls);
+    }
+}
+
+static void set_head(prs_backend *b)
+{
+    if (b->head) return;
+    curl_easy_getinfo(b->easy, CURLINFO_RESPONSE_CODE, &b->status);
+    b->head = 1;
 }
 
 static size_t on_header(char *data, size_t size, size_t n, void *cls)
 {
     prs_backend *b = cls;
     size_t len = size * n;
-    b->last_activity_s = mono_s();
+    b->last_s = mono_s();
+    pthread_mutex_lock(&b->mu);
     if (len <= 2) {
-        b->head_done = 1; /* the blank line ending the head */
+        long code = 0;
+        curl_easy_getinfo(b->easy, CURLINFO_RESPONSE_CODE, &code);
+        if (code >= 200) set_head(b); /* the blank line ending a final head */
+    } else if (!b->head && strncmp(data, "HTTP/", 5) == 0) {
+        b->ctype[0] = '\0'; /* a new head (after a 100 Continue) */
     } else if (len > 13 && strncasecmp(data, "content-type:", 13) == 0) {
         size_t k = len - 13;
         const char *v = data + 13;
@@ -100,10 +230,8 @@ static size_t on_header(char *data, size_t size, size_t n, void *cls)
         if (k >= sizeof b->ctype) k = sizeof b->ctype - 1;
         memcpy(b->ctype, v, k);
         b->ctype[k] = '\0';
-    } else if (strncmp(data, "HTTP/", 5) == 0) {
-        b->ctype[0] = '\0'; /* a new response (after a 100 Continue) */
-        b->head_done = 0;
     }
+    notify_unlock(b);
     return len;
 }
 
@@ -111,19 +239,121 @@ static size_t on_body(char *data, size_t size, size_t n, void *cls)
 {
     prs_backend *b = cls;
     size_t len = size * n;
-    b->head_done = 1;
-    b->last_activity_s = mono_s();
-    if (b->chunk != NULL) return CURL_WRITEFUNC_PAUSE; /* the last chunk is not handed out yet */
-    b->chunk = malloc(len ? len : 1);
-    if (b->chunk == NULL) return 0; /* aborts the transfer */
-    memcpy(b->chunk, data, len);
-    b->chunk_len = len;
-    b->chunk_off = 0;
+    b->last_s = mono_s();
+    pthread_mutex_lock(&b->mu);
+    set_head(b);
+    size_t held = b->len - b->off;
+    if (b->stream && b->status == 200 && held > 0 && held + len > PRS_BACKEND_STREAM_HOLD) {
+        b->paused = 1; /* the owner unpauses once it took half */
+        pthread_mutex_unlock(&b->mu);
+        return CURL_WRITEFUNC_PAUSE;
+    }
+    if (b->len + len > PRS_BACKEND_WHOLE_MAX) {
+        snprintf(b->errbuf, sizeof b->errbuf, "answer larger than %u bytes", PRS_BACKEND_WHOLE_MAX);
+        pthread_mutex_unlock(&b->mu);
+        return 0; /* aborts the transfer */
+    }
+    if (b->off > 0 && b->off == b->len) b->off = b->len = 0;
+    if (b->len + len > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + len)
+            cap *= 2;
+        char *nb = realloc(b->buf, cap);
+        if (nb == NULL) {
+            snprintf(b->errbuf, sizeof b->errbuf, "out of memory");
+            pthread_mutex_unlock(&b->mu);
+            return 0;
+        }
+        b->buf = nb;
+        b->cap = cap;
+    }
+    memcpy(b->buf + b->len, data, len);
+    b->len += len;
+    notify_unlock(b);
     return len;
 }
 
-int prs__backend_start(prs_backend_pool *pool, const char *url, const char *body, size_t len,
-                       double timeout_s, prs_backend **out, prs_error *err)
+/* The transfer ended (result); it leaves the multi handle, its connection back to the cache
+ * when it completed. */
+static void finish(prs_backend_loop *l, prs_backend *b, CURLcode result)
+{
+    long connects = 0;
+    curl_easy_getinfo(b->easy, CURLINFO_NUM_CONNECTS, &connects);
+    curl_multi_remove_handle(l->multi, b->easy);
+    b->added = 0;
+    l->connects += (unsigned long)connects;
+    pthread_mutex_lock(&b->mu);
+    if (result == CURLE_OK) set_head(b);
+    b->finished = 1;
+    b->failed = result != CURLE_OK;
+    if (b->failed)
+        snprintf(b->errmsg, sizeof b->errmsg, "%s",
+                 b->errbuf[0] ? b->errbuf : curl_easy_strerror(result));
+    notify_unlock(b);
+}
+
+static void live_remove(prs_backend_loop *l, prs_backend *b)
+{
+    if (!b->in_live) return;
+    if (b->prev)
+        b->prev->next = b->next;
+    else
+        l->live = b->next;
+    if (b->next) b->next->prev = b->prev;
+    b->in_live = 0;
+}
+
+static void destroy(prs_backend_loop *l, prs_backend *b)
+{
+    if (b->added) curl_multi_remove_handle(l->multi, b->easy);
+    live_remove(l, b);
+    if (b->easy) curl_easy_cleanup(b->easy);
+    curl_slist_free_all(b->headers);
+    pthread_mutex_destroy(&b->mu);
+    free(b->buf);
+    free(b->body);
+    free(b);
+}
+
+/* Carry out the commands posted since the last call. */
+static void run_queue(prs_backend_loop *l)
+{
+    pthread_mutex_lock(&l->qmu);
+    prs_backend *q = l->queue;
+    l->queue = NULL;
+    for (prs_backend *b = q; b; b = b->qnext)
+        b->queued = 0;
+    pthread_mutex_unlock(&l->qmu);
+    while (q) {
+        prs_backend *b = q;
+        q = q->qnext;
+        pthread_mutex_lock(&l->qmu);
+        unsigned cmds = b->cmds;
+        b->cmds = 0;
+        pthread_mutex_unlock(&l->qmu);
+        if (cmds & CMD_FREE) {
+            destroy(l, b);
+            continue;
+        }
+        if (cmds & CMD_ADD) {
+            b->next = l->live;
+            if (l->live) l->live->prev = b;
+            l->live = b;
+            b->in_live = 1;
+            b->last_s = mono_s();
+            b->added = curl_multi_add_handle(l->multi, b->easy) == CURLM_OK;
+            if (!b->added) finish(l, b, CURLE_OUT_OF_MEMORY);
+        }
+        if ((cmds & CMD_UNPAUSE) && b->added) {
+            b->last_s = mono_s();
+            curl_easy_pause(b->easy, CURLPAUSE_CONT);
+        }
+    }
+}
+
+int prs__backend_start(prs_backend_loop *l, const char *url, const char *body, size_t len,
+                       double timeout_s, int stream, void (*wake)(void *), void *wake_cls,
+                       prs_backend **out, prs_error *err)
 {
     *out = NULL;
     prs_backend *b = calloc(1, sizeof *b);
@@ -132,12 +362,18 @@ int prs__backend_start(prs_backend_pool *pool, const char *url, const char *body
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
     }
     memcpy(b->body, body, len);
-    b->multi = curl_multi_init();
+    pthread_mutex_init(&b->mu, NULL);
+    b->l = l;
+    b->wake = wake;
+    b->wake_cls = wake_cls;
+    b->stream = stream;
+    b->timeout_s = timeout_s;
+    b->want = WANT_NONE;
     b->easy = curl_easy_init();
     b->headers = curl_slist_append(NULL, "Content-Type: application/json");
     struct curl_slist *h2 = b->headers ? curl_slist_append(b->headers, "Expect:") : NULL;
-    if (b->multi == NULL || b->easy == NULL || h2 == NULL) {
-        prs__backend_free(b);
+    if (b->easy == NULL || h2 == NULL) {
+        destroy(l, b);
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
     }
     long t = (long)(timeout_s + 0.5);
@@ -151,86 +387,237 @@ int prs__backend_start(prs_backend_pool *pool, const char *url, const char *body
     curl_easy_setopt(b->easy, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(b->easy, CURLOPT_WRITEDATA, b);
     curl_easy_setopt(b->easy, CURLOPT_ERRORBUFFER, b->errbuf);
+    curl_easy_setopt(b->easy, CURLOPT_PRIVATE, b);
     curl_easy_setopt(b->easy, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(b->easy, CURLOPT_CONNECTTIMEOUT, t < 5 ? t : 5L);
-    b->timeout_s = timeout_s;
-    b->last_activity_s = mono_s();
+    curl_easy_setopt(b->easy, CURLOPT_CONNECTTIMEOUT, t < 5 ? (t < 1 ? 1L : t) : 5L);
     curl_easy_setopt(b->easy, CURLOPT_PROTOCOLS_STR, "http");
-    if (pool != NULL) curl_easy_setopt(b->easy, CURLOPT_SHARE, pool->share);
-    curl_multi_add_handle(b->multi, b->easy);
+    curl_easy_setopt(b->easy, CURLOPT_TCP_NODELAY, 1L);
+    pthread_mutex_lock(&l->qmu);
+    int dead = l->dead;
+    pthread_mutex_unlock(&l->qmu);
+    if (dead) {
+        destroy(l, b);
+        return prs_error_set(err, PRS_ESERVER, "the router is stopping");
+    }
     *out = b;
+    post(b, CMD_ADD);
     return 0;
 }
 
-/* One round of transfer work; sets finished and result when the transfer ends. */
-static void pump(prs_backend *b)
+/* ---- the loop's thread ---------------------------------------------------------------------- */
+
+static int on_socket(CURL *easy, curl_socket_t s, int what, void *cls, void *socketp)
 {
-    int running = 0;
-    curl_multi_perform(b->multi, &running);
+    (void)easy;
+    prs_backend_loop *l = cls;
+    if (what == CURL_POLL_REMOVE) {
+        epoll_ctl(l->epfd, EPOLL_CTL_DEL, s, NULL);
+        curl_multi_assign(l->multi, s, NULL);
+        return 0;
+    }
+    struct epoll_event ev = {.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) |
+                                       ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u),
+                             .data.fd = s};
+    if (epoll_ctl(l->epfd, socketp ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, s, &ev) != 0)
+        epoll_ctl(l->epfd, socketp ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, s, &ev);
+    curl_multi_assign(l->multi, s, (void *)1);
+    return 0;
+}
+
+static int on_timer(CURLM *m, long ms, void *cls)
+{
+    (void)m;
+    prs_backend_loop *l = cls;
+    l->timer_at = ms < 0 ? -1 : mono_s() + (double)ms * 1e-3;
+    return 0;
+}
+
+static void drain_done(prs_backend_loop *l)
+{
     CURLMsg *m;
     int left;
-    while ((m = curl_multi_info_read(b->multi, &left)) != NULL) {
-        if (m->msg == CURLMSG_DONE) {
-            b->finished = 1;
-            b->result = m->data.result;
+    while ((m = curl_multi_info_read(l->multi, &left)) != NULL) {
+        if (m->msg != CURLMSG_DONE) continue;
+        prs_backend *b = NULL;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&b);
+        finish(l, b, m->data.result);
+    }
+}
+
+/* Give up the instances silent for longer than their timeout (a paused transfer waits on its
+ * client, not on its instance). Measured here rather than by libcurl's low-speed check, which
+ * let a silent instance hold a request several times longer than the timeout. */
+static void sweep(prs_backend_loop *l, double now)
+{
+    prs_backend *b = l->live;
+    while (b) {
+        prs_backend *next = b->next;
+        if (b->added && now - b->last_s > b->timeout_s) {
+            pthread_mutex_lock(&b->mu);
+            int paused = b->paused;
+            pthread_mutex_unlock(&b->mu);
+            if (paused) {
+                b->last_s = now;
+            } else {
+                snprintf(b->errbuf, sizeof b->errbuf, "no answer for %.0f s", b->timeout_s);
+                finish(l, b, CURLE_OPERATION_TIMEDOUT);
+            }
+        }
+        b = next;
+    }
+    l->next_sweep = now + SWEEP_S;
+}
+
+/* The epoll wait's bound (ms): libcurl's timer, the next sweep, the host's timeout. */
+static int wait_ms(prs_backend_loop *l, double now)
+{
+    double until = l->next_sweep;
+    if (l->timer_at >= 0 && l->timer_at < until) until = l->timer_at;
+    if (l->host.timeout_ms) {
+        long h = l->host.timeout_ms(l->host.cls);
+        if (h >= 0 && now + (double)h * 1e-3 < until) until = now + (double)h * 1e-3;
+    }
+    return until <= now ? 0 : (int)((until - now) * 1e3) + 1;
+}
+
+static void *loop_main(void *cls)
+{
+    prs_backend_loop *l = cls;
+    struct epoll_event evs[NEVENTS];
+    int running;
+    while (!l->stop) {
+        double now = mono_s();
+        int n = epoll_wait(l->epfd, evs, NEVENTS, wait_ms(l, now));
+        int host_ready = n == 0 && l->host.run != NULL; /* its timeout, maybe */
+        for (int i = 0; i < n; i++) {
+            int fd = evs[i].data.fd;
+            if (fd == l->evfd) {
+                uint64_t v;
+                ssize_t r = read(l->evfd, &v, sizeof v);
+                (void)r;
+            } else if (fd == l->host.fd) {
+                host_ready = 1;
+            } else {
+                int flags = ((evs[i].events & EPOLLIN) ? CURL_CSELECT_IN : 0) |
+                            ((evs[i].events & EPOLLOUT) ? CURL_CSELECT_OUT : 0) |
+                            ((evs[i].events & (EPOLLERR | EPOLLHUP)) ? CURL_CSELECT_ERR : 0);
+                curl_multi_socket_action(l->multi, fd, flags, &running);
+            }
+        }
+        run_queue(l);
+        now = mono_s();
+        if (l->timer_at >= 0 && l->timer_at <= now) {
+            l->timer_at = -1;
+            curl_multi_socket_action(l->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+        }
+        drain_done(l);
+        if (now >= l->next_sweep) sweep(l, now);
+        if (l->host.run && (host_ready || l->woke)) {
+            l->woke = 0;
+            l->host.run(l->host.cls);
+            run_queue(l); /* what the host's owners asked for, at once */
         }
     }
-    if (!b->finished && b->chunk == NULL) curl_multi_poll(b->multi, NULL, 0, POLL_MS, NULL);
-    /* silence: measured here, not by libcurl's low-speed check, which let a silent instance
-     * hold a request several times longer than the timeout */
-    if (!b->finished && b->chunk == NULL && mono_s() - b->last_activity_s > b->timeout_s) {
-        b->finished = 1;
-        b->result = CURLE_OPERATION_TIMEDOUT;
-        snprintf(b->errbuf, sizeof b->errbuf, "no answer for %.0f s", b->timeout_s);
+    return NULL;
+}
+
+int prs__backend_loop_new(unsigned max_conns, prs_backend_loop **out, prs_error *err)
+{
+    *out = NULL;
+    prs_backend_loop *l = calloc(1, sizeof *l);
+    if (l == NULL) return prs_error_set(err, PRS_ENOMEM, "out of memory");
+    l->epfd = epoll_create1(EPOLL_CLOEXEC);
+    l->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    l->multi = curl_multi_init();
+    l->timer_at = -1;
+    pthread_mutex_init(&l->qmu, NULL);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = l->evfd};
+    if (l->epfd < 0 || l->evfd < 0 || l->multi == NULL ||
+        epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->evfd, &ev) != 0) {
+        l->dead = 1;
+        prs__backend_loop_free(l);
+        return prs_error_set(err, PRS_EIO, "cannot set up the forwarding loop: %s",
+                             strerror(errno));
     }
-}
-
-static int transfer_error(const prs_backend *b, prs_error *err)
-{
-    return prs_error_set(err, PRS_ESERVER, "%s",
-                         b->errbuf[0] ? b->errbuf : curl_easy_strerror(b->result));
-}
-
-int prs__backend_head(prs_backend *b, long *status, prs_error *err)
-{
-    while (!b->head_done && !b->finished)
-        pump(b);
-    if (b->finished && b->result != CURLE_OK) return transfer_error(b, err);
-    curl_easy_getinfo(b->easy, CURLINFO_RESPONSE_CODE, status);
+    curl_multi_setopt(l->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+    curl_multi_setopt(l->multi, CURLMOPT_SOCKETDATA, l);
+    curl_multi_setopt(l->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+    curl_multi_setopt(l->multi, CURLMOPT_TIMERDATA, l);
+    /* at most max_conns connections in all, idle ones included: a new one closes the oldest
+     * idle one when at the limit (and the owners never have more transfers than that) */
+    curl_multi_setopt(l->multi, CURLMOPT_MAXCONNECTS, (long)(max_conns ? max_conns : 1));
+    curl_multi_setopt(l->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)(max_conns ? max_conns : 1));
+    l->host.fd = -1;
+    *out = l;
     return 0;
 }
 
-const char *prs__backend_content_type(const prs_backend *b)
+int prs__backend_loop_run(prs_backend_loop *l, const prs_backend_host *host, prs_error *err)
 {
-    return b->ctype;
+    if (host) {
+        l->host = *host;
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = host->fd};
+        if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, host->fd, &ev) != 0)
+            return prs_error_set(err, PRS_EIO, "cannot watch the server's events: %s",
+                                 strerror(errno));
+    }
+    l->next_sweep = mono_s() + SWEEP_S;
+    l->started = 1; /* before the thread runs: post() tells its thread by it */
+    if (pthread_create(&l->thread, NULL, loop_main, l) != 0) {
+        l->started = 0;
+        return prs_error_set(err, PRS_EIO, "cannot start the forwarding loop's thread");
+    }
+    return 0;
 }
 
-ssize_t prs__backend_read(prs_backend *b, char *buf, size_t max, prs_error *err)
+void prs__backend_loop_stop(prs_backend_loop *l)
 {
-    while (b->chunk == NULL) {
-        if (b->finished) return b->result == CURLE_OK ? 0 : transfer_error(b, err);
-        pump(b);
+    if (l == NULL) return;
+    pthread_mutex_lock(&l->qmu);
+    int dead = l->dead;
+    l->dead = 1; /* no transfer starts any more */
+    pthread_mutex_unlock(&l->qmu);
+    if (dead) return;
+    if (!l->started) {
+        run_queue(l);
+        return;
     }
-    size_t k = b->chunk_len - b->chunk_off;
-    if (k > max) k = max;
-    memcpy(buf, b->chunk + b->chunk_off, k);
-    b->chunk_off += k;
-    if (b->chunk_off == b->chunk_len) {
-        free(b->chunk);
-        b->chunk = NULL;
-        curl_easy_pause(b->easy, CURLPAUSE_CONT);
+    l->stop = 1;
+    uint64_t one = 1;
+    ssize_t w = write(l->evfd, &one, sizeof one);
+    (void)w;
+    pthread_join(l->thread, NULL);
+    l->started = 0;
+    run_queue(l); /* transfers started meanwhile join the live list */
+    for (prs_backend *b = l->live; b; b = b->next) {
+        if (b->finished) continue;
+        snprintf(b->errbuf, sizeof b->errbuf, "the router is stopping");
+        if (b->added)
+            finish(l, b, CURLE_ABORTED_BY_CALLBACK);
+        else {
+            pthread_mutex_lock(&b->mu);
+            b->finished = b->failed = 1;
+            snprintf(b->errmsg, sizeof b->errmsg, "the router is stopping");
+            notify_unlock(b);
+        }
     }
-    return (ssize_t)k;
 }
 
-void prs__backend_free(prs_backend *b)
+unsigned long prs__backend_loop_connects(prs_backend_loop *l)
 {
-    if (b == NULL) return;
-    if (b->multi && b->easy) curl_multi_remove_handle(b->multi, b->easy);
-    if (b->easy) curl_easy_cleanup(b->easy);
-    if (b->multi) curl_multi_cleanup(b->multi);
-    curl_slist_free_all(b->headers);
-    free(b->chunk);
-    free(b->body);
-    free(b);
+    return atomic_load(&l->connects);
+}
+
+void prs__backend_loop_free(prs_backend_loop *l)
+{
+    if (l == NULL) return;
+    prs__backend_loop_stop(l);
+    run_queue(l);
+    while (l->live)
+        destroy(l, l->live);
+    if (l->multi) curl_multi_cleanup(l->multi);
+    if (l->epfd >= 0) close(l->epfd);
+    if (l->evfd >= 0) close(l->evfd);
+    pthread_mutex_destroy(&l->qmu);
+    free(l);
 }

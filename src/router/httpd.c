@@ -1,6 +1,8 @@
 /* HTTP plumbing shared by perseus-router and perseus-fakeserve (httpd.h). A thread per
- * connection keeps both programs simple: a handler may block on its backend or on its engine
- * while the daemon's connection limit bounds the threads. */
+ * connection keeps the fake simple: a handler may block on its engine while the daemon's
+ * connection limit bounds the threads. The router's daemon is event-driven instead: an epoll
+ * descriptor run by the caller's thread, handlers that never block, and connections suspended
+ * while they wait. */
 #define _POSIX_C_SOURCE 200809L
 #include "httpd.h"
 
@@ -10,8 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "oai_request.h"
+
+#define LISTEN_BACKLOG 4096 /* connections waiting to be accepted, for bursts of clients */
 
 void prs__httpd_body_add(prs_httpd_body *b, const char *data, size_t n)
 {
@@ -59,22 +64,61 @@ static int resolve(const char *listen, struct sockaddr_in *sa, prs_error *err)
     return 0;
 }
 
-int prs__httpd_start(const char *listen, unsigned max_conns, unsigned idle_timeout_s,
-                     MHD_AccessHandlerCallback handler, MHD_RequestCompletedCallback done,
-                     void *cls, struct MHD_Daemon **out, int *port, prs_error *err)
+static int start(unsigned flags, size_t conn_memory, const char *listen, unsigned max_conns,
+                 unsigned idle_timeout_s, MHD_AccessHandlerCallback handler,
+                 MHD_RequestCompletedCallback done, void *cls, struct MHD_Daemon **out, int *port,
+                 prs_error *err)
 {
     struct sockaddr_in sa;
     int rc = resolve(listen, &sa, err);
     if (rc) return rc;
     struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL,
-        NULL, handler, cls, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+        flags, 0, NULL, NULL, handler, cls, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
         MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout_s,
-        MHD_OPTION_NOTIFY_COMPLETED, done, cls, MHD_OPTION_END);
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)LISTEN_BACKLOG, MHD_OPTION_NOTIFY_COMPLETED, done,
+        cls, MHD_OPTION_END);
     if (d == NULL) return prs_error_set(err, PRS_EIO, "cannot listen on %s", listen);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     *port = info ? (int)info->port : 0;
     *out = d;
+    return 0;
+}
+
+int prs__httpd_start(const char *listen, unsigned max_conns, unsigned idle_timeout_s,
+                     MHD_AccessHandlerCallback handler, MHD_RequestCompletedCallback done,
+                     void *cls, struct MHD_Daemon **out, int *port, prs_error *err)
+{
+    return start(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL,
+                 (size_t)32768, listen, max_conns, idle_timeout_s, handler, done, cls, out, port,
+                 err);
+}
+
+int prs__httpd_start_events(const char *listen, unsigned max_conns, unsigned idle_timeout_s,
+                            MHD_AccessHandlerCallback handler, MHD_RequestCompletedCallback done,
+                            void *cls, struct MHD_Daemon **out, int *port, prs_error *err)
+{
+    /* 16 KiB a connection (libmicrohttpd's default is 32): its buffers are cleared for every
+     * request, and ten thousand connections hold 160 MiB */
+    return start(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, (size_t)16384, listen, max_conns,
+                 idle_timeout_s, handler, done, cls, out, port, err);
+}
+
+int prs__httpd_raise_nofile(unsigned long need, prs_error *err)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return prs_error_set(err, PRS_EIO, "cannot read the limit of open files");
+    if (rl.rlim_cur != rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            return prs_error_set(err, PRS_EIO, "cannot raise the limit of open files to %llu",
+                                 (unsigned long long)rl.rlim_max);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
+        return prs_error_set(err, PRS_EINVAL,
+                             "max_connections needs %lu open files, but this process may open "
+                             "only %llu (raise the hard limit: ulimit -Hn, LimitNOFILE=)",
+                             need, (unsigned long long)rl.rlim_cur);
     return 0;
 }
 

@@ -1,7 +1,7 @@
 /* What the router and the fake serving instance share about serving HTTP with libmicrohttpd
- * (httpd.c): a daemon with a thread per connection on HOST:PORT, the port written to a file once
- * listening, request bodies read to a bound, and responses in JSON, in Prometheus text and in
- * OpenAI's error shape. */
+ * (httpd.c): a daemon on HOST:PORT (a thread per connection, or driven by the caller's epoll), the
+ * port written to a file once listening, request bodies read to a bound, and responses in JSON, in
+ * Prometheus text and in OpenAI's error shape. */
 #ifndef PRS_ROUTER_HTTPD_H
 #define PRS_ROUTER_HTTPD_H
 
@@ -28,6 +28,16 @@ void prs__httpd_body_free(prs_httpd_body *b);
 int prs__httpd_start(const char *listen, unsigned max_conns, unsigned idle_timeout_s,
                      MHD_AccessHandlerCallback handler, MHD_RequestCompletedCallback done,
                      void *cls, struct MHD_Daemon **out, int *port, prs_error *err);
+/* The same driven from outside: no thread of its own, an epoll descriptor
+ * (MHD_DAEMON_INFO_EPOLL_FD) readable when it has work, which MHD_run does (MHD_get_timeout
+ * says when at the latest); connections may be suspended (MHD_suspend_connection) while they
+ * wait. Handlers must not block. */
+int prs__httpd_start_events(const char *listen, unsigned max_conns, unsigned idle_timeout_s,
+                            MHD_AccessHandlerCallback handler, MHD_RequestCompletedCallback done,
+                            void *cls, struct MHD_Daemon **out, int *port, prs_error *err);
+/* Raise this process's limit of open files to its hard limit; PRS_EINVAL (saying so) when that
+ * is below need. */
+int prs__httpd_raise_nofile(unsigned long need, prs_error *err);
 /* Write the port to path atomically (a temporary file renamed into place). */
 int prs__httpd_write_port(const char *path, int port, prs_error *err);
 

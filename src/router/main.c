@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <curl/curl.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,13 +14,6 @@
 #include "cmdline.h"
 #include "httpd.h"
 #include "router.h"
-
-static volatile sig_atomic_t stop_flag;
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop_flag = 1;
-}
 
 static const char usage[] =
     "usage: perseus-router --config FILE [--listen HOST:PORT] [--port-file FILE] [--check]\n"
@@ -96,6 +90,14 @@ int main(int argc, char **argv)
         prs__router_config_free(&cfg);
         return 0;
     }
+    /* SIGINT and SIGTERM are blocked before any thread starts, so every thread inherits the
+     * mask and only main's sigwait takes them: with a handler, the kernel could run it on another
+     * thread and leave main in pause() for good. */
+    sigset_t stop_set;
+    sigemptyset(&stop_set);
+    sigaddset(&stop_set, SIGINT);
+    sigaddset(&stop_set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     signal(SIGPIPE, SIG_IGN);
     prs_router *r = NULL;
@@ -109,11 +111,8 @@ int main(int argc, char **argv)
         return 1;
     }
     fprintf(stderr, "perseus-router: serving on port %d\n", port);
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    while (!stop_flag)
-        pause();
+    int sig;
+    sigwait(&stop_set, &sig);
     prs__router_free(r);
     curl_global_cleanup();
     return 0;

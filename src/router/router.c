@@ -1,10 +1,13 @@
-/* perseus-router's server (router.h). A thread per client connection (libmicrohttpd) reads the
- * body, classifies the request, picks an instance (router_pick.h) and forwards the body unchanged
- * (backend.h), trying the next best instance when one cannot be reached, is overloaded (429,
- * 503) or fails before answering. A stream is passed through as the client reads it, and each
- * server-sent "data:" event it carries is timed: the first gives the time to first token, the
- * others the inter-token gaps. The shared state (instances' loads, the statistics) sits behind
- * one mutex held only for counter updates, never across I/O. */
+/* perseus-router's server (router.h). One thread serves every client connection and every
+ * transfer to the instances: the forwarding loop (backend.h) runs the HTTP server
+ * (libmicrohttpd, epoll, driven from outside) beside its transfers. A request's body is read,
+ * classified, an instance picked (router_pick.h) and the body handed unchanged to a transfer,
+ * and the connection suspended until the instance answers; it tries the next best instance when one
+ * cannot be reached, is overloaded (429, 503) or fails before answering. A stream is passed through
+ * as the client reads it (the connection suspended whenever the instance has sent nothing new), and
+ * each server-sent "data:" event it carries is timed: the first gives the time to first token,
+ * the others the inter-token gaps. No handler blocks. The shared state (instances' loads, the
+ * statistics) sits behind one mutex held only for counter updates, never across I/O. */
 #define _POSIX_C_SOURCE 200809L
 #include "router.h"
 
@@ -22,8 +25,6 @@
 #include "router_pick.h"
 #include "sse.h"
 
-#define WHOLE_MAX_BYTES (64u << 20) /* a non-streamed answer larger than this is refused */
-
 enum { REJ_INVALID, REJ_MODEL, REJ_TOO_LARGE, REJ_NO_CAPACITY, REJ_BACKEND, REJ_N };
 static const char *const reject_name[REJ_N] = {"invalid_request", "unknown_model", "too_large",
                                                "no_capacity", "backend_failed"};
@@ -36,7 +37,7 @@ typedef struct inst_stats {
 struct prs_router {
     prs_router_config c;
     prs_router_predictor pred;
-    prs_backend_pool *pool;
+    prs_backend_loop *loop;
     pthread_mutex_t mu;
     prs_router_load *load;
     inst_stats *st;
@@ -46,18 +47,27 @@ struct prs_router {
     prs_load_reporter *reporter; /* NULL: no "perseusd" in the configuration */
 };
 
-typedef struct conn {
-    prs_httpd_body body;
-} conn;
-
+/* One request forwarded: from its first pick to the end of its answer. The client connection
+ * owns it while it waits for an instance's head (or whole answer); a streamed answer's response
+ * owns it from then on. */
 typedef struct flow {
     prs_router *r;
-    prs_backend *b;
-    int inst, in_class, done, failed;
-    long prompt_tokens, events;
+    struct MHD_Connection *c;
+    prs_backend *b;       /* the transfer to the instance tried now */
+    unsigned char *tried; /* instances tried by this request */
+    int inst;             /* the instance taken (its load counts this request), -1: none */
+    int in_class, klass, stream, failures, done, failed;
+    long prompt_tokens, out, events;
     double start_s, last_s;
     prs_sse_scan sse;
+    char path[32];
+    char last[PRS_ERRMSG_MAX + PRS_ROUTER_NAME_MAX + 8]; /* the last failure */
 } flow;
+
+typedef struct conn {
+    prs_httpd_body body;
+    flow *f; /* the request being forwarded, until a streamed response takes it */
+} conn;
 
 static double now_s(void)
 {
@@ -97,23 +107,41 @@ static void flow_end(flow *f)
 {
     prs_router *r = f->r;
     double t = now_s();
-    pthread_mutex_lock(&r->mu);
-    r->load[f->inst].inflight--;
-    inst_stats *s = &r->st[f->inst];
-    if (f->done) {
-        s->ok++;
-        prs__prom_hist_observe(&s->e2e, t - f->start_s);
-    } else if (f->failed) {
-        s->failed++;
-        s->backend_errors++;
-    } else {
-        s->client_gone++;
+    if (f->inst >= 0) {
+        pthread_mutex_lock(&r->mu);
+        r->load[f->inst].inflight--;
+        inst_stats *s = &r->st[f->inst];
+        if (f->done) {
+            s->ok++;
+            prs__prom_hist_observe(&s->e2e, t - f->start_s);
+        } else if (f->failed) {
+            s->failed++;
+            s->backend_errors++;
+        } else {
+            s->client_gone++;
+        }
+        pthread_mutex_unlock(&r->mu);
+        if (f->done && f->events > 0)
+            r->pred.observe(r->pred.ctx, f->in_class, f->prompt_tokens, f->events);
     }
-    pthread_mutex_unlock(&r->mu);
-    if (f->done && f->events > 0)
-        r->pred.observe(r->pred.ctx, f->in_class, f->prompt_tokens, f->events);
     prs__backend_free(f->b);
+    free(f->tried);
     free(f);
+}
+
+/* The loop's call-back: what the suspended connection waits for is in. */
+static void wake(void *cls)
+{
+    flow *f = cls;
+    MHD_resume_connection(f->c);
+}
+
+/* Suspend the connection until want is in. The transfer is armed only once the connection is
+ * suspended, so the loop never resumes a connection that is not. */
+static void park(flow *f, prs_backend_want want)
+{
+    MHD_suspend_connection(f->c);
+    if (prs__backend_arm(f->b, want)) MHD_resume_connection(f->c);
 }
 
 static ssize_t flow_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -121,17 +149,22 @@ static ssize_t flow_read(void *cls, uint64_t pos, char *buf, size_t max)
     (void)pos;
     flow *f = cls;
     prs_error err = {0};
-    ssize_t n = prs__backend_read(f->b, buf, max, &err);
+    int end;
+    ssize_t n = prs__backend_read(f->b, buf, max, &end, &err);
     if (n > 0) {
         prs__sse_feed(&f->sse, buf, (size_t)n, on_token, f);
         return n;
     }
-    if (n == 0) {
+    if (end) {
         f->done = 1;
         return MHD_CONTENT_READER_END_OF_STREAM;
     }
-    f->failed = 1;
-    return MHD_CONTENT_READER_END_WITH_ERROR;
+    if (n < 0) {
+        f->failed = 1;
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    park(f, PRS_BACKEND_WANT_DATA); /* called again once bytes are in */
+    return 0;
 }
 
 static void flow_free(void *cls)
@@ -139,25 +172,26 @@ static void flow_free(void *cls)
     flow_end(cls);
 }
 
-/* The whole body of a response (bounded); NULL when it broke or is too large. */
+/* The whole body of an ended transfer; NULL when it broke. */
 static char *read_whole(prs_backend *b, size_t *len)
 {
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     while (buf != NULL) {
         if (n + 4096 + 1 > cap) {
-            char *nb = cap * 2 <= WHOLE_MAX_BYTES ? realloc(buf, cap * 2) : NULL;
+            char *nb = realloc(buf, cap * 2);
             if (nb == NULL) break;
             buf = nb;
             cap *= 2;
         }
-        ssize_t k = prs__backend_read(b, buf + n, 4096, NULL);
-        if (k == 0) {
+        int end;
+        ssize_t k = prs__backend_read(b, buf + n, cap - n - 1, &end, NULL);
+        if (end) {
             buf[n] = '\0';
             *len = n;
             return buf;
         }
-        if (k < 0) break;
+        if (k <= 0) break;
         n += (size_t)k;
     }
     free(buf);
@@ -197,7 +231,7 @@ static enum MHD_Result answer_stream(flow *f, struct MHD_Connection *c)
                                          "the serving instance did not answer with a stream");
     }
     struct MHD_Response *resp =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, flow_read, f, flow_free);
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, flow_read, f, flow_free);
     if (resp == NULL) {
         flow_end(f);
         return MHD_NO;
@@ -229,77 +263,117 @@ static void give_back(prs_router *r, int i, int down, int overloaded)
     pthread_mutex_unlock(&r->mu);
 }
 
-static enum MHD_Result forward(prs_router *r, struct MHD_Connection *c, const prs_httpd_body *body,
-                               const prs_oai_request *rq, const char *path)
+/* Send the request to the best instance not tried yet and suspend until it answers; when none
+ * is left, the client gets 502 (some failed) or 503 (none had room). */
+static enum MHD_Result try_next(conn *k)
 {
-    int in_class = prs_infer_class_of(&r->c.classes, (int)rq->prompt_tokens, 1) / 3;
-    long out = r->pred.predict(r->pred.ctx, in_class, rq->prompt_tokens, rq->max_tokens);
-    int klass = prs_infer_class_of(&r->c.classes, (int)rq->prompt_tokens, (int)out);
-    unsigned char *tried = calloc((size_t)r->c.ninst, 1);
-    if (tried == NULL)
-        return prs__httpd_send_oai_error(c, 500, "server_error", NULL, NULL, "out of memory");
-    double start = now_s();
-    int failures = 0;
-    char last[PRS_ERRMSG_MAX + PRS_ROUTER_NAME_MAX + 8] = "";
-    pthread_mutex_lock(&r->mu);
-    r->class_requests[klass]++;
-    pthread_mutex_unlock(&r->mu);
+    flow *f = k->f;
+    prs_router *r = f->r;
     for (;;) {
         int rerouted;
         pthread_mutex_lock(&r->mu);
-        int i = prs__router_pick(&r->c, r->load, tried, now_s(), klass, rq->prompt_tokens, out,
-                                 &rerouted);
+        int i = prs__router_pick(&r->c, r->load, f->tried, now_s(), f->klass, f->prompt_tokens,
+                                 f->out, &rerouted);
         if (i >= 0) take(r, i, rerouted);
         pthread_mutex_unlock(&r->mu);
         if (i < 0) break;
-        tried[i] = 1;
+        f->tried[i] = 1;
         char url[PRS_ROUTER_URL_MAX + 64];
-        snprintf(url, sizeof url, "%s%s", r->c.inst[i].url, path);
-        prs_backend *b;
-        long status = 0;
+        snprintf(url, sizeof url, "%s%s", r->c.inst[i].url, f->path);
         prs_error err = {0};
-        if (prs__backend_start(r->pool, url, body->data, body->len, r->c.backend_timeout_s, &b,
-                               &err) != 0)
-            break;
-        if (prs__backend_head(b, &status, &err) != 0 || status >= 500 || status == 429) {
-            prs__backend_free(b);
-            int down = status == 0 || (status >= 500 && status != 503);
-            give_back(r, i, down, status == 503 || status == 429);
-            failures += down;
-            if (down)
-                snprintf(last, sizeof last, "%s: %s", r->c.inst[i].name,
-                         status ? "answered an error" : err.msg);
-            continue;
-        }
-        free(tried);
-        flow *f = calloc(1, sizeof *f);
-        if (f == NULL) {
-            prs__backend_free(b);
+        if (prs__backend_start(r->loop, url, k->body.data ? k->body.data : "", k->body.len,
+                               r->c.backend_timeout_s, f->stream, wake, f, &f->b, &err) != 0) {
             give_back(r, i, 0, 0);
-            return prs__httpd_send_oai_error(c, 500, "server_error", NULL, NULL, "out of memory");
+            break;
         }
-        *f = (flow){.r = r,
-                    .b = b,
-                    .inst = i,
-                    .in_class = in_class,
-                    .prompt_tokens = rq->prompt_tokens,
-                    .start_s = start};
-        if (rq->stream && status == 200) return answer_stream(f, c);
-        return answer_whole(f, c, status);
+        f->inst = i;
+        park(f, PRS_BACKEND_WANT_HEAD);
+        return MHD_YES;
     }
-    free(tried);
-    if (failures > 0) {
-        char msg[PRS_ERRMSG_MAX + PRS_ROUTER_NAME_MAX + 80];
-        snprintf(msg, sizeof msg, "every serving instance tried failed (last, %s)", last);
+    struct MHD_Connection *c = f->c;
+    int failures = f->failures;
+    char msg[PRS_ERRMSG_MAX + PRS_ROUTER_NAME_MAX + 80];
+    snprintf(msg, sizeof msg, "every serving instance tried failed (last, %s)", f->last);
+    flow_end(f);
+    k->f = NULL;
+    if (failures > 0)
         return reject(r, c, REJ_BACKEND, 502, "server_error", NULL, "backend_failed", msg);
-    }
     return reject(r, c, REJ_NO_CAPACITY, 503, "server_error", NULL, "overloaded",
                   "no serving instance has capacity for this request now; retry later");
 }
 
-static enum MHD_Result completion(prs_router *r, struct MHD_Connection *c, prs_oai_kind kind,
-                                  const prs_httpd_body *b, const char *path)
+/* The connection is resumed: what its instance answered decides the next step. */
+static enum MHD_Result step(conn *k)
 {
+    flow *f = k->f;
+    prs_router *r = f->r;
+    long status = 0;
+    prs_error err = {0};
+    int rc = prs__backend_head(f->b, &status, &err);
+    if (rc == 1) {
+        park(f, PRS_BACKEND_WANT_HEAD);
+        return MHD_YES;
+    }
+    if (rc != 0 || status >= 500 || status == 429) {
+        int i = f->inst, down = rc != 0 || (status >= 500 && status != 503);
+        prs__backend_free(f->b);
+        f->b = NULL;
+        f->inst = -1;
+        give_back(r, i, down, status == 503 || status == 429);
+        f->failures += down;
+        if (down)
+            snprintf(f->last, sizeof f->last, "%s: %s", r->c.inst[i].name,
+                     rc == 0 ? "answered an error" : err.msg);
+        return try_next(k);
+    }
+    if (f->stream && status == 200) {
+        k->f = NULL; /* the response owns it now */
+        return answer_stream(f, f->c);
+    }
+    if (!prs__backend_ready(f->b, PRS_BACKEND_WANT_END)) {
+        park(f, PRS_BACKEND_WANT_END);
+        return MHD_YES;
+    }
+    k->f = NULL;
+    return answer_whole(f, f->c, status);
+}
+
+/* A new request to forward: its class, its output guess, and the first instance to try. */
+static enum MHD_Result forward(prs_router *r, struct MHD_Connection *c, conn *k,
+                               const prs_oai_request *rq, const char *path)
+{
+    flow *f = calloc(1, sizeof *f);
+    unsigned char *tried = calloc((size_t)r->c.ninst, 1);
+    if (f == NULL || tried == NULL || strlen(path) >= sizeof f->path) {
+        free(f);
+        free(tried);
+        return prs__httpd_send_oai_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    int in_class = prs_infer_class_of(&r->c.classes, (int)rq->prompt_tokens, 1) / 3;
+    long out = r->pred.predict(r->pred.ctx, in_class, rq->prompt_tokens, rq->max_tokens);
+    *f = (flow){.r = r,
+                .c = c,
+                .tried = tried,
+                .inst = -1,
+                .in_class = in_class,
+                .klass = prs_infer_class_of(&r->c.classes, (int)rq->prompt_tokens, (int)out),
+                .stream = rq->stream,
+                .prompt_tokens = rq->prompt_tokens,
+                .out = out,
+                .start_s = now_s()};
+    snprintf(f->path, sizeof f->path, "%s", path);
+    pthread_mutex_lock(&r->mu);
+    r->class_requests[f->klass]++;
+    pthread_mutex_unlock(&r->mu);
+    k->f = f;
+    return try_next(k);
+}
+
+static enum MHD_Result completion(prs_router *r, struct MHD_Connection *c, prs_oai_kind kind,
+                                  conn *k, const char *path)
+{
+    if (k->f != NULL) return step(k);
+    const prs_httpd_body *b = &k->body;
     if (b->too_large) {
         char msg[128];
         snprintf(msg, sizeof msg, "request body is larger than %zu bytes", b->max);
@@ -319,7 +393,7 @@ static enum MHD_Result completion(prs_router *r, struct MHD_Connection *c, prs_o
         return reject(r, c, REJ_MODEL, 404, "invalid_request_error", "model", "model_not_found",
                       msg);
     }
-    return forward(r, c, b, &rq, path);
+    return forward(r, c, k, &rq, path);
 }
 
 static void inst_labels(const prs_router *r, int i, prs_prom_buf *lb)
@@ -412,6 +486,11 @@ static enum MHD_Result metrics(prs_router *r, struct MHD_Connection *c)
         prs__prom_printf(&b, "perseus_router_rejected_total{reason=\"%s\"} %lu\n", reject_name[k],
                          r->rejected[k]);
     pthread_mutex_unlock(&r->mu);
+    prs__prom_header(
+        &b, "perseus_router_backend_connections_total", "counter",
+        "Connections opened to the instances (kept open and reused between requests).");
+    prs__prom_printf(&b, "perseus_router_backend_connections_total %lu\n",
+                     prs__backend_loop_connects(r->loop));
     if (r->reporter) {
         unsigned long ok, unplannable, failed;
         prs__load_reporter_counts(r->reporter, &ok, &unplannable, &failed);
@@ -458,6 +537,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (post) return MHD_YES;
     }
     conn *k = *con_cls;
+    if (k->f != NULL) return step(k); /* resumed: its instance answered */
     if (post && *data_size > 0) {
         prs__httpd_body_add(&k->body, data, *data_size);
         *data_size = 0;
@@ -474,7 +554,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!post)
         return prs__httpd_send_oai_error(c, 405, "invalid_request_error", NULL, NULL,
                                          "this endpoint takes POST");
-    return completion(r, c, chat ? PRS_OAI_CHAT : PRS_OAI_COMPLETIONS, &k->body, url);
+    return completion(r, c, chat ? PRS_OAI_CHAT : PRS_OAI_COMPLETIONS, k, url);
 }
 
 static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -483,6 +563,7 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
     (void)cls, (void)c, (void)why;
     conn *k = *con_cls;
     if (k == NULL) return;
+    if (k->f) flow_end(k->f); /* closed while it waited (the router stopping) */
     prs__httpd_body_free(&k->body);
     free(k);
     *con_cls = NULL;
@@ -508,7 +589,7 @@ int prs__router_new(prs_router_config *cfg, prs_router **out, prs_error *err)
     r->st = calloc((size_t)r->c.ninst, sizeof *r->st);
     if (r->load == NULL || r->st == NULL ||
         prs__router_history_new(r->c.default_out_tokens, &r->pred, err) != 0 ||
-        prs__backend_pool_new(&r->pool, err) != 0) {
+        prs__backend_loop_new(r->c.max_connections, &r->loop, err) != 0) {
         prs__router_free(r);
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
     }
@@ -522,19 +603,54 @@ int prs__router_new(prs_router_config *cfg, prs_router **out, prs_error *err)
     return 0;
 }
 
+/* The daemon's side of the forwarding loop's thread (backend.h). */
+static void run_daemon(void *cls)
+{
+    prs_router *r = cls;
+    MHD_run(r->d);
+}
+
+static long daemon_timeout_ms(void *cls)
+{
+    prs_router *r = cls;
+    MHD_UNSIGNED_LONG_LONG ms;
+    return MHD_get_timeout(r->d, &ms) == MHD_YES ? (long)(ms < 60000 ? ms : 60000) : -1;
+}
+
 int prs__router_listen(prs_router *r, const char *listen, int *port, prs_error *err)
 {
-    return prs__httpd_start(listen, r->c.max_connections, (unsigned)r->c.client_timeout_s,
-                            on_request, on_done, r, &r->d, port, err);
+    /* a client connection and a connection to an instance each (those kept idle for reuse
+     * included: the loop holds at most max_connections in all), and a margin */
+    unsigned long need = 2ul * r->c.max_connections + 32;
+    int rc = prs__httpd_raise_nofile(need, err);
+    if (rc) return rc;
+    rc = prs__httpd_start_events(listen, r->c.max_connections, (unsigned)r->c.client_timeout_s,
+                                 on_request, on_done, r, &r->d, port, err);
+    if (rc) return rc;
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(r->d, MHD_DAEMON_INFO_EPOLL_FD);
+    prs_backend_host host = {.fd = info ? info->epoll_fd : -1,
+                             .run = run_daemon,
+                             .timeout_ms = daemon_timeout_ms,
+                             .cls = r};
+    if (host.fd < 0) return prs_error_set(err, PRS_EIO, "the HTTP server has no epoll descriptor");
+    return prs__backend_loop_run(r->loop, &host, err);
 }
 
 void prs__router_free(prs_router *r)
 {
     if (r == NULL) return;
     prs__load_reporter_stop(r->reporter);
-    if (r->d) MHD_stop_daemon(r->d);
+    /* the loop's thread first: its transfers end and the connections waiting on them are
+     * resumed, since the daemon cannot stop with suspended connections; the daemon's last run
+     * answers them (no transfer starts any more), then it stops and its connections free their
+     * transfers; then the loop's memory */
+    prs__backend_loop_stop(r->loop);
+    if (r->d) {
+        MHD_run(r->d);
+        MHD_stop_daemon(r->d);
+    }
+    prs__backend_loop_free(r->loop);
     if (r->pred.ctx) prs__router_history_free(&r->pred);
-    prs__backend_pool_free(r->pool); /* after the daemon: no request uses it any more */
     if (r->load) pthread_mutex_destroy(&r->mu);
     free(r->load);
     free(r->st);

@@ -70,7 +70,11 @@ complete() {
     -d '{"model": "llama2-70b", "prompt": "Hello", "max_tokens": 4}' >/dev/null
 }
 for _ in 1 2 3 4 5; do complete || fail "completion through the router"; done
+# Each report carries the rate of the requests since the one before (0.1 s) and replaces the
+# cluster's load: one request more before each look, or a busy machine's slow looks miss the one
+# report with the five requests above and see only zeros.
 ss_load() {
+  complete || return 1
   curl -sf -H "Authorization: Bearer $token" "$server/v1/clusters/$id" >"$tmp/state.json" &&
     jq -e '.loads >= 1 and .desired.pools.SS.level.forecast_rps > 0' "$tmp/state.json" >/dev/null
 }

@@ -48,7 +48,7 @@
 
 #define FAKEGPU_MAX_DEVICES 64
 /* The longest a reading waits for late stream threads to reach its instant (seconds). */
-#define FAKEGPU_READ_WAIT_S 0.25
+#define FAKEGPU_READ_WAIT_S 5.0
 #define FAKEGPU_API __attribute__((visibility("default")))
 
 typedef struct fakegpu_dev fakegpu_dev; /* this process's view of one device */

@@ -249,47 +249,52 @@ static void check_convex(const prs__model_optype *t, const tcase *c)
 
 static int fail_count;
 
-static void run_case(const tcase *c, stats *st)
+/* The planner's own points (each checked against the LP); o gets the options, *t_plan the time
+ * prs_plan took. */
+static prs_frontier *plan_case(const tcase *c, prs_plan_opts *o, double *t_plan)
 {
-    prs_plan_opts o;
-    prs_plan_opts_default(&o);
-    o.pipe.stages = c->stages;
-    o.pipe.microbatches = c->mbs;
-    o.pipe.unit_time_s = c->unit_s;
-    o.pipe.blocking_power_w = c->p_block_w;
-    o.cost_model = c->model;
-    o.frontier = PRS_FRONTIER_RAW; /* the planner's own points, each checked against the LP */
+    prs_plan_opts_default(o);
+    o->pipe.stages = c->stages;
+    o->pipe.microbatches = c->mbs;
+    o->pipe.unit_time_s = c->unit_s;
+    o->pipe.blocking_power_w = c->p_block_w;
+    o->cost_model = c->model;
+    o->frontier = PRS_FRONTIER_RAW; /* the planner's own points, each checked against the LP */
     prs_error err = {0, ""};
     prs_frontier *f = NULL;
-    double t_plan = now_s();
-    int rc = prs_plan(c->prof, &o, &f, &err);
-    t_plan = now_s() - t_plan;
+    *t_plan = now_s();
+    int rc = prs_plan(c->prof, o, &f, &err);
+    *t_plan = now_s() - *t_plan;
     if (rc) fail_msg("%s: prs_plan failed: %s", c->label, err.msg);
-    size_t n = prs_frontier_size(f);
-    assert_true(n >= 1);
+    assert_true(prs_frontier_size(f) >= 1);
+    return f;
+}
 
-    int S = c->stages, ntypes = 2 * S;
+/* The planner's cost model of every (stage, instruction), each checked convex. */
+static prs__model_optype *build_types(const tcase *c, const prs_plan_opts *o)
+{
+    int ntypes = 2 * c->stages;
+    prs_error err = {0, ""};
     prs__model_optype *types = calloc((size_t)ntypes, sizeof *types);
     assert_non_null(types);
     for (int k = 0; k < ntypes; k++) {
         int fallback = 0;
-        rc = prs__model_build(c->prof, k / 2, (prs_instr)(k % 2), &o, &types[k], &fallback, &err);
+        int rc =
+            prs__model_build(c->prof, k / 2, (prs_instr)(k % 2), o, &types[k], &fallback, &err);
         if (rc) fail_msg("%s: prs__model_build failed: %s", c->label, err.msg);
         check_convex(&types[k], c);
     }
-    prs__graph_graph g;
-    rc = prs__graph_build(&o.pipe, &g, &err);
-    if (rc) fail_msg("%s: prs__graph_build failed: %s", c->label, err.msg);
-    tclp L;
-    tclp_build(&L, &g, types, ntypes);
-    int mi = (int)c->model;
-    const char *mname = prs_cost_model_name(c->model);
+    return types;
+}
 
-    double t_lp = now_s();
-    /* sample: first, last, NSAMPLE evenly spaced in between */
-    size_t last_k = (size_t)-1;
-    int case_failed = 0;
-    double case_worst = 0;
+/* Sampled points (first, last, NSAMPLE evenly spaced in between) against the LP optimum at their
+ * time; *case_worst: the largest gap. Returns 1 when one failed. */
+static int check_samples(const tcase *c, stats *st, const prs_frontier *f, tclp *L,
+                         double *case_worst)
+{
+    int S = c->stages, mi = (int)c->model, case_failed = 0;
+    const char *mname = prs_cost_model_name(c->model);
+    size_t n = prs_frontier_size(f), last_k = (size_t)-1;
     for (int i = 0; i <= NSAMPLE + 1; i++) {
         size_t k = (size_t)i * (n - 1) / (NSAMPLE + 1);
         if (k == last_k) continue;
@@ -297,7 +302,7 @@ static void run_case(const tcase *c, stats *st)
         const prs_frontier_point *pt = prs_frontier_point_at(f, k);
         double pd = pt->energy_j - (double)S * c->p_block_w * pt->time_s;
         double lp = 0;
-        int r = tclp_solve(&L, pt->time_units, &lp);
+        int r = tclp_solve(L, pt->time_units, &lp);
         st->lps[mi]++;
         st->points[mi]++;
         if (r != LP_OPT) {
@@ -309,7 +314,7 @@ static void run_case(const tcase *c, stats *st)
         double gap = (pd - lp) / fabs(lp);
         if (gap > st->worst_gap[mi]) st->worst_gap[mi] = gap;
         if (fabs(gap) > st->worst_abs_gap[mi]) st->worst_abs_gap[mi] = fabs(gap);
-        if (fabs(gap) > fabs(case_worst)) case_worst = gap;
+        if (fabs(gap) > fabs(*case_worst)) *case_worst = gap;
         if (!(fabs(gap) <= REL_TOL)) {
             print_error("FAIL %s S=%d M=%d unit=%g %s: point %zu/%zu (T=%ld) PD cost %.12g J, "
                         "LP optimum %.12g J, gap %.3g relative\n",
@@ -317,11 +322,22 @@ static void run_case(const tcase *c, stats *st)
             case_failed = 1;
         }
     }
+    return case_failed;
+}
+
+/* The frontier's ends: it ends at the minimum time, and starts one unit below T_max, where the
+ * LP costs sum C(q_max) and which is the all-slowest critical path. Returns 1 when one failed. */
+static int check_ends(const tcase *c, stats *st, const prs_frontier *f, tclp *L,
+                      const prs__graph_graph *g, const prs__model_optype *types)
+{
+    int S = c->stages, mi = (int)c->model, case_failed = 0;
+    const char *mname = prs_cost_model_name(c->model);
+    size_t n = prs_frontier_size(f);
     /* the frontier ends at the minimum time */
     const prs_frontier_point *fastest = prs_frontier_point_at(f, n - 1);
     double obj = 0;
     st->lps[mi]++;
-    if (tclp_solve(&L, fastest->time_units - 1, &obj) != LP_INFEASIBLE) {
+    if (tclp_solve(L, fastest->time_units - 1, &obj) != LP_INFEASIBLE) {
         print_error("FAIL %s S=%d M=%d unit=%g %s: LP feasible at T = %ld, one unit below the "
                     "last frontier point (optimum %.12g J): the frontier stops early\n",
                     c->label, S, c->mbs, c->unit_s, mname, fastest->time_units - 1, obj);
@@ -330,34 +346,56 @@ static void run_case(const tcase *c, stats *st)
     /* T_max: everything at its slowest */
     const prs_frontier_point *slowest = prs_frontier_point_at(f, 0);
     st->lps[mi]++;
-    if (tclp_solve(&L, slowest->time_units + 1, &obj) != LP_OPT) {
+    if (tclp_solve(L, slowest->time_units + 1, &obj) != LP_OPT) {
         print_error("FAIL %s S=%d M=%d unit=%g %s: LP infeasible at T_max = %ld\n", c->label, S,
                     c->mbs, c->unit_s, mname, slowest->time_units + 1);
         case_failed = 1;
-    } else if (!(fabs(obj - L.const_cost) <= REL_TOL * fabs(L.const_cost))) {
+    } else if (!(fabs(obj - L->const_cost) <= REL_TOL * fabs(L->const_cost))) {
         print_error("FAIL %s S=%d M=%d unit=%g %s: LP optimum at T_max = %ld is %.12g J, "
                     "sum C(q_max) = %.12g J\n",
                     c->label, S, c->mbs, c->unit_s, mname, slowest->time_units + 1, obj,
-                    L.const_cost);
+                    L->const_cost);
         case_failed = 1;
     }
     /* T_max itself must be the all-slowest critical path */
-    {
-        long *dur = malloc(sizeof *dur * (size_t)g.nops);
-        long *earliest = malloc(sizeof *earliest * (size_t)g.nnodes);
-        assert_non_null(dur);
-        assert_non_null(earliest);
-        for (int op = 0; op < g.nops; op++)
-            dur[op] = types[g.op_type[op]].q_max;
-        long tmax = prs__graph_cpm(&g, dur, earliest, NULL);
-        if (tmax != slowest->time_units + 1) {
-            print_error("FAIL %s S=%d M=%d unit=%g %s: first point T=%ld, all-slowest T_max=%ld\n",
-                        c->label, S, c->mbs, c->unit_s, mname, slowest->time_units, tmax);
-            case_failed = 1;
-        }
-        free(dur);
-        free(earliest);
+    long *dur = malloc(sizeof *dur * (size_t)g->nops);
+    long *earliest = malloc(sizeof *earliest * (size_t)g->nnodes);
+    assert_non_null(dur);
+    assert_non_null(earliest);
+    for (int op = 0; op < g->nops; op++)
+        dur[op] = types[g->op_type[op]].q_max;
+    long tmax = prs__graph_cpm(g, dur, earliest, NULL);
+    if (tmax != slowest->time_units + 1) {
+        print_error("FAIL %s S=%d M=%d unit=%g %s: first point T=%ld, all-slowest T_max=%ld\n",
+                    c->label, S, c->mbs, c->unit_s, mname, slowest->time_units, tmax);
+        case_failed = 1;
     }
+    free(dur);
+    free(earliest);
+    return case_failed;
+}
+
+static void run_case(const tcase *c, stats *st)
+{
+    prs_plan_opts o;
+    double t_plan;
+    prs_frontier *f = plan_case(c, &o, &t_plan);
+    size_t n = prs_frontier_size(f);
+    int S = c->stages, ntypes = 2 * S;
+    prs__model_optype *types = build_types(c, &o);
+    prs_error err = {0, ""};
+    prs__graph_graph g;
+    int rc = prs__graph_build(&o.pipe, &g, &err);
+    if (rc) fail_msg("%s: prs__graph_build failed: %s", c->label, err.msg);
+    tclp L;
+    tclp_build(&L, &g, types, ntypes);
+    int mi = (int)c->model;
+    const char *mname = prs_cost_model_name(c->model);
+
+    double t_lp = now_s();
+    double case_worst = 0;
+    int case_failed = check_samples(c, st, f, &L, &case_worst);
+    case_failed |= check_ends(c, st, f, &L, &g, types);
     st->cases[mi]++;
     t_lp = now_s() - t_lp;
     print_message("  %-5s S=%d M=%d unit=%-6g %-4s points=%-6zu cols=%-6d worst gap %+.2e  "

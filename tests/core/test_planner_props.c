@@ -198,33 +198,43 @@ static void clock_sets_free(clock_sets *c)
     free(c->freq);
 }
 
-/* Plans and checks (a)-(e). Returns the frontier (caller frees) for further checks. */
-static prs_frontier *check_run(const run_desc *r, totals *tot)
+/* The run's raw frontier (the properties are of the iterations themselves); o gets the options. */
+static prs_frontier *plan_run(const run_desc *r, totals *tot, prs_plan_opts *o)
 {
-    prs_plan_opts o;
-    prs_plan_opts_default(&o);
-    o.pipe.stages = r->stages;
-    o.pipe.microbatches = r->mbs;
-    o.pipe.unit_time_s = r->unit_s;
-    o.pipe.blocking_power_w = r->power_w;
-    o.cost_model = r->model;
-    o.frontier = PRS_FRONTIER_RAW; /* properties of the iterations themselves */
+    prs_plan_opts_default(o);
+    o->pipe.stages = r->stages;
+    o->pipe.microbatches = r->mbs;
+    o->pipe.unit_time_s = r->unit_s;
+    o->pipe.blocking_power_w = r->power_w;
+    o->cost_model = r->model;
+    o->frontier = PRS_FRONTIER_RAW; /* properties of the iterations themselves */
     prs_frontier *f = NULL;
     prs_error err = {0};
-    if (prs_plan(r->prof, &o, &f, &err) != PRS_OK)
+    if (prs_plan(r->prof, o, &f, &err) != PRS_OK)
         fail_msg("%s S=%d M=%d tau=%g %s: plan failed: %s", r->profile, r->stages, r->mbs,
                  r->unit_s, prs_cost_model_name(r->model), err.msg);
     tot->runs++;
+    return f;
+}
 
-    /* The planner's per-type models (for T_max and the starting predicted energy) and the
-     * fastest profiled time of every type (for T_min). */
+/* Where the walk starts and ends: T_max and the predicted energy there, T_min. */
+typedef struct walk_bounds {
+    long t_max, t_min;
+    double energy0;
+} walk_bounds;
+
+/* The planner's per-type models (for T_max and the starting predicted energy) and the fastest
+ * profiled time of every type (for T_min), over the run's DAG g. */
+static walk_bounds run_bounds(const run_desc *r, const prs_plan_opts *o, const dag *g)
+{
     int S = r->stages, ntypes = 2 * S;
+    prs_error err = {0};
     prs__model_optype *types = calloc((size_t)ntypes, sizeof *types);
     long *fastest = malloc(sizeof *fastest * (size_t)ntypes);
     assert_true(types && fastest);
     for (int k = 0; k < ntypes; k++) {
         int fallback = 0;
-        if (prs__model_build(r->prof, k / 2, (prs_instr)(k % 2), &o, &types[k], &fallback, &err))
+        if (prs__model_build(r->prof, k / 2, (prs_instr)(k % 2), o, &types[k], &fallback, &err))
             fail_msg("prs__model_build: %s", err.msg);
         fastest[k] = -1;
     }
@@ -235,31 +245,39 @@ static prs_frontier *check_run(const run_desc *r, totals *tot)
         long q = prs__model_quantize(rows[i].time_s, r->unit_s);
         if (fastest[k] < 0 || q < fastest[k]) fastest[k] = q;
     }
-    dag g;
-    dag_build(&g, S, r->mbs);
-    clock_sets cs;
-    clock_sets_build(&cs, r->prof, S);
-    long *q = calloc((size_t)g.nops, sizeof *q);
-    int *clocks = malloc(sizeof *clocks * (size_t)g.nops);
-    assert_true(q && clocks);
+    long *q = calloc((size_t)g->nops, sizeof *q);
+    assert_non_null(q);
     double cost0 = 0;
-    for (int op = 0; op < g.nops; op++) {
-        const prs__model_optype *t = &types[g.type[op]];
+    for (int op = 0; op < g->nops; op++) {
+        const prs__model_optype *t = &types[g->type[op]];
         q[op] = t->q_max;
         cost0 += t->cost[t->q_max - t->q_min];
     }
-    long t_max = dag_longest(&g, q);
-    for (int op = 0; op < g.nops; op++)
-        q[op] = fastest[g.type[op]];
-    long t_min = dag_longest(&g, q);
-    double energy0 = cost0 + (double)S * r->power_w * (double)t_max * r->unit_s;
+    walk_bounds b;
+    b.t_max = dag_longest(g, q);
+    for (int op = 0; op < g->nops; op++)
+        q[op] = fastest[g->type[op]];
+    b.t_min = dag_longest(g, q);
+    b.energy0 = cost0 + (double)S * r->power_w * (double)b.t_max * r->unit_s;
+    free(q);
+    free(fastest);
+    for (int k = 0; k < ntypes; k++)
+        prs__model_free(&types[k]);
+    free(types);
+    return b;
+}
 
+/* (a)-(d): one unit per step from T_max down to T_min, energies as the cost changes predict,
+ * evaluated times within the planned ones. */
+static void check_points(const run_desc *r, totals *tot, const prs_frontier *f, walk_bounds b)
+{
+    int S = r->stages;
     size_t n = prs_frontier_size(f);
     tot->points += (int)n;
-    if (n == 0 && t_max != t_min)
-        fail_prop(tot, r, 'd', -1, "empty frontier, but T_max %ld > T_min %ld", t_max, t_min);
-    long prev_units = t_max;
-    double prev_energy = energy0;
+    if (n == 0 && b.t_max != b.t_min)
+        fail_prop(tot, r, 'd', -1, "empty frontier, but T_max %ld > T_min %ld", b.t_max, b.t_min);
+    long prev_units = b.t_max;
+    double prev_energy = b.energy0;
     for (size_t k = 0; k < n; k++) {
         const prs_frontier_point *p = prs_frontier_point_at(f, k);
         long kk = (long)k;
@@ -290,53 +308,68 @@ static prs_frontier *check_run(const run_desc *r, totals *tot)
     /* (d) the last point */
     if (n > 0) {
         const prs_frontier_point *last = prs_frontier_point_at(f, n - 1);
-        if (last->time_units != t_min)
+        if (last->time_units != b.t_min)
             fail_prop(tot, r, 'd', (long)n - 1, "last point at %ld units, T_min is %ld",
-                      last->time_units, t_min);
-        if (lround(last->eval_time_s / r->unit_s) != t_min)
+                      last->time_units, b.t_min);
+        if (lround(last->eval_time_s / r->unit_s) != b.t_min)
             fail_prop(tot, r, 'd', (long)n - 1, "last plan evaluates to %.6f s, T_min is %ld",
-                      last->eval_time_s, t_min);
+                      last->eval_time_s, b.t_min);
     }
-    /* (e) */
+}
+
+/* (e) point k's plan: profiled clocks only, and it evaluates to the point's figures. */
+static void check_plan_at(const run_desc *r, totals *tot, const prs_frontier *f, const dag *g,
+                          const clock_sets *cs, size_t k, int *clocks)
+{
+    prs_error err = {0};
     prs_pipeline pipe = *prs_frontier_pipeline(f);
-    size_t stride = n > MAX_EVAL_CHECKS ? n / MAX_EVAL_CHECKS : 1;
-    for (size_t k = 0; k < n; k += (k + 1 < n && k + stride >= n) ? n - 1 - k : stride) {
-        const prs_frontier_point *p = prs_frontier_point_at(f, k);
-        tot->evals++;
-        if (prs_frontier_plan(f, k, clocks, &err) != PRS_OK) {
-            fail_prop(tot, r, 'e', (long)k, "prs_frontier_plan: %s", err.msg);
-            continue;
-        }
-        int bad = 0;
-        for (int op = 0; op < g.nops && !bad; op++) {
-            int type = g.type[op];
-            if (!clock_sets_has(&cs, type, clocks[op])) {
-                fail_prop(tot, r, 'e', (long)k,
-                          "stage %d position %d runs at %d MHz, which "
-                          "is not profiled for its %s",
-                          op / (2 * r->mbs), op % (2 * r->mbs), clocks[op],
-                          prs_instr_name((prs_instr)(type % 2)));
-                bad = 1;
-            }
-        }
-        if (bad) continue;
-        double t_s, e_j;
-        if (prs_evaluate_plan(r->prof, &pipe, clocks, &t_s, &e_j, &err) != PRS_OK)
-            fail_prop(tot, r, 'e', (long)k, "evaluate: %s", err.msg);
-        else if (t_s != p->eval_time_s || e_j != p->eval_energy_j)
-            fail_prop(tot, r, 'e', (long)k,
-                      "re-evaluates to %.17g s %.17g J, point says "
-                      "%.17g s %.17g J",
-                      t_s, e_j, p->eval_time_s, p->eval_energy_j);
+    const prs_frontier_point *p = prs_frontier_point_at(f, k);
+    tot->evals++;
+    if (prs_frontier_plan(f, k, clocks, &err) != PRS_OK) {
+        fail_prop(tot, r, 'e', (long)k, "prs_frontier_plan: %s", err.msg);
+        return;
     }
-    free(q);
+    for (int op = 0; op < g->nops; op++) {
+        int type = g->type[op];
+        if (!clock_sets_has(cs, type, clocks[op])) {
+            fail_prop(tot, r, 'e', (long)k,
+                      "stage %d position %d runs at %d MHz, which "
+                      "is not profiled for its %s",
+                      op / (2 * r->mbs), op % (2 * r->mbs), clocks[op],
+                      prs_instr_name((prs_instr)(type % 2)));
+            return;
+        }
+    }
+    double t_s, e_j;
+    if (prs_evaluate_plan(r->prof, &pipe, clocks, &t_s, &e_j, &err) != PRS_OK)
+        fail_prop(tot, r, 'e', (long)k, "evaluate: %s", err.msg);
+    else if (t_s != p->eval_time_s || e_j != p->eval_energy_j)
+        fail_prop(tot, r, 'e', (long)k,
+                  "re-evaluates to %.17g s %.17g J, point says "
+                  "%.17g s %.17g J",
+                  t_s, e_j, p->eval_time_s, p->eval_energy_j);
+}
+
+/* Plans and checks (a)-(e). Returns the frontier (caller frees) for further checks. */
+static prs_frontier *check_run(const run_desc *r, totals *tot)
+{
+    prs_plan_opts o;
+    prs_frontier *f = plan_run(r, tot, &o);
+    dag g;
+    dag_build(&g, r->stages, r->mbs);
+    clock_sets cs;
+    clock_sets_build(&cs, r->prof, r->stages);
+    check_points(r, tot, f, run_bounds(r, &o, &g));
+    /* (e) */
+    int *clocks = malloc(sizeof *clocks * (size_t)g.nops);
+    assert_non_null(clocks);
+    size_t n = prs_frontier_size(f);
+    size_t stride = n > MAX_EVAL_CHECKS ? n / MAX_EVAL_CHECKS : 1;
+    for (size_t k = 0; k < n; k += (k + 1 < n && k + stride >= n) ? n - 1 - k : stride)
+        check_plan_at(r, tot, f, &g, &cs, k, clocks);
     free(clocks);
-    free(fastest);
     dag_free(&g);
     clock_sets_free(&cs);
-    for (int k = 0; k < ntypes; k++)
-        prs__model_free(&types[k]);
-    free(types);
     return f;
 }
 

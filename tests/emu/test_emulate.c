@@ -149,26 +149,21 @@ static double direct_e_base(const prs_profile *p, const prs_pipeline *pipe, doub
     return e + pipe->blocking_power_w * (pipe->stages * t_min - busy);
 }
 
-static void check_case(const emu_case *c)
-{
-    const char *ctx = c->name;
-    double factors[NS];
-    grid(factors);
-    prs_profile *p = synth(c);
-    prs_frontier *f = plan(c, p);
-    size_t n = prs_frontier_size(f);
-    assert_true(n > 5);
-    prs_emulation *e = emulate(c, p, f, c->pipelines, c->tp, factors);
-    const prs_emu_info *info = prs_emulation_info(e);
-    const prs_emu_summary *ps = prs_emulation_get(e, PRS_EMU_PAPER, PRS_EMU_PERSEUS);
-    assert_non_null(ps);
-    assert_int_equal(ps->nrows, NS);
-    double tp = c->tp, N = c->pipelines, pw = c->pipe.blocking_power_w * tp * c->pipe.stages;
+/* What the paper recipe's figures are recomputed from: T_min and its energy E_intr, T* (the
+ * least-energy point's time) off the frontier, and E_base straight from the profile. */
+typedef struct paper_ref {
+    const emu_case *c;
+    const prs_frontier *f;
+    size_t n; /* frontier points */
+    double t_min, e_intr, t_star, e_base;
+} paper_ref;
 
-    /* T_min, E_intr, T* off the frontier */
+/* T_min, E_intr, T* off the frontier */
+static void frontier_extremes(paper_ref *ref)
+{
     double t_min = INFINITY, e_intr = 0, t_star = 0, e_star = INFINITY;
-    for (size_t k = 0; k < n; k++) {
-        const prs_frontier_point *q = prs_frontier_point_at(f, k);
+    for (size_t k = 0; k < ref->n; k++) {
+        const prs_frontier_point *q = prs_frontier_point_at(ref->f, k);
         if (q->time_s < t_min || (q->time_s == t_min && q->energy_j < e_intr)) {
             t_min = q->time_s;
             e_intr = q->energy_j;
@@ -178,54 +173,70 @@ static void check_case(const emu_case *c)
             t_star = q->time_s;
         }
     }
-    CLOSE(info->t_min_s, t_min);
-    CLOSE(info->t_energy_min_s, t_star);
-    double e_base = direct_e_base(p, &c->pipe, t_min);
-    CLOSE(ps->base_energy_j, tp * e_base);
-    CLOSE(ps->energy_j, tp * e_intr);
-    CLOSE(ps->intrinsic_saving_pp, 100 * (1 - e_intr / e_base));
-    if (!(ps->intrinsic_saving_pp > 0 && ps->intrinsic_saving_pp < 100))
-        fail_msg("%s: intrinsic saving %.6f %%", ctx, ps->intrinsic_saving_pp);
+    ref->t_min = t_min;
+    ref->e_intr = e_intr;
+    ref->t_star = t_star;
+}
 
-    double prev_t = 0, prev_int = INFINITY;
+/* t*: a frontier point's time, the least energy within T' (brute force); returns that least
+ * energy. */
+static double check_choice(const paper_ref *ref, const prs_emu_metrics *r, double s, double T)
+{
+    const char *ctx = ref->c->name;
+    int found = 0;
+    double e_choice = INFINITY, t_min = ref->t_min;
+    for (size_t k = 0; k < ref->n; k++) {
+        const prs_frontier_point *q = prs_frontier_point_at(ref->f, k);
+        if (q->time_s == r->choice_time_s) found = 1;
+        if (q->time_s <= T + 1e-9 && q->energy_j < e_choice) e_choice = q->energy_j;
+    }
+    if (!found) fail_msg("%s s=%.2f: t* %.17g is no frontier time", ctx, s, r->choice_time_s);
+    assert_true(r->choice_time_s <= T + 1e-9);
+    assert_true(r->tstar == prs_emu_round2(r->choice_time_s / t_min));
+    assert_true(fabs(r->tstar * t_min - r->choice_time_s) <= 0.005 * t_min + 1e-12);
+    return e_choice;
+}
+
+/* The recipe's job energies of row r (straggler factor s, T' = T), recomputed. */
+static void check_job_energies(const paper_ref *ref, const prs_emu_metrics *r, double s, double T,
+                               double e_choice)
+{
+    const char *ctx = ref->c->name;
+    double tp = ref->c->tp, N = ref->c->pipelines;
+    double pw = ref->c->pipe.blocking_power_w * tp * ref->c->pipe.stages;
+    double B = pw * (T - ref->t_min);
+    double eb = tp * ref->e_base, ei = tp * ref->e_intr;
+    double np = tp * e_choice + pw * (T - r->choice_time_s);
+    double job_base = s * eb + (N - 1) * (eb + B), job_intr = s * ei + (N - 1) * (ei + B),
+           job_p = s * ei + (N - 1) * np;
+    CLOSE(r->job_base_energy_j, job_base);
+    CLOSE(r->job_intr_energy_j, job_intr);
+    CLOSE(r->job_energy_j, job_p);
+    CLOSE(r->saving, 100 * (1 - job_p / job_base));
+    CLOSE(r->intrinsic_saving, 100 * (1 - job_intr / job_base));
+    CLOSE(r->extrinsic_saving, 100 * (1 - job_p / job_intr));
+    CLOSE(r->saving_pp, 100 * (1 - np / (eb + B)));
+    if (!(r->intrinsic_saving >= 0 && r->intrinsic_saving <= r->saving + 1e-9 && r->saving < 100 &&
+          r->saving_pp >= 0 && r->saving_pp < 100 && r->extrinsic_saving >= -1e-9))
+        fail_msg("%s s=%.2f: saving %.6f intrinsic %.6f extrinsic %.6f pp %.6f", ctx, s, r->saving,
+                 r->intrinsic_saving, r->extrinsic_saving, r->saving_pp);
+}
+
+/* The paper recipe's rows of Perseus, one per straggler factor. */
+static void check_paper_rows(const paper_ref *ref, const prs_emu_summary *ps, const double *factors)
+{
+    const char *ctx = ref->c->name;
+    double prev_t = 0, prev_int = INFINITY, t_min = ref->t_min, t_star = ref->t_star;
     for (size_t i = 0; i < NS; i++) {
         const prs_emu_metrics *r = &ps->rows[i];
         double s = factors[i], T = s * t_min;
         CLOSE(r->s, s);
         CLOSE(r->t_prime_s, T);
-        /* t*: a frontier point's time, the least energy within T' (brute force) */
-        int found = 0;
-        double e_choice = INFINITY;
-        for (size_t k = 0; k < n; k++) {
-            const prs_frontier_point *q = prs_frontier_point_at(f, k);
-            if (q->time_s == r->choice_time_s) found = 1;
-            if (q->time_s <= T + 1e-9 && q->energy_j < e_choice) e_choice = q->energy_j;
-        }
-        if (!found) fail_msg("%s s=%.2f: t* %.17g is no frontier time", ctx, s, r->choice_time_s);
-        assert_true(r->choice_time_s <= T + 1e-9);
-        assert_true(r->tstar == prs_emu_round2(r->choice_time_s / t_min));
-        assert_true(fabs(r->tstar * t_min - r->choice_time_s) <= 0.005 * t_min + 1e-12);
+        double e_choice = check_choice(ref, r, s, T);
         assert_true(r->choice_time_s >= prev_t);          /* t* grows with s ... */
         if (T >= t_star) CLOSE(r->choice_time_s, t_star); /* ... up to T*, then stays */
         prev_t = r->choice_time_s;
-        /* the recipe's job energies, recomputed */
-        double B = pw * (T - t_min);
-        double eb = tp * e_base, ei = tp * e_intr;
-        double np = tp * e_choice + pw * (T - r->choice_time_s);
-        double job_base = s * eb + (N - 1) * (eb + B), job_intr = s * ei + (N - 1) * (ei + B),
-               job_p = s * ei + (N - 1) * np;
-        CLOSE(r->job_base_energy_j, job_base);
-        CLOSE(r->job_intr_energy_j, job_intr);
-        CLOSE(r->job_energy_j, job_p);
-        CLOSE(r->saving, 100 * (1 - job_p / job_base));
-        CLOSE(r->intrinsic_saving, 100 * (1 - job_intr / job_base));
-        CLOSE(r->extrinsic_saving, 100 * (1 - job_p / job_intr));
-        CLOSE(r->saving_pp, 100 * (1 - np / (eb + B)));
-        if (!(r->intrinsic_saving >= 0 && r->intrinsic_saving <= r->saving + 1e-9 &&
-              r->saving < 100 && r->saving_pp >= 0 && r->saving_pp < 100 &&
-              r->extrinsic_saving >= -1e-9))
-            fail_msg("%s s=%.2f: saving %.6f intrinsic %.6f extrinsic %.6f pp %.6f", ctx, s,
-                     r->saving, r->intrinsic_saving, r->extrinsic_saving, r->saving_pp);
+        check_job_energies(ref, r, s, T, e_choice);
         if (i == 0) {
             CLOSE(r->saving, ps->intrinsic_saving_pp);
             CLOSE(r->extrinsic_saving, 0);
@@ -240,8 +251,15 @@ static void check_case(const emu_case *c)
             fail_msg("%s s=%.2f: saving %.6f %% not above %.6f %% at s=%.2f (T* %.6g s)", ctx, s,
                      r->saving, ps->rows[i - 1].saving, factors[i - 1], t_star);
     }
+}
 
-    /* exact: the all-max reference and Perseus's fastest plan, evaluated */
+/* exact: the all-max reference and Perseus's fastest plan, evaluated. Returns the all-max
+ * plan's time. */
+static double check_exact(const emu_case *c, const prs_profile *p, const prs_frontier *f,
+                          const prs_emulation *e, const double *factors)
+{
+    const char *ctx = c->name;
+    double tp = c->tp;
     const prs_emu_summary *xs = prs_emulation_get(e, PRS_EMU_EXACT, PRS_EMU_PERSEUS);
     const prs_pipeline *pipe = &c->pipe;
     int nops = pipe->stages * prs_ops_per_stage(pipe);
@@ -264,8 +282,15 @@ static void check_case(const emu_case *c)
         assert_true(xs->rows[i].saving >= xs->rows[i].intrinsic_saving - 1e-9);
     }
     free(clk);
+    return t_am;
+}
 
-    /* baselines */
+/* baselines (t_am: the all-max plan's time) */
+static void check_baselines(const emu_case *c, const prs_emulation *e, double t_am)
+{
+    const char *ctx = c->name;
+    double tp = c->tp;
+    const prs_emu_info *info = prs_emulation_info(e);
     for (size_t v = 0; v < 2; v++) {
         prs_emu_variant var = v ? PRS_EMU_EXACT : PRS_EMU_PAPER;
         const prs_emu_summary *am = prs_emulation_get(e, var, PRS_EMU_ALLMAX);
@@ -289,9 +314,34 @@ static void check_case(const emu_case *c)
             assert_true(info->envpipe_time_s <= t_am + 1e-9);
         }
     }
-    prs_emulation_free(e);
+}
 
-    /* tp changes absolute energies only; N leaves the intrinsic saving alone */
+/* One summary at 8 tp times the energies of another (b against a, o: one pipeline). */
+static void check_scaled(const emu_case *c, const prs_emu_summary *a, const prs_emu_summary *b,
+                         const prs_emu_summary *o, int st)
+{
+    const char *ctx = c->name;
+    double k = 8.0 * c->tp;
+    CLOSE(b->energy_j, k * a->energy_j);
+    CLOSE(b->base_energy_j, k * a->base_energy_j);
+    CLOSE(b->intrinsic_saving_pp, a->intrinsic_saving_pp);
+    CLOSE(o->intrinsic_saving_pp, a->intrinsic_saving_pp);
+    for (size_t i = 0; i < NS; i++) {
+        CLOSE(b->rows[i].job_energy_j, k * a->rows[i].job_energy_j);
+        CLOSE(b->rows[i].saving, a->rows[i].saving);
+        CLOSE(b->rows[i].intrinsic_saving, a->rows[i].intrinsic_saving);
+        CLOSE(b->rows[i].extrinsic_saving, a->rows[i].extrinsic_saving);
+        CLOSE(b->rows[i].saving_pp, a->rows[i].saving_pp);
+        assert_true(b->rows[i].tstar == a->rows[i].tstar);
+        /* one pipeline: the straggler is the whole job */
+        if (st == PRS_EMU_PERSEUS) CLOSE(o->rows[i].saving, o->intrinsic_saving_pp);
+    }
+}
+
+/* tp changes absolute energies only; N leaves the intrinsic saving alone */
+static void check_tp_and_pipelines(const emu_case *c, const prs_profile *p, const prs_frontier *f,
+                                   const double *factors)
+{
     prs_emulation *e1 = emulate(c, p, f, c->pipelines, 1, factors);
     prs_emulation *e8 = emulate(c, p, f, c->pipelines, 8 * c->tp, factors);
     prs_emulation *n1 = emulate(c, p, f, 1, c->tp, factors);
@@ -307,25 +357,45 @@ static void check_case(const emu_case *c)
                 assert_null(b);
                 continue;
             }
-            double k = 8.0 * c->tp;
-            CLOSE(b->energy_j, k * a->energy_j);
-            CLOSE(b->base_energy_j, k * a->base_energy_j);
-            CLOSE(b->intrinsic_saving_pp, a->intrinsic_saving_pp);
-            CLOSE(o->intrinsic_saving_pp, a->intrinsic_saving_pp);
-            for (size_t i = 0; i < NS; i++) {
-                CLOSE(b->rows[i].job_energy_j, k * a->rows[i].job_energy_j);
-                CLOSE(b->rows[i].saving, a->rows[i].saving);
-                CLOSE(b->rows[i].intrinsic_saving, a->rows[i].intrinsic_saving);
-                CLOSE(b->rows[i].extrinsic_saving, a->rows[i].extrinsic_saving);
-                CLOSE(b->rows[i].saving_pp, a->rows[i].saving_pp);
-                assert_true(b->rows[i].tstar == a->rows[i].tstar);
-                /* one pipeline: the straggler is the whole job */
-                if (st == PRS_EMU_PERSEUS) CLOSE(o->rows[i].saving, o->intrinsic_saving_pp);
-            }
+            check_scaled(c, a, b, o, st);
         }
     prs_emulation_free(e1);
     prs_emulation_free(e8);
     prs_emulation_free(n1);
+}
+
+static void check_case(const emu_case *c)
+{
+    const char *ctx = c->name;
+    double factors[NS];
+    grid(factors);
+    prs_profile *p = synth(c);
+    prs_frontier *f = plan(c, p);
+    size_t n = prs_frontier_size(f);
+    assert_true(n > 5);
+    prs_emulation *e = emulate(c, p, f, c->pipelines, c->tp, factors);
+    const prs_emu_info *info = prs_emulation_info(e);
+    const prs_emu_summary *ps = prs_emulation_get(e, PRS_EMU_PAPER, PRS_EMU_PERSEUS);
+    assert_non_null(ps);
+    assert_int_equal(ps->nrows, NS);
+    double tp = c->tp;
+
+    paper_ref ref = {c, f, n, 0, 0, 0, 0};
+    frontier_extremes(&ref);
+    CLOSE(info->t_min_s, ref.t_min);
+    CLOSE(info->t_energy_min_s, ref.t_star);
+    ref.e_base = direct_e_base(p, &c->pipe, ref.t_min);
+    CLOSE(ps->base_energy_j, tp * ref.e_base);
+    CLOSE(ps->energy_j, tp * ref.e_intr);
+    CLOSE(ps->intrinsic_saving_pp, 100 * (1 - ref.e_intr / ref.e_base));
+    if (!(ps->intrinsic_saving_pp > 0 && ps->intrinsic_saving_pp < 100))
+        fail_msg("%s: intrinsic saving %.6f %%", ctx, ps->intrinsic_saving_pp);
+    check_paper_rows(&ref, ps, factors);
+
+    double t_am = check_exact(c, p, f, e, factors);
+    check_baselines(c, e, t_am);
+    prs_emulation_free(e);
+    check_tp_and_pipelines(c, p, f, factors);
     prs_frontier_free(f);
     prs_profile_free(p);
 }

@@ -123,6 +123,92 @@ static prs_profile *synth(const char *gpu, int stages, double last)
     return p;
 }
 
+/* The lookup at T' = tp against brute force over the frontier (block_w: the blocking power of a
+ * pipeline), and never more energy than the paper's rule on the same (evaluated) figures. */
+static void check_lookup_at(const prs_frontier *f, size_t c, double tp, double block_w)
+{
+    size_t n = prs_frontier_size(f);
+    size_t k;
+    assert_int_equal(prs_frontier_lookup(f, tp, &k), 0);
+    const prs_frontier_point *got = prs_frontier_point_at(f, k);
+    assert_true(got->eval_time_s <= tp + 1e-9);
+    double obj = got->eval_energy_j + block_w * (tp - got->eval_time_s);
+    for (size_t i = 0; i < n; i++) { /* brute force */
+        const prs_frontier_point *q = prs_frontier_point_at(f, i);
+        if (q->eval_time_s > tp) continue;
+        double o2 = q->eval_energy_j + block_w * (tp - q->eval_time_s);
+        if (o2 < obj - 1e-9 * fabs(obj))
+            fail_msg("case %zu T' %.6g: plan %zu (%.9g J) beats the lookup's %zu "
+                     "(%.9g J)",
+                     c, tp, i, o2, k, obj);
+    }
+    /* never more energy than the paper's rule on the same (evaluated) figures */
+    size_t kp;
+    assert_int_equal(prs_frontier_find_time(f, tp, &kp, NULL), 0);
+    const prs_frontier_point *pp = prs_frontier_point_at(f, kp);
+    assert_true(obj <= pp->eval_energy_j + block_w * (tp - pp->eval_time_s) + 1e-9);
+}
+
+/* The lookup rule over the frontier of case c: the fastest plan at 0, the cheapest plan from the
+ * fastest time to past the slowest, the slowest plan past it. */
+static void check_lookups(const prs_frontier *f, size_t c, double block_w)
+{
+    size_t n = prs_frontier_size(f);
+    double fastest = INFINITY, slowest = 0;
+    for (size_t i = 0; i < n; i++) {
+        double t = prs_frontier_point_at(f, i)->eval_time_s;
+        if (t < fastest) fastest = t;
+        if (t > slowest) slowest = t;
+    }
+    size_t k0;
+    assert_int_equal(prs_frontier_lookup(f, 0, &k0), 0);
+    assert_true(prs_frontier_point_at(f, k0)->eval_time_s == fastest);
+    for (size_t i = 0; i < n; i++) {
+        const prs_frontier_point *q = prs_frontier_point_at(f, i);
+        if (q->eval_time_s == fastest)
+            assert_true(prs_frontier_point_at(f, k0)->eval_energy_j <= q->eval_energy_j);
+    }
+    for (int step = 0; step <= 40; step++)
+        check_lookup_at(f, c, fastest + (slowest * 1.1 - fastest) * step / 40.0, block_w);
+    /* past the slowest plan, the lookup rule takes the slowest plan (blocking is sunk:
+     * only the compute energy's effective cost differs, and it falls with time) */
+    size_t kl;
+    assert_int_equal(prs_frontier_lookup(f, slowest * 2, &kl), 0);
+    assert_true(prs_frontier_point_at(f, kl)->eval_time_s >= slowest - 0.05 * slowest);
+}
+
+/* the emulation: lookup savings never below the exact paper-rule ones */
+static void check_emulated_savings(const prs_profile *p, const prs_frontier *f,
+                                   const prs_plan_opts *o, size_t c)
+{
+    prs_error err = {0, ""};
+    double factors[51];
+    for (int i = 0; i <= 50; i++)
+        factors[i] = 1 + i * 0.01;
+    prs_emulate_opts eo;
+    memset(&eo, 0, sizeof eo);
+    eo.plan = *o;
+    eo.pipelines = 8;
+    eo.tp = 4;
+    eo.stragglers = factors;
+    eo.nstragglers = 51;
+    prs_emulation *em = NULL;
+    if (prs_emulate_frontier(p, f, &eo, &em, &err)) fail_msg("emulate: %s", err.msg);
+    const prs_emu_summary *ex = prs_emulation_get(em, PRS_EMU_EXACT, PRS_EMU_PERSEUS);
+    const prs_emu_summary *lk = prs_emulation_get(em, PRS_EMU_LOOKUP, PRS_EMU_PERSEUS);
+    assert_non_null(ex);
+    assert_non_null(lk);
+    assert_null(prs_emulation_get(em, PRS_EMU_LOOKUP, PRS_EMU_UNIFORM));
+    assert_true(lk->intrinsic_saving_pp == ex->intrinsic_saving_pp);
+    for (size_t i = 0; i < 51; i++) {
+        if (lk->rows[i].saving < ex->rows[i].saving - 1e-9)
+            fail_msg("case %zu s %.2f: lookup %.6f %% < exact %.6f %%", c, factors[i],
+                     lk->rows[i].saving, ex->rows[i].saving);
+        assert_true(lk->rows[i].saving_pp >= ex->rows[i].saving_pp - 1e-9);
+    }
+    prs_emulation_free(em);
+}
+
 static void test_planned_frontiers(void **state)
 {
     (void)state;
@@ -148,77 +234,9 @@ static void test_planned_frontiers(void **state)
         prs_frontier *f = NULL;
         prs_error err = {0, ""};
         if (prs_plan(p, &o, &f, &err)) fail_msg("plan: %s", err.msg);
-        size_t n = prs_frontier_size(f);
-        assert_true(n > 10);
-        double fastest = INFINITY, slowest = 0;
-        for (size_t i = 0; i < n; i++) {
-            double t = prs_frontier_point_at(f, i)->eval_time_s;
-            if (t < fastest) fastest = t;
-            if (t > slowest) slowest = t;
-        }
-        double block_w = cases[c].stages * cases[c].power;
-        size_t k0;
-        assert_int_equal(prs_frontier_lookup(f, 0, &k0), 0);
-        assert_true(prs_frontier_point_at(f, k0)->eval_time_s == fastest);
-        for (size_t i = 0; i < n; i++) {
-            const prs_frontier_point *q = prs_frontier_point_at(f, i);
-            if (q->eval_time_s == fastest)
-                assert_true(prs_frontier_point_at(f, k0)->eval_energy_j <= q->eval_energy_j);
-        }
-        for (int step = 0; step <= 40; step++) {
-            double tp = fastest + (slowest * 1.1 - fastest) * step / 40.0;
-            size_t k;
-            assert_int_equal(prs_frontier_lookup(f, tp, &k), 0);
-            const prs_frontier_point *got = prs_frontier_point_at(f, k);
-            assert_true(got->eval_time_s <= tp + 1e-9);
-            double obj = got->eval_energy_j + block_w * (tp - got->eval_time_s);
-            for (size_t i = 0; i < n; i++) { /* brute force */
-                const prs_frontier_point *q = prs_frontier_point_at(f, i);
-                if (q->eval_time_s > tp) continue;
-                double o2 = q->eval_energy_j + block_w * (tp - q->eval_time_s);
-                if (o2 < obj - 1e-9 * fabs(obj))
-                    fail_msg("case %zu T' %.6g: plan %zu (%.9g J) beats the lookup's %zu "
-                             "(%.9g J)",
-                             c, tp, i, o2, k, obj);
-            }
-            /* never more energy than the paper's rule on the same (evaluated) figures */
-            size_t kp;
-            assert_int_equal(prs_frontier_find_time(f, tp, &kp, NULL), 0);
-            const prs_frontier_point *pp = prs_frontier_point_at(f, kp);
-            assert_true(obj <= pp->eval_energy_j + block_w * (tp - pp->eval_time_s) + 1e-9);
-        }
-        /* past the slowest plan, the lookup rule takes the slowest plan (blocking is sunk:
-         * only the compute energy's effective cost differs, and it falls with time) */
-        size_t kl;
-        assert_int_equal(prs_frontier_lookup(f, slowest * 2, &kl), 0);
-        assert_true(prs_frontier_point_at(f, kl)->eval_time_s >= slowest - 0.05 * slowest);
-
-        /* the emulation: lookup savings never below the exact paper-rule ones */
-        double factors[51];
-        for (int i = 0; i <= 50; i++)
-            factors[i] = 1 + i * 0.01;
-        prs_emulate_opts eo;
-        memset(&eo, 0, sizeof eo);
-        eo.plan = o;
-        eo.pipelines = 8;
-        eo.tp = 4;
-        eo.stragglers = factors;
-        eo.nstragglers = 51;
-        prs_emulation *em = NULL;
-        if (prs_emulate_frontier(p, f, &eo, &em, &err)) fail_msg("emulate: %s", err.msg);
-        const prs_emu_summary *ex = prs_emulation_get(em, PRS_EMU_EXACT, PRS_EMU_PERSEUS);
-        const prs_emu_summary *lk = prs_emulation_get(em, PRS_EMU_LOOKUP, PRS_EMU_PERSEUS);
-        assert_non_null(ex);
-        assert_non_null(lk);
-        assert_null(prs_emulation_get(em, PRS_EMU_LOOKUP, PRS_EMU_UNIFORM));
-        assert_true(lk->intrinsic_saving_pp == ex->intrinsic_saving_pp);
-        for (size_t i = 0; i < 51; i++) {
-            if (lk->rows[i].saving < ex->rows[i].saving - 1e-9)
-                fail_msg("case %zu s %.2f: lookup %.6f %% < exact %.6f %%", c, factors[i],
-                         lk->rows[i].saving, ex->rows[i].saving);
-            assert_true(lk->rows[i].saving_pp >= ex->rows[i].saving_pp - 1e-9);
-        }
-        prs_emulation_free(em);
+        assert_true(prs_frontier_size(f) > 10);
+        check_lookups(f, c, cases[c].stages * cases[c].power);
+        check_emulated_savings(p, f, &o, c);
         prs_frontier_free(f);
         prs_profile_free(p);
     }

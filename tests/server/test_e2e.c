@@ -140,33 +140,25 @@ static int teardown(void **state)
     return daemon_teardown(&d);
 }
 
-static void test_job_through_every_phase(void **state)
+/* Registering: schedules say wait until all 8 are in, then profiling starts. Profiling:
+ * clocks high to low; stops early once a clock is dominated; then the job plans and runs. */
+static void register_and_profile(sim_job *j)
 {
-    (void)state;
-    harness_tmpdir(d.dir, sizeof d.dir, "e2e");
-    assert_true(d.dir[0]);
-    assert_int_equal(daemon_start(&d), 0);
-    sim_job j;
-    assert_int_equal(create_job(d.port, &j, "e2e-model", REUSE_KEY), 201);
-    assert_int_equal(strlen(j.id), 16);
-
-    /* Registering: schedules say wait until all 8 are in, then profiling starts. */
     char phase[32];
     int clocks[OPS];
-    assert_int_equal(sim_register_all(&j), DP * STAGES);
-    assert_true(sim_schedule(&j, 0, phase, clocks, NULL, NULL) >= 0);
+    assert_int_equal(sim_register_all(j), DP * STAGES);
+    assert_true(sim_schedule(j, 0, phase, clocks, NULL, NULL) >= 0);
     assert_string_equal(phase, "profiling");
     assert_int_equal(clocks[0], 1410);
 
-    /* Profiling: clocks high to low; stops early once a clock is dominated. */
     long iteration = 0;
-    long posts = sim_profile(&j, 100000, &iteration);
+    long posts = sim_profile(j, 100000, &iteration);
     assert_true(posts > 0);
-    json_t *st = sim_wait_phase_change(&j, "planning", 60);
+    json_t *st = sim_wait_phase_change(j, "planning", 60);
     assert_non_null(st);
     assert_string_equal(json_str(st, "phase"), "running");
-    assert_int_equal(json_int(st, "measurements"), j.acked);
-    assert_int_equal(posts, j.acked);
+    assert_int_equal(json_int(st, "measurements"), j->acked);
+    assert_int_equal(posts, j->acked);
     assert_string_equal(json_str(st, "profile_source"), "measured");
     assert_string_equal(json_str(st, "planner"), "robust");
     json_t *prof = json_object_get(st, "profiling");
@@ -180,17 +172,21 @@ static void test_job_through_every_phase(void **state)
     json_t *planning = json_object_get(st, "planning");
     assert_true(json_num(planning, "done_pct") == 100.0);
     json_decref(st);
+}
 
-    /* Running: each pipeline gets the fastest plan; check it against the server's profile. */
-    http_reply pr = sim_get(&j, "/profile");
+/* Running: each pipeline gets the fastest plan (into plan0, its id returned); check it against
+ * the server's profile. */
+static long check_fastest_plan(sim_job *j, int *plan0)
+{
+    http_reply pr = sim_get(j, "/profile");
     assert_int_equal(pr.status, 200);
     prs_profile *profile = NULL;
     assert_int_equal(prs_profile_parse("server", pr.body, pr.len, &profile, NULL), 0);
     http_reply_free(&pr);
-    int plan0[STAGES * OPS], plan1[STAGES * OPS], allmax[STAGES * OPS];
-    long id0 = pipeline_plan(&j, 0, plan0), id1 = pipeline_plan(&j, 1, plan1);
+    int plan1[STAGES * OPS], allmax[STAGES * OPS];
+    long id0 = pipeline_plan(j, 0, plan0), id1 = pipeline_plan(j, 1, plan1);
     assert_int_equal(id0, id1);
-    assert_memory_equal(plan0, plan1, sizeof plan0);
+    assert_memory_equal(plan0, plan1, sizeof plan1);
     for (int i = 0; i < STAGES * OPS; i++)
         allmax[i] = 1410;
     prs_pipeline pipe = {STAGES, MB, PRS_SCHEDULE_1F1B, 0.001, 83.64, 0, 0};
@@ -205,11 +201,13 @@ static void test_job_through_every_phase(void **state)
     assert_true(t_plan <= t_max * 1.005);
     assert_true(e_plan < e_max);
     prs_profile_free(profile);
+    return id0;
+}
 
-    json_t *frontier = frontier_pages(&j);
-    assert_int_equal(json_int(frontier, "fastest"), id0);
-    /* The server plans a clean frontier: evaluated times strictly falling, and no plan that a
-     * faster one, charged blocking power until it ends, costs no more than. */
+/* The server plans a clean frontier: evaluated times strictly falling, and no plan that a
+ * faster one, charged blocking power until it ends, costs no more than. */
+static void check_clean_frontier(json_t *frontier)
+{
     json_t *pts = json_object_get(frontier, "points");
     for (size_t k = 0; k < json_array_size(pts); k++) {
         double t = json_num(json_array_get(pts, k), "eval_time_s");
@@ -221,44 +219,52 @@ static void test_job_through_every_phase(void **state)
             assert_true(ei + STAGES * 83.64 * (t - ti) > e);
         }
     }
-    double tf =
-        json_num(json_array_get(json_object_get(frontier, "points"), (size_t)id0), "eval_time_s");
+}
 
-    /* Explicit straggler: pipeline 1 at 1.25x; pipeline 0 gets lookup(T'), 1 stays fastest. */
+/* Explicit straggler: pipeline 1 at 1.25x; pipeline 0 gets lookup(T'), 1 stays fastest. Then
+ * cleared: back to the fastest plan. */
+static void check_explicit_straggler(sim_job *j, json_t *frontier, long id0, const int *plan0,
+                                     double tf)
+{
     char path[128];
-    snprintf(path, sizeof path, "/v1/jobs/%s/stragglers", j.id);
-    http_reply r = http_json(d.port, "POST", path, j.token,
+    int slow[STAGES * OPS], plan1[STAGES * OPS];
+    snprintf(path, sizeof path, "/v1/jobs/%s/stragglers", j->id);
+    http_reply r = http_json(d.port, "POST", path, j->token,
                              json_pack("{s:i, s:f}", "dp", 1, "slowdown", 1.25));
     assert_int_equal(r.status, 200);
     http_reply_free(&r);
     long want = expected_lookup(frontier, 1.25 * tf);
     assert_true(want != id0);
-    int slow[STAGES * OPS];
-    assert_int_equal(pipeline_plan(&j, 0, slow), want);
+    assert_int_equal(pipeline_plan(j, 0, slow), want);
     assert_true(memcmp(slow, plan0, sizeof slow) != 0);
-    assert_int_equal(pipeline_plan(&j, 1, plan1), id0);
-    assert_memory_equal(plan1, plan0, sizeof plan0);
+    assert_int_equal(pipeline_plan(j, 1, plan1), id0);
+    assert_memory_equal(plan1, plan0, sizeof plan1);
 
-    /* Cleared: back to the fastest plan. */
-    snprintf(path, sizeof path, "/v1/jobs/%s/stragglers/1", j.id);
-    r = http_do(d.port, "DELETE", path, j.token, NULL, 0, NULL);
+    snprintf(path, sizeof path, "/v1/jobs/%s/stragglers/1", j->id);
+    r = http_do(d.port, "DELETE", path, j->token, NULL, 0, NULL);
     assert_int_equal(r.status, 200);
     http_reply_free(&r);
-    assert_int_equal(pipeline_plan(&j, 0, slow), id0);
-    assert_memory_equal(slow, plan0, sizeof plan0);
+    assert_int_equal(pipeline_plan(j, 0, slow), id0);
+    assert_memory_equal(slow, plan0, sizeof slow);
+}
 
-    /* Automatic: pipeline 0 reports 1.4x the time of pipeline 1 for 2 iterations (factor
-     * 1.2, k = 2) -> pipeline 1 slows down; then normal times for 2 iterations -> back. */
+/* Automatic: pipeline 0 reports 1.4x the time of pipeline 1 for 2 iterations (factor 1.2,
+ * k = 2) -> pipeline 1 slows down; then normal times for 2 iterations -> back. Returns the plan
+ * pipeline 1 slowed down to. */
+static long check_automatic_straggler(sim_job *j, json_t *frontier, long id0, const int *plan0,
+                                      double tf)
+{
+    int slow[STAGES * OPS];
     long it = 1000;
-    post_running(&j, 1, it, tf);
-    post_running(&j, 0, it++, 1.4 * tf);
-    assert_int_equal(pipeline_plan(&j, 1, slow), id0); /* one iteration is not enough */
-    post_running(&j, 1, it, tf);
-    post_running(&j, 0, it++, 1.4 * tf);
-    want = expected_lookup(frontier, 1.4 * tf);
-    assert_int_equal(pipeline_plan(&j, 1, slow), want);
-    assert_int_equal(pipeline_plan(&j, 0, slow), id0);
-    http_reply js = sim_get(&j, "");
+    post_running(j, 1, it, tf);
+    post_running(j, 0, it++, 1.4 * tf);
+    assert_int_equal(pipeline_plan(j, 1, slow), id0); /* one iteration is not enough */
+    post_running(j, 1, it, tf);
+    post_running(j, 0, it++, 1.4 * tf);
+    long want = expected_lookup(frontier, 1.4 * tf);
+    assert_int_equal(pipeline_plan(j, 1, slow), want);
+    assert_int_equal(pipeline_plan(j, 0, slow), id0);
+    http_reply js = sim_get(j, "");
     json_t *p0 = json_array_get(json_object_get(js.json, "pipelines"), 0);
     assert_string_equal(json_str(p0, "straggler"), "automatic");
     http_reply_free(&js);
@@ -266,43 +272,49 @@ static void test_job_through_every_phase(void **state)
         /* Pipeline 1 now runs a slower plan on purpose: its reported time is that plan's. */
         double t1 = json_num(json_array_get(json_object_get(frontier, "points"), (size_t)want),
                              "eval_time_s");
-        post_running(&j, 1, it, t1);
-        post_running(&j, 0, it++, tf);
+        post_running(j, 1, it, t1);
+        post_running(j, 0, it++, tf);
     }
-    assert_int_equal(pipeline_plan(&j, 1, slow), id0);
-    assert_memory_equal(slow, plan0, sizeof plan0);
-    json_decref(frontier);
+    assert_int_equal(pipeline_plan(j, 1, slow), id0);
+    assert_memory_equal(slow, plan0, sizeof slow);
+    return want;
+}
 
-    /* Metrics saw it all; completing ends the job. */
-    r = http_do(d.port, "GET", "/metrics", NULL, NULL, 0, NULL);
+/* Metrics saw it all: the server's series, and per job its phase, and the iterations and
+ * savings its status shows. */
+static void check_metrics(sim_job *j)
+{
+    http_reply r = http_do(d.port, "GET", "/metrics", NULL, NULL, 0, NULL);
     assert_int_equal(r.status, 200);
     assert_non_null(strstr(r.body, "perseusd_jobs{phase=\"running\"} 1"));
     assert_non_null(strstr(r.body, "perseusd_planning_seconds_count 1"));
     assert_non_null(strstr(r.body, "route=\"schedule\",code=\"200\""));
-    /* ... and per job: its phase, and the iterations and savings its status shows. */
-    http_reply sr = sim_get(&j, "");
+    http_reply sr = sim_get(j, "");
     json_t *sv = json_object_get(sr.json, "savings");
     char series[256];
     snprintf(series, sizeof series,
-             "perseusd_job_phase{job_id=\"%s\",model=\"e2e-model\",phase=\"running\"} 1\n", j.id);
+             "perseusd_job_phase{job_id=\"%s\",model=\"e2e-model\",phase=\"running\"} 1\n", j->id);
     assert_non_null(strstr(r.body, series));
     snprintf(series, sizeof series,
-             "perseusd_job_iterations_total{job_id=\"%s\",model=\"e2e-model\"} %lld\n", j.id,
+             "perseusd_job_iterations_total{job_id=\"%s\",model=\"e2e-model\"} %lld\n", j->id,
              (long long)json_int(sv, "iterations"));
     assert_non_null(strstr(r.body, series));
     assert_true(json_int(sv, "iterations") > 0);
     snprintf(series, sizeof series,
-             "perseusd_job_energy_saved_joules_total{job_id=\"%s\",model=\"e2e-model\"} ", j.id);
+             "perseusd_job_energy_saved_joules_total{job_id=\"%s\",model=\"e2e-model\"} ", j->id);
     const char *saved = strstr(r.body, series);
     assert_non_null(saved);
     double so_far = json_num(sv, "so_far_j");
     assert_true(so_far > 0 && fabs(strtod(saved + strlen(series), NULL) / so_far - 1) < 1e-12);
     http_reply_free(&sr);
     http_reply_free(&r);
+}
 
-    /* The operator's log told the story: the reported straggler and its clearing, the detected
-     * one and its recovery, and the plan switches they caused. */
-    char logpath[300], *log = NULL;
+/* The operator's log told the story: the reported straggler and its clearing, the detected
+ * one and its recovery, and the plan switches they caused (want: pipeline 1's slower plan). */
+static void check_log(const sim_job *j, long want)
+{
+    char logpath[300], series[256], *log = NULL;
     snprintf(logpath, sizeof logpath, "%s/perseusd.log", d.dir);
     FILE *lf = fopen(logpath, "r");
     assert_non_null(lf);
@@ -312,7 +324,7 @@ static void test_job_through_every_phase(void **state)
     const char *events[] = {"state=explicit why=reported", "state=none why=cleared",
                             "state=automatic why=detected", "state=none why=recovered"};
     for (size_t i = 0; i < sizeof events / sizeof *events; i++) {
-        snprintf(series, sizeof series, "msg=straggler job=%s dp=", j.id);
+        snprintf(series, sizeof series, "msg=straggler job=%s dp=", j->id);
         const char *at = strstr(log, series);
         int found = 0;
         for (; at && !found; at = strstr(at + 1, series)) {
@@ -323,18 +335,30 @@ static void test_job_through_every_phase(void **state)
         if (!found) fprintf(stderr, "no '%s' in the log:\n%s\n", events[i], log);
         assert_true(found);
     }
-    snprintf(series, sizeof series, "msg=plan_switch job=%s pipelines=1 plan=%ld ", j.id,
+    snprintf(series, sizeof series, "msg=plan_switch job=%s pipelines=1 plan=%ld ", j->id,
              want); /* pipeline 0 detected as a straggler: pipeline 1 slows down */
     assert_non_null(strstr(log, series));
     free(log);
-    snprintf(path, sizeof path, "/v1/jobs/%s/complete", j.id);
-    r = http_do(d.port, "POST", path, j.token, NULL, 0, NULL);
+}
+
+static void complete_job(const sim_job *j)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s/complete", j->id);
+    http_reply r = http_do(d.port, "POST", path, j->token, NULL, 0, NULL);
     assert_int_equal(r.status, 200);
     assert_string_equal(json_str(r.json, "phase"), "done");
     http_reply_free(&r);
+}
 
-    /* Without its creator's reuse key, or with another, the same model and configuration does
-     * not get the frontier: it profiles. The status never shows the key or its hash. */
+/* Without its creator's reuse key, or with another, the same model and configuration does not
+ * get the frontier: it profiles. The status never shows the key or its hash. A second job with
+ * the same model, configuration and reuse key reuses the frontier: running as soon as its ranks
+ * are in, no profiling. */
+static void check_reuse(long id0, const int *plan0)
+{
+    char phase[32];
+    int clocks[OPS];
     const char *others[] = {NULL, "e2e-someone-elses-key"};
     for (int i = 0; i < 2; i++) {
         sim_job o;
@@ -351,8 +375,6 @@ static void test_job_through_every_phase(void **state)
         http_reply_free(&so);
     }
 
-    /* A second job with the same model, configuration and reuse key reuses the frontier:
-     * running as soon as its ranks are in, no profiling. */
     sim_job k;
     assert_int_equal(create_job(d.port, &k, "e2e-model", REUSE_KEY), 201);
     assert_int_equal(sim_register_all(&k), DP * STAGES);
@@ -361,7 +383,34 @@ static void test_job_through_every_phase(void **state)
     assert_string_equal(phase, "running");
     assert_int_equal(kid, id0);
     assert_memory_equal(clocks, plan0, sizeof clocks);
+}
 
+static void test_job_through_every_phase(void **state)
+{
+    (void)state;
+    harness_tmpdir(d.dir, sizeof d.dir, "e2e");
+    assert_true(d.dir[0]);
+    assert_int_equal(daemon_start(&d), 0);
+    sim_job j;
+    assert_int_equal(create_job(d.port, &j, "e2e-model", REUSE_KEY), 201);
+    assert_int_equal(strlen(j.id), 16);
+    register_and_profile(&j);
+
+    int plan0[STAGES * OPS];
+    long id0 = check_fastest_plan(&j, plan0);
+    json_t *frontier = frontier_pages(&j);
+    assert_int_equal(json_int(frontier, "fastest"), id0);
+    check_clean_frontier(frontier);
+    double tf =
+        json_num(json_array_get(json_object_get(frontier, "points"), (size_t)id0), "eval_time_s");
+    check_explicit_straggler(&j, frontier, id0, plan0, tf);
+    long want = check_automatic_straggler(&j, frontier, id0, plan0, tf);
+    json_decref(frontier);
+
+    check_metrics(&j);
+    check_log(&j, want);
+    complete_job(&j);
+    check_reuse(id0, plan0);
     assert_int_equal(daemon_stop(&d, SIGTERM), 0);
 }
 

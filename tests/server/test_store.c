@@ -128,39 +128,29 @@ static int see_latest(void *ud, int rank, long it)
     return 0;
 }
 
-static void test_v1_upgrades_in_place(void **state)
+/* The version-1 rows as the upgraded store reads them (j and p get the job's and pipeline 0's). */
+static void check_v1_rows(store *s, store_job_row *j, store_pipe_row *p)
 {
-    (void)state;
-    assert_int_equal(exec_sql(V1), SQLITE_OK);
-    store *s = NULL;
-    prs_error err = {0, ""};
-    const char *msg = err.msg;
-    assert_int_equal(store_open(db, 0, &s, &err), 0);
-    assert_int_equal(query_int("PRAGMA user_version"), STORE_SCHEMA_VERSION);
-    /* Version 8: deleting a measurement finds its windows through an index, not a scan. */
-    assert_int_equal(query_int("SELECT count(*) FROM pragma_index_list('windows') WHERE"
-                               " name='windows_measurement'"),
-                     1);
-
-    store_job_row j;
-    memset(&j, 0, sizeof j);
-    assert_int_equal(store_each_job(s, see_job, &j), 0);
-    assert_int_equal(j.round, 7);
-    assert_true(j.bp_measured_w == 0 && j.bp_used_w == 0);
-    store_pipe_row p = {-1, 0, 0, 0, 0, 0, -1, 0, -1, -1, -1, -1};
-    assert_int_equal(store_each_pipeline(s, "OLDJOBOLDJOBOLD1", see_pipe, &p), 0);
-    assert_int_equal(p.plan_id, 12);
-    assert_int_equal(p.prev_plan_id, -1);
-    assert_int_equal(p.from_iteration, 0);
-    assert_true(p.pace_hz == 0); /* not known before version 4 */
+    memset(j, 0, sizeof *j);
+    assert_int_equal(store_each_job(s, see_job, j), 0);
+    assert_int_equal(j->round, 7);
+    assert_true(j->bp_measured_w == 0 && j->bp_used_w == 0);
+    assert_int_equal(store_each_pipeline(s, "OLDJOBOLDJOBOLD1", see_pipe, p), 0);
+    assert_int_equal(p->plan_id, 12);
+    assert_int_equal(p->prev_plan_id, -1);
+    assert_int_equal(p->from_iteration, 0);
+    assert_true(p->pace_hz == 0); /* not known before version 4 */
     /* Before version 5 every result was a row: none folded, the newest iteration not stored. */
-    assert_int_equal(p.newest, STORE_NEWEST_UNKNOWN);
-    assert_int_equal(p.reports, 0);
-    assert_true(p.report_time_s == 0 && p.report_energy_j == 0);
-    assert_int_equal(p.epoch, 0); /* no plan rule before version 6 */
+    assert_int_equal(p->newest, STORE_NEWEST_UNKNOWN);
+    assert_int_equal(p->reports, 0);
+    assert_true(p->report_time_s == 0 && p->report_energy_j == 0);
+    assert_int_equal(p->epoch, 0); /* no plan rule before version 6 */
     assert_int_equal(store_count_measurements(s, "OLDJOBOLDJOBOLD1"), 1);
+}
 
-    /* New values go in and come back; absent ones are NULL. */
+/* New values go in (j: the job's row, updated) and come back; absent ones are NULL. Closes s. */
+static void put_new_values(store *s, store_job_row *j)
+{
     assert_int_equal(store_begin(s), 0);
     store_meas_row m = {0, "profiling", 0, 42, 1410, 1.5, 300, 1.25, 12, 83.5, 1};
     long long id;
@@ -174,11 +164,11 @@ static void test_v1_upgrades_in_place(void **state)
         assert_int_equal(store_put_rule(s, "OLDJOBOLDJOBOLD1", &rr), 0);
     }
     assert_int_equal(store_delete_rules(s, "OLDJOBOLDJOBOLD1", 1), 0);
-    j.id = "OLDJOBOLDJOBOLD1";
-    j.phase = "running";
-    j.reason = "";
-    j.bp_measured_w = 81.5;
-    assert_int_equal(store_update_job(s, &j), 0);
+    j->id = "OLDJOBOLDJOBOLD1";
+    j->phase = "running";
+    j->reason = "";
+    j->bp_measured_w = 81.5;
+    assert_int_equal(store_update_job(s, j), 0);
     assert_int_equal(store_commit(s), 0);
     long latest[1] = {-1};
     assert_int_equal(store_latest_iterations(s, "OLDJOBOLDJOBOLD1", see_latest, latest), 0);
@@ -190,19 +180,11 @@ static void test_v1_upgrades_in_place(void **state)
     assert_int_equal(query_int("SELECT plan_id FROM measurements WHERE iteration=43"), -1000);
     assert_int_equal(query_int("SELECT pace_s FROM measurements WHERE iteration=41"), -1000);
     assert_int_equal(query_int("SELECT bp_used_w FROM jobs"), -1000);
+}
 
-    /* Opening again changes nothing; a newer version is refused. */
-    assert_int_equal(store_open(db, 0, &s, &err), 0);
-    memset(&j, 0, sizeof j);
-    assert_int_equal(store_each_job(s, see_job, &j), 0);
-    assert_true(j.bp_measured_w == 81.5);
-    assert_int_equal(store_each_pipeline(s, "OLDJOBOLDJOBOLD1", see_pipe, &p), 0);
-    assert_int_equal(p.from_iteration, 50);
-    assert_true(p.pace_hz == 437.5);
-    assert_int_equal(p.newest, 57);
-    assert_int_equal(p.reports, 3);
-    assert_true(p.report_time_s == 4.5 && p.report_energy_j == 900.25);
-    assert_int_equal(p.epoch, 3);
+/* The rules and the precision of the job, and that deleting it removes both. */
+static void check_rules_and_precision(store *s)
+{
     store_rule_row rules[4];
     int nrules = 0;
     assert_int_equal(store_each_rule(s, "OLDJOBOLDJOBOLD1", see_rule, &(rule_list){rules, &nrules}),
@@ -223,6 +205,40 @@ static void test_v1_upgrades_in_place(void **state)
     assert_int_equal(store_each_rule(s, "OLDJOBOLDJOBOLD1", see_rule, &(rule_list){rules, &nrules}),
                      0);
     assert_int_equal(nrules, 0);
+}
+
+static void test_v1_upgrades_in_place(void **state)
+{
+    (void)state;
+    assert_int_equal(exec_sql(V1), SQLITE_OK);
+    store *s = NULL;
+    prs_error err = {0, ""};
+    const char *msg = err.msg;
+    assert_int_equal(store_open(db, 0, &s, &err), 0);
+    assert_int_equal(query_int("PRAGMA user_version"), STORE_SCHEMA_VERSION);
+    /* Version 8: deleting a measurement finds its windows through an index, not a scan. */
+    assert_int_equal(query_int("SELECT count(*) FROM pragma_index_list('windows') WHERE"
+                               " name='windows_measurement'"),
+                     1);
+
+    store_job_row j;
+    store_pipe_row p = {-1, 0, 0, 0, 0, 0, -1, 0, -1, -1, -1, -1};
+    check_v1_rows(s, &j, &p);
+    put_new_values(s, &j);
+
+    /* Opening again changes nothing; a newer version is refused. */
+    assert_int_equal(store_open(db, 0, &s, &err), 0);
+    memset(&j, 0, sizeof j);
+    assert_int_equal(store_each_job(s, see_job, &j), 0);
+    assert_true(j.bp_measured_w == 81.5);
+    assert_int_equal(store_each_pipeline(s, "OLDJOBOLDJOBOLD1", see_pipe, &p), 0);
+    assert_int_equal(p.from_iteration, 50);
+    assert_true(p.pace_hz == 437.5);
+    assert_int_equal(p.newest, 57);
+    assert_int_equal(p.reports, 3);
+    assert_true(p.report_time_s == 4.5 && p.report_energy_j == 900.25);
+    assert_int_equal(p.epoch, 3);
+    check_rules_and_precision(s);
     store_close(s);
     assert_int_equal(exec_sql("PRAGMA user_version=99"), SQLITE_OK);
     assert_int_equal(store_open(db, 0, &s, &err), -1);

@@ -61,13 +61,107 @@ static const char *check_chars(const char *p, char stop)
     return p;
 }
 
+enum { XML_MAXD = 64 };
+
+/* The elements open, the root elements seen, and why a document was refused. */
+typedef struct xml_state {
+    char stack[XML_MAXD][64];
+    int depth, roots;
+    const char *why;
+} xml_state;
+
+/* The end tag at p ("</"): it must close the innermost open element. The position after it, or
+ * NULL with s->why. */
+static const char *xml_end_tag(xml_state *s, const char *p)
+{
+    p += 2;
+    const char *n = p;
+    while (is_name_char(*p))
+        p++;
+    size_t len = (size_t)(p - n);
+    while (*p == ' ' || *p == '\n')
+        p++;
+    if (*p != '>') return s->why = "bad end tag", NULL;
+    if (s->depth == 0 || strlen(s->stack[s->depth - 1]) != len ||
+        strncmp(s->stack[s->depth - 1], n, len) != 0)
+        return s->why = "end tag does not match", NULL;
+    s->depth--;
+    return p + 1;
+}
+
+/* The attributes of a start tag from p (after its name): each named once, quoted; on the root
+ * *has_xmlns tells whether xmlns is the SVG namespace. The position of the tag's '>' or "/>",
+ * or NULL with s->why. */
+static const char *xml_attrs(xml_state *s, const char *p, int *has_xmlns)
+{
+    char attrs[32][64];
+    int nattrs = 0;
+    for (;;) {
+        int space = 0;
+        while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
+            p++, space = 1;
+        if (*p == '>' || (p[0] == '/' && p[1] == '>')) return p;
+        if (!space || !is_name_start(*p)) return s->why = "bad attribute", NULL;
+        const char *an = p;
+        while (is_name_char(*p))
+            p++;
+        size_t alen = (size_t)(p - an);
+        if (alen >= 64 || nattrs == 32) return s->why = "attribute name too long", NULL;
+        for (int i = 0; i < nattrs; i++)
+            if (strlen(attrs[i]) == alen && strncmp(attrs[i], an, alen) == 0)
+                return s->why = "duplicate attribute", NULL;
+        memcpy(attrs[nattrs], an, alen);
+        attrs[nattrs++][alen] = '\0';
+        if (*p++ != '=') return s->why = "attribute without value", NULL;
+        char q = *p++;
+        if (q != '"' && q != '\'') return s->why = "unquoted attribute value", NULL;
+        const char *v = p;
+        p = check_chars(p, q);
+        if (!p || *p != q) return s->why = "bad attribute value", NULL;
+        if (s->depth == 0 && alen == 5 && strncmp(an, "xmlns", 5) == 0 &&
+            (size_t)(p - v) == strlen("http://www.w3.org/2000/svg") &&
+            strncmp(v, "http://www.w3.org/2000/svg", (size_t)(p - v)) == 0)
+            *has_xmlns = 1;
+        p++;
+    }
+}
+
+/* The start tag at p ('<'): a name (the root's is svg, in the SVG namespace), its attributes;
+ * unless it closes itself, the element is opened. The position after it, or NULL with s->why. */
+static const char *xml_start_tag(xml_state *s, const char *p)
+{
+    p++;
+    if (!is_name_start(*p)) return s->why = "bad element name", NULL;
+    const char *n = p;
+    while (is_name_char(*p))
+        p++;
+    size_t len = (size_t)(p - n);
+    if (len >= 64) return s->why = "element name too long", NULL;
+    char name[64];
+    memcpy(name, n, len);
+    name[len] = '\0';
+    if (s->depth == 0) {
+        if (++s->roots > 1) return s->why = "more than one root element", NULL;
+        if (strcmp(name, "svg") != 0) return s->why = "root is not svg", NULL;
+    }
+    int has_xmlns = 0;
+    p = xml_attrs(s, p, &has_xmlns);
+    if (!p) return NULL;
+    if (s->depth == 0 && !has_xmlns) return s->why = "root svg lacks the SVG namespace", NULL;
+    if (*p == '/') return p + 2;
+    p++;
+    if (s->depth == XML_MAXD) return s->why = "too deep", NULL;
+    memcpy(s->stack[s->depth++], name, len + 1);
+    return p;
+}
+
 /* 0 if doc is well-formed XML whose single root is <svg xmlns="http://www.w3.org/2000/svg">;
  * otherwise a line number-free reason in why. */
 static int xml_check(const char *doc, const char **why)
 {
-    enum { MAXD = 64 };
-    char stack[MAXD][64];
-    int depth = 0, roots = 0;
+    xml_state s;
+    s.depth = s.roots = 0;
+    s.why = NULL;
     const char *p = doc;
     if (strncmp(p, "<?xml", 5) == 0) {
         p = strstr(p, "?>");
@@ -76,7 +170,7 @@ static int xml_check(const char *doc, const char **why)
     }
     while (*p) {
         if (*p != '<') {
-            if (depth == 0) {
+            if (s.depth == 0) {
                 if (!strchr(" \t\r\n", *p)) return *why = "text outside the root", -1;
                 p++;
                 continue;
@@ -91,77 +185,11 @@ static int xml_check(const char *doc, const char **why)
             p = e + 3;
             continue;
         }
-        if (p[1] == '/') { /* end tag */
-            p += 2;
-            const char *n = p;
-            while (is_name_char(*p))
-                p++;
-            size_t len = (size_t)(p - n);
-            while (*p == ' ' || *p == '\n')
-                p++;
-            if (*p != '>') return *why = "bad end tag", -1;
-            if (depth == 0 || strlen(stack[depth - 1]) != len ||
-                strncmp(stack[depth - 1], n, len) != 0)
-                return *why = "end tag does not match", -1;
-            depth--;
-            p++;
-            continue;
-        }
-        p++; /* start tag */
-        if (!is_name_start(*p)) return *why = "bad element name", -1;
-        const char *n = p;
-        while (is_name_char(*p))
-            p++;
-        size_t len = (size_t)(p - n);
-        if (len >= 64) return *why = "element name too long", -1;
-        char name[64];
-        memcpy(name, n, len);
-        name[len] = '\0';
-        if (depth == 0) {
-            if (++roots > 1) return *why = "more than one root element", -1;
-            if (strcmp(name, "svg") != 0) return *why = "root is not svg", -1;
-        }
-        char attrs[32][64];
-        int nattrs = 0, has_xmlns = 0;
-        for (;;) {
-            int space = 0;
-            while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
-                p++, space = 1;
-            if (*p == '>' || (p[0] == '/' && p[1] == '>')) break;
-            if (!space || !is_name_start(*p)) return *why = "bad attribute", -1;
-            const char *an = p;
-            while (is_name_char(*p))
-                p++;
-            size_t alen = (size_t)(p - an);
-            if (alen >= 64 || nattrs == 32) return *why = "attribute name too long", -1;
-            for (int i = 0; i < nattrs; i++)
-                if (strlen(attrs[i]) == alen && strncmp(attrs[i], an, alen) == 0)
-                    return *why = "duplicate attribute", -1;
-            memcpy(attrs[nattrs], an, alen);
-            attrs[nattrs++][alen] = '\0';
-            if (*p++ != '=') return *why = "attribute without value", -1;
-            char q = *p++;
-            if (q != '"' && q != '\'') return *why = "unquoted attribute value", -1;
-            const char *v = p;
-            p = check_chars(p, q);
-            if (!p || *p != q) return *why = "bad attribute value", -1;
-            if (depth == 0 && alen == 5 && strncmp(an, "xmlns", 5) == 0 &&
-                (size_t)(p - v) == strlen("http://www.w3.org/2000/svg") &&
-                strncmp(v, "http://www.w3.org/2000/svg", (size_t)(p - v)) == 0)
-                has_xmlns = 1;
-            p++;
-        }
-        if (depth == 0 && !has_xmlns) return *why = "root svg lacks the SVG namespace", -1;
-        if (*p == '/') {
-            p += 2;
-            continue;
-        }
-        p++;
-        if (depth == MAXD) return *why = "too deep", -1;
-        memcpy(stack[depth++], name, len + 1);
+        p = p[1] == '/' ? xml_end_tag(&s, p) : xml_start_tag(&s, p);
+        if (!p) return *why = s.why, -1;
     }
-    if (depth != 0) return *why = "unclosed element", -1;
-    if (roots != 1) return *why = "no root element", -1;
+    if (s.depth != 0) return *why = "unclosed element", -1;
+    if (s.roots != 1) return *why = "no root element", -1;
     return 0;
 }
 
