@@ -1,15 +1,17 @@
 /* Inference clusters (cluster_spec.c, cluster_table.c, cluster_routes.c, cluster_view.c): a
  * serving cluster declared to perseusd — pools by request class, instances (URL, GPUs by UUID,
  * TP), an inference profile and SLOs — the loads its router reports, and the configuration the
- * cluster level chooses for the latest load: instances x TP per pool, by the exact sizing of
- * src/infer (plan.h). An autoscaler follows the result (GET .../desired, or the
+ * cluster and pool levels choose: instances x TP per pool, by the exact sizing of src/infer, run
+ * at their periods on the reports as the emulator's dynamic policy runs them (online.h;
+ * cluster_levels.c shows and keeps their state), or with periods of 0 on every report at once
+ * (plan.h). An autoscaler follows the result (GET .../desired, or the
  * perseus_cluster_desired_instances gauges). docs/api.md, "Inference clusters".
  *
- * Clusters are kept in the store (cluster_store.c: the declaration, the profile and the latest
- * load) and planned again from them when the server starts. Locks: the table's mutex (a leaf: held
- * to look up, link, unlink and take references); each cluster's mutex, for its state and its
- * planning, taken with no other lock of this module held; the server's store mutex may be taken
- * while a cluster's is held (cluster_store.c), never the other way round. */
+ * Clusters are kept in the store (cluster_store.c: the declaration, the profile, the latest load
+ * and the levels' state) and made again from them when the server starts. Locks: the table's mutex
+ * (a leaf: held to look up, link, unlink and take references); each cluster's mutex, for its state
+ * and its planning, taken with no other lock of this module held; the server's store mutex may be
+ * taken while a cluster's is held (cluster_store.c), never the other way round. */
 #ifndef PRS_SERVER_CLUSTER_H
 #define PRS_SERVER_CLUSTER_H
 

@@ -1,10 +1,11 @@
 /* Inference clusters against a server running in this process (docs/api.md, "Inference
  * clusters"): a cluster declared with a synthetic H100 profile given inline, loads that grow and
- * shrink its pools (the desired instances x TP read from the load's answer, from .../desired and
- * from the /metrics gauges, which must agree), bad declarations and loads answered 400 with the
- * field named, a load beyond the GPU budget 422, the tokens (creation, the cluster's own, the
- * administrator's), and a restart that keeps a cluster (same desired configuration) and forgets a
- * deleted one. */
+ * shrink its pools (declared with periods of 0: every report planned at once; the periodic levels
+ * are test_cluster_levels.c's) (the desired instances x TP read from the load's answer, from
+ * .../desired and from the /metrics gauges, which must agree), bad declarations and loads answered
+ * 400 with the field named, a load beyond the GPU budget 422, the tokens (creation, the cluster's
+ * own, the administrator's), and a restart that keeps a cluster (same desired configuration) and
+ * forgets a deleted one. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

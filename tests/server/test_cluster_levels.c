@@ -9,7 +9,8 @@
  *   - a load the instances in force cannot carry re-plans both levels at once and scales up;
  *     with emergencies off it waits for the period;
  *   - a restart keeps the levels' state: the same answer, and the next reports go on from it
- *     (no decision before the next period, the same skip at it).
+ *     (no decision before the next period, the same skip at it); a row written before the levels
+ *     existed (its load without their state) starts them afresh from its latest load.
  * The synthetic H100 profile's LL pool takes one TP-4 instance at 1 request/s, one TP-2 at 0.2
  * (a change of mix: TP-2 re-formed over the TP-4's GPUs), two TP-4 at 3. */
 #include <setjmp.h>
@@ -18,6 +19,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "infer_synth.h"
 #include "perseus/server.h"
@@ -284,12 +286,47 @@ static void test_emergency(void **state)
     }
 }
 
+/* A stored load without the levels' state, as a database of the version before them holds. */
+static void test_old_row(void **state)
+{
+    (void)state;
+    char id[64], tok[96], db[300], sql[256], path[128];
+    declare("{}", id, tok);
+    json_t *d = report(id, tok, 0, 0.2);
+    json_decref(d);
+    d = report(id, tok, 30, 1); /* an emergency: the state has something to lose */
+    assert_int_equal(decisions(d, "pool_emergency"), 1);
+    json_decref(d);
+    prs_server_stop(srv);
+    srv = NULL;
+    snprintf(db, sizeof db, "%s/test.db", dir);
+    sqlite3 *h = NULL;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    snprintf(sql, sizeof sql, "UPDATE clusters SET load='{\"rates_rps\":{\"LL\":1}}' WHERE id='%s'",
+             id);
+    assert_int_equal(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    assert_int_equal(start_server(), 0);
+    snprintf(path, sizeof path, "/v1/clusters/%s/desired", id);
+    http_reply r = call("GET", path, tok, NULL);
+    assert_int_equal(r.status, 200);
+    pool_act(r.json, 30, "initial", "changed"); /* afresh: the latest load as a first report */
+    assert_int_equal(decisions(r.json, "pool_emergency"), 0);
+    assert_int_equal(want(r.json, 4), 1);
+    http_reply_free(&r);
+    d = report(id, tok, 90, 0.2); /* within the new first period: nothing moves */
+    pool_act(d, 30, "initial", "changed");
+    assert_int_equal(want(d, 4), 1);
+    json_decref(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_period_change),
         cmocka_unit_test(test_skip_then_restart),
         cmocka_unit_test(test_emergency),
+        cmocka_unit_test(test_old_row),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
