@@ -154,10 +154,13 @@ static int windows_load(prs_infer_online *s, json_t *a)
     for (size_t i = 0; i < json_array_size(a); i++) {
         json_t *w = json_array_get(a, i), *sum = json_array_get(w, 2);
         json_int_t idx = json_integer_value(json_array_get(w, 0));
-        if (!json_is_array(sum) || json_array_size(sum) != PRS_INFER_NCLASS || idx < 0) return -1;
+        json_int_t n = json_integer_value(json_array_get(w, 1));
+        if (!json_is_array(sum) || json_array_size(sum) != PRS_INFER_NCLASS || idx < 0 || n < 1 ||
+            n > 1000000000)
+            return -1;
         prs_infer_online_window *to = &s->win[idx % PRS_INFER_ONLINE_WINDOWS];
         to->index = (long)idx;
-        to->n = (int)json_integer_value(json_array_get(w, 1));
+        to->n = (int)n;
         for (int p = 0; p < PRS_INFER_NCLASS; p++)
             to->sum_rps[p] = real_or(json_array_get(sum, (size_t)p), 0);
     }
