@@ -77,9 +77,12 @@ int demo_declare_cluster(demo_state *st)
         fprintf(stderr, DEMO_CMD ": profile: %s\n", err.msg);
         return 1;
     }
-    json_t *decl = json_pack("{s:s, s:i, s:s%, s:i, s:i, s:o}", "name", "perseus-demo", "gpus",
-                             demo_ngpus > 32 ? demo_ngpus : 32, "profile_csv", csv, len,
-                             "probe_requests", 200, "clocks", 3, "pools", cluster_pools(st));
+    /* Periods of 0: every report planned at once (the demo shows the plan at the highest load;
+     * the periodic levels' 30-min period outlasts a demo). */
+    json_t *decl = json_pack("{s:s, s:i, s:s%, s:i, s:i, s:i, s:i, s:o}", "name", "perseus-demo",
+                             "gpus", demo_ngpus > 32 ? demo_ngpus : 32, "profile_csv", csv, len,
+                             "probe_requests", 200, "clocks", 3, "cluster_period_s", 0,
+                             "pool_period_s", 0, "pools", cluster_pools(st));
     free(csv);
     char *body = json_dumps(decl, JSON_COMPACT), url[128], why[256] = "";
     json_decref(decl);

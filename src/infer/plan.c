@@ -24,8 +24,8 @@ static int single(const prs_infer_captable *caps, const prs_infer_opts *o, doubl
     return PRS_OK;
 }
 
-static void fill_pool(const prs_infer_captable *caps, const prs_infer_pool_table *t, int g, int k,
-                      double rate, prs_infer_plan_pool *pp)
+void prs_infer_plan_fill_pool(const prs_infer_captable *caps, const prs_infer_pool_table *t, int g,
+                              int k, double rate, prs_infer_plan_pool *pp)
 {
     int count[PRS_INFER_MAX_TPS], lt[PRS_INFER_PLAN_MAX_INST], lu[PRS_INFER_PLAN_MAX_INST];
     pp->load_rps = rate;
@@ -74,7 +74,7 @@ int prs_infer_plan_load(const prs_infer_captable *caps, const prs_infer_opts *o,
                                out->power_w, o->power_cap_w);
     }
     for (int c = 0; c < PRS_INFER_NCLASS && !rc; c++) {
-        fill_pool(caps, &tables[c], g[c], k[c], rates_rps[c], &out->pool[c]);
+        prs_infer_plan_fill_pool(caps, &tables[c], g[c], k[c], rates_rps[c], &out->pool[c]);
         out->gpus += g[c];
     }
     if (!rc) rc = single(caps, o, total, out, err);

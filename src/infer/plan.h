@@ -39,4 +39,10 @@ typedef struct prs_infer_plan {
 int prs_infer_plan_load(const prs_infer_captable *caps, const prs_infer_opts *o,
                         const double *rates_rps, prs_infer_plan *out, prs_error *err);
 
+/* Pool entry pp of a plan: the optimum of table t with exactly g GPUs carrying k units (load
+ * rate requests/s), its instances, clocks and power. */
+struct prs_infer_pool_table;
+void prs_infer_plan_fill_pool(const prs_infer_captable *caps, const struct prs_infer_pool_table *t,
+                              int g, int k, double rate, prs_infer_plan_pool *pp);
+
 #endif

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "cluster_int.h"
+#include "levels.h"
 
 void prs__infer_policy_flags(prs_infer_policy p, const prs_infer_opts *o, prs__infer_flags *f)
 {
@@ -90,42 +91,16 @@ static void forecast(const prs__infer_cluster *c, double now, double period, int
     }
 }
 
-/* 1 when a split of the cluster carries k within the power budget (the least-power split). */
-static int split_fits(const prs__infer_cluster *c, const prs_infer_pool_table *const *t, int *k,
-                      int *g)
-{
-    double w = prs_infer_cluster_split(t, k, c->fl.npools, c->o->gpus, g);
-    return isfinite(w) && (!(c->o->power_cap_w > 0) || w <= c->o->power_cap_w);
-}
-
-/* Split the cluster among the pools for loads k; when they cannot all be carried, the largest
- * uniform share of them that can (counted as under-provisioned, or as short of the power budget
- * when the GPUs would carry it but their least power exceeds the budget). */
+/* Split the cluster among the pools for loads k (levels.h); a shortfall is counted as
+ * under-provisioned, or as short of the power budget. */
 static void split(prs__infer_cluster *c, int *k, int *g)
 {
     const prs_infer_pool_table *t[PRS_INFER_NCLASS] = {0};
     for (int p = 0; p < c->fl.npools; p++)
         t[p] = &c->tables[p];
-    if (split_fits(c, t, k, g)) return;
-    if (isfinite(prs_infer_cluster_split(t, k, c->fl.npools, c->o->gpus, g)))
-        c->res->cap_short++;
-    else
-        c->res->underprovisioned++;
-    int full[PRS_INFER_NCLASS] = {0};
-    memcpy(full, k, sizeof full);
-    double lo = 0, hi = 1;
-    for (int it = 0; it < 30; it++) {
-        double mid = (lo + hi) / 2;
-        for (int p = 0; p < c->fl.npools; p++)
-            k[p] = (int)floor(full[p] * mid);
-        if (split_fits(c, t, k, g))
-            lo = mid;
-        else
-            hi = mid;
-    }
-    for (int p = 0; p < c->fl.npools; p++)
-        k[p] = (int)floor(full[p] * lo);
-    prs_infer_cluster_split(t, k, c->fl.npools, c->o->gpus, g);
+    int why = prs_infer_levels_split(t, c->fl.npools, c->o->gpus, c->o->power_cap_w, k, g);
+    if (why == PRS_INFER_SPLIT_CAP_SHORT) c->res->cap_short++;
+    if (why == PRS_INFER_SPLIT_UNDER) c->res->underprovisioned++;
 }
 
 /* Power of the pool's current instances carrying k units, split in proportion to capacity;
@@ -133,24 +108,15 @@ static void split(prs__infer_cluster *c, int *k, int *g)
 static double current_power(const prs__infer_cluster *c, int p, int k)
 {
     const prs_infer_pool_model *m = &c->tables[p].m;
-    int total = 0;
+    int *types = malloc((size_t)(c->n_inst ? c->n_inst : 1) * sizeof *types), n = 0;
+    if (!types) return INFINITY;
     for (int i = 0; i < c->n_inst; i++) {
         const prs__infer_inst *in = &c->inst[i];
-        int n = model_type(m, c->caps->tps[in->type]);
         if (in->pool == p && in->state != INST_DRAINING && in->retire_s == 0)
-            total += n >= 0 ? m->units[n] : 0;
+            types[n++] = model_type(m, c->caps->tps[in->type]);
     }
-    if (total < k) return INFINITY;
-    double pw = 0;
-    for (int i = 0; i < c->n_inst; i++) {
-        const prs__infer_inst *in = &c->inst[i];
-        int n = model_type(m, c->caps->tps[in->type]);
-        if (in->pool != p || in->state == INST_DRAINING || in->retire_s > 0 || n < 0) continue;
-        double j = total ? (double)k * m->units[n] / total : 0;
-        int j0 = (int)floor(j);
-        int j1 = j0 < m->units[n] ? j0 + 1 : j0;
-        pw += m->power_w[n][j0] + (m->power_w[n][j1] - m->power_w[n][j0]) * (j - j0);
-    }
+    double pw = prs_infer_levels_power(m, types, n, k);
+    free(types);
     return pw;
 }
 
@@ -196,10 +162,9 @@ static int apply_pool(prs__infer_cluster *c, int p, const int *want, int k, doub
         double cur_w = current_power(c, p, k);
         const prs_infer_cap *top = &c->caps->cap[c->mix_of_pool[p]][top_type(c)][top_clock(c)];
         double idle_per_gpu = top->idle_w / c->caps->tps[top_type(c)];
-        int reshard = add_gpus < drop_gpus ? add_gpus : drop_gpus;
-        double cost_j =
-            idle_per_gpu * (reshard * c->o->reshard_s + (add_gpus - reshard) * c->o->start_s);
-        if (isfinite(cur_w) && (cur_w - new_w) * c->o->pool_period_s <= cost_j) {
+        double cost_j = prs_infer_levels_reconf_j(idle_per_gpu, add_gpus, drop_gpus,
+                                                  c->o->reshard_s, c->o->start_s);
+        if (!prs_infer_levels_pays(cur_w, new_w, c->o->pool_period_s, cost_j)) {
             c->res->reconf[PRS_INFER_RECONF_SKIPPED]++;
             return PRS_OK;
         }
@@ -235,29 +200,20 @@ static int plan_pool(prs__infer_cluster *c, int p, int k, int initial, prs_error
 {
     const prs_infer_pool_table *t = &c->tables[p];
     int exact_only = !c->fl.knob_inst;
-    if (!exact_only && !(c->o->power_cap_w > 0)) {
-        /* A pool whose load outgrew its budget between cluster decisions takes GPUs no pool
-         * holds, as many as it needs. */
-        int free_gpus = c->o->gpus;
-        for (int q = 0; q < c->fl.npools; q++)
-            free_gpus -= c->budget[q];
-        while (free_gpus > 0 && !isfinite(prs_infer_pool_atmost(t, c->budget[p], k))) {
-            c->budget[p]++;
-            free_gpus--;
-        }
-    }
-    int g = c->budget[p];
-    while (k > 0 &&
-           !isfinite(exact_only ? prs_infer_pool_exact(t, g, k) : prs_infer_pool_atmost(t, g, k)))
-        k--;
-    if (!exact_only) g = t->atmost_g[(size_t)g * (size_t)(t->kmax + 1) + (size_t)k];
-    if (g < 0) g = 0;
-    int count[PRS_INFER_MAX_TPS], lt[1], lu[1];
-    if (prs_infer_pool_instances(t, g, k, count, lt, lu, 0) < 0) return PRS_OK;
+    /* A pool whose load outgrew its budget between cluster decisions takes GPUs no pool holds,
+     * as many as it needs. */
+    int grow = !exact_only && !(c->o->power_cap_w > 0), free_gpus = c->o->gpus;
+    for (int q = 0; q < c->fl.npools; q++)
+        free_gpus -= c->budget[q];
+    int count[PRS_INFER_MAX_TPS];
+    double new_w;
+    if (prs_infer_levels_pool(t, &c->budget[p], free_gpus, grow, exact_only, k, count, &k, &new_w) <
+        0)
+        return PRS_OK;
     int want[PRS_INFER_MAX_TPS] = {0};
     for (int n = 0; n < t->m.n_types; n++)
         want[cap_type(c, &t->m, n)] = count[n];
-    return apply_pool(c, p, want, k, prs_infer_pool_exact(t, g, k), initial, err);
+    return apply_pool(c, p, want, k, new_w, initial, err);
 }
 
 /* The clock of least power whose capacity covers rate r for instance i (the top when none). */

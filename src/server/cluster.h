@@ -1,15 +1,17 @@
 /* Inference clusters (cluster_spec.c, cluster_table.c, cluster_routes.c, cluster_view.c): a
  * serving cluster declared to perseusd — pools by request class, instances (URL, GPUs by UUID,
  * TP), an inference profile and SLOs — the loads its router reports, and the configuration the
- * cluster level chooses for the latest load: instances x TP per pool, by the exact sizing of
- * src/infer (plan.h). An autoscaler follows the result (GET .../desired, or the
+ * cluster and pool levels choose: instances x TP per pool, by the exact sizing of src/infer, run
+ * at their periods on the reports as the emulator's dynamic policy runs them (online.h;
+ * cluster_levels.c shows and keeps their state), or with periods of 0 on every report at once
+ * (plan.h). An autoscaler follows the result (GET .../desired, or the
  * perseus_cluster_desired_instances gauges). docs/api.md, "Inference clusters".
  *
- * Clusters are kept in the store (cluster_store.c: the declaration, the profile and the latest
- * load) and planned again from them when the server starts. Locks: the table's mutex (a leaf: held
- * to look up, link, unlink and take references); each cluster's mutex, for its state and its
- * planning, taken with no other lock of this module held; the server's store mutex may be taken
- * while a cluster's is held (cluster_store.c), never the other way round. */
+ * Clusters are kept in the store (cluster_store.c: the declaration, the profile, the latest load
+ * and the levels' state) and made again from them when the server starts. Locks: the table's mutex
+ * (a leaf: held to look up, link, unlink and take references); each cluster's mutex, for its state
+ * and its planning, taken with no other lock of this module held; the server's store mutex may be
+ * taken while a cluster's is held (cluster_store.c), never the other way round. */
 #ifndef PRS_SERVER_CLUSTER_H
 #define PRS_SERVER_CLUSTER_H
 
@@ -23,6 +25,7 @@
 #include "capacity.h"
 #include "classes.h"
 #include "perseus/error.h"
+#include "online.h"
 #include "plan.h"
 #include "secure.h"
 
@@ -48,6 +51,9 @@ typedef struct cluster_spec {
     prs_infer_classes classes;
     double max_util;
     int probe_requests, clocks;
+    /* The levels (online.h; both periods 0: every report planned at once on its own rates). */
+    double cluster_period_s, pool_period_s, peak_window_s, headroom, start_s, reshard_s;
+    int emergencies;
     int n_inst;
     cluster_inst inst[CLUSTER_MAX_INST];
     char *profile_csv; /* owned (NUL-terminated), profile_len bytes */
@@ -58,8 +64,10 @@ typedef struct cluster_spec {
  * cluster_spec_free). PRS_EINVAL with the field named ("pools.SS.instances[1].tp: ..."). */
 int cluster_spec_parse(const char *text, size_t len, cluster_spec *spec, prs_error *err);
 void cluster_spec_free(cluster_spec *spec);
-/* Parse a load report {"rates_rps": {"SS": 2.5, ...}} into rates_rps[9] (absent classes 0). */
-int cluster_load_parse(const char *text, size_t len, double *rates_rps, prs_error *err);
+/* Parse a load report {"rates_rps": {"SS": 2.5, ...}, "at_unix": T} into rates_rps[9] (absent
+ * classes 0) and *at_unix (when the rates were measured; -1 when absent). */
+int cluster_load_parse(const char *text, size_t len, double *rates_rps, double *at_unix,
+                       prs_error *err);
 
 /* One cluster: its declaration, capacity table and latest plan. */
 typedef struct cluster {
@@ -73,9 +81,10 @@ typedef struct cluster {
     prs_infer_opts opts;
     long generation; /* plans made (0: no load reported yet) */
     double load_rps[PRS_INFER_NCLASS];
-    long long load_unix;  /* when the latest load came */
-    long loads;           /* load reports accepted */
-    prs_infer_plan *plan; /* the latest plan (NULL before the first load) */
+    long long load_unix;      /* when the latest load came */
+    long loads;               /* load reports accepted */
+    prs_infer_plan *plan;     /* the plan in force (NULL before the first load) */
+    prs_infer_online *levels; /* the periodic levels (NULL: every report planned at once) */
     char last_error[sizeof(
         ((prs_error *)0)->msg)]; /* the latest load's planning error ("" when it was planned) */
     long long created_unix;
@@ -106,9 +115,25 @@ cluster **cluster_pin_all(cluster_table *t, size_t *n);
 /* Replace the profile (CSV text, copied) and rebuild the capacity table; the latest load is
  * planned again. PRS_EINVAL when the profile is bad or lacks a declared instance's TP. */
 int cluster_set_profile(cluster *c, const char *csv, size_t len, prs_error *err);
-/* Plan for a reported load (c->mu not held): the plan replaces the last on success;
- * PRS_ERANGE when the load does not fit the GPU budget (the previous plan stays). */
-int cluster_report_load(cluster *c, const double *rates_rps, long long now_unix, prs_error *err);
+/* A reported load measured at now_unix (c->mu not held). With the levels (c->levels), the load
+ * joins their history and the levels due act (online.h); PRS_ERANGE when a decision could carry
+ * only part of its forecast (the plan carries what fits). Without them the load is planned at
+ * once: the plan replaces the last on success, PRS_ERANGE when the load does not fit the GPU
+ * budget (the previous plan stays). */
+int cluster_report_load(cluster *c, const double *rates_rps, double now_unix, prs_error *err);
+/* A cluster read back from the store: its latest load (rates, time, reports counted) and the
+ * levels' state as saved (NULL, or one that does not load: the levels start afresh from the
+ * latest load, planned as a first report). c->mu not held. */
+void cluster_restore_load(cluster *c, const double *rates_rps, long long load_unix, long loads,
+                          json_t *levels);
+/* The levels' state as the store keeps it, and back (cluster_levels.c; c->mu held). */
+json_t *cluster_levels_save(const cluster *c);
+int cluster_levels_load(cluster *c, json_t *o, prs_error *err);
+/* The levels' part of the desired view, and each pool's (c->mu held). */
+json_t *cluster_levels_view(const cluster *c);
+json_t *cluster_levels_pool_view(const cluster *c, int pool);
+/* perseus_cluster_level_decisions_total of cluster c (c->mu held). */
+void cluster_levels_metrics(FILE *f, const cluster *c);
 
 /* JSON views (c->mu not held): the state (declaration, load, plan) and the desired
  * configuration. */

@@ -92,11 +92,11 @@ enum MHD_Result handle_cluster_create(prs_server *s, struct MHD_Connection *c, c
 
 static enum MHD_Result post_load(prs_server *s, struct MHD_Connection *c, conn_ctx *cc, cluster *cl)
 {
-    double rates[PRS_INFER_NCLASS];
+    double rates[PRS_INFER_NCLASS], at;
     prs_error err = {0};
-    if (cluster_load_parse(cc->body ? cc->body : "", cc->len, rates, &err))
+    if (cluster_load_parse(cc->body ? cc->body : "", cc->len, rates, &at, &err))
         return reply_error(s, c, cc, 400, "bad_request", err.msg);
-    int rc = cluster_report_load(cl, rates, (long long)time(NULL), &err);
+    int rc = cluster_report_load(cl, rates, at >= 0 ? at : (double)time(NULL), &err);
     prs_error serr = {0};
     if (cluster_store_load(s, cl, &serr) != 0)
         return reply_error(s, c, cc, 500, "storage", serr.msg);

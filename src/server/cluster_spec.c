@@ -139,6 +139,32 @@ static int parse_slo(json_t *root, cluster_spec *s, prs_error *err)
     return 0;
 }
 
+/* The levels' periods (online.h): both 0 (plan every report), or a cluster period of whole pool
+ * period at least the pool period, and at most PRS_INFER_ONLINE_WINDOWS peak windows. */
+static int parse_levels(json_t *root, cluster_spec *s, prs_error *err)
+{
+    if (jf_real(root, "cluster_period_s", 0, 0, 0, 604800, &s->cluster_period_s, err) ||
+        jf_real(root, "pool_period_s", 0, 0, 0, 604800, &s->pool_period_s, err) ||
+        jf_real(root, "peak_window_s", 0, 0, 1, 86400, &s->peak_window_s, err) ||
+        jf_real(root, "headroom", 0, 1, 0, 10, &s->headroom, err) ||
+        jf_real(root, "start_s", 0, 0, 0, 3600, &s->start_s, err) ||
+        jf_real(root, "reshard_s", 0, 0, 0, 3600, &s->reshard_s, err) ||
+        jf_bool(root, "emergencies", &s->emergencies, err))
+        return PRS_EINVAL;
+    if ((s->cluster_period_s == 0) != (s->pool_period_s == 0))
+        return jf_fail(err, "%s: 0 only with %s 0 (every report planned at once)",
+                       s->pool_period_s == 0 ? "pool_period_s" : "cluster_period_s",
+                       s->pool_period_s == 0 ? "cluster_period_s" : "pool_period_s");
+    if (s->cluster_period_s == 0) return 0;
+    prs_infer_opts o;
+    prs_infer_opts_default(&o);
+    o.cluster_period_s = s->cluster_period_s;
+    o.pool_period_s = s->pool_period_s;
+    o.peak_window_s = s->peak_window_s;
+    if (prs_infer_online_check(&o, err)) return jf_fail(err, "%s", err->msg);
+    return 0;
+}
+
 static int parse_profile(json_t *root, cluster_spec *s, prs_error *err)
 {
     json_t *p = json_object_get(root, "profile_csv");
@@ -173,13 +199,35 @@ static int check_gpus(cluster_spec *s, prs_error *err)
 
 int cluster_spec_parse(const char *text, size_t len, cluster_spec *s, prs_error *err)
 {
-    static const char *const keys[] = {"name",    "gpus",   "pools",          "profile_csv", "slo",
-                                       "classes", "clocks", "probe_requests", "max_util",    NULL};
+    static const char *const keys[] = {"name",
+                                       "gpus",
+                                       "pools",
+                                       "profile_csv",
+                                       "slo",
+                                       "classes",
+                                       "clocks",
+                                       "probe_requests",
+                                       "max_util",
+                                       "cluster_period_s",
+                                       "pool_period_s",
+                                       "peak_window_s",
+                                       "headroom",
+                                       "start_s",
+                                       "reshard_s",
+                                       "emergencies",
+                                       NULL};
     memset(s, 0, sizeof *s);
     prs_infer_classes_default(&s->classes);
     s->max_util = 0.8;
     s->probe_requests = 600;
     s->clocks = 6;
+    s->cluster_period_s = 1800;
+    s->pool_period_s = 300;
+    s->peak_window_s = 60;
+    s->headroom = 1;
+    s->start_s = 30;
+    s->reshard_s = 5;
+    s->emergencies = 1;
     json_t *root = jf_load(text, len, err);
     if (!root) return PRS_EINVAL;
     int rc = jf_only_keys(root, "", keys, err) ||
@@ -188,8 +236,9 @@ int cluster_spec_parse(const char *text, size_t len, cluster_spec *s, prs_error 
              jf_real(root, "max_util", 0, 0, 1, 1, &s->max_util, err) ||
              jf_int(root, "probe_requests", 0, 20, 100000, &s->probe_requests, err) ||
              jf_int(root, "clocks", 0, 1, PRS_INFER_MAX_CLOCKS, &s->clocks, err) ||
-             parse_slo(root, s, err) || parse_pools(json_object_get(root, "pools"), s, err) ||
-             parse_profile(root, s, err) || check_gpus(s, err);
+             parse_levels(root, s, err) || parse_slo(root, s, err) ||
+             parse_pools(json_object_get(root, "pools"), s, err) || parse_profile(root, s, err) ||
+             check_gpus(s, err);
     json_decref(root);
     if (rc) {
         cluster_spec_free(s);
@@ -205,12 +254,18 @@ void cluster_spec_free(cluster_spec *s)
     s->profile_len = 0;
 }
 
-int cluster_load_parse(const char *text, size_t len, double *rates_rps, prs_error *err)
+int cluster_load_parse(const char *text, size_t len, double *rates_rps, double *at_unix,
+                       prs_error *err)
 {
-    static const char *const keys[] = {"rates_rps", NULL};
+    static const char *const keys[] = {"rates_rps", "at_unix", NULL};
     memset(rates_rps, 0, sizeof(double) * PRS_INFER_NCLASS);
+    *at_unix = -1;
     json_t *root = jf_load(text, len, err);
     if (!root) return PRS_EINVAL;
+    if (json_object_get(root, "at_unix") && jf_real(root, "at_unix", 0, 0, 0, 1e11, at_unix, err)) {
+        json_decref(root);
+        return PRS_EINVAL;
+    }
     json_t *r = json_object_get(root, "rates_rps");
     int rc = jf_only_keys(root, "", keys, err);
     if (!rc && !json_is_object(r))

@@ -1,7 +1,8 @@
 /* Inference clusters in the store (cluster.h, store.h): each change a client is answered for is
  * committed first — the declaration (as JSON, without its profile), the profile, the latest load
- * report — and at start every stored cluster is made again from its row: the capacity table
- * rebuilt from the profile and the latest load planned, so GET .../desired answers as before the
+ * report with the periodic levels' state (cluster_levels.c) — and at start every stored cluster
+ * is made again from its row: the capacity table rebuilt from the profile, the levels' state
+ * loaded (or, without one, the latest load planned), so GET .../desired answers as before the
  * restart. A row that no longer makes a cluster (a profile this version refuses) is logged and
  * left in the store. */
 #include <stdlib.h>
@@ -91,7 +92,8 @@ int cluster_store_load(prs_server *s, cluster *c, prs_error *err)
     for (int k = 0; k < PRS_INFER_NCLASS; k++)
         if (c->load_rps[k] > 0)
             json_object_set_new(r, prs_infer_class_name(k), json_real(c->load_rps[k]));
-    json_t *o = json_pack("{s:o}", "rates_rps", r);
+    json_t *o = json_pack("{s:o}", "rates_rps", r), *levels = cluster_levels_save(c);
+    if (o && levels) json_object_set_new(o, "levels", levels);
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     int rc = -1;
@@ -173,15 +175,18 @@ static int restore_row(prs_server *s, const store_cluster_row *row, prs_error *e
                              err);
     cluster_spec_free(spec);
     free(spec);
-    double rates[PRS_INFER_NCLASS];
+    double rates[PRS_INFER_NCLASS], at;
     prs_error ignored = {0};
-    if (!rc && row->load_json &&
-        cluster_load_parse(row->load_json, strlen(row->load_json), rates, &ignored) == 0) {
-        (void)cluster_report_load(c, rates, row->load_unix, &ignored); /* kept in last_error */
-        pthread_mutex_lock(&c->mu);
-        c->loads = row->loads;
-        pthread_mutex_unlock(&c->mu);
-    }
+    json_t *load =
+        !rc && row->load_json ? jf_load(row->load_json, strlen(row->load_json), &ignored) : NULL;
+    json_t *levels = load ? json_incref(json_object_get(load, "levels")) : NULL;
+    if (load) json_object_del(load, "levels");
+    char *rest = load ? json_dumps(load, JSON_COMPACT) : NULL;
+    if (rest && cluster_load_parse(rest, strlen(rest), rates, &at, &ignored) == 0)
+        cluster_restore_load(c, rates, row->load_unix, row->loads, levels);
+    free(rest);
+    json_decref(levels);
+    json_decref(load);
     if (c) cluster_unpin(s->clusters, c);
     return rc;
 }

@@ -1,7 +1,8 @@
 /* The inference clusters a server holds (cluster.h): a fixed table of references, each
- * cluster's capacity table built from its profile, and the cluster level run on every load
- * report by the project's exact sizing (prs_infer_plan_load, plan.h). The store side:
- * cluster_store.c. */
+ * cluster's capacity table built from its profile, and on every load report the cluster and pool
+ * levels: periodic, as the emulator's dynamic policy runs them (online.h), or, with periods of 0,
+ * the load planned at once by the project's exact sizing (prs_infer_plan_load, plan.h). The store
+ * side: cluster_store.c. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,6 +26,7 @@ static void cluster_free(cluster *c)
 {
     if (!c) return;
     cluster_spec_free(&c->spec);
+    prs_infer_online_free(c->levels);
     free(c->caps);
     free(c->plan);
     pthread_mutex_destroy(&c->mu);
@@ -76,6 +78,23 @@ static void opts_of(const cluster_spec *s, prs_infer_opts *o)
     o->classes = s->classes;
     o->gpus = s->gpus;
     o->max_util = s->max_util;
+    if (s->cluster_period_s > 0) { /* 0: no periodic levels (the emulator's defaults kept) */
+        o->cluster_period_s = s->cluster_period_s;
+        o->pool_period_s = s->pool_period_s;
+        o->peak_window_s = s->peak_window_s;
+    }
+    o->headroom = s->headroom;
+    o->start_s = s->start_s;
+    o->reshard_s = s->reshard_s;
+}
+
+/* The levels afresh for the cluster's capacity table (none without a profile or periods). */
+static int levels_new(cluster *c, prs_error *err)
+{
+    prs_infer_online_free(c->levels);
+    c->levels = NULL;
+    if (!c->caps || !(c->spec.cluster_period_s > 0)) return 0;
+    return prs_infer_online_new(c->caps, &c->opts, c->spec.emergencies, &c->levels, err);
 }
 
 int cluster_create(cluster_table *t, cluster_spec *spec, const uint8_t token_hash[], cluster **out,
@@ -104,6 +123,7 @@ int cluster_restore(cluster_table *t, cluster_spec *spec, const uint8_t token_ha
                  ? prs_error_set(err, PRS_ENOMEM, "out of memory")
                  : build_caps(&c->spec, c->spec.profile_csv, c->spec.profile_len, c->caps, err);
     }
+    if (!rc) rc = levels_new(c, err);
     if (!rc && id) snprintf(c->id, sizeof c->id, "%s", id);
     if (!rc && !id) rc = secure_new_id(c->id, err);
     if (rc) {
@@ -196,15 +216,63 @@ static int replan_locked(cluster *c, prs_error *err)
     return 0;
 }
 
-int cluster_report_load(cluster *c, const double *rates_rps, long long now_unix, prs_error *err)
+/* The levels' plan in force published as the cluster's (c->mu held): a new generation when it
+ * changed. */
+static int publish_levels_locked(cluster *c)
+{
+    const prs_infer_plan *p = &c->levels->plan;
+    if (c->plan && memcmp(c->plan, p, sizeof *p) == 0) return 0;
+    if (!c->plan) c->plan = malloc(sizeof *c->plan);
+    if (!c->plan) return PRS_ENOMEM;
+    memcpy(c->plan, p, sizeof *p);
+    c->generation++;
+    return 0;
+}
+
+/* A report to the levels (c->mu held). */
+static int report_levels_locked(cluster *c, double now_unix, prs_error *err)
+{
+    int rc = prs_infer_online_report(c->levels, now_unix, c->load_rps, err);
+    if (publish_levels_locked(c) && !rc) rc = prs_error_set(err, PRS_ENOMEM, "out of memory");
+    if (rc)
+        snprintf(c->last_error, sizeof c->last_error, "%s", err->msg);
+    else
+        c->last_error[0] = '\0';
+    return rc;
+}
+
+int cluster_report_load(cluster *c, const double *rates_rps, double now_unix, prs_error *err)
 {
     pthread_mutex_lock(&c->mu);
     memcpy(c->load_rps, rates_rps, sizeof c->load_rps);
-    c->load_unix = now_unix;
+    c->load_unix = (long long)now_unix;
     c->loads++;
-    int rc = replan_locked(c, err);
+    int rc = c->levels ? report_levels_locked(c, now_unix, err) : replan_locked(c, err);
     pthread_mutex_unlock(&c->mu);
     return rc;
+}
+
+void cluster_restore_load(cluster *c, const double *rates_rps, long long load_unix, long loads,
+                          json_t *levels)
+{
+    prs_error ignored = {0};
+    pthread_mutex_lock(&c->mu);
+    int kept = 0;
+    if (c->levels && levels) {
+        kept = cluster_levels_load(c, levels, &ignored) == 0;
+        if (kept) {
+            memcpy(c->load_rps, rates_rps, sizeof c->load_rps);
+            c->load_unix = load_unix;
+            (void)publish_levels_locked(c);
+        } else {
+            prs_infer_online_reset(c->levels);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (!kept) (void)cluster_report_load(c, rates_rps, (double)load_unix, &ignored);
+    pthread_mutex_lock(&c->mu);
+    c->loads = loads;
+    pthread_mutex_unlock(&c->mu);
 }
 
 int cluster_set_profile(cluster *c, const char *csv, size_t len, prs_error *err)
@@ -232,7 +300,12 @@ int cluster_set_profile(cluster *c, const char *csv, size_t len, prs_error *err)
     c->spec.profile_csv = copy;
     c->spec.profile_len = len;
     prs_error ignored = {0};
-    if (c->loads > 0) (void)replan_locked(c, &ignored); /* its error stays in last_error */
+    /* The levels start afresh on the new table, from the latest load. */
+    if (levels_new(c, &ignored)) snprintf(c->last_error, sizeof c->last_error, "%s", ignored.msg);
+    if (c->loads > 0 && c->levels)
+        (void)report_levels_locked(c, (double)c->load_unix, &ignored);
+    else if (c->loads > 0)
+        (void)replan_locked(c, &ignored); /* its error stays in last_error */
     pthread_mutex_unlock(&c->mu);
     return 0;
 }

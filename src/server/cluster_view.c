@@ -74,6 +74,8 @@ static json_t *pool_json(const cluster *c, int k, const int *tps, int ntp)
         json_object_set_new(o, "planned", cl);
         json_object_set_new(o, "power_w", real(p->power_w));
     }
+    json_t *lv = cluster_levels_pool_view(c, k);
+    if (lv) json_object_set_new(o, "level", lv);
     return o;
 }
 
@@ -93,6 +95,7 @@ static json_t *desired_locked(const cluster *c)
     for (int k = 0; k < PRS_INFER_NCLASS; k++)
         json_object_set_new(pools, prs_infer_class_name(k), pool_json(c, k, tps, ntp));
     json_object_set_new(o, "pools", pools);
+    json_object_set_new(o, "levels", cluster_levels_view(c));
     return o;
 }
 
@@ -183,15 +186,20 @@ void cluster_metrics_write(FILE *f, cluster_table *t)
         {"perseus_cluster_desired_gpus", "GPUs the desired instances of a pool hold."},
         {"perseus_cluster_load_rps", "The latest reported load of a pool (requests/s)."},
         {"perseus_cluster_plan_generation", "Plans made for a cluster (0: no load reported yet)."},
+        {"perseus_cluster_level_decisions_total",
+         "Decisions of a cluster's periodic levels by kind (docs/api.md)."},
     };
     size_t n = 0;
     cluster **all = cluster_pin_all(t, &n);
-    for (int fam = 0; fam < 5; fam++) {
-        fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", head[fam].name, head[fam].help,
-                head[fam].name);
+    for (int fam = 0; fam < 6; fam++) {
+        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", head[fam].name, head[fam].help, head[fam].name,
+                fam == 5 ? "counter" : "gauge");
         for (size_t i = 0; i < n; i++) {
             pthread_mutex_lock(&all[i]->mu);
-            series_of(f, all[i], fam);
+            if (fam == 5)
+                cluster_levels_metrics(f, all[i]);
+            else
+                series_of(f, all[i], fam);
             pthread_mutex_unlock(&all[i]->mu);
         }
     }

@@ -52,8 +52,11 @@ expect() {
 }
 
 # The declaration: one TP-2 instance in SS, a 24-GPU budget, fast capacity probes.
+# Periods of 0: every report planned at once on its own rates (the periodic levels, the default:
+# tests/server/test_cluster_levels.c).
 jq -n --rawfile prof "$tmp/prof.csv" '{name: "llama", gpus: 24, profile_csv: $prof,
   probe_requests: 200, clocks: 3, slo: {ttft_s: [0.25, 0.5, 1.5], tbt_s: 0.1},
+  cluster_period_s: 0, pool_period_s: 0,
   pools: {SS: {instances: [{url: "http://10.0.0.1:8000", tp: 2, gpus: ["GPU-a", "GPU-b"]}]}}}' \
   >"$tmp/decl.json"
 

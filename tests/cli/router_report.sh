@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # perseus-router reports its per-class loads to perseusd's inference cluster (the "perseusd" key
 # of its configuration): with a cluster declared, requests of class SS through the router reach
-# the cluster as a load report (its `loads` count grows, the SS pool's load is positive, the other
-# classes' zero), the router counts the reports on /metrics; a wrong token makes the reports fail
+# the cluster as a load report (its `loads` count grows; the SS pool's forecast, the peak of the
+# reports over the pool period, is positive, the other classes' zero: the latest load itself lasts
+# one 0.1-s report), the router counts the reports on /metrics; a wrong token makes the reports fail
 # (counted, logged once) without disturbing the requests; bad "perseusd" keys exit 2 naming the
 # field.
 set -euo pipefail
@@ -75,10 +76,11 @@ for _ in 1 2 3 4 5; do complete || fail "completion through the router"; done
 ss_load() {
   complete || return 1
   curl -sf -H "Authorization: Bearer $token" "$server/v1/clusters/$id" >"$tmp/state.json" &&
-    jq -e '.loads >= 1 and .desired.pools.SS.load_rps > 0' "$tmp/state.json" >/dev/null
+    jq -e '.loads >= 1 and .desired.pools.SS.level.forecast_rps > 0' "$tmp/state.json" >/dev/null
 }
 wait_until 30 ss_load || fail "no SS load reached perseusd: $(cat "$tmp/state.json")"
-jq -e '[.desired.pools | to_entries[] | select(.key != "SS") | .value.load_rps] | all(. == 0)' \
+jq -e '[.desired.pools | to_entries[] | select(.key != "SS") | .value.level.forecast_rps] |
+  all(. == 0)' \
   "$tmp/state.json" >/dev/null || fail "loads on other classes: $(cat "$tmp/state.json")"
 metric() { curl -s "$rurl/metrics" | awk -v k="$1" '$1 == k {v = $2} END {print v + 0}'; }
 (($(metric 'perseus_router_load_reports_total{result="ok"}') >= 1)) ||

@@ -1,10 +1,11 @@
 /* Inference clusters against a server running in this process (docs/api.md, "Inference
  * clusters"): a cluster declared with a synthetic H100 profile given inline, loads that grow and
- * shrink its pools (the desired instances x TP read from the load's answer, from .../desired and
- * from the /metrics gauges, which must agree), bad declarations and loads answered 400 with the
- * field named, a load beyond the GPU budget 422, the tokens (creation, the cluster's own, the
- * administrator's), and a restart that keeps a cluster (same desired configuration) and forgets a
- * deleted one. */
+ * shrink its pools (declared with periods of 0: every report planned at once; the periodic levels
+ * are test_cluster_levels.c's) (the desired instances x TP read from the load's answer, from
+ * .../desired and from the /metrics gauges, which must agree), bad declarations and loads answered
+ * 400 with the field named, a load beyond the GPU budget 422, the tokens (creation, the cluster's
+ * own, the administrator's), and a restart that keeps a cluster (same desired configuration) and
+ * forgets a deleted one. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -119,10 +120,10 @@ static void expect_error(http_reply r, int status, const char *code, const char 
     http_reply_free(&r);
 }
 
-/* Declare a cluster: its id and token. */
-static void declare(char *id, char *tok)
+/* Declare a cluster (extra merged into the declaration): its id and token. */
+static void declare_with(const char *extra, char *id, char *tok)
 {
-    char *d = declaration(NULL);
+    char *d = declaration(extra);
     http_reply r = call("POST", "/v1/clusters", CTOK, d);
     free(d);
     if (r.status != 201) fprintf(stderr, "declare: %d %s\n", r.status, r.body);
@@ -131,6 +132,11 @@ static void declare(char *id, char *tok)
     snprintf(tok, 96, "%s", json_str(r.json, "token"));
     assert_true(json_is_true(json_object_get(r.json, "has_profile")));
     http_reply_free(&r);
+}
+
+static void declare(char *id, char *tok)
+{
+    declare_with(NULL, id, tok);
 }
 
 /* Instances of TP tp the answer's pool wants, and the pool's GPUs. */
@@ -194,7 +200,9 @@ static void test_loads_grow_and_shrink(void **state)
 {
     (void)state;
     char id[64], tok[96], path[128];
-    declare(id, tok);
+    /* Periods of 0: every report planned at once on its own rates (the periodic levels:
+     * test_cluster_levels.c). */
+    declare_with("{\"cluster_period_s\": 0, \"pool_period_s\": 0}", id, tok);
     /* Before any load: the declared instances are the desired ones. */
     snprintf(path, sizeof path, "/v1/clusters/%s", id);
     http_reply r = call("GET", path, tok, NULL);
@@ -277,6 +285,17 @@ static void test_bad_declarations(void **state)
         {"{\"gpus\": 1}", "gpus: 1, fewer than the 2 GPUs"},
         {"{\"colour\": 1}", "colour"},
         {"{\"max_util\": 1.5}", "max_util"},
+        {"{\"pool_period_s\": 0}", "pool_period_s: 0 only with cluster_period_s 0"},
+        {"{\"cluster_period_s\": 0}", "cluster_period_s: 0 only with pool_period_s 0"},
+        {"{\"cluster_period_s\": 200}", "cluster_period_s: 200, shorter than pool_period_s"},
+        {"{\"pool_period_s\": 30}", "pool_period_s: 30, shorter than peak_window_s"},
+        {"{\"peak_window_s\": 0}", "peak_window_s"},
+        {"{\"peak_window_s\": 1}", "cluster_period_s: at most 1022 peak windows"},
+        {"{\"cluster_period_s\": -1}", "cluster_period_s"},
+        {"{\"headroom\": 0.5}", "headroom"},
+        {"{\"start_s\": -1}", "start_s"},
+        {"{\"reshard_s\": 4000}", "reshard_s"},
+        {"{\"emergencies\": 1}", "emergencies"},
         {"{\"slo\": {\"ttft_s\": [1, 2]}}", "slo.ttft_s"},
         {"{\"slo\": {\"tbt_s\": -1}}", "slo.tbt_s"},
         {"{\"classes\": {\"in_tokens\": [1024, 256]}}",
@@ -324,6 +343,8 @@ static void test_bad_loads(void **state)
                  "rates_rps.SS");
     expect_error(call("POST", path, tok, "{\"rate\":{}}"), 400, "bad_request", "rate");
     expect_error(call("POST", path, tok, "{}"), 400, "bad_request", "rates_rps: required");
+    expect_error(call("POST", path, tok, "{\"rates_rps\":{},\"at_unix\":-5}"), 400, "bad_request",
+                 "at_unix");
     snprintf(path, sizeof path, "/v1/clusters/%s/profile", id);
     expect_error(call("POST", path, tok, "not,a,profile\n"), 400, "bad_profile", "profile");
     expect_error(call("GET", "/v1/clusters/AAAAAAAAAAAAAAAA", ATOK, NULL), 404, "not_found",
