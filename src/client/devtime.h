@@ -46,7 +46,7 @@ typedef struct prs__client_pend {
                         * from its begin on is unknown (resolve.c's feed) */
     int resolved;      /* times computed (below) */
     int failed;        /* its device times could not be read: reported as a failure */
-    int clock_checked; /* its clock readings were counted (resolve.c, check_clock) */
+    int clock_checked; /* 1: its clock readings counted (resolve.c, check_clock); 2: one below */
     prs_event *start, *end;
     prs__client_hostcall *anchor;
     prs__client_hostcall *closing; /* clock changes no computation carries, in stream order */
@@ -79,9 +79,9 @@ typedef struct prs__client_round_fit {
 #define PRS__CLIENT_MAX_FITS 4
 #define PRS__CLIENT_CLOCK_READS 1024  /* SM clock readings kept */
 #define PRS__CLIENT_CLOCK_POLL_S 0.01 /* the sampler reads the SM clock at most this often */
-/* Clock readings below the tagged clock during a round's computations that refuse its windows:
- * more than one, so that a read-back lagging a clock change (an earlier, lower clock read just
- * after the lock) refuses nothing. */
+/* Clock readings below the tagged clock during a round's computations that refuse its windows
+ * from then on (one refuses its own iteration's): more than one, so that a read-back lagging a
+ * clock change (an earlier, lower clock read just after the lock) refuses no round. */
 #define PRS__CLIENT_THROTTLE_READS 2
 #define PRS__CLIENT_HISTORY 4096
 

@@ -412,20 +412,21 @@ static int reads_below(const prs__client_dev *d, const prs__client_pend *p)
     return n;
 }
 
-/* A profiling round that ran below its clock (PRS__CLIENT_THROTTLE_READS readings) reports no
- * windows from then on (the fit's powers mix the throttled computations in): p's computations
- * lose their clock. Returns 0 to wait for the clock read past p's end (while the sampler reads
- * it, unless forced), else 1. */
+/* An iteration with a reading below its clock reports no windows, and a profiling round that ran
+ * below its clock (PRS__CLIENT_THROTTLE_READS readings) none from then on (the fit's powers mix
+ * the throttled computations in): p's computations lose their clock. Returns 0 to wait for the
+ * clock read past p's end (while the sampler reads it, unless forced), else 1. */
 static int check_clock(prs_client *c, prs__client_round_fit *f, prs__client_pend *p, int force)
 {
     prs__client_dev *d = c->dev;
     if (!p->clock_checked) {
         if (!force && prs__client_sampler_clocks_on(d->sampler) && d->clk_end < p->t_end) return 0;
-        f->below += reads_below(d, p);
-        p->clock_checked = 1;
+        int n = reads_below(d, p);
+        p->clock_checked = n > 0 ? 2 : 1;
+        f->below += n;
         if (f->below >= PRS__CLIENT_THROTTLE_READS) f->throttled = 1;
     }
-    if (!f->throttled) return 1;
+    if (!f->throttled && p->clock_checked < 2) return 1;
     int tagged = 0;
     for (int i = 0; i < p->n_ops; i++) {
         tagged |= p->op_clock[i] > 0;

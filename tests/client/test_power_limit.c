@@ -143,9 +143,11 @@ typedef struct sample {
     int mhz;
 } sample;
 
-/* The reading is the trajectory's clock at an instant of its bracket. */
+/* The reading is the trajectory's clock at an instant of its bracket (a read held past
+ * FAKEGPU_READ_WAIT_S answers with the state of an earlier instant: not judged). */
 static int sample_fits(const trajectory *tr, const sample *s)
 {
+    if (s->tb - s->ta >= FAKEGPU_READ_WAIT_S) return 1;
     if (clock_at(tr, s->ta) == s->mhz || clock_at(tr, s->tb) == s->mhz) return 1;
     for (int i = 0; i < tr->n; i++)
         if (tr->t[i] > s->ta && tr->t[i] < s->tb && tr->mhz[i] == s->mhz) return 1;
