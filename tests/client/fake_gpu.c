@@ -656,8 +656,8 @@ FAKEGPU_API double fakegpu_power_avg_w(fakegpu_dev *d, double window_s)
     double now = lock_caught_up(d->sh);
     fg_shared *s = d->sh;
     int woke = 0;
-    read_locked(d, 0, now,
-                &woke); /* integrate up to now: every refresh instant passed is a snapshot */
+    /* integrate up to now: every refresh instant passed is a snapshot */
+    read_locked(d, 0, now, &woke);
     double p = power_locked(d);
     if (s->refresh_s > 0 && s->nsnaps >= 2) {
         uint64_t last = s->nsnaps - 1, back = (uint64_t)lround(window_s / s->refresh_s);
