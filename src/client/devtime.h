@@ -46,7 +46,7 @@ typedef struct prs__client_pend {
                         * from its begin on is unknown (resolve.c's feed) */
     int resolved;      /* times computed (below) */
     int failed;        /* its device times could not be read: reported as a failure */
-    int clock_checked; /* 1: its clock readings counted (resolve.c, check_clock); 2: one below */
+    int clock_checked; /* 1: its clock readings checked (resolve.c, check_clock); 2: one off */
     prs_event *start, *end;
     prs__client_hostcall *anchor;
     prs__client_hostcall *closing; /* clock changes no computation carries, in stream order */

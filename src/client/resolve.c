@@ -394,25 +394,27 @@ static int kinds_settled(const prs_client *c, const prs__client_round_fit *f, co
     return f->t_last - f->t_first >= c->dev->round_bound_s;
 }
 
-/* The clock readings during p's computations below the clock each is tagged with: the GPU held
- * it back (its power limit), and such a computation's time and energy are not the tag's. */
-static int reads_below(const prs__client_dev *d, const prs__client_pend *p)
+/* The clock readings during p's computations that differ from the clock each is tagged with:
+ * the number below it (the GPU held it back: its power limit), and in *above those above it (a
+ * clock change that took effect late). Such a computation's time and energy are not the tag's. */
+static int reads_off(const prs__client_dev *d, const prs__client_pend *p, int *above)
 {
-    int n = 0;
+    int below = 0;
+    *above = 0;
     for (int k = 0; k < d->clk_len; k++) {
         int j = (d->clk_head + k) % PRS__CLIENT_CLOCK_READS;
         if (d->clk_t[j] < p->t_start || d->clk_t[j] > p->t_end) continue;
         for (int i = 0; i < p->n_ops; i++)
-            if (!p->ops[i].other && p->op_clock[i] > 0 && d->clk_mhz[j] < p->op_clock[i] &&
+            if (!p->ops[i].other && p->op_clock[i] > 0 && d->clk_mhz[j] != p->op_clock[i] &&
                 p->op_t0[i] <= d->clk_t[j] && d->clk_t[j] <= p->op_t1[i]) {
-                n++;
+                *(d->clk_mhz[j] < p->op_clock[i] ? &below : above) += 1;
                 break;
             }
     }
-    return n;
+    return below;
 }
 
-/* An iteration with a reading below its clock reports no windows, and a profiling round that ran
+/* An iteration with a reading off its clock reports no windows, and a profiling round that ran
  * below its clock (PRS__CLIENT_THROTTLE_READS readings) none from then on (the fit's powers mix
  * the throttled computations in): p's computations lose their clock. Returns 0 to wait for the
  * clock read past p's end (while the sampler reads it, unless forced), else 1. */
@@ -421,9 +423,9 @@ static int check_clock(prs_client *c, prs__client_round_fit *f, prs__client_pend
     prs__client_dev *d = c->dev;
     if (!p->clock_checked) {
         if (!force && prs__client_sampler_clocks_on(d->sampler) && d->clk_end < p->t_end) return 0;
-        int n = reads_below(d, p);
-        p->clock_checked = n > 0 ? 2 : 1;
-        f->below += n;
+        int above, below = reads_off(d, p, &above);
+        p->clock_checked = below + above > 0 ? 2 : 1;
+        f->below += below;
         if (f->below >= PRS__CLIENT_THROTTLE_READS) f->throttled = 1;
     }
     if (!f->throttled && p->clock_checked < 2) return 1;

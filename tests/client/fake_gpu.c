@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #define FG_MAGIC 0x50524702u
-#define FG_RING 1024 /* clock changes remembered (the limiter may make one every 10 ms) */
+#define FG_RING 4096 /* clock changes remembered (the limiter may make one every 10 ms) */
 #define FG_SNAPS 128 /* refresh instants remembered (12.7 s at 100 ms, 1.27 s at 10 ms) */
 #define FG_HOLDS 64  /* holders (streams) at once, all processes together */
 

