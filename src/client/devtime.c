@@ -298,6 +298,9 @@ static int start_sampler(prs_client *c, prs_gpu *g, prs_error *err)
     prs__client_sampler_opts_init(&so);
     so.poll_s = c->opts.energy_poll_s;
     so.power_poll_s = c->opts.power_poll_s;
+    /* Profiling at locked clocks: the clock read back, for windows the power limit held below
+     * theirs (resolve.c). */
+    if (!c->opts.measure_only) so.clock_poll_s = PRS__CLIENT_CLOCK_POLL_S;
     int rc = prs__client_sampler_start(g, &so, &c->dev->sampler);
     if (rc)
         prs_error_set(err, rc, "client: cannot sample the GPU's energy or power: %s",

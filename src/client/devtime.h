@@ -42,10 +42,11 @@ typedef struct prs__client_pend {
     long iteration, round, plan_id;
     double wall_s; /* host wall-clock time since the previous iteration ended (0: none) */
     int profiling, bad_order, phase_reportable;
-    int open_closed; /* its last computation's window was left open, closed at its end: what ran
-                      * from its begin on is unknown (resolve.c's feed) */
-    int resolved;    /* times computed (below) */
-    int failed;      /* its device times could not be read: reported as a failure */
+    int open_closed;   /* its last computation's window was left open, closed at its end: what ran
+                        * from its begin on is unknown (resolve.c's feed) */
+    int resolved;      /* times computed (below) */
+    int failed;        /* its device times could not be read: reported as a failure */
+    int clock_checked; /* 1: its clock readings checked (resolve.c, check_clock); 2: one off */
     prs_event *start, *end;
     prs__client_hostcall *anchor;
     prs__client_hostcall *closing; /* clock changes no computation carries, in stream order */
@@ -65,6 +66,8 @@ typedef struct prs__client_round_fit {
     prs__client_attrib *fit;
     double t_first, t_last; /* host clock: the first fed iteration's start, the last one's end */
     long fed;               /* iterations fed */
+    int below;              /* clock readings below the computations' clocks during them */
+    int throttled; /* PRS__CLIENT_THROTTLE_READS of them: no windows from then on (resolve.c) */
 } prs__client_round_fit;
 
 /* Device time a profiling round's fit may take to reach the per-kind criterion: past it, the
@@ -74,6 +77,12 @@ typedef struct prs__client_round_fit {
 #define PRS__CLIENT_ROUND_BOUND_S 60.0
 
 #define PRS__CLIENT_MAX_FITS 4
+#define PRS__CLIENT_CLOCK_READS 1024  /* SM clock readings kept */
+#define PRS__CLIENT_CLOCK_POLL_S 0.01 /* the sampler reads the SM clock at most this often */
+/* Clock readings below the tagged clock during a round's computations that refuse its windows
+ * from then on (one refuses its own iteration's): more than one, so that a read-back lagging a
+ * clock change (an earlier, lower clock read just after the lock) refuses no round. */
+#define PRS__CLIENT_THROTTLE_READS 2
 #define PRS__CLIENT_HISTORY 4096
 
 typedef struct prs__client_dev {
@@ -94,6 +103,14 @@ typedef struct prs__client_dev {
     double hist_t[PRS__CLIENT_HISTORY], hist_e[PRS__CLIENT_HISTORY];
     int hist_head, hist_len;
     double last_power_t, last_power_w, power_energy; /* integrating power samples */
+    /* The SM clock read back by the sampler (a ring, oldest first): a profiling round whose
+     * computations ran below the clock they are tagged with (the GPU's power limit held it
+     * back) reports no windows from then on. */
+    double clk_t[PRS__CLIENT_CLOCK_READS];
+    int clk_mhz[PRS__CLIENT_CLOCK_READS];
+    int clk_head, clk_len;
+    double clk_end;       /* the latest reading's instant (0: none) */
+    long throttled;       /* profiling iterations reported without windows for it */
     double chain_end;     /* host time the last resolved iteration ended (0: none) */
     double round_bound_s; /* PRS__CLIENT_ROUND_BOUND_S (tests shorten it) */
 } prs__client_dev;

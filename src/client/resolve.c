@@ -77,6 +77,7 @@ static prs__client_round_fit *fit_for(prs_client *c, long round, int n_kinds)
     d->fits[slot].round = round;
     d->fits[slot].n_kinds = n_kinds;
     d->fits[slot].fed = 0;
+    d->fits[slot].throttled = d->fits[slot].below = 0;
     d->fits[slot].t_first = d->fits[slot].t_last = 0;
     return &d->fits[slot];
 }
@@ -110,10 +111,29 @@ static void history_add(prs__client_dev *d, double t, double e)
     d->hist_len++;
 }
 
+/* Move the sampler's clock readings into their ring. */
+static void drain_clocks(prs__client_dev *d)
+{
+    prs__client_clock_read buf[64];
+    int n;
+    while ((n = prs__client_sampler_drain_clocks(d->sampler, buf, 64)) > 0)
+        for (int k = 0; k < n; k++) {
+            if (d->clk_len == PRS__CLIENT_CLOCK_READS) {
+                d->clk_head = (d->clk_head + 1) % PRS__CLIENT_CLOCK_READS;
+                d->clk_len--;
+            }
+            int i = (d->clk_head + d->clk_len++) % PRS__CLIENT_CLOCK_READS;
+            d->clk_t[i] = 0.5 * (buf[k].t_lo + buf[k].t_hi);
+            d->clk_mhz[i] = buf[k].mhz;
+            d->clk_end = d->clk_t[i];
+        }
+}
+
 /* Move the sampler's readings into the fits and the history. */
 static void drain(prs_client *c)
 {
     prs__client_dev *d = c->dev;
+    drain_clocks(d);
     prs__client_sample buf[DRAIN_BATCH];
     int power = prs__client_sampler_mode(d->sampler) == PRS__CLIENT_SAMPLE_POWER;
     for (;;) {
@@ -374,6 +394,50 @@ static int kinds_settled(const prs_client *c, const prs__client_round_fit *f, co
     return f->t_last - f->t_first >= c->dev->round_bound_s;
 }
 
+/* The clock readings during p's computations that differ from the clock each is tagged with:
+ * the number below it (the GPU held it back: its power limit), and in *above those above it (a
+ * clock change that took effect late). Such a computation's time and energy are not the tag's. */
+static int reads_off(const prs__client_dev *d, const prs__client_pend *p, int *above)
+{
+    int below = 0;
+    *above = 0;
+    for (int k = 0; k < d->clk_len; k++) {
+        int j = (d->clk_head + k) % PRS__CLIENT_CLOCK_READS;
+        if (d->clk_t[j] < p->t_start || d->clk_t[j] > p->t_end) continue;
+        for (int i = 0; i < p->n_ops; i++)
+            if (!p->ops[i].other && p->op_clock[i] > 0 && d->clk_mhz[j] != p->op_clock[i] &&
+                p->op_t0[i] <= d->clk_t[j] && d->clk_t[j] <= p->op_t1[i]) {
+                *(d->clk_mhz[j] < p->op_clock[i] ? &below : above) += 1;
+                break;
+            }
+    }
+    return below;
+}
+
+/* An iteration with a reading off its clock reports no windows, and a profiling round that ran
+ * below its clock (PRS__CLIENT_THROTTLE_READS readings) none from then on (the fit's powers mix
+ * the throttled computations in): p's computations lose their clock. Returns 0 to wait for the
+ * clock read past p's end (while the sampler reads it, unless forced), else 1. */
+static int check_clock(prs_client *c, prs__client_round_fit *f, prs__client_pend *p, int force)
+{
+    prs__client_dev *d = c->dev;
+    if (!p->clock_checked) {
+        if (!force && prs__client_sampler_clocks_on(d->sampler) && d->clk_end < p->t_end) return 0;
+        int above, below = reads_off(d, p, &above);
+        p->clock_checked = below + above > 0 ? 2 : 1;
+        f->below += below;
+        if (f->below >= PRS__CLIENT_THROTTLE_READS) f->throttled = 1;
+    }
+    if (!f->throttled && p->clock_checked < 2) return 1;
+    int tagged = 0;
+    for (int i = 0; i < p->n_ops; i++) {
+        tagged |= p->op_clock[i] > 0;
+        p->op_clock[i] = -1;
+    }
+    d->throttled += tagged; /* once (a report may be built again, waiting for the fit) */
+    return 1;
+}
+
 /* Build the report of a resolved iteration. Returns 1 when it is ready (or forced), 0 to wait
  * for more readings, -1 when it is dropped (forced before its round's fit was usable). */
 static int build_report(prs_client *c, prs__client_pend *p, int force, prs__client_iteration *it)
@@ -393,6 +457,7 @@ static int build_report(prs_client *c, prs__client_pend *p, int force, prs__clie
                                                        : c->f_max_mhz;
     prs__client_round_fit *f = p->profiling ? fit_of(c, p->round) : NULL;
     if (f && c->opts.measure_only) return 1; /* measured whole: prs_client_measured */
+    if (f && !check_clock(c, f, p, force)) return 0;
     if (f) {
         double pw[PRS__CLIENT_ATTRIB_MAX_KINDS], idle;
         prs__client_attrib_quality q;

@@ -42,6 +42,10 @@ struct prs__client_sampler {
     long changes;            /* changes of the counter seen (the sampler's thread only) */
     double read_cost;        /* seconds a read takes, a moving average */
     prs__client_refresh fit; /* the refresh instants, fitted on the thread's own brackets */
+    prs__client_clock_read clocks[PRS__CLIENT_SAMPLER_CLOCKS]; /* clock readings (under mu) */
+    int c_head, c_len;
+    atomic_int clocks_on; /* clock_poll_s > 0 and no clock read failed */
+    double last_clock_t;  /* the thread's latest clock read */
 };
 
 void prs__client_sampler_opts_init(prs__client_sampler_opts *o)
@@ -84,6 +88,32 @@ static void push(prs__client_sampler *s, double lo, double hi, double v)
     }
     s->ring[(s->head + s->len) % s->o.capacity] = (prs__client_sample){lo, hi, v};
     s->len++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* After a read: the SM clock, when due. */
+static void read_clock(prs__client_sampler *s)
+{
+    double t0 = prs_mono_s();
+    if (!atomic_load_explicit(&s->clocks_on, memory_order_relaxed) ||
+        t0 - s->last_clock_t < s->o.clock_poll_s)
+        return;
+    int mhz = 0;
+    int rc = prs_gpu_sm_clock_now(s->gpu, &mhz);
+    double t1 = prs_mono_s();
+    s->last_clock_t = t0;
+    if (rc || mhz <= 0) {
+        atomic_store_explicit(&s->clocks_on, 0, memory_order_relaxed);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (s->c_len == PRS__CLIENT_SAMPLER_CLOCKS) {
+        s->c_head = (s->c_head + 1) % PRS__CLIENT_SAMPLER_CLOCKS;
+        s->c_len--;
+    }
+    s->clocks[(s->c_head + s->c_len) % PRS__CLIENT_SAMPLER_CLOCKS] =
+        (prs__client_clock_read){t0, t1, mhz};
+    s->c_len++;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -159,6 +189,7 @@ static void run_energy(prs__client_sampler *s)
         /* a held-up read says little of the cost: it counts as at most twice the average */
         s->read_cost += COST_WEIGHT * (fmin(t1 - t0, 2 * s->read_cost) - s->read_cost);
         atomic_fetch_add_explicit(&s->reads, 1, memory_order_relaxed);
+        read_clock(s);
         if (isnan(e)) {
             count_error(s);
             continue;
@@ -193,6 +224,7 @@ static void run_power(prs__client_sampler *s)
         double t1 = prs_mono_s(), c = s->read_cost;
         s->read_cost = c > 0 ? c + COST_WEIGHT * (fmin(t1 - t0, 2 * c) - c) : t1 - t0;
         atomic_fetch_add_explicit(&s->reads, 1, memory_order_relaxed);
+        read_clock(s);
         if (rc)
             count_error(s);
         else if (c > 0 && t1 - t0 > HELD_POWER * c)
@@ -244,7 +276,8 @@ int prs__client_sampler_start(prs_gpu *g, const prs__client_sampler_opts *o,
         o = &def;
     }
     if (!g || !(o->poll_s > 0 && o->poll_s < 10) ||
-        !(o->power_poll_s > 0 && o->power_poll_s < 60) || o->capacity < 1)
+        !(o->power_poll_s > 0 && o->power_poll_s < 60) || o->capacity < 1 ||
+        !(o->clock_poll_s >= 0 && o->clock_poll_s < 60))
         return PRS_EINVAL;
     prs__client_sampler *s = calloc(1, sizeof *s);
     if (!s) return PRS_ENOMEM;
@@ -252,6 +285,7 @@ int prs__client_sampler_start(prs_gpu *g, const prs__client_sampler_opts *o,
     s->o = *o;
     prs__client_refresh_init(&s->fit);
     s->rng = (uint64_t)(prs_mono_s() * 1e9) ^ (uint64_t)(uintptr_t)s;
+    atomic_init(&s->clocks_on, o->clock_poll_s > 0);
     s->ring = calloc((size_t)o->capacity, sizeof(prs__client_sample));
     if (!s->ring || prs_sync_init_mono(&s->mu, &s->cv)) {
         free(s->ring);
@@ -294,6 +328,23 @@ int prs__client_sampler_drain(prs__client_sampler *s, prs__client_sample *buf, i
     s->len -= n;
     pthread_mutex_unlock(&s->mu);
     return n;
+}
+
+int prs__client_sampler_drain_clocks(prs__client_sampler *s, prs__client_clock_read *buf, int cap)
+{
+    pthread_mutex_lock(&s->mu);
+    int n = s->c_len < cap ? s->c_len : cap;
+    for (int i = 0; i < n; i++)
+        buf[i] = s->clocks[(s->c_head + i) % PRS__CLIENT_SAMPLER_CLOCKS];
+    s->c_head = (s->c_head + n) % PRS__CLIENT_SAMPLER_CLOCKS;
+    s->c_len -= n;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+int prs__client_sampler_clocks_on(prs__client_sampler *s)
+{
+    return atomic_load_explicit(&s->clocks_on, memory_order_relaxed);
 }
 
 int prs__client_sampler_feed(prs__client_sampler *s, prs__client_attrib *a)

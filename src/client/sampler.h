@@ -18,6 +18,11 @@
  * reading, bracketed by the call's start and end, unless the call was held up past 3 times its
  * usual cost (its value's instant is then anywhere in a wide bracket): that one is dropped.
  *
+ * With clock_poll_s > 0 the thread also reads the SM clock after a read, at most every
+ * clock_poll_s, into a ring of its own (PRS__CLIENT_SAMPLER_CLOCKS, the oldest dropped): the clock
+ * the GPU ran at, which its power limit may hold below a locked one. A clock read that fails ends
+ * them (prs__client_sampler_clocks_on says so).
+ *
  * Samples go into a ring of `capacity`; when it is full the oldest is dropped (counted). Another
  * thread drains it. The prs_gpu handle is used by the sampler's thread only, from start to stop:
  * the caller must not use the same handle meanwhile (open a second one for the sampler). Times
@@ -39,11 +44,20 @@ typedef struct prs__client_sample {
     double value;
 } prs__client_sample;
 
+/* A reading of the SM clock, taken at an instant of [t_lo, t_hi]. */
+typedef struct prs__client_clock_read {
+    double t_lo, t_hi;
+    int mhz;
+} prs__client_clock_read;
+
+#define PRS__CLIENT_SAMPLER_CLOCKS 1024
+
 typedef struct prs__client_sampler_opts {
     double poll_s;       /* energy mode: mean time between reads (0.002) */
     double power_poll_s; /* power mode: mean time between reads (0.1) */
     int capacity;        /* ring size in samples (8192) */
     int force_power;     /* 1: power mode even when the counter works */
+    double clock_poll_s; /* > 0: read the SM clock too, at most this often (0: never) */
     /* Optional, called on the sampler's thread just before every read of the GPU (the monitor
      * advances a simulated GPU's clock to the wall clock there), with before_read_ud. */
     void (*before_read)(void *ud);
@@ -66,6 +80,10 @@ int prs__client_sampler_drain(prs__client_sampler *s, prs__client_sample *buf, i
 /* Drain everything into a: prs__client_attrib_energy or _power by the mode. Returns 0 or the first
  * error of a (the samples after it are discarded). */
 int prs__client_sampler_feed(prs__client_sampler *s, prs__client_attrib *a);
+/* Move at most cap clock readings, oldest first, into buf; returns how many. */
+int prs__client_sampler_drain_clocks(prs__client_sampler *s, prs__client_clock_read *buf, int cap);
+/* The thread reads the clock (clock_poll_s > 0 and no read of it failed). */
+int prs__client_sampler_clocks_on(prs__client_sampler *s);
 /* Samples dropped because the ring was full, and reads that failed, so far. */
 long prs__client_sampler_dropped(prs__client_sampler *s);
 long prs__client_sampler_errors(prs__client_sampler *s);

@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #define FG_MAGIC 0x50524702u
-#define FG_RING 64   /* clock changes remembered */
+#define FG_RING 4096 /* clock changes remembered (the limiter may make one every 10 ms) */
 #define FG_SNAPS 128 /* refresh instants remembered (12.7 s at 100 ms, 1.27 s at 10 ms) */
 #define FG_HOLDS 64  /* holders (streams) at once, all processes together */
 
@@ -62,6 +62,11 @@ typedef struct fg_shared {
     unsigned char uuid[16];
     double refresh_s, phase_s, noise;
     double limit_w; /* power limit the clock is held under while a kernel runs (0: none) */
+    /* the power limiter (under mu; fake_gpu.h, fakegpu_power_limit_w) */
+    double lim_t0;  /* control instants lim_t0 + k * FAKEGPU_LIMIT_STEP_S (0: not started) */
+    uint64_t lim_k; /* the next one's k */
+    double lim_avg; /* the power averaged up to t_last */
+    double lim_cap; /* the power a running kernel may draw, set at the latest control instant */
     /* clock (under mu) */
     unsigned locked_min, locked_max;
     uint64_t nchanges; /* change k lives in ring[k % FG_RING]; change 0 is the initial clock */
@@ -155,15 +160,15 @@ static int asked_mhz(const fakegpu_dev *d)
 }
 
 /* The clock in effect: the one asked for, or, under a power limit while a kernel runs, the
- * highest clock of the grid below it at which the kernel's power fits the limit (as a GPU's
- * firmware holds its clock under the board's power limit, locked or not). */
+ * highest clock of the grid below it at which the kernel's power fits what the limiter allows
+ * (as a GPU's firmware holds its clock under the board's power limit, locked or not). */
 static int effective_mhz(const fakegpu_dev *d)
 {
     int f = asked_mhz(d);
     const fg_shared *s = d->sh;
     if (!(s->limit_w > 0) || s->running <= 0) return f;
     const prs_gpu_preset *p = d->preset;
-    while (f - p->f_step_mhz >= p->f_min_mhz && prs_gpu_power_w(p, f) * s->kfac > s->limit_w)
+    while (f - p->f_step_mhz >= p->f_min_mhz && prs_gpu_power_w(p, f) * s->kfac > s->lim_cap)
         f -= p->f_step_mhz;
     return f;
 }
@@ -466,15 +471,69 @@ static void integrate(fg_shared *s, double t, double p)
         }
     }
     s->energy_j += p * (t - s->t_last);
+    if (s->lim_t0 > 0)
+        s->lim_avg = p + (s->lim_avg - p) * exp(-(t - s->t_last) / FAKEGPU_LIMIT_TAU_S);
     s->t_last = t;
 }
 
-/* A change of the power at model instant t: call before (returns the old power) and after. */
-static double change_begin(fakegpu_dev *d, double t)
+/* The limiter's control instant k. */
+static double lim_instant(const fg_shared *s, uint64_t k)
 {
-    double p = power_locked(d);
-    if (t >= d->sh->t_last) integrate(d->sh, t, p);
-    return p;
+    return s->lim_t0 + (double)k * FAKEGPU_LIMIT_STEP_S;
+}
+
+/* The limiter's next control instant (INFINITY when it has not started). */
+static double lim_next(const fg_shared *s)
+{
+    return s->lim_t0 > 0 ? lim_instant(s, s->lim_k) : INFINITY;
+}
+
+/* What the limiter lets a running kernel draw, from the power averaged so far. */
+static double lim_cap_of(const fg_shared *s)
+{
+    return fmax(0.0, s->limit_w + FAKEGPU_LIMIT_GAIN * (s->limit_w - s->lim_avg));
+}
+
+/* The limiter starts with the first kernel, at its start t, from the blocking power. */
+static void lim_start(fakegpu_dev *d, double t)
+{
+    fg_shared *s = d->sh;
+    if (!(s->limit_w > 0) || s->lim_t0 > 0) return;
+    s->lim_t0 = t;
+    s->lim_k = 1;
+    s->lim_avg = d->preset->blocking_power_w;
+    s->lim_cap = lim_cap_of(s);
+}
+
+/* Integrate the power up to t (>= t_last), running the limiter's control instants up to t on
+ * the way (all of them: only the last one while no kernel runs, the clock then not depending on
+ * it). Returns 1 when the clock in effect changed. */
+static int advance(fakegpu_dev *d, double t)
+{
+    fg_shared *s = d->sh;
+    int changed = 0;
+    for (double tk; (tk = lim_next(s)) <= t; s->lim_k++) {
+        if (s->running <= 0) {
+            uint64_t k = (uint64_t)floor((t - s->lim_t0) / FAKEGPU_LIMIT_STEP_S);
+            while (k > s->lim_k && lim_instant(s, k) > t)
+                k--;
+            if (k > s->lim_k) s->lim_k = k;
+            tk = lim_instant(s, s->lim_k);
+        }
+        if (tk > s->t_last) integrate(s, tk, power_locked(d));
+        s->lim_cap = lim_cap_of(s);
+        changed |= note_clock(s, tk, effective_mhz(d));
+    }
+    if (t > s->t_last) integrate(s, t, power_locked(d));
+    return changed;
+}
+
+/* A change of the power at model instant t: call before (returns the old power) and after.
+ * *woke is set when the limiter changed the clock on the way to t. */
+static double change_begin(fakegpu_dev *d, double t, int *woke)
+{
+    if (t >= d->sh->t_last && advance(d, t)) *woke = 1;
+    return power_locked(d);
 }
 
 static void change_end(fakegpu_dev *d, double t, double p_old)
@@ -484,6 +543,7 @@ static void change_end(fakegpu_dev *d, double t, double p_old)
     /* A reader integrated past t at the old power: correct (t, t_last]. */
     double dp = power_locked(d) - p_old;
     s->energy_j += dp * (s->t_last - t);
+    if (s->lim_t0 > 0) s->lim_avg += dp * (1.0 - exp(-(s->t_last - t) / FAKEGPU_LIMIT_TAU_S));
     if (s->refresh_s > 0 && s->snap_t > t && !s->snap_seen) s->snap_e += dp * (s->snap_t - t);
     for (uint64_t k = s->nsnaps > FG_SNAPS ? s->nsnaps - FG_SNAPS : 0; k < s->nsnaps; k++)
         if (s->snaps[k % FG_SNAPS].t > t)
@@ -529,7 +589,7 @@ static double lock_caught_up(fg_shared *s)
     return now;
 }
 
-static double read_locked(fakegpu_dev *d, int quantised, double now)
+static double read_locked(fakegpu_dev *d, int quantised, double now, int *woke)
 {
     fg_shared *s = d->sh;
     /* Up to the horizon: a stream whose thread runs late enters its changes at their model
@@ -539,7 +599,7 @@ static double read_locked(fakegpu_dev *d, int quantised, double now)
      * integrate busy power past the instant the kernel ends (the thread corrects nothing then,
      * and readings already handed out stay right). */
     if (s->running > 0 && s->busy_until < now) now = s->busy_until;
-    if (now > s->t_last) integrate(s, now, power_locked(d));
+    if (now > s->t_last && advance(d, now)) *woke = 1;
     if (!quantised) return s->energy_j;
     double v = s->refresh_s > 0 ? s->snap_e : s->energy_j;
     s->snap_seen = 1;
@@ -548,27 +608,46 @@ static double read_locked(fakegpu_dev *d, int quantised, double now)
     return v;
 }
 
+/* Unlock, and wake the kernel threads when the clock changed. */
+static void unlock_wake(fg_shared *s, int woke)
+{
+    unlock(s);
+    if (woke) futex(&s->clock_seq, FUTEX_WAKE, INT_MAX, NULL, 0);
+}
+
 FAKEGPU_API double fakegpu_energy_j(fakegpu_dev *d)
 {
     double now = lock_caught_up(d->sh);
-    double v = read_locked(d, 1, now);
-    unlock(d->sh);
+    int woke = 0;
+    double v = read_locked(d, 1, now, &woke);
+    unlock_wake(d->sh, woke);
     return v;
 }
 
 FAKEGPU_API double fakegpu_energy_exact_j(fakegpu_dev *d)
 {
     double now = lock_caught_up(d->sh);
-    double v = read_locked(d, 0, now);
-    unlock(d->sh);
+    int woke = 0;
+    double v = read_locked(d, 0, now, &woke);
+    unlock_wake(d->sh, woke);
     return v;
+}
+
+/* Under a limiter: its control instants up to now run before a reading of the power or the
+ * clock, so these are the model's at the reading's instant. */
+static int lim_caught_up(fakegpu_dev *d, double now)
+{
+    int woke = 0;
+    if (d->sh->lim_t0 > 0) read_locked(d, 0, now, &woke);
+    return woke;
 }
 
 FAKEGPU_API double fakegpu_power_w(fakegpu_dev *d)
 {
-    lock_caught_up(d->sh);
+    double now = lock_caught_up(d->sh);
+    int woke = lim_caught_up(d, now);
     double p = power_locked(d);
-    unlock(d->sh);
+    unlock_wake(d->sh, woke);
     return p;
 }
 
@@ -576,7 +655,9 @@ FAKEGPU_API double fakegpu_power_avg_w(fakegpu_dev *d, double window_s)
 {
     double now = lock_caught_up(d->sh);
     fg_shared *s = d->sh;
-    read_locked(d, 0, now); /* integrate up to now: every refresh instant passed is a snapshot */
+    int woke = 0;
+    /* integrate up to now: every refresh instant passed is a snapshot */
+    read_locked(d, 0, now, &woke);
     double p = power_locked(d);
     if (s->refresh_s > 0 && s->nsnaps >= 2) {
         uint64_t last = s->nsnaps - 1, back = (uint64_t)lround(window_s / s->refresh_s);
@@ -585,7 +666,7 @@ FAKEGPU_API double fakegpu_power_avg_w(fakegpu_dev *d, double window_s)
         const fg_snap *a = &s->snaps[from % FG_SNAPS], *b = &s->snaps[last % FG_SNAPS];
         if (b->t > a->t) p = (b->e - a->e) / (b->t - a->t);
     }
-    unlock(d->sh);
+    unlock_wake(d->sh, woke);
     return p;
 }
 
@@ -607,15 +688,15 @@ FAKEGPU_API void fakegpu_set_locked(fakegpu_dev *d, unsigned min_mhz, unsigned m
     fg_shared *s = d->sh;
     lock(s);
     double now = fakegpu_now_s();
+    int woke = 0;
+    double p = change_begin(d, now, &woke);
     int before = effective_mhz(d);
-    double p = change_begin(d, now);
     s->locked_min = min_mhz;
     s->locked_max = max_mhz;
     int after = effective_mhz(d);
     change_end(d, now, p);
-    int changed = after != before && note_clock(s, now, after);
-    unlock(s);
-    if (changed) futex(&s->clock_seq, FUTEX_WAKE, INT_MAX, NULL, 0);
+    if (after != before && note_clock(s, now, after)) woke = 1;
+    unlock_wake(s, woke);
 }
 
 FAKEGPU_API void fakegpu_locked(fakegpu_dev *d, unsigned *min_mhz, unsigned *max_mhz)
@@ -628,10 +709,33 @@ FAKEGPU_API void fakegpu_locked(fakegpu_dev *d, unsigned *min_mhz, unsigned *max
 
 FAKEGPU_API int fakegpu_clock_mhz(fakegpu_dev *d)
 {
-    lock(d->sh);
+    if (!(d->sh->lim_t0 > 0)) { /* no limiter running: the state as it is */
+        lock(d->sh);
+        int f = effective_mhz(d);
+        unlock(d->sh);
+        return f;
+    }
+    double now = lock_caught_up(d->sh);
+    int woke = lim_caught_up(d, now);
     int f = effective_mhz(d);
-    unlock(d->sh);
+    unlock_wake(d->sh, woke);
     return f;
+}
+
+FAKEGPU_API int fakegpu_clock_changes(fakegpu_dev *d, double *t, int *mhz, int cap)
+{
+    fg_shared *s = d->sh;
+    lock(s);
+    uint64_t from = s->nchanges > FG_RING ? s->nchanges - FG_RING : 0;
+    if (cap < 0) cap = 0;
+    if (s->nchanges - from > (uint64_t)cap) from = s->nchanges - (uint64_t)cap;
+    int n = 0;
+    for (uint64_t k = from; k < s->nchanges; k++, n++) {
+        t[n] = s->ring[k % FG_RING].t;
+        mhz[n] = s->ring[k % FG_RING].mhz;
+    }
+    unlock(s);
+    return n;
 }
 
 static uint64_t oldest_change(const fg_shared *s)
@@ -662,6 +766,30 @@ FAKEGPU_API double fakegpu_run_kernel(fakegpu_dev *d, double t_start, const prs_
     return fakegpu_run_kernel_held(d, -1, t_start, w, power_scale, planned_mhz, at_planned_s);
 }
 
+/* Run the limiter's control instants up to x (callers hold the lock), integrating the power up to
+ * each and no further. Returns 1 when the clock changed. */
+static int lim_run(fakegpu_dev *d, double x)
+{
+    int changed = 0;
+    for (double tk; (tk = lim_next(d->sh)) <= x;)
+        changed |= advance(d, tk);
+    return changed;
+}
+
+/* The kernel's end at model instant end (callers hold the lock, and it is released). */
+static void kernel_end(fakegpu_dev *d, double end, int woke_readers)
+{
+    fg_shared *s = d->sh;
+    int woke = 0;
+    double p = change_begin(d, end, &woke);
+    s->running--;
+    s->ifac = noise_factor(s);
+    change_end(d, end, p);
+    if (note_clock(s, end, effective_mhz(d))) woke = 1;
+    unlock_wake(s, woke);
+    if (woke_readers) wake_readers(s);
+}
+
 FAKEGPU_API double fakegpu_run_kernel_held(fakegpu_dev *d, int slot, double t_start,
                                            const prs_gpu_work *w, double power_scale,
                                            int planned_mhz, double *at_planned_s)
@@ -669,15 +797,16 @@ FAKEGPU_API double fakegpu_run_kernel_held(fakegpu_dev *d, int slot, double t_st
     fg_shared *s = d->sh;
     if (slot >= FG_HOLDS) slot = -1;
     lock(s);
-    double p = change_begin(d, t_start);
+    int woke = 0;
+    double p = change_begin(d, t_start, &woke);
+    lim_start(d, t_start);
     s->running++;
     s->kernels_seen = 1;
     s->kfac = noise_factor(s) * power_scale;
     change_end(d, t_start, p);
-    int woke = note_clock(s, t_start, effective_mhz(d)); /* the power limit holds it back */
+    if (note_clock(s, t_start, effective_mhz(d))) woke = 1; /* the power limit holds it back */
     int f = clock_at(s, t_start);
-    unlock(s);
-    if (woke) futex(&s->clock_seq, FUTEX_WAKE, INT_MAX, NULL, 0);
+    unlock_wake(s, woke);
 
     double t = t_start, left = 1.0, at = 0, end;
     int woke_readers = 0;
@@ -685,16 +814,22 @@ FAKEGPU_API double fakegpu_run_kernel_held(fakegpu_dev *d, int slot, double t_st
         double dur = prs_gpu_time_s(d->preset, w, f);
         end = t + left * dur;
         lock(s);
-        /* The next change this kernel enters is its end: readers may go on up to it. */
-        if (slot >= 0 && s->holds[slot].t != end) {
-            s->holds[slot].t = end;
+        /* The limiter's control instants passed: this thread enters them as it enters its end
+         * (with the power known then: a change another stream's late thread enters before one
+         * is corrected in the energy, not in the limiter's decision). */
+        woke = s->lim_t0 > 0 && lim_run(d, fmin(fakegpu_now_s(), end));
+        /* The next change this kernel enters is its end, or a control instant before it:
+         * readers may go on up to it. */
+        double stop = fmin(end, lim_next(s));
+        if (slot >= 0 && s->holds[slot].t != stop) {
+            s->holds[slot].t = stop;
             if (hold_moved(s)) woke_readers = 1;
         }
         const fg_change *c = change_after(s, t);
         if (c && c->t <= end) {
             double tc = c->t;
             int fc = c->mhz;
-            unlock(s);
+            unlock_wake(s, woke);
             if (woke_readers) wake_readers(s);
             woke_readers = 0;
             if (f == planned_mhz) at += tc - t;
@@ -706,23 +841,17 @@ FAKEGPU_API double fakegpu_run_kernel_held(fakegpu_dev *d, int slot, double t_st
         }
         if (fakegpu_now_s() >= end) {
             /* Decided under the lock: a change made after this has a later instant. */
-            p = change_begin(d, end);
-            s->running--;
-            s->ifac = noise_factor(s);
-            change_end(d, end, p);
-            woke = note_clock(s, end, effective_mhz(d));
-            unlock(s);
             if (woke) futex(&s->clock_seq, FUTEX_WAKE, INT_MAX, NULL, 0);
-            if (woke_readers) wake_readers(s);
+            kernel_end(d, end, woke_readers);
             if (f == planned_mhz) at += end - t;
             break;
         }
         uint32_t seq = atomic_load(&s->clock_seq);
-        s->busy_until = end;
-        unlock(s);
+        s->busy_until = stop;
+        unlock_wake(s, woke);
         if (woke_readers) wake_readers(s);
         woke_readers = 0;
-        struct timespec ts = to_timespec(end);
+        struct timespec ts = to_timespec(stop);
         futex(&s->clock_seq, FUTEX_WAIT_BITSET, seq, &ts, FUTEX_BITSET_MATCH_ANY);
     }
     if (at_planned_s) *at_planned_s = planned_mhz > 0 ? at : 0;

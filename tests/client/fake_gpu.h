@@ -9,10 +9,11 @@
  * clock that the fake CUDA kernels of the training process run at, from that instant.
  *
  * What the state models, for the GPU model preset $PRS_FAKE_NVML_PRESET (default a100):
- *   - the SM clock in effect (locked clocks, or f_max; lower while a kernel runs over the power
- *     limit $PRS_FAKE_NVML_POWER_LIMIT_W, when set), with a short history of the changes and
- *     the instant (CLOCK_MONOTONIC) of each, so a kernel that runs across a change is timed
- *     piecewise: its remaining work continues at the new clock from the instant of the change;
+ *   - the SM clock in effect (locked clocks, or f_max; lower while a kernel runs and the power
+ *     limiter of $PRS_FAKE_NVML_POWER_LIMIT_W, when set, holds it back: see fakegpu_power_limit_w),
+ *     with a history of the changes and the instant (CLOCK_MONOTONIC) of each, so a kernel that
+ *     runs across a change is timed piecewise: its remaining work continues at the new clock from
+ *     the instant of the change;
  *   - the power drawn: P(f)·(1 + noise·z) while a kernel runs (times the kernel's power scale),
  *     the preset's blocking power ·(1 + noise·z) between kernels (a GPU waiting on a collective
  *     spins), with one z per kernel and per idle stretch (zero mean, unit variance, uniform),
@@ -90,10 +91,26 @@ FAKEGPU_API double fakegpu_power_w(fakegpu_dev *d);
  * (a 1 s average, refreshed with the energy counter). With a continuous counter, or before two
  * refreshes passed, the power now. */
 FAKEGPU_API double fakegpu_power_avg_w(fakegpu_dev *d, double window_s);
-/* The power limit enforced ($PRS_FAKE_NVML_POWER_LIMIT_W at creation; 0: none): while a kernel
- * runs, the clock in effect is the highest of the grid, up to the locked clock or f_max, at which
- * its power fits (an H100 under matrix products at the default clock ran at 1110-1545 MHz). */
+/* The power limit enforced ($PRS_FAKE_NVML_POWER_LIMIT_W at creation; 0: none), over a window
+ * as an H100 enforces its own (a matrix product drew 812 W, 16 % over the 700 W limit, for tens of
+ * milliseconds between gaps and copies, 690 W when it ran alone for seconds): a limiter keeps A,
+ * the power averaged exponentially with time constant FAKEGPU_LIMIT_TAU_S, and every
+ * FAKEGPU_LIMIT_STEP_S lets a running kernel draw up to cap = L + FAKEGPU_LIMIT_GAIN * (L - A),
+ * L the limit: the clock in effect is the highest of the grid, up to the locked clock or f_max,
+ * at which the kernel's power fits the cap. Heavy work after a gap therefore runs at its clock
+ * until the average nears the limit (about 1.4 time constants from idle), then the clock falls
+ * until the average settles at the limit (with time constant FAKEGPU_LIMIT_TAU_S / (1 + gain));
+ * work under the limit never meets it. The control instants are the first kernel's start plus
+ * whole steps, and A starts there at the preset's blocking power (the power before the first
+ * kernel is outside the limiter), so the clocks follow from the model instants of the kernels
+ * alone, however late the threads that run them. */
 FAKEGPU_API double fakegpu_power_limit_w(const fakegpu_dev *d);
+#define FAKEGPU_LIMIT_TAU_S 0.25  /* the limiter's averaging time constant (s) */
+#define FAKEGPU_LIMIT_STEP_S 0.01 /* its control period (s) */
+#define FAKEGPU_LIMIT_GAIN 4.0    /* cap = L + gain * (L - average) */
+/* The clock changes remembered (at most cap, the latest; oldest first): instants in t, clocks in
+ * mhz. Returns how many were copied. For tests. */
+FAKEGPU_API int fakegpu_clock_changes(fakegpu_dev *d, double *t, int *mhz, int cap);
 /* The counter's refresh instants, phase + k * period of CLOCK_MONOTONIC (period 0: continuous). */
 FAKEGPU_API void fakegpu_refresh(const fakegpu_dev *d, double *period_s, double *phase_s);
 

@@ -337,42 +337,6 @@ static void test_power_reading_averaged(void **state)
     }
 }
 
-/* Under a power limit (the A100 preset draws 475 W at f_max, limited to 400 W) a compute-bound
- * kernel at the default clock runs at the highest clock whose power fits, 1260 MHz: it lasts what
- * the model gives there (device time, exact), and the clock is f_max again once it ended. */
-static void test_power_limit(void **state)
-{
-    if (!have_cu) prs_skip_input("no fake libcuda (PRS_FAKE_CUDA)");
-    fixture f;
-    fx_begin(&f, "", "", "");
-    setenv("PRS_FAKE_NVML_POWER_LIMIT_W", "400", 1);
-    prs_gpu *g = open_nvml(0);
-    const prs_gpu_preset *p = prs_gpu_preset_find("a100");
-    CUstream s = ctx_stream(0);
-    CUevent e0, e1;
-    assert_int_equal(cu.cuEventCreate(&e0, 0), CUDA_SUCCESS);
-    assert_int_equal(cu.cuEventCreate(&e1, 0), CUDA_SUCCESS);
-    prs_gpu_work w = {0.050, 1.0};
-    assert_int_equal(cu.cuEventRecord(e0, s), CUDA_SUCCESS);
-    assert_int_equal(cu.launch_work(s, w.t_ref_s, w.alpha, 0), CUDA_SUCCESS);
-    assert_int_equal(cu.cuEventRecord(e1, s), CUDA_SUCCESS);
-    assert_int_equal(cu.cuStreamSynchronize(s), CUDA_SUCCESS);
-    float ms = 0;
-    assert_int_equal(cu.cuEventElapsedTime(&ms, e0, e1), CUDA_SUCCESS);
-    assert_true(prs_gpu_power_w(p, 1260) <= 400 && prs_gpu_power_w(p, 1275) > 400);
-    assert_true(fabs(1e-3 * ms - prs_gpu_time_s(p, &w, 1260)) < 1e-5);
-    int mhz = 0;
-    assert_int_equal(prs_gpu_sm_clock_now(g, &mhz), 0);
-    assert_int_equal(mhz, p->f_max_mhz);
-    unsetenv("PRS_FAKE_NVML_POWER_LIMIT_W");
-    assert_int_equal(cu.cuEventDestroy(e0), CUDA_SUCCESS);
-    assert_int_equal(cu.cuEventDestroy(e1), CUDA_SUCCESS);
-    assert_int_equal(cu.cuStreamDestroy(s), CUDA_SUCCESS);
-    ctx_release(0);
-    prs_gpu_close(g);
-    fx_end(&f);
-}
-
 /* The energy counter's reads have a tail as an H100's: one in ten drawn slow (1.8 to 2.6 times
  * the cost, a few 6 times), counted by the fake, never dated by the machine's load. */
 static void test_read_tail(void **state)
@@ -815,7 +779,6 @@ int main(void)
         cmocka_unit_test(test_energy_is_model_integral),
         cmocka_unit_test(test_late_thread),
         cmocka_unit_test(test_power_reading_averaged),
-        cmocka_unit_test(test_power_limit),
         cmocka_unit_test(test_read_tail),
         cmocka_unit_test(test_noise_mean),
         cmocka_unit_test(test_noise_energy),
