@@ -17,6 +17,7 @@
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,6 +26,8 @@
 
 enum { CMD_ADD = 1, CMD_UNPAUSE = 2, CMD_FREE = 4 };
 enum { WANT_NONE = -1 };
+/* epoll's data: a descriptor (shifted left), or a transfer whose peer is watched (low bit) */
+#define FD_TAG(fd) ((uint64_t)(unsigned)(fd) << 1)
 
 struct prs_backend {
     prs_backend_loop *l;
@@ -38,6 +41,8 @@ struct prs_backend {
     /* under mu, shared by the loop and the owner */
     pthread_mutex_t mu;
     int head, finished, failed, paused, released, want;
+    int watch_fd;  /* the peer's socket watched while armed (prs__backend_watch_peer), -1: none */
+    int peer_gone; /* the watched peer closed its connection */
     long status;
     char ctype[128];
     char errmsg[CURL_ERROR_SIZE];
@@ -100,9 +105,10 @@ static void post(prs_backend *b, unsigned cmd)
     }
 }
 
-/* What want waits for is in (mu held). */
+/* What want waits for is in, or the watched peer left (mu held). */
 static int satisfied(const prs_backend *b, int want)
 {
+    if (b->peer_gone && want != WANT_NONE) return 1;
     switch (want) {
     case PRS_BACKEND_WANT_HEAD:
         return b->head || b->finished;
@@ -177,12 +183,41 @@ ssize_t prs__backend_read(prs_backend *b, char *buf, size_t max, int *end, prs_e
     return rc;
 }
 
+/* Stop watching the peer's socket (mu held). */
+static void unwatch(prs_backend *b)
+{
+    if (b->watch_fd < 0) return;
+    epoll_ctl(b->l->epfd, EPOLL_CTL_DEL, b->watch_fd, NULL);
+    b->watch_fd = -1;
+}
+
+void prs__backend_watch_peer(prs_backend *b, int fd)
+{
+    pthread_mutex_lock(&b->mu);
+    if (fd >= 0 && b->want != WANT_NONE && b->watch_fd < 0 && !b->released) {
+        /* EPOLLRDHUP alone: bytes the peer sends (a next request on a kept-alive connection)
+         * wake nothing; its end of the connection, or an error on it, does */
+        struct epoll_event ev = {.events = EPOLLRDHUP, .data.u64 = (uint64_t)(uintptr_t)b | 1u};
+        if (epoll_ctl(b->l->epfd, EPOLL_CTL_ADD, fd, &ev) == 0) b->watch_fd = fd;
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
+int prs__backend_peer_gone(prs_backend *b)
+{
+    pthread_mutex_lock(&b->mu);
+    int gone = b->peer_gone;
+    pthread_mutex_unlock(&b->mu);
+    return gone;
+}
+
 void prs__backend_free(prs_backend *b)
 {
     if (b == NULL) return;
     pthread_mutex_lock(&b->mu);
     b->released = 1;
     b->want = WANT_NONE;
+    unwatch(b);
     pthread_mutex_unlock(&b->mu);
     post(b, CMD_FREE);
 }
@@ -193,7 +228,10 @@ void prs__backend_free(prs_backend *b)
 static void notify_unlock(prs_backend *b)
 {
     int w = b->want != WANT_NONE && !b->released && satisfied(b, b->want);
-    if (w) b->want = WANT_NONE;
+    if (w) {
+        b->want = WANT_NONE;
+        unwatch(b); /* the owner takes its connection back */
+    }
     pthread_mutex_unlock(&b->mu);
     if (w) {
         b->l->woke = 1;
@@ -305,6 +343,7 @@ static void live_remove(prs_backend_loop *l, prs_backend *b)
 
 static void destroy(prs_backend_loop *l, prs_backend *b)
 {
+    unwatch(b);
     if (b->added) curl_multi_remove_handle(l->multi, b->easy);
     live_remove(l, b);
     if (b->easy) curl_easy_cleanup(b->easy);
@@ -369,6 +408,7 @@ int prs__backend_start(prs_backend_loop *l, const char *url, const char *body, s
     b->stream = stream;
     b->timeout_s = timeout_s;
     b->want = WANT_NONE;
+    b->watch_fd = -1;
     b->easy = curl_easy_init();
     b->headers = curl_slist_append(NULL, "Content-Type: application/json");
     struct curl_slist *h2 = b->headers ? curl_slist_append(b->headers, "Expect:") : NULL;
@@ -417,7 +457,7 @@ static int on_socket(CURL *easy, curl_socket_t s, int what, void *cls, void *soc
     }
     struct epoll_event ev = {.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) |
                                        ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u),
-                             .data.fd = s};
+                             .data.u64 = FD_TAG(s)};
     if (epoll_ctl(l->epfd, socketp ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, s, &ev) != 0)
         epoll_ctl(l->epfd, socketp ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, s, &ev);
     curl_multi_assign(l->multi, s, (void *)1);
@@ -468,6 +508,28 @@ static void sweep(prs_backend_loop *l, double now)
     l->next_sweep = now + SWEEP_S;
 }
 
+/* The watched peer's socket reported its end or an error (events). Gone: an error, or the end
+ * with no byte before it (a peek reads 0). Bytes before the end (a request sent, then the
+ * sending side shut) are not taken for a departure: the watch stops and the owner keeps
+ * waiting. */
+static void on_peer(prs_backend *b, uint32_t events)
+{
+    pthread_mutex_lock(&b->mu);
+    if (b->watch_fd < 0) { /* no longer watched */
+        pthread_mutex_unlock(&b->mu);
+        return;
+    }
+    int gone = (events & (EPOLLHUP | EPOLLERR)) != 0;
+    if (!gone) {
+        char c;
+        ssize_t r = recv(b->watch_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        gone = r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    }
+    unwatch(b);
+    b->peer_gone = gone;
+    notify_unlock(b);
+}
+
 /* The epoll wait's bound (ms): libcurl's timer, the next sweep, the host's timeout. */
 static int wait_ms(prs_backend_loop *l, double now)
 {
@@ -490,7 +552,11 @@ static void *loop_main(void *cls)
         int n = epoll_wait(l->epfd, evs, NEVENTS, wait_ms(l, now));
         int host_ready = n == 0 && l->host.run != NULL; /* its timeout, maybe */
         for (int i = 0; i < n; i++) {
-            int fd = evs[i].data.fd;
+            if (evs[i].data.u64 & 1u) { /* a watched peer (prs__backend_watch_peer) */
+                on_peer((prs_backend *)(uintptr_t)(evs[i].data.u64 & ~(uint64_t)1), evs[i].events);
+                continue;
+            }
+            int fd = (int)(evs[i].data.u64 >> 1);
             if (fd == l->evfd) {
                 uint64_t v;
                 ssize_t r = read(l->evfd, &v, sizeof v);
@@ -531,7 +597,7 @@ int prs__backend_loop_new(unsigned max_conns, prs_backend_loop **out, prs_error 
     l->multi = curl_multi_init();
     l->timer_at = -1;
     pthread_mutex_init(&l->qmu, NULL);
-    struct epoll_event ev = {.events = EPOLLIN, .data.fd = l->evfd};
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = FD_TAG(l->evfd)};
     if (l->epfd < 0 || l->evfd < 0 || l->multi == NULL ||
         epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->evfd, &ev) != 0) {
         l->dead = 1;
@@ -556,7 +622,7 @@ int prs__backend_loop_run(prs_backend_loop *l, const prs_backend_host *host, prs
 {
     if (host) {
         l->host = *host;
-        struct epoll_event ev = {.events = EPOLLIN, .data.fd = host->fd};
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = FD_TAG(host->fd)};
         if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, host->fd, &ev) != 0)
             return prs_error_set(err, PRS_EIO, "cannot watch the server's events: %s",
                                  strerror(errno));

@@ -69,6 +69,15 @@ int prs__backend_start(prs_backend_loop *l, const char *url, const char *body, s
 /* 1 when what the owner wants is in already (no call-back then); 0 when the owner is called back
  * once it is. At most one arming at a time; an arming is spent by its call-back. */
 int prs__backend_arm(prs_backend *b, prs_backend_want want);
+/* While the owner is armed, the loop also watches fd, the socket of the owner's peer (the
+ * client, whose connection the owner holds): when the peer closes it (or it fails), the owner is
+ * called back as if what it armed for were in, and prs__backend_peer_gone says so. Bytes the
+ * peer sends meanwhile are left alone, and the watch ends with the arming (the call-back, or
+ * prs__backend_free). Call it after prs__backend_arm returned 0; no-op when not armed. fd must
+ * stay open while armed. */
+void prs__backend_watch_peer(prs_backend *b, int fd);
+/* 1 when the watched peer left (prs__backend_watch_peer). */
+int prs__backend_peer_gone(prs_backend *b);
 /* 1 when what want waits for is in, without arming. */
 int prs__backend_ready(prs_backend *b, prs_backend_want want);
 /* The head: 0 with *status when it is in; 1 when not yet; PRS_ESERVER (with the reason) when the

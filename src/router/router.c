@@ -56,6 +56,7 @@ typedef struct flow {
     prs_backend *b;       /* the transfer to the instance tried now */
     unsigned char *tried; /* instances tried by this request */
     int inst;             /* the instance taken (its load counts this request), -1: none */
+    int fd;               /* the client's socket, watched while it waits for the head or the end */
     int in_class, klass, stream, failures, done, failed;
     long prompt_tokens, out, events;
     double start_s, last_s;
@@ -137,11 +138,17 @@ static void wake(void *cls)
 }
 
 /* Suspend the connection until want is in. The transfer is armed only once the connection is
- * suspended, so the loop never resumes a connection that is not. */
+ * suspended, so the loop never resumes a connection that is not. libmicrohttpd does not poll a
+ * suspended connection: while it waits for the head or the whole answer, the loop watches the
+ * client's socket, so that a client leaving is seen at once (a stream's is seen when a write to
+ * it fails). */
 static void park(flow *f, prs_backend_want want)
 {
     MHD_suspend_connection(f->c);
-    if (prs__backend_arm(f->b, want)) MHD_resume_connection(f->c);
+    if (prs__backend_arm(f->b, want))
+        MHD_resume_connection(f->c);
+    else if (want != PRS_BACKEND_WANT_DATA)
+        prs__backend_watch_peer(f->b, f->fd);
 }
 
 static ssize_t flow_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -307,6 +314,12 @@ static enum MHD_Result step(conn *k)
 {
     flow *f = k->f;
     prs_router *r = f->r;
+    if (prs__backend_peer_gone(f->b)) {
+        k->f = NULL; /* counted as a departed client; freeing the transfer closes its
+                      * connection, so the instance drops the request */
+        flow_end(f);
+        return MHD_NO; /* libmicrohttpd closes the client's connection */
+    }
     long status = 0;
     prs_error err = {0};
     int rc = prs__backend_head(f->b, &status, &err);
@@ -349,12 +362,15 @@ static enum MHD_Result forward(prs_router *r, struct MHD_Connection *c, conn *k,
         free(tried);
         return prs__httpd_send_oai_error(c, 500, "server_error", NULL, NULL, "out of memory");
     }
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     int in_class = prs_infer_class_of(&r->c.classes, (int)rq->prompt_tokens, 1) / 3;
     long out = r->pred.predict(r->pred.ctx, in_class, rq->prompt_tokens, rq->max_tokens);
     *f = (flow){.r = r,
                 .c = c,
                 .tried = tried,
                 .inst = -1,
+                .fd = ci ? (int)ci->connect_fd : -1,
                 .in_class = in_class,
                 .klass = prs_infer_class_of(&r->c.classes, (int)rq->prompt_tokens, (int)out),
                 .stream = rq->stream,

@@ -10,7 +10,8 @@
 #   - an instance's own error (400) is passed on; one that answers garbage gives 502
 #     bad_backend_response;
 #   - a client leaving mid-stream frees its instance (nothing left in flight, the fake's batch
-#     empties);
+#     empties), and so does one leaving before a whole (not streamed) answer, while a kept-alive
+#     client sending its next request before its answer is answered twice;
 #   - kill -9 of an instance mid-stream ends that stream with an error, and later requests of its
 #     pool are served by the survivor;
 #   - instances that stop answering (SIGSTOP) are given up after backend_timeout_s and the
@@ -188,6 +189,39 @@ wait_until 30 none_running || fail "the fake still runs the abandoned request"
 (($(metric perseus_router_client_gone_total 'pool="long",instance="l1"') +
   $(metric perseus_router_client_gone_total 'pool="long",instance="l2"') == 1)) ||
   fail "the departed client is not counted"
+
+# A client leaving before a whole (not streamed) answer: the router sees it leave while it waits
+# for the instance, and the instance drops the request at once, not when it would have ended.
+curl -s -H 'Content-Type: application/json' "$url/v1/completions" --data-binary \
+  "{\"model\": \"llama2-70b\", \"prompt\": \"$long_prompt\", \"max_tokens\": 50000}" \
+  >"$tmp/gone_whole" &
+wpid=$!
+one_running() { [[ $(fakes_running) == 1 && $(inflight) == 1 ]]; }
+wait_until 30 one_running || fail "the long request did not start"
+kill "$wpid"; wait "$wpid" 2>/dev/null || true
+wait_until 30 none_inflight || fail "a whole answer's request left in flight after the client left"
+wait_until 30 none_running || fail "the fake still runs the request whose client left"
+# (unseen, the request would end only when backend_timeout_s gives the silent instances up,
+# counted as their failures: the departure must be what is counted)
+(($(metric perseus_router_client_gone_total 'pool="long",instance="l1"') +
+  $(metric perseus_router_client_gone_total 'pool="long",instance="l2"') == 2)) ||
+  fail "the client that left before a whole answer is not counted"
+# ... but a kept-alive client sending its next request while it waits has not left: both
+# requests are answered in full.
+exec 3<>"/dev/tcp/127.0.0.1/$(cat "$tmp/router.port")"
+req() { # req MAX_TOKENS CONNECTION: a request on the kept-alive connection
+  local body="{\"model\": \"llama2-70b\", \"prompt\": \"$long_prompt\", \"max_tokens\": $1}"
+  printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n'
+  printf 'Connection: %s\r\nContent-Length: %d\r\n\r\n%s' "$2" "${#body}" "$body"
+}
+req 30 keep-alive >&3 # about 1 s at the fake, within backend_timeout_s
+wait_until 30 one_running || fail "the kept-alive client's first request did not start"
+req 2 close >&3
+timeout 60 cat <&3 >"$tmp/pipelined" || fail "the kept-alive client's answers did not end"
+exec 3<&-
+answers=$(grep -o 'HTTP/1.1 200 OK' "$tmp/pipelined" | wc -l)
+[[ $answers == 2 ]] && grep -q '"completion_tokens":30' "$tmp/pipelined" ||
+  fail "a kept-alive client's next request was taken for a departure: $(cat "$tmp/pipelined")"
 
 # Slow backends: both long instances stopped (SIGSTOP) answer nothing; each is given up after
 # backend_timeout_s and counted as failed, and the request is re-routed to the short pool.

@@ -3,10 +3,13 @@
  *   - 300 streams at once are all held (the backend sends all 300 at the same time) without a
  *     thread more than an idle router has, and each ends with its every event and [DONE];
  *   - a client that stops reading a flood of events (16.5 MB: its socket buffers, the router's
- *     hold and the sockets between router and backend fill) does not stall the other streams, which end meanwhile; once it
- *     reads again, it gets its whole stream;
+ *     hold and the sockets between router and backend fill) does not stall the other streams, which
+ * end meanwhile; once it reads again, it gets its whole stream;
  *   - a client leaving mid-stream makes the router close its transfer: the backend sees its
- *     stream abandoned, and the router's metrics count the departed client. */
+ *     stream abandoned, and the router's metrics count the departed client;
+ *   - a client leaving while it waits for a whole (not streamed) answer: the router closes its
+ *     connection to a silent instance at once and counts the departed client, while a kept-alive
+ *     client sending its next request as it waits is answered. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -176,11 +179,9 @@ typedef struct fixture {
     int port;
 } fixture;
 
-static void start(fixture *f, double gap_s)
+/* A router whose one instance listens on bport. */
+static void start_router(fixture *f, int bport)
 {
-    sse_serve_opts o = {.ttft_s = 0.01, .gap_s = gap_s, .default_tokens = 4, .max_conns = 4096};
-    int bport;
-    assert_int_equal(sse_serve_start(0, &o, &f->backend, &bport), 0);
     char text[1024];
     snprintf(text, sizeof text,
              "{\"model\": \"m\", \"cost_model\": {\"model\": \"llama2-70b\", \"gpu\": \"h100\"}, "
@@ -195,6 +196,14 @@ static void start(fixture *f, double gap_s)
     assert_int_equal(prs__router_new(&cfg, &f->router, &err), 0);
     int rc = prs__router_listen(f->router, "127.0.0.1:0", &f->port, &err);
     if (rc) fail_msg("%s", err.msg);
+}
+
+static void start(fixture *f, double gap_s)
+{
+    sse_serve_opts o = {.ttft_s = 0.01, .gap_s = gap_s, .default_tokens = 4, .max_conns = 4096};
+    int bport;
+    assert_int_equal(sse_serve_start(0, &o, &f->backend, &bport), 0);
+    start_router(f, bport);
 }
 
 static void stop(fixture *f)
@@ -308,6 +317,110 @@ static void test_client_leaves(void **state)
     stop(&f);
 }
 
+/* A silent instance: a listening socket whose connections the test accepts and answers. */
+static int listen_any(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sa;
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(fd, 16), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
+/* The request the router forwarded, once whole (its body ends the JSON object). */
+static int accept_request(int lfd)
+{
+    struct pollfd p = {.fd = lfd, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 30000), 1);
+    int fd = accept(lfd, NULL, NULL);
+    assert_true(fd >= 0);
+    char buf[4096];
+    size_t len = 0;
+    while (len == 0 || buf[len - 1] != '}') {
+        p = (struct pollfd){.fd = fd, .events = POLLIN};
+        assert_int_equal(poll(&p, 1, 30000), 1);
+        ssize_t r = recv(fd, buf + len, sizeof buf - 1 - len, 0);
+        assert_true(r > 0);
+        len += (size_t)r;
+    }
+    return fd;
+}
+
+/* The instance's end of a connection was closed by the router. */
+static int closed_by_peer(int fd)
+{
+    char c;
+    return recv(fd, &c, 1, MSG_DONTWAIT) == 0;
+}
+
+static void whole_request(client *c, int port)
+{
+    static const char body[] = "{\"model\": \"m\", \"prompt\": \"hi\", \"max_tokens\": 9}";
+    char req[512];
+    int k = snprintf(req, sizeof req,
+                     "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                     "application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                     sizeof body - 1, body);
+    memset(c, 0, sizeof *c);
+    c->fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(connect(c->fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(send(c->fd, req, (size_t)k, MSG_NOSIGNAL), k);
+}
+
+/* A client that leaves while its whole answer is awaited: the router closes its connection to
+ * the instance at once and counts the departed client; a kept-alive client that sends more
+ * bytes while it waits (its next request) has not left, and gets its answer. */
+static void test_client_leaves_whole(void **state)
+{
+    (void)state;
+    int bport, lfd = listen_any(&bport);
+    fixture f = {0};
+    start_router(&f, bport);
+    client c;
+    whole_request(&c, f.port);
+    int ifd = accept_request(lfd);
+    assert_int_equal(router_metric(f.port, "perseus_router_inflight{pool=\"p\",instance=\"i\"} "),
+                     1);
+    close(c.fd);
+    PRS_WAIT_UNTIL(closed_by_peer(ifd), 30);
+    assert_true(closed_by_peer(ifd));
+    assert_int_equal(router_metric(f.port, "perseus_router_inflight{pool=\"p\",instance=\"i\"} "),
+                     0);
+    assert_int_equal(router_metric(f.port, "perseus_router_client_gone_total{pool=\"p\","
+                                           "instance=\"i\"} "),
+                     1);
+    close(ifd);
+
+    whole_request(&c, f.port);
+    ifd = accept_request(lfd);
+    static const char more[] = "GET /health HTTP/1.1\r\nHost: x\r\n";
+    assert_int_equal(send(c.fd, more, sizeof more - 1, MSG_NOSIGNAL), (ssize_t)sizeof more - 1);
+    static const char ans[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                              "Content-Length: 35\r\n\r\n{\"usage\": {\"completion_tokens\": 9}}";
+    assert_int_equal(send(ifd, ans, sizeof ans - 1, MSG_NOSIGNAL), (ssize_t)sizeof ans - 1);
+    char buf[4096] = "";
+    size_t len = 0;
+    while (strstr(buf, "completion_tokens\": 9}}") == NULL) {
+        struct pollfd p = {.fd = c.fd, .events = POLLIN};
+        assert_int_equal(poll(&p, 1, 30000), 1);
+        ssize_t r = recv(c.fd, buf + len, sizeof buf - 1 - len, 0);
+        assert_true(r > 0);
+        len += (size_t)r;
+        buf[len] = '\0';
+    }
+    assert_non_null(strstr(buf, "HTTP/1.1 200"));
+    close(c.fd);
+    close(ifd);
+    close(lfd);
+    prs__router_free(f.router);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -316,6 +429,7 @@ int main(void)
         cmocka_unit_test(test_many_streams),
         cmocka_unit_test(test_slow_reader),
         cmocka_unit_test(test_client_leaves),
+        cmocka_unit_test(test_client_leaves_whole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
