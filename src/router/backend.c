@@ -375,6 +375,7 @@ static void run_queue(prs_backend_loop *l)
             continue;
         }
         if (cmds & CMD_ADD) {
+            b->prev = NULL;
             b->next = l->live;
             if (l->live) l->live->prev = b;
             l->live = b;
@@ -679,8 +680,11 @@ void prs__backend_loop_free(prs_backend_loop *l)
     if (l == NULL) return;
     prs__backend_loop_stop(l);
     run_queue(l);
-    while (l->live)
-        destroy(l, l->live);
+    for (prs_backend *b = l->live, *next; b; b = next) {
+        next = b->next; /* destroy frees b and unlinks it alone */
+        destroy(l, b);
+    }
+    l->live = NULL;
     if (l->multi) curl_multi_cleanup(l->multi);
     if (l->epfd >= 0) close(l->epfd);
     if (l->evfd >= 0) close(l->evfd);

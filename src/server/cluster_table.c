@@ -216,12 +216,36 @@ static int replan_locked(cluster *c, prs_error *err)
     return 0;
 }
 
+/* Whether two plans hold the same figures (member by member: the structures have padding). */
+static int pool_equal(const prs_infer_plan_pool *a, const prs_infer_plan_pool *b)
+{
+    if (a->load_rps != b->load_rps || a->gpus != b->gpus || a->power_w != b->power_w ||
+        a->n_inst != b->n_inst)
+        return 0;
+    for (int i = 0; i < a->n_inst; i++) {
+        const prs_infer_plan_inst *x = &a->inst[i], *y = &b->inst[i];
+        if (x->tp != y->tp || x->mhz != y->mhz || x->load_rps != y->load_rps ||
+            x->power_w != y->power_w)
+            return 0;
+    }
+    return 1;
+}
+
+static int plan_equal(const prs_infer_plan *a, const prs_infer_plan *b)
+{
+    for (int k = 0; k < PRS_INFER_NCLASS; k++)
+        if (!pool_equal(&a->pool[k], &b->pool[k])) return 0;
+    return a->gpus == b->gpus && a->power_w == b->power_w &&
+           a->single_instances == b->single_instances && a->single_gpus == b->single_gpus &&
+           a->single_power_w == b->single_power_w;
+}
+
 /* The levels' plan in force published as the cluster's (c->mu held): a new generation when it
  * changed. */
 static int publish_levels_locked(cluster *c)
 {
     const prs_infer_plan *p = &c->levels->plan;
-    if (c->plan && memcmp(c->plan, p, sizeof *p) == 0) return 0;
+    if (c->plan && plan_equal(c->plan, p)) return 0;
     if (!c->plan) c->plan = malloc(sizeof *c->plan);
     if (!c->plan) return PRS_ENOMEM;
     memcpy(c->plan, p, sizeof *p);
