@@ -5,18 +5,18 @@
 
 #include "load_server.h"
 
-void phase_begin(gen *g, const char *name, errs *e)
+void ls_phase_begin(gen *g, const char *name, errs *e)
 {
     g->phase = name;
     g->err = e;
 }
 
-long total_errors(const errs *e)
+long ls_total_errors(const errs *e)
 {
     return e->http + e->transport + e->check;
 }
 
-void show_error(gen *g, const char *fmt, ...)
+void ls_show_error(gen *g, const char *fmt, ...)
 {
     if (g->err->shown > ERRORS_SHOWN) return;
     if (g->err->shown++ == ERRORS_SHOWN) {
@@ -31,30 +31,30 @@ void show_error(gen *g, const char *fmt, ...)
     va_end(ap);
 }
 
-const char *method_name(int m)
+const char *ls_method_name(int m)
 {
     return m == M_POST ? "POST" : m == M_DELETE ? "DELETE" : "GET";
 }
 
 /* Count and show a failed request; 1 if x failed (transport error or status not 2xx). */
-int request_failed(gen *g, xfer *x)
+int ls_request_failed(gen *g, xfer *x)
 {
     if (x->rc != CURLE_OK) {
         g->err->transport++;
-        show_error(g, "%s %s: %s", method_name(x->method), x->path,
-                   x->err[0] ? x->err : curl_easy_strerror(x->rc));
+        ls_show_error(g, "%s %s: %s", ls_method_name(x->method), x->path,
+                      x->err[0] ? x->err : curl_easy_strerror(x->rc));
         return 1;
     }
     if (x->status < 200 || x->status > 299) {
         g->err->http++;
-        show_error(g, "%s %s: HTTP %ld %.300s", method_name(x->method), x->path, x->status,
-                   x->resp.p ? x->resp.p : "");
+        ls_show_error(g, "%s %s: HTTP %ld %.300s", ls_method_name(x->method), x->path, x->status,
+                      x->resp.p ? x->resp.p : "");
         return 1;
     }
     return 0;
 }
 
-void check_failed(gen *g, const char *fmt, ...)
+void ls_check_failed(gen *g, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -62,13 +62,13 @@ void check_failed(gen *g, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     g->err->check++;
-    show_error(g, "%s", msg);
+    ls_show_error(g, "%s", msg);
 }
 
 /* A deadline passed, or the user stopped us: say which and fail the phase. */
-int over_time(gen *g, double deadline, const char *what)
+int ls_over_time(gen *g, double deadline, const char *what)
 {
-    double t = now_s();
+    double t = ls_now_s();
     if (g_stop) {
         fprintf(stderr, "load_server: %s: interrupted\n", g->phase);
         return 1;
@@ -85,7 +85,7 @@ int over_time(gen *g, double deadline, const char *what)
     return 0;
 }
 
-void print_errs(const char *what, const errs *e)
+void ls_print_errs(const char *what, const errs *e)
 {
     printf("%s: %ld HTTP, %ld transport, %ld checks", what, e->http, e->transport, e->check);
 }

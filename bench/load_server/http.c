@@ -20,7 +20,7 @@ static size_t on_data(char *ptr, size_t size, size_t n, void *ud)
     xfer *x = ud;
     size_t len = size * n;
     if (x->resp.len + len > MAX_RESPONSE) return 0; /* aborts the transfer: a transport error */
-    buf_add(&x->resp, ptr, len);
+    ls_buf_add(&x->resp, ptr, len);
     return len;
 }
 
@@ -66,7 +66,7 @@ static int on_timer(CURLM *m, long ms, void *ud)
 {
     (void)m;
     gen *g = ud;
-    g->timer_at = ms < 0 ? -1 : now_s() + (double)ms / 1e3;
+    g->timer_at = ms < 0 ? -1 : ls_now_s() + (double)ms / 1e3;
     return 0;
 }
 
@@ -107,7 +107,7 @@ static void xfer_free(gen *g, xfer *x)
 }
 
 /* Hand a request to curl. path starts with '/'; the body (POST) is x->body. */
-int xfer_start(gen *g, xfer *x, int kind, int id, int method)
+int ls_xfer_start(gen *g, xfer *x, int kind, int id, int method)
 {
     char url[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%d%s", g->port, x->path);
@@ -135,8 +135,8 @@ int xfer_start(gen *g, xfer *x, int kind, int id, int method)
     x->status = 0;
     x->rc = CURLE_OK;
     x->err[0] = '\0';
-    buf_clear(&x->resp);
-    x->t0 = now_s();
+    ls_buf_clear(&x->resp);
+    x->t0 = ls_now_s();
     if (curl_multi_add_handle(g->multi, h) != CURLM_OK) {
         fputs("load_server: curl_multi_add_handle failed\n", stderr);
         return -1;
@@ -146,7 +146,7 @@ int xfer_start(gen *g, xfer *x, int kind, int id, int method)
     return 0;
 }
 
-/* Hand every finished transfer to on_done. Called after each socket action, so a completion is
+/* Hand every finished transfer to ls_on_done. Called after each socket action, so a completion is
  * timed when curl finishes it, not after the rest of the epoll batch. */
 static void collect(gen *g)
 {
@@ -158,20 +158,20 @@ static void collect(gen *g)
         curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &priv);
         xfer *x = (xfer *)(void *)priv;
         x->rc = m->data.result;
-        x->t1 = now_s();
+        x->t1 = ls_now_s();
         curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &x->status);
         curl_multi_remove_handle(g->multi, x->h);
         x->busy = 0;
         x->finished = 1;
         g->inflight--;
-        on_done(g, x);
+        ls_on_done(g, x);
     }
 }
 
 /* One turn of the loop: wait up to max_wait_s for sockets or curl's timer and let curl work. */
-void step(gen *g, double max_wait_s)
+void ls_step(gen *g, double max_wait_s)
 {
-    double t = now_s(), wait = max_wait_s;
+    double t = ls_now_s(), wait = max_wait_s;
     if (g->timer_at >= 0 && g->timer_at - t < wait) wait = g->timer_at - t;
     int ms = wait <= 0 ? 0 : (int)ceil(wait * 1e3);
     struct epoll_event ev[512];
@@ -184,7 +184,7 @@ void step(gen *g, double max_wait_s)
         curl_multi_socket_action(g->multi, ev[i].data.fd, flags, &running);
         collect(g);
     }
-    if (g->timer_at >= 0 && now_s() >= g->timer_at) {
+    if (g->timer_at >= 0 && ls_now_s() >= g->timer_at) {
         g->timer_at = -1;
         curl_multi_socket_action(g->multi, CURL_SOCKET_TIMEOUT, 0, &running);
         collect(g);
@@ -196,7 +196,8 @@ void step(gen *g, double max_wait_s)
 /* Run one request to completion. Returns the HTTP status (after counting and showing a failure)
  * or -1 on a transport error, deadline or interruption. *out gets the parsed JSON body of a 2xx
  * answer (NULL if it is not JSON). */
-long ctl(gen *g, int method, const char *body, json_t **out, double deadline, const char *fmt, ...)
+long ls_ctl(gen *g, int method, const char *body, json_t **out, double deadline, const char *fmt,
+            ...)
 {
     xfer *x = &g->ctl;
     if (out) *out = NULL;
@@ -204,47 +205,48 @@ long ctl(gen *g, int method, const char *body, json_t **out, double deadline, co
     va_start(ap, fmt);
     vsnprintf(x->path, sizeof x->path, fmt, ap);
     va_end(ap);
-    buf_clear(&x->body);
-    if (body) buf_add(&x->body, body, strlen(body));
-    if (xfer_start(g, x, K_CTL, 0, method)) return -1;
+    ls_buf_clear(&x->body);
+    if (body) ls_buf_add(&x->body, body, strlen(body));
+    if (ls_xfer_start(g, x, K_CTL, 0, method)) return -1;
     while (!x->finished) {
-        if (over_time(g, deadline, "no answer to a control request")) {
+        if (ls_over_time(g, deadline, "no answer to a control request")) {
             g->err->transport++;
             return -1;
         }
-        step(g, 0.05);
+        ls_step(g, 0.05);
     }
-    if (request_failed(g, x)) return x->rc != CURLE_OK ? -1 : x->status;
+    if (ls_request_failed(g, x)) return x->rc != CURLE_OK ? -1 : x->status;
     if (out) {
         *out = json_loadb(x->resp.p ? x->resp.p : "", x->resp.len, 0, NULL);
-        if (!*out) check_failed(g, "%s %s: the answer is not JSON", method_name(method), x->path);
+        if (!*out)
+            ls_check_failed(g, "%s %s: the answer is not JSON", ls_method_name(method), x->path);
     }
     return x->status;
 }
 
 /* ---- pool of easy handles for the ranks ---- */
 
-xfer *pool_get(gen *g)
+xfer *ls_pool_get(gen *g)
 {
     return g->nfree ? g->free_x[--g->nfree] : NULL;
 }
 
-void pool_put(gen *g, xfer *x)
+void ls_pool_put(gen *g, xfer *x)
 {
     g->free_x[g->nfree++] = x;
 }
 
 /* Wait for every transfer in flight (after a failure: so no handle is left in the multi). */
-void drain(gen *g, double max_s)
+void ls_drain(gen *g, double max_s)
 {
-    double end = now_s() + max_s;
-    while (g->inflight > (g->ctl.busy ? 1 : 0) && now_s() < end)
-        step(g, 0.05);
+    double end = ls_now_s() + max_s;
+    while (g->inflight > (g->ctl.busy ? 1 : 0) && ls_now_s() < end)
+        ls_step(g, 0.05);
 }
 
 /* The multi handle on an epoll set, the plain headers, and max(C, P) easy handles, C of them in
  * the ranks' pool. -1 (with a message) when libcurl or epoll refuse. */
-int http_setup(gen *g)
+int ls_http_setup(gen *g)
 {
     int npool = g->conns > g->pollers ? g->conns : g->pollers;
     g->multi = curl_multi_init();
@@ -265,8 +267,8 @@ int http_setup(gen *g)
         fputs("load_server: curl refused a multi option\n", stderr);
         return -1;
     }
-    g->pool = xcalloc((size_t)npool, sizeof *g->pool);
-    g->free_x = xcalloc((size_t)npool, sizeof *g->free_x);
+    g->pool = ls_xcalloc((size_t)npool, sizeof *g->pool);
+    g->free_x = ls_xcalloc((size_t)npool, sizeof *g->free_x);
     g->npool = npool;
     for (int i = 0; i < npool; i++)
         if (xfer_init(&g->pool[i])) {
@@ -279,12 +281,12 @@ int http_setup(gen *g)
     }
     /* The ranks' phases use C handles: at most C requests in flight, one per connection. */
     for (int i = g->conns - 1; i >= 0; i--)
-        pool_put(g, &g->pool[i]);
+        ls_pool_put(g, &g->pool[i]);
     return 0;
 }
 
 /* Everything http_setup made (whatever it got to), and libcurl's global state. */
-void http_cleanup(gen *g)
+void ls_http_cleanup(gen *g)
 {
     for (int i = 0; g->pool && i < g->npool; i++)
         xfer_free(g, &g->pool[i]);

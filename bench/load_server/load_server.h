@@ -183,91 +183,91 @@ typedef struct strag_figures {
 
 extern volatile sig_atomic_t g_stop;  /* SIGINT/SIGTERM: stop at the next loop turn */
 extern volatile sig_atomic_t g_child; /* the server's pid, for the last-resort alarm */
-double now_s(void);
-void on_stop(int sig);
-void on_alarm(int sig);
-void oom(void);
-void *xcalloc(size_t n, size_t size);
-void buf_add(buf *b, const char *s, size_t n);
-void buf_printf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void buf_clear(buf *b);
-int cmp_double(const void *a, const void *b);
-double pct(const double *v, long n, double p);
+double ls_now_s(void);
+void ls_on_stop(int sig);
+void ls_on_alarm(int sig);
+void ls_oom(void);
+void *ls_xcalloc(size_t n, size_t size);
+void ls_buf_add(buf *b, const char *s, size_t n);
+void ls_buf_printf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ls_buf_clear(buf *b);
+int ls_cmp_double(const void *a, const void *b);
+double ls_pct(const double *v, long n, double p);
 
 /* ---- errors.c: a phase's errors and deadlines ---- */
 
-void phase_begin(gen *g, const char *name, errs *e);
-long total_errors(const errs *e);
-void show_error(gen *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-const char *method_name(int m);
-int request_failed(gen *g, xfer *x);
-void check_failed(gen *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int over_time(gen *g, double deadline, const char *what);
-void print_errs(const char *what, const errs *e);
+void ls_phase_begin(gen *g, const char *name, errs *e);
+long ls_total_errors(const errs *e);
+void ls_show_error(gen *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *ls_method_name(int m);
+int ls_request_failed(gen *g, xfer *x);
+void ls_check_failed(gen *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int ls_over_time(gen *g, double deadline, const char *what);
+void ls_print_errs(const char *what, const errs *e);
 
 /* ---- http.c: libcurl multi, epoll, the pool of easy handles, control requests ---- */
 
-int http_setup(gen *g);
-void http_cleanup(gen *g);
-int xfer_start(gen *g, xfer *x, int kind, int id, int method);
-void step(gen *g, double max_wait_s);
-void drain(gen *g, double max_s);
-xfer *pool_get(gen *g);
-void pool_put(gen *g, xfer *x);
-long ctl(gen *g, int method, const char *body, json_t **out, double deadline, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
+int ls_http_setup(gen *g);
+void ls_http_cleanup(gen *g);
+int ls_xfer_start(gen *g, xfer *x, int kind, int id, int method);
+void ls_step(gen *g, double max_wait_s);
+void ls_drain(gen *g, double max_s);
+xfer *ls_pool_get(gen *g);
+void ls_pool_put(gen *g, xfer *x);
+long ls_ctl(gen *g, int method, const char *body, json_t **out, double deadline, const char *fmt,
+            ...) __attribute__((format(printf, 6, 7)));
 
 /* ---- server.c: perseusd's process, its CPU time and its /metrics ---- */
 
-int start_server(gen *g, const char *bin);
-void stop_server(gen *g);
-double cpu_s(const struct rusage *u);
-double server_cpu_s(pid_t pid);
-void cpu_mark_now(pid_t pid, cpu_mark *m);
-void print_cpu(const cpu_mark *a, const cpu_mark *b);
-double server_route_s(gen *g, const char *route);
-int server_hist(gen *g, double *le, unsigned long long *cum);
-double hist_quantile(int n, const double *le, const unsigned long long *a,
-                     const unsigned long long *b, double q, unsigned long long *count);
+int ls_start_server(gen *g, const char *bin);
+void ls_stop_server(gen *g);
+double ls_cpu_s(const struct rusage *u);
+double ls_server_cpu_s(pid_t pid);
+void ls_cpu_mark_now(pid_t pid, cpu_mark *m);
+void ls_print_cpu(const cpu_mark *a, const cpu_mark *b);
+double ls_server_route_s(gen *g, const char *route);
+int ls_server_hist(gen *g, double *le, unsigned long long *cum);
+double ls_hist_quantile(int n, const double *le, const unsigned long long *a,
+                        const unsigned long long *b, double q, unsigned long long *count);
 
 /* ---- job.c: the job's phases, creation, profile upload, planning, completion ---- */
 
-int phase_index(const char *s);
-long long job_key(int phase, long long round);
-int json_phase(json_t *o);
-long long json_int(json_t *o, const char *key, long long dflt);
-int create_job(gen *g);
-int upload_profile(gen *g);
-int wait_running(gen *g, status_info *si);
-int complete_job(gen *g);
+int ls_phase_index(const char *s);
+long long ls_job_key(int phase, long long round);
+int ls_json_phase(json_t *o);
+long long ls_json_int(json_t *o, const char *key, long long dflt);
+int ls_create_job(gen *g);
+int ls_upload_profile(gen *g);
+int ls_wait_running(gen *g, status_info *si);
+int ls_complete_job(gen *g);
 
 /* ---- ranks.c: the ranks' state machine (register, schedule, profiling) ---- */
 
-void on_done(gen *g, xfer *x);
-int run_ranks(gen *g);
+void ls_on_done(gen *g, xfer *x);
+int ls_run_ranks(gen *g);
 
 /* ---- polls.c: the schedule polls ---- */
 
-void done_poll(gen *g, xfer *x);
-int poll_phase(gen *g, poll_figures *pf);
+void ls_done_poll(gen *g, xfer *x);
+int ls_poll_phase(gen *g, poll_figures *pf);
 
 /* ---- straggler.c: a straggler reported and cleared, every schedule checked ---- */
 
-void done_check(gen *g, xfer *x, json_t *o);
-int run_straggler(gen *g, const status_info *si, strag_figures *sf);
+void ls_done_check(gen *g, xfer *x, json_t *o);
+int ls_run_straggler(gen *g, const status_info *si, strag_figures *sf);
 
 /* ---- options.c: defaults and command-line options ---- */
 
-int parse_options(gen *g, int argc, char **argv, char *bin, size_t binsize);
+int ls_parse_options(gen *g, int argc, char **argv, char *bin, size_t binsize);
 
 /* ---- report.c: the figures each phase prints, and the verdict ---- */
 
-void report_header(const gen *g);
-void report_register(const gen *g);
-void report_profiling(const gen *g);
-void report_planning(const status_info *si, double t_plan0);
-void report_polls(const gen *g, const poll_figures *pf);
-void report_straggler(const gen *g, const strag_figures *sf, int sok);
-int report_result(const gen *g, int rc);
+void ls_report_header(const gen *g);
+void ls_report_register(const gen *g);
+void ls_report_profiling(const gen *g);
+void ls_report_planning(const status_info *si, double t_plan0);
+void ls_report_polls(const gen *g, const poll_figures *pf);
+void ls_report_straggler(const gen *g, const strag_figures *sf, int sok);
+int ls_report_result(const gen *g, int rc);
 
 #endif

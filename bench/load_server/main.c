@@ -44,10 +44,10 @@ static void install_signals(const gen *g)
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop;
+    sa.sa_handler = ls_on_stop;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    sa.sa_handler = on_alarm;
+    sa.sa_handler = ls_on_alarm;
     sigaction(SIGALRM, &sa, NULL);
     alarm((unsigned)g->watchdog_s + 60); /* last resort: the loops check the watchdog first */
 }
@@ -55,14 +55,14 @@ static void install_signals(const gen *g)
 /* The ranks' state, the window cache and the straggler expectations. */
 static void alloc_state(gen *g)
 {
-    g->rk = xcalloc((size_t)g->ranks, sizeof *g->rk);
-    g->clk = xcalloc((size_t)g->ranks * (size_t)g->ops, sizeof *g->clk);
-    g->q[0].r = xcalloc((size_t)g->ranks, sizeof *g->q[0].r);
-    g->q[1].r = xcalloc((size_t)g->ranks, sizeof *g->q[1].r);
-    g->parked = xcalloc((size_t)g->ranks, sizeof *g->parked);
-    g->wc = xcalloc((size_t)g->stages * (size_t)g->ops, sizeof *g->wc);
-    g->expect_plan = xcalloc((size_t)g->dp, sizeof *g->expect_plan);
-    g->expect_strag = xcalloc((size_t)g->dp, sizeof *g->expect_strag);
+    g->rk = ls_xcalloc((size_t)g->ranks, sizeof *g->rk);
+    g->clk = ls_xcalloc((size_t)g->ranks * (size_t)g->ops, sizeof *g->clk);
+    g->q[0].r = ls_xcalloc((size_t)g->ranks, sizeof *g->q[0].r);
+    g->q[1].r = ls_xcalloc((size_t)g->ranks, sizeof *g->q[1].r);
+    g->parked = ls_xcalloc((size_t)g->ranks, sizeof *g->parked);
+    g->wc = ls_xcalloc((size_t)g->stages * (size_t)g->ops, sizeof *g->wc);
+    g->expect_plan = ls_xcalloc((size_t)g->dp, sizeof *g->expect_plan);
+    g->expect_strag = ls_xcalloc((size_t)g->dp, sizeof *g->expect_strag);
 }
 
 static void free_state(gen *g)
@@ -85,39 +85,39 @@ static void free_state(gen *g)
 /* perseusd started, the job created (and its profile uploaded with --upload-profile). */
 static int start_job(gen *g, const char *bin)
 {
-    phase_begin(g, "start", &g->e_reg);
-    if (start_server(g, bin)) return -1;
-    if (create_job(g)) return -1;
-    if (g->upload && upload_profile(g)) return -1;
+    ls_phase_begin(g, "start", &g->e_reg);
+    if (ls_start_server(g, bin)) return -1;
+    if (ls_create_job(g)) return -1;
+    if (g->upload && ls_upload_profile(g)) return -1;
     return 0;
 }
 
 /* Every phase in turn, each one's figures printed as it ends: 0 when all ran to their end. */
 static int run_phases(gen *g)
 {
-    int ok = run_ranks(g) == 0;
-    report_register(g);
+    int ok = ls_run_ranks(g) == 0;
+    ls_report_register(g);
     if (!ok) return 1;
-    report_profiling(g);
+    ls_report_profiling(g);
 
     status_info si;
     memset(&si, 0, sizeof si);
-    double t_plan0 = now_s();
-    if (wait_running(g, &si)) return 1;
-    report_planning(&si, t_plan0);
+    double t_plan0 = ls_now_s();
+    if (ls_wait_running(g, &si)) return 1;
+    ls_report_planning(&si, t_plan0);
 
     poll_figures pf;
-    if (poll_phase(g, &pf)) return 1;
-    report_polls(g, &pf);
+    if (ls_poll_phase(g, &pf)) return 1;
+    ls_report_polls(g, &pf);
 
     strag_figures sf;
     memset(&sf, 0, sizeof sf);
-    int sok = run_straggler(g, &si, &sf) == 0;
-    report_straggler(g, &sf, sok);
+    int sok = ls_run_straggler(g, &si, &sf) == 0;
+    ls_report_straggler(g, &sf, sok);
     if (!sok) return 1;
 
-    if (complete_job(g)) return 1;
-    printf("complete: job done, schedules empty, errors %ld\n", total_errors(&g->e_done));
+    if (ls_complete_job(g)) return 1;
+    printf("complete: job done, schedules empty, errors %ld\n", ls_total_errors(&g->e_done));
     return 0;
 }
 
@@ -126,7 +126,7 @@ int main(int argc, char **argv)
     static gen G;
     gen *g = &G;
     char bin[1024];
-    int st = parse_options(g, argc, argv, bin, sizeof bin);
+    int st = ls_parse_options(g, argc, argv, bin, sizeof bin);
     if (st >= 0) return st;
     install_signals(g);
 
@@ -135,17 +135,17 @@ int main(int argc, char **argv)
         return 1;
     }
     int rc = 1;
-    g->t_start = now_s();
-    if (http_setup(g) == 0) {
+    g->t_start = ls_now_s();
+    if (ls_http_setup(g) == 0) {
         alloc_state(g);
         if (start_job(g, bin) == 0) {
-            report_header(g);
-            rc = report_result(g, run_phases(g));
+            ls_report_header(g);
+            rc = ls_report_result(g, run_phases(g));
         }
     }
     fflush(stdout);
-    http_cleanup(g);
-    stop_server(g);
+    ls_http_cleanup(g);
+    ls_stop_server(g);
     free_state(g);
     return rc;
 }

@@ -144,7 +144,7 @@ static void set_defaults(gen *g, const char *argv0, char *bin, size_t binsize)
     g->epfd = -1;
     parse_clocks(g, "1410,1200,1000");
     char *self = strdup(argv0);
-    if (!self) oom();
+    if (!self) ls_oom();
     snprintf(bin, binsize, "%s/../perseusd", dirname(self));
     free(self);
 }
@@ -215,7 +215,7 @@ static void derive(gen *g)
 
 /* The defaults, then the options; bin gets the perseusd to run. Returns -1 to go on, else the
  * exit status: 0 after --help, 2 on a bad argument (with the usage on stderr). */
-int parse_options(gen *g, int argc, char **argv, char *bin, size_t binsize)
+int ls_parse_options(gen *g, int argc, char **argv, char *bin, size_t binsize)
 {
     set_defaults(g, argv[0], bin, binsize);
     int o, bad = 0;

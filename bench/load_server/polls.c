@@ -14,7 +14,7 @@ static void record_latency(gen *g, double secs)
     if (g->nlat == g->cap_lat) {
         long cap = g->cap_lat ? 2 * g->cap_lat : 1L << 16;
         double *p = realloc(g->lat, sizeof *p * (size_t)cap);
-        if (!p) oom();
+        if (!p) ls_oom();
         g->lat = p;
         g->cap_lat = cap;
     }
@@ -52,9 +52,9 @@ static int due_pop(gen *g)
     return top;
 }
 
-void done_poll(gen *g, xfer *x)
+void ls_done_poll(gen *g, xfer *x)
 {
-    int failed = request_failed(g, x);
+    int failed = ls_request_failed(g, x);
     /* Back to back: due again now; paced: one interval after this request was handed over. */
     if (g->due_at) due_push(g, x->t0 + g->interval_s, x->id);
     if (!x->counted) return;
@@ -62,7 +62,7 @@ void done_poll(gen *g, xfer *x)
     /* Cheap check only (this is the measured loop): the answer is a running schedule. */
     if (!failed && !(x->resp.p && strstr(x->resp.p, "\"phase\":\"running\""))) {
         if (!g->poll_unexpected++)
-            show_error(g, "unexpected schedule: %.200s", x->resp.p ? x->resp.p : "");
+            ls_show_error(g, "unexpected schedule: %.200s", x->resp.p ? x->resp.p : "");
     }
 }
 
@@ -76,8 +76,8 @@ typedef struct poll_marks {
 static void poll_mark(gen *g, struct rusage *u, double *s, double *tm)
 {
     getrusage(RUSAGE_SELF, u);
-    *s = server_cpu_s(g->pid);
-    *tm = now_s();
+    *s = ls_server_cpu_s(g->pid);
+    *tm = ls_now_s();
 }
 
 /* Hand every poller due by t to curl (before tend), on the next of its ranks; a request handed
@@ -91,7 +91,7 @@ static int start_due_polls(gen *g, int *next_rank, double t, double tw, double t
         int r = next_rank[i];
         next_rank[i] = r + P < g->ranks ? r + P : i; /* poller i owns the ranks i mod P */
         snprintf(x->path, sizeof x->path, "/v1/jobs/%s/schedule?rank=%d", g->job, r);
-        if (xfer_start(g, x, K_POLL, i, M_GET)) return -1;
+        if (ls_xfer_start(g, x, K_POLL, i, M_GET)) return -1;
         x->counted = x->t0 >= tw;
     }
     return 0;
@@ -103,7 +103,7 @@ static int poll_loop(gen *g, int *next_rank, double tw, double tend, poll_marks 
 {
     int measuring = 0;
     for (;;) {
-        double t = now_s();
+        double t = ls_now_s();
         if (!measuring && t >= tw) {
             measuring = 1;
             poll_mark(g, &m->u0, &m->s0, &m->tm0);
@@ -114,28 +114,28 @@ static int poll_loop(gen *g, int *next_rank, double tw, double tend, poll_marks 
         }
         if (start_due_polls(g, next_rank, t, tw, tend)) break;
         if (t >= tend && g->inflight == 0) return 0;
-        if (over_time(g, tend + DEADLINE_DRAIN_S,
-                      "poll requests still unanswered 30 s after the end"))
+        if (ls_over_time(g, tend + DEADLINE_DRAIN_S,
+                         "poll requests still unanswered 30 s after the end"))
             break;
         double wait = 0.05;
         if (!measuring && tw - t < wait) wait = tw - t;
         if (measuring == 1 && tend - t < wait) wait = tend - t;
         if (t < tend && g->ndue && g->due_at[0] - t < wait) wait = g->due_at[0] - t;
-        step(g, wait); /* finished pollers go back on the heap */
+        ls_step(g, wait); /* finished pollers go back on the heap */
     }
-    drain(g, 5);
+    ls_drain(g, 5);
     return -1;
 }
 
 static int run_polls(gen *g, poll_figures *pf)
 {
-    phase_begin(g, "poll", &g->e_poll);
+    ls_phase_begin(g, "poll", &g->e_poll);
     int P = g->pollers;
-    int *next_rank = xcalloc((size_t)P, sizeof *next_rank);
-    g->due_at = xcalloc((size_t)P, sizeof *g->due_at);
-    g->due_id = xcalloc((size_t)P, sizeof *g->due_id);
+    int *next_rank = ls_xcalloc((size_t)P, sizeof *next_rank);
+    g->due_at = ls_xcalloc((size_t)P, sizeof *g->due_at);
+    g->due_id = ls_xcalloc((size_t)P, sizeof *g->due_id);
     g->ndue = 0;
-    double t0 = now_s(), tw = t0 + g->poll_warm_s, tend = tw + g->poll_s;
+    double t0 = ls_now_s(), tw = t0 + g->poll_warm_s, tend = tw + g->poll_s;
     for (int i = 0; i < P; i++) {
         next_rank[i] = i;
         /* Paced pollers start spread over one interval, as ranks ending iterations would. */
@@ -158,20 +158,20 @@ static int run_polls(gen *g, poll_figures *pf)
                    1e-6 * (double)(m.u1.ru_utime.tv_usec - m.u0.ru_utime.tv_usec);
     pf->gen_sys = (double)(m.u1.ru_stime.tv_sec - m.u0.ru_stime.tv_sec) +
                   1e-6 * (double)(m.u1.ru_stime.tv_usec - m.u0.ru_stime.tv_usec);
-    pf->gen_cpu = cpu_s(&m.u1) - cpu_s(&m.u0);
+    pf->gen_cpu = ls_cpu_s(&m.u1) - ls_cpu_s(&m.u0);
     pf->srv_cpu = m.s1 - m.s0;
     return 0;
 }
 
 /* The poll phase, with the server's schedule-latency histogram read before and after it;
  * g->lat is sorted when it returns 0. */
-int poll_phase(gen *g, poll_figures *pf)
+int ls_poll_phase(gen *g, poll_figures *pf)
 {
     double le2[MAX_BUCKETS];
     memset(pf, 0, sizeof *pf);
-    pf->nh0 = server_hist(g, pf->le, pf->h0);
+    pf->nh0 = ls_server_hist(g, pf->le, pf->h0);
     if (run_polls(g, pf)) return -1;
-    pf->nh1 = server_hist(g, le2, pf->h1);
-    qsort(g->lat, (size_t)g->nlat, sizeof *g->lat, cmp_double);
+    pf->nh1 = ls_server_hist(g, le2, pf->h1);
+    qsort(g->lat, (size_t)g->nlat, sizeof *g->lat, ls_cmp_double);
     return 0;
 }

@@ -35,7 +35,7 @@ static void park(gen *g, int r, long long seen)
     }
     k->state = R_PARKED;
     k->seen = seen;
-    k->wake_at = now_s() + g->wait_s;
+    k->wake_at = ls_now_s() + g->wait_s;
     if (k->wake_at < g->next_wake) g->next_wake = k->wake_at;
     g->parked[g->nparked++] = r;
 }
@@ -49,7 +49,7 @@ static void note_key(gen *g, long long key)
  * would at their next iteration boundary), or after --wait-ms at the latest. */
 static void wake_parked(gen *g)
 {
-    double t = now_s();
+    double t = ls_now_s();
     if (!g->nparked || (g->key == g->key_at_scan && t < g->next_wake)) return;
     g->key_at_scan = g->key;
     g->next_wake = INFINITY;
@@ -85,11 +85,11 @@ static const win_cache *window(gen *g, int pp, int op, int mhz)
     c->clock = mhz;
     c->t = prs_gpu_time_s(g->gpu, &w, mhz);
     c->e = prs_gpu_energy_j(g->gpu, &w, mhz);
-    buf_clear(&c->text);
-    buf_printf(&c->text,
-               "{\"instruction\":\"%s\",\"microbatch\":%d,\"clock_mhz\":%d,\"time_s\":%.9g,"
-               "\"energy_j\":%.9g}",
-               prs_instr_name(in), mb, mhz, c->t, c->e);
+    ls_buf_clear(&c->text);
+    ls_buf_printf(&c->text,
+                  "{\"instruction\":\"%s\",\"microbatch\":%d,\"clock_mhz\":%d,\"time_s\":%.9g,"
+                  "\"energy_j\":%.9g}",
+                  prs_instr_name(in), mb, mhz, c->t, c->e);
     return c;
 }
 
@@ -99,8 +99,8 @@ static void build_results(gen *g, int r, buf *b)
     rank_st *k = &g->rk[r];
     const int *clocks = g->clk + (size_t)r * (size_t)g->ops;
     int pp = r % g->stages;
-    buf_clear(b);
-    buf_printf(b, "{\"rank\":%d,\"round\":%ld,\"iterations\":[", r, k->round);
+    ls_buf_clear(b);
+    ls_buf_printf(b, "{\"rank\":%d,\"round\":%ld,\"iterations\":[", r, k->round);
     for (int it = 0; it < k->todo; it++) {
         double t = 0, e = 0;
         for (int op = 0; op < g->ops; op++) {
@@ -108,18 +108,18 @@ static void build_results(gen *g, int r, buf *b)
             t += c->t;
             e += c->e;
         }
-        buf_printf(b,
-                   "%s{\"iteration\":%ld,\"time_s\":%.9g,\"energy_j\":%.9g,\"clock_mhz\":%d,"
-                   "\"windows\":[",
-                   it ? "," : "", k->next_iteration++, t, e, clocks[0]);
+        ls_buf_printf(b,
+                      "%s{\"iteration\":%ld,\"time_s\":%.9g,\"energy_j\":%.9g,\"clock_mhz\":%d,"
+                      "\"windows\":[",
+                      it ? "," : "", k->next_iteration++, t, e, clocks[0]);
         for (int op = 0; op < g->ops; op++) {
             const win_cache *c = window(g, pp, op, clocks[op]);
-            if (op) buf_add(b, ",", 1);
-            buf_add(b, c->text.p, c->text.len);
+            if (op) ls_buf_add(b, ",", 1);
+            ls_buf_add(b, c->text.p, c->text.len);
         }
-        buf_add(b, "]}", 2);
+        ls_buf_add(b, "]}", 2);
     }
-    buf_add(b, "]}", 2);
+    ls_buf_add(b, "]}", 2);
     g->posts++;
     g->iterations_posted += k->todo;
     g->windows_posted += (long)k->todo * g->ops;
@@ -133,20 +133,20 @@ static int start_rank(gen *g, xfer *x, int r)
     rank_st *k = &g->rk[r];
     switch (k->state) {
     case R_REGISTER:
-        if (g->t_reg0 == 0) g->t_reg0 = now_s();
-        buf_clear(&x->body);
-        buf_printf(&x->body, "{\"rank\":%d,\"dp\":%d,\"pp\":%d,\"gpu\":\"simulated %s\"}", r,
-                   r / g->stages, r % g->stages, g->gpu->name);
+        if (g->t_reg0 == 0) g->t_reg0 = ls_now_s();
+        ls_buf_clear(&x->body);
+        ls_buf_printf(&x->body, "{\"rank\":%d,\"dp\":%d,\"pp\":%d,\"gpu\":\"simulated %s\"}", r,
+                      r / g->stages, r % g->stages, g->gpu->name);
         snprintf(x->path, sizeof x->path, "/v1/jobs/%s/ranks", g->job);
-        return xfer_start(g, x, K_REGISTER, r, M_POST);
+        return ls_xfer_start(g, x, K_REGISTER, r, M_POST);
     case R_SCHEDULE:
         snprintf(x->path, sizeof x->path, "/v1/jobs/%s/schedule?rank=%d", g->job, r);
         g->sched_requests++;
-        return xfer_start(g, x, K_SCHEDULE, r, M_GET);
+        return ls_xfer_start(g, x, K_SCHEDULE, r, M_GET);
     case R_RESULTS:
         build_results(g, r, &x->body);
         snprintf(x->path, sizeof x->path, "/v1/jobs/%s/results", g->job);
-        return xfer_start(g, x, K_RESULTS, r, M_POST);
+        return ls_xfer_start(g, x, K_RESULTS, r, M_POST);
     default:
         return -1;
     }
@@ -160,14 +160,14 @@ static void rank_failed(gen *g)
 static void done_register(gen *g, xfer *x, json_t *o)
 {
     int r = x->id;
-    int ph = json_phase(o);
+    int ph = ls_json_phase(o);
     if (ph != PH_REGISTERING && ph != PH_PROFILING && ph != PH_PLANNING && ph != PH_RUNNING) {
-        check_failed(g, "rank %d registered, but the job is %s", r,
-                     ph == PH_UNKNOWN ? "in no known phase" : phase_names[ph]);
+        ls_check_failed(g, "rank %d registered, but the job is %s", r,
+                        ph == PH_UNKNOWN ? "in no known phase" : phase_names[ph]);
         rank_failed(g);
         return;
     }
-    note_key(g, job_key(ph, 0));
+    note_key(g, ls_job_key(ph, 0));
     if (x->t1 > g->t_reg_last) g->t_reg_last = x->t1;
     g->rk[r].state = R_SCHEDULE;
     enqueue(g, r);
@@ -177,16 +177,17 @@ static void done_schedule(gen *g, xfer *x, json_t *o)
 {
     int r = x->id;
     rank_st *k = &g->rk[r];
-    int ph = json_phase(o);
-    long long round = json_int(o, "round", -1);
+    int ph = ls_json_phase(o);
+    long long round = ls_json_int(o, "round", -1);
     if (ph == PH_UNKNOWN || round < 0) {
-        check_failed(g, "rank %d: schedule without a known phase and round: %.200s", r, x->resp.p);
+        ls_check_failed(g, "rank %d: schedule without a known phase and round: %.200s", r,
+                        x->resp.p);
         rank_failed(g);
         return;
     }
-    note_key(g, job_key(ph, round));
+    note_key(g, ls_job_key(ph, round));
     if (ph == PH_REGISTERING) {
-        park(g, r, job_key(ph, round));
+        park(g, r, ls_job_key(ph, round));
         return;
     }
     if (!k->have_schedule) {
@@ -199,25 +200,25 @@ static void done_schedule(gen *g, xfer *x, json_t *o)
         return;
     }
     if (ph != PH_PROFILING) {
-        check_failed(g, "rank %d: the job is %s during profiling", r, phase_names[ph]);
+        ls_check_failed(g, "rank %d: the job is %s during profiling", r, phase_names[ph]);
         rank_failed(g);
         return;
     }
-    long long total = json_int(o, "iterations", -1),
-              reported = json_int(o, "iterations_reported", -1);
+    long long total = ls_json_int(o, "iterations", -1),
+              reported = ls_json_int(o, "iterations_reported", -1);
     json_t *cl = json_object_get(o, "clocks_mhz");
     if (total < 1 || total > 2LL * MAX_ITERS || reported < 0 || !json_is_array(cl) ||
         json_array_size(cl) != (size_t)g->ops) {
-        check_failed(g,
-                     "rank %d: a profiling schedule without iterations, iterations_reported "
-                     "or %d clocks: %.200s",
-                     r, g->ops, x->resp.p);
+        ls_check_failed(g,
+                        "rank %d: a profiling schedule without iterations, iterations_reported "
+                        "or %d clocks: %.200s",
+                        r, g->ops, x->resp.p);
         rank_failed(g);
         return;
     }
     if (round + 1 > g->rounds_seen) g->rounds_seen = (int)round + 1;
     if (reported >= total) { /* its part of this round is in: wait for the others */
-        park(g, r, job_key(ph, round));
+        park(g, r, ls_job_key(ph, round));
         return;
     }
     int *clocks = g->clk + (size_t)r * (size_t)g->ops;
@@ -225,7 +226,7 @@ static void done_schedule(gen *g, xfer *x, json_t *o)
         json_t *v = json_array_get(cl, (size_t)i);
         long long f = json_is_integer(v) ? (long long)json_integer_value(v) : 0;
         if (f < 1 || f > 100000) {
-            check_failed(g, "rank %d: clocks_mhz[%d] is not a clock", r, i);
+            ls_check_failed(g, "rank %d: clocks_mhz[%d] is not a clock", r, i);
             rank_failed(g);
             return;
         }
@@ -241,34 +242,36 @@ static void done_results(gen *g, xfer *x, json_t *o)
 {
     int r = x->id;
     rank_st *k = &g->rk[r];
-    int ph = json_phase(o);
-    long long round = json_int(o, "round", -1);
-    if (ph == PH_UNKNOWN || round < 0 || json_int(o, "accepted", -1) != k->todo) {
-        check_failed(g, "rank %d: results answer without phase, round or the %d accepted: %.200s",
-                     r, k->todo, x->resp.p);
+    int ph = ls_json_phase(o);
+    long long round = ls_json_int(o, "round", -1);
+    if (ph == PH_UNKNOWN || round < 0 || ls_json_int(o, "accepted", -1) != k->todo) {
+        ls_check_failed(g,
+                        "rank %d: results answer without phase, round or the %d accepted: %.200s",
+                        r, k->todo, x->resp.p);
         rank_failed(g);
         return;
     }
-    note_key(g, job_key(ph, round));
+    note_key(g, ls_job_key(ph, round));
     if (ph == PH_PROFILING && round == k->round) {
-        park(g, r, job_key(ph, round));
+        park(g, r, ls_job_key(ph, round));
     } else { /* the job moved on: ask what now */
         k->state = R_SCHEDULE;
         enqueue(g, r);
     }
 }
 
-void on_done(gen *g, xfer *x)
+void ls_on_done(gen *g, xfer *x)
 {
-    if (x->kind == K_CTL) return; /* ctl() reads it */
+    if (x->kind == K_CTL) return; /* ls_ctl() reads it */
     if (x->kind == K_POLL) {
-        done_poll(g, x);
+        ls_done_poll(g, x);
         return;
     }
     json_t *o = NULL;
-    if (!request_failed(g, x)) {
+    if (!ls_request_failed(g, x)) {
         o = json_loadb(x->resp.p ? x->resp.p : "", x->resp.len, 0, NULL);
-        if (!o) check_failed(g, "%s %s: the answer is not JSON", method_name(x->method), x->path);
+        if (!o)
+            ls_check_failed(g, "%s %s: the answer is not JSON", ls_method_name(x->method), x->path);
     }
     if (!o) {
         if (x->kind != K_CHECK) rank_failed(g);
@@ -279,21 +282,21 @@ void on_done(gen *g, xfer *x)
     } else if (x->kind == K_RESULTS) {
         done_results(g, x, o);
     } else {
-        done_check(g, x, o);
+        ls_done_check(g, x, o);
     }
     json_decref(o);
-    pool_put(g, x);
+    ls_pool_put(g, x);
 }
 
 /* Hand queued ranks to free easy handles. */
 static int pump(gen *g)
 {
     while (g->qlen) {
-        xfer *x = pool_get(g);
+        xfer *x = ls_pool_get(g);
         if (!x) return 0;
         int r = dequeue(g);
         if (start_rank(g, x, r)) {
-            pool_put(g, x);
+            ls_pool_put(g, x);
             return -1;
         }
     }
@@ -301,27 +304,28 @@ static int pump(gen *g)
 }
 
 /* Register every rank, get its schedule, profile until the job plans. */
-int run_ranks(gen *g)
+int ls_run_ranks(gen *g)
 {
     for (int r = 0; r < g->ranks; r++) {
         g->rk[r].state = R_REGISTER;
         enqueue(g, r);
     }
     g->next_wake = INFINITY;
-    phase_begin(g, "register", &g->e_reg);
-    cpu_mark_now(g->pid, &g->cpu_reg0);
-    double reg_deadline = now_s() + DEADLINE_REGISTER_S;
+    ls_phase_begin(g, "register", &g->e_reg);
+    ls_cpu_mark_now(g->pid, &g->cpu_reg0);
+    double reg_deadline = ls_now_s() + DEADLINE_REGISTER_S;
     double prof_deadline = 0;
     while (g->ndone < g->ranks) {
         if (g->aborted) break;
         if (g->nsched == g->ranks && !prof_deadline) {
-            prof_deadline = now_s() + DEADLINE_PROFILE_S;
-            cpu_mark_now(g->pid, &g->cpu_reg1);
+            prof_deadline = ls_now_s() + DEADLINE_PROFILE_S;
+            ls_cpu_mark_now(g->pid, &g->cpu_reg1);
             g->reg_sched_requests = g->sched_requests;
-            phase_begin(g, "profiling", &g->e_prof);
+            ls_phase_begin(g, "profiling", &g->e_prof);
         }
-        if (!prof_deadline ? over_time(g, reg_deadline, "not every rank has a schedule after 60 s")
-                           : over_time(g, prof_deadline, "profiling is not over after 120 s")) {
+        if (!prof_deadline
+                ? ls_over_time(g, reg_deadline, "not every rank has a schedule after 60 s")
+                : ls_over_time(g, prof_deadline, "profiling is not over after 120 s")) {
             fprintf(stderr,
                     "load_server: %d of %d ranks have a schedule, %d are past profiling (%d "
                     "waiting, %d queued, %d requests in flight)\n",
@@ -335,18 +339,18 @@ int run_ranks(gen *g)
             break;
         }
         double wait = 0.05;
-        if (g->nparked && g->next_wake - now_s() < wait) wait = g->next_wake - now_s();
-        step(g, wait);
+        if (g->nparked && g->next_wake - ls_now_s() < wait) wait = g->next_wake - ls_now_s();
+        ls_step(g, wait);
     }
     if (g->aborted) {
-        drain(g, 5);
+        ls_drain(g, 5);
         return -1;
     }
     if (!prof_deadline) { /* every rank went past registration at once (an uploaded profile) */
-        cpu_mark_now(g->pid, &g->cpu_reg1);
+        ls_cpu_mark_now(g->pid, &g->cpu_reg1);
         g->reg_sched_requests = g->sched_requests;
     }
-    g->t_prof_done = now_s();
-    cpu_mark_now(g->pid, &g->cpu_prof1);
+    g->t_prof_done = ls_now_s();
+    ls_cpu_mark_now(g->pid, &g->cpu_prof1);
     return 0;
 }

@@ -11,14 +11,14 @@
 
 #include "load_server.h"
 
-double cpu_s(const struct rusage *u)
+double ls_cpu_s(const struct rusage *u)
 {
     return (double)u->ru_utime.tv_sec + 1e-6 * (double)u->ru_utime.tv_usec +
            (double)u->ru_stime.tv_sec + 1e-6 * (double)u->ru_stime.tv_usec;
 }
 
 /* CPU seconds (user + system) the server has used so far; NAN when unknown. */
-double server_cpu_s(pid_t pid)
+double ls_server_cpu_s(pid_t pid)
 {
     char path[64], text[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
@@ -34,17 +34,17 @@ double server_cpu_s(pid_t pid)
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
-void cpu_mark_now(pid_t pid, cpu_mark *m)
+void ls_cpu_mark_now(pid_t pid, cpu_mark *m)
 {
     struct rusage u;
     getrusage(RUSAGE_SELF, &u);
-    m->gen = cpu_s(&u);
-    m->srv = server_cpu_s(pid);
-    m->wall = now_s();
+    m->gen = ls_cpu_s(&u);
+    m->srv = ls_server_cpu_s(pid);
+    m->wall = ls_now_s();
 }
 
 /* "generator X%, perseusd Y%" of one core between two marks. */
-void print_cpu(const cpu_mark *a, const cpu_mark *b)
+void ls_print_cpu(const cpu_mark *a, const cpu_mark *b)
 {
     double w = b->wall - a->wall;
     if (w <= 0) return;
@@ -54,7 +54,7 @@ void print_cpu(const cpu_mark *a, const cpu_mark *b)
 
 /* ---- server ---- */
 
-int start_server(gen *g, const char *bin)
+int ls_start_server(gen *g, const char *bin)
 {
     snprintf(g->dir, sizeof g->dir, "/tmp/prs-load-XXXXXX");
     if (!mkdtemp(g->dir)) {
@@ -90,8 +90,8 @@ int start_server(gen *g, const char *bin)
         _exit(127);
     }
     g_child = g->pid;
-    double t0 = now_s();
-    while (now_s() - t0 < 15 && !g->port && !g_stop) {
+    double t0 = ls_now_s();
+    while (ls_now_s() - t0 < 15 && !g->port && !g_stop) {
         FILE *f = fopen(port_file, "r");
         if (f) {
             if (fscanf(f, "%d", &g->port) != 1) g->port = 0;
@@ -112,14 +112,14 @@ int start_server(gen *g, const char *bin)
     return 0;
 }
 
-void stop_server(gen *g)
+void ls_stop_server(gen *g)
 {
     if (g->pid > 0) {
         kill(g->pid, SIGTERM);
         int status = 0;
-        double t0 = now_s();
+        double t0 = ls_now_s();
         pid_t w;
-        while ((w = waitpid(g->pid, &status, WNOHANG)) == 0 && now_s() - t0 < 20)
+        while ((w = waitpid(g->pid, &status, WNOHANG)) == 0 && ls_now_s() - t0 < 20)
             usleep(10000);
         if (w == 0) {
             fputs("load_server: perseusd did not stop on SIGTERM in 20 s; killing it\n", stderr);
@@ -140,9 +140,9 @@ void stop_server(gen *g)
 }
 
 /* The server's own total time answering a route, from its /metrics (seconds; -1: no answer). */
-double server_route_s(gen *g, const char *route)
+double ls_server_route_s(gen *g, const char *route)
 {
-    if (ctl(g, M_GET, NULL, NULL, now_s() + DEADLINE_CHECK_S, "/metrics") != 200) return -1;
+    if (ls_ctl(g, M_GET, NULL, NULL, ls_now_s() + DEADLINE_CHECK_S, "/metrics") != 200) return -1;
     char key[128];
     snprintf(key, sizeof key, "perseusd_http_request_duration_seconds_sum{route=\"%s\"} ", route);
     const char *at = g->ctl.resp.p ? strstr(g->ctl.resp.p, key) : NULL;
@@ -151,9 +151,9 @@ double server_route_s(gen *g, const char *route)
 
 /* The server's own latency histogram of schedule requests (GET /metrics): cumulative counts per
  * bucket bound. Returns the number of buckets read (0 on failure). */
-int server_hist(gen *g, double *le, unsigned long long *cum)
+int ls_server_hist(gen *g, double *le, unsigned long long *cum)
 {
-    if (ctl(g, M_GET, NULL, NULL, now_s() + DEADLINE_CHECK_S, "/metrics") != 200) return 0;
+    if (ls_ctl(g, M_GET, NULL, NULL, ls_now_s() + DEADLINE_CHECK_S, "/metrics") != 200) return 0;
     const char *key = "perseusd_http_request_duration_seconds_bucket{route=\"schedule\",le=\"";
     int n = 0;
     for (const char *p = g->ctl.resp.p; p && n < MAX_BUCKETS && (p = strstr(p, key));) {
@@ -169,8 +169,8 @@ int server_hist(gen *g, double *le, unsigned long long *cum)
 }
 
 /* Smallest bucket bound under which a fraction q of the requests between two histograms fall. */
-double hist_quantile(int n, const double *le, const unsigned long long *a,
-                     const unsigned long long *b, double q, unsigned long long *count)
+double ls_hist_quantile(int n, const double *le, const unsigned long long *a,
+                        const unsigned long long *b, double q, unsigned long long *count)
 {
     *count = n ? b[n - 1] - a[n - 1] : 0;
     for (int i = 0; i < n; i++)

@@ -11,7 +11,7 @@
 
 #include "load_server.h"
 
-double now_s(void)
+double ls_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -20,12 +20,12 @@ double now_s(void)
 
 volatile sig_atomic_t g_stop;  /* SIGINT/SIGTERM: stop at the next loop turn */
 volatile sig_atomic_t g_child; /* the server's pid, for the last-resort alarm */
-void on_stop(int sig)
+void ls_on_stop(int sig)
 {
     (void)sig;
     g_stop = 1;
 }
-void on_alarm(int sig)
+void ls_on_alarm(int sig)
 {
     (void)sig;
     static const char msg[] = "load_server: watchdog: the program did not stop in time; "
@@ -36,17 +36,17 @@ void on_alarm(int sig)
     _exit(1);
 }
 
-void oom(void)
+void ls_oom(void)
 {
     fputs("load_server: out of memory\n", stderr);
     if (g_child > 0) kill((pid_t)g_child, SIGTERM);
     exit(1);
 }
 
-void *xcalloc(size_t n, size_t size)
+void *ls_xcalloc(size_t n, size_t size)
 {
     void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p) oom();
+    if (!p) ls_oom();
     return p;
 }
 
@@ -59,12 +59,12 @@ static void buf_reserve(buf *b, size_t extra)
     while (cap < b->len + extra + 1)
         cap *= 2;
     char *p = realloc(b->p, cap);
-    if (!p) oom();
+    if (!p) ls_oom();
     b->p = p;
     b->cap = cap;
 }
 
-void buf_add(buf *b, const char *s, size_t n)
+void ls_buf_add(buf *b, const char *s, size_t n)
 {
     buf_reserve(b, n);
     memcpy(b->p + b->len, s, n);
@@ -72,7 +72,7 @@ void buf_add(buf *b, const char *s, size_t n)
     b->p[b->len] = '\0';
 }
 
-void buf_printf(buf *b, const char *fmt, ...)
+void ls_buf_printf(buf *b, const char *fmt, ...)
 {
     for (;;) {
         buf_reserve(b, 64);
@@ -80,7 +80,7 @@ void buf_printf(buf *b, const char *fmt, ...)
         va_start(ap, fmt);
         int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
         va_end(ap);
-        if (n < 0) oom();
+        if (n < 0) ls_oom();
         if ((size_t)n < b->cap - b->len) {
             b->len += (size_t)n;
             return;
@@ -89,19 +89,19 @@ void buf_printf(buf *b, const char *fmt, ...)
     }
 }
 
-void buf_clear(buf *b)
+void ls_buf_clear(buf *b)
 {
     b->len = 0;
     if (b->p) b->p[0] = '\0';
 }
 
-int cmp_double(const void *a, const void *b)
+int ls_cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
-double pct(const double *v, long n, double p)
+double ls_pct(const double *v, long n, double p)
 {
     if (n == 0) return 0;
     long i = (long)(p * (double)(n - 1) + 0.5);

@@ -37,8 +37,8 @@ static size_t unauth_want(int i)
 static void unauth_connect(unauth *u, int port, const char *vid)
 {
     for (int i = 0; i < NCONN; i++) {
-        u->fds[i] = connect_port(port);
-        if (u->fds[i] < 0) die("connect: %s", strerror(errno));
+        u->fds[i] = sc_connect_port(port);
+        if (u->fds[i] < 0) sc_die("connect: %s", strerror(errno));
         fcntl(u->fds[i], F_SETFL, O_NONBLOCK);
         char head[512];
         /* Half to an existing job without its token, half to a job that does not exist. */
@@ -47,7 +47,7 @@ static void unauth_connect(unauth *u, int port, const char *vid)
                          "Content-Length: %zu\r\n\r\n",
                          i % 2 ? vid : "AAAAAAAAAAAAAAAA", i % 4 < 2 ? "profile" : "results",
                          unauth_want(i));
-        if (send(u->fds[i], head, (size_t)n, MSG_NOSIGNAL) != n) die("send");
+        if (send(u->fds[i], head, (size_t)n, MSG_NOSIGNAL) != n) sc_die("send");
         u->sent[i] = 0;
     }
     u->open = NCONN;
@@ -115,7 +115,7 @@ static void unauth_report(unauth *u, double secs, long rss0, long peak)
 }
 
 /* 200 connections, each posting 16 MiB without a token to a job route. */
-void scenario_unauth(const char *bin)
+void sc_scenario_unauth(const char *bin)
 {
     printf("unauth: %d connections post 16 MiB (profile) or 1 MiB (results) to job routes "
            "without a token\n",
@@ -123,32 +123,32 @@ void scenario_unauth(const char *bin)
     bench b = {0};
     b.p.lat_s = calloc(MAX_POLLS, sizeof(double));
     static const char *const tok[] = {"--create-token", "bench-create-token-0123456789", NULL};
-    bench_begin(&b, bin, "unauth", tok);
-    bench_victim(&b, "bench-create-token-0123456789");
-    long rss0 = proc_kb(b.s.pid, "VmRSS"), peak = rss0;
+    sc_bench_begin(&b, bin, "unauth", tok);
+    sc_bench_victim(&b, "bench-create-token-0123456789");
+    long rss0 = sc_proc_kb(b.s.pid, "VmRSS"), peak = rss0;
     static unauth u;
     static char chunk[1 << 16];
     memset(chunk, 'x', sizeof chunk);
-    poller_start(&b.p);
-    double t0 = now_s();
+    sc_poller_start(&b.p);
+    double t0 = sc_now_s();
     unauth_connect(&u, b.s.port, b.v.id);
     double last_sample = 0;
-    while (u.open > 0 && now_s() - t0 < 300) {
+    while (u.open > 0 && sc_now_s() - t0 < 300) {
         unauth_turn(&u, chunk, sizeof chunk);
-        if (now_s() - last_sample > 0.05) {
-            last_sample = now_s();
-            long rss = proc_kb(b.s.pid, "VmRSS");
+        if (sc_now_s() - last_sample > 0.05) {
+            last_sample = sc_now_s();
+            long rss = sc_proc_kb(b.s.pid, "VmRSS");
             if (rss > peak) peak = rss;
         }
     }
-    unauth_report(&u, now_s() - t0, rss0, peak);
-    poller_report(&b.p, "during the posts");
-    bench_end(&b);
+    unauth_report(&u, sc_now_s() - t0, rss0, peak);
+    sc_poller_report(&b.p, "during the posts");
+    sc_bench_end(&b);
     free(b.p.lat_s);
 }
 
 /* 10,000 idle connections from 10 addresses; then new clients ask /healthz. */
-void scenario_flood(const char *bin, int nidle)
+void sc_scenario_flood(const char *bin, int nidle)
 {
     printf("flood: %d idle connections (--max-connections 8192), then new clients\n", nidle);
     struct rlimit rl;
@@ -162,16 +162,16 @@ void scenario_flood(const char *bin, int nidle)
     }
     bench b = {0};
     b.p.lat_s = calloc(MAX_POLLS, sizeof(double));
-    bench_begin(&b, bin, "flood", NULL);
-    bench_victim(&b, NULL);
-    long err0 = count_lines(b.s.log, "level=error", 0);
-    poller_start(&b.p);
+    sc_bench_begin(&b, bin, "flood", NULL);
+    sc_bench_victim(&b, NULL);
+    long err0 = sc_count_lines(b.s.log, "level=error", 0);
+    sc_poller_start(&b.p);
     int *fds = calloc((size_t)nidle, sizeof *fds);
     struct sockaddr_in a = {0};
     a.sin_family = AF_INET;
     a.sin_port = htons((uint16_t)b.s.port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    double t0 = now_s();
+    double t0 = sc_now_s();
     for (int i = 0; i < nidle; i++) {
         /* From 10 addresses (127.0.0.2 to .11), each well under --max-client-connections
          * (which each worker enforces for its share). */
@@ -184,25 +184,25 @@ void scenario_flood(const char *bin, int nidle)
     }
     /* Wait (at most 10 s) until the server holds them: its open descriptors. */
     long held = 0;
-    for (double dl = now_s() + 10; now_s() < dl && (held = count_fds(b.s.pid)) < nidle;)
-        sleep_ms(20);
+    for (double dl = sc_now_s() + 10; sc_now_s() < dl && (held = sc_count_fds(b.s.pid)) < nidle;)
+        sc_sleep_ms(20);
     printf("  %d connections opened, the server holding %ld descriptors after %.3f s\n", nidle,
-           held, now_s() - t0);
+           held, sc_now_s() - t0);
     for (int k = 0; k < 5; k++) {
-        double c0 = now_s();
+        double c0 = sc_now_s();
         errno = 0;
-        reply r = request1(b.s.port, "GET", "/healthz", NULL, NULL, NULL, 0);
-        printf("  new client %d: answered %d in %.3f s%s%s\n", k, r.status, now_s() - c0,
+        reply r = sc_request1(b.s.port, "GET", "/healthz", NULL, NULL, NULL, 0);
+        printf("  new client %d: answered %d in %.3f s%s%s\n", k, r.status, sc_now_s() - c0,
                r.status ? "" : ": ", r.status ? "" : strerror(errno));
         free(r.body);
     }
-    poller_report(&b.p, "on a connection opened before the flood");
+    sc_poller_report(&b.p, "on a connection opened before the flood");
     printf("  error-level log lines during the flood: %ld\n",
-           count_lines(b.s.log, "level=error", 0) - err0);
-    count_lines(b.s.log, "level=error", 3);
+           sc_count_lines(b.s.log, "level=error", 0) - err0);
+    sc_count_lines(b.s.log, "level=error", 3);
     for (int i = 0; i < nidle; i++)
         if (fds[i] >= 0) close(fds[i]);
     free(fds);
-    bench_end(&b);
+    sc_bench_end(&b);
     free(b.p.lat_s);
 }

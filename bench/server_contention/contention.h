@@ -53,55 +53,55 @@ typedef struct bench {
 
 /* ---- util.c ---- */
 
-double now_s(void);
-void sleep_ms(int ms);
-void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-long proc_kb(pid_t pid, const char *field);
-long count_fds(pid_t pid);
-long count_lines(const char *path, const char *needle, int show);
-int cmp_double(const void *a, const void *b);
+double sc_now_s(void);
+void sc_sleep_ms(int ms);
+void sc_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+long sc_proc_kb(pid_t pid, const char *field);
+long sc_count_fds(pid_t pid);
+long sc_count_lines(const char *path, const char *needle, int show);
+int sc_cmp_double(const void *a, const void *b);
 
 /* ---- server.c ---- */
 
-void server_start(server *s, const char *const *extra);
-void server_stop(server *s);
-void bench_begin(bench *b, const char *bin, const char *tag, const char *const *extra);
-void bench_victim(bench *b, const char *create_token);
-void bench_end(bench *b);
+void sc_server_start(server *s, const char *const *extra);
+void sc_server_stop(server *s);
+void sc_bench_begin(bench *b, const char *bin, const char *tag, const char *const *extra);
+void sc_bench_victim(bench *b, const char *create_token);
+void sc_bench_end(bench *b);
 
 /* ---- http.c ---- */
 
-int connect_port(int port);
-reply request(int fd, const char *method, const char *path, const char *token, const char *ctype,
-              const char *body, size_t len, int close_after);
-reply request1(int port, const char *method, const char *path, const char *token, const char *ctype,
-               const char *body, size_t len);
-void create_job(int port, const char *create_token, int stages, int microbatches, job_ref *j);
-void register_rank0(int port, const job_ref *j);
-void profiling_job(int port, job_ref *a);
+int sc_connect_port(int port);
+reply sc_request(int fd, const char *method, const char *path, const char *token, const char *ctype,
+                 const char *body, size_t len, int close_after);
+reply sc_request1(int port, const char *method, const char *path, const char *token,
+                  const char *ctype, const char *body, size_t len);
+void sc_create_job(int port, const char *create_token, int stages, int microbatches, job_ref *j);
+void sc_register_rank0(int port, const job_ref *j);
+void sc_profiling_job(int port, job_ref *a);
 
 /* ---- poller.c ---- */
 
-void poller_start(poller *p);
-void poller_report(poller *p, const char *what);
+void sc_poller_start(poller *p);
+void sc_poller_report(poller *p, const char *what);
 
 /* ---- store.c ---- */
 
-void sql_exec(sqlite3 *db, const char *sql);
-void fill_job(sqlite3 *db, const char *id, long nmeas, long wins_per);
-void fill_store(server *s, const fill *f, int nf, const char *const *extra);
-long rows_left(const char *dbpath, const char *id);
+void sc_sql_exec(sqlite3 *db, const char *sql);
+void sc_fill_job(sqlite3 *db, const char *id, long nmeas, long wins_per);
+void sc_fill_store(server *s, const fill *f, int nf, const char *const *extra);
+long sc_rows_left(const char *dbpath, const char *id);
 
 /* ---- the scenarios: delete.c, posts.c, upload.c, conns.c ---- */
 
-char *results_body(size_t want, long first, size_t *len);
-void scenario_delete_big(const char *bin);
-void scenario_delete_fk(const char *bin);
-void scenario_retention(const char *bin);
-void scenario_results(const char *bin);
-void scenario_step(const char *bin);
-void scenario_upload(const char *bin);
-void scenario_unauth(const char *bin);
-void scenario_flood(const char *bin, int nidle);
+char *sc_results_body(size_t want, long first, size_t *len);
+void sc_scenario_delete_big(const char *bin);
+void sc_scenario_delete_fk(const char *bin);
+void sc_scenario_retention(const char *bin);
+void sc_scenario_results(const char *bin);
+void sc_scenario_step(const char *bin);
+void sc_scenario_upload(const char *bin);
+void sc_scenario_unauth(const char *bin);
+void sc_scenario_flood(const char *bin, int nidle);
 
 #endif

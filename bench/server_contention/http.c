@@ -14,7 +14,7 @@
 
 /* ---- HTTP/1.1 over a plain socket ---- */
 
-int connect_port(int port)
+int sc_connect_port(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
@@ -46,8 +46,8 @@ static int send_all(int fd, const char *p, size_t n)
 }
 
 /* One request on fd (keep-alive unless close_after); the answer's status (0: none) and body. */
-reply request(int fd, const char *method, const char *path, const char *token, const char *ctype,
-              const char *body, size_t len, int close_after)
+reply sc_request(int fd, const char *method, const char *path, const char *token, const char *ctype,
+                 const char *body, size_t len, int close_after)
 {
     reply r = {0, NULL, 1};
     char head[1024];
@@ -79,7 +79,7 @@ reply request(int fd, const char *method, const char *path, const char *token, c
     if (want >= 0 && strncmp(buf, "HTTP/1.1 ", 9) == 0) {
         r.status = atoi(buf + 9);
         r.body = strdup(strstr(buf, "\r\n\r\n") + 4);
-        if (!r.body) die("out of memory");
+        if (!r.body) sc_die("out of memory");
     } else {
         r.closed = 1;
     }
@@ -88,18 +88,18 @@ reply request(int fd, const char *method, const char *path, const char *token, c
 }
 
 /* One request on a new connection. */
-reply request1(int port, const char *method, const char *path, const char *token, const char *ctype,
-               const char *body, size_t len)
+reply sc_request1(int port, const char *method, const char *path, const char *token,
+                  const char *ctype, const char *body, size_t len)
 {
-    int fd = connect_port(port);
+    int fd = sc_connect_port(port);
     reply r = {0, NULL, 1};
     if (fd < 0) return r;
-    r = request(fd, method, path, token, ctype, body, len, 1);
+    r = sc_request(fd, method, path, token, ctype, body, len, 1);
     close(fd);
     return r;
 }
 
-void create_job(int port, const char *create_token, int stages, int microbatches, job_ref *j)
+void sc_create_job(int port, const char *create_token, int stages, int microbatches, job_ref *j)
 {
     char spec[512];
     snprintf(spec, sizeof spec,
@@ -107,43 +107,43 @@ void create_job(int port, const char *create_token, int stages, int microbatches
              "930,810,690],\"profiling\":{\"warmup_iterations\":1,\"iterations_per_clock\":2,"
              "\"skip_dominated\":false},\"blocking_power_w\":83.64}",
              stages, microbatches);
-    reply r = request1(port, "POST", "/v1/jobs", create_token, NULL, spec, strlen(spec));
+    reply r = sc_request1(port, "POST", "/v1/jobs", create_token, NULL, spec, strlen(spec));
     json_t *o = r.body ? json_loads(r.body, 0, NULL) : NULL;
     const char *id = json_string_value(json_object_get(o, "job_id"));
     const char *tok = json_string_value(json_object_get(o, "token"));
-    if (r.status != 201 || !id || !tok) die("job creation answered %d: %s", r.status, r.body);
+    if (r.status != 201 || !id || !tok) sc_die("job creation answered %d: %s", r.status, r.body);
     snprintf(j->id, sizeof j->id, "%s", id);
     snprintf(j->token, sizeof j->token, "%s", tok);
     json_decref(o);
     free(r.body);
 }
 
-void register_rank0(int port, const job_ref *j)
+void sc_register_rank0(int port, const job_ref *j)
 {
     char path[128];
     snprintf(path, sizeof path, "/v1/jobs/%s/ranks", j->id);
     const char *b = "{\"rank\":0,\"dp\":0,\"pp\":0,\"tp\":0}";
-    reply r = request1(port, "POST", path, j->token, NULL, b, strlen(b));
-    if (r.status != 201 && r.status != 200) die("registration answered %d", r.status);
+    reply r = sc_request1(port, "POST", path, j->token, NULL, b, strlen(b));
+    if (r.status != 201 && r.status != 200) sc_die("registration answered %d", r.status);
     free(r.body);
 }
 
 /* A job of one stage and one rank, profiling 7 clocks for 1,000 iterations each: its results
  * are stored with every window. */
-void profiling_job(int port, job_ref *a)
+void sc_profiling_job(int port, job_ref *a)
 {
     static const char spec[] =
         "{\"stages\":1,\"microbatches\":64,\"dp\":1,\"clocks_mhz\":[1410,1290,1170,1050,"
         "930,810,690],\"profiling\":{\"warmup_iterations\":1,\"iterations_per_clock\":1000,"
         "\"skip_dominated\":false},\"blocking_power_w\":83.64}";
-    reply r = request1(port, "POST", "/v1/jobs", NULL, NULL, spec, strlen(spec));
+    reply r = sc_request1(port, "POST", "/v1/jobs", NULL, NULL, spec, strlen(spec));
     json_t *o = json_loads(r.body ? r.body : "", 0, NULL);
     const char *id = json_string_value(json_object_get(o, "job_id"));
     const char *tok = json_string_value(json_object_get(o, "token"));
-    if (r.status != 201 || !id || !tok) die("job creation answered %d", r.status);
+    if (r.status != 201 || !id || !tok) sc_die("job creation answered %d", r.status);
     snprintf(a->id, sizeof a->id, "%s", id);
     snprintf(a->token, sizeof a->token, "%s", tok);
     json_decref(o);
     free(r.body);
-    register_rank0(port, a);
+    sc_register_rank0(port, a);
 }

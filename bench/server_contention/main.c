@@ -61,13 +61,13 @@ int main(int argc, char **argv)
     struct {
         const char *name;
         void (*fn)(const char *bin);
-    } sc[] = {{"delete-big", scenario_delete_big},
-              {"delete-fk", scenario_delete_fk},
-              {"retention", scenario_retention},
-              {"results", scenario_results},
-              {"upload", scenario_upload},
-              {"unauth", scenario_unauth},
-              {"step", scenario_step}};
+    } sc[] = {{"delete-big", sc_scenario_delete_big},
+              {"delete-fk", sc_scenario_delete_fk},
+              {"retention", sc_scenario_retention},
+              {"results", sc_scenario_results},
+              {"upload", sc_scenario_upload},
+              {"unauth", sc_scenario_unauth},
+              {"step", sc_scenario_step}};
     int ran = 0;
     for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++)
         if (strcmp(only, "all") == 0 || strcmp(only, sc[i].name) == 0) {
@@ -75,7 +75,7 @@ int main(int argc, char **argv)
             ran++;
         }
     if (strcmp(only, "all") == 0 || strcmp(only, "flood") == 0) {
-        scenario_flood(bin, nidle);
+        sc_scenario_flood(bin, nidle);
         ran++;
     }
     if (!ran) {

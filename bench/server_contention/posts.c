@@ -10,7 +10,7 @@
 
 /* About `want` bytes of results (whole iterations: 13 kB each), iterations numbered from
  * first: one rank with 64 microbatches of windows each. */
-char *results_body(size_t want, long first, size_t *len)
+char *sc_results_body(size_t want, long first, size_t *len)
 {
     size_t cap = want + 100000, n = 0;
     char *t = malloc(cap);
@@ -34,7 +34,7 @@ char *results_body(size_t want, long first, size_t *len)
 
 static char *big_results(size_t *len)
 {
-    return results_body(1013000, 0, len);
+    return sc_results_body(1013000, 0, len);
 }
 
 typedef struct poster {
@@ -52,7 +52,7 @@ static void *post_main(void *arg)
     char path[128];
     snprintf(path, sizeof path, "/v1/jobs/%s/results", p->a.id);
     while (!p->stop) {
-        reply r = request1(p->port, "POST", path, p->a.token, NULL, p->body, p->len);
+        reply r = sc_request1(p->port, "POST", path, p->a.token, NULL, p->body, p->len);
         p->posts++;
         p->ok += r.status == 200;
         free(r.body);
@@ -62,13 +62,13 @@ static void *post_main(void *arg)
 
 /* Answer times of results posts just under and over 64 KiB (the size from which a request is
  * handed to the pool), 20 each, alone on the server: the median and maximum of each. */
-void scenario_step(const char *bin)
+void sc_scenario_step(const char *bin)
 {
     printf("step: results posts of ~47 kB and ~71 kB (either side of 64 KiB), 20 each\n");
     bench b = {0};
-    bench_begin(&b, bin, "step", NULL);
+    sc_bench_begin(&b, bin, "step", NULL);
     job_ref a;
-    profiling_job(b.s.port, &a);
+    sc_profiling_job(b.s.port, &a);
     char path[128];
     snprintf(path, sizeof path, "/v1/jobs/%s/results", a.id);
     long it = 0;
@@ -76,40 +76,40 @@ void scenario_step(const char *bin)
         double lat[20];
         size_t len = 0;
         for (int k = 0; k < 20; k++) {
-            char *body = results_body(big ? 80000 : 55000, it, &len);
+            char *body = sc_results_body(big ? 80000 : 55000, it, &len);
             it += big ? 6 : 4;
-            double t0 = now_s();
-            reply r = request1(b.s.port, "POST", path, a.token, NULL, body, len);
-            lat[k] = now_s() - t0;
-            if (r.status != 200) die("results answered %d: %s", r.status, r.body);
+            double t0 = sc_now_s();
+            reply r = sc_request1(b.s.port, "POST", path, a.token, NULL, body, len);
+            lat[k] = sc_now_s() - t0;
+            if (r.status != 200) sc_die("results answered %d: %s", r.status, r.body);
             free(r.body);
             free(body);
         }
-        qsort(lat, 20, sizeof lat[0], cmp_double);
+        qsort(lat, 20, sizeof lat[0], sc_cmp_double);
         printf("  %zu B: median %.1f ms, max %.1f ms\n", len, 1e3 * lat[10], 1e3 * lat[19]);
     }
-    bench_end(&b);
+    sc_bench_end(&b);
 }
 
-void scenario_results(const char *bin)
+void sc_scenario_results(const char *bin)
 {
     printf("results: ~1 MB results posts to another job for 2 s\n");
     bench b = {0};
     b.p.lat_s = calloc(MAX_POLLS, sizeof(double));
-    bench_begin(&b, bin, "results", NULL);
-    bench_victim(&b, NULL);
+    sc_bench_begin(&b, bin, "results", NULL);
+    sc_bench_victim(&b, NULL);
     poster p = {b.s.port, {"", ""}, NULL, 0, 0, 0, 0};
-    profiling_job(b.s.port, &p.a);
+    sc_profiling_job(b.s.port, &p.a);
     p.body = big_results(&p.len);
-    poller_start(&b.p);
+    sc_poller_start(&b.p);
     pthread_t th;
     pthread_create(&th, NULL, post_main, &p);
-    sleep_ms(2000);
+    sc_sleep_ms(2000);
     p.stop = 1;
     pthread_join(th, NULL);
     printf("  %ld posts of %zu B, %ld accepted\n", p.posts, p.len, p.ok);
-    poller_report(&b.p, "during the posts");
+    sc_poller_report(&b.p, "during the posts");
     free(p.body);
-    bench_end(&b);
+    sc_bench_end(&b);
     free(b.p.lat_s);
 }

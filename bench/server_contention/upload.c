@@ -21,11 +21,11 @@ static void create_big_job(int port, job_ref *j)
                      "\"blocking_power_w\":83.64,\"clocks_mhz\":[");
     for (int f = 1000 + BIG_CLOCKS - 1; f >= 1000; f--)
         n += snprintf(spec + n, sizeof spec - (size_t)n, "%d%s", f, f > 1000 ? "," : "]}");
-    reply r = request1(port, "POST", "/v1/jobs", NULL, NULL, spec, (size_t)n);
+    reply r = sc_request1(port, "POST", "/v1/jobs", NULL, NULL, spec, (size_t)n);
     json_t *o = r.body ? json_loads(r.body, 0, NULL) : NULL;
     const char *id = json_string_value(json_object_get(o, "job_id"));
     const char *tok = json_string_value(json_object_get(o, "token"));
-    if (r.status != 201 || !id || !tok) die("job creation answered %d: %s", r.status, r.body);
+    if (r.status != 201 || !id || !tok) sc_die("job creation answered %d: %s", r.status, r.body);
     snprintf(j->id, sizeof j->id, "%s", id);
     snprintf(j->token, sizeof j->token, "%s", tok);
     json_decref(o);
@@ -66,42 +66,42 @@ static void *upload_main(void *arg)
     uploader *u = arg;
     char path[128];
     snprintf(path, sizeof path, "/v1/jobs/%s/profile", u->c.id);
-    double t0 = now_s();
-    reply r = request1(u->port, "POST", path, u->c.token, "text/csv", u->csv, u->len);
-    u->secs = now_s() - t0;
+    double t0 = sc_now_s();
+    reply r = sc_request1(u->port, "POST", path, u->c.token, "text/csv", u->csv, u->len);
+    u->secs = sc_now_s() - t0;
     u->status = r.status;
     free(r.body);
     return NULL;
 }
 
-void scenario_upload(const char *bin)
+void sc_scenario_upload(const char *bin)
 {
     printf("upload: a 15 MB profile to another job while 20 jobs are created\n");
     bench b = {0};
     b.p.lat_s = calloc(MAX_POLLS, sizeof(double));
-    bench_begin(&b, bin, "upload", NULL);
-    bench_victim(&b, NULL);
+    sc_bench_begin(&b, bin, "upload", NULL);
+    sc_bench_victim(&b, NULL);
     uploader u = {b.s.port, {"", ""}, NULL, 0, 0, 0};
     create_big_job(b.s.port, &u.c);
     u.csv = big_profile(15000000, &u.len);
-    poller_start(&b.p);
+    sc_poller_start(&b.p);
     pthread_t th;
     pthread_create(&th, NULL, upload_main, &u);
-    double t0 = now_s(), worst = 0;
+    double t0 = sc_now_s(), worst = 0;
     for (int i = 0; i < 20; i++) {
         job_ref j;
-        double c0 = now_s();
-        create_job(b.s.port, NULL, 2, 4, &j);
-        if (now_s() - c0 > worst) worst = now_s() - c0;
-        sleep_ms(50);
+        double c0 = sc_now_s();
+        sc_create_job(b.s.port, NULL, 2, 4, &j);
+        if (sc_now_s() - c0 > worst) worst = sc_now_s() - c0;
+        sc_sleep_ms(50);
     }
-    double created = now_s() - t0;
+    double created = sc_now_s() - t0;
     pthread_join(th, NULL);
-    sleep_ms(100);
+    sc_sleep_ms(100);
     printf("  upload of %zu B answered %d in %.3f s; 20 creations in %.3f s (slowest %.3f s)\n",
            u.len, u.status, u.secs, created, worst);
-    poller_report(&b.p, "during the upload and creations");
+    sc_poller_report(&b.p, "during the upload and creations");
     free(u.csv);
-    bench_end(&b);
+    sc_bench_end(&b);
     free(b.p.lat_s);
 }

@@ -10,20 +10,20 @@
 
 #include "contention.h"
 
-double now_s(void)
+double sc_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void sleep_ms(int ms)
+void sc_sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
 
-void die(const char *fmt, ...)
+void sc_die(const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
@@ -35,7 +35,7 @@ void die(const char *fmt, ...)
 }
 
 /* A field of /proc/PID/status in kB (VmRSS, VmHWM), -1 when unreadable. */
-long proc_kb(pid_t pid, const char *field)
+long sc_proc_kb(pid_t pid, const char *field)
 {
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
@@ -49,7 +49,7 @@ long proc_kb(pid_t pid, const char *field)
 }
 
 /* Open descriptors of a process (-1: unreadable). */
-long count_fds(pid_t pid)
+long sc_count_fds(pid_t pid)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
@@ -63,7 +63,7 @@ long count_fds(pid_t pid)
 }
 
 /* Lines of a file holding needle; the first `show` of them are printed. */
-long count_lines(const char *path, const char *needle, int show)
+long sc_count_lines(const char *path, const char *needle, int show)
 {
     FILE *f = fopen(path, "r");
     char line[4096];
@@ -74,7 +74,7 @@ long count_lines(const char *path, const char *needle, int show)
     return n;
 }
 
-int cmp_double(const void *a, const void *b)
+int sc_cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
