@@ -63,8 +63,10 @@
  * of runs with nothing wrong (observed: 3.04 %). Judged instead, in units of that 1 %: the worst
  * row within 4.5, and the rows' root mean square within 1.6 (0.74-1.02 % measured; a systematic
  * 2 % error in splitting energy between kinds, which a worst-row bound of 3 % would pass, lifts
- * it past 2). Power sampling's fit aims at 0.6 % but its rows land as far (rms 0.80 %): the same
- * unit. */
+ * it past 2). Power sampling's fit aims at 0.6 %, and its rows land as far on an idle machine
+ * (rms 0.80 %), but its samples are instants of a power that changes with every kernel, and a
+ * read the host held up is dropped: beside a build on the same 2 cores its rows came out at rms
+ * 1.71 %, worst 6.5 %. Its unit is 2 %: a broken power path is off by tens of percent. */
 #define ENERGY_WORST_SE 4.5
 #define ENERGY_RMS_SE 1.6
 #define FIT_SE 0.01
@@ -351,8 +353,9 @@ static void check_profile(world *w, const prs_profile *meas, double blocking_w)
      * measured profile land on a few discrete alternatives (+0.000, +0.247, +0.494 %), so the plan
      * bound keeps a margin over the target for the next one. */
     assert_true(worst_t <= 0.01);
-    assert_true(worst_e <= ENERGY_WORST_SE * FIT_SE);
-    assert_true(rms_e <= ENERGY_RMS_SE * FIT_SE);
+    double unit = w->cfg->no_energy ? 2 * FIT_SE : FIT_SE;
+    assert_true(worst_e <= ENERGY_WORST_SE * unit);
+    assert_true(rms_e <= ENERGY_RMS_SE * unit);
     assert_true(me <= (1 + PLAN_TOL) * te);
     assert_true(mt <= tt * (1 + PLAN_TOL));
     prs_profile_free(truth);
@@ -643,7 +646,10 @@ static void run_config(const config *cfg)
     if (!cfg->deny_below) assert_int_equal(clockf, 0);
     if (cfg->deny_below) assert_true(clockf >= RANKS); /* each refused at least once */
     if (cfg->stream) {
-        assert_true(at_plan >= 0.99 * busy);
+        /* A switch that is late by design runs half the time at the wrong clock (the
+         * host-side configuration: 54 %); on time, 99.4-100 % on an idle machine, 96.3-98.6 %
+         * beside other work (a host function that changes the clock runs late). */
+        assert_true(at_plan >= 0.96 * busy);
         double blocking = getenv("PRS_DEVTIME_PIN_BP") ? 83.64 : check_blocking(&w, st);
         prs_profile *meas = fetch_profile(&w);
         check_profile(&w, meas, blocking);
