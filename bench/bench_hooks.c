@@ -43,7 +43,7 @@ int main(int argc, char **argv)
     }
     printf("bench_hooks: sim backend, no device sync, no clock change, %d pairs per sample\n",
            HOOK_PAIRS);
-    int rc = hook_bench(c, samples);
+    int rc = hook_bench(c, samples, NULL, NULL);
     prs_client_free(c);
     prs_gpu_close(gpu);
     return rc;

@@ -7,7 +7,12 @@
  * enqueue (a mutex and a queue slot; a real driver's cuEventRecord costs a few hundred ns more).
  * The schedule is set in the client as the server would send it for the running phase, with the
  * clock alternating between two values at every computation, so every begin requests a change.
- * No server answers (the background thread sleeps).
+ * No server answers (the background thread sleeps). After each sample, untimed, the bench waits
+ * for the sample before it to have run on the stream, as a trainer synchronises once an iteration
+ * (a loss read back, an optimizer step) while the GPU works one iteration behind: a host that ran
+ * on unsynchronised would reach 53 pending host functions, where the driver itself holds
+ * cuEventRecord (an H100's does, and the fake models it), and the figure would be the fake
+ * stream's pace instead of our hooks' cost.
  *
  * A sample is the mean cost of one begin + end over a batch of 16 pairs (one iteration of 8
  * microbatches); iteration_end (which also resolves completed iterations) is sampled on its own.
@@ -42,6 +47,38 @@ static void set_schedule(prs_client *c)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* The trainer's synchronisation: an event recorded after each sample, and a wait for the one
+ * recorded after the sample before, so the stream holds at most two samples (32 host functions)
+ * and its thread is kept busy with the previous sample while the next one is timed. */
+typedef struct pacer {
+    int (*create)(void **, unsigned);
+    int (*record)(void *, void *);
+    int (*sync)(void *);
+    void *ev[2];
+    long n;
+} pacer;
+
+static int pacer_init(pacer *p, void *lib)
+{
+    void *c = dlsym(lib, "cuEventCreate"), *r = dlsym(lib, "cuEventRecord");
+    void *w = dlsym(lib, "cuEventSynchronize");
+    if (!c || !r || !w) return -1;
+    memcpy(&p->create, &c, sizeof c);
+    memcpy(&p->record, &r, sizeof r);
+    memcpy(&p->sync, &w, sizeof w);
+    p->n = 0;
+    return p->create(&p->ev[0], 0) || p->create(&p->ev[1], 0) ? -1 : 0;
+}
+
+static void pace(void *arg)
+{
+    pacer *p = arg;
+    int failed = p->record(p->ev[p->n % 2], NULL) != 0;
+    if (p->n > 0) failed |= p->sync(p->ev[(p->n + 1) % 2]) != 0;
+    p->n++;
+    if (failed) fprintf(stderr, "bench_stream_hooks: an event record or wait failed\n");
+}
+
 int main(int argc, char **argv)
 {
     int samples = argc > 1 ? atoi(argv[1]) : 5000;
@@ -54,7 +91,9 @@ int main(int argc, char **argv)
         return 2;
     }
     setenv("PRS_NVML_LIBRARY", nvml, 1);
-    if (!bench_cuda_context(cuda)) {
+    void *lib = bench_cuda_context(cuda);
+    pacer pc;
+    if (!lib || pacer_init(&pc, lib)) {
         fprintf(stderr, "bench_stream_hooks: no CUDA context from %s\n", cuda);
         return 1;
     }
@@ -80,7 +119,7 @@ int main(int argc, char **argv)
     printf("bench_stream_hooks: fake CUDA stream, a clock change before every computation, %d "
            "pairs per sample\n",
            HOOK_PAIRS);
-    int rc = hook_bench(c, samples);
+    int rc = hook_bench(c, samples, pace, &pc);
     prs_client_stats st;
     prs_client_get_stats(c, &st);
     printf("clock failures %ld\n", st.clock_failures);

@@ -34,9 +34,10 @@ static inline void hook_report(const char *what, double *v, int n)
 
 /* 100 batches of warm-up, then `samples` samples: the mean begin + end over a batch of
  * HOOK_PAIRS (forward and backward alternating) and, on its own, the iteration_end after it.
- * Prints median, p1 and p99 and the verdict against the target (median begin + end < 2 us);
- * returns 0 on PASS, 1 on MISS or when out of memory. */
-static inline int hook_bench(prs_client *c, int samples)
+ * settle (NULL: none) runs after each batch, untimed: a trainer's own synchronisation between
+ * iterations. Prints median, p1 and p99 and the verdict against the target (median begin + end
+ * < 2 us); returns 0 on PASS, 1 on MISS or when out of memory. */
+static inline int hook_bench(prs_client *c, int samples, void (*settle)(void *), void *arg)
 {
     double *pair = malloc(sizeof *pair * (size_t)samples);
     double *iter = malloc(sizeof *iter * (size_t)samples);
@@ -59,6 +60,7 @@ static inline int hook_bench(prs_client *c, int samples)
             pair[s] = (t1 - t0) / HOOK_PAIRS;
             iter[s] = t2 - t1;
         }
+        if (settle) settle(arg);
     }
     hook_report("begin + end", pair, samples);
     hook_report("iteration_end", iter, samples);
