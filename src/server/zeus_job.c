@@ -495,45 +495,79 @@ static void answer_clocks(zjob *j, zeus_req *r, const long *mhz, long round)
                     : zw_frequencies(r->rank, j->info.pp, k->pp, M, mhz));
 }
 
-/* Answer a rank from its v1 schedule. */
-static void serve_one(zeus_jobs *t, zjob *j, zeus_req *r)
+/* The v1 schedule of r's rank: the answer (NULL when none), its status into *st. */
+static json_t *fetch_one(zeus_jobs *t, zjob *j, const zeus_req *r, int *st)
 {
     char path[160];
     snprintf(path, sizeof path, "/v1/jobs/%s/schedule?rank=%ld", j->v1_id, r->rank);
     json_t *ans = NULL;
-    int st = v1(t, "GET", path, j->token, NULL, NULL, 0, &ans);
+    *st = v1(t, "GET", path, j->token, NULL, NULL, 0, &ans);
+    return ans;
+}
+
+/* Whether a v1 schedule tells the ranks to stop: the job done or failed, or past profiling with
+ * --zeus-profile-only. Writes the "[profiling-done]" detail into msg. */
+static int says_stop(const zeus_jobs *t, int st, json_t *ans, char *msg, size_t n)
+{
+    const char *phase = json_string_value(json_object_get(ans, "phase"));
+    if (st != 200 || !phase) return 0;
+    if (strcmp(phase, "done") == 0 || strcmp(phase, "failed") == 0)
+        snprintf(msg, n, "[profiling-done] the job is %s, so stop training", phase);
+    else if (t->cfg.zeus.profile_only && strcmp(phase, "profiling") != 0)
+        snprintf(msg, n, "[profiling-done] Profiling is done, so stop training!");
+    else
+        return 0;
+    return 1;
+}
+
+/* Answer a rank from its v1 schedule (st, ans). */
+static void serve_one(zjob *j, zeus_req *r, int st, json_t *ans)
+{
     const char *phase = json_string_value(json_object_get(ans, "phase"));
     json_t *clocks = json_object_get(ans, "clocks_mhz");
     long M = j->info.microbatches;
-    if (st != 200 || !phase) {
-        zeus_fail(r, 502, "the v1 schedule: %s", v1_message(ans));
-    } else if (strcmp(phase, "done") == 0 || strcmp(phase, "failed") == 0) {
-        zeus_fail(r, 500, "[profiling-done] the job is %s, so stop training", phase);
-    } else if (t->cfg.zeus.profile_only && strcmp(phase, "profiling") != 0) {
-        zeus_fail(r, 500, "[profiling-done] Profiling is done, so stop training!");
-    } else {
-        long mhz[2 * 4096];
-        size_t n = json_array_size(clocks);
-        for (long i = 0; i < 2 * M; i++) /* none yet (registering): the highest clock */
-            mhz[i] = n == (size_t)(2 * M) ? (long)json_integer_value(json_array_get(clocks, i))
-                                          : j->clocks_mhz[0];
-        json_t *rd = json_object_get(ans, "round");
-        answer_clocks(j, r, mhz,
-                      strcmp(phase, "profiling") == 0 && json_is_integer(rd)
-                          ? (long)json_integer_value(rd)
-                          : -1);
-    }
-    json_decref(ans);
+    if (st != 200 || !phase) return zeus_fail(r, 502, "the v1 schedule: %s", v1_message(ans));
+    long mhz[2 * 4096];
+    size_t n = json_array_size(clocks);
+    for (long i = 0; i < 2 * M; i++) /* none yet (registering): the highest clock */
+        mhz[i] = n == (size_t)(2 * M) ? (long)json_integer_value(json_array_get(clocks, i))
+                                      : j->clocks_mhz[0];
+    json_t *rd = json_object_get(ans, "round");
+    answer_clocks(
+        j, r, mhz,
+        strcmp(phase, "profiling") == 0 && json_is_integer(rd) ? (long)json_integer_value(rd) : -1);
 }
 
+/* Answer the barrier's ranks, all alike when one of their schedules says stop: the job can end
+ * between two ranks' schedules, and a rank told to go on would then wait in the next barrier
+ * for ranks that had stopped. */
 static void serve_waiting(zeus_jobs *t, zjob *j)
 {
+    long n = j->nwaiting;
     zeus_req *r = take_waiting(j);
+    json_t **ans = calloc((size_t)n, sizeof *ans);
+    int *st = calloc((size_t)n, sizeof *st);
+    char stop[128] = "";
+    long i = 0;
+    for (zeus_req *q = r; q && ans && st; q = q->next, i++) {
+        ans[i] = fetch_one(t, j, q, &st[i]);
+        if (!stop[0]) says_stop(t, st[i], ans[i], stop, sizeof stop);
+    }
+    i = 0;
     while (r) {
         zeus_req *next = r->next;
-        serve_one(t, j, r);
+        if (!ans || !st)
+            zeus_fail(r, 503, "out of memory");
+        else if (stop[0])
+            zeus_fail(r, 500, "%s", stop);
+        else
+            serve_one(j, r, st[i], ans[i]);
+        if (ans) json_decref(ans[i]);
         r = next;
+        i++;
     }
+    free(ans);
+    free(st);
 }
 
 /* The v1 job's phase and, when failed, its reason (into why). 0, or -1. */
