@@ -545,7 +545,7 @@ static void serve_waiting(zeus_jobs *t, zjob *j)
 {
     long n = j->nwaiting;
     zeus_req *r = take_waiting(j);
-    json_t **ans = calloc((size_t)n, sizeof *ans);
+    json_t **ans = calloc((size_t)n, sizeof(json_t *));
     int *st = calloc((size_t)n, sizeof *st);
     char stop[128] = "";
     long i = 0;
