@@ -131,6 +131,8 @@ struct prs_client {
 };
 
 /* hooks.c: schedules, clocks and order, shared by the measurement paths */
+/* One logfmt line on stderr: "ts=... level=LEVEL FMT..." (net.c). */
+void prs__client_log(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void prs__client_expect_free(prs_client *c);
 void prs__client_adopt_schedule(prs_client *c);
 int prs__client_planned_clock(const prs_client *c);

@@ -171,9 +171,7 @@ static void note_answer(prs_client *c, long status)
     pthread_mutex_unlock(&c->mu);
 }
 
-/* One logfmt line on stderr: "ts=... level=LEVEL FMT...". */
-static void log_line(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void log_line(const char *level, const char *fmt, ...)
+void prs__client_log(const char *level, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -198,7 +196,7 @@ static void refuse(prs_client *c, long status, json_t *reply)
         if (*q == '"') *q = '\'';
     snprintf(c->refused_msg, sizeof c->refused_msg, "%s", msg);
     atomic_store_explicit(&c->refused, PRS_ESERVER, memory_order_release);
-    log_line("error", "msg=\"%s\"", msg);
+    prs__client_log("error", "msg=\"%s\"", msg);
 }
 
 /* 1 registered, 0 not yet (no answer, or the server busy), -1 never (refused: refuse()). */

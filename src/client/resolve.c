@@ -53,6 +53,43 @@ static prs__client_round_fit *fit_of(prs_client *c, long round)
     return NULL;
 }
 
+/* A fit of n_kinds computation kinds and one more: other work (prs_client_other_begin), kind
+ * n_kinds. 0, or an error code. */
+static int new_fit(int n_kinds, prs__client_attrib **out)
+{
+    prs__client_attrib_opts o;
+    prs__client_attrib_opts_init(&o);
+    o.max_rel_se = FIT_MAX_REL_SE;
+    return prs__client_attrib_new(n_kinds + 1, &o, out);
+}
+
+/* Whether a solution has a power below zero by more than 3 standard errors: rows that contradict
+ * the physics (spoiled by a starved host or sampler) rather than too few of them, whose noise
+ * more rows average out. */
+static int spoiled(const double *pw, double idle, const prs__client_attrib_quality *q, int n)
+{
+    for (int k = 0; k < n; k++)
+        if (isfinite(pw[k]) && isfinite(q->kind_se_w[k]) && pw[k] + 3 * q->kind_se_w[k] < 0)
+            return 1;
+    return isfinite(idle) && isfinite(q->idle_se_w) && idle + 3 * q->idle_se_w < 0;
+}
+
+/* A round's fit that its round bound has passed and that is still rejected as spoiled starts
+ * again from the iterations after now, rather than hold the round's reports back for good. */
+static void restart_fit(prs__client_round_fit *f, const char *why)
+{
+    prs__client_attrib *fresh;
+    if (new_fit(f->n_kinds, &fresh)) return;
+    prs__client_log("warn",
+                    "msg=profiling_fit_restarted round=%ld restarts=%d after_s=%.1f why=\"%s\"",
+                    f->round, f->restarts + 1, f->t_last - f->t_first, why);
+    prs__client_attrib_free(f->fit);
+    f->fit = fresh;
+    f->fed = 0;
+    f->t_first = f->t_last = 0;
+    f->restarts++;
+}
+
 /* The fit of a profiling round, created on first use (the oldest is dropped past the limit). */
 static prs__client_round_fit *fit_for(prs_client *c, long round, int n_kinds)
 {
@@ -69,15 +106,11 @@ static prs__client_round_fit *fit_for(prs_client *c, long round, int n_kinds)
     }
     prs__client_attrib_free(d->fits[slot].fit);
     d->fits[slot].fit = NULL;
-    prs__client_attrib_opts o;
-    prs__client_attrib_opts_init(&o);
-    o.max_rel_se = FIT_MAX_REL_SE;
-    /* one more kind: other work (prs_client_other_begin), kind n_kinds */
-    if (prs__client_attrib_new(n_kinds + 1, &o, &d->fits[slot].fit)) return NULL;
+    if (new_fit(n_kinds, &d->fits[slot].fit)) return NULL;
     d->fits[slot].round = round;
     d->fits[slot].n_kinds = n_kinds;
     d->fits[slot].fed = 0;
-    d->fits[slot].throttled = d->fits[slot].below = 0;
+    d->fits[slot].throttled = d->fits[slot].below = d->fits[slot].restarts = 0;
     d->fits[slot].t_first = d->fits[slot].t_last = 0;
     return &d->fits[slot];
 }
@@ -469,6 +502,9 @@ static int build_report(prs_client *c, prs__client_pend *p, int force, prs__clie
         if (rc == PRS__CLIENT_ATTRIB_MORE && settled && rel_se > prs__client_dev_criterion(c))
             rc = 0;
         if (rc == 0 && !settled) rc = PRS__CLIENT_ATTRIB_MORE;
+        if (rc == PRS__CLIENT_ATTRIB_POOR && f->t_last - f->t_first >= c->dev->round_bound_s &&
+            spoiled(pw, idle, &q, f->n_kinds + 1))
+            restart_fit(f, q.why);
         it->fit_rel_se = rel_se;
         it->fit_criterion = prs__client_dev_criterion(c);
         if (rc == 0) return fill_windows(c, p, pw, idle, f->n_kinds, it);

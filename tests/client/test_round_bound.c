@@ -6,7 +6,12 @@
  * used to report nothing (its iterations waited for the fit, then were dropped when the FIFO
  * filled). With the round's bound shortened to 2 s of training, the rank reports iterations with
  * windows within 12 s of training, each carrying the fit's largest relative standard error and
- * the criterion, so the server can ask for more iterations at that clock and say why. */
+ * the criterion, so the server can ask for more iterations at that clock and say why.
+ *
+ * test_poor_fit_restarts: a round's fit that the round bound has passed and that is still
+ * rejected (here: 400 rows given to it that make the idle power -80 W, as rows spoiled by a
+ * starved host did beside a CPU-bound test) starts again from the iterations after it, and the
+ * round reports; it reported nothing, ever, before. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -81,12 +86,51 @@ static int reports(prs_client *c, double *rel_se, double *criterion)
     return n;
 }
 
-static void test_round_bound(void **state)
+/* Replace the round-1 fit's rows by 400 rows consistent with a forward of 100 W and an idle
+ * power of -80 W (seconds 1 to 41 of the host clock, before any real row). */
+static void poison_fit(prs_client *c)
 {
-    if (!cu_path || !nvml_path) {
-        prs_skip_input("no fake libcuda or NVML ($PRS_FAKE_CUDA, $PRS_FAKE_NVML)");
-        return;
+    pthread_mutex_lock(&c->mu);
+    prs__client_round_fit *f = NULL;
+    for (int i = 0; i < PRS__CLIENT_MAX_FITS; i++)
+        if (c->dev->fits[i].fit && c->dev->fits[i].round == 1) f = &c->dev->fits[i];
+    assert_non_null(f);
+    prs__client_attrib *a;
+    assert_int_equal(prs__client_attrib_new(f->n_kinds + 1, NULL, &a), 0);
+    double t = 1.0, e = 0;
+    assert_int_equal(prs__client_attrib_energy(a, t, t, e), 0);
+    for (int k = 0; k < 400; k++, t += 0.1) {
+        if (k % 2 == 0) { /* forward throughout: 10 J */
+            assert_int_equal(prs__client_attrib_busy(a, 0, t, t + 0.1), 0);
+            e += 10.0;
+        } else { /* forward for half, idle for half: 5 J - 4 J */
+            assert_int_equal(prs__client_attrib_busy(a, 0, t, t + 0.05), 0);
+            assert_int_equal(prs__client_attrib_known(a, t + 0.1), 0);
+            e += 1.0;
+        }
+        assert_int_equal(prs__client_attrib_energy(a, t + 0.1, t + 0.1, e), 0);
     }
+    prs__client_attrib_free(f->fit);
+    f->fit = a;
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* The round-1 fit's restarts (-1: no fit). */
+static int restarts(prs_client *c)
+{
+    int n = -1;
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < PRS__CLIENT_MAX_FITS; i++)
+        if (c->dev->fits[i].fit && c->dev->fits[i].round == 1) n = c->dev->fits[i].restarts;
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+/* One rank profiling at a mid clock with the round's bound at BOUND_S until a report with
+ * windows is queued or TRAIN_S of training passed; poison: poison_fit after the first iteration
+ * that made the fit. Checks the report and returns the fit's restarts. */
+static int run_round(int poison)
+{
     char dir[256];
     assert_int_equal(fake_dir_begin(dir, sizeof dir, "bound"), 0);
     CUcontext ctx;
@@ -114,10 +158,14 @@ static void test_round_bound(void **state)
     c->dev->round_bound_s = BOUND_S;
     set_profiling(c, mid);
     double rel_se = 0, criterion = 0, t0 = -1, trained_s = 0;
-    int iters = 0, got = 0;
+    int iters = 0, got = 0, poisoned = !poison;
     while (!got && trained_s < TRAIN_S) {
         run_iteration(c, cs, mid);
         iters++;
+        if (!poisoned && restarts(c) >= 0) {
+            poison_fit(c);
+            poisoned = 1;
+        }
         pthread_mutex_lock(&c->mu);
         double now = c->dev->chain_end; /* the last resolved iteration's end, host clock */
         pthread_mutex_unlock(&c->mu);
@@ -125,9 +173,10 @@ static void test_round_bound(void **state)
         if (t0 >= 0) trained_s = now - t0;
         got = reports(c, &rel_se, &criterion);
     }
+    int r = restarts(c);
     print_message("after %d iterations (%.1f s of training): %d reports with windows, the first's "
-                  "fit %.3g %% relative standard error (criterion %.3g %%)\n",
-                  iters, trained_s, got, 100 * rel_se, 100 * criterion);
+                  "fit %.3g %% relative standard error (criterion %.3g %%), %d restarts\n",
+                  iters, trained_s, got, 100 * rel_se, 100 * criterion, r);
     assert_true(got > 0);
     assert_true(rel_se > 0 && isfinite(rel_se));
     assert_true(criterion > 0 && criterion < 0.1);
@@ -136,6 +185,25 @@ static void test_round_bound(void **state)
     assert_int_equal(cu.cuCtxSetCurrent(NULL), CUDA_SUCCESS);
     assert_int_equal(cu.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
     fake_dir_end(dir, 1);
+    return r;
+}
+
+static void test_round_bound(void **state)
+{
+    if (!cu_path || !nvml_path) {
+        prs_skip_input("no fake libcuda or NVML ($PRS_FAKE_CUDA, $PRS_FAKE_NVML)");
+        return;
+    }
+    run_round(0);
+}
+
+static void test_poor_fit_restarts(void **state)
+{
+    if (!cu_path || !nvml_path) {
+        prs_skip_input("no fake libcuda or NVML ($PRS_FAKE_CUDA, $PRS_FAKE_NVML)");
+        return;
+    }
+    assert_true(run_round(1) >= 1);
 }
 
 static int setup(void **state)
@@ -156,6 +224,7 @@ static int setup(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_round_bound)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_round_bound),
+                                       cmocka_unit_test(test_poor_fit_restarts)};
     return prs_test_result(cmocka_run_group_tests(tests, setup, NULL));
 }
