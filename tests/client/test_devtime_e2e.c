@@ -365,8 +365,12 @@ static void check_profile(world *w, const prs_profile *meas, double blocking_w)
     int strict = getenv("PRS_DEVTIME_STRICT") && *getenv("PRS_DEVTIME_STRICT") == '1';
     assert_true(worst_e <= (strict ? ENERGY_WORST_SE * unit : ENERGY_WORST_LOADED));
     assert_true(rms_e <= (strict ? ENERGY_RMS_SE * unit : ENERGY_RMS_LOADED));
-    assert_true(me <= (1 + PLAN_TOL) * te);
-    assert_true(mt <= tt * (1 + PLAN_TOL));
+    /* Beside other work the plan's bound widens with the rows' own error: a plan sums the rows
+     * of one clock per computation, so their errors reach it in part (measured: 0.16-0.47 of
+     * the rms; power sampling at a 100 ms refresh in a clean CI run: rms 6.2 %, plan +1.26 %). */
+    double plan_tol = strict ? PLAN_TOL : fmax(PLAN_TOL, 0.5 * rms_e);
+    assert_true(me <= (1 + plan_tol) * te);
+    assert_true(mt <= tt * (1 + plan_tol));
     prs_profile_free(truth);
 }
 
