@@ -146,7 +146,7 @@ int ls_xfer_start(gen *g, xfer *x, int kind, int id, int method)
     return 0;
 }
 
-/* Hand every finished transfer to ls_on_done. Called after each socket action, so a completion is
+/* Hand every finished transfer to g->on_done. Called after each socket action, so a completion is
  * timed when curl finishes it, not after the rest of the epoll batch. */
 static void collect(gen *g)
 {
@@ -164,7 +164,7 @@ static void collect(gen *g)
         x->busy = 0;
         x->finished = 1;
         g->inflight--;
-        ls_on_done(g, x);
+        g->on_done(g, x);
     }
 }
 

@@ -104,7 +104,8 @@ struct gen {
     /* curl */
     CURLM *multi;
     int epfd;
-    double timer_at; /* curl's timeout; < 0: none */
+    double timer_at;                  /* curl's timeout; < 0: none */
+    void (*on_done)(gen *g, xfer *x); /* given every finished transfer (ls_on_done) */
     struct curl_slist *hdr_plain, *hdr_auth;
     xfer *pool;
     int npool, inflight;

@@ -125,6 +125,7 @@ int main(int argc, char **argv)
 {
     static gen G;
     gen *g = &G;
+    g->on_done = ls_on_done;
     char bin[1024];
     int st = ls_parse_options(g, argc, argv, bin, sizeof bin);
     if (st >= 0) return st;
