@@ -549,9 +549,9 @@ static void serve_waiting(zeus_jobs *t, zjob *j)
     int *st = calloc((size_t)n, sizeof *st);
     char stop[128] = "";
     long i = 0;
-    for (zeus_req *q = r; q && ans && st; q = q->next, i++) {
+    for (zeus_req *q = r; q && ans && st && !stop[0]; q = q->next, i++) { /* none after a stop */
         ans[i] = fetch_one(t, j, q, &st[i]);
-        if (!stop[0]) says_stop(t, st[i], ans[i], stop, sizeof stop);
+        says_stop(t, st[i], ans[i], stop, sizeof stop);
     }
     i = 0;
     while (r) {
