@@ -8,8 +8,9 @@
  * sleeps (as a GPU waits on a collective or on the host).
  *
  *   steady    each kind alone, back to back, for REF seconds, and the stream blocked for REF
- *             seconds: the power from the energy counter's change over the last three quarters
- *             (readings dated by the client's refresh fit), the reference for each kind
+ *             seconds: the median power of the counter's changes between readings over the
+ *             last three quarters (readings dated by the client's refresh fit), the reference
+ *             for each kind
  *   mixed     for SECONDS, computations of random kind and length (uniform in [MIN, MAX] ms),
  *             half of them after a blocked gap of up to MAX/2 ms, timed by events as the client
  *             times them (device times put on the host clock through a host function's note);
@@ -395,34 +396,83 @@ static void map_readings(run_ctx *r, int power)
                         : "not locked");
 }
 
-/* The mean power over [a, b] from the readings wholly inside it: the counter's change between
- * the first and the last over the time between them (at least 0.3 s), or the mean power
- * reading. NAN when there are too few. */
-static double steady_power(const run_ctx *r, int power, double a, double b)
+static int cmp_double(const void *a, const void *b)
 {
-    int first = -1, last = -1, n = 0;
-    double sum = 0;
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+#define STEADY_PIECE_S 0.05 /* the shortest piece of a steady run whose power is one estimate */
+#define STEADY_GAP_S 5e-4   /* an idle gap between a run's computations that spoils a piece */
+#define STEADY_LATE 1.1     /* a computation this many times the run's median had gaps inside */
+
+/* A steady run: computations [from, to) of t, those of work lasting at most late_s. */
+typedef struct run_span {
+    const timeline *t;
+    int from, to;
+    double late_s;
+} run_span;
+
+/* Whether the run kept the device busy throughout [x0, x1]: no gap between its computations,
+ * and none of work (a memset computation is many launches) lasting far past the others, as when
+ * a host held up on a loaded machine enqueued the next launch after the device ran dry. */
+static int busy_throughout(const run_span *s, double x0, double x1)
+{
+    const timeline *t = s->t;
+    double cover = x0;
+    for (int i = s->from; i < s->to && cover < x1; i++) {
+        if (t->t1[i] <= cover) continue;
+        if (t->t0[i] > cover + STEADY_GAP_S) return 0;
+        if (t->t1[i] - t->t0[i] > s->late_s) return 0;
+        cover = t->t1[i];
+    }
+    return cover >= x1;
+}
+
+/* The power over [a, b] from the readings wholly inside it: the median over pieces of at least
+ * STEADY_PIECE_S between readings of the counter's change over the time between them (at least
+ * three pieces), or the median power reading. A median, not the change from the first reading to
+ * the last: one reading dated or integrated wrong (a sampler or a driver held up on a loaded
+ * machine) moves one piece, not the reference. Pieces (power readings) where the device was not
+ * busy with the run throughout (busy_throughout) count for nothing. NAN when there are too few. */
+static double steady_power(const run_ctx *r, int power, const run_span *s, double a, double b)
+{
+    static double v[MAX_SAMPLES];
+    int n = 0, from = -1;
     for (int i = 0; i < r->n_got; i++) {
         const prs__client_sample *x = &r->got[i];
         if (x->t_lo < a || x->t_hi > b) continue;
-        if (first < 0) first = i;
-        last = i;
-        sum += x->value;
-        n++;
+        if (power) {
+            if (busy_throughout(s, x->t_lo, x->t_hi)) v[n++] = x->value;
+            continue;
+        }
+        if (from < 0) {
+            from = i;
+            continue;
+        }
+        const prs__client_sample *y = &r->got[from];
+        double dt = 0.5 * (x->t_lo + x->t_hi) - 0.5 * (y->t_lo + y->t_hi);
+        if (dt < STEADY_PIECE_S) continue;
+        if (busy_throughout(s, y->t_lo, x->t_hi)) v[n++] = (x->value - y->value) / dt;
+        from = i;
     }
-    if (power) return n ? sum / n : NAN;
-    if (first < 0) return NAN;
-    const prs__client_sample *x = &r->got[first], *y = &r->got[last];
-    double dt = 0.5 * (y->t_lo + y->t_hi) - 0.5 * (x->t_lo + x->t_hi);
-    return dt >= 0.3 ? (y->value - x->value) / dt : NAN;
+    if (n < (power ? 1 : 3)) return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* The steady power of a reference run in t[from, to): its last three quarters. */
 static double reference(const run_ctx *r, int power, const timeline *t, int from, int to)
 {
     if (to <= from) return NAN;
+    static double d[MAX_SAMPLES];
+    int n = 0;
+    for (int i = from; i < to && n < MAX_SAMPLES; i++)
+        if (t->kind[i] >= 0) d[n++] = t->t1[i] - t->t0[i];
+    qsort(d, (size_t)n, sizeof *d, cmp_double);
+    run_span s = {t, from, to, n ? STEADY_LATE * d[n / 2] : INFINITY};
     double a = t->t0[from], b = t->t1[to - 1];
-    return steady_power(r, power, a + 0.25 * (b - a), b);
+    return steady_power(r, power, &s, a + 0.25 * (b - a), b);
 }
 
 /* The fit's unknowns: with a head length H > 0, the first H of each computation and of each

@@ -5,9 +5,10 @@
  *   - a continuous counter (the value changes at nearly every read): the value is the one at the
  *     read, the bracket's end;
  *   - a counter refreshed periodically (every 10-100 ms on current GPUs): the refresh instants
- *     are phase + k * period; fitted by least squares to the brackets' midpoints, they fall
- *     inside the brackets (checked), and then give each value's instant to a fraction of a
- *     millisecond where the bracket only gives it to one poll period.
+ *     are phase + k * period; the period and phase that the brackets allow (a weighted line
+ *     through their middles, then the middle of what their ends allow), checked to fall inside
+ *     them, give each value's instant (the latest refresh before the bracket's end) to a fraction
+ *     of a millisecond where the bracket only gives it to one poll period.
  * Otherwise (irregular refreshes, too few readings yet) the bracket stands. Readings go through
  * prs__client_refresh_map in time order; it narrows [*lo, *hi] to [t, t] when it can. */
 #ifndef PRS_CLIENT_REFRESH_H
@@ -20,7 +21,7 @@ typedef struct prs__client_refresh {
     int head, len;        /* recent brackets, a ring */
     int since_fit;        /* brackets since the last fit */
     int contiguous;       /* of the recent brackets, those that began at the previous one's end */
-    double period, phase; /* the fitted refresh instants (period 0: none) */
+    double period, phase; /* the fitted refresh instants (period 0: none); phase is one of them */
     int locked;           /* the fit held for the recent brackets */
 } prs__client_refresh;
 
