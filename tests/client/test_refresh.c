@@ -33,7 +33,7 @@ static double unif(uint64_t *s) /* [0, 1) */
 }
 
 typedef struct run_stats {
-    int locked_at_end, mapped, late;
+    int locked_at_end, mapped, late, after;            /* after: brackets after the first 128 */
     double period, worst_err_s, worst_late_s, sq_late; /* of every change mapped; after 128 */
 } run_stats;
 
@@ -59,6 +59,7 @@ static run_stats run(uint64_t seed, int n, double period, double held)
             hi = lo + poll;
         }
         prs__client_refresh_map(&f, &lo, &hi);
+        st.after += k >= 128;
         if (lo != hi) continue;
         st.mapped++;
         st.worst_err_s = fmax(st.worst_err_s, fabs(lo - t));
@@ -89,8 +90,14 @@ static void test_regular_polls(void **state)
 static void test_held_up_reads(void **state)
 {
     (void)state;
+    int late = 0, after = 0;
+    double sq = 0, worst = 0;
     for (uint64_t seed = 1; seed <= 20; seed++) {
         run_stats st = run(seed, 300, 0.100, 0.08);
+        late += st.late;
+        after += st.after;
+        sq += st.sq_late;
+        worst = fmax(worst, st.worst_late_s);
         double rms = sqrt(st.sq_late / st.late);
         if (!st.locked_at_end || fabs(st.period - 0.100) >= 1e-5 || st.worst_late_s >= 1e-3 ||
             rms >= 3e-4)
@@ -105,6 +112,9 @@ static void test_held_up_reads(void **state)
         assert_true(st.worst_late_s < 1e-3);
         assert_true(rms < 3e-4);
     }
+    print_message("held-up reads, 20 runs: after 128 refreshes %.1f %% of the changes dated, rms "
+                  "%.3f ms, worst %.3f ms\n",
+                  100.0 * late / after, 1e3 * sqrt(sq / late), 1e3 * worst);
 }
 
 /* A counter with a 10 ms refresh polled every 1-3 ms, a few reads held up past a period: a held-up
