@@ -204,7 +204,7 @@ void prs__client_refresh_map(prs__client_refresh *r, double *lo, double *hi)
     /* at every bracket while the window is young (a fit of few brackets may be off by a few
      * tenths of a millisecond a period, and then dates the next ones a few milliseconds off),
      * then every FIT_EVERY (a fit of 64 brackets 10 ms wide may still be a hundredth of a
-     * millisecond a period off: 0.3 ms after 32; about 65 us of CPU a bracket on average) */
+     * millisecond a period off: 0.3 ms after 32) */
     int every = r->len < FIT_YOUNG ? 1 : FIT_EVERY;
     if (r->len >= FIT_MIN && r->since_fit >= every) fit(r);
     if (r->contiguous) {
