@@ -104,15 +104,16 @@ static int best_phase(const prs__client_refresh *r, const double *k, double p, d
                       double *len)
 {
     edge e[2 * PRS__CLIENT_REFRESH_WINDOW];
+    int n = 0;
     for (int i = 0; i < r->len; i++) {
-        e[2 * i] = (edge){lo_at(r, i) - k[i] * p - SLACK_S, +1};
-        e[2 * i + 1] = (edge){hi_at(r, i) - k[i] * p + SLACK_S, -1};
+        e[n++] = (edge){lo_at(r, i) - k[i] * p - SLACK_S, +1};
+        e[n++] = (edge){hi_at(r, i) - k[i] * p + SLACK_S, -1};
     }
-    qsort(e, (size_t)(2 * r->len), sizeof *e, cmp_edge);
+    qsort(e, (size_t)n, sizeof *e, cmp_edge);
     int cover = 0, best = -1;
     *len = 0;
-    *phase = e[0].x;
-    for (int j = 0; j + 1 < 2 * r->len; j++) {
+    *phase = n ? e[0].x : 0;
+    for (int j = 0; j + 1 < n; j++) {
         cover += e[j].d;
         double l = e[j + 1].x - e[j].x;
         if (cover > best || (cover == best && l > *len)) {
@@ -168,7 +169,7 @@ static void fit(prs__client_refresh *r)
     if (r->contiguous) return; /* the value changes at every read: it is the read's value */
     double p0 = median_gap(r), p1, ph1;
     if (!(p0 > 0)) return;
-    double k[PRS__CLIENT_REFRESH_WINDOW];
+    double k[PRS__CLIENT_REFRESH_WINDOW] = {0};
     number(r, p0, k);
     if (!weighted_line(r, k, p0, &p1, &ph1)) return;
     /* numbered again by the line, the latest bracket's 0: the phase is the latest refresh,
@@ -177,7 +178,7 @@ static void fit(prs__client_refresh *r)
     for (int i = 0; i < r->len; i++)
         k[i] = nearbyint((0.5 * (lo_at(r, i) + hi_at(r, i)) - ph1) / p1) - k_last;
     ph1 += k_last * p1;
-    double widths[PRS__CLIENT_REFRESH_WINDOW];
+    double widths[PRS__CLIENT_REFRESH_WINDOW] = {0};
     for (int i = 0; i < r->len; i++)
         widths[i] = hi_at(r, i) - lo_at(r, i);
     qsort(widths, (size_t)r->len, sizeof *widths, cmp_double);
