@@ -12,7 +12,7 @@
 #define HOLD_SHARE 0.9    /* share of brackets a fit must fall in */
 #define MIN_WIDTH_S 1e-4  /* a bracket counts as at least this wide in the weighted line */
 #define ANCHOR_SHARE 0.25 /* a bracket at most this share of a period wide anchors numbering */
-#define SEARCH_STEPS 8    /* grid points of the period search on each side of its centre */
+#define SEARCH_STEPS 40   /* steps of the searches for a period (each halves or more) */
 
 void prs__client_refresh_init(prs__client_refresh *r)
 {
@@ -86,78 +86,132 @@ static int weighted_line(const prs__client_refresh *r, const double *k, double p
     return *period > 0;
 }
 
-typedef struct edge {
-    double x;
-    int d; /* +1 an interval opens, -1 one closes */
-} edge;
+/* The brackets numbered for the search; the ones dropped as contradicting the others are off. */
+typedef struct numbered {
+    double lo[PRS__CLIENT_REFRESH_WINDOW], hi[PRS__CLIENT_REFRESH_WINDOW];
+    double k[PRS__CLIENT_REFRESH_WINDOW];
+    int off[PRS__CLIENT_REFRESH_WINDOW];
+    int n;
+} numbered;
 
-static int cmp_edge(const void *a, const void *b)
+/* For period p, the phases (instants of refresh number 0) that every bracket on allows:
+ * [*from, *to], each bracket allowing [lo - k p, hi - k p] widened by SLACK_S. Returns the
+ * stretch's length (negative when the brackets contradict each other at p), and in *tight_lo,
+ * *tight_hi the brackets that bound it. */
+static double allowed(const numbered *b, double p, double *from, double *to, int *tight_lo,
+                      int *tight_hi)
 {
-    const edge *x = a, *y = b;
-    return x->x < y->x ? -1 : x->x > y->x ? 1 : y->d - x->d; /* opens before closes */
+    double a = -INFINITY, z = INFINITY;
+    *tight_lo = *tight_hi = 0;
+    for (int i = 0; i < b->n; i++) {
+        if (b->off[i]) continue;
+        double x = b->lo[i] - b->k[i] * p, y = b->hi[i] - b->k[i] * p;
+        if (x > a) a = x, *tight_lo = i;
+        if (y < z) z = y, *tight_hi = i;
+    }
+    *from = a - SLACK_S;
+    *to = z + SLACK_S;
+    return *to - *from;
 }
 
-/* For period p: the phase (the instant of refresh number 0) that the most brackets allow, each
- * bracket k[i] allowing [lo - k p, hi - k p] (with SLACK_S); the middle of the longest stretch
- * allowed by that many. Returns the count, *len the stretch's length. */
-static int best_phase(const prs__client_refresh *r, const double *k, double p, double *phase,
-                      double *len)
+static double stretch(const numbered *b, double p)
 {
-    edge e[2 * PRS__CLIENT_REFRESH_WINDOW];
-    int n = 0;
+    double a, z;
+    int i, j;
+    return allowed(b, p, &a, &z, &i, &j);
+}
+
+/* The period in [lo, hi] where the stretch of allowed phases is longest (it is concave in the
+ * period: the least of lines less the greatest): golden-section search. */
+static double longest(const numbered *b, double lo, double hi)
+{
+    const double g = 0.6180339887498949;
+    double x1 = hi - g * (hi - lo), x2 = lo + g * (hi - lo);
+    double f1 = stretch(b, x1), f2 = stretch(b, x2);
+    for (int it = 0; it < SEARCH_STEPS; it++) {
+        if (f1 < f2) {
+            lo = x1, x1 = x2, f1 = f2;
+            x2 = lo + g * (hi - lo), f2 = stretch(b, x2);
+        } else {
+            hi = x2, x2 = x1, f2 = f1;
+            x1 = hi - g * (hi - lo), f1 = stretch(b, x1);
+        }
+    }
+    return 0.5 * (lo + hi);
+}
+
+/* Where the stretch falls to nothing between in (some left) and out (none): bisection. */
+static double edge_of(const numbered *b, double in, double out)
+{
+    for (int it = 0; it < SEARCH_STEPS; it++) {
+        double m = 0.5 * (in + out);
+        if (stretch(b, m) >= 0)
+            in = m;
+        else
+            out = m;
+    }
+    return in;
+}
+
+/* The period near p1 (within +-span, widened when the brackets allow more) and its phase that the
+ * brackets allow: the middle of the periods that every bracket on allows, and the middle of that
+ * period's phases (where the longest stretch of phases sits at a corner of what they allow).
+ * Brackets that contradict the others (a refresh numbered wrong, a value dated wrong) go off, the
+ * two that bind where the stretch is longest, at most a tenth of them. 0 when none is left. */
+static int search(numbered *b, double p1, double span, double *period, double *phase)
+{
+    for (int dropped = 0;;) {
+        double lo = p1 - span, hi = p1 + span, best = longest(b, lo, hi), a, z;
+        int i, j;
+        if (allowed(b, best, &a, &z, &i, &j) < 0) {
+            if (dropped + 2 > b->n / 10) return 0;
+            b->off[i] = b->off[j] = 1;
+            dropped += 2;
+            continue;
+        }
+        for (int w = 0; w < 4 && (stretch(b, lo) >= 0 || stretch(b, hi) >= 0); w++)
+            lo = best - 4 * (best - lo), hi = best + 4 * (hi - best);
+        *period = 0.5 * (edge_of(b, best, lo) + edge_of(b, best, hi));
+        allowed(b, *period, &a, &z, &i, &j);
+        *phase = 0.5 * (a + z);
+        return 1;
+    }
+}
+
+/* The refresh instant a bracket's value was taken at by the fit: the latest before its end, or
+ * one just past it within the slack; NAN when none falls in the bracket. */
+static double instant(double period, double phase, double lo, double hi)
+{
+    double t = phase + floor((hi - phase) / period) * period;
+    if (t < lo - SLACK_S) t += period;
+    return t < lo - SLACK_S || t > hi + SLACK_S ? NAN : t;
+}
+
+/* Numbers the brackets by the line (p1, *ph1), the latest one's 0, and moves *ph1 to it: the
+ * phase is the latest refresh, what the next brackets are dated from. Returns the brackets'
+ * median width. */
+static double renumber(const prs__client_refresh *r, double p1, double *ph1, numbered *b)
+{
+    double k_last = nearbyint((0.5 * (lo_at(r, r->len - 1) + hi_at(r, r->len - 1)) - *ph1) / p1);
+    *ph1 += k_last * p1;
+    double w[PRS__CLIENT_REFRESH_WINDOW] = {0};
+    b->n = r->len;
     for (int i = 0; i < r->len; i++) {
-        e[n++] = (edge){lo_at(r, i) - k[i] * p - SLACK_S, +1};
-        e[n++] = (edge){hi_at(r, i) - k[i] * p + SLACK_S, -1};
+        b->lo[i] = lo_at(r, i);
+        b->hi[i] = hi_at(r, i);
+        b->k[i] = nearbyint((0.5 * (b->lo[i] + b->hi[i]) - *ph1) / p1);
+        b->off[i] = 0;
+        w[i] = b->hi[i] - b->lo[i];
     }
-    qsort(e, (size_t)n, sizeof *e, cmp_edge);
-    int cover = 0, best = -1;
-    *len = 0;
-    *phase = n ? e[0].x : 0;
-    for (int j = 0; j + 1 < n; j++) {
-        cover += e[j].d;
-        double l = e[j + 1].x - e[j].x;
-        if (cover > best || (cover == best && l > *len)) {
-            best = cover;
-            *len = l;
-            *phase = 0.5 * (e[j].x + e[j + 1].x);
-        }
-    }
-    return best;
-}
-
-/* The period near p1 (within +-span) and its phase that the most brackets allow: of the periods
- * of a grid that the most allow, the middle one, then the same on a finer grid over them (the
- * middle of what the brackets allow, where the longest stretch of phases sits at a corner). */
-static int search(const prs__client_refresh *r, const double *k, double p1, double span,
-                  double *period, double *phase)
-{
-    int best = -1;
-    double lo = p1 - span, hi = p1 + span;
-    for (int level = 0; level < 2; level++) {
-        double step = (hi - lo) / (2 * SEARCH_STEPS), first = lo, last = lo;
-        best = -1;
-        for (int j = 0; j <= 2 * SEARCH_STEPS; j++) {
-            double p = lo + step * j, ph, len;
-            int n = best_phase(r, k, p, &ph, &len);
-            if (n > best)
-                best = n, first = last = p;
-            else if (n == best)
-                last = p;
-        }
-        lo = first - step;
-        hi = last + step;
-        *period = 0.5 * (first + last);
-    }
-    double len;
-    best = best_phase(r, k, *period, phase, &len);
-    return best;
+    qsort(w, (size_t)r->len, sizeof *w, cmp_double);
+    return w[r->len / 2];
 }
 
 /* The refresh instants phase + k * period that fall in the most brackets: a first period from
  * the median gap, the brackets numbered by it, a weighted line through their middles, then the
  * period and phase near it that the brackets themselves allow (a middle is off by up to half its
- * bracket; the brackets' ends are what is known). Locked when the instants fall in (nearly) every
- * bracket. */
+ * bracket; the brackets' ends are what is known). Locked when the instants fall in
+ * (nearly) every bracket. */
 static void fit(prs__client_refresh *r)
 {
     r->since_fit = 0;
@@ -172,21 +226,15 @@ static void fit(prs__client_refresh *r)
     double k[PRS__CLIENT_REFRESH_WINDOW] = {0};
     number(r, p0, k);
     if (!weighted_line(r, k, p0, &p1, &ph1)) return;
-    /* numbered again by the line, the latest bracket's 0: the phase is the latest refresh,
-     * what the next brackets are dated from */
-    double k_last = nearbyint((0.5 * (lo_at(r, r->len - 1) + hi_at(r, r->len - 1)) - ph1) / p1);
-    for (int i = 0; i < r->len; i++)
-        k[i] = nearbyint((0.5 * (lo_at(r, i) + hi_at(r, i)) - ph1) / p1) - k_last;
-    ph1 += k_last * p1;
-    double widths[PRS__CLIENT_REFRESH_WINDOW] = {0};
-    for (int i = 0; i < r->len; i++)
-        widths[i] = hi_at(r, i) - lo_at(r, i);
-    qsort(widths, (size_t)r->len, sizeof *widths, cmp_double);
-    double k_span = -k[0];
+    numbered b = {.n = 0};
+    double median_w = renumber(r, p1, &ph1, &b), k_span = -b.k[0];
     if (!(k_span > 0)) return;
     /* over the window, a period off by this much moves the last instant one median width */
-    double span = (widths[r->len / 2] + MIN_WIDTH_S) / k_span, period = p1, phase = ph1;
-    int inside = search(r, k, p1, span, &period, &phase);
+    double span = (median_w + MIN_WIDTH_S) / k_span, period = p1, phase = ph1;
+    if (!search(&b, p1, span, &period, &phase)) return;
+    int inside = 0;
+    for (int i = 0; i < r->len; i++)
+        inside += !isnan(instant(period, phase, lo_at(r, i), hi_at(r, i)));
     r->locked = inside >= HOLD_SHARE * r->len;
     r->period = period;
     r->phase = phase;
@@ -215,9 +263,8 @@ void prs__client_refresh_map(prs__client_refresh *r, double *lo, double *hi)
     if (!r->locked) return;
     /* the value read at the bracket's end is the latest refresh's: a bracket that spans two (a
      * read held up for more than a period) dates its value at the second */
-    double t = r->phase + floor((*hi - r->phase) / r->period) * r->period;
-    if (t < *lo - SLACK_S) t += r->period; /* just past the end, within the fit's slack */
-    if (t < *lo - SLACK_S || t > *hi + SLACK_S) return; /* the fit misses this one */
+    double t = instant(r->period, r->phase, *lo, *hi);
+    if (isnan(t)) return; /* the fit misses this one */
     t = t < *lo ? *lo : t > *hi ? *hi : t;
     *lo = *hi = t;
 }
