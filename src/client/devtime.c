@@ -67,6 +67,7 @@ static int open_anchor(prs_client *c, prs__client_pend *p)
     prs__client_hostcall *h = prs__client_call_get(c);
     /* Measure only: the clock read now is the iteration's tag (-1: unknown, no windows). */
     if (h) h->mhz = c->ctl ? 0 : prs__client_local_clock(c);
+    if (h) h->enq_s = prs_mono_s();
     int rc = enqueue_call(c, h, on_anchor);
     if (rc) return rc;
     p->anchor = h;
@@ -278,6 +279,7 @@ int prs__client_dev_iteration_end(prs_client *c, double wall_s)
         return rc;
     }
     p->end = next->start;
+    p->end_anchor = next->anchor;
     p->wall_s = wall_s;
     p->bad_order = c->bad_order;
     p->phase_reportable = prs__client_phase_reports(c);

@@ -23,6 +23,7 @@ typedef struct prs__client_hostcall {
     int before_op;   /* an iteration's closing changes: how many of its computations came
                       * before it in the stream */
     double host_s;   /* anchors: CLOCK_MONOTONIC when it ran */
+    double enq_s;    /* anchors: CLOCK_MONOTONIC when it was enqueued */
     atomic_int done; /* set (release) when it ran */
     struct prs__client_hostcall *next; /* free list */
 } prs__client_hostcall;
@@ -49,11 +50,13 @@ typedef struct prs__client_pend {
     int clock_checked; /* 1: its clock readings checked (resolve.c, check_clock); 2: one off */
     prs_event *start, *end;
     prs__client_hostcall *anchor;
-    prs__client_hostcall *closing; /* clock changes no computation carries, in stream order */
+    prs__client_hostcall *end_anchor; /* the next one's anchor, before end (it owns both) */
+    prs__client_hostcall *closing;    /* clock changes no computation carries, in stream order */
     int n_ops, cap_ops;
     prs__client_devop *ops;
     /* filled when resolved */
     double t_start, t_end; /* host clock */
+    int drained;           /* the stream ran dry before the host ended it (resolve.c) */
     double *op_t0, *op_t1; /* host clock, n_ops each (one allocation) */
     int *op_clock;
     struct prs__client_pend *next;

@@ -33,6 +33,10 @@
 /* Beyond this gap between an iteration's anchor and the previous iteration's end the anchor
  * wins (a skipped iteration, a clock step). */
 #define CHAIN_DRIFT_S 1e-3
+/* An iteration's end anchor that ran within this of its enqueueing found the stream empty (a
+ * host function on an idle stream runs in tens of microseconds on an H100; one with work ahead
+ * runs after it): the GPU had run dry before the host ended the iteration. */
+#define DRAINED_S 1e-3
 
 void prs__client_dev_push(prs_client *c, prs__client_pend *p)
 {
@@ -270,6 +274,11 @@ static int resolve_times(prs_client *c, prs__client_pend *p)
     if (!c->ctl || (d->eff_mhz < 0 && p->anchor->in_effect >= 0)) d->eff_mhz = p->anchor->in_effect;
     p->t_end = base + elapsed(c, p->start, p->end);
     d->chain_end = p->t_end;
+    /* The stream reached the iteration's end about as soon as the host enqueued it: it had run
+     * dry, and the GPU idled for some of the time since the last work the host gave it. */
+    const prs__client_hostcall *e = p->end_anchor;
+    p->drained = e && atomic_load_explicit(&e->done, memory_order_acquire) &&
+                 e->host_s - e->enq_s < DRAINED_S;
     p->op_t0 = malloc(sizeof(double) * (size_t)(2 * p->n_ops + 1));
     p->op_clock = malloc(sizeof(int) * (size_t)(p->n_ops + 1));
     if (!p->op_t0 || !p->op_clock) return PRS_ENOMEM;
@@ -344,8 +353,13 @@ static void feed(prs_client *c, prs__client_pend *p)
             prs__client_local_count(c, kind, p->op_clock[i], t1 - t0);
         floor_t = t1;
     }
-    if (tail_is_other(c, p) && p->t_end > floor_t)
-        prs__client_attrib_busy(f->fit, f->n_kinds, floor_t, p->t_end);
+    /* a tail the GPU idled in for a while nobody knows is no sample of the other work's power */
+    if (tail_is_other(c, p) && p->t_end > floor_t) {
+        if (p->drained)
+            prs__client_attrib_unknown(f->fit, floor_t, p->t_end);
+        else
+            prs__client_attrib_busy(f->fit, f->n_kinds, floor_t, p->t_end);
+    }
     prs__client_attrib_known(f->fit, p->t_end);
     if (c->opts.measure_only) prs__client_local_iteration(c);
 }
