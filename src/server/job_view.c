@@ -311,6 +311,7 @@ json_t *job_status_json(const job *j)
             json_t *pj = json_pack(
                 "{s:i, s:I, s:s, s:I}", "dp", d, "plan_id", (json_int_t)p->plan_id, "straggler",
                 job_straggler_name(p->straggler), "iterations", (json_int_t)p->iterations);
+            json_object_set_new(pj, "judged_iteration", json_integer(p->last_iteration));
             if (p->straggler)
                 json_object_set_new(pj, "straggler_time_s", json_real(p->straggler_time_s));
             json_object_set_new(pj, "reported", reported_json(p));
