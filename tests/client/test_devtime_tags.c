@@ -26,6 +26,7 @@
 #include "client_int.h"
 #include "fake_cuda.h"
 #include "fake_dir.h"
+#include "stream_client.h"
 #include "perseus/clock.h"
 #include "perseus/client.h"
 #include "perseus/gpu.h"
@@ -36,25 +37,6 @@
 
 static fakecu_api cu;
 static const char *cu_path, *nvml_path;
-
-/* Profiling at mhz in round 1, as if the server had sent it. */
-static void set_profiling(prs_client *c, int mhz)
-{
-    pthread_mutex_lock(&c->mu);
-    prs__client_schedule *s = &c->latest;
-    free(s->clocks);
-    memset(s, 0, sizeof *s);
-    snprintf(s->phase, sizeof s->phase, "profiling");
-    s->round = 1;
-    s->plan_id = -1;
-    s->from_iteration = -1;
-    s->n = 1;
-    s->clocks = malloc(sizeof(int));
-    assert_non_null(s->clocks);
-    s->clocks[0] = mhz;
-    atomic_fetch_add(&c->latest_version, 1);
-    pthread_mutex_unlock(&c->mu);
-}
 
 /* Two forwards and two backwards on stream cs, each a tracked kernel planned at mhz: 0, or the
  * first hook's error (no assertion: the caller may have a daemon to wake up first). */
@@ -93,40 +75,15 @@ static void count_tags(prs_client *c, int mhz, int *iters, int *at, int *other)
     pthread_mutex_unlock(&c->mu);
 }
 
-/* A client on a new stream of device 0 with a private perseus-gpud; *mid: a mid clock. */
+/* A client on a new stream of device 0 (stream_client.h); *mid: a mid clock. */
 static prs_client *open_client(CUstream *cs, int *mid)
 {
-    CUcontext ctx;
-    assert_int_equal(cu.cuInit(0), CUDA_SUCCESS);
-    assert_int_equal(cu.cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
-    assert_int_equal(cu.cuCtxSetCurrent(ctx), CUDA_SUCCESS);
-    assert_int_equal(cu.cuStreamCreate(cs, 0), CUDA_SUCCESS);
-    prs_client_opts o;
-    prs_client_opts_init(&o);
-    o.server_url = "http://127.0.0.1:9"; /* nobody: the reports stay queued */
-    o.job_id = "job";
-    o.token = "token";
-    o.use_stream = 1;
-    o.stream = (uintptr_t)*cs;
-    o.controller = PRS_CLOCKCTL_PROCESS;
-    o.warmup_iterations = 0;
-    o.cuda_library = cu_path;
-    prs_client *c;
-    prs_error e;
-    if (prs_client_new(&o, &c, &e)) fail_msg("prs_client_new: %s", e.msg);
+    prs_client *c = stream_client_open(&cu, cu_path, cs);
     int clocks[256], n = 0;
     assert_int_equal(prs_gpu_clocks(c->gpu, clocks, 256, &n), 0);
     *mid = clocks[n / 2];
     assert_true(*mid < c->f_max_mhz);
     return c;
-}
-
-static void close_client(prs_client *c, CUstream cs)
-{
-    prs_client_free(c);
-    assert_int_equal(cu.cuStreamDestroy(cs), CUDA_SUCCESS);
-    assert_int_equal(cu.cuCtxSetCurrent(NULL), CUDA_SUCCESS);
-    assert_int_equal(cu.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
 }
 
 /* One case: a client profiling at a mid clock, first(c, cs, mid) making its first iteration, then
@@ -144,7 +101,7 @@ static void run_case(const char *name, void (*first)(prs_client *, CUstream, int
     CUstream cs;
     int mid, iters, at, other;
     prs_client *c = open_client(&cs, &mid);
-    set_profiling(c, mid);
+    stream_client_set_profiling(c, mid);
     first(c, cs, mid);
     int n = 1;
     for (iters = 0; iters < ITERS / 2 && n < ITERS_MAX; n++) {
@@ -156,7 +113,7 @@ static void run_case(const char *name, void (*first)(prs_client *, CUstream, int
                   name, n, iters, at, mid, other);
     assert_true(iters >= ITERS / 2);
     assert_int_equal(other, 0);
-    close_client(c, cs);
+    stream_client_close(&cu, c, cs);
     fake_dir_end(dir, 1);
 }
 
@@ -209,7 +166,7 @@ static void test_stream_not_held(void **state)
     CUstream cs;
     int mid;
     prs_client *c = open_client(&cs, &mid);
-    set_profiling(c, mid);
+    stream_client_set_profiling(c, mid);
     pid_t helper = (pid_t)prs_clockctl_pid(c->ctl);
     assert_true(helper > 0);
     kill(helper, SIGSTOP);
@@ -226,7 +183,7 @@ static void test_stream_not_held(void **state)
     assert_true(p->n_ops == 4);
     for (int i = 0; i < p->n_ops; i++)
         assert_int_equal(p->op_clock[i], mid);
-    close_client(c, cs);
+    stream_client_close(&cu, c, cs);
     fake_dir_end(dir, 1);
 }
 
@@ -244,7 +201,7 @@ static void test_default_clock_untagged(void **state)
     CUstream cs;
     int mid;
     prs_client *c = open_client(&cs, &mid);
-    set_profiling(c, 0);
+    stream_client_set_profiling(c, 0);
     run_iteration(c, cs, c->f_max_mhz);
     prs__client_pend *p = c->dev->head;
     assert_non_null(p);
@@ -252,7 +209,7 @@ static void test_default_clock_untagged(void **state)
     assert_true(p->resolved && p->n_ops == 4);
     for (int i = 0; i < p->n_ops; i++)
         assert_int_equal(p->op_clock[i], -1);
-    close_client(c, cs);
+    stream_client_close(&cu, c, cs);
     fake_dir_end(dir, 1);
 }
 

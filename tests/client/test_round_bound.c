@@ -28,6 +28,7 @@
 #include "client_int.h"
 #include "fake_cuda.h"
 #include "fake_dir.h"
+#include "stream_client.h"
 #include "perseus/client.h"
 #include "perseus/gpu.h"
 
@@ -36,25 +37,6 @@
 
 static fakecu_api cu;
 static const char *cu_path, *nvml_path;
-
-/* Profiling at mhz in round 1, as if the server had sent it. */
-static void set_profiling(prs_client *c, int mhz)
-{
-    pthread_mutex_lock(&c->mu);
-    prs__client_schedule *s = &c->latest;
-    free(s->clocks);
-    memset(s, 0, sizeof *s);
-    snprintf(s->phase, sizeof s->phase, "profiling");
-    s->round = 1;
-    s->plan_id = -1;
-    s->from_iteration = -1;
-    s->n = 1;
-    s->clocks = malloc(sizeof(int));
-    assert_non_null(s->clocks);
-    s->clocks[0] = mhz;
-    atomic_fetch_add(&c->latest_version, 1);
-    pthread_mutex_unlock(&c->mu);
-}
 
 /* Two forwards (about 5 ms at the mid clock, half the power) and two backwards (about 10 ms).
  */
@@ -133,30 +115,13 @@ static int run_round(int poison)
 {
     char dir[256];
     assert_int_equal(fake_dir_begin(dir, sizeof dir, "bound"), 0);
-    CUcontext ctx;
     CUstream cs;
-    assert_int_equal(cu.cuInit(0), CUDA_SUCCESS);
-    assert_int_equal(cu.cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
-    assert_int_equal(cu.cuCtxSetCurrent(ctx), CUDA_SUCCESS);
-    assert_int_equal(cu.cuStreamCreate(&cs, 0), CUDA_SUCCESS);
-    prs_client_opts o;
-    prs_client_opts_init(&o);
-    o.server_url = "http://127.0.0.1:9"; /* nobody: the reports stay queued */
-    o.job_id = "job";
-    o.token = "token";
-    o.use_stream = 1;
-    o.stream = (uintptr_t)cs;
-    o.controller = PRS_CLOCKCTL_PROCESS;
-    o.warmup_iterations = 0;
-    o.cuda_library = cu_path;
-    prs_client *c;
-    prs_error e;
-    if (prs_client_new(&o, &c, &e)) fail_msg("prs_client_new: %s", e.msg);
+    prs_client *c = stream_client_open(&cu, cu_path, &cs);
     int clocks[256], n = 0;
     assert_int_equal(prs_gpu_clocks(c->gpu, clocks, 256, &n), 0);
     int mid = clocks[n / 2];
     c->dev->round_bound_s = BOUND_S;
-    set_profiling(c, mid);
+    stream_client_set_profiling(c, mid);
     double rel_se = 0, criterion = 0, t0 = -1, trained_s = 0;
     int iters = 0, got = 0, poisoned = !poison;
     while (!got && trained_s < TRAIN_S) {
@@ -180,10 +145,7 @@ static int run_round(int poison)
     assert_true(got > 0);
     assert_true(rel_se > 0 && isfinite(rel_se));
     assert_true(criterion > 0 && criterion < 0.1);
-    prs_client_free(c);
-    assert_int_equal(cu.cuStreamDestroy(cs), CUDA_SUCCESS);
-    assert_int_equal(cu.cuCtxSetCurrent(NULL), CUDA_SUCCESS);
-    assert_int_equal(cu.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+    stream_client_close(&cu, c, cs);
     fake_dir_end(dir, 1);
     return r;
 }

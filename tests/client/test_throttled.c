@@ -26,6 +26,7 @@
 #include "client_int.h"
 #include "fake_cuda.h"
 #include "fake_dir.h"
+#include "stream_client.h"
 #include "fake_gpu.h"
 #include "perseus/clock.h"
 #include "perseus/client.h"
@@ -41,56 +42,6 @@ static fakecu_api cu;
 static const char *cu_path, *nvml_path;
 static fakegpu_dev *(*gpu_open)(int);
 static int (*gpu_changes)(fakegpu_dev *, double *, int *, int);
-
-/* Profiling at mhz in round 1, as if the server had sent it. */
-static void set_profiling(prs_client *c, int mhz)
-{
-    pthread_mutex_lock(&c->mu);
-    prs__client_schedule *s = &c->latest;
-    free(s->clocks);
-    memset(s, 0, sizeof *s);
-    snprintf(s->phase, sizeof s->phase, "profiling");
-    s->round = 1;
-    s->plan_id = -1;
-    s->from_iteration = -1;
-    s->n = 1;
-    s->clocks = malloc(sizeof(int));
-    assert_non_null(s->clocks);
-    s->clocks[0] = mhz;
-    atomic_fetch_add(&c->latest_version, 1);
-    pthread_mutex_unlock(&c->mu);
-}
-
-static prs_client *open_client(CUstream *cs)
-{
-    CUcontext ctx;
-    assert_int_equal(cu.cuInit(0), CUDA_SUCCESS);
-    assert_int_equal(cu.cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
-    assert_int_equal(cu.cuCtxSetCurrent(ctx), CUDA_SUCCESS);
-    assert_int_equal(cu.cuStreamCreate(cs, 0), CUDA_SUCCESS);
-    prs_client_opts o;
-    prs_client_opts_init(&o);
-    o.server_url = "http://127.0.0.1:9"; /* nobody: the reports stay queued */
-    o.job_id = "job";
-    o.token = "token";
-    o.use_stream = 1;
-    o.stream = (uintptr_t)*cs;
-    o.controller = PRS_CLOCKCTL_PROCESS;
-    o.warmup_iterations = 0;
-    o.cuda_library = cu_path;
-    prs_client *c;
-    prs_error e;
-    if (prs_client_new(&o, &c, &e)) fail_msg("prs_client_new: %s", e.msg);
-    return c;
-}
-
-static void close_client(prs_client *c, CUstream cs)
-{
-    prs_client_free(c);
-    assert_int_equal(cu.cuStreamDestroy(cs), CUDA_SUCCESS);
-    assert_int_equal(cu.cuCtxSetCurrent(NULL), CUDA_SUCCESS);
-    assert_int_equal(cu.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
-}
 
 /* Two forwards and two backwards of tens of milliseconds (the GPU busy 95 % of the time: 455 W at
  * f_max), between the test's own events span[0] and span[1]. */
@@ -155,8 +106,8 @@ static int run_case(int mhz, int *below, long *refused)
     char dir[256];
     assert_int_equal(fake_dir_begin(dir, sizeof dir, "throttled"), 0);
     CUstream cs;
-    prs_client *c = open_client(&cs);
-    set_profiling(c, mhz);
+    prs_client *c = stream_client_open(&cu, cu_path, &cs);
+    stream_client_set_profiling(c, mhz);
     static CUevent span[ITERS_MAX][2];
     int n = 0;
     for (; n < ITERS_MAX && queued(c) < REPORTS; n++) {
@@ -206,7 +157,7 @@ static int run_case(int mhz, int *below, long *refused)
                   "%.3f s below it at most\n",
                   100 * worst, worst_below);
     assert_true(n < ITERS_MAX);
-    close_client(c, cs);
+    stream_client_close(&cu, c, cs);
     for (int i = 0; i < n; i++) {
         assert_int_equal(cu.cuEventDestroy(span[i][0]), CUDA_SUCCESS);
         assert_int_equal(cu.cuEventDestroy(span[i][1]), CUDA_SUCCESS);
