@@ -76,7 +76,7 @@ static int start(unsigned flags, size_t conn_memory, const char *listen, unsigne
         flags, 0, NULL, NULL, handler, cls, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
         MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout_s,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)LISTEN_BACKLOG, MHD_OPTION_NOTIFY_COMPLETED, done,
-        cls, MHD_OPTION_END);
+        cls, MHD_OPTION_CONNECTION_MEMORY_LIMIT, conn_memory, MHD_OPTION_END);
     if (d == NULL) return prs_error_set(err, PRS_EIO, "cannot listen on %s", listen);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     *port = info ? (int)info->port : 0;

@@ -115,6 +115,13 @@ long_ok=$(($(metric perseus_router_requests_ok_total 'pool="long",instance="l1"'
   $(metric perseus_router_requests_ok_total 'pool="long",instance="l2"')))
 [[ $long_ok == 1 ]] || fail "long pool answered $long_ok requests, want 1"
 
+# A body larger than the router's 16 KiB of connection memory (but under max_body_bytes) is read
+# in pieces and passed on whole.
+big_prompt=$(printf 'word %.0s' $(seq 4000)) # 20000 bytes
+code=$(post /v1/completions "{\"model\": \"llama2-70b\", \"prompt\": \"$big_prompt\", \"max_tokens\": 2}")
+[[ $code == 200 ]] || fail "20000-byte request: $code $(cat "$tmp/body")"
+jq -e '.usage.completion_tokens == 2' "$tmp/body" >/dev/null || fail "20000-byte request: $(cat "$tmp/body")"
+
 # Every fake counts its GPUs' energy, idle time included (s2 has served nothing yet).
 for n in s1 s2 l1 l2; do
   port=port_$n
