@@ -56,6 +56,7 @@
 #define RANKS (STAGES * DP)
 #define OPS (2 * MB)
 #define N_CLOCKS 4
+#define MAX_CLOCKS 8
 /* A profile row's energy is a fit's power times a time: the client ends a round when every
  * kind's power has an estimated standard error at most its criterion (1 % from the energy
  * counter; src/client/resolve.c). A run holds 24-32 rows per configuration and seven
@@ -82,7 +83,8 @@
     0.0075 /* energy at the fastest time, plan from the measured vs the true profile               \
             */
 
-static const int sweep[N_CLOCKS] = {1410, 1290, 1170, 1050};
+static const int sweep4[N_CLOCKS] = {1410, 1290, 1170, 1050};
+static const int sweep8[MAX_CLOCKS] = {1410, 1350, 1290, 1230, 1170, 1110, 1050, 990};
 
 /* Compressed time: every duration of a configuration's run (the computations' work, the
  * counter's refresh period, the client's polls, the planner's unit time, the plan switch's lead)
@@ -103,17 +105,45 @@ typedef struct config {
     int gpud;       /* unprivileged ranks: clocks only through a node perseus-gpud */
     int deny_below; /* the GPUs refuse locks below this clock (0: none) */
     double time_scale;
+    /* A real trainer's shape, run only when named (PRS_DEVTIME_CONFIG): forwards of 5 ms at half
+     * the power of 10 ms backwards (the stages' shares as below), after each iteration's
+     * all-reduce an optimizer kernel of 20 ms outside the hooks (the client's other_after_last),
+     * 8 clocks, per-kernel power noise of 2 % (the H100 check: a kind's power is constant to
+     * 1-2 %; PRS_DEVTIME_NOISE overrides). The accuracy the issue of real trainers asks for,
+     * judged with PRS_DEVTIME_STRICT=1: every row and the blocking power within 3 %, profiling
+     * done within 5 minutes of training time. */
+    int trainer;
 } config;
 
 static const config configs[] = {
-    {"refresh-10ms", 10, 0, 1, 0, 0, 1},
-    {"refresh-50ms", 50, 0, 1, 0, 0, 0.5},
-    {"refresh-100ms", 100, 0, 1, 0, 0, 0.25},
-    {"power-sampling-100ms", 100, 1, 1, 0, 0, 0.5},
-    {"host-side-clocks", 10, 0, 0, 0, 0, 1},
-    {"gpud-unprivileged", 10, 0, 1, 1, 0, 1},
-    {"gpud-refuses-low-clocks", 10, 0, 1, 1, 1100, 1},
+    {"refresh-10ms", 10, 0, 1, 0, 0, 1, 0},
+    {"refresh-50ms", 50, 0, 1, 0, 0, 0.5, 0},
+    {"refresh-100ms", 100, 0, 1, 0, 0, 0.25, 0},
+    {"power-sampling-100ms", 100, 1, 1, 0, 0, 0.5, 0},
+    {"host-side-clocks", 10, 0, 0, 0, 0, 1, 0},
+    {"gpud-unprivileged", 10, 0, 1, 1, 0, 1, 0},
+    {"gpud-refuses-low-clocks", 10, 0, 1, 1, 1100, 1, 0},
+    {"real-trainer", 100, 0, 1, 0, 0, 0.5, 1},
 };
+
+static const config *cur_cfg; /* the configuration this process runs */
+
+/* PRS_DEVTIME_STRICT=1: the accuracy goals, on an idle machine. */
+static int strict_run(void)
+{
+    const char *v = getenv("PRS_DEVTIME_STRICT");
+    return v && strcmp(v, "1") == 0;
+}
+
+static int n_clocks(void)
+{
+    return cur_cfg->trainer ? MAX_CLOCKS : N_CLOCKS;
+}
+
+static int sweep_at(int i)
+{
+    return cur_cfg->trainer ? sweep8[i] : sweep4[i];
+}
 
 /* Work of one computation of stage s (forward 24 ms, backward 48 ms at f_max; the last stage
  * 7 % slower, the second 1.5x: an unbalanced pipeline, so plans differ per stage). */
@@ -121,6 +151,7 @@ static prs_gpu_work work_of(int s, prs_instr in)
 {
     static const double scale[STAGES] = {1.0, 1.5, 1.0, 1.07};
     prs_gpu_work w = {in == PRS_FORWARD ? 0.024 : 0.048, in == PRS_FORWARD ? 0.8 : 0.85};
+    if (cur_cfg->trainer) w.t_ref_s = in == PRS_FORWARD ? 0.005 : 0.010;
     w.t_ref_s *= scale[s] * TIME_SCALE;
     return w;
 }
@@ -195,6 +226,12 @@ static rank *peer(rank *r, int pp)
     return &r->w->r[r->dp * STAGES + pp];
 }
 
+/* A computation's power as a share of the GPU model's at its clock. */
+static double power_share(prs_instr in)
+{
+    return cur_cfg->trainer && in == PRS_FORWARD ? 0.5 : 1.0;
+}
+
 /* Enqueue one iteration of r's stage. */
 static int run_iteration(rank *r, long it)
 {
@@ -213,8 +250,9 @@ static int run_iteration(rank *r, long it)
         prs_client_stats st;
         prs_client_get_stats(r->cl, &st);
         prs_gpu_work wk = work_of(r->pp, in);
-        if (w->cu.launch_work(r->stream, wk.t_ref_s, wk.alpha,
-                              strcmp(st.phase, "running") == 0 ? st.clock_mhz : 0))
+        if (w->cu.launch_work_power(r->stream, wk.t_ref_s, wk.alpha,
+                                    strcmp(st.phase, "running") == 0 ? st.clock_mhz : 0,
+                                    power_share(in)))
             return rank_fail(r, "launch failed"), -1;
         rc = prs_client_end(r->cl, in, mb, 0);
         if (rc) return rank_fail(r, "end: %s", prs_strerror(rc)), -1;
@@ -225,6 +263,8 @@ static int run_iteration(rank *r, long it)
         pthread_mutex_unlock(&w->mu);
     }
     w->cu.launch_barrier(r->stream, "allreduce", RANKS);
+    if (w->cfg->trainer && w->cu.launch_work(r->stream, 0.020 * TIME_SCALE, 0.8, 0))
+        return rank_fail(r, "optimizer launch failed"), -1; /* outside the hooks */
     w->cu.cuEventRecord(r->iter_end[par], r->stream);
     int rc = prs_client_iteration_end(r->cl);
     if (rc) return rank_fail(r, "iteration_end: %s", prs_strerror(rc)), -1;
@@ -267,6 +307,7 @@ static void *rank_main(void *arg)
     o.use_stream = w->cfg->stream;
     o.stream = (uintptr_t)r->stream;
     o.cuda_library = getenv("PRS_FAKE_CUDA");
+    o.other_after_last = w->cfg->trainer;
     prs_error e;
     if (prs_client_new(&o, &r->cl, &e)) {
         rank_fail(r, "prs_client_new: %s", e.msg);
@@ -299,7 +340,7 @@ static prs_profile *truth_like(const prs_profile *like)
         prs_profile_row row = rows[i];
         prs_gpu_work wk = work_of(row.stage, row.instr);
         row.time_s = prs_gpu_time_s(g, &wk, row.freq_mhz);
-        row.energy_j = prs_gpu_energy_j(g, &wk, row.freq_mhz);
+        row.energy_j = prs_gpu_energy_j(g, &wk, row.freq_mhz) * power_share(row.instr);
         row.line = 0;
         assert_int_equal(prs_profile_add(t, &row, NULL), 0);
     }
@@ -362,7 +403,8 @@ static void check_profile(world *w, const prs_profile *meas, double blocking_w)
      * bound keeps a margin over the target for the next one. */
     assert_true(worst_t <= 0.01);
     double unit = w->cfg->no_energy ? 2 * FIT_SE : FIT_SE;
-    int strict = getenv("PRS_DEVTIME_STRICT") && *getenv("PRS_DEVTIME_STRICT") == '1';
+    int strict = strict_run();
+    if (strict && w->cfg->trainer) assert_true(worst_e <= 0.03);
     assert_true(worst_e <= (strict ? ENERGY_WORST_SE * unit : ENERGY_WORST_LOADED));
     assert_true(rms_e <= (strict ? ENERGY_RMS_SE * unit : ENERGY_RMS_LOADED));
     /* Beside other work the plan's bound widens with the rows' own error: a plan sums the rows
@@ -399,8 +441,8 @@ static json_t *job_status(world *w)
 static void create_job(world *w)
 {
     json_t *clocks = json_array();
-    for (int i = 0; i < N_CLOCKS; i++)
-        json_array_append_new(clocks, json_integer(sweep[i]));
+    for (int i = 0; i < n_clocks(); i++)
+        json_array_append_new(clocks, json_integer(sweep_at(i)));
     json_t *spec = json_pack("{s:s, s:i, s:i, s:i, s:o, s:b, s:f, s:f, s:{s:i, s:i}}", "model",
                              w->cfg->name, "stages", STAGES, "microbatches", MB, "dp", DP,
                              "clocks_mhz", clocks, "reuse_frontier", 0, "switch_lead_s",
@@ -418,9 +460,9 @@ static void create_job(world *w)
     if (w->cfg->stream) return;
     prs_profile *shape = prs_profile_new();
     for (int s = 0; s < STAGES; s++)
-        for (int c = 0; c < N_CLOCKS; c++)
+        for (int c = 0; c < n_clocks(); c++)
             for (int in = 0; in < 2; in++) {
-                prs_profile_row row = {s, (prs_instr)in, sweep[c], 1, 1, 0};
+                prs_profile_row row = {s, (prs_instr)in, sweep_at(c), 1, 1, 0};
                 assert_int_equal(prs_profile_add(shape, &row, NULL), 0);
             }
     prs_profile *truth = truth_like(shape);
@@ -523,7 +565,7 @@ static void set_env(const config *cfg, const char *dir)
     snprintf(v, sizeof v, "%g", cfg->refresh_ms * TIME_SCALE);
     setenv("PRS_FAKE_NVML_REFRESH_MS", v, 1);
     const char *noise = getenv("PRS_DEVTIME_NOISE");
-    setenv("PRS_FAKE_NVML_NOISE", noise ? noise : "0.05", 1);
+    setenv("PRS_FAKE_NVML_NOISE", noise ? noise : cfg->trainer ? "0.02" : "0.05", 1);
     if (cfg->no_energy) setenv("PRS_FAKE_NVML_NO_ENERGY", "1", 1);
     setenv("PRS_NVML_LIBRARY", getenv("PRS_FAKE_NVML"), 1);
     if (cfg->deny_below) {
@@ -604,7 +646,7 @@ static double check_blocking(world *w, json_t *status)
     double truth = prs_gpu_preset_find("a100")->blocking_power_w;
     printf("%s: blocking power measured %.2f W (model %.2f W, %+.2f %%), planned with %.2f W\n",
            w->cfg->name, measured, truth, 100 * (measured / truth - 1), used);
-    assert_true(fabs(measured / truth - 1) <= 0.05);
+    assert_true(fabs(measured / truth - 1) <= (w->cfg->trainer && strict_run() ? 0.03 : 0.05));
     assert_true(used == measured);
     return measured;
 }
@@ -625,6 +667,7 @@ static prs_profile *fetch_profile(world *w)
 static void run_config(const config *cfg)
 {
     time_scale = cfg->time_scale;
+    cur_cfg = cfg;
     const char *scale = getenv("PRS_DEVTIME_SCALE"); /* by hand: another compression */
     if (scale && atof(scale) > 0) time_scale = atof(scale);
     world w;
@@ -633,7 +676,12 @@ static void run_config(const config *cfg)
     pthread_t th[RANKS];
     for (int i = 0; i < RANKS; i++)
         assert_int_equal(pthread_create(&th[i], NULL, rank_main, &w.r[i]), 0);
-    json_t *st = wait_running(&w, 480);
+    double t_start = harness_now();
+    json_t *st = wait_running(&w, cfg->trainer ? 1800 : 480);
+    double profiled_s = (harness_now() - t_start) / time_scale; /* in training time */
+    printf("%s: profiling and planning %d clocks took %.1f s of training time\n", cfg->name,
+           n_clocks(), profiled_s);
+    if (cfg->trainer && strict_run()) assert_true(profiled_s <= 300);
     /* Once every rank has switched to the plan, measure the clocks the computations ran at over
      * 8 s of device time (all GPUs together). */
     long since[RANKS];
@@ -712,7 +760,8 @@ static void test_configs(void **state)
     int started = 0;
     for (int i = 0; i < N; i++) {
         pid[i] = 0;
-        if ((want_power && !configs[i].no_energy) || (want_counter && configs[i].no_energy))
+        if ((want_power && !configs[i].no_energy) || (want_counter && configs[i].no_energy) ||
+            configs[i].trainer) /* by name only: minutes of training at 8 clocks */
             continue;
         started++;
         fflush(stdout);
