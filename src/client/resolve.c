@@ -114,7 +114,7 @@ static prs__client_round_fit *fit_for(prs_client *c, long round, int n_kinds)
     d->fits[slot].round = round;
     d->fits[slot].n_kinds = n_kinds;
     d->fits[slot].fed = 0;
-    d->fits[slot].throttled = d->fits[slot].below = d->fits[slot].restarts = 0;
+    d->fits[slot].throttled = d->fits[slot].below = d->fits[slot].restarts = d->fits[slot].told = 0;
     d->fits[slot].t_first = d->fits[slot].t_last = 0;
     return &d->fits[slot];
 }
@@ -522,6 +522,13 @@ static int build_report(prs_client *c, prs__client_pend *p, int force, prs__clie
         it->fit_rel_se = rel_se;
         it->fit_criterion = prs__client_dev_criterion(c);
         if (rc == 0) return fill_windows(c, p, pw, idle, f->n_kinds, it);
+        if (!f->told && f->t_last - f->t_first >= c->dev->round_bound_s) {
+            f->told = 1;
+            prs__client_log(
+                "warn", "msg=profiling_fit_waiting round=%ld after_s=%.1f rel_se=%.4g why=\"%s\"",
+                f->round, f->t_last - f->t_first, rel_se,
+                q.why[0] ? q.why : "a kind's power not solved");
+        }
         /* Its timeline is in the fit already: when the FIFO is full, the round goes on without
          * this iteration's report rather than with a report that lacks windows. */
         return force ? -1 : 0;

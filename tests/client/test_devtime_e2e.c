@@ -497,6 +497,13 @@ static json_t *wait_running(world *w, double limit_s)
                    harness_now() - t0, json_str(j, "phase"), text ? text : "", cs.phase, cs.round,
                    cs.iterations, cs.posted, cs.dropped, cs.clock_failures, cs.measure_failures,
                    cs.order_errors);
+            printf("  blocking power (W) by rank, the last estimate:");
+            for (int i = 0; i < RANKS; i++) {
+                memset(&cs, 0, sizeof cs);
+                if (w->r[i].cl) prs_client_get_stats(w->r[i].cl, &cs);
+                printf(" %.1f", cs.blocking_power_w);
+            }
+            printf("\n");
             free(text);
         }
         if (j && strcmp(json_str(j, "phase"), "running") == 0) return j;
