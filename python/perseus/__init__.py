@@ -405,9 +405,10 @@ class Client:
     gpud_socket: perseus-gpud's socket (default $PRS_GPUD_SOCKET or /run/perseus/gpud.sock).
     ca_file: a PEM CA bundle that verifies an https:// server (default: the system's CAs).
 
-    other_after_last=True: the time from the iteration's last computation to its end (the
-    all-reduce, an optimizer step not in a `with client.other()`) is measured as other work,
-    never as the GPU's blocking power (prs_client_opts.other_after_last).
+    other_after_last=True: the time from the iteration's last computation to its end (an
+    optimizer step not in a `with client.other()`) is measured as other work, never as the GPU's
+    blocking power (prs_client_opts.other_after_last). The tail is fitted as one power: when an
+    all-reduce comes before the optimizer, put the optimizer in `with client.other()` instead.
 
     measure_only=True (with server_url None): no server and no clock change, ever; every
     iteration past the warm-up is profiled at the clock the GPU runs, in any order of
