@@ -26,6 +26,7 @@
 #include "perseus/client.h"
 #include "perseus/planner.h"
 #include "server_harness.h"
+#include "wait.h"
 
 #define STAGES 4
 #define MB 4
@@ -445,14 +446,20 @@ static void test_jitter(void **state)
     world_stop(&w);
 }
 
+/* The job's status (the caller frees it). */
+static http_reply job_status(world *w)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s", prs_client_job_id(w->r[0].cl));
+    return http_do(w->d.port, "GET", path, prs_client_token(w->r[0].cl), NULL, 0, NULL);
+}
+
 /* Pipeline d's straggler state in the job status ("none", "automatic", "explicit"), its T' and
  * plan. */
 static const char *straggler_of(world *w, int d, double *tprime, long *plan)
 {
     static char kind[16];
-    char path[128];
-    snprintf(path, sizeof path, "/v1/jobs/%s", prs_client_job_id(w->r[0].cl));
-    http_reply r = http_do(w->d.port, "GET", path, prs_client_token(w->r[0].cl), NULL, 0, NULL);
+    http_reply r = job_status(w);
     json_t *p = json_array_get(json_object_get(r.json, "pipelines"), (size_t)d);
     snprintf(kind, sizeof kind, "%s", json_str(p, "straggler"));
     *tprime = json_num(p, "straggler_time_s");
@@ -465,9 +472,7 @@ static const char *straggler_of(world *w, int d, double *tprime, long *plan)
  * pipelines[].judged_iteration). */
 static int judged(world *w, long it)
 {
-    char path[128];
-    snprintf(path, sizeof path, "/v1/jobs/%s", prs_client_job_id(w->r[0].cl));
-    http_reply r = http_do(w->d.port, "GET", path, prs_client_token(w->r[0].cl), NULL, 0, NULL);
+    http_reply r = job_status(w);
     json_t *pipes = json_object_get(r.json, "pipelines");
     int all = r.status == 200;
     for (int d = 0; d < w->dp; d++)
@@ -487,9 +492,8 @@ static long until_state(world *w, int d, const char *want, double *tprime, long 
         run_iteration(w, &rec);
         prs_client_stats st;
         prs_client_get_stats(w->r[0].cl, &st); /* every rank ran as many iterations */
-        double t0 = harness_now();
-        while (!judged(w, st.iterations - 1) && harness_now() - t0 < 60)
-            harness_sleep_ms(5); /* poll interval */
+        PRS_WAIT_UNTIL(judged(w, st.iterations - 1), 60);
+        assert_true(judged(w, st.iterations - 1));
         if (strcmp(straggler_of(w, d, tprime, plan), want) == 0) return n;
     }
     return -1;
