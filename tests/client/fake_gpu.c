@@ -11,6 +11,7 @@
  * file is extended with zeros, so a fresh file reads 0); the others wait until it reads 2. */
 #define _GNU_SOURCE /* syscall(), futex */
 #include "fake_gpu.h"
+#include "../rng.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -126,19 +127,11 @@ FAKEGPU_API int fakegpu_count(void)
     return n > FAKEGPU_MAX_DEVICES ? FAKEGPU_MAX_DEVICES : (int)n;
 }
 
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15u);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-    return z ^ (z >> 31);
-}
-
 /* 1 + noise·z, z uniform with zero mean and unit variance; kept positive. */
 static double noise_factor(fg_shared *s)
 {
     if (s->noise <= 0) return 1.0;
-    double u = (double)(splitmix64(&s->rng) >> 11) * 0x1p-53; /* [0, 1) */
+    double u = prs_test_rng_unif(&s->rng);
     double f = 1.0 + s->noise * sqrt(3.0) * (2.0 * u - 1.0);
     return f > 0.05 ? f : 0.05;
 }
@@ -205,7 +198,7 @@ static void init_shared(fg_shared *s, int index, const char *dir)
     for (const char *c = dir; *c; c++)
         h = (h ^ (unsigned char)*c) * 1099511628211u;
     uint64_t x = h + (uint64_t)index * 7919u;
-    uint64_t u0 = splitmix64(&x), u1 = splitmix64(&x);
+    uint64_t u0 = prs_test_rng_next(&x), u1 = prs_test_rng_next(&x);
     memcpy(s->uuid, &u0, 8);
     memcpy(s->uuid + 8, &u1, 8);
     double r = env_double("PRS_FAKE_NVML_REFRESH_MS", 0);

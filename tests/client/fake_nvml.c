@@ -55,6 +55,7 @@
 #include <unistd.h>
 
 #include "fake_gpu.h"
+#include "../rng.h"
 
 #define NVML_SUCCESS 0
 #define NVML_ERROR_UNINITIALIZED 1
@@ -408,10 +409,7 @@ static double unif(void)
 {
     static _Thread_local uint64_t x;
     if (!x) x = (uint64_t)(fakegpu_now_s() * 1e9) ^ (uint64_t)(uintptr_t)&x;
-    uint64_t z = (x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return (double)((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
+    return prs_test_rng_unif(&x);
 }
 
 static void spin_until(double t)

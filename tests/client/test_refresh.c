@@ -18,18 +18,11 @@
 #include <math.h>
 
 #include "refresh.h"
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+#include "rng.h"
 
 static double unif(uint64_t *s) /* [0, 1) */
 {
-    return (double)(rng_next(s) >> 11) * 0x1.0p-53;
+    return prs_test_rng_unif(s);
 }
 
 typedef struct run_stats {

@@ -13,18 +13,16 @@
 #include <cmocka.h>
 
 #include "plan_int.h"
+#include "rng.h"
 
 static uint64_t rng_state;
 static uint64_t next_u64(void)
 {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
+    return prs_test_rng_next(&rng_state);
 }
 static double uniform(void)
 {
-    return (double)(next_u64() >> 11) / 9007199254740992.0;
+    return prs_test_rng_unif(&rng_state);
 }
 static int below(int n)
 {

@@ -27,6 +27,7 @@
 #include "perseus/planner.h"
 #include "perseus/profile.h"
 #include "plan_int.h"
+#include "rng.h"
 
 #define MAX_S 3
 #define MAX_M 3
@@ -53,15 +54,12 @@ typedef struct rng {
 
 static uint64_t rng_next(rng *r)
 {
-    uint64_t z = (r->s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
+    return prs_test_rng_next(&r->s);
 }
 
 static double rng_uniform(rng *r, double lo, double hi)
 {
-    return lo + (hi - lo) * (double)(rng_next(r) >> 11) * 0x1.0p-53;
+    return lo + (hi - lo) * prs_test_rng_unif(&r->s);
 }
 
 /* Uniform integer in [lo, hi]. */

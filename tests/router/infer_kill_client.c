@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../rng.h"
+
 #define MAX_SLOTS 64
 #define BODY_MAX (1u << 20)
 #define LONG_PROMPT_WORDS 1000 /* "word " x 1000: about 1,250 tokens, input class L */
@@ -50,13 +52,10 @@ typedef struct slot {
     double start, not_before;
 } slot;
 
-static unsigned long long rng_state;
-static unsigned rnd(unsigned n) /* uniform in [0, n) (splitmix64) */
+static uint64_t rng_state;
+static unsigned rnd(unsigned n) /* uniform in [0, n) */
 {
-    unsigned long long z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return (unsigned)((z ^ (z >> 31)) % n);
+    return (unsigned)(prs_test_rng_next(&rng_state) % n);
 }
 
 static double wall_s(void)

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "rng.h"
 #include "skips.h"
 
 #define PRS_FUZZ_REQUEST_LINKED 1
@@ -21,10 +22,7 @@ static uint64_t rng = 0x9e3779b97f4a7c15u;
 
 static uint64_t next(void)
 {
-    uint64_t z = (rng += 0x9e3779b97f4a7c15u);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-    return z ^ (z >> 31);
+    return prs_test_rng_next(&rng);
 }
 
 static void test_corpus_and_mutations(void **state)
