@@ -81,6 +81,10 @@ typedef struct prs__client_round_fit {
  * waited for forever (short computations against a slow counter may never settle). */
 #define PRS__CLIENT_ROUND_BOUND_S 60.0
 
+/* How long an iteration waits to be resolved for perseus-gpud's answers to its clock changes
+ * (counted from its start; then its computations' clocks are unknown). */
+#define PRS__CLIENT_ANSWER_WAIT_S 5.0
+
 #define PRS__CLIENT_MAX_FITS 4
 #define PRS__CLIENT_CLOCK_READS 1024  /* SM clock readings kept */
 #define PRS__CLIENT_CLOCK_POLL_S 0.01 /* the sampler reads the SM clock at most this often */
@@ -118,6 +122,7 @@ typedef struct prs__client_dev {
     long throttled;       /* profiling iterations reported without windows for it */
     double chain_end;     /* host time the last resolved iteration ended (0: none) */
     double round_bound_s; /* PRS__CLIENT_ROUND_BOUND_S (tests shorten it) */
+    double answer_wait_s; /* PRS__CLIENT_ANSWER_WAIT_S (tests lengthen it) */
 } prs__client_dev;
 
 struct prs_client;

@@ -27,9 +27,6 @@
 #define FIT_MAX_REL_SE 0.05
 #define FIT_KIND_REL_SE 0.01        /* energy counter rows */
 #define FIT_KIND_REL_SE_POWER 0.006 /* power samples: less per reading, held to more */
-/* How long an iteration waits to be resolved for perseus-gpud's answers to its clock changes
- * (counted from its start; then its computations' clocks are unknown). */
-#define ANSWER_WAIT_S 5.0
 /* Beyond this gap between an iteration's anchor and the previous iteration's end the anchor
  * wins (a skipped iteration, a clock step). */
 #define CHAIN_DRIFT_S 1e-3
@@ -246,11 +243,11 @@ static int answer_due(const prs_client *c, const prs__client_hostcall *h)
            prs_clockctl_answer(c->ctl, h->request, &mhz) == 0;
 }
 
-/* Wait (ANSWER_WAIT_S at most after p began) for the answers to p's clock changes, so that its
+/* Wait (answer_wait_s at most after p began) for the answers to p's clock changes, so that its
  * computations are tagged with the clocks they ran at. */
 static int answers_due(const prs_client *c, const prs__client_pend *p)
 {
-    if (!c->ctl || prs_mono_s() > p->anchor->host_s + ANSWER_WAIT_S) return 0;
+    if (!c->ctl || prs_mono_s() > p->anchor->host_s + c->dev->answer_wait_s) return 0;
     for (const prs__client_hostcall *k = p->closing; k; k = k->next)
         if (answer_due(c, k)) return 1;
     for (int i = 0; i < p->n_ops; i++)

@@ -702,12 +702,14 @@ FAKEGPU_API void fakegpu_locked(fakegpu_dev *d, unsigned *min_mhz, unsigned *max
 
 FAKEGPU_API int fakegpu_clock_mhz(fakegpu_dev *d)
 {
-    if (!(d->sh->lim_t0 > 0)) { /* no limiter running: the state as it is */
-        lock(d->sh);
+    lock(d->sh);
+    int running = d->sh->lim_t0 > 0; /* set by the first kernel's stream thread */
+    if (!running) {                  /* no limiter running: the state as it is */
         int f = effective_mhz(d);
         unlock(d->sh);
         return f;
     }
+    unlock(d->sh);
     double now = lock_caught_up(d->sh);
     int woke = lim_caught_up(d, now);
     int f = effective_mhz(d);

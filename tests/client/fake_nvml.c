@@ -70,16 +70,17 @@
 
 /* A device handle points at one of these. */
 typedef struct nvmlDevice_st {
-    fakegpu_dev *dev; /* NULL until first handed out */
+    _Atomic(fakegpu_dev *) dev; /* NULL until first handed out; read by any thread */
 } * nvmlDevice_t;
 
 static struct nvmlDevice_st devices[FAKEGPU_MAX_DEVICES];
-static _Atomic int init_count;
-static int device_count, no_energy;
+/* Set by nvmlInit under init_mu and read by every call, from any thread (a real NVML is
+ * thread-safe): atomics. */
+static _Atomic int init_count, device_count, no_energy;
 static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER; /* nvmlInit from several threads */
-static double read_cost_s;   /* $PRS_FAKE_NVML_READ_MS: mean cost of an energy read */
-static char device_dir[512]; /* $PRS_FAKE_GPU_DIR of the devices */
-static long sets, resets;    /* calls made by this process */
+static _Atomic double read_cost_s; /* $PRS_FAKE_NVML_READ_MS: mean cost of an energy read */
+static char device_dir[512];       /* $PRS_FAKE_GPU_DIR of the devices */
+static long sets, resets;          /* calls made by this process */
 
 /* The memory clock lock of each device index in this process (0: default). */
 static unsigned mem_locked[FAKEGPU_MAX_DEVICES];
