@@ -198,6 +198,12 @@ PRS_API long prs_clockctl_last_request(const prs_clockctl *c);
  * replaced it before it was applied or the daemon went away), 0 while the answer is due. INLINE
  * and request 0: prs_clockctl_confirmed, answered. */
 PRS_API int prs_clockctl_answer(const prs_clockctl *c, long request, int *in_effect_mhz);
+/* prs_clockctl_answer, and once answered *since_s (prs_mono_s seconds): the instant the answer
+ * arrived, no earlier than the change took effect, so work that began before it may have run at
+ * the previous clock (0 for INLINE and request 0: in effect before the request returned; NAN
+ * when the clock is unknown). */
+PRS_API int prs_clockctl_answer_at(const prs_clockctl *c, long request, int *in_effect_mhz,
+                                   double *since_s);
 /* Requests that did not take: refused by the driver, accepted but not in effect when read back,
  * or unanswered because the daemon went away. */
 PRS_API long prs_clockctl_failures(const prs_clockctl *c);

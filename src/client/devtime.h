@@ -99,6 +99,7 @@ typedef struct prs__client_dev {
     prs__client_sampler *sampler;
     int requested;         /* clock last requested in stream order (0: default) */
     int eff_mhz;           /* clock in effect after the last resolved iteration (0: default) */
+    double eff_since_s;    /* host time it took effect by (its answer's arrival; 0: before) */
     prs__client_pend *cur; /* the iteration being enqueued */
     prs__client_pend *head, *tail; /* ended, not yet reported (FIFO) */
     int n_pend;

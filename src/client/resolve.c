@@ -225,14 +225,31 @@ static double elapsed(prs_client *c, prs_event *a, prs_event *b)
     return prs_event_elapsed_s(c->dev->stream, a, b, &s) == 0 ? s : NAN;
 }
 
+/* A computation that began this share of its duration or more before the answer to the change
+ * of its clock arrived may have run that long at the previous clock (the daemon applies a change
+ * some time after the stream passed it: a busy node, a stopped daemon): it gets no clock. Below,
+ * the error is at most this share of one computation per change. */
+#define LATE_CHANGE_SHARE 0.02
+
 /* The clock in effect after h, when h ran (else what it was): what it set, as the controller
- * answered (-1 while no answer came). */
+ * answered (-1 while no answer came), and from when (a new clock: the answer's arrival). */
 static void follow(prs_client *c, const prs__client_hostcall *h)
 {
     if (!h || !atomic_load_explicit(&h->done, memory_order_acquire)) return;
     int mhz = h->in_effect;
-    if (h->request > 0 && prs_clockctl_answer(c->ctl, h->request, &mhz) == 0) mhz = -1;
+    double since = 0;
+    if (h->request > 0 && prs_clockctl_answer_at(c->ctl, h->request, &mhz, &since) == 0) mhz = -1;
+    if (mhz != c->dev->eff_mhz) c->dev->eff_since_s = isfinite(since) ? since : 0;
     c->dev->eff_mhz = mhz;
+}
+
+/* The clock op i of p ran at, as far as the stream and the answers tell (-1: not known). */
+static int op_clock(const prs_client *c, const prs__client_pend *p, int i)
+{
+    const prs__client_dev *d = c->dev;
+    int mhz = d->eff_mhz > 0 ? d->eff_mhz : d->eff_mhz == 0 ? prs__client_default_clock(c) : -1;
+    double late = LATE_CHANGE_SHARE * (p->op_t1[i] - p->op_t0[i]);
+    return mhz > 0 && d->eff_since_s > p->op_t0[i] + late ? -1 : mhz;
 }
 
 /* One of p's clock changes ran and its answer is still due. */
@@ -286,11 +303,9 @@ static int resolve_times(prs_client *c, prs__client_pend *p)
         for (; k && k->before_op <= i; k = k->next)
             follow(c, k);
         follow(c, o->change);
-        p->op_clock[i] = d->eff_mhz > 0    ? d->eff_mhz
-                         : d->eff_mhz == 0 ? prs__client_default_clock(c)
-                                           : -1;
         p->op_t0[i] = base + elapsed(c, p->start, o->b);
         p->op_t1[i] = base + elapsed(c, p->start, o->e);
+        p->op_clock[i] = op_clock(c, p, i);
     }
     for (; k; k = k->next)
         follow(c, k);

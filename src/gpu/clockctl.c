@@ -286,11 +286,17 @@ long prs_clockctl_last_request(const prs_clockctl *c)
 
 int prs_clockctl_answer(const prs_clockctl *c, long request, int *in_effect_mhz)
 {
+    return prs_clockctl_answer_at(c, request, in_effect_mhz, NULL);
+}
+
+int prs_clockctl_answer_at(const prs_clockctl *c, long request, int *in_effect_mhz, double *since_s)
+{
     if (c->mode == PRS_CLOCKCTL_INLINE || request <= 0) {
         *in_effect_mhz = prs_clockctl_confirmed(c);
+        if (since_s) *since_s = 0; /* applied before the call that asked for it returned */
         return 1;
     }
-    return prs__gpu_conn_answer(c->conn, request, in_effect_mhz);
+    return prs__gpu_conn_answer(c->conn, request, in_effect_mhz, since_s);
 }
 
 long prs_clockctl_failures(const prs_clockctl *c)

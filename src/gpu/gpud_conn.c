@@ -7,6 +7,7 @@
  * hands any other line (the answer to RELEASE at close) to whoever waits for it. The set-up
  * before the reader starts reads the socket directly. */
 #include <errno.h>
+#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -53,6 +54,7 @@ struct prs__gpu_conn {
     struct {
         long seq;
         int in_effect; /* -1: unknown (superseded) */
+        double at_s;   /* prs_mono_s when it arrived: the change took effect no later */
     } answers[ANSWERS];
     atomic_long acked_a;
     atomic_int in_effect;
@@ -273,6 +275,7 @@ static void on_ack(prs__gpu_conn *c, char *line)
     if (seq > 0) {
         c->answers[seq % ANSWERS].seq = seq;
         c->answers[seq % ANSWERS].in_effect = s == PRS__GPU_ACK_SUPERSEDED ? -1 : in_effect;
+        c->answers[seq % ANSWERS].at_s = prs_mono_s();
     }
     c->last_status = s;
     snprintf(c->last_msg, sizeof c->last_msg, "%.199s", used > 0 ? line + used : status);
@@ -291,6 +294,7 @@ static int on_err(prs__gpu_conn *c, const char *line)
         c->acked++;
         c->answers[c->acked % ANSWERS].seq = c->acked; /* refused: the clock stays */
         c->answers[c->acked % ANSWERS].in_effect = atomic_load(&c->in_effect);
+        c->answers[c->acked % ANSWERS].at_s = prs_mono_s();
         c->last_status = PRS__GPU_ACK_REFUSED;
         snprintf(c->last_msg, sizeof c->last_msg, "%.199s", line + 4);
         atomic_fetch_add(&c->failures, 1);
@@ -467,14 +471,16 @@ long prs__gpu_conn_last_seq(const prs__gpu_conn *c)
     return atomic_load(&c->seq);
 }
 
-int prs__gpu_conn_answer(prs__gpu_conn *c, long seq, int *in_effect)
+int prs__gpu_conn_answer(prs__gpu_conn *c, long seq, int *in_effect, double *at_s)
 {
     pthread_mutex_lock(&c->mu);
     int answered = 1;
     *in_effect = -1;
-    if (c->answers[seq % ANSWERS].seq == seq)
+    if (at_s) *at_s = NAN;
+    if (c->answers[seq % ANSWERS].seq == seq) {
         *in_effect = c->answers[seq % ANSWERS].in_effect;
-    else if (seq > c->acked && !atomic_load(&c->lost))
+        if (at_s) *at_s = c->answers[seq % ANSWERS].at_s;
+    } else if (seq > c->acked && !atomic_load(&c->lost))
         answered = 0;
     pthread_mutex_unlock(&c->mu);
     return answered;

@@ -52,8 +52,9 @@ prs__gpu_ack_status prs__gpu_conn_wait(prs__gpu_conn *c, long seq, double timeou
 long prs__gpu_conn_last_seq(const prs__gpu_conn *c);
 /* What request seq (> 0) left in effect: 1 with *in_effect the clock (0: default) once it is
  * answered, -1 in *in_effect when that is unknown (superseded, the connection lost, the answer
- * too old to be kept); 0 while it is not answered yet. */
-int prs__gpu_conn_answer(prs__gpu_conn *c, long seq, int *in_effect);
+ * too old to be kept); 0 while it is not answered yet. *at_s (when not NULL): prs_mono_s when the
+ * answer arrived, which the change took effect before (NAN when *in_effect is unknown). */
+int prs__gpu_conn_answer(prs__gpu_conn *c, long seq, int *in_effect, double *at_s);
 /* The clock in effect as the daemon last said (0: default), and -1 while requests are not all
  * answered yet (then nobody knows). */
 int prs__gpu_conn_confirmed(const prs__gpu_conn *c);
