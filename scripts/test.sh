@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # Check the formatting (clang-format) and run clang-tidy on src/ (both must be clean), build and
 # run the whole test suite twice: an optimised build, then AddressSanitizer +
-# UndefinedBehaviorSanitizer. Then a short libFuzzer run of each fuzz target. After each suite,
-# the slowest tests. --quick: the optimised build and its suite only (no lint, no sanitizers, no
-# fuzzing), for the edit-run loop. --tsan adds ThreadSanitizer on the threaded parts (the server,
-# client and gpud tests); not yet by default: it still reports races.
-# Usage: scripts/test.sh [--quick] [--no-lint] [--no-sanitize] [--tsan] [--no-fuzz]
+# UndefinedBehaviorSanitizer; then ThreadSanitizer on the threaded parts (the server, client and
+# gpud tests). Then a short libFuzzer run of each fuzz target. After each suite, the slowest
+# tests. --quick: the optimised build and its suite only (no lint, no sanitizers, no fuzzing), for
+# the edit-run loop.
+# Usage: scripts/test.sh [--quick] [--no-lint] [--no-sanitize] [--no-tsan] [--no-fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-sanitize=1 tsan=0 fuzz=1 lint=1
+sanitize=1 tsan=1 fuzz=1 lint=1
 for a in "$@"; do
   case "$a" in
     --no-lint) lint=0 ;;
     --no-sanitize) sanitize=0 ;;
     --tsan) tsan=1 ;;
+    --no-tsan) tsan=0 ;;
     --no-fuzz) fuzz=0 ;;
     --quick) lint=0 sanitize=0 tsan=0 fuzz=0 ;;
     *) echo "scripts/test.sh: unknown option '$a'" >&2; exit 2 ;;
@@ -74,9 +75,11 @@ cmake --build build -j "$jobs"
 ((lint)) && lint
 run_ctest build
 
+# AddressSanitizer at -O1 (its own advice: -O0 runs the CPU-bound tests several times slower and
+# finds nothing more), with the debug build's assertions.
 if ((sanitize)); then
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPRS_SANITIZE=ON "${all_parts[@]}" \
-    >/dev/null
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O1" \
+    -DPRS_SANITIZE=ON "${all_parts[@]}" >/dev/null
   cmake --build build-asan -j "$jobs"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest build-asan
 fi
