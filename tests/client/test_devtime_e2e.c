@@ -41,6 +41,7 @@
 #include <math.h>
 #include <pthread.h>
 
+#include "client_int.h"
 #include "fake_cuda.h"
 #include "gpud_harness.h"
 #include "perseus/client.h"
@@ -89,11 +90,13 @@ static const int sweep8[MAX_CLOCKS] = {1410, 1350, 1290, 1230, 1170, 1110, 1050,
 
 /* Compressed time: every duration of a configuration's run (the computations' work, the
  * counter's refresh period, the client's polls, the planner's unit time, the plan switch's lead)
- * is its time_scale times the figure named in this file, so the run lasts that share of the
- * time; what is asserted are ratios of durations that all shrink alike. Only the long runs are
- * compressed: the coarse counters, whose fits take the most iterations to settle. No counter
- * refreshes faster than every 25 ms, nor any client poll faster than every 0.5 ms: the host's
- * wake-ups weigh more against shorter durations (power sampling at a quarter: blocking power
+ * is its time_scale times the figure named in this file, and so is the client's bound on a
+ * profiling round (PRS__CLIENT_ROUND_BOUND_S of device time: the rounds the criterion does not
+ * end, as every power-sampling round, end there as they would in a real run), so the run lasts
+ * that share of the time; what is asserted are ratios of durations that all shrink alike. Only the
+ * long runs are compressed: the coarse counters, whose fits take the most iterations to settle. No
+ * counter refreshes faster than every 25 ms, nor any client poll faster than every 0.5 ms: the
+ * host's wake-ups weigh more against shorter durations (power sampling at a quarter: blocking power
  * 6 % high; the 10 ms counter at half, on a loaded machine: an energy row 3.9 % off). */
 static double time_scale = 1; /* of the configuration this process runs */
 #define TIME_SCALE time_scale
@@ -314,6 +317,7 @@ static void *rank_main(void *arg)
         rank_fail(r, "prs_client_new: %s", e.msg);
         return NULL;
     }
+    if (r->cl->dev) r->cl->dev->round_bound_s = PRS__CLIENT_ROUND_BOUND_S * TIME_SCALE;
     for (long it = 0;; it++) {
         pthread_mutex_lock(&w->mu);
         int stop = it > w->stop_at;
