@@ -201,7 +201,7 @@ PRS_API int prs_clockctl_answer(const prs_clockctl *c, long request, int *in_eff
 /* prs_clockctl_answer, and once answered *since_s (prs_mono_s seconds): the instant the answer
  * arrived, no earlier than the change took effect, so work that began before it may have run at
  * the previous clock (0 for INLINE and request 0: in effect before the request returned; NAN
- * when the clock is unknown). */
+ * when no answer is kept for request: the connection lost, or too old). */
 PRS_API int prs_clockctl_answer_at(const prs_clockctl *c, long request, int *in_effect_mhz,
                                    double *since_s);
 /* Requests that did not take: refused by the driver, accepted but not in effect when read back,

@@ -314,14 +314,12 @@ static int start_sampler(prs_client *c, prs_gpu *g, prs_error *err)
 int prs__client_dev_open(prs_client *c, prs_stream *stream, prs_gpu *sampler_gpu, prs_error *err)
 {
     prs__client_dev *d = calloc(1, sizeof *d);
-    if (d) {
-        d->round_bound_s = PRS__CLIENT_ROUND_BOUND_S;
-        d->answer_wait_s = PRS__CLIENT_ANSWER_WAIT_S;
-    }
     if (!d) {
         prs_stream_close(stream);
         return prs_error_set(err, PRS_ENOMEM, "out of memory");
     }
+    d->round_bound_s = PRS__CLIENT_ROUND_BOUND_S;
+    d->answer_wait_s = PRS__CLIENT_ANSWER_WAIT_S;
     c->dev = d;
     d->stream = stream;
     return start_sampler(c, sampler_gpu, err);

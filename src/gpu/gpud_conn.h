@@ -53,7 +53,7 @@ long prs__gpu_conn_last_seq(const prs__gpu_conn *c);
 /* What request seq (> 0) left in effect: 1 with *in_effect the clock (0: default) once it is
  * answered, -1 in *in_effect when that is unknown (superseded, the connection lost, the answer
  * too old to be kept); 0 while it is not answered yet. *at_s (when not NULL): prs_mono_s when the
- * answer arrived, which the change took effect before (NAN when *in_effect is unknown). */
+ * answer arrived, which the change took effect before (NAN when no answer is kept for seq). */
 int prs__gpu_conn_answer(prs__gpu_conn *c, long seq, int *in_effect, double *at_s);
 /* The clock in effect as the daemon last said (0: default), and -1 while requests are not all
  * answered yet (then nobody knows). */

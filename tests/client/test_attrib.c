@@ -27,14 +27,9 @@
 
 /* ---- random numbers ---- */
 
-static double rng_unif(uint64_t *s) /* [0, 1) */
-{
-    return prs_test_rng_unif(s);
-}
-
 static double rng_gauss(uint64_t *s)
 {
-    double u = rng_unif(s), v = rng_unif(s);
+    double u = prs_test_rng_unif(s), v = prs_test_rng_unif(s);
     return sqrt(-2 * log(1 - u)) * cos(6.283185307179586 * v);
 }
 
@@ -150,7 +145,7 @@ static void make_timeline(const scenario *sc, timeline *tl, uint64_t *rng)
     assert_non_null(tl->iter_end);
     static double st[MAXS][MAXOPS], en[MAXS][MAXOPS];
     static int kd[MAXS][MAXOPS];
-    double t = 1000.0 + rng_unif(rng); /* CLOCK_MONOTONIC-like magnitudes */
+    double t = 1000.0 + prs_test_rng_unif(rng); /* CLOCK_MONOTONIC-like magnitudes */
     tl->iter_end[0] = t;
     for (int it = 0; it < sc->iters; it++) {
         double dur[2] = {base[0] * (1 + 0.02 * rng_gauss(rng)),
@@ -163,7 +158,7 @@ static void make_timeline(const scenario *sc, timeline *tl, uint64_t *rng)
             tl_add(tl, k, st[s][o], en[s][o], noisy(sc, rng, tl->p_true[k]));
             cur = en[s][o];
         }
-        double next = end + 0.02 + 0.01 * rng_unif(rng); /* the all-reduce */
+        double next = end + 0.02 + 0.01 * prs_test_rng_unif(rng); /* the all-reduce */
         tl_add(tl, -1, cur, next, noisy(sc, rng, tl->idle_true));
         t = tl->iter_end[it + 1] = next;
     }
@@ -208,10 +203,10 @@ static void read_until(const scenario *sc, const timeline *tl, reader *rd, uint6
 {
     double step = sc->refresh_s > 0 ? 0.002 : 0.1;
     while (rd->next_poll <= t_end) {
-        double t = rd->next_poll + 2e-4 * rng_unif(rng); /* scheduling lateness */
-        rd->next_poll += step * (0.5 + rng_unif(rng));   /* dithered, like the sampler */
+        double t = rd->next_poll + 2e-4 * prs_test_rng_unif(rng); /* scheduling lateness */
+        rd->next_poll += step * (0.5 + prs_test_rng_unif(rng));   /* dithered, like the sampler */
         if (sc->refresh_s <= 0) {
-            double p = power_at(tl, &rd->cur, t), lo = t - 1e-3 * rng_unif(rng);
+            double p = power_at(tl, &rd->cur, t), lo = t - 1e-3 * prs_test_rng_unif(rng);
             assert_int_equal(prs__client_attrib_power(a, lo, lo + 1e-3, p), 0);
             continue;
         }
@@ -235,8 +230,8 @@ static void feed(const scenario *sc, const timeline *tl, uint64_t *rng, prs__cli
     static reader rd;
     memset(&rd, 0, sizeof rd);
     prs__client_refresh_init(&rd.fit);
-    rd.phase = tl->iter_end[0] - 1 + sc->refresh_s * rng_unif(rng);
-    rd.next_poll = tl->iter_end[0] + 0.1 * rng_unif(rng);
+    rd.phase = tl->iter_end[0] - 1 + sc->refresh_s * prs_test_rng_unif(rng);
+    rd.next_poll = tl->iter_end[0] + 0.1 * prs_test_rng_unif(rng);
     assert_int_equal(prs__client_attrib_known(a, tl->iter_end[0]), 0);
     int si = 0;
     for (int it = 0; it < sc->iters; it++) {
@@ -452,7 +447,7 @@ static prs__client_attrib *exact_run(int n_kinds, const int *pat, int npat, cons
     uint64_t rng = 5;
     for (int r = 0; r < reps; r++)
         for (int i = 0; i < npat; i++) {
-            double d = 0.005 + 0.02 * rng_unif(&rng), t1 = t + d;
+            double d = 0.005 + 0.02 * prs_test_rng_unif(&rng), t1 = t + d;
             double p = pat[i] < 0 ? idle_w : pw[pat[i]];
             for (; next <= t1; next += 0.007)
                 assert_int_equal(prs__client_attrib_energy(a, next, next, e + p * (next - t)), 0);
@@ -476,7 +471,7 @@ static prs__client_attrib *gap_run(const int *pat, int npat, const double *pw, d
     uint64_t rng = 9;
     for (int r = 0; r < 40; r++)
         for (int i = 0; i < npat; i++) {
-            double d = 0.005 + 0.02 * rng_unif(&rng), t1 = t + d;
+            double d = 0.005 + 0.02 * prs_test_rng_unif(&rng), t1 = t + d;
             double p = pat[i] == -2 ? untracked_w : pat[i] < 0 ? idle_w : pw[pat[i]];
             for (; next <= t1; next += 0.007)
                 assert_int_equal(prs__client_attrib_energy(a, next, next, e + p * (next - t)), 0);

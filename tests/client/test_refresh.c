@@ -20,11 +20,6 @@
 #include "refresh.h"
 #include "rng.h"
 
-static double unif(uint64_t *s) /* [0, 1) */
-{
-    return prs_test_rng_unif(s);
-}
-
 typedef struct run_stats {
     int locked_at_end, mapped, late, after;            /* after: brackets after the first 128 */
     double period, worst_err_s, worst_late_s, sq_late; /* of every change mapped; after 128 */
@@ -37,18 +32,18 @@ static run_stats run(uint64_t seed, int n, double period, double held)
     prs__client_refresh f;
     prs__client_refresh_init(&f);
     run_stats st = {0};
-    double phase = 5.0 + unif(&s) * period;
+    double phase = 5.0 + prs_test_rng_unif(&s) * period;
     for (int k = 0; k < n; k++) {
         double t = phase + k * period, lo, hi;
-        if (unif(&s) < held) {
+        if (prs_test_rng_unif(&s) < held) {
             /* the read after the refresh was held up; no refresh came after t before its end */
-            double w = 0.040 + 0.070 * unif(&s), u = unif(&s);
+            double w = 0.040 + 0.070 * prs_test_rng_unif(&s), u = prs_test_rng_unif(&s);
             if (w * (1 - u) > 0.99 * period) u = 1 - 0.99 * period / w;
             lo = t - w * u;
             hi = lo + w;
         } else {
-            double poll = 0.005 + 0.010 * unif(&s);
-            lo = t - poll * unif(&s);
+            double poll = 0.005 + 0.010 * prs_test_rng_unif(&s);
+            lo = t - poll * prs_test_rng_unif(&s);
             hi = lo + poll;
         }
         prs__client_refresh_map(&f, &lo, &hi);
@@ -121,9 +116,11 @@ static void test_short_period(void **state)
     int mapped = 0;
     double worst = 0;
     for (int k = 0; k < 2000; k++) {
-        double t = 1.0 + k * 0.010, poll = 0.001 + 0.002 * unif(&s), u = unif(&s);
-        if (unif(&s) < 0.03) poll = 0.012 + 0.008 * unif(&s); /* held up past a period */
-        if (poll * (1 - u) > 0.0099) u = 1 - 0.0099 / poll;   /* t is the last refresh before hi */
+        double t = 1.0 + k * 0.010, poll = 0.001 + 0.002 * prs_test_rng_unif(&s),
+               u = prs_test_rng_unif(&s);
+        if (prs_test_rng_unif(&s) < 0.03)
+            poll = 0.012 + 0.008 * prs_test_rng_unif(&s);   /* held up past a period */
+        if (poll * (1 - u) > 0.0099) u = 1 - 0.0099 / poll; /* t is the last refresh before hi */
         double lo = t - poll * u, hi = lo + poll;
         prs__client_refresh_map(&f, &lo, &hi);
         if (lo != hi) continue;
