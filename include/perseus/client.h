@@ -110,10 +110,10 @@ typedef struct prs_client_opts {
      * an iteration's last computation to its end (the gradient all-reduce, the optimizer step,
      * the loss) as other work, in iterations without other-work windows, so an un-bracketed
      * optimizer never counts as blocking; the GPU's blocking power is then measured in the
-     * bubbles between computations only (a stage with none has no blocking power). The tail is
-     * fitted as one power: when it waits first (an all-reduce) and then runs the optimizer, that
-     * power is wrong and so is the blocking power (docs/measurement.md); bracket the optimizer
-     * there. 0 (the default): that time counts as blocking, unless bracketed. */
+     * bubbles between computations and, on a device stream with an energy counter, in the
+     * tails too: a tail is fitted as the blocking power over it plus a fixed energy, so a wait
+     * of any length before the optimizer (an all-reduce) is right. From power samples the tail is
+     * one power, wrong when it waits first (docs/measurement.md): bracket the optimizer there. 0 (the default): that time counts as blocking, unless bracketed. */
     int other_after_last;
 } prs_client_opts;
 

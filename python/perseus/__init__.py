@@ -407,8 +407,9 @@ class Client:
 
     other_after_last=True: the time from the iteration's last computation to its end (an
     optimizer step not in a `with client.other()`) is measured as other work, never as the GPU's
-    blocking power (prs_client_opts.other_after_last). The tail is fitted as one power: when an
-    all-reduce comes before the optimizer, put the optimizer in `with client.other()` instead.
+    blocking power (prs_client_opts.other_after_last). On a device stream with an energy
+    counter a wait before the optimizer (an all-reduce) is fitted right; from power samples the
+    tail is one power: put the optimizer in `with client.other()` there.
 
     measure_only=True (with server_url None): no server and no clock change, ever; every
     iteration past the warm-up is profiled at the clock the GPU runs, in any order of

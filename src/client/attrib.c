@@ -24,8 +24,11 @@ enum { MODE_NONE, MODE_ENERGY, MODE_POWER };
 
 typedef struct attrib_iv {
     int kind;
+    int lump; /* one piece of work somewhere in [t0, t1], idle otherwise */
     double t0, t1;
 } attrib_iv;
+
+enum { USE_NONE, USE_BUSY, USE_LUMP }; /* how a kind was fed */
 
 typedef struct attrib_reading {
     double lo, hi, v; /* the value was taken at an unknown instant in [lo, hi] */
@@ -40,11 +43,13 @@ struct prs__client_attrib {
 
     /* Sweep over the timeline. */
     double sweep_t;
-    double *cum;                   /* nk */
-    double *integ;                 /* nk: integral of cum over [t_start, sweep_t] */
-    double *c0, *i0, *avg, *share; /* nk + 1: scratch of bracket() */
+    double *cum;                   /* nk + 1, the last: time inside lumps */
+    double *integ;                 /* nk + 1: integral of cum over [t_start, sweep_t] */
+    double *c0, *i0, *avg, *share; /* nk + 2: scratch of bracket() */
     attrib_iv *ivs;
     int iv_head, iv_len;
+    unsigned char *use; /* nk: USE_* */
+    int hit_lump;       /* the last sweep crossed the inside of a lump */
 
     /* Readings waiting for the timeline. */
     attrib_reading *pend;
@@ -57,7 +62,7 @@ struct prs__client_attrib {
 
     /* The last span of unknown activity (prs__client_attrib_unknown); gap_hi < gap_lo: none. */
     double gap_lo, gap_hi;
-    double *ref_avg; /* n: mean of cum (and of the elapsed time, last) over the bracket */
+    double *ref_avg; /* n + 1: mean of cum over the bracket: kinds, elapsed time, lump time */
 
     /* Rows. */
     double *A, *b; /* max_rows x n, column-major (lda = max_rows) */
@@ -65,6 +70,7 @@ struct prs__client_attrib {
     long rows, used, dropped;
     double rss_folded;
     double *colsum; /* n: time (counter) or samples (power) per column, over every row */
+    double lump_s;  /* of colsum[nk], the time inside lumps */
     double *row;    /* n: scratch */
 
     /* Solve work space. */
@@ -93,6 +99,7 @@ void prs__client_attrib_free(prs__client_attrib *a)
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
         free(d[i]);
     free(a->ivs);
+    free(a->use);
     free(a->pend);
     free(a->ipvt);
     free(a->cols);
@@ -109,13 +116,13 @@ static int opts_ok(const prs__client_attrib_opts *o, int n)
 static int alloc_all(prs__client_attrib *a)
 {
     size_t n = (size_t)a->n, r = (size_t)a->o.max_rows;
-    a->cum = calloc(n, sizeof(double));
-    a->ref_avg = calloc(n, sizeof(double));
-    a->integ = calloc(n, sizeof(double));
-    a->c0 = calloc(n, sizeof(double));
-    a->i0 = calloc(n, sizeof(double));
-    a->avg = calloc(n, sizeof(double));
-    a->share = calloc(n, sizeof(double));
+    a->cum = calloc(n + 1, sizeof(double));
+    a->ref_avg = calloc(n + 1, sizeof(double));
+    a->integ = calloc(n + 1, sizeof(double));
+    a->c0 = calloc(n + 1, sizeof(double));
+    a->i0 = calloc(n + 1, sizeof(double));
+    a->avg = calloc(n + 1, sizeof(double));
+    a->share = calloc(n + 1, sizeof(double));
     a->A = calloc(r * n, sizeof(double));
     a->b = calloc(r, sizeof(double));
     a->colsum = calloc(n, sizeof(double));
@@ -131,8 +138,9 @@ static int alloc_all(prs__client_attrib *a)
     a->ipvt = calloc(n, sizeof(int));
     a->cols = calloc(n, sizeof(int));
     a->ivs = calloc((size_t)a->o.max_intervals, sizeof(attrib_iv));
+    a->use = calloc(n, 1);
     a->pend = calloc((size_t)a->o.max_pending, sizeof(attrib_reading));
-    return ok && a->ipvt && a->cols && a->ivs && a->pend ? 0 : PRS_ENOMEM;
+    return ok && a->ipvt && a->cols && a->ivs && a->use && a->pend ? 0 : PRS_ENOMEM;
 }
 
 int prs__client_attrib_new(int n_kinds, const prs__client_attrib_opts *o, prs__client_attrib **out)
@@ -167,23 +175,30 @@ static void iv_pop(prs__client_attrib *a)
     a->iv_len--;
 }
 
-/* Advance the sweep to t (<= known_t): busy time and its integral, retiring passed intervals. */
+/* Advance the sweep to t (<= known_t): busy time and its integral, retiring passed intervals. A
+ * lump counts 1 from its end on (cum and integ alike), and crossing its inside sets hit_lump. */
 static void sweep_to(prs__client_attrib *a, double t)
 {
     double s = a->sweep_t;
     if (t <= s) return;
-    for (int k = 0; k < a->nk; k++)
+    for (int k = 0; k <= a->nk; k++)
         a->integ[k] += a->cum[k] * (t - s);
     while (a->iv_len) {
         const attrib_iv *v = &a->ivs[a->iv_head];
         if (v->t0 >= t) break;
         double lo = v->t0 > s ? v->t0 : s;
         double hi = v->t1 < t ? v->t1 : t;
+        if (hi > lo && v->lump) a->hit_lump = 1;
         if (hi > lo) {
-            a->cum[v->kind] += hi - lo;
-            a->integ[v->kind] += (hi - lo) * (hi - lo) / 2 + (hi - lo) * (t - hi);
+            int k = v->lump ? a->nk : v->kind; /* a lump's span: idle, counted apart */
+            a->cum[k] += hi - lo;
+            a->integ[k] += (hi - lo) * (hi - lo) / 2 + (hi - lo) * (t - hi);
         }
         if (v->t1 > t) break;
+        if (v->lump) {
+            a->cum[v->kind] += 1;
+            a->integ[v->kind] += t - v->t1;
+        }
         iv_pop(a);
     }
     a->sweep_t = t;
@@ -197,18 +212,22 @@ static void bracket(prs__client_attrib *a, double lo, double hi)
 {
     int nk = a->nk;
     sweep_to(a, lo);
-    memcpy(a->c0, a->cum, (size_t)nk * sizeof(double));
-    memcpy(a->i0, a->integ, (size_t)nk * sizeof(double));
+    memcpy(a->c0, a->cum, (size_t)(nk + 1) * sizeof(double));
+    memcpy(a->i0, a->integ, (size_t)(nk + 1) * sizeof(double));
+    a->hit_lump = 0;
     sweep_to(a, hi);
     double w = hi - lo, busy = 0;
     const attrib_iv *v = a->iv_len ? &a->ivs[a->iv_head] : NULL;
     int at = v && v->t0 <= lo && lo < v->t1 ? v->kind : -1; /* state at lo when w == 0 */
+    if (w == 0 && v && v->lump && v->t0 < lo && lo < v->t1) a->hit_lump = 1;
     for (int k = 0; k < nk; k++) {
+        int lump = a->use[k] == USE_LUMP; /* a count, no time */
         a->avg[k] = w > 0 ? (a->integ[k] - a->i0[k]) / w : a->cum[k];
-        a->share[k] = w > 0 ? (a->cum[k] - a->c0[k]) / w : k == at;
+        a->share[k] = lump ? 0 : w > 0 ? (a->cum[k] - a->c0[k]) / w : k == at;
         busy += a->share[k];
     }
     a->avg[nk] = 0.5 * (lo + hi) - a->t_start;
+    a->avg[nk + 1] = w > 0 ? (a->integ[nk] - a->i0[nk]) / w : a->cum[nk];
     a->share[nk] = busy < 1 ? 1 - busy : 0;
 }
 
@@ -261,6 +280,10 @@ static void take_energy(prs__client_attrib *a, const attrib_reading *r)
 {
     bracket(a, r->lo, r->hi);
     int nk = a->nk;
+    if (a->hit_lump) {
+        a->dropped++; /* the energy inside a lump is unknown: the row runs on to the next */
+        return;
+    }
     if (a->have_ref && in_gap(a, a->ref_lo, r->hi)) {
         a->dropped++; /* the row would span work nobody tracked: start again after it */
         a->have_ref = 0;
@@ -274,9 +297,10 @@ static void take_energy(prs__client_attrib *a, const attrib_reading *r)
         double busy = 0;
         for (int k = 0; k < nk; k++) {
             a->row[k] = a->avg[k] - a->ref_avg[k];
-            busy += a->row[k];
+            if (a->use[k] != USE_LUMP) busy += a->row[k];
         }
         a->row[nk] = dt > busy ? dt - busy : 0;
+        a->lump_s += fmin(a->avg[nk + 1] - a->ref_avg[nk + 1], a->row[nk]);
         add_row(a, a->row, r->v - a->ref_e);
         a->used++;
     } else if (a->have_ref) {
@@ -290,14 +314,14 @@ static void take_energy(prs__client_attrib *a, const attrib_reading *r)
     a->have_ref = 1;
     a->ref_e = r->v;
     a->ref_lo = r->lo;
-    memcpy(a->ref_avg, a->avg, (size_t)a->n * sizeof(double));
+    memcpy(a->ref_avg, a->avg, (size_t)(a->n + 1) * sizeof(double));
 }
 
 static void take_power(prs__client_attrib *a, const attrib_reading *r)
 {
     bracket(a, r->lo, r->hi);
-    if (in_gap(a, r->lo, r->hi)) {
-        a->dropped++; /* a sample of work nobody tracked */
+    if (in_gap(a, r->lo, r->hi) || a->hit_lump) {
+        a->dropped++; /* a sample of work nobody tracked, or of a lump's unknown moment */
         return;
     }
     double top = 0;
@@ -337,9 +361,12 @@ static void start_at(prs__client_attrib *a, double t)
 
 /* ---- inputs ---- */
 
-int prs__client_attrib_busy(prs__client_attrib *a, int kind, double t0, double t1)
+static int add_interval(prs__client_attrib *a, int kind, int lump, double t0, double t1)
 {
     if (kind < 0 || kind >= a->nk || !isfinite(t0) || !isfinite(t1) || t1 < t0) return PRS_EINVAL;
+    int use = lump ? USE_LUMP : USE_BUSY;
+    if (a->use[kind] != USE_NONE && a->use[kind] != use) return PRS_EINVAL;
+    a->use[kind] = (unsigned char)use;
     if (!a->started) start_at(a, t0);
     if (t0 < a->known_t) {
         if (a->known_t - t0 > 1e-9) return PRS_EINVAL;
@@ -349,12 +376,22 @@ int prs__client_attrib_busy(prs__client_attrib *a, int kind, double t0, double t
     if (t1 > t0) {
         if (a->iv_len == a->o.max_intervals) sweep_to(a, a->ivs[a->iv_head].t1);
         int at = (a->iv_head + a->iv_len) % a->o.max_intervals;
-        a->ivs[at] = (attrib_iv){kind, t0, t1};
+        a->ivs[at] = (attrib_iv){kind, lump, t0, t1};
         a->iv_len++;
     }
     a->known_t = t1;
     flush(a);
     return 0;
+}
+
+int prs__client_attrib_busy(prs__client_attrib *a, int kind, double t0, double t1)
+{
+    return add_interval(a, kind, 0, t0, t1);
+}
+
+int prs__client_attrib_lump(prs__client_attrib *a, int kind, double t0, double t1)
+{
+    return add_interval(a, kind, 1, t0, t1);
 }
 
 int prs__client_attrib_known(prs__client_attrib *a, double t)
@@ -421,14 +458,29 @@ static void quality_init(const prs__client_attrib *a, prs__client_attrib_quality
         q->kind_busy_s[k] = k < a->nk ? a->colsum[k] : 0;
     }
     q->idle_se_w = NAN;
+    q->lump_power_w = NAN;
     q->idle_s = a->colsum[a->nk];
     q->pending = a->p_len;
     q->intervals = a->iv_len;
 }
 
-/* Columns some row saw, with their norms in cn; returns how many (listed in cols). */
+/* Whether the lumps are fitted as one power over their spans, without their own unknowns: when
+ * (nearly) all the idle time lies inside them, a lump's energy and the idle power can only be
+ * told apart by how much the spans vary, and the blocking power is not measured. */
+#define LUMPS_ONLY_SHARE 0.99
+static int lumps_as_power(const prs__client_attrib *a)
+{
+    int any = 0;
+    for (int k = 0; k < a->nk; k++)
+        any |= a->use[k] == USE_LUMP;
+    return any && a->lump_s > LUMPS_ONLY_SHARE * a->colsum[a->nk];
+}
+
+/* Columns some row saw, with their norms in cn (the lump kinds left out when lumps_as_power);
+ * returns how many (listed in cols). */
 static int observed_columns(prs__client_attrib *a)
 {
+    int skip_lumps = lumps_as_power(a);
     double top = 0;
     for (int j = 0; j < a->n; j++) {
         const double *c = a->A + (size_t)j * a->o.max_rows;
@@ -440,7 +492,9 @@ static int observed_columns(prs__client_attrib *a)
     }
     int n = 0;
     for (int j = 0; j < a->n; j++)
-        if (a->cn[j] > 0 && a->cn[j] > 1e-9 * top) a->cols[n++] = j;
+        if (a->cn[j] > 0 && a->cn[j] > 1e-9 * top &&
+            !(skip_lumps && j < a->nk && a->use[j] == USE_LUMP))
+            a->cols[n++] = j;
     return n;
 }
 
@@ -520,10 +574,12 @@ static int verdict(const prs__client_attrib *a, const double *p, const double *s
     }
     int worst = -1;
     for (int j = 0; j < a->n; j++) {
-        if (isnan(p[j])) continue;
+        if (isnan(p[j]) || (j < a->nk && a->use[j] == USE_LUMP)) continue;
         if (!(p[j] > 0)) {
-            snprintf(q->why, sizeof q->why, "%s power %d came out %.3g W",
-                     j < a->nk ? "kind" : "idle", j, p[j]);
+            if (j < a->nk)
+                snprintf(q->why, sizeof q->why, "kind %d's power came out %.3g W", j, p[j]);
+            else
+                snprintf(q->why, sizeof q->why, "the idle power came out %.3g W", p[j]);
             return PRS__CLIENT_ATTRIB_POOR;
         }
         double r = se[j] / p[j];
@@ -571,5 +627,9 @@ int prs__client_attrib_solve(prs__client_attrib *a, double *kind_power_w, double
     }
     *idle_power_w = p[a->nk];
     q->idle_se_w = se[a->nk];
+    if (lumps_as_power(a)) { /* the idle column is the lumps' power: no blocking power */
+        q->lump_power_w = *idle_power_w;
+        *idle_power_w = q->idle_se_w = NAN;
+    }
     return verdict(a, p, se, q);
 }

@@ -38,14 +38,14 @@
 
 #include "perseus/error.h"
 
-#define PRS__CLIENT_ATTRIB_MAX_KINDS 65 /* 2 * PRS_CLIENT_MAX_CHUNKS, and other work */
+#define PRS__CLIENT_ATTRIB_MAX_KINDS 66 /* 2 * PRS_CLIENT_MAX_CHUNKS, other work, and tails */
 
 /* Positive results of prs__client_attrib_solve (0 = usable). */
 enum {
     PRS__CLIENT_ATTRIB_MORE = 1, /* not enough data yet: no rows, too few, or a standard error above
                                 max_rel_se; feed more and solve again */
     PRS__CLIENT_ATTRIB_POOR = 2  /* enough rows but unusable: ill-conditioned (cond above max_cond)
-                                or a power came out <= 0 */
+                                or a power (not a lump kind's) came out <= 0 */
 };
 
 typedef struct prs__client_attrib_opts {
@@ -74,8 +74,13 @@ typedef struct prs__client_attrib_quality {
     double max_rel_se;    /* largest standard error / power over the solved powers */
     double kind_se_w[PRS__CLIENT_ATTRIB_MAX_KINDS]; /* standard error estimates (NAN: not solved) */
     double idle_se_w;
-    double kind_busy_s[PRS__CLIENT_ATTRIB_MAX_KINDS]; /* busy time in rows (power: sum of shares) */
+    double kind_busy_s[PRS__CLIENT_ATTRIB_MAX_KINDS]; /* busy time in rows (power: sum of shares;
+                                                         a lump kind: lumps) */
     double idle_s;
+    double lump_power_w;    /* the lumps fitted as one power over their spans, idle included, when
+                               nearly all the idle time lies inside them (the blocking power is then
+                               NAN: a lump's energy and the idle power cannot be told apart); else
+                               NAN */
     int pending, intervals; /* readings and busy intervals queued now (memory in use) */
     char why[96];           /* "" when usable, else why not */
 } prs__client_attrib_quality;
@@ -98,6 +103,18 @@ int prs__client_attrib_known(prs__client_attrib *a, double t);
  * known up to t1 again. PRS_EINVAL when not finite or t1 < t0; a span before the known timeline
  * is clamped to it. */
 int prs__client_attrib_unknown(prs__client_attrib *a, double t0, double t1);
+/* Over [t0, t1] the GPU ran one piece of kind `kind`'s work, at an instant nobody knows, and was
+ * blocked for the rest: a lump (an iteration's tail after its last computation: the wait for the
+ * all-reduce, then an optimizer step the hooks did not see). Every lump of a kind adds the same
+ * energy beyond the idle power's over its span, so the kind's unknown is joules a lump, not watts:
+ * the span counts as idle time and the lump as 1 in the kind's column. Readings whose bracket
+ * overlaps the span (inside it the energy so far is unknown) close no row: the row runs on to the
+ * next reading. A kind is either busy or lump kind, never both; a lump kind's result may be any
+ * sign and is left out of the usability checks (its standard error is reported). When nearly
+ * all the idle time lies inside lumps, the lumps are one power instead (quality.lump_power_w) and
+ * the lump kinds and the idle power come out NAN. PRS_EINVAL as for prs__client_attrib_busy, or
+ * when the kind ran busy intervals. */
+int prs__client_attrib_lump(prs__client_attrib *a, int kind, double t0, double t1);
 /* The energy counter took the value energy_j at an instant of [t_lo, t_hi] (t_lo == t_hi: known
  * exactly). Brackets must come in order: PRS_EINVAL when t_hi < t_lo, t_lo is before the previous
  * reading's t_hi, a value is not finite, or power samples were given. */

@@ -70,9 +70,10 @@ typedef struct prs__client_round_fit {
     double t_first, t_last; /* host clock: the first fed iteration's start, the last one's end */
     long fed;               /* iterations fed */
     int below;              /* clock readings below the computations' clocks during them */
-    int throttled; /* PRS__CLIENT_THROTTLE_READS of them: no windows from then on (resolve.c) */
-    int restarts;  /* times the fit started again, poor past the round's bound (resolve.c) */
-    int told;      /* the fit held the round's reports past its bound, and stderr said why */
+    int throttled;     /* PRS__CLIENT_THROTTLE_READS of them: no windows from then on (resolve.c) */
+    int restarts;      /* times the fit started again, poor past the round's bound (resolve.c) */
+    double poor_since; /* t_last when the fit was first found poor past the bound (0: not) */
+    int told;          /* the fit held the round's reports past its bound, and stderr said why */
 } prs__client_round_fit;
 
 /* Device time a profiling round's fit may take to reach the per-kind criterion: past it, the

@@ -54,14 +54,16 @@ static prs__client_round_fit *fit_of(prs_client *c, long round)
     return NULL;
 }
 
-/* A fit of n_kinds computation kinds and one more: other work (prs_client_other_begin), kind
- * n_kinds. 0, or an error code. */
+/* A fit of n_kinds computation kinds and two more: other work (prs_client_other_begin), kind
+ * n_kinds, and the tails of opts.other_after_last as lumps, kind TAIL_KIND (tail_is_other). 0, or
+ * an error code. */
+#define TAIL_KIND(n_kinds) ((n_kinds) + 1)
 static int new_fit(int n_kinds, prs__client_attrib **out)
 {
     prs__client_attrib_opts o;
     prs__client_attrib_opts_init(&o);
     o.max_rel_se = FIT_MAX_REL_SE;
-    return prs__client_attrib_new(n_kinds + 1, &o, out);
+    return prs__client_attrib_new(n_kinds + 2, &o, out);
 }
 
 /* Whether a solution has a power below zero by more than 3 standard errors: rows that contradict
@@ -75,8 +77,9 @@ static int spoiled(const double *pw, double idle, const prs__client_attrib_quali
     return isfinite(idle) && isfinite(q->idle_se_w) && idle + 3 * q->idle_se_w < 0;
 }
 
-/* A round's fit that its round bound has passed and that is still rejected as spoiled starts
- * again from the iterations after now, rather than hold the round's reports back for good. */
+/* A round's fit that its round bound has passed and that is still rejected, as spoiled or for
+ * another bound's length (poor_too_long), starts again from the iterations after now, rather
+ * than hold the round's reports back for good. */
 static void restart_fit(prs__client_round_fit *f, const char *why)
 {
     prs__client_attrib *fresh;
@@ -87,7 +90,7 @@ static void restart_fit(prs__client_round_fit *f, const char *why)
     prs__client_attrib_free(f->fit);
     f->fit = fresh;
     f->fed = 0;
-    f->t_first = f->t_last = 0;
+    f->t_first = f->t_last = f->poor_since = 0;
     f->restarts++;
 }
 
@@ -112,7 +115,7 @@ static prs__client_round_fit *fit_for(prs_client *c, long round, int n_kinds)
     d->fits[slot].n_kinds = n_kinds;
     d->fits[slot].fed = 0;
     d->fits[slot].throttled = d->fits[slot].below = d->fits[slot].restarts = d->fits[slot].told = 0;
-    d->fits[slot].t_first = d->fits[slot].t_last = 0;
+    d->fits[slot].t_first = d->fits[slot].t_last = d->fits[slot].poor_since = 0;
     return &d->fits[slot];
 }
 
@@ -329,7 +332,12 @@ static int kind_of(const prs__client_devop *o, int n_kinds)
 }
 
 /* opts.other_after_last: the time after p's last computation is other work (p has computations,
- * none left open, and no other-work window of its own). */
+ * none left open, and no other-work window of its own). Such a tail holds a wait (for the
+ * all-reduce, or for a late host) and then the work: one power for the whole tail is wrong when
+ * the wait varies, and its error lands on the idle power of the time around it (+65 % in
+ * test_devtime_e2e's real-trainer). Against an energy counter the tail is fitted as a lump: idle
+ * over its span plus a fixed energy a tail (attrib.h); from power samples, which cannot see a
+ * lump, as other work at one power, or left out where the host was late. */
 static int tail_is_other(const prs_client *c, const prs__client_pend *p)
 {
     if (!c->opts.other_after_last || p->n_ops == 0 || p->open_closed) return 0;
@@ -367,7 +375,9 @@ static void feed(prs_client *c, prs__client_pend *p)
     }
     /* a tail the GPU idled in for a while nobody knows is no sample of the other work's power */
     if (tail_is_other(c, p) && p->t_end > floor_t) {
-        if (p->drained)
+        if (prs__client_sampler_mode(c->dev->sampler) != PRS__CLIENT_SAMPLE_POWER)
+            prs__client_attrib_lump(f->fit, TAIL_KIND(f->n_kinds), floor_t, p->t_end);
+        else if (p->drained)
             prs__client_attrib_unknown(f->fit, floor_t, p->t_end);
         else
             prs__client_attrib_busy(f->fit, f->n_kinds, floor_t, p->t_end);
@@ -378,7 +388,7 @@ static void feed(prs_client *c, prs__client_pend *p)
 
 /* Windows and energy of a profiling iteration from its round's fitted powers. */
 static int fill_windows(prs_client *c, const prs__client_pend *p, const double *pw, double idle,
-                        int n_kinds, prs__client_iteration *it)
+                        double lump_w, int n_kinds, prs__client_iteration *it)
 {
     double busy_t = 0, busy_e = 0;
     int ok = 1;
@@ -394,11 +404,14 @@ static int fill_windows(prs_client *c, const prs__client_pend *p, const double *
         busy_t += t;
         busy_e += pw[kind] * t;
     }
-    if (tail_is_other(c, p)) { /* its power, or else the idle power below, as before */
-        double tail_t = p->t_end - p->op_t1[p->n_ops - 1];
-        if (isfinite(pw[n_kinds]) && tail_t > 0) {
+    if (tail_is_other(c, p)) { /* its lump, the lumps' power or its own, else idle below */
+        double tail_t = p->t_end - p->op_t1[p->n_ops - 1], lump = pw[TAIL_KIND(n_kinds)];
+        double tail_e = isfinite(lump) && isfinite(idle) ? idle * tail_t + lump
+                        : isfinite(lump_w)               ? lump_w * tail_t
+                                                         : pw[n_kinds] * tail_t;
+        if (isfinite(tail_e) && tail_t > 0) {
             busy_t += tail_t;
-            busy_e += pw[n_kinds] * tail_t;
+            busy_e += tail_e;
         }
     }
     double idle_t = it->time_s - busy_t;
@@ -451,6 +464,20 @@ static int kinds_settled(const prs_client *c, const prs__client_round_fit *f, co
     if (!isfinite(*rel_se)) return 0;
     if (*rel_se <= prs__client_dev_criterion(c)) return 1;
     return f->t_last - f->t_first >= c->dev->round_bound_s;
+}
+
+/* Whether a fit the attribution calls poor has to start again: past its round's bound, at once
+ * when spoiled, else once it stayed poor for another bound's length (ill-conditioned, or a power
+ * at or below zero within its noise, which more rows of the same kind may never lift). */
+static int poor_too_long(const prs_client *c, prs__client_round_fit *f, int rc, int spoilt)
+{
+    double bound = c->dev->round_bound_s;
+    if (rc != PRS__CLIENT_ATTRIB_POOR || f->t_last - f->t_first < bound) {
+        f->poor_since = 0;
+        return 0;
+    }
+    if (f->poor_since == 0) f->poor_since = f->t_last;
+    return spoilt || f->t_last - f->poor_since >= bound;
 }
 
 /* The clock readings during p's computations that differ from the clock each is tagged with:
@@ -528,12 +555,10 @@ static int build_report(prs_client *c, prs__client_pend *p, int force, prs__clie
         if (rc == PRS__CLIENT_ATTRIB_MORE && settled && rel_se > prs__client_dev_criterion(c))
             rc = 0;
         if (rc == 0 && !settled) rc = PRS__CLIENT_ATTRIB_MORE;
-        if (rc == PRS__CLIENT_ATTRIB_POOR && f->t_last - f->t_first >= c->dev->round_bound_s &&
-            spoiled(pw, idle, &q, f->n_kinds + 1))
-            restart_fit(f, q.why);
+        if (poor_too_long(c, f, rc, spoiled(pw, idle, &q, f->n_kinds + 1))) restart_fit(f, q.why);
         it->fit_rel_se = rel_se;
         it->fit_criterion = prs__client_dev_criterion(c);
-        if (rc == 0) return fill_windows(c, p, pw, idle, f->n_kinds, it);
+        if (rc == 0) return fill_windows(c, p, pw, idle, q.lump_power_w, f->n_kinds, it);
         if (!f->told && f->t_last - f->t_first >= c->dev->round_bound_s) {
             f->told = 1;
             prs__client_log(

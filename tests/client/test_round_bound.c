@@ -11,7 +11,10 @@
  * test_poor_fit_restarts: a round's fit that the round bound has passed and that is still
  * rejected (here: 400 rows given to it that make the idle power -80 W, as rows spoiled by a
  * starved host did beside a CPU-bound test) starts again from the iterations after it, and the
- * round reports; it reported nothing, ever, before. */
+ * round reports; it reported nothing, ever, before. test_poor_fit_within_noise: the fit
+ * replaced, at every iteration, by rows that make the idle power -5 W, within three of its
+ * standard errors: not spoiled, so such a fit used to hold the round for good; it starts again
+ * once it stayed poor for another bound's length. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -68,9 +71,12 @@ static int reports(prs_client *c, double *rel_se, double *criterion)
     return n;
 }
 
-/* Replace the round-1 fit's rows by 400 rows consistent with a forward of 100 W and an idle
- * power of -80 W (seconds 1 to 41 of the host clock, before any real row). */
-static void poison_fit(prs_client *c)
+/* Replace the round-1 fit's rows by rows of a forward of 100 W and a negative idle power, from
+ * second 1 of the host clock (before any real row): SPOILED, 400 rows of -80 W; NOISY, 2,000 rows
+ * of -5 W with 4 J of noise each (of either sign in turn), which leaves the idle power within three
+ * standard errors of zero. */
+enum { SPOILED = 1, NOISY = 2 };
+static void poison_fit(prs_client *c, int how)
 {
     pthread_mutex_lock(&c->mu);
     prs__client_round_fit *f = NULL;
@@ -78,17 +84,18 @@ static void poison_fit(prs_client *c)
         if (c->dev->fits[i].fit && c->dev->fits[i].round == 1) f = &c->dev->fits[i];
     assert_non_null(f);
     prs__client_attrib *a;
-    assert_int_equal(prs__client_attrib_new(f->n_kinds + 1, NULL, &a), 0);
-    double t = 1.0, e = 0;
+    assert_int_equal(prs__client_attrib_new(f->n_kinds + 2, NULL, &a), 0);
+    double t = 1.0, e = 0, idle_w = how == SPOILED ? -80 : -5;
     assert_int_equal(prs__client_attrib_energy(a, t, t, e), 0);
-    for (int k = 0; k < 400; k++, t += 0.1) {
-        if (k % 2 == 0) { /* forward throughout: 10 J */
+    for (int k = 0; k < (how == SPOILED ? 400 : 2000); k++, t += 0.1) {
+        if (how == NOISY) e += (k / 2) % 2 ? -4 : 4; /* the idle power stays -5 W */
+        if (k % 2 == 0) {                            /* forward throughout: 10 J */
             assert_int_equal(prs__client_attrib_busy(a, 0, t, t + 0.1), 0);
             e += 10.0;
-        } else { /* forward for half, idle for half: 5 J - 4 J */
+        } else { /* forward for half, idle for half */
             assert_int_equal(prs__client_attrib_busy(a, 0, t, t + 0.05), 0);
             assert_int_equal(prs__client_attrib_known(a, t + 0.1), 0);
-            e += 1.0;
+            e += 5.0 + 0.05 * idle_w;
         }
         assert_int_equal(prs__client_attrib_energy(a, t + 0.1, t + 0.1, e), 0);
     }
@@ -127,8 +134,9 @@ static int run_round(int poison)
     while (!got && trained_s < TRAIN_S) {
         run_iteration(c, cs, mid);
         iters++;
-        if (!poisoned && restarts(c) >= 0) {
-            poison_fit(c);
+        int r = restarts(c); /* NOISY: poisoned again each iteration until it restarts */
+        if (r >= 0 && (poison == NOISY ? r == 0 : !poisoned)) {
+            poison_fit(c, poison);
             poisoned = 1;
         }
         pthread_mutex_lock(&c->mu);
@@ -165,7 +173,16 @@ static void test_poor_fit_restarts(void **state)
         prs_skip_input("no fake libcuda or NVML ($PRS_FAKE_CUDA, $PRS_FAKE_NVML)");
         return;
     }
-    assert_true(run_round(1) >= 1);
+    assert_true(run_round(SPOILED) >= 1);
+}
+
+static void test_poor_fit_within_noise(void **state)
+{
+    if (!cu_path || !nvml_path) {
+        prs_skip_input("no fake libcuda or NVML ($PRS_FAKE_CUDA, $PRS_FAKE_NVML)");
+        return;
+    }
+    assert_true(run_round(NOISY) >= 1);
 }
 
 static int setup(void **state)
@@ -187,6 +204,7 @@ static int setup(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_round_bound),
-                                       cmocka_unit_test(test_poor_fit_restarts)};
+                                       cmocka_unit_test(test_poor_fit_restarts),
+                                       cmocka_unit_test(test_poor_fit_within_noise)};
     return prs_test_result(cmocka_run_group_tests(tests, setup, NULL));
 }
