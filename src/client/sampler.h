@@ -89,7 +89,8 @@ long prs__client_sampler_dropped(prs__client_sampler *s);
 long prs__client_sampler_errors(prs__client_sampler *s);
 /* Reads the thread has made so far. */
 long prs__client_sampler_reads(prs__client_sampler *s);
-/* Power mode: reads held up past 3 times their usual cost, dropped (not pushed) so far. */
+/* Reads held up past 3 times their usual cost, dropped (not pushed) so far: power reads, and
+ * changed values of a counter that changes at every read. */
 long prs__client_sampler_held(prs__client_sampler *s);
 
 #endif
