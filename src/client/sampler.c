@@ -23,9 +23,7 @@
 #define SEEN_SLACK 0.05   /* a change's dated instant may precede its refresh by this share */
 #define HELD_UP 1.1       /* a read lasting this many times its usual cost was held up, */
 #define SURE_SHARE 0.4    /* and its value lies at least this share of that cost inside it */
-#define HELD_DROP                                                                                  \
-    3.0 /* a power read, or a read of a continuous counter, lasting this many                      \
-         * times its usual cost is dropped: its value's instant is lost */
+#define HELD_DROP 3.0     /* a power read or a continuous counter's, this many times: dropped */
 
 struct prs__client_sampler {
     prs_gpu *gpu;
