@@ -576,7 +576,10 @@ static int build_report(prs_client *c, prs__client_pend *p, int force, prs__clie
         it->fit_rel_se = rel_se;
         it->fit_criterion = prs__client_dev_criterion(c);
         if (rc == 0) return fill_windows(c, p, pw, idle, q.lump_power_w, f->n_kinds, it);
-        if (unclocked(p) && counted(c->dev, p, it)) return 1; /* no windows to wait for */
+        if (unclocked(p) && counted(c->dev, p, it)) { /* no windows to wait for, no fit used */
+            it->fit_rel_se = it->fit_criterion = 0;
+            return 1;
+        }
         if (!f->told && f->t_last - f->t_first >= c->dev->round_bound_s) {
             f->told = 1;
             prs__client_log(

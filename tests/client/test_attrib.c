@@ -494,14 +494,21 @@ static void test_no_samples(void **state)
     prs__client_attrib_free(a);
 }
 
+/* An attribution of n_kinds whose timeline starts at second 50 (the runs below). */
+static prs__client_attrib *run_start(int n_kinds, const prs__client_attrib_opts *o)
+{
+    prs__client_attrib *a;
+    assert_int_equal(prs__client_attrib_new(n_kinds, o, &a), 0);
+    assert_int_equal(prs__client_attrib_known(a, 50), 0);
+    return a;
+}
+
 /* Exact counter readings every 7 ms over a repeating pattern of the given kinds (-1 idle). */
 static prs__client_attrib *exact_run(int n_kinds, const int *pat, int npat, const double *pw,
                                      double idle_w, int reps, const prs__client_attrib_opts *o)
 {
-    prs__client_attrib *a;
-    assert_int_equal(prs__client_attrib_new(n_kinds, o, &a), 0);
+    prs__client_attrib *a = run_start(n_kinds, o);
     double t = 50, e = 0, next = 50;
-    assert_int_equal(prs__client_attrib_known(a, t), 0);
     uint64_t rng = 5;
     for (int r = 0; r < reps; r++)
         for (int i = 0; i < npat; i++) {
@@ -522,10 +529,8 @@ static prs__client_attrib *exact_run(int n_kinds, const int *pat, int npat, cons
 static prs__client_attrib *gap_run(const int *pat, int npat, const double *pw, double idle_w,
                                    double untracked_w, int declare)
 {
-    prs__client_attrib *a;
-    assert_int_equal(prs__client_attrib_new(2, NULL, &a), 0);
+    prs__client_attrib *a = run_start(2, NULL);
     double t = 50, e = 0, next = 50;
-    assert_int_equal(prs__client_attrib_known(a, t), 0);
     uint64_t rng = 9;
     for (int r = 0; r < 40; r++)
         for (int i = 0; i < npat; i++) {
@@ -548,10 +553,8 @@ static prs__client_attrib *gap_run(const int *pat, int npat, const double *pw, d
 static prs__client_attrib *tail_run(const int *pat, int npat, const double *pw, double idle_w,
                                     double opt_w, double wait_s, double wait_var_s)
 {
-    prs__client_attrib *a;
-    assert_int_equal(prs__client_attrib_new(3, NULL, &a), 0);
+    prs__client_attrib *a = run_start(3, NULL);
     double t = 50, e = 0, next = 50;
-    assert_int_equal(prs__client_attrib_known(a, t), 0);
     uint64_t rng = 11;
     for (int r = 0; r < 60; r++)
         for (int i = 0; i <= npat; i++) {
