@@ -524,23 +524,6 @@ static int check_clock(prs_client *c, prs__client_round_fit *f, prs__client_pend
     return 1;
 }
 
-/* Whether a computation of p has no clock (the GPU ran off it, or no answer confirmed it): p can
- * carry no windows, so it need not wait for its round's fit. */
-static int unclocked(const prs__client_pend *p)
-{
-    for (int i = 0; i < p->n_ops; i++)
-        if (!p->ops[i].other && p->op_clock[i] < 0) return 1;
-    return 0;
-}
-
-/* p's energy from the counter's readings around it, once they cover it. */
-static int counted(const prs__client_dev *d, const prs__client_pend *p, prs__client_iteration *it)
-{
-    if (history_end(d) < p->t_end) return 0;
-    it->energy_j = counter_at(d, p->t_end) - counter_at(d, p->t_start);
-    return isfinite(it->energy_j);
-}
-
 /* Build the report of a resolved iteration. Returns 1 when it is ready (or forced), 0 to wait
  * for more readings, -1 when it is dropped (forced before its round's fit was usable). */
 static int build_report(prs_client *c, prs__client_pend *p, int force, prs__client_iteration *it)
@@ -576,10 +559,6 @@ static int build_report(prs_client *c, prs__client_pend *p, int force, prs__clie
         it->fit_rel_se = rel_se;
         it->fit_criterion = prs__client_dev_criterion(c);
         if (rc == 0) return fill_windows(c, p, pw, idle, q.lump_power_w, f->n_kinds, it);
-        if (unclocked(p) && counted(c->dev, p, it)) { /* no windows to wait for, no fit used */
-            it->fit_rel_se = it->fit_criterion = 0;
-            return 1;
-        }
         if (!f->told && f->t_last - f->t_first >= c->dev->round_bound_s) {
             f->told = 1;
             prs__client_log(

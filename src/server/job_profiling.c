@@ -289,8 +289,7 @@ int job_results_profiling(job *j, store *st, const req_results *r, int *action, 
             if (idx >= need) continue; /* the round has all it asks of this rank */
             j->round_iters[r->rank]++;
             used = idx >= j->spec.warmup_iterations;
-            if (r->iterations[i].fit_rel_se > 0) /* else no fit made it: nothing to note */
-                note_fit(&j->ranks[r->rank], &r->iterations[i], round);
+            note_fit(&j->ranks[r->rank], &r->iterations[i], round);
             if (idx + 1 == need) j->ranks_done++;
         } else if (j->late_iters[r->rank] >= need) {
             continue;
