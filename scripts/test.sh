@@ -3,12 +3,12 @@
 # run the whole test suite twice: an optimised build, then AddressSanitizer +
 # UndefinedBehaviorSanitizer; then ThreadSanitizer on the threaded parts (the server, client and
 # gpud tests). Then a short libFuzzer run of each fuzz target. After each suite, the slowest
-# tests. --quick: the optimised build and its suite only (no lint, no sanitizers, no fuzzing), for
-# the edit-run loop.
+# tests. --quick: the optimised build and its suite without the tests labelled slow (those that
+# take over 8 s, tests/CMakeLists.txt), no lint, no sanitizers, no fuzzing: the edit-run loop.
 # Usage: scripts/test.sh [--quick] [--no-lint] [--no-sanitize] [--no-tsan] [--no-fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-sanitize=1 tsan=1 fuzz=1 lint=1
+sanitize=1 tsan=1 fuzz=1 lint=1 quick=0
 for a in "$@"; do
   case "$a" in
     --no-lint) lint=0 ;;
@@ -16,7 +16,7 @@ for a in "$@"; do
     --tsan) tsan=1 ;;
     --no-tsan) tsan=0 ;;
     --no-fuzz) fuzz=0 ;;
-    --quick) lint=0 sanitize=0 tsan=0 fuzz=0 ;;
+    --quick) lint=0 sanitize=0 tsan=0 fuzz=0 quick=1 ;;
     *) echo "scripts/test.sh: unknown option '$a'" >&2; exit 2 ;;
   esac
 done
@@ -73,7 +73,13 @@ all_parts=(-DPRS_BUILD_TESTS=ON -DPRS_BUILD_BENCH=ON -DPRS_BUILD_FUZZ=ON)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${all_parts[@]}" >/dev/null
 cmake --build build -j "$jobs"
 ((lint)) && lint
-run_ctest build
+if ((quick)); then
+  run_ctest build -LE slow
+  echo "left out by --quick: $(ctest --test-dir build -N -L slow | sed -nE 's/^Total Tests: //p')" \
+    "tests labelled slow (scripts/test.sh without --quick runs them)"
+else
+  run_ctest build
+fi
 
 # AddressSanitizer at -O1, as its documentation advises, with the debug build's assertions: at
 # -O0 the CPU-bound tests ran about twice as long (cli/infer_emulate 146 s against 60 s).

@@ -113,7 +113,8 @@ typedef struct prs_client_opts {
      * bubbles between computations and, on a device stream with an energy counter, in the
      * tails too: a tail is fitted as the blocking power over it plus a fixed energy, so a wait
      * of any length before the optimizer (an all-reduce) is right. From power samples the tail is
-     * one power, wrong when it waits first (docs/measurement.md): bracket the optimizer there. 0 (the default): that time counts as blocking, unless bracketed. */
+     * one power, wrong when it waits first (docs/measurement.md): bracket the optimizer there. 0
+     * (the default): that time counts as blocking, unless bracketed. */
     int other_after_last;
 } prs_client_opts;
 

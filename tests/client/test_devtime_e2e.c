@@ -19,6 +19,8 @@
  *   - the measured blocking power is within 5 % of the model's, and the job planned with it;
  *   - in the running phase >= 99 % of every tracked computation's device time ran at its
  *     planned clock (the fake measures it).
+ * (These are the targets, asserted with PRS_DEVTIME_STRICT=1; the suite's bounds, which hold
+ * beside other work, are below.)
  * One configuration runs the running phase with the clocks requested from the host at the
  * hooks (no stream) and prints that share beside it. In "gpud-unprivileged" the ranks may not
  * change clocks themselves (the fake NVML refuses them, as for a non-root user): every change
@@ -77,12 +79,16 @@
 #define FIT_SE 0.01
 /* Those bounds hold on an idle machine only: beside other work the host's delays move the
  * client's readings (on 2 cores at a load of 4-6: worst rows 7.0 % and 15.4 %, rms 1.9 % and
- * 4.7 %; at 12 and more, 15-42 %). So the suite, which runs wherever it is run, judges the rows
- * against what a defect does (a kind's energy lost or given to another: tens of percent) and
- * the plan made from them (PLAN_TOL); the accuracy goal above is checked with
- * PRS_DEVTIME_STRICT=1 on an idle machine (bench/README.md). */
+ * 4.7 %; at 12 and more, 15-42 %; beside 4 busy loops, power sampling's rms 8.3 %). So the
+ * suite, which runs wherever it is run, judges the rows against what a defect does (a kind's
+ * energy lost or given to another: tens of percent) and the plan made from them (PLAN_TOL); the
+ * accuracy goal above is checked with PRS_DEVTIME_STRICT=1 on an idle machine (bench/README.md).
+ * The blocking power likewise: within 5 % strict, 10 % in the suite (beside 4 busy loops the
+ * 100 ms counter's came out +6.5 %; an optimizer counted as blocking is +130 %). */
 #define ENERGY_WORST_LOADED 0.25
-#define ENERGY_RMS_LOADED 0.08
+#define ENERGY_RMS_LOADED 0.12
+#define BLOCKING_TOL 0.05
+#define BLOCKING_TOL_LOADED 0.10
 #define PLAN_TOL                                                                                   \
     0.0075 /* energy at the fastest time, plan from the measured vs the true profile               \
             */
@@ -666,8 +672,9 @@ static double check_blocking(world *w, json_t *status)
     double truth = prs_gpu_preset_find("a100")->blocking_power_w;
     printf("%s: blocking power measured %.2f W (model %.2f W, %+.2f %%), planned with %.2f W\n",
            w->cfg->name, measured, truth, 100 * (measured / truth - 1), used);
-    assert_true(fabs(measured / truth - 1) <=
-                (w->cfg->trainer && strict_run() ? TRAINER_TOL : 0.05));
+    assert_true(fabs(measured / truth - 1) <= (!strict_run()     ? BLOCKING_TOL_LOADED
+                                               : w->cfg->trainer ? TRAINER_TOL
+                                                                 : BLOCKING_TOL));
     assert_true(used == measured);
     return measured;
 }
@@ -728,9 +735,10 @@ static void run_config(const config *cfg)
     if (cfg->deny_below) assert_true(clockf >= RANKS); /* each refused at least once */
     if (cfg->stream) {
         /* A switch that is late by design runs half the time at the wrong clock (the
-         * host-side configuration: 54 %); on time, 99.4-100 % on an idle machine, 96.3-98.6 %
-         * beside other work (a host function that changes the clock runs late). */
-        assert_true(at_plan >= 0.96 * busy);
+         * host-side configuration: 54 %); on time, 99.4-100 % on an idle machine, 95.1-98.6 %
+         * beside other work (a host function that changes the clock runs late; 95.1 % beside 4
+         * busy loops): the bound lies between. */
+        assert_true(at_plan >= 0.9 * busy);
         double blocking = getenv("PRS_DEVTIME_PIN_BP") ? 83.64 : check_blocking(&w, st);
         prs_profile *meas = fetch_profile(&w);
         check_profile(&w, meas, blocking);
