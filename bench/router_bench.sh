@@ -10,11 +10,15 @@
 #      flight, the failures, and the router's threads and backend connections then.
 # The machine's load average is printed before and after each part: on a shared machine the
 # figures measure the neighbours too. Environment: RATE (2000), DURATION (5), ROUNDS (2),
-# RUNS (3), HOLD (10000, lowered to what the open-files limit allows: 2 per stream).
+# RUNS (3), HOLD (10000, lowered to what the open-files limit allows: 2 per stream; 0: no part
+# 2), ROUTER_PRIO (a command that runs a second router at another CPU priority, for instance
+# "chrt -f 50" or "nice -n -10": each run then measures both routers in turn, the same backend
+# behind them, and the medians come for each).
 set -euo pipefail
 bin=${1:?usage: router_bench.sh BUILD_DIR}
 rate=${RATE:-2000} duration=${DURATION:-5} rounds=${ROUNDS:-2} runs=${RUNS:-3}
 hold=${HOLD:-10000}
+read -r -a prio <<<"${ROUTER_PRIO:-}"
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
@@ -33,7 +37,8 @@ backend() {
   wait_file "$tmp/$1.port" || { echo "backend $1 did not start" >&2; exit 1; }
   printf -v "port_$1" %s "$(cat "$tmp/$1.port")"
 }
-# router NAME BACKEND_PORT MAX_CONNECTIONS: a router on a free port; sets url_NAME, pid_NAME.
+# router NAME BACKEND_PORT MAX_CONNECTIONS [PREFIX...]: a router on a free port, started under
+# PREFIX (a command such as chrt) when given; sets url_NAME, pid_NAME.
 router() {
   cat >"$tmp/$1.json" <<JSON
 {"model": "llama2-70b", "cost_model": {"model": "llama2-70b", "gpu": "h100"},
@@ -41,7 +46,7 @@ router() {
   "classes": ["SS", "SM", "SL", "MS", "MM", "ML", "LS", "LM", "LL"],
   "instances": [{"name": "b", "url": "http://127.0.0.1:$2", "tp": 2, "max_running": 100000}]}]}
 JSON
-  "$bin/perseus-router" --config "$tmp/$1.json" --listen 127.0.0.1:0 \
+  "${@:4}" "$bin/perseus-router" --config "$tmp/$1.json" --listen 127.0.0.1:0 \
     --port-file "$tmp/$1.rport" 2>"$tmp/$1.rlog" &
   pids+=($!)
   printf -v "pid_$1" %s $!
@@ -53,20 +58,35 @@ loadavg() { echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cor
 echo "== added TTFT at $rate requests/s, $runs runs of $rounds routed and $rounds direct phases of $duration s"
 backend fast 20
 router fast "$port_fast" 4096
+names=(fast)
+if ((${#prio[@]})); then
+  router prio "$port_fast" 4096 "${prio[@]}"
+  names+=(prio)
+fi
 for i in $(seq "$runs"); do
-  loadavg
-  "$bin/bench/load_router" --url "$url_fast" --direct "http://127.0.0.1:$port_fast" \
-    --rate "$rate" --duration "$duration" --rounds "$rounds" --max-tokens 8 \
-    >"$tmp/run$i.json" || true
-  jq -c '{ok, failed, direct_failed: .direct.failed, routed_ttft_s: .ttft_s,
-    direct_ttft_s: .direct.ttft_s, added_ttft_s, cpu_s}' "$tmp/run$i.json"
+  for n in "${names[@]}"; do
+    loadavg
+    url=url_$n
+    "$bin/bench/load_router" --url "${!url}" --direct "http://127.0.0.1:$port_fast" \
+      --rate "$rate" --duration "$duration" --rounds "$rounds" --max-tokens 8 \
+      >"$tmp/$n.run$i.json" || true
+    jq -c --arg n "$n" '{router: $n, ok, failed, direct_failed: .direct.failed,
+      routed_ttft_s: .ttft_s, direct_ttft_s: .direct.ttft_s, added_ttft_s, cpu_s}' \
+      "$tmp/$n.run$i.json"
+  done
 done
 loadavg
-jq -s -c '{median_added_ttft_p50_s: (map(.added_ttft_s.p50) | sort | .[length / 2 | floor]),
-  median_added_ttft_p99_s: (map(.added_ttft_s.p99) | sort | .[length / 2 | floor]),
-  median_direct_ttft_p50_s: (map(.direct.ttft_s.p50) | sort | .[length / 2 | floor]),
-  failed: (map(.failed + .direct.failed) | add)}' "$tmp"/run*.json
-awk '{printf "router CPU over the runs: %.1f s\n", ($14 + $15) / 100}' "/proc/$pid_fast/stat"
+for n in "${names[@]}"; do
+  pid=pid_$n
+  jq -s -c --arg n "$n" '{router: $n,
+    median_added_ttft_p50_s: (map(.added_ttft_s.p50) | sort | .[length / 2 | floor]),
+    median_added_ttft_p99_s: (map(.added_ttft_s.p99) | sort | .[length / 2 | floor]),
+    median_direct_ttft_p50_s: (map(.direct.ttft_s.p50) | sort | .[length / 2 | floor]),
+    failed: (map(.failed + .direct.failed) | add)}' "$tmp/$n".run*.json
+  awk -v n="$n" '{printf "router %s CPU over the runs: %.1f s\n", n, ($14 + $15) / 100}' \
+    "/proc/${!pid}/stat"
+done
+((hold > 0)) || exit 0
 
 limit=$(ulimit -Hn)
 if [[ $limit != unlimited ]] && ((2 * hold + 32 > limit)); then
