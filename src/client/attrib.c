@@ -460,6 +460,7 @@ static void quality_init(const prs__client_attrib *a, prs__client_attrib_quality
     q->idle_se_w = NAN;
     q->lump_power_w = NAN;
     q->idle_s = a->colsum[a->nk];
+    q->lump_s = a->lump_s;
     q->pending = a->p_len;
     q->intervals = a->iv_len;
 }

@@ -77,6 +77,7 @@ typedef struct prs__client_attrib_quality {
     double kind_busy_s[PRS__CLIENT_ATTRIB_MAX_KINDS]; /* busy time in rows (power: sum of shares;
                                                          a lump kind: lumps) */
     double idle_s;
+    double lump_s;          /* of idle_s, the time inside lumps */
     double lump_power_w;    /* the lumps fitted as one power over their spans, idle included, when
                                nearly all the idle time lies inside them (the blocking power is then
                                NAN: a lump's energy and the idle power cannot be told apart); else

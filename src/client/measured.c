@@ -19,7 +19,7 @@ static void solve(prs_client *c, prs_client_kind *blocked)
         c->measured[k].power_w = rc == PRS__CLIENT_ATTRIB_MORE && !q.rows ? NAN : pw[k];
         c->measured[k].power_se_w = q.rows ? q.kind_se_w[k] : NAN;
     }
-    blocked->time_s = q.idle_s;
+    blocked->time_s = q.idle_s - q.lump_s; /* the tails (other_after_last) are other work */
     blocked->power_w = q.rows ? idle : NAN;
     blocked->power_se_w = q.rows ? q.idle_se_w : NAN;
 }
