@@ -160,12 +160,16 @@ size_t secure_b64url(const uint8_t *in, size_t n, char *out)
     return o;
 }
 
+/* An id goes on command lines (perseus job show ID): one that began with '-' was taken for an
+ * option, so the first character is drawn again until it is a letter or digit (2 draws in 64). */
 int secure_new_id(char out[SECURE_ID_LEN + 1], prs_error *err)
 {
     uint8_t r[12];
-    int rc = secure_random(r, sizeof r, err);
-    if (rc) return rc;
-    secure_b64url(r, sizeof r, out);
+    do {
+        int rc = secure_random(r, sizeof r, err);
+        if (rc) return rc;
+        secure_b64url(r, sizeof r, out);
+    } while (out[0] == '-' || out[0] == '_');
     return 0;
 }
 

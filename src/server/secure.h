@@ -31,7 +31,8 @@ size_t secure_b64url(const uint8_t *in, size_t n, char *out);
 /* Job ids: 16 base64url characters (12 random bytes); tokens: 43 characters (32 random bytes). */
 #define SECURE_ID_LEN 16
 #define SECURE_TOKEN_LEN 43
-/* New random id / token into out (SECURE_*_LEN + 1 bytes). 0, or PRS_EIO (no randomness). */
+/* New random id / token into out (SECURE_*_LEN + 1 bytes; an id begins with a letter or a
+ * digit). 0, or PRS_EIO (no randomness). */
 int secure_new_id(char out[SECURE_ID_LEN + 1], prs_error *err);
 int secure_new_token(char out[SECURE_TOKEN_LEN + 1], prs_error *err);
 /* 1 when s is exactly SECURE_ID_LEN base64url characters (what a job id looks like), else 0. */

@@ -94,6 +94,11 @@ static void test_b64url_and_ids(void **state)
     assert_false(secure_is_id("AAAAAAAAAAAAAAA.", 16));
     assert_false(secure_is_id("AAAAAAAA\0AAAAAAA", 16));
     assert_true(secure_is_id("AZaz09-_AZaz09-_", 16));
+    /* never an option's look on a command line (1 in 32 began with '-' or '_' before) */
+    for (int i = 0; i < 4096; i++) {
+        assert_int_equal(secure_new_id(id, NULL), 0);
+        assert_true(id[0] != '-' && id[0] != '_');
+    }
 }
 
 int main(void)
