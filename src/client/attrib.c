@@ -477,11 +477,10 @@ static int lumps_as_power(const prs__client_attrib *a)
     return any && a->lump_s > LUMPS_ONLY_SHARE * a->colsum[a->nk];
 }
 
-/* Columns some row saw, with their norms in cn (the lump kinds left out when lumps_as_power);
- * returns how many (listed in cols). */
-static int observed_columns(prs__client_attrib *a)
+/* Columns some row saw, with their norms in cn (the lump kinds left out when skip_lumps:
+ * lumps_as_power); returns how many (listed in cols). */
+static int observed_columns(prs__client_attrib *a, int skip_lumps)
 {
-    int skip_lumps = lumps_as_power(a);
     double top = 0;
     for (int j = 0; j < a->n; j++) {
         const double *c = a->A + (size_t)j * a->o.max_rows;
@@ -606,7 +605,8 @@ int prs__client_attrib_solve(prs__client_attrib *a, double *kind_power_w, double
     for (int k = 0; k < a->nk; k++)
         kind_power_w[k] = NAN;
     *idle_power_w = NAN;
-    int no = a->rows ? observed_columns(a) : 0;
+    int lumps_only = lumps_as_power(a);
+    int no = a->rows ? observed_columns(a, lumps_only) : 0;
     if (no == 0 || a->rows < no + a->o.min_rows) {
         snprintf(q->why, sizeof q->why, "%ld rows, need %d", a->rows, no + a->o.min_rows);
         return PRS__CLIENT_ATTRIB_MORE;
@@ -628,7 +628,7 @@ int prs__client_attrib_solve(prs__client_attrib *a, double *kind_power_w, double
     }
     *idle_power_w = p[a->nk];
     q->idle_se_w = se[a->nk];
-    if (lumps_as_power(a)) { /* the idle column is the lumps' power: no blocking power */
+    if (lumps_only) { /* the idle column is the lumps' power: no blocking power */
         q->lump_power_w = *idle_power_w;
         *idle_power_w = q->idle_se_w = NAN;
     }
